@@ -1,0 +1,737 @@
+//! Command line, environment and `--config` file, merged and validated into one [`Config`].
+//!
+//! Precedence, highest first: command-line flag, environment variable, config file, built-in default.
+//! Every refusal listed in SPEC §1 is a [`ConfigError`] whose `Display` is the one line printed
+//! before exiting with status 2.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::policy::Policy;
+
+/// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
+/// does may allocate without bound, so "no cap" means "the largest value we are sure is safe".
+pub const HARD_MAX_SESSIONS: usize = 4096;
+pub const HARD_MAX_PENDING_PROMPTS: usize = 1024;
+pub const HARD_MAX_CONNECTIONS: usize = 65_536;
+/// Largest accepted `--event-ring-size`, `--subscriber-queue` and `--max-subscribers`.
+pub const HARD_MAX_RING: usize = 1_000_000;
+pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
+
+const AFTER_HELP: &str = "\
+Quick start:
+  mediatord serve --agent demo          # built-in demo agent, no model needed
+  mediatord serve --agent 'qwen --acp'  # Qwen Code (the default agent)
+
+Every option may also be set in a JSON file given with --config, under \"serve\" in camelCase
+(e.g. {\"serve\":{\"maxSessions\":8}}), and the permission policy also as
+{\"policy\":{\"permissionStrategy\":\"consensus\",\"consensusQuorum\":2}}.
+Precedence: flag, then environment variable, then config file, then default.
+
+Security: the daemon binds to 127.0.0.1 by default. Binding elsewhere requires --token (or
+MEDIATORD_TOKEN); every request then needs `Authorization: Bearer <token>`. Browser origins are
+refused unless listed with --allow-origin. See README.md for the HTTP API.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mediatord",
+    version,
+    about = "Share one ACP coding agent among many HTTP + SSE clients",
+    long_about = "mediatord spawns an Agent Client Protocol agent (qwen --acp, claude-code-acp, \
+gemini --experimental-acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
+clients create or attach to sessions, send prompts, stream every agent update with replay on \
+reconnect, and vote on the agent's tool-permission requests under a configurable policy."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon.
+    #[command(after_help = AFTER_HELP)]
+    Serve(Box<ServeArgs>),
+    /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
+    #[command(after_help = crate::demo_agent::DIRECTIVES_HELP)]
+    DemoAgent(DemoArgs),
+    /// Internal: runs an agent command so that it dies with the daemon (see `agent_guard`).
+    #[command(hide = true)]
+    AgentGuard(GuardArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Ignore SIGTERM (tests the daemon's kill-after-grace path).
+    #[arg(long)]
+    pub ignore_sigterm: bool,
+    /// Keep running after stdin reaches EOF (tests that the daemon still reaps the agent).
+    #[arg(long)]
+    pub linger: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// The daemon's pid: the guard kills the agent's process group when it is gone.
+    #[arg(long)]
+    pub parent: i32,
+    /// The agent program and its arguments.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct ServeArgs {
+    /// Bind address. 127.0.0.0/8, localhost and ::1 are loopback; anything else requires a token
+    /// [default: 127.0.0.1]
+    #[arg(long, env = "MEDIATORD_HOSTNAME", value_name = "H")]
+    pub hostname: Option<String>,
+    /// TCP port; 0 lets the OS choose (the startup line prints the real one) [default: 7776]
+    #[arg(long, env = "MEDIATORD_PORT", value_name = "P")]
+    pub port: Option<u16>,
+    /// Bearer token clients must send (also MEDIATORD_TOKEN, then QWEN_SERVER_TOKEN). Trimmed; empty
+    /// means none. Prefer the environment: a flag is visible in the process list
+    #[arg(long, env = "MEDIATORD_TOKEN", value_name = "T", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Require the token even on loopback binds and on /health
+    #[arg(long)]
+    pub require_auth: bool,
+    /// A browser origin (exact scheme://host[:port]) allowed through CORS; repeatable. '*' needs a token
+    #[arg(long = "allow-origin", value_name = "O")]
+    pub allow_origin: Vec<String>,
+    /// The ACP agent command line, split like a POSIX shell would; `demo` runs the built-in demo
+    /// agent [default: qwen --acp]
+    #[arg(long, env = "MEDIATORD_AGENT", value_name = "CMD")]
+    pub agent: Option<String>,
+    /// A workspace directory sessions may use (absolute, existing); repeatable, the first is the
+    /// primary. Default: the daemon's current directory
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub workspace: Vec<String>,
+    /// Accept any absolute existing directory as a session cwd
+    #[arg(long)]
+    pub any_workspace: bool,
+    /// Default session scope: `single` (one shared session per workspace) or `thread` (a new
+    /// session per create) [default: single]
+    #[arg(long, value_name = "single|thread")]
+    pub session_scope: Option<String>,
+    /// Live sessions at once (attaches do not count); 0 = no cap [default: 32]
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+    /// Prompts per session, running plus queued; 0 = no cap [default: 5]
+    #[arg(long, value_name = "N")]
+    pub max_pending_prompts: Option<usize>,
+    /// Open TCP connections; further connections are closed at accept; 0 = no cap [default: 256]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// SSE streams per session; more are answered 429 [default: 64]
+    #[arg(long, value_name = "N")]
+    pub max_subscribers: Option<usize>,
+    /// Events kept per session for Last-Event-ID replay [default: 8000]
+    #[arg(long, value_name = "N")]
+    pub event_ring_size: Option<usize>,
+    /// Frames buffered per SSE stream before a slow client is evicted [default: 256]
+    #[arg(long, value_name = "N")]
+    pub subscriber_queue: Option<usize>,
+    /// Deadline for the agent's `initialize` and `session/new` answers [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub initialize_timeout_ms: Option<u64>,
+    /// Who decides permission requests: first-responder, designated, consensus, local-only
+    /// [default: first-responder]
+    #[arg(long, value_name = "P")]
+    pub permission_policy: Option<String>,
+    /// Votes needed under consensus (a positive integer) [default: floor(M/2)+1 of the M clients
+    /// attached when the request was raised]
+    #[arg(long, value_name = "N")]
+    pub consensus_quorum: Option<String>,
+    /// An unanswered permission request is cancelled after this long; 0 = wait forever
+    /// [default: 300000]
+    #[arg(long, value_name = "MS")]
+    pub permission_timeout_ms: Option<u64>,
+    /// Enable POST /session/:id/shell (also needs a token)
+    #[arg(long)]
+    pub enable_session_shell: bool,
+    /// JSON settings file; flags and environment win over it
+    #[arg(long, env = "MEDIATORD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
+    #[arg(long, value_name = "text|json")]
+    pub log_format: Option<String>,
+}
+
+/// Session scope (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionScope {
+    Single,
+    Thread,
+}
+
+impl SessionScope {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "single" => Some(Self::Single),
+            "thread" => Some(Self::Thread),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The agent command, split once at boot.
+#[derive(Debug, Clone)]
+pub struct AgentCommand {
+    /// As the operator wrote it (shown in capabilities; it is not a secret, tokens live in env).
+    pub display: String,
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+/// Allowed browser origins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origins {
+    List(Vec<String>),
+    /// `--allow-origin '*'` (only with a token).
+    Any,
+}
+
+impl Origins {
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            Origins::Any => origin != "null",
+            Origins::List(list) => list.iter().any(|o| o == origin),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Origins::List(l) if l.is_empty())
+    }
+}
+
+/// The validated, resolved settings the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub hostname: String,
+    pub port: u16,
+    /// SHA-256 of the token: the plain token is never kept, so it can never be logged.
+    pub token_digest: Option<[u8; 32]>,
+    pub require_auth: bool,
+    pub allow_origins: Origins,
+    pub agent: AgentCommand,
+    /// Canonical paths; the first is primary.
+    pub workspaces: Vec<PathBuf>,
+    pub any_workspace: bool,
+    pub session_scope: SessionScope,
+    pub max_sessions: usize,
+    pub max_pending_prompts: usize,
+    pub max_connections: usize,
+    pub max_subscribers: usize,
+    pub event_ring_size: usize,
+    pub subscriber_queue: usize,
+    pub initialize_timeout: Duration,
+    pub permission_policy: Policy,
+    pub consensus_quorum: Option<usize>,
+    /// `None` = wait forever.
+    pub permission_timeout: Option<Duration>,
+    pub enable_session_shell: bool,
+    pub log_format: LogFormat,
+    /// Non-fatal findings (unknown config keys, quorum without consensus), logged once tracing is up.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("mediatord: {0}")]
+pub struct ConfigError(pub String);
+
+fn refuse<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+/// The config file's settings, each `None` when absent.
+#[derive(Debug, Default)]
+struct FileSettings {
+    values: serde_json::Map<String, Value>,
+    policy_strategy: Option<String>,
+    policy_quorum: Option<Value>,
+}
+
+/// Keys accepted under `"serve"`.
+const SERVE_KEYS: &[&str] = &[
+    "hostname",
+    "port",
+    "token",
+    "requireAuth",
+    "allowOrigin",
+    "agent",
+    "workspace",
+    "anyWorkspace",
+    "sessionScope",
+    "maxSessions",
+    "maxPendingPrompts",
+    "maxConnections",
+    "maxSubscribers",
+    "eventRingSize",
+    "subscriberQueue",
+    "initializeTimeoutMs",
+    "permissionPolicy",
+    "consensusQuorum",
+    "permissionTimeoutMs",
+    "enableSessionShell",
+    "logFormat",
+];
+
+fn read_config_file(path: &Path, warnings: &mut Vec<String>) -> Result<FileSettings, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .or_else(|e| refuse(format!("cannot read config file {}: {e}", path.display())))?;
+    let root: Value = serde_json::from_str(&text)
+        .or_else(|e| refuse(format!("config file {} is not valid JSON: {e}", path.display())))?;
+    let Value::Object(root) = root else {
+        return refuse(format!("config file {} must hold a JSON object", path.display()));
+    };
+    let mut out = FileSettings::default();
+    for (key, value) in root {
+        match key.as_str() {
+            "serve" => {
+                let Value::Object(serve) = value else {
+                    return refuse("config file: \"serve\" must be an object");
+                };
+                for (k, v) in serve {
+                    if SERVE_KEYS.contains(&k.as_str()) {
+                        out.values.insert(k, v);
+                    } else {
+                        warnings.push(format!("config file: unknown key serve.{k} ignored"));
+                    }
+                }
+            }
+            "policy" => {
+                let Value::Object(policy) = value else {
+                    return refuse("config file: \"policy\" must be an object");
+                };
+                for (k, v) in policy {
+                    match k.as_str() {
+                        "permissionStrategy" => match v {
+                            Value::String(s) => out.policy_strategy = Some(s),
+                            _ => return refuse("config file: policy.permissionStrategy must be a string"),
+                        },
+                        "consensusQuorum" => out.policy_quorum = Some(v),
+                        _ => warnings.push(format!("config file: unknown key policy.{k} ignored")),
+                    }
+                }
+            }
+            _ => warnings.push(format!("config file: unknown key {key} ignored")),
+        }
+    }
+    Ok(out)
+}
+
+impl FileSettings {
+    fn string(&self, key: &str) -> Result<Option<String>, ConfigError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => refuse(format!("config file: serve.{key} must be a string")),
+        }
+    }
+
+    fn number(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(n) => Ok(Some(n)),
+                None => refuse(format!("config file: serve.{key} must be a non-negative integer")),
+            },
+        }
+    }
+
+    fn flag(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => refuse(format!("config file: serve.{key} must be true or false")),
+        }
+    }
+
+    fn strings(&self, key: &str) -> Result<Vec<String>, ConfigError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => refuse(format!("config file: serve.{key} must hold strings")),
+                })
+                .collect(),
+            Some(_) => refuse(format!("config file: serve.{key} must be a string or a list of strings")),
+        }
+    }
+}
+
+fn to_usize(n: u64, name: &str) -> Result<usize, ConfigError> {
+    usize::try_from(n).or_else(|_| refuse(format!("{name} is too large")))
+}
+
+/// Whether a `--hostname` value names a loopback address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    bare.parse::<IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
+}
+
+/// `scheme://host[:port]` with an http(s) scheme and nothing after the authority.
+fn valid_origin(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    if !matches!(scheme, "http" | "https") || rest.is_empty() {
+        return false;
+    }
+    let (host, port) = if let Some(after) = rest.strip_prefix('[') {
+        match after.split_once(']') {
+            Some((h, tail)) => (
+                h,
+                tail.strip_prefix(':').map(Some).unwrap_or(if tail.is_empty() { None } else { Some("x") }),
+            ),
+            None => return false,
+        }
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok());
+    host_ok && port_ok
+}
+
+fn workspace_dir(raw: &str) -> Result<PathBuf, ConfigError> {
+    let path = Path::new(raw);
+    if !path.is_absolute() {
+        return refuse(format!("workspace {raw:?} is not an absolute path"));
+    }
+    match std::fs::canonicalize(path) {
+        Ok(p) if p.is_dir() => Ok(p),
+        Ok(_) => refuse(format!("workspace {raw:?} is not a directory")),
+        Err(e) => refuse(format!("workspace {raw:?} does not exist: {e}")),
+    }
+}
+
+/// Splits the agent command line; `demo` becomes this binary's own demo agent.
+pub fn agent_command(raw: &str) -> Result<AgentCommand, ConfigError> {
+    let display = raw.trim().to_owned();
+    if display.is_empty() {
+        return refuse(
+            "--agent is empty: give the agent's command line, e.g. --agent 'qwen --acp' or --agent demo",
+        );
+    }
+    if display == "demo" {
+        let exe = std::env::current_exe()
+            .or_else(|e| refuse(format!("cannot locate this binary for --agent demo: {e}")))?;
+        return Ok(AgentCommand {
+            display,
+            program: exe.to_string_lossy().into_owned(),
+            args: vec!["demo-agent".into()],
+        });
+    }
+    let mut words = shell_words::split(&display)
+        .or_else(|e| refuse(format!("--agent cannot be split into words: {e}")))?;
+    if words.is_empty() {
+        return refuse("--agent is empty");
+    }
+    let program = words.remove(0);
+    Ok(AgentCommand { display, program, args: words })
+}
+
+impl Config {
+    /// Merges flags/env (already in `args` via clap) with the config file, then validates.
+    pub fn from_args(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let mut warnings = Vec::new();
+        let file = match &args.config {
+            Some(path) => read_config_file(path, &mut warnings)?,
+            None => FileSettings::default(),
+        };
+
+        let hostname = match &args.hostname {
+            Some(h) => h.clone(),
+            None => file.string("hostname")?.unwrap_or_else(|| "127.0.0.1".into()),
+        };
+        let port = match args.port {
+            Some(p) => p,
+            None => match file.number("port")? {
+                Some(p) => u16::try_from(p).or_else(|_| refuse("config file: serve.port is out of range"))?,
+                None => 7776,
+            },
+        };
+        // MEDIATORD_TOKEN reaches us through clap; QWEN_SERVER_TOKEN is the qwen-compatible fallback.
+        let token = args
+            .token
+            .clone()
+            .or_else(|| std::env::var("QWEN_SERVER_TOKEN").ok())
+            .or(file.string("token")?)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let require_auth = args.require_auth || file.flag("requireAuth")?;
+        let loopback = is_loopback_host(&hostname);
+        if !loopback && token.is_none() {
+            return refuse(format!(
+                "refusing to bind non-loopback address {hostname} without a token (set --token or MEDIATORD_TOKEN)"
+            ));
+        }
+        if require_auth && token.is_none() {
+            return refuse("--require-auth needs a token (set --token or MEDIATORD_TOKEN)");
+        }
+
+        let raw_origins = if args.allow_origin.is_empty() {
+            file.strings("allowOrigin")?
+        } else {
+            args.allow_origin.clone()
+        };
+        let allow_origins = if raw_origins.iter().any(|o| o == "*") {
+            if token.is_none() {
+                return refuse("--allow-origin '*' needs a token (set --token or MEDIATORD_TOKEN)");
+            }
+            Origins::Any
+        } else {
+            for origin in &raw_origins {
+                if origin == "null" || !valid_origin(origin) {
+                    return refuse(format!(
+                        "malformed --allow-origin {origin:?}: expected scheme://host[:port], e.g. http://localhost:3000"
+                    ));
+                }
+            }
+            Origins::List(raw_origins)
+        };
+
+        let agent_raw = match &args.agent {
+            Some(a) => a.clone(),
+            None => file.string("agent")?.unwrap_or_else(|| "qwen --acp".into()),
+        };
+        let agent = agent_command(&agent_raw)?;
+
+        let raw_workspaces =
+            if args.workspace.is_empty() { file.strings("workspace")? } else { args.workspace.clone() };
+        let workspaces = if raw_workspaces.is_empty() {
+            let cwd = std::env::current_dir()
+                .and_then(std::fs::canonicalize)
+                .or_else(|e| refuse(format!("cannot resolve the current directory: {e}")))?;
+            vec![cwd]
+        } else {
+            let mut out: Vec<PathBuf> = Vec::new();
+            for w in &raw_workspaces {
+                let dir = workspace_dir(w)?;
+                if !out.contains(&dir) {
+                    out.push(dir);
+                }
+            }
+            out
+        };
+        let any_workspace = args.any_workspace || file.flag("anyWorkspace")?;
+
+        let scope_raw = match &args.session_scope {
+            Some(s) => s.clone(),
+            None => file.string("sessionScope")?.unwrap_or_else(|| "single".into()),
+        };
+        let session_scope = SessionScope::parse(&scope_raw).map_or_else(
+            || refuse(format!("unknown --session-scope {scope_raw:?} (expected single or thread)")),
+            Ok,
+        )?;
+
+        let num = |flag: Option<usize>, key: &str, default: usize| -> Result<usize, ConfigError> {
+            match flag {
+                Some(n) => Ok(n),
+                None => match file.number(key)? {
+                    Some(n) => to_usize(n, key),
+                    None => Ok(default),
+                },
+            }
+        };
+        let max_sessions = num(args.max_sessions, "maxSessions", 32)?;
+        let max_pending_prompts = num(args.max_pending_prompts, "maxPendingPrompts", 5)?;
+        let max_connections = num(args.max_connections, "maxConnections", 256)?;
+        let max_subscribers = num(args.max_subscribers, "maxSubscribers", 64)?;
+        let event_ring_size = num(args.event_ring_size, "eventRingSize", 8000)?;
+        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", 256)?;
+        for (name, value, max) in [
+            ("--max-subscribers", max_subscribers, HARD_MAX_SUBSCRIBERS),
+            ("--event-ring-size", event_ring_size, HARD_MAX_RING),
+            ("--subscriber-queue", subscriber_queue, HARD_MAX_RING),
+        ] {
+            if value == 0 || value > max {
+                return refuse(format!("{name} must be between 1 and {max}"));
+            }
+        }
+
+        let ms = |flag: Option<u64>, key: &str, default: u64| -> Result<u64, ConfigError> {
+            Ok(flag.or(file.number(key)?).unwrap_or(default))
+        };
+        let init_ms = ms(args.initialize_timeout_ms, "initializeTimeoutMs", 10_000)?;
+        if init_ms == 0 {
+            return refuse("--initialize-timeout-ms must be positive");
+        }
+        let perm_ms = ms(args.permission_timeout_ms, "permissionTimeoutMs", 300_000)?;
+
+        let policy_raw = match &args.permission_policy {
+            Some(p) => p.clone(),
+            None => match file.string("permissionPolicy")? {
+                Some(p) => p,
+                None => file.policy_strategy.clone().unwrap_or_else(|| "first-responder".into()),
+            },
+        };
+        let permission_policy = Policy::parse(&policy_raw).map_or_else(
+            || {
+                refuse(format!(
+                    "unknown permission policy {policy_raw:?} (expected first-responder, designated, consensus or local-only)"
+                ))
+            },
+            Ok,
+        )?;
+
+        let quorum_raw: Option<String> = match &args.consensus_quorum {
+            Some(q) => Some(q.clone()),
+            None => match file.values.get("consensusQuorum").or(file.policy_quorum.as_ref()) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v) => Some(v.to_string()),
+            },
+        };
+        let consensus_quorum = match quorum_raw {
+            None => None,
+            Some(q) => match q.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return refuse(format!("consensus quorum {q:?} is not a positive integer")),
+            },
+        };
+        if consensus_quorum.is_some() && permission_policy != Policy::Consensus {
+            warnings.push(format!(
+                "a consensus quorum is set but the permission policy is {}; it has no effect",
+                permission_policy.as_str()
+            ));
+        }
+
+        let enable_session_shell = args.enable_session_shell || file.flag("enableSessionShell")?;
+        let log_raw = match &args.log_format {
+            Some(f) => f.clone(),
+            None => file.string("logFormat")?.unwrap_or_else(|| "text".into()),
+        };
+        let log_format = match log_raw.as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => return refuse(format!("unknown --log-format {other:?} (expected text or json)")),
+        };
+
+        Ok(Config {
+            hostname,
+            port,
+            token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            require_auth,
+            allow_origins,
+            agent,
+            workspaces,
+            any_workspace,
+            session_scope,
+            max_sessions,
+            max_pending_prompts,
+            max_connections,
+            max_subscribers,
+            event_ring_size,
+            subscriber_queue,
+            initialize_timeout: Duration::from_millis(init_ms),
+            permission_policy,
+            consensus_quorum,
+            permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
+            enable_session_shell,
+            log_format,
+            warnings,
+        })
+    }
+
+    /// Settings for tests and embedding: demo agent, loopback, no token, the given workspace.
+    pub fn for_tests(workspace: &Path) -> Config {
+        let args = ServeArgs {
+            agent: Some("demo".into()),
+            port: Some(0),
+            workspace: vec![workspace.to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        };
+        Config::from_args(&args).expect("test settings are valid")
+    }
+
+    pub fn primary_workspace(&self) -> &Path {
+        &self.workspaces[0]
+    }
+
+    /// `--max-sessions` with `0` mapped onto the hard ceiling.
+    pub fn session_cap(&self) -> usize {
+        if self.max_sessions == 0 { HARD_MAX_SESSIONS } else { self.max_sessions.min(HARD_MAX_SESSIONS) }
+    }
+
+    pub fn prompt_cap(&self) -> usize {
+        if self.max_pending_prompts == 0 {
+            HARD_MAX_PENDING_PROMPTS
+        } else {
+            self.max_pending_prompts.min(HARD_MAX_PENDING_PROMPTS)
+        }
+    }
+
+    pub fn connection_cap(&self) -> usize {
+        if self.max_connections == 0 {
+            HARD_MAX_CONNECTIONS
+        } else {
+            self.max_connections.min(HARD_MAX_CONNECTIONS)
+        }
+    }
+
+    /// Whether `POST /session/:id/shell` is usable (SPEC §9).
+    pub fn session_shell_effective(&self) -> bool {
+        self.enable_session_shell && self.token_digest.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_must_be_scheme_host_port() {
+        for good in ["http://localhost:3000", "https://example.com", "http://[::1]:8080", "http://127.0.0.1"]
+        {
+            assert!(valid_origin(good), "{good}");
+        }
+        for bad in
+            ["localhost:3000", "ftp://x", "http://", "http://x/", "http://x:port", "http://a b", "null"]
+        {
+            assert!(!valid_origin(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_names() {
+        for h in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "LOCALHOST"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["0.0.0.0", "10.0.0.1", "example.com", "::"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn agent_is_split_like_a_shell() {
+        let a = agent_command("node '/opt/my agent/cli.js' --acp").expect("valid");
+        assert_eq!(a.program, "node");
+        assert_eq!(a.args, vec!["/opt/my agent/cli.js", "--acp"]);
+        assert!(agent_command("   ").is_err());
+        assert!(agent_command("qwen 'unbalanced").is_err());
+    }
+}

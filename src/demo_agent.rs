@@ -1,0 +1,1154 @@
+//! The built-in ACP agent behind `mediatord demo-agent`: no model, deterministic, fast.
+//!
+//! It is the mock agent of the test suite and of the benchmark. A prompt's first text block is read
+//! as a directive (see [`DIRECTIVES_HELP`]); anything else is echoed back. The process speaks
+//! JSON-RPC 2.0 as NDJSON on stdin/stdout and logs only to stderr (through `tracing`).
+//!
+//! Shape: one reader loop classifies stdin lines and never waits on a prompt; each prompt runs in its
+//! own task; every stdout line goes through one writer task, so lines never interleave; the agent's
+//! own outgoing calls (`session/request_permission`, `fs/*`) are matched to their answers by id
+//! through a pending map.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::{
+    Frame, INTERNAL_ERROR, INVALID_PARAMS, RequestId, RpcError, notification_line, request_line,
+    response_line,
+};
+
+/// Options the CLI passes in.
+#[derive(Debug, Clone, Default)]
+pub struct DemoOptions {
+    /// Ignore SIGTERM from the start (tests of the daemon's kill escalation).
+    pub ignore_sigterm: bool,
+    /// Keep running after stdin EOF (tests that the daemon kills agents it no longer talks to).
+    pub linger_after_eof: bool,
+}
+
+/// Text for `mediatord demo-agent --help`: one directive per line, with an example.
+pub const DIRECTIVES_HELP: &str = "\
+Prompt directives (first word of the first non-empty line of the prompt's first text block;
+anything else is echoed back as 3 agent_message_chunk updates):
+  write <relative-path> <text...>        ask permission, then fs/write_text_file    e.g. `write notes/a.txt hello`
+  shell <command...>                     ask permission for a command; never runs it e.g. `shell rm -rf build`
+  permissions <K>                        ask K permissions in a row, list outcomes  e.g. `permissions 3`
+  stream <N> [<rate_per_sec>]            N chunks `tok<i> ` with _meta.emittedAtUs  e.g. `stream 100000` / `stream 50 10`
+  read <path> [line] [limit]             fs/read_text_file, reply with the content  e.g. `read src/lib.rs 1 20`
+  fswrite <path> <text...>               fs/write_text_file with no permission ask  e.g. `fswrite ../escape.txt x`
+  sleep <ms>                             wait, then reply `slept <ms>` (cancellable)  e.g. `sleep 250`
+  stall                                  never finish unless cancelled              e.g. `stall`
+  crash [code]                           exit at once with that status (default 3)  e.g. `crash 7`
+  malformed                              write two non-JSON-RPC lines to stdout     e.g. `malformed`
+  ignore-sigterm                         ignore SIGTERM from now on                 e.g. `ignore-sigterm`
+  linger                                 keep running after stdin EOF               e.g. `linger`
+  pid                                    reply with this process's pid              e.g. `pid`
+  echo-meta                              reply with a chunk carrying _meta + an unknown field  e.g. `echo-meta`";
+
+/// Stdout lines queued for the writer task; a full queue back-pressures the producing prompt.
+const WRITER_QUEUE_LINES: usize = 4096;
+/// Buffered stdout: bursts (the `stream` benchmark) leave in writes of this size.
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+/// Stdin read buffer.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Longest stdin line accepted; the same bound the daemon puts on agent lines (SPEC §4).
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// Live sessions; far above the daemon's default `--max-sessions` of 32.
+const MAX_SESSIONS: usize = 10_000;
+/// Prompts running at once, all sessions together.
+const MAX_CONCURRENT_PROMPTS: usize = 4096;
+/// The agent's own calls waiting for an answer, all prompts together.
+const MAX_PENDING_CALLS: usize = 16_384;
+/// `stream N` is capped here so one prompt cannot run for hours.
+const MAX_STREAM_CHUNKS: u64 = 10_000_000;
+/// `permissions K` is capped here.
+const MAX_PERMISSIONS: u32 = 1000;
+/// `crash` with no code exits with this status.
+const DEFAULT_CRASH_CODE: i32 = 3;
+/// Plain text is echoed back in this many chunks.
+const ECHO_CHUNKS: usize = 3;
+
+const MODELS: [(&str, &str); 2] = [("demo-fast", "Demo fast"), ("demo-smart", "Demo smart")];
+
+/// Runs the agent on this process's stdin/stdout until stdin EOF (unless lingering).
+pub async fn run(opts: DemoOptions) -> io::Result<()> {
+    let stdin = BufReader::with_capacity(READ_BUFFER_BYTES, tokio::io::stdin());
+    serve(stdin, tokio::io::stdout(), opts).await
+}
+
+/// The agent over any byte streams; [`run`] wires it to stdio, tests to in-memory pipes.
+///
+/// Returns once `reader` reaches EOF and everything queued has been written, or never when
+/// lingering.
+pub async fn serve<R, W>(mut reader: R, writer: W, opts: DemoOptions) -> io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, out_rx) = mpsc::channel(WRITER_QUEUE_LINES);
+    tokio::spawn(write_loop(out_rx, writer));
+    let shared = Arc::new(Shared {
+        out,
+        sessions: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashMap::new()),
+        next_call_id: AtomicI64::new(1),
+        next_tool_call: AtomicU64::new(1),
+        prompts: Arc::new(Semaphore::new(MAX_CONCURRENT_PROMPTS)),
+        linger: AtomicBool::new(opts.linger_after_eof),
+        sigterm_ignored: AtomicBool::new(false),
+    });
+    if opts.ignore_sigterm {
+        ignore_sigterm(&shared);
+    }
+
+    let mut line = Vec::new();
+    loop {
+        match read_line(&mut reader, &mut line).await? {
+            LineRead::Eof => break,
+            LineRead::TooLong => tracing::warn!(max = MAX_LINE_BYTES, "input line too long, skipped"),
+            LineRead::Line if line.iter().all(u8::is_ascii_whitespace) => {}
+            LineRead::Line => handle_frame(&shared, Frame::parse(&line)).await,
+        }
+    }
+
+    let (done, flushed) = oneshot::channel();
+    if shared.out.send(Out::Flush(done)).await.is_ok() {
+        // An error only means the writer already stopped on a broken stdout.
+        let _ = flushed.await;
+    }
+    if shared.linger.load(Ordering::SeqCst) {
+        tracing::info!("stdin closed; lingering");
+        std::future::pending::<()>().await;
+    }
+    Ok(())
+}
+
+/// State shared by the reader loop and the prompt tasks.
+struct Shared {
+    /// The only way to stdout.
+    out: mpsc::Sender<Out>,
+    /// Sessions by id. A std mutex: every critical section is a short lookup with no `.await`.
+    sessions: Mutex<HashMap<String, Session>>,
+    /// The agent's outgoing calls by id, waiting for the client's answer. Std mutex, as above.
+    pending: Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>,
+    next_call_id: AtomicI64,
+    /// Makes `toolCallId`s unique across the process.
+    next_tool_call: AtomicU64,
+    /// Bounds the prompts running at once.
+    prompts: Arc<Semaphore>,
+    /// Keep running after stdin EOF.
+    linger: AtomicBool,
+    /// The SIGTERM-swallowing task is installed at most once.
+    sigterm_ignored: AtomicBool,
+}
+
+struct Session {
+    /// Absolute, as the client sent it; relative paths in directives are joined to it.
+    cwd: String,
+    /// Cancels every prompt of the session running now; `session/cancel` replaces it with a fresh
+    /// token, so later prompts are not born cancelled.
+    cancel: CancellationToken,
+}
+
+enum Out {
+    /// One or more complete lines, newline included.
+    Line(Vec<u8>),
+    /// Answered once everything queued before it is flushed.
+    Flush(oneshot::Sender<()>),
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic under these locks cannot leave the maps half-updated (single insert/remove).
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Queues a line; an error only means stdout is gone, and then nobody is listening anyway.
+    async fn send(&self, line: Vec<u8>) {
+        let _ = self.out.send(Out::Line(line)).await;
+    }
+}
+
+/// Writes queued lines, flushing only when the queue is empty so bursts go out in big writes.
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Out>, writer: W) {
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            let result = match msg {
+                Out::Line(bytes) => writer.write_all(&bytes).await,
+                Out::Flush(done) => {
+                    let result = writer.flush().await;
+                    let _ = done.send(());
+                    result
+                }
+            };
+            if let Err(e) = result {
+                tracing::error!(error = %e, "stdout write failed; output stops");
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Err(e) = writer.flush().await {
+            tracing::error!(error = %e, "stdout flush failed; output stops");
+            return;
+        }
+    }
+}
+
+enum LineRead {
+    Line,
+    TooLong,
+    Eof,
+}
+
+/// Reads one line (without `\n` / `\r\n`) into `buf`, holding at most [`MAX_LINE_BYTES`].
+async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>) -> io::Result<LineRead> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => LineRead::TooLong,
+                (false, true) => LineRead::Eof,
+                (false, false) => LineRead::Line,
+            });
+        }
+        let (take, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, i + 1, true),
+            None => (available.len(), available.len(), false),
+        };
+        if !too_long {
+            buf.extend_from_slice(&available[..take]);
+            if buf.len() > MAX_LINE_BYTES {
+                too_long = true;
+                buf.clear();
+            }
+        }
+        reader.consume(consumed);
+        if complete {
+            if too_long {
+                return Ok(LineRead::TooLong);
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
+async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
+    match frame {
+        Frame::Request { id, method, params } => {
+            if method == "session/prompt" {
+                match start_prompt(shared, params.as_deref()) {
+                    Ok((turn, text, permit)) => {
+                        tokio::spawn(async move {
+                            let stop = turn.run(&text).await;
+                            turn.shared.send(response_line(&id, Ok(json!({"stopReason": stop})))).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(e) => shared.send(response_line(&id, Err(e))).await,
+                }
+            } else {
+                let result = answer(shared, &method, params.as_deref());
+                shared.send(response_line(&id, result)).await;
+            }
+        }
+        Frame::Notification { method, params } => {
+            if method == "session/cancel" {
+                match parse_params::<SessionRef>(params.as_deref()) {
+                    Ok(p) => cancel_session(shared, &p.session_id),
+                    Err(e) => tracing::warn!(error = %e, "bad session/cancel"),
+                }
+            }
+        }
+        Frame::Response { id, result } => {
+            let waiter = match &id {
+                RequestId::Number(n) => lock(&shared.pending).remove(n),
+                RequestId::Text(_) => None,
+            };
+            match waiter {
+                // The waiter may have given up (cancelled turn); then the answer is dropped.
+                Some(waiter) => {
+                    let _ = waiter.send(result.and_then(|raw| {
+                        serde_json::from_str(raw.get())
+                            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("bad result: {e}")))
+                    }));
+                }
+                None => tracing::debug!(?id, "response to no pending call"),
+            }
+        }
+        Frame::Malformed(reason) => tracing::warn!(%reason, "malformed input line skipped"),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionRef {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+struct NewSession {
+    cwd: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetModel {
+    session_id: String,
+    model_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Prompt {
+    session_id: String,
+    prompt: Vec<Value>,
+}
+
+fn parse_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, RpcError> {
+    serde_json::from_str(params.map_or("null", RawValue::get))
+        .map_err(|e| RpcError::new(INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn unknown_session(id: &str) -> RpcError {
+    RpcError::new(INVALID_PARAMS, format!("unknown session: {id}"))
+}
+
+/// Answers every request but `session/prompt`, synchronously.
+fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Value, RpcError> {
+    match method {
+        "initialize" => Ok(json!({
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": false,
+                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "mediatord-demo-agent", "version": env!("CARGO_PKG_VERSION")},
+            // `qwen serve` refuses agents without this marker.
+            "_meta": {"qwen-code/external-tool-guard-ready": "required-v1"}
+        })),
+        "session/new" => {
+            let p: NewSession = parse_params(params)?;
+            if !p.cwd.starts_with('/') {
+                return Err(RpcError::new(INVALID_PARAMS, "cwd must be an absolute path"));
+            }
+            let mut sessions = lock(&shared.sessions);
+            if sessions.len() >= MAX_SESSIONS {
+                return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
+            }
+            let session_id = format!("demo-{}", uuid::Uuid::new_v4());
+            sessions.insert(session_id.clone(), Session { cwd: p.cwd, cancel: CancellationToken::new() });
+            let models: Vec<Value> =
+                MODELS.iter().map(|(id, name)| json!({"modelId": id, "name": name})).collect();
+            Ok(json!({
+                "sessionId": session_id,
+                "models": {"currentModelId": MODELS[0].0, "availableModels": models},
+                "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]}
+            }))
+        }
+        "session/set_model" => {
+            let p: SetModel = parse_params(params)?;
+            if !lock(&shared.sessions).contains_key(&p.session_id) {
+                return Err(unknown_session(&p.session_id));
+            }
+            if !MODELS.iter().any(|(id, _)| *id == p.model_id) {
+                return Err(RpcError::new(INVALID_PARAMS, format!("unknown model: {}", p.model_id)));
+            }
+            Ok(json!({}))
+        }
+        "session/set_mode" => Ok(json!({})),
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+fn cancel_session(shared: &Shared, session_id: &str) {
+    match lock(&shared.sessions).get_mut(session_id) {
+        Some(session) => std::mem::replace(&mut session.cancel, CancellationToken::new()).cancel(),
+        None => tracing::debug!(session_id, "cancel for unknown session"),
+    }
+}
+
+/// Validates a prompt and prepares its turn; the turn itself runs in its own task.
+fn start_prompt(
+    shared: &Arc<Shared>,
+    params: Option<&RawValue>,
+) -> Result<(Turn, String, OwnedSemaphorePermit), RpcError> {
+    let p: Prompt = parse_params(params)?;
+    let (cwd, cancel) = match lock(&shared.sessions).get(&p.session_id) {
+        Some(s) => (s.cwd.clone(), s.cancel.clone()),
+        None => return Err(unknown_session(&p.session_id)),
+    };
+    let permit = Arc::clone(&shared.prompts)
+        .try_acquire_owned()
+        .map_err(|_| RpcError::new(INTERNAL_ERROR, "too many prompts in flight"))?;
+    let text = p
+        .prompt
+        .iter()
+        .find(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .and_then(|block| block.get("text").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned();
+    let session_json = serde_json::to_string(&p.session_id).expect("a string always serialises");
+    let turn = Turn { shared: Arc::clone(shared), session_id: p.session_id, session_json, cwd, cancel };
+    Ok((turn, text, permit))
+}
+
+/// Installs (once) a SIGTERM handler that drops the signal. Synchronous registration: once this
+/// returns, SIGTERM no longer terminates the process.
+fn ignore_sigterm(shared: &Shared) {
+    if shared.sigterm_ignored.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut signals) => {
+            tokio::spawn(async move {
+                while signals.recv().await.is_some() {
+                    tracing::info!("SIGTERM ignored");
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot install a SIGTERM handler"),
+    }
+}
+
+/// What a prompt asks for.
+#[derive(Debug, PartialEq)]
+enum Directive<'a> {
+    Echo,
+    Write {
+        path: &'a str,
+        text: &'a str,
+    },
+    Shell {
+        command: &'a str,
+    },
+    Permissions {
+        count: u32,
+    },
+    Stream {
+        count: u64,
+        rate: Option<f64>,
+    },
+    Read {
+        path: &'a str,
+        line: Option<u64>,
+        limit: Option<u64>,
+    },
+    FsWrite {
+        path: &'a str,
+        text: &'a str,
+    },
+    Sleep {
+        ms: u64,
+    },
+    Stall,
+    Crash {
+        code: i32,
+    },
+    Malformed,
+    IgnoreSigterm,
+    Linger,
+    Pid,
+    EchoMeta,
+    /// A directive word with unusable arguments; the text is the usage line.
+    Usage(&'static str),
+}
+
+/// Reads the first word of the first non-empty line of `text`.
+fn parse_directive(text: &str) -> Directive<'_> {
+    let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Directive::Echo;
+    };
+    let (word, rest) = match line.split_once(char::is_whitespace) {
+        Some((word, rest)) => (word, rest.trim_start()),
+        None => (line, ""),
+    };
+    let mut args = rest.split_whitespace();
+    match word.to_ascii_lowercase().as_str() {
+        "write" => match first_and_tail(rest) {
+            Some((path, text)) => Directive::Write { path, text },
+            None => Directive::Usage("usage: write <relative-path> <text...>"),
+        },
+        "fswrite" => match first_and_tail(rest) {
+            Some((path, text)) => Directive::FsWrite { path, text },
+            None => Directive::Usage("usage: fswrite <path> <text...>"),
+        },
+        "shell" if rest.is_empty() => Directive::Usage("usage: shell <command...>"),
+        "shell" => Directive::Shell { command: rest },
+        "permissions" => match args.next().map(str::parse::<u32>) {
+            Some(Ok(count)) => Directive::Permissions { count: count.min(MAX_PERMISSIONS) },
+            _ => Directive::Usage("usage: permissions <K>"),
+        },
+        "stream" => {
+            let count = args.next().map(str::parse::<u64>);
+            let rate = args.next().map(str::parse::<f64>);
+            match (count, rate) {
+                (Some(Ok(count)), None) => {
+                    Directive::Stream { count: count.min(MAX_STREAM_CHUNKS), rate: None }
+                }
+                (Some(Ok(count)), Some(Ok(rate))) if rate.is_finite() && rate > 0.0 => {
+                    Directive::Stream { count: count.min(MAX_STREAM_CHUNKS), rate: Some(rate) }
+                }
+                _ => Directive::Usage("usage: stream <N> [<rate_per_sec>]"),
+            }
+        }
+        "read" => {
+            let path = args.next();
+            let line = args.next().map(str::parse::<u64>).transpose();
+            let limit = args.next().map(str::parse::<u64>).transpose();
+            match (path, line, limit) {
+                (Some(path), Ok(line), Ok(limit)) => Directive::Read { path, line, limit },
+                _ => Directive::Usage("usage: read <path> [line] [limit]"),
+            }
+        }
+        "sleep" => match args.next().map(str::parse::<u64>) {
+            Some(Ok(ms)) => Directive::Sleep { ms },
+            _ => Directive::Usage("usage: sleep <ms>"),
+        },
+        "stall" => Directive::Stall,
+        "crash" => match args.next().map(str::parse::<i32>).transpose() {
+            Ok(code) => Directive::Crash { code: code.unwrap_or(DEFAULT_CRASH_CODE) },
+            Err(_) => Directive::Usage("usage: crash [code]"),
+        },
+        "malformed" => Directive::Malformed,
+        "ignore-sigterm" => Directive::IgnoreSigterm,
+        "linger" => Directive::Linger,
+        "pid" => Directive::Pid,
+        "echo-meta" => Directive::EchoMeta,
+        _ => Directive::Echo,
+    }
+}
+
+/// The first word of `rest` and the rest of the line after it, verbatim apart from leading
+/// whitespace.
+fn first_and_tail(rest: &str) -> Option<(&str, &str)> {
+    let (first, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    (!first.is_empty()).then(|| (first, tail.trim_start()))
+}
+
+/// Splits `text` into at most `parts` non-empty pieces on char boundaries; they concatenate back to
+/// `text`. Fewer pieces when `text` has fewer chars; none for an empty text.
+fn split_chunks(text: &str, parts: usize) -> Vec<&str> {
+    let boundaries: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let chars = boundaries.len();
+    let parts = parts.min(chars);
+    (0..parts)
+        .map(|k| {
+            let start = boundaries[k * chars / parts];
+            let end = boundaries.get((k + 1) * chars / parts).copied().unwrap_or(text.len());
+            &text[start..end]
+        })
+        .collect()
+}
+
+/// `path` as the agent sends it to the client: absolute paths as they are, relative ones joined to
+/// the session's cwd with no normalisation (so `../x` can escape; the daemon must refuse it).
+fn join_path(cwd: &str, path: &str) -> String {
+    if path.starts_with('/') { path.to_owned() } else { format!("{}/{path}", cwd.trim_end_matches('/')) }
+}
+
+fn micros_since_epoch() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros())
+}
+
+fn permission_options() -> Value {
+    json!([
+        {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+        {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+        {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}
+    ])
+}
+
+fn is_allow(option_id: &str) -> bool {
+    matches!(option_id, "allow_once" | "allow_always")
+}
+
+/// `message [errorKind]`, or just `message` when the error carries no kind.
+fn describe(error: &RpcError) -> String {
+    match error.data.as_ref().and_then(|d| d.get("errorKind")).and_then(Value::as_str) {
+        Some(kind) => format!("{} [{kind}]", error.message),
+        None => error.message.clone(),
+    }
+}
+
+/// The turn ended because it was cancelled (by `session/cancel` or by a `cancelled` permission
+/// outcome).
+struct Cancelled;
+
+#[derive(Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum StopReason {
+    EndTurn,
+    Cancelled,
+}
+
+enum Permission {
+    Selected(String),
+    Failed(RpcError),
+}
+
+/// One running prompt.
+struct Turn {
+    shared: Arc<Shared>,
+    session_id: String,
+    /// `session_id` as a JSON string, for the hand-built `stream` lines.
+    session_json: String,
+    cwd: String,
+    cancel: CancellationToken,
+}
+
+/// Removes a pending call's entry however its wait ends.
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    id: i64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.pending).remove(&self.id);
+    }
+}
+
+impl Turn {
+    async fn run(&self, text: &str) -> StopReason {
+        match self.directive(text).await {
+            Ok(()) => StopReason::EndTurn,
+            Err(Cancelled) => StopReason::Cancelled,
+        }
+    }
+
+    async fn directive(&self, text: &str) -> Result<(), Cancelled> {
+        match parse_directive(text) {
+            Directive::Echo => {
+                for piece in split_chunks(text, ECHO_CHUNKS) {
+                    self.chunk(piece).await;
+                }
+            }
+            Directive::Write { path, text } => self.write(path, text).await?,
+            Directive::Shell { command } => self.shell(command).await?,
+            Directive::Permissions { count } => self.permissions(count).await?,
+            Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
+            Directive::Stream { count, rate: Some(rate) } => self.stream_paced(count, rate).await?,
+            Directive::Read { path, line, limit } => {
+                let mut params = json!({"sessionId": self.session_id, "path": join_path(&self.cwd, path)});
+                if let Some(line) = line {
+                    params["line"] = json!(line);
+                }
+                if let Some(limit) = limit {
+                    params["limit"] = json!(limit);
+                }
+                let reply = match self.call("fs/read_text_file", params).await? {
+                    Ok(result) => match result.get("content").and_then(Value::as_str) {
+                        Some(content) => content.to_owned(),
+                        None => "read failed: result has no content".to_owned(),
+                    },
+                    Err(e) => format!("read failed: {}", describe(&e)),
+                };
+                self.chunk(&reply).await;
+            }
+            Directive::FsWrite { path, text } => {
+                let params = json!({"sessionId": self.session_id, "path": join_path(&self.cwd, path), "content": text});
+                let reply = match self.call("fs/write_text_file", params).await? {
+                    Ok(_) => format!("wrote {path}"),
+                    Err(e) => format!("write failed: {}", describe(&e)),
+                };
+                self.chunk(&reply).await;
+            }
+            Directive::Sleep { ms } => {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => self.chunk(&format!("slept {ms}")).await,
+                    () = self.cancel.cancelled() => return Err(Cancelled),
+                }
+            }
+            Directive::Stall => {
+                self.cancel.cancelled().await;
+                return Err(Cancelled);
+            }
+            Directive::Crash { code } => {
+                tracing::info!(code, "crash directive: exiting");
+                std::process::exit(code);
+            }
+            Directive::Malformed => {
+                self.shared.send(b"this is not json\n{\"jsonrpc\":\"2.0\"\n".to_vec()).await;
+                self.chunk("sent malformed lines").await;
+            }
+            Directive::IgnoreSigterm => {
+                ignore_sigterm(&self.shared);
+                self.chunk("ignoring SIGTERM").await;
+            }
+            Directive::Linger => {
+                self.shared.linger.store(true, Ordering::SeqCst);
+                self.chunk("lingering").await;
+            }
+            Directive::Pid => self.chunk(&std::process::id().to_string()).await,
+            Directive::EchoMeta => {
+                self.update(json!({
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "echo-meta"},
+                    "_meta": {"demo": {"nested": [1, 2, 3]}},
+                    "extraField": "kept"
+                }))
+                .await;
+            }
+            Directive::Usage(usage) => self.chunk(usage).await,
+        }
+        Ok(())
+    }
+
+    async fn update(&self, update: Value) {
+        let params = json!({"sessionId": self.session_id, "update": update});
+        self.shared.send(notification_line("session/update", &params)).await;
+    }
+
+    async fn chunk(&self, text: &str) {
+        self.update(
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}),
+        )
+        .await;
+    }
+
+    async fn tool_call_status(&self, tool_call_id: &str, status: &str) {
+        self.update(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": status}),
+        )
+        .await;
+    }
+
+    fn new_tool_call_id(&self) -> String {
+        format!("call-{}", self.shared.next_tool_call.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Calls the client and waits for its answer, giving up when the turn is cancelled.
+    async fn call(&self, method: &str, params: Value) -> Result<Result<Value, RpcError>, Cancelled> {
+        let id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.shared.pending);
+            if pending.len() >= MAX_PENDING_CALLS {
+                return Ok(Err(RpcError::new(INTERNAL_ERROR, "too many outstanding calls")));
+            }
+            pending.insert(id, tx);
+        }
+        let _guard = PendingGuard { shared: &self.shared, id };
+        self.shared.send(request_line(id, method, &params)).await;
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(Cancelled),
+            answer = rx => Ok(answer.unwrap_or_else(|_| Err(RpcError::new(INTERNAL_ERROR, "call abandoned")))),
+        }
+    }
+
+    /// Asks `session/request_permission`; a `cancelled` outcome cancels the turn.
+    async fn ask_permission(&self, tool_call: Value) -> Result<Permission, Cancelled> {
+        let params =
+            json!({"sessionId": self.session_id, "toolCall": tool_call, "options": permission_options()});
+        let result = match self.call("session/request_permission", params).await? {
+            Ok(result) => result,
+            Err(e) => return Ok(Permission::Failed(e)),
+        };
+        let outcome = &result["outcome"];
+        match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
+            (Some("selected"), Some(option)) => Ok(Permission::Selected(option.to_owned())),
+            (Some("cancelled"), _) => Err(Cancelled),
+            _ => Ok(Permission::Failed(RpcError::new(
+                INVALID_PARAMS,
+                format!("bad permission outcome: {result}"),
+            ))),
+        }
+    }
+
+    /// Announces a pending tool call, asks permission for it, and reports a refusal. `Some(id)` when
+    /// allowed.
+    async fn gated_tool_call(&self, mut tool_call: Value) -> Result<Option<String>, Cancelled> {
+        let tool_call_id = self.new_tool_call_id();
+        tool_call["toolCallId"] = json!(tool_call_id);
+        tool_call["status"] = json!("pending");
+        let mut update = tool_call.clone();
+        update["sessionUpdate"] = json!("tool_call");
+        self.update(update).await;
+        match self.ask_permission(tool_call).await? {
+            Permission::Selected(option) if is_allow(&option) => return Ok(Some(tool_call_id)),
+            Permission::Selected(_) => {
+                self.tool_call_status(&tool_call_id, "failed").await;
+                self.chunk("permission denied").await;
+            }
+            Permission::Failed(e) => {
+                self.tool_call_status(&tool_call_id, "failed").await;
+                self.chunk(&format!("permission request failed: {}", describe(&e))).await;
+            }
+        }
+        Ok(None)
+    }
+
+    async fn write(&self, path: &str, text: &str) -> Result<(), Cancelled> {
+        let abs = join_path(&self.cwd, path);
+        let tool_call = json!({
+            "title": format!("Write {path}"),
+            "kind": "edit",
+            "locations": [{"path": abs}],
+            "rawInput": {"path": abs, "content": text}
+        });
+        let Some(tool_call_id) = self.gated_tool_call(tool_call).await? else { return Ok(()) };
+        let params = json!({"sessionId": self.session_id, "path": abs, "content": text});
+        match self.call("fs/write_text_file", params).await? {
+            Ok(_) => {
+                self.tool_call_status(&tool_call_id, "completed").await;
+                self.chunk(&format!("wrote {path}")).await;
+            }
+            Err(e) => {
+                self.tool_call_status(&tool_call_id, "failed").await;
+                self.chunk(&format!("write failed: {}", e.message)).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn shell(&self, command: &str) -> Result<(), Cancelled> {
+        let tool_call =
+            json!({"title": format!("Run {command}"), "kind": "execute", "rawInput": {"command": command}});
+        if let Some(tool_call_id) = self.gated_tool_call(tool_call).await? {
+            self.tool_call_status(&tool_call_id, "completed").await;
+            self.chunk(&format!("would run: {command}")).await;
+        }
+        Ok(())
+    }
+
+    async fn permissions(&self, count: u32) -> Result<(), Cancelled> {
+        let mut outcomes = Vec::new();
+        for i in 1..=count {
+            let tool_call = json!({
+                "toolCallId": self.new_tool_call_id(),
+                "title": format!("Permission {i} of {count}"),
+                "kind": "other",
+                "status": "pending"
+            });
+            // A `cancelled` outcome is recorded; only a cancelled turn stops the sequence.
+            let outcome = match self.ask_permission(tool_call).await {
+                Ok(Permission::Selected(option)) => option,
+                Ok(Permission::Failed(_)) => "error".to_owned(),
+                Err(Cancelled) if self.cancel.is_cancelled() => return Err(Cancelled),
+                Err(Cancelled) => "cancelled".to_owned(),
+            };
+            outcomes.push(outcome);
+        }
+        self.chunk(&format!("outcomes: {}", outcomes.join(","))).await;
+        Ok(())
+    }
+
+    fn stream_line(&self, i: u64) -> Vec<u8> {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"sessionId\":{},\"update\":\
+             {{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"tok{i} \"}},\
+             \"_meta\":{{\"emittedAtUs\":{}}}}}}}}}\n",
+            self.session_json,
+            micros_since_epoch()
+        )
+        .into_bytes()
+    }
+
+    async fn stream_fast(&self, count: u64) -> Result<(), Cancelled> {
+        for i in 0..count {
+            if self.cancel.is_cancelled() {
+                return Err(Cancelled);
+            }
+            self.shared.send(self.stream_line(i)).await;
+        }
+        Ok(())
+    }
+
+    async fn stream_paced(&self, count: u64, rate: f64) -> Result<(), Cancelled> {
+        let period = match Duration::try_from_secs_f64(1.0 / rate) {
+            Ok(period) if !period.is_zero() => period,
+            // A rate too high to pace is no pacing at all.
+            _ => return self.stream_fast(count).await,
+        };
+        let mut ticks = tokio::time::interval(period);
+        for i in 0..count {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(Cancelled),
+                _ = ticks.tick() => self.shared.send(self.stream_line(i)).await,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, DuplexStream, Lines, ReadHalf, WriteHalf};
+
+    #[test]
+    fn directive_words_are_case_insensitive_and_plain_text_is_echo() {
+        assert_eq!(parse_directive("hello world"), Directive::Echo);
+        assert_eq!(parse_directive(""), Directive::Echo);
+        assert_eq!(parse_directive("\n  \n  STALL now\nmore"), Directive::Stall);
+        assert_eq!(parse_directive("Pid"), Directive::Pid);
+        assert_eq!(parse_directive("echo-meta"), Directive::EchoMeta);
+        assert_eq!(parse_directive("ignore-sigterm"), Directive::IgnoreSigterm);
+        assert_eq!(parse_directive("linger"), Directive::Linger);
+        assert_eq!(parse_directive("malformed"), Directive::Malformed);
+        assert_eq!(parse_directive("writer of things"), Directive::Echo);
+    }
+
+    #[test]
+    fn directive_arguments_parse_or_give_usage() {
+        assert_eq!(
+            parse_directive("write notes/a.txt  hello   there\nnext line"),
+            Directive::Write { path: "notes/a.txt", text: "hello   there" }
+        );
+        assert_eq!(parse_directive("write a.txt"), Directive::Write { path: "a.txt", text: "" });
+        assert!(matches!(parse_directive("write"), Directive::Usage(_)));
+        assert_eq!(parse_directive("fswrite ../x y"), Directive::FsWrite { path: "../x", text: "y" });
+        assert_eq!(parse_directive("shell rm -rf  build"), Directive::Shell { command: "rm -rf  build" });
+        assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
+        assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
+        assert_eq!(
+            parse_directive("permissions 99999999"),
+            Directive::Permissions { count: MAX_PERMISSIONS }
+        );
+        assert_eq!(parse_directive("stream 5"), Directive::Stream { count: 5, rate: None });
+        assert_eq!(parse_directive("stream 5 2.5"), Directive::Stream { count: 5, rate: Some(2.5) });
+        assert_eq!(
+            parse_directive("stream 99999999999"),
+            Directive::Stream { count: MAX_STREAM_CHUNKS, rate: None }
+        );
+        assert!(matches!(parse_directive("stream 5 0"), Directive::Usage(_)));
+        assert!(matches!(parse_directive("stream 5 nan"), Directive::Usage(_)));
+        assert!(matches!(parse_directive("stream x"), Directive::Usage(_)));
+        assert_eq!(parse_directive("read a.txt"), Directive::Read { path: "a.txt", line: None, limit: None });
+        assert_eq!(
+            parse_directive("read /abs 2 10"),
+            Directive::Read { path: "/abs", line: Some(2), limit: Some(10) }
+        );
+        assert!(matches!(parse_directive("read a.txt two"), Directive::Usage(_)));
+        assert_eq!(parse_directive("sleep 250"), Directive::Sleep { ms: 250 });
+        assert!(matches!(parse_directive("sleep"), Directive::Usage(_)));
+        assert_eq!(parse_directive("crash"), Directive::Crash { code: DEFAULT_CRASH_CODE });
+        assert_eq!(parse_directive("crash 7"), Directive::Crash { code: 7 });
+        assert!(matches!(parse_directive("crash x"), Directive::Usage(_)));
+    }
+
+    #[test]
+    fn echo_chunks_concatenate_to_the_original_text() {
+        for text in ["", "a", "ab", "abc", "abcd", "hello world", "héllo wörld ✓", "ü\n\nx  "] {
+            let pieces = split_chunks(text, ECHO_CHUNKS);
+            assert_eq!(pieces.concat(), text);
+            assert_eq!(pieces.len(), text.chars().count().min(ECHO_CHUNKS));
+            assert!(pieces.iter().all(|p| !p.is_empty()));
+        }
+    }
+
+    #[test]
+    fn relative_paths_join_the_cwd_without_normalising() {
+        assert_eq!(join_path("/ws", "a/b.txt"), "/ws/a/b.txt");
+        assert_eq!(join_path("/ws/", "../x"), "/ws/../x");
+        assert_eq!(join_path("/", "x"), "/x");
+        assert_eq!(join_path("/ws", "/etc/passwd"), "/etc/passwd");
+    }
+
+    #[test]
+    fn help_lists_every_directive() {
+        for word in [
+            "write",
+            "shell",
+            "permissions",
+            "stream",
+            "read",
+            "fswrite",
+            "sleep",
+            "stall",
+            "crash",
+            "malformed",
+            "ignore-sigterm",
+            "linger",
+            "pid",
+            "echo-meta",
+        ] {
+            assert!(DIRECTIVES_HELP.lines().any(|l| l.trim_start().starts_with(word)), "{word}");
+        }
+    }
+
+    /// The client side of an in-memory agent.
+    struct Client {
+        to_agent: WriteHalf<DuplexStream>,
+        from_agent: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    }
+
+    const TEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+    impl Client {
+        fn start() -> Client {
+            let (client, agent) = tokio::io::duplex(1 << 20);
+            let (agent_read, agent_write) = tokio::io::split(agent);
+            tokio::spawn(serve(BufReader::new(agent_read), agent_write, DemoOptions::default()));
+            let (from_agent, to_agent) = tokio::io::split(client);
+            Client { to_agent, from_agent: BufReader::new(from_agent).lines() }
+        }
+
+        async fn send_raw(&mut self, line: &str) {
+            self.to_agent.write_all(format!("{line}\n").as_bytes()).await.expect("pipe open");
+        }
+
+        async fn send(&mut self, value: Value) {
+            self.send_raw(&value.to_string()).await;
+        }
+
+        async fn request(&mut self, id: i64, method: &str, params: Value) {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = tokio::time::timeout(TEST_TIMEOUT, self.from_agent.next_line())
+                .await
+                .expect("agent answers in time")
+                .expect("pipe readable")
+                .expect("agent still writing");
+            serde_json::from_str(&line).expect("agent writes JSON")
+        }
+
+        async fn new_session(&mut self, cwd: &str) -> String {
+            self.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+            let reply = self.recv().await;
+            reply["result"]["sessionId"].as_str().expect("a session id").to_owned()
+        }
+
+        async fn prompt(&mut self, id: i64, session: &str, text: &str) {
+            let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+            self.request(id, "session/prompt", params).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn initialize_session_new_and_echo_prompt() {
+        let mut client = Client::start();
+        client.send_raw("this is not json").await;
+        client.request(0, "initialize", json!({"protocolVersion": 1})).await;
+        let init = client.recv().await;
+        assert_eq!(init["id"], 0);
+        assert_eq!(init["result"]["protocolVersion"], 1);
+        assert_eq!(init["result"]["_meta"]["qwen-code/external-tool-guard-ready"], "required-v1");
+
+        let session = client.new_session("/ws").await;
+        assert!(session.starts_with("demo-"));
+
+        client.prompt(2, &session, "hello world").await;
+        let mut echoed = String::new();
+        for _ in 0..ECHO_CHUNKS {
+            let update = client.recv().await;
+            assert_eq!(update["method"], "session/update");
+            assert_eq!(update["params"]["sessionId"], session.as_str());
+            assert_eq!(update["params"]["update"]["sessionUpdate"], "agent_message_chunk");
+            echoed.push_str(update["params"]["update"]["content"]["text"].as_str().expect("text"));
+        }
+        assert_eq!(echoed, "hello world");
+        assert_eq!(
+            client.recv().await,
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
+        );
+
+        client.request(3, "session/set_model", json!({"sessionId": session, "modelId": "nope"})).await;
+        assert_eq!(client.recv().await["error"]["code"], INVALID_PARAMS);
+        client.request(4, "no/such_method", json!({})).await;
+        assert_eq!(client.recv().await["error"]["code"], crate::jsonrpc::METHOD_NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn write_prompt_allowed_writes_through_the_client() {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, "write notes/a.txt hi there").await;
+
+        let tool_call = client.recv().await["params"]["update"].clone();
+        assert_eq!(tool_call["sessionUpdate"], "tool_call");
+        assert_eq!(tool_call["kind"], "edit");
+        assert_eq!(tool_call["title"], "Write notes/a.txt");
+        assert_eq!(tool_call["locations"], json!([{"path": "/ws/notes/a.txt"}]));
+
+        let ask = client.recv().await;
+        assert_eq!(ask["method"], "session/request_permission");
+        assert_eq!(ask["params"]["toolCall"]["toolCallId"], tool_call["toolCallId"]);
+        assert_eq!(ask["params"]["options"][0]["kind"], "allow_once");
+        let outcome = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+        client.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": outcome})).await;
+
+        let write = client.recv().await;
+        assert_eq!(write["method"], "fs/write_text_file");
+        assert_eq!(
+            write["params"],
+            json!({"sessionId": session, "path": "/ws/notes/a.txt", "content": "hi there"})
+        );
+        client.send(json!({"jsonrpc": "2.0", "id": write["id"], "result": null})).await;
+
+        let done = client.recv().await["params"]["update"].clone();
+        assert_eq!(done["sessionUpdate"], "tool_call_update");
+        assert_eq!(done["status"], "completed");
+        assert_eq!(client.recv().await["params"]["update"]["content"]["text"], "wrote notes/a.txt");
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+    }
+
+    #[tokio::test]
+    async fn cancel_ends_a_stalled_prompt() {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, "stall").await;
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
+            .await;
+        assert_eq!(
+            client.recv().await,
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}})
+        );
+
+        // The next prompt of the session is not born cancelled.
+        client.prompt(3, &session, "pid").await;
+        let pid = client.recv().await["params"]["update"]["content"]["text"].clone();
+        assert_eq!(pid, std::process::id().to_string());
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+    }
+
+    #[tokio::test]
+    async fn cancel_ends_a_turn_waiting_on_an_unanswered_permission() {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, "shell make deploy").await;
+        assert_eq!(client.recv().await["params"]["update"]["kind"], "execute");
+        assert_eq!(client.recv().await["method"], "session/request_permission");
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
+            .await;
+        assert_eq!(client.recv().await["result"]["stopReason"], "cancelled");
+    }
+
+    #[tokio::test]
+    async fn stream_emits_numbered_chunks_with_timestamps() {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, "stream 3").await;
+        for i in 0..3 {
+            let update = client.recv().await["params"]["update"].clone();
+            assert_eq!(update["content"]["text"], format!("tok{i} "));
+            assert!(update["_meta"]["emittedAtUs"].as_u64().is_some_and(|us| us > 0));
+        }
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+    }
+}

@@ -1,0 +1,382 @@
+//! One ACP session: its attached clients, its prompt FIFO and the task that runs turns one at a time,
+//! and how it ends (closed by a client, agent death, daemon shutdown).
+//!
+//! The turn runner is the only publisher of `turn_complete` / `turn_error` and of the terminal event,
+//! so every prompt gets exactly one turn event and the terminal event is always the last one.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::{Bus, PromptTag};
+use crate::mediator::{Mediator, ResolvedBy};
+use crate::workspace::{AgentHandle, CallError, ExitInfo};
+
+/// Clients remembered per session; past it the least recently seen is forgotten.
+pub const MAX_CLIENTS_PER_SESSION: usize = 1024;
+/// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
+pub const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub enum EndReason {
+    /// `DELETE /session/:id`.
+    Closed { closed_by: Option<String> },
+    /// The agent process exited.
+    Died(ExitInfo),
+    /// The daemon is shutting down.
+    Shutdown,
+}
+
+impl EndReason {
+    fn turn_error_code(&self) -> &'static str {
+        match self {
+            EndReason::Closed { .. } => "session_closed",
+            EndReason::Died(_) => "agent_exited",
+            EndReason::Shutdown => "daemon_draining",
+        }
+    }
+}
+
+/// Why a prompt did not produce an agent result.
+#[derive(Debug, Clone)]
+pub enum PromptError {
+    Agent(String),
+    Exited(String),
+    Ended(&'static str),
+}
+
+/// A queued prompt.
+pub struct PromptJob {
+    pub prompt_id: String,
+    pub originator: Option<String>,
+    /// The `session/prompt` params (the request body with `sessionId` set from the route).
+    pub params: Value,
+    /// The blocking caller waiting for the result, if any.
+    pub reply: Option<oneshot::Sender<Result<Value, PromptError>>>,
+    /// Fired when a blocking caller's connection drops: the turn is cancelled.
+    pub caller_gone: CancellationToken,
+}
+
+/// Fixed facts a session is created with.
+pub struct SessionInit {
+    pub id: String,
+    pub workspace: PathBuf,
+    pub agent: AgentHandle,
+    pub bus: Arc<Bus>,
+    pub mediator: Mediator,
+    pub prompt_cap: usize,
+    /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
+    pub agent_result: Value,
+    /// Called once the session has fully ended, to drop it from the daemon's tables.
+    pub on_finished: Box<dyn FnOnce(&str) + Send>,
+}
+
+pub struct Session {
+    pub id: String,
+    pub workspace: PathBuf,
+    pub created_at: u64,
+    pub agent: AgentHandle,
+    pub bus: Arc<Bus>,
+    pub mediator: Mediator,
+    pub agent_result: Value,
+    /// Client id → last seen (ms since epoch). Await-free critical sections only.
+    clients: Mutex<HashMap<String, u64>>,
+    queue: mpsc::Sender<PromptJob>,
+    /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
+    pending_prompts: AtomicUsize,
+    prompt_cap: usize,
+    /// The running turn's tag, stamped on every event it causes.
+    active: Mutex<Option<Arc<PromptTag>>>,
+    end_reason: OnceLock<EndReason>,
+    ending: CancellationToken,
+    finished: CancellationToken,
+}
+
+/// Why a prompt could not be queued.
+pub enum EnqueueError {
+    Full { limit: usize, pending: usize },
+    Ended,
+}
+
+impl Session {
+    pub fn start(init: SessionInit) -> Arc<Session> {
+        let (queue, rx) = mpsc::channel(init.prompt_cap.max(1));
+        let session = Arc::new(Session {
+            id: init.id,
+            workspace: init.workspace,
+            created_at: crate::now_ms(),
+            agent: init.agent,
+            bus: init.bus,
+            mediator: init.mediator,
+            agent_result: init.agent_result,
+            clients: Mutex::new(HashMap::new()),
+            queue,
+            pending_prompts: AtomicUsize::new(0),
+            prompt_cap: init.prompt_cap,
+            active: Mutex::new(None),
+            end_reason: OnceLock::new(),
+            ending: CancellationToken::new(),
+            finished: CancellationToken::new(),
+        });
+        tokio::spawn(run_turns(session.clone(), rx, init.on_finished));
+        session
+    }
+
+    /// Registers (or refreshes) a client id; returns its last-seen time.
+    pub fn touch_client(&self, client_id: &str) -> u64 {
+        let now = crate::now_ms();
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if !clients.contains_key(client_id)
+            && clients.len() >= MAX_CLIENTS_PER_SESSION
+            && let Some(oldest) = clients.iter().min_by_key(|(_, seen)| **seen).map(|(id, _)| id.clone())
+        {
+            clients.remove(&oldest);
+        }
+        clients.insert(client_id.to_owned(), now);
+        now
+    }
+
+    pub fn has_client(&self, client_id: &str) -> bool {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).contains_key(client_id)
+    }
+
+    pub fn remove_client(&self, client_id: &str) -> bool {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(client_id).is_some()
+    }
+
+    pub fn client_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            self.clients.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// The running turn's originator (the `designated` policy's decider).
+    pub fn current_tag(&self) -> Option<Arc<PromptTag>> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn has_active_prompt(&self) -> bool {
+        self.current_tag().is_some()
+    }
+
+    pub fn pending_prompt_count(&self) -> usize {
+        self.pending_prompts.load(Ordering::Acquire)
+    }
+
+    pub fn is_ending(&self) -> bool {
+        self.ending.is_cancelled()
+    }
+
+    /// Publishes an agent `session/update` (its params are the event's data, byte for byte).
+    pub fn publish_update(&self, params: &RawValue) {
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish_raw("session_update", params.get(), tag.as_deref().unwrap_or(&empty));
+    }
+
+    /// Publishes an event tied to the running turn, if any.
+    pub fn publish(&self, kind: &str, data: &Value) {
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
+    }
+
+    /// Queues a prompt, keeping running + queued within the cap.
+    pub fn enqueue(&self, job: PromptJob) -> Result<(), EnqueueError> {
+        if self.is_ending() {
+            return Err(EnqueueError::Ended);
+        }
+        let reserved = self
+            .pending_prompts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.prompt_cap).then_some(n + 1));
+        if let Err(pending) = reserved {
+            return Err(EnqueueError::Full { limit: self.prompt_cap, pending });
+        }
+        match self.queue.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.pending_prompts.fetch_sub(1, Ordering::AcqRel);
+                Err(EnqueueError::Ended)
+            }
+        }
+    }
+
+    /// Cancels the running turn (ACP `session/cancel`) and every pending permission; the queue
+    /// keeps running afterwards.
+    pub async fn cancel(&self) {
+        self.mediator.cancel_all(self, ResolvedBy::Cancel);
+        self.agent.notify("session/cancel", json!({"sessionId": self.id})).await;
+    }
+
+    /// Starts ending the session; the turn runner finishes the job and publishes the terminal event.
+    /// The first reason wins.
+    pub fn end(&self, reason: EndReason) {
+        if self.end_reason.set(reason).is_err() {
+            return;
+        }
+        self.mediator.cancel_all(self, ResolvedBy::SessionClosed);
+        self.ending.cancel();
+    }
+
+    /// Waits until the terminal event is out and the session is gone from every table.
+    pub async fn finished(&self) {
+        self.finished.cancelled().await;
+    }
+}
+
+fn set_active(session: &Session, tag: Option<Arc<PromptTag>>) {
+    *session.active.lock().unwrap_or_else(|p| p.into_inner()) = tag;
+}
+
+async fn run_turns(
+    session: Arc<Session>,
+    mut queue: mpsc::Receiver<PromptJob>,
+    on_finished: Box<dyn FnOnce(&str) + Send>,
+) {
+    loop {
+        let job = tokio::select! {
+            biased;
+            _ = session.ending.cancelled() => break,
+            job = queue.recv() => match job { Some(job) => job, None => break },
+        };
+        run_turn(&session, job).await;
+    }
+    let reason = session.end_reason.get().cloned().unwrap_or(EndReason::Shutdown);
+    queue.close();
+    while let Ok(job) = queue.try_recv() {
+        finish_turn(&session, job, Err(PromptError::Ended(reason.turn_error_code())));
+    }
+    let terminal = match &reason {
+        EndReason::Closed { closed_by } => (
+            "session_closed",
+            json!({"sessionId": session.id, "reason": "closed_by_client", "closedBy": closed_by}),
+        ),
+        EndReason::Shutdown => {
+            ("session_closed", json!({"sessionId": session.id, "reason": "daemon_shutdown"}))
+        }
+        EndReason::Died(exit) => (
+            "session_died",
+            json!({"sessionId": session.id, "reason": "agent_exited", "exitCode": exit.code, "signal": exit.signal}),
+        ),
+    };
+    session.bus.publish_terminal(terminal.0, &terminal.1);
+    on_finished(&session.id);
+    session.finished.cancel();
+}
+
+async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
+    if job.caller_gone.is_cancelled() {
+        // The blocking caller left before the turn started: nothing to ask the agent.
+        finish_turn(session, job, Ok(json!({"stopReason": "cancelled"})));
+        return;
+    }
+    set_active(
+        session,
+        Some(Arc::new(PromptTag {
+            prompt_id: Some(job.prompt_id.clone()),
+            originator: job.originator.clone(),
+        })),
+    );
+    let params = std::mem::take(&mut job.params);
+    let call = session.agent.call("session/prompt", params, None);
+    tokio::pin!(call);
+    let result = tokio::select! {
+        biased;
+        r = &mut call => r,
+        _ = job.caller_gone.cancelled() => {
+            session.cancel().await;
+            tokio::select! {
+                biased;
+                r = &mut call => r,
+                _ = session.ending.cancelled() => cancel_for_ending(session, &mut call).await,
+            }
+        }
+        _ = session.ending.cancelled() => cancel_for_ending(session, &mut call).await,
+    };
+    let result = result.map_err(|e| match e {
+        CallError::Rpc(e) => PromptError::Agent(e.message),
+        CallError::Exited(m) | CallError::Start(m) => PromptError::Exited(m),
+        other => PromptError::Agent(other.to_string()),
+    });
+    let result = result.and_then(|raw| {
+        serde_json::from_str::<Value>(raw.get())
+            .map_err(|_| PromptError::Agent("invalid prompt result".into()))
+    });
+    finish_turn(session, job, result);
+    set_active(session, None);
+}
+
+/// The session is ending while a turn runs: ask the agent to stop and give it a moment to answer.
+async fn cancel_for_ending<F>(
+    session: &Session,
+    call: &mut std::pin::Pin<&mut F>,
+) -> Result<Box<RawValue>, CallError>
+where
+    F: std::future::Future<Output = Result<Box<RawValue>, CallError>>,
+{
+    if !matches!(session.end_reason.get(), Some(EndReason::Died(_))) {
+        session.agent.notify("session/cancel", json!({"sessionId": session.id})).await;
+    }
+    match tokio::time::timeout(TURN_CANCEL_GRACE, call.as_mut()).await {
+        Ok(r) => r,
+        Err(_) => {
+            let code = session.end_reason.get().map_or("session_closed", EndReason::turn_error_code);
+            Err(CallError::Exited(format!("the turn was ended ({code})")))
+        }
+    }
+}
+
+/// Publishes the one turn event of `job` and answers its blocking caller.
+fn finish_turn(session: &Session, job: PromptJob, result: Result<Value, PromptError>) {
+    let tag = PromptTag { prompt_id: Some(job.prompt_id.clone()), originator: job.originator.clone() };
+    match &result {
+        Ok(value) => {
+            let stop = value.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
+            session.bus.publish(
+                "turn_complete",
+                &json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop}),
+                &tag,
+            );
+        }
+        Err(e) => {
+            let (message, code) = match e {
+                PromptError::Agent(m) => (m.clone(), "agent_error"),
+                PromptError::Exited(m) => (m.clone(), "agent_exited"),
+                PromptError::Ended(code) => (format!("the prompt did not run: {code}"), *code),
+            };
+            session.bus.publish(
+                "turn_error",
+                &json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": code}),
+                &tag,
+            );
+        }
+    }
+    session.pending_prompts.fetch_sub(1, Ordering::AcqRel);
+    if let Some(reply) = job.reply {
+        let _ = reply.send(result);
+    }
+}
+
+/// `{stopReason, promptId, ...agent result fields}` for a blocking prompt's 200.
+pub fn prompt_response(prompt_id: &str, result: Value) -> Value {
+    let mut out = match result {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    out.entry("stopReason").or_insert_with(|| json!("end_turn"));
+    out.insert("promptId".into(), json!(prompt_id));
+    Value::Object(out)
+}

@@ -1,0 +1,277 @@
+// Real-world e2e with the official TypeScript client: `DaemonClient` from @qwen-code/sdk/daemon,
+// unchanged, against the daemon under test and the real Qwen Code agent. Run through run.sh.
+// Tests run in order on one session; the last ones close it. Tests named [spec] check points where
+// SPEC.md says more than qwen serve does.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+import { DaemonClient, DaemonHttpError } from '@qwen-code/sdk/daemon';
+import {
+  BASE_URL,
+  EventCollector,
+  FAKE_TEXT,
+  T,
+  WORKSPACE,
+  agentText,
+  isPermissionRequest,
+  optionByKind,
+  waitForFile,
+  withTimeout,
+  workspaceFile,
+} from './lib.mjs';
+
+const client = new DaemonClient({ baseUrl: BASE_URL, fetchTimeoutMs: T.request });
+let created; // first createOrAttachSession result
+let attached; // second createOrAttachSession result
+let events; // SdkEvents over client.subscribeEvents
+const sid = () => created.sessionId;
+const cid = () => created.clientId;
+
+/** Collects `client.subscribeEvents()` in the background. */
+class SdkEvents extends EventCollector {
+  constructor(sessionId, opts) {
+    super('sdk-subscription');
+    this.controller = new AbortController();
+    (async () => {
+      let reason = 'eof';
+      try {
+        for await (const ev of client.subscribeEvents(sessionId, { ...opts, signal: this.controller.signal })) {
+          this.push(ev);
+        }
+      } catch (err) {
+        reason = this.controller.signal.aborted ? 'closed-by-test' : `error: ${err.name}: ${err.message}`;
+        if (!this.controller.signal.aborted) this.error = err;
+      } finally {
+        this.finish(this.controller.signal.aborted ? 'closed-by-test' : reason);
+      }
+    })();
+  }
+  close() {
+    this.controller.abort();
+  }
+}
+
+/** SDK prompt, bounded: the signal aborts (and the SDK then cancels) after T.turn. */
+function sdkPrompt(text) {
+  return withTimeout(
+    client.prompt(sid(), { prompt: [{ type: 'text', text }] }, AbortSignal.timeout(T.turn), cid()),
+    T.turn + 1_000,
+    `client.prompt(${JSON.stringify(text)})`,
+  );
+}
+
+/** The turn_complete of a prompt() that just resolved (the result has promptId only from a blocking daemon). */
+async function turnCompleteAfter(from, result) {
+  return events.waitFor(
+    (e) => e.type === 'turn_complete' && (result.promptId === undefined || e.data?.promptId === result.promptId),
+    { what: 'turn_complete on the subscription', from, timeoutMs: T.turn },
+  );
+}
+
+/** Start a WRITE prompt through the SDK and return it with its permission_request. */
+async function writeUntilPermission(file, text) {
+  const from = events.events.length;
+  const pending = sdkPrompt(`WRITE ${file} ${text}`);
+  pending.catch(() => {}); // observed below; avoid an unhandled rejection while we wait
+  const req = await events.waitFor(isPermissionRequest(sid()), { what: `permission_request for ${file}`, from, timeoutMs: T.permission });
+  return { pending, req, from };
+}
+
+before(async () => {
+  created = await client.createOrAttachSession({ workspaceCwd: WORKSPACE }, 'e2e-sdk-1');
+  // Replay from the start of the session so nothing is missed however late the subscription lands.
+  events = new SdkEvents(sid(), { clientId: cid(), lastEventId: 0 });
+});
+
+after(() => {
+  events?.close();
+});
+
+test('health()', async () => {
+  assert.deepEqual(await client.health(), { status: 'ok' });
+});
+
+test('capabilities() advertises the core features and the workspace', async () => {
+  const caps = await client.capabilities();
+  assert.equal(caps.v, 1);
+  assert.equal(typeof caps.mode, 'string');
+  for (const f of [
+    'health',
+    'capabilities',
+    'session_create',
+    'session_list',
+    'session_prompt',
+    'session_cancel',
+    'session_events',
+    'session_set_model',
+    'client_heartbeat',
+    'permission_vote',
+    'session_permission_vote',
+  ]) {
+    assert.ok(caps.features.includes(f), `feature ${f} in ${JSON.stringify(caps.features)}`);
+  }
+  assert.equal(fs.realpathSync(caps.workspaceCwd), fs.realpathSync(WORKSPACE));
+  assert.ok(Array.isArray(caps.workspaces) && caps.workspaces.some((w) => w.primary === true));
+});
+
+test('createOrAttachSession(): a second call for the same workspace attaches', async () => {
+  assert.equal(typeof created.sessionId, 'string');
+  assert.equal(typeof created.attached, 'boolean');
+  assert.equal(typeof created.clientId, 'string');
+  attached = await client.createOrAttachSession({ workspaceCwd: WORKSPACE }, 'e2e-sdk-2');
+  assert.equal(attached.sessionId, created.sessionId);
+  assert.equal(attached.attached, true);
+  assert.equal(typeof attached.clientId, 'string');
+});
+
+test('listWorkspaceSessions() lists the session', async () => {
+  const list = await client.listWorkspaceSessions(WORKSPACE);
+  assert.ok(Array.isArray(list));
+  const mine = list.find((s) => s.sessionId === sid());
+  assert.ok(mine, JSON.stringify(list));
+  assert.equal(typeof mine.workspaceCwd, 'string');
+});
+
+test('subscribeEvents() + prompt(): the streamed chunks spell the model answer', async () => {
+  const from = events.events.length;
+  const result = await sdkPrompt('hi');
+  assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+  const end = await turnCompleteAfter(from, result);
+  const turn = events.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+  assert.equal(agentText(turn), FAKE_TEXT);
+});
+
+test('respondToSessionPermission(): allow by kind, the prompt completes and the file exists', async () => {
+  const file = workspaceFile('sdk-session-vote');
+  const { pending, req } = await writeUntilPermission(file, 'sdk session vote');
+  const allow = optionByKind(req.data.options, ['allow_once', 'allow_always']);
+  const ok = await client.respondToSessionPermission(
+    sid(),
+    req.data.requestId,
+    { outcome: { outcome: 'selected', optionId: allow.optionId } },
+    cid(),
+  );
+  assert.equal(ok, true, 'vote accepted (200)');
+  const result = await pending;
+  assert.equal(result.stopReason, 'end_turn');
+  await waitForFile(file, 'sdk session vote');
+  const late = await client.respondToSessionPermission(
+    sid(),
+    req.data.requestId,
+    { outcome: { outcome: 'selected', optionId: allow.optionId } },
+    cid(),
+  );
+  assert.equal(late, false, 'a vote after the decision resolves false (404)');
+});
+
+test('respondToPermission() (legacy route): allow by kind, the file exists', async () => {
+  const file = workspaceFile('sdk-legacy-vote');
+  const { pending, req } = await writeUntilPermission(file, 'sdk legacy vote');
+  const allow = optionByKind(req.data.options, ['allow_once', 'allow_always']);
+  const ok = await client.respondToPermission(req.data.requestId, { outcome: { outcome: 'selected', optionId: allow.optionId } }, cid());
+  assert.equal(ok, true, 'vote accepted (200)');
+  const result = await pending;
+  assert.equal(result.stopReason, 'end_turn');
+  await waitForFile(file, 'sdk legacy vote');
+});
+
+test('respondToSessionPermission(): reject by kind, no file', async () => {
+  const file = workspaceFile('sdk-reject');
+  const { pending, req } = await writeUntilPermission(file, 'never');
+  const reject = optionByKind(req.data.options, ['reject_once', 'reject_always']);
+  const ok = await client.respondToSessionPermission(
+    sid(),
+    req.data.requestId,
+    { outcome: { outcome: 'selected', optionId: reject.optionId } },
+    cid(),
+  );
+  assert.equal(ok, true);
+  await pending;
+  assert.equal(fs.existsSync(file), false);
+});
+
+test('setSessionModel() with a model id the agent reported emits model_switched', async () => {
+  // The agent reports its models in the ACP session/new result (`models.currentModelId`,
+  // `models.availableModels[].modelId`). qwen serve exposes that state at GET /session/:id/context
+  // (`state.models`, DaemonClient.sessionContext); a daemon may also put `models` on the create response.
+  let modelId = created.models?.currentModelId ?? created.models?.availableModels?.[0]?.modelId;
+  let contextError;
+  if (!modelId) {
+    try {
+      const ctx = await client.sessionContext(sid(), cid());
+      modelId = ctx?.state?.models?.currentModelId ?? ctx?.state?.models?.availableModels?.[0]?.modelId;
+    } catch (err) {
+      contextError = err;
+    }
+  }
+  assert.ok(
+    modelId,
+    'the daemon does not expose the agent-reported models: expected `models` on the POST /session response ' +
+      `or GET /session/:id/context -> state.models (${contextError?.message ?? 'no models in the context'})`,
+  );
+  const from = events.events.length;
+  const result = await client.setSessionModel(sid(), modelId, cid());
+  assert.equal(typeof result, 'object');
+  const switched = await events.waitFor((e) => e.type === 'model_switched', { what: 'model_switched', from, timeoutMs: T.request });
+  assert.equal(switched.data.sessionId, sid());
+  assert.equal(switched.data.modelId, modelId);
+});
+
+test('setSessionModel() with an unknown model id rejects with a DaemonHttpError', async () => {
+  await assert.rejects(client.setSessionModel(sid(), 'no-such-model-e2e', cid()), (err) => {
+    assert.ok(err instanceof DaemonHttpError, String(err));
+    assert.ok(err.status >= 400, `status ${err.status}`);
+    return true;
+  });
+});
+
+test('heartbeat()', async () => {
+  const hb = await client.heartbeat(sid(), cid());
+  assert.equal(hb.sessionId, sid());
+  assert.equal(typeof hb.lastSeenAt, 'number');
+  if (hb.clientId !== undefined) assert.equal(hb.clientId, cid());
+});
+
+test('cancel() on an idle session resolves', async () => {
+  await client.cancel(sid(), cid());
+});
+
+test('cancel() during a pending permission: prompt() ends cancelled', async () => {
+  const file = workspaceFile('sdk-cancel');
+  const { pending } = await writeUntilPermission(file, 'never');
+  await client.cancel(sid(), cid());
+  let outcome;
+  try {
+    outcome = await pending;
+  } catch (err) {
+    outcome = err; // a turn_error is also an acceptable end
+  }
+  if (!(outcome instanceof Error)) assert.equal(outcome.stopReason, 'cancelled', JSON.stringify(outcome));
+  assert.equal(fs.existsSync(file), false);
+  const again = await sdkPrompt('hi');
+  assert.equal(again.stopReason, 'end_turn', 'the session still works after a cancel');
+});
+
+test('detachSession() for the second client resolves', async () => {
+  await client.detachSession(sid(), attached.clientId);
+});
+
+test('[spec] shellCommand() without a configured token is refused 401 token_required', async () => {
+  await assert.rejects(client.shellCommand(sid(), 'echo hi', { clientId: cid() }), (err) => {
+    assert.ok(err instanceof DaemonHttpError, String(err));
+    assert.equal(err.status, 401, `status ${err.status} ${JSON.stringify(err.body)}`);
+    assert.equal(err.body?.code, 'token_required');
+    return true;
+  });
+});
+
+test('closeSession(): the subscription sees session_closed and ends; a second close is fine', async () => {
+  const from = events.events.length;
+  await client.closeSession(sid(), cid());
+  const closed = await events.waitFor((e) => e.type === 'session_closed', { what: 'session_closed', from, timeoutMs: T.streamEnd });
+  assert.equal(closed.data.sessionId, sid());
+  await events.waitEnd();
+  assert.equal(events.error, undefined, `subscription error: ${events.error}`);
+  await client.closeSession(sid(), cid()); // 404 is success for the SDK
+  await assert.rejects(client.heartbeat(sid(), cid()), (err) => err instanceof DaemonHttpError && err.status === 404);
+});
