@@ -155,6 +155,9 @@ pub struct ServeArgs {
     /// Enable POST /session/:id/shell (also needs a token)
     #[arg(long)]
     pub enable_session_shell: bool,
+    /// Session shell commands are killed (with their children) after this long [default: 120000]
+    #[arg(long, value_name = "MS")]
+    pub shell_timeout_ms: Option<u64>,
     /// JSON settings file; flags and environment win over it
     #[arg(long, env = "MEDIATORD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -242,6 +245,7 @@ pub struct Config {
     /// `None` = wait forever.
     pub permission_timeout: Option<Duration>,
     pub enable_session_shell: bool,
+    pub shell_timeout: Duration,
     pub log_format: LogFormat,
     /// Non-fatal findings (unknown config keys, quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
@@ -285,6 +289,7 @@ const SERVE_KEYS: &[&str] = &[
     "consensusQuorum",
     "permissionTimeoutMs",
     "enableSessionShell",
+    "shellTimeoutMs",
     "logFormat",
 ];
 
@@ -621,6 +626,10 @@ impl Config {
         }
 
         let enable_session_shell = args.enable_session_shell || file.flag("enableSessionShell")?;
+        let shell_ms = ms(args.shell_timeout_ms, "shellTimeoutMs", 120_000)?;
+        if shell_ms == 0 {
+            return refuse("--shell-timeout-ms must be positive");
+        }
         let log_raw = match &args.log_format {
             Some(f) => f.clone(),
             None => file.string("logFormat")?.unwrap_or_else(|| "text".into()),
@@ -652,6 +661,7 @@ impl Config {
             consensus_quorum,
             permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
             enable_session_shell,
+            shell_timeout: Duration::from_millis(shell_ms),
             log_format,
             warnings,
         })

@@ -72,8 +72,8 @@ impl Drop for Reservation<'_> {
 fn call_error_to_api(e: CallError, during_start: bool) -> ApiError {
     match e {
         CallError::Timeout => ApiError::InitTimeout,
-        CallError::Rpc(e) if !during_start => ApiError::AgentError(e.message),
-        CallError::Rpc(e) => ApiError::AgentStartFailed(e.message),
+        CallError::Rpc(e) if !during_start => ApiError::AgentError(e.detailed_message()),
+        CallError::Rpc(e) => ApiError::AgentStartFailed(e.detailed_message()),
         CallError::Start(m) | CallError::Exited(m) => ApiError::AgentStartFailed(m),
         CallError::Backlog => ApiError::AgentStartFailed("the agent is not reading its input".into()),
     }

@@ -37,6 +37,17 @@ impl RpcError {
         Self { code, message: message.into(), data: Some(json!({ "errorKind": kind })) }
     }
 
+    /// The message with the agent's `data.details`, where some agents (Qwen Code) put the real
+    /// reason behind a generic "Internal error".
+    pub fn detailed_message(&self) -> String {
+        match self.data.as_ref().and_then(|d| d.get("details")).and_then(Value::as_str) {
+            Some(details) if !details.is_empty() && details != self.message => {
+                format!("{}: {details}", self.message)
+            }
+            _ => self.message.clone(),
+        }
+    }
+
     pub fn method_not_found(method: &str) -> Self {
         Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
     }

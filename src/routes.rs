@@ -117,7 +117,7 @@ fn summary(s: &Session) -> Value {
     json!({
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
-        "createdAt": s.created_at,
+        "createdAt": crate::iso8601(s.created_at),
         "clientCount": s.client_count(),
         "hasActivePrompt": s.has_active_prompt(),
     })
@@ -136,7 +136,8 @@ pub async fn create_session(
         "workspaceCwd": s.workspace.to_string_lossy(),
         "attached": created.attached,
         "clientId": created.client_id,
-        "createdAt": s.created_at,
+        // An ISO-8601 string: @qwen-code/sdk parses it as a date.
+        "createdAt": crate::iso8601(s.created_at),
     });
     for key in ["models", "modes"] {
         if let Some(v) = s.agent_result.get(key) {
@@ -274,7 +275,7 @@ pub async fn set_model(
         )
         .await
         .map_err(|e| match e {
-            crate::workspace::CallError::Rpc(e) => ApiError::AgentError(e.message),
+            crate::workspace::CallError::Rpc(e) => ApiError::AgentError(e.detailed_message()),
             crate::workspace::CallError::Exited(m) => ApiError::AgentExited(m),
             other => ApiError::AgentError(other.to_string()),
         })?;

@@ -269,7 +269,11 @@ async fn run_turns(
         }
         EndReason::Died(exit) => (
             "session_died",
-            json!({"sessionId": session.id, "reason": "agent_exited", "exitCode": exit.code, "signal": exit.signal}),
+            json!({
+                "sessionId": session.id, "reason": "agent_exited", "exitCode": exit.code,
+                // `signal` per SPEC; `signalCode` is the name @qwen-code/sdk's event types use.
+                "signal": exit.signal, "signalCode": exit.signal,
+            }),
         ),
     };
     session.bus.publish_terminal(terminal.0, &terminal.1);
@@ -307,7 +311,7 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
         _ = session.ending.cancelled() => cancel_for_ending(session, &mut call).await,
     };
     let result = result.map_err(|e| match e {
-        CallError::Rpc(e) => PromptError::Agent(e.message),
+        CallError::Rpc(e) => PromptError::Agent(e.detailed_message()),
         CallError::Exited(m) | CallError::Start(m) => PromptError::Exited(m),
         other => PromptError::Agent(other.to_string()),
     });
