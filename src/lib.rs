@@ -88,6 +88,7 @@ pub fn app(daemon: Arc<daemon::Daemon>, port: u16) -> Router {
         .route("/session", post(create_session))
         .route("/workspace/{*rest}", get(list_workspace_sessions))
         .route("/session/{id}", get(get_session).delete(delete_session))
+        .route("/session/{id}/context", get(session_context))
         .route("/session/{id}/prompt", post(prompt))
         .route("/session/{id}/cancel", post(cancel))
         .route("/session/{id}/model", post(set_model))

@@ -170,6 +170,20 @@ pub async fn get_session(State(d): State<AppState>, Path(id): Path<String>) -> A
     Ok(Json(out).into_response())
 }
 
+/// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
+/// modes the agent reported at `session/new`.
+pub async fn session_context(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let s = d.session(&id)?;
+    let pick = |key: &str| s.agent_result.get(key).cloned().unwrap_or(Value::Null);
+    Ok(Json(json!({
+        "v": 1,
+        "sessionId": s.id,
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "state": {"models": pick("models"), "modes": pick("modes"), "configOptions": pick("configOptions")},
+    }))
+    .into_response())
+}
+
 pub async fn delete_session(
     State(d): State<AppState>,
     headers: HeaderMap,

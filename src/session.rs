@@ -272,7 +272,7 @@ async fn run_turns(
             json!({
                 "sessionId": session.id, "reason": "agent_exited", "exitCode": exit.code,
                 // `signal` per SPEC; `signalCode` is the name @qwen-code/sdk's event types use.
-                "signal": exit.signal, "signalCode": exit.signal,
+                "signal": exit.signal, "signalCode": exit.signal.map(signal_name),
             }),
         ),
     };
@@ -383,4 +383,24 @@ pub fn prompt_response(prompt_id: &str, result: Value) -> Value {
     out.entry("stopReason").or_insert_with(|| json!("end_turn"));
     out.insert("promptId".into(), json!(prompt_id));
     Value::Object(out)
+}
+
+/// `SIGKILL`-style names for `session_died.signalCode` (the SDK's field is a string).
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return format!("SIG{signal}"),
+    };
+    name.to_owned()
 }
