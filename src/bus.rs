@@ -326,7 +326,23 @@ impl Subscription {
             }
             let received = tokio::select! {
                 biased;
-                _ = st.shutdown.cancelled() => return None,
+                _ = st.shutdown.cancelled() => {
+                    // Hand over what is already queued (at most the queue's bound) before ending:
+                    // the drain publishes each session's terminal event just before it ends the
+                    // streams, and a client must not lose it.
+                    st.done = true;
+                    while let Ok(frame) = st.sub.rx.try_recv() {
+                        st.batch.push(frame);
+                    }
+                    if st.batch.is_empty() {
+                        return None;
+                    }
+                    let mut out = BytesMut::with_capacity(st.batch.iter().map(Bytes::len).sum());
+                    for frame in st.batch.drain(..) {
+                        out.extend_from_slice(&frame);
+                    }
+                    return Some((Ok(out.freeze()), st));
+                }
                 r = tokio::time::timeout(HEARTBEAT_INTERVAL, st.sub.rx.recv_many(&mut st.batch, WRITE_BATCH)) => r,
             };
             match received {
@@ -532,6 +548,21 @@ mod tests {
         futures_util::pin_mut!(body);
         assert!(body.next().await.is_some());
         token.cancel();
+        assert!(body.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn shutdown_still_hands_over_what_was_queued() {
+        let b = bus(10, 10, 10);
+        let token = CancellationToken::new();
+        let body = b.subscribe(None).expect("subscribe").into_body(token.clone());
+        futures_util::pin_mut!(body);
+        assert!(body.next().await.is_some()); // `retry`
+        b.publish("turn_complete", &json!({}), &PromptTag::default());
+        b.publish_terminal("session_closed", &json!({"sessionId": "s1"}));
+        token.cancel();
+        let rest = body.next().await.and_then(Result::ok).expect("the queued frames");
+        assert_eq!(ids(&String::from_utf8_lossy(&rest)), vec![1, 2]);
         assert!(body.next().await.is_none());
     }
 

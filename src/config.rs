@@ -146,7 +146,8 @@ pub struct ServeArgs {
     pub permission_policy: Option<String>,
     /// Votes needed under consensus (a positive integer) [default: floor(M/2)+1 of the M clients
     /// attached when the request was raised]
-    #[arg(long, value_name = "N")]
+    // Negative numbers are values here, so `--consensus-quorum -1` gets the one-line refusal.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub consensus_quorum: Option<String>,
     /// An unanswered permission request is cancelled after this long; 0 = wait forever
     /// [default: 300000]

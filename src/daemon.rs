@@ -348,25 +348,30 @@ impl Daemon {
         })
     }
 
-    /// The first signal: refuse creates, end sessions (cancelling their permissions), end streams,
-    /// close each agent's stdin, give the agents `grace` in parallel, then kill what is left.
+    /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
+    /// them publish their terminal events, end the streams left, close each agent's stdin, give the
+    /// agents `grace` in parallel, then kill what is left.
     pub async fn drain(&self, grace: Duration) {
         self.draining.cancel();
-        for session in self.all_sessions() {
+        let sessions = self.all_sessions();
+        for session in &sessions {
             session.end(EndReason::Shutdown);
         }
+        // Ending is asynchronous: each session's turn runner publishes its turn event and then
+        // `session_closed`, which ends that session's streams once they have drained. Cutting the
+        // streams before that would lose those events, so wait (bounded by the grace the runner
+        // gives a cancelled turn) and only then end whatever is still open.
+        let _ = tokio::time::timeout(
+            crate::session::TURN_CANCEL_GRACE,
+            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
+        )
+        .await;
         self.streams_end.cancel();
         let agents: Vec<AgentHandle> = {
             let ws = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
             ws.values().filter_map(|e| e.agent.clone()).collect()
         };
         futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
-        let sessions = self.all_sessions();
-        let _ = tokio::time::timeout(
-            crate::session::TURN_CANCEL_GRACE,
-            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
-        )
-        .await;
     }
 
     /// The second signal: kill every agent group now.

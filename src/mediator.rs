@@ -85,6 +85,10 @@ struct State {
     resolved: VecDeque<Resolved>,
     audit: VecDeque<Value>,
     rules: Vec<CompiledRule>,
+    /// Set once the session has ended (close, agent death, shutdown): a request the agent sends
+    /// after that is answered `cancelled` at once, since nobody is left to vote on it and nothing
+    /// would ever cancel it again.
+    closed: bool,
 }
 
 pub struct Mediator {
@@ -188,6 +192,11 @@ impl Mediator {
         let (reply, mut rx) = oneshot::channel();
         {
             let mut st = self.lock();
+            if st.closed {
+                drop(st);
+                tracing::debug!(session_id = %session.id, "permission request after the session ended; answering cancelled");
+                return cancelled();
+            }
             if st.pending.len() >= MAX_PENDING_PER_SESSION {
                 drop(st);
                 tracing::warn!(session_id = %session.id, "too many pending permission requests; answering cancelled");
@@ -256,8 +265,10 @@ impl Mediator {
     }
 
     /// Cancels every pending request (session cancel, close, agent death, shutdown).
+    /// `SessionClosed` means the session is over: later requests are cancelled on arrival.
     pub fn cancel_all(&self, session: &Session, by: ResolvedBy) {
         let mut st = self.lock();
+        st.closed |= by == ResolvedBy::SessionClosed;
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
@@ -534,7 +545,203 @@ fn finish(
             {
                 st.rules.push(rule);
                 publish_rules(st, session);
+                // A remembered rule is an added rule: it also answers identical requests already
+                // pending (an agent may ask for parallel tool calls at once). No recursion: those
+                // are resolved by rule, which never remembers.
+                apply_rules_to_pending(st, session, workspace);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::bus::Bus;
+    use crate::session::SessionInit;
+    use crate::workspace::AgentHandle;
+
+    const WS: &str = "/ws";
+
+    /// A session whose agent cannot start: these tests call the mediator the way the agent's
+    /// `session/request_permission` handler does, and never prompt.
+    fn session(policy: Policy) -> Arc<Session> {
+        let workspace = PathBuf::from(WS);
+        let missing = crate::config::agent_command("/nonexistent/mediatord-test-agent").expect("command");
+        let agent = AgentHandle::start(missing, workspace.clone(), 0, Duration::from_secs(1), Arc::default());
+        let cfg = MediatorConfig { policy, quorum: None, timeout: None };
+        Session::start(SessionInit {
+            id: "s1".into(),
+            workspace: workspace.clone(),
+            agent,
+            bus: Bus::new("s1".into(), 1024, 1024, 4, Arc::default()),
+            mediator: Mediator::new(cfg, workspace),
+            prompt_cap: 1,
+            agent_result: json!({}),
+            on_finished: Box::new(|_| {}),
+        })
+    }
+
+    fn options(kinds: &[&str]) -> Vec<Value> {
+        kinds.iter().map(|k| json!({"optionId": format!("opt-{k}"), "name": k, "kind": k})).collect()
+    }
+
+    fn params(path: &str, kinds: &[&str]) -> Value {
+        json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c1", "title": "Write", "kind": "edit", "locations": [{"path": path}]},
+            "options": options(kinds),
+        })
+    }
+
+    /// Raises a request as the agent would, in its own task.
+    fn raise(s: &Arc<Session>, params: Value) -> tokio::task::JoinHandle<Value> {
+        let s = s.clone();
+        tokio::spawn(async move { s.mediator.request(&s, params).await })
+    }
+
+    /// Lets spawned requests run (current-thread runtime) until `n` are pending.
+    async fn until_pending(s: &Session, n: usize) {
+        for _ in 0..10_000 {
+            if s.mediator.pending_count() == n {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{} pending, expected {n}", s.mediator.pending_count());
+    }
+
+    fn pending_ids(s: &Session) -> Vec<String> {
+        s.mediator.list_pending().iter().filter_map(|p| p["requestId"].as_str().map(str::to_owned)).collect()
+    }
+
+    fn rule(body: Value) -> CompiledRule {
+        rules::parse_rule(&body, std::path::Path::new(WS), None, 0).expect("valid rule")
+    }
+
+    fn vote(option: &str, remember: bool) -> VoteBody {
+        VoteBody::Outcome { choice: Choice::Option(option.into()), remember }
+    }
+
+    async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
+        tokio::time::timeout(Duration::from_secs(5), task).await.expect("answered").expect("task")
+    }
+
+    #[test]
+    fn rule_choice_maps_effects_to_offered_kinds() {
+        let table: [(Effect, &[&str], Option<Choice>); 6] = [
+            (
+                Effect::Allow,
+                &["allow_once", "allow_always", "reject_once"],
+                Some(Choice::Option("opt-allow_once".into())),
+            ),
+            (
+                Effect::Allow,
+                &["allow_always", "reject_once"],
+                Some(Choice::Option("opt-allow_always".into())),
+            ),
+            (Effect::Allow, &["reject_once", "reject_always"], None),
+            (
+                Effect::Deny,
+                &["allow_once", "reject_always"],
+                Some(Choice::Option("opt-reject_always".into())),
+            ),
+            (Effect::Deny, &["allow_once", "allow_always"], Some(Choice::Cancel)),
+            (Effect::Deny, &[], Some(Choice::Cancel)),
+        ];
+        for (effect, kinds, expected) in table {
+            assert_eq!(rule_choice(effect, &options(kinds)), expected, "{effect:?} {kinds:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn allow_rule_without_an_allow_option_leaves_the_request_to_the_vote() {
+        let s = session(Policy::FirstResponder);
+        s.mediator.add_rule(&s, rule(json!({"effect": "allow", "kinds": ["edit"]}))).expect("added");
+        let task = raise(&s, params("/ws/a", &["reject_once", "reject_always"]));
+        until_pending(&s, 1).await;
+        let id = pending_ids(&s).remove(0);
+        s.mediator.vote(&s, &id, None, true, &vote("opt-reject_once", false)).expect("vote");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
+        );
+        assert_eq!(s.mediator.audit()[0]["resolvedBy"], "vote");
+    }
+
+    #[tokio::test]
+    async fn deny_rule_without_a_reject_option_cancels() {
+        let s = session(Policy::FirstResponder);
+        let added =
+            s.mediator.add_rule(&s, rule(json!({"effect": "deny", "kinds": ["edit"]}))).expect("added");
+        let task = raise(&s, params("/ws/a", &["allow_once", "allow_always"]));
+        assert_eq!(answer(task).await, json!({"outcome": {"outcome": "cancelled"}}));
+        let audit = s.mediator.audit();
+        assert_eq!(
+            (audit[0]["resolvedBy"].clone(), audit[0]["ruleId"].clone()),
+            (json!("rule"), added["ruleId"].clone())
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_beyond_the_pending_cap_are_cancelled_at_once() {
+        let s = session(Policy::FirstResponder);
+        let held: Vec<_> =
+            (0..MAX_PENDING_PER_SESSION).map(|_| raise(&s, params("/ws/a", &["allow_once"]))).collect();
+        until_pending(&s, MAX_PENDING_PER_SESSION).await;
+        let extra = raise(&s, params("/ws/a", &["allow_once"]));
+        assert_eq!(answer(extra).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!(s.mediator.pending_count(), MAX_PENDING_PER_SESSION);
+        s.mediator.cancel_all(&s, ResolvedBy::Cancel);
+        for task in held {
+            assert_eq!(answer(task).await, json!({"outcome": {"outcome": "cancelled"}}));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_after_the_session_ended_is_cancelled_at_once() {
+        let s = session(Policy::FirstResponder);
+        let before = raise(&s, params("/ws/a", &["allow_once"]));
+        until_pending(&s, 1).await;
+        s.mediator.cancel_all(&s, ResolvedBy::SessionClosed);
+        assert_eq!(answer(before).await, json!({"outcome": {"outcome": "cancelled"}}));
+        let after = raise(&s, params("/ws/a", &["allow_once"]));
+        assert_eq!(answer(after).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!(s.mediator.pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_session_cancel_does_not_refuse_later_requests() {
+        let s = session(Policy::FirstResponder);
+        s.mediator.cancel_all(&s, ResolvedBy::Cancel);
+        let _later = raise(&s, params("/ws/a", &["allow_once"]));
+        until_pending(&s, 1).await;
+    }
+
+    #[tokio::test]
+    async fn a_remembered_decision_answers_identical_pending_requests() {
+        let s = session(Policy::FirstResponder);
+        let kinds = ["allow_once", "allow_always", "reject_once"];
+        let first = raise(&s, params("/ws/a", &kinds));
+        let twin = raise(&s, params("/ws/a", &kinds));
+        let other = raise(&s, params("/ws/b", &kinds));
+        until_pending(&s, 3).await;
+        let first_id = pending_ids(&s).into_iter().next().expect("first");
+        s.mediator.vote(&s, &first_id, None, true, &vote("opt-allow_always", false)).expect("vote");
+        let rules = s.mediator.list_rules();
+        assert_eq!(rules.len(), 1, "allow_always is remembered: {rules:?}");
+        let allowed = json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_once"}});
+        let (a, b) = (answer(first).await, answer(twin).await);
+        // Which of the two twins was voted on depends on task order; one got the vote, one the rule.
+        let always = json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_always"}});
+        assert!([(&a, &b), (&b, &a)].contains(&(&always, &allowed)), "{a} / {b}");
+        assert_eq!(s.mediator.pending_count(), 1, "the other path still waits");
+        let audit = s.mediator.audit();
+        assert_eq!(audit[1]["resolvedBy"], "rule");
+        assert_eq!(audit[1]["ruleId"], rules[0]["ruleId"]);
+        s.mediator.cancel_all(&s, ResolvedBy::Cancel);
+        assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
     }
 }

@@ -128,6 +128,9 @@ pub async fn run(config: Config) -> io::Result<i32> {
             "agent program not found; session creates will fail until it is installed (try --agent demo for the built-in demo agent)"
         );
     }
+    // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
+    // before the handlers exist would kill the daemon outright instead of draining it.
+    let signals = Signals::install()?;
     let max_connections = config.connection_cap();
     let daemon = Daemon::new(config);
     let app = crate::app(daemon.clone(), local.port());
@@ -137,7 +140,7 @@ pub async fn run(config: Config) -> io::Result<i32> {
     tracing::info!(address = %local, agent = %daemon.config.agent.display, "mediatord started");
 
     let drained = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(watch_signals(daemon.clone(), drained.clone()));
+    tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone()));
     let server = axum::serve(
         LimitedListener::new(listener, max_connections),
         app.into_make_service_with_connect_info::<Peer>(),
@@ -151,17 +154,33 @@ pub async fn run(config: Config) -> io::Result<i32> {
     Ok(0)
 }
 
-async fn watch_signals(daemon: Arc<Daemon>, drained: tokio_util::sync::CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
+/// SIGTERM and SIGINT, either of which drains (the first) or kills (the second).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Registers the handlers; from here on these signals no longer terminate the process.
+    fn install() -> io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
     }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+    }
+}
+
+async fn watch_signals(
+    mut signals: Signals,
+    daemon: Arc<Daemon>,
+    drained: tokio_util::sync::CancellationToken,
+) {
+    signals.recv().await;
     tracing::info!("shutting down: draining sessions and agents (a second signal kills them now)");
     let drain = {
         let daemon = daemon.clone();
@@ -172,8 +191,7 @@ async fn watch_signals(daemon: Arc<Daemon>, drained: tokio_util::sync::Cancellat
         })
     };
     tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
+        _ = signals.recv() => {},
         _ = drain => return,
     }
     tracing::warn!("second signal: killing every agent now");

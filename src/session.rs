@@ -276,8 +276,9 @@ async fn run_turns(
             }),
         ),
     };
-    session.bus.publish_terminal(terminal.0, &terminal.1);
+    // Out of the tables first: a client that sees the terminal event and asks again gets a 404.
     on_finished(&session.id);
+    session.bus.publish_terminal(terminal.0, &terminal.1);
     session.finished.cancel();
 }
 
@@ -319,8 +320,10 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
         serde_json::from_str::<Value>(raw.get())
             .map_err(|_| PromptError::Agent("invalid prompt result".into()))
     });
-    finish_turn(session, job, result);
+    // Idle before the turn event goes out: whoever sees it (or the blocking reply) and asks for
+    // the session's status must not still see `hasActivePrompt: true`.
     set_active(session, None);
+    finish_turn(session, job, result);
 }
 
 /// The session is ending while a turn runs: ask the agent to stop and give it a moment to answer.

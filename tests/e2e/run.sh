@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Real-world end-to-end run: the real Qwen Code agent (npm @qwen-code/qwen-code, offline against the
-# scripted fake model) and the official SDK client (npm @qwen-code/sdk DaemonClient) against the
-# daemon under test.
+# Real-world end-to-end run: real ACP agents (npm @qwen-code/qwen-code and Zed's
+# @zed-industries/claude-code-acp, both offline against the scripted fake model) and the official SDK
+# client (npm @qwen-code/sdk DaemonClient) against the daemon under test.
 #
 #   E2E_DAEMON=/path/to/mediatord tests/e2e/run.sh      # the mediatord binary under test
-#   E2E_DAEMON=qwen-serve        tests/e2e/run.sh      # reference: qwen serve itself
-#   ... run.sh [extra node --test args or test files]  # e.g. --test-name-pattern=cancel
+#   E2E_DAEMON=qwen-serve        tests/e2e/run.sh      # reference: qwen serve itself (Qwen Code only)
+#   ... run.sh [test files] [extra node --test args]    # e.g. agents.test.mjs --test-name-pattern=cancel
 #
-# Optional env: E2E_FAKE_LLM (path to fake_llm.py; default ../shared/tools/fake_llm.py beside the
-# repo), E2E_KEEP_TMP=1 (keep the throw-away HOME/workspace/logs), E2E_INSTALL_TIMEOUT (seconds,
-# default 600). Needs node (20+), npm, python3. Exit status: non-zero if any test failed, the install
-# failed, the daemon did not start, or any agent process outlived the daemon.
+# Phases, each with its own daemon, fake model, throw-away HOME and workspace, checked afterwards for
+# processes that outlived the daemon:
+#   qwen-api       http.test.mjs + sdk.test.mjs   (the daemon's API in depth, Qwen Code behind it)
+#   agents-qwen    agents.test.mjs E2E_AGENT=qwen   (the agent-generic core scenarios ...)
+#   agents-claude  agents.test.mjs E2E_AGENT=claude (... the same file against Claude Code)
+#
+# Optional env: E2E_AGENTS (agents for agents.test.mjs, default "qwen claude"), E2E_FAKE_LLM (path to
+# fake_llm.py; default ../shared/tools/fake_llm.py beside the repo), E2E_KEEP_TMP=1 (keep the
+# throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line between daemon and agent to
+# <phase>/logs/acp.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds, default 600). Needs node
+# (20+), npm, python3. Exit status: non-zero if any test failed, the install failed, a daemon did not
+# start or did not exit cleanly, or any agent process outlived its daemon.
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -36,11 +44,18 @@ fi
 FAKE_LLM=${E2E_FAKE_LLM:-$REPO/../shared/tools/fake_llm.py}
 [[ -f "$FAKE_LLM" ]] || die "fake model server not found at $FAKE_LLM (set E2E_FAKE_LLM)"
 
+AGENTS=${E2E_AGENTS:-qwen claude}
+for a in $AGENTS; do
+	[[ "$a" == qwen || "$a" == claude ]] || die "E2E_AGENTS: unknown agent '$a' (known: qwen claude)"
+done
+
 # ---------------------------------------------------------------- install (npm ci, never skipped)
+QWEN="$HERE/node_modules/.bin/qwen"
+CLAUDE_ACP="$HERE/node_modules/.bin/claude-code-acp"
 LOCK_SUM=$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)
 STAMP="$HERE/node_modules/.e2e-lock-sha256"
-if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$HERE/node_modules/.bin/qwen" ]]; then
-	say "installing pinned @qwen-code/qwen-code and @qwen-code/sdk with npm ci (about 300 MB) ..."
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x "$CLAUDE_ACP" ]]; then
+	say "installing pinned @qwen-code/qwen-code, @qwen-code/sdk and @zed-industries/claude-code-acp with npm ci (about 400 MB) ..."
 	t0=$(date +%s)
 	if ! (cd "$HERE" && timeout "${E2E_INSTALL_TIMEOUT:-600}" npm ci --no-audit --no-fund --fetch-retries=2 --fetch-timeout=60000 >"$HERE/.npm-ci.log" 2>&1); then
 		tail -n 25 "$HERE/.npm-ci.log" >&2 || true
@@ -50,27 +65,44 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$HERE/node_modu
 	rm -f "$HERE/.npm-ci.log"
 	say "installed in $(($(date +%s) - t0)) s"
 fi
-QWEN="$HERE/node_modules/.bin/qwen"
 [[ -x "$QWEN" ]] || die "npm ci finished but $QWEN is missing"
+[[ -x "$CLAUDE_ACP" ]] || die "npm ci finished but $CLAUDE_ACP is missing"
 
-# ---------------------------------------------------------------- throw-away world
+# ---------------------------------------------------------------- arguments -> phases
+FILES=()
+ARGS=()
+for a in "$@"; do
+	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
+done
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs)
+API_FILES=()
+RUN_AGENTS=0
+for f in "${FILES[@]}"; do
+	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
+	if [[ "$f" == agents.test.mjs ]]; then RUN_AGENTS=1; else API_FILES+=("$f"); fi
+done
+
+# Nothing from the caller's environment may point the tests or the SDK (which reads QWEN_SERVER_TOKEN)
+# elsewhere; the daemon's own environment is built per phase below.
+unset QWEN_SERVER_TOKEN MEDIATORD_TOKEN MEDIATORD_CONFIG MEDIATORD_AGENT MEDIATORD_PORT MEDIATORD_HOSTNAME QWEN_CLI_ENTRY
+
+# ---------------------------------------------------------------- helpers
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mediatord-e2e.XXXXXX")
 TMP=$(cd "$TMP" && pwd -P)
-AGENT_HOME="$TMP/home" # HOME of the daemon and so of its agents (not of this script or the tests)
-WS="$TMP/workspace"
-LOGS="$TMP/logs"
-mkdir -p "$AGENT_HOME/.qwen" "$WS" "$LOGS"
-cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
-{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"}}
-JSON
-
+STATUS=0    # overall exit status
+PHASE=""    # the phase running now (for cleanup on interrupt)
+PHASE_DIR=""
+AGENT_HOME=""
 FAKE_PID=""
 DAEMON_PID=""
-STATUS=1
+SUMMARY=()
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
+
+# Quote one word for --agent, which the daemon splits like a POSIX shell.
+shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 # True if pid $1 is this script or one of its descendants (helpers of this very check).
 mine() {
@@ -83,63 +115,85 @@ mine() {
 	return 1
 }
 
-# Every other process whose command line, working directory or environment points into $TMP:
-# what is left of the daemon and its agents (run with cwd = the workspace, HOME = $AGENT_HOME).
+# Every other live process whose command line, working directory or environment points into the
+# phase's directory: what is left of its daemon and agents (run with cwd = the workspace, HOME =
+# $AGENT_HOME). Zombies (exited, not yet reaped) do not count.
 ours() {
 	local p
 	for p in /proc/[0-9]*; do
 		p=${p#/proc/}
-		if tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$TMP" ||
-			[[ "$(readlink "/proc/$p/cwd" 2>/dev/null)" == "$TMP"* ]] ||
+		[[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" == Z ]] && continue
+		if tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$PHASE_DIR" ||
+			[[ "$(readlink "/proc/$p/cwd" 2>/dev/null)" == "$PHASE_DIR"* ]] ||
 			tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "HOME=$AGENT_HOME"; then
 			mine "$p" || echo "$p"
 		fi
 	done
 }
 
-wait_gone() { # pid seconds
+wait_gone() { # pid seconds (a zombie counts as gone)
 	local i
 	for ((i = 0; i < $2 * 10; i++)); do
 		kill -0 "$1" 2>/dev/null || return 0
+		[[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" == Z ]] && return 0
 		sleep 0.1
 	done
 	return 1
 }
 
-cleanup() {
-	local rc=$STATUS
-	trap - EXIT INT TERM
-	set +e
-	if [[ -n "$DAEMON_PID" ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
-		kill -TERM "$DAEMON_PID" 2>/dev/null
-		if ! wait_gone "$DAEMON_PID" 20; then
-			say "FAIL: the daemon did not exit within 20 s of SIGTERM; killing it"
-			kill -KILL "$DAEMON_PID" 2>/dev/null
+# Stop what the current phase started; fail (return 1) if the daemon did not exit cleanly or any of
+# its processes outlived it.
+stop_phase() {
+	local rc=0 drc left="" i
+	if [[ -n "$DAEMON_PID" ]]; then
+		if wait_gone "$DAEMON_PID" 0; then
+			: # the shutdown scenario already stopped it
+		else
+			kill -TERM "$DAEMON_PID" 2>/dev/null || true
+			# SPEC §10: up to 10 s per agent after its stdin closes, then its group is killed.
+			if ! wait_gone "$DAEMON_PID" 20; then
+				say "FAIL [$PHASE]: the daemon did not exit within 20 s of SIGTERM; killing it"
+				kill -KILL "$DAEMON_PID" 2>/dev/null || true
+				rc=1
+			fi
+		fi
+		drc=0
+		wait "$DAEMON_PID" 2>/dev/null || drc=$?
+		if [[ $rc -eq 0 && $drc -ne 0 && "$DAEMON" != qwen-serve ]]; then
+			say "FAIL [$PHASE]: the daemon exited with status $drc after SIGTERM (expected 0)"
 			rc=1
 		fi
+		DAEMON_PID=""
 	fi
 	# The daemon is gone: none of its agents may remain (give exiting ones 3 s).
-	local left="" i
 	for ((i = 0; i < 30; i++)); do
 		left=$(ours | grep -vx "${FAKE_PID:-x}" || true)
 		[[ -z "$left" ]] && break
 		sleep 0.1
 	done
 	if [[ -n "$left" ]]; then
-		say "FAIL: processes outlived the daemon:"
+		say "FAIL [$PHASE]: processes outlived the daemon:"
 		for p in $left; do
 			printf '  %s %s\n' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)" >&2
 		done
-		for p in $left; do kill -KILL "$p" 2>/dev/null; done
+		for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
 		rc=1
 	fi
 	if [[ -n "$FAKE_PID" ]]; then
-		kill -TERM "$FAKE_PID" 2>/dev/null
-		wait_gone "$FAKE_PID" 5 || kill -KILL "$FAKE_PID" 2>/dev/null
+		kill -TERM "$FAKE_PID" 2>/dev/null || true
+		wait_gone "$FAKE_PID" 5 || kill -KILL "$FAKE_PID" 2>/dev/null || true
+		wait "$FAKE_PID" 2>/dev/null || true
+		FAKE_PID=""
 	fi
-	if [[ $rc -ne 0 ]]; then
-		say "daemon log tail ($LOGS/daemon.err):"
-		tail -n 40 "$LOGS/daemon.err" >&2 2>/dev/null
+	return $rc
+}
+
+cleanup() {
+	local rc=$STATUS
+	trap - EXIT INT TERM
+	set +e
+	if [[ -n "$PHASE" ]]; then
+		stop_phase || rc=1
 	fi
 	if [[ "${E2E_KEEP_TMP:-}" == 1 ]]; then
 		say "kept $TMP"
@@ -151,68 +205,140 @@ cleanup() {
 trap cleanup EXIT
 trap 'STATUS=130; exit 130' INT TERM
 
-# ---------------------------------------------------------------- fake model
-for attempt in 1 2 3; do
-	FAKE_PORT=$(free_port)
-	FAKE_LLM_PORT=$FAKE_PORT python3 "$FAKE_LLM" >"$LOGS/fake_llm.log" 2>&1 &
-	FAKE_PID=$!
-	up=""
-	for ((i = 0; i < 100; i++)); do
-		if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$FAKE_PORT/v1/models', timeout=1)" 2>/dev/null; then
-			up=1
-			break
-		fi
-		kill -0 "$FAKE_PID" 2>/dev/null || break
+# ---------------------------------------------------------------- one phase
+# run_phase NAME AGENT FILE... : fake model + daemon (fronting AGENT) + node --test FILE..., then stop
+# and check. Sets STATUS to 1 on any failure; never exits.
+run_phase() {
+	local name=$1 agent=$2
+	shift 2
+	local files=("$@") t0 logs ws fake_port agent_cmd dead_port base="" kind i rc node_rc
+	t0=$(date +%s)
+	PHASE=$name
+	PHASE_DIR="$TMP/$name"
+	AGENT_HOME="$PHASE_DIR/home" # HOME of the daemon and so of its agents (not of this script or the tests)
+	ws="$PHASE_DIR/workspace"
+	logs="$PHASE_DIR/logs"
+	mkdir -p "$AGENT_HOME" "$ws" "$logs"
+	say "[$name] ---------------- ${files[*]} against $agent"
+
+	# Fake model.
+	for attempt in 1 2 3; do
+		fake_port=$(free_port)
+		FAKE_LLM_PORT=$fake_port python3 "$FAKE_LLM" >"$logs/fake_llm.log" 2>&1 &
+		FAKE_PID=$!
+		local up=""
+		for ((i = 0; i < 100; i++)); do
+			if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$fake_port/v1/models', timeout=1)" 2>/dev/null; then
+				up=1
+				break
+			fi
+			kill -0 "$FAKE_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		[[ -n "$up" ]] && break
+		kill -KILL "$FAKE_PID" 2>/dev/null || true
+		FAKE_PID=""
+	done
+	if [[ -z "$FAKE_PID" ]]; then
+		say "FAIL [$name]: fake_llm did not start: $(tail -n 5 "$logs/fake_llm.log")"
+		STATUS=1
+		PHASE=""
+		return
+	fi
+
+	# The agent: its command line and the environment the daemon passes on to it. Nothing from the
+	# caller's environment may point the daemon, the agent or the SDK elsewhere.
+	local -a denv=(env
+		-u QWEN_SERVER_TOKEN -u MEDIATORD_TOKEN -u MEDIATORD_CONFIG -u MEDIATORD_AGENT -u MEDIATORD_PORT
+		-u MEDIATORD_HOSTNAME -u QWEN_CLI_ENTRY
+		-u ANTHROPIC_AUTH_TOKEN -u ANTHROPIC_MODEL -u ANTHROPIC_SMALL_FAST_MODEL -u CLAUDE_CONFIG_DIR
+		-u CLAUDE_CODE_USE_BEDROCK -u CLAUDE_CODE_USE_VERTEX -u CLAUDE_CODE_USE_FOUNDRY
+		-u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy
+		HOME="$AGENT_HOME")
+	case $agent in
+	qwen)
+		mkdir -p "$AGENT_HOME/.qwen"
+		cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
+{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"}}
+JSON
+		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" OPENAI_MODEL=fake-model)
+		agent_cmd="$(shq "$QWEN") --acp"
+		;;
+	claude)
+		# Claude Code on the fake model's Anthropic API. It still probes api.anthropic.com now and then
+		# (a connectivity check per session): CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC turns off
+		# telemetry, error reports and update checks, and an HTTPS proxy on a closed loopback port makes
+		# whatever is left fail at once, on 127.0.0.1, without even a DNS query. NO_PROXY keeps the
+		# plain-HTTP fake model direct.
+		dead_port=$(free_port)
+		denv+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$fake_port" ANTHROPIC_API_KEY=sk-ant-fake
+			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+			HTTPS_PROXY="http://127.0.0.1:$dead_port" https_proxy="http://127.0.0.1:$dead_port"
+			NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
+		# Claude Code refuses to run as root unless told it is in a sandbox.
+		[[ "$(id -u)" == 0 ]] && denv+=(IS_SANDBOX=1)
+		agent_cmd=$(shq "$CLAUDE_ACP")
+		;;
+	esac
+	if [[ "${E2E_ACP_TAP:-}" == 1 ]]; then
+		agent_cmd="$(shq "$(command -v node)") $(shq "$HERE/acp-tap.mjs") $(shq "$logs/acp.jsonl") $agent_cmd"
+	fi
+
+	# Daemon under test.
+	if [[ "$DAEMON" == qwen-serve ]]; then
+		kind=qwen-serve
+		(cd "$ws" && exec "${denv[@]}" "$QWEN" serve --port 0 --no-web --workspace "$ws") >"$logs/daemon.out" 2>"$logs/daemon.err" &
+	else
+		kind=mediatord
+		(cd "$ws" && exec "${denv[@]}" "$DAEMON" serve --port 0 --agent "$agent_cmd" --workspace "$ws") >"$logs/daemon.out" 2>"$logs/daemon.err" &
+	fi
+	DAEMON_PID=$!
+	for ((i = 0; i < 600; i++)); do # 60 s
+		base=$(grep -m1 -oE 'listening on http://[^ ]+' "$logs/daemon.out" 2>/dev/null | sed 's/^listening on //' || true)
+		[[ -n "$base" ]] && break
+		kill -0 "$DAEMON_PID" 2>/dev/null || break
 		sleep 0.1
 	done
-	[[ -n "$up" ]] && break
-	kill -KILL "$FAKE_PID" 2>/dev/null || true
-	FAKE_PID=""
-done
-[[ -n "$FAKE_PID" ]] || die "fake_llm did not start: $(tail -n 5 "$LOGS/fake_llm.log")"
-say "fake model on 127.0.0.1:$FAKE_PORT"
+	node_rc=1
+	if [[ -z "$base" ]]; then
+		cat "$logs/daemon.out" >&2 || true
+		tail -n 40 "$logs/daemon.err" >&2 || true
+		say "FAIL [$name]: $kind did not print its 'listening on http://ADDR:PORT' line within 60 s"
+	else
+		say "[$name] $kind (pid $DAEMON_PID) at $base, agent: $agent_cmd, workspace $ws"
+		set +e
+		(cd "$HERE" && E2E_BASE_URL="$base" E2E_WORKSPACE="$ws" E2E_DAEMON_KIND="$kind" E2E_AGENT="$agent" \
+			E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" E2E_FAKE_PID="$FAKE_PID" \
+			node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
+		node_rc=${PIPESTATUS[0]}
+		set -e
+	fi
+	rc=$node_rc
+	stop_phase || rc=1
+	if [[ $rc -ne 0 ]]; then
+		say "[$name] daemon log tail ($logs/daemon.err):"
+		tail -n 40 "$logs/daemon.err" >&2 2>/dev/null || true
+		STATUS=1
+	fi
+	local counts
+	counts=$(grep -E '^# (pass|fail|skipped|todo) ' "$logs/node-test.out" 2>/dev/null | sed 's/^# //' | tr '\n' ' ' || true)
+	SUMMARY+=("$(printf '%-14s %-5s %s(%s s)' "$name" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" "$counts" "$(($(date +%s) - t0))")")
+	PHASE=""
+}
 
-# Nothing from the caller's environment may point the daemon or the SDK elsewhere.
-unset QWEN_SERVER_TOKEN MEDIATORD_TOKEN MEDIATORD_CONFIG MEDIATORD_AGENT MEDIATORD_PORT MEDIATORD_HOSTNAME QWEN_CLI_ENTRY
-# The daemon's environment, inherited by the agents it spawns.
-DAEMON_ENV=(env HOME="$AGENT_HOME" OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_MODEL=fake-model)
-
-# ---------------------------------------------------------------- daemon under test
-if [[ "$DAEMON" == qwen-serve ]]; then
-	KIND=qwen-serve
-	(cd "$WS" && exec "${DAEMON_ENV[@]}" "$QWEN" serve --port 0 --no-web --workspace "$WS") >"$LOGS/daemon.out" 2>"$LOGS/daemon.err" &
-else
-	KIND=mediatord
-	AGENT_CMD="$QWEN --acp"
-	[[ "$QWEN" =~ [[:space:]] ]] && AGENT_CMD="'$QWEN' --acp" # --agent is split like a POSIX shell would
-	(cd "$WS" && exec "${DAEMON_ENV[@]}" "$DAEMON" serve --port 0 --agent "$AGENT_CMD" --workspace "$WS") >"$LOGS/daemon.out" 2>"$LOGS/daemon.err" &
+# ---------------------------------------------------------------- phases
+T_ALL=$(date +%s)
+((${#API_FILES[@]})) && run_phase qwen-api qwen "${API_FILES[@]}"
+if ((RUN_AGENTS)); then
+	for a in $AGENTS; do
+		if [[ "$DAEMON" == qwen-serve && "$a" != qwen ]]; then
+			say "[agents-$a] not applicable: qwen serve can only front Qwen Code"
+			continue
+		fi
+		run_phase "agents-$a" "$a" agents.test.mjs
+	done
 fi
-DAEMON_PID=$!
-BASE=""
-for ((i = 0; i < 600; i++)); do # 60 s
-	BASE=$(grep -m1 -oE 'listening on http://[^ ]+' "$LOGS/daemon.out" 2>/dev/null | sed 's/^listening on //' || true)
-	[[ -n "$BASE" ]] && break
-	kill -0 "$DAEMON_PID" 2>/dev/null || break
-	sleep 0.1
-done
-if [[ -z "$BASE" ]]; then
-	cat "$LOGS/daemon.out" >&2 || true
-	tail -n 40 "$LOGS/daemon.err" >&2 || true
-	die "$KIND did not print its 'listening on http://ADDR:PORT' line within 60 s"
-fi
-say "$KIND (pid $DAEMON_PID) at $BASE, workspace $WS"
-
-# ---------------------------------------------------------------- scenarios
-export E2E_BASE_URL="$BASE" E2E_WORKSPACE="$WS" E2E_DAEMON_KIND="$KIND"
-FILES=()
-ARGS=()
-for a in "$@"; do
-	if [[ "$a" == *.mjs ]]; then FILES+=("$a"); else ARGS+=("$a"); fi
-done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs)
-set +e
-(cd "$HERE" && node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${FILES[@]}")
-STATUS=$?
-set -e
-if [[ $STATUS -ne 0 ]]; then say "scenario failures against $KIND (exit $STATUS)"; fi
+say "summary ($(($(date +%s) - T_ALL)) s):"
+for l in "${SUMMARY[@]}"; do say "  $l"; done
+[[ $STATUS -eq 0 ]] || say "FAILED"
 exit "$STATUS"

@@ -1,0 +1,381 @@
+// The agent-generic core scenarios, run once per real ACP agent (E2E_AGENT=qwen|claude) against a
+// daemon of its own that run.sh starts for it. Nothing here knows an agent's option ids or names,
+// tool names, _meta, update kinds or timing: options are chosen by ACP `kind`, files by path, and the
+// assertions are the daemon's contract (SPEC.md), identical for every agent.
+//
+// Each write scenario runs in a fresh session (`sessionScope: "thread"`): the scripted fake model answers
+// `done` whenever the last user message carries a tool result, and Claude Code folds the previous
+// turn's tool result into the next user message, so a second WRITE in the same session would not ask.
+// The last test shuts the daemon down (SIGTERM) and checks that no agent process is left.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+import {
+  DAEMON_KIND,
+  EventStream,
+  FAKE_TEXT,
+  T,
+  agentText,
+  api,
+  createSession,
+  isPermissionRequest,
+  isTurnEnd,
+  optionByKind,
+  show,
+  startPrompt,
+  vote,
+  waitForFile,
+  workspaceFile,
+} from './lib.mjs';
+
+const AGENT = process.env.E2E_AGENT || 'qwen';
+const enc = encodeURIComponent;
+const tag = (name) => `[${AGENT}] ${name}`;
+
+const streams = []; // every stream opened here, closed in after()
+const updateKinds = new Set(); // session/update kinds this agent produced (reported at the end)
+let shared; // {a, b, sA, sB}: the session two clients share (text turn, DELETE)
+let survivor; // {s, stream}: a session left open for the shutdown test
+
+async function open(sessionId, clientId, label) {
+  // Last-Event-ID: 0 replays everything since the session began, so updates the agent sent right after
+  // session/new (before any subscriber could exist) are seen too, and nothing is missed in between.
+  const s = await EventStream.open(sessionId, { clientId, lastEventId: 0, label: `${AGENT}:${label}` });
+  streams.push(s);
+  assert.equal(s.status, 200, `GET /session/:id/events: ${s.errorBody}`);
+  return s;
+}
+
+function noteKinds(events) {
+  for (const e of events) {
+    if (e.type === 'session_update' && typeof e.data?.update?.sessionUpdate === 'string') updateKinds.add(e.data.update.sessionUpdate);
+  }
+}
+
+/** A fresh session of its own (thread scope) with an open event stream. */
+async function freshSession(label) {
+  const s = await createSession(`e2e-${AGENT}-${label}`, { sessionScope: 'thread' });
+  assert.equal(s.attached, false, 'a thread-scope create is a new session');
+  const stream = await open(s.sessionId, s.clientId, label);
+  return { s, stream };
+}
+
+/** Send `WRITE <file> <text>` and wait for its permission_request; checks the request's shape. */
+async function writeUntilPermission(t, { s, stream }, file, text) {
+  const from = stream.events.length;
+  const p = await startPrompt(s.sessionId, `WRITE ${file} ${text}`, s.clientId);
+  const req = await stream.waitFor(isPermissionRequest(s.sessionId), { what: `permission_request for ${file}`, timeoutMs: T.permission, from });
+  const d = req.data;
+  assert.equal(typeof d.requestId, 'string');
+  assert.ok(d.requestId.length > 0);
+  assert.equal(typeof d.toolCall, 'object', 'toolCall passed through');
+  assert.ok(JSON.stringify(d.toolCall).includes(file), `toolCall names the file: ${JSON.stringify(d.toolCall)}`);
+  assert.ok(Array.isArray(d.options) && d.options.length >= 2, `options: ${JSON.stringify(d.options)}`);
+  for (const o of d.options) {
+    assert.equal(typeof o.optionId, 'string');
+    assert.equal(typeof o.name, 'string');
+    assert.equal(typeof o.kind, 'string');
+  }
+  assert.equal(new Set(d.options.map((o) => o.optionId)).size, d.options.length, 'option ids are distinct');
+  assert.equal(req.promptId, p.promptId, 'permission_request envelope carries the turn promptId');
+  // The agent announced the tool call before asking about it.
+  const toolCallId = d.toolCall.toolCallId;
+  assert.equal(typeof toolCallId, 'string', `toolCall.toolCallId: ${JSON.stringify(d.toolCall)}`);
+  assert.ok(
+    stream.events.slice(from).some((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call' && e.data.update.toolCallId === toolCallId),
+    `a tool_call update for ${toolCallId} precedes the permission_request: ${stream.summary(20)}`,
+  );
+  t.diagnostic(`permission options: ${d.options.map((o) => `${o.kind}=${JSON.stringify(o.optionId)}/${JSON.stringify(o.name)}`).join(', ')}`);
+  return { p, req, from, toolCallId };
+}
+
+async function resolvedEvent(stream, requestId, from) {
+  return stream.waitFor((e) => e.type === 'permission_resolved' && e.data?.requestId === requestId, {
+    what: `permission_resolved for ${requestId}`,
+    from,
+    timeoutMs: T.permission,
+  });
+}
+
+function toolCallStatuses(events, toolCallId) {
+  return events
+    .filter((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call_update' && e.data.update.toolCallId === toolCallId)
+    .map((e) => e.data.update.status)
+    .filter(Boolean);
+}
+
+before(async () => {
+  const h = await api('GET', '/health');
+  assert.equal(h.status, 200, `GET /health: ${show(h)}`);
+  const caps = await api('GET', '/capabilities');
+  assert.equal(caps.status, 200, show(caps));
+});
+
+after(() => {
+  for (const s of streams) s.close();
+});
+
+test(tag('a text turn streams to two subscribers: identical events, chunks spell the model answer, turn_complete end_turn'), async (t) => {
+  const a = await createSession(`e2e-${AGENT}-a`);
+  assert.equal(a.attached, false, `first create on a fresh daemon starts the session (${DAEMON_KIND})`);
+  const b = await createSession(`e2e-${AGENT}-b`);
+  assert.equal(b.sessionId, a.sessionId, 'second create attaches to the same session');
+  assert.equal(b.attached, true);
+  const sA = await open(a.sessionId, a.clientId, 'subscriber-a');
+  const sB = await open(b.sessionId, b.clientId, 'subscriber-b');
+  shared = { a, b, sA, sB };
+
+  const p = await startPrompt(a.sessionId, 'hi', a.clientId);
+  const endA = await sA.waitFor(isTurnEnd(p.promptId), { what: 'end of the text turn on subscriber a' });
+  const endB = await sB.waitFor(isTurnEnd(p.promptId), { what: 'end of the text turn on subscriber b' });
+  assert.equal(endA.type, 'turn_complete', JSON.stringify(endA.data));
+  assert.equal(endA.data.stopReason, 'end_turn');
+  assert.equal(endA.data.sessionId, a.sessionId);
+  assert.equal(endA.originatorClientId, a.clientId, 'the prompting client is the originator');
+  assert.equal(endB.id, endA.id, 'same turn_complete id on both streams');
+
+  const upTo = (s) => s.events.filter((e) => e.id !== undefined && e.id <= endA.id).map((e) => [e.id, e.type, e.promptId, e.data]);
+  assert.deepEqual(upTo(sB), upTo(sA), 'both subscribers saw the same events, same ids, same order');
+  const turn = sA.events.filter((e) => e.id !== undefined && e.id > p.lastEventId && e.id < endA.id);
+  assert.equal(agentText(turn), FAKE_TEXT, 'agent_message_chunks spell the model answer');
+  for (const e of turn.filter((x) => x.type === 'session_update')) {
+    assert.equal(e.data.sessionId, a.sessionId);
+    assert.equal(typeof e.data.update?.sessionUpdate, 'string', 'data.update is the ACP update');
+  }
+  assert.ok(
+    sA.events.some((e) => e.type === 'replay_complete' && e.id === undefined),
+    'a Last-Event-ID subscription gets an id-less replay_complete',
+  );
+  noteKinds(sA.events);
+});
+
+test(tag('a WRITE turn asks permission; a vote for the allow_once option writes the file'), async (t) => {
+  const ctx = await freshSession('approve');
+  const file = workspaceFile(`${AGENT}-approved`);
+  const text = `approved by vote for ${AGENT}`;
+  const { p, req, from, toolCallId } = await writeUntilPermission(t, ctx, file, text);
+  assert.equal(fs.existsSync(file), false, 'nothing written before the decision');
+  const allow = optionByKind(req.data.options, ['allow_once']);
+  const res = await vote(ctx.s.sessionId, req.data.requestId, allow.optionId, ctx.s.clientId);
+  assert.equal(res.status, 200, `vote: ${show(res)}`);
+  const resolved = await resolvedEvent(ctx.stream, req.data.requestId, from);
+  assert.deepEqual(resolved.data.outcome, { outcome: 'selected', optionId: allow.optionId });
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the approved WRITE turn', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+  await waitForFile(file, text);
+  const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
+  assert.ok(statuses.includes('completed'), `tool call ${toolCallId} completed: ${JSON.stringify(statuses)}`);
+  noteKinds(ctx.stream.events);
+});
+
+test(tag('the same WRITE turn rejected by a vote for the reject_once option leaves no file'), async (t) => {
+  const ctx = await freshSession('reject');
+  const file = workspaceFile(`${AGENT}-rejected`);
+  const { p, req, from, toolCallId } = await writeUntilPermission(t, ctx, file, 'must not exist');
+  const reject = optionByKind(req.data.options, ['reject_once']);
+  const res = await vote(ctx.s.sessionId, req.data.requestId, reject.optionId, ctx.s.clientId);
+  assert.equal(res.status, 200, `vote: ${show(res)}`);
+  const resolved = await resolvedEvent(ctx.stream, req.data.requestId, from);
+  assert.deepEqual(resolved.data.outcome, { outcome: 'selected', optionId: reject.optionId });
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the rejected WRITE turn', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+  assert.equal(fs.existsSync(file), false, `${file} must not exist after a rejection`);
+  const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
+  assert.ok(statuses.includes('failed'), `tool call ${toolCallId} failed: ${JSON.stringify(statuses)}`);
+  noteKinds(ctx.stream.events);
+});
+
+test(tag('cancel during a turn (permission pending) ends it cancelled, writes nothing; the session serves the next turn'), async (t) => {
+  const ctx = await freshSession('cancel');
+  const sid = ctx.s.sessionId;
+  const file = workspaceFile(`${AGENT}-cancelled`);
+  const { p, req, from } = await writeUntilPermission(t, ctx, file, 'cancelled before write');
+  const res = await api('POST', `/session/${enc(sid)}/cancel`, { body: {}, clientId: ctx.s.clientId });
+  assert.equal(res.status, 204, `cancel: ${show(res)}`);
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the cancelled turn', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'cancelled', JSON.stringify(end.data));
+  const resolved = await resolvedEvent(ctx.stream, req.data.requestId, from);
+  assert.equal(resolved.data.outcome?.outcome, 'cancelled', JSON.stringify(resolved.data));
+  assert.equal(fs.existsSync(file), false, 'no file after cancel');
+  const late = await vote(sid, req.data.requestId, optionByKind(req.data.options, ['allow_once']).optionId, ctx.s.clientId);
+  assert.equal(late.status, 404, `a vote on the cancelled request: ${show(late)}`);
+
+  // The same session takes the next prompt. (Its text depends on what the model makes of the
+  // cancelled tool call in the history, so only its shape is checked.)
+  const from2 = ctx.stream.events.length;
+  const p2 = await startPrompt(sid, 'hi', ctx.s.clientId);
+  const end2 = await ctx.stream.waitFor(isTurnEnd(p2.promptId), { what: 'end of the turn after cancel', from: from2 });
+  assert.equal(end2.type, 'turn_complete', JSON.stringify(end2.data));
+  assert.equal(end2.data.stopReason, 'end_turn');
+  const turn2 = ctx.stream.events.slice(from2).filter((e) => e.id !== undefined && e.id < end2.id);
+  assert.ok(agentText(turn2).length > 0, `the turn after cancel streamed text: ${ctx.stream.summary(20)}`);
+  noteKinds(ctx.stream.events);
+  survivor = ctx; // left open: the shutdown test checks that shutdown ends it
+});
+
+// ACP's request_permission carries a ToolCallUpdate: only toolCallId is required, and fields it leaves
+// out keep the values of the tool_call announced earlier by session/update. Qwen Code repeats kind and
+// locations in the request; Claude Code sends only {toolCallId, title, rawInput}, so a daemon that reads
+// rule facts from the request alone cannot match kinds/paths for it. Marked todo for Claude Code until
+// the daemon merges the announced tool call into the request's facts (see docs/agents.md).
+const RULE_TODO = AGENT === 'claude' && 'daemon: rule facts ignore the announced tool_call (kind, locations)';
+test(tag('a session rule {allow, kinds:[edit], paths:[file]} answers the WRITE permission request without a vote'), { todo: RULE_TODO }, async (t) => {
+  const ctx = await freshSession('rule');
+  const sid = ctx.s.sessionId;
+  const file = workspaceFile(`${AGENT}-by-rule`);
+  const text = 'allowed by a rule';
+  const r = await api('POST', `/session/${enc(sid)}/permission-rules`, {
+    body: { effect: 'allow', kinds: ['edit'], paths: [file] },
+    clientId: ctx.s.clientId,
+  });
+  assert.equal(r.status, 201, `POST permission-rules: ${show(r)}`);
+  const ruleId = r.json?.rule?.ruleId;
+  assert.equal(typeof ruleId, 'string', show(r));
+  const from = ctx.stream.events.length;
+  const p = await startPrompt(sid, `WRITE ${file} ${text}`, ctx.s.clientId);
+  const req = await ctx.stream.waitFor(isPermissionRequest(sid), { what: 'permission_request (published even when a rule answers it)', timeoutMs: T.permission, from });
+  t.diagnostic(`toolCall of the request: ${JSON.stringify(req.data.toolCall).slice(0, 300)}`);
+  let resolved;
+  try {
+    resolved = await ctx.stream.waitFor((e) => e.type === 'permission_resolved' && e.data?.requestId === req.data.requestId, {
+      what: 'permission_resolved by the rule',
+      from,
+      timeoutMs: 5_000,
+    });
+  } finally {
+    if (!resolved) {
+      // Not answered by the rule: end the turn so the session stays tidy, then fail below.
+      await vote(sid, req.data.requestId, optionByKind(req.data.options, ['reject_once']).optionId, ctx.s.clientId);
+      await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the WRITE turn', from });
+    }
+  }
+  assert.equal(resolved.data.resolvedBy, 'rule', JSON.stringify(resolved.data));
+  assert.equal(resolved.data.ruleId, ruleId);
+  assert.equal(resolved.data.outcome?.outcome, 'selected');
+  assert.equal(resolved.data.outcome.optionId, optionByKind(req.data.options, ['allow_once']).optionId);
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the WRITE turn', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  await waitForFile(file, text);
+});
+
+test(tag('DELETE /session/:id: session_closed on both subscribers, streams end, later calls 404; other sessions live on'), async (t) => {
+  assert.ok(shared, 'needs the shared session of the text-turn test');
+  const { a, sA, sB } = shared;
+  const fromA = sA.events.length;
+  const fromB = sB.events.length;
+  const res = await api('DELETE', `/session/${enc(a.sessionId)}`, { clientId: a.clientId });
+  assert.equal(res.status, 204, show(res));
+  for (const [s, from] of [
+    [sA, fromA],
+    [sB, fromB],
+  ]) {
+    const closed = await s.waitFor((e) => e.type === 'session_closed', { what: 'session_closed', from, timeoutMs: T.streamEnd });
+    assert.equal(closed.data.sessionId, a.sessionId);
+    assert.equal(typeof closed.data.reason, 'string');
+    await s.waitEnd();
+  }
+  const ev = await api('GET', `/session/${enc(a.sessionId)}/events`, { timeoutMs: T.connect });
+  assert.equal(ev.status, 404, `events of a closed session: ${show(ev)}`);
+  assert.equal(ev.json?.code, 'session_not_found');
+  const pr = await api('POST', `/session/${enc(a.sessionId)}/prompt`, {
+    body: { prompt: [{ type: 'text', text: 'hi' }] },
+    headers: { Prefer: 'respond-async' },
+  });
+  assert.equal(pr.status, 404, `prompt to a closed session: ${show(pr)}`);
+  const again = await api('DELETE', `/session/${enc(a.sessionId)}`);
+  assert.equal(again.status, 404, `second DELETE: ${show(again)}`);
+
+  // The agent process is shared by the workspace's sessions: closing one leaves the others working.
+  assert.ok(survivor, 'needs the session of the cancel test');
+  const from = survivor.stream.events.length;
+  const p = await startPrompt(survivor.s.sessionId, 'hi', survivor.s.clientId);
+  const end = await survivor.stream.waitFor(isTurnEnd(p.promptId), { what: 'a turn on another session after DELETE', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+});
+
+test(tag('every SSE frame was well-formed (v:1 envelope, event:/id: lines match, ids increase)'), (t) => {
+  for (const s of streams) assert.deepEqual(s.violations, [], s.label);
+  t.diagnostic(`session/update kinds seen: ${[...updateKinds].sort().join(', ')}`);
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Shutdown: needs the pid of the daemon and its agents' HOME from run.sh.
+
+/** Processes (other than this test and the fake model) whose HOME is the agents' throw-away HOME. */
+function agentProcesses(agentHome, exclude) {
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (exclude.has(pid)) continue;
+    let env;
+    let stat;
+    try {
+      env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
+      stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    if (!env.split('\0').includes(`HOME=${agentHome}`)) continue;
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // exited, not yet reaped
+    let cmd = '';
+    try {
+      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
+    } catch {}
+    out.push({ pid, cmd: cmd.slice(0, 160) });
+  }
+  return out;
+}
+
+function alive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'); // a zombie has exited (run.sh reaps it)
+  } catch {
+    return false;
+  }
+}
+
+/** Poll `pred` every 100 ms for at most `timeoutMs`; `what` may be a function (evaluated on failure). */
+async function until(pred, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (pred()) return;
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test(tag('SIGTERM: the daemon drains, ends open streams, exits, and no agent process is left'), async (t) => {
+  const daemonPid = Number(process.env.E2E_DAEMON_PID);
+  const agentHome = process.env.E2E_AGENT_HOME;
+  if (!daemonPid || !agentHome) {
+    t.skip('E2E_DAEMON_PID / E2E_AGENT_HOME not set (run through run.sh)');
+    return;
+  }
+  // A live session with an open stream (made here when the earlier tests were filtered out).
+  const live = survivor ?? (await freshSession('shutdown'));
+  assert.ok(!live.stream.done, 'a session with an open stream exists before shutdown');
+  const exclude = new Set([process.pid, daemonPid, Number(process.env.E2E_FAKE_PID) || -1]);
+  const before = agentProcesses(agentHome, exclude);
+  assert.ok(before.length > 0, 'the agent is running before shutdown (else this check proves nothing)');
+  t.diagnostic(`agent processes before shutdown: ${before.map((p) => `${p.pid} ${p.cmd}`).join(' | ')}`);
+
+  const t0 = Date.now();
+  process.kill(daemonPid, 'SIGTERM');
+  await live.stream.waitEnd(T.streamEnd);
+  const streamEndMs = Date.now() - t0;
+  // SPEC §10: each agent gets up to 10 s after its stdin closes, then its process group is killed.
+  await until(() => !alive(daemonPid), 30_000, `daemon ${daemonPid} to exit after SIGTERM`);
+  const exitMs = Date.now() - t0;
+  await until(
+    () => agentProcesses(agentHome, exclude).length === 0,
+    5_000,
+    () => `no agent process left; still running: ${JSON.stringify(agentProcesses(agentHome, exclude))}`,
+  );
+  t.diagnostic(`streams ended ${streamEndMs} ms after SIGTERM; daemon exited after ${exitMs} ms; no agent process left`);
+});
