@@ -87,8 +87,7 @@ pub fn spawn(cmd: &AgentCommand, cwd: &Path) -> io::Result<(AgentProcess, AgentP
             format!("agent program {:?} not found (is it installed and on PATH?)", cmd.program),
         )
     })?;
-    let exe = std::env::current_exe()?;
-    let mut command = tokio::process::Command::new(exe);
+    let mut command = tokio::process::Command::new(&cmd.guard);
     command
         .arg("agent-guard")
         .arg("--parent")

@@ -71,6 +71,8 @@ pub struct BusStats {
     pub published: AtomicU64,
     pub evicted: AtomicU64,
     pub subscribers: AtomicU64,
+    /// Frames queued to streams (one per stream per event).
+    pub delivered: AtomicU64,
 }
 
 pub struct Bus {
@@ -166,8 +168,12 @@ impl Bus {
         }
 
         let stats = &self.stats;
+        let mut delivered = 0;
         inner.subscribers.retain(|sub| match sub.tx.try_send(frame.clone()) {
-            Ok(()) => true,
+            Ok(()) => {
+                delivered += 1;
+                true
+            }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 sub.evicted.store(id - 1, Ordering::Release);
                 stats.evicted.fetch_add(1, Ordering::Relaxed);
@@ -181,6 +187,9 @@ impl Bus {
             }
         });
         stats.published.fetch_add(1, Ordering::Relaxed);
+        if delivered > 0 {
+            stats.delivered.fetch_add(delivered, Ordering::Relaxed);
+        }
         if terminal {
             inner.closed = true;
             let n = inner.subscribers.len() as u64;

@@ -197,6 +197,9 @@ pub struct AgentCommand {
     pub display: String,
     pub program: String,
     pub args: Vec<String>,
+    /// The program run as the agent guard: this binary, unless an embedder whose `current_exe()`
+    /// is not mediatord (an in-process test) points it at the mediatord binary.
+    pub guard: PathBuf,
 }
 
 /// Allowed browser origins.
@@ -442,13 +445,14 @@ pub fn agent_command(raw: &str) -> Result<AgentCommand, ConfigError> {
             "--agent is empty: give the agent's command line, e.g. --agent 'qwen --acp' or --agent demo",
         );
     }
+    let exe = std::env::current_exe()
+        .or_else(|e| refuse(format!("cannot locate this binary (it also runs the agent guard): {e}")))?;
     if display == "demo" {
-        let exe = std::env::current_exe()
-            .or_else(|e| refuse(format!("cannot locate this binary for --agent demo: {e}")))?;
         return Ok(AgentCommand {
             display,
             program: exe.to_string_lossy().into_owned(),
             args: vec!["demo-agent".into()],
+            guard: exe,
         });
     }
     let mut words = shell_words::split(&display)
@@ -457,7 +461,7 @@ pub fn agent_command(raw: &str) -> Result<AgentCommand, ConfigError> {
         return refuse("--agent is empty");
     }
     let program = words.remove(0);
-    Ok(AgentCommand { display, program, args: words })
+    Ok(AgentCommand { display, program, args: words, guard: exe })
 }
 
 impl Config {

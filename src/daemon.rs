@@ -49,6 +49,7 @@ pub struct Daemon {
     pub streams_end: CancellationToken,
     pub started: Instant,
     pub bus_stats: Arc<BusStats>,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Every live agent's process group, for the second-signal kill.
     pub pgids: PgidRegistry,
 }
@@ -91,6 +92,7 @@ impl Daemon {
             streams_end: CancellationToken::new(),
             started: Instant::now(),
             bus_stats: Arc::default(),
+            metrics: Arc::default(),
             pgids: Arc::default(),
         })
     }
@@ -235,6 +237,7 @@ impl Daemon {
                     generation,
                     self.config.initialize_timeout,
                     self.pgids.clone(),
+                    self.metrics.clone(),
                 );
                 entry.agent = Some(agent.clone());
                 agent
@@ -296,6 +299,7 @@ impl Daemon {
             mediator,
             prompt_cap: self.config.prompt_cap(),
             agent_result: result,
+            metrics: self.metrics.clone(),
             on_finished: Box::new(move |id: &str| {
                 if let Some(daemon) = weak.upgrade() {
                     let mut sessions = daemon.sessions.lock().unwrap_or_else(|p| p.into_inner());

@@ -84,6 +84,53 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// One instance of every variant, for the OpenAPI document (each code's status comes from here).
+    pub fn all() -> Vec<ApiError> {
+        use ApiError::*;
+        let s = String::new;
+        vec![
+            Unauthorized,
+            OriginDenied,
+            HostNotAllowed,
+            BodyTooLarge,
+            InvalidJson,
+            RouteNotFound,
+            MethodNotAllowed,
+            InvalidClientId,
+            InvalidCwd,
+            WorkspaceMismatch,
+            InvalidSessionScope,
+            SessionLimitExceeded { limit: 0 },
+            InitTimeout,
+            AgentStartFailed(s()),
+            DaemonDraining,
+            SessionNotFound { session_id: s() },
+            InvalidPrompt,
+            PromptQueueFull { limit: 0, pending: 0 },
+            AgentError(s()),
+            AgentExited(s()),
+            InvalidModelId,
+            SubscriberLimitExceeded { limit: 0 },
+            InvalidVote,
+            PermissionRequestNotFound,
+            PermissionAlreadyResolved { resolved_option_id: s() },
+            InvalidOptionId { request_id: s(), option_id: s() },
+            PermissionForbidden { reason: "" },
+            InvalidRule(s()),
+            RuleNotFound,
+            TokenRequired,
+            SessionShellDisabled,
+            ClientIdRequired,
+            InvalidCommand,
+            Internal,
+        ]
+    }
+
+    /// The variant whose [`code`](ApiError::code) is `code`.
+    pub fn by_code(code: &str) -> Option<ApiError> {
+        ApiError::all().into_iter().find(|e| e.code() == code)
+    }
+
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {

@@ -297,6 +297,12 @@ fn resolve(path: &Path) -> Result<Resolved, ResolveError> {
 }
 
 fn lexically_inside(workspace: &Path, path: &Path) -> bool {
+    normalize_lexically(path).starts_with(workspace)
+}
+
+/// Folds `.` and `..` without touching the disk (at the root `..` stays at the root, as in the
+/// kernel). Shared with rule matching, which must judge paths the same way.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
     let mut normalized = PathBuf::new();
     for component in path.components() {
         match component {
@@ -307,7 +313,7 @@ fn lexically_inside(workspace: &Path, path: &Path) -> bool {
             other => normalized.push(other),
         }
     }
-    normalized.starts_with(workspace)
+    normalized
 }
 
 fn not_found(path: &Path) -> RpcError {

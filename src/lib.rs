@@ -5,6 +5,9 @@
 //! - [`server`]: bind, startup line, `--max-connections` at accept, signals and the drain.
 //! - [`perimeter`]: Origin → Host → bearer checks in front of every route (SPEC §2).
 //! - [`extract`]: JSON bodies under the size cap and the client id header.
+//! - [`api`]: the route table — one list expanding into the router and the documented operations.
+//! - [`openapi`]: the OpenAPI 3.1 document built from [`api::OPERATIONS`] (`GET /openapi.json`).
+//! - [`metrics`]: Prometheus counters and histograms, and the `GET /metrics` exposition.
 //! - [`routes`]: the HTTP handlers, by resource (SPEC §3).
 //! - [`shell`]: `POST /session/:id/shell`, locked down (SPEC §9).
 //! - [`error`]: the one error type HTTP callers see, each variant with a stable code.
@@ -23,6 +26,7 @@
 
 pub mod agent_guard;
 pub mod agent_process;
+pub mod api;
 pub mod bus;
 pub mod config;
 pub mod daemon;
@@ -32,6 +36,8 @@ pub mod extract;
 pub mod fs_proxy;
 pub mod jsonrpc;
 pub mod mediator;
+pub mod metrics;
+pub mod openapi;
 pub mod perimeter;
 pub mod policy;
 pub mod routes;
@@ -44,8 +50,9 @@ pub mod workspace;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
 
 /// Milliseconds since the UNIX epoch (event timestamps, `createdAt`, `lastSeenAt`).
 pub fn now_ms() -> u64 {
@@ -78,34 +85,72 @@ pub fn iso8601(ms: u64) -> String {
     )
 }
 
-/// The whole HTTP surface for `daemon`, listening on `port` (the Host allowlist needs it).
+/// The whole HTTP surface for `daemon`, listening on `port` (the Host allowlist needs it). The
+/// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace span.
 pub fn app(daemon: Arc<daemon::Daemon>, port: u16) -> Router {
-    use routes::*;
     let perimeter = Arc::new(perimeter::Perimeter::new(&daemon.config, port));
-    Router::new()
-        .route("/health", get(health))
-        .route("/capabilities", get(capabilities))
-        .route("/session", post(create_session))
-        .route("/workspace/{*rest}", get(list_workspace_sessions))
-        .route("/session/{id}", get(get_session).delete(delete_session))
-        .route("/session/{id}/context", get(session_context))
-        .route("/session/{id}/prompt", post(prompt))
-        .route("/session/{id}/cancel", post(cancel))
-        .route("/session/{id}/model", post(set_model))
-        .route("/session/{id}/events", get(events))
-        .route("/session/{id}/permission/{request_id}", post(vote))
-        .route("/permission/{request_id}", post(legacy_vote))
-        .route("/session/{id}/permissions", get(list_permissions))
-        .route("/session/{id}/permission-rules", post(add_rule).get(list_rules))
-        .route("/session/{id}/permission-rules/{rule_id}", axum::routing::delete(delete_rule))
-        .route("/session/{id}/detach", post(detach))
-        .route("/session/{id}/heartbeat", post(heartbeat))
-        .route("/session/{id}/shell", post(shell::run_shell))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+    api::router()
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(perimeter, perimeter::check))
+        .layer(axum::middleware::from_fn_with_state(daemon.metrics.clone(), count_request))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(on_response)
+                .on_failure(()),
+        )
         .with_state(daemon)
+}
+
+/// The route label: the matched pattern (ids appear only as `{id}`), never the raw path.
+fn route_of(req: &Request) -> &str {
+    req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str)
+}
+
+/// A known method, or `other` (a client picks the method: unbounded labels are not an option).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// One span per request: method and matched route now, status and latency when it answers. No
+/// headers, query or body are recorded (they may carry tokens or prompts).
+fn request_span(req: &Request) -> tracing::Span {
+    tracing::info_span!(
+        "request",
+        method = method_label(req.method()),
+        route = route_of(req),
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    )
+}
+
+fn on_response(res: &Response, latency: std::time::Duration, span: &tracing::Span) {
+    let status = res.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    span.record("status", status);
+    span.record("latency_ms", latency_ms);
+    tracing::debug!(target: "mediatord::http", status, latency_ms, "request answered");
+}
+
+async fn count_request(State(m): State<Arc<metrics::Metrics>>, req: Request, next: Next) -> Response {
+    let method = method_label(req.method());
+    let route = route_of(&req).to_owned();
+    let response = next.run(req).await;
+    m.http_request(method, &route, response.status().as_u16());
+    response
 }
 
 #[cfg(test)]

@@ -203,44 +203,28 @@ impl Mediator {
                 return cancelled();
             }
             session.publish("permission_request", &data);
-            if let Some(rule) = rules::find_match(&st.rules, &facts, &self.workspace) {
-                let choice = rule_choice(rule.rule.effect, &options);
-                if let Some(choice) = choice {
-                    let rule_id = rule.rule.rule_id.clone();
-                    let pending = Pending {
-                        issued,
-                        data,
-                        options,
-                        facts,
-                        votes: BTreeMap::new(),
-                        ballots: Vec::new(),
-                        issued_at,
-                        reply,
-                    };
-                    let resolution = Resolution {
-                        by: ResolvedBy::Rule,
-                        voter: None,
-                        rule_id: Some(rule_id),
-                        remember: false,
-                    };
-                    finish(&mut st, session, &self.workspace, &request_id, pending, &choice, resolution);
-                    return json!({"outcome": outcome_json(&choice)});
-                }
+            let pending = Pending {
+                issued,
+                data,
+                options,
+                facts,
+                votes: BTreeMap::new(),
+                ballots: Vec::new(),
+                issued_at,
+                reply,
+            };
+            let by_rule = rules::find_match(&st.rules, &pending.facts, &self.workspace).and_then(|rule| {
+                rule_choice(rule.rule.effect, &pending.options)
+                    .map(|choice| (choice, rule.rule.rule_id.clone()))
+            });
+            if let Some((choice, rule_id)) = by_rule {
+                let resolution =
+                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: false };
+                finish(&mut st, session, &self.workspace, &request_id, pending, &choice, resolution);
+                return json!({"outcome": outcome_json(&choice)});
             }
             st.order.push(request_id.clone());
-            st.pending.insert(
-                request_id.clone(),
-                Pending {
-                    issued,
-                    data,
-                    options,
-                    facts,
-                    votes: BTreeMap::new(),
-                    ballots: Vec::new(),
-                    issued_at,
-                    reply,
-                },
-            );
+            st.pending.insert(request_id.clone(), pending);
         }
         let choice = match deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, &mut rx).await {
@@ -508,6 +492,11 @@ fn finish(
         data["ruleId"] = json!(r);
     }
     session.publish("permission_resolved", &data);
+    session.metrics.decision(
+        pending.issued.policy.as_str(),
+        resolution.by.as_str(),
+        resolved_at.saturating_sub(pending.issued_at),
+    );
     if st.audit.len() >= AUDIT_RING {
         st.audit.pop_front();
     }
@@ -570,7 +559,14 @@ mod tests {
     fn session(policy: Policy) -> Arc<Session> {
         let workspace = PathBuf::from(WS);
         let missing = crate::config::agent_command("/nonexistent/mediatord-test-agent").expect("command");
-        let agent = AgentHandle::start(missing, workspace.clone(), 0, Duration::from_secs(1), Arc::default());
+        let agent = AgentHandle::start(
+            missing,
+            workspace.clone(),
+            0,
+            Duration::from_secs(1),
+            Arc::default(),
+            Arc::default(),
+        );
         let cfg = MediatorConfig { policy, quorum: None, timeout: None };
         Session::start(SessionInit {
             id: "s1".into(),
@@ -580,6 +576,7 @@ mod tests {
             mediator: Mediator::new(cfg, workspace),
             prompt_cap: 1,
             agent_result: json!({}),
+            metrics: Arc::default(),
             on_finished: Box::new(|_| {}),
         })
     }

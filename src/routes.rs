@@ -67,6 +67,7 @@ pub fn features(d: &Daemon) -> Vec<&'static str> {
         "permission_mediation",
         "permission_list",
         "permission_rules",
+        "metrics",
     ];
     if d.config.session_shell_effective() {
         features.push("session_shell_command");
@@ -241,6 +242,7 @@ pub async fn prompt(
         params: Value::Object(params),
         reply: (!asynchronous).then_some(reply),
         caller_gone: caller_gone.clone(),
+        queued_at: std::time::Instant::now(),
     };
     s.enqueue(job).map_err(|e| match e {
         EnqueueError::Full { limit, pending } => ApiError::PromptQueueFull { limit, pending },
@@ -420,6 +422,18 @@ pub async fn delete_rule(
     } else {
         Err(ApiError::RuleNotFound)
     }
+}
+
+/// `GET /metrics`: the Prometheus exposition.
+pub async fn metrics(State(d): State<AppState>) -> Response {
+    let body = d.metrics.render(&d);
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], body).into_response()
+}
+
+/// `GET /openapi.json`: the document built from the route table.
+pub async fn openapi() -> Response {
+    let body = crate::openapi::document_text();
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 pub async fn not_found() -> ApiError {

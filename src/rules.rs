@@ -6,7 +6,7 @@
 //! resolved, because the agent runs the tool itself and may see a different filesystem state than we
 //! would at match time. The agent's own `fs/*` calls are confined separately by [`crate::fs_proxy`].
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -356,22 +356,7 @@ fn escape_literal(text: &str) -> String {
 /// Request paths made absolute (relative ones are joined to the workspace) and normalised
 /// lexically, so `/ws/src/../../etc/passwd` is matched as `/etc/passwd`, not as something in `/ws`.
 fn normalized_request_paths(facts: &RequestFacts, workspace: &Path) -> Vec<PathBuf> {
-    facts.paths.iter().map(|path| normalize_lexically(&workspace.join(path))).collect()
-}
-
-fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut normalized = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            // At the root `pop` is a no-op, matching the kernel's `/..` == `/`.
-            Component::ParentDir => {
-                normalized.pop();
-            }
-            other => normalized.push(other),
-        }
-    }
-    normalized
+    facts.paths.iter().map(|path| crate::fs_proxy::normalize_lexically(&workspace.join(path))).collect()
 }
 
 #[cfg(test)]

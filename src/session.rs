@@ -63,6 +63,8 @@ pub struct PromptJob {
     pub reply: Option<oneshot::Sender<Result<Value, PromptError>>>,
     /// Fired when a blocking caller's connection drops: the turn is cancelled.
     pub caller_gone: CancellationToken,
+    /// When the prompt was accepted, for the duration metric.
+    pub queued_at: std::time::Instant,
 }
 
 /// Fixed facts a session is created with.
@@ -75,6 +77,7 @@ pub struct SessionInit {
     pub prompt_cap: usize,
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub agent_result: Value,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
     pub on_finished: Box<dyn FnOnce(&str) + Send>,
 }
@@ -87,6 +90,7 @@ pub struct Session {
     pub bus: Arc<Bus>,
     pub mediator: Mediator,
     pub agent_result: Value,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Client id → last seen (ms since epoch). Await-free critical sections only.
     clients: Mutex<HashMap<String, u64>>,
     queue: mpsc::Sender<PromptJob>,
@@ -117,6 +121,7 @@ impl Session {
             bus: init.bus,
             mediator: init.mediator,
             agent_result: init.agent_result,
+            metrics: init.metrics,
             clients: Mutex::new(HashMap::new()),
             queue,
             pending_prompts: AtomicUsize::new(0),
@@ -217,8 +222,11 @@ impl Session {
     /// Cancels the running turn (ACP `session/cancel`) and every pending permission; the queue
     /// keeps running afterwards.
     pub async fn cancel(&self) {
-        self.mediator.cancel_all(self, ResolvedBy::Cancel);
+        // ACP's order: `session/cancel` first, then the pending permission requests answered
+        // `cancelled`. Answered the other way round, an agent (Qwen Code does) takes the cancelled
+        // permission as a declined tool and carries on with the turn.
         self.agent.notify("session/cancel", json!({"sessionId": self.id})).await;
+        self.mediator.cancel_all(self, ResolvedBy::Cancel);
     }
 
     /// Starts ending the session; the turn runner finishes the job and publishes the terminal event.
@@ -227,7 +235,7 @@ impl Session {
         if self.end_reason.set(reason).is_err() {
             return;
         }
-        self.mediator.cancel_all(self, ResolvedBy::SessionClosed);
+        // The turn runner cancels the running turn and then the pending permissions, in ACP's order.
         self.ending.cancel();
     }
 
@@ -254,6 +262,9 @@ async fn run_turns(
         };
         run_turn(&session, job).await;
     }
+    // Requests raised outside any turn (or while idle) are cancelled here; from now on new ones are
+    // answered `cancelled` at once.
+    session.mediator.cancel_all(&session, ResolvedBy::SessionClosed);
     let reason = session.end_reason.get().cloned().unwrap_or(EndReason::Shutdown);
     queue.close();
     while let Ok(job) = queue.try_recv() {
@@ -337,6 +348,7 @@ where
     if !matches!(session.end_reason.get(), Some(EndReason::Died(_))) {
         session.agent.notify("session/cancel", json!({"sessionId": session.id})).await;
     }
+    session.mediator.cancel_all(session, ResolvedBy::SessionClosed);
     match tokio::time::timeout(TURN_CANCEL_GRACE, call.as_mut()).await {
         Ok(r) => r,
         Err(_) => {
@@ -349,6 +361,14 @@ where
 /// Publishes the one turn event of `job` and answers its blocking caller.
 fn finish_turn(session: &Session, job: PromptJob, result: Result<Value, PromptError>) {
     let tag = PromptTag { prompt_id: Some(job.prompt_id.clone()), originator: job.originator.clone() };
+    let outcome = match &result {
+        Ok(value) if value.get("stopReason").and_then(Value::as_str) == Some("cancelled") => "cancelled",
+        Ok(_) => "completed",
+        Err(PromptError::Agent(_)) => "agent_error",
+        Err(PromptError::Exited(_)) => "agent_exited",
+        Err(PromptError::Ended(code)) => code,
+    };
+    session.metrics.prompt_finished(outcome, job.queued_at.elapsed());
     match &result {
         Ok(value) => {
             let stop = value.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");

@@ -68,11 +68,25 @@ pub struct ExitInfo {
 }
 
 enum Cmd {
-    Call { method: &'static str, params: Value, reply: oneshot::Sender<Result<Box<RawValue>, CallError>> },
-    Notify { method: &'static str, params: Value },
+    Call {
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Box<RawValue>, CallError>>,
+    },
+    /// `queued` fires once the line is in the stdin queue, so callers can order later lines after it.
+    Notify {
+        method: &'static str,
+        params: Value,
+        queued: oneshot::Sender<()>,
+    },
     Register(Arc<Session>),
-    Unregister { session_id: String, stop_if_idle: bool },
-    Shutdown { grace: Duration },
+    Unregister {
+        session_id: String,
+        stop_if_idle: bool,
+    },
+    Shutdown {
+        grace: Duration,
+    },
 }
 
 type Ready = Option<Result<(), CallError>>;
@@ -100,16 +114,21 @@ impl AgentHandle {
         generation: u64,
         init_timeout: Duration,
         pgids: PgidRegistry,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> AgentHandle {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (ready_tx, ready) = watch::channel(None);
         let handle = AgentHandle { tx, ready, workspace: workspace.clone(), generation };
         let init = handle.clone();
         tokio::spawn(async move {
-            let actor = match Actor::spawn(&cmd, workspace.clone(), pgids) {
+            let actor = match Actor::spawn(&cmd, workspace.clone(), pgids, metrics.clone()) {
                 Ok(actor) => actor,
                 Err(e) => {
+                    metrics.agent_exit("start_failed");
                     tracing::warn!(workspace = %workspace.display(), error = %e, "agent failed to start");
+                    // Close the command channel first, so the handle reads as dead before anyone
+                    // hears of the failure.
+                    drop(rx);
                     let _ = ready_tx.send(Some(Err(CallError::Start(e.to_string()))));
                     return;
                 }
@@ -166,8 +185,13 @@ impl AgentHandle {
         answer.unwrap_or_else(|_| Err(CallError::Exited("the agent has exited".into())))
     }
 
+    /// Sends a notification; returns once its line is queued for the agent's stdin, so anything
+    /// written to the agent afterwards (e.g. permission answers after `session/cancel`) follows it.
     pub async fn notify(&self, method: &'static str, params: Value) {
-        let _ = self.tx.send(Cmd::Notify { method, params }).await;
+        let (queued, done) = oneshot::channel();
+        if self.tx.send(Cmd::Notify { method, params, queued }).await.is_ok() {
+            let _ = done.await;
+        }
     }
 
     pub async fn register(&self, session: Arc<Session>) {
@@ -206,6 +230,7 @@ struct Actor {
     /// Set by a shutdown: kill the group at this instant if it has not exited.
     deadline: Option<Instant>,
     pgids: PgidRegistry,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Deserialize)]
@@ -215,7 +240,12 @@ struct UpdateTarget {
 }
 
 impl Actor {
-    fn spawn(cmd: &AgentCommand, workspace: PathBuf, pgids: PgidRegistry) -> std::io::Result<Actor> {
+    fn spawn(
+        cmd: &AgentCommand,
+        workspace: PathBuf,
+        pgids: PgidRegistry,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> std::io::Result<Actor> {
         let (process, pipes) = agent_process::spawn(cmd, &workspace)?;
         if let Some(pgid) = process.pgid() {
             pgids.lock().unwrap_or_else(|p| p.into_inner()).insert(pgid);
@@ -235,6 +265,7 @@ impl Actor {
             in_flight: Arc::new(AtomicUsize::new(0)),
             deadline: None,
             pgids,
+            metrics,
         })
     }
 
@@ -369,10 +400,11 @@ impl Actor {
                     }
                 }
             }
-            Cmd::Notify { method, params } => {
+            Cmd::Notify { method, params, queued } => {
                 if let Some(w) = &self.writer {
                     let _ = w.try_send(Bytes::from(jsonrpc::notification_line(method, &params)));
                 }
+                let _ = queued.send(());
             }
             Cmd::Register(session) => {
                 let id = session.id.clone();
@@ -420,6 +452,11 @@ impl Actor {
         use std::os::unix::process::ExitStatusExt;
         let exit = ExitInfo { code: status.and_then(|s| s.code()), signal: status.and_then(|s| s.signal()) };
         let tail = self.process.stderr_tail.last_lines(2048);
+        self.metrics.agent_exit(match (expected, exit.signal) {
+            (true, _) => "stopped",
+            (false, Some(_)) => "signal",
+            (false, None) => "exited",
+        });
         if expected {
             tracing::info!(workspace = %self.workspace.display(), pid = self.process.pid, "agent stopped");
         } else {

@@ -237,12 +237,7 @@ async fn a_sigkilled_daemon_leaves_nothing_running_in_its_workspace() {
 #[tokio::test]
 async fn an_unknown_agent_program_warns_and_creates_fail_with_502() {
     let d = Daemon::start(&["--agent", "no-such-agent-xyz --acp"]);
-    let deadline = Instant::now() + WAIT;
-    while !d.stderr().contains("--agent demo") {
-        assert!(Instant::now() < deadline, "no warning naming --agent demo; stderr:\n{}", d.stderr());
-        tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
-    }
-    let warning = d.stderr();
+    let warning = wait_stderr(&d, "--agent demo").await;
     let warning = warning.lines().find(|l| l.contains("--agent demo")).expect("warning line");
     assert!(warning.contains("WARN"), "{warning}");
     assert!(warning.contains("no-such-agent-xyz"), "{warning}");

@@ -29,19 +29,6 @@ fn assert_refused(args: &[&str], why: &str) {
     );
 }
 
-/// Waits (bounded) until the daemon's stderr contains `needle`, returning all of it.
-async fn wait_stderr(d: &Daemon, needle: &str) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let err = d.stderr();
-        if err.contains(needle) {
-            return err;
-        }
-        assert!(Instant::now() < deadline, "stderr never mentioned {needle:?}; stderr:\n{err}");
-        tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
-    }
-}
-
 /// A daemon in its own temporary workspace with extra environment variables.
 fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");

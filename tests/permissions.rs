@@ -359,8 +359,6 @@ mod in_process {
 }
 
 #[tokio::test]
-#[ignore = "blocked: agent_process::spawn runs current_exe() as the agent guard, which in-process is \
-            this test binary; once AgentCommand carries the guard path, set it to bin() below"]
 async fn local_only_refuses_a_vote_from_a_remote_peer() {
     use in_process::*;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -368,6 +366,7 @@ async fn local_only_refuses_a_vote_from_a_remote_peer() {
     let mut config = mediatord::config::Config::for_tests(&workspace);
     // In a test, `current_exe()` is the test binary; the demo agent lives in the real one.
     config.agent = mediatord::config::agent_command(&format!("{} demo-agent", bin())).expect("agent");
+    config.agent.guard = bin().into();
     config.permission_policy = mediatord::policy::Policy::LocalOnly;
     let daemon = mediatord::daemon::Daemon::new(config);
     let remote = router(&daemon, "10.1.2.3:5000");
@@ -663,8 +662,6 @@ async fn agent_crash_releases_pending_requests_and_the_session_dies() {
 }
 
 #[tokio::test]
-#[ignore = "bug: bus.rs into_body ends the stream on shutdown before sending frames already queued, \
-            so the drain's permission_resolved is lost"]
 async fn shutdown_releases_pending_requests_before_the_stream_ends() {
     let mut d = Daemon::start(&[]);
     let sid = join(&d, "alice").await;

@@ -1,1 +1,131 @@
-fn main() {}
+//! `mediatord-bench`: runs the comparison and writes the report. `bench/run.sh` is the usual way in.
+//!
+//! ```text
+//! mediatord-bench compare --mediatord BIN [--qwen QWEN_BIN --shim bench/qwen-shim.mjs]
+//!                         [--out docs/benchmarks.md] [--runs N] [--events N] [--qwen-events N]
+//! mediatord-bench smoke --mediatord BIN
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use mediatord_bench::procs::Tools;
+use mediatord_bench::{Plan, report};
+
+const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN_BIN --shim SHIM.mjs] \
+                     [--out FILE] [--runs N] [--events N] [--qwen-events N] [--subscribers 1,10,100]\n       \
+                     [--only direct,startup,create,relay,paced,permissions,memory] [--mediatord-args 'ARGS']\n       \
+                     mediatord-bench smoke --mediatord BIN";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let mut tools = Tools { mediatord: PathBuf::new(), qwen: None, shim: None, mediatord_args: Vec::new() };
+    let mut plan = if command == "smoke" { Plan::smoke() } else { Plan::full() };
+    let mut out: Option<PathBuf> = None;
+    let mut it = rest.iter();
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else {
+            eprintln!("{flag} needs a value\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        let number = || value.parse::<u64>().map_err(|_| format!("{flag}: not a number: {value}"));
+        let parsed: Result<(), String> = match flag.as_str() {
+            "--mediatord" => {
+                tools.mediatord = PathBuf::from(value);
+                Ok(())
+            }
+            "--qwen" => {
+                tools.qwen = Some(PathBuf::from(value));
+                Ok(())
+            }
+            "--shim" => {
+                tools.shim = Some(PathBuf::from(value));
+                Ok(())
+            }
+            "--mediatord-args" => {
+                tools.mediatord_args = value.split_whitespace().map(str::to_owned).collect();
+                Ok(())
+            }
+            "--out" => {
+                out = Some(PathBuf::from(value));
+                Ok(())
+            }
+            "--only" => {
+                plan.only = Some(value.split(',').map(str::to_owned).collect());
+                Ok(())
+            }
+            "--subscribers" => value
+                .split(',')
+                .map(|n| n.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map(|v| plan.subscribers = v)
+                .map_err(|_| format!("--subscribers: not a list of numbers: {value}")),
+            "--runs" => number().map(|n| plan.runs = n.max(1) as usize),
+            "--events" => number().map(|n| plan.events = n),
+            "--qwen-events" => number().map(|n| plan.qwen_events = n),
+            _ => Err(format!("unknown option {flag}")),
+        };
+        if let Err(e) = parsed {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    if tools.mediatord.as_os_str().is_empty() {
+        eprintln!("--mediatord is required\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    // The daemons run in their own directories: relative paths would not resolve there.
+    fn absolute(p: &PathBuf) -> PathBuf {
+        std::path::absolute(p).unwrap_or_else(|_| p.clone())
+    }
+    tools.mediatord = absolute(&tools.mediatord);
+    tools.qwen = tools.qwen.as_ref().map(absolute);
+    tools.shim = tools.shim.as_ref().map(absolute);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match command.as_str() {
+        "compare" => {
+            let report = runtime.block_on(mediatord_bench::compare(&tools, &plan));
+            let text = report.markdown();
+            print!("{}", report.summary_table());
+            if let Some(path) = out {
+                if let Err(e) = std::fs::write(&path, text) {
+                    eprintln!("cannot write {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+                eprintln!("bench: wrote {}", path.display());
+            }
+            if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        "smoke" => {
+            let tools = tools.clone();
+            let report = runtime.block_on(async {
+                let machine = report::Machine::probe(&tools).await;
+                let direct = mediatord_bench::run_direct(&tools, &plan).await;
+                let daemon = mediatord_bench::run_daemon(
+                    mediatord_bench::procs::Kind::Mediatord,
+                    &tools,
+                    &plan,
+                    machine.mediatord.clone(),
+                )
+                .await;
+                report::Report { machine, plan: plan.clone(), direct, daemons: vec![daemon] }
+            });
+            print!("{}", report.summary_table());
+            if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        _ => {
+            eprintln!("unknown command {command}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

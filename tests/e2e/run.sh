@@ -259,9 +259,11 @@ run_phase() {
 	qwen)
 		mkdir -p "$AGENT_HOME/.qwen"
 		cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
-{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"}}
+{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"},"privacy":{"usageStatisticsEnabled":false}}
 JSON
-		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" OPENAI_MODEL=fake-model)
+		# Usage statistics off: Qwen Code otherwise reports to an Alibaba Cloud RUM host (DNS lookups seen).
+		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" OPENAI_MODEL=fake-model
+			QWEN_USAGE_STATISTICS_ENABLED=false)
 		agent_cmd="$(shq "$QWEN") --acp"
 		;;
 	claude)

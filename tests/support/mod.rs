@@ -387,3 +387,20 @@ pub async fn agent_pid(d: &Daemon, session: &str) -> u32 {
     let events = sse.until_type("turn_complete").await;
     chunk_text(&events).trim().parse().expect("pid text")
 }
+
+/// Waits (bounded) until the daemon's stderr contains `needle`, returning all of it. Stderr is read
+/// by a background thread, so a log line may arrive a little after the event that caused it.
+pub async fn wait_stderr(d: &Daemon, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let err = d.stderr();
+        if err.contains(needle) {
+            return err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stderr never mentioned {needle:?} within {WAIT:?}; stderr:\n{err}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
+    }
+}

@@ -1,0 +1,157 @@
+//! The REST + SSE surface both daemons share, as the benchmark uses it.
+//!
+//! Differences handled here: mediatord answers a prompt 202 only with `Prefer: respond-async`
+//! (qwen serve always does); both end a turn with `turn_complete` on the stream; both take votes at
+//! `POST /session/:id/permission/:requestId`; both hand back the caller's `clientId` on create.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Res;
+
+/// Deadline for one control request (create, prompt, vote).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client of one daemon. Cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    pub base: String,
+}
+
+/// What `POST /session` answered.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub session_id: String,
+    pub client_id: Option<String>,
+    pub attached: bool,
+}
+
+impl Api {
+    pub fn new(base: &str) -> Res<Api> {
+        if !base.starts_with("http://127.0.0.1:") {
+            return Err(format!("refusing a non-loopback base URL {base}").into());
+        }
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(usize::MAX)
+            .build()?;
+        Ok(Api { http, base: base.to_owned() })
+    }
+
+    /// `POST /session {cwd, sessionScope?}`.
+    pub async fn create(&self, cwd: &std::path::Path, scope: Option<&str>) -> Res<Created> {
+        let mut body = json!({"cwd": cwd});
+        if let Some(scope) = scope {
+            body["sessionScope"] = json!(scope);
+        }
+        let resp = self
+            .http
+            .post(format!("{}/session", self.base))
+            .json(&body)
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await?;
+        let status = resp.status();
+        let v: Value = resp.json().await?;
+        if !status.is_success() {
+            return Err(format!("create: {status} {v}").into());
+        }
+        Ok(Created {
+            session_id: v["sessionId"].as_str().ok_or("create: no sessionId")?.to_owned(),
+            client_id: v["clientId"].as_str().map(str::to_owned),
+            attached: v["attached"].as_bool().unwrap_or(false),
+        })
+    }
+
+    /// Submits `text` as a prompt without waiting for the turn (202 from both daemons).
+    pub async fn prompt_async(&self, session: &str, text: &str, client: Option<&str>) -> Res<()> {
+        let mut req = self
+            .http
+            .post(format!("{}/session/{session}/prompt", self.base))
+            .header("Prefer", "respond-async")
+            .json(&json!({"prompt": [{"type": "text", "text": text}]}))
+            .timeout(REQUEST_TIMEOUT);
+        if let Some(c) = client {
+            req = req.header("X-Qwen-Client-Id", c);
+        }
+        let resp = req.send().await?;
+        let status = resp.status();
+        if status.as_u16() != 202 {
+            let body = resp.text().await.unwrap_or_default();
+            return Err(format!("prompt: expected 202, got {status} {body}").into());
+        }
+        Ok(())
+    }
+
+    /// Votes `option_id` on a pending permission request; the HTTP status.
+    pub async fn vote(
+        &self,
+        session: &str,
+        request: &str,
+        option_id: &str,
+        client: Option<&str>,
+    ) -> Res<u16> {
+        let mut req = self
+            .http
+            .post(format!("{}/session/{session}/permission/{request}", self.base))
+            .json(&json!({"outcome": {"outcome": "selected", "optionId": option_id}}))
+            .timeout(REQUEST_TIMEOUT);
+        if let Some(c) = client {
+            req = req.header("X-Qwen-Client-Id", c);
+        }
+        let resp = req.send().await?;
+        let status = resp.status().as_u16();
+        let _ = resp.bytes().await;
+        Ok(status)
+    }
+
+    /// Opens `GET /session/:id/events` (live only) and returns once the first bytes (`retry:`)
+    /// arrived, so the stream is registered before anything is published.
+    pub async fn subscribe(&self, session: &str, client: Option<&str>) -> Res<Stream> {
+        let mut req = self
+            .http
+            .get(format!("{}/session/{session}/events", self.base))
+            .header("Accept", "text/event-stream");
+        if let Some(c) = client {
+            req = req.header("X-Qwen-Client-Id", c);
+        }
+        let mut resp =
+            tokio::time::timeout(REQUEST_TIMEOUT, req.send()).await.map_err(|_| "subscribe: timeout")??;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            return Err(format!("subscribe: {status} {body}").into());
+        }
+        let first = tokio::time::timeout(REQUEST_TIMEOUT, resp.chunk())
+            .await
+            .map_err(|_| "subscribe: no first frame")??
+            .ok_or("subscribe: stream ended at once")?;
+        Ok(Stream { resp, pending: Some(first) })
+    }
+
+    /// `GET /health?deep=1` (mediatord's subscriber count; qwen's has other fields).
+    pub async fn deep_health(&self) -> Res<Value> {
+        let resp =
+            self.http.get(format!("{}/health?deep=1", self.base)).timeout(REQUEST_TIMEOUT).send().await?;
+        Ok(resp.json().await?)
+    }
+}
+
+/// An open event stream.
+pub struct Stream {
+    resp: reqwest::Response,
+    pending: Option<bytes::Bytes>,
+}
+
+impl Stream {
+    /// The next chunk of bytes; `None` at the end of the stream.
+    pub async fn chunk(&mut self) -> Res<Option<bytes::Bytes>> {
+        if let Some(first) = self.pending.take() {
+            return Ok(Some(first));
+        }
+        Ok(self.resp.chunk().await?)
+    }
+}

@@ -1,0 +1,364 @@
+//! mediatord-bench — the same load, side by side, against mediatord and qwen serve.
+//!
+//! Crate map:
+//! - [`procs`]: start/stop each daemon (and its synthetic agent) in a throw-away directory; RSS.
+//! - [`api`]: the REST + SSE calls both daemons share.
+//! - [`sse`]: SSE framing; reads the agent's emit stamp without a JSON parser.
+//! - [`direct`]: scenario (b), the agent read over stdio with no daemon (the physical limit).
+//! - [`scenarios`]: scenarios (a) relay, (c) permissions, (d) create/attach, (e) memory.
+//! - [`report`]: medians, ratios, targets, and `docs/benchmarks.md`.
+//! - [`stats`]: percentiles and the shared µs clock.
+//!
+//! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
+
+pub mod api;
+pub mod direct;
+pub mod procs;
+pub mod report;
+pub mod scenarios;
+pub mod sse;
+pub mod stats;
+
+use std::time::Duration;
+
+use procs::{Daemon, Kind, Tools};
+use scenarios::{CreateRun, MemoryRun, PermissionRun, RelayRun};
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Res<T> = Result<T, Error>;
+
+/// What to run, and how much of it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Repetitions of each scenario; the report gives the median.
+    pub runs: usize,
+    /// Updates per relay prompt, per daemon (qwen serve is far slower, so it may get fewer).
+    pub events: u64,
+    pub qwen_events: u64,
+    /// Subscriber counts of the relay scenario.
+    pub subscribers: Vec<usize>,
+    /// Paced stream for the latency figures: count and rate per second.
+    pub paced_count: u64,
+    pub paced_rate: u64,
+    /// Sequential permission requests per run.
+    pub permissions: usize,
+    /// Creates and attaches timed per run.
+    pub creates: usize,
+    /// Sessions and subscribers of the memory scenario.
+    pub memory_sessions: usize,
+    pub memory_subscribers: usize,
+    /// Daemon starts timed.
+    pub startups: usize,
+    /// Bound on any single run.
+    pub run_timeout: Duration,
+    /// `--subscriber-queue` for mediatord (`None` = its default of 256 frames). See
+    /// `bench/README.md`: at 100k+ updates/s the default is under a millisecond of slack and a
+    /// busy machine's scheduling alone evicts a fast stream, which would make throughput moot.
+    pub mediatord_queue: Option<u32>,
+    /// Also run the 1-stream relay at mediatord's default queue and report how it fared.
+    pub default_queue_check: bool,
+    /// Run only these scenarios (`direct`, `startup`, `create`, `relay`, `paced`, `permissions`,
+    /// `memory`); `None` = all.
+    pub only: Option<Vec<String>>,
+}
+
+impl Plan {
+    /// The full comparison `bench/run.sh` runs.
+    pub fn full() -> Plan {
+        Plan {
+            runs: 3,
+            events: 100_000,
+            qwen_events: 20_000,
+            subscribers: vec![1, 10, 64, 100],
+            paced_count: 5_000,
+            paced_rate: 2_000,
+            permissions: 200,
+            creates: 20,
+            memory_sessions: 100,
+            memory_subscribers: 1000,
+            startups: 10,
+            run_timeout: Duration::from_secs(300),
+            mediatord_queue: Some(8192),
+            default_queue_check: true,
+            only: None,
+        }
+    }
+
+    /// A few hundred events, one subscriber, a couple of permissions: seconds, mediatord only.
+    pub fn smoke() -> Plan {
+        Plan {
+            runs: 1,
+            events: 300,
+            qwen_events: 300,
+            subscribers: vec![1],
+            paced_count: 100,
+            paced_rate: 1_000,
+            permissions: 3,
+            creates: 3,
+            memory_sessions: 3,
+            memory_subscribers: 3,
+            startups: 2,
+            run_timeout: Duration::from_secs(30),
+            mediatord_queue: None,
+            default_queue_check: false,
+            only: None,
+        }
+    }
+
+    pub fn wants(&self, scenario: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.iter().any(|s| s == scenario))
+    }
+
+    /// Extra `serve` arguments the scenarios run `kind` with.
+    pub fn daemon_args(&self, kind: Kind) -> Vec<String> {
+        match (kind, self.mediatord_queue) {
+            (Kind::Mediatord, Some(q)) => vec!["--subscriber-queue".into(), q.to_string()],
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn events_for(&self, kind: Kind) -> u64 {
+        match kind {
+            Kind::Mediatord => self.events,
+            Kind::Qwen => self.qwen_events,
+        }
+    }
+}
+
+/// Every run of every scenario against one daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonResults {
+    pub kind: Kind,
+    pub version: String,
+    pub startup_ms: Vec<f64>,
+    /// Per subscriber count, its runs.
+    pub relay: Vec<(usize, Vec<RelayRun>)>,
+    /// 1 stream at mediatord's default `--subscriber-queue` (when checked).
+    pub relay_default_queue: Vec<RelayRun>,
+    pub paced: Vec<RelayRun>,
+    pub permissions: Vec<PermissionRun>,
+    pub create: Vec<CreateRun>,
+    pub memory: Vec<MemoryRun>,
+    /// Scenario runs that failed, with why (reported, never hidden).
+    pub failures: Vec<String>,
+    /// Scenarios the daemon declined by design (a documented cap), with its answer.
+    pub refusals: Vec<String>,
+}
+
+impl DaemonResults {
+    fn new(kind: Kind, version: String) -> Self {
+        DaemonResults {
+            kind,
+            version,
+            startup_ms: Vec::new(),
+            relay: Vec::new(),
+            relay_default_queue: Vec::new(),
+            paced: Vec::new(),
+            permissions: Vec::new(),
+            create: Vec::new(),
+            memory: Vec::new(),
+            failures: Vec::new(),
+            refusals: Vec::new(),
+        }
+    }
+
+    /// Like [`note`], but a refusal by a documented cap (HTTP 429) is recorded as such.
+    fn record<T>(&mut self, what: &str, r: Res<T>) -> Option<T> {
+        match r {
+            Err(e) if is_refusal(&e) => {
+                eprintln!("bench: {what} refused by {}: {e}", self.kind.name());
+                self.refusals.push(format!("{what}: {e}"));
+                None
+            }
+            r => note(&mut self.failures, what, r),
+        }
+    }
+}
+
+/// A daemon's deliberate "no" to a scenario's size (e.g. qwen serve's 64 streams per session).
+pub fn is_refusal(e: &Error) -> bool {
+    e.to_string().contains("429")
+}
+
+/// The direct-stdio baseline.
+#[derive(Debug, Clone, Default)]
+pub struct DirectResults {
+    pub blast: Vec<RelayRun>,
+    pub paced: Vec<RelayRun>,
+    pub failures: Vec<String>,
+}
+
+fn note<T>(failures: &mut Vec<String>, what: &str, r: Res<T>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            eprintln!("bench: {what} failed: {e}");
+            failures.push(format!("{what}: {e}"));
+            None
+        }
+    }
+}
+
+fn progress(msg: &str) {
+    eprintln!("bench: {msg}");
+}
+
+/// (b) The agent over stdio, blast and paced.
+pub async fn run_direct(tools: &Tools, plan: &Plan) -> DirectResults {
+    let mut out = DirectResults::default();
+    if !plan.wants("direct") {
+        return out;
+    }
+    for i in 0..plan.runs {
+        progress(&format!("direct stdio, stream {} (run {})", plan.events, i + 1));
+        let r = direct::stream(
+            &tools.mediatord,
+            &format!("stream {}", plan.events),
+            plan.events,
+            plan.run_timeout,
+        )
+        .await;
+        if let Some(r) = note(&mut out.failures, "direct stream", r) {
+            out.blast.push(r);
+        }
+        let directive = format!("stream {} {}", plan.paced_count, plan.paced_rate);
+        progress(&format!("direct stdio, {directive} (run {})", i + 1));
+        let r = direct::stream(&tools.mediatord, &directive, plan.paced_count, plan.run_timeout).await;
+        if let Some(r) = note(&mut out.failures, "direct paced stream", r) {
+            out.paced.push(r);
+        }
+    }
+    out
+}
+
+/// Every daemon scenario against `kind`.
+pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String) -> DaemonResults {
+    let mut out = DaemonResults::new(kind, version);
+    let name = kind.name();
+    // (f) exec → listening line.
+    for i in 0..if plan.wants("startup") { plan.startups } else { 0 } {
+        progress(&format!("{name}: start-up {}", i + 1));
+        if let Some(d) = note(&mut out.failures, "start-up", Daemon::start(kind, tools, &[]).await) {
+            out.startup_ms.push(d.startup.as_secs_f64() * 1e3);
+            d.stop().await;
+        }
+    }
+    let args = plan.daemon_args(kind);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // (d), (a), (c) on one daemon.
+    match Daemon::start(kind, tools, &args).await {
+        Err(e) => {
+            progress(&format!("{name}: start failed: {e}"));
+            out.failures.push(format!("start: {e}"));
+        }
+        Ok(d) => {
+            if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
+                scenarios_on(&api, &d, plan, &mut out).await;
+            }
+            d.stop().await;
+        }
+    }
+    // The 1-stream relay again at mediatord's default queue, to show what it does.
+    if kind == Kind::Mediatord && plan.default_queue_check && plan.wants("relay") {
+        match Daemon::start(kind, tools, &[]).await {
+            Err(e) => out.failures.push(format!("default-queue start: {e}")),
+            Ok(d) => {
+                if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
+                    for i in 0..plan.runs {
+                        progress(&format!(
+                            "{name}: relay to 1 subscriber at the default queue (run {})",
+                            i + 1
+                        ));
+                        let directive = format!("stream {}", plan.events);
+                        let r =
+                            scenarios::relay(&api, &d, 1, &directive, plan.events, plan.run_timeout).await;
+                        if let Some(r) = note(&mut out.failures, "relay x1, default queue", r) {
+                            out.relay_default_queue.push(r);
+                        }
+                    }
+                }
+                d.stop().await;
+            }
+        }
+    }
+    // (e) on a fresh daemon per run.
+    for i in 0..if plan.wants("memory") { plan.runs } else { 0 } {
+        progress(&format!("{name}: memory (run {})", i + 1));
+        match Daemon::start(kind, tools, &args).await {
+            Err(e) => {
+                progress(&format!("{name}: start failed: {e}"));
+                out.failures.push(format!("memory start: {e}"));
+            }
+            Ok(d) => {
+                if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
+                    let r = scenarios::memory(&api, &d, plan.memory_sessions, plan.memory_subscribers).await;
+                    if let Some(r) = out.record("memory", r) {
+                        out.memory.push(r);
+                    }
+                }
+                d.stop().await;
+            }
+        }
+    }
+    out
+}
+
+async fn scenarios_on(api: &api::Api, d: &Daemon, plan: &Plan, out: &mut DaemonResults) {
+    let name = d.kind.name();
+    if plan.wants("create") {
+        progress(&format!("{name}: create/attach"));
+        let r = scenarios::create_attach(api, d, plan.creates).await;
+        if let Some(r) = note(&mut out.failures, "create/attach", r) {
+            out.create.push(r);
+        }
+    }
+    let events = plan.events_for(d.kind);
+    for &subs in plan.subscribers.iter().filter(|_| plan.wants("relay")) {
+        let mut runs = Vec::new();
+        for i in 0..plan.runs {
+            progress(&format!("{name}: relay stream {events} to {subs} subscriber(s) (run {})", i + 1));
+            let r =
+                scenarios::relay(api, d, subs, &format!("stream {events}"), events, plan.run_timeout).await;
+            if let Some(r) = out.record(&format!("relay x{subs}"), r) {
+                runs.push(r);
+            }
+        }
+        out.relay.push((subs, runs));
+    }
+    for i in 0..if plan.wants("paced") { plan.runs } else { 0 } {
+        let directive = format!("stream {} {}", plan.paced_count, plan.paced_rate);
+        progress(&format!("{name}: {directive} to 1 subscriber (run {})", i + 1));
+        let r = scenarios::relay(api, d, 1, &directive, plan.paced_count, plan.run_timeout).await;
+        if let Some(r) = note(&mut out.failures, "paced relay", r) {
+            out.paced.push(r);
+        }
+    }
+    for i in 0..if plan.wants("permissions") { plan.runs } else { 0 } {
+        progress(&format!("{name}: permissions {} (run {})", plan.permissions, i + 1));
+        let r = scenarios::permissions(api, d, plan.permissions, plan.run_timeout).await;
+        if let Some(r) = note(&mut out.failures, "permissions", r) {
+            out.permissions.push(r);
+        }
+    }
+}
+
+/// The whole comparison: direct stdio, mediatord, and qwen serve when `tools.qwen` is set.
+pub async fn compare(tools: &Tools, plan: &Plan) -> report::Report {
+    let machine = report::Machine::probe(tools).await;
+    let direct = run_direct(tools, plan).await;
+    let mut daemons = vec![run_daemon(Kind::Mediatord, tools, plan, machine.mediatord.clone()).await];
+    if tools.qwen.is_some() {
+        daemons.push(run_daemon(Kind::Qwen, tools, plan, machine.qwen.clone().unwrap_or_default()).await);
+    }
+    report::Report { machine, plan: plan.clone(), direct, daemons }
+}
+
+/// The tiny run `tests/bench_smoke.rs` checks: [`Plan::smoke`] against mediatord and direct stdio.
+pub async fn smoke(mediatord: &std::path::Path) -> (DirectResults, DaemonResults) {
+    let mediatord = std::path::absolute(mediatord).unwrap_or_else(|_| mediatord.to_path_buf());
+    let tools = Tools { mediatord, qwen: None, shim: None, mediatord_args: Vec::new() };
+    let plan = Plan::smoke();
+    let direct = run_direct(&tools, &plan).await;
+    let daemon = run_daemon(Kind::Mediatord, &tools, &plan, String::new()).await;
+    (direct, daemon)
+}

@@ -1,0 +1,618 @@
+//! Turning the runs into `docs/benchmarks.md`: the machine, versions, every run's figures, the
+//! medians side by side, the ratios, and each target met or missed.
+
+use std::fmt::Write as _;
+
+use crate::procs::{Kind, Tools};
+use crate::scenarios::RelayRun;
+use crate::stats::median;
+use crate::{DaemonResults, DirectResults, Plan};
+
+/// The machine and the versions under test.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub rustc: String,
+    pub node: String,
+    pub mediatord: String,
+    pub qwen: Option<String>,
+    pub load_before: String,
+    pub date: String,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+impl Machine {
+    pub async fn probe(tools: &Tools) -> Machine {
+        use crate::procs::version_of;
+        let cpuinfo = read("/proc/cpuinfo");
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim()))
+            .unwrap_or("unknown")
+            .to_owned();
+        let mem_kib: f64 = read("/proc/meminfo")
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0);
+        // The qwen version from its package.json (running `qwen --version` could reach the network).
+        let qwen = tools.qwen.as_ref().map(|q| {
+            std::fs::canonicalize(q)
+                .ok()
+                .and_then(|entry| entry.parent().map(|d| d.join("package.json")))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .map(|v| {
+                    format!("{} {}", v["name"].as_str().unwrap_or("?"), v["version"].as_str().unwrap_or("?"))
+                })
+                .unwrap_or_else(|| "unknown".into())
+        });
+        let date = version_of(std::path::Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"], &[]).await;
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_model,
+            memory_gib: mem_kib / 1024.0 / 1024.0,
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            rustc: version_of(std::path::Path::new("rustc"), &["--version"], &[]).await.unwrap_or_default(),
+            node: version_of(std::path::Path::new("node"), &["--version"], &[]).await.unwrap_or_default(),
+            mediatord: version_of(&tools.mediatord, &["--version"], &[]).await.unwrap_or_default(),
+            qwen,
+            load_before: read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            date: date.unwrap_or_default(),
+        }
+    }
+}
+
+/// Everything one comparison measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub machine: Machine,
+    pub plan: Plan,
+    pub direct: DirectResults,
+    pub daemons: Vec<DaemonResults>,
+}
+
+/// Median of `f` over `runs`.
+fn med<T>(runs: &[T], f: impl Fn(&T) -> f64) -> Option<f64> {
+    median(&runs.iter().map(f).collect::<Vec<_>>())
+}
+
+fn relay_med(runs: &[RelayRun], f: impl Fn(&RelayRun) -> f64) -> Option<f64> {
+    med(runs, f)
+}
+
+const MIB: f64 = 1024.0;
+
+/// One line of the summary: a figure for each column, and the target it is judged by.
+struct Row {
+    figure: String,
+    direct: Option<f64>,
+    mediatord: Option<f64>,
+    qwen: Option<f64>,
+    /// Decimals to print.
+    digits: usize,
+    /// mediatord ÷ qwen serve (or qwen ÷ mediatord when lower is better), shown as `N×`.
+    ratio: Option<f64>,
+    target: String,
+    /// `Some(true)` met, `Some(false)` missed, `None` no target.
+    met: Option<bool>,
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(v) if digits == 0 => group(v.round() as i64),
+        Some(v) => format!("{v:.digits$}"),
+        None => "–".into(),
+    }
+}
+
+/// `1234567` → `1 234 567`.
+fn group(n: i64) -> String {
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push('\u{202f}');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+impl Report {
+    fn daemon(&self, kind: Kind) -> Option<&DaemonResults> {
+        self.daemons.iter().find(|d| d.kind == kind)
+    }
+
+    /// True when any run failed.
+    pub fn failed(&self) -> bool {
+        !self.direct.failures.is_empty() || self.daemons.iter().any(|d| !d.failures.is_empty())
+    }
+
+    fn relay_runs(&self, kind: Kind, subs: usize) -> &[RelayRun] {
+        self.daemon(kind)
+            .and_then(|d| d.relay.iter().find(|(s, _)| *s == subs))
+            .map_or(&[], |(_, runs)| runs.as_slice())
+    }
+
+    fn rows(&self) -> Vec<Row> {
+        let m = self.daemon(Kind::Mediatord);
+        let q = self.daemon(Kind::Qwen);
+        let higher = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let mut rows = Vec::new();
+        let direct_rate = relay_med(&self.direct.blast, |r| r.delivered_per_s);
+        for &subs in &self.plan.subscribers {
+            let mr = relay_med(self.relay_runs(Kind::Mediatord, subs), |r| r.delivered_per_s);
+            let qr = relay_med(self.relay_runs(Kind::Qwen, subs), |r| r.delivered_per_s);
+            let ratio = higher(mr, qr);
+            let (target, met) = match subs {
+                1 => {
+                    let of_direct = higher(mr, direct_rate);
+                    let pct = of_direct.map_or("–".into(), |p| format!("{:.0}%", p * 100.0));
+                    (
+                        format!("≥ 10× qwen; ≥ 70% of direct (is {pct})"),
+                        match (ratio, of_direct) {
+                            (Some(r), Some(p)) => Some(r >= 10.0 && p >= 0.70),
+                            (None, Some(p)) => Some(p >= 0.70),
+                            _ => None,
+                        },
+                    )
+                }
+                10 => ("≥ 10× qwen".into(), ratio.map(|r| r >= 10.0)),
+                _ => (String::new(), None),
+            };
+            let lossy = |kind| {
+                let runs = self.relay_runs(kind, subs);
+                let bad = runs.iter().filter(|r| r.incomplete > 0).count();
+                (bad > 0).then(|| format!("{} {bad}/{} runs lost events", kind.name(), runs.len()))
+            };
+            let warn: Vec<String> =
+                [lossy(Kind::Mediatord), lossy(Kind::Qwen)].into_iter().flatten().collect();
+            let warn = if warn.is_empty() { String::new() } else { format!(" (⚠ {})", warn.join("; ")) };
+            rows.push(Row {
+                figure: format!(
+                    "relay, {subs} subscriber{}: delivered events/s{warn}",
+                    if subs == 1 { "" } else { "s" }
+                ),
+                direct: (subs == 1).then_some(direct_rate).flatten(),
+                mediatord: mr,
+                qwen: qr,
+                digits: 0,
+                ratio,
+                target,
+                met,
+            });
+        }
+        if let Some(m) = m.filter(|m| !m.relay_default_queue.is_empty()) {
+            let runs = &m.relay_default_queue;
+            let evicted = runs.iter().filter(|r| r.evicted > 0).count();
+            let mut got: Vec<u64> = runs.iter().map(|r| r.received).collect();
+            got.sort_unstable();
+            rows.push(Row {
+                figure: format!(
+                    "relay, 1 subscriber, mediatord's default `--subscriber-queue 256`: events received of {} \
+                     (evicted in {evicted}/{} runs)",
+                    group(self.plan.events as i64),
+                    runs.len()
+                ),
+                direct: None,
+                mediatord: got.get((got.len().saturating_sub(1)) / 2).map(|&v| v as f64),
+                qwen: None,
+                digits: 0,
+                ratio: None,
+                target: String::new(),
+                met: None,
+            });
+        }
+        for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+            let pick = |r: &RelayRun| f64::from(if p == 50.0 { r.p50_us } else { r.p99_us }) / 1e3;
+            rows.push(Row {
+                figure: format!("relay, 1 subscriber, full speed: emit→receive {name} (ms)"),
+                direct: relay_med(&self.direct.blast, pick),
+                mediatord: relay_med(self.relay_runs(Kind::Mediatord, 1), pick),
+                qwen: relay_med(self.relay_runs(Kind::Qwen, 1), pick),
+                digits: 2,
+                ratio: None,
+                target: String::new(),
+                met: None,
+            });
+        }
+        let rate = self.plan.paced_rate;
+        for (p, name, limit) in [(50.0, "p50", 1.0), (99.0, "p99", 5.0)] {
+            let pick = |r: &RelayRun| f64::from(if p == 50.0 { r.p50_us } else { r.p99_us }) / 1e3;
+            let d = relay_med(&self.direct.paced, pick);
+            let mv = m.and_then(|m| relay_med(&m.paced, pick));
+            let qv = q.and_then(|q| relay_med(&q.paced, pick));
+            rows.push(Row {
+                figure: format!("paced {rate}/s, 1 subscriber: emit→receive {name} (ms)"),
+                direct: d,
+                mediatord: mv,
+                qwen: qv,
+                digits: 3,
+                ratio: None,
+                target: String::new(),
+                met: None,
+            });
+            let added = |v: Option<f64>| Some(v? - d?);
+            rows.push(Row {
+                figure: format!("paced {rate}/s: added {name} latency over direct (ms)"),
+                direct: None,
+                mediatord: added(mv),
+                qwen: added(qv),
+                digits: 3,
+                ratio: None,
+                target: format!("≤ {limit} ms"),
+                met: added(mv).map(|a| a <= limit),
+            });
+        }
+        let perm = |d: Option<&DaemonResults>| d.and_then(|d| med(&d.permissions, |r| r.per_request_ms));
+        rows.push(Row {
+            figure: format!("permission round trip, {} in sequence (ms per request)", self.plan.permissions),
+            direct: None,
+            mediatord: perm(m),
+            qwen: perm(q),
+            digits: 3,
+            ratio: higher(perm(q), perm(m)),
+            target: "≤ 0.5 ms".into(),
+            met: perm(m).map(|v| v <= 0.5),
+        });
+        let gap = |d: Option<&DaemonResults>, p99: bool| {
+            d.and_then(|d| med(&d.permissions, |r| if p99 { r.interval_p99_ms } else { r.interval_p50_ms }))
+        };
+        for (p99, name) in [(false, "p50"), (true, "p99")] {
+            rows.push(Row {
+                figure: format!("permission: request→next request {name} (ms)"),
+                direct: None,
+                mediatord: gap(m, p99),
+                qwen: gap(q, p99),
+                digits: 3,
+                ratio: higher(gap(q, p99), gap(m, p99)),
+                target: String::new(),
+                met: None,
+            });
+        }
+        type Pick = fn(&crate::scenarios::CreateRun) -> f64;
+        let creates: [(&str, Pick); 3] = [
+            ("first create on a fresh daemon (ms)", |r| r.first_ms),
+            ("create, agent running, median (ms)", |r| r.create_p50_ms),
+            ("attach, median (ms)", |r| r.attach_p50_ms),
+        ];
+        for (name, f) in creates {
+            let v = |d: Option<&DaemonResults>| d.and_then(|d| med(&d.create, f));
+            rows.push(Row {
+                figure: name.into(),
+                direct: None,
+                mediatord: v(m),
+                qwen: v(q),
+                digits: 2,
+                ratio: higher(v(q), v(m)),
+                target: String::new(),
+                met: None,
+            });
+        }
+        let mem = |d: Option<&DaemonResults>, f: fn(&crate::scenarios::MemoryRun) -> f64| {
+            d.and_then(|d| med(&d.memory, f))
+        };
+        let idle = |d| mem(d, |r| r.idle_kib as f64 / MIB);
+        let sess = |d| mem(d, |r| r.sessions_kib as f64 / MIB);
+        let subs = |d| {
+            mem(d, |r| r.subscribers_kib.map_or(f64::NAN, |k| k.saturating_sub(r.sessions_kib) as f64 / MIB))
+        };
+        rows.push(Row {
+            figure: "RSS idle (MiB)".into(),
+            direct: None,
+            mediatord: idle(m),
+            qwen: idle(q),
+            digits: 1,
+            ratio: higher(idle(q), idle(m)),
+            target: "≤ 12 MiB".into(),
+            met: idle(m).map(|v| v <= 12.0),
+        });
+        rows.push(Row {
+            figure: format!("RSS with {} sessions (MiB)", self.plan.memory_sessions),
+            direct: None,
+            mediatord: sess(m),
+            qwen: sess(q),
+            digits: 1,
+            ratio: higher(sess(q), sess(m)),
+            target: String::new(),
+            met: None,
+        });
+        rows.push(Row {
+            figure: format!("RSS added by {} subscribers on one session (MiB)", self.plan.memory_subscribers),
+            direct: None,
+            mediatord: subs(m),
+            qwen: subs(q),
+            digits: 1,
+            ratio: higher(subs(q), subs(m)),
+            target: "≤ 64 MiB".into(),
+            met: subs(m).map(|v| v <= 64.0),
+        });
+        let start = |d: Option<&DaemonResults>| d.and_then(|d| median(&d.startup_ms));
+        rows.push(Row {
+            figure: "exec → listening line (ms)".into(),
+            direct: None,
+            mediatord: start(m),
+            qwen: start(q),
+            digits: 1,
+            ratio: higher(start(q), start(m)),
+            target: "≤ 50 ms".into(),
+            met: start(m).map(|v| v <= 50.0),
+        });
+        rows
+    }
+
+    /// The summary table (medians), as markdown.
+    pub fn summary_table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "| figure (median of runs) | direct stdio | mediatord | qwen serve | mediatord vs qwen | target (mediatord) | met |"
+        );
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|---|:-:|");
+        for r in self.rows() {
+            let ratio = r.ratio.map_or("–".into(), |x| format!("{x:.1}×"));
+            let met = match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "",
+            };
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.figure,
+                fmt(r.direct, r.digits),
+                fmt(r.mediatord, r.digits),
+                fmt(r.qwen, r.digits),
+                ratio,
+                r.target,
+                met
+            );
+        }
+        t
+    }
+
+    fn relay_detail(t: &mut String, label: &str, runs: &[RelayRun]) {
+        for (i, r) in runs.iter().enumerate() {
+            let _ = writeln!(
+                t,
+                "| {label} | {} | {} | {} | {}/{} | {} | {} | {:.3} | {} | {:.2} | {:.2} |",
+                i + 1,
+                r.subscribers,
+                group(r.expected_per_sub as i64),
+                group(r.received as i64),
+                group((r.expected_per_sub * r.subscribers as u64) as i64),
+                r.evicted,
+                r.incomplete,
+                r.window_s,
+                group(r.delivered_per_s.round() as i64),
+                f64::from(r.p50_us) / 1e3,
+                f64::from(r.p99_us) / 1e3,
+            );
+        }
+    }
+
+    /// The whole of `docs/benchmarks.md`.
+    pub fn markdown(&self) -> String {
+        let m = &self.machine;
+        let p = &self.plan;
+        let mut t = String::new();
+        let _ = writeln!(t, "# Benchmarks: mediatord vs qwen serve\n");
+        let _ = writeln!(
+            t,
+            "Generated by `bench/run.sh` ({}); do not edit by hand — rerun it. How the benchmark works and how \
+             to run parts of it: `bench/README.md`.\n",
+            m.date
+        );
+        let _ = writeln!(t, "## Machine and versions\n");
+        let _ = writeln!(t, "| | |\n|---|---|");
+        let _ = writeln!(t, "| CPU | {} × {} |", m.cpus, m.cpu_model);
+        let _ = writeln!(t, "| memory | {:.1} GiB |", m.memory_gib);
+        let _ = writeln!(t, "| kernel | Linux {} |", m.kernel);
+        let _ = writeln!(t, "| load average at start (1/5/15 min) | {} |", m.load_before);
+        let _ = writeln!(t, "| rustc | {} |", m.rustc);
+        let _ = writeln!(t, "| node | {} |", m.node);
+        let _ = writeln!(t, "| mediatord | {} (release build) |", m.mediatord);
+        let _ = writeln!(t, "| qwen serve | {} |", m.qwen.as_deref().unwrap_or("not measured"));
+        let _ = writeln!(
+            t,
+            "| synthetic agent | `mediatord demo-agent` for both daemons (qwen serve reaches it through \
+             `bench/qwen-shim.mjs`) |\n"
+        );
+        let _ = writeln!(
+            t,
+            "**Load caveat.** {} logical CPUs are shared by the daemon, its agent and the load client, and \
+             other work may have been running on the machine (see the load average above). Each scenario \
+             ran {} time(s); the tables give the median run. Absolute figures move with the load; the \
+             ratios between daemons measured back to back are the steadier part.\n",
+            m.cpus, p.runs
+        );
+        let _ = writeln!(t, "## Summary\n");
+        t.push_str(&self.summary_table());
+        let _ = writeln!(
+            t,
+            "\nRatios: for throughput, mediatord ÷ qwen serve; for times and memory, qwen serve ÷ mediatord \
+             (so above 1× always means mediatord is better).\n"
+        );
+        let _ = writeln!(t, "## What was measured\n");
+        let _ = writeln!(
+            t,
+            "- **(a) relay**: a fresh session, S event streams opened (`GET /session/:id/events`), then one prompt \
+             `stream N` (mediatord: {} updates, qwen serve: {}) submitted with `Prefer: respond-async` \
+             (202 from both). Each update is an `agent_message_chunk` whose `_meta.emittedAtUs` the agent \
+             stamps as it writes the line. Delivered events/s = stamped updates received by all streams ÷ \
+             (last receive − first emit). Latency = receive time of the socket read − emit stamp, over every \
+             update of every stream. A stream ends at `turn_complete`.",
+            group(p.events as i64),
+            group(p.qwen_events as i64)
+        );
+        let _ = writeln!(
+            t,
+            "- **(b) direct stdio**: the same agent started by the benchmark itself, driven over ACP \
+             (`initialize`, `session/new`, `session/prompt`), stdout read and parsed the same way; the \
+             physical limit. Paced latency rows use `stream {} {}` ({} updates at {}/s).",
+            p.paced_count, p.paced_rate, p.paced_count, p.paced_rate
+        );
+        let _ = writeln!(
+            t,
+            "- **(c) permissions**: prompt `permissions {}`; the client votes `allow_once` on \
+             `POST /session/:id/permission/:requestId` the moment it reads each `permission_request`, over a \
+             kept-alive connection. ms per request = (turn_complete seen − first request seen) ÷ K.",
+            p.permissions
+        );
+        let _ = writeln!(
+            t,
+            "- **(d) create/attach**: the first `POST /session` on a fresh daemon, then {} times a new session \
+             on the running agent (`sessionScope: \"thread\"`) and an attach to the default session.",
+            p.creates
+        );
+        let _ = writeln!(
+            t,
+            "- **(e) memory**: VmRSS of the daemon process only (agent processes excluded), {:.1} s after start, \
+             after {} sessions, and with {} streams open on one session after each has carried a 100-update \
+             turn; the last row is the difference between those two readings.",
+            1.5, p.memory_sessions, p.memory_subscribers
+        );
+        let _ = writeln!(
+            t,
+            "- **(f) start-up**: from spawning the daemon to reading its `listening on` line on stdout, {} starts.",
+            p.startups
+        );
+        let _ = writeln!(
+            t,
+            "- Both daemons run on an OS-assigned loopback port with session, connection and subscriber caps \
+             lifted (mediatord: `--max-sessions 0 --max-connections 0 --max-subscribers 2000`; qwen serve: \
+             `--max-sessions 0 --max-connections 0 --no-web`), everything else at defaults except \
+             mediatord's `--subscriber-queue {queue}` (see below). The load client \
+             is Rust (tokio + reqwest) on the same machine.",
+            queue = p.mediatord_queue.map_or("256 (default)".into(), |q| q.to_string())
+        );
+        let _ = writeln!(
+            t,
+            "- **Why the larger mediatord queue.** mediatord evicts a stream whose queue holds \
+             `--subscriber-queue` frames (default 256) and lets it resume with `Last-Event-ID`. At a few \
+             hundred thousand updates/s, 256 frames is under a millisecond of slack, so on a busy 2-core \
+             machine a thread descheduled for a moment is enough to evict even a fast local client; the \
+             row \"default `--subscriber-queue 256`\" shows what that does. The relay figures use a queue \
+             of {} frames (queue entries are shared references to frames already in the replay ring, \
+             about 32 bytes each). Streams that still fall behind are counted in *evicted* below.\n",
+            p.mediatord_queue.unwrap_or(256)
+        );
+        let _ = writeln!(t, "## Every run\n");
+        let _ = writeln!(t, "### Relay and direct stdio\n");
+        let _ = writeln!(
+            t,
+            "| source | run | streams | updates per stream | received/expected | evicted | incomplete | window s | events/s | p50 ms | p99 ms |"
+        );
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        Self::relay_detail(&mut t, "direct stdio", &self.direct.blast);
+        Self::relay_detail(&mut t, "direct stdio, paced", &self.direct.paced);
+        for d in &self.daemons {
+            for (subs, runs) in &d.relay {
+                Self::relay_detail(&mut t, &format!("{} ×{subs}", d.kind.name()), runs);
+            }
+            Self::relay_detail(&mut t, &format!("{}, paced", d.kind.name()), &d.paced);
+            Self::relay_detail(
+                &mut t,
+                &format!("{} ×1, default queue", d.kind.name()),
+                &d.relay_default_queue,
+            );
+        }
+        let _ = writeln!(t, "\n### Permissions, create/attach, memory, start-up\n");
+        let _ = writeln!(t, "| daemon | run | ms per request | request→next p50 ms | p99 ms |");
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|");
+        for d in &self.daemons {
+            for (i, r) in d.permissions.iter().enumerate() {
+                let _ = writeln!(
+                    t,
+                    "| {} | {} | {:.3} | {:.3} | {:.3} |",
+                    d.kind.name(),
+                    i + 1,
+                    r.per_request_ms,
+                    r.interval_p50_ms,
+                    r.interval_p99_ms
+                );
+            }
+        }
+        let _ = writeln!(t, "\n| daemon | first create ms | create p50 ms | attach p50 ms |");
+        let _ = writeln!(t, "|---|--:|--:|--:|");
+        for d in &self.daemons {
+            for r in &d.create {
+                let _ = writeln!(
+                    t,
+                    "| {} | {:.2} | {:.2} | {:.2} |",
+                    d.kind.name(),
+                    r.first_ms,
+                    r.create_p50_ms,
+                    r.attach_p50_ms
+                );
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\n| daemon | run | idle MiB | {} sessions MiB | + {} streams MiB | streams incomplete |",
+            p.memory_sessions, p.memory_subscribers
+        );
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|");
+        for d in &self.daemons {
+            for (i, r) in d.memory.iter().enumerate() {
+                let _ = writeln!(
+                    t,
+                    "| {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+                    d.kind.name(),
+                    i + 1,
+                    r.idle_kib as f64 / MIB,
+                    r.sessions_kib as f64 / MIB,
+                    r.subscribers_kib.map_or(f64::NAN, |k| k as f64 / MIB),
+                    r.refused
+                        .as_deref()
+                        .map_or(r.subscribers_incomplete.to_string(), |why| format!("refused: {why}"))
+                );
+            }
+        }
+        let _ = writeln!(t, "\n| daemon | exec → listening, each start (ms) |");
+        let _ = writeln!(t, "|---|---|");
+        for d in &self.daemons {
+            let all: Vec<String> = d.startup_ms.iter().map(|v| format!("{v:.1}")).collect();
+            let _ = writeln!(t, "| {} | {} |", d.kind.name(), all.join(", "));
+        }
+        let failures: Vec<String> = self
+            .direct
+            .failures
+            .iter()
+            .map(|f| format!("direct stdio: {f}"))
+            .chain(
+                self.daemons
+                    .iter()
+                    .flat_map(|d| d.failures.iter().map(move |f| format!("{}: {f}", d.kind.name()))),
+            )
+            .collect();
+        let refusals: Vec<String> = self
+            .daemons
+            .iter()
+            .flat_map(|d| d.refusals.iter().map(move |f| format!("{}: {f}", d.kind.name())))
+            .collect();
+        if !refusals.is_empty() {
+            let _ = writeln!(t, "\n### Refused by the daemon (a built-in cap, not a failure)\n");
+            for f in refusals {
+                let _ = writeln!(t, "- {f}");
+            }
+        }
+        if !failures.is_empty() {
+            let _ = writeln!(t, "\n### Failed runs\n");
+            for f in failures {
+                let _ = writeln!(t, "- {f}");
+            }
+        }
+        t
+    }
+}

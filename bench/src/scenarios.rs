@@ -1,0 +1,359 @@
+//! The measurements, one function per scenario, each returning one run's figures.
+//!
+//! (a) [`relay`]: one prompt streams N stamped updates to S subscribers.
+//! (c) [`permissions`]: K sequential permission requests, each voted over REST on sight.
+//! (d) [`create_attach`]: session create and attach latency.
+//! (e) [`memory`]: daemon RSS idle, with 100 sessions, with 1000 subscribers.
+//! (f) startup is [`crate::procs::Daemon::startup`]. (b) is in [`crate::direct`].
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::Res;
+use crate::api::{Api, Stream};
+use crate::procs::Daemon;
+use crate::sse::{Frame, Scanner};
+use crate::stats::{now_us, percentile};
+
+/// What one event stream (or the direct stdio reader) saw.
+#[derive(Debug, Default)]
+pub struct SubResult {
+    /// Stamped updates received.
+    pub updates: u64,
+    /// Emit → receive latency of each, µs.
+    pub latencies_us: Vec<u32>,
+    /// Earliest emit stamp seen and latest receive time, µs since the epoch.
+    pub first_emit_us: u64,
+    pub last_recv_us: u64,
+    pub evicted: bool,
+    /// The turn's end (`turn_complete` / the prompt's response) was seen.
+    pub ended: bool,
+    /// Receive time of the chunk being parsed (direct reader).
+    pub now: u64,
+}
+
+impl SubResult {
+    pub fn stamped(&mut self, emitted_us: u64, now: u64) {
+        self.updates += 1;
+        self.latencies_us.push(now.saturating_sub(emitted_us).min(u64::from(u32::MAX)) as u32);
+        if self.first_emit_us == 0 || emitted_us < self.first_emit_us {
+            self.first_emit_us = emitted_us;
+        }
+        self.last_recv_us = now;
+    }
+}
+
+/// One relay (or direct) run.
+#[derive(Debug, Clone)]
+pub struct RelayRun {
+    pub subscribers: usize,
+    pub expected_per_sub: u64,
+    pub received: u64,
+    pub evicted: usize,
+    pub incomplete: usize,
+    /// First emit → last receive, seconds.
+    pub window_s: f64,
+    /// Delivered stamped events per second, all subscribers together.
+    pub delivered_per_s: f64,
+    pub p50_us: u32,
+    pub p99_us: u32,
+}
+
+impl RelayRun {
+    pub fn from_subscribers(subs: Vec<SubResult>, expected_per_sub: u64) -> RelayRun {
+        let first = subs.iter().map(|s| s.first_emit_us).filter(|&t| t > 0).min().unwrap_or(0);
+        let last = subs.iter().map(|s| s.last_recv_us).max().unwrap_or(0);
+        let window_s = last.saturating_sub(first) as f64 / 1e6;
+        let received: u64 = subs.iter().map(|s| s.updates).sum();
+        let mut all: Vec<u32> = subs.iter().flat_map(|s| s.latencies_us.iter().copied()).collect();
+        RelayRun {
+            subscribers: subs.len(),
+            expected_per_sub,
+            received,
+            evicted: subs.iter().filter(|s| s.evicted).count(),
+            incomplete: subs.iter().filter(|s| !s.ended || s.updates < expected_per_sub).count(),
+            window_s,
+            delivered_per_s: if window_s > 0.0 { received as f64 / window_s } else { 0.0 },
+            p50_us: percentile(&mut all, 50.0).unwrap_or(0),
+            p99_us: percentile(&mut all, 99.0).unwrap_or(0),
+        }
+    }
+}
+
+/// Keeps a finished stream open: says so on `read`, then waits for `release` (memory readings).
+struct Hold {
+    read: tokio::sync::mpsc::Sender<()>,
+    release: watch::Receiver<bool>,
+}
+
+/// Reads a stream until the turn ends (or eviction, session end, `deadline`). With `hold`, keeps
+/// the connection open afterwards until released.
+async fn drain_turn(mut stream: Stream, deadline: Instant, hold: Option<Hold>) -> SubResult {
+    let mut r = SubResult::default();
+    let mut scanner = Scanner::default();
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let mut stop = false;
+    while !stop {
+        let chunk = match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Ok(Ok(Some(c))) => c,
+            _ => break,
+        };
+        let now = now_us();
+        scanner.feed(&chunk, |f| match f {
+            Frame::Stamped { emitted_us } => r.stamped(emitted_us, now),
+            Frame::Event { kind, .. } => match kind.as_str() {
+                "turn_complete" | "turn_error" => {
+                    r.ended = true;
+                    stop = true;
+                }
+                "client_evicted" => {
+                    r.evicted = true;
+                    stop = true;
+                }
+                "session_closed" | "session_died" | "stream_error" => stop = true,
+                _ => {}
+            },
+            Frame::Ignored => {}
+        });
+    }
+    if let Some(mut hold) = hold {
+        let _ = hold.read.send(()).await;
+        let _ = tokio::time::timeout_at(deadline, hold.release.wait_for(|&released| released)).await;
+        drop(stream);
+    }
+    r
+}
+
+/// Opens `count` streams on `session`, `batch` connection attempts at a time.
+async fn open_streams(api: &Api, session: &str, client: Option<&str>, count: usize) -> Res<Vec<Stream>> {
+    const BATCH: usize = 50;
+    let mut streams = Vec::with_capacity(count);
+    while streams.len() < count {
+        let n = BATCH.min(count - streams.len());
+        let opened = futures_util::future::join_all((0..n).map(|_| api.subscribe(session, client))).await;
+        for s in opened {
+            streams.push(s?);
+        }
+    }
+    Ok(streams)
+}
+
+/// A fresh session for one run: a new session on the running agent (`thread` scope).
+async fn fresh_session(api: &Api, daemon: &Daemon) -> Res<crate::api::Created> {
+    api.create(&daemon.workspace, Some("thread")).await
+}
+
+/// (a) One prompt `stream N [rate]` relayed to `subscribers` streams.
+pub async fn relay(
+    api: &Api,
+    daemon: &Daemon,
+    subscribers: usize,
+    directive: &str,
+    expected: u64,
+    timeout: Duration,
+) -> Res<RelayRun> {
+    let created = fresh_session(api, daemon).await?;
+    let client = created.client_id.as_deref();
+    let deadline = Instant::now() + timeout;
+    let streams = open_streams(api, &created.session_id, client, subscribers).await?;
+    let tasks: Vec<_> = streams.into_iter().map(|s| tokio::spawn(drain_turn(s, deadline, None))).collect();
+    api.prompt_async(&created.session_id, directive, client).await?;
+    let mut subs = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        subs.push(t.await?);
+    }
+    Ok(RelayRun::from_subscribers(subs, expected))
+}
+
+/// (c) One run of K sequential permission requests.
+#[derive(Debug, Clone)]
+pub struct PermissionRun {
+    pub requests: usize,
+    /// (turn end seen − first request seen) / K, ms.
+    pub per_request_ms: f64,
+    /// Between successive requests: vote, decision, agent, next request, stream.
+    pub interval_p50_ms: f64,
+    pub interval_p99_ms: f64,
+}
+
+pub async fn permissions(api: &Api, daemon: &Daemon, k: usize, timeout: Duration) -> Res<PermissionRun> {
+    let created = fresh_session(api, daemon).await?;
+    let session = created.session_id.clone();
+    let client = created.client_id.as_deref();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut stream = api.subscribe(&session, client).await?;
+    api.prompt_async(&session, &format!("permissions {k}"), client).await?;
+    let mut scanner = Scanner::default();
+    let mut seen: Vec<Instant> = Vec::with_capacity(k);
+    let mut events = Vec::new();
+    let end = 'read: loop {
+        let chunk = match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Ok(Ok(Some(c))) => c,
+            Ok(Ok(None)) => return Err("permissions: the stream ended before the turn".into()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("permissions: timed out after {} requests", seen.len()).into()),
+        };
+        let at = Instant::now();
+        scanner.feed(&chunk, |f| events.push(f));
+        for f in events.drain(..) {
+            let Frame::Event { kind, envelope } = f else { continue };
+            match kind.as_str() {
+                "permission_request" => {
+                    seen.push(at);
+                    let rid = envelope["data"]["requestId"]
+                        .as_str()
+                        .ok_or("permission_request without requestId")?;
+                    let status = api.vote(&session, rid, "allow_once", client).await?;
+                    if status != 200 {
+                        return Err(format!("vote answered {status}").into());
+                    }
+                }
+                "turn_complete" => break 'read at,
+                "turn_error" => return Err(format!("permissions: turn_error {envelope}").into()),
+                _ => {}
+            }
+        }
+    };
+    if seen.len() != k {
+        return Err(format!("permissions: saw {} requests, wanted {k}", seen.len()).into());
+    }
+    let total = end.duration_since(seen[0]).as_secs_f64() * 1e3;
+    let mut gaps: Vec<u64> = seen.windows(2).map(|w| w[1].duration_since(w[0]).as_nanos() as u64).collect();
+    let ms = |ns: Option<u64>| ns.unwrap_or(0) as f64 / 1e6;
+    Ok(PermissionRun {
+        requests: k,
+        per_request_ms: total / k as f64,
+        interval_p50_ms: ms(percentile(&mut gaps, 50.0)),
+        interval_p99_ms: ms(percentile(&mut gaps, 99.0)),
+    })
+}
+
+/// (d) Create and attach latency.
+#[derive(Debug, Clone)]
+pub struct CreateRun {
+    /// The first create on a fresh daemon (mediatord starts the agent here; qwen serve may have
+    /// preheated it).
+    pub first_ms: f64,
+    /// A new session on the running agent (`sessionScope: "thread"`), median.
+    pub create_p50_ms: f64,
+    /// Attaching to the workspace's live default session, median.
+    pub attach_p50_ms: f64,
+}
+
+pub async fn create_attach(api: &Api, daemon: &Daemon, n: usize) -> Res<CreateRun> {
+    let t = Instant::now();
+    let first = api.create(&daemon.workspace, None).await?;
+    let first_ms = t.elapsed().as_secs_f64() * 1e3;
+    if first.attached {
+        return Err("the first create attached to an existing session".into());
+    }
+    let mut creates = Vec::with_capacity(n);
+    let mut attaches = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let c = api.create(&daemon.workspace, Some("thread")).await?;
+        creates.push(t.elapsed().as_micros() as u64);
+        if c.attached {
+            return Err("a thread-scope create attached".into());
+        }
+        let t = Instant::now();
+        let a = api.create(&daemon.workspace, None).await?;
+        attaches.push(t.elapsed().as_micros() as u64);
+        if !a.attached || a.session_id != first.session_id {
+            return Err("a second default create did not attach".into());
+        }
+    }
+    Ok(CreateRun {
+        first_ms,
+        create_p50_ms: percentile(&mut creates, 50.0).unwrap_or(0) as f64 / 1e3,
+        attach_p50_ms: percentile(&mut attaches, 50.0).unwrap_or(0) as f64 / 1e3,
+    })
+}
+
+/// (e) Daemon RSS, KiB.
+#[derive(Debug, Clone)]
+pub struct MemoryRun {
+    pub idle_kib: u64,
+    pub sessions_kib: u64,
+    pub sessions: usize,
+    /// `None` when the daemon refused that many streams (`refused` says why).
+    pub subscribers_kib: Option<u64>,
+    pub subscribers: usize,
+    pub refused: Option<String>,
+    /// Streams that did not see every update of the warm-up turn.
+    pub subscribers_incomplete: usize,
+}
+
+/// How long memory is left to settle before a reading.
+const SETTLE: Duration = Duration::from_millis(1500);
+
+pub async fn memory(api: &Api, daemon: &Daemon, sessions: usize, subscribers: usize) -> Res<MemoryRun> {
+    tokio::time::sleep(SETTLE).await;
+    let idle_kib = daemon.rss_kib()?;
+    let mut ids = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        ids.push(api.create(&daemon.workspace, Some("thread")).await?);
+    }
+    tokio::time::sleep(SETTLE).await;
+    let sessions_kib = daemon.rss_kib()?;
+    let target = ids.first().ok_or("no session")?;
+    let client = target.client_id.as_deref();
+    let streams = match open_streams(api, &target.session_id, client, subscribers).await {
+        Ok(s) => s,
+        Err(e) if crate::is_refusal(&e) => {
+            return Ok(MemoryRun {
+                idle_kib,
+                sessions_kib,
+                sessions,
+                subscribers_kib: None,
+                subscribers,
+                refused: Some(e.to_string()),
+                subscribers_incomplete: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let (release, release_rx) = watch::channel(false);
+    let (read_tx, mut read_rx) = tokio::sync::mpsc::channel(subscribers.max(1));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            let hold = Hold { read: read_tx.clone(), release: release_rx.clone() };
+            tokio::spawn(drain_turn(s, deadline, Some(hold)))
+        })
+        .collect();
+    drop(read_tx);
+    // One short turn so every stream has carried traffic (buffers in use, not just sockets).
+    const WARM_UP: u64 = 100;
+    api.prompt_async(&target.session_id, &format!("stream {WARM_UP}"), client).await?;
+    // Read RSS once every stream has seen the turn end, with all of them still open.
+    let read_deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut read = 0;
+    while read < subscribers {
+        match tokio::time::timeout_at(read_deadline, read_rx.recv()).await {
+            Ok(Some(())) => read += 1,
+            _ => break,
+        }
+    }
+    tokio::time::sleep(SETTLE).await;
+    let subscribers_kib = Some(daemon.rss_kib()?);
+    let _ = release.send(true);
+    let mut incomplete = 0;
+    for t in tasks {
+        match t.await {
+            Ok(r) if r.ended && r.updates == WARM_UP => {}
+            _ => incomplete += 1,
+        }
+    }
+    Ok(MemoryRun {
+        idle_kib,
+        sessions_kib,
+        sessions,
+        subscribers_kib,
+        subscribers,
+        refused: None,
+        subscribers_incomplete: incomplete,
+    })
+}

@@ -1,0 +1,46 @@
+//! A tiny run of the benchmark (`bench/`) against this build of mediatord: a few hundred events to
+//! one subscriber, a couple of permissions, a few sessions. It proves the load client and its
+//! scenarios work and produce sane numbers; it judges no performance target (that is
+//! `bench/run.sh`, which writes docs/benchmarks.md and never runs in CI). No qwen serve, no npm.
+
+use std::path::Path;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_numbers() {
+    let run = mediatord_bench::smoke(Path::new(env!("CARGO_BIN_EXE_mediatord")));
+    let (direct, daemon) = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+        .await
+        .expect("the smoke run finishes within two minutes");
+    assert!(direct.failures.is_empty(), "direct stdio runs failed: {:?}", direct.failures);
+    assert!(daemon.failures.is_empty(), "mediatord runs failed: {:?}", daemon.failures);
+    assert!(daemon.refusals.is_empty(), "mediatord refused: {:?}", daemon.refusals);
+
+    let plan = mediatord_bench::Plan::smoke();
+    let relays = daemon.relay.iter().flat_map(|(_, runs)| runs).chain(&daemon.paced);
+    for r in relays.chain(&direct.blast).chain(&direct.paced) {
+        assert_eq!(r.received, r.expected_per_sub * r.subscribers as u64, "every update arrives: {r:?}");
+        assert_eq!((r.evicted, r.incomplete), (0, 0), "{r:?}");
+        assert!(r.delivered_per_s > 100.0 && r.window_s > 0.0, "{r:?}");
+        assert!(r.p50_us <= r.p99_us && r.p99_us < 10_000_000, "latency under 10 s: {r:?}");
+    }
+    assert_eq!(daemon.relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(), plan.subscribers.len());
+    assert_eq!(daemon.paced.len(), 1);
+    // Paced at 1000/s, 100 updates take about 0.1 s.
+    assert!(daemon.paced[0].window_s > 0.05, "{:?}", daemon.paced[0]);
+
+    let [p] = daemon.permissions.as_slice() else { panic!("one permissions run: {:?}", daemon.permissions) };
+    assert_eq!(p.requests, plan.permissions);
+    assert!(p.per_request_ms > 0.0 && p.per_request_ms < 5_000.0, "{p:?}");
+
+    let [c] = daemon.create.as_slice() else { panic!("one create run: {:?}", daemon.create) };
+    assert!(c.first_ms > 0.0 && c.create_p50_ms > 0.0 && c.attach_p50_ms > 0.0, "{c:?}");
+
+    let [m] = daemon.memory.as_slice() else { panic!("one memory run: {:?}", daemon.memory) };
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    assert!(mib(m.idle_kib) > 0.5 && mib(m.idle_kib) < 500.0, "{m:?}");
+    assert!(m.sessions_kib > 0 && m.subscribers_kib.is_some_and(|k| k > 0), "{m:?}");
+    assert_eq!(m.subscribers_incomplete, 0, "{m:?}");
+
+    assert_eq!(daemon.startup_ms.len(), plan.startups);
+    assert!(daemon.startup_ms.iter().all(|&ms| ms > 0.0 && ms < 10_000.0), "{:?}", daemon.startup_ms);
+}
