@@ -178,7 +178,7 @@ impl Mediator {
             quorum: self.cfg.quorum,
         };
         let request_id = uuid::Uuid::new_v4().to_string();
-        let facts = RequestFacts::from_tool_call(&tool_call);
+        let facts = RequestFacts::from_tool_call(&session.merged_tool_call(&tool_call));
         let mut data = json!({
             "requestId": request_id,
             "sessionId": session.id,
@@ -624,6 +624,44 @@ mod tests {
 
     async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
         tokio::time::timeout(Duration::from_secs(5), task).await.expect("answered").expect("task")
+    }
+
+    /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and
+    /// `locations` came earlier in `session/update`. Rules must match on the merge.
+    #[tokio::test]
+    async fn rules_match_what_the_agent_announced_before_asking() {
+        let s = session(Policy::FirstResponder);
+        let announce = |update: Value| {
+            let params = json!({"sessionId": "s1", "update": update}).to_string();
+            let raw = serde_json::value::RawValue::from_string(params).expect("raw");
+            s.publish_update(&raw);
+        };
+        announce(
+            json!({"sessionUpdate": "tool_call", "toolCallId": "c9", "title": "Write", "status": "pending"}),
+        );
+        announce(json!({
+            "sessionUpdate": "tool_call_update", "toolCallId": "c9", "kind": "edit",
+            "locations": [{"path": "/ws/src/a.txt"}], "title": null,
+        }));
+        s.mediator
+            .add_rule(&s, rule(json!({"effect": "allow", "kinds": ["edit"], "paths": ["src/**"]})))
+            .expect("rule");
+        let bare = json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c9", "title": "Write a.txt", "rawInput": {"content": "x"}},
+            "options": options(&["allow_once", "reject_once"]),
+        });
+        assert_eq!(answer(raise(&s, bare)).await["outcome"]["optionId"], "opt-allow_once");
+        // An id the agent never announced has no kind or path: the rule does not apply.
+        let unknown = json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c10", "title": "Write b.txt"},
+            "options": options(&["allow_once", "reject_once"]),
+        });
+        let pending = raise(&s, unknown);
+        until_pending(&s, 1).await;
+        s.mediator.cancel_all(&s, ResolvedBy::Cancel);
+        assert_eq!(answer(pending).await["outcome"]["outcome"], "cancelled");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! The turn runner is the only publisher of `turn_complete` / `turn_error` and of the terminal event,
 //! so every prompt gets exactly one turn event and the terminal event is always the last one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,8 +21,12 @@ use crate::workspace::{AgentHandle, CallError, ExitInfo};
 
 /// Clients remembered per session; past it the least recently seen is forgotten.
 pub const MAX_CLIENTS_PER_SESSION: usize = 1024;
+/// Tool calls remembered per session for rule matching (oldest forgotten first).
+pub const MAX_TRACKED_TOOL_CALLS: usize = 256;
 /// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
 pub const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
 
 /// How a session ended.
 #[derive(Debug, Clone)]
@@ -97,6 +101,8 @@ pub struct Session {
     /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
     pending_prompts: AtomicUsize,
     prompt_cap: usize,
+    /// Announced tool calls by id, and their arrival order for eviction (see `track_tool_call`).
+    tool_calls: Mutex<ToolCalls>,
     /// The running turn's tag, stamped on every event it causes.
     active: Mutex<Option<Arc<PromptTag>>>,
     end_reason: OnceLock<EndReason>,
@@ -127,6 +133,7 @@ impl Session {
             pending_prompts: AtomicUsize::new(0),
             prompt_cap: init.prompt_cap,
             active: Mutex::new(None),
+            tool_calls: Mutex::new((HashMap::new(), VecDeque::new())),
             end_reason: OnceLock::new(),
             ending: CancellationToken::new(),
             finished: CancellationToken::new(),
@@ -187,9 +194,54 @@ impl Session {
 
     /// Publishes an agent `session/update` (its params are the event's data, byte for byte).
     pub fn publish_update(&self, params: &RawValue) {
+        // A cheap byte test first: this runs for every streamed chunk.
+        if params.get().contains("tool_call") {
+            self.track_tool_call(params);
+        }
         let tag = self.current_tag();
         let empty = PromptTag::default();
         self.bus.publish_raw("session_update", params.get(), tag.as_deref().unwrap_or(&empty));
+    }
+
+    /// Remembers what the agent announced about a tool call (`tool_call` replaces, `tool_call_update`
+    /// merges its non-null fields), because ACP's permission request carries only a tool-call
+    /// *update*: fields it omits (Claude Code omits `kind` and `locations`) keep the announced values.
+    fn track_tool_call(&self, params: &RawValue) {
+        let Ok(value) = serde_json::from_str::<Value>(params.get()) else { return };
+        let Some(update) = value.get("update") else { return };
+        let replace = match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("tool_call") => true,
+            Some("tool_call_update") => false,
+            _ => return,
+        };
+        let Some(id) = update.get("toolCallId").and_then(Value::as_str) else { return };
+        let mut calls = self.tool_calls.lock().unwrap_or_else(|p| p.into_inner());
+        if !calls.0.contains_key(id) {
+            if calls.1.len() >= MAX_TRACKED_TOOL_CALLS
+                && let Some(oldest) = calls.1.pop_front()
+            {
+                calls.0.remove(&oldest);
+            }
+            calls.1.push_back(id.to_owned());
+        }
+        let entry = calls.0.entry(id.to_owned()).or_insert_with(|| json!({}));
+        if replace {
+            *entry = update.clone();
+        } else {
+            overlay(entry, update);
+        }
+    }
+
+    /// The request's `toolCall` laid over what the agent announced for the same `toolCallId`:
+    /// what permission rules match on.
+    pub fn merged_tool_call(&self, tool_call: &Value) -> Value {
+        let announced = tool_call
+            .get("toolCallId")
+            .and_then(Value::as_str)
+            .and_then(|id| self.tool_calls.lock().unwrap_or_else(|p| p.into_inner()).0.get(id).cloned());
+        let mut merged = announced.unwrap_or_else(|| json!({}));
+        overlay(&mut merged, tool_call);
+        merged
     }
 
     /// Publishes an event tied to the running turn, if any.
@@ -426,4 +478,15 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("SIG{signal}"),
     };
     name.to_owned()
+}
+
+/// Copies `from`'s non-null top-level fields onto `into` (ACP's tool-call update semantics).
+fn overlay(into: &mut Value, from: &Value) {
+    if let (Value::Object(into), Value::Object(from)) = (into, from) {
+        for (k, v) in from {
+            if !v.is_null() {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
 }

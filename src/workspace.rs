@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -20,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_util::codec::{AnyDelimiterCodec, FramedRead};
+use tokio_util::codec::{Decoder, FramedRead};
 
 use crate::agent_process::{self, AgentProcess, StderrTail};
 use crate::config::AgentCommand;
@@ -42,6 +43,12 @@ const EARLY_UPDATES_MAX: usize = 1024;
 const EARLY_UPDATE_TTL: Duration = Duration::from_secs(30);
 /// After stdout closes, how long the agent gets to exit on its own before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
+/// Lines the actor handles before it yields, so the SSE writers it just woke can drain their
+/// queues between bursts: one 64 KiB read of a streaming agent is ~350 updates, more than the
+/// default 256-frame `--subscriber-queue`, and without a yield even a fast client was evicted.
+const LINES_PER_YIELD: u32 = 32;
+/// Why the actor stopped when an agent outlived its shutdown grace.
+const GRACE_OVER: &str = "shutdown grace period over";
 /// The ACP protocol version the daemon speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -219,7 +226,7 @@ struct Early {
 struct Actor {
     workspace: PathBuf,
     process: AgentProcess,
-    stdout: FramedRead<tokio::process::ChildStdout, AnyDelimiterCodec>,
+    stdout: FramedRead<tokio::process::ChildStdout, LineCodec>,
     /// `None` once stdin is closed (shutdown).
     writer: Option<mpsc::Sender<Bytes>>,
     next_id: i64,
@@ -252,7 +259,7 @@ impl Actor {
         }
         let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
         tokio::spawn(write_lines(pipes.stdin, lines));
-        let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_AGENT_LINE);
+        let codec = LineCodec::default();
         Ok(Actor {
             workspace,
             process,
@@ -270,11 +277,18 @@ impl Actor {
     }
 
     async fn run(mut self, mut commands: mpsc::Receiver<Cmd>) {
+        let mut lines = 0u32;
         let reason = loop {
             let deadline = self.deadline;
             tokio::select! {
                 line = self.stdout.next() => match line {
-                    Some(Ok(line)) => self.on_line(&line),
+                    Some(Ok(line)) => {
+                        self.on_line(&line);
+                        lines = lines.wrapping_add(1);
+                        if lines.is_multiple_of(LINES_PER_YIELD) {
+                            tokio::task::yield_now().await;
+                        }
+                    }
                     Some(Err(e)) => break format!("agent output unreadable: {e}"),
                     None => break "agent closed its output".to_owned(),
                 },
@@ -283,7 +297,14 @@ impl Actor {
                     // Every handle is gone: nobody can use this agent any more.
                     None => self.begin_shutdown(Duration::ZERO),
                 },
-                _ = sleep_until_opt(deadline) => break "shutdown grace period over".to_owned(),
+                _ = sleep_until_opt(deadline) => {
+                    // Some agents (Claude Code's adapter) ignore stdin EOF; say why the wait ended.
+                    tracing::warn!(
+                        workspace = %self.workspace.display(), pid = self.process.pid,
+                        "agent did not exit within the shutdown grace period; killing its process group"
+                    );
+                    break GRACE_OVER.to_owned()
+                }
             }
         };
         commands.close();
@@ -321,13 +342,16 @@ impl Actor {
             return;
         }
         let Some(params) = params else { return };
-        let Ok(target) = serde_json::from_str::<UpdateTarget>(params.get()) else {
+        let Some(session_id) = update_session_id(&params) else {
             tracing::warn!("session/update without a sessionId");
             return;
         };
-        match self.sessions.get(&target.session_id) {
+        match self.sessions.get(&*session_id) {
             Some(session) => session.publish_update(&params),
-            None => self.hold_early(target.session_id, params),
+            None => {
+                let session_id = session_id.into_owned();
+                self.hold_early(session_id, params)
+            }
         }
     }
 
@@ -436,7 +460,11 @@ impl Actor {
     async fn finish(mut self, reason: &str) {
         let expected = self.deadline.is_some();
         self.writer = None;
-        let status = match tokio::time::timeout(EXIT_WAIT, self.process.child.wait()).await {
+        // Taken first: `kill_group` forgets it, and the kill list must drop it on every path.
+        let pgid = self.process.pgid();
+        // After the shutdown grace there is nothing more to wait for.
+        let wait = if reason == GRACE_OVER { Duration::ZERO } else { EXIT_WAIT };
+        let status = match tokio::time::timeout(wait, self.process.child.wait()).await {
             Ok(status) => status.ok(),
             Err(_) => {
                 self.process.kill_group();
@@ -444,7 +472,6 @@ impl Actor {
             }
         };
         // Reap wrappers' leftovers too: the group outlives its leader.
-        let pgid = self.process.pgid();
         self.process.kill_group();
         if let Some(pgid) = pgid {
             self.pgids.lock().unwrap_or_else(|p| p.into_inner()).remove(&pgid);
@@ -473,6 +500,72 @@ impl Actor {
             session.end(EndReason::Died(exit));
         }
     }
+}
+
+/// The `sessionId` of a `session/update`'s params. Agents put it first (`{"sessionId":"…"`), so it
+/// is read straight from the raw text when it has no escapes; anything else is parsed. This spares
+/// every update a second full JSON pass on the reader's hot path.
+fn update_session_id(params: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = params.get();
+    if let Some(rest) = raw.strip_prefix("{\"sessionId\":\"")
+        && let Some(end) = rest.find('"')
+        && !rest[..end].contains('\\')
+    {
+        return Some(std::borrow::Cow::Borrowed(&rest[..end]));
+    }
+    let target = serde_json::from_str::<UpdateTarget>(raw).ok()?;
+    Some(std::borrow::Cow::Owned(target.session_id))
+}
+
+/// Splits the agent's stdout into lines (newline removed), finding newlines with `memchr`: this
+/// is the innermost loop of a streaming agent's reader (the byte-at-a-time `AnyDelimiterCodec` it
+/// replaces was the reader's top symbol in `perf`). A line over [`MAX_AGENT_LINE`] is an error,
+/// which ends that agent (SPEC §4).
+#[derive(Default)]
+struct LineCodec {
+    /// Bytes at the start of the buffer already known to hold no newline.
+    searched: usize,
+}
+
+impl Decoder for LineCodec {
+    type Item = BytesMut;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<BytesMut>> {
+        match memchr::memchr(b'\n', &buf[self.searched..]) {
+            Some(at) => {
+                let end = self.searched + at;
+                self.searched = 0;
+                if end > MAX_AGENT_LINE {
+                    return Err(line_too_long());
+                }
+                let mut line = buf.split_to(end + 1);
+                line.truncate(end);
+                Ok(Some(line))
+            }
+            None if buf.len() > MAX_AGENT_LINE => Err(line_too_long()),
+            None => {
+                self.searched = buf.len();
+                Ok(None)
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<BytesMut>> {
+        match self.decode(buf)? {
+            Some(line) => Ok(Some(line)),
+            None if buf.is_empty() => Ok(None),
+            // A last line without its newline still counts.
+            None => {
+                self.searched = 0;
+                Ok(Some(buf.split_to(buf.len())))
+            }
+        }
+    }
+}
+
+fn line_too_long() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("a line longer than {MAX_AGENT_LINE} bytes"))
 }
 
 /// A human summary of how an agent ended, with the last of its stderr.
@@ -515,3 +608,34 @@ async fn write_lines(stdin: tokio::process::ChildStdin, mut lines: mpsc::Receive
 
 /// The agent's stderr tail type, re-exported for error messages elsewhere.
 pub type Tail = StderrTail;
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_on_newlines_across_reads_and_at_eof() {
+        let mut codec = LineCodec::default();
+        let mut buf = BytesMut::from(&b"{\"a\":1}\n{\"b\""[..]);
+        assert_eq!(codec.decode(&mut buf).ok().flatten().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert!(codec.decode(&mut buf).ok().flatten().is_none());
+        buf.extend_from_slice(b":2}\n\ntail");
+        assert_eq!(codec.decode(&mut buf).ok().flatten().as_deref(), Some(&b"{\"b\":2}"[..]));
+        assert_eq!(codec.decode(&mut buf).ok().flatten().as_deref(), Some(&b""[..]));
+        assert!(codec.decode(&mut buf).ok().flatten().is_none());
+        assert_eq!(codec.decode_eof(&mut buf).ok().flatten().as_deref(), Some(&b"tail"[..]));
+        assert!(codec.decode_eof(&mut buf).ok().flatten().is_none());
+    }
+
+    #[test]
+    fn update_session_id_reads_the_prefix_and_falls_back_to_parsing() {
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).expect("json");
+        let fast = raw(r#"{"sessionId":"s-1","update":{"x":"\"sessionId\""}}"#);
+        assert_eq!(update_session_id(&fast).as_deref(), Some("s-1"));
+        let spaced = raw(r#"{ "update": {}, "sessionId" : "s-2" }"#);
+        assert_eq!(update_session_id(&spaced).as_deref(), Some("s-2"));
+        let escaped = raw(r#"{"sessionId":"s\u002d3"}"#);
+        assert_eq!(update_session_id(&escaped).as_deref(), Some("s-3"));
+        assert_eq!(update_session_id(&raw(r#"{"update":{}}"#)), None);
+    }
+}

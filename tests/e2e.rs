@@ -1,12 +1,13 @@
-//! The real-world end-to-end suite (tests/e2e): the real Qwen Code agent (`qwen --acp`, offline on
-//! ../shared/tools/fake_llm.py) and the official `@qwen-code/sdk` DaemonClient, driven against this
+//! The real-world end-to-end suite (tests/e2e): two independently written real ACP agents — Qwen
+//! Code (`qwen --acp`) and Claude Code (`claude-code-acp`), both offline on
+//! ../shared/tools/fake_llm.py — and the official `@qwen-code/sdk` DaemonClient, driven against this
 //! build of mediatord. `tests/e2e/run.sh` installs the pinned npm packages itself and fails loudly —
 //! never skips — when they cannot be had.
 
 use std::process::Command;
 
 #[test]
-fn real_qwen_agent_and_official_sdk_client_end_to_end() {
+fn real_agents_and_official_sdk_client_end_to_end() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/run.sh");
     let output = Command::new("bash")
         .arg(script)

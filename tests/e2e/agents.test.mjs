@@ -218,11 +218,9 @@ test(tag('cancel during a turn (permission pending) ends it cancelled, writes no
 
 // ACP's request_permission carries a ToolCallUpdate: only toolCallId is required, and fields it leaves
 // out keep the values of the tool_call announced earlier by session/update. Qwen Code repeats kind and
-// locations in the request; Claude Code sends only {toolCallId, title, rawInput}, so a daemon that reads
-// rule facts from the request alone cannot match kinds/paths for it. Marked todo for Claude Code until
-// the daemon merges the announced tool call into the request's facts (see docs/agents.md).
-const RULE_TODO = AGENT === 'claude' && 'daemon: rule facts ignore the announced tool_call (kind, locations)';
-test(tag('a session rule {allow, kinds:[edit], paths:[file]} answers the WRITE permission request without a vote'), { todo: RULE_TODO }, async (t) => {
+// locations in the request; Claude Code sends only {toolCallId, title, rawInput}, so the daemon matches
+// rules on the request laid over the announced tool call (src/session.rs `merged_tool_call`).
+test(tag('a session rule {allow, kinds:[edit], paths:[file]} answers the WRITE permission request without a vote'), async (t) => {
   const ctx = await freshSession('rule');
   const sid = ctx.s.sessionId;
   const file = workspaceFile(`${AGENT}-by-rule`);
