@@ -137,7 +137,8 @@ pub async fn run(config: Config) -> io::Result<i32> {
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
     // The one line on stdout, for scripts (`--port 0`).
     println!("mediatord listening on http://{shown}:{}", local.port());
-    tracing::info!(address = %local, agent = %daemon.config.agent.display, "mediatord started");
+    // Only the program: an agent's arguments may carry credentials, and logs travel further.
+    tracing::info!(address = %local, agent = %daemon.config.agent.program, "mediatord started");
 
     let drained = tokio_util::sync::CancellationToken::new();
     tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone()));
