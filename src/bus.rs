@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -56,6 +57,8 @@ struct Inner {
     next_key: u64,
     /// After a terminal event nothing more is published and nobody new subscribes.
     closed: bool,
+    /// The current turn's envelope fields, escaped once.
+    tag_json: TagJson,
 }
 
 /// Why a subscription was refused.
@@ -103,6 +106,7 @@ impl Bus {
                 subscribers: Vec::new(),
                 next_key: 0,
                 closed: false,
+                tag_json: TagJson::default(),
             }),
             ring_cap,
             queue_cap,
@@ -119,18 +123,16 @@ impl Bus {
 
     /// Publishes an event whose `data` is already one line of JSON.
     pub fn publish_raw(&self, kind: &str, data: &str, tag: &PromptTag) -> Option<u64> {
-        let tail = envelope_tail(tag);
-        self.push(kind, data, &tail, false)
+        self.push(kind, data, tag, false)
     }
 
     /// Publishes a terminal event (`session_closed`, `session_died`), then ends every stream.
     pub fn publish_terminal(&self, kind: &str, data: &impl Serialize) -> Option<u64> {
         let data = serde_json::to_string(data).ok()?;
-        let tail = envelope_tail(&PromptTag::default());
-        self.push(kind, &data, &tail, true)
+        self.push(kind, &data, &PromptTag::default(), true)
     }
 
-    fn push(&self, kind: &str, data: &str, tail: &str, terminal: bool) -> Option<u64> {
+    fn push(&self, kind: &str, data: &str, tag: &PromptTag, terminal: bool) -> Option<u64> {
         // An SSE parser treats a bare CR as a line break; JSON only allows it as whitespace
         // between tokens, so replacing it with a space keeps the JSON equal and the frame whole.
         let cleaned;
@@ -147,15 +149,17 @@ impl Bus {
         }
         let id = inner.next_id;
         inner.next_id += 1;
-        let mut frame = BytesMut::with_capacity(data.len() + tail.len() + kind.len() * 2 + 64);
-        frame.extend_from_slice(
-            format!("id: {id}\nevent: {kind}\ndata: {{\"id\":{id},\"v\":1,\"type\":\"").as_bytes(),
+        let tag_json = inner.tag_json.get(tag);
+        // Sized for the whole frame (ids, kind twice, `_meta` tail) so it is built without a
+        // reallocation, and written in place: this runs once per agent update.
+        let mut frame = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + 192);
+        let _ = write!(
+            frame,
+            "id: {id}\nevent: {kind}\ndata: {{\"id\":{id},\"v\":1,\"type\":\"{kind}\",\"data\":"
         );
-        frame.extend_from_slice(kind.as_bytes());
-        frame.extend_from_slice(b"\",\"data\":");
         frame.extend_from_slice(data.as_bytes());
-        frame.extend_from_slice(tail.as_bytes());
-        frame.extend_from_slice(b"}\n\n");
+        frame.extend_from_slice(tag_json.as_bytes());
+        let _ = write!(frame, ",\"_meta\":{{\"serverTimestamp\":{}}}}}\n\n", crate::now_ms());
         let frame = frame.freeze();
 
         inner.ring_bytes += frame.len();
@@ -269,21 +273,30 @@ impl Bus {
     }
 }
 
-/// `,"promptId":..,"originatorClientId":..,"_meta":{"serverTimestamp":..}` (the envelope's tail).
-fn envelope_tail(tag: &PromptTag) -> String {
-    let mut tail = String::with_capacity(128);
-    if let Some(p) = &tag.prompt_id {
-        tail.push_str(",\"promptId\":");
-        tail.push_str(&json_string(p));
+/// `,"promptId":..,"originatorClientId":..` of the envelope, kept for the last tag seen: a turn
+/// publishes thousands of events under one tag, and escaping its ids once is enough.
+#[derive(Default)]
+struct TagJson {
+    tag: PromptTag,
+    json: String,
+}
+
+impl TagJson {
+    fn get(&mut self, tag: &PromptTag) -> &str {
+        if self.tag.prompt_id != tag.prompt_id || self.tag.originator != tag.originator {
+            let mut json = String::with_capacity(128);
+            if let Some(p) = &tag.prompt_id {
+                json.push_str(",\"promptId\":");
+                json.push_str(&json_string(p));
+            }
+            if let Some(o) = &tag.originator {
+                json.push_str(",\"originatorClientId\":");
+                json.push_str(&json_string(o));
+            }
+            *self = TagJson { tag: tag.clone(), json };
+        }
+        &self.json
     }
-    if let Some(o) = &tag.originator {
-        tail.push_str(",\"originatorClientId\":");
-        tail.push_str(&json_string(o));
-    }
-    tail.push_str(",\"_meta\":{\"serverTimestamp\":");
-    tail.push_str(&crate::now_ms().to_string());
-    tail.push('}');
-    tail
 }
 
 fn json_string(s: &str) -> String {

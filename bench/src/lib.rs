@@ -99,7 +99,9 @@ impl Plan {
             memory_subscribers: 3,
             startups: 2,
             run_timeout: Duration::from_secs(30),
-            mediatord_queue: None,
+            // Above the smoke's 300 events, so no stream can be evicted: the smoke stays
+            // deterministic on a loaded CI machine.
+            mediatord_queue: Some(1024),
             default_queue_check: false,
             only: None,
         }
