@@ -39,22 +39,23 @@ pub struct DemoOptions {
 
 /// Text for `mediatord demo-agent --help`: one directive per line, with an example.
 pub const DIRECTIVES_HELP: &str = "\
-Prompt directives (first word of the first non-empty line of the prompt's first text block;
-anything else is echoed back as 3 agent_message_chunk updates):
-  write <relative-path> <text...>        ask permission, then fs/write_text_file    e.g. `write notes/a.txt hello`
-  shell <command...>                     ask permission for a command; never runs it e.g. `shell rm -rf build`
-  permissions <K>                        ask K permissions in a row, list outcomes  e.g. `permissions 3`
-  stream <N> [<rate_per_sec>]            N chunks `tok<i> ` with _meta.emittedAtUs  e.g. `stream 100000` / `stream 50 10`
-  read <path> [line] [limit]             fs/read_text_file, reply with the content  e.g. `read src/lib.rs 1 20`
-  fswrite <path> <text...>               fs/write_text_file with no permission ask  e.g. `fswrite ../escape.txt x`
-  sleep <ms>                             wait, then reply `slept <ms>` (cancellable)  e.g. `sleep 250`
-  stall                                  never finish unless cancelled              e.g. `stall`
-  crash [code]                           exit at once with that status (default 3)  e.g. `crash 7`
-  malformed                              write two non-JSON-RPC lines to stdout     e.g. `malformed`
-  ignore-sigterm                         ignore SIGTERM from now on                 e.g. `ignore-sigterm`
-  linger                                 keep running after stdin EOF               e.g. `linger`
-  pid                                    reply with this process's pid              e.g. `pid`
-  echo-meta                              reply with a chunk carrying _meta + an unknown field  e.g. `echo-meta`";
+Prompt directives: the first word of the first non-empty line of the prompt's first text block.
+Anything else is echoed back as 3 agent_message_chunk updates.
+
+  write <rel-path> <text...>    ask permission, then fs/write_text_file    `write notes/a.txt hi`
+  shell <command...>            ask permission for a command (never run)   `shell rm -rf build`
+  permissions <K>               ask K permissions in a row                 `permissions 3`
+  stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
+  read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
+  fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
+  sleep <ms>                    wait, then reply (cancellable)             `sleep 250`
+  stall                         never finish unless cancelled
+  crash [code]                  exit at once with that status (3)          `crash 7`
+  malformed                     write two non-JSON-RPC lines to stdout
+  ignore-sigterm                ignore SIGTERM from now on
+  linger                        keep running after stdin EOF
+  pid                           reply with this process's pid
+  echo-meta                     reply with _meta and an unknown field";
 
 /// Stdout lines queued for the writer task; a full queue back-pressures the producing prompt.
 const WRITER_QUEUE_LINES: usize = 4096;
