@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,6 @@ pub struct Daemon {
     workspaces: Mutex<HashMap<PathBuf, WorkspaceEntry>>,
     /// Sessions being created, counted against `--max-sessions` with the live ones.
     creating: AtomicUsize,
-    generation: AtomicU64,
     /// Fired by the first shutdown signal: creates are refused from then on.
     pub draining: CancellationToken,
     /// Fired to end every SSE stream.
@@ -87,7 +86,6 @@ impl Daemon {
             sessions: Mutex::new(HashMap::new()),
             workspaces: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
-            generation: AtomicU64::new(0),
             draining: CancellationToken::new(),
             streams_end: CancellationToken::new(),
             started: Instant::now(),
@@ -230,11 +228,9 @@ impl Daemon {
         match &entry.agent {
             Some(agent) if agent.is_alive() => agent.clone(),
             _ => {
-                let generation = self.generation.fetch_add(1, Ordering::Relaxed);
                 let agent = AgentHandle::start(
                     self.config.agent.clone(),
                     cwd.to_path_buf(),
-                    generation,
                     self.config.initialize_timeout,
                     self.pgids.clone(),
                     self.metrics.clone(),

@@ -562,7 +562,6 @@ mod tests {
         let agent = AgentHandle::start(
             missing,
             workspace.clone(),
-            0,
             Duration::from_secs(1),
             Arc::default(),
             Arc::default(),

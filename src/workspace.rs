@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::codec::{Decoder, FramedRead};
 
-use crate::agent_process::{self, AgentProcess, StderrTail};
+use crate::agent_process::{self, AgentProcess};
 use crate::config::AgentCommand;
 use crate::jsonrpc::{self, Frame, RequestId, RpcError};
 use crate::session::{EndReason, Session};
@@ -97,8 +97,8 @@ enum Cmd {
 }
 
 type Ready = Option<Result<(), CallError>>;
-/// A daemon call waiting for its answer: the method (for logs) and where the answer goes.
-type Waiter = (&'static str, oneshot::Sender<Result<Box<RawValue>, CallError>>);
+/// Where the answer to a daemon call goes.
+type Waiter = oneshot::Sender<Result<Box<RawValue>, CallError>>;
 
 /// A cloneable handle to one workspace's agent.
 #[derive(Clone)]
@@ -106,8 +106,6 @@ pub struct AgentHandle {
     tx: mpsc::Sender<Cmd>,
     ready: watch::Receiver<Ready>,
     pub workspace: PathBuf,
-    /// Distinguishes successive agents of the same workspace.
-    pub generation: u64,
 }
 
 /// Where the actor reports process groups, so a second signal can kill them all without the actors.
@@ -118,14 +116,13 @@ impl AgentHandle {
     pub fn start(
         cmd: AgentCommand,
         workspace: PathBuf,
-        generation: u64,
         init_timeout: Duration,
         pgids: PgidRegistry,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> AgentHandle {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (ready_tx, ready) = watch::channel(None);
-        let handle = AgentHandle { tx, ready, workspace: workspace.clone(), generation };
+        let handle = AgentHandle { tx, ready, workspace: workspace.clone() };
         let init = handle.clone();
         tokio::spawn(async move {
             let actor = match Actor::spawn(&cmd, workspace.clone(), pgids, metrics.clone()) {
@@ -323,7 +320,7 @@ impl Actor {
                     return;
                 };
                 match self.pending.remove(&n) {
-                    Some((_, reply)) => {
+                    Some(reply) => {
                         let _ = reply.send(result.map_err(CallError::Rpc));
                     }
                     None => tracing::debug!(id = n, "answer for a call nobody waits for"),
@@ -414,7 +411,7 @@ impl Actor {
                 let line = Bytes::from(jsonrpc::request_line(id, method, &params));
                 match self.writer.as_ref().map(|w| w.try_send(line)) {
                     Some(Ok(())) => {
-                        self.pending.insert(id, (method, reply));
+                        self.pending.insert(id, reply);
                     }
                     Some(Err(mpsc::error::TrySendError::Full(_))) => {
                         let _ = reply.send(Err(CallError::Backlog));
@@ -493,7 +490,7 @@ impl Actor {
             );
         }
         let message = exit_message(&exit, &tail);
-        for (_, (_, reply)) in self.pending.drain() {
+        for (_, reply) in self.pending.drain() {
             let _ = reply.send(Err(CallError::Exited(message.clone())));
         }
         for (_, session) in self.sessions.drain() {
@@ -605,9 +602,6 @@ async fn write_lines(stdin: tokio::process::ChildStdin, mut lines: mpsc::Receive
     }
     let _ = out.shutdown().await;
 }
-
-/// The agent's stderr tail type, re-exported for error messages elsewhere.
-pub type Tail = StderrTail;
 
 #[cfg(test)]
 mod line_tests {
