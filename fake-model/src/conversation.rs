@@ -1,11 +1,13 @@
 //! The conversation as every dialect reduces it, and the one rule that picks the model's next reply.
 //!
 //! The rule: the *turn* is the latest user message that carries text a person wrote (not only tool
-//! results or `<system-reminder>` context). Its directives are the turn's script; tool steps run one
-//! per response, in order. How far the script got is counted only from what follows that message: the
-//! model's tool calls after it that have their result after it. Tool results inside or before the
-//! turn's message answer earlier turns and change nothing, so a session can take any number of
-//! scripted turns (Claude Code folds the previous turn's tool result into the next user message).
+//! results or `<system-reminder>` context), and its *prompt* is the last such text in that message.
+//! The prompt's directives are the turn's script; tool steps run one per response, in order. How far
+//! the script got is counted only from what follows that message: the model's tool calls after it
+//! that have their result after it. Tool results inside or before the turn's message answer earlier
+//! turns and change nothing, so a session can take any number of scripted turns. (Claude Code folds
+//! the previous turn's tool result into the next user message, and after a cancel merges the
+//! cancelled prompt, an "[Request interrupted by user]" note and the next prompt into one message.)
 //!
 //! Then: the first tool step not yet answered is the reply; a text step (`STREAM`, `STALL`, a
 //! malformed line) reached first is the reply and ends the turn; once every tool step is answered the
@@ -95,10 +97,10 @@ impl Reply {
 }
 
 impl Message {
-    /// Text a person wrote (or a prompt an agent wrote as the user), as opposed to tool results and
-    /// context the agent attached.
-    fn human_text(&self) -> impl Iterator<Item = &str> {
-        self.parts.iter().filter_map(|p| match p {
+    /// The last text a person wrote (or an agent wrote as the user) in this message, as opposed to
+    /// tool results and context the agent attached.
+    fn prompt(&self) -> Option<&str> {
+        self.parts.iter().rev().find_map(|p| match p {
             Part::Text(t) if !t.trim_start().starts_with(CONTEXT_TAG) => Some(t.as_str()),
             _ => None,
         })
@@ -108,11 +110,14 @@ impl Message {
 /// The model's reply to `conversation` (see the module doc for the rule).
 pub fn reply(conversation: &Conversation) -> Reply {
     let messages = &conversation.messages;
-    let Some(turn) = messages.iter().rposition(|m| m.role == Role::User && m.human_text().next().is_some())
-    else {
+    let latest_prompt = messages.iter().enumerate().rev().find_map(|(i, m)| match m.role {
+        Role::User => m.prompt().map(|p| (i, p)),
+        Role::Assistant => None,
+    });
+    let Some((turn, prompt)) = latest_prompt else {
         return default_reply();
     };
-    let script: Vec<Directive> = messages[turn].human_text().flat_map(directive::parse).collect();
+    let script = directive::parse(prompt);
     let mut answered = answered_calls(&messages[turn + 1..]);
     let mut any_tool = false;
     for step in script {
@@ -238,6 +243,21 @@ mod tests {
         hi.pop();
         hi.push(user(&[result("c1"), text("[Request interrupted by user for tool use]"), text("hi")]));
         assert_eq!(reply(&conv(hi)), default_reply());
+    }
+
+    #[test]
+    fn after_a_cancelled_stall_the_merged_message_answers_its_last_prompt() {
+        // Claude Code after a cancel during the model's answer: the partial answer is dropped and the
+        // cancelled prompt, the interruption note and the next prompt become one user message.
+        let m = vec![user(&[
+            text("<system-reminder>ctx</system-reminder>"),
+            text("STALL"),
+            text("[Request interrupted by user]"),
+            text("hi"),
+        ])];
+        assert_eq!(reply(&conv(m)), default_reply());
+        let m = vec![user(&[text("STALL"), text("[Request interrupted by user]"), text("WRITE /w/b two")])];
+        assert_eq!(reply(&conv(m)), write_call("/w/b", "two"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `mediatord-fake-model`: the fake model server on a loopback port, for running an agent by hand.
 
+use std::io::IsTerminal as _;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
@@ -30,6 +31,7 @@ async fn main() -> std::io::Result<()> {
                 .unwrap_or_else(|_| "fake_model=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let fake = Fake::new(args.dump)?;
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, args.port)).await?;
