@@ -36,11 +36,8 @@ fn real_agents_and_official_sdk_client_end_to_end() {
     }
     // The first line of the failure says why: run.sh's own `e2e: ERROR:` line (a missing tool, an
     // unreachable registry), else the phases that failed.
-    let reason = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("e2e: ERROR: "))
-        .map(str::to_owned)
-        .unwrap_or_else(|| {
+    let reason =
+        stderr.lines().find_map(|l| l.strip_prefix("e2e: ERROR: ")).map(str::to_owned).unwrap_or_else(|| {
             let failed: Vec<&str> = stderr.lines().filter(|l| l.contains(" FAIL")).map(str::trim).collect();
             if failed.is_empty() {
                 format!("end-to-end run ended ({}) without a passing node --test summary", output.status)

@@ -35,12 +35,12 @@ die() {
 	exit 1
 }
 
-command -v node >/dev/null 2>&1 || die "Node.js 20 or later is required but 'node' is not on PATH"
-command -v npm >/dev/null 2>&1 || die "npm is required (it installs the pinned agents and SDK) but 'npm' is not on PATH"
+command -v node >/dev/null 2>&1 || die "the e2e suite needs Node.js 20 or later: 'node' is not on PATH"
+command -v npm >/dev/null 2>&1 || die "the e2e suite needs npm (it installs the pinned agents and SDK): 'npm' is not on PATH"
 NODE_VERSION=$(node --version)
 NODE_MAJOR=${NODE_VERSION#v}
 NODE_MAJOR=${NODE_MAJOR%%.*}
-[[ "$NODE_MAJOR" =~ ^[0-9]+$ && "$NODE_MAJOR" -ge 20 ]] || die "Node.js 20 or later is required, found $NODE_VERSION"
+[[ "$NODE_MAJOR" =~ ^[0-9]+$ && "$NODE_MAJOR" -ge 20 ]] || die "the e2e suite needs Node.js 20 or later, found $NODE_VERSION"
 # The pinned @qwen-code/qwen-code and @qwen-code/sdk declare engines node >=22; the suite passes on
 # Node 20.20 (what CI uses), so npm's EBADENGINE warnings for those two are expected (README.md).
 if ((NODE_MAJOR < 22)); then
@@ -76,7 +76,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x 
 	t0=$(date +%s)
 	if ! (cd "$HERE" && timeout "${E2E_INSTALL_TIMEOUT:-600}" npm ci --no-audit --no-fund --fetch-retries=2 --fetch-timeout=60000 >"$HERE/.npm-ci.log" 2>&1); then
 		tail -n 25 "$HERE/.npm-ci.log" >&2 || true
-		die "npm ci failed: the npm registry is unreachable or refused the pinned packages. The real-world e2e cannot run without them; this is a failure, not a skip. Full log: $HERE/.npm-ci.log"
+		die "the e2e suite needs the npm registry: npm ci of the pinned packages failed (registry unreachable, or it refused them). This is a failure, not a skip. Full log: $HERE/.npm-ci.log"
 	fi
 	echo "$LOCK_SUM" >"$STAMP"
 	rm -f "$HERE/.npm-ci.log"
