@@ -12,8 +12,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::body::{self, Frame};
-use crate::conversation::{self, Conversation, Message, Part, Reply, Role};
-use crate::{Fake, MODEL_ID, parse_json};
+use crate::conversation::{Conversation, Message, Part, Reply, Role};
+use crate::{Call, Fake, MODEL_ID, answer, parse_json};
 
 const PATH: &str = "/v1/messages";
 
@@ -22,19 +22,11 @@ pub fn routes() -> Router<Arc<Fake>> {
 }
 
 async fn messages(State(fake): State<Arc<Fake>>, body: Bytes) -> Response {
-    let req = match parse_json(&body) {
-        Ok(req) => req,
+    let Call { req, reply, what } = match answer(&fake, PATH, &body, conversation) {
+        Ok(call) => call,
         Err(why) => return error(&why),
     };
-    fake.dump(PATH, &req);
-    let conv = match conversation(&req) {
-        Ok(conv) => conv,
-        Err(why) => return error(&why),
-    };
-    let reply = conversation::reply(&conv);
     let stream = req.get("stream").and_then(Value::as_bool) == Some(true);
-    let what = format!("POST {PATH} ({} messages, stream={stream})", conv.messages.len());
-    fake.journal.note(format!("{what}: {}", reply.summary()));
     let out = Out {
         id: fake.id("msg_"),
         model: req.get("model").and_then(Value::as_str).unwrap_or(MODEL_ID).to_owned(),
@@ -213,7 +205,7 @@ mod tests {
     }
 
     fn reply_to(messages: Vec<Value>) -> Reply {
-        conversation::reply(&conversation(&claude_request(messages)).expect("a valid request"))
+        crate::conversation::reply(&conversation(&claude_request(messages)).expect("a valid request"))
     }
 
     fn write_path(reply: &Reply) -> Option<String> {

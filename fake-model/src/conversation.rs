@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::directive::{self, Directive, STALL_CLOSING, STALL_OPENING};
 use crate::tools::{self, ToolCall};
 
-/// The answer to a turn without directives, in [`DEFAULT_CHUNKS`].
+/// The answer to a turn without directives, streamed in five chunks.
 pub const DEFAULT_TEXT: &str = "Hello from the fake model.";
 const DEFAULT_CHUNKS: &[&str] = &["Hello", " from", " the", " fake", " model."];
 /// The answer once every tool step of the turn has its result.

@@ -9,8 +9,11 @@
 //! - [`anthropic`]: Anthropic Messages (`/v1/messages`; Claude Code).
 //! - [`body`]: streaming response bodies with holds (SSE, stalls), and noticing a client that left.
 //!
-//! A dialect is one module: it turns its request body into a [`conversation::Conversation`],
-//! renders the [`conversation::Reply`] back, and lists its routes; [`app`] merges them.
+//! A dialect is one module: a function reducing its request body to a
+//! [`conversation::Conversation`] (its handlers pass it to `answer`, which decides the reply and
+//! journals it), a renderer of the [`conversation::Reply`] as that dialect's JSON or SSE frames, and
+//! its routes, which [`app`] merges. Gemini `streamGenerateContent` or OpenAI Responses would be one
+//! more such module.
 //!
 //! Use it from a test with [`FakeModel::start`] (a loopback server on a thread of its own), or run
 //! the `mediatord-fake-model` binary. The server holds no conversation state: everything it answers
@@ -201,4 +204,29 @@ impl Drop for FakeModel {
 /// A request body as JSON, or the reason it is not.
 pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, String> {
     serde_json::from_slice(body).map_err(|e| format!("the request body is not JSON: {e}"))
+}
+
+/// A model call as every dialect handles it: the request, the reply decided for it, and how the
+/// journal names it.
+pub(crate) struct Call {
+    pub req: serde_json::Value,
+    pub reply: conversation::Reply,
+    pub what: String,
+}
+
+/// Parses and dumps the request to `path`, reduces it with the dialect's `reduce`, decides the reply
+/// and notes it in the journal. `Err` is the reason the request is malformed.
+pub(crate) fn answer(
+    fake: &Fake,
+    path: &str,
+    body: &[u8],
+    reduce: fn(&serde_json::Value) -> Result<conversation::Conversation, String>,
+) -> Result<Call, String> {
+    let req = parse_json(body)?;
+    fake.dump(path, &req);
+    let conv = reduce(&req)?;
+    let reply = conversation::reply(&conv);
+    let what = format!("POST {path} ({} messages)", conv.messages.len());
+    fake.journal.note(format!("{what}: {}", reply.summary()));
+    Ok(Call { req, reply, what })
 }

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::body::{self, Frame};
-use crate::conversation::{self, Conversation, Message, Part, Reply, Role};
-use crate::{Fake, MODEL_ID, parse_json};
+use crate::conversation::{Conversation, Message, Part, Reply, Role};
+use crate::{Call, Fake, MODEL_ID, answer};
 
 const PATH: &str = "/v1/chat/completions";
 
@@ -23,19 +23,11 @@ pub fn routes() -> Router<Arc<Fake>> {
 }
 
 async fn chat_completions(State(fake): State<Arc<Fake>>, body: Bytes) -> Response {
-    let req = match parse_json(&body) {
-        Ok(req) => req,
+    let Call { req, reply, what } = match answer(&fake, PATH, &body, conversation) {
+        Ok(call) => call,
         Err(why) => return error(&why),
     };
-    fake.dump(PATH, &req);
-    let conv = match conversation(&req) {
-        Ok(conv) => conv,
-        Err(why) => return error(&why),
-    };
-    let reply = conversation::reply(&conv);
     let stream = req.get("stream").and_then(Value::as_bool) == Some(true);
-    let what = format!("POST {PATH} ({} messages, stream={stream})", conv.messages.len());
-    fake.journal.note(format!("{what}: {}", reply.summary()));
     let out = Out {
         id: fake.id("chatcmpl-"),
         model: req.get("model").and_then(Value::as_str).unwrap_or(MODEL_ID).to_owned(),
@@ -238,7 +230,7 @@ mod tests {
     }
 
     fn reply_to(req: &Value) -> Reply {
-        conversation::reply(&conversation(req).expect("a valid request"))
+        crate::conversation::reply(&conversation(req).expect("a valid request"))
     }
 
     fn tool_name(reply: &Reply) -> Option<(&str, &str)> {

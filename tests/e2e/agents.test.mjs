@@ -99,6 +99,17 @@ async function resolvedEvent(stream, requestId, from) {
   });
 }
 
+/** A plain text turn on a session whose last turn was cancelled: it ends end_turn with the model's text. */
+async function textTurnAfterCancel({ s, stream }) {
+  const from = stream.events.length;
+  const p = await startPrompt(s.sessionId, 'hi', s.clientId);
+  const end = await stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the turn after cancel', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+  const turn = stream.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+  assert.equal(agentText(turn), FAKE_TEXT, `the turn after cancel is the model's text answer: ${stream.summary(20)}`);
+}
+
 function toolCallStatuses(events, toolCallId) {
   return events
     .filter((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call_update' && e.data.update.toolCallId === toolCallId)
@@ -205,15 +216,9 @@ test(tag('cancel during a turn (permission pending) ends it cancelled, writes no
   const late = await vote(sid, req.data.requestId, optionByKind(req.data.options, ['allow_once']).optionId, ctx.s.clientId);
   assert.equal(late.status, 404, `a vote on the cancelled request: ${show(late)}`);
 
-  // The same session takes the next prompt, a plain text turn (the cancelled tool call stays in the
-  // agent's history: Claude Code sends its result together with this prompt).
-  const from2 = ctx.stream.events.length;
-  const p2 = await startPrompt(sid, 'hi', ctx.s.clientId);
-  const end2 = await ctx.stream.waitFor(isTurnEnd(p2.promptId), { what: 'end of the turn after cancel', from: from2 });
-  assert.equal(end2.type, 'turn_complete', JSON.stringify(end2.data));
-  assert.equal(end2.data.stopReason, 'end_turn');
-  const turn2 = ctx.stream.events.slice(from2).filter((e) => e.id !== undefined && e.id < end2.id);
-  assert.equal(agentText(turn2), FAKE_TEXT, `the turn after cancel is the model's text answer: ${ctx.stream.summary(20)}`);
+  // The same session takes the next prompt (the cancelled tool call stays in the agent's history:
+  // Claude Code sends its result together with this prompt).
+  await textTurnAfterCancel(ctx);
   noteKinds(ctx.stream.events);
   survivor = ctx; // left open: the shutdown test checks that shutdown ends it
 });
@@ -254,14 +259,8 @@ test(tag('cancel while the model is still answering ends the turn cancelled; the
   const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the cancelled turn', from });
   assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
   assert.equal(end.data.stopReason, 'cancelled', JSON.stringify(end.data));
-
-  const from2 = ctx.stream.events.length;
-  const p2 = await startPrompt(sid, 'hi', ctx.s.clientId);
-  const end2 = await ctx.stream.waitFor(isTurnEnd(p2.promptId), { what: 'end of the turn after cancel', from: from2 });
-  assert.equal(end2.type, 'turn_complete', JSON.stringify(end2.data));
-  assert.equal(end2.data.stopReason, 'end_turn');
-  const turn2 = ctx.stream.events.slice(from2).filter((e) => e.id !== undefined && e.id < end2.id);
-  assert.equal(agentText(turn2), FAKE_TEXT, `the turn after cancel: ${ctx.stream.summary(20)}`);
+  // Claude Code merges the cancelled prompt and this one into one user message.
+  await textTurnAfterCancel(ctx);
   noteKinds(ctx.stream.events);
 });
 
