@@ -201,6 +201,7 @@ mod tests {
     fn a_prompt_without_directives_gets_the_default_text() {
         assert_eq!(reply(&conv(vec![user(&[text("hi")])])), default_reply());
         assert_eq!(reply(&conv(vec![])), default_reply());
+        assert_eq!(DEFAULT_CHUNKS.concat(), DEFAULT_TEXT);
     }
 
     #[test]
