@@ -3,8 +3,9 @@
 //!
 //! Allowed 5xx (tests/fuzz/mediatord_hooks.py): 502 `agent_error`/`agent_start_failed`, 503
 //! `agent_exited`/`daemon_draining`/`session_limit_exceeded`/`prompt_queue_full`, 504
-//! `init_timeout`. The venv is made once under `target/` (a stamp file names the version); PyPI
-//! must be reachable the first time, and the test fails loudly if it is not.
+//! `init_timeout`. The venv is made once under `target/` (a stamp file names the version): needs
+//! `python3` with its `venv` module, and PyPI the first time. When either is missing the test fails
+//! loudly, and the first line of the failure says which.
 
 mod support;
 
@@ -34,16 +35,20 @@ fn schemathesis() -> PathBuf {
     if stamp.exists() && st.exists() {
         return st;
     }
-    let run = |cmd: &mut Command, what: &str| {
-        let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    // `missing` is the failure's first line: what the machine lacks when this step fails.
+    let run = |cmd: &mut Command, missing: &str| {
+        let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{missing}\n({e})"));
         assert!(
             out.status.success(),
-            "{what} failed (is PyPI reachable?):\n{}\n{}",
+            "{missing}\n{}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv");
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "the fuzz test needs python3 with its venv module (Debian: python3-venv); `python3 -m venv` failed",
+    );
     run(
         Command::new(venv.join("bin").join("pip")).args([
             "install",
@@ -51,7 +56,9 @@ fn schemathesis() -> PathBuf {
             "--disable-pip-version-check",
             &format!("schemathesis=={SCHEMATHESIS}"),
         ]),
-        "pip install schemathesis",
+        &format!(
+            "the fuzz test needs PyPI: `pip install schemathesis=={SCHEMATHESIS}` failed (is PyPI reachable?)"
+        ),
     );
     std::fs::write(&stamp, "").expect("stamp");
     st

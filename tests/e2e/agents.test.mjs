@@ -3,9 +3,10 @@
 // tool names, _meta, update kinds or timing: options are chosen by ACP `kind`, files by path, and the
 // assertions are the daemon's contract (SPEC.md), identical for every agent.
 //
-// Each write scenario runs in a fresh session (`sessionScope: "thread"`): the scripted fake model answers
-// `done` whenever the last user message carries a tool result, and Claude Code folds the previous
-// turn's tool result into the next user message, so a second WRITE in the same session would not ask.
+// Most scenarios run in a fresh session of their own (`sessionScope: "thread"`) so that one failing
+// scenario cannot leave a turn or a permission behind for the next; "two WRITE turns in one session"
+// checks that an agent's session takes turn after turn (Claude Code folds the previous turn's tool
+// result into the next user message; the fake model's script follows the latest prompt regardless).
 // The last test shuts the daemon down (SIGTERM) and checks that no agent process is left.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,6 +15,7 @@ import {
   DAEMON_KIND,
   EventStream,
   FAKE_TEXT,
+  STALL_OPENING,
   T,
   agentText,
   api,
@@ -95,6 +97,17 @@ async function resolvedEvent(stream, requestId, from) {
     from,
     timeoutMs: T.permission,
   });
+}
+
+/** A plain text turn on a session whose last turn was cancelled: it ends end_turn with the model's text. */
+async function textTurnAfterCancel({ s, stream }) {
+  const from = stream.events.length;
+  const p = await startPrompt(s.sessionId, 'hi', s.clientId);
+  const end = await stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the turn after cancel', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+  const turn = stream.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+  assert.equal(agentText(turn), FAKE_TEXT, `the turn after cancel is the model's text answer: ${stream.summary(20)}`);
 }
 
 function toolCallStatuses(events, toolCallId) {
@@ -203,17 +216,52 @@ test(tag('cancel during a turn (permission pending) ends it cancelled, writes no
   const late = await vote(sid, req.data.requestId, optionByKind(req.data.options, ['allow_once']).optionId, ctx.s.clientId);
   assert.equal(late.status, 404, `a vote on the cancelled request: ${show(late)}`);
 
-  // The same session takes the next prompt. (Its text depends on what the model makes of the
-  // cancelled tool call in the history, so only its shape is checked.)
-  const from2 = ctx.stream.events.length;
-  const p2 = await startPrompt(sid, 'hi', ctx.s.clientId);
-  const end2 = await ctx.stream.waitFor(isTurnEnd(p2.promptId), { what: 'end of the turn after cancel', from: from2 });
-  assert.equal(end2.type, 'turn_complete', JSON.stringify(end2.data));
-  assert.equal(end2.data.stopReason, 'end_turn');
-  const turn2 = ctx.stream.events.slice(from2).filter((e) => e.id !== undefined && e.id < end2.id);
-  assert.ok(agentText(turn2).length > 0, `the turn after cancel streamed text: ${ctx.stream.summary(20)}`);
+  // The same session takes the next prompt (the cancelled tool call stays in the agent's history:
+  // Claude Code sends its result together with this prompt).
+  await textTurnAfterCancel(ctx);
   noteKinds(ctx.stream.events);
   survivor = ctx; // left open: the shutdown test checks that shutdown ends it
+});
+
+test(tag('two WRITE turns in one session: each asks permission, each vote writes its file'), async (t) => {
+  const ctx = await freshSession('two-writes');
+  for (const n of [1, 2]) {
+    const file = workspaceFile(`${AGENT}-session-write-${n}`);
+    const text = `write ${n} of one session`;
+    const { p, req, from, toolCallId } = await writeUntilPermission(t, ctx, file, text);
+    assert.equal(fs.existsSync(file), false, `write ${n}: nothing written before the decision`);
+    const allow = optionByKind(req.data.options, ['allow_once']);
+    const res = await vote(ctx.s.sessionId, req.data.requestId, allow.optionId, ctx.s.clientId);
+    assert.equal(res.status, 200, `write ${n}: vote: ${show(res)}`);
+    const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: `end of WRITE turn ${n}`, from });
+    assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+    assert.equal(end.data.stopReason, 'end_turn');
+    await waitForFile(file, text);
+    const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
+    assert.ok(statuses.includes('completed'), `write ${n}: tool call ${toolCallId} completed: ${JSON.stringify(statuses)}`);
+  }
+  noteKinds(ctx.stream.events);
+});
+
+test(tag('cancel while the model is still answering ends the turn cancelled; the session serves the next turn'), async (t) => {
+  const ctx = await freshSession('stall');
+  const sid = ctx.s.sessionId;
+  const from = ctx.stream.events.length;
+  // STALL: the fake model streams its opening text, then holds the response open. Seeing that text
+  // means the agent's model call is in flight when the cancel arrives.
+  const p = await startPrompt(sid, 'STALL', ctx.s.clientId);
+  await ctx.stream.waitFor(
+    (e) => e.data?.update?.sessionUpdate === 'agent_message_chunk' && e.data.update.content?.text?.includes(STALL_OPENING),
+    { what: `the stalled answer's opening text ${JSON.stringify(STALL_OPENING)}`, from, timeoutMs: T.permission },
+  );
+  const res = await api('POST', `/session/${enc(sid)}/cancel`, { body: {}, clientId: ctx.s.clientId });
+  assert.equal(res.status, 204, `cancel: ${show(res)}`);
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the cancelled turn', from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'cancelled', JSON.stringify(end.data));
+  // Claude Code merges the cancelled prompt and this one into one user message.
+  await textTurnAfterCancel(ctx);
+  noteKinds(ctx.stream.events);
 });
 
 // ACP's request_permission carries a ToolCallUpdate: only toolCallId is required, and fields it leaves
@@ -303,7 +351,7 @@ test(tag('every SSE frame was well-formed (v:1 envelope, event:/id: lines match,
 // ---------------------------------------------------------------------------------------------------
 // Shutdown: needs the pid of the daemon and its agents' HOME from run.sh.
 
-/** Processes (other than this test and the fake model) whose HOME is the agents' throw-away HOME. */
+/** Processes (other than this test and the daemon) whose HOME is the agents' throw-away HOME. */
 function agentProcesses(agentHome, exclude) {
   const out = [];
   for (const name of fs.readdirSync('/proc')) {
@@ -358,7 +406,7 @@ test(tag('SIGTERM: the daemon drains, ends open streams, exits, and no agent pro
   // A live session with an open stream (made here when the earlier tests were filtered out).
   const live = survivor ?? (await freshSession('shutdown'));
   assert.ok(!live.stream.done, 'a session with an open stream exists before shutdown');
-  const exclude = new Set([process.pid, daemonPid, Number(process.env.E2E_FAKE_PID) || -1]);
+  const exclude = new Set([process.pid, daemonPid]);
   const before = agentProcesses(agentHome, exclude);
   assert.ok(before.length > 0, 'the agent is running before shutdown (else this check proves nothing)');
   t.diagnostic(`agent processes before shutdown: ${before.map((p) => `${p.pid} ${p.cmd}`).join(' | ')}`);

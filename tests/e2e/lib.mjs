@@ -20,7 +20,10 @@ export const WORKSPACE = requireEnv('E2E_WORKSPACE');
 /** `mediatord` or `qwen-serve`: only used in messages; assertions follow SPEC.md either way. */
 export const DAEMON_KIND = process.env.E2E_DAEMON_KIND || 'mediatord';
 
+/** The fake model's answer to a prompt without directives (fake-model/src/conversation.rs). */
 export const FAKE_TEXT = 'Hello from the fake model.';
+/** What the fake model streams before it holds a `STALL` response open (fake-model/src/directive.rs). */
+export const STALL_OPENING = 'stalling...';
 export const T = {
   request: 30_000, // one plain HTTP request
   connect: 10_000, // SSE response headers

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Real-world end-to-end run: real ACP agents (npm @qwen-code/qwen-code and Zed's
-# @zed-industries/claude-code-acp, both offline against the scripted fake model) and the official SDK
-# client (npm @qwen-code/sdk DaemonClient) against the daemon under test.
+# @zed-industries/claude-code-acp, both offline against the project's fake model server, fake-model/)
+# and the official SDK client (npm @qwen-code/sdk DaemonClient) against the daemon under test.
+# `cargo test --test e2e` (tests/e2e.rs) runs it with the fake model started in-process.
 #
 #   E2E_DAEMON=/path/to/mediatord tests/e2e/run.sh      # the mediatord binary under test
 #   E2E_DAEMON=qwen-serve        tests/e2e/run.sh      # reference: qwen serve itself (Qwen Code only)
 #   ... run.sh [test files] [extra node --test args]    # e.g. agents.test.mjs --test-name-pattern=cancel
 #
-# Phases, each with its own daemon, fake model, throw-away HOME and workspace, checked afterwards for
-# processes that outlived the daemon:
+# Phases, each with its own daemon, throw-away HOME and workspace, checked afterwards for processes
+# that outlived the daemon (one fake model serves them all: it keeps no state between requests):
 #   qwen-api       http.test.mjs + sdk.test.mjs   (the daemon's API in depth, Qwen Code behind it)
 #   agents-qwen    agents.test.mjs E2E_AGENT=qwen   (the agent-generic core scenarios ...)
 #   agents-claude  agents.test.mjs E2E_AGENT=claude (... the same file against Claude Code)
 #
-# Optional env: E2E_AGENTS (agents for agents.test.mjs, default "qwen claude"), E2E_FAKE_LLM (path to
-# fake_llm.py; default ../shared/tools/fake_llm.py beside the repo), E2E_KEEP_TMP=1 (keep the
-# throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line between daemon and agent to
-# <phase>/logs/acp.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds, default 600). Needs node
-# (20+), npm, python3. Exit status: non-zero if any test failed, the install failed, a daemon did not
-# start or did not exit cleanly, or any agent process outlived its daemon.
+# Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
+# script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
+# `cargo build -p mediatord-fake-model`), E2E_AGENTS (agents for agents.test.mjs, default
+# "qwen claude"), E2E_KEEP_TMP=1 (keep the throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line
+# between daemon and agent to <phase>/logs/acp.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds,
+# default 600). Needs node (20+) and npm, and the npm registry on the first run. Exit status: non-zero
+# if any test failed, the install failed, a daemon did not start or did not exit cleanly, or any agent
+# process outlived its daemon. Every failure that stops the run prints one `e2e: ERROR: ...` line
+# saying what is missing.
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -27,12 +31,21 @@ REPO=$(cd "$HERE/../.." && pwd -P)
 say() { printf 'e2e: %s\n' "$*" >&2; }
 die() {
 	printf '\ne2e: ERROR: %s\n\n' "$*" >&2
+	STATUS=1 # the EXIT trap exits with $STATUS
 	exit 1
 }
 
-for tool in node npm python3; do
-	command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required but not on PATH"
-done
+command -v node >/dev/null 2>&1 || die "the e2e suite needs Node.js 20 or later: 'node' is not on PATH"
+command -v npm >/dev/null 2>&1 || die "the e2e suite needs npm (it installs the pinned agents and SDK): 'npm' is not on PATH"
+NODE_VERSION=$(node --version)
+NODE_MAJOR=${NODE_VERSION#v}
+NODE_MAJOR=${NODE_MAJOR%%.*}
+[[ "$NODE_MAJOR" =~ ^[0-9]+$ && "$NODE_MAJOR" -ge 20 ]] || die "the e2e suite needs Node.js 20 or later, found $NODE_VERSION"
+# The pinned @qwen-code/qwen-code and @qwen-code/sdk declare engines node >=22; the suite passes on
+# Node 20.20 (what CI uses), so npm's EBADENGINE warnings for those two are expected (README.md).
+if ((NODE_MAJOR < 22)); then
+	say "Node $NODE_VERSION: older than the >=22 that @qwen-code/qwen-code and @qwen-code/sdk declare; verified to work on 20.20 (tests/e2e/README.md)"
+fi
 
 DAEMON=${E2E_DAEMON:-}
 [[ -n "$DAEMON" ]] || die "set E2E_DAEMON to the mediatord binary (e.g. target/debug/mediatord), or to 'qwen-serve' to run against the reference daemon"
@@ -41,8 +54,12 @@ if [[ "$DAEMON" != qwen-serve ]]; then
 	[[ -x "$DAEMON" ]] || die "E2E_DAEMON=$DAEMON is not an executable file (build it first: cargo build)"
 fi
 
-FAKE_LLM=${E2E_FAKE_LLM:-$REPO/../shared/tools/fake_llm.py}
-[[ -f "$FAKE_LLM" ]] || die "fake model server not found at $FAKE_LLM (set E2E_FAKE_LLM)"
+FAKE_URL=${E2E_FAKE_MODEL_URL:-}
+FAKE_BIN=""
+if [[ -z "$FAKE_URL" ]]; then
+	FAKE_BIN=${E2E_FAKE_MODEL:-$REPO/target/debug/mediatord-fake-model}
+	[[ -x "$FAKE_BIN" ]] || die "no fake model: set E2E_FAKE_MODEL_URL to a running one, or build $FAKE_BIN with 'cargo build -p mediatord-fake-model' (or run the suite with 'cargo test --test e2e', which starts one itself)"
+fi
 
 AGENTS=${E2E_AGENTS:-qwen claude}
 for a in $AGENTS; do
@@ -59,7 +76,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x 
 	t0=$(date +%s)
 	if ! (cd "$HERE" && timeout "${E2E_INSTALL_TIMEOUT:-600}" npm ci --no-audit --no-fund --fetch-retries=2 --fetch-timeout=60000 >"$HERE/.npm-ci.log" 2>&1); then
 		tail -n 25 "$HERE/.npm-ci.log" >&2 || true
-		die "npm ci failed (is the npm registry reachable?). The real-world e2e cannot run without the pinned packages; this is a failure, not a skip. Full log: $HERE/.npm-ci.log"
+		die "the e2e suite needs the npm registry: npm ci of the pinned packages failed (registry unreachable, or it refused them). This is a failure, not a skip. Full log: $HERE/.npm-ci.log"
 	fi
 	echo "$LOCK_SUM" >"$STAMP"
 	rm -f "$HERE/.npm-ci.log"
@@ -93,12 +110,13 @@ STATUS=0    # overall exit status
 PHASE=""    # the phase running now (for cleanup on interrupt)
 PHASE_DIR=""
 AGENT_HOME=""
-FAKE_PID=""
+FAKE_PID="" # the fake model, when this script started it
 DAEMON_PID=""
 SUMMARY=()
 
+# A loopback port that was free a moment ago (nothing listens on it).
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+	node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
 }
 
 # Quote one word for --agent, which the daemon splits like a POSIX shell.
@@ -167,7 +185,7 @@ stop_phase() {
 	fi
 	# The daemon is gone: none of its agents may remain (give exiting ones 3 s).
 	for ((i = 0; i < 30; i++)); do
-		left=$(ours | grep -vx "${FAKE_PID:-x}" || true)
+		left=$(ours || true)
 		[[ -z "$left" ]] && break
 		sleep 0.1
 	done
@@ -179,12 +197,6 @@ stop_phase() {
 		for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
 		rc=1
 	fi
-	if [[ -n "$FAKE_PID" ]]; then
-		kill -TERM "$FAKE_PID" 2>/dev/null || true
-		wait_gone "$FAKE_PID" 5 || kill -KILL "$FAKE_PID" 2>/dev/null || true
-		wait "$FAKE_PID" 2>/dev/null || true
-		FAKE_PID=""
-	fi
 	return $rc
 }
 
@@ -194,6 +206,11 @@ cleanup() {
 	set +e
 	if [[ -n "$PHASE" ]]; then
 		stop_phase || rc=1
+	fi
+	if [[ -n "$FAKE_PID" ]]; then
+		kill -TERM "$FAKE_PID" 2>/dev/null || true
+		wait_gone "$FAKE_PID" 5 || kill -KILL "$FAKE_PID" 2>/dev/null || true
+		wait "$FAKE_PID" 2>/dev/null || true
 	fi
 	if [[ "${E2E_KEEP_TMP:-}" == 1 ]]; then
 		say "kept $TMP"
@@ -205,13 +222,30 @@ cleanup() {
 trap cleanup EXIT
 trap 'STATUS=130; exit 130' INT TERM
 
+# ---------------------------------------------------------------- the fake model
+# Started here only when no E2E_FAKE_MODEL_URL was given; its startup line names its address.
+if [[ -n "$FAKE_BIN" ]]; then
+	(cd "$TMP" && exec "$FAKE_BIN" --port 0) >"$TMP/fake-model.out" 2>"$TMP/fake-model.log" &
+	FAKE_PID=$!
+	for ((i = 0; i < 100; i++)); do # 10 s
+		FAKE_URL=$(grep -m1 -oE 'listening on http://[^ ]+' "$TMP/fake-model.out" 2>/dev/null | sed 's/^listening on //' || true)
+		[[ -n "$FAKE_URL" ]] && break
+		kill -0 "$FAKE_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	[[ -n "$FAKE_URL" ]] || die "the fake model ($FAKE_BIN) did not print its 'listening on' line within 10 s: $(tail -n 5 "$TMP/fake-model.log" 2>/dev/null)"
+fi
+node -e 'fetch(process.argv[1] + "/v1/models", { signal: AbortSignal.timeout(10000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$FAKE_URL" ||
+	die "the fake model at $FAKE_URL does not answer GET /v1/models"
+say "fake model at $FAKE_URL"
+
 # ---------------------------------------------------------------- one phase
-# run_phase NAME AGENT FILE... : fake model + daemon (fronting AGENT) + node --test FILE..., then stop
-# and check. Sets STATUS to 1 on any failure; never exits.
+# run_phase NAME AGENT FILE... : daemon (fronting AGENT) + node --test FILE..., then stop and check.
+# Sets STATUS to 1 on any failure; never exits.
 run_phase() {
 	local name=$1 agent=$2
 	shift 2
-	local files=("$@") t0 logs ws fake_port agent_cmd dead_port base="" kind i rc node_rc
+	local files=("$@") t0 logs ws agent_cmd dead_port base="" kind i rc node_rc
 	t0=$(date +%s)
 	PHASE=$name
 	PHASE_DIR="$TMP/$name"
@@ -220,31 +254,6 @@ run_phase() {
 	logs="$PHASE_DIR/logs"
 	mkdir -p "$AGENT_HOME" "$ws" "$logs"
 	say "[$name] ---------------- ${files[*]} against $agent"
-
-	# Fake model.
-	for attempt in 1 2 3; do
-		fake_port=$(free_port)
-		FAKE_LLM_PORT=$fake_port python3 "$FAKE_LLM" >"$logs/fake_llm.log" 2>&1 &
-		FAKE_PID=$!
-		local up=""
-		for ((i = 0; i < 100; i++)); do
-			if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$fake_port/v1/models', timeout=1)" 2>/dev/null; then
-				up=1
-				break
-			fi
-			kill -0 "$FAKE_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		[[ -n "$up" ]] && break
-		kill -KILL "$FAKE_PID" 2>/dev/null || true
-		FAKE_PID=""
-	done
-	if [[ -z "$FAKE_PID" ]]; then
-		say "FAIL [$name]: fake_llm did not start: $(tail -n 5 "$logs/fake_llm.log")"
-		STATUS=1
-		PHASE=""
-		return
-	fi
 
 	# The agent: its command line and the environment the daemon passes on to it. Nothing from the
 	# caller's environment may point the daemon, the agent or the SDK elsewhere.
@@ -262,7 +271,7 @@ run_phase() {
 {"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"},"privacy":{"usageStatisticsEnabled":false}}
 JSON
 		# Usage statistics off: Qwen Code otherwise reports to an Alibaba Cloud RUM host (DNS lookups seen).
-		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" OPENAI_MODEL=fake-model
+		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="$FAKE_URL/v1" OPENAI_MODEL=fake-model
 			QWEN_USAGE_STATISTICS_ENABLED=false)
 		agent_cmd="$(shq "$QWEN") --acp"
 		;;
@@ -273,7 +282,7 @@ JSON
 		# whatever is left fail at once, on 127.0.0.1, without even a DNS query. NO_PROXY keeps the
 		# plain-HTTP fake model direct.
 		dead_port=$(free_port)
-		denv+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$fake_port" ANTHROPIC_API_KEY=sk-ant-fake
+		denv+=(ANTHROPIC_BASE_URL="$FAKE_URL" ANTHROPIC_API_KEY=sk-ant-fake
 			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
 			HTTPS_PROXY="http://127.0.0.1:$dead_port" https_proxy="http://127.0.0.1:$dead_port"
 			NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
@@ -310,7 +319,7 @@ JSON
 		say "[$name] $kind (pid $DAEMON_PID) at $base, agent: $agent_cmd, workspace $ws"
 		set +e
 		(cd "$HERE" && E2E_BASE_URL="$base" E2E_WORKSPACE="$ws" E2E_DAEMON_KIND="$kind" E2E_AGENT="$agent" \
-			E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" E2E_FAKE_PID="$FAKE_PID" \
+			E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" \
 			node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
 		node_rc=${PIPESTATUS[0]}
 		set -e
