@@ -1,7 +1,7 @@
 // The agent-generic core scenarios, run once per real ACP agent (E2E_AGENT=qwen|claude) against a
 // daemon of its own that run.sh starts for it. Nothing here knows an agent's option ids or names,
 // tool names, _meta, update kinds or timing: options are chosen by ACP `kind`, files by path, and the
-// assertions are the daemon's contract (SPEC.md), identical for every agent.
+// assertions are the daemon's contract (docs/protocol.md), identical for every agent.
 //
 // Most scenarios run in a fresh session of their own (`sessionScope: "thread"`) so that one failing
 // scenario cannot leave a turn or a permission behind for the next; "two WRITE turns in one session"
@@ -415,7 +415,7 @@ test(tag('SIGTERM: the daemon drains, ends open streams, exits, and no agent pro
   process.kill(daemonPid, 'SIGTERM');
   await live.stream.waitEnd(T.streamEnd);
   const streamEndMs = Date.now() - t0;
-  // SPEC §10: each agent gets up to 10 s after its stdin closes, then its process group is killed.
+  // docs/protocol.md#10-shutdown: each agent gets up to 10 s after its stdin closes, then its process group is killed.
   await until(() => !alive(daemonPid), 30_000, `daemon ${daemonPid} to exit after SIGTERM`);
   const exitMs = Date.now() - t0;
   await until(

@@ -1,7 +1,7 @@
 // Real-world e2e over plain HTTP + SSE: the real Qwen Code agent (talking to the scripted fake
 // model) behind the daemon under test. Run through run.sh, which provides E2E_BASE_URL and
 // E2E_WORKSPACE. Tests run in order and share one session (single scope); the last ones close it.
-// Tests whose name starts with [spec] check points where SPEC.md says more than qwen serve does.
+// Tests whose name starts with [spec] check points where docs/protocol.md says more than qwen serve does.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
@@ -106,7 +106,7 @@ test('[spec] a prompt without Prefer: respond-async blocks and answers 200 {stop
   if (res.status === 202) {
     // Keep the shared session tidy before failing: let this turn finish.
     await stream1.waitFor(isTurnEnd(res.json.promptId), { what: 'end of the 202 turn', from });
-    assert.fail(`SPEC: blocking by default (200); ${DAEMON_KIND} answered ${show(res)}`);
+    assert.fail(`protocol.md §3.7: blocking by default (200); ${DAEMON_KIND} answered ${show(res)}`);
   }
   assert.equal(res.status, 200, show(res));
   assert.equal(res.json.stopReason, 'end_turn');

@@ -17,7 +17,7 @@ function requireEnv(name) {
 
 export const BASE_URL = requireEnv('E2E_BASE_URL').replace(/\/+$/, '');
 export const WORKSPACE = requireEnv('E2E_WORKSPACE');
-/** `mediatord` or `qwen-serve`: only used in messages; assertions follow SPEC.md either way. */
+/** `mediatord` or `qwen-serve`: only used in messages; assertions follow docs/protocol.md either way. */
 export const DAEMON_KIND = process.env.E2E_DAEMON_KIND || 'mediatord';
 
 /** The fake model's answer to a prompt without directives (fake-model/src/conversation.rs). */

@@ -168,7 +168,7 @@ stop_phase() {
 			: # the shutdown scenario already stopped it
 		else
 			kill -TERM "$DAEMON_PID" 2>/dev/null || true
-			# SPEC §10: up to 10 s per agent after its stdin closes, then its group is killed.
+			# docs/protocol.md#10-shutdown: up to 10 s per agent after its stdin closes, then its group is killed.
 			if ! wait_gone "$DAEMON_PID" 20; then
 				say "FAIL [$PHASE]: the daemon did not exit within 20 s of SIGTERM; killing it"
 				kill -KILL "$DAEMON_PID" 2>/dev/null || true

@@ -1,7 +1,7 @@
 // Real-world e2e with the official TypeScript client: `DaemonClient` from @qwen-code/sdk/daemon,
 // unchanged, against the daemon under test and the real Qwen Code agent. Run through run.sh.
 // Tests run in order on one session; the last ones close it. Tests named [spec] check points where
-// SPEC.md says more than qwen serve does.
+// docs/protocol.md says more than qwen serve does.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
