@@ -6,6 +6,9 @@
 //! `init_timeout`. The venv is made once under `target/` (a stamp file names the version); PyPI
 //! must be reachable the first time, and the test fails loudly if it is not.
 
+// The shared support of `tests/it`; this crate uses a few of its helpers, hence the allow.
+#[path = "it/support/mod.rs"]
+#[allow(dead_code)]
 mod support;
 
 use std::path::{Path, PathBuf};
