@@ -1,7 +1,7 @@
 //! Command line, environment and `--config` file, merged and validated into one [`Config`].
 //!
 //! Precedence, highest first: command-line flag, environment variable, config file, built-in default.
-//! Every refusal listed in SPEC §1 is a [`ConfigError`] whose `Display` is the one line printed
+//! Every refusal listed in `docs/protocol.md#1-command-line` is a [`ConfigError`] whose `Display` is the one line printed
 //! before exiting with status 2.
 
 use std::net::IpAddr;
@@ -118,7 +118,7 @@ pub struct ServeArgs {
     pub log_format: Option<String>,
 }
 
-/// Session scope (SPEC §4).
+/// Session scope (`docs/protocol.md#4-agents-workspaces-and-sessions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionScope {
     Single,
@@ -687,7 +687,7 @@ impl Config {
         }
     }
 
-    /// Whether `POST /session/:id/shell` is usable (SPEC §9).
+    /// Whether `POST /session/:id/shell` is usable (`docs/protocol.md#9-session-shell`).
     pub fn session_shell_effective(&self) -> bool {
         self.enable_session_shell && self.token_digest.is_some()
     }

@@ -75,7 +75,8 @@ const WRITER_QUEUE_LINES: usize = 4096;
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;
 /// Stdin read buffer.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
-/// Longest stdin line accepted; the same bound the daemon puts on agent lines (SPEC §4).
+/// Longest stdin line accepted; the same bound the daemon puts on agent lines
+/// (`docs/protocol.md#4-agents-workspaces-and-sessions`).
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Live sessions; far above the daemon's default `--max-sessions` of 32.
 const MAX_SESSIONS: usize = 10_000;

@@ -1,5 +1,5 @@
-//! The agent's `fs/read_text_file` and `fs/write_text_file` requests (SPEC §4), confined to the
-//! session's workspace.
+//! The agent's `fs/read_text_file` and `fs/write_text_file` requests
+//! (`docs/protocol.md#4-agents-workspaces-and-sessions`), confined to the session's workspace.
 //!
 //! Confinement resolves symlinks before checking, so a link inside the workspace that points outside
 //! is outside. The check and the later open are separate syscalls: a process that can swap path
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::acp::{INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError};
 use crate::path::normalize_lexically;
 
-/// The read cap from SPEC §4.
+/// The read cap from `docs/protocol.md#4-agents-workspaces-and-sessions`.
 pub(crate) const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// An agent line is at most 64 MiB, so no legitimate `content` is larger.
 pub(crate) const MAX_WRITE_BYTES: usize = 64 * 1024 * 1024;

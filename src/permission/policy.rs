@@ -1,4 +1,5 @@
-//! Permission policies as one pure decision function (SPEC §8), tested as a table.
+//! Permission policies as one pure decision function
+//! (`docs/protocol.md#8-permission-mediation`), tested as a table.
 //!
 //! The mediator owns the bookkeeping (pending requests, ballots, timeouts); this file only answers
 //! "given what was captured when the request was issued, the ballots so far, and this new ballot,
@@ -8,7 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::config::Policy;
 
-/// The reserved option id that stands for "cancel this request" (SPEC §8, cancel escape).
+/// The reserved option id that stands for "cancel this request" (the cancel escape of
+/// `docs/protocol.md#8-permission-mediation`).
 pub const CANCEL_OPTION_ID: &str = "__cancelled__";
 
 /// What a ballot asks for.
@@ -142,7 +144,7 @@ mod tests {
     use ForbidReason::{DesignatedMismatch, RemoteNotAllowed};
     use Policy::{Consensus, Designated, FirstResponder, LocalOnly};
 
-    /// Every row of SPEC §8's policy table, plus the cancel escape, as (issued, prior, ballot, expected).
+    /// Every row of the policy table in `docs/protocol.md#8-permission-mediation`, plus the cancel escape, as (issued, prior, ballot, expected).
     #[test]
     fn decision_table() {
         let allow = opt("allow");

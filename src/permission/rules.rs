@@ -1,4 +1,4 @@
-//! Permission rules (SPEC §7): validating a rule a client posts, and deciding which rule, if any,
+//! Permission rules (`docs/protocol.md#7-permission-rules`): validating a rule a client posts, and deciding which rule, if any,
 //! answers a permission request. Everything here is a pure function of its arguments; the caller owns
 //! the per-session rule list (kept in insertion order, oldest first) and any locking around it.
 //!

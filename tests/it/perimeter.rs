@@ -1,6 +1,8 @@
-//! The HTTP perimeter and the boot checks (SPEC §1, §2, §3 health/capabilities, §11), through the
-//! real binary: refusals at boot, bearer, Host, Origin/CORS, body limits, route errors, health,
-//! capabilities, the connection cap and the config file.
+//! The HTTP perimeter and the boot checks (`docs/protocol.md#1-command-line`,
+//! `docs/protocol.md#2-http-perimeter`, health and capabilities from `docs/protocol.md#3-routes`,
+//! `docs/protocol.md#11-capabilities`), through the real binary: refusals at boot, bearer, Host,
+//! Origin/CORS, body limits, route errors, health, capabilities, the connection cap and the config
+//! file.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +14,7 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-/// 10 MiB, the body cap of SPEC §2.
+/// 10 MiB, the body cap of `docs/protocol.md#2-http-perimeter`.
 const BODY_CAP: usize = 10 * 1024 * 1024;
 
 /// Asserts a boot refusal: exit status 2 and exactly one line on stderr that contains `why`.
@@ -71,7 +73,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Boot refusals (SPEC §1)
+// Boot refusals (docs/protocol.md#1-command-line)
 
 #[test]
 fn non_loopback_hostname_without_token_is_refused() {
@@ -161,7 +163,7 @@ async fn quorum_without_consensus_policy_is_a_warning_and_the_daemon_starts() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bearer (SPEC §2)
+// Bearer (docs/protocol.md#2-http-perimeter)
 
 #[tokio::test]
 async fn every_bearer_failure_gets_the_identical_401() {
@@ -243,7 +245,7 @@ async fn a_non_loopback_bind_with_a_token_starts() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host (SPEC §2)
+// Host (docs/protocol.md#2-http-perimeter)
 
 #[tokio::test]
 async fn foreign_host_headers_are_refused() {
@@ -290,7 +292,7 @@ async fn host_is_checked_before_the_bearer() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Origin and CORS (SPEC §2)
+// Origin and CORS (docs/protocol.md#2-http-perimeter)
 
 #[tokio::test]
 async fn any_origin_is_refused_unless_allowed() {
@@ -395,7 +397,7 @@ async fn a_preflight_from_a_foreign_origin_is_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bodies and route errors (SPEC §2)
+// Bodies and route errors (docs/protocol.md#2-http-perimeter)
 
 #[tokio::test]
 async fn a_body_one_byte_over_10_mib_is_413() {
@@ -477,7 +479,7 @@ async fn a_wrong_method_is_405_json() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Health (SPEC §3)
+// Health (docs/protocol.md#3-routes)
 
 #[tokio::test]
 async fn health_needs_no_token_on_loopback() {
@@ -513,9 +515,9 @@ async fn deep_health_has_zero_counts_on_an_idle_daemon() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Capabilities (SPEC §11)
+// Capabilities (docs/protocol.md#11-capabilities)
 
-/// Every tag SPEC §11 lists as always present.
+/// Every tag `docs/protocol.md#11-capabilities` lists as always present.
 const ALWAYS_FEATURES: &[&str] = &[
     "health",
     "capabilities",
@@ -620,7 +622,7 @@ async fn capabilities_list_every_workspace_with_the_first_primary() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connection cap (SPEC §1 --max-connections)
+// Connection cap (docs/protocol.md#1-command-line, --max-connections)
 
 /// A raw HTTP/1.1 exchange on a fresh connection: sends `request` (if any) and reads to EOF.
 async fn raw_exchange(port: u16, request: Option<String>) -> std::io::Result<String> {
@@ -703,7 +705,7 @@ async fn max_connections_refuses_the_extra_connection_until_one_closes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Startup line and the config file (SPEC §1)
+// Startup line and the config file (docs/protocol.md#1-command-line)
 
 #[tokio::test]
 async fn port_zero_binds_a_real_port_named_in_the_startup_line() {

@@ -621,16 +621,8 @@ async fn request_raised_with_nobody_listening_reaches_a_later_subscriber() {
     let d = Daemon::start(&[]);
     let sid = d.join("alice").await;
     d.prompt_async(&sid, Some("alice"), "write late.txt seen").await;
-    // Nobody is subscribed; the listing is the only way to learn the request exists, so poll it.
-    let deadline = std::time::Instant::now() + WAIT;
-    let listed = loop {
-        let list = d.pending(&sid).await;
-        if let Some(first) = list.first() {
-            break first.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no pending request within {WAIT:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling a listing; nothing to subscribe to
-    };
+    // Nobody is subscribed; the listing is the only way to learn the request exists.
+    let listed = d.first_pending(&sid).await;
     assert_eq!(listed["sessionId"], sid.as_str());
     assert_eq!(listed["policy"], "first-responder");
     assert_eq!(listed["toolCall"]["kind"], "edit");
