@@ -28,17 +28,17 @@ use crate::sync::lock;
 
 /// Bytes kept in one session's ring, whatever `--event-ring-size` says: the count bound alone would
 /// let a few huge agent updates pin gigabytes.
-pub const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
+const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Silence after which a stream gets a `: heartbeat` comment.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// Frames a stream writer takes from its queue per write, so bursts leave in few large writes.
 const WRITE_BATCH: usize = 128;
 
 /// Ties an event to the prompt that caused it.
 #[derive(Debug, Clone, Default)]
-pub struct PromptTag {
-    pub prompt_id: Option<String>,
-    pub originator: Option<String>,
+pub(crate) struct PromptTag {
+    pub(crate) prompt_id: Option<String>,
+    pub(crate) originator: Option<String>,
 }
 
 struct Entry {
@@ -67,22 +67,22 @@ struct Inner {
 
 /// Why a subscription was refused.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SubscribeError {
+pub(crate) enum SubscribeError {
     TooMany { limit: usize },
     Closed,
 }
 
 /// Counters shared by every bus of the daemon, for `/health?deep=1` and metrics.
 #[derive(Debug, Default)]
-pub struct BusStats {
-    pub published: AtomicU64,
-    pub evicted: AtomicU64,
-    pub subscribers: AtomicU64,
+pub(crate) struct BusStats {
+    pub(crate) published: AtomicU64,
+    pub(crate) evicted: AtomicU64,
+    pub(crate) subscribers: AtomicU64,
     /// Frames queued to streams (one per stream per event).
-    pub delivered: AtomicU64,
+    pub(crate) delivered: AtomicU64,
 }
 
-pub struct Bus {
+pub(crate) struct Bus {
     session_id: String,
     /// Everything a publish or a subscribe touches; held only for bounded, await-free work.
     inner: Mutex<Inner>,
@@ -106,7 +106,7 @@ impl std::fmt::Debug for Bus {
 }
 
 impl Bus {
-    pub fn new(
+    pub(crate) fn new(
         session_id: String,
         ring_cap: usize,
         queue_cap: usize,
@@ -132,18 +132,18 @@ impl Bus {
     }
 
     /// Publishes an event whose `data` is serialised here.
-    pub fn publish(&self, kind: EventKind, data: &impl Serialize, tag: &PromptTag) -> Option<u64> {
+    pub(crate) fn publish(&self, kind: EventKind, data: &impl Serialize, tag: &PromptTag) -> Option<u64> {
         let data = serde_json::to_string(data).ok()?;
         self.publish_raw(kind, &data, tag)
     }
 
     /// Publishes an event whose `data` is already one line of JSON.
-    pub fn publish_raw(&self, kind: EventKind, data: &str, tag: &PromptTag) -> Option<u64> {
+    pub(crate) fn publish_raw(&self, kind: EventKind, data: &str, tag: &PromptTag) -> Option<u64> {
         self.push(kind, data, tag, false)
     }
 
     /// Publishes a terminal event (`session_closed`, `session_died`), then ends every stream.
-    pub fn publish_terminal(&self, kind: EventKind, data: &impl Serialize) -> Option<u64> {
+    pub(crate) fn publish_terminal(&self, kind: EventKind, data: &impl Serialize) -> Option<u64> {
         let data = serde_json::to_string(data).ok()?;
         self.push(kind, &data, &PromptTag::default(), true)
     }
@@ -221,8 +221,9 @@ impl Bus {
         Some(id)
     }
 
-    /// Ends every stream without an event (daemon shutdown).
-    pub fn close(&self) {
+    /// Ends every stream without an event (the tests' way to end a stream).
+    #[cfg(test)]
+    fn close(&self) {
         let mut inner = lock(&self.inner);
         inner.closed = true;
         let n = inner.subscribers.len() as u64;
@@ -231,16 +232,19 @@ impl Bus {
     }
 
     /// The id the last published event got (0 before any).
-    pub fn last_id(&self) -> u64 {
+    pub(crate) fn last_id(&self) -> u64 {
         lock(&self.inner).next_id - 1
     }
 
-    pub fn subscriber_count(&self) -> usize {
+    pub(crate) fn subscriber_count(&self) -> usize {
         lock(&self.inner).subscribers.len()
     }
 
     /// Registers a stream. `last_event_id` = the client's `Last-Event-ID`, if any.
-    pub fn subscribe(self: &Arc<Self>, last_event_id: Option<u64>) -> Result<Subscription, SubscribeError> {
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        last_event_id: Option<u64>,
+    ) -> Result<Subscription, SubscribeError> {
         let (tx, rx) = mpsc::channel(self.queue_cap);
         let evicted = Arc::new(AtomicU64::new(NOT_EVICTED));
         let mut inner = lock(&self.inner);

@@ -27,14 +27,12 @@ use futures_util::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use self::bus::Bus;
-pub use self::bus::{BusStats, HEARTBEAT_INTERVAL, PromptTag, RING_MAX_BYTES, Subscription};
+pub use self::bus::Subscription;
+use self::bus::{Bus, BusStats};
 pub use self::error::{CreateError, SessionError};
-pub use self::session::{
-    Accepted, EndReason, MAX_CLIENTS_PER_SESSION, MAX_TRACKED_TOOL_CALLS, Prompt, Session, SessionInit,
-    TURN_CANCEL_GRACE,
-};
-pub use self::shell::{MAX_OUTPUT_BYTES as MAX_SHELL_OUTPUT_BYTES, ShellOutcome};
+pub use self::session::{Accepted, EndReason, Prompt, Session};
+use self::session::{SessionInit, TURN_CANCEL_GRACE};
+pub use self::shell::ShellOutcome;
 use crate::acp::method;
 use crate::agent::AgentHandle;
 use crate::config::{Config, SessionScope};

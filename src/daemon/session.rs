@@ -32,11 +32,11 @@ use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::sync::lock;
 
 /// Clients remembered per session; past it the least recently seen is forgotten.
-pub const MAX_CLIENTS_PER_SESSION: usize = 1024;
+const MAX_CLIENTS_PER_SESSION: usize = 1024;
 /// Tool calls remembered per session for rule matching (oldest forgotten first).
-pub const MAX_TRACKED_TOOL_CALLS: usize = 256;
+const MAX_TRACKED_TOOL_CALLS: usize = 256;
 /// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
-pub const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub(super) const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
 
@@ -146,20 +146,20 @@ struct PromptJob {
 }
 
 /// Fixed facts a session is created with.
-pub struct SessionInit {
-    pub id: String,
-    pub workspace: PathBuf,
-    pub agent: Arc<dyn acp::Agent>,
-    pub bus: Arc<Bus>,
-    pub mediator: Mediator,
-    pub prompt_cap: usize,
+pub(super) struct SessionInit {
+    pub(super) id: String,
+    pub(super) workspace: PathBuf,
+    pub(super) agent: Arc<dyn acp::Agent>,
+    pub(super) bus: Arc<Bus>,
+    pub(super) mediator: Mediator,
+    pub(super) prompt_cap: usize,
     /// Deadline for the agent's answer to calls other than prompts (`session/set_model`).
-    pub call_timeout: Duration,
+    pub(super) call_timeout: Duration,
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
-    pub agent_result: Value,
-    pub metrics: Arc<Metrics>,
+    pub(super) agent_result: Value,
+    pub(super) metrics: Arc<Metrics>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
-    pub on_finished: Box<dyn FnOnce(&str) + Send>,
+    pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
 }
 
 impl std::fmt::Debug for SessionInit {
@@ -205,7 +205,7 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub fn start(init: SessionInit) -> Arc<Session> {
+    pub(super) fn start(init: SessionInit) -> Arc<Session> {
         let (queue, rx) = mpsc::channel(init.prompt_cap.max(1));
         let session = Arc::new(Session {
             id: init.id,

@@ -15,7 +15,7 @@ use crate::event::EventKind;
 use crate::exec::ProcessGroups;
 
 /// Output kept per command (stdout and stderr interleaved); the rest is read and dropped.
-pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Read size when draining the command's output pipe.
 const READ_CHUNK: usize = 64 * 1024;
 

@@ -28,11 +28,11 @@ use crate::metrics::Metrics;
 
 /// Pending requests per session; more are answered `cancelled` at once
 /// (`docs/protocol.md#8-permission-mediation`).
-pub const MAX_PENDING_PER_SESSION: usize = 64;
+const MAX_PENDING_PER_SESSION: usize = 64;
 /// Decided requests remembered to answer late votes `permission_already_resolved`.
-pub const RESOLVED_RING: usize = 512;
+const RESOLVED_RING: usize = 512;
 /// Decisions kept for `GET .../permissions?audit=1`.
-pub const AUDIT_RING: usize = 512;
+const AUDIT_RING: usize = 512;
 /// Ballots kept per request in its audit entry.
 const MAX_BALLOTS_PER_REQUEST: usize = 64;
 
@@ -166,7 +166,7 @@ impl std::fmt::Debug for Mediator {
 }
 
 /// The ACP answer for a choice.
-pub fn outcome_json(choice: &Choice) -> Value {
+fn outcome_json(choice: &Choice) -> Value {
     match choice {
         Choice::Option(id) => json!({"outcome": "selected", "optionId": id}),
         Choice::Cancel => json!({"outcome": "cancelled"}),

@@ -12,9 +12,6 @@ mod mediator;
 pub mod policy;
 pub mod rules;
 
-pub use mediator::{
-    AUDIT_RING, Host, MAX_PENDING_PER_SESSION, Mediator, MediatorConfig, Permissions, RESOLVED_RING,
-    ResolvedBy, RuleError, Vote, VoteError, outcome_json,
-};
-pub use policy::{CANCEL_OPTION_ID, Choice, ForbidReason};
+pub use mediator::{Host, Mediator, MediatorConfig, Permissions, ResolvedBy, RuleError, Vote, VoteError};
+pub use policy::{Choice, ForbidReason};
 pub use rules::{Effect, parse_rule};
