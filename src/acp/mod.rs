@@ -1,5 +1,5 @@
 //! The Agent Client Protocol as the daemon speaks it: JSON-RPC 2.0 frames on the agent's stdio
-//! ([`jsonrpc`]), the method names and error codes (below), and the two roles as traits
+//! (`jsonrpc`), the method names and error codes (below), and the two roles as traits
 //! ([`Agent`]: what a session asks of its agent; [`Client`]: what the agent asks of a session).
 //!
 //! The lowest floor but the leaves: it knows no daemon type. The agent floor implements [`Agent`]

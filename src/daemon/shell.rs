@@ -25,7 +25,7 @@ pub struct ShellOutcome {
     pub shell_id: String,
     /// `None` when it was killed (timeout, shutdown) or could not start.
     pub exit_code: Option<i32>,
-    /// At most [`MAX_OUTPUT_BYTES`] of stdout and stderr, interleaved, lossily UTF-8.
+    /// At most `MAX_OUTPUT_BYTES` (1 MiB) of stdout and stderr, interleaved, lossily UTF-8.
     pub output: String,
     pub truncated: bool,
     /// Killed (timeout, shutdown) or never started.

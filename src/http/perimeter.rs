@@ -1,5 +1,5 @@
 //! The HTTP perimeter, applied to every route in `docs/protocol.md#2-http-perimeter`'s order:
-//! Origin → Host → bearer → (body limits, in [`super::extract`]) → route.
+//! Origin → Host → bearer → (body limits, in `extract`) → route.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
