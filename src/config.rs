@@ -1,18 +1,16 @@
 //! Command line, environment and `--config` file, merged and validated into one [`Config`].
 //!
 //! Precedence, highest first: command-line flag, environment variable, config file, built-in default.
-//! Every refusal listed in SPEC §1 is a [`ConfigError`] whose `Display` is the one line printed
+//! Every refusal listed in `docs/protocol.md#1-command-line` is a [`ConfigError`] whose `Display` is the one line printed
 //! before exiting with status 2.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-use crate::policy::Policy;
 
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
 /// does may allocate without bound, so "no cap" means "the largest value we are sure is safe".
@@ -23,7 +21,8 @@ pub const HARD_MAX_CONNECTIONS: usize = 65_536;
 pub const HARD_MAX_RING: usize = 1_000_000;
 pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
 
-const AFTER_HELP: &str = "\
+/// `mediatord serve --help`'s closing text.
+pub const SERVE_HELP: &str = "\
 Quick start:
   mediatord serve --agent demo          # built-in demo agent, no model needed
   mediatord serve --agent 'qwen --acp'  # Qwen Code (the default agent)
@@ -36,54 +35,6 @@ Precedence: flag, then environment variable, then config file, then default.
 Security: the daemon binds to 127.0.0.1 by default. Binding elsewhere requires --token (or
 MEDIATORD_TOKEN); every request then needs `Authorization: Bearer <token>`. Browser origins are
 refused unless listed with --allow-origin. See README.md for the HTTP API.";
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "mediatord",
-    version,
-    about = "Share one ACP coding agent among many HTTP + SSE clients",
-    long_about = "mediatord spawns an Agent Client Protocol agent (qwen --acp, claude-code-acp, \
-gemini --experimental-acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
-clients create or attach to sessions, send prompts, stream every agent update with replay on \
-reconnect, and vote on the agent's tool-permission requests under a configurable policy."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the daemon.
-    #[command(after_help = AFTER_HELP)]
-    Serve(Box<ServeArgs>),
-    /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
-    #[command(after_help = crate::demo_agent::DIRECTIVES_HELP)]
-    DemoAgent(DemoArgs),
-    /// Internal: runs an agent command so that it dies with the daemon (see `agent_guard`).
-    #[command(hide = true)]
-    AgentGuard(GuardArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Ignore SIGTERM (tests the daemon's kill-after-grace path).
-    #[arg(long)]
-    pub ignore_sigterm: bool,
-    /// Keep running after stdin reaches EOF (tests that the daemon still reaps the agent).
-    #[arg(long)]
-    pub linger: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct GuardArgs {
-    /// The daemon's pid: the guard kills the agent's process group when it is gone.
-    #[arg(long)]
-    pub parent: i32,
-    /// The agent program and its arguments.
-    #[arg(last = true, required = true)]
-    pub argv: Vec<String>,
-}
 
 #[derive(Debug, Default, Args)]
 pub struct ServeArgs {
@@ -167,7 +118,7 @@ pub struct ServeArgs {
     pub log_format: Option<String>,
 }
 
-/// Session scope (SPEC §4).
+/// Session scope (`docs/protocol.md#4-agents-workspaces-and-sessions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionScope {
     Single,
@@ -180,6 +131,34 @@ impl SessionScope {
             "single" => Some(Self::Single),
             "thread" => Some(Self::Thread),
             _ => None,
+        }
+    }
+}
+
+/// Who decides a permission request (`--permission-policy`; the decision itself is
+/// `permission::policy::decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    FirstResponder,
+    Designated,
+    Consensus,
+    LocalOnly,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] =
+        [Policy::FirstResponder, Policy::Designated, Policy::Consensus, Policy::LocalOnly];
+
+    pub fn parse(s: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::FirstResponder => "first-responder",
+            Policy::Designated => "designated",
+            Policy::Consensus => "consensus",
+            Policy::LocalOnly => "local-only",
         }
     }
 }
@@ -708,7 +687,7 @@ impl Config {
         }
     }
 
-    /// Whether `POST /session/:id/shell` is usable (SPEC §9).
+    /// Whether `POST /session/:id/shell` is usable (`docs/protocol.md#9-session-shell`).
     pub fn session_shell_effective(&self) -> bool {
         self.enable_session_shell && self.token_digest.is_some()
     }
@@ -739,6 +718,14 @@ mod tests {
         for h in ["0.0.0.0", "10.0.0.1", "example.com", "::"] {
             assert!(!is_loopback_host(h), "{h}");
         }
+    }
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in Policy::ALL {
+            assert_eq!(Policy::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(Policy::parse("majority"), None);
     }
 
     #[test]

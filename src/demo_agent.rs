@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
@@ -23,10 +23,22 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::{
-    Frame, INTERNAL_ERROR, INVALID_PARAMS, RequestId, RpcError, notification_line, request_line,
+use crate::acp::{
+    Frame, INTERNAL_ERROR, INVALID_PARAMS, RequestId, RpcError, method, notification_line, request_line,
     response_line,
 };
+use crate::sync::lock;
+
+/// `mediatord demo-agent`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Ignore SIGTERM (tests the daemon's kill-after-grace path).
+    #[arg(long)]
+    pub ignore_sigterm: bool,
+    /// Keep running after stdin reaches EOF (tests that the daemon still reaps the agent).
+    #[arg(long)]
+    pub linger: bool,
+}
 
 /// Options the CLI passes in.
 #[derive(Debug, Clone, Default)]
@@ -63,7 +75,8 @@ const WRITER_QUEUE_LINES: usize = 4096;
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;
 /// Stdin read buffer.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
-/// Longest stdin line accepted; the same bound the daemon puts on agent lines (SPEC §4).
+/// Longest stdin line accepted; the same bound the daemon puts on agent lines
+/// (`docs/protocol.md#4-agents-workspaces-and-sessions`).
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Live sessions; far above the daemon's default `--max-sessions` of 32.
 const MAX_SESSIONS: usize = 10_000;
@@ -169,11 +182,6 @@ enum Out {
     Flush(oneshot::Sender<()>),
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic under these locks cannot leave the maps half-updated (single insert/remove).
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Shared {
     /// Queues a line; an error only means stdout is gone, and then nobody is listening anyway.
     async fn send(&self, line: Vec<u8>) {
@@ -254,7 +262,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>) -
 async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
     match frame {
         Frame::Request { id, method, params } => {
-            if method == "session/prompt" {
+            if method == method::SESSION_PROMPT {
                 match start_prompt(shared, params.as_deref()) {
                     Ok((turn, text, permit)) => {
                         tokio::spawn(async move {
@@ -271,7 +279,7 @@ async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
             }
         }
         Frame::Notification { method, params } => {
-            if method == "session/cancel" {
+            if method == method::SESSION_CANCEL {
                 match parse_params::<SessionRef>(params.as_deref()) {
                     Ok(p) => cancel_session(shared, &p.session_id),
                     Err(e) => tracing::warn!(error = %e, "bad session/cancel"),
@@ -335,7 +343,7 @@ fn unknown_session(id: &str) -> RpcError {
 /// Answers every request but `session/prompt`, synchronously.
 fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Value, RpcError> {
     match method {
-        "initialize" => Ok(json!({
+        method::INITIALIZE => Ok(json!({
             "protocolVersion": 1,
             "agentCapabilities": {
                 "loadSession": false,
@@ -346,7 +354,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
             // `qwen serve` refuses agents without this marker.
             "_meta": {"qwen-code/external-tool-guard-ready": "required-v1"}
         })),
-        "session/new" => {
+        method::SESSION_NEW => {
             let p: NewSession = parse_params(params)?;
             if !p.cwd.starts_with('/') {
                 return Err(RpcError::new(INVALID_PARAMS, "cwd must be an absolute path"));
@@ -365,7 +373,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
                 "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]}
             }))
         }
-        "session/set_model" => {
+        method::SESSION_SET_MODEL => {
             let p: SetModel = parse_params(params)?;
             if !lock(&shared.sessions).contains_key(&p.session_id) {
                 return Err(unknown_session(&p.session_id));
@@ -375,7 +383,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
             }
             Ok(json!({}))
         }
-        "session/set_mode" => Ok(json!({})),
+        method::SESSION_SET_MODE => Ok(json!({})),
         other => Err(RpcError::method_not_found(other)),
     }
 }
@@ -656,7 +664,7 @@ impl Turn {
                 if let Some(limit) = limit {
                     params["limit"] = json!(limit);
                 }
-                let reply = match self.call("fs/read_text_file", params).await? {
+                let reply = match self.call(method::FS_READ_TEXT_FILE, params).await? {
                     Ok(result) => match result.get("content").and_then(Value::as_str) {
                         Some(content) => content.to_owned(),
                         None => "read failed: result has no content".to_owned(),
@@ -667,7 +675,7 @@ impl Turn {
             }
             Directive::FsWrite { path, text } => {
                 let params = json!({"sessionId": self.session_id, "path": join_path(&self.cwd, path), "content": text});
-                let reply = match self.call("fs/write_text_file", params).await? {
+                let reply = match self.call(method::FS_WRITE_TEXT_FILE, params).await? {
                     Ok(_) => format!("wrote {path}"),
                     Err(e) => format!("write failed: {}", describe(&e)),
                 };
@@ -716,7 +724,7 @@ impl Turn {
 
     async fn update(&self, update: Value) {
         let params = json!({"sessionId": self.session_id, "update": update});
-        self.shared.send(notification_line("session/update", &params)).await;
+        self.shared.send(notification_line(method::SESSION_UPDATE, &params)).await;
     }
 
     async fn chunk(&self, text: &str) {
@@ -761,7 +769,7 @@ impl Turn {
     async fn ask_permission(&self, tool_call: Value) -> Result<Permission, Cancelled> {
         let params =
             json!({"sessionId": self.session_id, "toolCall": tool_call, "options": permission_options()});
-        let result = match self.call("session/request_permission", params).await? {
+        let result = match self.call(method::SESSION_REQUEST_PERMISSION, params).await? {
             Ok(result) => result,
             Err(e) => return Ok(Permission::Failed(e)),
         };
@@ -809,7 +817,7 @@ impl Turn {
         });
         let Some(tool_call_id) = self.gated_tool_call(tool_call).await? else { return Ok(()) };
         let params = json!({"sessionId": self.session_id, "path": abs, "content": text});
-        match self.call("fs/write_text_file", params).await? {
+        match self.call(method::FS_WRITE_TEXT_FILE, params).await? {
             Ok(_) => {
                 self.tool_call_status(&tool_call_id, "completed").await;
                 self.chunk(&format!("wrote {path}")).await;
@@ -1070,7 +1078,7 @@ mod tests {
         client.request(3, "session/set_model", json!({"sessionId": session, "modelId": "nope"})).await;
         assert_eq!(client.recv().await["error"]["code"], INVALID_PARAMS);
         client.request(4, "no/such_method", json!({})).await;
-        assert_eq!(client.recv().await["error"]["code"], crate::jsonrpc::METHOD_NOT_FOUND);
+        assert_eq!(client.recv().await["error"]["code"], crate::acp::METHOD_NOT_FOUND);
     }
 
     #[tokio::test]

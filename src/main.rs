@@ -2,8 +2,38 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use mediatord::config::{Cli, Command, Config, LogFormat};
+use clap::{Parser, Subcommand};
+use mediatord::agent::guard::{self, GuardArgs};
+use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
+use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mediatord",
+    version,
+    about = "Share one ACP coding agent among many HTTP + SSE clients",
+    long_about = "mediatord spawns an Agent Client Protocol agent (qwen --acp, claude-code-acp, \
+gemini --experimental-acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
+clients create or attach to sessions, send prompts, stream every agent update with replay on \
+reconnect, and vote on the agent's tool-permission requests under a configurable policy."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon.
+    #[command(after_help = SERVE_HELP)]
+    Serve(Box<ServeArgs>),
+    /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
+    #[command(after_help = DIRECTIVES_HELP)]
+    DemoAgent(DemoArgs),
+    /// Internal: runs an agent command so that it dies with the daemon (see `agent::guard`).
+    #[command(hide = true)]
+    AgentGuard(GuardArgs),
+}
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -55,7 +85,7 @@ fn main() -> ExitCode {
                 .with_writer(std::io::stderr)
                 .with_ansi(false)
                 .init();
-            let opts = mediatord::demo_agent::DemoOptions {
+            let opts = demo_agent::DemoOptions {
                 ignore_sigterm: args.ignore_sigterm,
                 linger_after_eof: args.linger,
             };
@@ -66,7 +96,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(mediatord::demo_agent::run(opts)) {
+            match runtime.block_on(demo_agent::run(opts)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("demo-agent: {e}");
@@ -74,6 +104,6 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::AgentGuard(args) => ExitCode::from(mediatord::agent_guard::run(args).clamp(0, 255) as u8),
+        Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
     }
 }

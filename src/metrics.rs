@@ -1,9 +1,13 @@
 //! Prometheus metrics (`GET /metrics`): counters and histograms incremented by their owners (the
-//! session's turn runner, the mediator, the agent actor, the HTTP layer), plus gauges read from the
-//! daemon's tables at scrape time. No global state: one [`Metrics`] per daemon.
+//! session's turn runner, the mediator, the agent actor, the HTTP layer), plus the gauges of a
+//! [`Snapshot`] the daemon takes at scrape time. No global state: one [`Metrics`] per daemon.
+//!
+//! A leaf: it imports nothing from the crate. The daemon fills a [`Snapshot`]; this file only
+//! turns one into text, so metrics never reach back into the daemon's tables.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use serde::{Serialize, Serializer};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -11,8 +15,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-use crate::daemon::Daemon;
 
 /// The exposition's content type (OpenMetrics text; Prometheus reads it natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -23,6 +25,43 @@ type Labels = Vec<(&'static str, String)>;
 const PROMPT_BUCKETS: [f64; 12] = [0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0];
 /// Seconds: rules decide at once, people take seconds to minutes.
 const DECISION_BUCKETS: [f64; 11] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0];
+
+/// The daemon's figures at one instant: what `GET /health?deep=1` answers (the serialised fields,
+/// in the order the document has always had them: alphabetical) and what the gauges and event
+/// counters of `GET /metrics` read.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Sessions with a prompt running.
+    pub active_prompts: usize,
+    /// Running agent processes.
+    pub agents: usize,
+    /// Permission requests awaiting a decision, over every session.
+    pub pending_permissions: usize,
+    /// Live sessions.
+    pub sessions: usize,
+    /// Always `"ok"`: the daemon answered.
+    pub status: &'static str,
+    /// Open SSE event streams.
+    pub subscribers: u64,
+    #[serde(rename = "uptimeMs", serialize_with = "millis")]
+    pub uptime: Duration,
+    /// Workspaces with a running agent (one agent per workspace).
+    pub workspaces: usize,
+    /// Events published on session buses, ever.
+    #[serde(skip)]
+    pub events_published: u64,
+    /// Event frames queued to SSE streams (one per stream per event), ever.
+    #[serde(skip)]
+    pub events_delivered: u64,
+    /// SSE streams evicted for falling behind, ever.
+    #[serde(skip)]
+    pub streams_evicted: u64,
+}
+
+fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
 
 #[derive(Debug)]
 pub struct Metrics {
@@ -76,37 +115,34 @@ impl Metrics {
         self.http_requests.get_or_create(&labels).inc();
     }
 
-    /// The exposition for `daemon`: the counters above plus gauges read now.
-    pub fn render(&self, daemon: &Daemon) -> String {
+    /// The exposition: the counters above plus the gauges and event counters of `now`.
+    pub fn render(&self, now: &Snapshot) -> String {
         let mut r = Registry::with_prefix("mediatord");
-        let health = daemon.deep_health();
-        let figure = |key: &str| health.get(key).and_then(serde_json::Value::as_i64).unwrap_or(0);
-        let gauge = |v: i64| -> ConstGauge<i64> { ConstGauge::new(v) };
-        r.register("sessions", "Live sessions", gauge(figure("sessions")));
-        r.register("agents", "Running agent processes", gauge(figure("agents")));
-        r.register("subscribers", "Open SSE event streams", gauge(figure("subscribers")));
+        let gauge = |v: usize| -> ConstGauge<i64> { ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)) };
+        r.register("sessions", "Live sessions", gauge(now.sessions));
+        r.register("agents", "Running agent processes", gauge(now.agents));
+        r.register(
+            "subscribers",
+            "Open SSE event streams",
+            gauge(usize::try_from(now.subscribers).unwrap_or(usize::MAX)),
+        );
         r.register(
             "pending_permissions",
             "Permission requests awaiting a decision",
-            gauge(figure("pendingPermissions")),
+            gauge(now.pending_permissions),
         );
-        r.register("active_prompts", "Sessions with a prompt running", gauge(figure("activePrompts")));
-        let stats = &daemon.bus_stats;
+        r.register("active_prompts", "Sessions with a prompt running", gauge(now.active_prompts));
         let counter = |v: u64| ConstCounter::new(v);
-        r.register(
-            "events_published",
-            "Events published on session buses",
-            counter(stats.published.load(Ordering::Relaxed)),
-        );
+        r.register("events_published", "Events published on session buses", counter(now.events_published));
         r.register(
             "events_delivered",
             "Event frames queued to SSE streams (one per stream per event)",
-            counter(stats.delivered.load(Ordering::Relaxed)),
+            counter(now.events_delivered),
         );
         r.register(
             "streams_evicted",
             "SSE streams evicted for falling behind (--subscriber-queue)",
-            counter(stats.evicted.load(Ordering::Relaxed)),
+            counter(now.streams_evicted),
         );
         r.register("prompts", "Finished prompts by outcome", self.prompts.clone());
         r.register(
@@ -131,7 +167,7 @@ impl Metrics {
             self.http_requests.clone(),
         );
         let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
-        uptime.set(daemon.started.elapsed().as_secs_f64());
+        uptime.set(now.uptime.as_secs_f64());
         r.register("uptime_seconds", "Seconds since the daemon started", uptime);
         let mut out = String::new();
         // Writing to a String cannot fail.

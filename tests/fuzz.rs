@@ -7,6 +7,9 @@
 //! `python3` with its `venv` module, and PyPI the first time. When either is missing the test fails
 //! loudly, and the first line of the failure says which.
 
+// The shared support of `tests/it`; this crate uses a few of its helpers, hence the allow.
+#[path = "it/support/mod.rs"]
+#[allow(dead_code)]
 mod support;
 
 use std::path::{Path, PathBuf};

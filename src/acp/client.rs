@@ -1,0 +1,61 @@
+//! The two ACP roles as traits, so that the floors that play them need not know each other.
+//!
+//! A session calls its agent through [`Agent`] (implemented by the agent floor's handle, or by a
+//! fake in the session's unit tests). The agent's actor calls each session through [`Client`]
+//! (implemented by the daemon's session) and holds it weakly, so a session and the actor that
+//! feeds it never keep each other alive. The agent's `fs/*` requests are not part of [`Client`]:
+//! the agent floor serves them itself, confined to the workspace.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::jsonrpc::RpcError;
+use crate::exec::ExitInfo;
+
+/// Why a call to the agent failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("the agent did not answer in time")]
+    Timeout,
+    #[error("{0}")]
+    Exited(String),
+    #[error("{}", .0.message)]
+    Rpc(RpcError),
+    #[error("the agent is not reading its input")]
+    Backlog,
+    #[error("{0}")]
+    Start(String),
+}
+
+/// ACP's agent role: what a session asks of the agent it runs on.
+pub trait Agent: Send + Sync {
+    /// Calls `method` and waits for the answer; `timeout` bounds the wait (a prompt passes `None`:
+    /// a turn may take as long as the agent needs).
+    fn call(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>>;
+
+    /// Sends a notification. Resolves once its line is queued for the agent, so anything written
+    /// to the agent afterwards (e.g. permission answers after `session/cancel`) follows it.
+    fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()>;
+}
+
+/// ACP's client role: what the agent asks of one of its sessions.
+pub trait Client: Send + Sync {
+    /// A `session/update` notification, its params exactly as the agent wrote them. Called on the
+    /// agent reader's path: it must not wait.
+    fn session_update(&self, params: &RawValue);
+
+    /// A `session/request_permission` request; resolves to the `result` to answer the agent with.
+    /// May take minutes (a vote): the actor runs it in its own task.
+    fn request_permission(&self, params: Value) -> BoxFuture<'_, Value>;
+
+    /// The agent process is gone (`exit` says how); nothing more will come from it.
+    fn agent_exited(&self, exit: ExitInfo);
+}

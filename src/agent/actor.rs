@@ -1,0 +1,427 @@
+//! The actor: the one task that owns an agent's stdout reader, the table of the daemon's pending
+//! calls, the session table and the early-update buffer. Everyone else holds an
+//! [`super::AgentHandle`] and talks to it over a channel. A separate writer task
+//! ([`super::codec::write_lines`]) owns the agent's stdin so the actor never waits on a full pipe:
+//! the actor only `try_send`s lines to it. Requests the agent makes (permission, fs) run in their
+//! own tasks so a permission vote that takes minutes never stalls the reader.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::codec::FramedRead;
+
+use super::codec::{LineCodec, write_lines};
+use super::process::{self, AgentProcess};
+use crate::acp::{self, CallError, Frame, RequestId, RpcError, method};
+use crate::config::AgentCommand;
+use crate::exec::{ExitInfo, ProcessGroups};
+use crate::metrics::Metrics;
+
+/// Lines queued to the agent's stdin writer; when full, new calls fail instead of blocking.
+const WRITE_QUEUE: usize = 4096;
+/// Daemon → agent calls awaiting an answer.
+const MAX_PENDING_CALLS: usize = 4096;
+/// Agent → daemon requests being served at once (each waits on a vote or the disk).
+const MAX_AGENT_REQUESTS_IN_FLIGHT: usize = 256;
+/// Updates held for a session id the daemon has not been told about yet, and for how long.
+const EARLY_UPDATES_MAX: usize = 1024;
+const EARLY_UPDATE_TTL: Duration = Duration::from_secs(30);
+/// After stdout closes, how long the agent gets to exit on its own before its group is killed.
+const EXIT_WAIT: Duration = Duration::from_secs(3);
+/// Lines the actor handles before it yields, so the SSE writers it just woke can drain their
+/// queues between bursts: one 64 KiB read of a streaming agent is ~350 updates, more than the
+/// default 256-frame `--subscriber-queue`, and without a yield even a fast client was evicted.
+const LINES_PER_YIELD: u32 = 32;
+/// Why the actor stopped when an agent outlived its shutdown grace.
+const GRACE_OVER: &str = "shutdown grace period over";
+
+/// What an [`super::AgentHandle`] asks of the actor.
+pub(super) enum Cmd {
+    Call {
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Box<RawValue>, CallError>>,
+    },
+    /// `queued` fires once the line is in the stdin queue, so callers can order later lines after it.
+    Notify {
+        method: &'static str,
+        params: Value,
+        queued: oneshot::Sender<()>,
+    },
+    Register {
+        session_id: String,
+        client: Weak<dyn acp::Client>,
+    },
+    Unregister {
+        session_id: String,
+        stop_if_idle: bool,
+    },
+    Shutdown {
+        grace: Duration,
+    },
+}
+
+/// Where the answer to a daemon call goes.
+type Waiter = oneshot::Sender<Result<Box<RawValue>, CallError>>;
+
+struct Early {
+    at: Instant,
+    session_id: String,
+    params: Box<RawValue>,
+}
+
+pub(super) struct Actor {
+    workspace: PathBuf,
+    process: AgentProcess,
+    stdout: FramedRead<tokio::process::ChildStdout, LineCodec>,
+    /// `None` once stdin is closed (shutdown).
+    writer: Option<mpsc::Sender<Bytes>>,
+    next_id: i64,
+    pending: HashMap<i64, Waiter>,
+    /// Held weakly: a session's lifetime is the daemon's business, not the agent's.
+    sessions: HashMap<String, Weak<dyn acp::Client>>,
+    early: VecDeque<Early>,
+    in_flight: Arc<AtomicUsize>,
+    /// Set by a shutdown: kill the group at this instant if it has not exited.
+    deadline: Option<Instant>,
+    metrics: Arc<Metrics>,
+}
+
+/// The agent requests the daemon serves; anything else is answered "method not found".
+#[derive(Debug, Clone, Copy)]
+enum AgentRequest {
+    Permission,
+    ReadTextFile,
+    WriteTextFile,
+}
+
+#[derive(Deserialize)]
+struct UpdateTarget {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+impl Actor {
+    pub(super) fn spawn(
+        cmd: &AgentCommand,
+        workspace: PathBuf,
+        groups: &ProcessGroups,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Actor> {
+        let (process, pipes) = process::spawn(cmd, &workspace, groups)?;
+        let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
+        tokio::spawn(write_lines(pipes.stdin, lines));
+        let codec = LineCodec::default();
+        Ok(Actor {
+            workspace,
+            process,
+            stdout: FramedRead::with_capacity(pipes.stdout, codec, 64 * 1024),
+            writer: Some(writer),
+            next_id: 0,
+            pending: HashMap::new(),
+            sessions: HashMap::new(),
+            early: VecDeque::new(),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            deadline: None,
+            metrics,
+        })
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.process.pid
+    }
+
+    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Cmd>) {
+        let mut lines = 0u32;
+        let reason = loop {
+            let deadline = self.deadline;
+            tokio::select! {
+                line = self.stdout.next() => match line {
+                    Some(Ok(line)) => {
+                        self.on_line(&line);
+                        lines = lines.wrapping_add(1);
+                        if lines.is_multiple_of(LINES_PER_YIELD) {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    Some(Err(e)) => break format!("agent output unreadable: {e}"),
+                    None => break "agent closed its output".to_owned(),
+                },
+                cmd = commands.recv(), if self.deadline.is_none() => match cmd {
+                    Some(cmd) => self.on_command(cmd),
+                    // Every handle is gone: nobody can use this agent any more.
+                    None => self.begin_shutdown(Duration::ZERO),
+                },
+                _ = sleep_until_opt(deadline) => {
+                    // Some agents (Claude Code's adapter) ignore stdin EOF; say why the wait ended.
+                    tracing::warn!(
+                        workspace = %self.workspace.display(), pid = self.process.pid,
+                        "agent did not exit within the shutdown grace period; killing its process group"
+                    );
+                    break GRACE_OVER.to_owned()
+                }
+            }
+        };
+        commands.close();
+        self.finish(&reason).await;
+    }
+
+    fn on_line(&mut self, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match Frame::parse(line) {
+            Frame::Notification { method, params } => self.on_notification(&method, params),
+            Frame::Response { id, result } => {
+                let RequestId::Number(n) = id else {
+                    tracing::warn!(workspace = %self.workspace.display(), "agent answered an id the daemon never used");
+                    return;
+                };
+                match self.pending.remove(&n) {
+                    Some(reply) => {
+                        let _ = reply.send(result.map_err(CallError::Rpc));
+                    }
+                    None => tracing::debug!(id = n, "answer for a call nobody waits for"),
+                }
+            }
+            Frame::Request { id, method, params } => self.on_request(id, &method, params),
+            Frame::Malformed(why) => {
+                tracing::warn!(workspace = %self.workspace.display(), reason = %why, "skipping a malformed line from the agent")
+            }
+        }
+    }
+
+    fn on_notification(&mut self, method: &str, params: Option<Box<RawValue>>) {
+        if method != method::SESSION_UPDATE {
+            tracing::debug!(method, "ignoring an agent notification");
+            return;
+        }
+        let Some(params) = params else { return };
+        let Some(session_id) = update_session_id(&params) else {
+            tracing::warn!("session/update without a sessionId");
+            return;
+        };
+        match self.sessions.get(&*session_id) {
+            Some(client) => {
+                // A session already dropped (between its end and its unregistering) takes nothing.
+                if let Some(client) = client.upgrade() {
+                    client.session_update(&params);
+                }
+            }
+            None => {
+                let session_id = session_id.into_owned();
+                self.hold_early(session_id, params)
+            }
+        }
+    }
+
+    fn hold_early(&mut self, session_id: String, params: Box<RawValue>) {
+        let now = Instant::now();
+        while self.early.front().is_some_and(|e| now.duration_since(e.at) > EARLY_UPDATE_TTL) {
+            self.early.pop_front();
+        }
+        if self.early.len() >= EARLY_UPDATES_MAX {
+            tracing::warn!(session_id, "dropping an update for an unknown session");
+            return;
+        }
+        self.early.push_back(Early { at: now, session_id, params });
+    }
+
+    fn on_request(&mut self, id: RequestId, method: &str, params: Option<Box<RawValue>>) {
+        let Some(writer) = self.writer.clone() else { return };
+        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let client = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .and_then(|s| self.sessions.get(s))
+            .and_then(Weak::upgrade);
+        let respond = |result: Result<Value, RpcError>| {
+            let _ = writer.try_send(Bytes::from(acp::response_line(&id, result)));
+        };
+        let request = match method {
+            method::SESSION_REQUEST_PERMISSION => AgentRequest::Permission,
+            method::FS_READ_TEXT_FILE => AgentRequest::ReadTextFile,
+            method::FS_WRITE_TEXT_FILE => AgentRequest::WriteTextFile,
+            _ => {
+                respond(Err(RpcError::method_not_found(method)));
+                return;
+            }
+        };
+        let Some(client) = client else {
+            respond(Err(RpcError::new(acp::INVALID_PARAMS, "unknown sessionId")));
+            return;
+        };
+        if self.in_flight.load(Ordering::Relaxed) >= MAX_AGENT_REQUESTS_IN_FLIGHT {
+            respond(Err(RpcError::new(acp::INTERNAL_ERROR, "too many requests in flight")));
+            return;
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let in_flight = self.in_flight.clone();
+        let workspace = self.workspace.clone();
+        tokio::spawn(async move {
+            let result = match request {
+                AgentRequest::Permission => Ok(client.request_permission(params).await),
+                AgentRequest::ReadTextFile => super::fs::read_text_file(&workspace, &params).await,
+                AgentRequest::WriteTextFile => super::fs::write_text_file(&workspace, &params).await,
+            };
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+            let _ = writer.send(Bytes::from(acp::response_line(&id, result))).await;
+        });
+    }
+
+    fn on_command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Call { method, params, reply } => {
+                if self.pending.len() >= MAX_PENDING_CALLS {
+                    let _ = reply.send(Err(CallError::Backlog));
+                    return;
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                let line = Bytes::from(acp::request_line(id, method, &params));
+                match self.writer.as_ref().map(|w| w.try_send(line)) {
+                    Some(Ok(())) => {
+                        self.pending.insert(id, reply);
+                    }
+                    Some(Err(mpsc::error::TrySendError::Full(_))) => {
+                        let _ = reply.send(Err(CallError::Backlog));
+                    }
+                    _ => {
+                        let _ = reply.send(Err(CallError::Exited("the agent's input is closed".into())));
+                    }
+                }
+            }
+            Cmd::Notify { method, params, queued } => {
+                if let Some(w) = &self.writer {
+                    let _ = w.try_send(Bytes::from(acp::notification_line(method, &params)));
+                }
+                let _ = queued.send(());
+            }
+            Cmd::Register { session_id, client } => {
+                let (held, rest): (VecDeque<Early>, VecDeque<Early>) =
+                    std::mem::take(&mut self.early).into_iter().partition(|e| e.session_id == session_id);
+                self.early = rest;
+                if let Some(client) = client.upgrade() {
+                    for e in held {
+                        client.session_update(&e.params);
+                    }
+                }
+                self.sessions.insert(session_id, client);
+            }
+            Cmd::Unregister { session_id, stop_if_idle } => {
+                self.sessions.remove(&session_id);
+                if stop_if_idle && self.sessions.is_empty() {
+                    self.begin_shutdown(Duration::ZERO);
+                }
+            }
+            Cmd::Shutdown { grace } => self.begin_shutdown(grace),
+        }
+    }
+
+    /// Closes stdin (the agent's cue to exit) and arms the kill deadline.
+    fn begin_shutdown(&mut self, grace: Duration) {
+        self.writer = None;
+        self.deadline = Some(Instant::now() + grace);
+    }
+
+    /// The agent is gone or going: reap it, fail what waits on it, end its sessions.
+    async fn finish(mut self, reason: &str) {
+        let expected = self.deadline.is_some();
+        self.writer = None;
+        // After the shutdown grace there is nothing more to wait for.
+        let wait = if reason == GRACE_OVER { Duration::ZERO } else { EXIT_WAIT };
+        let status = match tokio::time::timeout(wait, self.process.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                self.process.kill_group();
+                self.process.child.wait().await.ok()
+            }
+        };
+        // Reap wrappers' leftovers too: the group outlives its leader. Killing also unlists it.
+        self.process.kill_group();
+        let exit = ExitInfo::from_status(status);
+        let tail = self.process.stderr_tail.last_lines(2048);
+        self.metrics.agent_exit(match (expected, exit.signal) {
+            (true, _) => "stopped",
+            (false, Some(_)) => "signal",
+            (false, None) => "exited",
+        });
+        if expected {
+            tracing::info!(workspace = %self.workspace.display(), pid = self.process.pid, "agent stopped");
+        } else {
+            tracing::warn!(
+                workspace = %self.workspace.display(), pid = self.process.pid, reason,
+                exit_code = ?exit.code, signal = ?exit.signal, "agent exited"
+            );
+        }
+        let message = exit_message(&exit, &tail);
+        for (_, reply) in self.pending.drain() {
+            let _ = reply.send(Err(CallError::Exited(message.clone())));
+        }
+        for (_, client) in self.sessions.drain() {
+            if let Some(client) = client.upgrade() {
+                client.agent_exited(exit);
+            }
+        }
+    }
+}
+
+/// The `sessionId` of a `session/update`'s params. Agents put it first (`{"sessionId":"…"`), so it
+/// is read straight from the raw text when it has no escapes; anything else is parsed. This spares
+/// every update a second full JSON pass on the reader's hot path.
+fn update_session_id(params: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = params.get();
+    if let Some(rest) = raw.strip_prefix("{\"sessionId\":\"")
+        && let Some(end) = rest.find('"')
+        && !rest[..end].contains('\\')
+    {
+        return Some(std::borrow::Cow::Borrowed(&rest[..end]));
+    }
+    let target = serde_json::from_str::<UpdateTarget>(raw).ok()?;
+    Some(std::borrow::Cow::Owned(target.session_id))
+}
+
+/// A human summary of how an agent ended, with the last of its stderr.
+fn exit_message(exit: &ExitInfo, tail: &str) -> String {
+    let how = match (exit.code, exit.signal) {
+        (Some(super::guard::EXIT_SPAWN_FAILED), _) => "the agent could not be started".to_owned(),
+        (Some(code), _) => format!("the agent exited with code {code}"),
+        (_, Some(sig)) => format!("the agent was killed by signal {sig}"),
+        _ => "the agent exited".to_owned(),
+    };
+    if tail.is_empty() { how } else { format!("{how}: {tail}") }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_session_id_reads_the_prefix_and_falls_back_to_parsing() {
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).expect("json");
+        let fast = raw(r#"{"sessionId":"s-1","update":{"x":"\"sessionId\""}}"#);
+        assert_eq!(update_session_id(&fast).as_deref(), Some("s-1"));
+        let spaced = raw(r#"{ "update": {}, "sessionId" : "s-2" }"#);
+        assert_eq!(update_session_id(&spaced).as_deref(), Some("s-2"));
+        let escaped = raw(r#"{"sessionId":"s\u002d3"}"#);
+        assert_eq!(update_session_id(&escaped).as_deref(), Some("s-3"));
+        assert_eq!(update_session_id(&raw(r#"{"update":{}}"#)), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! [`AgentHandle`]: how the rest of the daemon reaches one workspace's agent. Every method is a
+//! message to the actor ([`super::actor`]), which owns the agent's stdio and pending calls.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::actor::{Actor, Cmd};
+use crate::acp::{self, CallError, method};
+use crate::config::AgentCommand;
+use crate::exec::ProcessGroups;
+use crate::metrics::Metrics;
+
+/// Commands queued to one actor.
+const COMMAND_QUEUE: usize = 1024;
+
+/// `None` while `initialize` is in flight, then its outcome.
+type Ready = Option<Result<(), CallError>>;
+
+/// A cloneable handle to one workspace's agent.
+#[derive(Debug, Clone)]
+pub struct AgentHandle {
+    tx: mpsc::Sender<Cmd>,
+    ready: watch::Receiver<Ready>,
+    pub workspace: std::path::PathBuf,
+}
+
+impl AgentHandle {
+    /// Starts the actor, which spawns the agent (its group listed in `groups`) and sends
+    /// `initialize`.
+    pub fn start(
+        cmd: AgentCommand,
+        workspace: std::path::PathBuf,
+        init_timeout: Duration,
+        groups: ProcessGroups,
+        metrics: Arc<Metrics>,
+    ) -> AgentHandle {
+        let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+        let (ready_tx, ready) = watch::channel(None);
+        let handle = AgentHandle { tx, ready, workspace: workspace.clone() };
+        let init = handle.clone();
+        tokio::spawn(async move {
+            let actor = match Actor::spawn(&cmd, workspace.clone(), &groups, metrics.clone()) {
+                Ok(actor) => actor,
+                Err(e) => {
+                    metrics.agent_exit("start_failed");
+                    tracing::warn!(workspace = %workspace.display(), error = %e, "agent failed to start");
+                    // Close the command channel first, so the handle reads as dead before anyone
+                    // hears of the failure.
+                    drop(rx);
+                    let _ = ready_tx.send(Some(Err(CallError::Start(e.to_string()))));
+                    return;
+                }
+            };
+            tracing::info!(workspace = %workspace.display(), pid = actor.pid(), "agent started");
+            tokio::spawn(async move {
+                let params = json!({
+                    "protocolVersion": acp::PROTOCOL_VERSION,
+                    "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false},
+                    "clientInfo": {"name": "mediatord", "version": env!("CARGO_PKG_VERSION")},
+                });
+                let result = init.call(method::INITIALIZE, params, Some(init_timeout)).await.map(|_| ());
+                if let Err(e) = &result {
+                    tracing::warn!(workspace = %init.workspace.display(), error = %e, "agent initialize failed");
+                    init.shutdown(Duration::ZERO).await;
+                }
+                let _ = ready_tx.send(Some(result));
+            });
+            actor.run(rx).await;
+        });
+        handle
+    }
+
+    /// Waits until `initialize` succeeded or failed.
+    pub async fn ready(&self) -> Result<(), CallError> {
+        let mut ready = self.ready.clone();
+        match ready.wait_for(Option::is_some).await {
+            Ok(state) => state.clone().unwrap_or(Err(CallError::Exited("agent exited".into()))),
+            Err(_) => Err(CallError::Exited("agent exited during start-up".into())),
+        }
+    }
+
+    /// Whether the actor still runs.
+    pub fn is_alive(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    /// Calls `method` on the agent; `timeout` bounds the wait (prompts pass `None`).
+    pub async fn call(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Box<RawValue>, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Call { method, params, reply })
+            .await
+            .map_err(|_| CallError::Exited("the agent has exited".into()))?;
+        let answer = match timeout {
+            Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| CallError::Timeout)?,
+            None => rx.await,
+        };
+        answer.unwrap_or_else(|_| Err(CallError::Exited("the agent has exited".into())))
+    }
+
+    /// Sends a notification; returns once its line is queued for the agent's stdin, so anything
+    /// written to the agent afterwards (e.g. permission answers after `session/cancel`) follows it.
+    pub async fn notify(&self, method: &'static str, params: Value) {
+        let (queued, done) = oneshot::channel();
+        if self.tx.send(Cmd::Notify { method, params, queued }).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    /// Routes the agent's messages about `session_id` to `client`, held weakly: the actor never
+    /// keeps a session alive. Updates that arrived before this are handed over first.
+    pub async fn register(&self, session_id: String, client: Weak<dyn acp::Client>) {
+        let _ = self.tx.send(Cmd::Register { session_id, client }).await;
+    }
+
+    /// Forgets a session; with `stop_if_idle` the agent is stopped when no session is left.
+    pub async fn unregister(&self, session_id: &str, stop_if_idle: bool) {
+        let _ = self.tx.send(Cmd::Unregister { session_id: session_id.to_owned(), stop_if_idle }).await;
+    }
+
+    /// Closes the agent's stdin, gives it `grace` to exit, then kills its group. Returns when gone.
+    pub async fn shutdown(&self, grace: Duration) {
+        let _ = self.tx.send(Cmd::Shutdown { grace }).await;
+        self.tx.closed().await;
+    }
+}
+
+impl acp::Agent for AgentHandle {
+    fn call(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
+        Box::pin(AgentHandle::call(self, method, params, timeout))
+    }
+
+    fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
+        Box::pin(AgentHandle::notify(self, method, params))
+    }
+}

@@ -1,0 +1,152 @@
+//! Spawning an agent: its own process group behind the guard (listed in the daemon's
+//! [`ProcessGroups`]), piped stdio, stderr forwarded to the log with its tail kept for error
+//! messages, and the whole group killed on drop.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::config::AgentCommand;
+use crate::exec::{ProcessGroup, ProcessGroups};
+use crate::sync::lock;
+
+/// How much of the agent's stderr is kept for error messages (the ACP rust-sdk keeps the same).
+pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
+/// Longest stderr line forwarded to the log; longer lines are cut.
+const STDERR_LINE_MAX: usize = 8 * 1024;
+
+/// The last bytes the agent wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
+
+impl StderrTail {
+    fn push_line(&self, line: &str) {
+        // Await-free and short: a std mutex is right here.
+        let mut buf = lock(&self.0);
+        buf.extend(line.as_bytes());
+        buf.push_back(b'\n');
+        let excess = buf.len().saturating_sub(STDERR_TAIL_BYTES);
+        buf.drain(..excess);
+    }
+
+    /// The last few lines, for an error message (at most `max` bytes, cut at a line start).
+    pub(crate) fn last_lines(&self, max: usize) -> String {
+        let buf = lock(&self.0);
+        let bytes: Vec<u8> = buf.iter().copied().collect();
+        drop(buf);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end();
+        if text.len() <= max {
+            return text.to_owned();
+        }
+        let mut start = text.len() - max;
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        let cut = &text[start..];
+        cut.split_once('\n').map_or(cut, |(_, rest)| rest).to_owned()
+    }
+}
+
+/// A running agent. Dropping it kills the agent's whole process group.
+#[derive(Debug)]
+pub(crate) struct AgentProcess {
+    pub(crate) child: Child,
+    pub(crate) pid: u32,
+    /// The guard's group (the guard leads it; the agent and its children are in it).
+    group: Option<ProcessGroup>,
+    pub(crate) stderr_tail: StderrTail,
+}
+
+/// The agent's stdio ends the daemon keeps.
+#[derive(Debug)]
+pub(crate) struct AgentPipes {
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: ChildStdout,
+}
+
+/// Finds `program` the way a shell would: a path with a slash as is, else on `PATH`.
+pub fn resolve_program(program: &str) -> Option<PathBuf> {
+    let is_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return is_exec(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| is_exec(p))
+}
+
+/// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`.
+pub(crate) fn spawn(
+    cmd: &AgentCommand,
+    cwd: &Path,
+    groups: &ProcessGroups,
+) -> io::Result<(AgentProcess, AgentPipes)> {
+    let program = resolve_program(&cmd.program).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("agent program {:?} not found (is it installed and on PATH?)", cmd.program),
+        )
+    })?;
+    let mut command = tokio::process::Command::new(&cmd.guard);
+    command
+        .arg("agent-guard")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(&program)
+        .args(&cmd.args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = command.spawn()?;
+    let pid = child.id().ok_or_else(|| io::Error::other("agent exited at once"))?;
+    // Listed before anything else can fail: the guard's drop kills the group on every error path.
+    let group = groups.register(pid);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(io::Error::other("agent stdio was not piped"));
+    };
+    let tail = StderrTail::default();
+    let forward_tail = tail.clone();
+    let workspace = cwd.display().to_string();
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stderr);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let end = buf.len().min(STDERR_LINE_MAX);
+                    let line = String::from_utf8_lossy(&buf[..end]);
+                    let line = line.trim_end();
+                    tracing::info!(target: "mediatord::agent", pid, workspace = %workspace, "{line}");
+                    forward_tail.push_line(line);
+                }
+            }
+        }
+    });
+    Ok((AgentProcess { child, pid, group, stderr_tail: tail }, AgentPipes { stdin, stdout }))
+}
+
+impl AgentProcess {
+    /// Kills the whole group at once (only the first call does anything) and unlists it.
+    pub(crate) fn kill_group(&mut self) {
+        if let Some(group) = &mut self.group {
+            group.kill();
+        }
+    }
+}

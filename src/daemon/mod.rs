@@ -1,0 +1,426 @@
+//! The daemon floor: the tables (live sessions, one agent per workspace, the single-scope default
+//! session of each workspace with concurrent creates coalesced), limits, the drain at shutdown, and
+//! a typed [`Snapshot`] of it all.
+//!
+//! - this file: [`Daemon`], the tables and what crosses them (create, look up, drain, snapshot).
+//! - `session`: [`Session`]: one session's clients, prompt FIFO, turn runner and ending.
+//! - `bus`: per-session event ids, the replay ring, fan-out to SSE streams.
+//! - `shell`: running a session shell command.
+//! - `error`: [`CreateError`], [`SessionError`].
+//!
+//! Imports `permission`, `agent`, `acp` and the leaves; never `http`. Takes typed inputs and returns
+//! its own errors: it knows nothing of HTTP.
+
+mod bus;
+mod error;
+mod session;
+mod shell;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub use self::bus::Subscription;
+use self::bus::{Bus, BusStats};
+pub use self::error::{CreateError, SessionError};
+pub use self::session::{Accepted, EndReason, Prompt, Session};
+use self::session::{SessionInit, TURN_CANCEL_GRACE};
+pub use self::shell::ShellOutcome;
+use crate::acp::method;
+use crate::agent::AgentHandle;
+use crate::config::{Config, SessionScope};
+use crate::exec::ProcessGroups;
+use crate::metrics::{Metrics, Snapshot};
+use crate::permission::{Mediator, MediatorConfig, VoteError};
+use crate::sync::lock;
+
+/// How long each agent gets to exit after its stdin is closed at shutdown
+/// (`docs/protocol.md#10-shutdown`).
+pub const AGENT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+type CreateFuture = Shared<BoxFuture<'static, Result<Arc<Session>, CreateError>>>;
+
+enum DefaultSlot {
+    Empty,
+    Creating(CreateFuture),
+    Ready(Arc<Session>),
+}
+
+struct WorkspaceEntry {
+    agent: Option<AgentHandle>,
+    default: DefaultSlot,
+}
+
+pub struct Daemon {
+    pub config: Arc<Config>,
+    /// Await-free critical sections only; the two tables are never locked at the same time.
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    workspaces: Mutex<HashMap<PathBuf, WorkspaceEntry>>,
+    /// Sessions being created, counted against `--max-sessions` with the live ones.
+    creating: AtomicUsize,
+    /// Fired by the first shutdown signal: creates are refused from then on.
+    pub draining: CancellationToken,
+    /// Fired to end every SSE stream.
+    pub streams_end: CancellationToken,
+    started: Instant,
+    bus_stats: Arc<BusStats>,
+    pub metrics: Arc<Metrics>,
+    /// Every live process group (agents, shell commands), for the second-signal kill.
+    groups: ProcessGroups,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("sessions", &lock(&self.sessions).len())
+            .field("draining", &self.draining.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `POST /session` asks for, checked for shape by the caller (the HTTP floor); the daemon
+/// checks the rest (the directory, the limits).
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    /// An absolute directory, or `None` for the primary workspace.
+    pub cwd: Option<String>,
+    /// `None`: the daemon's `--session-scope`.
+    pub scope: Option<SessionScope>,
+    /// A model to switch the new session to (`session/set_model`); the create fails if the agent
+    /// refuses it.
+    pub model: Option<String>,
+    /// The caller's client id; `None` mints one.
+    pub client_id: Option<String>,
+}
+
+/// A create's answer.
+#[derive(Debug)]
+pub struct Created {
+    pub session: Arc<Session>,
+    pub attached: bool,
+    pub client_id: String,
+}
+
+/// Releases a `creating` reservation on every path.
+struct Reservation<'a>(&'a AtomicUsize);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Daemon {
+    pub fn new(config: Config) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            config: Arc::new(config),
+            sessions: Mutex::new(HashMap::new()),
+            workspaces: Mutex::new(HashMap::new()),
+            creating: AtomicUsize::new(0),
+            draining: CancellationToken::new(),
+            streams_end: CancellationToken::new(),
+            started: Instant::now(),
+            bus_stats: Arc::default(),
+            metrics: Arc::default(),
+            groups: ProcessGroups::default(),
+        })
+    }
+
+    pub fn session(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        lock(&self.sessions).get(id).cloned().ok_or_else(|| SessionError::not_found(id))
+    }
+
+    /// The live session that knows permission request `request_id` (pending or recently decided),
+    /// for the legacy vote route that names no session.
+    pub fn session_with_request(&self, request_id: &str) -> Result<Arc<Session>, VoteError> {
+        self.all_sessions().into_iter().find(|s| s.permissions().knows(request_id)).ok_or(VoteError::NotFound)
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    pub fn all_sessions(&self) -> Vec<Arc<Session>> {
+        let mut all: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        all
+    }
+
+    /// Removes a session from the tables at once (DELETE), so it is 404 from now on.
+    pub fn forget(&self, session: &Session) {
+        lock(&self.sessions).remove(&session.id);
+        let mut workspaces = lock(&self.workspaces);
+        if let Some(entry) = workspaces.get_mut(&session.workspace)
+            && matches!(&entry.default, DefaultSlot::Ready(s) if s.id == session.id)
+        {
+            entry.default = DefaultSlot::Empty;
+        }
+    }
+
+    /// The canonical workspace for a create's `cwd`
+    /// (`docs/protocol.md#3-routes`: `invalid_cwd`, `workspace_mismatch`).
+    fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf, CreateError> {
+        let Some(raw) = cwd else { return Ok(self.config.primary_workspace().to_path_buf()) };
+        let path = Path::new(raw);
+        if !path.is_absolute() {
+            return Err(CreateError::InvalidCwd);
+        }
+        let canonical = std::fs::canonicalize(path).map_err(|_| CreateError::InvalidCwd)?;
+        if !canonical.is_dir() {
+            return Err(CreateError::InvalidCwd);
+        }
+        if self.config.any_workspace || self.config.workspaces.contains(&canonical) {
+            Ok(canonical)
+        } else {
+            Err(CreateError::WorkspaceMismatch)
+        }
+    }
+
+    /// `POST /session`: a new session, or (single scope) the workspace's default one.
+    pub async fn create(self: &Arc<Self>, request: CreateRequest) -> Result<Created, CreateError> {
+        if self.is_draining() {
+            return Err(CreateError::Draining);
+        }
+        let cwd = self.resolve_cwd(request.cwd.as_deref())?;
+        let scope = request.scope.unwrap_or(self.config.session_scope);
+        let model = request.model;
+        let client_id = request.client_id.unwrap_or_else(|| format!("client-{}", uuid::Uuid::new_v4()));
+        let (session, attached) = match scope {
+            SessionScope::Thread => (self.clone().new_session(cwd, model).await?, false),
+            SessionScope::Single => self.single(cwd, model).await?,
+        };
+        session.touch_client(&client_id);
+        Ok(Created { session, attached, client_id })
+    }
+
+    async fn single(
+        self: &Arc<Self>,
+        cwd: PathBuf,
+        model: Option<String>,
+    ) -> Result<(Arc<Session>, bool), CreateError> {
+        enum Step {
+            Attach(Arc<Session>),
+            Wait(CreateFuture),
+            Create(CreateFuture),
+        }
+        let step = {
+            let mut workspaces = lock(&self.workspaces);
+            let entry = workspaces
+                .entry(cwd.clone())
+                .or_insert(WorkspaceEntry { agent: None, default: DefaultSlot::Empty });
+            match &entry.default {
+                DefaultSlot::Ready(s) if !s.is_ending() => Step::Attach(s.clone()),
+                DefaultSlot::Creating(f) => Step::Wait(f.clone()),
+                _ => {
+                    // Spawned, so the create completes (and the slot is settled) even if every
+                    // caller disconnects.
+                    let daemon = self.clone();
+                    let task = tokio::spawn(async move {
+                        let result = daemon.clone().new_session(cwd.clone(), model).await;
+                        daemon.settle_default(&cwd, &result);
+                        result
+                    });
+                    let fut: CreateFuture =
+                        async move { task.await.unwrap_or(Err(CreateError::Internal)) }.boxed().shared();
+                    entry.default = DefaultSlot::Creating(fut.clone());
+                    Step::Create(fut)
+                }
+            }
+        };
+        match step {
+            Step::Attach(s) => Ok((s, true)),
+            Step::Wait(f) => f.await.map(|s| (s, true)),
+            Step::Create(f) => f.await.map(|s| (s, false)),
+        }
+    }
+
+    fn settle_default(&self, cwd: &Path, result: &Result<Arc<Session>, CreateError>) {
+        let mut workspaces = lock(&self.workspaces);
+        if let Some(entry) = workspaces.get_mut(cwd) {
+            entry.default = match result {
+                Ok(s) if !s.is_ending() => DefaultSlot::Ready(s.clone()),
+                _ => DefaultSlot::Empty,
+            };
+        }
+    }
+
+    fn agent_for(&self, cwd: &Path) -> AgentHandle {
+        let mut workspaces = lock(&self.workspaces);
+        let entry = workspaces
+            .entry(cwd.to_path_buf())
+            .or_insert(WorkspaceEntry { agent: None, default: DefaultSlot::Empty });
+        match &entry.agent {
+            Some(agent) if agent.is_alive() => agent.clone(),
+            _ => {
+                let agent = AgentHandle::start(
+                    self.config.agent.clone(),
+                    cwd.to_path_buf(),
+                    self.config.initialize_timeout,
+                    self.groups.clone(),
+                    self.metrics.clone(),
+                );
+                entry.agent = Some(agent.clone());
+                agent
+            }
+        }
+    }
+
+    /// Starts the agent if needed and opens a new ACP session on it.
+    async fn new_session(
+        self: Arc<Self>,
+        cwd: PathBuf,
+        model: Option<String>,
+    ) -> Result<Arc<Session>, CreateError> {
+        let cap = self.config.session_cap();
+        let live = lock(&self.sessions).len();
+        let reserved = self.creating.fetch_add(1, Ordering::AcqRel);
+        let _reservation = Reservation(&self.creating);
+        if live + reserved >= cap {
+            return Err(CreateError::LimitReached { limit: cap });
+        }
+        let agent = self.agent_for(&cwd);
+        agent.ready().await.map_err(|e| CreateError::from_call(e, true))?;
+        let params = json!({"cwd": cwd.to_string_lossy(), "mcpServers": []});
+        let result = match agent.call(method::SESSION_NEW, params, Some(self.config.initialize_timeout)).await
+        {
+            Ok(raw) => raw,
+            Err(e) => {
+                // A failed handshake leaves no agent behind unless other sessions use it.
+                agent.unregister("", true).await;
+                return Err(CreateError::from_call(e, true));
+            }
+        };
+        let result: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
+        let Some(session_id) = result.get("sessionId").and_then(Value::as_str).map(str::to_owned) else {
+            agent.unregister("", true).await;
+            return Err(CreateError::AgentStartFailed("session/new returned no sessionId".into()));
+        };
+        let bus = Bus::new(
+            session_id.clone(),
+            self.config.event_ring_size,
+            self.config.subscriber_queue,
+            self.config.max_subscribers,
+            self.bus_stats.clone(),
+        );
+        let mediator = Mediator::new(
+            MediatorConfig {
+                policy: self.config.permission_policy,
+                quorum: self.config.consensus_quorum,
+                timeout: self.config.permission_timeout,
+            },
+            cwd.clone(),
+            self.metrics.clone(),
+        );
+        let weak: Weak<Daemon> = Arc::downgrade(&self);
+        let ended_agent = agent.clone();
+        let session = Session::start(SessionInit {
+            id: session_id.clone(),
+            workspace: cwd.clone(),
+            agent: Arc::new(agent.clone()),
+            bus,
+            mediator,
+            prompt_cap: self.config.prompt_cap(),
+            call_timeout: self.config.initialize_timeout,
+            agent_result: result,
+            metrics: self.metrics.clone(),
+            on_finished: Box::new(move |id: &str| {
+                if let Some(daemon) = weak.upgrade() {
+                    let mut sessions = lock(&daemon.sessions);
+                    if sessions.get(id).is_some_and(|s| s.is_ending()) {
+                        sessions.remove(id);
+                    }
+                }
+                let id = id.to_owned();
+                tokio::spawn(async move { ended_agent.unregister(&id, false).await });
+            }),
+        });
+        let client: Arc<dyn crate::acp::Client> = session.clone();
+        agent.register(session_id.clone(), Arc::downgrade(&client)).await;
+        lock(&self.sessions).insert(session_id.clone(), session.clone());
+        if let Some(model) = model {
+            let set = agent
+                .call(
+                    method::SESSION_SET_MODEL,
+                    json!({"sessionId": session_id, "modelId": model}),
+                    Some(self.config.initialize_timeout),
+                )
+                .await;
+            if let Err(e) = set {
+                // No silent default model: the fresh session goes away and the create fails.
+                self.forget(&session);
+                session.end(EndReason::Closed { closed_by: None });
+                return Err(CreateError::from_call(e, false));
+            }
+        }
+        tracing::info!(session_id = %session_id, workspace = %cwd.display(), "session created");
+        Ok(session)
+    }
+
+    /// The daemon's figures now: what `/health?deep=1` answers and what `/metrics` reads.
+    pub fn snapshot(&self) -> Snapshot {
+        let sessions = self.all_sessions();
+        let agents = lock(&self.workspaces)
+            .values()
+            .filter(|e| e.agent.as_ref().is_some_and(AgentHandle::is_alive))
+            .count();
+        let stats = &self.bus_stats;
+        Snapshot {
+            active_prompts: sessions.iter().filter(|s| s.has_active_prompt()).count(),
+            agents,
+            pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
+            sessions: sessions.len(),
+            status: "ok",
+            subscribers: stats.subscribers.load(Ordering::Relaxed),
+            uptime: self.started.elapsed(),
+            // One agent per workspace.
+            workspaces: agents,
+            events_published: stats.published.load(Ordering::Relaxed),
+            events_delivered: stats.delivered.load(Ordering::Relaxed),
+            streams_evicted: stats.evicted.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
+    /// `--shell-timeout-ms` and cut short by the drain.
+    pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
+        shell::run(session, client, command, self.config.shell_timeout, &self.draining, &self.groups).await
+    }
+
+    /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
+    /// them publish their terminal events, end the streams left, close each agent's stdin, give the
+    /// agents `grace` in parallel, then kill what is left.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.cancel();
+        let sessions = self.all_sessions();
+        for session in &sessions {
+            session.end(EndReason::Shutdown);
+        }
+        // Ending is asynchronous: each session's turn runner publishes its turn event and then
+        // `session_closed`, which ends that session's streams once they have drained. Cutting the
+        // streams before that would lose those events, so wait (bounded by the grace the runner
+        // gives a cancelled turn) and only then end whatever is still open.
+        let _ = tokio::time::timeout(
+            TURN_CANCEL_GRACE,
+            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
+        )
+        .await;
+        self.streams_end.cancel();
+        let agents: Vec<AgentHandle> = {
+            let ws = lock(&self.workspaces);
+            ws.values().filter_map(|e| e.agent.clone()).collect()
+        };
+        futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
+    }
+
+    /// The second signal: kill every process group the daemon started (agents, shell commands) now.
+    pub fn kill_all_processes(&self) {
+        self.groups.kill_all();
+    }
+}

@@ -1,0 +1,1018 @@
+//! One ACP session: its attached clients, its prompt FIFO and the task that runs turns one at a
+//! time, its permission mediator, and how it ends (closed by a client, agent death, daemon
+//! shutdown).
+//!
+//! The turn runner is the only publisher of `turn_complete` / `turn_error` and of the terminal
+//! event, so every prompt gets exactly one turn event and the terminal event is always the last one.
+//!
+//! A session plays two roles for the floors below it: ACP's client role for its agent's actor
+//! ([`acp::Client`]: updates, permission requests, the agent's exit) and the host of its permission
+//! [`Mediator`] ([`Host`]). It reaches its agent only through [`acp::Agent`], so its unit tests
+//! run on a fake agent and no process.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::bus::{Bus, PromptTag, SubscribeError, Subscription};
+use super::error::SessionError;
+use crate::acp::{self, CallError, method};
+use crate::event::EventKind;
+use crate::exec::ExitInfo;
+use crate::metrics::Metrics;
+use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
+use crate::sync::lock;
+
+/// Clients remembered per session; past it the least recently seen is forgotten.
+const MAX_CLIENTS_PER_SESSION: usize = 1024;
+/// Tool calls remembered per session for rule matching (oldest forgotten first).
+const MAX_TRACKED_TOOL_CALLS: usize = 256;
+/// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
+pub(super) const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub enum EndReason {
+    /// `DELETE /session/:id`.
+    Closed { closed_by: Option<String> },
+    /// The agent process exited.
+    Died(ExitInfo),
+    /// The daemon is shutting down.
+    Shutdown,
+}
+
+impl EndReason {
+    fn cause(&self) -> EndCause {
+        match self {
+            EndReason::Closed { .. } => EndCause::SessionClosed,
+            EndReason::Died(_) => EndCause::AgentExited,
+            EndReason::Shutdown => EndCause::DaemonDraining,
+        }
+    }
+}
+
+/// Why a prompt never ran: the session ended first. Its code is the `turn_error.code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndCause {
+    SessionClosed,
+    AgentExited,
+    DaemonDraining,
+}
+
+impl EndCause {
+    fn code(self) -> &'static str {
+        match self {
+            EndCause::SessionClosed => "session_closed",
+            EndCause::AgentExited => "agent_exited",
+            EndCause::DaemonDraining => "daemon_draining",
+        }
+    }
+}
+
+/// Why a turn produced no agent result.
+#[derive(Debug, Clone)]
+enum TurnError {
+    /// The agent answered with an error.
+    Agent(String),
+    /// The agent exited (or stopped reading) before it answered.
+    Exited(String),
+    /// The prompt never ran.
+    Ended(EndCause),
+}
+
+impl TurnError {
+    /// The `turn_error.code`, also the prompt metric's outcome.
+    fn code(&self) -> &'static str {
+        match self {
+            TurnError::Agent(_) => "agent_error",
+            TurnError::Exited(_) => "agent_exited",
+            TurnError::Ended(cause) => cause.code(),
+        }
+    }
+}
+
+/// The one mapping of a failed agent call, for a turn and for every other call a session makes.
+impl From<CallError> for TurnError {
+    fn from(e: CallError) -> TurnError {
+        match e {
+            CallError::Rpc(e) => TurnError::Agent(e.detailed_message()),
+            CallError::Exited(m) | CallError::Start(m) => TurnError::Exited(m),
+            other => TurnError::Agent(other.to_string()),
+        }
+    }
+}
+
+type TurnResult = Result<Value, TurnError>;
+
+/// A prompt as a client sent it, checked: `params` is the `session/prompt` request's params (the
+/// body, with a non-empty `prompt` array); the session sets `sessionId` itself.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    pub params: Map<String, Value>,
+    /// The client id of the sender, stamped on every event the turn causes.
+    pub originator: Option<String>,
+}
+
+/// An asynchronously queued prompt: its id, and the last event id before it was queued (every event
+/// it causes comes after).
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    pub prompt_id: String,
+    pub last_event_id: u64,
+}
+
+/// A queued prompt.
+struct PromptJob {
+    prompt_id: String,
+    originator: Option<String>,
+    /// The `session/prompt` params.
+    params: Value,
+    /// The blocking caller waiting for the result, if any.
+    reply: Option<oneshot::Sender<TurnResult>>,
+    /// Fired when a blocking caller goes away: the turn is cancelled.
+    caller_gone: CancellationToken,
+    /// When the prompt was accepted, for the duration metric.
+    queued_at: Instant,
+}
+
+/// Fixed facts a session is created with.
+pub(super) struct SessionInit {
+    pub(super) id: String,
+    pub(super) workspace: PathBuf,
+    pub(super) agent: Arc<dyn acp::Agent>,
+    pub(super) bus: Arc<Bus>,
+    pub(super) mediator: Mediator,
+    pub(super) prompt_cap: usize,
+    /// Deadline for the agent's answer to calls other than prompts (`session/set_model`).
+    pub(super) call_timeout: Duration,
+    /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
+    pub(super) agent_result: Value,
+    pub(super) metrics: Arc<Metrics>,
+    /// Called once the session has fully ended, to drop it from the daemon's tables.
+    pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
+}
+
+impl std::fmt::Debug for SessionInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionInit").field("id", &self.id).field("workspace", &self.workspace).finish()
+    }
+}
+
+pub struct Session {
+    pub id: String,
+    pub workspace: PathBuf,
+    pub created_at: u64,
+    /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
+    pub agent_result: Value,
+    agent: Arc<dyn acp::Agent>,
+    bus: Arc<Bus>,
+    mediator: Mediator,
+    metrics: Arc<Metrics>,
+    call_timeout: Duration,
+    /// Client id → last seen (ms since epoch). Await-free critical sections only.
+    clients: Mutex<HashMap<String, u64>>,
+    queue: mpsc::Sender<PromptJob>,
+    /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
+    pending_prompts: AtomicUsize,
+    prompt_cap: usize,
+    /// Announced tool calls by id, and their arrival order for eviction (see `track_tool_call`).
+    tool_calls: Mutex<ToolCalls>,
+    /// The running turn's tag, stamped on every event it causes.
+    active: Mutex<Option<Arc<PromptTag>>>,
+    end_reason: OnceLock<EndReason>,
+    ending: CancellationToken,
+    finished: CancellationToken,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("workspace", &self.workspace)
+            .field("ending", &self.is_ending())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(super) fn start(init: SessionInit) -> Arc<Session> {
+        let (queue, rx) = mpsc::channel(init.prompt_cap.max(1));
+        let session = Arc::new(Session {
+            id: init.id,
+            workspace: init.workspace,
+            created_at: crate::clock::now_ms(),
+            agent_result: init.agent_result,
+            agent: init.agent,
+            bus: init.bus,
+            mediator: init.mediator,
+            metrics: init.metrics,
+            call_timeout: init.call_timeout,
+            clients: Mutex::new(HashMap::new()),
+            queue,
+            pending_prompts: AtomicUsize::new(0),
+            prompt_cap: init.prompt_cap,
+            active: Mutex::new(None),
+            tool_calls: Mutex::new((HashMap::new(), VecDeque::new())),
+            end_reason: OnceLock::new(),
+            ending: CancellationToken::new(),
+            finished: CancellationToken::new(),
+        });
+        tokio::spawn(run_turns(session.clone(), rx, init.on_finished));
+        session
+    }
+
+    /// Registers (or refreshes) a client id; returns its last-seen time.
+    pub fn touch_client(&self, client_id: &str) -> u64 {
+        let now = crate::clock::now_ms();
+        let mut clients = lock(&self.clients);
+        if !clients.contains_key(client_id)
+            && clients.len() >= MAX_CLIENTS_PER_SESSION
+            && let Some(oldest) = clients.iter().min_by_key(|(_, seen)| **seen).map(|(id, _)| id.clone())
+        {
+            clients.remove(&oldest);
+        }
+        clients.insert(client_id.to_owned(), now);
+        now
+    }
+
+    pub fn has_client(&self, client_id: &str) -> bool {
+        lock(&self.clients).contains_key(client_id)
+    }
+
+    pub fn remove_client(&self, client_id: &str) -> bool {
+        lock(&self.clients).remove(client_id).is_some()
+    }
+
+    pub fn client_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.clients).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn client_count(&self) -> usize {
+        lock(&self.clients).len()
+    }
+
+    /// The running turn's tag (its prompt id and originator), if a turn runs.
+    fn current_tag(&self) -> Option<Arc<PromptTag>> {
+        lock(&self.active).clone()
+    }
+
+    pub fn has_active_prompt(&self) -> bool {
+        self.current_tag().is_some()
+    }
+
+    pub fn pending_prompt_count(&self) -> usize {
+        self.pending_prompts.load(Ordering::Acquire)
+    }
+
+    pub fn subscriber_count(&self) -> usize {
+        self.bus.subscriber_count()
+    }
+
+    pub fn is_ending(&self) -> bool {
+        self.ending.is_cancelled()
+    }
+
+    /// The session's permission mediator, serving this session.
+    pub fn permissions(&self) -> Permissions<'_> {
+        self.mediator.serve(self)
+    }
+
+    /// Opens an event stream; `last_event_id` is the client's `Last-Event-ID`, if any.
+    pub fn subscribe(&self, last_event_id: Option<u64>) -> Result<Subscription, SessionError> {
+        self.bus.subscribe(last_event_id).map_err(|e| match e {
+            SubscribeError::TooMany { limit } => SessionError::SubscriberLimit { limit },
+            SubscribeError::Closed => SessionError::not_found(&self.id),
+        })
+    }
+
+    /// Publishes an event tied to the running turn, if any.
+    pub(crate) fn publish(&self, kind: EventKind, data: &Value) {
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
+    }
+
+    /// Remembers what the agent announced about a tool call (`tool_call` replaces, `tool_call_update`
+    /// merges its non-null fields), because ACP's permission request carries only a tool-call
+    /// *update*: fields it omits (Claude Code omits `kind` and `locations`) keep the announced values.
+    fn track_tool_call(&self, params: &RawValue) {
+        let Ok(value) = serde_json::from_str::<Value>(params.get()) else { return };
+        let Some(update) = value.get("update") else { return };
+        let replace = match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("tool_call") => true,
+            Some("tool_call_update") => false,
+            _ => return,
+        };
+        let Some(id) = update.get("toolCallId").and_then(Value::as_str) else { return };
+        let mut calls = lock(&self.tool_calls);
+        if !calls.0.contains_key(id) {
+            if calls.1.len() >= MAX_TRACKED_TOOL_CALLS
+                && let Some(oldest) = calls.1.pop_front()
+            {
+                calls.0.remove(&oldest);
+            }
+            calls.1.push_back(id.to_owned());
+        }
+        let entry = calls.0.entry(id.to_owned()).or_insert_with(|| json!({}));
+        if replace {
+            *entry = update.clone();
+        } else {
+            overlay(entry, update);
+        }
+    }
+
+    /// Queues a prompt and returns at once (`Prefer: respond-async`).
+    pub fn enqueue(&self, prompt: Prompt) -> Result<Accepted, SessionError> {
+        let last_event_id = self.bus.last_id();
+        let prompt_id = uuid::Uuid::new_v4().to_string();
+        self.enqueue_job(self.job(prompt, prompt_id.clone(), None, CancellationToken::new()))?;
+        Ok(Accepted { prompt_id, last_event_id })
+    }
+
+    /// Queues a prompt and waits for its turn: `{stopReason, promptId, ...the agent's result}`.
+    /// Dropping the future (the caller went away) cancels the turn.
+    pub async fn prompt(&self, prompt: Prompt) -> Result<Value, SessionError> {
+        let prompt_id = uuid::Uuid::new_v4().to_string();
+        let caller_gone = CancellationToken::new();
+        let (reply, answer) = oneshot::channel();
+        self.enqueue_job(self.job(prompt, prompt_id.clone(), Some(reply), caller_gone.clone()))?;
+        let guard = caller_gone.drop_guard();
+        let result = answer.await.unwrap_or(Err(TurnError::Ended(EndCause::SessionClosed)));
+        guard.disarm();
+        result.map(|value| prompt_response(&prompt_id, value)).map_err(|e| self.caller_error(e))
+    }
+
+    /// What a caller learns when its turn (or call) produced no result.
+    fn caller_error(&self, e: TurnError) -> SessionError {
+        match e {
+            TurnError::Agent(m) => SessionError::Agent(m),
+            TurnError::Exited(m) => SessionError::AgentExited(m),
+            TurnError::Ended(EndCause::AgentExited) => SessionError::AgentExited("the agent exited".into()),
+            TurnError::Ended(EndCause::DaemonDraining) => SessionError::Draining,
+            TurnError::Ended(EndCause::SessionClosed) => SessionError::not_found(&self.id),
+        }
+    }
+
+    fn job(
+        &self,
+        prompt: Prompt,
+        prompt_id: String,
+        reply: Option<oneshot::Sender<TurnResult>>,
+        caller_gone: CancellationToken,
+    ) -> PromptJob {
+        let mut params = prompt.params;
+        // The route's id wins over any sessionId in the body.
+        params.insert("sessionId".into(), json!(self.id));
+        PromptJob {
+            prompt_id,
+            originator: prompt.originator,
+            params: Value::Object(params),
+            reply,
+            caller_gone,
+            queued_at: Instant::now(),
+        }
+    }
+
+    /// Queues a prompt, keeping running + queued within the cap.
+    fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
+        if self.is_ending() {
+            return Err(SessionError::not_found(&self.id));
+        }
+        let reserved = self
+            .pending_prompts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.prompt_cap).then_some(n + 1));
+        if let Err(pending) = reserved {
+            return Err(SessionError::QueueFull { limit: self.prompt_cap, pending });
+        }
+        match self.queue.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.pending_prompts.fetch_sub(1, Ordering::AcqRel);
+                Err(SessionError::not_found(&self.id))
+            }
+        }
+    }
+
+    /// Cancels the running turn (ACP `session/cancel`) and every pending permission; the queue
+    /// keeps running afterwards.
+    pub async fn cancel(&self) {
+        // ACP's order: `session/cancel` first, then the pending permission requests answered
+        // `cancelled`. Answered the other way round, an agent (Qwen Code does) takes the cancelled
+        // permission as a declined tool and carries on with the turn.
+        self.agent.notify(method::SESSION_CANCEL, json!({"sessionId": self.id})).await;
+        self.permissions().cancel_all(ResolvedBy::Cancel);
+    }
+
+    /// Switches the session's model (`session/set_model`), then publishes `model_switched`.
+    /// Returns the agent's result object (`{}` when it sent none).
+    pub async fn set_model(&self, model: &str) -> Result<Value, SessionError> {
+        let params = json!({"sessionId": self.id, "modelId": model});
+        let result = self.agent.call(method::SESSION_SET_MODEL, params, Some(self.call_timeout)).await;
+        let result = result.map_err(|e| self.caller_error(e.into()))?;
+        self.publish(EventKind::ModelSwitched, &json!({"sessionId": self.id, "modelId": model}));
+        let result: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
+        Ok(if result.is_object() { result } else { json!({}) })
+    }
+
+    /// Starts ending the session; the turn runner finishes the job and publishes the terminal event.
+    /// The first reason wins.
+    pub fn end(&self, reason: EndReason) {
+        if self.end_reason.set(reason).is_err() {
+            return;
+        }
+        // The turn runner cancels the running turn and then the pending permissions, in ACP's order.
+        self.ending.cancel();
+    }
+
+    /// Waits until the terminal event is out and the session is gone from every table.
+    pub async fn finished(&self) {
+        self.finished.cancelled().await;
+    }
+}
+
+impl acp::Client for Session {
+    fn session_update(&self, params: &RawValue) {
+        // A cheap byte test first: this runs for every streamed chunk.
+        if params.get().contains("tool_call") {
+            self.track_tool_call(params);
+        }
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish_raw(EventKind::SessionUpdate, params.get(), tag.as_deref().unwrap_or(&empty));
+    }
+
+    fn request_permission(&self, params: Value) -> BoxFuture<'_, Value> {
+        Box::pin(self.permissions().request(params))
+    }
+
+    fn agent_exited(&self, exit: ExitInfo) {
+        self.end(EndReason::Died(exit));
+    }
+}
+
+impl Host for Session {
+    fn session_id(&self) -> &str {
+        &self.id
+    }
+
+    fn publish(&self, kind: EventKind, data: &Value) {
+        Session::publish(self, kind, data);
+    }
+
+    fn originator(&self) -> Option<String> {
+        self.current_tag().and_then(|t| t.originator.clone())
+    }
+
+    fn voters(&self) -> Vec<String> {
+        self.client_ids()
+    }
+
+    fn is_voter(&self, client_id: &str) -> bool {
+        self.has_client(client_id)
+    }
+
+    fn announced_tool_call(&self, tool_call: &Value) -> Value {
+        let announced = tool_call
+            .get("toolCallId")
+            .and_then(Value::as_str)
+            .and_then(|id| lock(&self.tool_calls).0.get(id).cloned());
+        let mut merged = announced.unwrap_or_else(|| json!({}));
+        overlay(&mut merged, tool_call);
+        merged
+    }
+}
+
+fn set_active(session: &Session, tag: Option<Arc<PromptTag>>) {
+    *lock(&session.active) = tag;
+}
+
+async fn run_turns(
+    session: Arc<Session>,
+    mut queue: mpsc::Receiver<PromptJob>,
+    on_finished: Box<dyn FnOnce(&str) + Send>,
+) {
+    loop {
+        let job = tokio::select! {
+            biased;
+            _ = session.ending.cancelled() => break,
+            job = queue.recv() => match job { Some(job) => job, None => break },
+        };
+        run_turn(&session, job).await;
+    }
+    // Requests raised outside any turn (or while idle) are cancelled here; from now on new ones are
+    // answered `cancelled` at once.
+    session.permissions().cancel_all(ResolvedBy::SessionClosed);
+    let reason = session.end_reason.get().cloned().unwrap_or(EndReason::Shutdown);
+    queue.close();
+    while let Ok(job) = queue.try_recv() {
+        finish_turn(&session, job, Err(TurnError::Ended(reason.cause())));
+    }
+    let terminal = match &reason {
+        EndReason::Closed { closed_by } => (
+            EventKind::SessionClosed,
+            json!({"sessionId": session.id, "reason": "closed_by_client", "closedBy": closed_by}),
+        ),
+        EndReason::Shutdown => {
+            (EventKind::SessionClosed, json!({"sessionId": session.id, "reason": "daemon_shutdown"}))
+        }
+        EndReason::Died(exit) => (
+            EventKind::SessionDied,
+            json!({
+                "sessionId": session.id, "reason": "agent_exited", "exitCode": exit.code,
+                // `signal` per the protocol; `signalCode` is the name @qwen-code/sdk's event types use.
+                "signal": exit.signal, "signalCode": exit.signal_name(),
+            }),
+        ),
+    };
+    // Out of the tables first: a client that sees the terminal event and asks again gets a 404.
+    on_finished(&session.id);
+    session.bus.publish_terminal(terminal.0, &terminal.1);
+    session.finished.cancel();
+}
+
+async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
+    if job.caller_gone.is_cancelled() {
+        // The blocking caller left before the turn started: nothing to ask the agent.
+        finish_turn(session, job, Ok(json!({"stopReason": "cancelled"})));
+        return;
+    }
+    set_active(
+        session,
+        Some(Arc::new(PromptTag {
+            prompt_id: Some(job.prompt_id.clone()),
+            originator: job.originator.clone(),
+        })),
+    );
+    let params = std::mem::take(&mut job.params);
+    let mut call = session.agent.call(method::SESSION_PROMPT, params, None);
+    let result = tokio::select! {
+        biased;
+        r = &mut call => r,
+        _ = job.caller_gone.cancelled() => {
+            session.cancel().await;
+            tokio::select! {
+                biased;
+                r = &mut call => r,
+                _ = session.ending.cancelled() => cancel_for_ending(session, &mut call).await,
+            }
+        }
+        _ = session.ending.cancelled() => cancel_for_ending(session, &mut call).await,
+    };
+    let result = result.map_err(TurnError::from).and_then(|raw| {
+        serde_json::from_str::<Value>(raw.get()).map_err(|_| TurnError::Agent("invalid prompt result".into()))
+    });
+    // Idle before the turn event goes out: whoever sees it (or the blocking reply) and asks for
+    // the session's status must not still see `hasActivePrompt: true`.
+    set_active(session, None);
+    finish_turn(session, job, result);
+}
+
+/// The session is ending while a turn runs: ask the agent to stop and give it a moment to answer.
+async fn cancel_for_ending(
+    session: &Session,
+    call: &mut BoxFuture<'_, Result<Box<RawValue>, CallError>>,
+) -> Result<Box<RawValue>, CallError> {
+    if !matches!(session.end_reason.get(), Some(EndReason::Died(_))) {
+        session.agent.notify(method::SESSION_CANCEL, json!({"sessionId": session.id})).await;
+    }
+    session.permissions().cancel_all(ResolvedBy::SessionClosed);
+    match tokio::time::timeout(TURN_CANCEL_GRACE, call).await {
+        Ok(r) => r,
+        Err(_) => {
+            let code = session.end_reason.get().map_or(EndCause::SessionClosed, EndReason::cause).code();
+            Err(CallError::Exited(format!("the turn was ended ({code})")))
+        }
+    }
+}
+
+/// Publishes the one turn event of `job` and answers its blocking caller.
+fn finish_turn(session: &Session, job: PromptJob, result: TurnResult) {
+    let tag = PromptTag { prompt_id: Some(job.prompt_id.clone()), originator: job.originator.clone() };
+    let outcome = match &result {
+        Ok(value) if value.get("stopReason").and_then(Value::as_str) == Some("cancelled") => "cancelled",
+        Ok(_) => "completed",
+        Err(e) => e.code(),
+    };
+    session.metrics.prompt_finished(outcome, job.queued_at.elapsed());
+    match &result {
+        Ok(value) => {
+            let stop = value.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
+            session.bus.publish(
+                EventKind::TurnComplete,
+                &json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop}),
+                &tag,
+            );
+        }
+        Err(e) => {
+            let message = match e {
+                TurnError::Agent(m) | TurnError::Exited(m) => m.clone(),
+                TurnError::Ended(cause) => format!("the prompt did not run: {}", cause.code()),
+            };
+            session.bus.publish(
+                EventKind::TurnError,
+                &json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": e.code()}),
+                &tag,
+            );
+        }
+    }
+    session.pending_prompts.fetch_sub(1, Ordering::AcqRel);
+    if let Some(reply) = job.reply {
+        let _ = reply.send(result);
+    }
+}
+
+/// `{stopReason, promptId, ...agent result fields}` for a blocking prompt's answer.
+fn prompt_response(prompt_id: &str, result: Value) -> Value {
+    let mut out = match result {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    out.entry("stopReason").or_insert_with(|| json!("end_turn"));
+    out.insert("promptId".into(), json!(prompt_id));
+    Value::Object(out)
+}
+
+/// Copies `from`'s non-null top-level fields onto `into` (ACP's tool-call update semantics).
+fn overlay(into: &mut Value, from: &Value) {
+    if let (Value::Object(into), Value::Object(from)) = (into, from) {
+        for (k, v) in from {
+            if !v.is_null() {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use futures_util::StreamExt;
+    use serde_json::json;
+    use tokio::sync::Notify;
+
+    use super::*;
+    use crate::acp::Client as _;
+    use crate::config::Policy;
+    use crate::permission::{Effect, MediatorConfig, Vote};
+
+    /// Bounds every wait in these tests; nothing here should take more than a moment.
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// An agent with nothing behind it: calls are recorded, and each `session/prompt` waits until
+    /// the test answers it (`answer_prompt`), in the order the prompts arrived.
+    #[derive(Default)]
+    struct FakeAgent {
+        calls: Mutex<Vec<(&'static str, Value)>>,
+        prompts: Mutex<VecDeque<oneshot::Sender<Result<Value, CallError>>>>,
+        /// Woken on every call or notification.
+        seen: Notify,
+    }
+
+    impl acp::Agent for FakeAgent {
+        fn call(
+            &self,
+            method: &'static str,
+            params: Value,
+            _timeout: Option<Duration>,
+        ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
+            lock(&self.calls).push((method, params));
+            let answer = if method == method::SESSION_PROMPT {
+                let (tx, rx) = oneshot::channel();
+                lock(&self.prompts).push_back(tx);
+                Some(rx)
+            } else {
+                None
+            };
+            self.seen.notify_waiters();
+            Box::pin(async move {
+                let value = match answer {
+                    Some(rx) => rx.await.unwrap_or_else(|_| Err(CallError::Exited("gone".into())))?,
+                    None => json!({}),
+                };
+                Ok(RawValue::from_string(value.to_string()).expect("json"))
+            })
+        }
+
+        fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
+            lock(&self.calls).push((method, params));
+            self.seen.notify_waiters();
+            Box::pin(async {})
+        }
+    }
+
+    impl FakeAgent {
+        fn methods(&self) -> Vec<&'static str> {
+            lock(&self.calls).iter().map(|(m, _)| *m).collect()
+        }
+
+        fn count(&self, method: &str) -> usize {
+            lock(&self.calls).iter().filter(|(m, _)| *m == method).count()
+        }
+
+        /// Waits until `method` has been called `n` times.
+        async fn until(&self, method: &str, n: usize) {
+            let wait = async {
+                loop {
+                    let seen = self.seen.notified();
+                    if self.count(method) >= n {
+                        return;
+                    }
+                    seen.await;
+                }
+            };
+            tokio::time::timeout(WAIT, wait).await.unwrap_or_else(|_| panic!("no {n}× {method}"));
+        }
+
+        /// Answers the oldest unanswered prompt.
+        fn answer_prompt(&self, result: Value) {
+            let reply = lock(&self.prompts).pop_front().expect("a prompt waits for its answer");
+            let _ = reply.send(Ok(result));
+        }
+    }
+
+    /// A session on a fake agent, what it publishes, and whether it has left the daemon's tables.
+    struct Fixture {
+        session: Arc<Session>,
+        agent: Arc<FakeAgent>,
+        events: std::pin::Pin<Box<dyn futures_util::Stream<Item = (String, Value)> + Send>>,
+        finished: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    fn fixture(prompt_cap: usize, policy: Policy) -> Fixture {
+        let agent = Arc::new(FakeAgent::default());
+        let metrics = Arc::new(Metrics::default());
+        let workspace = PathBuf::from("/ws");
+        let cfg = MediatorConfig { policy, quorum: None, timeout: None };
+        let bus = Bus::new("s1".into(), 1024, 1024, 4, Arc::default());
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = finished.clone();
+        let session = Session::start(SessionInit {
+            id: "s1".into(),
+            workspace: workspace.clone(),
+            agent: agent.clone(),
+            bus: bus.clone(),
+            mediator: Mediator::new(cfg, workspace, metrics.clone()),
+            prompt_cap,
+            call_timeout: WAIT,
+            agent_result: json!({}),
+            metrics,
+            on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
+        });
+        let frames = bus.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
+        Fixture { session, agent, events: Box::pin(parse_frames(frames)), finished }
+    }
+
+    /// `(event type, data)` per SSE frame with data, as a client would read them.
+    fn parse_frames(
+        body: impl futures_util::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send + 'static,
+    ) -> impl futures_util::Stream<Item = (String, Value)> + Send {
+        body.flat_map(|chunk| {
+            let text = chunk.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let events: Vec<(String, Value)> = text
+                .split("\n\n")
+                .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+                .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                .map(|env| (env["type"].as_str().unwrap_or_default().to_owned(), env["data"].clone()))
+                .collect();
+            futures_util::stream::iter(events)
+        })
+    }
+
+    impl Fixture {
+        async fn next(&mut self) -> (String, Value) {
+            tokio::time::timeout(WAIT, self.events.next())
+                .await
+                .expect("an event in time")
+                .expect("open stream")
+        }
+
+        /// Events up to the first of type `kind` (inclusive).
+        async fn until(&mut self, kind: &str) -> Vec<(String, Value)> {
+            let mut seen = Vec::new();
+            loop {
+                let event = self.next().await;
+                let done = event.0 == kind;
+                seen.push(event);
+                if done {
+                    return seen;
+                }
+            }
+        }
+    }
+
+    fn text_prompt(text: &str) -> Prompt {
+        let params = json!({"prompt": [{"type": "text", "text": text}]});
+        let Value::Object(params) = params else { unreachable!("an object literal") };
+        Prompt { params, originator: Some("alice".into()) }
+    }
+
+    fn kinds(events: &[(String, Value)]) -> Vec<&str> {
+        events.iter().map(|(kind, _)| kind.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn prompts_run_one_at_a_time_in_the_order_they_were_queued() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let ids: Vec<String> = ["one", "two", "three"]
+            .iter()
+            .map(|t| f.session.enqueue(text_prompt(t)).expect("queued").prompt_id)
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            f.agent.until(method::SESSION_PROMPT, i + 1).await;
+            // Only the running turn reached the agent; the rest wait their turn.
+            assert_eq!(f.agent.count(method::SESSION_PROMPT), i + 1);
+            assert_eq!(f.session.pending_prompt_count(), ids.len() - i);
+            assert!(f.session.has_active_prompt());
+            let text = &lock(&f.agent.calls)[i].1["prompt"][0]["text"].clone();
+            assert_eq!(text, ["one", "two", "three"][i]);
+            f.agent.answer_prompt(json!({"stopReason": "end_turn"}));
+            let (kind, data) = f.next().await;
+            assert_eq!((kind.as_str(), &data["promptId"]), ("turn_complete", &json!(id)));
+        }
+        assert_eq!(f.session.pending_prompt_count(), 0);
+        assert!(!f.session.has_active_prompt());
+        let first = &lock(&f.agent.calls)[0].1;
+        assert_eq!(first["sessionId"], "s1", "the session's id is set on every prompt");
+    }
+
+    #[tokio::test]
+    async fn the_queue_refuses_past_its_cap_and_counts_the_running_turn() {
+        let f = fixture(2, Policy::FirstResponder);
+        f.session.enqueue(text_prompt("running")).expect("first");
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        f.session.enqueue(text_prompt("queued")).expect("second");
+        let refused = f.session.enqueue(text_prompt("one too many")).expect_err("full");
+        assert_eq!(refused, SessionError::QueueFull { limit: 2, pending: 2 });
+    }
+
+    #[tokio::test]
+    async fn a_blocking_prompt_gets_the_agent_result_with_its_prompt_id() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let session = f.session.clone();
+        let prompt = text_prompt("hello");
+        let caller = tokio::spawn(async move { session.prompt(prompt).await });
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        f.agent.answer_prompt(json!({"stopReason": "max_tokens", "_meta": {"x": 1}}));
+        let answer = caller.await.expect("task").expect("answered");
+        assert_eq!(answer["stopReason"], "max_tokens");
+        assert_eq!(answer["_meta"], json!({"x": 1}));
+        let (kind, data) = f.next().await;
+        assert_eq!(kind, "turn_complete");
+        assert_eq!(data["promptId"], answer["promptId"]);
+        assert_eq!(data["stopReason"], "max_tokens");
+    }
+
+    #[tokio::test]
+    async fn a_blocking_caller_that_goes_away_cancels_its_turn() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let session = f.session.clone();
+        let prompt = text_prompt("long");
+        let caller = tokio::spawn(async move { session.prompt(prompt).await });
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        caller.abort();
+        f.agent.until(method::SESSION_CANCEL, 1).await;
+        f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
+        let (kind, data) = f.next().await;
+        assert_eq!((kind.as_str(), &data["stopReason"]), ("turn_complete", &json!("cancelled")));
+    }
+
+    #[tokio::test]
+    async fn closing_ends_the_turn_then_fails_the_queue_and_closes_last() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let running = f.session.enqueue(text_prompt("running")).expect("queued");
+        let session = f.session.clone();
+        let prompt = text_prompt("queued");
+        let waiting = tokio::spawn(async move { session.prompt(prompt).await });
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        f.session.end(EndReason::Closed { closed_by: Some("bob".into()) });
+        // ACP's order: the agent is told to cancel, and answers the turn.
+        f.agent.until(method::SESSION_CANCEL, 1).await;
+        f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
+        let events = f.until("session_closed").await;
+        assert_eq!(kinds(&events), ["turn_complete", "turn_error", "session_closed"]);
+        assert_eq!(events[0].1["promptId"], json!(running.prompt_id));
+        assert_eq!(events[1].1["code"], "session_closed");
+        assert_eq!(events[2].1, json!({"sessionId": "s1", "reason": "closed_by_client", "closedBy": "bob"}));
+        assert_eq!(
+            waiting.await.expect("task"),
+            Err(SessionError::NotFound { session_id: "s1".into() }),
+            "a queued blocking caller learns the session is gone"
+        );
+        tokio::time::timeout(WAIT, f.session.finished()).await.expect("finished");
+        assert!(f.finished.load(Ordering::SeqCst), "out of the daemon's tables");
+        assert_eq!(
+            f.agent.methods(),
+            [method::SESSION_PROMPT, method::SESSION_CANCEL],
+            "the queued prompt never ran"
+        );
+        assert_eq!(f.session.enqueue(text_prompt("late")).err(), Some(SessionError::not_found("s1")));
+    }
+
+    #[tokio::test]
+    async fn the_agents_death_ends_the_session_with_its_signal() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        f.session.agent_exited(ExitInfo { code: None, signal: Some(9) });
+        let events = f.until("session_died").await;
+        assert_eq!(
+            events.last().map(|(_, data)| data.clone()),
+            Some(json!({
+                "sessionId": "s1", "reason": "agent_exited", "exitCode": null, "signal": 9, "signalCode": "SIGKILL",
+            }))
+        );
+        assert!(f.agent.methods().is_empty(), "a dead agent is not told to cancel");
+    }
+
+    #[tokio::test]
+    async fn set_model_publishes_model_switched_after_the_agent_agrees() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        assert_eq!(f.session.set_model("fast").await, Ok(json!({})));
+        assert_eq!(lock(&f.agent.calls)[0].1, json!({"sessionId": "s1", "modelId": "fast"}));
+        assert_eq!(f.next().await, ("model_switched".into(), json!({"sessionId": "s1", "modelId": "fast"})));
+    }
+
+    /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and
+    /// `locations` came earlier in `session/update`. The session remembers the announcements, so a
+    /// rule matches on the merge.
+    #[tokio::test]
+    async fn rules_match_what_the_agent_announced_before_asking() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let announce = |update: Value| {
+            let params = json!({"sessionId": "s1", "update": update}).to_string();
+            f.session.session_update(&RawValue::from_string(params).expect("raw"));
+        };
+        announce(
+            json!({"sessionUpdate": "tool_call", "toolCallId": "c9", "title": "Write", "status": "pending"}),
+        );
+        announce(json!({
+            "sessionUpdate": "tool_call_update", "toolCallId": "c9", "kind": "edit",
+            "locations": [{"path": "/ws/src/a.txt"}], "title": null,
+        }));
+        let rule = crate::permission::parse_rule(
+            &json!({"effect": "allow", "kinds": ["edit"], "paths": ["src/**"]}),
+            std::path::Path::new("/ws"),
+            None,
+            0,
+        )
+        .expect("rule");
+        f.session.permissions().add_rule(rule).expect("added");
+        let bare = json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c9", "title": "Write a.txt", "rawInput": {"content": "x"}},
+            "options": [{"optionId": "ok", "kind": "allow_once"}, {"optionId": "no", "kind": "reject_once"}],
+        });
+        let answer = tokio::time::timeout(WAIT, f.session.request_permission(bare)).await.expect("answered");
+        assert_eq!(answer, json!({"outcome": {"outcome": "selected", "optionId": "ok"}}));
+        let events = f.until("permission_resolved").await;
+        assert_eq!(
+            kinds(&events),
+            [
+                "session_update",
+                "session_update",
+                "policy_updated",
+                "permission_request",
+                "permission_resolved"
+            ]
+        );
+        // The announcements were published byte for byte, and the request as the agent sent it.
+        assert_eq!(
+            events[3].1["toolCall"],
+            json!({"toolCallId": "c9", "title": "Write a.txt", "rawInput": {"content": "x"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_tells_the_agent_before_it_cancels_pending_permissions() {
+        let mut f = fixture(5, Policy::Designated);
+        f.session.touch_client("alice");
+        f.session.enqueue(text_prompt("ask")).expect("queued");
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let session = f.session.clone();
+        let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
+        let request = tokio::spawn(async move { session.request_permission(asked).await });
+        let raised = f.until("permission_request").await;
+        let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
+        // Designated: the running prompt's originator decides; anyone else is refused.
+        let vote = Vote::Decision { effect: Effect::Allow, remember: false };
+        assert!(f.session.permissions().vote(&request_id, Some("bob"), true, &vote).is_err());
+        f.session.cancel().await;
+        assert_eq!(f.agent.methods(), [method::SESSION_PROMPT, method::SESSION_CANCEL]);
+        let answer = tokio::time::timeout(WAIT, request).await.expect("answered").expect("task");
+        assert_eq!(answer, json!({"outcome": {"outcome": "cancelled"}}));
+        let resolved = f.until("permission_resolved").await;
+        assert_eq!(resolved.last().expect("resolved").1["resolvedBy"], "cancel");
+        assert!(!f.session.is_ending(), "a cancel does not end the session");
+    }
+}

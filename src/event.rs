@@ -1,0 +1,65 @@
+//! The names of the events a session's stream carries (`docs/protocol.md#5-event-stream`).
+//!
+//! A leaf, so that every floor that publishes (the session, the permission mediator) and every one
+//! that will keep or forward events (a durable store, notifications) names them the same way
+//! without importing the bus.
+
+/// An event's `type` (and SSE `event:` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// An agent `session/update`, its params passed through byte for byte.
+    SessionUpdate,
+    /// A prompt's turn ended with the agent's answer (exactly one turn event per prompt).
+    TurnComplete,
+    /// A prompt's turn failed or never ran.
+    TurnError,
+    ModelSwitched,
+    UserShellCommand,
+    UserShellResult,
+    PermissionRequest,
+    PermissionResolved,
+    PermissionPartialVote,
+    PermissionForbidden,
+    PermissionAlreadyResolved,
+    PolicyUpdated,
+    /// Terminal: the session was closed (by a client or the shutdown); always the last event.
+    SessionClosed,
+    /// Terminal: the agent process exited; always the last event.
+    SessionDied,
+    /// Id-less, stream-local: this stream fell behind and is closed.
+    ClientEvicted,
+    /// Id-less, stream-local: the requested resume point has left the replay ring.
+    StateResyncRequired,
+    /// Id-less, stream-local: the replay is over, live events follow.
+    ReplayComplete,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::SessionUpdate => "session_update",
+            EventKind::TurnComplete => "turn_complete",
+            EventKind::TurnError => "turn_error",
+            EventKind::ModelSwitched => "model_switched",
+            EventKind::UserShellCommand => "user_shell_command",
+            EventKind::UserShellResult => "user_shell_result",
+            EventKind::PermissionRequest => "permission_request",
+            EventKind::PermissionResolved => "permission_resolved",
+            EventKind::PermissionPartialVote => "permission_partial_vote",
+            EventKind::PermissionForbidden => "permission_forbidden",
+            EventKind::PermissionAlreadyResolved => "permission_already_resolved",
+            EventKind::PolicyUpdated => "policy_updated",
+            EventKind::SessionClosed => "session_closed",
+            EventKind::SessionDied => "session_died",
+            EventKind::ClientEvicted => "client_evicted",
+            EventKind::StateResyncRequired => "state_resync_required",
+            EventKind::ReplayComplete => "replay_complete",
+        }
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,175 @@
+//! The route table: ONE list that expands into both the axum [`router`] and the [`OPERATIONS`] the
+//! OpenAPI document ([`super::openapi`]) is built from, so the two cannot drift apart.
+//!
+//! Each row is `method "axum path" => handler, Operation`. The operation names its request and
+//! response schemas (components in `openapi.rs`) and the error codes the handler can answer; each
+//! code's status comes from [`super::error::ApiError`] itself.
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::extract::AppState;
+use super::openapi::{self, Body, Header, Operation};
+use super::{daemon, events, permissions, prompts, sessions, shell};
+
+macro_rules! api {
+    ($($method:ident $route:literal => $handler:path, $op:expr;)*) => {
+        /// Every route of the daemon (state still to be supplied).
+        pub fn router() -> Router<AppState> {
+            Router::new()$(.route($route, axum::routing::$method($handler)))*
+        }
+
+        /// Every operation [`router`] serves, in table order.
+        pub const OPERATIONS: &[Operation] =
+            &[$(Operation { method: stringify!($method), route: $route, ..$op }),*];
+    };
+}
+
+use Body::{EventStream, Json};
+use Header::{ClientId, LastEventId, Prefer};
+
+/// This table's OpenAPI document (what `GET /openapi.json` serves).
+pub fn document() -> Value {
+    openapi::document(OPERATIONS)
+}
+
+/// [`document`] as the exact bytes of `docs/openapi.json`.
+pub fn document_text() -> String {
+    openapi::document_text(OPERATIONS)
+}
+
+/// `GET /openapi.json`.
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document_text()).into_response()
+}
+
+const NO_CONTENT: &[(u16, Body)] = &[(204, Body::Empty)];
+const SESSION: &[&str] = &["session_not_found"];
+const VOTE_ERRORS: &[&str] = &[
+    "invalid_json",
+    "invalid_vote",
+    "invalid_client_id",
+    "session_not_found",
+    "permission_request_not_found",
+    "permission_already_resolved",
+    "invalid_option_id",
+    "permission_forbidden",
+];
+
+api! {
+    get "/health" => daemon::health,
+        Operation::new("health", "daemon", "Liveness; `?deep=1` adds the daemon's figures")
+            .ok(&[(200, Json("Health"))])
+            .query(&[("deep", "`1`, `true` or `yes` adds the figures")]);
+    get "/capabilities" => daemon::capabilities,
+        Operation::new("capabilities", "daemon", "Feature tags, workspaces, policy and limits (SPEC §11)")
+            .ok(&[(200, Json("Capabilities"))]);
+    get "/metrics" => daemon::metrics,
+        Operation::new("metrics", "daemon", "Prometheus metrics (OpenMetrics text)")
+            .ok(&[(200, Body::Metrics)]);
+    get "/openapi.json" => openapi_json,
+        Operation::new("openapi", "daemon", "This OpenAPI 3.1 document").ok(&[(200, Json("Object"))]);
+    post "/session" => sessions::create_session,
+        Operation::new("createSession", "sessions", "Create a session, or attach to the workspace's default one")
+            .body("CreateSession")
+            .ok(&[(200, Json("SessionCreated"))])
+            .headers(&[ClientId])
+            .errors(&[
+                "invalid_json", "invalid_client_id", "invalid_cwd", "workspace_mismatch", "invalid_session_scope",
+                "invalid_model_id", "session_limit_exceeded", "init_timeout", "agent_start_failed",
+                "agent_error", "daemon_draining",
+            ]);
+    get "/workspace/{*rest}" => sessions::list_workspace_sessions,
+        Operation::new("listWorkspaceSessions", "sessions", "Live sessions of a workspace (`cwd` URL-encoded)")
+            .doc_path("/workspace/{cwd}/sessions")
+            .ok(&[(200, Json("SessionList"))])
+            .errors(&["invalid_cwd"]);
+    get "/session/{id}" => sessions::get_session,
+        Operation::new("getSession", "sessions", "A session's status")
+            .ok(&[(200, Json("SessionStatus"))])
+            .errors(SESSION);
+    delete "/session/{id}" => sessions::delete_session,
+        Operation::new("deleteSession", "sessions", "Close a session: cancels its turn and permissions")
+            .ok(NO_CONTENT)
+            .headers(&[ClientId])
+            .errors(&["invalid_client_id", "session_not_found"]);
+    get "/session/{id}/context" => sessions::session_context,
+        Operation::new("sessionContext", "sessions", "Models and modes the agent reported")
+            .ok(&[(200, Json("SessionContext"))])
+            .errors(SESSION);
+    post "/session/{id}/prompt" => prompts::prompt,
+        Operation::new("prompt", "prompts", "Queue a prompt; blocking unless `Prefer: respond-async`")
+            .body("PromptRequest")
+            .ok(&[(200, Json("PromptResult")), (202, Json("PromptAccepted"))])
+            .headers(&[ClientId, Prefer])
+            .errors(&[
+                "invalid_json", "session_not_found", "invalid_prompt", "invalid_client_id", "prompt_queue_full",
+                "agent_error", "agent_exited", "daemon_draining",
+            ]);
+    post "/session/{id}/cancel" => prompts::cancel,
+        Operation::new("cancel", "prompts", "Cancel the running turn (the body is ignored)")
+            .ok(NO_CONTENT)
+            .errors(SESSION);
+    post "/session/{id}/model" => sessions::set_model,
+        Operation::new("setModel", "sessions", "Switch the session's model; emits `model_switched`")
+            .body("SetModel")
+            .ok(&[(200, Json("Object"))])
+            .errors(&["invalid_json", "session_not_found", "invalid_model_id", "agent_error", "agent_exited"]);
+    get "/session/{id}/events" => events::events,
+        Operation::new("events", "events", "The session's event stream (SSE, SPEC §5)")
+            .ok(&[(200, EventStream)])
+            .headers(&[ClientId, LastEventId])
+            .errors(&["session_not_found", "invalid_client_id", "subscriber_limit_exceeded"]);
+    post "/session/{id}/permission/{request_id}" => permissions::vote,
+        Operation::new("vote", "permissions", "Vote on a pending permission request (SPEC §8)")
+            .body("Vote")
+            .ok(&[(200, Json("Empty"))])
+            .headers(&[ClientId])
+            .errors(VOTE_ERRORS);
+    post "/permission/{request_id}" => permissions::legacy_vote,
+        Operation::new("legacyVote", "permissions", "Vote, the session found from the request id")
+            .body("Vote")
+            .ok(&[(200, Json("Empty"))])
+            .headers(&[ClientId])
+            .errors(VOTE_ERRORS);
+    get "/session/{id}/permissions" => permissions::list_permissions,
+        Operation::new("listPermissions", "permissions", "Pending permission requests; `?audit=1` adds decisions")
+            .ok(&[(200, Json("PermissionList"))])
+            .query(&[("audit", "`1`, `true` or `yes` adds the audit trail")])
+            .errors(SESSION);
+    post "/session/{id}/permission-rules" => permissions::add_rule,
+        Operation::new("addRule", "permissions", "Add a session permission rule")
+            .body("RuleRequest")
+            .ok(&[(201, Json("RuleCreated"))])
+            .headers(&[ClientId])
+            .errors(&["invalid_json", "session_not_found", "invalid_client_id", "invalid_rule"]);
+    get "/session/{id}/permission-rules" => permissions::list_rules,
+        Operation::new("listRules", "permissions", "The session's permission rules")
+            .ok(&[(200, Json("RuleList"))])
+            .errors(SESSION);
+    delete "/session/{id}/permission-rules/{rule_id}" => permissions::delete_rule,
+        Operation::new("deleteRule", "permissions", "Remove a permission rule")
+            .ok(NO_CONTENT)
+            .errors(&["session_not_found", "rule_not_found"]);
+    post "/session/{id}/detach" => sessions::detach,
+        Operation::new("detach", "sessions", "The caller's client id leaves the session")
+            .ok(NO_CONTENT)
+            .headers(&[ClientId])
+            .errors(&["session_not_found", "invalid_client_id"]);
+    post "/session/{id}/heartbeat" => sessions::heartbeat,
+        Operation::new("heartbeat", "sessions", "Refresh the caller's last-seen time")
+            .ok(&[(200, Json("Heartbeat"))])
+            .headers(&[ClientId])
+            .errors(&["session_not_found", "invalid_client_id"]);
+    post "/session/{id}/shell" => shell::run_shell,
+        Operation::new("shell", "sessions", "Run a shell command in the workspace (SPEC §9; off by default)")
+            .body("ShellCommand")
+            .ok(&[(200, Json("ShellResult"))])
+            .headers(&[ClientId])
+            .errors(&[
+                "token_required", "session_shell_disabled", "client_id_required", "invalid_client_id",
+                "session_not_found", "invalid_command",
+            ]);
+}

@@ -1,0 +1,94 @@
+//! Handlers of the `daemon` tag: health, capabilities (`docs/protocol.md#11-capabilities`) and the
+//! Prometheus exposition. (`GET /openapi.json` is served by the route table itself.)
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::extract::{AppState, Flags};
+use crate::config::Policy;
+use crate::daemon::Daemon;
+
+/// `GET /health`: `{status}`, or with `?deep=1` the daemon's [`crate::metrics::Snapshot`].
+pub(super) async fn health(State(d): State<AppState>, Query(q): Query<Flags>) -> Response {
+    if q.deep() { Json(d.snapshot()).into_response() } else { Json(json!({"status": "ok"})).into_response() }
+}
+
+/// Feature tags for what works at this build, plus the conditional ones.
+fn features(d: &Daemon) -> Vec<&'static str> {
+    let mut features = vec![
+        "health",
+        "capabilities",
+        "session_create",
+        "session_scope_override",
+        "session_list",
+        "session_status",
+        "session_close",
+        "session_detach",
+        "session_prompt",
+        "non_blocking_prompt",
+        "session_cancel",
+        "session_events",
+        "session_set_model",
+        "client_identity",
+        "client_heartbeat",
+        "permission_vote",
+        "session_permission_vote",
+        "permission_mediation",
+        "permission_list",
+        "permission_rules",
+        "metrics",
+    ];
+    if d.config.session_shell_effective() {
+        features.push("session_shell_command");
+    }
+    if d.config.require_auth {
+        features.push("require_auth");
+    }
+    if !d.config.allow_origins.is_empty() {
+        features.push("allow_origin");
+    }
+    features
+}
+
+/// `GET /capabilities`.
+pub(super) async fn capabilities(State(d): State<AppState>) -> Json<Value> {
+    let c = &d.config;
+    let workspaces: Vec<Value> = c
+        .workspaces
+        .iter()
+        .enumerate()
+        .map(|(i, w)| json!({"cwd": w.to_string_lossy(), "primary": i == 0}))
+        .collect();
+    Json(json!({
+        "v": 1,
+        "protocolVersions": {"current": "v1", "supported": ["v1"]},
+        "daemon": {"name": "mediatord", "version": env!("CARGO_PKG_VERSION")},
+        "mode": "http-bridge",
+        "features": features(&d),
+        "workspaceCwd": c.primary_workspace().to_string_lossy(),
+        "workspaces": workspaces,
+        "transports": ["rest"],
+        "policy": {
+            "permission": c.permission_policy.as_str(),
+            "permissionModes": Policy::ALL.map(Policy::as_str),
+            "consensusQuorum": c.consensus_quorum,
+            "permissionTimeoutMs": c.permission_timeout.map(|t| t.as_millis() as u64),
+        },
+        "limits": {
+            "maxSessions": c.max_sessions,
+            "maxPendingPromptsPerSession": c.max_pending_prompts,
+            "maxSubscribersPerSession": c.max_subscribers,
+            "eventRingSize": c.event_ring_size,
+        },
+        "agent": {"command": c.agent.display},
+    }))
+}
+
+/// `GET /metrics`: the Prometheus exposition.
+pub(super) async fn metrics(State(d): State<AppState>) -> Response {
+    let body = d.metrics.render(&d.snapshot());
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], body).into_response()
+}

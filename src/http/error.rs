@@ -1,0 +1,327 @@
+//! The one error type HTTP callers see: each variant has a status and a stable `code`, and renders
+//! as `{"error": <human text>, "code": <code>, ...context}`. 5xx bodies carry no internals beyond
+//! the agent's own JSON-RPC error message.
+//!
+//! Every domain error enum is mapped here, once, by a `From` impl; handlers just use `?`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::daemon::{CreateError, SessionError};
+use crate::permission::{RuleError, VoteError};
+
+/// `Retry-After` for 503s caused by load (seconds).
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("Request denied by CORS policy")]
+    OriginDenied,
+    #[error("Invalid Host header")]
+    HostNotAllowed,
+    #[error("Request body too large")]
+    BodyTooLarge,
+    #[error("Invalid JSON in request body")]
+    InvalidJson,
+    #[error("Not found")]
+    RouteNotFound,
+    #[error("Method not allowed")]
+    MethodNotAllowed,
+    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
+    InvalidClientId,
+    #[error("cwd must be an absolute path to an existing directory")]
+    InvalidCwd,
+    #[error("cwd is not one of the daemon's workspaces")]
+    WorkspaceMismatch,
+    #[error("sessionScope must be \"single\" or \"thread\"")]
+    InvalidSessionScope,
+    #[error("Session limit reached")]
+    SessionLimitExceeded { limit: usize },
+    #[error("The agent did not finish starting in time")]
+    InitTimeout,
+    #[error("The agent could not be started: {0}")]
+    AgentStartFailed(String),
+    #[error("The daemon is shutting down")]
+    DaemonDraining,
+    #[error("Session not found")]
+    SessionNotFound { session_id: String },
+    #[error("prompt must be a non-empty array of content blocks")]
+    InvalidPrompt,
+    #[error("Too many prompts queued for this session")]
+    PromptQueueFull { limit: usize, pending: usize },
+    #[error("{0}")]
+    AgentError(String),
+    #[error("The agent exited: {0}")]
+    AgentExited(String),
+    #[error("modelId must be a non-empty string")]
+    InvalidModelId,
+    #[error("Too many event streams for this session")]
+    SubscriberLimitExceeded { limit: usize },
+    #[error(
+        "Invalid vote: expected {{\"outcome\":{{\"outcome\":\"selected\",\"optionId\":...}}}}, {{\"outcome\":{{\"outcome\":\"cancelled\"}}}} or {{\"decision\":\"allow|deny|allow-session|deny-session\"}}"
+    )]
+    InvalidVote,
+    #[error("Permission request not found")]
+    PermissionRequestNotFound,
+    #[error("Permission request already resolved")]
+    PermissionAlreadyResolved { resolved_option_id: String },
+    #[error("Option not offered for this permission request")]
+    InvalidOptionId { request_id: String, option_id: String },
+    #[error("This client may not decide this permission request")]
+    PermissionForbidden { reason: &'static str },
+    #[error("Invalid rule: {0}")]
+    InvalidRule(String),
+    #[error("Rule not found")]
+    RuleNotFound,
+    #[error("The session shell needs a token to be configured")]
+    TokenRequired,
+    #[error("The session shell is disabled (start the daemon with --enable-session-shell)")]
+    SessionShellDisabled,
+    #[error("The session shell needs an X-Qwen-Client-Id header")]
+    ClientIdRequired,
+    #[error("command must be a non-empty string of at most 64 KiB")]
+    InvalidCommand,
+    #[error("Internal error")]
+    Internal,
+}
+
+impl ApiError {
+    /// One instance of every variant, for the OpenAPI document (each code's status comes from here).
+    pub fn all() -> Vec<ApiError> {
+        let s = String::new;
+        vec![
+            ApiError::Unauthorized,
+            ApiError::OriginDenied,
+            ApiError::HostNotAllowed,
+            ApiError::BodyTooLarge,
+            ApiError::InvalidJson,
+            ApiError::RouteNotFound,
+            ApiError::MethodNotAllowed,
+            ApiError::InvalidClientId,
+            ApiError::InvalidCwd,
+            ApiError::WorkspaceMismatch,
+            ApiError::InvalidSessionScope,
+            ApiError::SessionLimitExceeded { limit: 0 },
+            ApiError::InitTimeout,
+            ApiError::AgentStartFailed(s()),
+            ApiError::DaemonDraining,
+            ApiError::SessionNotFound { session_id: s() },
+            ApiError::InvalidPrompt,
+            ApiError::PromptQueueFull { limit: 0, pending: 0 },
+            ApiError::AgentError(s()),
+            ApiError::AgentExited(s()),
+            ApiError::InvalidModelId,
+            ApiError::SubscriberLimitExceeded { limit: 0 },
+            ApiError::InvalidVote,
+            ApiError::PermissionRequestNotFound,
+            ApiError::PermissionAlreadyResolved { resolved_option_id: s() },
+            ApiError::InvalidOptionId { request_id: s(), option_id: s() },
+            ApiError::PermissionForbidden { reason: "" },
+            ApiError::InvalidRule(s()),
+            ApiError::RuleNotFound,
+            ApiError::TokenRequired,
+            ApiError::SessionShellDisabled,
+            ApiError::ClientIdRequired,
+            ApiError::InvalidCommand,
+            ApiError::Internal,
+        ]
+    }
+
+    /// The variant whose [`code`](ApiError::code) is `code`.
+    pub fn by_code(code: &str) -> Option<ApiError> {
+        ApiError::all().into_iter().find(|e| e.code() == code)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized | Self::TokenRequired => StatusCode::UNAUTHORIZED,
+            Self::OriginDenied
+            | Self::HostNotAllowed
+            | Self::PermissionForbidden { .. }
+            | Self::SessionShellDisabled
+            | Self::ClientIdRequired => StatusCode::FORBIDDEN,
+            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InvalidJson
+            | Self::InvalidClientId
+            | Self::InvalidCwd
+            | Self::WorkspaceMismatch
+            | Self::InvalidSessionScope
+            | Self::InvalidPrompt
+            | Self::InvalidModelId
+            | Self::InvalidVote
+            | Self::InvalidOptionId { .. }
+            | Self::InvalidRule(_)
+            | Self::InvalidCommand => StatusCode::BAD_REQUEST,
+            Self::RouteNotFound
+            | Self::SessionNotFound { .. }
+            | Self::PermissionRequestNotFound
+            | Self::PermissionAlreadyResolved { .. }
+            | Self::RuleNotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::SessionLimitExceeded { .. }
+            | Self::DaemonDraining
+            | Self::PromptQueueFull { .. }
+            | Self::AgentExited(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InitTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
+            Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::OriginDenied => "origin_denied",
+            Self::HostNotAllowed => "host_not_allowed",
+            Self::BodyTooLarge => "body_too_large",
+            Self::InvalidJson => "invalid_json",
+            Self::RouteNotFound => "route_not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::InvalidClientId => "invalid_client_id",
+            Self::InvalidCwd => "invalid_cwd",
+            Self::WorkspaceMismatch => "workspace_mismatch",
+            Self::InvalidSessionScope => "invalid_session_scope",
+            Self::SessionLimitExceeded { .. } => "session_limit_exceeded",
+            Self::InitTimeout => "init_timeout",
+            Self::AgentStartFailed(_) => "agent_start_failed",
+            Self::DaemonDraining => "daemon_draining",
+            Self::SessionNotFound { .. } => "session_not_found",
+            Self::InvalidPrompt => "invalid_prompt",
+            Self::PromptQueueFull { .. } => "prompt_queue_full",
+            Self::AgentError(_) => "agent_error",
+            Self::AgentExited(_) => "agent_exited",
+            Self::InvalidModelId => "invalid_model_id",
+            Self::SubscriberLimitExceeded { .. } => "subscriber_limit_exceeded",
+            Self::InvalidVote => "invalid_vote",
+            Self::PermissionRequestNotFound => "permission_request_not_found",
+            Self::PermissionAlreadyResolved { .. } => "permission_already_resolved",
+            Self::InvalidOptionId { .. } => "invalid_option_id",
+            Self::PermissionForbidden { .. } => "permission_forbidden",
+            Self::InvalidRule(_) => "invalid_rule",
+            Self::RuleNotFound => "rule_not_found",
+            Self::TokenRequired => "token_required",
+            Self::SessionShellDisabled => "session_shell_disabled",
+            Self::ClientIdRequired => "client_id_required",
+            Self::InvalidCommand => "invalid_command",
+            Self::Internal => "internal_error",
+        }
+    }
+
+    fn body(&self) -> Value {
+        // The 401 is identical for every cause and carries no code (`docs/protocol.md#2-http-perimeter`).
+        if matches!(self, Self::Unauthorized) {
+            return json!({"error": "Unauthorized"});
+        }
+        let mut body = json!({"error": self.to_string(), "code": self.code()});
+        match self {
+            Self::SessionLimitExceeded { limit } | Self::SubscriberLimitExceeded { limit } => {
+                body["limit"] = json!(limit)
+            }
+            Self::SessionNotFound { session_id } => body["sessionId"] = json!(session_id),
+            Self::PromptQueueFull { limit, pending } => {
+                body["limit"] = json!(limit);
+                body["pendingCount"] = json!(pending);
+            }
+            Self::PermissionAlreadyResolved { resolved_option_id } => {
+                body["resolvedOptionId"] = json!(resolved_option_id)
+            }
+            Self::InvalidOptionId { request_id, option_id } => {
+                body["requestId"] = json!(request_id);
+                body["optionId"] = json!(option_id);
+            }
+            Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
+            _ => {}
+        }
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::SessionLimitExceeded { .. }
+            | ApiError::PromptQueueFull { .. }
+            | ApiError::SubscriberLimitExceeded { .. }
+            | ApiError::DaemonDraining => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::OriginDenied => {
+                headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(e: CreateError) -> ApiError {
+        match e {
+            CreateError::Draining => ApiError::DaemonDraining,
+            CreateError::InvalidCwd => ApiError::InvalidCwd,
+            CreateError::WorkspaceMismatch => ApiError::WorkspaceMismatch,
+            CreateError::LimitReached { limit } => ApiError::SessionLimitExceeded { limit },
+            CreateError::InitTimeout => ApiError::InitTimeout,
+            CreateError::AgentStartFailed(m) => ApiError::AgentStartFailed(m),
+            CreateError::AgentError(m) => ApiError::AgentError(m),
+            CreateError::Internal => ApiError::Internal,
+        }
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> ApiError {
+        match e {
+            SessionError::NotFound { session_id } => ApiError::SessionNotFound { session_id },
+            SessionError::QueueFull { limit, pending } => ApiError::PromptQueueFull { limit, pending },
+            SessionError::SubscriberLimit { limit } => ApiError::SubscriberLimitExceeded { limit },
+            SessionError::Agent(m) => ApiError::AgentError(m),
+            SessionError::AgentExited(m) => ApiError::AgentExited(m),
+            SessionError::Draining => ApiError::DaemonDraining,
+        }
+    }
+}
+
+impl From<VoteError> for ApiError {
+    fn from(e: VoteError) -> ApiError {
+        match e {
+            VoteError::NotFound => ApiError::PermissionRequestNotFound,
+            VoteError::AlreadyResolved { resolved_option_id } => {
+                ApiError::PermissionAlreadyResolved { resolved_option_id }
+            }
+            VoteError::UnknownClient => ApiError::InvalidClientId,
+            VoteError::InvalidOption { request_id, option_id } => {
+                ApiError::InvalidOptionId { request_id, option_id }
+            }
+            VoteError::Forbidden(reason) => ApiError::PermissionForbidden { reason: reason.as_str() },
+        }
+    }
+}
+
+impl From<RuleError> for ApiError {
+    fn from(e: RuleError) -> ApiError {
+        match e {
+            RuleError::Invalid(reason) => ApiError::InvalidRule(reason),
+            RuleError::NotFound => ApiError::RuleNotFound,
+        }
+    }
+}
+
+/// The router's fallback: no route has this path.
+pub(super) async fn not_found() -> ApiError {
+    ApiError::RouteNotFound
+}
+
+/// The router's fallback: the path exists, the method does not.
+pub(super) async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

@@ -1,0 +1,40 @@
+//! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::extract::{AppState, client_id};
+
+/// Largest `Last-Event-ID` honoured (JavaScript's safe integer range).
+const MAX_EVENT_ID: u64 = (1 << 53) - 1;
+
+/// `Last-Event-ID`: decimal digits only, at most 2^53-1; anything else counts as absent.
+fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    let v = headers.get("last-event-id")?.to_str().ok()?.trim();
+    if v.is_empty() || v.len() > 16 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<u64>().ok().filter(|n| *n <= MAX_EVENT_ID)
+}
+
+pub(super) async fn events(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let s = d.session(&id)?;
+    let client = client_id(&headers)?;
+    let sub = s.subscribe(last_event_id(&headers))?;
+    if let Some(c) = &client {
+        s.touch_client(c);
+    }
+    let mut response = Body::from_stream(sub.into_body(d.streams_end.clone())).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}

@@ -1,0 +1,129 @@
+//! The HTTP floor, and the only place that knows axum, tower-http or hyper: the perimeter, the
+//! route table, the handlers, the OpenAPI document, and the mapping of every domain error to a
+//! status and a stable `code`.
+//!
+//! - this file: [`app`] (the router with its layers) and [`serve`] (the listener).
+//! - [`api`]: the route table, one list expanding into the router and the documented operations.
+//! - [`openapi`]: the OpenAPI 3.1 document built from those operations.
+//! - [`error`]: [`ApiError`], and one `From` per domain error.
+//! - `extract`: the state, JSON bodies, the client id header.
+//! - [`perimeter`]: Origin → Host → bearer; the socket [`Peer`].
+//! - `listener`: `--max-connections` at accept.
+//! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
+//!   `prompts`, `events`, `permissions`; and `shell`, the session shell's gates.
+//!
+//! Imports `daemon`, `permission` (vote and rule types), `config` and the leaves. Nothing imports
+//! this floor but `server`.
+
+pub mod api;
+mod daemon;
+pub mod error;
+mod events;
+mod extract;
+mod listener;
+pub mod openapi;
+pub mod perimeter;
+mod permissions;
+mod prompts;
+mod sessions;
+mod shell;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use tokio::net::TcpListener;
+
+pub use self::error::ApiError;
+pub use self::extract::{AppState, MAX_BODY_BYTES};
+pub use self::perimeter::Peer;
+use crate::metrics::Metrics;
+
+/// The whole HTTP surface for `daemon`, listening on `port` (the Host allowlist needs it). The
+/// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace
+/// span. Tests drive it with `oneshot`, no socket needed.
+pub fn app(daemon: AppState, port: u16) -> Router {
+    let perimeter = Arc::new(perimeter::Perimeter::new(&daemon.config, port));
+    api::router()
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(perimeter, perimeter::check))
+        .layer(axum::middleware::from_fn_with_state(daemon.metrics.clone(), count_request))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(on_response)
+                .on_failure(()),
+        )
+        .with_state(daemon)
+}
+
+/// Serves [`app`] on `listener`, at most `max_connections` at once, until `shutdown` resolves;
+/// then open exchanges are let finish (the caller bounds how long it waits for that).
+pub async fn serve(
+    listener: TcpListener,
+    max_connections: usize,
+    daemon: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app(daemon, listener.local_addr()?.port());
+    axum::serve(
+        listener::LimitedListener::new(listener, max_connections),
+        app.into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// The route label: the matched pattern (ids appear only as `{id}`), never the raw path.
+fn route_of(req: &Request) -> &str {
+    req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str)
+}
+
+/// A known method, or `other` (a client picks the method: unbounded labels are not an option).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// One span per request: method and matched route now, status and latency when it answers. No
+/// headers, query or body are recorded (they may carry tokens or prompts).
+fn request_span(req: &Request) -> tracing::Span {
+    tracing::info_span!(
+        "request",
+        method = method_label(req.method()),
+        route = route_of(req),
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    )
+}
+
+fn on_response(res: &Response, latency: std::time::Duration, span: &tracing::Span) {
+    let status = res.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    span.record("status", status);
+    span.record("latency_ms", latency_ms);
+    tracing::debug!(target: "mediatord::http", status, latency_ms, "request answered");
+}
+
+async fn count_request(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let method = method_label(req.method());
+    let route = route_of(&req).to_owned();
+    let response = next.run(req).await;
+    m.http_request(method, &route, response.status().as_u16());
+    response
+}

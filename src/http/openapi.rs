@@ -1,0 +1,429 @@
+//! The OpenAPI 3.1 document: what an operation says about itself ([`Operation`]), and the document
+//! built from a list of them (the route table's, [`super::api::OPERATIONS`]), the component schemas
+//! below, and [`ApiError`] (each error code's status). Served at `GET /openapi.json`;
+//! `docs/openapi.json` is the same bytes (`MEDIATORD_UPDATE_OPENAPI=1 cargo test --test it openapi`
+//! regenerates it).
+//!
+//! This file knows no handler, so the route table can use it without a cycle.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::error::ApiError;
+
+/// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
+const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed"];
+
+/// What a success response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// `application/json` with this component schema.
+    Json(&'static str),
+    /// No body (204).
+    Empty,
+    /// `text/event-stream` (`docs/protocol.md#5-event-stream`).
+    EventStream,
+    /// The Prometheus / OpenMetrics text exposition.
+    Metrics,
+}
+
+/// Request headers an operation reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// `X-Qwen-Client-Id` (alias `X-Client-Id`).
+    ClientId,
+    /// `Prefer: respond-async`.
+    Prefer,
+    /// `Last-Event-ID` for resuming a stream.
+    LastEventId,
+}
+
+/// One documented operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Operation {
+    /// Lowercase HTTP method, as in the row (`get`, `post`, `delete`).
+    pub method: &'static str,
+    /// The axum route pattern.
+    pub route: &'static str,
+    /// The OpenAPI path when it differs from `route` (a wildcard).
+    pub doc_path: Option<&'static str>,
+    pub id: &'static str,
+    pub tag: &'static str,
+    pub summary: &'static str,
+    /// Request body component schema, if the operation takes a JSON body.
+    pub body: Option<&'static str>,
+    pub ok: &'static [(u16, Body)],
+    /// Error codes beyond the perimeter's (and `body_too_large` for operations with a body).
+    pub errors: &'static [&'static str],
+    /// Query flags (`?deep=1`), each with its description.
+    pub query: &'static [(&'static str, &'static str)],
+    pub headers: &'static [Header],
+}
+
+impl Operation {
+    pub const fn new(id: &'static str, tag: &'static str, summary: &'static str) -> Operation {
+        Operation {
+            method: "",
+            route: "",
+            doc_path: None,
+            id,
+            tag,
+            summary,
+            body: None,
+            ok: &[(200, Body::Json("Object"))],
+            errors: &[],
+            query: &[],
+            headers: &[],
+        }
+    }
+    pub const fn body(self, schema: &'static str) -> Operation {
+        Operation { body: Some(schema), ..self }
+    }
+    pub const fn ok(self, ok: &'static [(u16, Body)]) -> Operation {
+        Operation { ok, ..self }
+    }
+    pub const fn errors(self, errors: &'static [&'static str]) -> Operation {
+        Operation { errors, ..self }
+    }
+    pub const fn query(self, query: &'static [(&'static str, &'static str)]) -> Operation {
+        Operation { query, ..self }
+    }
+    pub const fn headers(self, headers: &'static [Header]) -> Operation {
+        Operation { headers, ..self }
+    }
+    pub const fn doc_path(self, path: &'static str) -> Operation {
+        Operation { doc_path: Some(path), ..self }
+    }
+    /// The path as documented.
+    pub fn path(&self) -> &'static str {
+        self.doc_path.unwrap_or(self.route)
+    }
+}
+
+/// The document for `operations`, pretty-printed with a trailing newline (the checked-in file's
+/// exact bytes).
+pub fn document_text(operations: &[Operation]) -> String {
+    let mut text = serde_json::to_string_pretty(&document(operations)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+pub fn document(operations: &[Operation]) -> Value {
+    let mut paths: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
+    for op in operations {
+        paths.entry(op.path()).or_default().insert(op.method.to_owned(), operation(op));
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mediatord",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "One ACP coding agent behind an HTTP + SSE API that many clients share. \
+                Every error body is `{error, code, ...context}`; the `code` is stable.",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "security": [{"bearerAuth": []}, {}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "Required when the daemon has a token (`require_auth` feature tag).",
+                },
+            },
+            "parameters": {
+                "ClientId": {
+                    "name": "X-Qwen-Client-Id",
+                    "in": "header",
+                    "required": false,
+                    "description": "The caller's self-reported client id (alias `X-Client-Id`); empty = absent.",
+                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+                },
+                "Prefer": {
+                    "name": "Prefer",
+                    "in": "header",
+                    "required": false,
+                    "description": "`respond-async` answers 202 at once instead of waiting for the turn.",
+                    "schema": {"type": "string"},
+                },
+                "LastEventId": {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": false,
+                    "description": "Resume after this event id (decimal, at most 2^53-1; anything else = absent).",
+                    "schema": {"type": "string"},
+                },
+            },
+            "schemas": schemas(),
+        },
+    })
+}
+
+fn operation(op: &Operation) -> Value {
+    let mut params: Vec<Value> = path_params(op.path())
+        .into_iter()
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    for (name, description) in op.query {
+        params.push(json!({
+            "name": name, "in": "query", "required": false, "description": description,
+            "schema": {"type": "string"},
+        }));
+    }
+    for h in op.headers {
+        let name = match h {
+            Header::ClientId => "ClientId",
+            Header::Prefer => "Prefer",
+            Header::LastEventId => "LastEventId",
+        };
+        params.push(json!({"$ref": format!("#/components/parameters/{name}")}));
+    }
+    let mut responses = Map::new();
+    for (status, body) in op.ok {
+        responses.insert(status.to_string(), success(*body));
+    }
+    let mut codes: Vec<&str> = PERIMETER.to_vec();
+    if op.body.is_some() {
+        codes.push("body_too_large");
+    }
+    codes.extend(op.errors);
+    let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
+    for code in codes {
+        let status = error_status(code);
+        let list = by_status.entry(status).or_default();
+        if !list.contains(&code) {
+            list.push(code);
+        }
+    }
+    for (status, codes) in by_status {
+        let reason = axum::http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Error");
+        responses.insert(
+            status.to_string(),
+            json!({
+                "description": format!("{reason}: {}", codes.join(", ")),
+                "content": {"application/json": {"schema": {
+                    "allOf": [{"$ref": "#/components/schemas/Error"}],
+                    "properties": {"code": {"enum": codes}}
+                }}},
+            }),
+        );
+    }
+    let mut out = json!({
+        "operationId": op.id,
+        "tags": [op.tag],
+        "summary": op.summary,
+        "responses": responses,
+    });
+    if !params.is_empty() {
+        out["parameters"] = json!(params);
+    }
+    if let Some(schema) = op.body {
+        out["requestBody"] = json!({
+            "required": true,
+            "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}},
+        });
+    }
+    out
+}
+
+/// `{name}` segments of an OpenAPI path.
+pub fn path_params(path: &str) -> Vec<&str> {
+    path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect()
+}
+
+/// The status [`ApiError`] gives `code`. Panics on an unknown code: the table must name real ones.
+pub fn error_status(code: &str) -> u16 {
+    match ApiError::by_code(code) {
+        Some(e) => e.status().as_u16(),
+        None => panic!("the route table names an unknown error code {code:?}"),
+    }
+}
+
+fn success(body: Body) -> Value {
+    match body {
+        Body::Json(schema) => json!({
+            "description": "OK",
+            "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}},
+        }),
+        Body::Empty => json!({"description": "No Content"}),
+        Body::EventStream => json!({
+            "description": "Server-sent events: `id`, `event` and one `data` line of JSON \
+                `{id, v, type, data, promptId?, originatorClientId?}` per event; `: heartbeat` comments.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }),
+        Body::Metrics => json!({
+            "description": "OpenMetrics text exposition",
+            "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
+        }),
+    }
+}
+
+fn schemas() -> Value {
+    let string = json!({"type": "string"});
+    let int = json!({"type": "integer", "minimum": 0});
+    let boolean = json!({"type": "boolean"});
+    let object = json!({"type": "object"});
+    let summary_props = json!({
+        "sessionId": string, "workspaceCwd": string,
+        "createdAt": {"type": "string", "format": "date-time"},
+        "clientCount": int, "hasActivePrompt": boolean,
+    });
+    let mut status_props = summary_props.clone();
+    status_props["pendingPermissions"] = int.clone();
+    status_props["subscribers"] = int.clone();
+    status_props["pendingPrompts"] = int.clone();
+    let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {"type": "string", "description": "Human text"},
+                "code": {"type": "string", "enum": codes, "description": "Stable; absent only on the 401"},
+            },
+            "additionalProperties": true,
+        },
+        "Object": object,
+        "Empty": {"type": "object", "maxProperties": 0},
+        "Health": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"const": "ok"},
+                "sessions": int, "workspaces": int, "agents": int, "pendingPermissions": int,
+                "activePrompts": int, "subscribers": int, "uptimeMs": int,
+            },
+        },
+        "Capabilities": {
+            "type": "object",
+            "required": ["v", "features", "workspaceCwd", "policy", "limits"],
+            "properties": {
+                "v": {"const": 1},
+                "features": {"type": "array", "items": string},
+                "workspaceCwd": string,
+                "workspaces": {"type": "array", "items": {"type": "object", "properties": {"cwd": string, "primary": boolean}}},
+                "policy": object, "limits": object, "daemon": object, "agent": object,
+            },
+        },
+        "CreateSession": {
+            "type": "object",
+            "properties": {
+                "cwd": {"type": ["string", "null"], "description": "Absolute path of one of the daemon's workspaces"},
+                "sessionScope": {"enum": ["single", "thread", null]},
+                "modelServiceId": {"type": ["string", "null"]},
+            },
+        },
+        "SessionCreated": {
+            "type": "object",
+            "required": ["sessionId", "workspaceCwd", "attached", "clientId", "createdAt"],
+            "properties": {
+                "sessionId": string, "workspaceCwd": string, "attached": boolean, "clientId": string,
+                "createdAt": {"type": "string", "format": "date-time"}, "models": object, "modes": object,
+            },
+        },
+        "SessionSummary": {"type": "object", "required": ["sessionId"], "properties": summary_props},
+        "SessionStatus": {"type": "object", "required": ["sessionId"], "properties": status_props},
+        "SessionList": {
+            "type": "object",
+            "required": ["sessions"],
+            "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}}},
+        },
+        "SessionContext": {
+            "type": "object",
+            "required": ["v", "sessionId", "state"],
+            "properties": {"v": {"const": 1}, "sessionId": string, "workspaceCwd": string, "state": object},
+        },
+        "PromptRequest": {
+            "type": "object",
+            "required": ["prompt"],
+            "properties": {
+                "prompt": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "object", "description": "An ACP content block, e.g. {\"type\":\"text\",\"text\":\"hi\"}"},
+                },
+            },
+        },
+        "PromptResult": {
+            "type": "object",
+            "required": ["stopReason", "promptId"],
+            "properties": {"stopReason": string, "promptId": string},
+        },
+        "PromptAccepted": {
+            "type": "object",
+            "required": ["promptId", "lastEventId"],
+            "properties": {"promptId": string, "lastEventId": int},
+        },
+        "SetModel": {
+            "type": "object",
+            "required": ["modelId"],
+            "properties": {"modelId": {"type": "string", "minLength": 1}},
+        },
+        "Vote": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["outcome"],
+                    "properties": {
+                        "outcome": {
+                            "oneOf": [
+                                {"type": "object", "required": ["outcome", "optionId"], "properties": {"outcome": {"const": "selected"}, "optionId": string}},
+                                {"type": "object", "required": ["outcome"], "properties": {"outcome": {"const": "cancelled"}}},
+                            ],
+                        },
+                        "remember": {"const": "session"},
+                    },
+                },
+                {
+                    "type": "object",
+                    "required": ["decision"],
+                    "properties": {
+                        "decision": {"enum": ["allow", "deny", "allow-session", "deny-session"]},
+                        "remember": {"const": "session"},
+                    },
+                },
+            ],
+        },
+        "PermissionList": {
+            "type": "object",
+            "required": ["pending"],
+            "properties": {"pending": {"type": "array", "items": object}, "audit": {"type": "array", "items": object}},
+        },
+        "RuleRequest": {
+            "type": "object",
+            "required": ["effect"],
+            "properties": {
+                "effect": {"enum": ["allow", "deny"]},
+                "kinds": {"type": "array", "items": string},
+                "tools": {"type": "array", "items": string},
+                "paths": {"type": "array", "items": string},
+                "commands": {"type": "array", "items": string},
+            },
+        },
+        "RuleCreated": {"type": "object", "required": ["rule"], "properties": {"rule": object}},
+        "RuleList": {"type": "object", "required": ["rules"], "properties": {"rules": {"type": "array", "items": object}}},
+        "Heartbeat": {
+            "type": "object",
+            "required": ["sessionId", "clientId", "lastSeenAt"],
+            "properties": {"sessionId": string, "clientId": string, "lastSeenAt": int},
+        },
+        "ShellCommand": {
+            "type": "object",
+            "required": ["command"],
+            "properties": {"command": {"type": "string", "minLength": 1, "maxLength": 65536}},
+        },
+        "ShellResult": {
+            "type": "object",
+            "required": ["shellId", "output", "aborted", "truncated"],
+            "properties": {
+                "shellId": string, "exitCode": {"type": ["integer", "null"]}, "output": string,
+                "aborted": boolean, "truncated": boolean,
+            },
+        },
+    })
+}

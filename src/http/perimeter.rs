@@ -1,0 +1,144 @@
+//! The HTTP perimeter, applied to every route in `docs/protocol.md#2-http-perimeter`'s order:
+//! Origin → Host → bearer → (body limits, in `extract`) → route.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use crate::config::{Config, Origins};
+
+const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
+const ALLOW_HEADERS: &str =
+    "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer";
+const EXPOSE_HEADERS: &str = "Retry-After";
+/// How long a browser may cache a preflight answer (seconds).
+const PREFLIGHT_MAX_AGE: &str = "600";
+
+/// What the perimeter checks, fixed once the listener is bound (the Host allowlist needs the port).
+pub struct Perimeter {
+    origins: Origins,
+    /// `None` on non-loopback binds, where the Host check does not apply.
+    allowed_hosts: Option<Vec<String>>,
+    token_digest: Option<[u8; 32]>,
+    require_auth: bool,
+}
+
+/// Says whether a token is set, never anything about it (not even its digest).
+impl std::fmt::Debug for Perimeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Perimeter")
+            .field("origins", &self.origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("token", &self.token_digest.is_some())
+            .field("require_auth", &self.require_auth)
+            .finish()
+    }
+}
+
+impl Perimeter {
+    pub fn new(config: &Config, port: u16) -> Perimeter {
+        let allowed_hosts = crate::config::is_loopback_host(&config.hostname).then(|| {
+            let bind = config.hostname.to_ascii_lowercase();
+            let bind = if bind.contains(':') && !bind.starts_with('[') { format!("[{bind}]") } else { bind };
+            let mut hosts: Vec<String> =
+                ["localhost", "127.0.0.1", "[::1]", "host.docker.internal", bind.as_str()]
+                    .iter()
+                    .map(|h| format!("{h}:{port}"))
+                    .collect();
+            if port == 80 {
+                hosts.extend(["localhost", "127.0.0.1", "[::1]", "host.docker.internal"].map(String::from));
+                hosts.push(bind);
+            }
+            hosts
+        });
+        Perimeter {
+            origins: config.allow_origins.clone(),
+            allowed_hosts,
+            token_digest: config.token_digest,
+            require_auth: config.require_auth,
+        }
+    }
+
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(allowed) = &self.allowed_hosts else { return true };
+        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
+        let host = host.to_ascii_lowercase();
+        allowed.contains(&host)
+    }
+
+    /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
+    fn bearer_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.token_digest else { return true };
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .unwrap_or("");
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        bool::from(digest.ct_eq(expected)) && !presented.is_empty()
+    }
+}
+
+/// Whether the socket peer is loopback (`127.*`, `::1`, `::ffff:127.*`), never from headers.
+pub fn is_loopback_peer(addr: Option<SocketAddr>) -> bool {
+    match addr.map(|a| a.ip()) {
+        Some(IpAddr::V4(v4)) => v4.is_loopback(),
+        Some(IpAddr::V6(v6)) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        None => false,
+    }
+}
+
+/// The socket peer of a connection, attached by the server to every request it carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
+    req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0)
+}
+
+pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let origin = match headers.get(header::ORIGIN) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
+            _ => return ApiError::OriginDenied.into_response(),
+        },
+    };
+    if !p.host_allowed(headers) {
+        return with_cors(ApiError::HostNotAllowed.into_response(), origin.as_ref());
+    }
+    if origin.is_some() && req.method() == Method::OPTIONS {
+        let mut preflight = StatusCode::NO_CONTENT.into_response();
+        let h = preflight.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(ALLOW_METHODS));
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(PREFLIGHT_MAX_AGE));
+        return with_cors(preflight, origin.as_ref());
+    }
+    let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
+    if !open_health && !p.bearer_ok(headers) {
+        return with_cors(ApiError::Unauthorized.into_response(), origin.as_ref());
+    }
+    let response = next.run(req).await;
+    with_cors(response, origin.as_ref())
+}
+
+fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {
+    let h = response.headers_mut();
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
+    if let Some(origin) = origin {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
+    }
+    response
+}

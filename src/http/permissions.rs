@@ -1,0 +1,158 @@
+//! Handlers of the `permissions` tag: votes (on the session's route and the legacy one), the
+//! pending list with its audit, and the session's rules (`docs/protocol.md#7-permission-rules`,
+//! `docs/protocol.md#8-permission-mediation`).
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::extract::{AppState, Flags, JsonBody, client_id};
+use super::perimeter::{Peer, is_loopback_peer};
+use crate::clock::now_ms;
+use crate::permission::{Choice, Effect, Vote, parse_rule};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// `{outcome:{outcome:"selected",optionId}}`, `{outcome:{outcome:"cancelled"}}` or
+/// `{decision: allow|deny|allow-session|deny-session}`, each optionally with `remember:"session"`.
+fn parse_vote(body: &Value) -> Result<Vote, ApiError> {
+    let invalid = || ApiError::InvalidVote;
+    let remember = body.get("remember").and_then(Value::as_str) == Some("session");
+    if let Some(decision) = body.get("decision") {
+        let (effect, session) = match decision.as_str().ok_or_else(invalid)? {
+            "allow" => (Effect::Allow, false),
+            "deny" => (Effect::Deny, false),
+            "allow-session" => (Effect::Allow, true),
+            "deny-session" => (Effect::Deny, true),
+            _ => return Err(invalid()),
+        };
+        return Ok(Vote::Decision { effect, remember: remember || session });
+    }
+    let outcome = body.get("outcome").ok_or_else(invalid)?;
+    match outcome.get("outcome").and_then(Value::as_str) {
+        Some("selected") => {
+            let id = outcome
+                .get("optionId")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(invalid)?;
+            Ok(Vote::Outcome { choice: Choice::Option(id.to_owned()), remember })
+        }
+        Some("cancelled") => Ok(Vote::Outcome { choice: Choice::Cancel, remember: false }),
+        _ => Err(invalid()),
+    }
+}
+
+/// Step 1 and 2 of `docs/protocol.md#8-permission-mediation`: body shape, then client id format.
+/// They come before the session is looked up, so a bad vote learns nothing about what exists.
+fn vote_preamble(headers: &HeaderMap, body: &Value) -> Result<(Vote, Option<String>), ApiError> {
+    let vote = parse_vote(body)?;
+    let client = client_id(headers)?;
+    Ok((vote, client))
+}
+
+pub(super) async fn vote(
+    State(d): State<AppState>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    Path((id, request_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let (vote, client) = vote_preamble(&headers, &body)?;
+    let s = d.session(&id)?;
+    s.permissions().vote(&request_id, client.as_deref(), is_loopback_peer(Some(peer)), &vote)?;
+    Ok(Json(json!({})).into_response())
+}
+
+pub(super) async fn legacy_vote(
+    State(d): State<AppState>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    Path(request_id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let (vote, client) = vote_preamble(&headers, &body)?;
+    let s = d.session_with_request(&request_id)?;
+    s.permissions().vote(&request_id, client.as_deref(), is_loopback_peer(Some(peer)), &vote)?;
+    Ok(Json(json!({})).into_response())
+}
+
+pub(super) async fn list_permissions(
+    State(d): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<Flags>,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let mut out = json!({"pending": s.permissions().list_pending()});
+    if q.audit() {
+        out["audit"] = json!(s.permissions().audit());
+    }
+    Ok(Json(out).into_response())
+}
+
+pub(super) async fn add_rule(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let client = client_id(&headers)?;
+    let rule = parse_rule(&body, &s.workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
+    let wire = s.permissions().add_rule(rule)?;
+    Ok((StatusCode::CREATED, Json(json!({"rule": wire}))).into_response())
+}
+
+pub(super) async fn list_rules(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let s = d.session(&id)?;
+    Ok(Json(json!({"rules": s.permissions().list_rules()})).into_response())
+}
+
+pub(super) async fn delete_rule(
+    State(d): State<AppState>,
+    Path((id, rule_id)): Path<(String, String)>,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    s.permissions().remove_rule(&rule_id)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vote_bodies_parse_into_typed_votes() {
+        let selected = |id: &str| Vote::Outcome { choice: Choice::Option(id.into()), remember: false };
+        let table = [
+            (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a"))),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "session"}),
+                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: true }),
+            ),
+            (
+                json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
+                Some(Vote::Outcome { choice: Choice::Cancel, remember: false }),
+            ),
+            (json!({"decision": "allow"}), Some(Vote::Decision { effect: Effect::Allow, remember: false })),
+            (
+                json!({"decision": "deny-session"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: true }),
+            ),
+            (
+                json!({"decision": "deny", "remember": "session"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: true }),
+            ),
+            (json!({}), None),
+            (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),
+            (json!({"decision": true}), None),
+            (json!([]), None),
+        ];
+        for (body, expected) in table {
+            assert_eq!(parse_vote(&body).ok(), expected, "{body}");
+        }
+    }
+}

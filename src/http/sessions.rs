@@ -1,0 +1,161 @@
+//! Handlers of the `sessions` tag: create or attach, list, status, context, close, model, detach,
+//! heartbeat (`docs/protocol.md#3-routes`, `docs/protocol.md#4-agents-workspaces-and-sessions`).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::extract::{AppState, JsonBody, client_id};
+use crate::clock::iso8601;
+use crate::config::SessionScope;
+use crate::daemon::{CreateRequest, EndReason, Session};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// How long `DELETE` waits for the session's terminal event before answering anyway.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(6);
+
+fn summary(s: &Session) -> Value {
+    json!({
+        "sessionId": s.id,
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "createdAt": iso8601(s.created_at),
+        "clientCount": s.client_count(),
+        "hasActivePrompt": s.has_active_prompt(),
+    })
+}
+
+/// `{cwd?, sessionScope?, modelServiceId?}`, each checked for type; the daemon judges the values.
+fn create_request(body: &Value, client_id: Option<String>) -> Result<CreateRequest, ApiError> {
+    let cwd = match body.get("cwd") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => return Err(ApiError::InvalidCwd),
+    };
+    let scope = match body.get("sessionScope") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(SessionScope::parse(s).ok_or(ApiError::InvalidSessionScope)?),
+        Some(_) => return Err(ApiError::InvalidSessionScope),
+    };
+    let model = match body.get("modelServiceId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => return Err(ApiError::InvalidModelId),
+    };
+    Ok(CreateRequest { cwd, scope, model, client_id })
+}
+
+pub(super) async fn create_session(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let client = client_id(&headers)?;
+    let created = d.create(create_request(&body, client)?).await?;
+    let s = &created.session;
+    let mut out = json!({
+        "sessionId": s.id,
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "attached": created.attached,
+        "clientId": created.client_id,
+        // An ISO-8601 string: @qwen-code/sdk parses it as a date.
+        "createdAt": iso8601(s.created_at),
+    });
+    for key in ["models", "modes"] {
+        if let Some(v) = s.agent_result.get(key) {
+            out[key] = v.clone();
+        }
+    }
+    Ok(Json(out).into_response())
+}
+
+pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw): Path<String>) -> ApiResult {
+    // `{*rest}` captures `<cwd>/sessions`; the cwd itself may arrive with its slashes encoded or not.
+    let cwd = raw.strip_suffix("/sessions").ok_or(ApiError::RouteNotFound)?;
+    let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
+    let path = std::path::Path::new(&cwd);
+    if !path.is_absolute() || cwd.contains('\0') {
+        return Err(ApiError::InvalidCwd);
+    }
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let sessions: Vec<Value> =
+        d.all_sessions().iter().filter(|s| s.workspace == canonical).map(|s| summary(s)).collect();
+    Ok(Json(json!({"sessions": sessions})).into_response())
+}
+
+pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let s = d.session(&id)?;
+    let mut out = summary(&s);
+    out["pendingPermissions"] = json!(s.permissions().pending_count());
+    out["subscribers"] = json!(s.subscriber_count());
+    out["pendingPrompts"] = json!(s.pending_prompt_count());
+    Ok(Json(out).into_response())
+}
+
+/// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
+/// modes the agent reported at `session/new`.
+pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let s = d.session(&id)?;
+    let pick = |key: &str| s.agent_result.get(key).cloned().unwrap_or(Value::Null);
+    Ok(Json(json!({
+        "v": 1,
+        "sessionId": s.id,
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "state": {"models": pick("models"), "modes": pick("modes"), "configOptions": pick("configOptions")},
+    }))
+    .into_response())
+}
+
+pub(super) async fn delete_session(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let client = client_id(&headers)?;
+    let s = d.session(&id)?;
+    d.forget(&s);
+    s.end(EndReason::Closed { closed_by: client });
+    let _ = tokio::time::timeout(CLOSE_WAIT, s.finished()).await;
+    tracing::info!(session_id = %id, "session closed");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(super) async fn set_model(
+    State(d): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let model = body
+        .get("modelId")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .ok_or(ApiError::InvalidModelId)?;
+    Ok(Json(s.set_model(model).await?).into_response())
+}
+
+pub(super) async fn detach(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    if let Some(c) = client_id(&headers)? {
+        s.remove_client(&c);
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(super) async fn heartbeat(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId)?;
+    let seen = s.touch_client(&client);
+    Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
+}

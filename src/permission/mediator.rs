@@ -1,0 +1,965 @@
+//! Permission mediation for one session (`docs/protocol.md#7-permission-rules`,
+//! `docs/protocol.md#8-permission-mediation`): the pending requests, the resolved record and audit
+//! rings, the session's rules, and the vote path in the order the protocol fixes.
+//!
+//! The decision itself is [`super::policy::decide`]; matching is [`super::rules::find_match`]. This
+//! file is the bookkeeping around them. It knows the session it serves only as a [`Host`] (publish,
+//! voters, originator, announced tool calls), so it is tested with a fake host and no process.
+//!
+//! All state sits behind one `std::sync::Mutex` whose critical sections never await; events are
+//! published while it is held so that, for each request, `permission_request` always precedes its
+//! `permission_resolved` on the stream (lock order: mediator, then the host's locks; the host
+//! never calls back).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide};
+use super::rules::{self, CompiledRule, Effect, RequestFacts};
+use crate::clock::now_ms;
+use crate::config::Policy;
+use crate::event::EventKind;
+use crate::metrics::Metrics;
+
+/// Pending requests per session; more are answered `cancelled` at once
+/// (`docs/protocol.md#8-permission-mediation`).
+const MAX_PENDING_PER_SESSION: usize = 64;
+/// Decided requests remembered to answer late votes `permission_already_resolved`.
+const RESOLVED_RING: usize = 512;
+/// Decisions kept for `GET .../permissions?audit=1`.
+const AUDIT_RING: usize = 512;
+/// Ballots kept per request in its audit entry.
+const MAX_BALLOTS_PER_REQUEST: usize = 64;
+
+/// What the mediator needs from the session it serves. Implemented by the daemon's session; the
+/// unit tests below use a fake.
+pub trait Host: Send + Sync {
+    /// The session's id, stamped on every event and audit entry.
+    fn session_id(&self) -> &str;
+    /// Publishes an event on the session's stream (tagged with the running turn, if any).
+    fn publish(&self, kind: EventKind, data: &Value);
+    /// The client id of the prompt now running: who decides under `designated`.
+    fn originator(&self) -> Option<String>;
+    /// The session's registered client ids, sorted: the voters under `consensus`.
+    fn voters(&self) -> Vec<String>;
+    /// Whether `client_id` is registered on the session.
+    fn is_voter(&self, client_id: &str) -> bool;
+    /// The request's `toolCall` laid over what the agent announced earlier for the same
+    /// `toolCallId`: what rules match on.
+    fn announced_tool_call(&self, tool_call: &Value) -> Value;
+}
+
+/// What ended a request (the `resolvedBy` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolvedBy {
+    Vote,
+    Timeout,
+    Cancel,
+    SessionClosed,
+    Rule,
+}
+
+impl ResolvedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolvedBy::Vote => "vote",
+            ResolvedBy::Timeout => "timeout",
+            ResolvedBy::Cancel => "cancel",
+            ResolvedBy::SessionClosed => "session_closed",
+            ResolvedBy::Rule => "rule",
+        }
+    }
+}
+
+/// Settings captured per request.
+#[derive(Debug, Clone)]
+pub struct MediatorConfig {
+    pub policy: Policy,
+    pub quorum: Option<usize>,
+    pub timeout: Option<Duration>,
+}
+
+/// A client's vote, as parsed from its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vote {
+    /// `{outcome:{outcome:"selected",optionId}}` or `{outcome:{outcome:"cancelled"}}`.
+    Outcome { choice: Choice, remember: bool },
+    /// The `{decision: allow|deny|allow-session|deny-session}` shorthand.
+    Decision { effect: Effect, remember: bool },
+}
+
+/// Why a vote was refused, in the order the checks run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VoteError {
+    #[error("permission request not found")]
+    NotFound,
+    #[error("permission request already resolved")]
+    AlreadyResolved { resolved_option_id: String },
+    #[error("the client id is not registered on this session")]
+    UnknownClient,
+    #[error("option not offered for this permission request")]
+    InvalidOption { request_id: String, option_id: String },
+    #[error("this client may not decide this permission request")]
+    Forbidden(ForbidReason),
+}
+
+/// Why a rule could not be added or removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The reason is for the client (`400 invalid_rule`).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("rule not found")]
+    NotFound,
+}
+
+struct Pending {
+    issued: Issued,
+    /// The `permission_request` event data, listed by `GET .../permissions`.
+    data: Value,
+    options: Vec<Value>,
+    facts: RequestFacts,
+    votes: BTreeMap<String, Choice>,
+    ballots: Vec<Value>,
+    issued_at: u64,
+    reply: oneshot::Sender<Choice>,
+}
+
+struct Resolved {
+    request_id: String,
+    outcome: Value,
+    option_id: String,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<String, Pending>,
+    /// Issue order of pending requests, for listing.
+    order: Vec<String>,
+    resolved: VecDeque<Resolved>,
+    audit: VecDeque<Value>,
+    rules: Vec<CompiledRule>,
+    /// Set once the session has ended (close, agent death, shutdown): a request the agent sends
+    /// after that is answered `cancelled` at once, since nobody is left to vote on it and nothing
+    /// would ever cancel it again.
+    closed: bool,
+}
+
+/// One session's permission bookkeeping. Its methods live on [`Permissions`], the mediator bound
+/// to the host it serves ([`Mediator::serve`]).
+pub struct Mediator {
+    cfg: MediatorConfig,
+    workspace: PathBuf,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Mediator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mediator").field("cfg", &self.cfg).field("workspace", &self.workspace).finish()
+    }
+}
+
+/// The ACP answer for a choice.
+fn outcome_json(choice: &Choice) -> Value {
+    match choice {
+        Choice::Option(id) => json!({"outcome": "selected", "optionId": id}),
+        Choice::Cancel => json!({"outcome": "cancelled"}),
+    }
+}
+
+impl Mediator {
+    pub fn new(cfg: MediatorConfig, workspace: PathBuf, metrics: Arc<Metrics>) -> Mediator {
+        Mediator { cfg, workspace, metrics, state: Mutex::new(State::default()) }
+    }
+
+    /// The mediator at work for `host`, the session it belongs to.
+    pub fn serve<'a>(&'a self, host: &'a dyn Host) -> Permissions<'a> {
+        Permissions { mediator: self, host }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        crate::sync::lock(&self.state)
+    }
+}
+
+/// A [`Mediator`] bound to its [`Host`]: every operation on a session's permissions.
+#[derive(Clone, Copy)]
+pub struct Permissions<'a> {
+    mediator: &'a Mediator,
+    host: &'a dyn Host,
+}
+
+impl std::fmt::Debug for Permissions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permissions").field("session_id", &self.host.session_id()).finish()
+    }
+}
+
+impl<'a> Permissions<'a> {
+    /// Serves the agent's `session/request_permission`; returns its `result` (`{outcome}`).
+    pub async fn request(self, params: Value) -> Value {
+        let (m, host) = (self.mediator, self.host);
+        let options: Vec<Value> =
+            params.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+        let tool_call = params.get("toolCall").cloned().unwrap_or_else(|| json!({}));
+        let cancelled = || json!({"outcome": outcome_json(&Choice::Cancel)});
+        if options.iter().any(|o| o.get("optionId").and_then(Value::as_str) == Some(CANCEL_OPTION_ID)) {
+            tracing::error!(session_id = %host.session_id(), "the agent offered the reserved option id __cancelled__; answering cancelled");
+            return cancelled();
+        }
+        // The deadline is fixed before the record exists, so nothing can see an unarmed request.
+        let deadline = m.cfg.timeout.map(|t| tokio::time::Instant::now() + t);
+        let issued_at = now_ms();
+        let expires_at = m.cfg.timeout.map(|t| issued_at + t.as_millis() as u64);
+        let issued = Issued {
+            policy: m.cfg.policy,
+            originator: host.originator(),
+            voters_at_issue: if m.cfg.policy == Policy::Consensus { host.voters() } else { Vec::new() },
+            quorum: m.cfg.quorum,
+        };
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
+        let mut data = json!({
+            "requestId": request_id,
+            "sessionId": host.session_id(),
+            "toolCall": tool_call,
+            "options": options,
+            "policy": m.cfg.policy.as_str(),
+        });
+        if let Some(at) = expires_at {
+            data["expiresAt"] = json!(at);
+        }
+        let (reply, mut rx) = oneshot::channel();
+        {
+            let mut st = m.lock();
+            if st.closed {
+                drop(st);
+                tracing::debug!(session_id = %host.session_id(), "permission request after the session ended; answering cancelled");
+                return cancelled();
+            }
+            if st.pending.len() >= MAX_PENDING_PER_SESSION {
+                drop(st);
+                tracing::warn!(session_id = %host.session_id(), "too many pending permission requests; answering cancelled");
+                return cancelled();
+            }
+            host.publish(EventKind::PermissionRequest, &data);
+            let pending = Pending {
+                issued,
+                data,
+                options,
+                facts,
+                votes: BTreeMap::new(),
+                ballots: Vec::new(),
+                issued_at,
+                reply,
+            };
+            let by_rule = rules::find_match(&st.rules, &pending.facts, &m.workspace).and_then(|rule| {
+                rule_choice(rule.rule.effect, &pending.options)
+                    .map(|choice| (choice, rule.rule.rule_id.clone()))
+            });
+            if let Some((choice, rule_id)) = by_rule {
+                let resolution =
+                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: false };
+                self.finish(&mut st, &request_id, pending, &choice, resolution);
+                return json!({"outcome": outcome_json(&choice)});
+            }
+            st.order.push(request_id.clone());
+            st.pending.insert(request_id.clone(), pending);
+        }
+        let choice = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, &mut rx).await {
+                Ok(answer) => answer.unwrap_or(Choice::Cancel),
+                Err(_) => {
+                    self.resolve(&request_id, Choice::Cancel, ResolvedBy::Timeout);
+                    rx.await.unwrap_or(Choice::Cancel)
+                }
+            },
+            None => rx.await.unwrap_or(Choice::Cancel),
+        };
+        json!({"outcome": outcome_json(&choice)})
+    }
+
+    /// Resolves one pending request if it still is; returns whether it was.
+    fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
+        let mut st = self.mediator.lock();
+        let Some(pending) = take_pending(&mut st, request_id) else { return false };
+        let resolution = Resolution { by, voter: None, rule_id: None, remember: false };
+        self.finish(&mut st, request_id, pending, &choice, resolution);
+        true
+    }
+
+    /// Cancels every pending request (session cancel, close, agent death, shutdown).
+    /// `SessionClosed` means the session is over: later requests are cancelled on arrival.
+    pub fn cancel_all(self, by: ResolvedBy) {
+        let mut st = self.mediator.lock();
+        st.closed |= by == ResolvedBy::SessionClosed;
+        let ids = std::mem::take(&mut st.order);
+        for id in ids {
+            if let Some(pending) = st.pending.remove(&id) {
+                let resolution = Resolution { by, voter: None, rule_id: None, remember: false };
+                self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
+            }
+        }
+    }
+
+    /// Whether this session knows the request (pending or recently resolved).
+    pub fn knows(self, request_id: &str) -> bool {
+        let st = self.mediator.lock();
+        st.pending.contains_key(request_id) || st.resolved.iter().any(|r| r.request_id == request_id)
+    }
+
+    pub fn pending_count(self) -> usize {
+        self.mediator.lock().pending.len()
+    }
+
+    /// The `permission_request` data of each pending request, in issue order.
+    pub fn list_pending(self) -> Vec<Value> {
+        let st = self.mediator.lock();
+        st.order.iter().filter_map(|id| st.pending.get(id)).map(|p| p.data.clone()).collect()
+    }
+
+    pub fn audit(self) -> Vec<Value> {
+        self.mediator.lock().audit.iter().cloned().collect()
+    }
+
+    /// A client's vote, checked in `docs/protocol.md#8-permission-mediation`'s order from step 3
+    /// on (the HTTP layer did steps 1 and 2: the body's shape, then the client id's format).
+    pub fn vote(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        loopback_peer: bool,
+        vote: &Vote,
+    ) -> Result<(), VoteError> {
+        let host = self.host;
+        let mut st = self.mediator.lock();
+        let Some(pending) = st.pending.get_mut(request_id) else {
+            let resolved = st.resolved.iter().find(|r| r.request_id == request_id);
+            return match resolved {
+                Some(r) => {
+                    let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "outcome": r.outcome});
+                    if let Some(c) = client_id {
+                        data["clientId"] = json!(c);
+                    }
+                    host.publish(EventKind::PermissionAlreadyResolved, &data);
+                    Err(VoteError::AlreadyResolved { resolved_option_id: r.option_id.clone() })
+                }
+                None => Err(VoteError::NotFound),
+            };
+        };
+        if let Some(c) = client_id
+            && !host.is_voter(c)
+        {
+            return Err(VoteError::UnknownClient);
+        }
+        let invalid_option = |option_id: &str| VoteError::InvalidOption {
+            request_id: request_id.to_owned(),
+            option_id: option_id.to_owned(),
+        };
+        let (choice, remember) = match vote {
+            Vote::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, false),
+            Vote::Outcome { choice: Choice::Option(id), remember } => {
+                if id == CANCEL_OPTION_ID || !offered(&pending.options, id) {
+                    return Err(invalid_option(id));
+                }
+                (Choice::Option(id.clone()), *remember)
+            }
+            Vote::Decision { effect, remember } => match rules::pick_shorthand(&pending.options, *effect) {
+                Some(id) => (Choice::Option(id), *remember),
+                None => {
+                    return Err(invalid_option(if *effect == Effect::Allow {
+                        "allow_once"
+                    } else {
+                        "reject_once"
+                    }));
+                }
+            },
+        };
+        let ballot = Ballot { client_id, loopback_peer, choice: &choice };
+        let decision = decide(&pending.issued, &pending.votes, &ballot);
+        if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
+            pending.ballots.push(json!({
+                "clientId": client_id,
+                "optionId": choice.option_id(),
+                "at": now_ms(),
+                "loopback": loopback_peer,
+                "counted": !matches!(decision, Decision::Forbidden(_)),
+            }));
+        }
+        match decision {
+            Decision::Decided(choice) => {
+                let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
+                let voter = client_id.map(str::to_owned);
+                let resolution = Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember };
+                self.finish(&mut st, request_id, pending, &choice, resolution);
+                Ok(())
+            }
+            Decision::Partial { votes_received, votes_needed, quorum, tallies } => {
+                if let Some(voter) = client_id {
+                    pending.votes.insert(voter.to_owned(), choice);
+                }
+                host.publish(
+                    EventKind::PermissionPartialVote,
+                    &json!({
+                        "requestId": request_id, "sessionId": host.session_id(), "votesReceived": votes_received,
+                        "votesNeeded": votes_needed, "quorum": quorum, "optionTallies": tallies,
+                    }),
+                );
+                Ok(())
+            }
+            Decision::Forbidden(reason) => {
+                let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str()});
+                if let Some(c) = client_id {
+                    data["clientId"] = json!(c);
+                }
+                host.publish(EventKind::PermissionForbidden, &data);
+                Err(VoteError::Forbidden(reason))
+            }
+        }
+    }
+
+    /// Adds a rule, publishes `policy_updated`, and resolves pending requests it now matches.
+    /// Returns the rule's wire object.
+    pub fn add_rule(self, rule: CompiledRule) -> Result<Value, RuleError> {
+        let mut st = self.mediator.lock();
+        if st.rules.len() >= rules::MAX_RULES_PER_SESSION {
+            return Err(RuleError::Invalid(format!(
+                "at most {} rules per session",
+                rules::MAX_RULES_PER_SESSION
+            )));
+        }
+        let wire = serde_json::to_value(&rule.rule).unwrap_or(Value::Null);
+        st.rules.push(rule);
+        self.publish_rules(&st);
+        self.apply_rules_to_pending(&mut st);
+        Ok(wire)
+    }
+
+    pub fn remove_rule(self, rule_id: &str) -> Result<(), RuleError> {
+        let mut st = self.mediator.lock();
+        let before = st.rules.len();
+        st.rules.retain(|r| r.rule.rule_id != rule_id);
+        if st.rules.len() == before {
+            return Err(RuleError::NotFound);
+        }
+        self.publish_rules(&st);
+        Ok(())
+    }
+
+    pub fn list_rules(self) -> Vec<Value> {
+        self.mediator.lock().rules.iter().filter_map(|r| serde_json::to_value(&r.rule).ok()).collect()
+    }
+
+    fn publish_rules(self, st: &State) {
+        let rules: Vec<Value> = st.rules.iter().filter_map(|r| serde_json::to_value(&r.rule).ok()).collect();
+        self.host
+            .publish(EventKind::PolicyUpdated, &json!({"sessionId": self.host.session_id(), "rules": rules}));
+    }
+
+    fn apply_rules_to_pending(self, st: &mut State) {
+        let workspace: &Path = &self.mediator.workspace;
+        let ids = st.order.clone();
+        for id in ids {
+            let Some(pending) = st.pending.get(&id) else { continue };
+            let Some(rule) = rules::find_match(&st.rules, &pending.facts, workspace) else { continue };
+            let Some(choice) = rule_choice(rule.rule.effect, &pending.options) else { continue };
+            let rule_id = rule.rule.rule_id.clone();
+            if let Some(pending) = take_pending(st, &id) {
+                let resolution =
+                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: false };
+                self.finish(st, &id, pending, &choice, resolution);
+            }
+        }
+    }
+
+    /// Answers the agent, records the decision, publishes `permission_resolved`, and remembers it as
+    /// a rule when asked (or when the option's kind is `*_always`).
+    fn finish(
+        self,
+        st: &mut State,
+        request_id: &str,
+        pending: Pending,
+        choice: &Choice,
+        resolution: Resolution,
+    ) {
+        let (host, workspace) = (self.host, &self.mediator.workspace);
+        let _ = pending.reply.send(choice.clone());
+        let outcome = outcome_json(choice);
+        let resolved_at = now_ms();
+        if st.resolved.len() >= RESOLVED_RING {
+            st.resolved.pop_front();
+        }
+        st.resolved.push_back(Resolved {
+            request_id: request_id.to_owned(),
+            outcome: outcome.clone(),
+            option_id: choice.option_id().to_owned(),
+        });
+        let mut data = json!({
+            "requestId": request_id, "sessionId": host.session_id(), "outcome": outcome,
+            "resolvedBy": resolution.by.as_str(),
+        });
+        if let Some(v) = &resolution.voter {
+            data["voterClientId"] = json!(v);
+        }
+        if let Some(r) = &resolution.rule_id {
+            data["ruleId"] = json!(r);
+        }
+        host.publish(EventKind::PermissionResolved, &data);
+        self.mediator.metrics.decision(
+            pending.issued.policy.as_str(),
+            resolution.by.as_str(),
+            resolved_at.saturating_sub(pending.issued_at),
+        );
+        if st.audit.len() >= AUDIT_RING {
+            st.audit.pop_front();
+        }
+        st.audit.push_back(json!({
+            "requestId": request_id,
+            "toolCall": {
+                "toolCallId": pending.data["toolCall"].get("toolCallId"),
+                "title": pending.data["toolCall"].get("title"),
+                "kind": pending.data["toolCall"].get("kind"),
+            },
+            "policy": pending.issued.policy.as_str(),
+            "originatorClientId": pending.issued.originator,
+            "votersAtIssue": pending.issued.voters_at_issue,
+            "issuedAt": pending.issued_at,
+            "resolvedAt": resolved_at,
+            "outcome": outcome,
+            "resolvedBy": resolution.by.as_str(),
+            "voterClientId": resolution.voter,
+            "ruleId": resolution.rule_id,
+            "ballots": pending.ballots,
+        }));
+        // Remember the decision as the narrowest rule when asked, or when the option says "always".
+        if let Choice::Option(id) = choice {
+            let kind = rules::option_kind(&pending.options, id).unwrap_or("");
+            let always = matches!(kind, "allow_always" | "reject_always");
+            if (resolution.remember || always) && resolution.by == ResolvedBy::Vote {
+                let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
+                if let Some(rule) = rules::remembered_rule(
+                    &pending.facts,
+                    effect,
+                    workspace,
+                    resolution.voter.clone(),
+                    now_ms(),
+                ) && st.rules.len() < rules::MAX_RULES_PER_SESSION
+                {
+                    st.rules.push(rule);
+                    self.publish_rules(st);
+                    // A remembered rule is an added rule: it also answers identical requests
+                    // already pending (an agent may ask for parallel tool calls at once). No
+                    // recursion: those are resolved by rule, which never remembers.
+                    self.apply_rules_to_pending(st);
+                }
+            }
+        }
+    }
+}
+
+fn offered(options: &[Value], id: &str) -> bool {
+    options.iter().any(|o| o.get("optionId").and_then(Value::as_str) == Some(id))
+}
+
+/// The choice a matching rule makes, or `None` when the rule does not apply (allow with nothing
+/// to allow with).
+fn rule_choice(effect: Effect, options: &[Value]) -> Option<Choice> {
+    match (effect, rules::pick_option(options, effect)) {
+        (_, Some(id)) => Some(Choice::Option(id)),
+        (Effect::Deny, None) => Some(Choice::Cancel),
+        (Effect::Allow, None) => None,
+    }
+}
+
+fn take_pending(st: &mut State, request_id: &str) -> Option<Pending> {
+    let pending = st.pending.remove(request_id)?;
+    st.order.retain(|id| id != request_id);
+    Some(pending)
+}
+
+struct Resolution {
+    by: ResolvedBy,
+    voter: Option<String>,
+    rule_id: Option<String>,
+    remember: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::sync::lock;
+
+    const WS: &str = "/ws";
+
+    /// A session as the mediator sees it, with nothing behind it: events are recorded, voters and
+    /// the originator are set by the test, announced tool calls are a table.
+    #[derive(Default)]
+    struct FakeHost {
+        events: Mutex<Vec<(EventKind, Value)>>,
+        voters: Mutex<Vec<String>>,
+        originator: Mutex<Option<String>>,
+        announced: Mutex<HashMap<String, Value>>,
+    }
+
+    impl Host for FakeHost {
+        fn session_id(&self) -> &str {
+            "s1"
+        }
+        fn publish(&self, kind: EventKind, data: &Value) {
+            lock(&self.events).push((kind, data.clone()));
+        }
+        fn originator(&self) -> Option<String> {
+            lock(&self.originator).clone()
+        }
+        fn voters(&self) -> Vec<String> {
+            let mut voters = lock(&self.voters).clone();
+            voters.sort();
+            voters
+        }
+        fn is_voter(&self, client_id: &str) -> bool {
+            lock(&self.voters).iter().any(|v| v == client_id)
+        }
+        fn announced_tool_call(&self, tool_call: &Value) -> Value {
+            let id = tool_call.get("toolCallId").and_then(Value::as_str).unwrap_or_default();
+            let mut merged = lock(&self.announced).get(id).cloned().unwrap_or_else(|| json!({}));
+            if let (Some(merged), Some(call)) = (merged.as_object_mut(), tool_call.as_object()) {
+                merged.extend(call.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())));
+            }
+            merged
+        }
+    }
+
+    impl FakeHost {
+        fn kinds(&self) -> Vec<EventKind> {
+            kinds_of(&lock(&self.events))
+        }
+        fn last(&self, kind: EventKind) -> Value {
+            let events = lock(&self.events);
+            let found = events.iter().rev().find(|(k, _)| *k == kind).map(|(_, data)| data.clone());
+            found.unwrap_or_else(|| panic!("no {kind} among {:?}", kinds_of(&events)))
+        }
+    }
+
+    fn kinds_of(events: &[(EventKind, Value)]) -> Vec<EventKind> {
+        events.iter().map(|(kind, _)| *kind).collect()
+    }
+
+    /// A mediator, its fake host and the metrics it counts into.
+    struct Fixture {
+        mediator: Arc<Mediator>,
+        host: Arc<FakeHost>,
+        metrics: Arc<Metrics>,
+    }
+
+    fn fixture(policy: Policy, timeout: Option<Duration>) -> Fixture {
+        let metrics = Arc::new(Metrics::default());
+        let cfg = MediatorConfig { policy, quorum: None, timeout };
+        let mediator = Arc::new(Mediator::new(cfg, PathBuf::from(WS), metrics.clone()));
+        Fixture { mediator, host: Arc::default(), metrics }
+    }
+
+    impl Fixture {
+        fn permissions(&self) -> Permissions<'_> {
+            self.mediator.serve(&*self.host)
+        }
+
+        /// Raises a request as the agent would, in its own task.
+        fn raise(&self, params: Value) -> tokio::task::JoinHandle<Value> {
+            let (mediator, host) = (self.mediator.clone(), self.host.clone());
+            tokio::spawn(async move { mediator.serve(&*host).request(params).await })
+        }
+
+        /// Lets spawned requests run (current-thread runtime) until `n` are pending.
+        async fn until_pending(&self, n: usize) {
+            for _ in 0..10_000 {
+                if self.permissions().pending_count() == n {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+            panic!("{} pending, expected {n}", self.permissions().pending_count());
+        }
+
+        fn pending_ids(&self) -> Vec<String> {
+            let pending = self.permissions().list_pending();
+            pending.iter().filter_map(|p| p["requestId"].as_str().map(str::to_owned)).collect()
+        }
+
+        fn add_voters(&self, voters: &[&str]) {
+            lock(&self.host.voters).extend(voters.iter().map(|v| v.to_string()));
+        }
+    }
+
+    fn options(kinds: &[&str]) -> Vec<Value> {
+        kinds.iter().map(|k| json!({"optionId": format!("opt-{k}"), "name": k, "kind": k})).collect()
+    }
+
+    fn params(path: &str, kinds: &[&str]) -> Value {
+        json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c1", "title": "Write", "kind": "edit", "locations": [{"path": path}]},
+            "options": options(kinds),
+        })
+    }
+
+    fn rule(body: Value) -> CompiledRule {
+        rules::parse_rule(&body, std::path::Path::new(WS), None, 0).expect("valid rule")
+    }
+
+    fn vote(option: &str, remember: bool) -> Vote {
+        Vote::Outcome { choice: Choice::Option(option.into()), remember }
+    }
+
+    async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
+        tokio::time::timeout(Duration::from_secs(5), task).await.expect("answered").expect("task")
+    }
+
+    /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and
+    /// `locations` came earlier in `session/update`. Rules must match on what the host merged.
+    #[tokio::test]
+    async fn rules_match_what_the_agent_announced_before_asking() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.announced).insert(
+            "c9".into(),
+            json!({"toolCallId": "c9", "title": "Write", "kind": "edit", "locations": [{"path": "/ws/src/a.txt"}]}),
+        );
+        f.permissions()
+            .add_rule(rule(json!({"effect": "allow", "kinds": ["edit"], "paths": ["src/**"]})))
+            .expect("rule");
+        let bare = json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c9", "title": "Write a.txt", "rawInput": {"content": "x"}},
+            "options": options(&["allow_once", "reject_once"]),
+        });
+        assert_eq!(answer(f.raise(bare)).await["outcome"]["optionId"], "opt-allow_once");
+        // An id the agent never announced has no kind or path: the rule does not apply.
+        let unknown = json!({
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c10", "title": "Write b.txt"},
+            "options": options(&["allow_once", "reject_once"]),
+        });
+        let pending = f.raise(unknown);
+        f.until_pending(1).await;
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+        assert_eq!(answer(pending).await["outcome"]["outcome"], "cancelled");
+    }
+
+    #[test]
+    fn rule_choice_maps_effects_to_offered_kinds() {
+        let table: [(Effect, &[&str], Option<Choice>); 6] = [
+            (
+                Effect::Allow,
+                &["allow_once", "allow_always", "reject_once"],
+                Some(Choice::Option("opt-allow_once".into())),
+            ),
+            (
+                Effect::Allow,
+                &["allow_always", "reject_once"],
+                Some(Choice::Option("opt-allow_always".into())),
+            ),
+            (Effect::Allow, &["reject_once", "reject_always"], None),
+            (
+                Effect::Deny,
+                &["allow_once", "reject_always"],
+                Some(Choice::Option("opt-reject_always".into())),
+            ),
+            (Effect::Deny, &["allow_once", "allow_always"], Some(Choice::Cancel)),
+            (Effect::Deny, &[], Some(Choice::Cancel)),
+        ];
+        for (effect, kinds, expected) in table {
+            assert_eq!(rule_choice(effect, &options(kinds)), expected, "{effect:?} {kinds:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn allow_rule_without_an_allow_option_leaves_the_request_to_the_vote() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.permissions().add_rule(rule(json!({"effect": "allow", "kinds": ["edit"]}))).expect("added");
+        let task = f.raise(params("/ws/a", &["reject_once", "reject_always"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        f.permissions().vote(&id, None, true, &vote("opt-reject_once", false)).expect("vote");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
+        );
+        assert_eq!(f.permissions().audit()[0]["resolvedBy"], "vote");
+    }
+
+    #[tokio::test]
+    async fn deny_rule_without_a_reject_option_cancels() {
+        let f = fixture(Policy::FirstResponder, None);
+        let added =
+            f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]}))).expect("added");
+        let task = f.raise(params("/ws/a", &["allow_once", "allow_always"]));
+        assert_eq!(answer(task).await, json!({"outcome": {"outcome": "cancelled"}}));
+        let audit = f.permissions().audit();
+        assert_eq!(
+            (audit[0]["resolvedBy"].clone(), audit[0]["ruleId"].clone()),
+            (json!("rule"), added["ruleId"].clone())
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_beyond_the_pending_cap_are_cancelled_at_once() {
+        let f = fixture(Policy::FirstResponder, None);
+        let held: Vec<_> =
+            (0..MAX_PENDING_PER_SESSION).map(|_| f.raise(params("/ws/a", &["allow_once"]))).collect();
+        f.until_pending(MAX_PENDING_PER_SESSION).await;
+        let extra = f.raise(params("/ws/a", &["allow_once"]));
+        assert_eq!(answer(extra).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!(f.permissions().pending_count(), MAX_PENDING_PER_SESSION);
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+        for task in held {
+            assert_eq!(answer(task).await, json!({"outcome": {"outcome": "cancelled"}}));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_after_the_session_ended_is_cancelled_at_once() {
+        let f = fixture(Policy::FirstResponder, None);
+        let before = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        f.permissions().cancel_all(ResolvedBy::SessionClosed);
+        assert_eq!(answer(before).await, json!({"outcome": {"outcome": "cancelled"}}));
+        let after = f.raise(params("/ws/a", &["allow_once"]));
+        assert_eq!(answer(after).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!(f.permissions().pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_session_cancel_does_not_refuse_later_requests() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+        let _later = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+    }
+
+    #[tokio::test]
+    async fn a_remembered_decision_answers_identical_pending_requests() {
+        let f = fixture(Policy::FirstResponder, None);
+        let kinds = ["allow_once", "allow_always", "reject_once"];
+        let first = f.raise(params("/ws/a", &kinds));
+        let twin = f.raise(params("/ws/a", &kinds));
+        let other = f.raise(params("/ws/b", &kinds));
+        f.until_pending(3).await;
+        let first_id = f.pending_ids().into_iter().next().expect("first");
+        f.permissions().vote(&first_id, None, true, &vote("opt-allow_always", false)).expect("vote");
+        let rules = f.permissions().list_rules();
+        assert_eq!(rules.len(), 1, "allow_always is remembered: {rules:?}");
+        let allowed = json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_once"}});
+        let (a, b) = (answer(first).await, answer(twin).await);
+        // Which of the two twins was voted on depends on task order; one got the vote, one the rule.
+        let always = json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_always"}});
+        assert!([(&a, &b), (&b, &a)].contains(&(&always, &allowed)), "{a} / {b}");
+        assert_eq!(f.permissions().pending_count(), 1, "the other path still waits");
+        let audit = f.permissions().audit();
+        assert_eq!(audit[1]["resolvedBy"], "rule");
+        assert_eq!(audit[1]["ruleId"], rules[0]["ruleId"]);
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+        assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
+    }
+
+    #[tokio::test]
+    async fn a_request_is_published_before_its_resolution_and_a_late_vote_learns_the_outcome() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["alice", "bob"]);
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        f.permissions().vote(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("vote");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
+        let late = f.permissions().vote(&id, Some("bob"), false, &vote("opt-reject_once", false));
+        assert_eq!(late, Err(VoteError::AlreadyResolved { resolved_option_id: "opt-allow_once".into() }));
+        assert_eq!(
+            f.host.kinds(),
+            [
+                EventKind::PermissionRequest,
+                EventKind::PermissionResolved,
+                EventKind::PermissionAlreadyResolved
+            ]
+        );
+        let resolved = f.host.last(EventKind::PermissionResolved);
+        assert_eq!(
+            (resolved["voterClientId"].clone(), resolved["resolvedBy"].clone()),
+            (json!("alice"), json!("vote"))
+        );
+        assert_eq!(f.host.last(EventKind::PermissionAlreadyResolved)["clientId"], "bob");
+        let text = f.metrics.render(&crate::metrics::Snapshot::default());
+        assert!(
+            text.contains(
+                r#"mediatord_permission_decisions_total{policy="first-responder",resolved_by="vote"} 1"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_request_is_cancelled_when_its_time_is_up() {
+        let timeout = Duration::from_secs(300);
+        let f = fixture(Policy::FirstResponder, Some(timeout));
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        assert!(f.permissions().list_pending()[0]["expiresAt"].as_u64().is_some());
+        // The paused clock jumps to the next timer (the request's deadline) once every task idles.
+        let answered = tokio::time::timeout(timeout * 2, task).await.expect("answered").expect("task");
+        assert_eq!(answered, json!({"outcome": {"outcome": "cancelled"}}));
+        let resolved = f.host.last(EventKind::PermissionResolved);
+        assert_eq!(resolved["resolvedBy"], "timeout");
+        assert_eq!(f.permissions().pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn consensus_counts_only_the_voters_registered_when_the_request_was_raised() {
+        let f = fixture(Policy::Consensus, None);
+        f.add_voters(&["alice", "bob", "carol"]);
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        f.add_voters(&["dave"]);
+        let id = f.pending_ids().remove(0);
+        let choice = vote("opt-allow_once", false);
+        assert_eq!(
+            f.permissions().vote(&id, Some("dave"), true, &choice),
+            Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch))
+        );
+        assert_eq!(f.host.last(EventKind::PermissionForbidden)["clientId"], "dave");
+        f.permissions().vote(&id, Some("alice"), false, &choice).expect("partial");
+        assert_eq!(f.host.last(EventKind::PermissionPartialVote)["votesNeeded"], 2);
+        f.permissions().vote(&id, Some("carol"), false, &choice).expect("decides");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
+        let audit = f.permissions().audit();
+        assert_eq!(audit[0]["votersAtIssue"], json!(["alice", "bob", "carol"]));
+        assert_eq!(audit[0]["ballots"].as_array().map(Vec::len), Some(3));
+    }
+
+    #[tokio::test]
+    async fn a_vote_is_checked_for_the_request_then_the_client_then_the_option() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["alice"]);
+        let choice = vote("opt-allow_once", false);
+        assert_eq!(f.permissions().vote("nope", Some("stranger"), true, &choice), Err(VoteError::NotFound));
+        let _task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let bad = vote("opt-reject_once", false);
+        assert_eq!(f.permissions().vote(&id, Some("stranger"), true, &bad), Err(VoteError::UnknownClient));
+        assert_eq!(
+            f.permissions().vote(&id, Some("alice"), true, &bad),
+            Err(VoteError::InvalidOption { request_id: id.clone(), option_id: "opt-reject_once".into() })
+        );
+        let cancel_id = vote(CANCEL_OPTION_ID, false);
+        assert!(matches!(
+            f.permissions().vote(&id, Some("alice"), true, &cancel_id),
+            Err(VoteError::InvalidOption { .. })
+        ));
+        assert_eq!(f.permissions().pending_count(), 1, "refused votes leave the request pending");
+    }
+}

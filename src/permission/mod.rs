@@ -1,0 +1,17 @@
+//! The permission floor: who answers the agent's `session/request_permission`
+//! (`docs/protocol.md#7-permission-rules`, `docs/protocol.md#8-permission-mediation`).
+//!
+//! - `mediator`: [`Mediator`], one per session: pending requests, votes, the audit, the session's
+//!   rules; it reaches its session only through the [`Host`] trait.
+//! - [`policy`]: the four policies as one pure decision function, tested as a table.
+//! - [`rules`]: rule validation and matching, pure.
+//!
+//! Imports the leaves only; never `agent`, `daemon` or `http`.
+
+mod mediator;
+pub mod policy;
+pub mod rules;
+
+pub use mediator::{Host, Mediator, MediatorConfig, Permissions, ResolvedBy, RuleError, Vote, VoteError};
+pub use policy::{Choice, ForbidReason};
+pub use rules::{Effect, parse_rule};

@@ -1,0 +1,402 @@
+//! Permission policies as one pure decision function
+//! (`docs/protocol.md#8-permission-mediation`), tested as a table.
+//!
+//! The mediator owns the bookkeeping (pending requests, ballots, timeouts); this file only answers
+//! "given what was captured when the request was issued, the ballots so far, and this new ballot,
+//! what happens?". Nothing here reads a clock, a lock or the network.
+
+use std::collections::BTreeMap;
+
+use crate::config::Policy;
+
+/// The reserved option id that stands for "cancel this request" (the cancel escape of
+/// `docs/protocol.md#8-permission-mediation`).
+pub const CANCEL_OPTION_ID: &str = "__cancelled__";
+
+/// What a ballot asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    Option(String),
+    Cancel,
+}
+
+impl Choice {
+    pub fn option_id(&self) -> &str {
+        match self {
+            Choice::Option(id) => id,
+            Choice::Cancel => CANCEL_OPTION_ID,
+        }
+    }
+}
+
+/// What was captured when the request was issued; later configuration changes do not touch it.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub policy: Policy,
+    /// The client id of the prompt that was running when the agent asked.
+    pub originator: Option<String>,
+    /// Consensus only: the session's registered client ids at issue time.
+    pub voters_at_issue: Vec<String>,
+    /// `--consensus-quorum`, if set.
+    pub quorum: Option<usize>,
+}
+
+impl Issued {
+    /// `floor(M/2)+1` of the voters at issue, or the configured quorum.
+    pub fn quorum(&self) -> usize {
+        self.quorum.unwrap_or(self.voters_at_issue.len() / 2 + 1)
+    }
+}
+
+/// One vote as it arrived.
+#[derive(Debug, Clone)]
+pub struct Ballot<'a> {
+    pub client_id: Option<&'a str>,
+    /// From the socket's peer address only, never from forwarding headers.
+    pub loopback_peer: bool,
+    pub choice: &'a Choice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForbidReason {
+    DesignatedMismatch,
+    RemoteNotAllowed,
+}
+
+impl ForbidReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForbidReason::DesignatedMismatch => "designated_mismatch",
+            ForbidReason::RemoteNotAllowed => "remote_not_allowed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The request is decided; answer the agent with this.
+    Decided(Choice),
+    /// Consensus: the ballot counts (and replaces the voter's earlier one) but no quorum yet.
+    Partial { votes_received: usize, votes_needed: usize, quorum: usize, tallies: BTreeMap<String, usize> },
+    /// This voter may not decide this request.
+    Forbidden(ForbidReason),
+}
+
+/// Decides what a ballot does. `prior` maps consensus voters to their earlier choices.
+pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Ballot<'_>) -> Decision {
+    // The cancel escape works under every policy, from any voter.
+    if *ballot.choice == Choice::Cancel {
+        return Decision::Decided(Choice::Cancel);
+    }
+    match issued.policy {
+        Policy::FirstResponder => Decision::Decided(ballot.choice.clone()),
+        Policy::Designated => match (&issued.originator, ballot.client_id) {
+            (None, _) => Decision::Decided(ballot.choice.clone()),
+            (Some(o), Some(c)) if o == c => Decision::Decided(ballot.choice.clone()),
+            _ => Decision::Forbidden(ForbidReason::DesignatedMismatch),
+        },
+        Policy::LocalOnly if ballot.loopback_peer => Decision::Decided(ballot.choice.clone()),
+        Policy::LocalOnly => Decision::Forbidden(ForbidReason::RemoteNotAllowed),
+        Policy::Consensus => {
+            let Some(voter) = ballot.client_id.filter(|c| issued.voters_at_issue.iter().any(|v| v == c))
+            else {
+                return Decision::Forbidden(ForbidReason::DesignatedMismatch);
+            };
+            let quorum = issued.quorum();
+            let mut tallies: BTreeMap<String, usize> = BTreeMap::new();
+            let mut received = 0;
+            for (_, choice) in prior.iter().filter(|(who, _)| who.as_str() != voter) {
+                *tallies.entry(choice.option_id().to_owned()).or_default() += 1;
+                received += 1;
+            }
+            *tallies.entry(ballot.choice.option_id().to_owned()).or_default() += 1;
+            received += 1;
+            if tallies.get(ballot.choice.option_id()).is_some_and(|&n| n >= quorum) {
+                return Decision::Decided(ballot.choice.clone());
+            }
+            Decision::Partial { votes_received: received, votes_needed: quorum, quorum, tallies }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issued(policy: Policy, originator: Option<&str>, voters: &[&str], quorum: Option<usize>) -> Issued {
+        Issued {
+            policy,
+            originator: originator.map(str::to_owned),
+            voters_at_issue: voters.iter().map(|v| v.to_string()).collect(),
+            quorum,
+        }
+    }
+
+    fn opt(id: &str) -> Choice {
+        Choice::Option(id.to_owned())
+    }
+
+    fn prior(votes: &[(&str, &str)]) -> BTreeMap<String, Choice> {
+        votes.iter().map(|(w, o)| (w.to_string(), opt(o))).collect()
+    }
+
+    use Decision::{Decided, Forbidden, Partial};
+    use ForbidReason::{DesignatedMismatch, RemoteNotAllowed};
+    use Policy::{Consensus, Designated, FirstResponder, LocalOnly};
+
+    /// Every row of the policy table in `docs/protocol.md#8-permission-mediation`, plus the cancel escape, as (issued, prior, ballot, expected).
+    #[test]
+    fn decision_table() {
+        let allow = opt("allow");
+        let deny = opt("deny");
+        let cancel = Choice::Cancel;
+        #[allow(clippy::type_complexity)]
+        let rows: Vec<(
+            &str,
+            Issued,
+            BTreeMap<String, Choice>,
+            Option<&str>,
+            bool,
+            &Choice,
+            Decision,
+        )> = vec![
+            (
+                "first-responder: any vote decides",
+                issued(FirstResponder, Some("a"), &[], None),
+                prior(&[]),
+                Some("z"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "first-responder: anonymous vote decides",
+                issued(FirstResponder, None, &[], None),
+                prior(&[]),
+                None,
+                false,
+                &deny,
+                Decided(deny.clone()),
+            ),
+            (
+                "designated: originator decides",
+                issued(Designated, Some("a"), &[], None),
+                prior(&[]),
+                Some("a"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "designated: another client is refused",
+                issued(Designated, Some("a"), &[], None),
+                prior(&[]),
+                Some("b"),
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "designated: anonymous is refused",
+                issued(Designated, Some("a"), &[], None),
+                prior(&[]),
+                None,
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "designated: no originator behaves as first-responder",
+                issued(Designated, None, &[], None),
+                prior(&[]),
+                Some("b"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "local-only: loopback peer decides",
+                issued(LocalOnly, None, &[], None),
+                prior(&[]),
+                None,
+                true,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "local-only: remote peer refused even with the originator's id",
+                issued(LocalOnly, Some("a"), &[], None),
+                prior(&[]),
+                Some("a"),
+                false,
+                &allow,
+                Forbidden(RemoteNotAllowed),
+            ),
+            (
+                "consensus: 1 of 1 decides",
+                issued(Consensus, None, &["a"], None),
+                prior(&[]),
+                Some("a"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "consensus: first of 3 is partial",
+                issued(Consensus, None, &["a", "b", "c"], None),
+                prior(&[]),
+                Some("a"),
+                false,
+                &allow,
+                Partial {
+                    votes_received: 1,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: [("allow".to_owned(), 1)].into(),
+                },
+            ),
+            (
+                "consensus: second matching of 3 decides",
+                issued(Consensus, None, &["a", "b", "c"], None),
+                prior(&[("a", "allow")]),
+                Some("b"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "consensus: split 2 of 3 stays partial",
+                issued(Consensus, None, &["a", "b", "c"], None),
+                prior(&[("a", "allow")]),
+                Some("b"),
+                false,
+                &deny,
+                Partial {
+                    votes_received: 2,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: [("allow".to_owned(), 1), ("deny".to_owned(), 1)].into(),
+                },
+            ),
+            (
+                "consensus: M=2 split waits (quorum 2)",
+                issued(Consensus, None, &["a", "b"], None),
+                prior(&[("a", "deny")]),
+                Some("b"),
+                false,
+                &allow,
+                Partial {
+                    votes_received: 2,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: [("allow".to_owned(), 1), ("deny".to_owned(), 1)].into(),
+                },
+            ),
+            (
+                "consensus: a re-vote replaces the earlier one",
+                issued(Consensus, None, &["a", "b", "c"], None),
+                prior(&[("a", "deny")]),
+                Some("a"),
+                false,
+                &allow,
+                Partial {
+                    votes_received: 1,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: [("allow".to_owned(), 1)].into(),
+                },
+            ),
+            (
+                "consensus: configured quorum 1 decides at once",
+                issued(Consensus, None, &["a", "b", "c"], Some(1)),
+                prior(&[]),
+                Some("c"),
+                false,
+                &deny,
+                Decided(deny.clone()),
+            ),
+            (
+                "consensus: configured quorum 3 of 3 waits for all",
+                issued(Consensus, None, &["a", "b", "c"], Some(3)),
+                prior(&[("a", "allow")]),
+                Some("b"),
+                false,
+                &allow,
+                Partial {
+                    votes_received: 2,
+                    votes_needed: 3,
+                    quorum: 3,
+                    tallies: [("allow".to_owned(), 2)].into(),
+                },
+            ),
+            (
+                "consensus: late joiner refused",
+                issued(Consensus, None, &["a", "b"], None),
+                prior(&[]),
+                Some("late"),
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "consensus: anonymous refused",
+                issued(Consensus, None, &["a", "b"], None),
+                prior(&[]),
+                None,
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "cancel escape: first-responder",
+                issued(FirstResponder, None, &[], None),
+                prior(&[]),
+                None,
+                false,
+                &cancel,
+                Decided(Choice::Cancel),
+            ),
+            (
+                "cancel escape: designated non-originator",
+                issued(Designated, Some("a"), &[], None),
+                prior(&[]),
+                Some("b"),
+                false,
+                &cancel,
+                Decided(Choice::Cancel),
+            ),
+            (
+                "cancel escape: consensus outsider",
+                issued(Consensus, None, &["a", "b"], None),
+                prior(&[("a", "allow")]),
+                Some("x"),
+                false,
+                &cancel,
+                Decided(Choice::Cancel),
+            ),
+            (
+                "cancel escape: local-only remote peer",
+                issued(LocalOnly, None, &[], None),
+                prior(&[]),
+                None,
+                false,
+                &cancel,
+                Decided(Choice::Cancel),
+            ),
+        ];
+        for (name, issued, prior, client, loopback, choice, expected) in rows {
+            let ballot = Ballot { client_id: client, loopback_peer: loopback, choice };
+            assert_eq!(decide(&issued, &prior, &ballot), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn default_quorum_is_a_strict_majority() {
+        for (m, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3)] {
+            let voters: Vec<String> = (0..m).map(|i| i.to_string()).collect();
+            let issued =
+                Issued { policy: Consensus, originator: None, voters_at_issue: voters, quorum: None };
+            assert_eq!(issued.quorum(), q, "M={m}");
+        }
+    }
+}

@@ -1,0 +1,711 @@
+//! Permission rules (`docs/protocol.md#7-permission-rules`): validating a rule a client posts, and deciding which rule, if any,
+//! answers a permission request. Everything here is a pure function of its arguments; the caller owns
+//! the per-session rule list (kept in insertion order, oldest first) and any locking around it.
+//!
+//! Path matching is lexical: request paths are normalised (`.`/`..` folded) but symlinks are not
+//! resolved, because the agent runs the tool itself and may see a different filesystem state than we
+//! would at match time. The agent's own `fs/*` calls are confined separately, by the agent floor;
+//! both fold `..` with [`crate::path::normalize_lexically`].
+
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A POST beyond this many rules on one session is refused: matching is linear in the rule count and
+/// every rule is re-sent in each `policy_updated` event.
+pub const MAX_RULES_PER_SESSION: usize = 256;
+/// Entries per `kinds`/`tools`/`paths`/`commands` list; far more than a hand-written rule needs.
+pub const MAX_MATCHERS_PER_FIELD: usize = 64;
+/// Bytes per matcher string: PATH_MAX on Linux, so any real path can be remembered literally.
+pub const MAX_MATCHER_LEN: usize = 4096;
+/// The ACP `ToolKind` values a `kinds` matcher may name.
+pub const TOOL_KINDS: [&str; 9] =
+    ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    Allow,
+    Deny,
+}
+
+/// The wire object, as GET/POST return it (camelCase, absent fields omitted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rule {
+    pub rule_id: String,
+    pub effect: Effect,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// As the client wrote them (relative globs stay relative here; they are anchored when compiled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+/// A validated rule with its globs compiled once, so matching a request never re-parses a pattern.
+#[derive(Debug, Clone)]
+pub struct CompiledRule {
+    pub rule: Rule,
+    paths: Option<GlobSet>,
+    commands: Option<GlobSet>,
+}
+
+impl CompiledRule {
+    /// Whether every present matcher of this rule matches the request.
+    pub fn matches(&self, facts: &RequestFacts, workspace: &Path) -> bool {
+        self.matches_normalized(facts, &normalized_request_paths(facts, workspace))
+    }
+
+    fn matches_normalized(&self, facts: &RequestFacts, paths: &[PathBuf]) -> bool {
+        let rule = &self.rule;
+        if let Some(kinds) = &rule.kinds
+            && !facts.kind.as_ref().is_some_and(|kind| kinds.contains(kind))
+        {
+            return false;
+        }
+        if let Some(tools) = &rule.tools
+            && !facts.tool.as_ref().is_some_and(|tool| tools.contains(tool))
+        {
+            return false;
+        }
+        // A request without paths never satisfies a paths matcher: "every path matches" would be
+        // vacuously true and silently widen the rule to path-less tools.
+        if let Some(globs) = &self.paths
+            && (paths.is_empty() || !paths.iter().all(|path| globs.is_match(path)))
+        {
+            return false;
+        }
+        if let Some(globs) = &self.commands
+            && !facts.command.as_ref().is_some_and(|command| globs.is_match(command))
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// Parses and validates a POST body (a rule without `ruleId`/`createdAt`; unknown fields ignored).
+///
+/// `Err` carries a human reason for `400 invalid_rule`.
+pub fn parse_rule(
+    body: &Value,
+    workspace: &Path,
+    created_by: Option<String>,
+    now_ms: u64,
+) -> Result<CompiledRule, String> {
+    let Some(body) = body.as_object() else {
+        return Err("a rule must be a JSON object".into());
+    };
+    let effect = match body.get("effect").and_then(Value::as_str) {
+        Some("allow") => Effect::Allow,
+        Some("deny") => Effect::Deny,
+        _ => return Err("`effect` must be \"allow\" or \"deny\"".into()),
+    };
+    let kinds = matcher_list(body, "kinds")?;
+    if let Some(unknown) = kinds.iter().flatten().find(|kind| !TOOL_KINDS.contains(&kind.as_str())) {
+        return Err(format!("unknown tool kind {unknown:?}; expected one of {}", TOOL_KINDS.join(", ")));
+    }
+    let rule = Rule {
+        rule_id: new_rule_id(),
+        effect,
+        kinds,
+        tools: matcher_list(body, "tools")?,
+        paths: matcher_list(body, "paths")?,
+        commands: matcher_list(body, "commands")?,
+        created_by,
+        created_at: now_ms,
+    };
+    if rule.kinds.is_none() && rule.tools.is_none() && rule.paths.is_none() && rule.commands.is_none() {
+        return Err("a rule needs at least one of kinds, tools, paths, commands; \
+                    a rule matching every request is not allowed"
+            .into());
+    }
+    compile(rule, workspace)
+}
+
+/// What a permission request offers to match on, extracted once from the ACP `toolCall` object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestFacts {
+    pub kind: Option<String>,
+    pub tool: Option<String>,
+    pub paths: Vec<String>,
+    pub command: Option<String>,
+}
+
+impl RequestFacts {
+    /// Reads `kind`, `_meta.toolName` (else `title`), `locations[].path` and `rawInput.command`.
+    ///
+    /// The agent may send any shape; a field of the wrong type counts as absent.
+    pub fn from_tool_call(tool_call: &Value) -> Self {
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+        let non_empty = |value: Option<&Value>| text(value).filter(|s| !s.is_empty());
+        let paths = tool_call
+            .get("locations")
+            .and_then(Value::as_array)
+            .map(|locations| locations.iter().filter_map(|l| text(l.get("path"))).collect())
+            .unwrap_or_default();
+        Self {
+            kind: text(tool_call.get("kind")),
+            tool: non_empty(tool_call.pointer("/_meta/toolName")).or_else(|| text(tool_call.get("title"))),
+            paths,
+            command: text(tool_call.pointer("/rawInput/command")),
+        }
+    }
+}
+
+/// The rule that answers this request: the oldest matching deny, else the oldest matching allow.
+///
+/// `rules` must be in insertion order; a deny wins regardless of where it sits.
+pub fn find_match<'a>(
+    rules: &'a [CompiledRule],
+    facts: &RequestFacts,
+    workspace: &Path,
+) -> Option<&'a CompiledRule> {
+    let paths = normalized_request_paths(facts, workspace);
+    let first =
+        |effect| rules.iter().find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths));
+    first(Effect::Deny).or_else(|| first(Effect::Allow))
+}
+
+/// The `optionId` a rule's decision maps to, chosen by the option's kind, never by id or position.
+///
+/// Deny → `reject_once`, else `reject_always`; allow → `allow_once`, else `allow_always`. `None` means
+/// deny answers `cancelled` and allow does not apply (the request goes to the vote).
+pub fn pick_option(options: &[Value], effect: Effect) -> Option<String> {
+    let (once, always) = match effect {
+        Effect::Allow => ("allow_once", "allow_always"),
+        Effect::Deny => ("reject_once", "reject_always"),
+    };
+    option_id_of_kind(options, once).or_else(|| option_id_of_kind(options, always))
+}
+
+/// The `optionId` for the `{"decision": ...}` shorthand: only the `*_once` kinds qualify, because a
+/// shorthand vote remembers only when the client asked for it (`-session`), never implicitly.
+pub fn pick_shorthand(options: &[Value], effect: Effect) -> Option<String> {
+    option_id_of_kind(options, if effect == Effect::Allow { "allow_once" } else { "reject_once" })
+}
+
+/// The kind (`allow_once`, ...) of the offered option with this id.
+pub fn option_kind<'a>(options: &'a [Value], option_id: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|o| o.get("optionId").and_then(Value::as_str) == Some(option_id))
+        .and_then(|o| o.get("kind").and_then(Value::as_str))
+}
+
+fn option_id_of_kind(options: &[Value], kind: &str) -> Option<String> {
+    options
+        .iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
+        .find_map(|o| o.get("optionId").and_then(Value::as_str).map(str::to_owned))
+}
+
+/// The narrowest rule matching this request ("remember for this session"): same kind, same tool,
+/// the exact paths as literal globs, the exact command as a literal glob.
+///
+/// `None` when the request has nothing to narrow on, or when a fact cannot be written as a valid
+/// matcher (an unknown kind, an over-long path, too many paths): remembering a broader rule than the
+/// one the user decided would be worse than remembering nothing.
+pub fn remembered_rule(
+    facts: &RequestFacts,
+    effect: Effect,
+    workspace: &Path,
+    created_by: Option<String>,
+    now_ms: u64,
+) -> Option<CompiledRule> {
+    if facts.kind.as_deref().is_some_and(|kind| !TOOL_KINDS.contains(&kind)) {
+        return None;
+    }
+    let paths: Vec<String> = normalized_request_paths(facts, workspace)
+        .iter()
+        .map(|path| path.to_str().map(escape_literal))
+        .collect::<Option<_>>()?;
+    let rule = Rule {
+        rule_id: new_rule_id(),
+        effect,
+        kinds: facts.kind.clone().map(|kind| vec![kind]),
+        tools: facts.tool.clone().map(|tool| vec![tool]),
+        paths: (!paths.is_empty()).then_some(paths),
+        commands: facts.command.as_deref().map(|command| vec![escape_literal(command)]),
+        created_by,
+        created_at: now_ms,
+    };
+    let fields = [&rule.kinds, &rule.tools, &rule.paths, &rule.commands];
+    if fields.iter().all(|field| field.is_none()) {
+        return None;
+    }
+    let valid = |list: &Vec<String>| {
+        list.len() <= MAX_MATCHERS_PER_FIELD
+            && list.iter().all(|m| !m.is_empty() && m.len() <= MAX_MATCHER_LEN)
+    };
+    if !fields.iter().copied().flatten().all(valid) {
+        return None;
+    }
+    compile(rule, workspace).ok()
+}
+
+fn new_rule_id() -> String {
+    format!("rule-{}", uuid::Uuid::new_v4())
+}
+
+/// A matcher field: absent or null → `None`; otherwise a non-empty, bounded array of non-empty strings.
+fn matcher_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<String>>, String> {
+    let items = match body.get(field) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(format!("`{field}` must be an array of strings")),
+    };
+    // An empty list would match nothing, which is never what a client means; omitting the field
+    // (match any) is the other plausible reading, so neither is guessed.
+    if items.is_empty() {
+        return Err(format!("`{field}` is empty; omit it to match any value"));
+    }
+    if items.len() > MAX_MATCHERS_PER_FIELD {
+        return Err(format!("`{field}` has {} entries; at most {MAX_MATCHERS_PER_FIELD}", items.len()));
+    }
+    items
+        .iter()
+        .map(|item| match item.as_str() {
+            Some("") => Err(format!("`{field}` contains an empty string")),
+            Some(s) if s.len() > MAX_MATCHER_LEN => {
+                Err(format!("`{field}` has an entry over {MAX_MATCHER_LEN} bytes"))
+            }
+            Some(s) => Ok(s.to_owned()),
+            None => Err(format!("`{field}` must contain only strings")),
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
+    let paths = match &rule.paths {
+        Some(globs) => Some(glob_set(globs, true, |glob| anchor_path_glob(glob, workspace))?),
+        None => None,
+    };
+    let commands = match &rule.commands {
+        Some(globs) => Some(glob_set(globs, false, |glob| Ok(glob.to_owned()))?),
+        None => None,
+    };
+    Ok(CompiledRule { rule, paths, commands })
+}
+
+/// `literal_separator` is on for paths (`*` stays within one directory, `**` crosses) and off for
+/// commands (`*` matches anything, slashes and spaces included). Backslash escaping is set explicitly
+/// because [`escape_literal`] relies on it.
+fn glob_set(
+    globs: &[String],
+    literal_separator: bool,
+    prepare: impl Fn(&str) -> Result<String, String>,
+) -> Result<GlobSet, String> {
+    let mut set = GlobSetBuilder::new();
+    for glob in globs {
+        let pattern = prepare(glob)?;
+        let compiled = GlobBuilder::new(&pattern)
+            .literal_separator(literal_separator)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| format!("invalid glob {glob:?}: {e}"))?;
+        set.add(compiled);
+    }
+    set.build().map_err(|e| format!("invalid globs: {e}"))
+}
+
+/// Makes a path glob absolute: a relative glob is joined to the (escaped) workspace. `.` segments are
+/// dropped; `..` is refused because request paths are normalised before matching, so a glob that
+/// climbs would silently never match.
+fn anchor_path_glob(glob: &str, workspace: &Path) -> Result<String, String> {
+    let mut segments = Vec::new();
+    for segment in glob.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => return Err(format!("path glob {glob:?} contains `..`; write the absolute glob instead")),
+            segment => segments.push(segment),
+        }
+    }
+    let base = if glob.starts_with('/') {
+        String::new()
+    } else {
+        let workspace = workspace.to_str().ok_or("relative path globs need a UTF-8 workspace path")?;
+        escape_literal(workspace.trim_end_matches('/'))
+    };
+    Ok(format!("{base}/{}", segments.join("/")))
+}
+
+/// Escapes every glob metacharacter (backslash included, which `globset::escape` leaves alone) so
+/// the result matches exactly `text`.
+fn escape_literal(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '?' | '*' | '[' | ']' | '{' | '}' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+/// Request paths made absolute (relative ones are joined to the workspace) and normalised
+/// lexically, so `/ws/src/../../etc/passwd` is matched as `/etc/passwd`, not as something in `/ws`.
+fn normalized_request_paths(facts: &RequestFacts, workspace: &Path) -> Vec<PathBuf> {
+    facts.paths.iter().map(|path| crate::path::normalize_lexically(&workspace.join(path))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const WS: &str = "/ws";
+
+    fn rule(body: Value) -> CompiledRule {
+        match parse_rule(&body, Path::new(WS), None, 0) {
+            Ok(rule) => rule,
+            Err(reason) => panic!("{body} rejected: {reason}"),
+        }
+    }
+
+    fn facts(tool_call: Value) -> RequestFacts {
+        RequestFacts::from_tool_call(&tool_call)
+    }
+
+    fn matches(rule_body: Value, tool_call: Value) -> bool {
+        rule(rule_body).matches(&facts(tool_call), Path::new(WS))
+    }
+
+    fn check_table(table: &[(Value, Value, bool)]) {
+        for (rule_body, tool_call, expected) in table {
+            assert_eq!(
+                matches(rule_body.clone(), tool_call.clone()),
+                *expected,
+                "rule {rule_body} vs toolCall {tool_call}"
+            );
+        }
+    }
+
+    #[test]
+    fn kinds_match_the_tool_call_kind() {
+        check_table(&[
+            (json!({"effect": "allow", "kinds": ["read"]}), json!({"kind": "read"}), true),
+            (json!({"effect": "allow", "kinds": ["read", "search"]}), json!({"kind": "search"}), true),
+            (json!({"effect": "allow", "kinds": ["read"]}), json!({"kind": "edit"}), false),
+            (json!({"effect": "allow", "kinds": ["read"]}), json!({}), false),
+            (json!({"effect": "allow", "kinds": ["read"]}), json!({"kind": 7}), false),
+        ]);
+    }
+
+    #[test]
+    fn tools_match_meta_tool_name_else_title() {
+        check_table(&[
+            (json!({"effect": "allow", "tools": ["Bash"]}), json!({"_meta": {"toolName": "Bash"}}), true),
+            (json!({"effect": "allow", "tools": ["Bash"]}), json!({"title": "Bash"}), true),
+            // toolName wins over title when both are present.
+            (
+                json!({"effect": "allow", "tools": ["Bash"]}),
+                json!({"_meta": {"toolName": "Edit"}, "title": "Bash"}),
+                false,
+            ),
+            (
+                json!({"effect": "allow", "tools": ["Bash"]}),
+                json!({"_meta": {"toolName": 3}, "title": "Bash"}),
+                true,
+            ),
+            (json!({"effect": "allow", "tools": ["Bash"]}), json!({"title": "bash"}), false),
+            (json!({"effect": "allow", "tools": ["Bash"]}), json!({"title": "Bash run"}), false),
+            (json!({"effect": "allow", "tools": ["Bash"]}), json!({}), false),
+        ]);
+    }
+
+    #[test]
+    fn absolute_path_globs_match_absolute_request_paths() {
+        let rule_body = json!({"effect": "allow", "paths": ["/etc/*.conf"]});
+        check_table(&[
+            (rule_body.clone(), json!({"locations": [{"path": "/etc/a.conf"}]}), true),
+            (rule_body.clone(), json!({"locations": [{"path": "/etc/a.txt"}]}), false),
+            (rule_body.clone(), json!({"locations": [{"path": "/ws/etc/a.conf"}]}), false),
+        ]);
+    }
+
+    #[test]
+    fn relative_path_globs_are_anchored_at_the_workspace() {
+        let rule_body = json!({"effect": "allow", "paths": ["src/**"]});
+        check_table(&[
+            (rule_body.clone(), json!({"locations": [{"path": "/ws/src/main.rs"}]}), true),
+            (rule_body.clone(), json!({"locations": [{"path": "src/main.rs"}]}), true),
+            (rule_body.clone(), json!({"locations": [{"path": "./src/main.rs"}]}), true),
+            (rule_body.clone(), json!({"locations": [{"path": "/other/src/main.rs"}]}), false),
+            // Lexical `..` cannot smuggle an outside path past a workspace glob.
+            (rule_body.clone(), json!({"locations": [{"path": "/ws/src/../../etc/passwd"}]}), false),
+            (
+                json!({"effect": "allow", "paths": ["./*.md"]}),
+                json!({"locations": [{"path": "/ws/README.md"}]}),
+                true,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn workspace_metacharacters_are_literal_when_anchoring() {
+        let workspace = Path::new("/home/u/proj[1]");
+        let compiled = parse_rule(&json!({"effect": "allow", "paths": ["*.rs"]}), workspace, None, 0);
+        let compiled = compiled.expect("valid rule");
+        let at = |path: &str| compiled.matches(&facts(json!({"locations": [{"path": path}]})), workspace);
+        assert!(at("/home/u/proj[1]/a.rs"));
+        assert!(!at("/home/u/proj1/a.rs"));
+    }
+
+    #[test]
+    fn single_star_stays_in_one_directory_and_double_star_crosses() {
+        let star = json!({"effect": "allow", "paths": ["/ws/*.rs"]});
+        let double = json!({"effect": "allow", "paths": ["/ws/**/*.rs"]});
+        check_table(&[
+            (star.clone(), json!({"locations": [{"path": "/ws/a.rs"}]}), true),
+            (star.clone(), json!({"locations": [{"path": "/ws/src/a.rs"}]}), false),
+            (double.clone(), json!({"locations": [{"path": "/ws/a.rs"}]}), true),
+            (double.clone(), json!({"locations": [{"path": "/ws/src/deep/a.rs"}]}), true),
+        ]);
+    }
+
+    #[test]
+    fn every_request_path_must_match_a_paths_rule() {
+        let rule_body = json!({"effect": "allow", "paths": ["/ws/src/**", "/ws/docs/**"]});
+        check_table(&[
+            (rule_body.clone(), json!({"locations": [{"path": "/ws/src/a"}, {"path": "/ws/docs/b"}]}), true),
+            (
+                rule_body.clone(),
+                json!({"locations": [{"path": "/ws/src/a"}, {"path": "/etc/passwd"}]}),
+                false,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn a_request_without_paths_does_not_match_a_paths_rule() {
+        let rule_body = json!({"effect": "deny", "paths": ["**"]});
+        check_table(&[
+            (rule_body.clone(), json!({"kind": "execute"}), false),
+            (rule_body.clone(), json!({"locations": []}), false),
+            (rule_body.clone(), json!({"locations": "nope"}), false),
+            (rule_body.clone(), json!({"locations": [{"line": 3}]}), false),
+        ]);
+    }
+
+    #[test]
+    fn command_globs_match_across_spaces_and_slashes() {
+        let rule_body = json!({"effect": "allow", "commands": ["git status*", "cargo * --release"]});
+        check_table(&[
+            (rule_body.clone(), json!({"rawInput": {"command": "git status"}}), true),
+            (rule_body.clone(), json!({"rawInput": {"command": "git status --short src/"}}), true),
+            (rule_body.clone(), json!({"rawInput": {"command": "cargo build -p x/y --release"}}), true),
+            (rule_body.clone(), json!({"rawInput": {"command": "git push"}}), false),
+            (rule_body.clone(), json!({"rawInput": {"command": ["git", "status"]}}), false),
+            (rule_body.clone(), json!({}), false),
+        ]);
+    }
+
+    #[test]
+    fn every_present_matcher_must_match() {
+        let rule_body = json!({"effect": "allow", "kinds": ["execute"], "commands": ["ls*"]});
+        check_table(&[
+            (rule_body.clone(), json!({"kind": "execute", "rawInput": {"command": "ls -l"}}), true),
+            (rule_body.clone(), json!({"kind": "read", "rawInput": {"command": "ls -l"}}), false),
+            (rule_body.clone(), json!({"kind": "execute", "rawInput": {"command": "rm -rf"}}), false),
+        ]);
+    }
+
+    #[test]
+    fn deny_wins_over_allow_regardless_of_order() {
+        let request = facts(json!({"kind": "execute", "title": "Bash"}));
+        let allow = rule(json!({"effect": "allow", "kinds": ["execute"]}));
+        let deny = rule(json!({"effect": "deny", "tools": ["Bash"]}));
+        for rules in [vec![allow.clone(), deny.clone()], vec![deny.clone(), allow.clone()]] {
+            let found = find_match(&rules, &request, Path::new(WS)).map(|r| r.rule.rule_id.as_str());
+            assert_eq!(found, Some(deny.rule.rule_id.as_str()));
+        }
+    }
+
+    #[test]
+    fn oldest_rule_wins_among_equals() {
+        let request = facts(json!({"kind": "read", "title": "Read"}));
+        for effect in ["allow", "deny"] {
+            let rules = vec![
+                rule(json!({"effect": effect, "kinds": ["edit"]})),
+                rule(json!({"effect": effect, "kinds": ["read"]})),
+                rule(json!({"effect": effect, "tools": ["Read"]})),
+            ];
+            let found = find_match(&rules, &request, Path::new(WS)).map(|r| r.rule.rule_id.as_str());
+            assert_eq!(found, Some(rules[1].rule.rule_id.as_str()), "{effect}");
+        }
+        assert!(find_match(&[], &request, Path::new(WS)).is_none());
+    }
+
+    #[test]
+    fn invalid_rules_are_rejected_with_a_reason() {
+        let table = [
+            (json!([]), "object"),
+            (json!({"kinds": ["read"]}), "effect"),
+            (json!({"effect": "maybe", "kinds": ["read"]}), "effect"),
+            (json!({"effect": "allow"}), "at least one"),
+            (json!({"effect": "allow", "kinds": null}), "at least one"),
+            (json!({"effect": "allow", "kinds": []}), "empty"),
+            (json!({"effect": "allow", "kinds": ["read", "write"]}), "unknown tool kind"),
+            (json!({"effect": "allow", "kinds": "read"}), "array"),
+            (json!({"effect": "allow", "tools": [1]}), "strings"),
+            (json!({"effect": "allow", "tools": [""]}), "empty string"),
+            (json!({"effect": "allow", "paths": ["src/[a"]}), "invalid glob"),
+            (json!({"effect": "allow", "commands": ["{a,b"]}), "invalid glob"),
+            (json!({"effect": "allow", "paths": ["../other/*"]}), ".."),
+            (json!({"effect": "allow", "tools": vec!["t"; MAX_MATCHERS_PER_FIELD + 1]}), "at most"),
+            (json!({"effect": "allow", "tools": ["x".repeat(MAX_MATCHER_LEN + 1)]}), "bytes"),
+        ];
+        for (body, needle) in table {
+            match parse_rule(&body, Path::new(WS), None, 0) {
+                Ok(_) => panic!("{body} accepted"),
+                Err(reason) => assert!(reason.contains(needle), "{body}: {reason:?} lacks {needle:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn parsed_rule_round_trips_as_the_wire_object() {
+        let body = json!({"effect": "deny", "paths": ["src/*"], "ruleId": "mine", "extra": 1});
+        let compiled = parse_rule(&body, Path::new(WS), Some("cli-1".into()), 42).expect("valid rule");
+        assert!(compiled.rule.rule_id.starts_with("rule-"));
+        let wire = serde_json::to_value(&compiled.rule).expect("serialises");
+        let id = compiled.rule.rule_id.clone();
+        assert_eq!(
+            wire,
+            json!({"ruleId": id, "effect": "deny", "paths": ["src/*"], "createdBy": "cli-1", "createdAt": 42})
+        );
+        assert_eq!(serde_json::from_value::<Rule>(wire).ok(), Some(compiled.rule));
+    }
+
+    #[test]
+    fn facts_tolerate_any_shape() {
+        for odd in [json!(null), json!(3), json!("x"), json!([]), json!({"rawInput": "ls", "_meta": []})] {
+            assert_eq!(facts(odd), RequestFacts::default());
+        }
+        let full = facts(json!({
+            "kind": "edit", "title": "Edit file", "_meta": {"toolName": "Edit"},
+            "locations": [{"path": "/ws/a"}, {"path": 5}, {"path": "b"}],
+            "rawInput": {"command": "x"}
+        }));
+        let expected = RequestFacts {
+            kind: Some("edit".into()),
+            tool: Some("Edit".into()),
+            paths: vec!["/ws/a".into(), "b".into()],
+            command: Some("x".into()),
+        };
+        assert_eq!(full, expected);
+    }
+
+    #[test]
+    fn pick_option_chooses_by_kind_not_id_or_position() {
+        let options = [
+            json!({"optionId": "zz-9", "name": "Always", "kind": "allow_always"}),
+            json!({"optionId": "0", "name": "Never", "kind": "reject_always"}),
+            json!({"optionId": "allow_once", "name": "No", "kind": "reject_once"}),
+            json!({"optionId": "reject_once", "name": "Yes", "kind": "allow_once"}),
+        ];
+        let only = |kinds: &[&str]| -> Vec<Value> {
+            options.iter().filter(|o| kinds.contains(&o["kind"].as_str().unwrap_or(""))).cloned().collect()
+        };
+        let table: [(Vec<Value>, Effect, Option<&str>); 8] = [
+            (options.to_vec(), Effect::Allow, Some("reject_once")),
+            (options.to_vec(), Effect::Deny, Some("allow_once")),
+            (only(&["allow_always", "reject_always"]), Effect::Allow, Some("zz-9")),
+            (only(&["allow_always", "reject_always"]), Effect::Deny, Some("0")),
+            (only(&["reject_once", "reject_always"]), Effect::Allow, None),
+            (only(&["allow_once", "allow_always"]), Effect::Deny, None),
+            (vec![json!({"optionId": 1, "kind": "allow_once"}), json!("junk")], Effect::Allow, None),
+            (vec![], Effect::Deny, None),
+        ];
+        for (offered, effect, expected) in table {
+            assert_eq!(pick_option(&offered, effect).as_deref(), expected, "{effect:?} from {offered:?}");
+        }
+    }
+
+    #[test]
+    fn pick_shorthand_accepts_only_once_kinds() {
+        let always = [
+            json!({"optionId": "a", "kind": "allow_always"}),
+            json!({"optionId": "r", "kind": "reject_always"}),
+        ];
+        assert_eq!(pick_shorthand(&always, Effect::Allow), None);
+        assert_eq!(pick_shorthand(&always, Effect::Deny), None);
+        let once = [
+            json!({"optionId": "r1", "kind": "reject_once"}),
+            json!({"optionId": "a1", "kind": "allow_once"}),
+        ];
+        assert_eq!(pick_shorthand(&once, Effect::Allow).as_deref(), Some("a1"));
+        assert_eq!(pick_shorthand(&once, Effect::Deny).as_deref(), Some("r1"));
+    }
+
+    #[test]
+    fn option_kind_looks_up_by_id() {
+        let options = [json!({"optionId": "x", "kind": "allow_once"}), json!({"optionId": "y"})];
+        assert_eq!(option_kind(&options, "x"), Some("allow_once"));
+        assert_eq!(option_kind(&options, "y"), None);
+        assert_eq!(option_kind(&options, "z"), None);
+    }
+
+    #[test]
+    fn remembered_rule_matches_the_request_and_not_a_sibling() {
+        let original = json!({
+            "kind": "edit", "_meta": {"toolName": "Edit"},
+            "locations": [{"path": "src/lib.rs"}], "rawInput": {"command": "sed -i s/a/b/ *.rs"}
+        });
+        let remembered = remembered_rule(&facts(original.clone()), Effect::Allow, Path::new(WS), None, 7);
+        let remembered = remembered.expect("narrow rule");
+        assert_eq!(remembered.rule.kinds, Some(vec!["edit".to_owned()]));
+        assert_eq!(remembered.rule.paths, Some(vec!["/ws/src/lib.rs".to_owned()]));
+        let ws = Path::new(WS);
+        assert!(remembered.matches(&facts(original.clone()), ws));
+        let mut sibling = original.clone();
+        sibling["locations"] = json!([{"path": "/ws/src/main.rs"}]);
+        assert!(!remembered.matches(&facts(sibling), ws));
+        let mut other_command = original.clone();
+        other_command["rawInput"]["command"] = json!("sed -i s/a/b/ main.rs");
+        assert!(!remembered.matches(&facts(other_command), ws));
+        let mut other_kind = original;
+        other_kind["kind"] = json!("delete");
+        assert!(!remembered.matches(&facts(other_kind), ws));
+    }
+
+    #[test]
+    fn remembered_paths_escape_glob_metacharacters() {
+        let ws = Path::new(WS);
+        for name in ["a[1].txt", "b*.txt", "c?.txt", "{d,e}.txt", "f\\g.txt", "h!.txt"] {
+            let original = facts(json!({"locations": [{"path": format!("/ws/{name}")}]}));
+            let remembered = remembered_rule(&original, Effect::Deny, ws, None, 0).expect("narrow rule");
+            assert!(remembered.matches(&original, ws), "{name}");
+            for sibling in ["a1.txt", "bx.txt", "cx.txt", "d.txt", "fg.txt", "f\\\\g.txt", "h.txt"] {
+                let sibling = facts(json!({"locations": [{"path": format!("/ws/{sibling}")}]}));
+                assert!(!remembered.matches(&sibling, ws), "{name} matched {sibling:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn remembered_rule_needs_something_narrow_and_expressible() {
+        let ws = Path::new(WS);
+        assert!(remembered_rule(&RequestFacts::default(), Effect::Allow, ws, None, 0).is_none());
+        let unknown_kind = facts(json!({"kind": "switch_mode", "title": "Mode"}));
+        assert!(remembered_rule(&unknown_kind, Effect::Allow, ws, None, 0).is_none());
+        let title_only = facts(json!({"title": "Fetch"}));
+        let remembered = remembered_rule(&title_only, Effect::Deny, ws, Some("c".into()), 0);
+        let remembered = remembered.expect("narrow rule");
+        assert_eq!(remembered.rule.tools, Some(vec!["Fetch".to_owned()]));
+        assert_eq!(remembered.rule.created_by.as_deref(), Some("c"));
+        assert_eq!(remembered.rule.kinds, None);
+    }
+}

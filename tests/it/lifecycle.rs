@@ -1,0 +1,255 @@
+//! Process lifetime through the real binary (`docs/protocol.md#1-command-line` signals,
+//! `docs/protocol.md#10-shutdown`): drains on the first
+//! signal, the second signal's kill, agents that will not leave, a SIGKILLed daemon, and an agent
+//! program that does not exist.
+
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// `docs/protocol.md#10-shutdown`'s per-agent grace after stdin is closed.
+const AGENT_GRACE: Duration = Duration::from_secs(10);
+/// Slack on top of a deadline the daemon promises, for a loaded 2-core machine.
+const MARGIN: Duration = Duration::from_secs(8);
+
+/// Creates a session with no client id and returns its id.
+async fn session(d: &Daemon) -> String {
+    d.create(None, json!({})).await["sessionId"].as_str().expect("sessionId").to_owned()
+}
+
+/// Runs one prompt to its `turn_complete` and returns the reply text.
+async fn run_prompt(d: &Daemon, sid: &str, text: &str) -> String {
+    let mut sse = Sse::connect(d, sid, &[]).await;
+    chunk_text(&d.turn(sid, &mut sse, None, text).await)
+}
+
+/// Makes the session's demo agent ignore SIGTERM and keep running after stdin EOF, so only a kill
+/// ends it.
+async fn make_agent_stubborn(d: &Daemon, sid: &str) {
+    run_prompt(d, sid, "ignore-sigterm").await;
+    run_prompt(d, sid, "linger").await;
+}
+
+/// The parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name).
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let (_, rest) = stat.rsplit_once(')').expect("stat format");
+    rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("ppid")
+}
+
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    String::from_utf8_lossy(&raw).replace('\0', " ")
+}
+
+/// The agent-guard process the daemon runs between itself and the agent.
+fn guard_of(d: &Daemon, agent: u32) -> u32 {
+    let guard = parent_of(agent);
+    assert_eq!(parent_of(guard), d.pid(), "the agent's parent should be the daemon's child");
+    assert!(cmdline(guard).contains("agent-guard"), "unexpected agent parent: {}", cmdline(guard));
+    guard
+}
+
+#[tokio::test]
+async fn sigterm_on_an_idle_daemon_exits_0_promptly() {
+    let mut d = Daemon::start(&[]);
+    let started = Instant::now();
+    d.signal(Signal::TERM);
+    let status = d.wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn sigint_on_an_idle_daemon_exits_0() {
+    let mut d = Daemon::start(&[]);
+    d.signal(Signal::INT);
+    let status = d.wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+}
+
+#[tokio::test]
+async fn sigterm_with_a_live_session_ends_the_stream_and_the_agent_then_exits_0() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    let guard = guard_of(&d, agent);
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+
+    d.signal(Signal::TERM);
+    let closed = sse.until_type("session_closed").await;
+    let closed = closed.last().expect("session_closed");
+    assert_eq!(closed.payload()["sessionId"], sid.as_str());
+    assert_eq!(closed.payload()["reason"], "daemon_shutdown");
+    let after: Vec<String> = sse.rest().await.into_iter().map(|e| e.event).collect();
+    assert!(after.is_empty(), "events after session_closed: {after:?}");
+    assert!(sse.ended);
+
+    let status = d.wait_exit(AGENT_GRACE + MARGIN);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+    wait_gone(agent).await;
+    wait_gone(guard).await;
+}
+
+#[tokio::test]
+async fn sigterm_during_a_turn_ends_the_turn_then_the_session() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let prompt_id =
+        d.prompt_async(&sid, None, "stall").await["promptId"].as_str().expect("promptId").to_owned();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let status: Value = http()
+            .get(d.url(&format!("/session/{sid}")))
+            .send()
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("json");
+        if status["hasActivePrompt"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stalled turn never started: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling the session's status
+    }
+
+    d.signal(Signal::TERM);
+    let events = sse.until_type("session_closed").await;
+    let turn: Vec<&Event> =
+        events.iter().filter(|e| matches!(e.event.as_str(), "turn_complete" | "turn_error")).collect();
+    assert_eq!(turn.len(), 1, "one turn event: {:?}", events.iter().map(|e| &e.event).collect::<Vec<_>>());
+    assert_eq!(turn[0].payload()["promptId"], prompt_id.as_str());
+    assert_eq!(events.last().expect("closed").payload()["reason"], "daemon_shutdown");
+    assert!(sse.rest().await.is_empty());
+    assert_eq!(d.wait_exit(AGENT_GRACE + MARGIN).code(), Some(0), "stderr:\n{}", d.stderr());
+}
+
+#[tokio::test]
+async fn new_sessions_are_refused_while_draining() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    make_agent_stubborn(&d, &sid).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.signal(Signal::TERM);
+    // The drain ends every stream before it waits for the agents.
+    sse.rest().await;
+    // The stubborn agent holds the drain open for its whole grace; creates meanwhile are refused.
+    let res = http().post(d.url("/session")).json(&json!({})).send().await.expect("POST");
+    let status = res.status();
+    let retry = res.headers().get("retry-after").map(|v| v.to_str().expect("ascii").to_owned());
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "daemon_draining");
+    assert_eq!(retry.as_deref(), Some("5"));
+    d.signal(Signal::TERM);
+    d.wait_exit(WAIT);
+}
+
+#[tokio::test]
+async fn a_second_sigint_kills_the_agents_and_exits_1() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    let guard = guard_of(&d, agent);
+    make_agent_stubborn(&d, &sid).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+
+    let started = Instant::now();
+    d.signal(Signal::INT);
+    // Streams end only in the drain: once this one has, the first signal has been taken.
+    sse.rest().await;
+    d.signal(Signal::INT);
+    let status = d.wait_exit(AGENT_GRACE);
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(1), "stderr:\n{}", d.stderr());
+    assert!(took < AGENT_GRACE, "exit took {took:?}: the second signal did not cut the grace short");
+    wait_gone(agent).await;
+    wait_gone(guard).await;
+}
+
+#[tokio::test]
+async fn an_agent_ignoring_sigterm_and_lingering_is_killed_at_shutdown() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    let guard = guard_of(&d, agent);
+    make_agent_stubborn(&d, &sid).await;
+
+    let started = Instant::now();
+    d.signal(Signal::TERM);
+    let status = d.wait_exit(AGENT_GRACE + MARGIN);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+    assert!(started.elapsed() < AGENT_GRACE + MARGIN);
+    wait_gone(agent).await;
+    wait_gone(guard).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_daemon_leaves_no_agent_behind() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    let guard = guard_of(&d, agent);
+    // Stdin EOF alone would not stop it now: only the guard's group kill does.
+    make_agent_stubborn(&d, &sid).await;
+    assert!(alive(agent) && alive(guard));
+
+    d.signal(Signal::KILL);
+    let status = d.wait_exit(WAIT);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    wait_gone(agent).await;
+    wait_gone(guard).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_daemon_leaves_nothing_running_in_its_workspace() {
+    // Agents of every workspace die with the daemon, not just the primary one's.
+    let second = tempfile::tempdir().expect("tempdir");
+    let second_path = std::fs::canonicalize(second.path()).expect("canonical");
+    let second_str = second_path.to_str().expect("utf-8").to_owned();
+    let mut d = Daemon::start(&["--workspace", &second_str]);
+    let a = session(&d).await;
+    let b =
+        d.create(None, json!({"cwd": second_str})).await["sessionId"].as_str().expect("sessionId").to_owned();
+    let agents = [agent_pid(&d, &a).await, agent_pid(&d, &b).await];
+    assert_ne!(agents[0], agents[1], "one agent per workspace");
+    let guards = agents.map(|agent| guard_of(&d, agent));
+    make_agent_stubborn(&d, &a).await;
+    make_agent_stubborn(&d, &b).await;
+
+    d.signal(Signal::KILL);
+    d.wait_exit(WAIT);
+    for pid in agents.into_iter().chain(guards) {
+        wait_gone(pid).await;
+    }
+    let needle = format!("agent-guard\0--parent\0{}\0", d.pid());
+    assert_eq!(pids_with(&needle), Vec::<u32>::new(), "guards of the dead daemon still running");
+}
+
+#[tokio::test]
+async fn an_unknown_agent_program_warns_and_creates_fail_with_502() {
+    let d = Daemon::start(&["--agent", "no-such-agent-xyz --acp"]);
+    let warning = wait_stderr(&d, "--agent demo").await;
+    let warning = warning.lines().find(|l| l.contains("--agent demo")).expect("warning line");
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("no-such-agent-xyz"), "{warning}");
+
+    for _ in 0..2 {
+        let res = http().post(d.url("/session")).json(&json!({})).send().await.expect("POST");
+        let status = res.status();
+        let body: Value = res.json().await.expect("json");
+        assert_eq!(status, 502, "{body}");
+        assert_eq!(body["code"], "agent_start_failed");
+        let message = body["error"].as_str().expect("error text");
+        assert!(message.contains("no-such-agent-xyz") && message.contains("not found"), "{message}");
+    }
+    let health = http().get(d.url("/health?deep=1")).send().await.expect("health");
+    assert_eq!(health.status(), 200);
+    let health: Value = health.json().await.expect("json");
+    assert_eq!(health["sessions"], 0);
+}

@@ -1,0 +1,19 @@
+//! Every self-contained black-box test, in one test crate (`cargo test --test it`): each module
+//! drives the real `mediatord` binary (or the in-process router) through [`support`].
+//!
+//! The suites that need npm or PyPI stay separate crates: `tests/e2e.rs` and `tests/fuzz.rs`.
+
+mod support;
+
+mod architecture;
+mod bench_smoke;
+mod events;
+mod lifecycle;
+mod metrics;
+mod openapi;
+mod perimeter;
+mod permissions;
+mod quickstart;
+mod rules;
+mod sessions;
+mod shell;

@@ -1,0 +1,166 @@
+//! `POST /session/:id/shell` (`docs/protocol.md#9-session-shell`): refusals in order, a run, a
+//! timeout that takes the whole process group down, the output cap, events, and commands never
+//! logged.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const TOKEN: &str = "shell-test-token";
+
+fn auth() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// `POST /session/:id/shell` with the token; every answer, refusals included, is JSON.
+async fn shell(d: &Daemon, sid: &str, client: Option<&str>, body: Value) -> (u16, Value) {
+    let req =
+        http().post(d.url(&format!("/session/{sid}/shell"))).header("Authorization", auth()).json(&body);
+    let reply = send(as_client(req, client)).await;
+    assert!(!reply.body.is_null(), "a JSON body: {:?}", reply.text);
+    reply.pair()
+}
+
+/// Joins the workspace's session as `client`, with the token.
+async fn session_with_token(d: &Daemon, client: &str) -> String {
+    let req = http().post(d.url("/session")).header("Authorization", auth()).json(&json!({}));
+    let created = send(as_client(req, Some(client))).await.ok();
+    created["sessionId"].as_str().expect("sessionId").to_owned()
+}
+
+#[tokio::test]
+async fn tokenless_daemon_with_the_flag_answers_token_required() {
+    let d = Daemon::start(&["--enable-session-shell"]);
+    let sid = d.join("alice").await;
+    let res = http()
+        .post(d.url(&format!("/session/{sid}/shell")))
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({"command": "echo hi"}))
+        .send()
+        .await
+        .expect("shell");
+    assert_eq!(res.status(), 401);
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["code"], "token_required");
+    let caps: Value =
+        http().get(d.url("/capabilities")).send().await.expect("caps").json().await.expect("json");
+    assert!(!caps["features"].as_array().expect("features").contains(&json!("session_shell_command")));
+}
+
+#[tokio::test]
+async fn token_without_the_flag_answers_disabled() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let sid = session_with_token(&d, "alice").await;
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": "echo hi"})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("session_shell_disabled")));
+}
+
+#[tokio::test]
+async fn refusals_come_in_spec_order() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell", "--session-scope", "thread"]);
+    let mine = session_with_token(&d, "alice").await;
+    let other = session_with_token(&d, "bob").await;
+    // No client id at all, even with a bad body: the client id is checked first.
+    let (status, body) = shell(&d, &mine, None, json!({"nope": 1})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("client_id_required")));
+    // Malformed client id.
+    let (status, body) = shell(&d, &mine, Some("bad id!"), json!({"command": "echo"})).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_client_id")));
+    // A client bound to another session.
+    let (status, body) = shell(&d, &other, Some("alice"), json!({"command": "echo"})).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_client_id")));
+    // Unknown session.
+    let (status, body) = shell(&d, "no-such-session", Some("alice"), json!({"command": "echo"})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("session_not_found")));
+    // Bad bodies.
+    for bad in [
+        json!({}),
+        json!({"command": ""}),
+        json!({"command": 7}),
+        json!({"command": "x".repeat(64 * 1024 + 1)}),
+    ] {
+        let (status, body) = shell(&d, &mine, Some("alice"), bad).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_command")));
+    }
+}
+
+#[tokio::test]
+async fn a_command_runs_in_the_workspace_and_both_subscribers_see_it() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let headers = [("Authorization", auth())];
+    let mut first = Sse::connect(&d, &sid, &headers).await;
+    let mut second = Sse::connect(&d, &sid, &headers).await;
+    let (status, body) =
+        shell(&d, &sid, Some("alice"), json!({"command": "pwd; echo out; echo err >&2; exit 3"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["exitCode"], 3);
+    assert_eq!(body["aborted"], false);
+    let output = body["output"].as_str().expect("output");
+    assert!(output.contains(&d.workspace.to_string_lossy().to_string()), "{output}");
+    assert!(output.contains("out\n") && output.contains("err\n"), "{output}");
+    for sse in [&mut first, &mut second] {
+        let events = sse.until_type("user_shell_result").await;
+        let command = events.iter().find(|e| e.event == "user_shell_command").expect("command event");
+        assert_eq!(command.payload()["originatorClientId"], "alice");
+        assert_eq!(command.payload()["shellId"], body["shellId"]);
+        let result = events.last().expect("result").payload();
+        assert_eq!(result["exitCode"], 3);
+        assert_eq!(result["shellId"], body["shellId"]);
+    }
+    let caps: Value = http()
+        .get(d.url("/capabilities"))
+        .header("Authorization", auth())
+        .send()
+        .await
+        .expect("caps")
+        .json()
+        .await
+        .expect("json");
+    assert!(caps["features"].as_array().expect("features").contains(&json!("session_shell_command")));
+}
+
+#[tokio::test]
+async fn a_timed_out_command_is_aborted_with_its_children_gone() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell", "--shell-timeout-ms", "1500"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("child.pid");
+    let command = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": command})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["aborted"], true);
+    assert_eq!(body["exitCode"], Value::Null);
+    let child: u32 = std::fs::read_to_string(&pidfile).expect("pid file").trim().parse().expect("pid");
+    wait_gone(child).await;
+}
+
+#[tokio::test]
+async fn output_is_cut_at_one_mebibyte() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let (status, body) =
+        shell(&d, &sid, Some("alice"), json!({"command": "head -c 3000000 /dev/zero | tr '\\0' a"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["output"].as_str().expect("output").len(), 1024 * 1024);
+    assert_eq!(body["truncated"], true);
+    assert_eq!(body["exitCode"], 0);
+}
+
+#[tokio::test]
+async fn commands_are_never_logged() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let secret = "echo refused-marker-7f3a";
+    let (status, _) = shell(&d, &sid, Some("intruder"), json!({"command": secret})).await;
+    assert_eq!(status, 400);
+    let (status, _) = shell(&d, &sid, None, json!({"command": secret})).await;
+    assert_eq!(status, 403);
+    let ran = "echo accepted-marker-9c1d";
+    let (status, _) = shell(&d, &sid, Some("alice"), json!({"command": ran})).await;
+    assert_eq!(status, 200);
+    // The accepted run's completion is logged; by then any log line about the refusals is out too.
+    let logs = wait_stderr(&d, "session shell command finished").await;
+    assert!(!logs.contains("refused-marker-7f3a"), "a refused command reached the log:\n{logs}");
+    assert!(!logs.contains("accepted-marker-9c1d"), "a command reached the log:\n{logs}");
+    assert!(!logs.contains(TOKEN), "the token reached the log");
+}

@@ -1,0 +1,224 @@
+//! The daemon under test: the real `mediatord` binary on port 0 in a temporary workspace, its
+//! stderr, its signals and exit, and the kernel's view of processes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Sse, WAIT, chunk_text};
+
+/// The `mediatord` binary under test.
+pub(crate) fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mediatord")
+}
+
+/// A daemon under test. Dropping it SIGKILLs it (its agents die with it, via the guard).
+pub(crate) struct Daemon {
+    child: Option<Child>,
+    pub(crate) port: u16,
+    pub(crate) base: String,
+    pub(crate) workspace: PathBuf,
+    stderr: Arc<Mutex<String>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Runs `mediatord serve` with `args` and returns its exit status and stderr, for boot refusals.
+pub(crate) fn serve_refusal(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
+    let mut cmd = Command::new(bin());
+    cmd.arg("serve").args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
+    let mut child = cmd.spawn().expect("spawn mediatord");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let mut err = String::new();
+            child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read stderr");
+            return (status, err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mediatord serve {args:?} did not exit (expected a boot refusal)");
+        }
+        std::thread::sleep(Duration::from_millis(10)); // polling a child's exit; not synchronisation with the daemon
+    }
+}
+
+impl Daemon {
+    /// Starts a daemon with the demo agent in a fresh temporary workspace, plus `args`.
+    pub(crate) fn start(args: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+        let mut d = Daemon::start_with(&workspace, args, &[]);
+        d._dir = Some(dir);
+        d
+    }
+
+    /// Starts a daemon in `workspace` (added as `--workspace`), with extra env.
+    pub(crate) fn start_with(workspace: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Command::new(bin());
+        cmd.arg("serve").arg("--port").arg("0").arg("--workspace").arg(workspace);
+        if !args.contains(&"--agent") {
+            cmd.arg("--agent").arg("demo");
+        }
+        cmd.args(args)
+            .current_dir(workspace)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
+        cmd.env("RUST_LOG", "info");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn mediatord");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        {
+            let sink = stderr.clone();
+            let pipe = child.stderr.take().expect("stderr");
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut s = sink.lock().expect("stderr lock");
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            });
+        }
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the daemon never blocks on a full stdout pipe.
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("daemon printed no listening line; stderr:\n{}", stderr.lock().expect("lock"));
+            }
+        };
+        let port: u16 = line
+            .strip_prefix("mediatord listening on http://")
+            .and_then(|rest| rest.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"));
+        Daemon {
+            child: Some(child),
+            port,
+            base: format!("http://127.0.0.1:{port}"),
+            workspace: workspace.to_path_buf(),
+            stderr,
+            _dir: None,
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Sends a signal to the daemon process.
+    pub(crate) fn signal(&self, sig: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("pid");
+        rustix::process::kill_process(pid, sig).expect("kill");
+    }
+
+    /// Waits for the daemon to exit (bounded), returning its status.
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                panic!("daemon did not exit within {within:?}; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(10)); // polling a child's exit
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Whether a process exists and is not a zombie.
+pub(crate) fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state is the field after the parenthesised command name.
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some(Some('Z' | 'X')))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) until `pid` is gone.
+pub(crate) async fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + WAIT;
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "process {pid} still alive after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling the kernel's process table
+    }
+}
+
+/// The pids of processes whose command line contains `needle` (e.g. a temp workspace path).
+pub(crate) fn pids_with(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(needle)
+            && alive(pid)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Asks the demo agent of `session` for its pid (the `pid` directive).
+pub(crate) async fn agent_pid(d: &Daemon, session: &str) -> u32 {
+    let mut sse = Sse::connect(d, session, &[]).await;
+    chunk_text(&d.turn(session, &mut sse, None, "pid").await).trim().parse().expect("pid text")
+}
+
+/// Waits (bounded) until the daemon's stderr contains `needle`, returning all of it. Stderr is read
+/// by a background thread, so a log line may arrive a little after the event that caused it.
+pub(crate) async fn wait_stderr(d: &Daemon, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let err = d.stderr();
+        if err.contains(needle) {
+            return err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stderr never mentioned {needle:?} within {WAIT:?}; stderr:\n{err}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
+    }
+}

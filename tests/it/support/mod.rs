@@ -1,0 +1,19 @@
+//! Test support, one API for every black-box test: start the real `mediatord` binary on port 0
+//! ([`Daemon`]), talk to it through the typed client ([`Reply`] and the common steps on
+//! [`Daemon`]), read its SSE streams ([`Sse`]), and check on processes.
+//!
+//! Every wait is bounded by [`WAIT`] and fails with a message saying what it waited for; nothing
+//! here sleeps in place of synchronisation.
+
+mod client;
+mod daemon;
+mod sse;
+
+use std::time::Duration;
+
+pub(crate) use client::*;
+pub(crate) use daemon::*;
+pub(crate) use sse::*;
+
+/// Upper bound for any single wait in a test (generous: CI machines are loaded).
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
