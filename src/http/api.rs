@@ -64,7 +64,7 @@ api! {
             .ok(&[(200, Json("Health"))])
             .query(&[("deep", "`1`, `true` or `yes` adds the figures")]);
     get "/capabilities" => daemon::capabilities,
-        Operation::new("capabilities", "daemon", "Feature tags, workspaces, policy and limits (SPEC §11)")
+        Operation::new("capabilities", "daemon", "Feature tags, workspaces, policy and limits (docs/protocol.md §11)")
             .ok(&[(200, Json("Capabilities"))]);
     get "/metrics" => daemon::metrics,
         Operation::new("metrics", "daemon", "Prometheus metrics (OpenMetrics text)")
@@ -118,12 +118,12 @@ api! {
             .ok(&[(200, Json("Object"))])
             .errors(&["invalid_json", "session_not_found", "invalid_model_id", "agent_error", "agent_exited"]);
     get "/session/{id}/events" => events::events,
-        Operation::new("events", "events", "The session's event stream (SSE, SPEC §5)")
+        Operation::new("events", "events", "The session's event stream (SSE, docs/protocol.md §5)")
             .ok(&[(200, EventStream)])
             .headers(&[ClientId, LastEventId])
             .errors(&["session_not_found", "invalid_client_id", "subscriber_limit_exceeded"]);
     post "/session/{id}/permission/{request_id}" => permissions::vote,
-        Operation::new("vote", "permissions", "Vote on a pending permission request (SPEC §8)")
+        Operation::new("vote", "permissions", "Vote on a pending permission request (docs/protocol.md §8)")
             .body("Vote")
             .ok(&[(200, Json("Empty"))])
             .headers(&[ClientId])
@@ -164,7 +164,7 @@ api! {
             .headers(&[ClientId])
             .errors(&["session_not_found", "invalid_client_id"]);
     post "/session/{id}/shell" => shell::run_shell,
-        Operation::new("shell", "sessions", "Run a shell command in the workspace (SPEC §9; off by default)")
+        Operation::new("shell", "sessions", "Run a shell command in the workspace (docs/protocol.md §9; off by default)")
             .body("ShellCommand")
             .ok(&[(200, Json("ShellResult"))])
             .headers(&[ClientId])
