@@ -756,7 +756,13 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
         let cfg = MediatorConfig { policy, quorum: None, timeout: None };
-        let bus = Bus::new("s1".into(), 1024, 1024, 4, Arc::default());
+        let limits = crate::daemon::bus::Limits {
+            ring_events: 1024,
+            ring_bytes: 1 << 20,
+            lag_limit: 1024,
+            max_subscribers: 4,
+        };
+        let bus = Bus::new("s1".into(), limits, Arc::default());
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = finished.clone();
         let session = Session::start(SessionInit {

@@ -8,7 +8,7 @@
 //! - [`error`]: [`ApiError`], and one `From` per domain error.
 //! - `extract`: the state, JSON bodies, the client id header.
 //! - [`perimeter`]: Origin → Host → bearer; the socket [`Peer`].
-//! - `listener`: `--max-connections` at accept.
+//! - `listener`: `--max-connections` at accept; `--writer-idle-timeout-ms` on every connection's writes.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
 //!   `prompts`, `events`, `permissions`; and `shell`, the session shell's gates.
 //!
@@ -71,9 +71,12 @@ pub async fn serve(
     daemon: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let write_idle = daemon.config.writer_idle_timeout;
+    let metrics = daemon.metrics.clone();
     let app = app(daemon, listener.local_addr()?.port());
     axum::serve(
-        listener::LimitedListener::new(listener, max_connections),
+        listener::LimitedListener::new(listener, max_connections)
+            .with_write_idle_timeout(write_idle, metrics),
         app.into_make_service_with_connect_info::<Peer>(),
     )
     .with_graceful_shutdown(shutdown)

@@ -8,6 +8,7 @@ mod support;
 mod architecture;
 mod bench_smoke;
 mod events;
+mod fanout;
 mod lifecycle;
 mod metrics;
 mod openapi;

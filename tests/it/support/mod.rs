@@ -7,6 +7,7 @@
 
 mod client;
 mod daemon;
+pub(crate) mod scrape;
 mod sse;
 
 use std::time::Duration;
