@@ -10,6 +10,7 @@ mod bench_smoke;
 mod events;
 mod lifecycle;
 mod metrics;
+mod newcomer;
 mod openapi;
 mod perimeter;
 mod permissions;
