@@ -111,7 +111,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         None => None,
         Some(value) => match value.to_str() {
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
-            _ => return ApiError::OriginDenied.into_response(),
+            _ => return origin_denied(value).into_response(),
         },
     };
     if !p.host_allowed(headers) {
@@ -131,6 +131,13 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
     }
     let response = next.run(req).await;
     with_cors(response, origin.as_ref())
+}
+
+/// The refusal of `origin`, naming it only when it is `null` or well formed (so what is echoed
+/// back is never arbitrary header bytes).
+fn origin_denied(origin: &HeaderValue) -> ApiError {
+    let shown = origin.to_str().ok().filter(|o| *o == "null" || crate::config::valid_origin(o));
+    ApiError::OriginDenied(shown.map(str::to_owned))
 }
 
 fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {

@@ -11,6 +11,7 @@ mod events;
 mod fanout;
 mod lifecycle;
 mod metrics;
+mod newcomer;
 mod openapi;
 mod perimeter;
 mod permissions;

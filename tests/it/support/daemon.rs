@@ -60,16 +60,22 @@ impl Daemon {
 
     /// Starts a daemon in `workspace` (added as `--workspace`), with extra env.
     pub(crate) fn start_with(workspace: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let mut cmd = Command::new(bin());
-        cmd.arg("serve").arg("--port").arg("0").arg("--workspace").arg(workspace);
+        let mut full: Vec<&str> = vec!["--workspace", workspace.to_str().expect("utf-8 workspace")];
         if !args.contains(&"--agent") {
-            cmd.arg("--agent").arg("demo");
+            full.extend(["--agent", "demo"]);
         }
-        cmd.args(args)
-            .current_dir(workspace)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        full.extend(args);
+        let mut d = Daemon::start_in(workspace, &full, env);
+        d.workspace = workspace.to_path_buf();
+        d
+    }
+
+    /// Starts `mediatord serve --port 0 <args>` in the directory `cwd`, adding nothing else: for
+    /// what the daemon makes of its own current directory (`workspace` is `cwd`, canonical).
+    pub(crate) fn start_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Command::new(bin());
+        cmd.arg("serve").arg("--port").arg("0");
+        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
         cmd.env("RUST_LOG", "info");
         for (k, v) in env {
@@ -114,7 +120,7 @@ impl Daemon {
             child: Some(child),
             port,
             base: format!("http://127.0.0.1:{port}"),
-            workspace: workspace.to_path_buf(),
+            workspace: std::fs::canonicalize(cwd).expect("canonical cwd"),
             stderr,
             _dir: None,
         }
