@@ -229,3 +229,18 @@ async fn stalled_replaying_streams_hold_no_copies_of_the_ring() {
     assert_eq!(d.delete(&format!("/session/{sid}")).await.status, 204);
     d.wait_for_metrics("the ring released", |s| s.get("mediatord_ring_bytes", &[]) == 0.0).await;
 }
+
+#[tokio::test]
+async fn the_stream_flags_are_checked_at_boot() {
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--writer-idle-timeout-ms", "0"], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--writer-idle-timeout-ms must be positive"), "{stderr}");
+
+    // A lag limit above the ring changes nothing, and the boot says so.
+    let d = Daemon::start(&["--event-ring-size", "100", "--subscriber-queue", "500"]);
+    let deadline = std::time::Instant::now() + WAIT;
+    while !d.stderr().contains("--subscriber-queue 500 is above --event-ring-size 100") {
+        assert!(std::time::Instant::now() < deadline, "no warning; stderr:\n{}", d.stderr());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling a log pipe
+    }
+}
