@@ -51,6 +51,9 @@ pub struct Plan {
     pub startups: usize,
     /// Bound on any single run.
     pub run_timeout: Duration,
+    /// Subscriber counts of the relay rerun on a mediatord whose ring holds the whole burst
+    /// (`--event-ring-size` = the burst): where no stream can be evicted.
+    pub whole_ring_subscribers: Vec<usize>,
     /// The burst read through the official SDK (Node.js): streams and updates.
     pub sdk_streams: usize,
     pub sdk_events: u64,
@@ -75,6 +78,7 @@ impl Plan {
             memory_subscribers: 1000,
             startups: 10,
             run_timeout: Duration::from_secs(300),
+            whole_ring_subscribers: vec![10, 100],
             sdk_streams: 10,
             sdk_events: 5_000,
             only: None,
@@ -96,6 +100,7 @@ impl Plan {
             memory_subscribers: 3,
             startups: 2,
             run_timeout: Duration::from_secs(30),
+            whole_ring_subscribers: Vec::new(),
             sdk_streams: 2,
             sdk_events: 100,
             only: None,
@@ -122,6 +127,8 @@ pub struct DaemonResults {
     pub startup_ms: Vec<f64>,
     /// Per subscriber count, its runs.
     pub relay: Vec<(usize, Vec<RelayRun>)>,
+    /// The same on a daemon whose ring holds the whole burst (mediatord only).
+    pub relay_whole_ring: Vec<(usize, Vec<RelayRun>)>,
     /// The burst read by Node.js streams through the official SDK.
     pub sdk: Vec<RelayRun>,
     pub paced: Vec<RelayRun>,
@@ -141,6 +148,7 @@ impl DaemonResults {
             version,
             startup_ms: Vec::new(),
             relay: Vec::new(),
+            relay_whole_ring: Vec::new(),
             sdk: Vec::new(),
             paced: Vec::new(),
             permissions: Vec::new(),
@@ -243,6 +251,37 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
                 scenarios_on(&api, &d, tools, plan, &mut out).await;
             }
             d.stop().await;
+        }
+    }
+    // (a) again where the ring holds the burst: no stream can fall off it.
+    if kind == Kind::Mediatord && plan.wants("relay") && !plan.whole_ring_subscribers.is_empty() {
+        let ring = plan.events.to_string();
+        match Daemon::start(kind, tools, &["--event-ring-size", &ring]).await {
+            Err(e) => out.failures.push(format!("whole-ring start: {e}")),
+            Ok(d) => {
+                if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
+                    for &subs in &plan.whole_ring_subscribers {
+                        let mut runs = Vec::new();
+                        for i in 0..plan.runs {
+                            progress(&format!(
+                                "{name}: relay stream {} to {subs} subscriber(s), --event-ring-size {ring} (run {})",
+                                plan.events,
+                                i + 1
+                            ));
+                            let directive = format!("stream {}", plan.events);
+                            let r =
+                                scenarios::relay(&api, &d, subs, &directive, plan.events, plan.run_timeout)
+                                    .await;
+                            if let Some(r) = note(&mut out.failures, &format!("relay x{subs}, whole ring"), r)
+                            {
+                                runs.push(r);
+                            }
+                        }
+                        out.relay_whole_ring.push((subs, runs));
+                    }
+                }
+                d.stop().await;
+            }
         }
     }
     // (e) on a fresh daemon per run.

@@ -205,6 +205,24 @@ impl Report {
                 met,
             });
         }
+        for (subs, runs) in m.map_or(&[][..], |m| m.relay_whole_ring.as_slice()) {
+            let evicted = counted(Kind::Mediatord, runs).unwrap_or_default();
+            let none = runs.iter().all(|r| r.evicted == 0 && r.incomplete == 0);
+            rows.push(Row {
+                figure: format!(
+                    "relay, {subs} subscribers, the ring holding the burst (`--event-ring-size {}`): delivered \
+                     events/s (streams evicted: {evicted})",
+                    group(self.plan.events as i64)
+                ),
+                direct: None,
+                mediatord: relay_med(runs, |r| r.delivered_per_s),
+                qwen: None,
+                digits: 0,
+                ratio: None,
+                target: "no stream evicted or incomplete".into(),
+                met: (!runs.is_empty()).then_some(none),
+            });
+        }
         if self.daemons.iter().any(|d| !d.sdk.is_empty()) {
             let sdk = |d: Option<&DaemonResults>| d.and_then(|d| relay_med(&d.sdk, |r| r.delivered_per_s));
             let complete = |d: Option<&DaemonResults>| {
@@ -485,8 +503,9 @@ impl Report {
              (`--event-ring-size`), and a stream falls behind only when it lags more than that (the ring \
              is the only buffer; the agent's reader never waits for a stream). A burst of {} updates is \
              {}× the ring, so a stream whose reader cannot keep up with the agent for the whole burst is \
-             evicted (`client_evicted`, resumable with `Last-Event-ID`) and the row counts it; a burst \
-             the ring holds (the Node.js row) cannot evict anyone. With 64 and 100 streams one load \
+             evicted (`client_evicted`, resumable with `Last-Event-ID`) and the row counts it. A burst \
+             the ring holds cannot evict anyone: the Node.js row, and the relay rerun with \
+             `--event-ring-size` set to the burst. With 64 and 100 streams one load \
              client reads every stream, millions of frames per second, and it is the slow reader. qwen \
              serve queues up to 256 events per stream and refuses more than 64 streams per session (a \
              constant in its EventBus), so it has no 100- or 1000-stream figures.",
@@ -569,6 +588,9 @@ impl Report {
         for d in &self.daemons {
             for (subs, runs) in &d.relay {
                 Self::relay_detail(&mut t, &format!("{} ×{subs}", d.kind.name()), runs);
+            }
+            for (subs, runs) in &d.relay_whole_ring {
+                Self::relay_detail(&mut t, &format!("{} ×{subs}, whole-burst ring", d.kind.name()), runs);
             }
             Self::relay_detail(&mut t, &format!("{}, paced", d.kind.name()), &d.paced);
             Self::relay_detail(&mut t, &format!("{} ×{}, Node.js SDK", d.kind.name(), p.sdk_streams), &d.sdk);
