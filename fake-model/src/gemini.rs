@@ -264,6 +264,20 @@ mod tests {
     }
 
     #[test]
+    fn after_a_cancel_the_next_prompt_is_a_new_turn() {
+        // Cancelled while its permission was pending: the call stays in the history without a
+        // response, and the next prompt follows it (captured from the e2e run).
+        let c = vec![first_prompt("WRITE /w/a.txt one"), call("w_1", "/w/a.txt"), prompt("hi")];
+        assert_eq!(reply_to(c.clone()), default_text());
+        let mut again = c;
+        again[2] = prompt("WRITE /w/b.txt two");
+        assert_eq!(write_path(&reply_to(again)).as_deref(), Some("/w/b.txt"));
+        // Cancelled while the model was answering: the turn is dropped from the history, and the next
+        // prompt comes with the session context again.
+        assert_eq!(reply_to(vec![first_prompt("hi")]), default_text());
+    }
+
+    #[test]
     fn the_session_context_part_is_not_the_prompt() {
         assert_eq!(reply_to(vec![first_prompt("hi")]), default_text());
         let Reply::Tool(shell) = reply_to(vec![first_prompt("SHELL echo hi > /w/sh.txt")]) else {
