@@ -22,7 +22,7 @@
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
 # `cargo build -p mediatord-fake-model`), E2E_AGENTS (agents for agents.test.mjs and multi.test.mjs,
 # default "qwen claude gemini"), E2E_KEEP_TMP=1 (keep the throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line
-# between daemon and agent to <phase>/logs/acp.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds,
+# between daemon and agent to <phase>/logs/acp-<agent>.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds,
 # default 600). Needs node (20+) and npm, and the npm registry on the first run. Exit status: non-zero
 # if any test failed, the install failed, a daemon did not start or did not exit cleanly, or any agent
 # process outlived its daemon. Every failure that stops the run prints one `e2e: ERROR: ...` line
