@@ -388,7 +388,23 @@ impl Daemon {
         });
         let client: Arc<dyn crate::acp::Client> = session.clone();
         agent.register(session_id.clone(), Arc::downgrade(&client)).await;
-        lock(&self.sessions).insert(session_id.clone(), session.clone());
+        // Session ids are the agents' own, and two agents (or one agent in two workspaces) may hand
+        // out the same: the second would take over the first's routes. Checked and inserted under
+        // one lock, so two creates cannot both pass.
+        let taken = {
+            let mut sessions = lock(&self.sessions);
+            let taken = sessions.contains_key(&session_id);
+            if !taken {
+                sessions.insert(session_id.clone(), session.clone());
+            }
+            taken
+        };
+        if taken {
+            session.end(EndReason::Closed { closed_by: None });
+            return Err(CreateError::AgentStartFailed(format!(
+                "the agent answered session/new with the id {session_id:?}, which another live session already has"
+            )));
+        }
         if let Some(model) = model {
             let set = agent
                 .call(
@@ -439,21 +455,19 @@ impl Daemon {
     /// Every configured agent, the default first: its program, where it runs now, and its latest
     /// `initialize` answer (`GET /agents`).
     pub fn agents(&self) -> Vec<AgentState> {
-        let mut running: HashMap<&str, Vec<PathBuf>> = HashMap::new();
-        let slots = lock(&self.slots);
-        for ((cwd, name), slot) in slots.iter() {
+        let mut running: HashMap<String, Vec<PathBuf>> = HashMap::new();
+        for ((cwd, name), slot) in lock(&self.slots).iter() {
             if slot.agent.as_ref().is_some_and(AgentHandle::is_alive) {
-                running.entry(name.as_str()).or_default().push(cwd.clone());
+                running.entry(name.clone()).or_default().push(cwd.clone());
             }
         }
         let reported = lock(&self.reported).clone();
-        let out = self
-            .config
+        self.config
             .agents
             .iter()
             .enumerate()
             .map(|(i, spec)| {
-                let mut workspaces = running.remove(spec.name.as_str()).unwrap_or_default();
+                let mut workspaces = running.remove(&spec.name).unwrap_or_default();
                 workspaces.sort();
                 AgentState {
                     name: spec.name.clone(),
@@ -463,9 +477,7 @@ impl Daemon {
                     initialize: reported.get(&spec.name).cloned(),
                 }
             })
-            .collect();
-        drop(slots);
-        out
+            .collect()
     }
 
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by

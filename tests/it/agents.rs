@@ -299,3 +299,34 @@ async fn a_relative_agent_program_in_the_agents_map_is_taken_from_the_config_fil
 async fn agents_of(d: &Daemon) -> Vec<Value> {
     d.get("/agents").await.ok()["agents"].as_array().expect("agents").clone()
 }
+
+/// Session ids are the agents' own: a second agent handing out an id a live session already has is
+/// refused, and the first session keeps its routes.
+#[tokio::test]
+async fn a_session_id_another_agent_already_gave_out_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("fixed-id-agent.sh");
+    // Answers `initialize` and `session/new` (always with the session id "fixed"), nothing else.
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case $line in
+    *'"method":"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id" ;;
+    *'"method":"session/new"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"fixed"}}\n' "$id" ;;
+  esac
+done
+"#,
+    )
+    .expect("write the agent");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let program = script.to_str().expect("utf-8");
+    let d = Daemon::start(&["--agent", &format!("a={program}"), "--agent", &format!("b={program}")]);
+    let a = create_on(&d, "alice", "a", json!({})).await;
+    assert_eq!((sid(&a).as_str(), a["agent"].as_str()), ("fixed", Some("a")));
+    let (status, body) = d.post("/session", Some("alice"), json!({"agent": "b"})).await.pair();
+    assert_eq!((status, &body["code"]), (502, &json!("agent_start_failed")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("\"fixed\"")), "{body}");
+    assert_eq!(d.get("/session/fixed").await.ok()["agent"], "a", "the first session keeps its id");
+}
