@@ -29,8 +29,9 @@ pub const SERVE_HELP: &str = "\
 Quick start:
   mediatord serve --agent demo          # built-in demo agent, no model needed
   mediatord serve --agent 'qwen --acp'  # Qwen Code (the default agent)
-  mediatord serve --agent qwen='qwen --acp' --agent review=demo   # two named agents; the first is
-                                        # the default, POST /session {\"agent\":\"review\"} picks another
+  mediatord serve --agent qwen='qwen --acp' --agent review=demo
+                                        # two named agents; the first is the default,
+                                        # POST /session {\"agent\":\"review\"} picks the other
 
 Every option may also be set in a JSON file given with --config, under \"serve\" in camelCase
 (e.g. {\"serve\":{\"maxSessions\":8}}), and the permission policy also as
