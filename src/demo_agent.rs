@@ -67,6 +67,7 @@ Anything else is echoed back as 3 agent_message_chunk updates.
   ignore-sigterm                ignore SIGTERM from now on
   linger                        keep running after stdin EOF
   pid                           reply with this process's pid
+  env <DEMO_NAME>               reply with that variable's value (DEMO_* only) `env DEMO_ROLE`
   echo-meta                     reply with _meta and an unknown field";
 
 /// Stdout lines queued for the writer task; a full queue back-pressures the producing prompt.
@@ -90,6 +91,8 @@ const MAX_STREAM_CHUNKS: u64 = 10_000_000;
 const MAX_PERMISSIONS: u32 = 1000;
 /// `crash` with no code exits with this status.
 const DEFAULT_CRASH_CODE: i32 = 3;
+/// The only variables the `env` directive shows.
+const DEMO_ENV_PREFIX: &str = "DEMO_";
 /// Plain text is echoed back in this many chunks.
 const ECHO_CHUNKS: usize = 3;
 
@@ -476,6 +479,10 @@ enum Directive<'a> {
     IgnoreSigterm,
     Linger,
     Pid,
+    /// The value of an environment variable named `DEMO_*` (what an agent's settings added).
+    Env {
+        name: &'a str,
+    },
     EchoMeta,
     /// A directive word with unusable arguments; the text is the usage line.
     Usage(&'static str),
@@ -541,6 +548,11 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "ignore-sigterm" => Directive::IgnoreSigterm,
         "linger" => Directive::Linger,
         "pid" => Directive::Pid,
+        // Only `DEMO_*`: the demo agent must never become a way to read the daemon's credentials.
+        "env" => match args.next() {
+            Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Env { name },
+            _ => Directive::Usage("usage: env <DEMO_NAME> (variables named DEMO_* only)"),
+        },
         "echo-meta" => Directive::EchoMeta,
         _ => Directive::Echo,
     }
@@ -708,6 +720,10 @@ impl Turn {
                 self.chunk("lingering").await;
             }
             Directive::Pid => self.chunk(&std::process::id().to_string()).await,
+            Directive::Env { name } => {
+                let value = std::env::var(name).unwrap_or_else(|_| format!("{name} is not set"));
+                self.chunk(&value).await;
+            }
             Directive::EchoMeta => {
                 self.update(json!({
                     "sessionUpdate": "agent_message_chunk",
@@ -913,6 +929,9 @@ mod tests {
         assert_eq!(parse_directive("\n  \n  STALL now\nmore"), Directive::Stall);
         assert_eq!(parse_directive("Pid"), Directive::Pid);
         assert_eq!(parse_directive("echo-meta"), Directive::EchoMeta);
+        assert_eq!(parse_directive("env DEMO_ROLE"), Directive::Env { name: "DEMO_ROLE" });
+        assert!(matches!(parse_directive("env MEDIATORD_TOKEN"), Directive::Usage(_)));
+        assert!(matches!(parse_directive("env"), Directive::Usage(_)));
         assert_eq!(parse_directive("ignore-sigterm"), Directive::IgnoreSigterm);
         assert_eq!(parse_directive("linger"), Directive::Linger);
         assert_eq!(parse_directive("malformed"), Directive::Malformed);
@@ -991,6 +1010,7 @@ mod tests {
             "ignore-sigterm",
             "linger",
             "pid",
+            "env",
             "echo-meta",
         ] {
             assert!(DIRECTIVES_HELP.lines().any(|l| l.trim_start().starts_with(word)), "{word}");

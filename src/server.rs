@@ -28,12 +28,13 @@ pub async fn run(config: Config) -> io::Result<i32> {
         io::Error::new(e.kind(), format!("cannot listen on {}:{}: {e}{hint}", config.hostname, config.port))
     })?;
     let local = listener.local_addr()?;
-    if config.agent.display != "demo"
-        && let Err(e) = crate::agent::resolve_program(&config.agent.program)
-    {
-        tracing::warn!(
-            "{e}; session creates will fail until it is fixed (--agent demo runs the built-in demo agent)"
-        );
+    for agent in config.agents.iter().filter(|a| a.command.display != "demo") {
+        if let Err(e) = crate::agent::resolve_program(&agent.command.program) {
+            tracing::warn!(
+                agent = %agent.name,
+                "{e}; session creates will fail until it is fixed (--agent demo runs the built-in demo agent)"
+            );
+        }
     }
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
@@ -44,7 +45,9 @@ pub async fn run(config: Config) -> io::Result<i32> {
     // The one line on stdout, for scripts (`--port 0`).
     println!("mediatord listening on http://{shown}:{}", local.port());
     // Only the program: an agent's arguments may carry credentials, and logs travel further.
-    tracing::info!(address = %local, agent = %daemon.config.agent.program, "mediatord started");
+    let programs: Vec<String> =
+        daemon.config.agents.iter().map(|a| format!("{}={}", a.name, a.command.program)).collect();
+    tracing::info!(address = %local, agents = %programs.join(" "), "mediatord started");
 
     let drained = tokio_util::sync::CancellationToken::new();
     tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone()));

@@ -23,7 +23,7 @@ use tokio_util::codec::FramedRead;
 use super::codec::{LineCodec, write_lines};
 use super::process::{self, AgentProcess};
 use crate::acp::{self, CallError, Frame, RequestId, RpcError, method};
-use crate::config::AgentCommand;
+use crate::config::{AgentSpec, FsCapabilities};
 use crate::exec::{ExitInfo, ProcessGroups};
 use crate::metrics::Metrics;
 
@@ -95,6 +95,8 @@ pub(super) struct Actor {
     /// Set by a shutdown: kill the group at this instant if it has not exited.
     deadline: Option<Instant>,
     metrics: Arc<Metrics>,
+    /// The `fs/*` methods offered at `initialize`: the only ones served.
+    fs: FsCapabilities,
 }
 
 /// The agent requests the daemon serves; anything else is answered "method not found".
@@ -113,12 +115,12 @@ struct UpdateTarget {
 
 impl Actor {
     pub(super) fn spawn(
-        cmd: &AgentCommand,
+        spec: &AgentSpec,
         workspace: PathBuf,
         groups: &ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Actor> {
-        let (process, pipes) = process::spawn(cmd, &workspace, groups)?;
+        let (process, pipes) = process::spawn(&spec.command, &spec.env, &workspace, groups)?;
         let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
         tokio::spawn(write_lines(pipes.stdin, lines));
         let codec = LineCodec::default();
@@ -134,6 +136,7 @@ impl Actor {
             in_flight: Arc::new(AtomicUsize::new(0)),
             deadline: None,
             metrics,
+            fs: spec.fs,
         })
     }
 
@@ -250,8 +253,9 @@ impl Actor {
         };
         let request = match method {
             method::SESSION_REQUEST_PERMISSION => AgentRequest::Permission,
-            method::FS_READ_TEXT_FILE => AgentRequest::ReadTextFile,
-            method::FS_WRITE_TEXT_FILE => AgentRequest::WriteTextFile,
+            method::FS_READ_TEXT_FILE if self.fs.read_text_file => AgentRequest::ReadTextFile,
+            method::FS_WRITE_TEXT_FILE if self.fs.write_text_file => AgentRequest::WriteTextFile,
+            // Not offered at `initialize` (or unknown): as if the daemon had no such method.
             _ => {
                 respond(Err(RpcError::method_not_found(method)));
                 return;

@@ -110,9 +110,11 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, ProgramError> {
     Err(first_problem.unwrap_or_else(|| ProgramError::NotFound(program.to_owned())))
 }
 
-/// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`.
+/// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`,
+/// with `env` set on top of the daemon's environment.
 pub(crate) fn spawn(
     cmd: &AgentCommand,
+    env: &[(String, String)],
     cwd: &Path,
     groups: &ProcessGroups,
 ) -> io::Result<(AgentProcess, AgentPipes)> {
@@ -126,6 +128,7 @@ pub(crate) fn spawn(
         .arg(&program)
         .args(&cmd.args)
         .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -149,6 +149,8 @@ struct PromptJob {
 pub(super) struct SessionInit {
     pub(super) id: String,
     pub(super) workspace: PathBuf,
+    /// The configured agent's name (`--agent NAME=...`).
+    pub(super) agent_name: String,
     pub(super) agent: Arc<dyn acp::Agent>,
     pub(super) bus: Arc<Bus>,
     pub(super) mediator: Mediator,
@@ -171,6 +173,8 @@ impl std::fmt::Debug for SessionInit {
 pub struct Session {
     pub id: String,
     pub workspace: PathBuf,
+    /// The name of the configured agent the session runs on.
+    pub agent_name: String,
     pub created_at: u64,
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub agent_result: Value,
@@ -210,6 +214,7 @@ impl Session {
         let session = Arc::new(Session {
             id: init.id,
             workspace: init.workspace,
+            agent_name: init.agent_name,
             created_at: crate::clock::now_ms(),
             agent_result: init.agent_result,
             agent: init.agent,
@@ -762,6 +767,7 @@ mod tests {
         let session = Session::start(SessionInit {
             id: "s1".into(),
             workspace: workspace.clone(),
+            agent_name: "demo".into(),
             agent: agent.clone(),
             bus: bus.clone(),
             mediator: Mediator::new(cfg, workspace, metrics.clone()),

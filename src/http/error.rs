@@ -42,6 +42,13 @@ pub enum ApiError {
     WorkspaceMismatch { cwd: String, accepted: Vec<String> },
     #[error("sessionScope must be \"single\" or \"thread\"")]
     InvalidSessionScope,
+    /// `agent` names none of the configured agents (`known`, the default first); `agent` is the
+    /// name asked for, or the JSON text of a value that is not a name.
+    #[error(
+        "Unknown agent {agent}: this daemon runs {} (the first is the default; start mediatord with --agent NAME=COMMAND to add one)",
+        .known.join(", ")
+    )]
+    UnknownAgent { agent: String, known: Vec<String> },
     #[error("Session limit reached")]
     SessionLimitExceeded { limit: usize },
     #[error("{}", init_timeout_text(.method, *.timeout_ms))]
@@ -110,9 +117,9 @@ fn origin_hint(origin: Option<&str>) -> String {
 /// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
 fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
     let hint = if method == crate::acp::method::INITIALIZE {
-        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms"
+        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms (or the agent's initializeTimeoutMs)"
     } else {
-        "raise --initialize-timeout-ms if it is only slow"
+        "raise --initialize-timeout-ms (or the agent's initializeTimeoutMs) if it is only slow"
     };
     format!("The agent did not answer {method} within {timeout_ms} ms: {hint}")
 }
@@ -133,6 +140,7 @@ impl ApiError {
             ApiError::InvalidCwd,
             ApiError::WorkspaceMismatch { cwd: s(), accepted: Vec::new() },
             ApiError::InvalidSessionScope,
+            ApiError::UnknownAgent { agent: s(), known: Vec::new() },
             ApiError::SessionLimitExceeded { limit: 0 },
             ApiError::InitTimeout { method: "", timeout_ms: 0 },
             ApiError::AgentStartFailed(s()),
@@ -178,6 +186,7 @@ impl ApiError {
             | Self::InvalidCwd
             | Self::WorkspaceMismatch { .. }
             | Self::InvalidSessionScope
+            | Self::UnknownAgent { .. }
             | Self::InvalidPrompt
             | Self::InvalidModelId
             | Self::InvalidVote
@@ -214,6 +223,7 @@ impl ApiError {
             Self::InvalidCwd => "invalid_cwd",
             Self::WorkspaceMismatch { .. } => "workspace_mismatch",
             Self::InvalidSessionScope => "invalid_session_scope",
+            Self::UnknownAgent { .. } => "unknown_agent",
             Self::SessionLimitExceeded { .. } => "session_limit_exceeded",
             Self::InitTimeout { .. } => "init_timeout",
             Self::AgentStartFailed(_) => "agent_start_failed",
@@ -263,6 +273,7 @@ impl ApiError {
                 body["optionId"] = json!(option_id);
             }
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
+            Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             _ => {}
         }
         body
@@ -301,6 +312,9 @@ impl From<CreateError> for ApiError {
                 cwd: cwd.display().to_string(),
                 accepted: accepted.iter().map(|w| w.display().to_string()).collect(),
             },
+            CreateError::UnknownAgent { name, known } => {
+                ApiError::UnknownAgent { agent: format!("{name:?}"), known }
+            }
             CreateError::LimitReached { limit } => ApiError::SessionLimitExceeded { limit },
             CreateError::InitTimeout { method, timeout } => {
                 ApiError::InitTimeout { method, timeout_ms: timeout.as_millis() as u64 }

@@ -22,14 +22,20 @@ fn summary(s: &Session) -> Value {
     json!({
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
+        "agent": s.agent_name,
         "createdAt": iso8601(s.created_at),
         "clientCount": s.client_count(),
         "hasActivePrompt": s.has_active_prompt(),
     })
 }
 
-/// `{cwd?, sessionScope?, modelServiceId?}`, each checked for type; the daemon judges the values.
-fn create_request(body: &Value, client_id: Option<String>) -> Result<CreateRequest, ApiError> {
+/// `{cwd?, sessionScope?, modelServiceId?, agent?}`, each checked for type; the daemon judges the
+/// values. `known` lists the configured agents, for the refusal of an `agent` that is no name.
+fn create_request(
+    body: &Value,
+    client_id: Option<String>,
+    known: impl FnOnce() -> Vec<String>,
+) -> Result<CreateRequest, ApiError> {
     let cwd = match body.get("cwd") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -45,7 +51,12 @@ fn create_request(body: &Value, client_id: Option<String>) -> Result<CreateReque
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         Some(_) => return Err(ApiError::InvalidModelId),
     };
-    Ok(CreateRequest { cwd, scope, model, client_id })
+    let agent = match body.get("agent") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => return Err(ApiError::UnknownAgent { agent: other.to_string(), known: known() }),
+    };
+    Ok(CreateRequest { cwd, scope, model, agent, client_id })
 }
 
 pub(super) async fn create_session(
@@ -54,11 +65,12 @@ pub(super) async fn create_session(
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let client = client_id(&headers)?;
-    let created = d.create(create_request(&body, client)?).await?;
+    let created = d.create(create_request(&body, client, || d.config.agent_names())?).await?;
     let s = &created.session;
     let mut out = json!({
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
+        "agent": s.agent_name,
         "attached": created.attached,
         "clientId": created.client_id,
         // An ISO-8601 string: @qwen-code/sdk parses it as a date.

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agents;
 mod architecture;
 mod bench_smoke;
 mod events;

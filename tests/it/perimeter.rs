@@ -537,6 +537,7 @@ const ALWAYS_FEATURES: &[&str] = &[
     "session_cancel",
     "session_events",
     "session_set_model",
+    "agents",
     "client_identity",
     "client_heartbeat",
     "permission_vote",
@@ -576,7 +577,8 @@ async fn capabilities_envelope_matches_the_spec() {
             "eventRingSize": 8000,
         })
     );
-    assert_eq!(caps["agent"], json!({"command": "demo"}));
+    assert_eq!(caps["agent"], json!({"name": "demo", "command": "demo"}));
+    assert_eq!(caps["agents"], json!(["demo"]));
 
     let tags = features(&caps);
     for tag in ALWAYS_FEATURES {

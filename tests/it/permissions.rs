@@ -300,8 +300,9 @@ async fn local_only_refuses_a_vote_from_a_remote_peer() {
     let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
     let mut config = mediatord::config::Config::for_tests(&workspace);
     // In a test, `current_exe()` is the test binary; the demo agent lives in the real one.
-    config.agent = mediatord::config::agent_command(&format!("{} demo-agent", bin())).expect("agent");
-    config.agent.guard = bin().into();
+    let agent = &mut config.agents[0];
+    agent.command = mediatord::config::agent_command(&format!("{} demo-agent", bin())).expect("agent");
+    agent.command.guard = bin().into();
     config.permission_policy = mediatord::config::Policy::LocalOnly;
     let daemon = mediatord::daemon::Daemon::new(config);
     let remote = router(&daemon, "10.1.2.3:5000");
