@@ -1,9 +1,10 @@
 //! The daemon's life: bind, the startup line, serving ([`crate::http::serve`]), signals (the first
-//! drains, the second kills every process group the daemon started and exits 1).
+//! drains, the second kills every process group the daemon started and exits 1), and what a panic
+//! does (the same, with status 101).
 //!
 //! The top floor: it wires `config`, `daemon` and `http` together and knows no HTTP library itself.
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
 const HTTP_DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Exit status after a panic: Rust's own for a panicking program (`docs/protocol.md#15-exit-status`).
+const PANIC_EXIT_STATUS: i32 = 101;
 
 /// Binds, prints the startup line, serves until the first signal's drain completes. Returns the
 /// process exit code.
@@ -34,9 +37,16 @@ pub async fn run(config: Config) -> io::Result<i32> {
     let signals = Signals::install()?;
     let max_connections = config.connection_cap();
     let daemon = Daemon::new(config);
+    exit_on_panic(daemon.clone());
+    #[cfg(debug_assertions)]
+    panic_on_sigusr2()?;
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
-    // The one line on stdout, for scripts (`--port 0`).
-    println!("mediatord listening on http://{shown}:{}", local.port());
+    // The one line on stdout, for scripts (`--port 0`). A closed stdout loses it rather than
+    // failing the daemon (`println!` would panic).
+    let mut stdout = io::stdout().lock();
+    let _ = writeln!(stdout, "mediatord listening on http://{shown}:{}", local.port())
+        .and_then(|()| stdout.flush());
+    drop(stdout);
     // Only the program: an agent's arguments may carry credentials, and logs travel further.
     tracing::info!(address = %local, agent = %daemon.config.agent.program, "mediatord started");
 
@@ -76,6 +86,8 @@ impl Signals {
     }
 }
 
+/// The first signal starts the drain; the second, whenever it comes until the process exits (even
+/// after the drain, while HTTP exchanges finish), kills every process group and exits 1.
 async fn watch_signals(
     mut signals: Signals,
     daemon: Arc<Daemon>,
@@ -83,22 +95,42 @@ async fn watch_signals(
 ) {
     signals.recv().await;
     tracing::info!("shutting down: draining sessions and agents (a second signal kills them now)");
-    let drain = {
+    {
         let daemon = daemon.clone();
-        let drained = drained.clone();
         tokio::spawn(async move {
             daemon.drain(AGENT_SHUTDOWN_GRACE).await;
             drained.cancel();
-        })
-    };
-    tokio::select! {
-        _ = signals.recv() => {},
-        _ = drain => return,
+        });
     }
+    signals.recv().await;
     tracing::warn!("second signal: killing every agent now");
     daemon.kill_all_processes();
     // Nothing is left to unwind for: every agent and shell command is gone, and the drain that was
     // in progress would only wait on them.
     #[expect(clippy::exit, reason = "the second signal ends the daemon at once, with status 1")]
     std::process::exit(1);
+}
+
+/// Test builds only: SIGUSR2 panics a task, so the tests can watch [`exit_on_panic`] at work
+/// through the real binary. Release builds do not have it.
+#[cfg(debug_assertions)]
+fn panic_on_sigusr2() -> io::Result<()> {
+    let mut usr2 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())?;
+    tokio::spawn(async move {
+        usr2.recv().await;
+        panic!("SIGUSR2: the debug build's test panic");
+    });
+    Ok(())
+}
+
+/// A panic is a bug, and the task it ends may own state nobody else can recover (an agent's stdio,
+/// a session's turn runner, the signal watcher): rather than stay half alive, the daemon logs it,
+/// kills every process group it started and exits 101. A service manager restarts it.
+fn exit_on_panic(daemon: Arc<Daemon>) {
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!(panic = %info, "a task panicked: killing every agent and shell command and exiting");
+        daemon.kill_all_processes();
+        #[expect(clippy::exit, reason = "a panic ends the daemon at once (see above)")]
+        std::process::exit(PANIC_EXIT_STATUS);
+    }));
 }

@@ -7,6 +7,7 @@
 //! exits, the guard exits the same way (same code, or the same signal), so the daemon sees the agent's
 //! real exit status. Everything here is safe Rust: pidfds replace signal handlers and `pre_exec`.
 
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 
@@ -32,7 +33,7 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the guard; returns the exit code to use when the agent exited normally.
 pub fn run(args: GuardArgs) -> i32 {
     let Some(parent) = Pid::from_raw(args.parent) else {
-        eprintln!("agent-guard: invalid --parent");
+        let _ = writeln!(std::io::stderr(), "agent-guard: invalid --parent");
         return 2;
     };
     let parent_fd = match pidfd_open(parent, PidfdFlags::empty()) {
@@ -50,7 +51,7 @@ pub fn run(args: GuardArgs) -> i32 {
     let mut child = match Command::new(program).args(rest).spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("cannot start agent {program:?}: {e}");
+            let _ = writeln!(std::io::stderr(), "cannot start agent {program:?}: {e}");
             return EXIT_SPAWN_FAILED;
         }
     };

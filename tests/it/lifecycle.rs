@@ -253,3 +253,32 @@ async fn an_unknown_agent_program_warns_and_creates_fail_with_502() {
     let health: Value = health.json().await.expect("json");
     assert_eq!(health["sessions"], 0);
 }
+
+/// Issue #16, item 1: a stderr whose reader is gone (EPIPE on every log line) neither kills the
+/// task that logs nor the signal path: creates (each logs several lines) and prompts still work,
+/// and the first SIGTERM still drains and exits 0.
+#[tokio::test]
+async fn a_daemon_whose_stderr_reader_is_gone_keeps_serving_and_drains_on_sigterm() {
+    let mut d = Daemon::start_with_stderr_closed(&["--session-scope", "thread"]);
+    for _ in 0..3 {
+        let sid = session(&d).await;
+        assert_eq!(run_prompt(&d, &sid, "hello").await, "hello");
+    }
+    d.signal(Signal::TERM);
+    let status = d.wait_exit(AGENT_GRACE + MARGIN);
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Issue #16, item 1: a panic in any task ends the daemon with status 101 after killing every
+/// agent, rather than leaving it half alive (the debug build panics a task on SIGUSR2).
+#[tokio::test]
+async fn a_panicking_task_kills_the_agents_and_exits_101() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    d.signal(Signal::USR2);
+    let status = d.wait_exit(MARGIN + MARGIN);
+    assert_eq!(status.code(), Some(101), "stderr:\n{}", d.stderr());
+    assert!(d.stderr().contains("a task panicked"), "stderr:\n{}", d.stderr());
+    wait_gone(agent).await;
+}
