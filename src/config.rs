@@ -48,7 +48,7 @@ pub struct ServeArgs {
     /// Bearer token clients must send (also MEDIATORD_TOKEN, then QWEN_SERVER_TOKEN). Trimmed; empty
     /// means none. Prefer the environment: a flag is visible in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", value_name = "T", hide_env_values = true)]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     /// Require the token even on loopback binds and on /health
     #[arg(long)]
     pub require_auth: bool,
@@ -116,6 +116,45 @@ pub struct ServeArgs {
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
+}
+
+/// Environment variables the daemon reads that hold a secret: they are removed from the
+/// environment of every process the daemon starts (agents, their guards, session shell commands),
+/// so nothing the agent runs can read the token and vote on its own permission requests.
+pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"];
+
+/// A secret as given on the command line or in the environment; its `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that hashes it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Secret {
+        Secret(value)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The SHA-256 of the bearer token. Its `Debug` says only that it exists: the digest of a short
+/// token can be brute-forced, so it is no more fit for a log than the token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenDigest(pub [u8; 32]);
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(<redacted>)")
+    }
 }
 
 /// Session scope (`docs/protocol.md#4-agents-workspaces-and-sessions`).
@@ -208,7 +247,7 @@ pub struct Config {
     pub hostname: String,
     pub port: u16,
     /// SHA-256 of the token: the plain token is never kept, so it can never be logged.
-    pub token_digest: Option<[u8; 32]>,
+    pub token_digest: Option<TokenDigest>,
     pub require_auth: bool,
     pub allow_origins: Origins,
     pub agent: AgentCommand,
@@ -466,7 +505,8 @@ impl Config {
         // MEDIATORD_TOKEN reaches us through clap; QWEN_SERVER_TOKEN is the qwen-compatible fallback.
         let token = args
             .token
-            .clone()
+            .as_ref()
+            .map(|t| t.expose().to_owned())
             .or_else(|| std::env::var("QWEN_SERVER_TOKEN").ok())
             .or(file.string("token")?)
             .map(|t| t.trim().to_owned())
@@ -627,7 +667,7 @@ impl Config {
         Ok(Config {
             hostname,
             port,
-            token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            token_digest: token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into())),
             require_auth,
             allow_origins,
             agent,
@@ -726,6 +766,29 @@ mod tests {
             assert_eq!(Policy::parse(p.as_str()), Some(p));
         }
         assert_eq!(Policy::parse("majority"), None);
+    }
+
+    /// Issue #16, finding b: neither the parsed arguments nor the settings show the token, or its
+    /// digest, when they are debug-printed (as a log line would).
+    #[test]
+    fn debug_output_never_shows_the_token_or_its_digest() {
+        let token = "debug-redaction-token-5b1e";
+        let dir = std::env::temp_dir();
+        let args = ServeArgs {
+            token: Some(Secret::from(token.to_owned())),
+            agent: Some("demo".into()),
+            workspace: vec![dir.to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        };
+        let config = Config::from_args(&args).expect("valid settings");
+        let digest = config.token_digest.expect("a token is set").0;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        for shown in [format!("{args:?}"), format!("{config:?}"), format!("{config:#?}")] {
+            assert!(!shown.contains(token), "the token is shown: {shown}");
+            assert!(!shown.contains(&hex), "the digest is shown: {shown}");
+            assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
     }
 
     #[test]

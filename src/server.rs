@@ -35,6 +35,12 @@ pub async fn run(config: Config) -> io::Result<i32> {
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
     let signals = Signals::install()?;
+    // Agents run as the daemon's user: without this, anything an agent runs could read the token
+    // from /proc/<daemon>/environ or attach to the daemon with ptrace. Children become dumpable
+    // again when they exec, so this is the daemon's alone.
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "cannot mark the daemon non-dumpable; same-user processes may read its memory");
+    }
     let max_connections = config.connection_cap();
     let daemon = Daemon::new(config);
     exit_on_panic(daemon.clone());

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::config::AgentCommand;
+use crate::config::{AgentCommand, SECRET_ENV};
 use crate::exec::{ProcessGroup, ProcessGroups};
 use crate::sync::lock;
 
@@ -110,6 +110,9 @@ pub(crate) fn spawn(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
+    for name in SECRET_ENV {
+        command.env_remove(name);
+    }
     let mut child = command.spawn()?;
     let pid = child.id().ok_or_else(|| io::Error::other("agent exited at once"))?;
     // Listed before anything else can fail: the guard's drop kills the group on every error path.

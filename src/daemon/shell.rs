@@ -11,6 +11,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
+use crate::config::SECRET_ENV;
 use crate::event::EventKind;
 use crate::exec::ProcessGroups;
 
@@ -81,7 +82,8 @@ async fn run_command(
     groups: &ProcessGroups,
 ) -> std::io::Result<Finished> {
     let (reader, writer) = std::io::pipe()?;
-    let mut child = tokio::process::Command::new("sh")
+    let mut shell = tokio::process::Command::new("sh");
+    shell
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -89,8 +91,13 @@ async fn run_command(
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    for name in SECRET_ENV {
+        shell.env_remove(name);
+    }
+    let mut child = shell.spawn()?;
+    // The command keeps its copies of the pipe's write end: drop them, or the output never ends.
+    drop(shell);
     let mut group = child.id().and_then(|pid| groups.register(pid));
     // The pipe's read end is blocking; drain it on a blocking thread until every writer is gone.
     let collector = tokio::task::spawn_blocking(move || collect_output(reader));

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use crate::config::{Config, Origins};
+use crate::config::{Config, Origins, TokenDigest};
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str =
@@ -26,7 +26,7 @@ pub struct Perimeter {
     origins: Origins,
     /// `None` on non-loopback binds, where the Host check does not apply.
     allowed_hosts: Option<Vec<String>>,
-    token_digest: Option<[u8; 32]>,
+    token_digest: Option<TokenDigest>,
     require_auth: bool,
 }
 
@@ -84,7 +84,7 @@ impl Perimeter {
             .map(|(_, token)| token.trim())
             .unwrap_or("");
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        bool::from(digest.ct_eq(expected)) && !presented.is_empty()
+        bool::from(digest.ct_eq(&expected.0)) && !presented.is_empty()
     }
 }
 

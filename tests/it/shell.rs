@@ -164,3 +164,52 @@ async fn commands_are_never_logged() {
     assert!(!logs.contains("accepted-marker-9c1d"), "a command reached the log:\n{logs}");
     assert!(!logs.contains(TOKEN), "the token reached the log");
 }
+
+/// The pids whose parent is `pid` (from /proc/<pid>/stat, field 4).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if parent.and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Issue #16, finding a: the daemon's secrets (`MEDIATORD_TOKEN`, `QWEN_SERVER_TOKEN`) are not in
+/// the environment of a session shell command, of the agent's guard, or of the agent, so nothing
+/// the agent may run can read the token and vote on its own permission requests.
+#[tokio::test]
+async fn the_token_is_in_no_environment_the_daemon_starts() {
+    let fallback = "qwen-fallback-token-2c7d";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let d = Daemon::start_with(
+        &workspace,
+        &["--enable-session-shell"],
+        &[("MEDIATORD_TOKEN", TOKEN), ("QWEN_SERVER_TOKEN", fallback)],
+    );
+    let sid = session_with_token(&d, "alice").await;
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": "env"})).await;
+    assert_eq!(status, 200, "{body}");
+    let output = body["output"].as_str().expect("output");
+    assert!(output.contains("PATH="), "the command sees the rest of the environment: {output}");
+    for secret in [TOKEN, fallback, "MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"] {
+        assert!(!output.contains(secret), "{secret} reached the shell command: {output}");
+    }
+    let guards = children_of(d.pid());
+    assert_eq!(guards.len(), 1, "one agent guard under the daemon");
+    let agents = children_of(guards[0]);
+    assert_eq!(agents.len(), 1, "one agent under its guard");
+    for pid in [guards[0], agents[0]] {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+        let environ = String::from_utf8_lossy(&environ);
+        assert!(environ.contains("PATH="), "pid {pid} has an environment");
+        for secret in [TOKEN, fallback, "MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"] {
+            assert!(!environ.contains(secret), "{secret} reached pid {pid}'s environment");
+        }
+    }
+}
