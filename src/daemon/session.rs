@@ -388,7 +388,11 @@ impl Session {
     /// Queues a prompt, keeping running + queued within the cap.
     fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
         if self.is_ending() {
-            return Err(SessionError::not_found(&self.id));
+            // A session still live while the daemon drains refuses like a create does.
+            return Err(match self.end_reason.get() {
+                Some(EndReason::Shutdown) => SessionError::Draining,
+                _ => SessionError::not_found(&self.id),
+            });
         }
         let reserved = self
             .pending_prompts

@@ -282,3 +282,30 @@ async fn a_panicking_task_kills_the_agents_and_exits_101() {
     assert!(d.stderr().contains("a task panicked"), "stderr:\n{}", d.stderr());
     wait_gone(agent).await;
 }
+
+/// Finding d: while the daemon drains, a prompt to a session that is still live (its turn has not
+/// answered the cancel yet) is refused `503 daemon_draining`, like a create, not `404`.
+#[tokio::test]
+async fn a_prompt_to_a_live_session_while_draining_is_503_daemon_draining() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    // A turn that ignores `session/cancel` keeps the session live through the drain's grace.
+    let queued = d.prompt_async(&sid, None, "hold 30000").await;
+    assert!(queued["promptId"].is_string(), "{queued}");
+    d.signal(Signal::TERM);
+    // Attaching (single scope) answers 200 until the drain has begun, then 503.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let reply = d.post("/session", None, json!({})).await;
+        if reply.status == 503 {
+            break;
+        }
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert!(Instant::now() < deadline, "the drain never began");
+    }
+    let reply = d.post(&format!("/session/{sid}/prompt"), None, text_prompt("hello")).await;
+    assert_eq!((reply.status, reply.body["code"].as_str()), (503, Some("daemon_draining")), "{}", reply.text);
+    assert_eq!(reply.header("retry-after"), Some("5"));
+    let status = d.wait_exit(AGENT_GRACE + MARGIN + MARGIN);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+}
