@@ -53,6 +53,10 @@ pub(super) async fn create_session(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
+    // Every field is optional, so anything but an object would otherwise read as `{}`.
+    if !body.is_object() {
+        return Err(ApiError::InvalidJson);
+    }
     let client = client_id(&headers)?;
     let created = d.create(create_request(&body, client)?).await?;
     let s = &created.session;

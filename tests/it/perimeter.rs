@@ -455,6 +455,44 @@ async fn unparsable_json_is_400() {
     }
 }
 
+/// Issue #16, item 12: a body that is JSON but not an object (`[]`, `null`, `123`, `"x"`) is a 400
+/// with a JSON `{error, code}` on every route that reads a body, never read as `{}`.
+#[tokio::test]
+async fn non_object_bodies_are_400_on_every_json_route() {
+    let d = Daemon::start(&["--session-scope", "thread"]);
+    let sid = d.join("alice").await;
+    let routes = [
+        ("/session".to_owned(), "invalid_json"),
+        (format!("/session/{sid}/prompt"), "invalid_prompt"),
+        (format!("/session/{sid}/model"), "invalid_model_id"),
+        (format!("/session/{sid}/permission/some-request"), "invalid_vote"),
+        ("/permission/some-request".to_owned(), "invalid_vote"),
+        (format!("/session/{sid}/permission-rules"), "invalid_rule"),
+    ];
+    for (path, code) in &routes {
+        for bad in ["[]", "null", "123", "\"x\"", "true"] {
+            let res = http()
+                .post(d.url(path))
+                .header("X-Qwen-Client-Id", "alice")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(bad)
+                .send()
+                .await
+                .expect("POST");
+            let (status, _, body) = json_of(res).await;
+            assert_eq!(
+                (status.as_u16(), body["code"].as_str()),
+                (400, Some(*code)),
+                "POST {path} {bad}: {body}"
+            );
+            assert!(body["error"].is_string(), "POST {path} {bad}: {body}");
+        }
+    }
+    // Nothing was created by the refused creates: the one session is still alone.
+    let sessions = d.get(&format!("/workspace/{}/sessions", d.workspace.display())).await.ok();
+    assert_eq!(sessions["sessions"].as_array().map(Vec::len), Some(1), "{sessions}");
+}
+
 #[tokio::test]
 async fn an_unknown_route_is_404() {
     let d = Daemon::start(&[]);
