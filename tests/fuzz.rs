@@ -9,7 +9,7 @@
 
 // The shared support of `tests/it`; this crate uses a few of its helpers, hence the allow.
 #[path = "it/support/mod.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod support;
 
 use std::path::{Path, PathBuf};

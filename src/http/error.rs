@@ -22,6 +22,8 @@ pub enum ApiError {
     OriginDenied,
     #[error("Invalid Host header")]
     HostNotAllowed,
+    #[error("A request needs exactly one Host header")]
+    InvalidHost,
     #[error("Request body too large")]
     BodyTooLarge,
     #[error("Invalid JSON in request body")]
@@ -96,6 +98,7 @@ impl ApiError {
             ApiError::Unauthorized,
             ApiError::OriginDenied,
             ApiError::HostNotAllowed,
+            ApiError::InvalidHost,
             ApiError::BodyTooLarge,
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
@@ -145,6 +148,7 @@ impl ApiError {
             | Self::ClientIdRequired => StatusCode::FORBIDDEN,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidJson
+            | Self::InvalidHost
             | Self::InvalidClientId
             | Self::InvalidCwd
             | Self::WorkspaceMismatch
@@ -177,6 +181,7 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
+            Self::InvalidHost => "invalid_host",
             Self::BodyTooLarge => "body_too_large",
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 
 /// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
-const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed"];
+const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
 
 /// What a success response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

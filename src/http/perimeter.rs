@@ -66,11 +66,25 @@ impl Perimeter {
         }
     }
 
-    fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(allowed) = &self.allowed_hosts else { return true };
-        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
-        let host = host.to_ascii_lowercase();
-        allowed.contains(&host)
+    /// The Host step: exactly one `Host` (RFC 9112 §3.2: more than one is a 400, whatever the
+    /// bind), and on a loopback bind the request's authority on the allowlist. The authority is the
+    /// request target's when it is in absolute form (`GET http://host:port/path`), which RFC 9112
+    /// §3.2.2 says replaces `Host`; otherwise the `Host` header's.
+    fn check_host(&self, req: &Request) -> Result<(), ApiError> {
+        let mut hosts = req.headers().get_all(header::HOST).iter();
+        let host = hosts.next();
+        if hosts.next().is_some() {
+            return Err(ApiError::InvalidHost);
+        }
+        let Some(allowed) = &self.allowed_hosts else { return Ok(()) };
+        let authority = match req.uri().authority() {
+            Some(authority) => Some(authority.as_str()),
+            None => host.and_then(|h| h.to_str().ok()),
+        };
+        match authority {
+            Some(authority) if allowed.contains(&authority.to_ascii_lowercase()) => Ok(()),
+            _ => Err(ApiError::HostNotAllowed),
+        }
     }
 
     /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
@@ -107,15 +121,18 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 
 pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let origin = match headers.get(header::ORIGIN) {
-        None => None,
-        Some(value) => match value.to_str() {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (None, _) => None,
+        // Two origins cannot both be the page's: refused, whatever they say.
+        (Some(_), Some(_)) => return refuse(ApiError::OriginDenied, None),
+        (Some(value), None) => match value.to_str() {
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
-            _ => return ApiError::OriginDenied.into_response(),
+            _ => return refuse(ApiError::OriginDenied, None),
         },
     };
-    if !p.host_allowed(headers) {
-        return with_cors(ApiError::HostNotAllowed.into_response(), origin.as_ref());
+    if let Err(e) = p.check_host(&req) {
+        return refuse(e, origin.as_ref());
     }
     if origin.is_some() && req.method() == Method::OPTIONS {
         let mut preflight = StatusCode::NO_CONTENT.into_response();
@@ -127,10 +144,22 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && !p.bearer_ok(headers) {
-        return with_cors(ApiError::Unauthorized.into_response(), origin.as_ref());
+        return refuse(ApiError::Unauthorized, origin.as_ref());
     }
     let response = next.run(req).await;
     with_cors(response, origin.as_ref())
+}
+
+/// A refusal at the perimeter also closes the connection: a client that may not use the daemon
+/// must not keep one of its `--max-connections` slots open on an idle keep-alive.
+fn refuse(error: ApiError, origin: Option<&HeaderValue>) -> Response {
+    let mut response = match error {
+        // Refused before the origin was accepted: no CORS headers (its own `Vary` is set).
+        ApiError::OriginDenied => error.into_response(),
+        _ => with_cors(error.into_response(), origin),
+    };
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {

@@ -282,6 +282,47 @@ async fn loopback_host_headers_pass() {
     }
 }
 
+/// Issue #16, item 11: more than one `Host` is a 400 (RFC 9112 §3.2), even when each would pass.
+#[tokio::test]
+async fn a_duplicate_host_is_400_invalid_host() {
+    let d = Daemon::start(&[]);
+    let p = d.port;
+    for hosts in [
+        [format!("127.0.0.1:{p}"), format!("127.0.0.1:{p}")],
+        [format!("127.0.0.1:{p}"), "evil.example".to_owned()],
+        ["evil.example".to_owned(), format!("localhost:{p}")],
+    ] {
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: {}\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            hosts[0], hosts[1]
+        );
+        let reply = raw_request(p, request.as_bytes()).await;
+        assert_eq!(reply.status, 400, "{hosts:?}: {} {}", reply.head, reply.text);
+        assert_eq!(
+            reply.body,
+            json!({"error": "A request needs exactly one Host header", "code": "invalid_host"}),
+            "{hosts:?}"
+        );
+    }
+}
+
+/// Issue #16, item 11: a target in absolute form names the authority the request is for (RFC 9112
+/// §3.2.2), so it is checked like `Host`: a foreign one is refused even behind a good `Host`.
+#[tokio::test]
+async fn an_absolute_form_target_is_checked_like_host() {
+    let d = Daemon::start(&[]);
+    let p = d.port;
+    let request = |authority: &str| {
+        format!("GET http://{authority}/health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n")
+    };
+    for foreign in [format!("evil.example:{p}"), "evil.example".to_owned(), format!("127.0.0.1:{}", p ^ 1)] {
+        let reply = raw_request(p, request(&foreign).as_bytes()).await;
+        assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("host_not_allowed")), "{foreign}");
+    }
+    let reply = raw_request(p, request(&format!("localhost:{p}")).as_bytes()).await;
+    assert_eq!((reply.status, &reply.body), (200, &json!({"status": "ok"})));
+}
+
 #[tokio::test]
 async fn host_is_checked_before_the_bearer() {
     let d = Daemon::start(&["--token", "secret"]);
@@ -308,6 +349,20 @@ async fn any_origin_is_refused_unless_allowed() {
         assert_eq!(header_str(&headers, "vary"), Some("Origin"), "Origin {origin}");
         assert!(headers.get("access-control-allow-origin").is_none(), "Origin {origin}");
     }
+}
+
+/// Issue #16, item 11: two `Origin` headers are refused, even when both are allowed.
+#[tokio::test]
+async fn a_duplicate_origin_is_refused() {
+    let d = Daemon::start(&["--allow-origin", "http://localhost:3000", "--allow-origin", "http://app.test"]);
+    let p = d.port;
+    let request = format!(
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nOrigin: http://localhost:3000\r\n\
+         Origin: http://app.test\r\nConnection: close\r\n\r\n"
+    );
+    let reply = raw_request(p, request.as_bytes()).await;
+    assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("origin_denied")), "{}", reply.head);
+    assert_eq!(reply.header("access-control-allow-origin"), None);
 }
 
 #[tokio::test]
