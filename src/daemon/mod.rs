@@ -191,12 +191,21 @@ impl Daemon {
         let cwd = self.resolve_cwd(request.cwd.as_deref())?;
         let scope = request.scope.unwrap_or(self.config.session_scope);
         let model = request.model;
-        let client_id = request.client_id.unwrap_or_else(|| format!("client-{}", uuid::Uuid::new_v4()));
         let (session, attached) = match scope {
             SessionScope::Thread => (self.clone().new_session(cwd, model).await?, false),
             SessionScope::Single => self.single(cwd, model).await?,
         };
-        session.touch_client(&client_id);
+        let client_id = match request.client_id {
+            Some(id) => {
+                session.touch_client(&id);
+                id
+            }
+            None => {
+                let id = format!("client-{}", uuid::Uuid::new_v4());
+                session.touch_minted_client(&id);
+                id
+            }
+        };
         Ok(Created { session, attached, client_id })
     }
 

@@ -32,8 +32,8 @@ pub enum ApiError {
     RouteNotFound,
     #[error("Method not allowed")]
     MethodNotAllowed,
-    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
-    InvalidClientId,
+    #[error("{0}")]
+    InvalidClientId(ClientIdProblem),
     #[error("cwd must be an absolute path to an existing directory")]
     InvalidCwd,
     #[error("cwd is not one of the daemon's workspaces")]
@@ -90,6 +90,21 @@ pub enum ApiError {
     Internal,
 }
 
+/// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
+/// message, so a well-formed id that was merely forgotten is not told it is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClientIdProblem {
+    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
+    Malformed,
+    #[error("This route needs a client id (X-Qwen-Client-Id)")]
+    Missing,
+    #[error(
+        "This client id is not registered on the session (or was forgotten): create or attach, open the \
+         event stream or send a heartbeat with it first"
+    )]
+    Unregistered,
+}
+
 impl ApiError {
     /// One instance of every variant, for the OpenAPI document (each code's status comes from here).
     pub fn all() -> Vec<ApiError> {
@@ -103,7 +118,7 @@ impl ApiError {
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed,
-            ApiError::InvalidClientId,
+            ApiError::InvalidClientId(ClientIdProblem::Malformed),
             ApiError::InvalidCwd,
             ApiError::WorkspaceMismatch,
             ApiError::InvalidSessionScope,
@@ -149,7 +164,7 @@ impl ApiError {
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidJson
             | Self::InvalidHost
-            | Self::InvalidClientId
+            | Self::InvalidClientId(_)
             | Self::InvalidCwd
             | Self::WorkspaceMismatch
             | Self::InvalidSessionScope
@@ -186,7 +201,7 @@ impl ApiError {
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::InvalidClientId => "invalid_client_id",
+            Self::InvalidClientId(_) => "invalid_client_id",
             Self::InvalidCwd => "invalid_cwd",
             Self::WorkspaceMismatch => "workspace_mismatch",
             Self::InvalidSessionScope => "invalid_session_scope",
@@ -303,7 +318,7 @@ impl From<VoteError> for ApiError {
             VoteError::AlreadyResolved { resolved_option_id } => {
                 ApiError::PermissionAlreadyResolved { resolved_option_id }
             }
-            VoteError::UnknownClient => ApiError::InvalidClientId,
+            VoteError::UnknownClient => ApiError::InvalidClientId(ClientIdProblem::Unregistered),
             VoteError::InvalidOption { request_id, option_id } => {
                 ApiError::InvalidOptionId { request_id, option_id }
             }

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::error::{ApiError, ClientIdProblem};
 use crate::daemon::Daemon;
 
 /// What every handler is given: the daemon.
@@ -67,11 +67,12 @@ fn truthy(v: Option<&str>) -> bool {
 pub(super) fn client_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let value = headers.get("x-qwen-client-id").or_else(|| headers.get("x-client-id"));
     let Some(value) = value else { return Ok(None) };
-    let text = value.to_str().map_err(|_| ApiError::InvalidClientId)?;
+    let malformed = ApiError::InvalidClientId(ClientIdProblem::Malformed);
+    let Ok(text) = value.to_str() else { return Err(malformed) };
     if text.is_empty() {
         return Ok(None);
     }
-    if valid_client_id(text) { Ok(Some(text.to_owned())) } else { Err(ApiError::InvalidClientId) }
+    if valid_client_id(text) { Ok(Some(text.to_owned())) } else { Err(malformed) }
 }
 
 /// `^[A-Za-z0-9._:-]{1,128}$`

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ClientIdProblem};
 use super::extract::{AppState, JsonBody, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
@@ -159,7 +159,7 @@ pub(super) async fn heartbeat(
     Path(id): Path<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId)?;
+    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;
     let seen = s.touch_client(&client);
     Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
 }

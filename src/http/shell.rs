@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ClientIdProblem};
 use super::extract::{AppState, JsonBody, client_id};
 
 /// Longest accepted command (`docs/protocol.md#9-session-shell`).
@@ -33,7 +33,7 @@ pub(super) async fn run_shell(
     let client = client_id(&headers)?.ok_or(ApiError::ClientIdRequired)?;
     let session = d.session(&id)?;
     if !session.has_client(&client) {
-        return Err(ApiError::InvalidClientId);
+        return Err(ApiError::InvalidClientId(ClientIdProblem::Unregistered));
     }
     let JsonBody(body) =
         body.map_err(|e| if matches!(e, ApiError::BodyTooLarge) { e } else { ApiError::InvalidCommand })?;
