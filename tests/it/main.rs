@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agent_output;
 mod architecture;
 mod bench_smoke;
 mod events;
