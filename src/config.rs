@@ -21,6 +21,13 @@ pub const HARD_MAX_CONNECTIONS: usize = 65_536;
 pub const HARD_MAX_RING: usize = 1_000_000;
 pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
 
+/// Connection deadlines' defaults, in ms: a request head is a few hundred bytes, so 10 s is ample on
+/// any link; 30 s of idle keep-alive outlasts the clients' own pools (Node's is 4-5 s) without
+/// holding slots for minutes; 60 s lets a full 10 MiB body through at about 1.4 Mbit/s.
+const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+const DEFAULT_IDLE_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
+
 /// `mediatord serve --help`'s closing text.
 pub const SERVE_HELP: &str = "\
 Quick start:
@@ -110,6 +117,17 @@ pub struct ServeArgs {
     /// Session shell commands are killed (with their children) after this long [default: 120000]
     #[arg(long, value_name = "MS")]
     pub shell_timeout_ms: Option<u64>,
+    /// A connection must deliver each request's head (request line and headers) within this long
+    /// of its first byte, and a new connection its first head within this long of connecting
+    /// [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub header_timeout_ms: Option<u64>,
+    /// A keep-alive connection with no request in progress is closed after this long [default: 30000]
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// A request body must arrive in full within this long of its head: 408 otherwise [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub body_timeout_ms: Option<u64>,
     /// JSON settings file; flags and environment win over it
     #[arg(long, env = "MEDIATORD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -268,6 +286,10 @@ pub struct Config {
     pub permission_timeout: Option<Duration>,
     pub enable_session_shell: bool,
     pub shell_timeout: Duration,
+    /// Connection deadlines (`docs/protocol.md#210-connection-deadlines`).
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_timeout: Duration,
     pub log_format: LogFormat,
     /// Non-fatal findings (unknown config keys, quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
@@ -312,6 +334,9 @@ const SERVE_KEYS: &[&str] = &[
     "permissionTimeoutMs",
     "enableSessionShell",
     "shellTimeoutMs",
+    "headerTimeoutMs",
+    "idleTimeoutMs",
+    "bodyTimeoutMs",
     "logFormat",
 ];
 
@@ -654,6 +679,20 @@ impl Config {
         if shell_ms == 0 {
             return refuse("--shell-timeout-ms must be positive");
         }
+        let mut connection_timeouts = [Duration::ZERO; 3];
+        for (slot, (flag, key, name, default)) in connection_timeouts.iter_mut().zip([
+            (args.header_timeout_ms, "headerTimeoutMs", "--header-timeout-ms", DEFAULT_HEADER_TIMEOUT_MS),
+            (args.idle_timeout_ms, "idleTimeoutMs", "--idle-timeout-ms", DEFAULT_IDLE_TIMEOUT_MS),
+            (args.body_timeout_ms, "bodyTimeoutMs", "--body-timeout-ms", DEFAULT_BODY_TIMEOUT_MS),
+        ]) {
+            // No "0 = none": a connection deadline that can be switched off is a slot an idle
+            // client can hold forever.
+            match ms(flag, key, default)? {
+                0 => return refuse(format!("{name} must be positive")),
+                n => *slot = Duration::from_millis(n),
+            }
+        }
+        let [header_timeout, idle_timeout, body_timeout] = connection_timeouts;
         let log_raw = match &args.log_format {
             Some(f) => f.clone(),
             None => file.string("logFormat")?.unwrap_or_else(|| "text".into()),
@@ -686,6 +725,9 @@ impl Config {
             permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
             enable_session_shell,
             shell_timeout: Duration::from_millis(shell_ms),
+            header_timeout,
+            idle_timeout,
+            body_timeout,
             log_format,
             warnings,
         })

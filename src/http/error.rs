@@ -88,6 +88,22 @@ pub enum ApiError {
     InvalidCommand,
     #[error("Internal error")]
     Internal,
+    #[error("Malformed HTTP request")]
+    BadRequest,
+    #[error("Request head too large (at most 64 KiB)")]
+    HeadersTooLarge,
+    #[error("Request target too long")]
+    UriTooLong,
+    #[error("The request head did not arrive in time")]
+    HeaderTimeout,
+    #[error("The request body did not arrive in time")]
+    BodyTimeout,
+    #[error("Too many request bodies are being received at once; retry later")]
+    BodyBudgetExceeded,
+    #[error("Invalid URL path: a segment is not UTF-8 once percent-decoded")]
+    InvalidPath,
+    #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
+    InvalidQuery,
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -145,6 +161,14 @@ impl ApiError {
             ApiError::ClientIdRequired,
             ApiError::InvalidCommand,
             ApiError::Internal,
+            ApiError::BadRequest,
+            ApiError::HeadersTooLarge,
+            ApiError::UriTooLong,
+            ApiError::HeaderTimeout,
+            ApiError::BodyTimeout,
+            ApiError::BodyBudgetExceeded,
+            ApiError::InvalidPath,
+            ApiError::InvalidQuery,
         ]
     }
 
@@ -173,7 +197,13 @@ impl ApiError {
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
             | Self::InvalidRule(_)
-            | Self::InvalidCommand => StatusCode::BAD_REQUEST,
+            | Self::InvalidCommand
+            | Self::BadRequest
+            | Self::InvalidPath
+            | Self::InvalidQuery => StatusCode::BAD_REQUEST,
+            Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::RouteNotFound
             | Self::SessionNotFound { .. }
             | Self::PermissionRequestNotFound
@@ -183,7 +213,8 @@ impl ApiError {
             Self::SessionLimitExceeded { .. }
             | Self::DaemonDraining
             | Self::PromptQueueFull { .. }
-            | Self::AgentExited(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::AgentExited(_)
+            | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -228,6 +259,14 @@ impl ApiError {
             Self::ClientIdRequired => "client_id_required",
             Self::InvalidCommand => "invalid_command",
             Self::Internal => "internal_error",
+            Self::BadRequest => "bad_request",
+            Self::HeadersTooLarge => "headers_too_large",
+            Self::UriTooLong => "uri_too_long",
+            Self::HeaderTimeout => "header_timeout",
+            Self::BodyTimeout => "body_timeout",
+            Self::BodyBudgetExceeded => "body_budget_exceeded",
+            Self::InvalidPath => "invalid_path",
+            Self::InvalidQuery => "invalid_query",
         }
     }
 
@@ -274,12 +313,40 @@ impl IntoResponse for ApiError {
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
+            // The body was not read to its end: the connection cannot carry another request, and
+            // must not keep reading a body nobody wants.
+            ApiError::BodyBudgetExceeded => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            ApiError::BodyTooLarge | ApiError::BodyTimeout => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             ApiError::OriginDenied => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
             }
             _ => {}
         }
         response
+    }
+}
+
+impl ApiError {
+    /// The whole HTTP/1.1 response, for the connection layer to write itself where no handler
+    /// runs (a request hyper could not parse, a head that did not arrive in time). It closes the
+    /// connection.
+    pub(super) fn raw_response(&self) -> Vec<u8> {
+        let body = self.body().to_string();
+        let status = self.status();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("Error"),
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body.as_bytes());
+        out
     }
 }
 

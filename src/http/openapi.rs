@@ -186,7 +186,13 @@ fn operation(op: &Operation) -> Value {
     }
     let mut codes: Vec<&str> = PERIMETER.to_vec();
     if op.body.is_some() {
-        codes.push("body_too_large");
+        codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
+    }
+    if !path_params(op.path()).is_empty() {
+        codes.push("invalid_path");
+    }
+    if !op.query.is_empty() {
+        codes.push("invalid_query");
     }
     codes.extend(op.errors);
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();

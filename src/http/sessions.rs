@@ -2,13 +2,13 @@
 //! heartbeat (`docs/protocol.md#3-routes`, `docs/protocol.md#4-agents-workspaces-and-sessions`).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ClientIdProblem};
-use super::extract::{AppState, JsonBody, client_id};
+use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Session};
@@ -76,7 +76,10 @@ pub(super) async fn create_session(
     Ok(Json(out).into_response())
 }
 
-pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw): Path<String>) -> ApiResult {
+pub(super) async fn list_workspace_sessions(
+    State(d): State<AppState>,
+    PathParams(raw): PathParams<String>,
+) -> ApiResult {
     // `{*rest}` captures `<cwd>/sessions`; the cwd itself may arrive with its slashes encoded or not.
     let cwd = raw.strip_suffix("/sessions").ok_or(ApiError::RouteNotFound)?;
     let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
@@ -90,7 +93,7 @@ pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw)
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 
-pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     let mut out = summary(&s);
     out["pendingPermissions"] = json!(s.permissions().pending_count());
@@ -101,7 +104,10 @@ pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
 /// modes the agent reported at `session/new`.
-pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn session_context(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult {
     let s = d.session(&id)?;
     let pick = |key: &str| s.agent_result.get(key).cloned().unwrap_or(Value::Null);
     Ok(Json(json!({
@@ -116,7 +122,7 @@ pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<St
 pub(super) async fn delete_session(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let client = client_id(&headers)?;
     let s = d.session(&id)?;
@@ -129,7 +135,7 @@ pub(super) async fn delete_session(
 
 pub(super) async fn set_model(
     State(d): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -144,7 +150,7 @@ pub(super) async fn set_model(
 pub(super) async fn detach(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     if let Some(c) = client_id(&headers)? {
@@ -156,7 +162,7 @@ pub(super) async fn detach(
 pub(super) async fn heartbeat(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;

@@ -8,6 +8,7 @@ mod support;
 mod agent_output;
 mod architecture;
 mod bench_smoke;
+mod connections;
 mod events;
 mod lifecycle;
 mod metrics;
