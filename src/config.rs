@@ -39,18 +39,27 @@ Every option may also be set in a JSON file given with --config, under \"serve\"
 {\"policy\":{\"permissionStrategy\":\"consensus\",\"consensusQuorum\":2}}.
 Precedence: flag, then environment variable, then config file, then default.
 
+Relative paths (--workspace ., --agent ./my-agent, --config) are resolved against the current
+directory; inside the config file, against the directory holding the file. An unknown key in the
+config file refuses the boot. A commented example: docs/examples/mediatord.json.
+
 Security: the daemon binds to 127.0.0.1 by default. Binding elsewhere requires --token (or
 MEDIATORD_TOKEN); every request then needs `Authorization: Bearer <token>`. Browser origins are
-refused unless listed with --allow-origin. See README.md for the HTTP API.";
+refused unless listed with --allow-origin.
 
+The HTTP API: GET /openapi.json on the running daemon (the OpenAPI 3.1 document), and
+docs/protocol.md in the repository (every route, error, event and rule).";
+
+// Every `env` option hides its value in `--help`: clap would print `[env: NAME=<current value>]`,
+// which reads `[env: NAME=]` when the variable is unset and would show a token when it is set.
 #[derive(Debug, Default, Args)]
 pub struct ServeArgs {
     /// Bind address. 127.0.0.0/8, localhost and ::1 are loopback; anything else requires a token
     /// [default: 127.0.0.1]
-    #[arg(long, env = "MEDIATORD_HOSTNAME", value_name = "H")]
+    #[arg(long, env = "MEDIATORD_HOSTNAME", hide_env_values = true, value_name = "H")]
     pub hostname: Option<String>,
     /// TCP port; 0 lets the OS choose (the startup line prints the real one) [default: 7776]
-    #[arg(long, env = "MEDIATORD_PORT", value_name = "P")]
+    #[arg(long, env = "MEDIATORD_PORT", hide_env_values = true, value_name = "P")]
     pub port: Option<u16>,
     /// Bearer token clients must send (also MEDIATORD_TOKEN, then QWEN_SERVER_TOKEN). Trimmed; empty
     /// means none. Prefer the environment: a flag is visible in the process list
@@ -64,10 +73,10 @@ pub struct ServeArgs {
     pub allow_origin: Vec<String>,
     /// The ACP agent command line, split like a POSIX shell would; `demo` runs the built-in demo
     /// agent [default: qwen --acp]
-    #[arg(long, env = "MEDIATORD_AGENT", value_name = "CMD")]
+    #[arg(long, env = "MEDIATORD_AGENT", hide_env_values = true, value_name = "CMD")]
     pub agent: Option<String>,
-    /// A workspace directory sessions may use (absolute, existing); repeatable, the first is the
-    /// primary. Default: the daemon's current directory
+    /// A workspace directory sessions may use (existing; a relative path is taken from the current
+    /// directory); repeatable, the first is the primary. Default: the current directory
     #[arg(long = "workspace", value_name = "DIR")]
     pub workspace: Vec<String>,
     /// Accept any absolute existing directory as a session cwd
@@ -129,7 +138,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS")]
     pub body_timeout_ms: Option<u64>,
     /// JSON settings file; flags and environment win over it
-    #[arg(long, env = "MEDIATORD_CONFIG", value_name = "FILE")]
+    #[arg(long, env = "MEDIATORD_CONFIG", hide_env_values = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
@@ -291,7 +300,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub body_timeout: Duration,
     pub log_format: LogFormat,
-    /// Non-fatal findings (unknown config keys, quorum without consensus), logged once tracing is up.
+    /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
 
@@ -309,9 +318,16 @@ struct FileSettings {
     values: serde_json::Map<String, Value>,
     policy_strategy: Option<String>,
     policy_quorum: Option<Value>,
+    /// The directory holding the file: relative paths in it (`workspace`, an `agent` program with a
+    /// slash) are resolved against it, so the file means the same whatever directory the daemon
+    /// is started from.
+    dir: PathBuf,
 }
 
-/// Keys accepted under `"serve"`.
+/// The members of the config file's top-level object.
+const TOP_KEYS: &[&str] = &["serve", "policy"];
+
+/// Keys accepted under `"serve"`: every option of `serve` but `--config`, in camelCase.
 const SERVE_KEYS: &[&str] = &[
     "hostname",
     "port",
@@ -340,7 +356,47 @@ const SERVE_KEYS: &[&str] = &[
     "logFormat",
 ];
 
-fn read_config_file(path: &Path, warnings: &mut Vec<String>) -> Result<FileSettings, ConfigError> {
+/// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
+const POLICY_KEYS: &[&str] = &["permissionStrategy", "consensusQuorum"];
+
+/// How alike two keys must be (Jaro-Winkler, 0..1) for one to be suggested for the other: above
+/// clap's own threshold for mistyped flags (0.7), so a suggestion is a likely typo, not a guess.
+const SUGGESTION_SIMILARITY: f64 = 0.8;
+
+/// The known key an unknown one most likely meant. Case, `-` and `_` are ignored first, so the
+/// flag spellings (`max-sessions`, `max_sessions`) find their camelCase key.
+fn suggest<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
+    let fold = |k: &str| k.chars().filter(|c| !matches!(c, '-' | '_')).collect::<String>().to_lowercase();
+    let folded = fold(unknown);
+    known
+        .iter()
+        .map(|k| (*k, strsim::jaro_winkler(&folded, &fold(k))))
+        .filter(|(_, score)| *score >= SUGGESTION_SIMILARITY)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| k)
+}
+
+/// The refusal for an unknown key: a mistyped key must not silently fall back to a default (a
+/// mistyped `workspace` would change which directories the agent may touch).
+fn unknown_key(path: &Path, section: Option<&str>, key: &str) -> ConfigError {
+    let (known, prefix) = match section {
+        None => (TOP_KEYS, String::new()),
+        Some("serve") => (SERVE_KEYS, "serve.".to_owned()),
+        Some(other) => (POLICY_KEYS, format!("{other}.")),
+    };
+    let hint = match suggest(key, known) {
+        Some(k) => format!("did you mean {prefix}{k}?"),
+        // Options written at the top level instead of under "serve".
+        None if section.is_none() => match suggest(key, SERVE_KEYS) {
+            Some(k) => format!("did you mean serve.{k}? (options go under \"serve\")"),
+            None => "the file holds only \"serve\" and \"policy\"".to_owned(),
+        },
+        None => format!("known keys: {}", known.join(", ")),
+    };
+    ConfigError(format!("config file {}: unknown key {prefix}{key}; {hint}", path.display()))
+}
+
+fn read_config_file(path: &Path) -> Result<FileSettings, ConfigError> {
     let text = std::fs::read_to_string(path)
         .or_else(|e| refuse(format!("cannot read config file {}: {e}", path.display())))?;
     let root: Value = serde_json::from_str(&text)
@@ -348,7 +404,11 @@ fn read_config_file(path: &Path, warnings: &mut Vec<String>) -> Result<FileSetti
     let Value::Object(root) = root else {
         return refuse(format!("config file {} must hold a JSON object", path.display()));
     };
-    let mut out = FileSettings::default();
+    let dir = std::path::absolute(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .map_or_else(|| refuse(format!("cannot resolve the directory of {}", path.display())), Ok)?;
+    let mut out = FileSettings { dir, ..FileSettings::default() };
     for (key, value) in root {
         match key.as_str() {
             "serve" => {
@@ -356,11 +416,10 @@ fn read_config_file(path: &Path, warnings: &mut Vec<String>) -> Result<FileSetti
                     return refuse("config file: \"serve\" must be an object");
                 };
                 for (k, v) in serve {
-                    if SERVE_KEYS.contains(&k.as_str()) {
-                        out.values.insert(k, v);
-                    } else {
-                        warnings.push(format!("config file: unknown key serve.{k} ignored"));
+                    if !SERVE_KEYS.contains(&k.as_str()) {
+                        return Err(unknown_key(path, Some("serve"), &k));
                     }
+                    out.values.insert(k, v);
                 }
             }
             "policy" => {
@@ -374,11 +433,11 @@ fn read_config_file(path: &Path, warnings: &mut Vec<String>) -> Result<FileSetti
                             _ => return refuse("config file: policy.permissionStrategy must be a string"),
                         },
                         "consensusQuorum" => out.policy_quorum = Some(v),
-                        _ => warnings.push(format!("config file: unknown key policy.{k} ignored")),
+                        _ => return Err(unknown_key(path, Some("policy"), &k)),
                     }
                 }
             }
-            _ => warnings.push(format!("config file: unknown key {key} ignored")),
+            _ => return Err(unknown_key(path, None, &key)),
         }
     }
     Ok(out)
@@ -441,7 +500,7 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// `scheme://host[:port]` with an http(s) scheme and nothing after the authority.
-fn valid_origin(origin: &str) -> bool {
+pub fn valid_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return false;
     };
@@ -468,20 +527,36 @@ fn valid_origin(origin: &str) -> bool {
     host_ok && port_ok
 }
 
-fn workspace_dir(raw: &str) -> Result<PathBuf, ConfigError> {
-    let path = Path::new(raw);
-    if !path.is_absolute() {
-        return refuse(format!("workspace {raw:?} is not an absolute path"));
-    }
-    match std::fs::canonicalize(path) {
+/// `raw` as an absolute directory: a relative path is taken from `base` (the current directory for
+/// flags, the config file's directory for the file), then symlinks are resolved.
+fn workspace_dir(raw: &str, base: &Path) -> Result<PathBuf, ConfigError> {
+    let path: PathBuf = base.join(raw).components().collect();
+    let shown = if Path::new(raw).is_absolute() {
+        format!("{raw:?}")
+    } else {
+        format!("{raw:?} (resolved to {})", path.display())
+    };
+    match std::fs::canonicalize(&path) {
         Ok(p) if p.is_dir() => Ok(p),
-        Ok(_) => refuse(format!("workspace {raw:?} is not a directory")),
-        Err(e) => refuse(format!("workspace {raw:?} does not exist: {e}")),
+        Ok(_) => refuse(format!("workspace {shown} is not a directory")),
+        Err(e) => refuse(format!("workspace {shown} does not exist: {e}")),
     }
 }
 
-/// Splits the agent command line; `demo` becomes this binary's own demo agent.
+/// The current directory, which relative paths on the command line are resolved against.
+fn current_dir() -> Result<PathBuf, ConfigError> {
+    std::env::current_dir().or_else(|e| refuse(format!("cannot resolve the current directory: {e}")))
+}
+
+/// Splits the agent command line; `demo` becomes this binary's own demo agent. A relative program
+/// path (`./my-agent`) is resolved against the current directory.
 pub fn agent_command(raw: &str) -> Result<AgentCommand, ConfigError> {
+    agent_command_in(raw, &current_dir()?)
+}
+
+/// [`agent_command`], with a relative program path taken from `base`: the agent runs in its
+/// workspace, so a path relative to where the daemon was started would name another file there.
+fn agent_command_in(raw: &str, base: &Path) -> Result<AgentCommand, ConfigError> {
     let display = raw.trim().to_owned();
     if display.is_empty() {
         return refuse(
@@ -503,7 +578,12 @@ pub fn agent_command(raw: &str) -> Result<AgentCommand, ConfigError> {
     if words.is_empty() {
         return refuse("--agent is empty");
     }
-    let program = words.remove(0);
+    let mut program = words.remove(0);
+    // A bare name is looked up on PATH; only a path with a slash is relative to anything.
+    if program.contains('/') && Path::new(&program).is_relative() {
+        // `components` drops the `.` of `./my-agent`, so logs and errors show a clean path.
+        program = base.join(&program).components().collect::<PathBuf>().to_string_lossy().into_owned();
+    }
     Ok(AgentCommand { display, program, args: words, guard: exe })
 }
 
@@ -511,9 +591,10 @@ impl Config {
     /// Merges flags/env (already in `args` via clap) with the config file, then validates.
     pub fn from_args(args: &ServeArgs) -> Result<Config, ConfigError> {
         let mut warnings = Vec::new();
+        let cwd = current_dir()?;
         let file = match &args.config {
-            Some(path) => read_config_file(path, &mut warnings)?,
-            None => FileSettings::default(),
+            Some(path) => read_config_file(path)?,
+            None => FileSettings { dir: cwd.clone(), ..FileSettings::default() },
         };
 
         let hostname = match &args.hostname {
@@ -568,23 +649,24 @@ impl Config {
             Origins::List(raw_origins)
         };
 
-        let agent_raw = match &args.agent {
-            Some(a) => a.clone(),
-            None => file.string("agent")?.unwrap_or_else(|| "qwen --acp".into()),
+        let agent = match &args.agent {
+            Some(a) => agent_command_in(a, &cwd)?,
+            None => {
+                agent_command_in(&file.string("agent")?.unwrap_or_else(|| "qwen --acp".into()), &file.dir)?
+            }
         };
-        let agent = agent_command(&agent_raw)?;
 
-        let raw_workspaces =
-            if args.workspace.is_empty() { file.strings("workspace")? } else { args.workspace.clone() };
+        let (raw_workspaces, workspace_base) = if args.workspace.is_empty() {
+            (file.strings("workspace")?, &file.dir)
+        } else {
+            (args.workspace.clone(), &cwd)
+        };
         let workspaces = if raw_workspaces.is_empty() {
-            let cwd = std::env::current_dir()
-                .and_then(std::fs::canonicalize)
-                .or_else(|e| refuse(format!("cannot resolve the current directory: {e}")))?;
-            vec![cwd]
+            vec![workspace_dir(".", &cwd)?]
         } else {
             let mut out: Vec<PathBuf> = Vec::new();
             for w in &raw_workspaces {
-                let dir = workspace_dir(w)?;
+                let dir = workspace_dir(w, workspace_base)?;
                 if !out.contains(&dir) {
                     out.push(dir);
                 }
@@ -831,6 +913,101 @@ mod tests {
             assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
             assert!(shown.contains("<redacted>"), "{shown}");
         }
+    }
+
+    #[test]
+    fn unknown_keys_suggest_the_closest_known_one() {
+        for (typo, meant) in [
+            ("workspaces", Some("workspace")),
+            ("max-sessions", Some("maxSessions")),
+            ("max_pending_prompts", Some("maxPendingPrompts")),
+            ("MAXSESSIONS", Some("maxSessions")),
+            ("allowOrigins", Some("allowOrigin")),
+            ("permisionPolicy", Some("permissionPolicy")),
+            ("colour", None),
+            ("x", None),
+        ] {
+            assert_eq!(suggest(typo, SERVE_KEYS), meant, "{typo}");
+        }
+    }
+
+    /// `ServeArgs` as clap sees it, for the tables below.
+    fn serve_flags() -> Vec<String> {
+        use clap::Args as _;
+        ServeArgs::augment_args(clap::Command::new("serve"))
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn every_option_but_config_has_a_config_file_key() {
+        let camel = |flag: &str| {
+            let mut out = String::new();
+            let mut upper = false;
+            for c in flag.chars() {
+                match c {
+                    '-' => upper = true,
+                    c if upper => {
+                        out.push(c.to_ascii_uppercase());
+                        upper = false;
+                    }
+                    c => out.push(c),
+                }
+            }
+            out
+        };
+        let mut from_flags: Vec<String> =
+            serve_flags().iter().filter(|f| *f != "config").map(|f| camel(f)).collect();
+        let mut keys: Vec<String> = SERVE_KEYS.iter().map(|k| (*k).to_owned()).collect();
+        from_flags.sort();
+        keys.sort();
+        assert_eq!(from_flags, keys);
+    }
+
+    const EXAMPLE: &str = include_str!("../docs/examples/mediatord.json");
+    const EXAMPLE_NOTES: &str = include_str!("../docs/examples/mediatord.md");
+
+    #[test]
+    fn the_example_config_file_sets_every_key_to_its_default_and_loads() {
+        let example: Value = serde_json::from_str(EXAMPLE).expect("the example is JSON");
+        let serve = example["serve"].as_object().expect("a serve object");
+        let mut keys: Vec<&str> = serve.keys().map(String::as_str).collect();
+        let mut known = SERVE_KEYS.to_vec();
+        keys.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(keys, known, "docs/examples/mediatord.json must set every option");
+        for key in SERVE_KEYS {
+            assert!(
+                EXAMPLE_NOTES.contains(&format!("| `{key}` |")),
+                "docs/examples/mediatord.md explains {key}"
+            );
+        }
+
+        // Loaded as is but for the workspace, which must exist here.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = dir.path().to_string_lossy().into_owned();
+        let mut example = example.clone();
+        example["serve"]["workspace"] = serde_json::json!([workspace]);
+        let path = dir.path().join("mediatord.json");
+        std::fs::write(&path, example.to_string()).expect("write");
+        let loaded = Config::from_args(&ServeArgs { config: Some(path), ..ServeArgs::default() })
+            .expect("the example loads");
+        let defaults = Config::from_args(&ServeArgs { workspace: vec![workspace], ..ServeArgs::default() })
+            .expect("defaults");
+        assert_eq!(format!("{loaded:?}"), format!("{defaults:?}"), "the example shows the defaults");
+    }
+
+    #[test]
+    fn relative_workspaces_in_the_config_file_are_taken_from_its_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("mkdir");
+        let path = dir.path().join("a/mediatord.json");
+        std::fs::write(&path, r#"{"serve": {"workspace": ["b", "."]}}"#).expect("write");
+        let config =
+            Config::from_args(&ServeArgs { config: Some(path), ..ServeArgs::default() }).expect("loads");
+        let a = std::fs::canonicalize(dir.path().join("a")).expect("canonical");
+        assert_eq!(config.workspaces, vec![a.join("b"), a]);
     }
 
     #[test]

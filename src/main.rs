@@ -3,16 +3,18 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use mediatord::agent::guard::{self, GuardArgs};
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
+
+const ABOUT: &str = "Share one ACP coding agent among many HTTP + SSE clients";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "mediatord",
     version,
-    about = "Share one ACP coding agent among many HTTP + SSE clients",
+    about = ABOUT,
     long_about = "mediatord spawns an Agent Client Protocol agent (qwen --acp, claude-code-acp, \
 gemini --experimental-acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
 clients create or attach to sessions, send prompts, stream every agent update with replay on \
@@ -31,6 +33,17 @@ enum Command {
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
+    /// Print a shell completion script to stdout (see docs/operations.md for where it goes).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print a man page (roff) to stdout: mediatord(1), or a subcommand's, e.g. `mediatord man serve`.
+    Man {
+        /// The subcommand whose page to print (its options in full).
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Option<String>,
+    },
     /// Internal: runs an agent command so that it dies with the daemon (see `agent::guard`).
     #[command(hide = true)]
     AgentGuard(GuardArgs),
@@ -72,6 +85,40 @@ fn init_logging(format: LogFormat, default_level: &str) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// The command line as users see it. clap_complete offers hidden subcommands too, and clap cannot
+/// remove one, so completions are generated from a copy without the internal `agent-guard`.
+fn visible_cli() -> clap::Command {
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full.get_subcommands().filter(|c| !c.is_hide_set()).cloned().collect();
+    clap::Command::new("mediatord").version(env!("CARGO_PKG_VERSION")).about(ABOUT).subcommands(visible)
+}
+
+/// Writes the man page of `mediatord` or of one of its (visible) subcommands to stdout.
+fn man_page(subcommand: Option<&str>) -> ExitCode {
+    let mut cli = Cli::command();
+    // Building names each subcommand `mediatord-<name>`, the title of its page.
+    cli.build();
+    let page = match subcommand {
+        None => cli,
+        Some(name) => match cli.get_subcommands().find(|c| c.get_name() == name && !c.is_hide_set()) {
+            Some(sub) => sub.clone(),
+            None => {
+                let names: Vec<&str> =
+                    cli.get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.get_name()).collect();
+                eprintln!("mediatord man: no subcommand {name:?} (expected one of: {})", names.join(", "));
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match clap_mangen::Man::new(page).render(&mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mediatord man: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -130,6 +177,11 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut visible_cli(), "mediatord", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { subcommand } => man_page(subcommand.as_deref()),
         Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
     }
 }

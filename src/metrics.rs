@@ -34,6 +34,8 @@ const DECISION_BUCKETS: [f64; 11] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0
 pub struct Snapshot {
     /// Sessions with a prompt running.
     pub active_prompts: usize,
+    /// The configured agent program and whether it can be run.
+    pub agent: AgentProgram,
     /// Running agent processes.
     pub agents: usize,
     /// Permission requests awaiting a decision, over every session.
@@ -57,6 +59,19 @@ pub struct Snapshot {
     /// SSE streams evicted for falling behind, ever.
     #[serde(skip)]
     pub streams_evicted: u64,
+}
+
+/// `/health?deep=1`'s `agent`: the program `--agent` names (its arguments are left out: they may
+/// carry credentials) and whether it can be run now, so a missing install shows before a create
+/// fails with it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentProgram {
+    pub program: String,
+    /// An executable file of that name exists (on `PATH` for a bare name).
+    pub found: bool,
+    /// Why not, when not found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

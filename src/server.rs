@@ -23,13 +23,19 @@ const PANIC_EXIT_STATUS: i32 = 101;
 pub async fn run(config: Config) -> io::Result<i32> {
     let host = config.hostname.trim_start_matches('[').trim_end_matches(']').to_owned();
     let listener = TcpListener::bind((host.as_str(), config.port)).await.map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot listen on {}:{}: {e}", config.hostname, config.port))
+        let hint = if e.kind() == io::ErrorKind::AddrInUse {
+            " (another mediatord or another server is using it: choose another port with --port, or --port 0 for any free one)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("cannot listen on {}:{}: {e}{hint}", config.hostname, config.port))
     })?;
     let local = listener.local_addr()?;
-    if config.agent.display != "demo" && crate::agent::resolve_program(&config.agent.program).is_none() {
+    if config.agent.display != "demo"
+        && let Err(e) = crate::agent::resolve_program(&config.agent.program)
+    {
         tracing::warn!(
-            agent = %config.agent.program,
-            "agent program not found; session creates will fail until it is installed (try --agent demo for the built-in demo agent)"
+            "{e}; session creates will fail until it is fixed (--agent demo runs the built-in demo agent)"
         );
     }
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving

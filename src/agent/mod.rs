@@ -19,4 +19,4 @@ mod handle;
 mod process;
 
 pub use handle::AgentHandle;
-pub use process::resolve_program;
+pub use process::{ProgramError, resolve_program};

@@ -70,18 +70,44 @@ pub(crate) struct AgentPipes {
     pub(crate) stdout: ChildStdout,
 }
 
-/// Finds `program` the way a shell would: a path with a slash as is, else on `PATH`.
-pub fn resolve_program(program: &str) -> Option<PathBuf> {
-    let is_exec = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+/// Why the agent program cannot be run, in words a newcomer can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    #[error("agent program {0:?} not found (is it installed and on PATH?)")]
+    NotFound(String),
+    #[error(
+        "agent program {} exists but is not executable (chmod +x it, or name its interpreter, e.g. --agent 'node {}')",
+        .0.display(), .0.display()
+    )]
+    NotExecutable(PathBuf),
+    #[error("agent program {} is a directory", .0.display())]
+    Directory(PathBuf),
+}
+
+/// Finds `program` the way a shell would: a path with a slash as is, else the first executable
+/// file of that name on `PATH`. A file that is there but not executable is reported as such.
+pub fn resolve_program(program: &str) -> Result<PathBuf, ProgramError> {
+    use std::os::unix::fs::PermissionsExt;
+    let check = |p: PathBuf| match p.metadata() {
+        Err(_) => Err(ProgramError::NotFound(program.to_owned())),
+        Ok(m) if m.is_dir() => Err(ProgramError::Directory(p)),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(ProgramError::NotExecutable(p)),
+        Ok(_) => Ok(p),
     };
     if program.contains('/') {
-        let p = PathBuf::from(program);
-        return is_exec(&p).then_some(p);
+        return check(PathBuf::from(program));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| is_exec(p))
+    let mut first_problem = None;
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        match check(dir.join(program)) {
+            Ok(p) => return Ok(p),
+            Err(ProgramError::NotFound(_)) => {}
+            Err(e) => {
+                first_problem.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_problem.unwrap_or_else(|| ProgramError::NotFound(program.to_owned())))
 }
 
 /// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`.
@@ -90,12 +116,7 @@ pub(crate) fn spawn(
     cwd: &Path,
     groups: &ProcessGroups,
 ) -> io::Result<(AgentProcess, AgentPipes)> {
-    let program = resolve_program(&cmd.program).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("agent program {:?} not found (is it installed and on PATH?)", cmd.program),
-        )
-    })?;
+    let program = resolve_program(&cmd.program).map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?;
     let mut command = tokio::process::Command::new(&cmd.guard);
     command
         .arg("agent-guard")

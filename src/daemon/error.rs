@@ -1,6 +1,9 @@
 //! What the daemon's operations fail with, in its own words. The HTTP floor maps each enum to a
 //! status and a wire `code` once (`http/error.rs`); nothing here knows about HTTP.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use crate::acp::CallError;
 
 /// Why `POST /session` created (or attached to) nothing.
@@ -10,12 +13,14 @@ pub enum CreateError {
     Draining,
     #[error("cwd must be an absolute path to an existing directory")]
     InvalidCwd,
-    #[error("cwd is not one of the daemon's workspaces")]
-    WorkspaceMismatch,
+    /// `cwd` (resolved) is none of `accepted`, the `--workspace` directories.
+    #[error("cwd {} is not one of the daemon's workspaces", .cwd.display())]
+    WorkspaceMismatch { cwd: PathBuf, accepted: Vec<PathBuf> },
     #[error("session limit reached ({limit})")]
     LimitReached { limit: usize },
-    #[error("the agent did not finish starting in time")]
-    InitTimeout,
+    /// The agent did not answer `method` within `timeout` (`--initialize-timeout-ms`).
+    #[error("the agent did not answer {method} within {} ms", .timeout.as_millis())]
+    InitTimeout { method: &'static str, timeout: Duration },
     /// The agent could not be started, or failed its handshake; the agent's own words.
     #[error("the agent could not be started: {0}")]
     AgentStartFailed(String),
@@ -28,11 +33,13 @@ pub enum CreateError {
 }
 
 impl CreateError {
-    /// A failed agent call during the create. Before the session exists (`during_start`), any
-    /// agent error means the agent could not start a session at all.
-    pub(crate) fn from_call(e: CallError, during_start: bool) -> CreateError {
+    /// A failed agent call `method` of the create, bounded by `timeout`. Before the session exists
+    /// (`initialize`, `session/new`), any agent error means the agent could not start a session at
+    /// all; after it (`session/set_model`), it is the agent refusing the request.
+    pub(crate) fn from_call(e: CallError, method: &'static str, timeout: Duration) -> CreateError {
+        let during_start = method != crate::acp::method::SESSION_SET_MODEL;
         match e {
-            CallError::Timeout => CreateError::InitTimeout,
+            CallError::Timeout => CreateError::InitTimeout { method, timeout },
             CallError::Rpc(e) if !during_start => CreateError::AgentError(e.detailed_message()),
             CallError::Rpc(e) => CreateError::AgentStartFailed(e.detailed_message()),
             CallError::Start(m) | CallError::Exited(m) => CreateError::AgentStartFailed(m),

@@ -37,7 +37,7 @@ use crate::acp::method;
 use crate::agent::AgentHandle;
 use crate::config::{Config, SessionScope};
 use crate::exec::ProcessGroups;
-use crate::metrics::{Metrics, Snapshot};
+use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::permission::{Mediator, MediatorConfig, VoteError};
 use crate::sync::lock;
 
@@ -179,7 +179,7 @@ impl Daemon {
         if self.config.any_workspace || self.config.workspaces.contains(&canonical) {
             Ok(canonical)
         } else {
-            Err(CreateError::WorkspaceMismatch)
+            Err(CreateError::WorkspaceMismatch { cwd: canonical, accepted: self.config.workspaces.clone() })
         }
     }
 
@@ -295,7 +295,8 @@ impl Daemon {
             return Err(CreateError::LimitReached { limit: cap });
         }
         let agent = self.agent_for(&cwd);
-        agent.ready().await.map_err(|e| CreateError::from_call(e, true))?;
+        let timeout = self.config.initialize_timeout;
+        agent.ready().await.map_err(|e| CreateError::from_call(e, method::INITIALIZE, timeout))?;
         let params = json!({"cwd": cwd.to_string_lossy(), "mcpServers": []});
         let result = match agent.call(method::SESSION_NEW, params, Some(self.config.initialize_timeout)).await
         {
@@ -303,7 +304,7 @@ impl Daemon {
             Err(e) => {
                 // A failed handshake leaves no agent behind unless other sessions use it.
                 agent.unregister("", true).await;
-                return Err(CreateError::from_call(e, true));
+                return Err(CreateError::from_call(e, method::SESSION_NEW, timeout));
             }
         };
         let result: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
@@ -365,7 +366,7 @@ impl Daemon {
                 // No silent default model: the fresh session goes away and the create fails.
                 self.forget(&session);
                 session.end(EndReason::Closed { closed_by: None });
-                return Err(CreateError::from_call(e, false));
+                return Err(CreateError::from_call(e, method::SESSION_SET_MODEL, timeout));
             }
         }
         tracing::info!(session_id = %session_id, workspace = %cwd.display(), "session created");
@@ -380,8 +381,14 @@ impl Daemon {
             .filter(|e| e.agent.as_ref().is_some_and(AgentHandle::is_alive))
             .count();
         let stats = &self.bus_stats;
+        let program = self.config.agent.program.clone();
+        let agent = match crate::agent::resolve_program(&program) {
+            Ok(_) => AgentProgram { program, found: true, error: None },
+            Err(e) => AgentProgram { program, found: false, error: Some(e.to_string()) },
+        };
         Snapshot {
             active_prompts: sessions.iter().filter(|s| s.has_active_prompt()).count(),
+            agent,
             agents,
             pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
             sessions: sessions.len(),

@@ -18,8 +18,9 @@ pub const RETRY_AFTER_SECS: u64 = 5;
 pub enum ApiError {
     #[error("Unauthorized")]
     Unauthorized,
-    #[error("Request denied by CORS policy")]
-    OriginDenied,
+    /// The request's `Origin`, when it is worth repeating (`null` or a well-formed origin).
+    #[error("Request denied by CORS policy: {}", origin_hint(.0.as_deref()))]
+    OriginDenied(Option<String>),
     #[error("Invalid Host header")]
     HostNotAllowed,
     #[error("A request needs exactly one Host header")]
@@ -36,14 +37,17 @@ pub enum ApiError {
     InvalidClientId(ClientIdProblem),
     #[error("cwd must be an absolute path to an existing directory")]
     InvalidCwd,
-    #[error("cwd is not one of the daemon's workspaces")]
-    WorkspaceMismatch,
+    #[error(
+        "cwd {cwd} is not one of the daemon's workspaces ({}): start mediatord with --workspace {cwd} to serve it too, or with --any-workspace to accept any directory",
+        .accepted.join(", ")
+    )]
+    WorkspaceMismatch { cwd: String, accepted: Vec<String> },
     #[error("sessionScope must be \"single\" or \"thread\"")]
     InvalidSessionScope,
     #[error("Session limit reached")]
     SessionLimitExceeded { limit: usize },
-    #[error("The agent did not finish starting in time")]
-    InitTimeout,
+    #[error("{}", init_timeout_text(.method, *.timeout_ms))]
+    InitTimeout { method: &'static str, timeout_ms: u64 },
     #[error("The agent could not be started: {0}")]
     AgentStartFailed(String),
     #[error("The daemon is shutting down")]
@@ -121,13 +125,38 @@ pub enum ClientIdProblem {
     Unregistered,
 }
 
+/// What `origin_denied` tells a newcomer about the refused `Origin`.
+fn origin_hint(origin: Option<&str>) -> String {
+    match origin {
+        Some("null") => "Origin null (a local file or a sandboxed page) is never allowed".to_owned(),
+        Some(o) => {
+            format!("origin {o} is not allowed; start mediatord with --allow-origin {o} to let its pages in")
+        }
+        None => {
+            "this origin is not allowed; browser origins are let in with --allow-origin scheme://host[:port]"
+                .to_owned()
+        }
+    }
+}
+
+/// What `init_timeout` says: an agent that never answers `initialize` is most often a program that
+/// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
+fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
+    let hint = if method == crate::acp::method::INITIALIZE {
+        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms"
+    } else {
+        "raise --initialize-timeout-ms if it is only slow"
+    };
+    format!("The agent did not answer {method} within {timeout_ms} ms: {hint}")
+}
+
 impl ApiError {
     /// One instance of every variant, for the OpenAPI document (each code's status comes from here).
     pub fn all() -> Vec<ApiError> {
         let s = String::new;
         vec![
             ApiError::Unauthorized,
-            ApiError::OriginDenied,
+            ApiError::OriginDenied(None),
             ApiError::HostNotAllowed,
             ApiError::InvalidHost,
             ApiError::BodyTooLarge,
@@ -136,10 +165,10 @@ impl ApiError {
             ApiError::MethodNotAllowed,
             ApiError::InvalidClientId(ClientIdProblem::Malformed),
             ApiError::InvalidCwd,
-            ApiError::WorkspaceMismatch,
+            ApiError::WorkspaceMismatch { cwd: s(), accepted: Vec::new() },
             ApiError::InvalidSessionScope,
             ApiError::SessionLimitExceeded { limit: 0 },
-            ApiError::InitTimeout,
+            ApiError::InitTimeout { method: "", timeout_ms: 0 },
             ApiError::AgentStartFailed(s()),
             ApiError::DaemonDraining,
             ApiError::SessionNotFound { session_id: s() },
@@ -180,7 +209,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::TokenRequired => StatusCode::UNAUTHORIZED,
-            Self::OriginDenied
+            Self::OriginDenied(_)
             | Self::HostNotAllowed
             | Self::PermissionForbidden { .. }
             | Self::SessionShellDisabled
@@ -190,7 +219,7 @@ impl ApiError {
             | Self::InvalidHost
             | Self::InvalidClientId(_)
             | Self::InvalidCwd
-            | Self::WorkspaceMismatch
+            | Self::WorkspaceMismatch { .. }
             | Self::InvalidSessionScope
             | Self::InvalidPrompt
             | Self::InvalidModelId
@@ -215,7 +244,7 @@ impl ApiError {
             | Self::PromptQueueFull { .. }
             | Self::AgentExited(_)
             | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
-            Self::InitTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -225,7 +254,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unauthorized => "unauthorized",
-            Self::OriginDenied => "origin_denied",
+            Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
             Self::InvalidHost => "invalid_host",
             Self::BodyTooLarge => "body_too_large",
@@ -234,10 +263,10 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::InvalidClientId(_) => "invalid_client_id",
             Self::InvalidCwd => "invalid_cwd",
-            Self::WorkspaceMismatch => "workspace_mismatch",
+            Self::WorkspaceMismatch { .. } => "workspace_mismatch",
             Self::InvalidSessionScope => "invalid_session_scope",
             Self::SessionLimitExceeded { .. } => "session_limit_exceeded",
-            Self::InitTimeout => "init_timeout",
+            Self::InitTimeout { .. } => "init_timeout",
             Self::AgentStartFailed(_) => "agent_start_failed",
             Self::DaemonDraining => "daemon_draining",
             Self::SessionNotFound { .. } => "session_not_found",
@@ -322,7 +351,7 @@ impl IntoResponse for ApiError {
             ApiError::BodyTooLarge | ApiError::BodyTimeout => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            ApiError::OriginDenied => {
+            ApiError::OriginDenied(_) => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
             }
             _ => {}
@@ -355,9 +384,14 @@ impl From<CreateError> for ApiError {
         match e {
             CreateError::Draining => ApiError::DaemonDraining,
             CreateError::InvalidCwd => ApiError::InvalidCwd,
-            CreateError::WorkspaceMismatch => ApiError::WorkspaceMismatch,
+            CreateError::WorkspaceMismatch { cwd, accepted } => ApiError::WorkspaceMismatch {
+                cwd: cwd.display().to_string(),
+                accepted: accepted.iter().map(|w| w.display().to_string()).collect(),
+            },
             CreateError::LimitReached { limit } => ApiError::SessionLimitExceeded { limit },
-            CreateError::InitTimeout => ApiError::InitTimeout,
+            CreateError::InitTimeout { method, timeout } => {
+                ApiError::InitTimeout { method, timeout_ms: timeout.as_millis() as u64 }
+            }
             CreateError::AgentStartFailed(m) => ApiError::AgentStartFailed(m),
             CreateError::AgentError(m) => ApiError::AgentError(m),
             CreateError::Internal => ApiError::Internal,

@@ -303,6 +303,12 @@ fn schemas() -> Value {
                 "status": {"const": "ok"},
                 "sessions": int, "workspaces": int, "agents": int, "pendingPermissions": int,
                 "activePrompts": int, "subscribers": int, "uptimeMs": int,
+                "agent": {
+                    "type": "object",
+                    "required": ["program", "found"],
+                    "properties": {"program": string, "found": boolean, "error": string},
+                    "description": "The --agent program (without its arguments) and whether an executable file of that name exists; `error` says why not",
+                },
             },
         },
         "Capabilities": {

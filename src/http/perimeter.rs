@@ -125,10 +125,10 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
-        (Some(_), Some(_)) => return refuse(ApiError::OriginDenied, None),
+        (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
-            _ => return refuse(ApiError::OriginDenied, None),
+            _ => return refuse(origin_denied(value), None),
         },
     };
     if let Err(e) = p.check_host(&req) {
@@ -155,11 +155,18 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
 fn refuse(error: ApiError, origin: Option<&HeaderValue>) -> Response {
     let mut response = match error {
         // Refused before the origin was accepted: no CORS headers (its own `Vary` is set).
-        ApiError::OriginDenied => error.into_response(),
+        ApiError::OriginDenied(_) => error.into_response(),
         _ => with_cors(error.into_response(), origin),
     };
     response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+/// The refusal of `origin`, naming it only when it is `null` or well formed (so what is echoed
+/// back is never arbitrary header bytes).
+fn origin_denied(origin: &HeaderValue) -> ApiError {
+    let shown = origin.to_str().ok().filter(|o| *o == "null" || crate::config::valid_origin(o));
+    ApiError::OriginDenied(shown.map(str::to_owned))
 }
 
 fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {

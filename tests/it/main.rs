@@ -12,6 +12,7 @@ mod connections;
 mod events;
 mod lifecycle;
 mod metrics;
+mod newcomer;
 mod openapi;
 mod perimeter;
 mod permissions;

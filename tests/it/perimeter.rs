@@ -113,8 +113,10 @@ fn quorum_that_is_not_a_positive_integer_is_refused() {
 }
 
 #[test]
-fn relative_workspace_is_refused() {
-    assert_refused(&["--workspace", "relative/dir", "--port", "0"], "relative/dir");
+fn a_missing_relative_workspace_is_refused_naming_where_it_was_looked_for() {
+    // Relative paths are taken from the current directory (the test's, as `serve_refusal` runs there).
+    let resolved = std::env::current_dir().expect("cwd").join("relative/dir");
+    assert_refused(&["--workspace", "relative/dir", "--port", "0"], &resolved.display().to_string());
 }
 
 #[test]
@@ -341,11 +343,9 @@ async fn any_origin_is_refused_unless_allowed() {
     for origin in ["http://localhost:3000", "https://evil.example", "null"] {
         let (status, headers, body) = json_of(get(&d, "/health", &[("Origin", origin)]).await).await;
         assert_eq!(status, 403, "Origin {origin}");
-        assert_eq!(
-            body,
-            json!({"error": "Request denied by CORS policy", "code": "origin_denied"}),
-            "Origin {origin}"
-        );
+        assert_eq!(body["code"], "origin_denied", "Origin {origin}");
+        let error = body["error"].as_str().expect("error text");
+        assert!(error.starts_with("Request denied by CORS policy: "), "Origin {origin}: {error}");
         assert_eq!(header_str(&headers, "vary"), Some("Origin"), "Origin {origin}");
         assert!(headers.get("access-control-allow-origin").is_none(), "Origin {origin}");
     }
@@ -393,7 +393,13 @@ async fn origin_null_is_refused_even_with_an_allow_list() {
         Daemon::start(&["--allow-origin", "http://localhost:3000", "--allow-origin", "https://app.example"]);
     let (status, headers, body) = json_of(get(&d, "/health", &[("Origin", "null")]).await).await;
     assert_eq!(status, 403);
-    assert_eq!(body, json!({"error": "Request denied by CORS policy", "code": "origin_denied"}));
+    assert_eq!(
+        body,
+        json!({
+            "error": "Request denied by CORS policy: Origin null (a local file or a sandboxed page) is never allowed",
+            "code": "origin_denied"
+        })
+    );
     assert_eq!(header_str(&headers, "vary"), Some("Origin"));
 }
 
@@ -846,10 +852,28 @@ async fn config_file_from_the_environment() {
     assert_eq!(capabilities(&d, &[]).await["limits"]["maxPendingPromptsPerSession"], 3);
 }
 
-#[tokio::test]
-async fn unknown_config_keys_are_a_warning() {
-    let (_dir, path) = config_file(&json!({"serve": {"maxSessions": 4, "colour": "blue"}, "ui": {}}));
-    let d = Daemon::start(&["--config", &path]);
-    wait_stderr(&d, "serve.colour").await;
-    assert_eq!(capabilities(&d, &[]).await["limits"]["maxSessions"], 4);
+#[test]
+fn an_unknown_config_key_refuses_the_boot_with_a_suggestion() {
+    // A mistyped `workspace` used to fall back to the current directory with a warning.
+    for (contents, says) in [
+        (
+            json!({"serve": {"workspaces": ["/srv/a"]}}),
+            "unknown key serve.workspaces; did you mean serve.workspace?",
+        ),
+        (
+            json!({"serve": {"max-sessions": 4}}),
+            "unknown key serve.max-sessions; did you mean serve.maxSessions?",
+        ),
+        (json!({"port": 7777}), "unknown key port; did you mean serve.port? (options go under \"serve\")"),
+        (json!({"polcy": {}}), "unknown key polcy; did you mean policy?"),
+        (
+            json!({"policy": {"strategy": "consensus"}}),
+            "unknown key policy.strategy; known keys: permissionStrategy",
+        ),
+        (json!({"serve": {"colour": "blue"}}), "unknown key serve.colour; known keys: hostname, port,"),
+    ] {
+        let (_dir, path) = config_file(&contents);
+        assert_refused(&["--config", &path, "--port", "0"], says);
+        assert_refused(&["--config", &path, "--port", "0"], &path);
+    }
 }

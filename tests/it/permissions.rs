@@ -552,12 +552,16 @@ async fn session_cancel_releases_a_waiting_agent() {
     let rid = request_id(&d.raise(&sid, &mut sse, Some("alice"), "write c.txt x").await);
     let (status, _) = send(http().post(d.url(&format!("/session/{sid}/cancel")))).await.pair();
     assert_eq!(status, 204);
-    let mut events = sse.until_type("turn_complete").await;
-    // The agent may end its turn as soon as it reads `session/cancel`, before the daemon has
-    // published the cancelled request (the two are not ordered on the stream).
-    if !events.iter().any(|e| e.event == "permission_resolved") {
-        events.extend(sse.until_type("permission_resolved").await);
-    }
+    // `session/cancel` goes to the agent before the request is answered (ACP's order), so the
+    // agent may end its turn before `permission_resolved` is out: read until both are.
+    let (mut turn_over, mut resolved) = (false, false);
+    let events = sse
+        .until(|e| {
+            turn_over |= e.event == "turn_complete";
+            resolved |= e.event == "permission_resolved";
+            turn_over && resolved
+        })
+        .await;
     let resolved = find(&events, "permission_resolved");
     assert_eq!(resolved["requestId"], rid.as_str());
     assert_eq!(resolved["resolvedBy"], "cancel");

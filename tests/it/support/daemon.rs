@@ -69,27 +69,39 @@ impl Daemon {
 
     /// Starts a daemon in `workspace` (added as `--workspace`), with extra env.
     pub(crate) fn start_with(workspace: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        Daemon::spawn(workspace, args, env, StderrTo::Test)
+        let mut full: Vec<&str> = vec!["--workspace", workspace.to_str().expect("utf-8 workspace")];
+        if !args.contains(&"--agent") {
+            full.extend(["--agent", "demo"]);
+        }
+        full.extend(args);
+        let mut d = Daemon::start_in(workspace, &full, env);
+        d.workspace = workspace.to_path_buf();
+        d
     }
 
-    /// Starts a daemon whose stderr is a pipe nobody reads: its read end is closed at once, so every
-    /// log line fails with EPIPE (`… 2>&1 | head -1`, a dead log driver). [`Daemon::stderr`] stays
-    /// empty.
+    /// Starts a daemon with the demo agent in a fresh temporary workspace, plus `args`, whose stderr
+    /// is a pipe nobody reads: its read end is closed at once, so every log line fails with EPIPE
+    /// (`… 2>&1 | head -1`, a dead log driver). [`Daemon::stderr`] stays empty.
     pub(crate) fn start_with_stderr_closed(args: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-        let mut d = Daemon::spawn(&workspace, args, &[], StderrTo::ClosedPipe);
+        let mut full: Vec<&str> = vec!["--workspace", workspace.to_str().expect("utf-8 workspace"), "--agent", "demo"];
+        full.extend(args);
+        let mut d = Daemon::spawn(&workspace, &full, &[], StderrTo::ClosedPipe);
         d._dir = Some(dir);
         d
     }
 
-    fn spawn(workspace: &Path, args: &[&str], env: &[(&str, &str)], stderr_to: StderrTo) -> Daemon {
+    /// Starts `mediatord serve --port 0 <args>` in the directory `cwd`, adding nothing else: for
+    /// what the daemon makes of its own current directory (`workspace` is `cwd`, canonical).
+    pub(crate) fn start_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::spawn(cwd, args, env, StderrTo::Test)
+    }
+
+    fn spawn(cwd: &Path, args: &[&str], env: &[(&str, &str)], stderr_to: StderrTo) -> Daemon {
         let mut cmd = Command::new(bin());
-        cmd.arg("serve").arg("--port").arg("0").arg("--workspace").arg(workspace);
-        if !args.contains(&"--agent") {
-            cmd.arg("--agent").arg("demo");
-        }
-        cmd.args(args).current_dir(workspace).stdin(Stdio::null()).stdout(Stdio::piped());
+        cmd.arg("serve").arg("--port").arg("0");
+        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
         cmd.env("RUST_LOG", "info");
         for (k, v) in env {
@@ -146,7 +158,7 @@ impl Daemon {
             child: Some(child),
             port,
             base: format!("http://127.0.0.1:{port}"),
-            workspace: workspace.to_path_buf(),
+            workspace: std::fs::canonicalize(cwd).expect("canonical cwd"),
             stderr,
             _dir: None,
         }
