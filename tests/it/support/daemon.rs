@@ -85,7 +85,8 @@ impl Daemon {
     pub(crate) fn start_with_stderr_closed(args: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-        let mut full: Vec<&str> = vec!["--workspace", workspace.to_str().expect("utf-8 workspace"), "--agent", "demo"];
+        let mut full: Vec<&str> =
+            vec!["--workspace", workspace.to_str().expect("utf-8 workspace"), "--agent", "demo"];
         full.extend(args);
         let mut d = Daemon::spawn(&workspace, &full, &[], StderrTo::ClosedPipe);
         d._dir = Some(dir);
