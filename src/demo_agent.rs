@@ -69,6 +69,7 @@ Anything else is echoed back as 3 agent_message_chunk updates.
   ignore-sigterm                ignore SIGTERM from now on
   linger                        keep running after stdin EOF
   pid                           reply with this process's pid
+  escapee <pidfile>             start `sleep 300` outside its group (setsid), pid to <pidfile>
   echo-meta                     reply with _meta and an unknown field";
 
 /// Stdout lines queued for the writer task; a full queue back-pressures the producing prompt.
@@ -493,6 +494,10 @@ enum Directive<'a> {
     IgnoreSigterm,
     Linger,
     Pid,
+    /// Start a process that leaves the agent's process group, its pid written to the file.
+    Escapee {
+        pidfile: &'a str,
+    },
     EchoMeta,
     /// A directive word with unusable arguments; the text is the usage line.
     Usage(&'static str),
@@ -572,6 +577,10 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "ignore-sigterm" => Directive::IgnoreSigterm,
         "linger" => Directive::Linger,
         "pid" => Directive::Pid,
+        "escapee" => match args.next() {
+            Some(pidfile) => Directive::Escapee { pidfile },
+            None => Directive::Usage("usage: escapee <pidfile>"),
+        },
         "echo-meta" => Directive::EchoMeta,
         _ => Directive::Echo,
     }
@@ -760,6 +769,20 @@ impl Turn {
                 self.chunk("lingering").await;
             }
             Directive::Pid => self.chunk(&std::process::id().to_string()).await,
+            Directive::Escapee { pidfile } => {
+                let script = "echo $$ > \"$1\"; exec sleep 300";
+                let started = std::process::Command::new("setsid")
+                    .args(["sh", "-c", script, "escapee", &join_path(&self.cwd, pidfile)])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                let reply = match started {
+                    Ok(_) => "started".to_owned(),
+                    Err(e) => format!("cannot start: {e}"),
+                };
+                self.chunk(&reply).await;
+            }
             Directive::EchoMeta => {
                 self.update(json!({
                     "sessionUpdate": "agent_message_chunk",
@@ -1049,6 +1072,7 @@ mod tests {
             "ignore-sigterm",
             "linger",
             "pid",
+            "escapee",
             "echo-meta",
         ] {
             assert!(DIRECTIVES_HELP.lines().any(|l| l.trim_start().starts_with(word)), "{word}");

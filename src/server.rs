@@ -6,6 +6,7 @@
 
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -50,6 +51,9 @@ pub async fn run(config: Config) -> io::Result<i32> {
     let max_connections = config.connection_cap();
     let daemon = Daemon::new(config);
     exit_on_panic(daemon.clone());
+    if let Err(e) = daemon.adopt_orphans() {
+        tracing::warn!(error = %e, "cannot become a subreaper; a process escaping a killed command's group is left to init");
+    }
     #[cfg(debug_assertions)]
     panic_on_sigusr2()?;
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
@@ -63,7 +67,8 @@ pub async fn run(config: Config) -> io::Result<i32> {
     tracing::info!(address = %local, agent = %daemon.config.agent.program, "mediatord started");
 
     let drained = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone()));
+    let killed = Arc::new(AtomicBool::new(false));
+    tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone(), killed.clone()));
     let server = tokio::spawn(crate::http::serve(
         listener,
         max_connections,
@@ -74,6 +79,11 @@ pub async fn run(config: Config) -> io::Result<i32> {
     // Streams and turns have ended; give in-flight HTTP exchanges a moment, then leave regardless.
     let _ = tokio::time::timeout(HTTP_DRAIN_GRACE, server).await;
     tracing::info!("mediatord stopped");
+    // A second signal that came while the drain was finishing wins: its kill is under way, and
+    // the signal watcher exits with status 1 once it is done.
+    if killed.load(Ordering::Acquire) {
+        std::future::pending::<()>().await;
+    }
     Ok(0)
 }
 
@@ -104,6 +114,7 @@ async fn watch_signals(
     mut signals: Signals,
     daemon: Arc<Daemon>,
     drained: tokio_util::sync::CancellationToken,
+    killed: Arc<AtomicBool>,
 ) {
     signals.recv().await;
     tracing::info!("shutting down: draining sessions and agents (a second signal kills them now)");
@@ -115,6 +126,7 @@ async fn watch_signals(
         });
     }
     signals.recv().await;
+    killed.store(true, Ordering::Release);
     tracing::warn!("second signal: killing every agent now");
     daemon.kill_all_processes();
     // Nothing is left to unwind for: every agent and shell command is gone, and the drain that was

@@ -406,7 +406,13 @@ impl Daemon {
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
     /// `--shell-timeout-ms` and cut short by the drain.
     pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
-        shell::run(session, client, command, self.config.shell_timeout, &self.draining, &self.groups).await
+        let limits = shell::ShellLimits {
+            guard: &self.config.agent.guard,
+            timeout: self.config.shell_timeout,
+            stop: &self.draining,
+            groups: &self.groups,
+        };
+        shell::run(session, client, command, &limits).await
     }
 
     /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
@@ -438,5 +444,11 @@ impl Daemon {
     /// The second signal: kill every process group the daemon started (agents, shell commands) now.
     pub fn kill_all_processes(&self) {
         self.groups.kill_all();
+    }
+
+    /// Makes the daemon a child subreaper, so a process that escapes the group of a guard the daemon
+    /// killed is handed to the daemon (which kills it) instead of to init.
+    pub fn adopt_orphans(&self) -> std::io::Result<()> {
+        self.groups.adopt_orphans()
     }
 }

@@ -293,19 +293,49 @@ async fn a_prompt_to_a_live_session_while_draining_is_503_daemon_draining() {
     let queued = d.prompt_async(&sid, None, "hold 30000").await;
     assert!(queued["promptId"].is_string(), "{queued}");
     d.signal(Signal::TERM);
-    // Attaching (single scope) answers 200 until the drain has begun, then 503.
+    // Prompts are queued (202, or 503 prompt_queue_full) until the drain begins; the first one after
+    // that must be refused as draining, while the held turn keeps the session live (5 s).
     let deadline = Instant::now() + WAIT;
-    loop {
-        let reply = d.post("/session", None, json!({})).await;
-        if reply.status == 503 {
-            break;
+    let refused = loop {
+        let reply = d.post_async(&sid, None, text_prompt("hello")).await;
+        match (reply.status, reply.body["code"].as_str()) {
+            (202, _) | (503, Some("prompt_queue_full")) => {}
+            _ => break reply,
         }
-        assert_eq!(reply.status, 200, "{}", reply.text);
         assert!(Instant::now() < deadline, "the drain never began");
-    }
-    let reply = d.post(&format!("/session/{sid}/prompt"), None, text_prompt("hello")).await;
-    assert_eq!((reply.status, reply.body["code"].as_str()), (503, Some("daemon_draining")), "{}", reply.text);
-    assert_eq!(reply.header("retry-after"), Some("5"));
+    };
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (503, Some("daemon_draining")),
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.header("retry-after"), Some("5"));
     let status = d.wait_exit(AGENT_GRACE + MARGIN + MARGIN);
     assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+}
+
+/// Issue #16, item 5 (the agents' side): a process the agent started outside its process group
+/// (`setsid`) dies with the agent, whether the agent dies or the daemon is SIGKILLed.
+#[tokio::test]
+async fn processes_the_agent_started_outside_its_group_die_with_it() {
+    let mut d = Daemon::start(&["--session-scope", "thread"]);
+    let sid = session(&d).await;
+    let first = d.workspace.join("first.pid");
+    assert_eq!(run_prompt(&d, &sid, &format!("escapee {}", first.display())).await, "started");
+    let first = pid_in_file(&first).await;
+    assert!(alive(first));
+    // The agent crashes: its guard takes what it left behind.
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.prompt_async(&sid, None, "crash").await;
+    sse.until_type("session_died").await;
+    wait_gone(first).await;
+    // A fresh agent, then a SIGKILLed daemon: the guard sees it go and takes everything.
+    let sid = session(&d).await;
+    let second = d.workspace.join("second.pid");
+    assert_eq!(run_prompt(&d, &sid, &format!("escapee {}", second.display())).await, "started");
+    let second = pid_in_file(&second).await;
+    d.signal(Signal::KILL);
+    d.wait_exit(WAIT);
+    wait_gone(second).await;
 }

@@ -213,3 +213,62 @@ async fn the_token_is_in_no_environment_the_daemon_starts() {
         }
     }
 }
+
+/// Issue #16, item 5: a command that leaves its process group (`setsid`) and holds the output pipe
+/// still gets its answer at `--shell-timeout-ms` (not when it chooses to end), and is killed.
+#[tokio::test]
+async fn a_command_that_leaves_its_group_is_answered_at_the_timeout_and_killed() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell", "--shell-timeout-ms", "1500"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("escaped.pid");
+    let command = format!("setsid sh -c 'echo $$ > {}; exec sleep 300'", pidfile.display());
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": command})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["aborted"].clone(), body["exitCode"].clone()), (json!(true), Value::Null), "{body}");
+    wait_gone(pid_in_file(&pidfile).await).await;
+}
+
+/// Issue #16, item 5: a background job that left the group does not outlive a command that ended
+/// normally, and does not hold its answer.
+#[tokio::test]
+async fn a_background_job_that_left_the_group_dies_with_its_command() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("background.pid");
+    // The command waits until the job has written its pid, so the job is surely running at its end.
+    let command = format!(
+        "(setsid sh -c 'echo $$ > {0}; exec sleep 300' &); while [ ! -s {0} ]; do sleep 0.05; done; echo done",
+        pidfile.display()
+    );
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": command})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["exitCode"].clone(), body["aborted"].clone()), (json!(0), json!(false)), "{body}");
+    assert_eq!(body["output"], "done\n");
+    wait_gone(pid_in_file(&pidfile).await).await;
+}
+
+/// Issue #16, item 5: a running command that escaped its group neither blocks the drain nor the
+/// exit: the first SIGTERM still exits 0 within the drain's deadline, and the process is gone.
+#[tokio::test]
+async fn sigterm_exits_within_the_drain_deadline_despite_an_escaped_command() {
+    let mut d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("escaped.pid");
+    let command = format!("setsid sh -c 'echo $$ > {}; exec sleep 300'", pidfile.display());
+    let request = http()
+        .post(d.url(&format!("/session/{sid}/shell")))
+        .header("Authorization", auth())
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({"command": command}));
+    let running = tokio::spawn(async move { send(request).await });
+    let escaped = pid_in_file(&pidfile).await;
+    d.signal(rustix::process::Signal::TERM);
+    // The drain's own bound: sessions 5 s, agents 10 s, HTTP 2 s; with room for a loaded machine.
+    let status = d.wait_exit(std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+    wait_gone(escaped).await;
+    // The request was answered (the command cut short by the drain) or cut with the connection.
+    if let Ok(reply) = running.await {
+        assert_eq!(reply.body["aborted"], true, "{}", reply.text);
+    }
+}

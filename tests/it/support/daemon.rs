@@ -267,3 +267,15 @@ pub(crate) async fn wait_stderr(d: &Daemon, needle: &str) -> String {
         tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
     }
 }
+
+/// Waits (bounded) for a pid file that a command or the agent writes, and returns the pid.
+pub(crate) async fn pid_in_file(path: &Path) -> u32 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a file another process writes
+    }
+}
