@@ -500,6 +500,15 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// `scheme://host[:port]` with an http(s) scheme and nothing after the authority.
+/// The host of a well-formed origin (`scheme://host[:port]`), brackets kept for IPv6.
+fn origin_host(origin: &str) -> &str {
+    let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(authority, |(host, _)| host),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    }
+}
+
 pub fn valid_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return false;
@@ -643,6 +652,14 @@ impl Config {
                 if origin == "null" || !valid_origin(origin) {
                     return refuse(format!(
                         "malformed --allow-origin {origin:?}: expected scheme://host[:port], e.g. http://localhost:3000"
+                    ));
+                }
+                // Without a token, an allowed origin's pages get the whole API: a page served from
+                // another machine would let whoever controls it drive this daemon through any
+                // visitor's browser. qwen serve refuses it too.
+                if token.is_none() && !is_loopback_host(origin_host(origin)) {
+                    return refuse(format!(
+                        "--allow-origin {origin} is not a loopback origin: without a token its pages, in any visitor's browser, could drive the agent; set a token (--token or MEDIATORD_TOKEN) or allow only http://localhost, 127.0.0.1 or [::1] origins"
                     ));
                 }
             }
@@ -871,6 +888,20 @@ mod tests {
             ["localhost:3000", "ftp://x", "http://", "http://x/", "http://x:port", "http://a b", "null"]
         {
             assert!(!valid_origin(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origin_hosts() {
+        for (origin, host, loopback) in [
+            ("http://localhost:3000", "localhost", true),
+            ("https://127.0.0.1", "127.0.0.1", true),
+            ("http://[::1]:8080", "::1", true),
+            ("https://app.example.com", "app.example.com", false),
+            ("http://10.0.0.5:3000", "10.0.0.5", false),
+        ] {
+            assert_eq!(origin_host(origin), host, "{origin}");
+            assert_eq!(is_loopback_host(origin_host(origin)), loopback, "{origin}");
         }
     }
 

@@ -97,6 +97,26 @@ fn malformed_origins_are_refused() {
     }
 }
 
+/// Finding c: without a token, an allowed origin's pages get the whole API, so an origin that is not
+/// loopback (a page served from elsewhere) is refused at boot, as qwen serve does; with a token it is
+/// fine, and loopback origins are fine either way.
+#[tokio::test]
+async fn a_non_loopback_origin_without_a_token_is_refused_at_boot() {
+    for origin in ["https://app.example.com", "http://10.0.0.5:3000", "http://[fe80::1]:8080"] {
+        assert_refused(
+            &["--allow-origin", "http://localhost:3000", "--allow-origin", origin, "--port", "0"],
+            origin,
+        );
+    }
+    let with_token = Daemon::start(&["--token", "secret", "--allow-origin", "https://app.example.com"]);
+    let caps = capabilities(&with_token, &[("Authorization", "Bearer secret")]).await;
+    assert!(features(&caps).contains(&"allow_origin"));
+    for loopback in ["http://localhost:3000", "http://127.0.0.1:5173", "http://[::1]:8080"] {
+        let d = Daemon::start(&["--allow-origin", loopback]);
+        assert_eq!(d.get("/health").await.status, 200, "{loopback}");
+    }
+}
+
 #[test]
 fn unknown_permission_policy_is_refused() {
     assert_refused(&["--permission-policy", "whoever-shouts", "--port", "0"], "whoever-shouts");
@@ -354,11 +374,16 @@ async fn any_origin_is_refused_unless_allowed() {
 /// Issue #16, item 11: two `Origin` headers are refused, even when both are allowed.
 #[tokio::test]
 async fn a_duplicate_origin_is_refused() {
-    let d = Daemon::start(&["--allow-origin", "http://localhost:3000", "--allow-origin", "http://app.test"]);
+    let d = Daemon::start(&[
+        "--allow-origin",
+        "http://localhost:3000",
+        "--allow-origin",
+        "http://127.0.0.1:5173",
+    ]);
     let p = d.port;
     let request = format!(
         "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nOrigin: http://localhost:3000\r\n\
-         Origin: http://app.test\r\nConnection: close\r\n\r\n"
+         Origin: http://127.0.0.1:5173\r\nConnection: close\r\n\r\n"
     );
     let reply = raw_request(p, request.as_bytes()).await;
     assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("origin_denied")), "{}", reply.head);
@@ -389,8 +414,12 @@ async fn an_origin_not_on_the_list_is_refused() {
 
 #[tokio::test]
 async fn origin_null_is_refused_even_with_an_allow_list() {
-    let d =
-        Daemon::start(&["--allow-origin", "http://localhost:3000", "--allow-origin", "https://app.example"]);
+    let d = Daemon::start(&[
+        "--allow-origin",
+        "http://localhost:3000",
+        "--allow-origin",
+        "http://127.0.0.1:5173",
+    ]);
     let (status, headers, body) = json_of(get(&d, "/health", &[("Origin", "null")]).await).await;
     assert_eq!(status, 403);
     assert_eq!(
