@@ -2,8 +2,8 @@
 //! no 5xx other than the documented agent errors, no crash, no hang.
 //!
 //! Allowed 5xx (tests/fuzz/mediatord_hooks.py): 502 `agent_error`/`agent_start_failed`, 503
-//! `agent_exited`/`daemon_draining`/`session_limit_exceeded`/`prompt_queue_full`/`body_budget_exceeded`, 504
-//! `init_timeout`. The venv is made once under `target/` (a stamp file names the version): needs
+//! `agent_exited`/`daemon_draining`/`session_limit_exceeded`/`prompt_queue_full`/
+//! `body_budget_exceeded`, 504 `init_timeout`. The venv is made once under `target/` (a stamp file names the version): needs
 //! `python3` with its `venv` module, and PyPI the first time. When either is missing the test fails
 //! loudly, and the first line of the failure says which.
 
