@@ -86,10 +86,7 @@ where
         .max_buf_size(MAX_HEAD_BYTES)
         // The read deadline is `ConnIo`'s; hyper's own would need a timer and cannot tell a
         // connection that idles from one that trickles its head.
-        .header_read_timeout(None)
-        // One flat write buffer: hyper's automatic error answer is then always found at the start
-        // of a write (see `ConnIo::poll_write`).
-        .writev(false);
+        .header_read_timeout(None);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -301,7 +298,8 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<I> {
 }
 
 /// Where in `buf` hyper's automatic answer to an unparsable request starts, and the error to answer
-/// instead. It can follow the unflushed end of the previous answer in hyper's one flat buffer.
+/// instead. hyper writes a head into its head buffer, which is the first slice of a vectored write
+/// (body chunks come after it), and it can follow the unflushed end of the previous answer there.
 /// Nothing else matches: the daemon's own bodies (JSON, SSE frames, OpenMetrics text) never contain
 /// a raw CR LF, so a status line can only start a head, and every error of its own has a JSON body.
 fn find_hyper_error_answer(buf: &[u8]) -> Option<(usize, ApiError)> {
@@ -349,6 +347,27 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for ConnIo<I> {
         }
         this.flushed = false;
         Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    /// Vectored writes pass straight through while a request is in progress (the event streams'
+    /// hot path); between requests, the head buffer (the first slice) goes through `poll_write`'s
+    /// check.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
+        if self.replacement.is_some() || (!self.phase.busy() && find_hyper_error_answer(first).is_some()) {
+            return self.poll_write(cx, first);
+        }
+        let this = &mut *self;
+        this.flushed = false;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
