@@ -1,6 +1,6 @@
 //! The listener the HTTP floor serves on: `--max-connections` enforced at accept, where a refused
-//! connection gets a fixed 503 before any request is read, and the socket peer attached to every
-//! request (the `local-only` policy and the open `/health` read it).
+//! connection gets a fixed 503 before any request is read. (`conn` attaches the socket peer to every
+//! request: the `local-only` policy and the open `/health` read it.)
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,8 +12,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-use super::perimeter::Peer;
 
 /// Written to a connection refused at accept because `--max-connections` are open.
 const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: 72\r\n\r\n{\"error\":\"Too many open connections\",\"code\":\"connection_limit_exceeded\"}";
@@ -38,12 +36,6 @@ impl LimitedListener {
 pub(super) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
-}
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, LimitedListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, LimitedListener>) -> Self {
-        Peer(*stream.remote_addr())
-    }
 }
 
 impl axum::serve::Listener for LimitedListener {
