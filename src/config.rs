@@ -21,15 +21,30 @@ pub const HARD_MAX_CONNECTIONS: usize = 65_536;
 pub const HARD_MAX_RING: usize = 1_000_000;
 pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
 
+/// Longest agent name (`--agent NAME=COMMAND`): names travel in request bodies, listings and logs.
+pub const MAX_AGENT_NAME: usize = 64;
+
+/// Connection deadlines' defaults, in ms: a request head is a few hundred bytes, so 10 s is ample on
+/// any link; 30 s of idle keep-alive outlasts the clients' own pools (Node's is 4-5 s) without
+/// holding slots for minutes; 60 s lets a full 10 MiB body through at about 1.4 Mbit/s.
+const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+const DEFAULT_IDLE_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
+
 /// `mediatord serve --help`'s closing text.
 pub const SERVE_HELP: &str = "\
 Quick start:
   mediatord serve --agent demo          # built-in demo agent, no model needed
   mediatord serve --agent 'qwen --acp'  # Qwen Code (the default agent)
+  mediatord serve --agent qwen='qwen --acp' --agent review=demo
+                                        # two named agents; the first is the default,
+                                        # POST /session {\"agent\":\"review\"} picks the other
 
 Every option may also be set in a JSON file given with --config, under \"serve\" in camelCase
 (e.g. {\"serve\":{\"maxSessions\":8}}), and the permission policy also as
-{\"policy\":{\"permissionStrategy\":\"consensus\",\"consensusQuorum\":2}}.
+{\"policy\":{\"permissionStrategy\":\"consensus\",\"consensusQuorum\":2}}. Agents with settings of
+their own (added environment, initialize timeout, client capabilities) go in its \"agents\" map:
+{\"agents\":{\"gemini\":{\"command\":\"gemini --acp\",\"env\":{\"GEMINI_API_KEY\":\"...\"}}}}.
 Precedence: flag, then environment variable, then config file, then default.
 
 Relative paths (--workspace ., --agent ./my-agent, --config) are resolved against the current
@@ -57,17 +72,18 @@ pub struct ServeArgs {
     /// Bearer token clients must send (also MEDIATORD_TOKEN, then QWEN_SERVER_TOKEN). Trimmed; empty
     /// means none. Prefer the environment: a flag is visible in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", value_name = "T", hide_env_values = true)]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     /// Require the token even on loopback binds and on /health
     #[arg(long)]
     pub require_auth: bool,
     /// A browser origin (exact scheme://host[:port]) allowed through CORS; repeatable. '*' needs a token
     #[arg(long = "allow-origin", value_name = "O")]
     pub allow_origin: Vec<String>,
-    /// The ACP agent command line, split like a POSIX shell would; `demo` runs the built-in demo
-    /// agent [default: qwen --acp]
-    #[arg(long, env = "MEDIATORD_AGENT", hide_env_values = true, value_name = "CMD")]
-    pub agent: Option<String>,
+    /// An ACP agent: `NAME=COMMAND`, or a bare COMMAND named after its program. The command line is
+    /// split like a POSIX shell would; `demo` runs the built-in demo agent. Repeatable: the first is
+    /// the default, `POST /session {"agent": NAME}` picks another [default: qwen --acp]
+    #[arg(long = "agent", env = "MEDIATORD_AGENT", hide_env_values = true, value_name = "CMD")]
+    pub agent: Vec<String>,
     /// A workspace directory sessions may use (existing; a relative path is taken from the current
     /// directory); repeatable, the first is the primary. Default: the current directory
     #[arg(long = "workspace", value_name = "DIR")]
@@ -124,12 +140,62 @@ pub struct ServeArgs {
     /// Session shell commands are killed (with their children) after this long [default: 120000]
     #[arg(long, value_name = "MS")]
     pub shell_timeout_ms: Option<u64>,
+    /// A connection must deliver each request's head (request line and headers) within this long
+    /// of its first byte, and a new connection its first head within this long of connecting
+    /// [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub header_timeout_ms: Option<u64>,
+    /// A keep-alive connection with no request in progress is closed after this long [default: 30000]
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// A request body must arrive in full within this long of its head: 408 otherwise [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub body_timeout_ms: Option<u64>,
     /// JSON settings file; flags and environment win over it
     #[arg(long, env = "MEDIATORD_CONFIG", hide_env_values = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
+}
+
+/// Environment variables the daemon reads that hold a secret: they are removed from the
+/// environment of every process the daemon starts (agents, their guards, session shell commands),
+/// so nothing the agent runs can read the token and vote on its own permission requests.
+pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"];
+
+/// A secret as given on the command line or in the environment; its `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that hashes it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Secret {
+        Secret(value)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The SHA-256 of the bearer token. Its `Debug` says only that it exists: the digest of a short
+/// token can be brute-forced, so it is no more fit for a log than the token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenDigest(pub [u8; 32]);
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(<redacted>)")
+    }
 }
 
 /// Session scope (`docs/protocol.md#4-agents-workspaces-and-sessions`).
@@ -195,6 +261,48 @@ pub struct AgentCommand {
     pub guard: PathBuf,
 }
 
+/// The file system methods offered to an agent at `initialize` (ACP `clientCapabilities.fs`), and
+/// so the only `fs/*` requests the daemon serves it. Both are on unless an agent's settings turn one
+/// off: Gemini CLI cannot create a file when it is offered `readTextFile` (docs/agents.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsCapabilities {
+    pub read_text_file: bool,
+    pub write_text_file: bool,
+}
+
+impl Default for FsCapabilities {
+    fn default() -> Self {
+        FsCapabilities { read_text_file: true, write_text_file: true }
+    }
+}
+
+/// One configured agent: its name, its command line and its own settings.
+#[derive(Clone)]
+pub struct AgentSpec {
+    /// Unique among the daemon's agents (`[A-Za-z0-9._-]`, at most [`MAX_AGENT_NAME`]).
+    pub name: String,
+    pub command: AgentCommand,
+    /// Variables set for this agent on top of the daemon's environment. The values are often
+    /// credentials: they are never shown, logged, or printed by `Debug`.
+    pub env: Vec<(String, String)>,
+    /// Deadline for this agent's `initialize`, `session/new` and `session/set_model` answers.
+    pub initialize_timeout: Duration,
+    pub fs: FsCapabilities,
+}
+
+impl std::fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("AgentSpec")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("env (names only)", &env)
+            .field("initialize_timeout", &self.initialize_timeout)
+            .field("fs", &self.fs)
+            .finish()
+    }
+}
+
 /// Allowed browser origins.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origins {
@@ -222,10 +330,11 @@ pub struct Config {
     pub hostname: String,
     pub port: u16,
     /// SHA-256 of the token: the plain token is never kept, so it can never be logged.
-    pub token_digest: Option<[u8; 32]>,
+    pub token_digest: Option<TokenDigest>,
     pub require_auth: bool,
     pub allow_origins: Origins,
-    pub agent: AgentCommand,
+    /// Never empty; names are unique; the first is the default agent.
+    pub agents: Vec<AgentSpec>,
     /// Canonical paths; the first is primary.
     pub workspaces: Vec<PathBuf>,
     pub any_workspace: bool,
@@ -238,6 +347,7 @@ pub struct Config {
     /// How many live events a stream may lag; at most `event_ring_size` matters.
     pub subscriber_queue: usize,
     pub writer_idle_timeout: Duration,
+    /// `--initialize-timeout-ms`: the deadline of every agent without one of its own.
     pub initialize_timeout: Duration,
     pub permission_policy: Policy,
     pub consensus_quorum: Option<usize>,
@@ -245,6 +355,10 @@ pub struct Config {
     pub permission_timeout: Option<Duration>,
     pub enable_session_shell: bool,
     pub shell_timeout: Duration,
+    /// Connection deadlines (`docs/protocol.md#210-connection-deadlines`).
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_timeout: Duration,
     pub log_format: LogFormat,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
@@ -264,6 +378,10 @@ struct FileSettings {
     values: serde_json::Map<String, Value>,
     policy_strategy: Option<String>,
     policy_quorum: Option<Value>,
+    /// The `agents` map, in the order written (the first agent is the default).
+    agents: Vec<(String, Value)>,
+    /// The file, for messages (empty without one).
+    path: PathBuf,
     /// The directory holding the file: relative paths in it (`workspace`, an `agent` program with a
     /// slash) are resolved against it, so the file means the same whatever directory the daemon
     /// is started from.
@@ -271,7 +389,7 @@ struct FileSettings {
 }
 
 /// The members of the config file's top-level object.
-const TOP_KEYS: &[&str] = &["serve", "policy"];
+const TOP_KEYS: &[&str] = &["serve", "policy", "agents"];
 
 /// Keys accepted under `"serve"`: every option of `serve` but `--config`, in camelCase.
 const SERVE_KEYS: &[&str] = &[
@@ -297,11 +415,17 @@ const SERVE_KEYS: &[&str] = &[
     "permissionTimeoutMs",
     "enableSessionShell",
     "shellTimeoutMs",
+    "headerTimeoutMs",
+    "idleTimeoutMs",
+    "bodyTimeoutMs",
     "logFormat",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
 const POLICY_KEYS: &[&str] = &["permissionStrategy", "consensusQuorum"];
+
+/// Keys accepted in one agent's object of the `"agents"` map.
+const AGENT_KEYS: &[&str] = &["command", "env", "initializeTimeoutMs", "clientCapabilities"];
 
 /// How alike two keys must be (Jaro-Winkler, 0..1) for one to be suggested for the other: above
 /// clap's own threshold for mistyped flags (0.7), so a suggestion is a likely typo, not a guess.
@@ -326,14 +450,15 @@ fn unknown_key(path: &Path, section: Option<&str>, key: &str) -> ConfigError {
     let (known, prefix) = match section {
         None => (TOP_KEYS, String::new()),
         Some("serve") => (SERVE_KEYS, "serve.".to_owned()),
-        Some(other) => (POLICY_KEYS, format!("{other}.")),
+        Some("policy") => (POLICY_KEYS, "policy.".to_owned()),
+        Some(agent) => (AGENT_KEYS, format!("{agent}.")),
     };
     let hint = match suggest(key, known) {
         Some(k) => format!("did you mean {prefix}{k}?"),
         // Options written at the top level instead of under "serve".
         None if section.is_none() => match suggest(key, SERVE_KEYS) {
             Some(k) => format!("did you mean serve.{k}? (options go under \"serve\")"),
-            None => "the file holds only \"serve\" and \"policy\"".to_owned(),
+            None => "the file holds only \"serve\", \"policy\" and \"agents\"".to_owned(),
         },
         None => format!("known keys: {}", known.join(", ")),
     };
@@ -352,7 +477,7 @@ fn read_config_file(path: &Path) -> Result<FileSettings, ConfigError> {
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .map_or_else(|| refuse(format!("cannot resolve the directory of {}", path.display())), Ok)?;
-    let mut out = FileSettings { dir, ..FileSettings::default() };
+    let mut out = FileSettings { dir, path: path.to_path_buf(), ..FileSettings::default() };
     for (key, value) in root {
         match key.as_str() {
             "serve" => {
@@ -381,10 +506,61 @@ fn read_config_file(path: &Path) -> Result<FileSettings, ConfigError> {
                     }
                 }
             }
+            "agents" => {
+                let Value::Object(agents) = value else {
+                    return refuse("config file: \"agents\" must be an object mapping names to agents");
+                };
+                let mut agents: Vec<(String, Value)> = agents.into_iter().collect();
+                let order = agent_order(&text, path)?;
+                agents.sort_by_key(|(name, _)| order.iter().position(|n| n == name));
+                out.agents = agents;
+            }
             _ => return Err(unknown_key(path, None, &key)),
         }
     }
     Ok(out)
+}
+
+/// The names of the file's `agents` map in the order written: `serde_json`'s map (without its
+/// `preserve_order` feature, which would reorder every JSON object the daemon writes) sorts its
+/// keys, but the first agent is the default. A name written twice is refused.
+fn agent_order(text: &str, path: &Path) -> Result<Vec<String>, ConfigError> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    struct Names(Vec<String>);
+    struct NamesVisitor;
+    impl<'de> Visitor<'de> for NamesVisitor {
+        type Value = Names;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Names, A::Error> {
+            let mut names = Vec::new();
+            while let Some(name) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                names.push(name);
+            }
+            Ok(Names(names))
+        }
+    }
+    impl<'de> Deserialize<'de> for Names {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Names, D::Error> {
+            d.deserialize_map(NamesVisitor)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Root {
+        agents: Names,
+    }
+    let names = serde_json::from_str::<Root>(text)
+        .map(|r| r.agents.0)
+        .or_else(|e| refuse(format!("config file {}: agents: {e}", path.display())))?;
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            return refuse(format!("config file {}: agents.{name} is defined twice", path.display()));
+        }
+    }
+    Ok(names)
 }
 
 impl FileSettings {
@@ -444,6 +620,15 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// `scheme://host[:port]` with an http(s) scheme and nothing after the authority.
+/// The host of a well-formed origin (`scheme://host[:port]`), brackets kept for IPv6.
+fn origin_host(origin: &str) -> &str {
+    let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(authority, |(host, _)| host),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    }
+}
+
 pub fn valid_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return false;
@@ -531,6 +716,187 @@ fn agent_command_in(raw: &str, base: &Path) -> Result<AgentCommand, ConfigError>
     Ok(AgentCommand { display, program, args: words, guard: exe })
 }
 
+/// Whether `name` may name an agent: 1 to [`MAX_AGENT_NAME`] of `A-Z a-z 0-9 . _ -`.
+pub fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_AGENT_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `NAME=COMMAND` as its name and command; anything else is a bare command. (A command line never
+/// starts with `NAME=`: it is not run by a shell, so `VAR=value cmd` was never an assignment.)
+fn split_agent_name(raw: &str) -> (Option<&str>, &str) {
+    let raw = raw.trim();
+    match raw.split_once('=') {
+        Some((name, command)) if valid_agent_name(name) => (Some(name), command),
+        _ => (None, raw),
+    }
+}
+
+/// The name of an agent given as a bare command: its program's file name (`demo` for the demo
+/// agent), each character a name may not hold replaced by `-`.
+fn derived_agent_name(command: &AgentCommand) -> String {
+    if command.display == "demo" {
+        return "demo".to_owned();
+    }
+    let file = Path::new(&command.program).file_name().map(|f| f.to_string_lossy().into_owned());
+    let name: String = file
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .take(MAX_AGENT_NAME)
+        .collect();
+    if name.is_empty() { "agent".to_owned() } else { name }
+}
+
+/// One `--agent` value (or `serve.agent` entry), `[NAME=]COMMAND`, with the daemon-wide settings.
+fn agent_arg(raw: &str, base: &Path, initialize_timeout: Duration) -> Result<AgentSpec, ConfigError> {
+    let (name, command) = split_agent_name(raw);
+    if let Some(name) = name
+        && command.trim().is_empty()
+    {
+        return refuse(format!(
+            "--agent {name}= names no command: give it after the =, e.g. --agent {name}='qwen --acp'"
+        ));
+    }
+    let command = agent_command_in(command, base)?;
+    let name = name.map_or_else(|| derived_agent_name(&command), str::to_owned);
+    Ok(AgentSpec { name, command, env: Vec::new(), initialize_timeout, fs: FsCapabilities::default() })
+}
+
+/// One entry of the config file's `agents` map: a command line, or an object of [`AGENT_KEYS`].
+fn file_agent(
+    name: &str,
+    value: &Value,
+    file: &FileSettings,
+    initialize_timeout: Duration,
+) -> Result<AgentSpec, ConfigError> {
+    let at = |rest: &str| format!("config file {}: agents.{name}{rest}", file.path.display());
+    if !valid_agent_name(name) {
+        return refuse(at(&format!(
+            ": an agent name is 1 to {MAX_AGENT_NAME} characters of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    let spec = |command: &str| -> Result<AgentSpec, ConfigError> {
+        Ok(AgentSpec {
+            name: name.to_owned(),
+            command: agent_command_in(command, &file.dir)?,
+            env: Vec::new(),
+            initialize_timeout,
+            fs: FsCapabilities::default(),
+        })
+    };
+    let fields = match value {
+        Value::String(command) => return spec(command),
+        Value::Object(fields) => fields,
+        _ => return refuse(at(" must be a command line, or an object with \"command\"")),
+    };
+    if let Some(key) = fields.keys().find(|k| !AGENT_KEYS.contains(&k.as_str())) {
+        return Err(unknown_key(&file.path, Some(&format!("agents.{name}")), key));
+    }
+    let mut agent = match fields.get("command") {
+        Some(Value::String(command)) => spec(command)?,
+        _ => return refuse(at(".command must be the agent's command line, a string")),
+    };
+    match fields.get("env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(vars)) => {
+            for (var, value) in vars {
+                match value {
+                    Value::String(v)
+                        if !var.is_empty() && !var.contains(['=', '\0']) && !v.contains('\0') =>
+                    {
+                        agent.env.push((var.clone(), v.clone()))
+                    }
+                    _ => {
+                        return refuse(at(&format!(
+                            ".env.{var} must be a string, its name non-empty without = (neither holding NUL)"
+                        )));
+                    }
+                }
+            }
+        }
+        Some(_) => return refuse(at(".env must be an object of variable names to strings")),
+    }
+    match fields.get("initializeTimeoutMs") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64() {
+            Some(ms) if ms > 0 => agent.initialize_timeout = Duration::from_millis(ms),
+            _ => return refuse(at(".initializeTimeoutMs must be a positive integer")),
+        },
+    }
+    if let Some(caps) = fields.get("clientCapabilities") {
+        agent.fs =
+            client_capabilities(caps).or_else(|why| refuse(at(&format!(".clientCapabilities{why}"))))?;
+    }
+    Ok(agent)
+}
+
+/// `{"fs": {"readTextFile": bool, "writeTextFile": bool}}`, each absent member on. `Err` is the
+/// rest of the message (from the member's path on).
+fn client_capabilities(caps: &Value) -> Result<FsCapabilities, String> {
+    const KNOWN: &str = "known: fs.readTextFile, fs.writeTextFile (the daemon offers no terminal)";
+    let mut fs = FsCapabilities::default();
+    let Value::Object(caps) = caps else { return Err(" must be an object".to_owned()) };
+    for (key, value) in caps {
+        let Value::Object(members) = value else {
+            return Err(if key == "fs" {
+                ".fs must be an object".to_owned()
+            } else {
+                format!(": unknown key {key}; {KNOWN}")
+            });
+        };
+        if key != "fs" {
+            return Err(format!(": unknown key {key}; {KNOWN}"));
+        }
+        for (member, on) in members {
+            let slot = match member.as_str() {
+                "readTextFile" => &mut fs.read_text_file,
+                "writeTextFile" => &mut fs.write_text_file,
+                _ => return Err(format!(".fs: unknown key {member}; {KNOWN}")),
+            };
+            *slot = on.as_bool().ok_or_else(|| format!(".fs.{member} must be true or false"))?;
+        }
+    }
+    Ok(fs)
+}
+
+/// The daemon's agents: the `--agent` flags (or `MEDIATORD_AGENT`), which replace the file's
+/// altogether; else the file's `serve.agent` entries, then its `agents` map; else `qwen --acp`.
+/// Names must differ.
+fn agents(
+    args: &ServeArgs,
+    file: &FileSettings,
+    cwd: &Path,
+    initialize_timeout: Duration,
+) -> Result<Vec<AgentSpec>, ConfigError> {
+    let mut agents = Vec::new();
+    if args.agent.is_empty() {
+        for raw in file.strings("agent")? {
+            agents.push(agent_arg(&raw, &file.dir, initialize_timeout)?);
+        }
+        for (name, value) in &file.agents {
+            agents.push(file_agent(name, value, file, initialize_timeout)?);
+        }
+        if agents.is_empty() {
+            agents.push(agent_arg("qwen --acp", &file.dir, initialize_timeout)?);
+        }
+    } else {
+        for raw in &args.agent {
+            agents.push(agent_arg(raw, cwd, initialize_timeout)?);
+        }
+    }
+    for (i, agent) in agents.iter().enumerate() {
+        if agents[..i].iter().any(|a| a.name == agent.name) {
+            return refuse(format!(
+                "two agents are named {0}: name each one, e.g. --agent {0}-2='...' (or give them different names in the config file's agents map)",
+                agent.name
+            ));
+        }
+    }
+    Ok(agents)
+}
+
 impl Config {
     /// Merges flags/env (already in `args` via clap) with the config file, then validates.
     pub fn from_args(args: &ServeArgs) -> Result<Config, ConfigError> {
@@ -555,7 +921,8 @@ impl Config {
         // MEDIATORD_TOKEN reaches us through clap; QWEN_SERVER_TOKEN is the qwen-compatible fallback.
         let token = args
             .token
-            .clone()
+            .as_ref()
+            .map(|t| t.expose().to_owned())
             .or_else(|| std::env::var("QWEN_SERVER_TOKEN").ok())
             .or(file.string("token")?)
             .map(|t| t.trim().to_owned())
@@ -588,15 +955,16 @@ impl Config {
                         "malformed --allow-origin {origin:?}: expected scheme://host[:port], e.g. http://localhost:3000"
                     ));
                 }
+                // Without a token, an allowed origin's pages get the whole API: a page served from
+                // another machine would let whoever controls it drive this daemon through any
+                // visitor's browser. qwen serve refuses it too.
+                if token.is_none() && !is_loopback_host(origin_host(origin)) {
+                    return refuse(format!(
+                        "--allow-origin {origin} is not a loopback origin: without a token its pages, in any visitor's browser, could drive the agent; set a token (--token or MEDIATORD_TOKEN) or allow only http://localhost, 127.0.0.1 or [::1] origins"
+                    ));
+                }
             }
             Origins::List(raw_origins)
-        };
-
-        let agent = match &args.agent {
-            Some(a) => agent_command_in(a, &cwd)?,
-            None => {
-                agent_command_in(&file.string("agent")?.unwrap_or_else(|| "qwen --acp".into()), &file.dir)?
-            }
         };
 
         let (raw_workspaces, workspace_base) = if args.workspace.is_empty() {
@@ -670,6 +1038,8 @@ impl Config {
         if init_ms == 0 {
             return refuse("--initialize-timeout-ms must be positive");
         }
+        let initialize_timeout = Duration::from_millis(init_ms);
+        let agents = agents(args, &file, &cwd, initialize_timeout)?;
         let perm_ms = ms(args.permission_timeout_ms, "permissionTimeoutMs", 300_000)?;
 
         let policy_raw = match &args.permission_policy {
@@ -715,6 +1085,20 @@ impl Config {
         if shell_ms == 0 {
             return refuse("--shell-timeout-ms must be positive");
         }
+        let mut connection_timeouts = [Duration::ZERO; 3];
+        for (slot, (flag, key, name, default)) in connection_timeouts.iter_mut().zip([
+            (args.header_timeout_ms, "headerTimeoutMs", "--header-timeout-ms", DEFAULT_HEADER_TIMEOUT_MS),
+            (args.idle_timeout_ms, "idleTimeoutMs", "--idle-timeout-ms", DEFAULT_IDLE_TIMEOUT_MS),
+            (args.body_timeout_ms, "bodyTimeoutMs", "--body-timeout-ms", DEFAULT_BODY_TIMEOUT_MS),
+        ]) {
+            // No "0 = none": a connection deadline that can be switched off is a slot an idle
+            // client can hold forever.
+            match ms(flag, key, default)? {
+                0 => return refuse(format!("{name} must be positive")),
+                n => *slot = Duration::from_millis(n),
+            }
+        }
+        let [header_timeout, idle_timeout, body_timeout] = connection_timeouts;
         let log_raw = match &args.log_format {
             Some(f) => f.clone(),
             None => file.string("logFormat")?.unwrap_or_else(|| "text".into()),
@@ -728,10 +1112,10 @@ impl Config {
         Ok(Config {
             hostname,
             port,
-            token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            token_digest: token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into())),
             require_auth,
             allow_origins,
-            agent,
+            agents,
             workspaces,
             any_workspace,
             session_scope,
@@ -742,12 +1126,15 @@ impl Config {
             event_ring_size,
             subscriber_queue,
             writer_idle_timeout: Duration::from_millis(writer_idle_ms),
-            initialize_timeout: Duration::from_millis(init_ms),
+            initialize_timeout,
             permission_policy,
             consensus_quorum,
             permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
             enable_session_shell,
             shell_timeout: Duration::from_millis(shell_ms),
+            header_timeout,
+            idle_timeout,
+            body_timeout,
             log_format,
             warnings,
         })
@@ -756,7 +1143,7 @@ impl Config {
     /// Settings for tests and embedding: demo agent, loopback, no token, the given workspace.
     pub fn for_tests(workspace: &Path) -> Config {
         let args = ServeArgs {
-            agent: Some("demo".into()),
+            agent: vec!["demo".into()],
             port: Some(0),
             workspace: vec![workspace.to_string_lossy().into_owned()],
             ..ServeArgs::default()
@@ -766,6 +1153,21 @@ impl Config {
 
     pub fn primary_workspace(&self) -> &Path {
         &self.workspaces[0]
+    }
+
+    /// The agent a create that names none gets: the first configured.
+    pub fn default_agent(&self) -> &AgentSpec {
+        &self.agents[0]
+    }
+
+    /// The configured agent called `name`.
+    pub fn agent(&self, name: &str) -> Option<&AgentSpec> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// Every agent's name, the default first.
+    pub fn agent_names(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.name.clone()).collect()
     }
 
     /// `--max-sessions` with `0` mapped onto the hard ceiling.
@@ -813,6 +1215,20 @@ mod tests {
     }
 
     #[test]
+    fn origin_hosts() {
+        for (origin, host, loopback) in [
+            ("http://localhost:3000", "localhost", true),
+            ("https://127.0.0.1", "127.0.0.1", true),
+            ("http://[::1]:8080", "::1", true),
+            ("https://app.example.com", "app.example.com", false),
+            ("http://10.0.0.5:3000", "10.0.0.5", false),
+        ] {
+            assert_eq!(origin_host(origin), host, "{origin}");
+            assert_eq!(is_loopback_host(origin_host(origin)), loopback, "{origin}");
+        }
+    }
+
+    #[test]
     fn loopback_names() {
         for h in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "LOCALHOST"] {
             assert!(is_loopback_host(h), "{h}");
@@ -828,6 +1244,29 @@ mod tests {
             assert_eq!(Policy::parse(p.as_str()), Some(p));
         }
         assert_eq!(Policy::parse("majority"), None);
+    }
+
+    /// Issue #16, finding b: neither the parsed arguments nor the settings show the token, or its
+    /// digest, when they are debug-printed (as a log line would).
+    #[test]
+    fn debug_output_never_shows_the_token_or_its_digest() {
+        let token = "debug-redaction-token-5b1e";
+        let dir = std::env::temp_dir();
+        let args = ServeArgs {
+            token: Some(Secret::from(token.to_owned())),
+            agent: vec!["demo".into()],
+            workspace: vec![dir.to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        };
+        let config = Config::from_args(&args).expect("valid settings");
+        let digest = config.token_digest.expect("a token is set").0;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        for shown in [format!("{args:?}"), format!("{config:?}"), format!("{config:#?}")] {
+            assert!(!shown.contains(token), "the token is shown: {shown}");
+            assert!(!shown.contains(&hex), "the digest is shown: {shown}");
+            assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
     }
 
     #[test]
@@ -923,6 +1362,135 @@ mod tests {
             Config::from_args(&ServeArgs { config: Some(path), ..ServeArgs::default() }).expect("loads");
         let a = std::fs::canonicalize(dir.path().join("a")).expect("canonical");
         assert_eq!(config.workspaces, vec![a.join("b"), a]);
+    }
+
+    fn names(config: &Config) -> Vec<String> {
+        config.agent_names()
+    }
+
+    fn with_agents(agents: &[&str]) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir();
+        Config::from_args(&ServeArgs {
+            agent: agents.iter().map(|a| (*a).to_owned()).collect(),
+            workspace: vec![dir.to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        })
+    }
+
+    /// A config file with `text` in a fresh directory (also its only workspace), loaded with `args`.
+    fn from_file(text: &str, args: ServeArgs) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mediatord.json");
+        std::fs::write(&path, text).expect("write");
+        let workspace = vec![dir.path().to_string_lossy().into_owned()];
+        Config::from_args(&ServeArgs { config: Some(path), workspace, ..args })
+    }
+
+    #[test]
+    fn agents_are_named_by_flag_or_after_their_program_and_the_first_is_the_default() {
+        let c = with_agents(&["review=demo", "qwen --acp", "/opt/x/node_modules/.bin/claude-code-acp"])
+            .expect("valid");
+        assert_eq!(names(&c), ["review", "qwen", "claude-code-acp"]);
+        assert_eq!(c.default_agent().name, "review");
+        assert_eq!(c.agent("qwen").map(|a| a.command.args.clone()), Some(vec!["--acp".to_owned()]));
+        assert_eq!(c.agent("review").map(|a| a.command.display.as_str()), Some("demo"));
+        assert_eq!(names(&with_agents(&["demo"]).expect("demo")), ["demo"]);
+        assert_eq!(names(&with_agents(&["'/opt/my agent/run' --x"]).expect("spaces")), ["run"]);
+        assert_eq!(names(&with_agents(&["'/opt/my agent'"]).expect("spaces")), ["my-agent"]);
+        // Not a name before the `=`: a command (a path holding `=`), named after its program.
+        assert_eq!(names(&with_agents(&["/opt/a=b/agent"]).expect("path")), ["agent"]);
+        let defaults = Config::from_args(&ServeArgs {
+            workspace: vec![std::env::temp_dir().to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        });
+        assert_eq!(names(&defaults.expect("defaults")), ["qwen"]);
+    }
+
+    #[test]
+    fn agent_names_must_differ_and_commands_must_be_given() {
+        let twice = with_agents(&["demo", "x=demo", "demo"]).expect_err("two named demo");
+        assert!(twice.0.contains("two agents are named demo"), "{twice}");
+        let same = with_agents(&["node a.js", "node b.js"]).expect_err("two named node");
+        assert!(same.0.contains("named node") && same.0.contains("--agent node-2="), "{same}");
+        let empty = with_agents(&["a="]).expect_err("no command");
+        assert!(empty.0.contains("--agent a= names no command"), "{empty}");
+    }
+
+    #[test]
+    fn the_agents_map_keeps_its_order_and_its_settings() {
+        let c = from_file(
+            r#"{"serve": {"initializeTimeoutMs": 5000},
+                "agents": {
+                  "zeta": "demo",
+                  "alpha": {"command": "demo", "env": {"DEMO_X": "secret-value", "B": ""},
+                            "initializeTimeoutMs": 30000,
+                            "clientCapabilities": {"fs": {"readTextFile": false}}}}}"#,
+            ServeArgs::default(),
+        )
+        .expect("valid");
+        assert_eq!(names(&c), ["zeta", "alpha"], "the order written, not sorted");
+        let (zeta, alpha) = (&c.agents[0], &c.agents[1]);
+        assert_eq!((zeta.initialize_timeout, zeta.fs), (Duration::from_secs(5), FsCapabilities::default()));
+        assert!(zeta.env.is_empty());
+        assert_eq!(alpha.initialize_timeout, Duration::from_secs(30));
+        assert_eq!(alpha.fs, FsCapabilities { read_text_file: false, write_text_file: true });
+        let mut env = alpha.env.clone();
+        env.sort();
+        assert_eq!(env, [("B".to_owned(), String::new()), ("DEMO_X".to_owned(), "secret-value".to_owned())]);
+        let shown = format!("{c:?}");
+        assert!(
+            shown.contains("DEMO_X") && !shown.contains("secret-value"),
+            "Debug shows names only: {shown}"
+        );
+    }
+
+    #[test]
+    fn serve_agent_entries_come_before_the_agents_map_and_flags_replace_both() {
+        let text = r#"{"serve": {"agent": ["a=demo", "b=demo"]}, "agents": {"c": "demo"}}"#;
+        assert_eq!(names(&from_file(text, ServeArgs::default()).expect("file")), ["a", "b", "c"]);
+        let flags = ServeArgs { agent: vec!["z=demo".into()], ..ServeArgs::default() };
+        assert_eq!(names(&from_file(text, flags).expect("flags")), ["z"]);
+        let twice =
+            from_file(r#"{"serve": {"agent": "a=demo"}, "agents": {"a": "demo"}}"#, ServeArgs::default());
+        assert!(twice.expect_err("a twice").0.contains("two agents are named a"));
+    }
+
+    #[test]
+    fn malformed_agent_settings_refuse_the_boot_saying_which() {
+        for (agents, says) in [
+            (
+                r#"{"a": {"command": "demo", "enviroment": {}}}"#,
+                "unknown key agents.a.enviroment; did you mean agents.a.env?",
+            ),
+            (r#"{"a": {"env": {}}}"#, "agents.a.command must be"),
+            (r#"{"a": 3}"#, "agents.a must be a command line"),
+            (r#"{"a": {"command": "demo", "env": {"X": 1}}}"#, "agents.a.env.X must be a string"),
+            (r#"{"a": {"command": "demo", "env": {"X=Y": "1"}}}"#, "agents.a.env.X=Y must be"),
+            (r#"{"a": {"command": "demo", "env": []}}"#, "agents.a.env must be an object"),
+            (
+                r#"{"a": {"command": "demo", "initializeTimeoutMs": 0}}"#,
+                "initializeTimeoutMs must be a positive",
+            ),
+            (
+                r#"{"a": {"command": "demo", "clientCapabilities": {"terminal": true}}}"#,
+                "unknown key terminal",
+            ),
+            (
+                r#"{"a": {"command": "demo", "clientCapabilities": {"fs": {"readTextFile": 1}}}}"#,
+                "fs.readTextFile must be true or false",
+            ),
+            (
+                r#"{"a": {"command": "demo", "clientCapabilities": {"fs": {"read": false}}}}"#,
+                "fs: unknown key read",
+            ),
+            (r#"{"a b": "demo"}"#, "an agent name is 1 to 64"),
+            (r#"{"a": "demo", "a": "demo"}"#, "agents.a is defined twice"),
+            (r#"["demo"]"#, "\"agents\" must be an object"),
+        ] {
+            let err =
+                from_file(&format!(r#"{{"agents": {agents}}}"#), ServeArgs::default()).expect_err(agents);
+            assert!(err.0.contains(says), "{agents}: {err}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The real-world end-to-end suite (tests/e2e): two independently written real ACP agents — Qwen
-//! Code (`qwen --acp`) and Claude Code (`claude-code-acp`), both offline on the project's fake model
-//! server (`fake-model/`, started here in-process on loopback) — and the official `@qwen-code/sdk`
-//! DaemonClient, driven against this build of mediatord.
+//! The real-world end-to-end suite (tests/e2e): three independently written real ACP agents — Qwen
+//! Code (`qwen --acp`), Claude Code (`claude-code-acp`) and Gemini CLI (`gemini --acp`), all offline on
+//! the project's fake model server (`fake-model/`, started here in-process on loopback), one at a time
+//! and then all three behind one daemon — and the official `@qwen-code/sdk` DaemonClient, driven
+//! against this build of mediatord.
 //!
 //! Needs Node.js 20+ and npm, and the npm registry the first time: `tests/e2e/run.sh` installs the
 //! pinned npm packages itself and fails loudly — never skips — when they cannot be had. A failure's

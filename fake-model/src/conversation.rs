@@ -1,7 +1,7 @@
 //! The conversation as every dialect reduces it, and the one rule that picks the model's next reply.
 //!
 //! The rule: the *turn* is the latest user message that carries text a person wrote (not only tool
-//! results or `<system-reminder>` context), and its *prompt* is the last such text in that message.
+//! results or context such as `<system-reminder>`), and its *prompt* is the last such text in that message.
 //! The prompt's directives are the turn's script; tool steps run one per response, in order. How far
 //! the script got is counted only from what follows that message: the model's tool calls after it
 //! that have their result after it. Tool results inside or before the turn's message answer earlier
@@ -25,8 +25,10 @@ const DEFAULT_CHUNKS: &[&str] = &["Hello", " from", " the", " fake", " model."];
 /// The answer once every tool step of the turn has its result.
 pub const DONE_TEXT: &str = "done";
 
-/// Agents prepend context in text parts of their own that start with this tag.
-const CONTEXT_TAG: &str = "<system-reminder>";
+/// Agents prepend context in text parts of their own that start with one of these tags: Qwen Code
+/// and Claude Code `<system-reminder>`, Gemini CLI `<session_context>` (before a session's first
+/// prompt).
+const CONTEXT_TAGS: &[&str] = &["<system-reminder>", "<session_context>"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -101,7 +103,9 @@ impl Message {
     /// tool results and context the agent attached.
     fn prompt(&self) -> Option<&str> {
         self.parts.iter().rev().find_map(|p| match p {
-            Part::Text(t) if !t.trim_start().starts_with(CONTEXT_TAG) => Some(t.as_str()),
+            Part::Text(t) if !CONTEXT_TAGS.iter().any(|tag| t.trim_start().starts_with(tag)) => {
+                Some(t.as_str())
+            }
             _ => None,
         })
     }

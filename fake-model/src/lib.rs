@@ -7,13 +7,13 @@
 //! - [`tools`]: a scripted action → a call of one of the tools the agent offered.
 //! - [`openai`]: OpenAI Chat Completions (`/v1/chat/completions`; Qwen Code).
 //! - [`anthropic`]: Anthropic Messages (`/v1/messages`; Claude Code).
+//! - [`gemini`]: Gemini `generateContent` (`/v1beta/models/{model}:streamGenerateContent`; Gemini CLI).
 //! - [`body`]: streaming response bodies with holds (SSE, stalls), and noticing a client that left.
 //!
 //! A dialect is one module: a function reducing its request body to a
 //! [`conversation::Conversation`] (its handlers pass it to `answer`, which decides the reply and
 //! journals it), a renderer of the [`conversation::Reply`] as that dialect's JSON or SSE frames, and
-//! its routes, which [`app`] merges. Gemini `streamGenerateContent` or OpenAI Responses would be one
-//! more such module.
+//! its routes, which [`app`] merges. OpenAI Responses (codex-acp) would be one more such module.
 //!
 //! Use it from a test with [`FakeModel::start`] (a loopback server on a thread of its own), or run
 //! the `mediatord-fake-model` binary. The server holds no conversation state: everything it answers
@@ -23,6 +23,7 @@ pub mod anthropic;
 pub mod body;
 pub mod conversation;
 pub mod directive;
+pub mod gemini;
 pub mod openai;
 pub mod tools;
 
@@ -116,6 +117,7 @@ pub fn app(fake: Arc<Fake>) -> Router {
         .route("/v1/models", get(models))
         .merge(openai::routes())
         .merge(anthropic::routes())
+        .merge(gemini::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(fake)
@@ -180,7 +182,8 @@ impl FakeModel {
         Ok(FakeModel { addr, fake, stop: Some(stop), thread: Some(thread) })
     }
 
-    /// `http://127.0.0.1:PORT`: Anthropic clients take it as is, OpenAI clients with `/v1` appended.
+    /// `http://127.0.0.1:PORT`: Anthropic and Gemini clients take it as is, OpenAI clients with `/v1`
+    /// appended.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }

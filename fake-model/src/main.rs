@@ -8,7 +8,8 @@ use clap::Parser;
 use mediatord_fake_model::{Fake, serve};
 
 /// An offline, scripted model server: OpenAI Chat Completions (`<url>/v1`, e.g. Qwen Code's
-/// OPENAI_BASE_URL) and Anthropic Messages (`<url>`, e.g. Claude Code's ANTHROPIC_BASE_URL). Prompt
+/// OPENAI_BASE_URL), Anthropic Messages (`<url>`, e.g. Claude Code's ANTHROPIC_BASE_URL) and Gemini
+/// generateContent (`<url>`, e.g. Gemini CLI's GOOGLE_GEMINI_BASE_URL). Prompt
 /// lines `WRITE <abs-path> <text>`, `SHELL <command>`, `STREAM <n>`, `STALL [seconds]` script the
 /// reply; anything else gets "Hello from the fake model.".
 #[derive(Parser)]

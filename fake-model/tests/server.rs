@@ -71,6 +71,41 @@ async fn anthropic_whole_message_and_token_count_over_http() {
 }
 
 #[tokio::test]
+async fn gemini_streamed_function_call_and_whole_text_over_http() {
+    let fake = FakeModel::start().expect("start");
+    let url = |method: &str| format!("{}/v1beta/models/gemini-2.5-flash:{method}", fake.url());
+    let req = json!({
+        "contents": [{"role": "user", "parts": [{"text": "<session_context>...</session_context>"}, {"text": "WRITE /w/a.txt hi"}]}],
+        "tools": [{"functionDeclarations": [{"name": "write_file", "parametersJsonSchema": {}}]}],
+    });
+    let res = post(format!("{}?alt=sse", url("streamGenerateContent")), req.clone()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let data = sse_data(&res.text().await.expect("body"));
+    assert_eq!(data.len(), 1, "{data:?}");
+    let chunk: Value = serde_json::from_str(&data[0]).expect("json");
+    let candidate = &chunk["candidates"][0];
+    assert_eq!(candidate["content"]["parts"][0]["functionCall"]["name"], "write_file");
+    assert_eq!(candidate["finishReason"], "STOP");
+    assert!(fake.journal().iter().any(|l| l.contains("tool write_file /w/a.txt")), "{:?}", fake.journal());
+
+    let hi = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let doc: Value = post(url("generateContent"), hi.clone()).await.json().await.expect("json");
+    assert_eq!(doc["candidates"][0]["content"]["parts"][0]["text"], "Hello from the fake model.");
+    let count: Value = post(url("countTokens"), hi.clone()).await.json().await.expect("json");
+    assert!(count["totalTokens"].as_u64().is_some_and(|n| n > 0), "{count}");
+
+    // Gemini's error shape: a stream without `alt=sse`, an unknown method.
+    for (method, status) in [("streamGenerateContent", 400), ("embedContent", 404)] {
+        let res = post(url(method), hi.clone()).await;
+        assert_eq!(res.status(), status, "{method}");
+        let err: Value = res.json().await.expect("json");
+        assert_eq!(err["error"]["code"], status, "{err}");
+        assert!(err["error"]["status"].is_string() && err["error"]["message"].is_string(), "{err}");
+    }
+}
+
+#[tokio::test]
 async fn bad_requests_get_each_dialects_error_shape() {
     let fake = FakeModel::start().expect("start");
     let res =

@@ -11,17 +11,17 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{Actor, Cmd};
 use crate::acp::{self, CallError, method};
-use crate::config::AgentCommand;
+use crate::config::AgentSpec;
 use crate::exec::ProcessGroups;
 use crate::metrics::Metrics;
 
 /// Commands queued to one actor.
 const COMMAND_QUEUE: usize = 1024;
 
-/// `None` while `initialize` is in flight, then its outcome.
-type Ready = Option<Result<(), CallError>>;
+/// `None` while `initialize` is in flight, then its outcome: the agent's answer, or why there is none.
+type Ready = Option<Result<Arc<Value>, CallError>>;
 
-/// A cloneable handle to one workspace's agent.
+/// A cloneable handle to one agent process: one configured agent in one workspace.
 #[derive(Debug, Clone)]
 pub struct AgentHandle {
     tx: mpsc::Sender<Cmd>,
@@ -30,12 +30,11 @@ pub struct AgentHandle {
 }
 
 impl AgentHandle {
-    /// Starts the actor, which spawns the agent (its group listed in `groups`) and sends
-    /// `initialize`.
+    /// Starts the actor, which spawns the agent `spec` describes (its group listed in `groups`) and
+    /// sends `initialize`, offering the client capabilities `spec` allows.
     pub fn start(
-        cmd: AgentCommand,
+        spec: &AgentSpec,
         workspace: std::path::PathBuf,
-        init_timeout: Duration,
         groups: ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> AgentHandle {
@@ -43,12 +42,14 @@ impl AgentHandle {
         let (ready_tx, ready) = watch::channel(None);
         let handle = AgentHandle { tx, ready, workspace: workspace.clone() };
         let init = handle.clone();
+        let spec = spec.clone();
         tokio::spawn(async move {
-            let actor = match Actor::spawn(&cmd, workspace.clone(), &groups, metrics.clone()) {
+            let name = spec.name.clone();
+            let actor = match Actor::spawn(&spec, workspace.clone(), &groups, metrics.clone()) {
                 Ok(actor) => actor,
                 Err(e) => {
                     metrics.agent_exit("start_failed");
-                    tracing::warn!(workspace = %workspace.display(), error = %e, "agent failed to start");
+                    tracing::warn!(agent = %name, workspace = %workspace.display(), error = %e, "agent failed to start");
                     // Close the command channel first, so the handle reads as dead before anyone
                     // hears of the failure.
                     drop(rx);
@@ -56,16 +57,22 @@ impl AgentHandle {
                     return;
                 }
             };
-            tracing::info!(workspace = %workspace.display(), pid = actor.pid(), "agent started");
+            tracing::info!(agent = %name, workspace = %workspace.display(), pid = actor.pid(), "agent started");
             tokio::spawn(async move {
                 let params = json!({
                     "protocolVersion": acp::PROTOCOL_VERSION,
-                    "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false},
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": spec.fs.read_text_file, "writeTextFile": spec.fs.write_text_file},
+                        "terminal": false,
+                    },
                     "clientInfo": {"name": "mediatord", "version": env!("CARGO_PKG_VERSION")},
                 });
-                let result = init.call(method::INITIALIZE, params, Some(init_timeout)).await.map(|_| ());
+                let result = init.call(method::INITIALIZE, params, Some(spec.initialize_timeout)).await;
+                // An answer that is not JSON cannot come through the reader; `Null` is only defence.
+                let result =
+                    result.map(|raw| Arc::new(serde_json::from_str(raw.get()).unwrap_or(Value::Null)));
                 if let Err(e) = &result {
-                    tracing::warn!(workspace = %init.workspace.display(), error = %e, "agent initialize failed");
+                    tracing::warn!(agent = %name, workspace = %init.workspace.display(), error = %e, "agent initialize failed");
                     init.shutdown(Duration::ZERO).await;
                 }
                 let _ = ready_tx.send(Some(result));
@@ -79,8 +86,18 @@ impl AgentHandle {
     pub async fn ready(&self) -> Result<(), CallError> {
         let mut ready = self.ready.clone();
         match ready.wait_for(Option::is_some).await {
-            Ok(state) => state.clone().unwrap_or(Err(CallError::Exited("agent exited".into()))),
+            Ok(state) => {
+                state.clone().map_or(Err(CallError::Exited("agent exited".into())), |r| r.map(|_| ()))
+            }
             Err(_) => Err(CallError::Exited("agent exited during start-up".into())),
+        }
+    }
+
+    /// The agent's answer to `initialize`, once it gave one.
+    pub fn initialized(&self) -> Option<Arc<Value>> {
+        match &*self.ready.borrow() {
+            Some(Ok(answer)) => Some(answer.clone()),
+            _ => None,
         }
     }
 

@@ -16,6 +16,9 @@ pub enum CreateError {
     /// `cwd` (resolved) is none of `accepted`, the `--workspace` directories.
     #[error("cwd {} is not one of the daemon's workspaces", .cwd.display())]
     WorkspaceMismatch { cwd: PathBuf, accepted: Vec<PathBuf> },
+    /// `name` is none of the configured agents, `known` (the default first).
+    #[error("unknown agent {name:?}")]
+    UnknownAgent { name: String, known: Vec<String> },
     #[error("session limit reached ({limit})")]
     LimitReached { limit: usize },
     /// The agent did not answer `method` within `timeout` (`--initialize-timeout-ms`).

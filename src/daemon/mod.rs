@@ -1,6 +1,6 @@
-//! The daemon floor: the tables (live sessions, one agent per workspace, the single-scope default
-//! session of each workspace with concurrent creates coalesced), limits, the drain at shutdown, and
-//! a typed [`Snapshot`] of it all.
+//! The daemon floor: the tables (live sessions; one process per workspace and configured agent, with
+//! that pair's single-scope default session, concurrent creates coalesced), limits, the drain at
+//! shutdown, and a typed [`Snapshot`] of it all.
 //!
 //! - this file: [`Daemon`], the tables and what crosses them (create, look up, drain, snapshot).
 //! - `session`: [`Session`]: one session's clients, prompt FIFO, turn runner and ending.
@@ -35,11 +35,33 @@ use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;
 use crate::agent::AgentHandle;
-use crate::config::{Config, SessionScope};
+use crate::config::{AgentSpec, Config, SessionScope};
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::permission::{Mediator, MediatorConfig, VoteError};
 use crate::sync::lock;
+
+/// One configured agent as `GET /agents` shows it: never its arguments or environment.
+#[derive(Debug, Clone)]
+pub struct AgentState {
+    pub name: String,
+    pub default: bool,
+    pub program: AgentProgram,
+    /// The workspaces where a process of it runs now, sorted.
+    pub workspaces: Vec<PathBuf>,
+    /// Its latest `initialize` answer, once it has been started.
+    pub initialize: Option<Arc<Value>>,
+}
+
+/// Whether `program` can be run now, and if not, why (checked at each call: installing the agent
+/// shows at once).
+fn program_state(program: &str) -> AgentProgram {
+    let program = program.to_owned();
+    match crate::agent::resolve_program(&program) {
+        Ok(_) => AgentProgram { program, found: true, error: None },
+        Err(e) => AgentProgram { program, found: false, error: Some(e.to_string()) },
+    }
+}
 
 /// How long each agent gets to exit after its stdin is closed at shutdown
 /// (`docs/protocol.md#10-shutdown`).
@@ -53,16 +75,29 @@ enum DefaultSlot {
     Ready(Arc<Session>),
 }
 
-struct WorkspaceEntry {
+/// Which slot: a workspace (canonical) and a configured agent's name.
+type SlotKey = (PathBuf, String);
+
+/// One configured agent in one workspace: its process, and its single-scope default session.
+struct AgentSlot {
     agent: Option<AgentHandle>,
     default: DefaultSlot,
 }
 
+impl AgentSlot {
+    fn empty() -> AgentSlot {
+        AgentSlot { agent: None, default: DefaultSlot::Empty }
+    }
+}
+
 pub struct Daemon {
     pub config: Arc<Config>,
-    /// Await-free critical sections only; the two tables are never locked at the same time.
+    /// Await-free critical sections only; no two of these tables are ever locked at the same time.
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    workspaces: Mutex<HashMap<PathBuf, WorkspaceEntry>>,
+    slots: Mutex<HashMap<SlotKey, AgentSlot>>,
+    /// Each agent's latest `initialize` answer, by agent name: kept after its process stops, so
+    /// `GET /agents` can say what an agent is once it has been started.
+    reported: Mutex<HashMap<String, Arc<Value>>>,
     /// Sessions being created, counted against `--max-sessions` with the live ones.
     creating: AtomicUsize,
     /// Fired by the first shutdown signal: creates are refused from then on.
@@ -96,6 +131,8 @@ pub struct CreateRequest {
     /// A model to switch the new session to (`session/set_model`); the create fails if the agent
     /// refuses it.
     pub model: Option<String>,
+    /// A configured agent's name; `None` for the default agent.
+    pub agent: Option<String>,
     /// The caller's client id; `None` mints one.
     pub client_id: Option<String>,
 }
@@ -122,7 +159,8 @@ impl Daemon {
         Arc::new(Daemon {
             config: Arc::new(config),
             sessions: Mutex::new(HashMap::new()),
-            workspaces: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
             draining: CancellationToken::new(),
             streams_end: CancellationToken::new(),
@@ -156,11 +194,11 @@ impl Daemon {
     /// Removes a session from the tables at once (DELETE), so it is 404 from now on.
     pub fn forget(&self, session: &Session) {
         lock(&self.sessions).remove(&session.id);
-        let mut workspaces = lock(&self.workspaces);
-        if let Some(entry) = workspaces.get_mut(&session.workspace)
-            && matches!(&entry.default, DefaultSlot::Ready(s) if s.id == session.id)
+        let mut slots = lock(&self.slots);
+        if let Some(slot) = slots.get_mut(&(session.workspace.clone(), session.agent_name.clone()))
+            && matches!(&slot.default, DefaultSlot::Ready(s) if s.id == session.id)
         {
-            entry.default = DefaultSlot::Empty;
+            slot.default = DefaultSlot::Empty;
         }
     }
 
@@ -189,20 +227,37 @@ impl Daemon {
             return Err(CreateError::Draining);
         }
         let cwd = self.resolve_cwd(request.cwd.as_deref())?;
+        let agent = match request.agent.as_deref() {
+            None => self.config.default_agent(),
+            Some(name) => self.config.agent(name).ok_or_else(|| CreateError::UnknownAgent {
+                name: name.to_owned(),
+                known: self.config.agent_names(),
+            })?,
+        };
+        let key: SlotKey = (cwd, agent.name.clone());
         let scope = request.scope.unwrap_or(self.config.session_scope);
         let model = request.model;
-        let client_id = request.client_id.unwrap_or_else(|| format!("client-{}", uuid::Uuid::new_v4()));
         let (session, attached) = match scope {
-            SessionScope::Thread => (self.clone().new_session(cwd, model).await?, false),
-            SessionScope::Single => self.single(cwd, model).await?,
+            SessionScope::Thread => (self.clone().new_session(key, model).await?, false),
+            SessionScope::Single => self.single(key, model).await?,
         };
-        session.touch_client(&client_id);
+        let client_id = match request.client_id {
+            Some(id) => {
+                session.touch_client(&id);
+                id
+            }
+            None => {
+                let id = format!("client-{}", uuid::Uuid::new_v4());
+                session.touch_minted_client(&id);
+                id
+            }
+        };
         Ok(Created { session, attached, client_id })
     }
 
     async fn single(
         self: &Arc<Self>,
-        cwd: PathBuf,
+        key: SlotKey,
         model: Option<String>,
     ) -> Result<(Arc<Session>, bool), CreateError> {
         enum Step {
@@ -211,10 +266,8 @@ impl Daemon {
             Create(CreateFuture),
         }
         let step = {
-            let mut workspaces = lock(&self.workspaces);
-            let entry = workspaces
-                .entry(cwd.clone())
-                .or_insert(WorkspaceEntry { agent: None, default: DefaultSlot::Empty });
+            let mut slots = lock(&self.slots);
+            let entry = slots.entry(key.clone()).or_insert_with(AgentSlot::empty);
             match &entry.default {
                 DefaultSlot::Ready(s) if !s.is_ending() => Step::Attach(s.clone()),
                 DefaultSlot::Creating(f) => Step::Wait(f.clone()),
@@ -223,8 +276,8 @@ impl Daemon {
                     // caller disconnects.
                     let daemon = self.clone();
                     let task = tokio::spawn(async move {
-                        let result = daemon.clone().new_session(cwd.clone(), model).await;
-                        daemon.settle_default(&cwd, &result);
+                        let result = daemon.clone().new_session(key.clone(), model).await;
+                        daemon.settle_default(&key, &result);
                         result
                     });
                     let fut: CreateFuture =
@@ -241,9 +294,9 @@ impl Daemon {
         }
     }
 
-    fn settle_default(&self, cwd: &Path, result: &Result<Arc<Session>, CreateError>) {
-        let mut workspaces = lock(&self.workspaces);
-        if let Some(entry) = workspaces.get_mut(cwd) {
+    fn settle_default(&self, key: &SlotKey, result: &Result<Arc<Session>, CreateError>) {
+        let mut slots = lock(&self.slots);
+        if let Some(entry) = slots.get_mut(key) {
             entry.default = match result {
                 Ok(s) if !s.is_ending() => DefaultSlot::Ready(s.clone()),
                 _ => DefaultSlot::Empty,
@@ -251,33 +304,30 @@ impl Daemon {
         }
     }
 
-    fn agent_for(&self, cwd: &Path) -> AgentHandle {
-        let mut workspaces = lock(&self.workspaces);
-        let entry = workspaces
-            .entry(cwd.to_path_buf())
-            .or_insert(WorkspaceEntry { agent: None, default: DefaultSlot::Empty });
+    /// The running process of `spec` in `cwd`, started if there is none.
+    fn agent_for(&self, cwd: &Path, spec: &AgentSpec) -> AgentHandle {
+        let mut slots = lock(&self.slots);
+        let entry = slots.entry((cwd.to_path_buf(), spec.name.clone())).or_insert_with(AgentSlot::empty);
         match &entry.agent {
             Some(agent) if agent.is_alive() => agent.clone(),
             _ => {
-                let agent = AgentHandle::start(
-                    self.config.agent.clone(),
-                    cwd.to_path_buf(),
-                    self.config.initialize_timeout,
-                    self.groups.clone(),
-                    self.metrics.clone(),
-                );
+                let agent =
+                    AgentHandle::start(spec, cwd.to_path_buf(), self.groups.clone(), self.metrics.clone());
                 entry.agent = Some(agent.clone());
                 agent
             }
         }
     }
 
-    /// Starts the agent if needed and opens a new ACP session on it.
+    /// Starts the slot's agent if needed and opens a new ACP session on it.
     async fn new_session(
         self: Arc<Self>,
-        cwd: PathBuf,
+        key: SlotKey,
         model: Option<String>,
     ) -> Result<Arc<Session>, CreateError> {
+        let (cwd, name) = key;
+        // The create named a configured agent (checked by `create`), so this finds it.
+        let spec = self.config.agent(&name).ok_or(CreateError::Internal)?;
         let cap = self.config.session_cap();
         let live = lock(&self.sessions).len();
         let reserved = self.creating.fetch_add(1, Ordering::AcqRel);
@@ -285,12 +335,14 @@ impl Daemon {
         if live + reserved >= cap {
             return Err(CreateError::LimitReached { limit: cap });
         }
-        let agent = self.agent_for(&cwd);
-        let timeout = self.config.initialize_timeout;
+        let agent = self.agent_for(&cwd, spec);
+        let timeout = spec.initialize_timeout;
         agent.ready().await.map_err(|e| CreateError::from_call(e, method::INITIALIZE, timeout))?;
+        if let Some(answer) = agent.initialized() {
+            lock(&self.reported).insert(name.clone(), answer);
+        }
         let params = json!({"cwd": cwd.to_string_lossy(), "mcpServers": []});
-        let result = match agent.call(method::SESSION_NEW, params, Some(self.config.initialize_timeout)).await
-        {
+        let result = match agent.call(method::SESSION_NEW, params, Some(timeout)).await {
             Ok(raw) => raw,
             Err(e) => {
                 // A failed handshake leaves no agent behind unless other sessions use it.
@@ -324,11 +376,12 @@ impl Daemon {
         let session = Session::start(SessionInit {
             id: session_id.clone(),
             workspace: cwd.clone(),
+            agent_name: name.clone(),
             agent: Arc::new(agent.clone()),
             bus,
             mediator,
             prompt_cap: self.config.prompt_cap(),
-            call_timeout: self.config.initialize_timeout,
+            call_timeout: timeout,
             agent_result: result,
             metrics: self.metrics.clone(),
             on_finished: Box::new(move |id: &str| {
@@ -344,13 +397,29 @@ impl Daemon {
         });
         let client: Arc<dyn crate::acp::Client> = session.clone();
         agent.register(session_id.clone(), Arc::downgrade(&client)).await;
-        lock(&self.sessions).insert(session_id.clone(), session.clone());
+        // Session ids are the agents' own, and two agents (or one agent in two workspaces) may hand
+        // out the same: the second would take over the first's routes. Checked and inserted under
+        // one lock, so two creates cannot both pass.
+        let taken = {
+            let mut sessions = lock(&self.sessions);
+            let taken = sessions.contains_key(&session_id);
+            if !taken {
+                sessions.insert(session_id.clone(), session.clone());
+            }
+            taken
+        };
+        if taken {
+            session.end(EndReason::Closed { closed_by: None });
+            return Err(CreateError::AgentStartFailed(format!(
+                "the agent answered session/new with the id {session_id:?}, which another live session already has"
+            )));
+        }
         if let Some(model) = model {
             let set = agent
                 .call(
                     method::SESSION_SET_MODEL,
                     json!({"sessionId": session_id, "modelId": model}),
-                    Some(self.config.initialize_timeout),
+                    Some(timeout),
                 )
                 .await;
             if let Err(e) = set {
@@ -360,23 +429,22 @@ impl Daemon {
                 return Err(CreateError::from_call(e, method::SESSION_SET_MODEL, timeout));
             }
         }
-        tracing::info!(session_id = %session_id, workspace = %cwd.display(), "session created");
+        tracing::info!(session_id = %session_id, agent = %name, workspace = %cwd.display(), "session created");
         Ok(session)
     }
 
     /// The daemon's figures now: what `/health?deep=1` answers and what `/metrics` reads.
     pub fn snapshot(&self) -> Snapshot {
         let sessions = self.all_sessions();
-        let agents = lock(&self.workspaces)
-            .values()
-            .filter(|e| e.agent.as_ref().is_some_and(AgentHandle::is_alive))
-            .count();
+        let running: Vec<PathBuf> = lock(&self.slots)
+            .iter()
+            .filter(|(_, slot)| slot.agent.as_ref().is_some_and(AgentHandle::is_alive))
+            .map(|((cwd, _), _)| cwd.clone())
+            .collect();
+        let agents = running.len();
+        let workspaces = running.iter().collect::<std::collections::HashSet<_>>().len();
         let stats = &self.bus_stats;
-        let program = self.config.agent.program.clone();
-        let agent = match crate::agent::resolve_program(&program) {
-            Ok(_) => AgentProgram { program, found: true, error: None },
-            Err(e) => AgentProgram { program, found: false, error: Some(e.to_string()) },
-        };
+        let agent = program_state(&self.config.default_agent().command.program);
         Snapshot {
             active_prompts: sessions.iter().filter(|s| s.has_active_prompt()).count(),
             agent,
@@ -386,8 +454,7 @@ impl Daemon {
             status: "ok",
             subscribers: stats.subscribers.load(Ordering::Relaxed),
             uptime: self.started.elapsed(),
-            // One agent per workspace.
-            workspaces: agents,
+            workspaces,
             events_published: stats.published.load(Ordering::Relaxed),
             events_delivered: stats.delivered.load(Ordering::Relaxed),
             streams_evicted: stats.evicted.load(Ordering::Relaxed),
@@ -396,10 +463,44 @@ impl Daemon {
         }
     }
 
+    /// Every configured agent, the default first: its program, where it runs now, and its latest
+    /// `initialize` answer (`GET /agents`).
+    pub fn agents(&self) -> Vec<AgentState> {
+        let mut running: HashMap<String, Vec<PathBuf>> = HashMap::new();
+        for ((cwd, name), slot) in lock(&self.slots).iter() {
+            if slot.agent.as_ref().is_some_and(AgentHandle::is_alive) {
+                running.entry(name.clone()).or_default().push(cwd.clone());
+            }
+        }
+        let reported = lock(&self.reported).clone();
+        self.config
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let mut workspaces = running.remove(&spec.name).unwrap_or_default();
+                workspaces.sort();
+                AgentState {
+                    name: spec.name.clone(),
+                    default: i == 0,
+                    program: program_state(&spec.command.program),
+                    workspaces,
+                    initialize: reported.get(&spec.name).cloned(),
+                }
+            })
+            .collect()
+    }
+
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
     /// `--shell-timeout-ms` and cut short by the drain.
     pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
-        shell::run(session, client, command, self.config.shell_timeout, &self.draining, &self.groups).await
+        let limits = shell::ShellLimits {
+            guard: &self.config.default_agent().command.guard,
+            timeout: self.config.shell_timeout,
+            stop: &self.draining,
+            groups: &self.groups,
+        };
+        shell::run(session, client, command, &limits).await
     }
 
     /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
@@ -421,15 +522,18 @@ impl Daemon {
         )
         .await;
         self.streams_end.cancel();
-        let agents: Vec<AgentHandle> = {
-            let ws = lock(&self.workspaces);
-            ws.values().filter_map(|e| e.agent.clone()).collect()
-        };
+        let agents: Vec<AgentHandle> = lock(&self.slots).values().filter_map(|e| e.agent.clone()).collect();
         futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
     }
 
     /// The second signal: kill every process group the daemon started (agents, shell commands) now.
     pub fn kill_all_processes(&self) {
         self.groups.kill_all();
+    }
+
+    /// Makes the daemon a child subreaper, so a process that escapes the group of a guard the daemon
+    /// killed is handed to the daemon (which kills it) instead of to init.
+    pub fn adopt_orphans(&self) -> std::io::Result<()> {
+        self.groups.adopt_orphans()
     }
 }

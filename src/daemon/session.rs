@@ -31,14 +31,61 @@ use crate::metrics::Metrics;
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::sync::lock;
 
-/// Clients remembered per session; past it the least recently seen is forgotten.
+/// Clients remembered per session that named themselves; past it the least recently seen of them
+/// is forgotten.
 const MAX_CLIENTS_PER_SESSION: usize = 1024;
+/// Client ids the daemon minted for creates without one, kept apart with their own bound, so
+/// anonymous traffic only ever evicts other anonymous entries, never a client that named itself.
+const MAX_MINTED_CLIENTS_PER_SESSION: usize = 1024;
 /// Tool calls remembered per session for rule matching (oldest forgotten first).
 const MAX_TRACKED_TOOL_CALLS: usize = 256;
 /// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
 pub(super) const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
+
+/// How a client id came to be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The caller sent it.
+    Named,
+    /// The daemon minted it for a caller that sent none.
+    Minted,
+}
+
+/// A session's registered clients: id → (last seen in ms, origin). Named and minted ids have a
+/// bound each; a full class forgets its own least recently seen entry.
+#[derive(Debug, Default)]
+struct Clients {
+    seen: HashMap<String, (u64, Origin)>,
+}
+
+impl Clients {
+    /// Registers or refreshes `id`. A minted id that comes back in a request becomes named: its
+    /// client has shown it knows it, and is no longer anonymous traffic.
+    fn touch(&mut self, id: &str, origin: Origin) -> u64 {
+        let now = crate::clock::now_ms();
+        let origin = match self.seen.get(id) {
+            Some((_, Origin::Named)) => Origin::Named,
+            _ => origin,
+        };
+        let was = self.seen.get(id).map(|(_, o)| *o);
+        if was != Some(origin) {
+            let cap = match origin {
+                Origin::Named => MAX_CLIENTS_PER_SESSION,
+                Origin::Minted => MAX_MINTED_CLIENTS_PER_SESSION,
+            };
+            let class = self.seen.iter().filter(|(_, (_, o))| *o == origin);
+            if class.clone().count() >= cap
+                && let Some(oldest) = class.min_by_key(|(_, (seen, _))| *seen).map(|(k, _)| k.clone())
+            {
+                self.seen.remove(&oldest);
+            }
+        }
+        self.seen.insert(id.to_owned(), (now, origin));
+        now
+    }
+}
 
 /// How a session ended.
 #[derive(Debug, Clone)]
@@ -149,6 +196,8 @@ struct PromptJob {
 pub(super) struct SessionInit {
     pub(super) id: String,
     pub(super) workspace: PathBuf,
+    /// The configured agent's name (`--agent NAME=...`).
+    pub(super) agent_name: String,
     pub(super) agent: Arc<dyn acp::Agent>,
     pub(super) bus: Arc<Bus>,
     pub(super) mediator: Mediator,
@@ -171,6 +220,8 @@ impl std::fmt::Debug for SessionInit {
 pub struct Session {
     pub id: String,
     pub workspace: PathBuf,
+    /// The name of the configured agent the session runs on.
+    pub agent_name: String,
     pub created_at: u64,
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub agent_result: Value,
@@ -179,8 +230,8 @@ pub struct Session {
     mediator: Mediator,
     metrics: Arc<Metrics>,
     call_timeout: Duration,
-    /// Client id → last seen (ms since epoch). Await-free critical sections only.
-    clients: Mutex<HashMap<String, u64>>,
+    /// The registered clients. Await-free critical sections only.
+    clients: Mutex<Clients>,
     queue: mpsc::Sender<PromptJob>,
     /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
     pending_prompts: AtomicUsize,
@@ -210,6 +261,7 @@ impl Session {
         let session = Arc::new(Session {
             id: init.id,
             workspace: init.workspace,
+            agent_name: init.agent_name,
             created_at: crate::clock::now_ms(),
             agent_result: init.agent_result,
             agent: init.agent,
@@ -217,7 +269,7 @@ impl Session {
             mediator: init.mediator,
             metrics: init.metrics,
             call_timeout: init.call_timeout,
-            clients: Mutex::new(HashMap::new()),
+            clients: Mutex::new(Clients::default()),
             queue,
             pending_prompts: AtomicUsize::new(0),
             prompt_cap: init.prompt_cap,
@@ -231,36 +283,33 @@ impl Session {
         session
     }
 
-    /// Registers (or refreshes) a client id; returns its last-seen time.
+    /// Registers (or refreshes) a client id the caller named itself; returns its last-seen time.
     pub fn touch_client(&self, client_id: &str) -> u64 {
-        let now = crate::clock::now_ms();
-        let mut clients = lock(&self.clients);
-        if !clients.contains_key(client_id)
-            && clients.len() >= MAX_CLIENTS_PER_SESSION
-            && let Some(oldest) = clients.iter().min_by_key(|(_, seen)| **seen).map(|(id, _)| id.clone())
-        {
-            clients.remove(&oldest);
-        }
-        clients.insert(client_id.to_owned(), now);
-        now
+        lock(&self.clients).touch(client_id, Origin::Named)
+    }
+
+    /// Registers a client id the daemon minted for a caller that sent none (`POST /session`
+    /// without a client id); returns its last-seen time.
+    pub fn touch_minted_client(&self, client_id: &str) -> u64 {
+        lock(&self.clients).touch(client_id, Origin::Minted)
     }
 
     pub fn has_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).contains_key(client_id)
+        lock(&self.clients).seen.contains_key(client_id)
     }
 
     pub fn remove_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).remove(client_id).is_some()
+        lock(&self.clients).seen.remove(client_id).is_some()
     }
 
     pub fn client_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.clients).keys().cloned().collect();
+        let mut ids: Vec<String> = lock(&self.clients).seen.keys().cloned().collect();
         ids.sort();
         ids
     }
 
     pub fn client_count(&self) -> usize {
-        lock(&self.clients).len()
+        lock(&self.clients).seen.len()
     }
 
     /// The running turn's tag (its prompt id and originator), if a turn runs.
@@ -406,7 +455,11 @@ impl Session {
     /// Queues a prompt, keeping running + queued within the cap.
     fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
         if self.is_ending() {
-            return Err(SessionError::not_found(&self.id));
+            // A session still live while the daemon drains refuses like a create does.
+            return Err(match self.end_reason.get() {
+                Some(EndReason::Shutdown) => SessionError::Draining,
+                _ => SessionError::not_found(&self.id),
+            });
         }
         let reserved = self
             .pending_prompts
@@ -784,6 +837,7 @@ mod tests {
         let session = Session::start(SessionInit {
             id: "s1".into(),
             workspace: workspace.clone(),
+            agent_name: "demo".into(),
             agent: agent.clone(),
             bus: bus.clone(),
             mediator: Mediator::new(cfg, workspace, metrics.clone()),

@@ -69,6 +69,9 @@ api! {
     get "/metrics" => daemon::metrics,
         Operation::new("metrics", "daemon", "Prometheus metrics (OpenMetrics text)")
             .ok(&[(200, Body::Metrics)]);
+    get "/agents" => daemon::agents,
+        Operation::new("agents", "daemon", "The configured agents: program, where they run, what `initialize` reported (docs/protocol.md §4.11)")
+            .ok(&[(200, Json("AgentList"))]);
     get "/openapi.json" => openapi_json,
         Operation::new("openapi", "daemon", "This OpenAPI 3.1 document").ok(&[(200, Json("Object"))]);
     post "/session" => sessions::create_session,
@@ -78,7 +81,7 @@ api! {
             .headers(&[ClientId])
             .errors(&[
                 "invalid_json", "invalid_client_id", "invalid_cwd", "workspace_mismatch", "invalid_session_scope",
-                "invalid_model_id", "session_limit_exceeded", "init_timeout", "agent_start_failed",
+                "invalid_model_id", "unknown_agent", "session_limit_exceeded", "init_timeout", "agent_start_failed",
                 "agent_error", "daemon_draining",
             ]);
     get "/workspace/{*rest}" => sessions::list_workspace_sessions,

@@ -2,7 +2,7 @@
 //! Prometheus exposition. (`GET /openapi.json` is served by the route table itself.)
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use crate::config::Policy;
 use crate::daemon::Daemon;
 
 /// `GET /health`: `{status}`, or with `?deep=1` the daemon's [`crate::metrics::Snapshot`].
-pub(super) async fn health(State(d): State<AppState>, Query(q): Query<Flags>) -> Response {
+pub(super) async fn health(State(d): State<AppState>, q: Flags) -> Response {
     if q.deep() { Json(d.snapshot()).into_response() } else { Json(json!({"status": "ok"})).into_response() }
 }
 
@@ -40,6 +40,7 @@ fn features(d: &Daemon) -> Vec<&'static str> {
         "permission_list",
         "permission_rules",
         "metrics",
+        "agents",
     ];
     if d.config.session_shell_effective() {
         features.push("session_shell_command");
@@ -83,8 +84,44 @@ pub(super) async fn capabilities(State(d): State<AppState>) -> Json<Value> {
             "maxSubscribersPerSession": c.max_subscribers,
             "eventRingSize": c.event_ring_size,
         },
-        "agent": {"command": c.agent.display},
+        "agent": {"name": c.default_agent().name, "command": c.default_agent().command.display},
+        "agents": c.agent_names(),
     }))
+}
+
+/// What `GET /agents` shows of an agent's `initialize` answer: who it is and what it can do.
+const INITIALIZE_FIELDS: [&str; 4] = ["protocolVersion", "agentInfo", "agentCapabilities", "authMethods"];
+
+/// `GET /agents`: every configured agent, the default first: its program (never its arguments or
+/// environment, which may carry credentials), where it runs, and what its `initialize` reported.
+pub(super) async fn agents(State(d): State<AppState>) -> Json<Value> {
+    let agents: Vec<Value> = d
+        .agents()
+        .into_iter()
+        .map(|a| {
+            let initialize = a.initialize.map(|answer| {
+                let picked: serde_json::Map<String, Value> = INITIALIZE_FIELDS
+                    .iter()
+                    .filter_map(|k| answer.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                    .collect();
+                Value::Object(picked)
+            });
+            let mut out = json!({
+                "name": a.name,
+                "default": a.default,
+                "program": a.program.program,
+                "found": a.program.found,
+                "running": !a.workspaces.is_empty(),
+                "workspaces": a.workspaces.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
+                "initialize": initialize,
+            });
+            if let Some(error) = a.program.error {
+                out["error"] = json!(error);
+            }
+            out
+        })
+        .collect();
+    Json(json!({"agents": agents}))
 }
 
 /// `GET /metrics`: the Prometheus exposition.

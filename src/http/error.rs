@@ -23,6 +23,8 @@ pub enum ApiError {
     OriginDenied(Option<String>),
     #[error("Invalid Host header")]
     HostNotAllowed,
+    #[error("A request needs exactly one Host header")]
+    InvalidHost,
     #[error("Request body too large")]
     BodyTooLarge,
     #[error("Invalid JSON in request body")]
@@ -31,8 +33,8 @@ pub enum ApiError {
     RouteNotFound,
     #[error("Method not allowed")]
     MethodNotAllowed,
-    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
-    InvalidClientId,
+    #[error("{0}")]
+    InvalidClientId(ClientIdProblem),
     #[error("cwd must be an absolute path to an existing directory")]
     InvalidCwd,
     #[error(
@@ -42,6 +44,13 @@ pub enum ApiError {
     WorkspaceMismatch { cwd: String, accepted: Vec<String> },
     #[error("sessionScope must be \"single\" or \"thread\"")]
     InvalidSessionScope,
+    /// `agent` names none of the configured agents (`known`, the default first); `agent` is the
+    /// name asked for, or the JSON text of a value that is not a name.
+    #[error(
+        "Unknown agent {agent}: this daemon runs {} (the first is the default; start mediatord with --agent NAME=COMMAND to add one)",
+        .known.join(", ")
+    )]
+    UnknownAgent { agent: String, known: Vec<String> },
     #[error("Session limit reached")]
     SessionLimitExceeded { limit: usize },
     #[error("{}", init_timeout_text(.method, *.timeout_ms))]
@@ -90,6 +99,37 @@ pub enum ApiError {
     InvalidCommand,
     #[error("Internal error")]
     Internal,
+    #[error("Malformed HTTP request")]
+    BadRequest,
+    #[error("Request head too large (at most 64 KiB)")]
+    HeadersTooLarge,
+    #[error("Request target too long")]
+    UriTooLong,
+    #[error("The request head did not arrive in time")]
+    HeaderTimeout,
+    #[error("The request body did not arrive in time")]
+    BodyTimeout,
+    #[error("Too many request bodies are being received at once; retry later")]
+    BodyBudgetExceeded,
+    #[error("Invalid URL path: a segment is not UTF-8 once percent-decoded")]
+    InvalidPath,
+    #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
+    InvalidQuery,
+}
+
+/// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
+/// message, so a well-formed id that was merely forgotten is not told it is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClientIdProblem {
+    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
+    Malformed,
+    #[error("This route needs a client id (X-Qwen-Client-Id)")]
+    Missing,
+    #[error(
+        "This client id is not registered on the session (or was forgotten): create or attach, open the \
+         event stream or send a heartbeat with it first"
+    )]
+    Unregistered,
 }
 
 /// What `origin_denied` tells a newcomer about the refused `Origin`.
@@ -110,9 +150,9 @@ fn origin_hint(origin: Option<&str>) -> String {
 /// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
 fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
     let hint = if method == crate::acp::method::INITIALIZE {
-        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms"
+        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms (or the agent's initializeTimeoutMs)"
     } else {
-        "raise --initialize-timeout-ms if it is only slow"
+        "raise --initialize-timeout-ms (or the agent's initializeTimeoutMs) if it is only slow"
     };
     format!("The agent did not answer {method} within {timeout_ms} ms: {hint}")
 }
@@ -125,14 +165,16 @@ impl ApiError {
             ApiError::Unauthorized,
             ApiError::OriginDenied(None),
             ApiError::HostNotAllowed,
+            ApiError::InvalidHost,
             ApiError::BodyTooLarge,
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed,
-            ApiError::InvalidClientId,
+            ApiError::InvalidClientId(ClientIdProblem::Malformed),
             ApiError::InvalidCwd,
             ApiError::WorkspaceMismatch { cwd: s(), accepted: Vec::new() },
             ApiError::InvalidSessionScope,
+            ApiError::UnknownAgent { agent: s(), known: Vec::new() },
             ApiError::SessionLimitExceeded { limit: 0 },
             ApiError::InitTimeout { method: "", timeout_ms: 0 },
             ApiError::AgentStartFailed(s()),
@@ -156,6 +198,14 @@ impl ApiError {
             ApiError::ClientIdRequired,
             ApiError::InvalidCommand,
             ApiError::Internal,
+            ApiError::BadRequest,
+            ApiError::HeadersTooLarge,
+            ApiError::UriTooLong,
+            ApiError::HeaderTimeout,
+            ApiError::BodyTimeout,
+            ApiError::BodyBudgetExceeded,
+            ApiError::InvalidPath,
+            ApiError::InvalidQuery,
         ]
     }
 
@@ -174,16 +224,24 @@ impl ApiError {
             | Self::ClientIdRequired => StatusCode::FORBIDDEN,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidJson
-            | Self::InvalidClientId
+            | Self::InvalidHost
+            | Self::InvalidClientId(_)
             | Self::InvalidCwd
             | Self::WorkspaceMismatch { .. }
             | Self::InvalidSessionScope
+            | Self::UnknownAgent { .. }
             | Self::InvalidPrompt
             | Self::InvalidModelId
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
             | Self::InvalidRule(_)
-            | Self::InvalidCommand => StatusCode::BAD_REQUEST,
+            | Self::InvalidCommand
+            | Self::BadRequest
+            | Self::InvalidPath
+            | Self::InvalidQuery => StatusCode::BAD_REQUEST,
+            Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::RouteNotFound
             | Self::SessionNotFound { .. }
             | Self::PermissionRequestNotFound
@@ -193,7 +251,8 @@ impl ApiError {
             Self::SessionLimitExceeded { .. }
             | Self::DaemonDraining
             | Self::PromptQueueFull { .. }
-            | Self::AgentExited(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::AgentExited(_)
+            | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -206,14 +265,16 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
+            Self::InvalidHost => "invalid_host",
             Self::BodyTooLarge => "body_too_large",
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::InvalidClientId => "invalid_client_id",
+            Self::InvalidClientId(_) => "invalid_client_id",
             Self::InvalidCwd => "invalid_cwd",
             Self::WorkspaceMismatch { .. } => "workspace_mismatch",
             Self::InvalidSessionScope => "invalid_session_scope",
+            Self::UnknownAgent { .. } => "unknown_agent",
             Self::SessionLimitExceeded { .. } => "session_limit_exceeded",
             Self::InitTimeout { .. } => "init_timeout",
             Self::AgentStartFailed(_) => "agent_start_failed",
@@ -237,6 +298,14 @@ impl ApiError {
             Self::ClientIdRequired => "client_id_required",
             Self::InvalidCommand => "invalid_command",
             Self::Internal => "internal_error",
+            Self::BadRequest => "bad_request",
+            Self::HeadersTooLarge => "headers_too_large",
+            Self::UriTooLong => "uri_too_long",
+            Self::HeaderTimeout => "header_timeout",
+            Self::BodyTimeout => "body_timeout",
+            Self::BodyBudgetExceeded => "body_budget_exceeded",
+            Self::InvalidPath => "invalid_path",
+            Self::InvalidQuery => "invalid_query",
         }
     }
 
@@ -263,6 +332,7 @@ impl ApiError {
                 body["optionId"] = json!(option_id);
             }
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
+            Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             _ => {}
         }
         body
@@ -283,12 +353,40 @@ impl IntoResponse for ApiError {
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
+            // The body was not read to its end: the connection cannot carry another request, and
+            // must not keep reading a body nobody wants.
+            ApiError::BodyBudgetExceeded => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            ApiError::BodyTooLarge | ApiError::BodyTimeout => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             ApiError::OriginDenied(_) => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
             }
             _ => {}
         }
         response
+    }
+}
+
+impl ApiError {
+    /// The whole HTTP/1.1 response, for the connection layer to write itself where no handler
+    /// runs (a request hyper could not parse, a head that did not arrive in time). It closes the
+    /// connection.
+    pub(super) fn raw_response(&self) -> Vec<u8> {
+        let body = self.body().to_string();
+        let status = self.status();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("Error"),
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body.as_bytes());
+        out
     }
 }
 
@@ -301,6 +399,9 @@ impl From<CreateError> for ApiError {
                 cwd: cwd.display().to_string(),
                 accepted: accepted.iter().map(|w| w.display().to_string()).collect(),
             },
+            CreateError::UnknownAgent { name, known } => {
+                ApiError::UnknownAgent { agent: format!("{name:?}"), known }
+            }
             CreateError::LimitReached { limit } => ApiError::SessionLimitExceeded { limit },
             CreateError::InitTimeout { method, timeout } => {
                 ApiError::InitTimeout { method, timeout_ms: timeout.as_millis() as u64 }
@@ -332,7 +433,7 @@ impl From<VoteError> for ApiError {
             VoteError::AlreadyResolved { resolved_option_id } => {
                 ApiError::PermissionAlreadyResolved { resolved_option_id }
             }
-            VoteError::UnknownClient => ApiError::InvalidClientId,
+            VoteError::UnknownClient => ApiError::InvalidClientId(ClientIdProblem::Unregistered),
             VoteError::InvalidOption { request_id, option_id } => {
                 ApiError::InvalidOptionId { request_id, option_id }
             }

@@ -1,6 +1,6 @@
 //! The listener the HTTP floor serves on: `--max-connections` enforced at accept, where a refused
-//! connection gets a fixed 503 before any request is read, and the socket peer attached to every
-//! request (the `local-only` policy and the open `/health` read it).
+//! connection gets a fixed 503 before any request is read. (`conn` attaches the socket peer to every
+//! request: the `local-only` policy and the open `/health` read it.)
 //!
 //! The write side of every connection has a deadline ([`WriteDeadline`],
 //! `--writer-idle-timeout-ms`): a socket that accepts no bytes for that long while the daemon has
@@ -19,7 +19,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use super::perimeter::Peer;
 use crate::metrics::Metrics;
 
 /// Written to a connection refused at accept because `--max-connections` are open.
@@ -58,12 +57,6 @@ pub(super) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
     write: Option<WriteDeadline>,
-}
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, LimitedListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, LimitedListener>) -> Self {
-        Peer(*stream.remote_addr())
-    }
 }
 
 impl axum::serve::Listener for LimitedListener {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 
 /// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
-const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed"];
+const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
 
 /// What a success response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +186,13 @@ fn operation(op: &Operation) -> Value {
     }
     let mut codes: Vec<&str> = PERIMETER.to_vec();
     if op.body.is_some() {
-        codes.push("body_too_large");
+        codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
+    }
+    if !path_params(op.path()).is_empty() {
+        codes.push("invalid_path");
+    }
+    if !op.query.is_empty() {
+        codes.push("invalid_query");
     }
     codes.extend(op.errors);
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
@@ -270,6 +276,7 @@ fn schemas() -> Value {
     let object = json!({"type": "object"});
     let summary_props = json!({
         "sessionId": string, "workspaceCwd": string,
+        "agent": {"type": "string", "description": "The configured agent the session runs on"},
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
     });
@@ -313,8 +320,36 @@ fn schemas() -> Value {
                 "features": {"type": "array", "items": string},
                 "workspaceCwd": string,
                 "workspaces": {"type": "array", "items": {"type": "object", "properties": {"cwd": string, "primary": boolean}}},
-                "policy": object, "limits": object, "daemon": object, "agent": object,
+                "policy": object, "limits": object, "daemon": object,
+                "agent": {
+                    "type": "object",
+                    "properties": {"name": string, "command": string},
+                    "description": "The default agent: its name and command line as written",
+                },
+                "agents": {"type": "array", "items": string, "description": "Every configured agent's name, the default first"},
             },
+        },
+        "AgentList": {
+            "type": "object",
+            "required": ["agents"],
+            "properties": {"agents": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "default", "program", "found", "running", "workspaces", "initialize"],
+                "properties": {
+                    "name": string, "default": boolean,
+                    "program": {"type": "string", "description": "The program only: never its arguments or environment"},
+                    "found": boolean, "error": string, "running": boolean,
+                    "workspaces": {"type": "array", "items": string, "description": "Where a process of this agent runs now"},
+                    "initialize": {
+                        "type": ["object", "null"],
+                        "description": "The agent's latest `initialize` answer (null until it has been started)",
+                        "properties": {
+                            "protocolVersion": {"type": "integer"}, "agentInfo": object,
+                            "agentCapabilities": object, "authMethods": {"type": "array", "items": object},
+                        },
+                    },
+                },
+            }}},
         },
         "CreateSession": {
             "type": "object",
@@ -322,13 +357,14 @@ fn schemas() -> Value {
                 "cwd": {"type": ["string", "null"], "description": "Absolute path of one of the daemon's workspaces"},
                 "sessionScope": {"enum": ["single", "thread", null]},
                 "modelServiceId": {"type": ["string", "null"]},
+                "agent": {"type": ["string", "null"], "description": "A configured agent's name (GET /agents); absent = the default"},
             },
         },
         "SessionCreated": {
             "type": "object",
-            "required": ["sessionId", "workspaceCwd", "attached", "clientId", "createdAt"],
+            "required": ["sessionId", "workspaceCwd", "agent", "attached", "clientId", "createdAt"],
             "properties": {
-                "sessionId": string, "workspaceCwd": string, "attached": boolean, "clientId": string,
+                "sessionId": string, "workspaceCwd": string, "agent": string, "attached": boolean, "clientId": string,
                 "createdAt": {"type": "string", "format": "date-time"}, "models": object, "modes": object,
             },
         },

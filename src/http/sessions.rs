@@ -2,13 +2,13 @@
 //! heartbeat (`docs/protocol.md#3-routes`, `docs/protocol.md#4-agents-workspaces-and-sessions`).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
-use super::extract::{AppState, JsonBody, client_id};
+use super::error::{ApiError, ClientIdProblem};
+use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Session};
@@ -22,14 +22,20 @@ fn summary(s: &Session) -> Value {
     json!({
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
+        "agent": s.agent_name,
         "createdAt": iso8601(s.created_at),
         "clientCount": s.client_count(),
         "hasActivePrompt": s.has_active_prompt(),
     })
 }
 
-/// `{cwd?, sessionScope?, modelServiceId?}`, each checked for type; the daemon judges the values.
-fn create_request(body: &Value, client_id: Option<String>) -> Result<CreateRequest, ApiError> {
+/// `{cwd?, sessionScope?, modelServiceId?, agent?}`, each checked for type; the daemon judges the
+/// values. `known` lists the configured agents, for the refusal of an `agent` that is no name.
+fn create_request(
+    body: &Value,
+    client_id: Option<String>,
+    known: impl FnOnce() -> Vec<String>,
+) -> Result<CreateRequest, ApiError> {
     let cwd = match body.get("cwd") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -45,7 +51,12 @@ fn create_request(body: &Value, client_id: Option<String>) -> Result<CreateReque
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         Some(_) => return Err(ApiError::InvalidModelId),
     };
-    Ok(CreateRequest { cwd, scope, model, client_id })
+    let agent = match body.get("agent") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => return Err(ApiError::UnknownAgent { agent: other.to_string(), known: known() }),
+    };
+    Ok(CreateRequest { cwd, scope, model, agent, client_id })
 }
 
 pub(super) async fn create_session(
@@ -53,12 +64,17 @@ pub(super) async fn create_session(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
+    // Every field is optional, so anything but an object would otherwise read as `{}`.
+    if !body.is_object() {
+        return Err(ApiError::InvalidJson);
+    }
     let client = client_id(&headers)?;
-    let created = d.create(create_request(&body, client)?).await?;
+    let created = d.create(create_request(&body, client, || d.config.agent_names())?).await?;
     let s = &created.session;
     let mut out = json!({
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
+        "agent": s.agent_name,
         "attached": created.attached,
         "clientId": created.client_id,
         // An ISO-8601 string: @qwen-code/sdk parses it as a date.
@@ -72,7 +88,10 @@ pub(super) async fn create_session(
     Ok(Json(out).into_response())
 }
 
-pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw): Path<String>) -> ApiResult {
+pub(super) async fn list_workspace_sessions(
+    State(d): State<AppState>,
+    PathParams(raw): PathParams<String>,
+) -> ApiResult {
     // `{*rest}` captures `<cwd>/sessions`; the cwd itself may arrive with its slashes encoded or not.
     let cwd = raw.strip_suffix("/sessions").ok_or(ApiError::RouteNotFound)?;
     let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
@@ -86,7 +105,7 @@ pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw)
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 
-pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     let mut out = summary(&s);
     out["pendingPermissions"] = json!(s.permissions().pending_count());
@@ -97,7 +116,10 @@ pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
 /// modes the agent reported at `session/new`.
-pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn session_context(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult {
     let s = d.session(&id)?;
     let pick = |key: &str| s.agent_result.get(key).cloned().unwrap_or(Value::Null);
     Ok(Json(json!({
@@ -112,7 +134,7 @@ pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<St
 pub(super) async fn delete_session(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let client = client_id(&headers)?;
     let s = d.session(&id)?;
@@ -125,7 +147,7 @@ pub(super) async fn delete_session(
 
 pub(super) async fn set_model(
     State(d): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -140,7 +162,7 @@ pub(super) async fn set_model(
 pub(super) async fn detach(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     if let Some(c) = client_id(&headers)? {
@@ -152,10 +174,10 @@ pub(super) async fn detach(
 pub(super) async fn heartbeat(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId)?;
+    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;
     let seen = s.touch_client(&client);
     Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
 }

@@ -1,4 +1,4 @@
-// The agent-generic core scenarios, run once per real ACP agent (E2E_AGENT=qwen|claude) against a
+// The agent-generic core scenarios, run once per real ACP agent (E2E_AGENT=qwen|claude|gemini) against a
 // daemon of its own that run.sh starts for it. Nothing here knows an agent's option ids or names,
 // tool names, _meta, update kinds or timing: options are chosen by ACP `kind`, files by path, and the
 // assertions are the daemon's contract (docs/protocol.md), identical for every agent.
@@ -24,6 +24,7 @@ import {
   isTurnEnd,
   optionByKind,
   show,
+  sigtermLeavesNoAgent,
   startPrompt,
   vote,
   waitForFile,
@@ -80,13 +81,15 @@ async function writeUntilPermission(t, { s, stream }, file, text) {
   }
   assert.equal(new Set(d.options.map((o) => o.optionId)).size, d.options.length, 'option ids are distinct');
   assert.equal(req.promptId, p.promptId, 'permission_request envelope carries the turn promptId');
-  // The agent announced the tool call before asking about it.
   const toolCallId = d.toolCall.toolCallId;
   assert.equal(typeof toolCallId, 'string', `toolCall.toolCallId: ${JSON.stringify(d.toolCall)}`);
-  assert.ok(
-    stream.events.slice(from).some((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call' && e.data.update.toolCallId === toolCallId),
-    `a tool_call update for ${toolCallId} precedes the permission_request: ${stream.summary(20)}`,
-  );
+  // Whether the agent announced the tool call (a `tool_call` update) before asking is its own
+  // business: Qwen Code and Claude Code do, Gemini CLI's call first appears in the request. The
+  // daemon passes on what it gets either way.
+  const announced = stream.events
+    .slice(from)
+    .some((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call' && e.data.update.toolCallId === toolCallId);
+  t.diagnostic(`tool call announced before the request: ${announced}`);
   t.diagnostic(`permission options: ${d.options.map((o) => `${o.kind}=${JSON.stringify(o.optionId)}/${JSON.stringify(o.name)}`).join(', ')}`);
   return { p, req, from, toolCallId };
 }
@@ -195,8 +198,11 @@ test(tag('the same WRITE turn rejected by a vote for the reject_once option leav
   assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
   assert.equal(end.data.stopReason, 'end_turn');
   assert.equal(fs.existsSync(file), false, `${file} must not exist after a rejection`);
+  // The tool did not run. (Qwen Code and Claude Code report the call `failed`; Gemini CLI sends no
+  // update for a rejected call.)
   const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
-  assert.ok(statuses.includes('failed'), `tool call ${toolCallId} failed: ${JSON.stringify(statuses)}`);
+  assert.ok(!statuses.includes('completed'), `tool call ${toolCallId} did not complete: ${JSON.stringify(statuses)}`);
+  t.diagnostic(`tool call statuses after the rejection: ${JSON.stringify(statuses)}`);
   noteKinds(ctx.stream.events);
 });
 
@@ -351,77 +357,12 @@ test(tag('every SSE frame was well-formed (v:1 envelope, event:/id: lines match,
 // ---------------------------------------------------------------------------------------------------
 // Shutdown: needs the pid of the daemon and its agents' HOME from run.sh.
 
-/** Processes (other than this test and the daemon) whose HOME is the agents' throw-away HOME. */
-function agentProcesses(agentHome, exclude) {
-  const out = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const pid = Number(name);
-    if (exclude.has(pid)) continue;
-    let env;
-    let stat;
-    try {
-      env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
-      stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
-    } catch {
-      continue; // gone, or not ours to read
-    }
-    if (!env.split('\0').includes(`HOME=${agentHome}`)) continue;
-    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // exited, not yet reaped
-    let cmd = '';
-    try {
-      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
-    } catch {}
-    out.push({ pid, cmd: cmd.slice(0, 160) });
-  }
-  return out;
-}
-
-function alive(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'); // a zombie has exited (run.sh reaps it)
-  } catch {
-    return false;
-  }
-}
-
-/** Poll `pred` every 100 ms for at most `timeoutMs`; `what` may be a function (evaluated on failure). */
-async function until(pred, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (pred()) return;
-    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test(tag('SIGTERM: the daemon drains, ends open streams, exits, and no agent process is left'), async (t) => {
-  const daemonPid = Number(process.env.E2E_DAEMON_PID);
-  const agentHome = process.env.E2E_AGENT_HOME;
-  if (!daemonPid || !agentHome) {
+  if (!process.env.E2E_DAEMON_PID || !process.env.E2E_AGENT_HOME) {
     t.skip('E2E_DAEMON_PID / E2E_AGENT_HOME not set (run through run.sh)');
     return;
   }
   // A live session with an open stream (made here when the earlier tests were filtered out).
   const live = survivor ?? (await freshSession('shutdown'));
-  assert.ok(!live.stream.done, 'a session with an open stream exists before shutdown');
-  const exclude = new Set([process.pid, daemonPid]);
-  const before = agentProcesses(agentHome, exclude);
-  assert.ok(before.length > 0, 'the agent is running before shutdown (else this check proves nothing)');
-  t.diagnostic(`agent processes before shutdown: ${before.map((p) => `${p.pid} ${p.cmd}`).join(' | ')}`);
-
-  const t0 = Date.now();
-  process.kill(daemonPid, 'SIGTERM');
-  await live.stream.waitEnd(T.streamEnd);
-  const streamEndMs = Date.now() - t0;
-  // docs/protocol.md#10-shutdown: each agent gets up to 10 s after its stdin closes, then its process group is killed.
-  await until(() => !alive(daemonPid), 30_000, `daemon ${daemonPid} to exit after SIGTERM`);
-  const exitMs = Date.now() - t0;
-  await until(
-    () => agentProcesses(agentHome, exclude).length === 0,
-    5_000,
-    () => `no agent process left; still running: ${JSON.stringify(agentProcesses(agentHome, exclude))}`,
-  );
-  t.diagnostic(`streams ended ${streamEndMs} ms after SIGTERM; daemon exited after ${exitMs} ms; no agent process left`);
+  await sigtermLeavesNoAgent(t, [live.stream]);
 });

@@ -340,3 +340,81 @@ export function agentText(events) {
     .map((e) => (e.data.update.content?.type === 'text' ? e.data.update.content.text : ''))
     .join('');
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Processes: what is left of a daemon's agents (for the shutdown scenarios).
+
+/** Processes (other than this test and the daemon) whose HOME is the agents' throw-away HOME. */
+export function agentProcesses(agentHome, exclude) {
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (exclude.has(pid)) continue;
+    let env;
+    let stat;
+    try {
+      env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
+      stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    if (!env.split('\0').includes(`HOME=${agentHome}`)) continue;
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // exited, not yet reaped
+    let cmd = '';
+    try {
+      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
+    } catch {}
+    out.push({ pid, cmd: cmd.slice(0, 160) });
+  }
+  return out;
+}
+
+export function alive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'); // a zombie has exited (run.sh reaps it)
+  } catch {
+    return false;
+  }
+}
+
+/** Poll `pred` every 100 ms for at most `timeoutMs`; `what` may be a function (evaluated on failure). */
+export async function until(pred, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (pred()) return;
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * SIGTERM the daemon under test (E2E_DAEMON_PID); then every stream in `live` (open before) ends,
+ * the daemon exits within its agents' grace, and no process with the agents' HOME (E2E_AGENT_HOME)
+ * is left.
+ */
+export async function sigtermLeavesNoAgent(t, live) {
+  const daemonPid = Number(process.env.E2E_DAEMON_PID);
+  const agentHome = process.env.E2E_AGENT_HOME;
+  assert.ok(daemonPid && agentHome, 'E2E_DAEMON_PID and E2E_AGENT_HOME come from run.sh');
+  assert.ok(live.length > 0 && live.every((s) => !s.done), 'open streams exist before shutdown');
+  const exclude = new Set([process.pid, daemonPid]);
+  const before = agentProcesses(agentHome, exclude);
+  assert.ok(before.length > 0, 'the agents are running before shutdown (else this check proves nothing)');
+  t.diagnostic(`agent processes before shutdown: ${before.map((p) => `${p.pid} ${p.cmd}`).join(' | ')}`);
+
+  const t0 = Date.now();
+  process.kill(daemonPid, 'SIGTERM');
+  for (const s of live) await s.waitEnd(T.streamEnd);
+  const streamEndMs = Date.now() - t0;
+  // docs/protocol.md#10-shutdown: each agent gets up to 10 s after its stdin closes, then its process group is killed.
+  await until(() => !alive(daemonPid), 30_000, `daemon ${daemonPid} to exit after SIGTERM`);
+  const exitMs = Date.now() - t0;
+  await until(
+    () => agentProcesses(agentHome, exclude).length === 0,
+    5_000,
+    () => `no agent process left; still running: ${JSON.stringify(agentProcesses(agentHome, exclude))}`,
+  );
+  t.diagnostic(`streams ended ${streamEndMs} ms after SIGTERM; daemon exited after ${exitMs} ms; no agent process left`);
+}

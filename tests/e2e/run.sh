@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Real-world end-to-end run: real ACP agents (npm @qwen-code/qwen-code and Zed's
-# @zed-industries/claude-code-acp, both offline against the project's fake model server, fake-model/)
-# and the official SDK client (npm @qwen-code/sdk DaemonClient) against the daemon under test.
+# Real-world end-to-end run: real ACP agents (npm @qwen-code/qwen-code, Zed's
+# @zed-industries/claude-code-acp and @google/gemini-cli, all offline against the project's fake model
+# server, fake-model/) and the official SDK client (npm @qwen-code/sdk DaemonClient) against the
+# daemon under test.
 # `cargo test --test e2e` (tests/e2e.rs) runs it with the fake model started in-process.
 #
 #   E2E_DAEMON=/path/to/mediatord tests/e2e/run.sh      # the mediatord binary under test
@@ -13,12 +14,15 @@
 #   qwen-api       http.test.mjs + sdk.test.mjs   (the daemon's API in depth, Qwen Code behind it)
 #   agents-qwen    agents.test.mjs E2E_AGENT=qwen   (the agent-generic core scenarios ...)
 #   agents-claude  agents.test.mjs E2E_AGENT=claude (... the same file against Claude Code)
+#   agents-gemini  agents.test.mjs E2E_AGENT=gemini (... and against Gemini CLI)
+#   agents-all     multi.test.mjs  (one daemon running every agent of E2E_AGENTS at once, named,
+#                                   each with its own environment from the config file's agents map)
 #
 # Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
-# `cargo build -p mediatord-fake-model`), E2E_AGENTS (agents for agents.test.mjs, default
-# "qwen claude"), E2E_KEEP_TMP=1 (keep the throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line
-# between daemon and agent to <phase>/logs/acp.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds,
+# `cargo build -p mediatord-fake-model`), E2E_AGENTS (agents for agents.test.mjs and multi.test.mjs,
+# default "qwen claude gemini"), E2E_KEEP_TMP=1 (keep the throw-away dirs and logs), E2E_ACP_TAP=1 (log every ACP line
+# between daemon and agent to <phase>/logs/acp-<agent>.jsonl, via acp-tap.mjs), E2E_INSTALL_TIMEOUT (seconds,
 # default 600). Needs node (20+) and npm, and the npm registry on the first run. Exit status: non-zero
 # if any test failed, the install failed, a daemon did not start or did not exit cleanly, or any agent
 # process outlived its daemon. Every failure that stops the run prints one `e2e: ERROR: ...` line
@@ -61,18 +65,20 @@ if [[ -z "$FAKE_URL" ]]; then
 	[[ -x "$FAKE_BIN" ]] || die "no fake model: set E2E_FAKE_MODEL_URL to a running one, or build $FAKE_BIN with 'cargo build -p mediatord-fake-model' (or run the suite with 'cargo test --test e2e', which starts one itself)"
 fi
 
-AGENTS=${E2E_AGENTS:-qwen claude}
+AGENTS=${E2E_AGENTS:-qwen claude gemini}
 for a in $AGENTS; do
-	[[ "$a" == qwen || "$a" == claude ]] || die "E2E_AGENTS: unknown agent '$a' (known: qwen claude)"
+	[[ "$a" == qwen || "$a" == claude || "$a" == gemini ]] || die "E2E_AGENTS: unknown agent '$a' (known: qwen claude gemini)"
 done
 
 # ---------------------------------------------------------------- install (npm ci, never skipped)
 QWEN="$HERE/node_modules/.bin/qwen"
 CLAUDE_ACP="$HERE/node_modules/.bin/claude-code-acp"
+GEMINI="$HERE/node_modules/.bin/gemini"
 LOCK_SUM=$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)
 STAMP="$HERE/node_modules/.e2e-lock-sha256"
-if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x "$CLAUDE_ACP" ]]; then
-	say "installing pinned @qwen-code/qwen-code, @qwen-code/sdk and @zed-industries/claude-code-acp with npm ci (about 400 MB) ..."
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x "$CLAUDE_ACP" || ! -x "$GEMINI" ]]; then
+	# .npmrc sets ignore-scripts: no package's install script runs (none is needed).
+	say "installing pinned @qwen-code/qwen-code, @qwen-code/sdk, @zed-industries/claude-code-acp and @google/gemini-cli with npm ci (about 500 MB) ..."
 	t0=$(date +%s)
 	if ! (cd "$HERE" && timeout "${E2E_INSTALL_TIMEOUT:-600}" npm ci --no-audit --no-fund --fetch-retries=2 --fetch-timeout=60000 >"$HERE/.npm-ci.log" 2>&1); then
 		tail -n 25 "$HERE/.npm-ci.log" >&2 || true
@@ -84,6 +90,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$LOCK_SUM" || ! -x "$QWEN" || ! -x 
 fi
 [[ -x "$QWEN" ]] || die "npm ci finished but $QWEN is missing"
 [[ -x "$CLAUDE_ACP" ]] || die "npm ci finished but $CLAUDE_ACP is missing"
+[[ -x "$GEMINI" ]] || die "npm ci finished but $GEMINI is missing"
 
 # ---------------------------------------------------------------- arguments -> phases
 FILES=()
@@ -91,12 +98,17 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
+RUN_MULTI=0
 for f in "${FILES[@]}"; do
 	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
-	if [[ "$f" == agents.test.mjs ]]; then RUN_AGENTS=1; else API_FILES+=("$f"); fi
+	case $f in
+	agents.test.mjs) RUN_AGENTS=1 ;;
+	multi.test.mjs) RUN_MULTI=1 ;;
+	*) API_FILES+=("$f") ;;
+	esac
 done
 
 # Nothing from the caller's environment may point the tests or the SDK (which reads QWEN_SERVER_TOKEN)
@@ -121,6 +133,9 @@ free_port() {
 
 # Quote one word for --agent, which the daemon splits like a POSIX shell.
 shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+# A JSON string holding $1.
+js() { node -p 'JSON.stringify(process.argv[1])' -- "$1"; }
 
 # True if pid $1 is this script or one of its descendants (helpers of this very check).
 mine() {
@@ -239,13 +254,85 @@ node -e 'fetch(process.argv[1] + "/v1/models", { signal: AbortSignal.timeout(100
 	die "the fake model at $FAKE_URL does not answer GET /v1/models"
 say "fake model at $FAKE_URL"
 
+# ---------------------------------------------------------------- the agents
+# agent_setup AGENT LOGS: writes AGENT's settings into $AGENT_HOME and sets AGENT_CMD (its command line
+# for the daemon, which splits it like a shell), AGENT_ENV (NAME=VALUE words: the environment it needs
+# beyond HOME) and AGENT_NO_READ (1 when it must not be offered fs/read_text_file).
+agent_setup() {
+	local agent=$1 logs=$2 dead_port
+	AGENT_ENV=()
+	AGENT_NO_READ=0
+	case $agent in
+	qwen)
+		mkdir -p "$AGENT_HOME/.qwen"
+		cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
+{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"},"privacy":{"usageStatisticsEnabled":false}}
+JSON
+		# Usage statistics off: Qwen Code otherwise reports to an Alibaba Cloud RUM host (DNS lookups seen).
+		AGENT_ENV=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="$FAKE_URL/v1" OPENAI_MODEL=fake-model
+			QWEN_USAGE_STATISTICS_ENABLED=false)
+		AGENT_CMD="$(shq "$QWEN") --acp"
+		;;
+	claude)
+		# Claude Code on the fake model's Anthropic API. It still probes api.anthropic.com now and then
+		# (a connectivity check per session): CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC turns off
+		# telemetry, error reports and update checks, and an HTTPS proxy on a closed loopback port makes
+		# whatever is left fail at once, on 127.0.0.1, without even a DNS query. NO_PROXY keeps the
+		# plain-HTTP fake model direct.
+		dead_port=$(free_port)
+		AGENT_ENV=(ANTHROPIC_BASE_URL="$FAKE_URL" ANTHROPIC_API_KEY=sk-ant-fake
+			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+			HTTPS_PROXY="http://127.0.0.1:$dead_port" https_proxy="http://127.0.0.1:$dead_port"
+			NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
+		# Claude Code refuses to run as root unless told it is in a sandbox.
+		[[ "$(id -u)" == 0 ]] && AGENT_ENV+=(IS_SANDBOX=1)
+		AGENT_CMD=$(shq "$CLAUDE_ACP")
+		;;
+	gemini)
+		# Gemini CLI on the fake model's Gemini API (docs/agents.md). Usage statistics off: otherwise it
+		# looks up a Google telemetry host. A concrete model: `auto` adds a routing call per prompt. A
+		# trusted folder: allow-always on an edit needs one. GEMINI_CLI_NO_RELAUNCH: without it the CLI
+		# re-spawns itself and the parent ignores SIGTERM. It must not be offered fs/read_text_file: it
+		# then cannot create files (it reads the target first and misreads the not-found error).
+		mkdir -p "$AGENT_HOME/.gemini"
+		cat >"$AGENT_HOME/.gemini/settings.json" <<'JSON'
+{"security":{"folderTrust":{"enabled":false}},"privacy":{"usageStatisticsEnabled":false},"model":{"name":"gemini-2.5-flash"}}
+JSON
+		AGENT_ENV=(GEMINI_API_KEY=fake-key GOOGLE_GEMINI_BASE_URL="$FAKE_URL" GEMINI_CLI_NO_RELAUNCH=true)
+		AGENT_NO_READ=1
+		AGENT_CMD="$(shq "$GEMINI") --acp"
+		;;
+	esac
+	if [[ "${E2E_ACP_TAP:-}" == 1 ]]; then
+		AGENT_CMD="$(shq "$(command -v node)") $(shq "$HERE/acp-tap.mjs") $(shq "$logs/acp-$agent.jsonl") $AGENT_CMD"
+	fi
+}
+
+# agents_entry AGENT [env]: AGENT's entry of the config file's agents map, from agent_setup; with
+# `env`, its environment goes into the entry (else the daemon's environment carries it).
+agents_entry() {
+	local agent=$1 with_env=${2:-} out kv sep=""
+	out="$(js "$agent"): {\"command\": $(js "$AGENT_CMD")"
+	if [[ "$with_env" == env ]]; then
+		out+=", \"env\": {"
+		for kv in "${AGENT_ENV[@]}"; do
+			out+="$sep$(js "${kv%%=*}"): $(js "${kv#*=}")"
+			sep=", "
+		done
+		out+="}"
+	fi
+	((AGENT_NO_READ)) && out+=', "clientCapabilities": {"fs": {"readTextFile": false}}'
+	printf '%s}' "$out"
+}
+
 # ---------------------------------------------------------------- one phase
-# run_phase NAME AGENT FILE... : daemon (fronting AGENT) + node --test FILE..., then stop and check.
+# run_phase NAME AGENT FILE... : daemon (fronting AGENT, or with AGENT `all` every agent of
+# $AGENTS at once, each named after itself) + node --test FILE..., then stop and check.
 # Sets STATUS to 1 on any failure; never exits.
 run_phase() {
 	local name=$1 agent=$2
 	shift 2
-	local files=("$@") t0 logs ws agent_cmd dead_port base="" kind i rc node_rc
+	local files=("$@") t0 logs ws agent_desc base="" kind i rc node_rc a entries="" config
 	t0=$(date +%s)
 	PHASE=$name
 	PHASE_DIR="$TMP/$name"
@@ -255,44 +342,42 @@ run_phase() {
 	mkdir -p "$AGENT_HOME" "$ws" "$logs"
 	say "[$name] ---------------- ${files[*]} against $agent"
 
-	# The agent: its command line and the environment the daemon passes on to it. Nothing from the
-	# caller's environment may point the daemon, the agent or the SDK elsewhere.
+	# The daemon's environment. Nothing from the caller's environment may point the daemon, the agents
+	# or the SDK elsewhere.
 	local -a denv=(env
 		-u QWEN_SERVER_TOKEN -u MEDIATORD_TOKEN -u MEDIATORD_CONFIG -u MEDIATORD_AGENT -u MEDIATORD_PORT
 		-u MEDIATORD_HOSTNAME -u QWEN_CLI_ENTRY
 		-u ANTHROPIC_AUTH_TOKEN -u ANTHROPIC_MODEL -u ANTHROPIC_SMALL_FAST_MODEL -u CLAUDE_CONFIG_DIR
 		-u CLAUDE_CODE_USE_BEDROCK -u CLAUDE_CODE_USE_VERTEX -u CLAUDE_CODE_USE_FOUNDRY
+		-u GEMINI_API_KEY -u GOOGLE_API_KEY -u GOOGLE_GEMINI_BASE_URL -u GEMINI_MODEL -u GEMINI_CLI_HOME
+		-u GOOGLE_GENAI_USE_VERTEXAI -u GOOGLE_GENAI_USE_GCA -u GOOGLE_CLOUD_PROJECT -u GOOGLE_APPLICATION_CREDENTIALS
 		-u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy
 		HOME="$AGENT_HOME")
-	case $agent in
-	qwen)
-		mkdir -p "$AGENT_HOME/.qwen"
-		cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
-{"security":{"auth":{"selectedType":"openai"}},"model":{"name":"fake-model"},"tools":{"approvalMode":"default"},"privacy":{"usageStatisticsEnabled":false}}
-JSON
-		# Usage statistics off: Qwen Code otherwise reports to an Alibaba Cloud RUM host (DNS lookups seen).
-		denv+=(OPENAI_API_KEY=sk-fake OPENAI_BASE_URL="$FAKE_URL/v1" OPENAI_MODEL=fake-model
-			QWEN_USAGE_STATISTICS_ENABLED=false)
-		agent_cmd="$(shq "$QWEN") --acp"
-		;;
-	claude)
-		# Claude Code on the fake model's Anthropic API. It still probes api.anthropic.com now and then
-		# (a connectivity check per session): CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC turns off
-		# telemetry, error reports and update checks, and an HTTPS proxy on a closed loopback port makes
-		# whatever is left fail at once, on 127.0.0.1, without even a DNS query. NO_PROXY keeps the
-		# plain-HTTP fake model direct.
-		dead_port=$(free_port)
-		denv+=(ANTHROPIC_BASE_URL="$FAKE_URL" ANTHROPIC_API_KEY=sk-ant-fake
-			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
-			HTTPS_PROXY="http://127.0.0.1:$dead_port" https_proxy="http://127.0.0.1:$dead_port"
-			NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
-		# Claude Code refuses to run as root unless told it is in a sandbox.
-		[[ "$(id -u)" == 0 ]] && denv+=(IS_SANDBOX=1)
-		agent_cmd=$(shq "$CLAUDE_ACP")
-		;;
-	esac
-	if [[ "${E2E_ACP_TAP:-}" == 1 ]]; then
-		agent_cmd="$(shq "$(command -v node)") $(shq "$HERE/acp-tap.mjs") $(shq "$logs/acp.jsonl") $agent_cmd"
+	# The agent(s): a single agent gets its environment from the daemon's and its command line from
+	# --agent, or from the config file when it needs client capabilities of its own (Gemini CLI).
+	# `all`: every agent of $AGENTS in the config file's agents map, each with its own environment
+	# there and none in the daemon's, so each reaches the fake model only through its own settings.
+	local -a dargs=(--port 0 --workspace "$ws")
+	config="$PHASE_DIR/mediatord.json"
+	if [[ "$agent" == all ]]; then
+		for a in $AGENTS; do
+			agent_setup "$a" "$logs"
+			entries+="${entries:+, }$(agents_entry "$a" env)"
+		done
+		printf '{"agents": {%s}}\n' "$entries" >"$config"
+		dargs+=(--config "$config")
+		agent_desc="every agent of '$AGENTS' (config file $config)"
+	else
+		agent_setup "$agent" "$logs"
+		denv+=("${AGENT_ENV[@]}")
+		if ((AGENT_NO_READ)); then
+			printf '{"agents": {%s}}\n' "$(agents_entry "$agent")" >"$config"
+			dargs+=(--config "$config")
+			agent_desc="$AGENT_CMD (config file $config)"
+		else
+			dargs+=(--agent "$AGENT_CMD")
+			agent_desc=$AGENT_CMD
+		fi
 	fi
 
 	# Daemon under test.
@@ -301,7 +386,7 @@ JSON
 		(cd "$ws" && exec "${denv[@]}" "$QWEN" serve --port 0 --no-web --workspace "$ws") >"$logs/daemon.out" 2>"$logs/daemon.err" &
 	else
 		kind=mediatord
-		(cd "$ws" && exec "${denv[@]}" "$DAEMON" serve --port 0 --agent "$agent_cmd" --workspace "$ws") >"$logs/daemon.out" 2>"$logs/daemon.err" &
+		(cd "$ws" && exec "${denv[@]}" "$DAEMON" serve "${dargs[@]}") >"$logs/daemon.out" 2>"$logs/daemon.err" &
 	fi
 	DAEMON_PID=$!
 	for ((i = 0; i < 600; i++)); do # 60 s
@@ -316,10 +401,10 @@ JSON
 		tail -n 40 "$logs/daemon.err" >&2 || true
 		say "FAIL [$name]: $kind did not print its 'listening on http://ADDR:PORT' line within 60 s"
 	else
-		say "[$name] $kind (pid $DAEMON_PID) at $base, agent: $agent_cmd, workspace $ws"
+		say "[$name] $kind (pid $DAEMON_PID) at $base, agent: $agent_desc, workspace $ws"
 		set +e
 		(cd "$HERE" && E2E_BASE_URL="$base" E2E_WORKSPACE="$ws" E2E_DAEMON_KIND="$kind" E2E_AGENT="$agent" \
-			E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" \
+			E2E_AGENTS="$AGENTS" E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" \
 			node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
 		node_rc=${PIPESTATUS[0]}
 		set -e
@@ -348,6 +433,15 @@ if ((RUN_AGENTS)); then
 		fi
 		run_phase "agents-$a" "$a" agents.test.mjs
 	done
+fi
+if ((RUN_MULTI)); then
+	if [[ "$DAEMON" == qwen-serve ]]; then
+		say "[agents-all] not applicable: qwen serve runs only Qwen Code"
+	elif [[ $(wc -w <<<"$AGENTS") -lt 2 ]]; then
+		say "[agents-all] not run: E2E_AGENTS names fewer than two agents ($AGENTS)"
+	else
+		run_phase agents-all all multi.test.mjs
+	fi
 fi
 say "summary ($(($(date +%s) - T_ALL)) s):"
 for l in "${SUMMARY[@]}"; do say "  $l"; done

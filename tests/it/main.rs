@@ -5,8 +5,11 @@
 
 mod support;
 
+mod agent_output;
+mod agents;
 mod architecture;
 mod bench_smoke;
+mod connections;
 mod events;
 mod fanout;
 mod lifecycle;

@@ -186,7 +186,8 @@ async fn an_agent_that_never_answers_initialize_may_not_speak_acp() {
     assert_eq!(
         error_text(&r.body),
         "The agent did not answer initialize within 300 ms: is it an ACP agent started in ACP mode (e.g. \
-         `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms"
+         `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms (or the \
+         agent's initializeTimeoutMs)"
     );
 }
 
