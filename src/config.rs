@@ -110,9 +110,14 @@ pub struct ServeArgs {
     /// Events kept per session for Last-Event-ID replay [default: 8000]
     #[arg(long, value_name = "N")]
     pub event_ring_size: Option<usize>,
-    /// Frames buffered per SSE stream before a slow client is evicted [default: 256]
+    /// Live events an SSE stream may lag behind the newest before it is evicted (it may resume
+    /// with Last-Event-ID) [default: --event-ring-size]
     #[arg(long, value_name = "N")]
     pub subscriber_queue: Option<usize>,
+    /// A connection whose socket accepts no bytes for this long, while the daemon has bytes to
+    /// write to it, is closed [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub writer_idle_timeout_ms: Option<u64>,
     /// Deadline for the agent's `initialize` and `session/new` answers [default: 10000]
     #[arg(long, value_name = "MS")]
     pub initialize_timeout_ms: Option<u64>,
@@ -339,7 +344,9 @@ pub struct Config {
     pub max_connections: usize,
     pub max_subscribers: usize,
     pub event_ring_size: usize,
+    /// How many live events a stream may lag; at most `event_ring_size` matters.
     pub subscriber_queue: usize,
+    pub writer_idle_timeout: Duration,
     /// `--initialize-timeout-ms`: the deadline of every agent without one of its own.
     pub initialize_timeout: Duration,
     pub permission_policy: Policy,
@@ -401,6 +408,7 @@ const SERVE_KEYS: &[&str] = &[
     "maxSubscribers",
     "eventRingSize",
     "subscriberQueue",
+    "writerIdleTimeoutMs",
     "initializeTimeoutMs",
     "permissionPolicy",
     "consensusQuorum",
@@ -1001,7 +1009,7 @@ impl Config {
         let max_connections = num(args.max_connections, "maxConnections", 256)?;
         let max_subscribers = num(args.max_subscribers, "maxSubscribers", 64)?;
         let event_ring_size = num(args.event_ring_size, "eventRingSize", 8000)?;
-        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", 256)?;
+        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", event_ring_size)?;
         for (name, value, max) in [
             ("--max-subscribers", max_subscribers, HARD_MAX_SUBSCRIBERS),
             ("--event-ring-size", event_ring_size, HARD_MAX_RING),
@@ -1012,9 +1020,20 @@ impl Config {
             }
         }
 
+        if subscriber_queue > event_ring_size {
+            warnings.push(format!(
+                "--subscriber-queue {subscriber_queue} is above --event-ring-size {event_ring_size}: a stream \
+                 that lags more than the ring holds is evicted anyway"
+            ));
+        }
+
         let ms = |flag: Option<u64>, key: &str, default: u64| -> Result<u64, ConfigError> {
             Ok(flag.or(file.number(key)?).unwrap_or(default))
         };
+        let writer_idle_ms = ms(args.writer_idle_timeout_ms, "writerIdleTimeoutMs", 60_000)?;
+        if writer_idle_ms == 0 {
+            return refuse("--writer-idle-timeout-ms must be positive");
+        }
         let init_ms = ms(args.initialize_timeout_ms, "initializeTimeoutMs", 10_000)?;
         if init_ms == 0 {
             return refuse("--initialize-timeout-ms must be positive");
@@ -1106,6 +1125,7 @@ impl Config {
             max_subscribers,
             event_ring_size,
             subscriber_queue,
+            writer_idle_timeout: Duration::from_millis(writer_idle_ms),
             initialize_timeout,
             permission_policy,
             consensus_quorum,

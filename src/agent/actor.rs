@@ -45,10 +45,9 @@ const EARLY_UPDATE_TTL: Duration = Duration::from_secs(30);
 const LOG_WINDOW: Duration = Duration::from_secs(1);
 /// After stdout closes, how long the agent gets to exit on its own before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
-/// Lines the actor handles before it yields, so the SSE writers it just woke can drain their
-/// queues between bursts: one 64 KiB read of a streaming agent is ~350 updates, more than the
-/// default 256-frame `--subscriber-queue`, and without a yield even a fast client was evicted.
-const LINES_PER_YIELD: u32 = 32;
+/// Most `session/update`s handed to a session in one call. A burst is what one read of the
+/// agent's pipe holds (64 KiB, a few hundred updates); this bounds the list it is gathered in.
+const MAX_BURST: usize = 1024;
 /// Why the actor stopped when an agent outlived its shutdown grace.
 const GRACE_OVER: &str = "shutdown grace period over";
 
@@ -194,6 +193,10 @@ pub(super) struct Actor {
     /// Set by a shutdown: kill the group at this instant if it has not exited.
     deadline: Option<Instant>,
     metrics: Arc<Metrics>,
+    /// `session/update`s for `burst_session` read in one go and not yet handed over: the session
+    /// publishes a burst at once, so its streams find it whole (fewer, larger writes).
+    burst: Vec<Box<RawValue>>,
+    burst_session: String,
     /// The `fs/*` methods offered at `initialize`: the only ones served.
     fs: FsCapabilities,
 }
@@ -237,6 +240,8 @@ impl Actor {
             in_flight: Arc::new(AtomicUsize::new(0)),
             deadline: None,
             metrics,
+            burst: Vec::new(),
+            burst_session: String::new(),
             fs: spec.fs,
         })
     }
@@ -246,8 +251,12 @@ impl Actor {
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Cmd>) {
-        let mut lines = 0u32;
         let reason = loop {
+            // A burst ends when no complete line is left to read without waiting. Then let the
+            // streams it woke write it before reading on: they usually run on this thread next.
+            if !self.stdout.decoder().has_line(self.stdout.read_buffer()) && self.hand_over_burst() {
+                tokio::task::yield_now().await;
+            }
             let deadline = self.deadline;
             let housekeeping =
                 [self.early.next_expiry(), self.bad_output_log.report_at(), self.dropped_log.report_at()]
@@ -256,18 +265,17 @@ impl Actor {
                     .min();
             tokio::select! {
                 line = self.stdout.next() => match line {
-                    Some(Ok(line)) => {
-                        self.on_line(&line);
-                        lines = lines.wrapping_add(1);
-                        if lines.is_multiple_of(LINES_PER_YIELD) {
-                            tokio::task::yield_now().await;
-                        }
-                    }
+                    Some(Ok(line)) => self.on_line(&line),
                     Some(Err(e)) => break format!("agent output unreadable: {e}"),
                     None => break "agent closed its output".to_owned(),
                 },
                 cmd = commands.recv(), if self.deadline.is_none() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
+                    Some(cmd) => {
+                        // A command may (un)register sessions: the next update looks its session up.
+                        self.hand_over_burst();
+                        self.burst_session.clear();
+                        self.on_command(cmd);
+                    }
                     // Every handle is gone: nobody can use this agent any more.
                     None => self.begin_shutdown(Duration::ZERO),
                 },
@@ -283,6 +291,7 @@ impl Actor {
             }
         };
         commands.close();
+        self.hand_over_burst();
         self.finish(&reason).await;
     }
 
@@ -312,7 +321,12 @@ impl Actor {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        match Frame::parse(line) {
+        let frame = Frame::parse(line);
+        if !matches!(&frame, Frame::Notification { method, .. } if method == method::SESSION_UPDATE) {
+            // Whatever else the agent says comes after the updates it wrote before it.
+            self.hand_over_burst();
+        }
+        match frame {
             Frame::Notification { method, params } => self.on_notification(&method, params),
             Frame::Response { id, result } => {
                 let RequestId::Number(n) = id else {
@@ -341,18 +355,34 @@ impl Actor {
             self.bad_output("session/update without a sessionId");
             return;
         };
-        match self.sessions.get(&*session_id) {
-            Some(client) => {
-                // A session already dropped (between its end and its unregistering) takes nothing.
-                if let Some(client) = client.upgrade() {
-                    client.session_update(&params);
-                }
-            }
-            None => {
+        // The burst's session is known to be registered (a command ends the burst), so only a
+        // change of session needs the table.
+        if self.burst_session != *session_id {
+            self.hand_over_burst();
+            if !self.sessions.contains_key(&*session_id) {
                 let session_id = session_id.into_owned();
-                self.hold_early(session_id, params)
+                self.hold_early(session_id, params);
+                return;
             }
+            self.burst_session.clear();
+            self.burst_session.push_str(&session_id);
+        } else if self.burst.len() >= MAX_BURST {
+            self.hand_over_burst();
         }
+        self.burst.push(params);
+    }
+
+    /// Hands the gathered `session/update`s to their session, in one call; false if there were none.
+    fn hand_over_burst(&mut self) -> bool {
+        if self.burst.is_empty() {
+            return false;
+        }
+        // A session already dropped (between its end and its unregistering) takes nothing.
+        if let Some(client) = self.sessions.get(&self.burst_session).and_then(Weak::upgrade) {
+            client.session_updates(&self.burst);
+        }
+        self.burst.clear();
+        true
     }
 
     fn hold_early(&mut self, session_id: String, params: Box<RawValue>) {
@@ -509,8 +539,8 @@ impl Actor {
 fn update_session_id(params: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
     let raw = params.get();
     if let Some(rest) = raw.strip_prefix("{\"sessionId\":\"")
-        && let Some(end) = rest.find('"')
-        && !rest[..end].contains('\\')
+        && let Some(end) = memchr::memchr(b'"', rest.as_bytes())
+        && memchr::memchr(b'\\', &rest.as_bytes()[..end]).is_none()
     {
         return Some(std::borrow::Cow::Borrowed(&rest[..end]));
     }

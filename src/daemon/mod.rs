@@ -4,7 +4,7 @@
 //!
 //! - this file: [`Daemon`], the tables and what crosses them (create, look up, drain, snapshot).
 //! - `session`: [`Session`]: one session's clients, prompt FIFO, turn runner and ending.
-//! - `bus`: per-session event ids, the replay ring, fan-out to SSE streams.
+//! - `bus`: per-session event ids, the replay ring, and the SSE streams reading it by cursor.
 //! - `shell`: running a session shell command.
 //! - `error`: [`CreateError`], [`SessionError`].
 //!
@@ -355,13 +355,13 @@ impl Daemon {
             agent.unregister("", true).await;
             return Err(CreateError::AgentStartFailed("session/new returned no sessionId".into()));
         };
-        let bus = Bus::new(
-            session_id.clone(),
-            self.config.event_ring_size,
-            self.config.subscriber_queue,
-            self.config.max_subscribers,
-            self.bus_stats.clone(),
-        );
+        let limits = bus::Limits {
+            ring_events: self.config.event_ring_size,
+            ring_bytes: bus::RING_MAX_BYTES,
+            lag_limit: self.config.subscriber_queue,
+            max_subscribers: self.config.max_subscribers,
+        };
+        let bus = Bus::new(session_id.clone(), limits, self.bus_stats.clone());
         let mediator = Mediator::new(
             MediatorConfig {
                 policy: self.config.permission_policy,
@@ -458,6 +458,8 @@ impl Daemon {
             events_published: stats.published.load(Ordering::Relaxed),
             events_delivered: stats.delivered.load(Ordering::Relaxed),
             streams_evicted: stats.evicted.load(Ordering::Relaxed),
+            slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
+            ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
         }
     }
 

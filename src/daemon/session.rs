@@ -353,6 +353,24 @@ impl Session {
         self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
     }
 
+    /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus
+    /// publish for a burst (this is the agent reader's path).
+    fn publish_updates<'a>(&self, params: impl Iterator<Item = &'a RawValue> + Clone) {
+        for p in params.clone() {
+            // A cheap byte test first: this runs for every streamed chunk.
+            if memchr::memmem::find(p.get().as_bytes(), b"tool_call").is_some() {
+                self.track_tool_call(p);
+            }
+        }
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish_raw_many(
+            EventKind::SessionUpdate,
+            params.map(RawValue::get),
+            tag.as_deref().unwrap_or(&empty),
+        );
+    }
+
     /// Remembers what the agent announced about a tool call (`tool_call` replaces, `tool_call_update`
     /// merges its non-null fields), because ACP's permission request carries only a tool-call
     /// *update*: fields it omits (Claude Code omits `kind` and `locations`) keep the announced values.
@@ -497,13 +515,11 @@ impl Session {
 
 impl acp::Client for Session {
     fn session_update(&self, params: &RawValue) {
-        // A cheap byte test first: this runs for every streamed chunk.
-        if params.get().contains("tool_call") {
-            self.track_tool_call(params);
-        }
-        let tag = self.current_tag();
-        let empty = PromptTag::default();
-        self.bus.publish_raw(EventKind::SessionUpdate, params.get(), tag.as_deref().unwrap_or(&empty));
+        self.publish_updates([params].into_iter());
+    }
+
+    fn session_updates(&self, params: &[Box<RawValue>]) {
+        self.publish_updates(params.iter().map(|p| &**p));
     }
 
     fn request_permission(&self, params: Value) -> BoxFuture<'_, Value> {
@@ -809,7 +825,13 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
         let cfg = MediatorConfig { policy, quorum: None, timeout: None };
-        let bus = Bus::new("s1".into(), 1024, 1024, 4, Arc::default());
+        let limits = crate::daemon::bus::Limits {
+            ring_events: 1024,
+            ring_bytes: 1 << 20,
+            lag_limit: 1024,
+            max_subscribers: 4,
+        };
+        let bus = Bus::new("s1".into(), limits, Arc::default());
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = finished.clone();
         let session = Session::start(SessionInit {

@@ -8,7 +8,8 @@
 //! - [`error`]: [`ApiError`], and one `From` per domain error.
 //! - `extract`: the state, JSON bodies, the client id header.
 //! - [`perimeter`]: Origin → Host → bearer; the socket [`Peer`].
-//! - `listener`: `--max-connections` at accept.
+//! - `listener`: `--max-connections` at accept; `--writer-idle-timeout-ms` on every connection's
+//!   writes.
 //! - `conn`: one connection under its deadlines, the request-body budget, JSON for hyper's own
 //!   answers.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
@@ -79,8 +80,11 @@ pub async fn serve(
     use axum::serve::Listener;
 
     let limits = conn::Limits::new(&daemon.config);
+    let write_idle = daemon.config.writer_idle_timeout;
+    let metrics = daemon.metrics.clone();
     let app = app(daemon, listener.local_addr()?.port());
-    let mut listener = listener::LimitedListener::new(listener, max_connections);
+    let mut listener = listener::LimitedListener::new(listener, max_connections)
+        .with_write_idle_timeout(write_idle, metrics);
     let connections = tokio_util::task::TaskTracker::new();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::pin!(shutdown);

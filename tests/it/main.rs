@@ -11,6 +11,7 @@ mod architecture;
 mod bench_smoke;
 mod connections;
 mod events;
+mod fanout;
 mod lifecycle;
 mod metrics;
 mod newcomer;

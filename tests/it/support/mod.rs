@@ -8,6 +8,7 @@
 mod client;
 mod daemon;
 mod raw;
+pub(crate) mod scrape;
 mod sse;
 
 use std::time::Duration;
