@@ -191,8 +191,12 @@ async fn consensus_split_is_cancelled_by_the_timeout() {
     let sid = d.join("alice").await;
     d.join("bob").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let before = wall_ms();
     let request = d.raise(&sid, &mut sse, Some("alice"), "write split.txt never").await;
-    assert!(request["expiresAt"].as_u64().is_some(), "a timed request says when it expires: {request}");
+    let after = wall_ms();
+    // Issued between `before` and `after`, so it expires 2500 ms after a moment in that window.
+    let expires = request["expiresAt"].as_u64().expect("a timed request says when it expires");
+    assert!((before + 2500..=after + 2500).contains(&expires), "{before}..{after} + 2500: {request}");
     let rid = request_id(&request);
     assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair().0, 200);
     assert_eq!(d.vote(&sid, &rid, Some("bob"), selected("reject_once")).await.pair().0, 200);
@@ -752,4 +756,10 @@ async fn anonymous_attaches_do_not_evict_named_clients() {
     assert!(message.contains("not registered"), "{message}");
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
     assert_eq!(status, 200, "alice was evicted: {body}");
+}
+
+/// Wall-clock milliseconds since the epoch: the clock of the wire's timestamps.
+fn wall_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.expect("clock after 1970").as_millis() as u64
 }
