@@ -518,6 +518,26 @@ async fn unregistered_client_on_a_pending_request_is_invalid_client_id() {
     assert_eq!((status, body), (200, json!({})));
 }
 
+/// With several sessions, each legacy vote lands in the session that holds its request.
+#[tokio::test]
+async fn legacy_route_finds_the_request_among_several_sessions() {
+    let d = Daemon::start(&["--session-scope", "thread"]);
+    let (first, second) = (d.join("alice").await, d.join("bob").await);
+    assert_ne!(first, second, "thread scope: two sessions");
+    let mut sse1 = Sse::connect(&d, &first, &[]).await;
+    let mut sse2 = Sse::connect(&d, &second, &[]).await;
+    let r1 = request_id(&d.raise(&first, &mut sse1, Some("alice"), "write one.txt 1").await);
+    let r2 = request_id(&d.raise(&second, &mut sse2, Some("bob"), "write two.txt 2").await);
+    for (rid, client) in [(&r2, "bob"), (&r1, "alice")] {
+        assert_eq!(d.legacy_vote(rid, Some(client), selected("allow_once")).await.pair(), (200, json!({})));
+    }
+    for (sse, rid, file, text) in [(&mut sse1, &r1, "one.txt", "1"), (&mut sse2, &r2, "two.txt", "2")] {
+        let events = sse.until_type("turn_complete").await;
+        assert_eq!(find(&events, "permission_resolved")["requestId"], rid.as_str());
+        assert_eq!(std::fs::read_to_string(d.workspace.join(file)).expect("written"), text);
+    }
+}
+
 #[tokio::test]
 async fn legacy_route_finds_the_session_from_the_request_id() {
     let d = Daemon::start(&["--permission-policy", "designated"]);
