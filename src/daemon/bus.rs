@@ -802,7 +802,9 @@ mod tests {
         let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
         let tag = PromptTag { prompt_id: Some("p1".into()), originator: Some("c1".into()) };
+        let before = crate::clock::now_ms();
         b.publish(TurnComplete, &json!({"stopReason": "end_turn"}), &tag);
+        let after = crate::clock::now_ms();
         b.close();
         let text = collect(sub).await;
         let data = text.lines().find_map(|l| l.strip_prefix("data: ")).expect("data line");
@@ -813,7 +815,8 @@ mod tests {
         assert_eq!(v["data"]["stopReason"], "end_turn");
         assert_eq!(v["promptId"], "p1");
         assert_eq!(v["originatorClientId"], "c1");
-        assert!(v["_meta"]["serverTimestamp"].as_u64().is_some());
+        let stamp = v["_meta"]["serverTimestamp"].as_u64().expect("serverTimestamp");
+        assert!((before..=after).contains(&stamp), "published between {before} and {after}: {stamp}");
         assert!(text.starts_with("retry: 3000\n\n"));
         assert!(text.contains("id: 1\nevent: turn_complete\n"));
     }
@@ -1227,7 +1230,7 @@ mod tests {
         let b = bus(10, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some());
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         token.cancel();
         assert_eq!(chunk(&mut stream).await, None);
     }
@@ -1237,7 +1240,7 @@ mod tests {
         let b = bus(10, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some()); // `retry`
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         b.publish(TurnComplete, &json!({}), &PromptTag::default());
         b.publish_terminal(SessionClosed, &json!({"sessionId": "s1"}));
         token.cancel();
@@ -1251,7 +1254,7 @@ mod tests {
         let b = bus(100, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some());
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         publish(&b, 3);
         token.cancel();
         let first = chunk(&mut stream).await.expect("what was there");

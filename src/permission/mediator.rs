@@ -919,7 +919,8 @@ mod tests {
         for _ in 0..5 {
             let refused = f.permissions().vote(&id, Some("bob"), false, &allow);
             assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
-            assert!(f.permissions().vote(&id, None, false, &allow).is_err());
+            let anonymous = f.permissions().vote(&id, None, false, &allow);
+            assert_eq!(anonymous, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         }
         f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
         answer(task).await;
