@@ -1131,6 +1131,14 @@ mod tests {
         assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 0, "a dropped bus releases its bytes");
     }
 
+    /// What a log line shows of a bus: its session and limits.
+    #[test]
+    fn debug_output_names_the_session_and_the_limits() {
+        let text = format!("{:?}", bus(10, 3));
+        assert!(text.starts_with(r#"Bus { session_id: "s1", limits: Limits { ring_events: 10"#), "{text}");
+        assert!(text.contains("max_subscribers: 3"), "{text}");
+    }
+
     #[tokio::test]
     async fn subscriber_cap_is_enforced_and_freed_on_drop() {
         let b = bus(10, 1);

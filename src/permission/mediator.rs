@@ -1034,6 +1034,18 @@ mod tests {
         );
     }
 
+    /// What a log line shows of a mediator: its settings and workspace, and the session it serves.
+    #[test]
+    fn debug_output_names_the_settings_and_the_session() {
+        let f = fixture(Policy::Consensus, Some(Duration::from_secs(5)));
+        let mediator = format!("{:?}", f.mediator);
+        assert!(
+            mediator.starts_with("Mediator") && mediator.contains("Consensus") && mediator.contains(WS),
+            "{mediator}"
+        );
+        assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
+    }
+
     #[tokio::test]
     async fn an_untimed_request_has_no_expiry() {
         let f = fixture(Policy::FirstResponder, None);
