@@ -1131,6 +1131,24 @@ mod tests {
         assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 0, "a dropped bus releases its bytes");
     }
 
+    /// The daemon's byte cap is the documented 64 MiB (docs/operations.md): frames just under it
+    /// in total all stay; one more and the oldest goes.
+    #[tokio::test]
+    async fn the_default_byte_cap_holds_64_mib() {
+        let b = Bus::new("s1".into(), limits(1000, 1000, 10), Arc::default());
+        let payload = "m".repeat((1 << 20) - 1024); // a frame is ~900 bytes under 1 MiB
+        for _ in 0..64 {
+            b.publish(SessionUpdate, &json!({"t": payload}), &PromptTag::default());
+        }
+        let held = |b: &Bus| {
+            let inner = lock(&b.inner);
+            (inner.ring.len(), inner.front())
+        };
+        assert_eq!(held(&b), (64, 1));
+        b.publish(SessionUpdate, &json!({"t": payload}), &PromptTag::default());
+        assert_eq!(held(&b), (64, 2));
+    }
+
     /// What a log line shows of a bus: its session and limits.
     #[test]
     fn debug_output_names_the_session_and_the_limits() {

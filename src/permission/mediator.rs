@@ -1113,6 +1113,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn removing_a_rule_keeps_the_others_and_an_unknown_id_is_not_found() {
+        let f = fixture(Policy::FirstResponder, None);
+        let first =
+            f.permissions().add_rule(rule(json!({"effect": "allow", "kinds": ["read"]}))).expect("first");
+        let second =
+            f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]}))).expect("second");
+        let id = |r: &Value| r["ruleId"].as_str().map(str::to_owned).expect("ruleId");
+        f.permissions().remove_rule(&id(&first)).expect("removed");
+        assert_eq!(f.permissions().list_rules(), [second.clone()]);
+        assert_eq!(f.host.last(EventKind::PolicyUpdated)["rules"], json!([second]));
+        let published = f.host.kinds().len();
+        assert_eq!(f.permissions().remove_rule(&id(&first)), Err(RuleError::NotFound));
+        assert_eq!(f.host.kinds().len(), published, "a refused removal publishes nothing");
+        assert_eq!(f.permissions().list_rules().len(), 1);
+    }
+
+    #[tokio::test]
     async fn the_rule_cap_refuses_the_next_rule_and_a_remembered_decision_adds_none() {
         let f = fixture(Policy::FirstResponder, None);
         for i in 0..rules::MAX_RULES_PER_SESSION {
