@@ -1121,7 +1121,7 @@ mod tests {
             f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]}))).expect("second");
         let id = |r: &Value| r["ruleId"].as_str().map(str::to_owned).expect("ruleId");
         f.permissions().remove_rule(&id(&first)).expect("removed");
-        assert_eq!(f.permissions().list_rules(), [second.clone()]);
+        assert_eq!(f.permissions().list_rules(), std::slice::from_ref(&second));
         assert_eq!(f.host.last(EventKind::PolicyUpdated)["rules"], json!([second]));
         let published = f.host.kinds().len();
         assert_eq!(f.permissions().remove_rule(&id(&first)), Err(RuleError::NotFound));
