@@ -152,7 +152,8 @@ fn split_host_port(authority: &str) -> Option<(String, u16)> {
         }
     };
     let valid_host = !host.is_empty()
-        && (host.contains(':') || host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
+        && (host.contains(':')
+            || host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
     if !valid_host {
         return None;
     }
@@ -185,7 +186,9 @@ pub(super) fn parse_public_url(raw: &str) -> Result<String, ConfigError> {
         (_, Some(_)) => &raw["https://".len()..],
         _ => return bad(),
     };
-    if raw.len() > MAX_URL || raw.bytes().any(|b| b.is_ascii_control() || b == b' ' || matches!(b, b'?' | b'#')) {
+    if raw.len() > MAX_URL
+        || raw.bytes().any(|b| b.is_ascii_control() || b == b' ' || matches!(b, b'?' | b'#'))
+    {
         return bad();
     }
     let authority = rest.split('/').next().unwrap_or("");
@@ -237,9 +240,13 @@ fn parse_headers(v: &Value, at: &str) -> Result<Vec<(String, Secret)>, ConfigErr
         if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-mediatord-") {
             return refuse(format!("{at}.headers: {name:?} is not a header the target may set"));
         }
-        let Some(value) = value.as_str() else { return refuse(format!("{at}.headers.{name} must be a string")) };
+        let Some(value) = value.as_str() else {
+            return refuse(format!("{at}.headers.{name} must be a string"));
+        };
         if value.len() > MAX_HEADER_VALUE || value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-            return refuse(format!("{at}.headers.{name}: control characters or longer than {MAX_HEADER_VALUE} bytes"));
+            return refuse(format!(
+                "{at}.headers.{name}: control characters or longer than {MAX_HEADER_VALUE} bytes"
+            ));
         }
         out.push((name.clone(), Secret::from(value.to_owned())));
     }
@@ -250,7 +257,7 @@ fn parse_headers(v: &Value, at: &str) -> Result<Vec<(String, Secret)>, ConfigErr
 pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, ConfigError> {
     let at = format!("serve.notify[{index}]");
     let map = match entry {
-        Value::String(url) => return Ok(target_from_url(url)?),
+        Value::String(url) => return target_from_url(url),
         Value::Object(map) => map,
         _ => return refuse(format!("{at} must be a URL or an object")),
     };
@@ -365,7 +372,14 @@ mod tests {
         let e = parse_target_url("https://ntfy.sh/secret-topic").expect_err("https").0;
         assert!(e.contains("https targets are not supported"), "{e}");
         assert!(!e.contains("secret-topic"), "the path is never shown: {e}");
-        for bad in ["ftp://x/", "http://u:p@host/", "http://host:0/", "http://ho st/", "http:///x", "http://h:99999/"] {
+        for bad in [
+            "ftp://x/",
+            "http://u:p@host/",
+            "http://host:0/",
+            "http://ho st/",
+            "http:///x",
+            "http://h:99999/",
+        ] {
             let e = parse_target_url(bad).expect_err(bad).0;
             assert!(!e.contains("u:p"), "{e}");
         }

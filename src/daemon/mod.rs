@@ -160,7 +160,8 @@ impl Drop for Reservation<'_> {
 impl Daemon {
     pub fn new(config: Config) -> Arc<Daemon> {
         let metrics = Arc::new(Metrics::default());
-        let notifier = Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
+        let notifier =
+            Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         Arc::new(Daemon {
             config: Arc::new(config),
             sessions: Mutex::new(HashMap::new()),

@@ -686,27 +686,23 @@ fn finish_turn(session: &Session, job: PromptJob, result: TurnResult) {
         Err(e) => e.code(),
     };
     session.metrics.prompt_finished(outcome, job.queued_at.elapsed());
-    match &result {
+    let (kind, data) = match &result {
         Ok(value) => {
             let stop = value.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
-            session.bus.publish(
-                EventKind::TurnComplete,
-                &json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop}),
-                &tag,
-            );
+            let data = json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop});
+            (EventKind::TurnComplete, data)
         }
         Err(e) => {
             let message = match e {
                 TurnError::Agent(m) | TurnError::Exited(m) => m.clone(),
                 TurnError::Ended(cause) => format!("the prompt did not run: {}", cause.code()),
             };
-            session.bus.publish(
-                EventKind::TurnError,
-                &json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": e.code()}),
-                &tag,
-            );
+            let data = json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": e.code()});
+            (EventKind::TurnError, data)
         }
-    }
+    };
+    session.bus.publish(kind, &data, &tag);
+    session.notifier.offer(session.source(), kind, &data);
     session.pending_prompts.fetch_sub(1, Ordering::AcqRel);
     if let Some(reply) = job.reply {
         let _ = reply.send(result);

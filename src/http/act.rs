@@ -22,8 +22,7 @@ use crate::notify::{Link, LinkError, well_formed};
 use crate::permission::{Choice, Via, Vote, VoteError};
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
-const PAGE_CSP: &str =
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The live link `token` leads to, or the refusal: an unknown token is the same 404 as an unknown
 /// route; a peer that presented too many unknown tokens gets 429 until its window passes.
@@ -64,32 +63,31 @@ pub(super) async fn confirm(
 ) -> Response {
     let link = match live_link(&d, peer, &token) {
         Ok(link) if still_pending(&d, &token, &link) => link,
-        Ok(_) => return page(StatusCode::GONE, "Link expired", "This request was already decided, or it expired.", None),
-        Err(e) => return error_page(e),
+        Ok(_) => return ApiError::LinkExpired.into_response(),
+        Err(e) => return e.into_response(),
     };
     let text = format!("The agent asks: {}", link.summary);
     page(StatusCode::OK, "Decide a permission request", &text, Some(&link.option_name))
 }
 
 /// `POST /act/{token}`: casts the link's vote. JSON answers (what ntfy's buttons and scripts read),
-/// or a page for a browser's form (`Accept: text/html`).
+/// or, on success, a page for a browser's form (`Accept: text/html`).
 pub(super) async fn act(
     State(d): State<AppState>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     headers: HeaderMap,
     PathParams(token): PathParams<String>,
 ) -> Response {
-    let html = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"));
+    let html =
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
     match cast(&d, peer, &token) {
         Ok(link) if html => page(StatusCode::OK, "Done", &format!("Answered: {}.", link.option_name), None),
         Ok(link) => Json(json!({
             "sessionId": link.session_id, "requestId": link.request_id, "optionId": link.option_id, "via": "link",
         }))
         .into_response(),
-        Err(e) if html => error_page(e),
+        // Errors are the API's JSON, like every other answer (an unknown token's 404 is any
+        // unknown URL's).
         Err(e) => e.into_response(),
     }
 }
@@ -111,7 +109,13 @@ fn cast(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
     }
     let vote = Vote::Outcome { choice: Choice::Option(link.option_id.clone()), remember: false };
     let loopback = is_loopback_peer(Some(peer.0));
-    match session.permissions().vote_via(&link.request_id, link.client_id.as_deref(), loopback, &vote, Via::Link) {
+    match session.permissions().vote_via(
+        &link.request_id,
+        link.client_id.as_deref(),
+        loopback,
+        &vote,
+        Via::Link,
+    ) {
         Ok(()) => Ok(link),
         Err(VoteError::NotFound | VoteError::AlreadyResolved { .. }) => {
             links.expire(token);
@@ -123,16 +127,6 @@ fn cast(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
             Err(e.into())
         }
     }
-}
-
-fn error_page(e: ApiError) -> Response {
-    let status = e.status();
-    let text = match e {
-        ApiError::LinkExpired => "This request was already decided, or it expired.".to_owned(),
-        ApiError::RouteNotFound => "Not found.".to_owned(),
-        other => other.to_string(),
-    };
-    page(status, if status == StatusCode::GONE { "Link expired" } else { "Not done" }, &text, None)
 }
 
 /// A minimal page; `button` adds the form that POSTs to this same URL.
@@ -178,6 +172,9 @@ fn escape(text: &str) -> String {
 mod tests {
     #[test]
     fn page_text_is_escaped() {
-        assert_eq!(super::escape(r#"<script>"x"&'y'</script>"#), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
+        assert_eq!(
+            super::escape(r#"<script>"x"&'y'</script>"#),
+            "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;"
+        );
     }
 }

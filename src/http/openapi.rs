@@ -192,7 +192,8 @@ fn operation(op: &Operation) -> Value {
     for (status, body) in op.ok {
         responses.insert(status.to_string(), success(*body));
     }
-    let mut codes: Vec<&str> = PERIMETER.iter().copied().filter(|c| !(op.no_auth && *c == "unauthorized")).collect();
+    let mut codes: Vec<&str> =
+        PERIMETER.iter().copied().filter(|c| !(op.no_auth && *c == "unauthorized")).collect();
     if op.body.is_some() {
         codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
     }

@@ -46,8 +46,15 @@ pub(super) fn signature(secret: &str, body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
-/// Sends `body` to `target` with its headers and the mediatord ones, retrying as documented.
-pub(super) async fn deliver(target: &NotifyTarget, event: &str, delivery_id: &str, body: String) -> Outcome {
+/// Sends `body` to `path` on `target`'s server with its headers and the mediatord ones, retrying
+/// as documented.
+pub(super) async fn deliver(
+    target: &NotifyTarget,
+    path: &str,
+    event: &str,
+    delivery_id: &str,
+    body: String,
+) -> Outcome {
     let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
     let mut add = |name: &str, value: &str| {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
@@ -65,7 +72,12 @@ pub(super) async fn deliver(target: &NotifyTarget, event: &str, delivery_id: &st
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let reason = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(target, &headers, body.clone())).await {
+        let reason = match tokio::time::timeout(
+            ATTEMPT_TIMEOUT,
+            attempt(target, path, &headers, body.clone()),
+        )
+        .await
+        {
             Ok(Ok(status)) if (200..300).contains(&status) => return Outcome::Sent { status, attempts },
             Ok(Ok(status)) if status < 500 => return Outcome::Refused { status },
             Ok(Ok(status)) => format!("HTTP {status}"),
@@ -80,18 +92,25 @@ pub(super) async fn deliver(target: &NotifyTarget, event: &str, delivery_id: &st
 }
 
 /// One POST; the status it got, or why none.
-async fn attempt(target: &NotifyTarget, headers: &[(HeaderName, HeaderValue)], body: String) -> Result<u16, String> {
+async fn attempt(
+    target: &NotifyTarget,
+    path: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: String,
+) -> Result<u16, String> {
     let url = &target.url;
-    let stream = TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("handshake: {e}"))?;
+    let stream =
+        TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
     // The connection is driven beside the request; it ends when the exchange does (or is dropped
     // with this future on a timeout).
     let driver = tokio::spawn(connection);
     let _abort = AbortOnDrop(driver);
     let mut request = Request::builder()
         .method(Method::POST)
-        .uri(url.path.as_str())
+        .uri(path)
         .header(HOST, url.authority.as_str())
         .header(CONTENT_TYPE, "application/json")
         .header(CONTENT_LENGTH, body.len())

@@ -132,7 +132,7 @@ pub(super) fn ntfy_topic(url: &TargetUrl) -> &str {
 }
 
 /// Up to three of the offered options, the preferred kinds first, then in the agent's order.
-fn ntfy_buttons<'a>(actions: &'a [Action]) -> Vec<&'a Action> {
+fn ntfy_buttons(actions: &[Action]) -> Vec<&Action> {
     let mut chosen: Vec<&Action> = Vec::new();
     for kind in NTFY_PREFERRED_KINDS {
         if let Some(a) = actions.iter().find(|a| a.kind == kind && a.url.is_some()) {
@@ -161,17 +161,26 @@ fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
                 Some(at) => format!("Unanswered, it is cancelled at {} (UTC).", iso8601(at)),
                 None => "It waits until someone answers.".to_owned(),
             };
-            let title = if n.reminder > 0 { "Reminder: the agent still needs permission" } else { "The agent needs permission" };
+            let title = if n.reminder > 0 {
+                "Reminder: the agent still needs permission"
+            } else {
+                "The agent needs permission"
+            };
             let message = format!("{}\n{workspace}\n{expiry}", summary(&tool_call));
             // 4 = high; a reminder goes to 5 = urgent (ntfy's scale).
             (title, message, if n.reminder > 0 { 5 } else { 4 }, json!(["lock"]))
         }
         EventKind::TurnComplete => {
             let reason = n.data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
-            ("The agent finished its turn", format!("Stop reason: {reason}\n{workspace}"), 3, json!(["white_check_mark"]))
+            (
+                "The agent finished its turn",
+                format!("Stop reason: {reason}\n{workspace}"),
+                3,
+                json!(["white_check_mark"]),
+            )
         }
         EventKind::TurnError => {
-            let error = n.data.get("error").and_then(Value::as_str).unwrap_or("the turn failed");
+            let error = n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed");
             ("The agent's turn failed", format!("{error}\n{workspace}"), 4, json!(["warning"]))
         }
         _ => ("The agent exited", format!("The session ended\n{workspace}"), 4, json!(["skull"])),
@@ -186,7 +195,9 @@ fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let buttons: Vec<Value> = ntfy_buttons(n.actions)
         .into_iter()
         .filter_map(|a| {
-            a.url.as_ref().map(|u| json!({"action": "http", "label": a.name, "url": u, "method": "POST", "clear": true}))
+            a.url.as_ref().map(
+                |u| json!({"action": "http", "label": a.name, "url": u, "method": "POST", "clear": true}),
+            )
         })
         .collect();
     if !buttons.is_empty() {
@@ -259,7 +270,10 @@ mod tests {
         assert_eq!(b["clientId"], "phone");
         let done = json!({"sessionId": "s1", "stopReason": "end_turn"});
         let b = json_body(&notice(EventKind::TurnComplete, &done, &[]));
-        assert_eq!((b["event"].as_str(), b["data"]["stopReason"].as_str()), (Some("turn_complete"), Some("end_turn")));
+        assert_eq!(
+            (b["event"].as_str(), b["data"]["stopReason"].as_str()),
+            (Some("turn_complete"), Some("end_turn"))
+        );
     }
 
     #[test]
@@ -273,7 +287,13 @@ mod tests {
         let labels: Vec<&str> =
             b["actions"].as_array().expect("actions").iter().filter_map(|x| x["label"].as_str()).collect();
         assert_eq!(labels, ["Allow once", "Always allow", "Reject"]);
-        assert!(b["actions"].as_array().expect("actions").iter().all(|x| x["action"] == "http" && x["method"] == "POST"));
+        assert!(
+            b["actions"]
+                .as_array()
+                .expect("actions")
+                .iter()
+                .all(|x| x["action"] == "http" && x["method"] == "POST")
+        );
         assert!(b["message"].as_str().expect("message").contains("cancelled at 2026-11-22T20:39:19.849Z"));
         let done = json!({"stopReason": "end_turn"});
         let b = ntfy_body(&target, &notice(EventKind::TurnComplete, &done, &[]));

@@ -181,10 +181,9 @@ impl Links {
     /// Whether `peer` is past its allowance of unknown tokens (checked before any lookup, so a
     /// scanner gets 429s without costing lookups).
     pub fn is_throttled(&self, peer: IpAddr, now: Instant) -> bool {
-        lock(&self.table)
-            .unknown
-            .get(&peer)
-            .is_some_and(|(since, n)| now.duration_since(*since) < UNKNOWN_WINDOW && *n > MAX_UNKNOWN_PER_WINDOW)
+        lock(&self.table).unknown.get(&peer).is_some_and(|(since, n)| {
+            now.duration_since(*since) < UNKNOWN_WINDOW && *n > MAX_UNKNOWN_PER_WINDOW
+        })
     }
 }
 

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use self::deliver::Outcome;
 use self::format::{Action, Notice};
 pub use self::links::{Link, LinkError, Links, well_formed};
-use crate::config::NotifyTarget;
+use crate::config::{NotifyFormat, NotifyTarget};
 use crate::event::EventKind;
 use crate::metrics::{Metrics, NotifyCounts};
 use crate::sync::lock;
@@ -142,7 +142,9 @@ impl Notifier {
                         rt.spawn(run_target(shared.clone(), index));
                     }
                 }
-                Err(_) => tracing::error!("notification targets configured outside a runtime; none will be sent"),
+                Err(_) => {
+                    tracing::error!("notification targets configured outside a runtime; none will be sent")
+                }
             }
         }
         Notifier { shared }
@@ -184,8 +186,10 @@ impl Notifier {
                 }
                 return;
             }
-            EventKind::PermissionRequest | EventKind::TurnComplete | EventKind::TurnError | EventKind::SessionDied => {
-            }
+            EventKind::PermissionRequest
+            | EventKind::TurnComplete
+            | EventKind::TurnError
+            | EventKind::SessionDied => {}
             _ => return,
         }
         if !s.targets.iter().any(|t| t.config.wants(kind)) {
@@ -275,7 +279,12 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         client_id: target.config.client_id.as_deref(),
     };
     let body = format::body(target.config.format, &target.config.url, &notice).to_string();
-    let outcome = deliver::deliver(&target.config, job.kind.as_str(), &delivery_id, body).await;
+    // ntfy takes JSON publishes at its root, the topic in the body.
+    let path = match target.config.format {
+        NotifyFormat::Json => target.config.url.path.as_str(),
+        NotifyFormat::Ntfy => "/",
+    };
+    let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
     match outcome {

@@ -309,8 +309,13 @@ impl<'a> Permissions<'a> {
                     .map(|choice| (choice, rule.rule.rule_id.clone()))
             });
             if let Some((choice, rule_id)) = by_rule {
-                let resolution =
-                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: false, via: None };
+                let resolution = Resolution {
+                    by: ResolvedBy::Rule,
+                    voter: None,
+                    rule_id: Some(rule_id),
+                    remember: false,
+                    via: None,
+                };
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return json!({"outcome": outcome_json(&choice)});
             }
@@ -460,7 +465,8 @@ impl<'a> Permissions<'a> {
             Decision::Decided(choice) => {
                 let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
                 let voter = client_id.map(str::to_owned);
-                let resolution = Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember, via: Some(via) };
+                let resolution =
+                    Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember, via: Some(via) };
                 self.finish(&mut st, request_id, pending, &choice, resolution);
                 Ok(())
             }
@@ -537,8 +543,13 @@ impl<'a> Permissions<'a> {
             let Some(choice) = rule_choice(rule.rule.effect, &pending.options) else { continue };
             let rule_id = rule.rule.rule_id.clone();
             if let Some(pending) = take_pending(st, &id) {
-                let resolution =
-                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: false, via: None };
+                let resolution = Resolution {
+                    by: ResolvedBy::Rule,
+                    voter: None,
+                    rule_id: Some(rule_id),
+                    remember: false,
+                    via: None,
+                };
                 self.finish(st, &id, pending, &choice, resolution);
             }
         }
