@@ -361,3 +361,63 @@ fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn target(events: Vec<EventKind>) -> NotifyTarget {
+        crate::config::NotifyTarget {
+            url: crate::config::parse_target_url("http://127.0.0.1:9/").expect("url"),
+            events,
+            format: NotifyFormat::Json,
+            secret: None,
+            client_id: None,
+            headers: Vec::new(),
+            remind_after: None,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_and_says_so() {
+        // Outside a runtime no worker starts, so the queue only fills.
+        let metrics = Arc::new(Metrics::default());
+        let n = Notifier::new(vec![target(vec![EventKind::TurnComplete])], None, metrics.clone());
+        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        for i in 0..=QUEUE_PER_TARGET {
+            n.offer(source, EventKind::TurnComplete, &json!({"promptId": i}));
+        }
+        let counts = n.counts();
+        assert_eq!((counts.queued, counts.dropped), (QUEUE_PER_TARGET, 1));
+        let oldest = lock(&n.shared.targets[0].jobs).front().map(|j| j.data["promptId"].clone());
+        assert_eq!(oldest, Some(json!(1)), "the oldest went, the newest stayed");
+        let text = metrics.render(&crate::metrics::Snapshot::default());
+        assert!(text.contains("mediatord_notifications_dropped_total 1"), "{text}");
+    }
+
+    #[test]
+    fn only_wanted_events_are_queued_and_a_decision_expires_its_links() {
+        let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
+        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        n.offer(source, EventKind::SessionUpdate, &json!({}));
+        n.offer(source, EventKind::TurnComplete, &json!({}));
+        assert_eq!(n.counts().queued, 0);
+        n.offer(source, EventKind::PermissionRequest, &json!({"requestId": "r1", "options": []}));
+        assert_eq!(n.counts().queued, 1);
+        assert!(n.shared.is_open("r1"));
+        let link = Link {
+            session_id: "s".into(),
+            request_id: "r1".into(),
+            option_id: "o".into(),
+            option_name: "O".into(),
+            client_id: None,
+            summary: String::new(),
+        };
+        let token = n.links().mint(link).expect("token");
+        n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r1"}));
+        assert!(!n.shared.is_open("r1"));
+        assert_eq!(n.links().get(&token), Err(LinkError::Expired));
+    }
+}

@@ -408,3 +408,27 @@ async fn the_documented_receiver_and_node_check_accept_real_deliveries() {
 async fn line(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
     tokio::time::timeout(WAIT, lines.recv()).await.ok().flatten().expect("a line from receiver.py")
 }
+
+#[tokio::test]
+async fn a_request_still_pending_is_sent_again_with_fresh_links() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/"), "remindAfterMs": 1000}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write reminded.txt later").await;
+
+    let first = hook.next().await;
+    let again = hook.next().await;
+    assert_eq!((first.body["reminder"].as_u64(), again.body["reminder"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(again.body["requestId"], request["requestId"]);
+    assert_ne!(first.header("x-mediatord-delivery"), again.header("x-mediatord-delivery"));
+    assert_ne!(first.link("allow_once"), again.link("allow_once"));
+    assert_eq!(post_link(&again.link("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("reminded.txt")).expect("written"), "later");
+    assert_eq!(
+        post_link(&first.link("allow_once")).await.status,
+        410,
+        "the first delivery's links expired with the request"
+    );
+}
