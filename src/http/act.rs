@@ -147,8 +147,10 @@ fn page(status: StatusCode, title: &str, text: &str, button: Option<&str>) -> Re
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    // The URL holds the token: it must not leave in a Referer, nor stay in a cache.
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // The URL holds the token: it must not leave in a Referer (nor stay in a cache). Not
+    // `no-referrer`: under it a browser sends `Origin: null` with the page's own form, which the
+    // perimeter refuses; `same-origin` only ever sends it back here.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }

@@ -432,3 +432,119 @@ async fn a_request_still_pending_is_sent_again_with_fresh_links() {
         "the first delivery's links expired with the request"
     );
 }
+
+/// A headless Chromium driven over WebDriver (chromedriver on a loopback port), in a temporary
+/// profile and HOME.
+/// The W3C WebDriver key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+struct Browser {
+    driver: std::process::Child,
+    base: String,
+    session: String,
+    _home: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let home = tempfile::tempdir().expect("tempdir");
+        // chromedriver takes a port, not a listener: pick a free one (a loopback race at worst).
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("XDG_CACHE_HOME", home.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian: apt-get install chromium chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if http().get(format!("{base}/status")).send().await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await; // polling a starting process
+        }
+        let profile = home.path().join("profile");
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-proxy-server",
+                     format!("--user-data-dir={}", profile.display())],
+        }}}});
+        let created = send(http().post(format!("{base}/session")).json(&caps)).await;
+        let session = created.body["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", created.text))
+            .to_owned();
+        Browser { driver, base, session, _home: home }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let reply = send(http().request(method, url).json(&body)).await;
+        assert_eq!(reply.status, 200, "webdriver {path}: {}", reply.text);
+        reply.body["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({"url": url})).await;
+    }
+
+    /// The text of the first element matching `css`, if there is one.
+    async fn text(&self, css: &str) -> Option<String> {
+        let url = format!("{}/session/{}/element", self.base, self.session);
+        let found = send(http().post(url).json(&json!({"using": "css selector", "value": css}))).await;
+        let id = found.body["value"][ELEMENT].as_str()?.to_owned();
+        let text = self.call(reqwest::Method::GET, &format!("/element/{id}/text"), json!({})).await;
+        text.as_str().map(str::to_owned)
+    }
+
+    async fn click(&self, css: &str) {
+        let found = self
+            .call(reqwest::Method::POST, "/element", json!({"using": "css selector", "value": css}))
+            .await;
+        let id = found[ELEMENT].as_str().expect("element").to_owned();
+        self.call(reqwest::Method::POST, &format!("/element/{id}/click"), json!({})).await;
+    }
+}
+
+#[tokio::test]
+async fn in_a_browser_the_link_shows_the_request_and_its_button_approves() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([hook.url("/")]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write clicked.txt in-chromium").await;
+    let link = hook.next().await.link("allow_once");
+
+    let browser = Browser::start().await;
+    browser.open(&link).await;
+    let asked = browser.text("p").await.expect("the page says what is asked");
+    assert!(asked.contains("clicked.txt"), "{asked}");
+    assert_eq!(browser.text("button").await.as_deref(), Some("Allow once"));
+    assert!(d.pending(&sid).await.len() == 1, "opening the page decided nothing");
+
+    browser.click("button").await;
+    let deadline = Instant::now() + WAIT;
+    while browser.text("h1").await.as_deref() != Some("Done") {
+        if Instant::now() > deadline {
+            let source = browser.call(reqwest::Method::GET, "/source", json!({})).await;
+            panic!("the form's answer page never showed: {source}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling the page after a navigation
+    }
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["via"], "link");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+}
