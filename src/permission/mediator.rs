@@ -1099,6 +1099,23 @@ mod tests {
         assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
     }
 
+    /// A vote says how it arrived (`via`) on its ballot and on `permission_resolved`; a request is
+    /// pending until decided.
+    #[tokio::test]
+    async fn a_vote_by_link_says_so_and_ends_the_pending_request() {
+        let f = fixture(Policy::FirstResponder, None);
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        assert!(f.permissions().is_pending(&id) && !f.permissions().is_pending("nope"));
+        f.permissions().vote_via(&id, None, true, &vote("opt-allow_once", false), Via::Link).expect("vote");
+        answer(task).await;
+        assert!(!f.permissions().is_pending(&id), "decided");
+        assert_eq!(f.host.last(EventKind::PermissionResolved)["via"], "link");
+        assert_eq!(f.permissions().audit()[0]["ballots"][0]["via"], "link");
+        assert_eq!(Via::Rest.as_str(), "rest");
+    }
+
     #[tokio::test]
     async fn an_untimed_request_has_no_expiry() {
         let f = fixture(Policy::FirstResponder, None);
