@@ -1149,6 +1149,32 @@ mod tests {
         assert_eq!(held(&b), (64, 2));
     }
 
+    /// Both bounds are inclusive: a ring exactly at its byte cap keeps every frame, and a stream
+    /// exactly at the lag limit is not evicted.
+    #[tokio::test]
+    async fn a_ring_at_its_byte_cap_and_a_stream_at_the_lag_limit_are_left_alone() {
+        let probe = bus(10, 10);
+        publish(&probe, 1);
+        let frame = lock(&probe.inner).ring_bytes; // ids 1 to 9 frame to the same size
+        let b = Bus::new(
+            "s1".into(),
+            Limits { ring_events: 100, ring_bytes: 3 * frame, lag_limit: 3, max_subscribers: 10 },
+            Arc::default(),
+        );
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        publish(&b, 3);
+        let held = {
+            let inner = lock(&b.inner);
+            (inner.ring.len(), inner.ring_bytes)
+        };
+        assert_eq!(held, (3, 3 * frame));
+        b.close();
+        let text = rest(&mut stream).await;
+        assert_eq!(ids(&text), [1, 2, 3]);
+        assert!(idless(&text, "client_evicted").is_empty(), "{text}");
+    }
+
     /// What a log line shows of a bus: its session and limits.
     #[test]
     fn debug_output_names_the_session_and_the_limits() {
