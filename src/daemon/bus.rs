@@ -1175,6 +1175,18 @@ mod tests {
         assert!(idless(&text, "client_evicted").is_empty(), "{text}");
     }
 
+    /// Trimming by count keeps the byte tally right: it is what the byte cap and the gauge read.
+    #[test]
+    fn trimming_by_count_keeps_the_byte_tally() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), limits(2, 2, 10), stats.clone());
+        publish(&b, 5);
+        let inner = lock(&b.inner);
+        let held: usize = inner.ring.iter().map(Bytes::len).sum();
+        assert_eq!((inner.ring.len(), inner.ring_bytes), (2, held));
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), held as u64);
+    }
+
     /// What a log line shows of a bus: its session and limits.
     #[test]
     fn debug_output_names_the_session_and_the_limits() {
