@@ -120,6 +120,11 @@ api! {
             .body("SetModel")
             .ok(&[(200, Json("Object"))])
             .errors(&["invalid_json", "session_not_found", "invalid_model_id", "agent_error", "agent_exited"]);
+    post "/session/{id}/mode" => sessions::set_mode,
+        Operation::new("setMode", "sessions", "Switch the session's mode (ACP `session/set_mode`); emits `current_mode_update`")
+            .body("SetMode")
+            .ok(&[(200, Json("Object"))])
+            .errors(&["invalid_json", "session_not_found", "invalid_mode", "agent_error", "agent_exited"]);
     get "/session/{id}/events" => events::events,
         Operation::new("events", "events", "The session's event stream (SSE, docs/protocol.md §5)")
             .ok(&[(200, EventStream)])

@@ -69,6 +69,9 @@ pub enum ApiError {
     AgentExited(String),
     #[error("modelId must be a non-empty string")]
     InvalidModelId,
+    /// `mode` (the JSON text of what was sent) is none of the modes the agent announced, `available`.
+    #[error("{}", invalid_mode_text(.mode, .available))]
+    InvalidMode { mode: String, available: Vec<String> },
     #[error("Too many event streams for this session")]
     SubscriberLimitExceeded { limit: usize },
     #[error(
@@ -113,6 +116,15 @@ fn origin_hint(origin: Option<&str>) -> String {
     }
 }
 
+/// What `invalid_mode` says: the modes there are to choose from.
+fn invalid_mode_text(mode: &str, available: &[String]) -> String {
+    if available.is_empty() {
+        format!("Unknown mode {mode}: this session's agent announced no modes")
+    } else {
+        format!("Unknown mode {mode}: this session's agent offers {}", available.join(", "))
+    }
+}
+
 /// What `init_timeout` says: an agent that never answers `initialize` is most often a program that
 /// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
 fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
@@ -151,6 +163,7 @@ impl ApiError {
             ApiError::AgentError(s()),
             ApiError::AgentExited(s()),
             ApiError::InvalidModelId,
+            ApiError::InvalidMode { mode: s(), available: Vec::new() },
             ApiError::SubscriberLimitExceeded { limit: 0 },
             ApiError::InvalidVote,
             ApiError::PermissionRequestNotFound,
@@ -189,6 +202,7 @@ impl ApiError {
             | Self::UnknownAgent { .. }
             | Self::InvalidPrompt
             | Self::InvalidModelId
+            | Self::InvalidMode { .. }
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
             | Self::InvalidRule(_)
@@ -234,6 +248,7 @@ impl ApiError {
             Self::AgentError(_) => "agent_error",
             Self::AgentExited(_) => "agent_exited",
             Self::InvalidModelId => "invalid_model_id",
+            Self::InvalidMode { .. } => "invalid_mode",
             Self::SubscriberLimitExceeded { .. } => "subscriber_limit_exceeded",
             Self::InvalidVote => "invalid_vote",
             Self::PermissionRequestNotFound => "permission_request_not_found",
@@ -274,6 +289,7 @@ impl ApiError {
             }
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
+            Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
             _ => {}
         }
         body
@@ -335,6 +351,9 @@ impl From<SessionError> for ApiError {
             SessionError::Agent(m) => ApiError::AgentError(m),
             SessionError::AgentExited(m) => ApiError::AgentExited(m),
             SessionError::Draining => ApiError::DaemonDraining,
+            SessionError::InvalidMode { mode_id, available } => {
+                ApiError::InvalidMode { mode: format!("{mode_id:?}"), available }
+            }
         }
     }
 }

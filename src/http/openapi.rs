@@ -273,9 +273,9 @@ fn schemas() -> Value {
         "agent": {"type": "string", "description": "The configured agent the session runs on"},
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
+        "pendingPermissions": {"type": "integer", "minimum": 0, "description": "Permission requests waiting for a decision"},
     });
     let mut status_props = summary_props.clone();
-    status_props["pendingPermissions"] = int.clone();
     status_props["subscribers"] = int.clone();
     status_props["pendingPrompts"] = int.clone();
     let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
@@ -399,6 +399,11 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["modelId"],
             "properties": {"modelId": {"type": "string", "minLength": 1}},
+        },
+        "SetMode": {
+            "type": "object",
+            "required": ["modeId"],
+            "properties": {"modeId": {"type": "string", "minLength": 1, "description": "One of the session's `modes.availableModes[].id`"}},
         },
         "Vote": {
             "oneOf": [
