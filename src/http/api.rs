@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{daemon, events, permissions, prompts, sessions, shell};
+use super::{daemon, events, permissions, prompts, sessions, shell, web};
 
 macro_rules! api {
     ($($method:ident $route:literal => $handler:path, $op:expr;)*) => {
@@ -59,6 +59,13 @@ const VOTE_ERRORS: &[&str] = &[
 ];
 
 api! {
+    get "/" => web::root,
+        Operation::new("root", "web", "The web app for a browser (`Accept: text/html`, no token needed); else what this is and where its API is described")
+            .ok(&[(200, Body::Page("Root")), (304, Body::Empty)]);
+    get "/assets/{file}" => web::asset,
+        Operation::new("asset", "web", "A file of the web app by its content-hashed name (immutable; gzip or brotli by Accept-Encoding; no token needed)")
+            .ok(&[(200, Body::Asset), (304, Body::Empty)])
+            .errors(&["route_not_found"]);
     get "/health" => daemon::health,
         Operation::new("health", "daemon", "Liveness; `?deep=1` adds the daemon's figures")
             .ok(&[(200, Json("Health"))])

@@ -11,6 +11,7 @@
 //! - `listener`: `--max-connections` at accept.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
 //!   `prompts`, `events`, `permissions`; and `shell`, the session shell's gates.
+//! - [`web`]: the web app at `/` and `/assets/`, embedded at build time from `web/`.
 //!
 //! Imports `daemon`, `permission` (vote and rule types), `config` and the leaves. Nothing imports
 //! this floor but `server`.
@@ -27,6 +28,7 @@ mod permissions;
 mod prompts;
 mod sessions;
 mod shell;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;

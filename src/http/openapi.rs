@@ -26,6 +26,10 @@ pub enum Body {
     EventStream,
     /// The Prometheus / OpenMetrics text exposition.
     Metrics,
+    /// `text/html` for a browser, else `application/json` with this component schema.
+    Page(&'static str),
+    /// A file of the web app: script, style sheet, icon or manifest.
+    Asset,
 }
 
 /// Request headers an operation reads.
@@ -260,6 +264,23 @@ fn success(body: Body) -> Value {
             "description": "OpenMetrics text exposition",
             "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
         }),
+        Body::Page(schema) => json!({
+            "description": "The web app's page when `Accept` names `text/html` (`Cache-Control: no-cache`, an ETag), \
+                else the JSON below",
+            "content": {
+                "text/html": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}},
+            },
+        }),
+        Body::Asset => json!({
+            "description": "The file, in the coding Accept-Encoding prefers (br, gzip or none)",
+            "content": {
+                "text/javascript": {"schema": {"type": "string"}},
+                "text/css": {"schema": {"type": "string"}},
+                "image/svg+xml": {"schema": {"type": "string"}},
+                "application/manifest+json": {"schema": {"type": "string"}},
+            },
+        }),
     }
 }
 
@@ -290,6 +311,19 @@ fn schemas() -> Value {
             "additionalProperties": true,
         },
         "Object": object,
+        "Root": {
+            "type": "object",
+            "required": ["name", "version", "links"],
+            "properties": {
+                "name": {"const": "mediatord"},
+                "version": string,
+                "links": {
+                    "type": "object",
+                    "description": "Paths of this daemon's entry points",
+                    "properties": {"openapi": string, "capabilities": string, "health": string, "agents": string, "app": string},
+                },
+            },
+        },
         "Empty": {"type": "object", "maxProperties": 0},
         "Health": {
             "type": "object",

@@ -66,6 +66,15 @@ impl Perimeter {
         }
     }
 
+    /// Whether `origin` is this daemon's own origin as the request addresses it: `http://` and the
+    /// `Host` header, that Host passing the allowlist. The web app's own requests carry it, so they
+    /// need no `--allow-origin` (`docs/protocol.md#21-origin`).
+    fn same_origin(&self, origin: &str, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
+        origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(host))
+            && self.host_allowed(headers)
+    }
+
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
         let Some(allowed) = &self.allowed_hosts else { return true };
         let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
@@ -107,9 +116,11 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 
 pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
+    // `origin` is the one CORS answers name; the page's own origin needs none.
     let origin = match headers.get(header::ORIGIN) {
         None => None,
         Some(value) => match value.to_str() {
+            Ok(o) if p.same_origin(o, headers) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
             _ => return origin_denied(value).into_response(),
         },
@@ -126,7 +137,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         return with_cors(preflight, origin.as_ref());
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
-    if !open_health && !p.bearer_ok(headers) {
+    if !open_health && !super::web::is_public(&req) && !p.bearer_ok(headers) {
         return with_cors(ApiError::Unauthorized.into_response(), origin.as_ref());
     }
     let response = next.run(req).await;

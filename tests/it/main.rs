@@ -21,3 +21,4 @@ mod quickstart;
 mod rules;
 mod sessions;
 mod shell;
+mod web;
