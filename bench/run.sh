@@ -39,6 +39,15 @@ if [[ "${BENCH_SKIP_QWEN:-}" != 1 ]]; then
 	QWEN_ARGS=(--qwen "$QWEN" --shim "$HERE/qwen-shim.mjs")
 fi
 
+# The Node.js readers of scenario (g) use the official SDK installed beside qwen serve.
+SDK_ARGS=()
+SDK_MODULE="$REPO/tests/e2e/node_modules/@qwen-code/sdk/dist/daemon/index.js"
+if command -v node >/dev/null && [[ -f "$SDK_MODULE" ]]; then
+	SDK_ARGS=(--sdk "$SDK_MODULE" --sdk-reader "$HERE/sdk-reader.mjs")
+else
+	say "no node or no @qwen-code/sdk under tests/e2e/node_modules: skipping the Node.js SDK scenario"
+fi
+
 mkdir -p "$(dirname "$OUT")"
 say "running the comparison (progress below; the summary table is printed at the end) ..."
-"$BENCH" compare --mediatord "$MEDIATORD" "${QWEN_ARGS[@]}" --out "$OUT" "$@"
+"$BENCH" compare --mediatord "$MEDIATORD" "${QWEN_ARGS[@]}" "${SDK_ARGS[@]}" --out "$OUT" "$@"

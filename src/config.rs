@@ -24,6 +24,13 @@ pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
 /// Longest agent name (`--agent NAME=COMMAND`): names travel in request bodies, listings and logs.
 pub const MAX_AGENT_NAME: usize = 64;
 
+/// Connection deadlines' defaults, in ms: a request head is a few hundred bytes, so 10 s is ample on
+/// any link; 30 s of idle keep-alive outlasts the clients' own pools (Node's is 4-5 s) without
+/// holding slots for minutes; 60 s lets a full 10 MiB body through at about 1.4 Mbit/s.
+const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+const DEFAULT_IDLE_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_BODY_TIMEOUT_MS: u64 = 60_000;
+
 /// `mediatord serve --help`'s closing text.
 pub const SERVE_HELP: &str = "\
 Quick start:
@@ -65,7 +72,7 @@ pub struct ServeArgs {
     /// Bearer token clients must send (also MEDIATORD_TOKEN, then QWEN_SERVER_TOKEN). Trimmed; empty
     /// means none. Prefer the environment: a flag is visible in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", value_name = "T", hide_env_values = true)]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     /// Require the token even on loopback binds and on /health
     #[arg(long)]
     pub require_auth: bool,
@@ -103,9 +110,14 @@ pub struct ServeArgs {
     /// Events kept per session for Last-Event-ID replay [default: 8000]
     #[arg(long, value_name = "N")]
     pub event_ring_size: Option<usize>,
-    /// Frames buffered per SSE stream before a slow client is evicted [default: 256]
+    /// Live events an SSE stream may lag behind the newest before it is evicted (it may resume
+    /// with Last-Event-ID) [default: --event-ring-size]
     #[arg(long, value_name = "N")]
     pub subscriber_queue: Option<usize>,
+    /// A connection whose socket accepts no bytes for this long, while the daemon has bytes to
+    /// write to it, is closed [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub writer_idle_timeout_ms: Option<u64>,
     /// Deadline for the agent's `initialize` and `session/new` answers [default: 10000]
     #[arg(long, value_name = "MS")]
     pub initialize_timeout_ms: Option<u64>,
@@ -128,12 +140,62 @@ pub struct ServeArgs {
     /// Session shell commands are killed (with their children) after this long [default: 120000]
     #[arg(long, value_name = "MS")]
     pub shell_timeout_ms: Option<u64>,
+    /// A connection must deliver each request's head (request line and headers) within this long
+    /// of its first byte, and a new connection its first head within this long of connecting
+    /// [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub header_timeout_ms: Option<u64>,
+    /// A keep-alive connection with no request in progress is closed after this long [default: 30000]
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// A request body must arrive in full within this long of its head: 408 otherwise [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub body_timeout_ms: Option<u64>,
     /// JSON settings file; flags and environment win over it
     #[arg(long, env = "MEDIATORD_CONFIG", hide_env_values = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
+}
+
+/// Environment variables the daemon reads that hold a secret: they are removed from the
+/// environment of every process the daemon starts (agents, their guards, session shell commands),
+/// so nothing the agent runs can read the token and vote on its own permission requests.
+pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"];
+
+/// A secret as given on the command line or in the environment; its `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that hashes it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Secret {
+        Secret(value)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The SHA-256 of the bearer token. Its `Debug` says only that it exists: the digest of a short
+/// token can be brute-forced, so it is no more fit for a log than the token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenDigest(pub [u8; 32]);
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(<redacted>)")
+    }
 }
 
 /// Session scope (`docs/protocol.md#4-agents-workspaces-and-sessions`).
@@ -268,7 +330,7 @@ pub struct Config {
     pub hostname: String,
     pub port: u16,
     /// SHA-256 of the token: the plain token is never kept, so it can never be logged.
-    pub token_digest: Option<[u8; 32]>,
+    pub token_digest: Option<TokenDigest>,
     pub require_auth: bool,
     pub allow_origins: Origins,
     /// Never empty; names are unique; the first is the default agent.
@@ -282,7 +344,9 @@ pub struct Config {
     pub max_connections: usize,
     pub max_subscribers: usize,
     pub event_ring_size: usize,
+    /// How many live events a stream may lag; at most `event_ring_size` matters.
     pub subscriber_queue: usize,
+    pub writer_idle_timeout: Duration,
     /// `--initialize-timeout-ms`: the deadline of every agent without one of its own.
     pub initialize_timeout: Duration,
     pub permission_policy: Policy,
@@ -291,6 +355,10 @@ pub struct Config {
     pub permission_timeout: Option<Duration>,
     pub enable_session_shell: bool,
     pub shell_timeout: Duration,
+    /// Connection deadlines (`docs/protocol.md#210-connection-deadlines`).
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_timeout: Duration,
     pub log_format: LogFormat,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
@@ -340,12 +408,16 @@ const SERVE_KEYS: &[&str] = &[
     "maxSubscribers",
     "eventRingSize",
     "subscriberQueue",
+    "writerIdleTimeoutMs",
     "initializeTimeoutMs",
     "permissionPolicy",
     "consensusQuorum",
     "permissionTimeoutMs",
     "enableSessionShell",
     "shellTimeoutMs",
+    "headerTimeoutMs",
+    "idleTimeoutMs",
+    "bodyTimeoutMs",
     "logFormat",
 ];
 
@@ -548,6 +620,15 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// `scheme://host[:port]` with an http(s) scheme and nothing after the authority.
+/// The host of a well-formed origin (`scheme://host[:port]`), brackets kept for IPv6.
+fn origin_host(origin: &str) -> &str {
+    let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(authority, |(host, _)| host),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    }
+}
+
 pub fn valid_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return false;
@@ -840,7 +921,8 @@ impl Config {
         // MEDIATORD_TOKEN reaches us through clap; QWEN_SERVER_TOKEN is the qwen-compatible fallback.
         let token = args
             .token
-            .clone()
+            .as_ref()
+            .map(|t| t.expose().to_owned())
             .or_else(|| std::env::var("QWEN_SERVER_TOKEN").ok())
             .or(file.string("token")?)
             .map(|t| t.trim().to_owned())
@@ -871,6 +953,14 @@ impl Config {
                 if origin == "null" || !valid_origin(origin) {
                     return refuse(format!(
                         "malformed --allow-origin {origin:?}: expected scheme://host[:port], e.g. http://localhost:3000"
+                    ));
+                }
+                // Without a token, an allowed origin's pages get the whole API: a page served from
+                // another machine would let whoever controls it drive this daemon through any
+                // visitor's browser. qwen serve refuses it too.
+                if token.is_none() && !is_loopback_host(origin_host(origin)) {
+                    return refuse(format!(
+                        "--allow-origin {origin} is not a loopback origin: without a token its pages, in any visitor's browser, could drive the agent; set a token (--token or MEDIATORD_TOKEN) or allow only http://localhost, 127.0.0.1 or [::1] origins"
                     ));
                 }
             }
@@ -919,7 +1009,7 @@ impl Config {
         let max_connections = num(args.max_connections, "maxConnections", 256)?;
         let max_subscribers = num(args.max_subscribers, "maxSubscribers", 64)?;
         let event_ring_size = num(args.event_ring_size, "eventRingSize", 8000)?;
-        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", 256)?;
+        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", event_ring_size)?;
         for (name, value, max) in [
             ("--max-subscribers", max_subscribers, HARD_MAX_SUBSCRIBERS),
             ("--event-ring-size", event_ring_size, HARD_MAX_RING),
@@ -930,9 +1020,20 @@ impl Config {
             }
         }
 
+        if subscriber_queue > event_ring_size {
+            warnings.push(format!(
+                "--subscriber-queue {subscriber_queue} is above --event-ring-size {event_ring_size}: a stream \
+                 that lags more than the ring holds is evicted anyway"
+            ));
+        }
+
         let ms = |flag: Option<u64>, key: &str, default: u64| -> Result<u64, ConfigError> {
             Ok(flag.or(file.number(key)?).unwrap_or(default))
         };
+        let writer_idle_ms = ms(args.writer_idle_timeout_ms, "writerIdleTimeoutMs", 60_000)?;
+        if writer_idle_ms == 0 {
+            return refuse("--writer-idle-timeout-ms must be positive");
+        }
         let init_ms = ms(args.initialize_timeout_ms, "initializeTimeoutMs", 10_000)?;
         if init_ms == 0 {
             return refuse("--initialize-timeout-ms must be positive");
@@ -984,6 +1085,20 @@ impl Config {
         if shell_ms == 0 {
             return refuse("--shell-timeout-ms must be positive");
         }
+        let mut connection_timeouts = [Duration::ZERO; 3];
+        for (slot, (flag, key, name, default)) in connection_timeouts.iter_mut().zip([
+            (args.header_timeout_ms, "headerTimeoutMs", "--header-timeout-ms", DEFAULT_HEADER_TIMEOUT_MS),
+            (args.idle_timeout_ms, "idleTimeoutMs", "--idle-timeout-ms", DEFAULT_IDLE_TIMEOUT_MS),
+            (args.body_timeout_ms, "bodyTimeoutMs", "--body-timeout-ms", DEFAULT_BODY_TIMEOUT_MS),
+        ]) {
+            // No "0 = none": a connection deadline that can be switched off is a slot an idle
+            // client can hold forever.
+            match ms(flag, key, default)? {
+                0 => return refuse(format!("{name} must be positive")),
+                n => *slot = Duration::from_millis(n),
+            }
+        }
+        let [header_timeout, idle_timeout, body_timeout] = connection_timeouts;
         let log_raw = match &args.log_format {
             Some(f) => f.clone(),
             None => file.string("logFormat")?.unwrap_or_else(|| "text".into()),
@@ -997,7 +1112,7 @@ impl Config {
         Ok(Config {
             hostname,
             port,
-            token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            token_digest: token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into())),
             require_auth,
             allow_origins,
             agents,
@@ -1010,12 +1125,16 @@ impl Config {
             max_subscribers,
             event_ring_size,
             subscriber_queue,
+            writer_idle_timeout: Duration::from_millis(writer_idle_ms),
             initialize_timeout,
             permission_policy,
             consensus_quorum,
             permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
             enable_session_shell,
             shell_timeout: Duration::from_millis(shell_ms),
+            header_timeout,
+            idle_timeout,
+            body_timeout,
             log_format,
             warnings,
         })
@@ -1096,6 +1215,20 @@ mod tests {
     }
 
     #[test]
+    fn origin_hosts() {
+        for (origin, host, loopback) in [
+            ("http://localhost:3000", "localhost", true),
+            ("https://127.0.0.1", "127.0.0.1", true),
+            ("http://[::1]:8080", "::1", true),
+            ("https://app.example.com", "app.example.com", false),
+            ("http://10.0.0.5:3000", "10.0.0.5", false),
+        ] {
+            assert_eq!(origin_host(origin), host, "{origin}");
+            assert_eq!(is_loopback_host(origin_host(origin)), loopback, "{origin}");
+        }
+    }
+
+    #[test]
     fn loopback_names() {
         for h in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "LOCALHOST"] {
             assert!(is_loopback_host(h), "{h}");
@@ -1111,6 +1244,29 @@ mod tests {
             assert_eq!(Policy::parse(p.as_str()), Some(p));
         }
         assert_eq!(Policy::parse("majority"), None);
+    }
+
+    /// Issue #16, finding b: neither the parsed arguments nor the settings show the token, or its
+    /// digest, when they are debug-printed (as a log line would).
+    #[test]
+    fn debug_output_never_shows_the_token_or_its_digest() {
+        let token = "debug-redaction-token-5b1e";
+        let dir = std::env::temp_dir();
+        let args = ServeArgs {
+            token: Some(Secret::from(token.to_owned())),
+            agent: vec!["demo".into()],
+            workspace: vec![dir.to_string_lossy().into_owned()],
+            ..ServeArgs::default()
+        };
+        let config = Config::from_args(&args).expect("valid settings");
+        let digest = config.token_digest.expect("a token is set").0;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        for shown in [format!("{args:?}"), format!("{config:?}"), format!("{config:#?}")] {
+            assert!(!shown.contains(token), "the token is shown: {shown}");
+            assert!(!shown.contains(&hex), "the digest is shown: {shown}");
+            assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
     }
 
     #[test]

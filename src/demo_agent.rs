@@ -66,13 +66,16 @@ refuses to write.
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
   fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
   sleep <ms>                    wait, then reply (cancellable)             `sleep 250`
+  hold <ms>                     wait, ignoring session/cancel, then reply  `hold 8000`
   stall                         never finish unless cancelled
   crash [code]                  exit at once with that status (3)          `crash 7`
-  malformed                     write two non-JSON-RPC lines to stdout
+  malformed [N]                 write N (2) non-JSON-RPC lines to stdout   `malformed 100000`
+  early <N> <bytes>             N updates of <bytes> for an unknown session `early 64 1048576`
   ignore-sigterm                ignore SIGTERM from now on
   linger                        keep running after stdin EOF
   pid                           reply with this process's pid
   env <DEMO_NAME>               reply with that variable's value (DEMO_* only) `env DEMO_ROLE`
+  escapee <pidfile>             start `sleep 300` outside its group (setsid), pid to <pidfile>
   echo-meta                     reply with _meta and an unknown field";
 
 /// Stdout lines queued for the writer task; a full queue back-pressures the producing prompt.
@@ -92,6 +95,11 @@ const MAX_CONCURRENT_PROMPTS: usize = 4096;
 const MAX_PENDING_CALLS: usize = 16_384;
 /// `stream N` is capped here so one prompt cannot run for hours.
 const MAX_STREAM_CHUNKS: u64 = 10_000_000;
+/// `malformed N` is capped here.
+const MAX_MALFORMED_LINES: u64 = 10_000_000;
+/// `early N bytes` is capped here: at most 4096 updates of at most 8 MiB.
+const MAX_EARLY_UPDATES: u64 = 4096;
+const MAX_EARLY_UPDATE_BYTES: usize = 8 * 1024 * 1024;
 /// `permissions K` is capped here.
 const MAX_PERMISSIONS: u32 = 1000;
 /// `crash` with no code exits with this status.
@@ -519,17 +527,31 @@ enum Directive<'a> {
     Sleep {
         ms: u64,
     },
+    Hold {
+        ms: u64,
+    },
     Stall,
     Crash {
         code: i32,
     },
-    Malformed,
+    /// `None`: the two classic lines; `Some(n)`: n numbered lines.
+    Malformed {
+        count: Option<u64>,
+    },
+    Early {
+        count: u64,
+        bytes: usize,
+    },
     IgnoreSigterm,
     Linger,
     Pid,
     /// The value of an environment variable named `DEMO_*` (what an agent's settings added).
     Env {
         name: &'a str,
+    },
+    /// Start a process that leaves the agent's process group, its pid written to the file.
+    Escapee {
+        pidfile: &'a str,
     },
     EchoMeta,
     /// A directive word with unusable arguments; the text is the usage line.
@@ -596,12 +618,26 @@ fn parse_directive(text: &str) -> Directive<'_> {
             Some(Ok(ms)) => Directive::Sleep { ms },
             _ => Directive::Usage("usage: sleep <ms>"),
         },
+        "hold" => match args.next().map(str::parse::<u64>) {
+            Some(Ok(ms)) => Directive::Hold { ms },
+            _ => Directive::Usage("usage: hold <ms>"),
+        },
         "stall" => Directive::Stall,
         "crash" => match args.next().map(str::parse::<i32>).transpose() {
             Ok(code) => Directive::Crash { code: code.unwrap_or(DEFAULT_CRASH_CODE) },
             Err(_) => Directive::Usage("usage: crash [code]"),
         },
-        "malformed" => Directive::Malformed,
+        "malformed" => match args.next().map(str::parse::<u64>).transpose() {
+            Ok(count) => Directive::Malformed { count: count.map(|n| n.min(MAX_MALFORMED_LINES)) },
+            Err(_) => Directive::Usage("usage: malformed [N]"),
+        },
+        "early" => match (args.next().map(str::parse::<u64>), args.next().map(str::parse::<usize>)) {
+            (Some(Ok(count)), Some(Ok(bytes))) => Directive::Early {
+                count: count.min(MAX_EARLY_UPDATES),
+                bytes: bytes.min(MAX_EARLY_UPDATE_BYTES),
+            },
+            _ => Directive::Usage("usage: early <N> <bytes>"),
+        },
         "ignore-sigterm" => Directive::IgnoreSigterm,
         "linger" => Directive::Linger,
         "pid" => Directive::Pid,
@@ -609,6 +645,10 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "env" => match args.next() {
             Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Env { name },
             _ => Directive::Usage("usage: env <DEMO_NAME> (variables named DEMO_* only)"),
+        },
+        "escapee" => match args.next() {
+            Some(pidfile) => Directive::Escapee { pidfile },
+            None => Directive::Usage("usage: escapee <pidfile>"),
         },
         "echo-meta" => Directive::EchoMeta,
         _ => Directive::Echo,
@@ -783,6 +823,10 @@ impl Turn {
                     () = self.cancel.cancelled() => return Err(Cancelled),
                 }
             }
+            Directive::Hold { ms } => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                self.chunk(&format!("held {ms}")).await;
+            }
             Directive::Stall => {
                 self.cancel.cancelled().await;
                 return Err(Cancelled);
@@ -791,9 +835,26 @@ impl Turn {
                 tracing::info!(code, "crash directive: exiting");
                 std::process::exit(code);
             }
-            Directive::Malformed => {
+            Directive::Malformed { count: None } => {
                 self.shared.send(b"this is not json\n{\"jsonrpc\":\"2.0\"\n".to_vec()).await;
                 self.chunk("sent malformed lines").await;
+            }
+            Directive::Malformed { count: Some(count) } => {
+                for i in 0..count {
+                    self.shared.send(format!("malformed line {i}\n").into_bytes()).await;
+                }
+                self.chunk(&format!("sent {count} malformed lines")).await;
+            }
+            Directive::Early { count, bytes } => {
+                // A session id the daemon has never heard of, so every update is held as early.
+                let unknown = format!("early-{}", uuid::Uuid::new_v4());
+                let text = "x".repeat(bytes);
+                for _ in 0..count {
+                    let update = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}});
+                    let params = json!({"sessionId": unknown, "update": update});
+                    self.shared.send(notification_line(method::SESSION_UPDATE, &params)).await;
+                }
+                self.chunk(&format!("sent {count} early updates")).await;
             }
             Directive::IgnoreSigterm => {
                 ignore_sigterm(&self.shared);
@@ -807,6 +868,20 @@ impl Turn {
             Directive::Env { name } => {
                 let value = std::env::var(name).unwrap_or_else(|_| format!("{name} is not set"));
                 self.chunk(&value).await;
+            }
+            Directive::Escapee { pidfile } => {
+                let script = "echo $$ > \"$1\"; exec sleep 300";
+                let started = std::process::Command::new("setsid")
+                    .args(["sh", "-c", script, "escapee", &join_path(&self.cwd, pidfile)])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                let reply = match started {
+                    Ok(_) => "started".to_owned(),
+                    Err(e) => format!("cannot start: {e}"),
+                };
+                self.chunk(&reply).await;
             }
             Directive::EchoMeta => {
                 self.update(json!({
@@ -1095,7 +1170,11 @@ mod tests {
         assert!(matches!(parse_directive("env"), Directive::Usage(_)));
         assert_eq!(parse_directive("ignore-sigterm"), Directive::IgnoreSigterm);
         assert_eq!(parse_directive("linger"), Directive::Linger);
-        assert_eq!(parse_directive("malformed"), Directive::Malformed);
+        assert_eq!(parse_directive("malformed"), Directive::Malformed { count: None });
+        assert_eq!(parse_directive("malformed 5"), Directive::Malformed { count: Some(5) });
+        assert_eq!(parse_directive("early 3 10"), Directive::Early { count: 3, bytes: 10 });
+        assert!(matches!(parse_directive("early 3"), Directive::Usage(_)));
+        assert_eq!(parse_directive("hold 5"), Directive::Hold { ms: 5 });
         assert_eq!(parse_directive("writer of things"), Directive::Echo);
     }
 
@@ -1173,6 +1252,8 @@ mod tests {
             "read",
             "fswrite",
             "sleep",
+            "hold",
+            "early",
             "stall",
             "crash",
             "malformed",
@@ -1180,6 +1261,7 @@ mod tests {
             "linger",
             "pid",
             "env",
+            "escapee",
             "echo-meta",
             "edit",
             "mode",

@@ -28,6 +28,8 @@ pub enum EventKind {
     SessionDied,
     /// Id-less, stream-local: this stream fell behind and is closed.
     ClientEvicted,
+    /// Id-less, stream-local: this stream lags 75% of what it may before it is evicted.
+    SlowClientWarning,
     /// Id-less, stream-local: the requested resume point has left the replay ring.
     StateResyncRequired,
     /// Id-less, stream-local: the replay is over, live events follow.
@@ -52,6 +54,7 @@ impl EventKind {
             EventKind::SessionClosed => "session_closed",
             EventKind::SessionDied => "session_died",
             EventKind::ClientEvicted => "client_evicted",
+            EventKind::SlowClientWarning => "slow_client_warning",
             EventKind::StateResyncRequired => "state_resync_required",
             EventKind::ReplayComplete => "replay_complete",
         }

@@ -1,5 +1,6 @@
 //! The `mediatord` binary: parse the command line, set up logging, hand over to the library.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -48,12 +49,39 @@ enum Command {
     AgentGuard(GuardArgs),
 }
 
-fn init_logging(format: LogFormat) {
+/// Where log lines go: stderr, where a failed write is dropped, never reported. A log line is
+/// worth less than the task that writes it: when the reader of stderr is gone (`2>&1 | head`, a
+/// dead log driver) every write fails with EPIPE, and tracing-subscriber would report that with
+/// `eprintln!`, which panics on the same broken pipe inside whatever task was logging.
+#[derive(Debug, Clone, Copy)]
+struct LossyStderr;
+
+impl Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// One line on stderr outside the log (boot refusals, fatal errors); a broken stderr loses it.
+fn say(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
+}
+
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let ansi = io::IsTerminal::is_terminal(&io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| LossyStderr)
+        .log_internal_errors(false)
+        .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -101,37 +129,35 @@ fn main() -> ExitCode {
             let config = match Config::from_args(&args) {
                 Ok(config) => config,
                 Err(e) => {
-                    eprintln!("{e}");
+                    say(&e.to_string());
                     return ExitCode::from(2);
                 }
             };
-            init_logging(config.log_format);
+            init_logging(config.log_format, "info");
             for warning in &config.warnings {
                 tracing::warn!("{warning}");
             }
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
-                    eprintln!("mediatord: cannot start the async runtime: {e}");
+                    say(&format!("mediatord: cannot start the async runtime: {e}"));
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(mediatord::server::run(config)) {
+            let outcome = runtime.block_on(mediatord::server::run(config));
+            // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
+            // pipe or a hung file system must not hold the exit (nor make a second signal useless).
+            runtime.shutdown_background();
+            match outcome {
                 Ok(code) => ExitCode::from(code as u8),
                 Err(e) => {
-                    eprintln!("mediatord: {e}");
+                    say(&format!("mediatord: {e}"));
                     ExitCode::FAILURE
                 }
             }
         }
         Command::DemoAgent(args) => {
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .init();
+            init_logging(LogFormat::Text, "warn");
             let opts = demo_agent::DemoOptions {
                 ignore_sigterm: args.ignore_sigterm,
                 linger_after_eof: args.linger,
@@ -139,14 +165,14 @@ fn main() -> ExitCode {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
-                    eprintln!("demo-agent: cannot start the async runtime: {e}");
+                    say(&format!("demo-agent: cannot start the async runtime: {e}"));
                     return ExitCode::FAILURE;
                 }
             };
             match runtime.block_on(demo_agent::run(opts)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("demo-agent: {e}");
+                    say(&format!("demo-agent: {e}"));
                     ExitCode::FAILURE
                 }
             }

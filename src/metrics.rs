@@ -53,12 +53,18 @@ pub struct Snapshot {
     /// Events published on session buses, ever.
     #[serde(skip)]
     pub events_published: u64,
-    /// Event frames queued to SSE streams (one per stream per event), ever.
+    /// Events handed to SSE streams (one per stream per event), ever.
     #[serde(skip)]
     pub events_delivered: u64,
-    /// SSE streams evicted for falling behind, ever.
+    /// SSE streams evicted for falling behind (`ring_overrun`, `lag_limit`), ever.
     #[serde(skip)]
     pub streams_evicted: u64,
+    /// `slow_client_warning` frames sent, ever.
+    #[serde(skip)]
+    pub slow_stream_warnings: u64,
+    /// Bytes held by the replay rings of every session now.
+    #[serde(skip)]
+    pub ring_bytes: u64,
 }
 
 /// `/health?deep=1`'s `agent`: the program `--agent` names (its arguments are left out: they may
@@ -91,6 +97,8 @@ pub struct Metrics {
     agent_exits: Family<Labels, Counter>,
     /// HTTP requests by `method`, matched `route` (never the raw path) and `status`.
     http_requests: Family<Labels, Counter>,
+    /// Connections closed because their socket accepted no bytes for `--writer-idle-timeout-ms`.
+    writer_timeouts: Counter,
 }
 
 impl Default for Metrics {
@@ -102,6 +110,7 @@ impl Default for Metrics {
             decision_duration: Histogram::new(DECISION_BUCKETS),
             agent_exits: Family::default(),
             http_requests: Family::default(),
+            writer_timeouts: Counter::default(),
         }
     }
 }
@@ -130,6 +139,11 @@ impl Metrics {
         self.http_requests.get_or_create(&labels).inc();
     }
 
+    /// A connection was closed because its socket accepted no bytes for `--writer-idle-timeout-ms`.
+    pub fn writer_timeout(&self) {
+        self.writer_timeouts.inc();
+    }
+
     /// The exposition: the counters above plus the gauges and event counters of `now`.
     pub fn render(&self, now: &Snapshot) -> String {
         let mut r = Registry::with_prefix("mediatord");
@@ -151,13 +165,28 @@ impl Metrics {
         r.register("events_published", "Events published on session buses", counter(now.events_published));
         r.register(
             "events_delivered",
-            "Event frames queued to SSE streams (one per stream per event)",
+            "Events handed to SSE streams (one per stream per event)",
             counter(now.events_delivered),
         );
         r.register(
             "streams_evicted",
-            "SSE streams evicted for falling behind (--subscriber-queue)",
+            "SSE streams evicted for falling behind (off the replay ring, or past --subscriber-queue)",
             counter(now.streams_evicted),
+        );
+        r.register(
+            "slow_stream_warnings",
+            "slow_client_warning frames sent to SSE streams",
+            counter(now.slow_stream_warnings),
+        );
+        r.register(
+            "ring_bytes",
+            "Bytes held by the replay rings of all sessions",
+            gauge(usize::try_from(now.ring_bytes).unwrap_or(usize::MAX)),
+        );
+        r.register(
+            "writer_timeouts",
+            "Connections closed because their socket accepted no bytes for --writer-idle-timeout-ms",
+            self.writer_timeouts.clone(),
         );
         r.register("prompts", "Finished prompts by outcome", self.prompts.clone());
         r.register(

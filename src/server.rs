@@ -1,10 +1,12 @@
 //! The daemon's life: bind, the startup line, serving ([`crate::http::serve`]), signals (the first
-//! drains, the second kills every process group the daemon started and exits 1).
+//! drains, the second kills every process group the daemon started and exits 1), and what a panic
+//! does (the same, with status 101).
 //!
 //! The top floor: it wires `config`, `daemon` and `http` together and knows no HTTP library itself.
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -14,6 +16,8 @@ use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
 const HTTP_DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Exit status after a panic: Rust's own for a panicking program (`docs/protocol.md#15-exit-status`).
+const PANIC_EXIT_STATUS: i32 = 101;
 
 /// Binds, prints the startup line, serves until the first signal's drain completes. Returns the
 /// process exit code.
@@ -39,18 +43,35 @@ pub async fn run(config: Config) -> io::Result<i32> {
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
     let signals = Signals::install()?;
+    // Agents run as the daemon's user: without this, anything an agent runs could read the token
+    // from /proc/<daemon>/environ or attach to the daemon with ptrace. Children become dumpable
+    // again when they exec, so this is the daemon's alone.
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "cannot mark the daemon non-dumpable; same-user processes may read its memory");
+    }
     let max_connections = config.connection_cap();
     let daemon = Daemon::new(config);
+    exit_on_panic(daemon.clone());
+    if let Err(e) = daemon.adopt_orphans() {
+        tracing::warn!(error = %e, "cannot become a subreaper; a process escaping a killed command's group is left to init");
+    }
+    #[cfg(debug_assertions)]
+    panic_on_sigusr2()?;
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
-    // The one line on stdout, for scripts (`--port 0`).
-    println!("mediatord listening on http://{shown}:{}", local.port());
+    // The one line on stdout, for scripts (`--port 0`). A closed stdout loses it rather than
+    // failing the daemon (`println!` would panic).
+    let mut stdout = io::stdout().lock();
+    let _ = writeln!(stdout, "mediatord listening on http://{shown}:{}", local.port())
+        .and_then(|()| stdout.flush());
+    drop(stdout);
     // Only the program: an agent's arguments may carry credentials, and logs travel further.
     let programs: Vec<String> =
         daemon.config.agents.iter().map(|a| format!("{}={}", a.name, a.command.program)).collect();
     tracing::info!(address = %local, agents = %programs.join(" "), "mediatord started");
 
     let drained = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone()));
+    let killed = Arc::new(AtomicBool::new(false));
+    tokio::spawn(watch_signals(signals, daemon.clone(), drained.clone(), killed.clone()));
     let server = tokio::spawn(crate::http::serve(
         listener,
         max_connections,
@@ -61,6 +82,11 @@ pub async fn run(config: Config) -> io::Result<i32> {
     // Streams and turns have ended; give in-flight HTTP exchanges a moment, then leave regardless.
     let _ = tokio::time::timeout(HTTP_DRAIN_GRACE, server).await;
     tracing::info!("mediatord stopped");
+    // A second signal that came while the drain was finishing wins: its kill is under way, and
+    // the signal watcher exits with status 1 once it is done.
+    if killed.load(Ordering::Acquire) {
+        std::future::pending::<()>().await;
+    }
     Ok(0)
 }
 
@@ -85,29 +111,53 @@ impl Signals {
     }
 }
 
+/// The first signal starts the drain; the second, whenever it comes until the process exits (even
+/// after the drain, while HTTP exchanges finish), kills every process group and exits 1.
 async fn watch_signals(
     mut signals: Signals,
     daemon: Arc<Daemon>,
     drained: tokio_util::sync::CancellationToken,
+    killed: Arc<AtomicBool>,
 ) {
     signals.recv().await;
     tracing::info!("shutting down: draining sessions and agents (a second signal kills them now)");
-    let drain = {
+    {
         let daemon = daemon.clone();
-        let drained = drained.clone();
         tokio::spawn(async move {
             daemon.drain(AGENT_SHUTDOWN_GRACE).await;
             drained.cancel();
-        })
-    };
-    tokio::select! {
-        _ = signals.recv() => {},
-        _ = drain => return,
+        });
     }
+    signals.recv().await;
+    killed.store(true, Ordering::Release);
     tracing::warn!("second signal: killing every agent now");
     daemon.kill_all_processes();
     // Nothing is left to unwind for: every agent and shell command is gone, and the drain that was
     // in progress would only wait on them.
     #[expect(clippy::exit, reason = "the second signal ends the daemon at once, with status 1")]
     std::process::exit(1);
+}
+
+/// Test builds only: SIGUSR2 panics a task, so the tests can watch [`exit_on_panic`] at work
+/// through the real binary. Release builds do not have it.
+#[cfg(debug_assertions)]
+fn panic_on_sigusr2() -> io::Result<()> {
+    let mut usr2 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())?;
+    tokio::spawn(async move {
+        usr2.recv().await;
+        panic!("SIGUSR2: the debug build's test panic");
+    });
+    Ok(())
+}
+
+/// A panic is a bug, and the task it ends may own state nobody else can recover (an agent's stdio,
+/// a session's turn runner, the signal watcher): rather than stay half alive, the daemon logs it,
+/// kills every process group it started and exits 101. A service manager restarts it.
+fn exit_on_panic(daemon: Arc<Daemon>) {
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!(panic = %info, "a task panicked: killing every agent and shell command and exiting");
+        daemon.kill_all_processes();
+        #[expect(clippy::exit, reason = "a panic ends the daemon at once (see above)")]
+        std::process::exit(PANIC_EXIT_STATUS);
+    }));
 }

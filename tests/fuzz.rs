@@ -2,14 +2,14 @@
 //! no 5xx other than the documented agent errors, no crash, no hang.
 //!
 //! Allowed 5xx (tests/fuzz/mediatord_hooks.py): 502 `agent_error`/`agent_start_failed`, 503
-//! `agent_exited`/`daemon_draining`/`session_limit_exceeded`/`prompt_queue_full`, 504
-//! `init_timeout`. The venv is made once under `target/` (a stamp file names the version): needs
+//! `agent_exited`/`daemon_draining`/`session_limit_exceeded`/`prompt_queue_full`/
+//! `body_budget_exceeded`, 504 `init_timeout`. The venv is made once under `target/` (a stamp file names the version): needs
 //! `python3` with its `venv` module, and PyPI the first time. When either is missing the test fails
 //! loudly, and the first line of the failure says which.
 
 // The shared support of `tests/it`; this crate uses a few of its helpers, hence the allow.
 #[path = "it/support/mod.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod support;
 
 use std::path::{Path, PathBuf};

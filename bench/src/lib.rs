@@ -51,14 +51,14 @@ pub struct Plan {
     pub startups: usize,
     /// Bound on any single run.
     pub run_timeout: Duration,
-    /// `--subscriber-queue` for mediatord (`None` = its default of 256 frames). See
-    /// `bench/README.md`: at 100k+ updates/s the default is under a millisecond of slack and a
-    /// busy machine's scheduling alone evicts a fast stream, which would make throughput moot.
-    pub mediatord_queue: Option<u32>,
-    /// Also run the 1-stream relay at mediatord's default queue and report how it fared.
-    pub default_queue_check: bool,
-    /// Run only these scenarios (`direct`, `startup`, `create`, `relay`, `paced`, `permissions`,
-    /// `memory`); `None` = all.
+    /// Subscriber counts of the relay rerun on a mediatord whose ring holds the whole burst
+    /// (`--event-ring-size` = the burst): where no stream can be evicted.
+    pub whole_ring_subscribers: Vec<usize>,
+    /// The burst read through the official SDK (Node.js): streams and updates.
+    pub sdk_streams: usize,
+    pub sdk_events: u64,
+    /// Run only these scenarios (`direct`, `startup`, `create`, `relay`, `sdk`, `paced`,
+    /// `permissions`, `memory`); `None` = all.
     pub only: Option<Vec<String>>,
 }
 
@@ -78,8 +78,9 @@ impl Plan {
             memory_subscribers: 1000,
             startups: 10,
             run_timeout: Duration::from_secs(300),
-            mediatord_queue: Some(8192),
-            default_queue_check: true,
+            whole_ring_subscribers: vec![10, 100],
+            sdk_streams: 10,
+            sdk_events: 5_000,
             only: None,
         }
     }
@@ -99,24 +100,15 @@ impl Plan {
             memory_subscribers: 3,
             startups: 2,
             run_timeout: Duration::from_secs(30),
-            // Above the smoke's 300 events, so no stream can be evicted: the smoke stays
-            // deterministic on a loaded CI machine.
-            mediatord_queue: Some(1024),
-            default_queue_check: false,
+            whole_ring_subscribers: Vec::new(),
+            sdk_streams: 2,
+            sdk_events: 100,
             only: None,
         }
     }
 
     pub fn wants(&self, scenario: &str) -> bool {
         self.only.as_ref().is_none_or(|o| o.iter().any(|s| s == scenario))
-    }
-
-    /// Extra `serve` arguments the scenarios run `kind` with.
-    pub fn daemon_args(&self, kind: Kind) -> Vec<String> {
-        match (kind, self.mediatord_queue) {
-            (Kind::Mediatord, Some(q)) => vec!["--subscriber-queue".into(), q.to_string()],
-            _ => Vec::new(),
-        }
     }
 
     pub fn events_for(&self, kind: Kind) -> u64 {
@@ -135,8 +127,10 @@ pub struct DaemonResults {
     pub startup_ms: Vec<f64>,
     /// Per subscriber count, its runs.
     pub relay: Vec<(usize, Vec<RelayRun>)>,
-    /// 1 stream at mediatord's default `--subscriber-queue` (when checked).
-    pub relay_default_queue: Vec<RelayRun>,
+    /// The same on a daemon whose ring holds the whole burst (mediatord only).
+    pub relay_whole_ring: Vec<(usize, Vec<RelayRun>)>,
+    /// The burst read by Node.js streams through the official SDK.
+    pub sdk: Vec<RelayRun>,
     pub paced: Vec<RelayRun>,
     pub permissions: Vec<PermissionRun>,
     pub create: Vec<CreateRun>,
@@ -154,7 +148,8 @@ impl DaemonResults {
             version,
             startup_ms: Vec::new(),
             relay: Vec::new(),
-            relay_default_queue: Vec::new(),
+            relay_whole_ring: Vec::new(),
+            sdk: Vec::new(),
             paced: Vec::new(),
             permissions: Vec::new(),
             create: Vec::new(),
@@ -245,38 +240,44 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
             d.stop().await;
         }
     }
-    let args = plan.daemon_args(kind);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    // (d), (a), (c) on one daemon.
-    match Daemon::start(kind, tools, &args).await {
+    // (d), (a), (g), (c) on one daemon, at its defaults (beyond the lifted caps).
+    match Daemon::start(kind, tools, &[]).await {
         Err(e) => {
             progress(&format!("{name}: start failed: {e}"));
             out.failures.push(format!("start: {e}"));
         }
         Ok(d) => {
             if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
-                scenarios_on(&api, &d, plan, &mut out).await;
+                scenarios_on(&api, &d, tools, plan, &mut out).await;
             }
             d.stop().await;
         }
     }
-    // The 1-stream relay again at mediatord's default queue, to show what it does.
-    if kind == Kind::Mediatord && plan.default_queue_check && plan.wants("relay") {
-        match Daemon::start(kind, tools, &[]).await {
-            Err(e) => out.failures.push(format!("default-queue start: {e}")),
+    // (a) again where the ring holds the burst: no stream can fall off it.
+    if kind == Kind::Mediatord && plan.wants("relay") && !plan.whole_ring_subscribers.is_empty() {
+        let ring = plan.events.to_string();
+        match Daemon::start(kind, tools, &["--event-ring-size", &ring]).await {
+            Err(e) => out.failures.push(format!("whole-ring start: {e}")),
             Ok(d) => {
                 if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
-                    for i in 0..plan.runs {
-                        progress(&format!(
-                            "{name}: relay to 1 subscriber at the default queue (run {})",
-                            i + 1
-                        ));
-                        let directive = format!("stream {}", plan.events);
-                        let r =
-                            scenarios::relay(&api, &d, 1, &directive, plan.events, plan.run_timeout).await;
-                        if let Some(r) = note(&mut out.failures, "relay x1, default queue", r) {
-                            out.relay_default_queue.push(r);
+                    for &subs in &plan.whole_ring_subscribers {
+                        let mut runs = Vec::new();
+                        for i in 0..plan.runs {
+                            progress(&format!(
+                                "{name}: relay stream {} to {subs} subscriber(s), --event-ring-size {ring} (run {})",
+                                plan.events,
+                                i + 1
+                            ));
+                            let directive = format!("stream {}", plan.events);
+                            let r =
+                                scenarios::relay(&api, &d, subs, &directive, plan.events, plan.run_timeout)
+                                    .await;
+                            if let Some(r) = note(&mut out.failures, &format!("relay x{subs}, whole ring"), r)
+                            {
+                                runs.push(r);
+                            }
                         }
+                        out.relay_whole_ring.push((subs, runs));
                     }
                 }
                 d.stop().await;
@@ -286,7 +287,7 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
     // (e) on a fresh daemon per run.
     for i in 0..if plan.wants("memory") { plan.runs } else { 0 } {
         progress(&format!("{name}: memory (run {})", i + 1));
-        match Daemon::start(kind, tools, &args).await {
+        match Daemon::start(kind, tools, &[]).await {
             Err(e) => {
                 progress(&format!("{name}: start failed: {e}"));
                 out.failures.push(format!("memory start: {e}"));
@@ -305,7 +306,7 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
     out
 }
 
-async fn scenarios_on(api: &api::Api, d: &Daemon, plan: &Plan, out: &mut DaemonResults) {
+async fn scenarios_on(api: &api::Api, d: &Daemon, tools: &Tools, plan: &Plan, out: &mut DaemonResults) {
     let name = d.kind.name();
     if plan.wants("create") {
         progress(&format!("{name}: create/attach"));
@@ -326,6 +327,21 @@ async fn scenarios_on(api: &api::Api, d: &Daemon, plan: &Plan, out: &mut DaemonR
             }
         }
         out.relay.push((subs, runs));
+    }
+    if let Some(sdk) = tools.sdk.as_ref().filter(|_| plan.wants("sdk")) {
+        for i in 0..plan.runs {
+            progress(&format!(
+                "{name}: stream {} to {} Node.js SDK subscribers (run {})",
+                plan.sdk_events,
+                plan.sdk_streams,
+                i + 1
+            ));
+            let r =
+                scenarios::sdk_relay(api, d, sdk, plan.sdk_streams, plan.sdk_events, plan.run_timeout).await;
+            if let Some(r) = out.record("sdk relay", r) {
+                out.sdk.push(r);
+            }
+        }
     }
     for i in 0..if plan.wants("paced") { plan.runs } else { 0 } {
         let directive = format!("stream {} {}", plan.paced_count, plan.paced_rate);
@@ -358,7 +374,7 @@ pub async fn compare(tools: &Tools, plan: &Plan) -> report::Report {
 /// The tiny run `tests/bench_smoke.rs` checks: [`Plan::smoke`] against mediatord and direct stdio.
 pub async fn smoke(mediatord: &std::path::Path) -> (DirectResults, DaemonResults) {
     let mediatord = std::path::absolute(mediatord).unwrap_or_else(|_| mediatord.to_path_buf());
-    let tools = Tools { mediatord, qwen: None, shim: None, mediatord_args: Vec::new() };
+    let tools = Tools { mediatord, qwen: None, shim: None, sdk: None, mediatord_args: Vec::new() };
     let plan = Plan::smoke();
     let direct = run_direct(&tools, &plan).await;
     let daemon = run_daemon(Kind::Mediatord, &tools, &plan, String::new()).await;

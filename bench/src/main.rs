@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! mediatord-bench compare --mediatord BIN [--qwen QWEN_BIN --shim bench/qwen-shim.mjs]
+//!                         [--sdk SDK_DAEMON_MODULE --sdk-reader bench/sdk-reader.mjs]
 //!                         [--out docs/benchmarks.md] [--runs N] [--events N] [--qwen-events N]
 //! mediatord-bench smoke --mediatord BIN
 //! ```
@@ -13,8 +14,9 @@ use mediatord_bench::procs::Tools;
 use mediatord_bench::{Plan, report};
 
 const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN_BIN --shim SHIM.mjs] \
+                     [--sdk SDK_DAEMON_MODULE --sdk-reader bench/sdk-reader.mjs]\n       \
                      [--out FILE] [--runs N] [--events N] [--qwen-events N] [--subscribers 1,10,100]\n       \
-                     [--only direct,startup,create,relay,paced,permissions,memory] [--mediatord-args 'ARGS']\n       \
+                     [--only direct,startup,create,relay,sdk,paced,permissions,memory] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN";
 
 fn main() -> ExitCode {
@@ -23,7 +25,10 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    let mut tools = Tools { mediatord: PathBuf::new(), qwen: None, shim: None, mediatord_args: Vec::new() };
+    let mut tools =
+        Tools { mediatord: PathBuf::new(), qwen: None, shim: None, sdk: None, mediatord_args: Vec::new() };
+    let mut sdk_module: Option<PathBuf> = None;
+    let mut sdk_script: Option<PathBuf> = None;
     let mut plan = if command == "smoke" { Plan::smoke() } else { Plan::full() };
     let mut out: Option<PathBuf> = None;
     let mut it = rest.iter();
@@ -44,6 +49,14 @@ fn main() -> ExitCode {
             }
             "--shim" => {
                 tools.shim = Some(PathBuf::from(value));
+                Ok(())
+            }
+            "--sdk" => {
+                sdk_module = Some(PathBuf::from(value));
+                Ok(())
+            }
+            "--sdk-reader" => {
+                sdk_script = Some(PathBuf::from(value));
                 Ok(())
             }
             "--mediatord-args" => {
@@ -85,6 +98,10 @@ fn main() -> ExitCode {
     tools.mediatord = absolute(&tools.mediatord);
     tools.qwen = tools.qwen.as_ref().map(absolute);
     tools.shim = tools.shim.as_ref().map(absolute);
+    if let (Some(module), Some(script)) = (&sdk_module, &sdk_script) {
+        tools.sdk =
+            Some(mediatord_bench::procs::SdkReader { script: absolute(script), module: absolute(module) });
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

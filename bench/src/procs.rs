@@ -44,8 +44,18 @@ pub struct Tools {
     pub qwen: Option<PathBuf>,
     /// The JS shim qwen serve runs as its agent (`bench/qwen-shim.mjs`).
     pub shim: Option<PathBuf>,
+    /// The Node.js reader on the official SDK, if that scenario is to run.
+    pub sdk: Option<SdkReader>,
     /// Extra `mediatord serve` arguments (experiments, e.g. `--subscriber-queue 4096`).
     pub mediatord_args: Vec<String>,
+}
+
+/// What reads streams through the official SDK: `bench/sdk-reader.mjs` and the SDK's
+/// `dist/daemon/index.js` (`@qwen-code/sdk`, as installed for the e2e suite).
+#[derive(Debug, Clone)]
+pub struct SdkReader {
+    pub script: PathBuf,
+    pub module: PathBuf,
 }
 
 /// A temporary directory removed on drop.

@@ -1,6 +1,7 @@
 //! The measurements, one function per scenario, each returning one run's figures.
 //!
 //! (a) [`relay`]: one prompt streams N stamped updates to S subscribers.
+//! (g) [`sdk_relay`]: the same, read by Node.js through the official SDK's SSE parser.
 //! (c) [`permissions`]: K sequential permission requests, each voted over REST on sight.
 //! (d) [`create_attach`]: session create and attach latency.
 //! (e) [`memory`]: daemon RSS idle, with 100 sessions, with 1000 subscribers.
@@ -164,6 +165,74 @@ pub async fn relay(
         subs.push(t.await?);
     }
     Ok(RelayRun::from_subscribers(subs, expected))
+}
+
+/// (g) One prompt `stream N` read by `streams` Node.js streams through the official SDK
+/// (`bench/sdk-reader.mjs`: `DaemonClient.subscribeEvents`, i.e. its SSE parser).
+pub async fn sdk_relay(
+    api: &Api,
+    daemon: &Daemon,
+    sdk: &crate::procs::SdkReader,
+    streams: usize,
+    events: u64,
+    timeout: Duration,
+) -> Res<RelayRun> {
+    use tokio::io::AsyncBufReadExt;
+    let created = fresh_session(api, daemon).await?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut child = tokio::process::Command::new("node")
+        .arg(&sdk.script)
+        .arg(&sdk.module)
+        .arg(&daemon.base)
+        .arg(&created.session_id)
+        .arg(streams.to_string())
+        .arg(timeout.as_millis().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout from the SDK reader")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut next = async || -> Res<Option<String>> {
+        Ok(tokio::time::timeout_at(deadline, lines.next_line())
+            .await
+            .map_err(|_| "the SDK reader timed out")??)
+    };
+    match next().await?.as_deref() {
+        Some("ready") => {}
+        other => return Err(format!("the SDK reader did not get ready: {other:?}").into()),
+    }
+    api.prompt_async(&created.session_id, &format!("stream {events}"), created.client_id.as_deref()).await?;
+    let mut subs = Vec::with_capacity(streams);
+    while let Some(line) = next().await? {
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        if let Some(e) = v.get("error") {
+            return Err(format!("an SDK stream failed: {e}").into());
+        }
+        let num = |k: &str| v[k].as_u64().unwrap_or(0);
+        subs.push(SubResult {
+            updates: num("updates"),
+            latencies_us: v["latenciesUs"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(serde_json::Value::as_u64)
+                        .map(|l| l.min(u64::from(u32::MAX)) as u32)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            first_emit_us: num("firstEmitUs"),
+            last_recv_us: num("lastRecvUs"),
+            evicted: v["evicted"].as_bool().unwrap_or(false),
+            ended: v["ended"].as_bool().unwrap_or(false),
+            now: 0,
+        });
+    }
+    let _ = tokio::time::timeout_at(deadline, child.wait()).await;
+    if subs.len() != streams {
+        return Err(format!("the SDK reader reported {} of {streams} streams", subs.len()).into());
+    }
+    Ok(RelayRun::from_subscribers(subs, events))
 }
 
 /// (c) One run of K sequential permission requests.

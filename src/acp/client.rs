@@ -52,6 +52,15 @@ pub trait Client: Send + Sync {
     /// agent reader's path: it must not wait.
     fn session_update(&self, params: &RawValue);
 
+    /// `session/update` notifications the agent wrote back to back, in order: a burst read in one
+    /// go, handed over in one call so the session publishes it at once. Same rules as
+    /// [`Client::session_update`], which the default calls for each.
+    fn session_updates(&self, params: &[Box<RawValue>]) {
+        for p in params {
+            self.session_update(p);
+        }
+    }
+
     /// A `session/request_permission` request; resolves to the `result` to answer the agent with.
     /// May take minutes (a vote): the actor runs it in its own task.
     fn request_permission(&self, params: Value) -> BoxFuture<'_, Value>;

@@ -33,15 +33,21 @@ const WRITE_QUEUE: usize = 4096;
 const MAX_PENDING_CALLS: usize = 4096;
 /// Agent → daemon requests being served at once (each waits on a vote or the disk).
 const MAX_AGENT_REQUESTS_IN_FLIGHT: usize = 256;
-/// Updates held for a session id the daemon has not been told about yet, and for how long.
+/// Updates held for a session id the daemon has not been told about yet, and for how long. An
+/// update can only race its `session/new` answer by a few lines, so the bounds are far above any
+/// real race: 1024 updates, 16 MiB in all (a few large tool outputs), 30 s.
 const EARLY_UPDATES_MAX: usize = 1024;
+const EARLY_UPDATES_MAX_BYTES: usize = 16 * 1024 * 1024;
 const EARLY_UPDATE_TTL: Duration = Duration::from_secs(30);
+/// Repeated log lines about an agent's bad output: the first in each window is logged in full, the
+/// rest are summed up in one line when the window closes, so an agent writing garbage at full speed
+/// costs a couple of lines per second, not millions.
+const LOG_WINDOW: Duration = Duration::from_secs(1);
 /// After stdout closes, how long the agent gets to exit on its own before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
-/// Lines the actor handles before it yields, so the SSE writers it just woke can drain their
-/// queues between bursts: one 64 KiB read of a streaming agent is ~350 updates, more than the
-/// default 256-frame `--subscriber-queue`, and without a yield even a fast client was evicted.
-const LINES_PER_YIELD: u32 = 32;
+/// Most `session/update`s handed to a session in one call. A burst is what one read of the
+/// agent's pipe holds (64 KiB, a few hundred updates); this bounds the list it is gathered in.
+const MAX_BURST: usize = 1024;
 /// Why the actor stopped when an agent outlived its shutdown grace.
 const GRACE_OVER: &str = "shutdown grace period over";
 
@@ -80,6 +86,94 @@ struct Early {
     params: Box<RawValue>,
 }
 
+/// Updates for sessions not registered yet, oldest first, bounded in count, bytes and age. Entries
+/// leave by age on a timer the actor arms ([`EarlyUpdates::next_expiry`]), not only when another
+/// early update arrives.
+#[derive(Default)]
+struct EarlyUpdates {
+    queue: VecDeque<Early>,
+    bytes: usize,
+}
+
+impl EarlyUpdates {
+    /// Holds an update; `false` when a bound leaves no room (the update is dropped).
+    fn push(&mut self, now: Instant, session_id: String, params: Box<RawValue>) -> bool {
+        self.expire(now);
+        let size = params.get().len();
+        if self.queue.len() >= EARLY_UPDATES_MAX || self.bytes + size > EARLY_UPDATES_MAX_BYTES {
+            return false;
+        }
+        self.bytes += size;
+        self.queue.push_back(Early { at: now, session_id, params });
+        true
+    }
+
+    /// Drops what is older than the TTL.
+    fn expire(&mut self, now: Instant) {
+        while let Some(front) = self.queue.front() {
+            if now.duration_since(front.at) < EARLY_UPDATE_TTL {
+                break;
+            }
+            self.bytes -= front.params.get().len();
+            self.queue.pop_front();
+        }
+    }
+
+    /// When the oldest entry expires, if any is held.
+    fn next_expiry(&self) -> Option<Instant> {
+        self.queue.front().map(|e| e.at + EARLY_UPDATE_TTL)
+    }
+
+    /// Takes every update held for `session_id`, in arrival order.
+    fn take(&mut self, session_id: &str) -> Vec<Box<RawValue>> {
+        let (held, rest): (VecDeque<Early>, VecDeque<Early>) =
+            std::mem::take(&mut self.queue).into_iter().partition(|e| e.session_id == session_id);
+        self.queue = rest;
+        self.bytes = self.queue.iter().map(|e| e.params.get().len()).sum();
+        held.into_iter().map(|e| e.params).collect()
+    }
+}
+
+/// A log line that may repeat at any rate: the first occurrence in a window is logged, the others
+/// counted, and the count is logged once the window is over (on the actor's timer).
+#[derive(Debug, Default)]
+struct Throttle {
+    /// When the current window opened, if one is open.
+    window: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Throttle {
+    /// Whether this occurrence should be logged in full.
+    fn admit(&mut self, now: Instant) -> bool {
+        match self.window {
+            Some(opened) if now.duration_since(opened) < LOG_WINDOW => {
+                self.suppressed += 1;
+                false
+            }
+            _ => {
+                self.window = Some(now);
+                true
+            }
+        }
+    }
+
+    /// When the open window closes with something to report.
+    fn report_at(&self) -> Option<Instant> {
+        self.window.filter(|_| self.suppressed > 0).map(|opened| opened + LOG_WINDOW)
+    }
+
+    /// Closes the window if it is over; returns how many occurrences it did not log.
+    fn close(&mut self, now: Instant) -> Option<u64> {
+        let over = self.window.is_some_and(|opened| now.duration_since(opened) >= LOG_WINDOW);
+        if !over {
+            return None;
+        }
+        self.window = None;
+        Some(std::mem::take(&mut self.suppressed)).filter(|n| *n > 0)
+    }
+}
+
 pub(super) struct Actor {
     workspace: PathBuf,
     process: AgentProcess,
@@ -90,11 +184,19 @@ pub(super) struct Actor {
     pending: HashMap<i64, Waiter>,
     /// Held weakly: a session's lifetime is the daemon's business, not the agent's.
     sessions: HashMap<String, Weak<dyn acp::Client>>,
-    early: VecDeque<Early>,
+    early: EarlyUpdates,
+    /// Malformed lines, answers to ids never used, updates without a session id.
+    bad_output_log: Throttle,
+    /// Early updates dropped for want of room.
+    dropped_log: Throttle,
     in_flight: Arc<AtomicUsize>,
     /// Set by a shutdown: kill the group at this instant if it has not exited.
     deadline: Option<Instant>,
     metrics: Arc<Metrics>,
+    /// `session/update`s for `burst_session` read in one go and not yet handed over: the session
+    /// publishes a burst at once, so its streams find it whole (fewer, larger writes).
+    burst: Vec<Box<RawValue>>,
+    burst_session: String,
     /// The `fs/*` methods offered at `initialize`: the only ones served.
     fs: FsCapabilities,
 }
@@ -132,10 +234,14 @@ impl Actor {
             next_id: 0,
             pending: HashMap::new(),
             sessions: HashMap::new(),
-            early: VecDeque::new(),
+            early: EarlyUpdates::default(),
+            bad_output_log: Throttle::default(),
+            dropped_log: Throttle::default(),
             in_flight: Arc::new(AtomicUsize::new(0)),
             deadline: None,
             metrics,
+            burst: Vec::new(),
+            burst_session: String::new(),
             fs: spec.fs,
         })
     }
@@ -145,26 +251,35 @@ impl Actor {
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Cmd>) {
-        let mut lines = 0u32;
         let reason = loop {
+            // A burst ends when no complete line is left to read without waiting. Then let the
+            // streams it woke write it before reading on: they usually run on this thread next.
+            if !self.stdout.decoder().has_line(self.stdout.read_buffer()) && self.hand_over_burst() {
+                tokio::task::yield_now().await;
+            }
             let deadline = self.deadline;
+            let housekeeping =
+                [self.early.next_expiry(), self.bad_output_log.report_at(), self.dropped_log.report_at()]
+                    .into_iter()
+                    .flatten()
+                    .min();
             tokio::select! {
                 line = self.stdout.next() => match line {
-                    Some(Ok(line)) => {
-                        self.on_line(&line);
-                        lines = lines.wrapping_add(1);
-                        if lines.is_multiple_of(LINES_PER_YIELD) {
-                            tokio::task::yield_now().await;
-                        }
-                    }
+                    Some(Ok(line)) => self.on_line(&line),
                     Some(Err(e)) => break format!("agent output unreadable: {e}"),
                     None => break "agent closed its output".to_owned(),
                 },
                 cmd = commands.recv(), if self.deadline.is_none() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
+                    Some(cmd) => {
+                        // A command may (un)register sessions: the next update looks its session up.
+                        self.hand_over_burst();
+                        self.burst_session.clear();
+                        self.on_command(cmd);
+                    }
                     // Every handle is gone: nobody can use this agent any more.
                     None => self.begin_shutdown(Duration::ZERO),
                 },
+                _ = sleep_until_opt(housekeeping) => self.housekeeping(Instant::now()),
                 _ = sleep_until_opt(deadline) => {
                     // Some agents (Claude Code's adapter) ignore stdin EOF; say why the wait ended.
                     tracing::warn!(
@@ -176,18 +291,46 @@ impl Actor {
             }
         };
         commands.close();
+        self.hand_over_burst();
         self.finish(&reason).await;
+    }
+
+    /// Expires early updates and closes the log windows that are over.
+    fn housekeeping(&mut self, now: Instant) {
+        self.early.expire(now);
+        let workspace = self.workspace.display();
+        if let Some(n) = self.bad_output_log.close(now) {
+            tracing::warn!(workspace = %workspace, count = n, "{n} more malformed lines from the agent in the last second (skipped, not logged one by one)");
+        }
+        if let Some(n) = self.dropped_log.close(now) {
+            tracing::warn!(workspace = %workspace, count = n, "{n} more updates for unknown sessions dropped in the last second");
+        }
+    }
+
+    /// Logs a problem with the agent's output, within the throttle.
+    fn bad_output(&mut self, why: &str) {
+        let now = Instant::now();
+        // A window that is over reports before a new one opens (its timer may not have run yet).
+        self.housekeeping(now);
+        if self.bad_output_log.admit(now) {
+            tracing::warn!(workspace = %self.workspace.display(), reason = %why, "skipping a malformed line from the agent");
+        }
     }
 
     fn on_line(&mut self, line: &[u8]) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        match Frame::parse(line) {
+        let frame = Frame::parse(line);
+        if !matches!(&frame, Frame::Notification { method, .. } if method == method::SESSION_UPDATE) {
+            // Whatever else the agent says comes after the updates it wrote before it.
+            self.hand_over_burst();
+        }
+        match frame {
             Frame::Notification { method, params } => self.on_notification(&method, params),
             Frame::Response { id, result } => {
                 let RequestId::Number(n) = id else {
-                    tracing::warn!(workspace = %self.workspace.display(), "agent answered an id the daemon never used");
+                    self.bad_output("an answer to an id the daemon never used");
                     return;
                 };
                 match self.pending.remove(&n) {
@@ -198,9 +341,7 @@ impl Actor {
                 }
             }
             Frame::Request { id, method, params } => self.on_request(id, &method, params),
-            Frame::Malformed(why) => {
-                tracing::warn!(workspace = %self.workspace.display(), reason = %why, "skipping a malformed line from the agent")
-            }
+            Frame::Malformed(why) => self.bad_output(&why.to_string()),
         }
     }
 
@@ -211,33 +352,45 @@ impl Actor {
         }
         let Some(params) = params else { return };
         let Some(session_id) = update_session_id(&params) else {
-            tracing::warn!("session/update without a sessionId");
+            self.bad_output("session/update without a sessionId");
             return;
         };
-        match self.sessions.get(&*session_id) {
-            Some(client) => {
-                // A session already dropped (between its end and its unregistering) takes nothing.
-                if let Some(client) = client.upgrade() {
-                    client.session_update(&params);
-                }
-            }
-            None => {
+        // The burst's session is known to be registered (a command ends the burst), so only a
+        // change of session needs the table.
+        if self.burst_session != *session_id {
+            self.hand_over_burst();
+            if !self.sessions.contains_key(&*session_id) {
                 let session_id = session_id.into_owned();
-                self.hold_early(session_id, params)
+                self.hold_early(session_id, params);
+                return;
             }
+            self.burst_session.clear();
+            self.burst_session.push_str(&session_id);
+        } else if self.burst.len() >= MAX_BURST {
+            self.hand_over_burst();
         }
+        self.burst.push(params);
+    }
+
+    /// Hands the gathered `session/update`s to their session, in one call; false if there were none.
+    fn hand_over_burst(&mut self) -> bool {
+        if self.burst.is_empty() {
+            return false;
+        }
+        // A session already dropped (between its end and its unregistering) takes nothing.
+        if let Some(client) = self.sessions.get(&self.burst_session).and_then(Weak::upgrade) {
+            client.session_updates(&self.burst);
+        }
+        self.burst.clear();
+        true
     }
 
     fn hold_early(&mut self, session_id: String, params: Box<RawValue>) {
         let now = Instant::now();
-        while self.early.front().is_some_and(|e| now.duration_since(e.at) > EARLY_UPDATE_TTL) {
-            self.early.pop_front();
+        self.housekeeping(now);
+        if !self.early.push(now, session_id, params) && self.dropped_log.admit(now) {
+            tracing::warn!(workspace = %self.workspace.display(), "dropping an update for an unknown session (the early-update buffer is full)");
         }
-        if self.early.len() >= EARLY_UPDATES_MAX {
-            tracing::warn!(session_id, "dropping an update for an unknown session");
-            return;
-        }
-        self.early.push_back(Early { at: now, session_id, params });
     }
 
     fn on_request(&mut self, id: RequestId, method: &str, params: Option<Box<RawValue>>) {
@@ -312,12 +465,11 @@ impl Actor {
                 let _ = queued.send(());
             }
             Cmd::Register { session_id, client } => {
-                let (held, rest): (VecDeque<Early>, VecDeque<Early>) =
-                    std::mem::take(&mut self.early).into_iter().partition(|e| e.session_id == session_id);
-                self.early = rest;
+                self.early.expire(Instant::now());
+                let held = self.early.take(&session_id);
                 if let Some(client) = client.upgrade() {
-                    for e in held {
-                        client.session_update(&e.params);
+                    for params in held {
+                        client.session_update(&params);
                     }
                 }
                 self.sessions.insert(session_id, client);
@@ -353,6 +505,7 @@ impl Actor {
         };
         // Reap wrappers' leftovers too: the group outlives its leader. Killing also unlists it.
         self.process.kill_group();
+        self.process.reap_strays().await;
         let exit = ExitInfo::from_status(status);
         let tail = self.process.stderr_tail.last_lines(2048);
         self.metrics.agent_exit(match (expected, exit.signal) {
@@ -386,8 +539,8 @@ impl Actor {
 fn update_session_id(params: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
     let raw = params.get();
     if let Some(rest) = raw.strip_prefix("{\"sessionId\":\"")
-        && let Some(end) = rest.find('"')
-        && !rest[..end].contains('\\')
+        && let Some(end) = memchr::memchr(b'"', rest.as_bytes())
+        && memchr::memchr(b'\\', &rest.as_bytes()[..end]).is_none()
     {
         return Some(std::borrow::Cow::Borrowed(&rest[..end]));
     }
@@ -416,6 +569,67 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn update(bytes: usize) -> Box<RawValue> {
+        RawValue::from_string(format!("\"{}\"", "x".repeat(bytes.saturating_sub(2)))).expect("json")
+    }
+
+    /// Issue #16, item 8: the early buffer is bounded by bytes as well as by count.
+    #[test]
+    fn early_updates_are_bounded_by_bytes_and_count() {
+        let now = Instant::now();
+        let mut early = EarlyUpdates::default();
+        let big = 1024 * 1024;
+        let fits = EARLY_UPDATES_MAX_BYTES / big;
+        for _ in 0..fits {
+            assert!(early.push(now, "s".into(), update(big)));
+        }
+        assert!(!early.push(now, "s".into(), update(big)), "over the byte bound");
+        assert_eq!(early.bytes, fits * big);
+        assert_eq!(early.take("s").len(), fits);
+        assert_eq!(early.bytes, 0, "taking releases the bytes");
+        for _ in 0..EARLY_UPDATES_MAX {
+            assert!(early.push(now, "t".into(), update(2)));
+        }
+        assert!(!early.push(now, "t".into(), update(2)), "over the count bound");
+    }
+
+    /// Issue #16, item 8: entries leave at their TTL, and the buffer says when that is, so the actor
+    /// can expire them on a timer without waiting for another early update.
+    #[tokio::test(start_paused = true)]
+    async fn early_updates_expire_at_their_ttl() {
+        let mut early = EarlyUpdates::default();
+        let first = Instant::now();
+        assert!(early.push(first, "a".into(), update(10)));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(early.push(Instant::now(), "b".into(), update(10)));
+        assert_eq!(early.next_expiry(), Some(first + EARLY_UPDATE_TTL));
+        tokio::time::sleep_until(first + EARLY_UPDATE_TTL).await;
+        early.expire(Instant::now());
+        assert!(early.take("a").is_empty(), "expired");
+        assert_eq!(early.next_expiry(), Some(first + Duration::from_secs(10) + EARLY_UPDATE_TTL));
+        assert_eq!(early.take("b").len(), 1);
+        assert_eq!((early.next_expiry(), early.bytes), (None, 0));
+    }
+
+    /// Issue #16, item 9: one line per window in full, the rest counted and reported when the
+    /// window is over.
+    #[tokio::test(start_paused = true)]
+    async fn the_throttle_logs_the_first_and_counts_the_rest() {
+        let mut log = Throttle::default();
+        let start = Instant::now();
+        assert!(log.admit(start));
+        for _ in 0..999 {
+            assert!(!log.admit(Instant::now()));
+        }
+        assert_eq!(log.report_at(), Some(start + LOG_WINDOW));
+        assert_eq!(log.close(Instant::now()), None, "the window is still open");
+        tokio::time::advance(LOG_WINDOW).await;
+        assert_eq!(log.close(Instant::now()), Some(999));
+        assert_eq!(log.report_at(), None);
+        assert!(log.admit(Instant::now()), "a new window logs its first line again");
+        assert_eq!(log.report_at(), None, "nothing suppressed, nothing to report");
+    }
 
     #[test]
     fn update_session_id_reads_the_prefix_and_falls_back_to_parsing() {

@@ -22,6 +22,14 @@ pub(crate) struct LineCodec {
     searched: usize,
 }
 
+impl LineCodec {
+    /// Whether `buf` (the reader's buffer) holds a complete line, i.e. the next line can be had
+    /// without waiting. Scans only what `decode` has not already searched.
+    pub(crate) fn has_line(&self, buf: &[u8]) -> bool {
+        buf.get(self.searched..).is_some_and(|rest| memchr::memchr(b'\n', rest).is_some())
+    }
+}
+
 impl Decoder for LineCodec {
     type Item = BytesMut;
     type Error = std::io::Error;

@@ -1,22 +1,29 @@
 //! The agent's `fs/read_text_file` and `fs/write_text_file` requests
-//! (`docs/protocol.md#4-agents-workspaces-and-sessions`), confined to the session's workspace.
+//! (`docs/protocol.md#4-agents-workspaces-and-sessions`), confined to the session's workspace by
+//! the kernel.
 //!
-//! Confinement resolves symlinks before checking, so a link inside the workspace that points outside
-//! is outside. The check and the later open are separate syscalls: a process that can swap path
-//! components inside the workspace in between can race it. That is accepted because such a process
-//! already writes the workspace; the final open refuses a symlink (`O_NOFOLLOW`) to narrow the window.
+//! Every lookup starts from a descriptor of the workspace and never resolves a path string from
+//! `/`: the directory part by `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, or, where that is
+//! unavailable or refuses, by a walk that opens one component at a time with `O_NOFOLLOW` and
+//! follows symlinks itself ([`locate`]). Reads and writes then happen relative to the descriptor of
+//! the directory found (`openat`, a temp file and `renameat` in that same directory). So a process
+//! that swaps path components for symlinks while the agent reads or writes cannot make either
+//! leave the workspace: at worst it changes which file inside is meant, or makes the call fail.
 
+use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use serde_json::{Value, json};
 
 use crate::acp::{INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError};
-use crate::path::normalize_lexically;
 
 /// The read cap from `docs/protocol.md#4-agents-workspaces-and-sessions`.
 pub(crate) const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
@@ -24,6 +31,9 @@ pub(crate) const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 pub(crate) const MAX_WRITE_BYTES: usize = 64 * 1024 * 1024;
 /// Symlinks followed while resolving one path; Linux's own `MAXSYMLINKS`.
 const MAX_SYMLINK_HOPS: u32 = 40;
+/// Lookups started again when a component changed under the walk (a concurrent swap) before the
+/// call gives up with an error.
+const MAX_RESOLVE_TRIES: u32 = 8;
 /// Bytes of the target's name kept in its temp file's name, so the temp name stays under the
 /// 255-byte `NAME_MAX` once the prefix, UUID and suffix are added.
 const MAX_TEMP_NAME_STEM: usize = 128;
@@ -105,17 +115,26 @@ fn slice_lines(text: &str, line: usize, limit: Option<usize>) -> String {
 }
 
 fn read_confined(workspace: &Path, path: &Path) -> Result<String, RpcError> {
-    let resolved = resolve_confined(workspace, path)?;
-    if !resolved.missing.is_empty() {
-        return Err(not_found(path));
-    }
-    // O_NONBLOCK so a FIFO planted in the workspace cannot hang the read; the type is checked on
-    // the opened descriptor, not the path, so the check and the read see the same file.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW).bits() as i32)
-        .open(&resolved.existing)
-        .map_err(|e| io_error(path, &e))?;
+    let root = open_workspace(workspace, path)?;
+    let mut tries = 0;
+    let file = loop {
+        let found = locate(&root, workspace, path)?;
+        match found.kind {
+            Kind::Missing => return Err(not_found(path)),
+            Kind::Directory | Kind::Other => return Err(not_a_file(path)),
+            Kind::File(_) => {}
+        }
+        // O_NOFOLLOW: the name was not a symlink when it was looked at; if it has become one, look
+        // again rather than follow it. O_NONBLOCK: a FIFO planted in the workspace cannot hang the
+        // read. The type is checked on the opened descriptor, so the check and the read see the
+        // same file.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        match rustix::fs::openat(&found.dir, found.name.as_os_str(), flags, Mode::empty()) {
+            Ok(fd) => break File::from(fd),
+            Err(Errno::LOOP | Errno::NOENT) if tries < MAX_RESOLVE_TRIES => tries += 1,
+            Err(e) => return Err(io_error(path, &e.into())),
+        }
+    };
     let metadata = file.metadata().map_err(|e| io_error(path, &e))?;
     if !metadata.is_file() {
         return Err(not_a_file(path));
@@ -135,58 +154,54 @@ fn read_confined(workspace: &Path, path: &Path) -> Result<String, RpcError> {
 }
 
 fn write_confined(workspace: &Path, path: &Path, content: &[u8]) -> Result<(), RpcError> {
-    let resolved = resolve_confined(workspace, path)?;
-    let (dir, name, mode) = match resolved.missing.as_slice() {
-        [] => {
-            let metadata = fs::metadata(&resolved.existing).map_err(|e| io_error(path, &e))?;
-            if !metadata.is_file() {
-                return Err(not_a_file(path));
-            }
-            let (Some(dir), Some(name)) = (resolved.existing.parent(), resolved.existing.file_name()) else {
-                return Err(not_a_file(path));
-            };
-            (dir.to_path_buf(), name.to_owned(), Some(metadata.permissions().mode() & KEPT_MODE_BITS))
-        }
-        [name] => (resolved.existing, name.clone(), None),
-        // The parent directory is missing; creating directories is not the agent's to ask here.
-        _ => return Err(not_found(path)),
+    let root = open_workspace(workspace, path)?;
+    let found = locate(&root, workspace, path)?;
+    let mode = match found.kind {
+        Kind::Missing => None,
+        Kind::File(mode) => Some(mode & KEPT_MODE_BITS),
+        Kind::Directory | Kind::Other => return Err(not_a_file(path)),
     };
-    let target = dir.join(&name);
-    let temp = TempFile::create_in(&dir, &name).map_err(|e| io_error(path, &e))?;
+    let temp = TempFile::create_in(&found.dir, &found.name).map_err(|e| io_error(path, &e))?;
     temp.fill(content, mode).map_err(|e| io_error(path, &e))?;
-    fs::rename(&temp.path, &target).map_err(|e| io_error(path, &e))?;
+    // Within the one directory the name was found in, by descriptor: whatever happened to the path
+    // since, the file lands in that directory, which was inside the workspace.
+    rustix::fs::renameat(&found.dir, temp.name.as_os_str(), &found.dir, found.name.as_os_str())
+        .map_err(|e| io_error(path, &e.into()))?;
     temp.disarm();
     // Makes the rename itself durable; the data is already synced, so a failure here only risks
     // seeing the old file after a crash and is not worth failing a completed write for.
-    if let Ok(dir) = File::open(&dir) {
-        let _ = dir.sync_all();
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(dir) = rustix::fs::openat(&found.dir, c".", flags, Mode::empty()) {
+        let _ = rustix::fs::fsync(dir);
     }
     Ok(())
 }
 
-/// A temp file that removes itself unless it was renamed into place.
+/// A temp file beside the target, in the same directory (by descriptor), that removes itself on
+/// every path but the rename into place: errors, a full disk, a cancelled request (the blocking
+/// task runs to its end and drops this).
 struct TempFile {
-    path: PathBuf,
-    file: Option<File>,
+    dir: OwnedFd,
+    name: OsString,
+    file: File,
     armed: bool,
 }
 
 impl TempFile {
-    fn create_in(dir: &Path, target_name: &OsStr) -> io::Result<Self> {
+    fn create_in(dir: &OwnedFd, target_name: &OsStr) -> io::Result<Self> {
         let stem = &target_name.as_bytes()[..target_name.len().min(MAX_TEMP_NAME_STEM)];
         let mut name = OsString::from(".");
         name.push(OsStr::from_bytes(stem));
         name.push(format!(".mediatord-{}.tmp", uuid::Uuid::new_v4()));
-        let path = dir.join(name);
-        let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
-        Ok(Self { path, file: Some(file), armed: true })
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // 0o666 less the umask, as a plain create would; a kept mode is set explicitly in `fill`.
+        let fd = rustix::fs::openat(dir, name.as_os_str(), flags, Mode::from_raw_mode(0o666))?;
+        Ok(Self { dir: dir.try_clone()?, name, file: File::from(fd), armed: true })
     }
 
     /// Writes, sets the mode (explicitly, so the umask does not narrow a kept mode) and syncs.
     fn fill(&self, content: &[u8], mode: Option<u32>) -> io::Result<()> {
-        let Some(mut file) = self.file.as_ref() else {
-            return Err(io::Error::other("temp file already closed"));
-        };
+        let mut file = &self.file;
         file.write_all(content)?;
         if let Some(mode) = mode {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -201,104 +216,204 @@ impl TempFile {
 
 impl Drop for TempFile {
     fn drop(&mut self) {
-        self.file.take();
         if self.armed {
-            let _ = fs::remove_file(&self.path);
+            let _ = rustix::fs::unlinkat(&self.dir, self.name.as_os_str(), AtFlags::empty());
         }
     }
 }
 
-/// A path with its symlinks resolved: `existing` is canonical, `missing` are the trailing components
-/// that do not exist yet (plain names only).
+/// What a path names, found beneath the workspace: the directory holding its last component (open,
+/// so later calls are relative to it and cannot be redirected by a path swap), the component's
+/// name (never a symlink: those are followed), and what is there.
 #[derive(Debug)]
-struct Resolved {
-    existing: PathBuf,
-    missing: Vec<OsString>,
+struct Found {
+    dir: OwnedFd,
+    name: OsString,
+    kind: Kind,
 }
 
-/// Resolves `path` and requires the result to be inside `workspace` (which is canonical).
-fn resolve_confined(workspace: &Path, path: &Path) -> Result<Resolved, RpcError> {
-    let outside = || {
-        RpcError::with_kind(
-            INVALID_PARAMS,
-            "path_outside_workspace",
-            format!("{} is outside the session's workspace", path.display()),
-        )
-    };
-    let resolved = resolve(path).map_err(|error| match error {
-        // An error on the way to an outside path is reported as outside, so the agent learns
-        // nothing about what exists there.
-        _ if !lexically_inside(workspace, path) => outside(),
-        ResolveError::DotDotAfterMissing => RpcError::with_kind(
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Missing,
+    /// A regular file, with its mode bits.
+    File(u32),
+    Directory,
+    Other,
+}
+
+/// Why a path could not be found beneath the workspace.
+#[derive(Debug)]
+enum Refused {
+    Outside,
+    DotDotAfterMissing,
+    TooManyLinks,
+    NotFound,
+    Io(io::Error),
+}
+
+/// Opens the workspace directory itself: the root every lookup starts from.
+fn open_workspace(workspace: &Path, path: &Path) -> Result<OwnedFd, RpcError> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::openat(rustix::fs::CWD, workspace, flags, Mode::empty())
+        .map_err(|e| io_error(path, &e.into()))
+}
+
+/// Finds `path` beneath the workspace `root` (whose path is `workspace`) with the kernel's help.
+///
+/// The path must be written under the workspace (as the agent was given it); the rest is resolved
+/// relative to `root` so that no step can leave it: first with `openat2(RESOLVE_BENEATH |
+/// RESOLVE_NO_MAGICLINKS)` for the directory part, in one call; when that is unavailable (an older
+/// kernel, a seccomp filter) or refuses (an absolute symlink, a `..` that would leave, a missing
+/// component), by a walk that opens one component at a time with `O_NOFOLLOW` relative to the last
+/// one it opened, and follows symlinks itself. Either way nothing is ever resolved by a path string
+/// from `/`, so swapping a component for a symlink between two steps cannot lead outside.
+fn locate(root: &OwnedFd, workspace: &Path, path: &Path) -> Result<Found, RpcError> {
+    let refused = |why: Refused| match why {
+        Refused::Outside => outside(path),
+        Refused::DotDotAfterMissing => RpcError::with_kind(
             INVALID_PARAMS,
             "invalid_path",
             format!("{} has `..` after a component that does not exist", path.display()),
         ),
-        ResolveError::TooManyLinks => RpcError::with_kind(
+        Refused::TooManyLinks => RpcError::with_kind(
             INVALID_PARAMS,
             "invalid_path",
             format!("{} has more than {MAX_SYMLINK_HOPS} levels of symlinks", path.display()),
         ),
-        ResolveError::Io(e) => io_error(path, &e),
-    })?;
-    if !resolved.existing.starts_with(workspace) {
-        return Err(outside());
+        Refused::NotFound => not_found(path),
+        Refused::Io(e) => io_error(path, &e),
+    };
+    let Ok(rel) = path.strip_prefix(workspace) else { return Err(outside(path)) };
+    if let Some(found) = locate_beneath(root, rel) {
+        return Ok(found);
     }
-    Ok(resolved)
-}
-
-#[derive(Debug)]
-enum ResolveError {
-    DotDotAfterMissing,
-    TooManyLinks,
-    Io(io::Error),
-}
-
-/// Canonicalises the longest existing prefix of `path` and keeps the rest as names. A dangling
-/// symlink on the way is followed by hand (`canonicalize` refuses it), so writing through a link
-/// to a file that does not exist yet creates the link's target, not a file replacing the link.
-fn resolve(path: &Path) -> Result<Resolved, ResolveError> {
-    let mut current = path.to_path_buf();
-    let mut hops = 0;
-    'restart: loop {
-        let components: Vec<Component<'_>> = current.components().collect();
-        for split in (1..=components.len()).rev() {
-            let prefix: PathBuf = components[..split].iter().collect();
-            let rest = &components[split..];
-            match fs::canonicalize(&prefix) {
-                Ok(existing) => {
-                    let missing = rest
-                        .iter()
-                        .map(|component| match component {
-                            Component::Normal(name) => Ok(name.to_os_string()),
-                            _ => Err(ResolveError::DotDotAfterMissing),
-                        })
-                        .collect::<Result<_, _>>()?;
-                    return Ok(Resolved { existing, missing });
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let is_link = fs::symlink_metadata(&prefix).is_ok_and(|m| m.file_type().is_symlink());
-                    if is_link {
-                        hops += 1;
-                        if hops > MAX_SYMLINK_HOPS {
-                            return Err(ResolveError::TooManyLinks);
-                        }
-                        let target = fs::read_link(&prefix).map_err(ResolveError::Io)?;
-                        let base = prefix.parent().unwrap_or(Path::new("/"));
-                        current = rest.iter().fold(base.join(target), |acc, c| acc.join(c));
-                        continue 'restart;
-                    }
-                }
-                Err(e) => return Err(ResolveError::Io(e)),
-            }
+    let mut tries = 0;
+    loop {
+        match walk(root, workspace, rel) {
+            Err(Refused::Io(e)) if is_race(&e) && tries < MAX_RESOLVE_TRIES => tries += 1,
+            result => return result.map_err(refused),
         }
-        // Only reachable if even `/` failed to canonicalise with NotFound.
-        return Err(ResolveError::Io(io::Error::from(io::ErrorKind::NotFound)));
     }
 }
 
-fn lexically_inside(workspace: &Path, path: &Path) -> bool {
-    normalize_lexically(path).starts_with(workspace)
+/// The one-call path: the parent directory by `openat2` beneath `root`, then the last component
+/// looked at without following it. `None` sends the caller to [`walk`], which decides every case
+/// this one does not (a symlink anywhere it cannot follow, a missing component, an error).
+fn locate_beneath(root: &OwnedFd, rel: &Path) -> Option<Found> {
+    let name = match rel.components().next_back()? {
+        Component::Normal(name) => name.to_os_string(),
+        _ => return None,
+    };
+    let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let dir = rustix::fs::openat2(root, parent, flags, Mode::empty(), resolve).ok()?;
+    let kind = match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => Kind::Missing,
+        Err(_) => return None,
+        Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => return None,
+            file_type => kind_of(file_type, stat.st_mode),
+        },
+    };
+    Some(Found { dir, name, kind })
+}
+
+fn kind_of(file_type: FileType, mode: u32) -> Kind {
+    match file_type {
+        FileType::RegularFile => Kind::File(mode),
+        FileType::Directory => Kind::Directory,
+        _ => Kind::Other,
+    }
+}
+
+/// Walks `rel` from `root` one component at a time: each directory is opened `O_NOFOLLOW` relative
+/// to the one before, `..` goes back to the directory it came from (and never above `root`), and a
+/// symlink is read and its target walked in its place: a relative target from where it is, an
+/// absolute one only when it names a place under the workspace, from `root` again.
+fn walk(root: &OwnedFd, workspace: &Path, rel: &Path) -> Result<Found, Refused> {
+    let open_dir = |dir: &OwnedFd, name: &OsStr| {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(dir, name, flags, Mode::empty()).map_err(|e| Refused::Io(e.into()))
+    };
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(Refused::Io);
+    let mut stack: Vec<OwnedFd> = vec![dup(root)?];
+    let mut todo: VecDeque<OsString> = components(rel);
+    let mut hops = 0;
+    while let Some(part) = todo.pop_front() {
+        if part == ".." {
+            if stack.len() == 1 {
+                return Err(Refused::Outside);
+            }
+            stack.pop();
+            continue;
+        }
+        let top = stack.last().ok_or(Refused::Outside)?;
+        let last = todo.is_empty();
+        let stat = match rustix::fs::statat(top, part.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::NOENT) if last => {
+                return Ok(Found { dir: dup(top)?, name: part, kind: Kind::Missing });
+            }
+            Err(Errno::NOENT) if todo.iter().any(|p| p == "..") => return Err(Refused::DotDotAfterMissing),
+            Err(Errno::NOENT | Errno::NOTDIR) => return Err(Refused::NotFound),
+            Err(e) => return Err(Refused::Io(e.into())),
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(Refused::TooManyLinks);
+                }
+                let target = rustix::fs::readlinkat(top, part.as_os_str(), Vec::new())
+                    .map_err(|e| Refused::Io(e.into()))?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                let mut spliced = if target.is_absolute() {
+                    let inside = target.strip_prefix(workspace).map_err(|_| Refused::Outside)?;
+                    stack.truncate(1);
+                    components(inside)
+                } else {
+                    components(&target)
+                };
+                spliced.extend(todo);
+                todo = spliced;
+            }
+            FileType::Directory if !last => stack.push(open_dir(top, &part)?),
+            file_type if last => {
+                return Ok(Found { dir: dup(top)?, name: part, kind: kind_of(file_type, stat.st_mode) });
+            }
+            // A file where a directory is needed.
+            _ => return Err(Refused::NotFound),
+        }
+    }
+    // The path named a directory (`ws/sub/..`, or the workspace itself): not a file.
+    let dir = stack.pop().ok_or(Refused::Outside)?;
+    Ok(Found { dir, name: OsString::from("."), kind: Kind::Directory })
+}
+
+/// The names of `path`'s components; `..` kept as a name, `.` and the root dropped.
+fn components(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+/// An error that means a component changed between two steps of the walk (a swap), worth another
+/// walk from the start rather than an answer.
+fn is_race(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(code) if code == Errno::LOOP.raw_os_error() || code == Errno::NOTDIR.raw_os_error() || code == Errno::NOENT.raw_os_error())
+}
+
+fn outside(path: &Path) -> RpcError {
+    RpcError::with_kind(
+        INVALID_PARAMS,
+        "path_outside_workspace",
+        format!("{} is outside the session's workspace", path.display()),
+    )
 }
 
 fn not_found(path: &Path) -> RpcError {
@@ -572,17 +687,148 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn symlinks_inside_are_followed_absolute_or_relative_and_dot_dot_is_physical() {
+        let d = dirs();
+        fs::create_dir_all(d.ws.join("a/b")).expect("mkdir");
+        fs::write(d.ws.join("a/real.txt"), "real").expect("write fixture");
+        symlink(d.ws.join("a/real.txt"), d.ws.join("abs.txt")).expect("absolute symlink inside");
+        symlink(d.ws.join("a/b"), d.ws.join("deep")).expect("absolute directory symlink inside");
+        let cases = [d.ws.join("abs.txt"), d.ws.join("a/b/../real.txt"), d.ws.join("deep/../real.txt")];
+        for path in cases {
+            let content = read(&d.ws, json!({"path": path_str(&path)})).await;
+            assert_eq!(content.ok().as_deref(), Some("real"), "{}", path.display());
+        }
+        write(&d.ws, &d.ws.join("abs.txt"), "new").await.expect("write through an absolute link");
+        assert_eq!(fs::read_to_string(d.ws.join("a/real.txt")).ok().as_deref(), Some("new"));
+        assert!(fs::symlink_metadata(d.ws.join("abs.txt")).expect("lstat").file_type().is_symlink());
+    }
+
+    /// What changed with the kernel's confinement (`docs/protocol.md#45-what-the-agent-may-ask`):
+    /// the path must be written under the workspace; another name for it, or a `..` that leaves it
+    /// before coming back, is outside.
+    #[tokio::test]
+    async fn paths_must_be_written_under_the_workspace() {
+        let d = dirs();
+        fs::write(d.ws.join("a.txt"), "a").expect("write fixture");
+        symlink(&d.ws, d.outside.join("alias")).expect("an alias of the workspace");
+        let ws_name = d.ws.file_name().expect("name").to_string_lossy().into_owned();
+        for path in [d.outside.join("alias/a.txt"), d.ws.join(format!("../{ws_name}/a.txt"))] {
+            let error = read(&d.ws, json!({"path": path_str(&path)})).await.expect_err("outside");
+            assert_eq!(kind(&error), Some("path_outside_workspace"), "{}", path.display());
+        }
+    }
+
+    /// The fallback walk, on its own (where `openat2` exists, `locate` only falls back to it for the
+    /// cases its fast path does not take).
+    #[test]
+    fn the_walk_alone_confines_and_follows_like_openat2() {
+        let d = dirs();
+        fs::create_dir_all(d.ws.join("a/b")).expect("mkdir");
+        fs::write(d.ws.join("a/f.txt"), "f").expect("write fixture");
+        symlink("../f.txt", d.ws.join("a/b/rel")).expect("symlink");
+        symlink(&d.outside, d.ws.join("out")).expect("symlink");
+        let root = dir_fd(&d.ws);
+        let walk_kind = |rel: &str| walk(&root, &d.ws, Path::new(rel)).map(|found| (found.name, found.kind));
+        assert!(matches!(walk_kind("a/b/rel"), Ok((name, Kind::File(_))) if name == "f.txt"));
+        assert!(matches!(walk_kind("a/new.txt"), Ok((name, Kind::Missing)) if name == "new.txt"));
+        assert!(matches!(walk_kind("a/b"), Ok((_, Kind::Directory))));
+        assert!(matches!(walk_kind("out/x"), Err(Refused::Outside)));
+        assert!(matches!(walk_kind("a/../.."), Err(Refused::Outside)));
+        assert!(matches!(walk_kind("nope/../x"), Err(Refused::DotDotAfterMissing)));
+        assert!(matches!(walk_kind("nope/x"), Err(Refused::NotFound)));
+        assert!(matches!(walk_kind("a/f.txt/x"), Err(Refused::NotFound)));
+        symlink("loop2", d.ws.join("loop1")).expect("symlink");
+        symlink("loop1", d.ws.join("loop2")).expect("symlink");
+        assert!(matches!(walk_kind("loop1"), Err(Refused::TooManyLinks)));
+    }
+
+    /// Issue #16, item 4: a thread swaps a directory of the workspace with a symlink to the outside
+    /// (`renameat2(RENAME_EXCHANGE)`) as fast as it can while writes and reads go through that
+    /// directory. Not one write lands outside, not one read returns the outside file, and no temp
+    /// file is left anywhere. Bounded: 3000 operations or 8 seconds.
+    #[tokio::test]
+    async fn swapping_a_directory_for_a_symlink_never_leads_outside() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+        let d = dirs();
+        fs::create_dir(d.ws.join("sub")).expect("mkdir");
+        fs::write(d.ws.join("sub/file.txt"), "inside").expect("write fixture");
+        fs::write(d.outside.join("file.txt"), "OUTSIDE").expect("write fixture");
+        symlink(&d.outside, d.ws.join("swap")).expect("symlink");
+        let stop = Arc::new(AtomicBool::new(false));
+        let swaps = Arc::new(AtomicU64::new(0));
+        let swapper = {
+            let (stop, swaps) = (stop.clone(), swaps.clone());
+            let (a, b) = (d.ws.join("sub"), d.ws.join("swap"));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &a,
+                        rustix::fs::CWD,
+                        &b,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .expect("exchange");
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let target = d.ws.join("sub/file.txt");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+        let (mut tries, mut written, mut read_inside, mut escaped_reads) = (0u32, 0u32, 0u32, 0u32);
+        while tries < 3000 && std::time::Instant::now() < deadline {
+            tries += 1;
+            if tries % 2 == 0 {
+                if write(&d.ws, &target, &format!("inside {tries}")).await.is_ok() {
+                    written += 1;
+                }
+            } else {
+                match read(&d.ws, json!({"path": path_str(&target)})).await {
+                    Ok(content) if content.contains("OUTSIDE") => escaped_reads += 1,
+                    Ok(_) => read_inside += 1,
+                    Err(_) => {}
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().expect("swapper");
+        assert!(swaps.load(Ordering::Relaxed) > 100, "the swap barely ran: the test proves nothing");
+        assert!(
+            written > 0 && read_inside > 0,
+            "{tries} tries: {written} writes, {read_inside} reads went through"
+        );
+        assert_eq!(escaped_reads, 0, "reads returned the outside file");
+        assert_eq!(dir_names(&d.outside), ["file.txt"], "a write landed outside");
+        assert_eq!(fs::read_to_string(d.outside.join("file.txt")).ok().as_deref(), Some("OUTSIDE"));
+        // Whichever name the real directory has now, it holds the one file and no temp file.
+        let real = ["sub", "swap"]
+            .map(|n| d.ws.join(n))
+            .into_iter()
+            .find(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()));
+        assert_eq!(dir_names(&real.expect("the real directory")), ["file.txt"]);
+        assert_eq!(dir_names(&d.ws), ["sub", "swap"]);
+    }
+
+    fn dir_fd(dir: &Path) -> OwnedFd {
+        rustix::fs::openat(rustix::fs::CWD, dir, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+            .expect("dir fd")
+    }
+
+    #[tokio::test]
     async fn failed_write_removes_its_temp_file() {
         let d = dirs();
         // Stands in for a target swapped for a non-empty directory after resolution, which makes
         // the rename fail: the guard must still remove the temp file.
         let dir = d.ws.join("d");
         fs::create_dir(&dir).expect("mkdir");
-        let temp = TempFile::create_in(&dir, OsStr::new("t")).expect("temp");
+        let fd = dir_fd(&dir);
+        let temp = TempFile::create_in(&fd, OsStr::new("t")).expect("temp");
         temp.fill(b"x", None).expect("filled");
         fs::create_dir(dir.join("t")).expect("mkdir target");
         fs::write(dir.join("t/inner"), "keep").expect("non-empty dir");
-        assert!(fs::rename(&temp.path, dir.join("t")).is_err());
+        assert!(rustix::fs::renameat(&fd, temp.name.as_os_str(), &fd, "t").is_err());
         drop(temp);
         assert_eq!(dir_names(&dir), ["t"]);
     }
@@ -591,8 +837,9 @@ mod tests {
     fn temp_names_stay_short_for_long_targets() {
         let d = dirs();
         let long = "n".repeat(250);
-        let temp = TempFile::create_in(&d.ws, OsStr::new(&long)).expect("temp with a long target name");
-        assert!(temp.path.file_name().is_some_and(|n| n.len() <= 255));
+        let temp =
+            TempFile::create_in(&dir_fd(&d.ws), OsStr::new(&long)).expect("temp with a long target name");
+        assert!(temp.name.len() <= 255);
         drop(temp);
         assert!(dir_names(&d.ws).is_empty());
     }

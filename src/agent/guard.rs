@@ -1,16 +1,23 @@
-//! The guard process between the daemon and an agent, so no agent outlives the daemon.
+//! The guard process between the daemon and a command it starts (an agent, or a session shell
+//! command), so nothing the command starts outlives it, or the daemon.
 //!
-//! `mediatord agent-guard --parent <pid> -- <agent argv>` runs in the agent's process group (the
-//! daemon made it the group leader), starts the agent with inherited stdio, and waits on two pidfds:
-//! the agent's and the daemon's. If the daemon goes away — even by SIGKILL, where no cleanup code of
-//! the daemon runs — the guard kills the whole group, wrappers' grandchildren included. If the agent
-//! exits, the guard exits the same way (same code, or the same signal), so the daemon sees the agent's
-//! real exit status. Everything here is safe Rust: pidfds replace signal handlers and `pre_exec`.
+//! `mediatord agent-guard --parent <pid> -- <argv>` runs as the leader of the command's process group
+//! (the daemon made it one), makes itself a child subreaper, starts the command with inherited stdio,
+//! and waits on two pidfds: the command's and the daemon's. Because it is a subreaper, whatever the
+//! command starts stays its descendant even after leaving the group (`setsid`, a double fork): an
+//! orphan is handed to the guard, not to init. When the command exits, the guard kills every
+//! descendant left (background jobs, escapees), then exits the same way as the command (same code,
+//! or the same signal), so the daemon sees the real exit status. If the daemon goes away — even by
+//! SIGKILL, where no cleanup code of the daemon runs — the guard kills every descendant and the whole
+//! group. Everything here is safe Rust: pidfds replace signal handlers and `pre_exec`.
 
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 
 use rustix::event::{PollFd, PollFlags, poll};
+
+use crate::exec::kill_and_reap_descendants;
 use rustix::process::{
     Pid, PidfdFlags, Signal, getpgrp, getpid, getppid, kill_process, kill_process_group, pidfd_open,
 };
@@ -32,7 +39,7 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the guard; returns the exit code to use when the agent exited normally.
 pub fn run(args: GuardArgs) -> i32 {
     let Some(parent) = Pid::from_raw(args.parent) else {
-        eprintln!("agent-guard: invalid --parent");
+        let _ = writeln!(std::io::stderr(), "agent-guard: invalid --parent");
         return 2;
     };
     let parent_fd = match pidfd_open(parent, PidfdFlags::empty()) {
@@ -43,6 +50,10 @@ pub fn run(args: GuardArgs) -> i32 {
     if getppid() != Some(parent) {
         return 1;
     }
+    // Before the command starts, so not even its first fork can escape to init.
+    if let Err(e) = rustix::process::set_child_subreaper(Some(getpid())) {
+        let _ = writeln!(std::io::stderr(), "agent-guard: cannot become a subreaper: {e}");
+    }
     let (program, rest) = match args.argv.split_first() {
         Some(split) => split,
         None => return 2,
@@ -50,7 +61,7 @@ pub fn run(args: GuardArgs) -> i32 {
     let mut child = match Command::new(program).args(rest).spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("cannot start agent {program:?}: {e}");
+            let _ = writeln!(std::io::stderr(), "cannot start agent {program:?}: {e}");
             return EXIT_SPAWN_FAILED;
         }
     };
@@ -59,7 +70,9 @@ pub fn run(args: GuardArgs) -> i32 {
         Some(Ok(fd)) => fd,
         _ => {
             // Without a pidfd we can still block on the child; the daemon's group kill remains.
-            return exit_code(child.wait());
+            let status = child.wait();
+            kill_and_reap_descendants();
+            return exit_code(status);
         }
     };
     loop {
@@ -70,7 +83,8 @@ pub fn run(args: GuardArgs) -> i32 {
             Err(_) => break,
         }
         if !fds[0].revents().is_empty() {
-            // The daemon is gone: take the whole group down, ourselves included.
+            // The daemon is gone: take every descendant and the whole group down, ourselves last.
+            kill_and_reap_descendants();
             let _ = kill_process_group(getpgrp(), Signal::KILL);
             return 1;
         }
@@ -78,7 +92,10 @@ pub fn run(args: GuardArgs) -> i32 {
             break;
         }
     }
-    exit_code(child.wait())
+    let status = child.wait();
+    // The command is gone; what it left running goes with it.
+    kill_and_reap_descendants();
+    exit_code(status)
 }
 
 fn exit_code(status: std::io::Result<ExitStatus>) -> i32 {

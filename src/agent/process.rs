@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::config::AgentCommand;
+use crate::config::{AgentCommand, SECRET_ENV};
 use crate::exec::{ProcessGroup, ProcessGroups};
 use crate::sync::lock;
 
@@ -134,10 +134,12 @@ pub(crate) fn spawn(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = command.spawn()?;
+    for name in SECRET_ENV {
+        command.env_remove(name);
+    }
+    // Listed as it is spawned: the guard's drop kills the group on every error path after this.
+    let (mut child, group) = groups.spawn(&mut command)?;
     let pid = child.id().ok_or_else(|| io::Error::other("agent exited at once"))?;
-    // Listed before anything else can fail: the guard's drop kills the group on every error path.
-    let group = groups.register(pid);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -171,6 +173,14 @@ impl AgentProcess {
     pub(crate) fn kill_group(&mut self) {
         if let Some(group) = &mut self.group {
             group.kill();
+        }
+    }
+
+    /// Once the guard is reaped: kills what it could not (a killed guard hands its descendants to
+    /// the daemon).
+    pub(crate) async fn reap_strays(&self) {
+        if let Some(group) = &self.group {
+            group.reap_strays().await;
         }
     }
 }

@@ -1,38 +1,57 @@
-//! The per-session event bus: ids, the replay ring, and fan-out to SSE streams
+//! The per-session event bus: ids, the replay ring, and the streams that read it
 //! (`docs/protocol.md#5-event-stream`).
 //!
-//! Invariant: under one lock an event gets its id, enters the ring and is offered to every
-//! subscriber queue; a subscriber snapshots the ring and registers under that same lock. So replay
-//! and live join with no gap and no duplicate.
+//! The ring is the only buffer. Each event is serialised once into a complete SSE frame (`Bytes`)
+//! and kept in the session's ring; a stream is a cursor into that ring (the id of the last event it
+//! was given), not a queue. Invariant: under one lock an event gets its id, enters the ring, and
+//! the streams waiting for it are woken (one [`Notify`]: the publisher never visits streams one by
+//! one and never waits for any). A subscriber's cursor is set under that same lock, so a replay (a
+//! cursor starting at `Last-Event-ID`) and the live events after it join with no gap and no
+//! duplicate.
 //!
-//! Each event is serialised once into a complete SSE frame (`Bytes`), shared by the ring and every
-//! stream. Offering uses `try_send`: a full queue evicts that stream instead of slowing the
-//! publisher, so the agent reader never waits on a slow client.
+//! A woken stream takes everything from its cursor to the head in one batch of at most
+//! [`BATCH_BYTES`], and takes the next batch only once its connection has written the last one, so
+//! a burst leaves in few large writes and a stream never runs ahead of its socket. What a stream
+//! holds is its cursor, a waker and that one batch: memory for streams is the ring plus a small
+//! constant per stream, whatever the streams' speed or their replays.
+//!
+//! A stream falls behind only when the ring moves past its cursor (`ring_overrun`) or its live lag
+//! passes `--subscriber-queue` (`lag_limit`); it then gets a terminal `client_evicted` and ends.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
+use futures_util::task::AtomicWaker;
 use serde::Serialize;
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::event::EventKind;
 use crate::sync::lock;
 
 /// Bytes kept in one session's ring, whatever `--event-ring-size` says: the count bound alone would
 /// let a few huge agent updates pin gigabytes.
-const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Silence after which a stream gets a `: heartbeat` comment.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
-/// Frames a stream writer takes from its queue per write, so bursts leave in few large writes.
-const WRITE_BATCH: usize = 128;
+/// Most bytes a stream copies into one write (a single larger frame goes out alone, uncopied).
+/// 64 KiB is the largest segment loopback TCP sends at once and the size of one read of the
+/// agent's pipe, so a burst the reader published from one read leaves in about one write.
+const BATCH_BYTES: usize = 64 * 1024;
+/// The first frame of every stream: the browser's reconnection delay.
+const RETRY: &[u8] = b"retry: 3000\n\n";
+const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
 /// Ties an event to the prompt that caused it.
 #[derive(Debug, Clone, Default)]
@@ -41,28 +60,43 @@ pub(crate) struct PromptTag {
     pub(crate) originator: Option<String>,
 }
 
-struct Entry {
-    id: u64,
-    frame: Bytes,
-}
-
-struct Subscriber {
-    key: u64,
-    tx: mpsc::Sender<Bytes>,
-    /// Set to the last id the stream was given when it is evicted.
-    evicted: Arc<AtomicU64>,
+/// What a bus may hold, from the command line.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// `--event-ring-size`: events kept for replay.
+    pub(crate) ring_events: usize,
+    /// [`RING_MAX_BYTES`] (smaller in unit tests, so they can reach it).
+    pub(crate) ring_bytes: usize,
+    /// `--subscriber-queue`: live events a stream may lag behind the newest before it is evicted.
+    pub(crate) lag_limit: usize,
+    /// `--max-subscribers`.
+    pub(crate) max_subscribers: usize,
 }
 
 struct Inner {
+    /// The id the next event gets; ids start at 1.
     next_id: u64,
-    ring: VecDeque<Entry>,
+    /// The newest events, oldest first. Their ids are consecutive and the last is `next_id - 1`.
+    ring: VecDeque<Bytes>,
     ring_bytes: usize,
-    subscribers: Vec<Subscriber>,
-    next_key: u64,
+    /// How many events the ring holds when full: `ring_events`, or fewer while the byte cap is
+    /// what trims it. A stream may lag at most this far, so its warning threshold is set by it.
+    room: usize,
     /// After a terminal event nothing more is published and nobody new subscribes.
     closed: bool,
     /// The current turn's envelope fields, escaped once.
     tag_json: TagJson,
+}
+
+impl Inner {
+    fn head(&self) -> u64 {
+        self.next_id - 1
+    }
+
+    /// The id of the oldest event in the ring (`head + 1` when it is empty).
+    fn front(&self) -> u64 {
+        self.next_id - self.ring.len() as u64
+    }
 }
 
 /// Why a subscription was refused.
@@ -78,55 +112,57 @@ pub(crate) struct BusStats {
     pub(crate) published: AtomicU64,
     pub(crate) evicted: AtomicU64,
     pub(crate) subscribers: AtomicU64,
-    /// Frames queued to streams (one per stream per event).
+    /// Events handed to streams (one per stream per event).
     pub(crate) delivered: AtomicU64,
+    /// `slow_client_warning` frames sent.
+    pub(crate) warnings: AtomicU64,
+    /// Bytes held by every ring together.
+    pub(crate) ring_bytes: AtomicU64,
 }
 
 pub(crate) struct Bus {
     session_id: String,
     /// Everything a publish or a subscribe touches; held only for bounded, await-free work.
     inner: Mutex<Inner>,
-    ring_cap: usize,
-    queue_cap: usize,
-    max_subscribers: usize,
+    /// Woken on every publish; streams with nothing left to send wait on it.
+    published: Arc<Notify>,
+    /// Open streams (counted here, not under `inner`: a stream's drop needs no lock).
+    subscribers: AtomicUsize,
+    limits: Limits,
     stats: Arc<BusStats>,
 }
-
-const NOT_EVICTED: u64 = u64::MAX;
 
 impl std::fmt::Debug for Bus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bus")
             .field("session_id", &self.session_id)
-            .field("ring_cap", &self.ring_cap)
-            .field("queue_cap", &self.queue_cap)
-            .field("max_subscribers", &self.max_subscribers)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
 
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let held = lock(&self.inner).ring_bytes as u64;
+        self.stats.ring_bytes.fetch_sub(held, Ordering::Relaxed);
+    }
+}
+
 impl Bus {
-    pub(crate) fn new(
-        session_id: String,
-        ring_cap: usize,
-        queue_cap: usize,
-        max_subscribers: usize,
-        stats: Arc<BusStats>,
-    ) -> Arc<Bus> {
+    pub(crate) fn new(session_id: String, limits: Limits, stats: Arc<BusStats>) -> Arc<Bus> {
         Arc::new(Bus {
             session_id,
             inner: Mutex::new(Inner {
                 next_id: 1,
-                ring: VecDeque::with_capacity(ring_cap.min(1024)),
+                ring: VecDeque::with_capacity(limits.ring_events.min(1024)),
                 ring_bytes: 0,
-                subscribers: Vec::new(),
-                next_key: 0,
+                room: limits.ring_events,
                 closed: false,
                 tag_json: TagJson::default(),
             }),
-            ring_cap,
-            queue_cap,
-            max_subscribers,
+            published: Arc::new(Notify::new()),
+            subscribers: AtomicUsize::new(0),
+            limits,
             stats,
         })
     }
@@ -139,158 +175,147 @@ impl Bus {
 
     /// Publishes an event whose `data` is already one line of JSON.
     pub(crate) fn publish_raw(&self, kind: EventKind, data: &str, tag: &PromptTag) -> Option<u64> {
+        self.push(kind, [data], tag, false)
+    }
+
+    /// Publishes events of one kind, each `data` already one line of JSON, in order: a burst of
+    /// agent updates. One lock and one wake-up for all of them, so the streams find the burst whole.
+    /// Returns the last id.
+    pub(crate) fn publish_raw_many<'a>(
+        &self,
+        kind: EventKind,
+        data: impl IntoIterator<Item = &'a str>,
+        tag: &PromptTag,
+    ) -> Option<u64> {
         self.push(kind, data, tag, false)
     }
 
-    /// Publishes a terminal event (`session_closed`, `session_died`), then ends every stream.
+    /// Publishes a terminal event (`session_closed`, `session_died`); every stream ends once it has
+    /// delivered it.
     pub(crate) fn publish_terminal(&self, kind: EventKind, data: &impl Serialize) -> Option<u64> {
         let data = serde_json::to_string(data).ok()?;
-        self.push(kind, &data, &PromptTag::default(), true)
+        self.push(kind, [data.as_str()], &PromptTag::default(), true)
     }
 
-    fn push(&self, kind: EventKind, data: &str, tag: &PromptTag, terminal: bool) -> Option<u64> {
+    fn push<'a>(
+        &self,
+        kind: EventKind,
+        events: impl IntoIterator<Item = &'a str>,
+        tag: &PromptTag,
+        terminal: bool,
+    ) -> Option<u64> {
         let kind = kind.as_str();
-        // An SSE parser treats a bare CR as a line break; JSON only allows it as whitespace
-        // between tokens, so replacing it with a space keeps the JSON equal and the frame whole.
-        let cleaned;
-        let data = if data.contains('\r') {
-            cleaned = data.replace('\r', " ");
-            cleaned.as_str()
-        } else {
-            data
-        };
+        // One timestamp for a burst (the time the daemon published it), formatted once.
+        let mut tail = BytesMut::with_capacity(48);
+        tail.extend_from_slice(b",\"_meta\":{\"serverTimestamp\":");
+        push_u64(&mut tail, crate::clock::now_ms());
+        tail.extend_from_slice(b"}}\n\n");
         // Never hold this lock across an await; everything below is bounded, synchronous work.
         let mut inner = lock(&self.inner);
         if inner.closed {
             return None;
         }
-        let id = inner.next_id;
-        inner.next_id += 1;
+        let inner = &mut *inner;
         let tag_json = inner.tag_json.get(tag);
-        // Sized for the whole frame (ids, kind twice, `_meta` tail) so it is built without a
-        // reallocation, and written in place: this runs once per agent update.
-        let mut frame = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + 192);
-        let _ = write!(
-            frame,
-            "id: {id}\nevent: {kind}\ndata: {{\"id\":{id},\"v\":1,\"type\":\"{kind}\",\"data\":"
-        );
-        frame.extend_from_slice(data.as_bytes());
-        frame.extend_from_slice(tag_json.as_bytes());
-        let _ = write!(frame, ",\"_meta\":{{\"serverTimestamp\":{}}}}}\n\n", crate::clock::now_ms());
-        let frame = frame.freeze();
-
-        inner.ring_bytes += frame.len();
-        inner.ring.push_back(Entry { id, frame: frame.clone() });
-        while inner.ring.len() > self.ring_cap || (inner.ring_bytes > RING_MAX_BYTES && inner.ring.len() > 1)
-        {
-            if let Some(old) = inner.ring.pop_front() {
-                inner.ring_bytes -= old.frame.len();
+        let (mut count, mut added, mut dropped) = (0u64, 0usize, 0usize);
+        for data in events {
+            let frame = frame(inner.next_id, kind, data, tag_json, &tail);
+            inner.next_id += 1;
+            count += 1;
+            added += frame.len();
+            inner.ring_bytes += frame.len();
+            inner.ring.push_back(frame);
+            while inner.ring.len() > self.limits.ring_events {
+                let old = inner.ring.pop_front().map_or(0, |old| old.len());
+                inner.ring_bytes -= old;
+                dropped += old;
+                inner.room = self.limits.ring_events;
             }
+            // The newest event always stays, however large.
+            while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
+                let old = inner.ring.pop_front().map_or(0, |old| old.len());
+                inner.ring_bytes -= old;
+                dropped += old;
+                inner.room = inner.ring.len();
+            }
+            inner.room = inner.room.max(inner.ring.len());
         }
-
-        let stats = &self.stats;
-        let mut delivered = 0;
-        inner.subscribers.retain(|sub| match sub.tx.try_send(frame.clone()) {
-            Ok(()) => {
-                delivered += 1;
-                true
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                sub.evicted.store(id - 1, Ordering::Release);
-                stats.evicted.fetch_add(1, Ordering::Relaxed);
-                stats.subscribers.fetch_sub(1, Ordering::Relaxed);
-                tracing::info!(session_id = %self.session_id, dropped_after = id - 1, "evicting a slow event stream");
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                stats.subscribers.fetch_sub(1, Ordering::Relaxed);
-                false
-            }
-        });
-        stats.published.fetch_add(1, Ordering::Relaxed);
-        if delivered > 0 {
-            stats.delivered.fetch_add(delivered, Ordering::Relaxed);
+        if count == 0 {
+            return None;
         }
         if terminal {
             inner.closed = true;
-            let n = inner.subscribers.len() as u64;
-            stats.subscribers.fetch_sub(n, Ordering::Relaxed);
-            // Dropping the senders ends each stream once it has drained what it was given.
-            inner.subscribers.clear();
         }
-        Some(id)
+        let stats = &self.stats;
+        stats.published.fetch_add(count, Ordering::Relaxed);
+        if added != dropped {
+            stats.ring_bytes.fetch_add(added as u64, Ordering::Relaxed);
+            stats.ring_bytes.fetch_sub(dropped as u64, Ordering::Relaxed);
+        }
+        // Still under the lock: a stream that read the ring before this push has its wake-up
+        // registered (see `EventStream::poll_next`), one that reads after sees the events.
+        self.published.notify_waiters();
+        Some(inner.next_id - 1)
     }
 
-    /// Ends every stream without an event (the tests' way to end a stream).
+    /// Ends every stream once it has delivered what the ring holds (the tests' way to end them).
     #[cfg(test)]
     fn close(&self) {
-        let mut inner = lock(&self.inner);
-        inner.closed = true;
-        let n = inner.subscribers.len() as u64;
-        self.stats.subscribers.fetch_sub(n, Ordering::Relaxed);
-        inner.subscribers.clear();
+        lock(&self.inner).closed = true;
+        self.published.notify_waiters();
     }
 
     /// The id the last published event got (0 before any).
     pub(crate) fn last_id(&self) -> u64 {
-        lock(&self.inner).next_id - 1
+        lock(&self.inner).head()
     }
 
     pub(crate) fn subscriber_count(&self) -> usize {
-        lock(&self.inner).subscribers.len()
+        self.subscribers.load(Ordering::Relaxed)
     }
 
-    /// Registers a stream. `last_event_id` = the client's `Last-Event-ID`, if any.
+    /// Registers a stream. `last_event_id` = the client's `Last-Event-ID`, if any: the stream then
+    /// starts with every event after it that the ring still holds.
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         last_event_id: Option<u64>,
     ) -> Result<Subscription, SubscribeError> {
-        let (tx, rx) = mpsc::channel(self.queue_cap);
-        let evicted = Arc::new(AtomicU64::new(NOT_EVICTED));
-        let mut inner = lock(&self.inner);
+        let inner = lock(&self.inner);
         if inner.closed {
             return Err(SubscribeError::Closed);
         }
-        if inner.subscribers.len() >= self.max_subscribers {
-            return Err(SubscribeError::TooMany { limit: self.max_subscribers });
+        // Increments happen only under `inner`, so two subscribers cannot both take the last slot.
+        if self.subscribers.load(Ordering::Relaxed) >= self.limits.max_subscribers {
+            return Err(SubscribeError::TooMany { limit: self.limits.max_subscribers });
         }
-        let mut replay = Vec::new();
-        if let Some(after) = last_event_id {
-            let earliest = inner.ring.front().map(|e| e.id);
-            if let Some(earliest) = earliest.filter(|&e| e > after.saturating_add(1)) {
-                replay.push(idless_frame(
-                    EventKind::StateResyncRequired,
-                    &json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": earliest}),
-                ));
-            }
-            let start = inner.ring.partition_point(|e| e.id <= after);
-            let mut count = 0u64;
-            let mut last = None;
-            for entry in inner.ring.range(start..) {
-                replay.push(entry.frame.clone());
-                count += 1;
-                last = Some(entry.id);
-            }
-            replay.push(idless_frame(
-                EventKind::ReplayComplete,
-                &json!({"replayedCount": count, "lastReplayedEventId": last}),
-            ));
-        }
-        let key = inner.next_key;
-        inner.next_key += 1;
-        inner.subscribers.push(Subscriber { key, tx, evicted: evicted.clone() });
+        self.subscribers.fetch_add(1, Ordering::Relaxed);
         self.stats.subscribers.fetch_add(1, Ordering::Relaxed);
+        let head = inner.head();
+        let front = inner.front();
         drop(inner);
-        Ok(Subscription { replay, rx, evicted, bus: Arc::downgrade(self), key })
-    }
-
-    fn unsubscribe(&self, key: u64) {
-        let mut inner = lock(&self.inner);
-        let before = inner.subscribers.len();
-        inner.subscribers.retain(|s| s.key != key);
-        if inner.subscribers.len() < before {
-            self.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
-        }
+        let mut preamble = BytesMut::from(RETRY);
+        let (cursor, replay) = match last_event_id {
+            None => (head, None),
+            Some(after) => {
+                // A resume point beyond the newest event replays nothing and misses nothing.
+                let mut cursor = after.min(head);
+                if cursor + 1 < front {
+                    preamble.extend_from_slice(&idless_frame(
+                        EventKind::StateResyncRequired,
+                        &json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": front}),
+                    ));
+                    cursor = front - 1;
+                }
+                (cursor, Some(Replay { until: head, count: head - cursor }))
+            }
+        };
+        Ok(Subscription {
+            bus: self.clone(),
+            cursor,
+            preamble: Some(preamble.freeze()),
+            replay,
+            warning: LagWarning::default(),
+        })
     }
 }
 
@@ -320,114 +345,393 @@ impl TagJson {
     }
 }
 
+/// One event's SSE frame: `id`, `event`, and the envelope on one `data:` line, ending with `tail`
+/// (`_meta` and the blank line). Written by hand (no `format!`): this runs once per agent update,
+/// and the formatting machinery was a tenth of the daemon's time in `perf`. Sized up front so it
+/// is built without a reallocation.
+fn frame(id: u64, kind: &str, data: &str, tag_json: &str, tail: &[u8]) -> Bytes {
+    let mut f = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + tail.len() + 96);
+    f.extend_from_slice(b"id: ");
+    push_u64(&mut f, id);
+    f.extend_from_slice(b"\nevent: ");
+    f.extend_from_slice(kind.as_bytes());
+    f.extend_from_slice(b"\ndata: {\"id\":");
+    push_u64(&mut f, id);
+    f.extend_from_slice(b",\"v\":1,\"type\":\"");
+    f.extend_from_slice(kind.as_bytes());
+    f.extend_from_slice(b"\",\"data\":");
+    // An SSE parser treats a bare CR as a line break; JSON only allows it as whitespace between
+    // tokens, so replacing it with a space keeps the JSON equal and the frame whole.
+    let start = f.len();
+    f.extend_from_slice(data.as_bytes());
+    if memchr::memchr(b'\r', data.as_bytes()).is_some() {
+        f[start..].iter_mut().filter(|b| **b == b'\r').for_each(|b| *b = b' ');
+    }
+    f.extend_from_slice(tag_json.as_bytes());
+    f.extend_from_slice(tail);
+    f.freeze()
+}
+
+/// `n` in decimal.
+fn push_u64(out: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// An id-less frame (`client_evicted`, `state_resync_required`, `replay_complete`, `stream_error`).
+/// An id-less frame (`client_evicted`, `slow_client_warning`, `state_resync_required`,
+/// `replay_complete`).
 fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
     let kind = kind.as_str();
     let body = json!({"v": 1, "type": kind, "data": data});
     Bytes::from(format!("event: {kind}\ndata: {body}\n\n"))
 }
 
-/// A registered stream: what to replay first, then the live queue.
+/// Why a stream was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Eviction {
+    /// The ring moved past the stream's cursor: events it still needed are gone.
+    RingOverrun,
+    /// Its live lag passed `--subscriber-queue`; what it missed is still in the ring.
+    LagLimit,
+}
+
+impl Eviction {
+    fn as_str(self) -> &'static str {
+        match self {
+            Eviction::RingOverrun => "ring_overrun",
+            Eviction::LagLimit => "lag_limit",
+        }
+    }
+}
+
+/// `slow_client_warning`'s hysteresis, qwen serve's: warn once when the lag reaches 75% of what the
+/// stream may lag, and again only after it has been back down to 37.5% or less.
+#[derive(Debug, Default)]
+struct LagWarning {
+    /// Warned, and the lag has not come back down since.
+    warned: bool,
+}
+
+impl LagWarning {
+    /// Whether a stream `lag` events behind, of `limit`, is to be warned now.
+    fn check(&mut self, lag: u64, limit: u64) -> bool {
+        if self.warned {
+            if lag.saturating_mul(8) <= limit.saturating_mul(3) {
+                self.warned = false;
+            }
+            false
+        } else if lag > 0 && lag.saturating_mul(4) >= limit.saturating_mul(3) {
+            self.warned = true;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A replay in progress: it ends, with `replay_complete`, when the cursor reaches `until`.
+#[derive(Debug, Clone, Copy)]
+struct Replay {
+    until: u64,
+    count: u64,
+}
+
+/// What a stream takes from the ring in one go.
+#[derive(Debug)]
+enum Take {
+    /// Frames to write.
+    Batch(Bytes),
+    /// Nothing new.
+    Idle,
+    /// The stream is over, after this last frame (an eviction) if any.
+    End(Option<Bytes>),
+}
+
+/// A registered stream: its cursor into the session's ring. Becomes the SSE body with
+/// [`Subscription::into_body`].
 #[derive(Debug)]
 pub struct Subscription {
-    replay: Vec<Bytes>,
-    rx: mpsc::Receiver<Bytes>,
-    evicted: Arc<AtomicU64>,
-    bus: Weak<Bus>,
-    key: u64,
+    bus: Arc<Bus>,
+    /// The id of the last event this stream was given.
+    cursor: u64,
+    /// `retry:`, then `state_resync_required` when the resume point has left the ring.
+    preamble: Option<Bytes>,
+    replay: Option<Replay>,
+    warning: LagWarning,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(bus) = self.bus.upgrade() {
-            bus.unsubscribe(self.key);
-        }
+        self.bus.subscribers.fetch_sub(1, Ordering::Relaxed);
+        self.bus.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Subscription {
-    /// The SSE body: `retry`, replay, then live frames with heartbeats, ending on eviction (after a
-    /// `client_evicted` frame), on a terminal event, or when `shutdown` fires.
+    /// The frames after the cursor, up to the head (and no further than `stop_at`), at most
+    /// [`BATCH_BYTES`] of them unless the first alone is larger; or why the stream ends.
+    fn take(&mut self, stop_at: Option<u64>) -> Take {
+        let bus = &*self.bus;
+        let inner = lock(&bus.inner);
+        let head = inner.head();
+        let front = inner.front();
+        // Live lag: events published since the replay point (or since the stream opened) that
+        // this stream has not been given. A replay does not count against the lag limit.
+        let live_lag = head - self.cursor.max(self.replay.map_or(0, |r| r.until));
+        let eviction = if self.cursor < head && self.cursor + 1 < front {
+            Some(Eviction::RingOverrun)
+        } else if live_lag > bus.limits.lag_limit as u64 {
+            Some(Eviction::LagLimit)
+        } else {
+            None
+        };
+        if let Some(reason) = eviction {
+            drop(inner);
+            return Take::End(Some(self.evict(reason, head, front)));
+        }
+        let limit = bus.limits.lag_limit.min(inner.room) as u64;
+        let warning = self.warning.check(live_lag, limit).then(|| {
+            bus.stats.warnings.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(session_id = %bus.session_id, lag = live_lag, limit, "slow event stream");
+            idless_frame(
+                EventKind::SlowClientWarning,
+                &json!({
+                    "lag": live_lag, "limit": limit, "lastEventId": head,
+                    // The names qwen serve and @qwen-code/sdk's event types use.
+                    "queueSize": live_lag, "maxQueued": limit,
+                }),
+            )
+        });
+
+        let mut upto = head;
+        if let Some(r) = self.replay {
+            upto = upto.min(r.until);
+        }
+        if let Some(stop) = stop_at {
+            upto = upto.min(stop);
+        }
+        let start = (self.cursor + 1 - front) as usize;
+        let available = upto.saturating_sub(self.cursor) as usize;
+        let (mut count, mut bytes) = (0usize, 0usize);
+        for frame in inner.ring.range(start..start + available) {
+            if count > 0 && bytes + frame.len() > BATCH_BYTES {
+                break;
+            }
+            count += 1;
+            bytes += frame.len();
+        }
+        let replay_done = self.replay.filter(|r| self.cursor + count as u64 == r.until);
+        if count == 0 && warning.is_none() && replay_done.is_none() {
+            let over = (inner.closed && self.cursor >= head) || stop_at.is_some_and(|s| self.cursor >= s);
+            return if over { Take::End(None) } else { Take::Idle };
+        }
+        let batch = if count == 1 && warning.is_none() && replay_done.is_none() {
+            // One frame alone goes out as the ring's own bytes, uncopied.
+            inner.ring[start].clone()
+        } else {
+            let complete = replay_done.map(|r| {
+                idless_frame(
+                    EventKind::ReplayComplete,
+                    &json!({"replayedCount": r.count, "lastReplayedEventId": (r.count > 0).then_some(r.until)}),
+                )
+            });
+            let extra = warning.as_ref().map_or(0, Bytes::len) + complete.as_ref().map_or(0, Bytes::len);
+            let mut out = BytesMut::with_capacity(bytes + extra);
+            if let Some(w) = &warning {
+                out.extend_from_slice(w);
+            }
+            for frame in inner.ring.range(start..start + count) {
+                out.extend_from_slice(frame);
+            }
+            if let Some(c) = &complete {
+                out.extend_from_slice(c);
+            }
+            out.freeze()
+        };
+        drop(inner);
+        self.cursor += count as u64;
+        if replay_done.is_some() {
+            self.replay = None;
+        }
+        // A batch only shrinks the lag, so this can only re-arm the warning: a stream that caught
+        // up is warned again at its next crossing.
+        self.warning.check(head - self.cursor.max(self.replay.map_or(0, |r| r.until)), limit);
+        if count > 0 {
+            bus.stats.delivered.fetch_add(count as u64, Ordering::Relaxed);
+        }
+        Take::Batch(batch)
+    }
+
+    /// The `client_evicted` frame that ends this stream, counted and logged.
+    fn evict(&self, reason: Eviction, head: u64, front: u64) -> Bytes {
+        let bus = &self.bus;
+        bus.stats.evicted.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            session_id = %bus.session_id, reason = reason.as_str(), last_delivered = self.cursor,
+            lag = head - self.cursor, "evicting a slow event stream"
+        );
+        idless_frame(
+            EventKind::ClientEvicted,
+            &json!({"reason": reason.as_str(), "lastDeliveredId": self.cursor, "earliestAvailableId": front}),
+        )
+    }
+
+    /// The SSE body: `retry` (and `state_resync_required`), the replay and `replay_complete`, then
+    /// live frames with heartbeats. It ends after the session's terminal event, after a
+    /// `client_evicted` frame, or once `shutdown` fires and it has delivered what the ring held
+    /// at that moment.
     pub fn into_body(
         self,
         shutdown: CancellationToken,
     ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-        let mut first = BytesMut::from(&b"retry: 3000\n\n"[..]);
-        for frame in &self.replay {
-            first.extend_from_slice(frame);
+        let published = self.bus.published.clone().notified_owned();
+        EventStream {
+            sub: self,
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            shutdown_token: shutdown,
+            stop_at: None,
+            published: Box::pin(published),
+            armed: true,
+            heartbeat: Box::pin(tokio::time::sleep(HEARTBEAT_INTERVAL)),
+            last_write: Instant::now(),
+            flight: Arc::new(Flight::default()),
+            done: false,
         }
-        let state =
-            StreamState { sub: self, first: Some(first.freeze()), done: false, shutdown, batch: Vec::new() };
-        futures_util::stream::unfold(state, |mut st| async move {
-            if let Some(first) = st.first.take() {
-                return Some((Ok(first), st));
-            }
-            if st.done {
-                return None;
-            }
-            let received = tokio::select! {
-                biased;
-                _ = st.shutdown.cancelled() => {
-                    // Hand over what is already queued (at most the queue's bound) before ending:
-                    // the drain publishes each session's terminal event just before it ends the
-                    // streams, and a client must not lose it.
-                    st.done = true;
-                    while let Ok(frame) = st.sub.rx.try_recv() {
-                        st.batch.push(frame);
-                    }
-                    if st.batch.is_empty() {
-                        return None;
-                    }
-                    let mut out = BytesMut::with_capacity(st.batch.iter().map(Bytes::len).sum());
-                    for frame in st.batch.drain(..) {
-                        out.extend_from_slice(&frame);
-                    }
-                    return Some((Ok(out.freeze()), st));
-                }
-                r = tokio::time::timeout(HEARTBEAT_INTERVAL, st.sub.rx.recv_many(&mut st.batch, WRITE_BATCH)) => r,
-            };
-            match received {
-                Err(_) => Some((Ok(Bytes::from_static(b": heartbeat\n\n")), st)),
-                Ok(0) => {
-                    st.done = true;
-                    let after = st.sub.evicted.load(Ordering::Acquire);
-                    if after == NOT_EVICTED {
-                        return None;
-                    }
-                    let frame = idless_frame(
-                        EventKind::ClientEvicted,
-                        &json!({"reason": "queue_overflow", "droppedAfter": after}),
-                    );
-                    Some((Ok(frame), st))
-                }
-                Ok(1) => {
-                    let frame = st.batch.pop().unwrap_or_default();
-                    Some((Ok(frame), st))
-                }
-                Ok(_) => {
-                    let total = st.batch.iter().map(Bytes::len).sum();
-                    let mut out = BytesMut::with_capacity(total);
-                    for frame in st.batch.drain(..) {
-                        out.extend_from_slice(&frame);
-                    }
-                    Some((Ok(out.freeze()), st))
-                }
-            }
-        })
     }
 }
 
-#[derive(Debug)]
-struct StreamState {
+/// Whether the connection still holds the last batch a stream handed it, and who to wake when it
+/// lets go.
+#[derive(Debug, Default)]
+struct Flight {
+    busy: AtomicBool,
+    waker: AtomicWaker,
+}
+
+/// A batch as handed to the connection: when the connection drops it (written, or the connection
+/// closed) the stream may take the next one.
+struct InFlight {
+    batch: Bytes,
+    flight: Arc<Flight>,
+}
+
+impl AsRef<[u8]> for InFlight {
+    fn as_ref(&self) -> &[u8] {
+        &self.batch
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.flight.busy.store(false, Ordering::Release);
+        self.flight.waker.wake();
+    }
+}
+
+struct EventStream {
     sub: Subscription,
-    first: Option<Bytes>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    shutdown_token: CancellationToken,
+    /// Once shutdown has fired: the head at that moment, the last id this stream delivers.
+    stop_at: Option<u64>,
+    /// A wake-up for the next publish, created before each look at the ring so none is missed.
+    published: Pin<Box<OwnedNotified>>,
+    /// `published` was created after the last look at the ring and has not fired.
+    armed: bool,
+    heartbeat: Pin<Box<Sleep>>,
+    last_write: Instant,
+    flight: Arc<Flight>,
     done: bool,
-    shutdown: CancellationToken,
-    batch: Vec<Bytes>,
+}
+
+impl EventStream {
+    fn hand(&mut self, batch: Bytes) -> Poll<Option<Result<Bytes, Infallible>>> {
+        self.last_write = Instant::now();
+        self.flight.busy.store(true, Ordering::Release);
+        Poll::Ready(Some(Ok(Bytes::from_owner(InFlight { batch, flight: self.flight.clone() }))))
+    }
+
+    /// Whether the connection still writes the last batch (registering to hear when it is done).
+    fn writing(&self, cx: &Context<'_>) -> bool {
+        if !self.flight.busy.load(Ordering::Acquire) {
+            return false;
+        }
+        self.flight.waker.register(cx.waker());
+        self.flight.busy.load(Ordering::Acquire)
+    }
+
+    /// Whether a heartbeat is due; otherwise arms the timer for when it will be. The timer is
+    /// moved only here, when the stream goes idle, not on every write.
+    fn heartbeat_due(&mut self, cx: &mut Context<'_>) -> bool {
+        let due = self.last_write + HEARTBEAT_INTERVAL;
+        if self.heartbeat.deadline() != due {
+            self.heartbeat.as_mut().reset(due);
+        }
+        self.heartbeat.as_mut().poll(cx).is_ready()
+    }
+}
+
+impl Stream for EventStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(preamble) = this.sub.preamble.take() {
+            return this.hand(preamble);
+        }
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            if this.writing(cx) {
+                // Woken when the connection lets go of the batch; the heartbeat timer is not
+                // needed while bytes are on their way.
+                return Poll::Pending;
+            }
+            if this.stop_at.is_none() && this.shutdown_token.is_cancelled() {
+                this.stop_at = Some(this.sub.bus.last_id());
+            }
+            if !this.armed {
+                this.published.set(this.sub.bus.published.clone().notified_owned());
+                this.armed = true;
+            }
+            match this.sub.take(this.stop_at) {
+                Take::Batch(batch) => return this.hand(batch),
+                Take::End(last) => {
+                    this.done = true;
+                    if let Some(frame) = last {
+                        return this.hand(frame);
+                    }
+                    return Poll::Ready(None);
+                }
+                Take::Idle => {}
+            }
+            if this.published.as_mut().poll(cx).is_ready() {
+                this.armed = false;
+                continue;
+            }
+            if this.stop_at.is_none() && this.shutdown.as_mut().poll(cx).is_ready() {
+                continue;
+            }
+            if this.heartbeat_due(cx) {
+                return this.hand(Bytes::from_static(HEARTBEAT));
+            }
+            return Poll::Pending;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -436,28 +740,66 @@ mod tests {
     use EventKind::{SessionClosed, SessionUpdate, TurnComplete};
     use futures_util::StreamExt;
 
-    fn bus(ring: usize, queue: usize, max: usize) -> Arc<Bus> {
-        Bus::new("s1".into(), ring, queue, max, Arc::default())
+    /// Bound on every wait in these tests: a hang fails instead of hanging.
+    /// Longer than a heartbeat, for the tests on tokio's paused clock.
+    const WAIT: Duration = Duration::from_secs(60);
+
+    fn limits(ring: usize, lag: usize, max: usize) -> Limits {
+        Limits { ring_events: ring, ring_bytes: RING_MAX_BYTES, lag_limit: lag, max_subscribers: max }
+    }
+
+    fn bus(ring: usize, max: usize) -> Arc<Bus> {
+        Bus::new("s1".into(), limits(ring, ring, max), Arc::default())
+    }
+
+    fn publish(b: &Bus, n: usize) {
+        for i in 0..n {
+            b.publish(SessionUpdate, &json!({"i": i}), &PromptTag::default());
+        }
     }
 
     fn ids(text: &str) -> Vec<u64> {
         text.lines().filter_map(|l| l.strip_prefix("id: ")).filter_map(|n| n.parse().ok()).collect()
     }
 
-    async fn collect(sub: Subscription) -> String {
-        let token = CancellationToken::new();
-        let body = sub.into_body(token.clone());
-        futures_util::pin_mut!(body);
+    type Body = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
+
+    fn body(sub: Subscription) -> Body {
+        Box::pin(sub.into_body(CancellationToken::new()))
+    }
+
+    /// The next chunk of a body (`None` at its end), bounded by [`WAIT`].
+    async fn chunk(body: &mut Body) -> Option<String> {
+        let next = tokio::time::timeout(WAIT, body.next()).await.expect("a chunk or the end in time");
+        next.map(|c| String::from_utf8_lossy(&c.expect("infallible")).into_owned())
+    }
+
+    /// Everything up to the end of the body.
+    async fn rest(body: &mut Body) -> String {
         let mut out = String::new();
-        while let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_millis(50), body.next()).await {
-            out.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(c) = chunk(body).await {
+            out.push_str(&c);
         }
         out
     }
 
+    /// The whole stream of a closed bus.
+    async fn collect(sub: Subscription) -> String {
+        rest(&mut body(sub)).await
+    }
+
+    /// The `data` of every id-less frame of `kind`.
+    fn idless(text: &str, kind: &str) -> Vec<serde_json::Value> {
+        let marker = format!("event: {kind}\ndata: ");
+        text.split("\n\n")
+            .filter_map(|f| f.strip_prefix(&marker))
+            .map(|d| serde_json::from_str::<serde_json::Value>(d).expect("json")["data"].clone())
+            .collect()
+    }
+
     #[tokio::test]
     async fn envelope_has_id_type_data_and_tag() {
-        let b = bus(10, 10, 10);
+        let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
         let tag = PromptTag { prompt_id: Some("p1".into()), originator: Some("c1".into()) };
         b.publish(TurnComplete, &json!({"stopReason": "end_turn"}), &tag);
@@ -476,25 +818,83 @@ mod tests {
         assert!(text.contains("id: 1\nevent: turn_complete\n"));
     }
 
+    /// The tag is escaped once per change, and each event carries the tag it was published with.
+    #[tokio::test]
+    async fn events_are_credited_to_the_prompt_whose_tag_they_were_published_with() {
+        let b = bus(100, 10);
+        let sub = b.subscribe(None).expect("subscribe");
+        let p1 = PromptTag { prompt_id: Some("p1".into()), originator: Some("a\"lice".into()) };
+        let p2 = PromptTag { prompt_id: Some("p2".into()), originator: None };
+        for tag in [&p1, &p1, &PromptTag::default(), &p2, &p1] {
+            b.publish(SessionUpdate, &json!({}), tag);
+        }
+        b.close();
+        let text = collect(sub).await;
+        let envelopes: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).expect("json"))
+            .collect();
+        let tags: Vec<(Option<&str>, Option<&str>)> =
+            envelopes.iter().map(|e| (e["promptId"].as_str(), e["originatorClientId"].as_str())).collect();
+        assert_eq!(
+            tags,
+            [
+                (Some("p1"), Some("a\"lice")),
+                (Some("p1"), Some("a\"lice")),
+                (None, None),
+                (Some("p2"), None),
+                (Some("p1"), Some("a\"lice")),
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn resume_replays_after_the_given_id_without_gap_or_duplicate() {
-        let b = bus(100, 100, 10);
-        for i in 0..5 {
-            b.publish(SessionUpdate, &json!({"i": i}), &PromptTag::default());
-        }
+        let b = bus(100, 10);
+        publish(&b, 5);
         let sub = b.subscribe(Some(2)).expect("subscribe");
-        b.publish(SessionUpdate, &json!({"i": 5}), &PromptTag::default());
+        publish(&b, 1);
         b.close();
         let text = collect(sub).await;
         assert_eq!(ids(&text), vec![3, 4, 5, 6]);
-        assert!(text.contains("\"replayedCount\":3"));
+        assert_eq!(idless(&text, "replay_complete"), [json!({"replayedCount": 3, "lastReplayedEventId": 5})]);
+        let complete = text.find("replay_complete").expect("replay_complete");
+        assert!(text.find("id: 5\n").expect("5") < complete && complete < text.find("id: 6\n").expect("6"));
         assert!(!text.contains("state_resync_required"));
+    }
+
+    /// `state_resync_required` exactly when an event after the resume point has left the ring.
+    #[tokio::test]
+    async fn resync_is_asked_only_when_something_is_missing() {
+        let b = bus(3, 10);
+        publish(&b, 10); // the ring holds 8, 9, 10
+        for (after, missing) in [(0, true), (6, true), (7, false), (9, false), (10, false), (99, false)] {
+            let mut stream = body(b.subscribe(Some(after)).expect("subscribe"));
+            let first = chunk(&mut stream).await.expect("preamble");
+            let resync = idless(&first, "state_resync_required");
+            if missing {
+                assert_eq!(
+                    resync,
+                    [json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": 8})],
+                    "after {after}"
+                );
+            } else {
+                assert!(resync.is_empty(), "after {after}: {first}");
+            }
+            let replay = chunk(&mut stream).await.expect("replay");
+            let expected: Vec<u64> = (after.clamp(7, 10) + 1..=10).collect();
+            assert_eq!(ids(&replay), expected, "after {after}");
+            assert_eq!(idless(&replay, "replay_complete").len(), 1, "after {after}");
+        }
+        let first = chunk(&mut body(b.subscribe(Some(10)).expect("subscribe"))).await.expect("preamble");
+        assert_eq!(first, "retry: 3000\n\n");
     }
 
     #[tokio::test]
     async fn no_header_means_live_only() {
-        let b = bus(100, 100, 10);
-        b.publish(SessionUpdate, &json!({}), &PromptTag::default());
+        let b = bus(100, 10);
+        publish(&b, 1);
         let sub = b.subscribe(None).expect("subscribe");
         b.publish(TurnComplete, &json!({}), &PromptTag::default());
         b.close();
@@ -503,60 +903,231 @@ mod tests {
         assert!(!text.contains("replay_complete"));
     }
 
+    /// Everything from the cursor to the head leaves in one batch, up to [`BATCH_BYTES`].
     #[tokio::test]
-    async fn evicted_ring_asks_for_resync_first() {
-        let b = bus(3, 100, 10);
-        for _ in 0..10 {
-            b.publish(SessionUpdate, &json!({}), &PromptTag::default());
+    async fn a_batch_takes_everything_to_the_head_up_to_the_byte_bound() {
+        let b = bus(10_000, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        publish(&b, 5);
+        assert_eq!(ids(&chunk(&mut stream).await.expect("batch")), [1, 2, 3, 4, 5]);
+
+        // 1 KiB payloads: a burst of 200 leaves in batches of at most BATCH_BYTES.
+        let big = "x".repeat(1024);
+        for _ in 0..200 {
+            b.publish(SessionUpdate, &json!({"t": big}), &PromptTag::default());
         }
-        let text = collect(b.subscribe(Some(2)).expect("subscribe")).await;
-        let resync = text.find("state_resync_required").expect("resync frame");
-        let first_replayed = text.find("id: 8").expect("replayed 8");
-        assert!(resync < first_replayed);
-        assert!(text.contains("\"earliestAvailableId\":8"));
-        assert!(text.contains("\"lastDeliveredId\":2"));
-        assert_eq!(ids(&text), vec![8, 9, 10]);
+        b.close();
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some(batch) = chunk(&mut stream).await {
+            seen.extend(ids(&batch));
+            sizes.push(batch.len());
+        }
+        assert_eq!(seen, (6..=205).collect::<Vec<_>>());
+        let (last, full) = sizes.split_last().expect("batches");
+        assert!(*last <= BATCH_BYTES);
+        for size in full {
+            // Full: one more ~1.1 KiB frame would not have fitted.
+            assert!((BATCH_BYTES - 1200..=BATCH_BYTES).contains(size), "{sizes:?}");
+        }
+    }
+
+    /// A frame larger than a batch goes out alone, as the ring's own bytes.
+    #[tokio::test]
+    async fn a_frame_larger_than_a_batch_goes_out_alone() {
+        let b = bus(100, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        chunk(&mut stream).await.expect("retry");
+        let huge = "y".repeat(BATCH_BYTES * 2);
+        b.publish(SessionUpdate, &json!({"t": huge}), &PromptTag::default());
+        publish(&b, 3);
+        assert_eq!(ids(&chunk(&mut stream).await.expect("huge")), [1]);
+        assert_eq!(ids(&chunk(&mut stream).await.expect("rest")), [2, 3, 4]);
+    }
+
+    /// While the connection holds the last batch, the stream takes nothing more: it never runs
+    /// ahead of its socket, and it resumes when the batch is let go.
+    #[tokio::test]
+    async fn a_stream_takes_its_next_batch_only_once_the_last_is_written() {
+        let b = bus(100, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        let retry = tokio::time::timeout(WAIT, stream.next()).await.expect("retry").expect("some");
+        publish(&b, 2);
+        let held = futures_util::poll!(stream.next());
+        assert!(held.is_pending(), "the retry frame is still being written");
+        drop(retry);
+        let next = tokio::time::timeout(WAIT, stream.next()).await.expect("woken").expect("some");
+        assert_eq!(ids(&String::from_utf8_lossy(&next.expect("ok"))), [1, 2]);
     }
 
     #[tokio::test]
-    async fn a_full_queue_evicts_only_that_stream() {
+    async fn a_stream_overrun_by_the_ring_is_evicted_and_told_where_to_resume() {
         let stats = Arc::new(BusStats::default());
-        let b = Bus::new("s1".into(), 100, 2, 10, stats.clone());
+        let b = Bus::new("s1".into(), limits(5, 5, 10), stats.clone());
         let slow = b.subscribe(None).expect("slow");
-        let fast = b.subscribe(None).expect("fast");
-        let fast_body = collect_live(fast, 5);
-        let publisher = async {
-            for i in 0..5 {
-                b.publish(SessionUpdate, &json!({"i": i}), &PromptTag::default());
-                tokio::task::yield_now().await;
-            }
-        };
-        let (fast_text, ()) = tokio::join!(fast_body, publisher);
-        assert_eq!(ids(&fast_text), vec![1, 2, 3, 4, 5]);
-        let slow_text = collect(slow).await;
-        assert_eq!(ids(&slow_text), vec![1, 2]);
-        assert!(slow_text.contains("client_evicted"));
-        assert!(slow_text.contains("\"droppedAfter\":2"));
+        let mut fast = body(b.subscribe(None).expect("fast"));
+        chunk(&mut fast).await.expect("retry");
+        let mut slow = body(slow);
+        chunk(&mut slow).await.expect("retry");
+        publish(&b, 2);
+        assert_eq!(ids(&chunk(&mut slow).await.expect("1, 2")), [1, 2]);
+        for _ in 0..4 {
+            publish(&b, 2);
+            chunk(&mut fast).await.expect("the fast stream keeps up");
+        }
+        // The ring holds 6..=10; the slow stream needs 3.
+        let text = rest(&mut slow).await;
+        assert_eq!(
+            idless(&text, "client_evicted"),
+            [json!({"reason": "ring_overrun", "lastDeliveredId": 2, "earliestAvailableId": 6})]
+        );
+        assert!(ids(&text).is_empty());
         assert_eq!(stats.evicted.load(Ordering::Relaxed), 1);
-        assert_eq!(stats.published.load(Ordering::Relaxed), 5);
+        let resumed = b.subscribe(Some(2)).expect("resume");
+        b.close();
+        let fast_rest = rest(&mut fast).await;
+        assert!(!fast_rest.contains("client_evicted"), "{fast_rest}");
+        // Resuming where it stopped asks for a resync, then replays what the ring has.
+        let resumed = collect(resumed).await;
+        assert_eq!(
+            idless(&resumed, "state_resync_required"),
+            [json!({"reason": "ring_evicted", "lastDeliveredId": 2, "earliestAvailableId": 6})]
+        );
+        assert_eq!(ids(&resumed), [6, 7, 8, 9, 10]);
     }
 
-    async fn collect_live(sub: Subscription, want: usize) -> String {
-        let body = sub.into_body(CancellationToken::new());
-        futures_util::pin_mut!(body);
-        let mut out = String::new();
-        while ids(&out).len() < want {
-            match body.next().await {
-                Some(Ok(chunk)) => out.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => break,
-            }
+    #[tokio::test]
+    async fn a_stream_past_the_lag_limit_is_evicted_and_resumes_without_loss() {
+        let b = Bus::new("s1".into(), limits(100, 4, 10), Arc::default());
+        let mut slow = body(b.subscribe(None).expect("slow"));
+        chunk(&mut slow).await.expect("retry");
+        publish(&b, 5);
+        let text = rest(&mut slow).await;
+        assert_eq!(
+            idless(&text, "client_evicted"),
+            [json!({"reason": "lag_limit", "lastDeliveredId": 0, "earliestAvailableId": 1})]
+        );
+        let resumed = collect_after_close(&b, 0).await;
+        assert!(!resumed.contains("state_resync_required"));
+        assert_eq!(ids(&resumed), [1, 2, 3, 4, 5], "a replay does not count against the lag limit");
+    }
+
+    async fn collect_after_close(b: &Arc<Bus>, after: u64) -> String {
+        let sub = b.subscribe(Some(after)).expect("subscribe");
+        b.close();
+        collect(sub).await
+    }
+
+    #[test]
+    fn the_warning_fires_at_75_percent_and_rearms_at_37_5_percent() {
+        let mut w = LagWarning::default();
+        let steps: Vec<(u64, bool)> = [0, 50, 74, 75, 99, 75, 40, 38, 75, 37, 74, 75, 80, 0, 100]
+            .into_iter()
+            .map(|lag| (lag, w.check(lag, 100)))
+            .collect();
+        let fired: Vec<u64> = steps.iter().filter(|(_, warn)| *warn).map(|(lag, _)| *lag).collect();
+        assert_eq!(fired, [75, 75, 100], "{steps:?}");
+        // Small limits round the same way.
+        let mut w = LagWarning::default();
+        assert!(!w.check(2, 4));
+        assert!(w.check(3, 4));
+        assert!(!w.check(2, 4));
+        assert!(!w.check(1, 4), "1 is 25%: re-armed, not warned");
+        assert!(w.check(3, 4));
+        assert!(!LagWarning::default().check(0, 0), "no lag, no warning");
+    }
+
+    #[tokio::test]
+    async fn a_lagging_stream_is_warned_once_per_crossing() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), limits(100, 8, 10), stats.clone());
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        chunk(&mut stream).await.expect("retry");
+        publish(&b, 6); // lag 6 of 8: warned, then caught up
+        let first = chunk(&mut stream).await.expect("batch");
+        assert_eq!(
+            idless(&first, "slow_client_warning"),
+            [json!({"lag": 6, "limit": 8, "lastEventId": 6, "queueSize": 6, "maxQueued": 8})]
+        );
+        assert!(first.starts_with("event: slow_client_warning"), "the warning precedes the batch");
+        assert_eq!(ids(&first), [1, 2, 3, 4, 5, 6]);
+        publish(&b, 7); // re-armed when it caught up: warned again
+        let second = chunk(&mut stream).await.expect("batch");
+        assert_eq!(idless(&second, "slow_client_warning").len(), 1);
+        publish(&b, 5); // 5 of 8 is below 75%: no warning
+        let third = chunk(&mut stream).await.expect("batch");
+        assert!(idless(&third, "slow_client_warning").is_empty());
+        assert_eq!(stats.warnings.load(Ordering::Relaxed), 2);
+
+        // Frames of 40 KiB leave one per batch: the lag stays above 37.5% for several batches,
+        // and the stream is warned once, on the way up.
+        let big = "b".repeat(40 * 1024);
+        for _ in 0..7 {
+            b.publish(SessionUpdate, &json!({"t": big}), &PromptTag::default());
         }
-        out
+        b.close();
+        let mut batches = Vec::new();
+        while let Some(batch) = chunk(&mut stream).await {
+            batches.push(batch);
+        }
+        let warned: Vec<usize> =
+            (0..batches.len()).filter(|&i| !idless(&batches[i], "slow_client_warning").is_empty()).collect();
+        assert_eq!(warned, [0], "{} batches", batches.len());
+        assert_eq!(batches.iter().map(|b| ids(b).len()).sum::<usize>(), 7);
+        assert!(batches.len() >= 7, "one big frame per batch");
+        assert_eq!(stats.warnings.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn a_replay_is_not_warned_about() {
+        let b = Bus::new("s1".into(), limits(100, 8, 10), Arc::default());
+        publish(&b, 50);
+        let text = collect_after_close(&b, 0).await;
+        assert_eq!(ids(&text).len(), 50);
+        assert!(!text.contains("slow_client_warning"));
+    }
+
+    /// The byte cap trims the ring below its count, and a stream may then lag only as far as the
+    /// ring reaches.
+    #[tokio::test]
+    async fn the_byte_cap_trims_the_ring_and_sets_how_far_a_stream_may_lag() {
+        let stats = Arc::new(BusStats::default());
+        let cap = 4096;
+        let b = Bus::new(
+            "s1".into(),
+            Limits { ring_events: 1000, ring_bytes: cap, lag_limit: 1000, max_subscribers: 10 },
+            stats.clone(),
+        );
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        chunk(&mut stream).await.expect("retry");
+        let kib = "z".repeat(1000);
+        for _ in 0..10 {
+            b.publish(SessionUpdate, &json!({"t": kib}), &PromptTag::default());
+        }
+        {
+            let inner = lock(&b.inner);
+            assert!(inner.ring_bytes <= cap, "{} bytes held", inner.ring_bytes);
+            assert_eq!(inner.ring.len(), 3, "three ~1.1 KiB frames fit in 4 KiB");
+            assert_eq!(inner.room, 3);
+            assert_eq!(inner.front(), 8);
+            assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), inner.ring_bytes as u64);
+        }
+        let text = rest(&mut stream).await;
+        assert_eq!(idless(&text, "client_evicted")[0]["reason"], "ring_overrun");
+
+        // One frame above the cap still stays: the newest event is always kept.
+        let huge = "h".repeat(cap * 2);
+        b.publish(SessionUpdate, &json!({"t": huge}), &PromptTag::default());
+        assert_eq!(lock(&b.inner).ring.len(), 1);
+        drop(stream);
+        drop(b);
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 0, "a dropped bus releases its bytes");
     }
 
     #[tokio::test]
     async fn subscriber_cap_is_enforced_and_freed_on_drop() {
-        let b = bus(10, 10, 1);
+        let b = bus(10, 1);
         let first = b.subscribe(None).expect("first");
         assert_eq!(b.subscribe(None).err(), Some(SubscribeError::TooMany { limit: 1 }));
         drop(first);
@@ -564,61 +1135,172 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn gauges_count_streams_events_and_deliveries() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), limits(100, 100, 10), stats.clone());
+        let mut one = body(b.subscribe(None).expect("one"));
+        let mut two = body(b.subscribe(None).expect("two"));
+        assert_eq!(stats.subscribers.load(Ordering::Relaxed), 2);
+        assert_eq!(b.subscriber_count(), 2);
+        publish(&b, 3);
+        b.close();
+        let (a, c) = (rest(&mut one).await, rest(&mut two).await);
+        drop((one, two));
+        assert_eq!((ids(&a).len(), ids(&c).len()), (3, 3));
+        assert_eq!(stats.published.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.delivered.load(Ordering::Relaxed), 6);
+        assert_eq!(stats.subscribers.load(Ordering::Relaxed), 0, "ended streams are gone");
+        assert_eq!(b.subscriber_count(), 0);
+        assert_eq!(stats.evicted.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn close_ends_streams_after_what_the_ring_holds_and_refuses_new_ones() {
+        let b = bus(10, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        chunk(&mut stream).await.expect("retry");
+        let waiting = tokio::spawn(async move { rest(&mut stream).await });
+        publish(&b, 2);
+        b.close();
+        let text = tokio::time::timeout(WAIT, waiting).await.expect("ended").expect("task");
+        assert_eq!(ids(&text), [1, 2]);
+        assert_eq!(b.subscribe(None).err(), Some(SubscribeError::Closed));
+        assert!(b.publish(SessionUpdate, &json!({}), &PromptTag::default()).is_none());
+    }
+
+    #[tokio::test]
     async fn terminal_event_ends_streams_and_refuses_new_ones() {
-        let b = bus(10, 10, 10);
+        let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
         b.publish_terminal(SessionClosed, &json!({"sessionId": "s1"}));
         assert!(b.publish(SessionUpdate, &json!({}), &PromptTag::default()).is_none());
         let text = collect(sub).await;
-        assert!(text.contains("event: session_closed"));
+        assert!(text.ends_with("\n\n") && text.contains("event: session_closed"));
         assert_eq!(b.subscribe(None).err(), Some(SubscribeError::Closed));
+    }
+
+    /// A stream waiting for the next event is woken by it, whichever task publishes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiting_stream_is_woken_by_every_publish() {
+        let b = bus(10_000, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        chunk(&mut stream).await.expect("retry");
+        let publisher = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                for i in 0..2000 {
+                    b.publish(SessionUpdate, &json!({"i": i}), &PromptTag::default());
+                    if i % 7 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                b.close();
+            })
+        };
+        let text = rest(&mut stream).await;
+        assert_eq!(ids(&text), (1..=2000).collect::<Vec<_>>());
+        publisher.await.expect("publisher");
     }
 
     #[tokio::test(start_paused = true)]
     async fn silence_brings_a_heartbeat_comment() {
-        let b = bus(10, 10, 10);
-        let body = b.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
-        futures_util::pin_mut!(body);
-        let first = body.next().await.and_then(Result::ok).expect("retry frame");
-        assert_eq!(&first[..], b"retry: 3000\n\n");
-        let start = tokio::time::Instant::now();
-        let beat = body.next().await.and_then(Result::ok).expect("heartbeat");
-        assert_eq!(&beat[..], b": heartbeat\n\n");
+        let b = bus(10, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let start = Instant::now();
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some(": heartbeat\n\n"));
         assert_eq!(start.elapsed(), HEARTBEAT_INTERVAL);
+        // An event resets the silence.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        publish(&b, 1);
+        assert_eq!(ids(&chunk(&mut stream).await.expect("event")), [1]);
+        let after_event = Instant::now();
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some(": heartbeat\n\n"));
+        assert_eq!(after_event.elapsed(), HEARTBEAT_INTERVAL);
     }
 
     #[tokio::test]
     async fn shutdown_ends_the_stream() {
-        let b = bus(10, 10, 10);
+        let b = bus(10, 10);
         let token = CancellationToken::new();
-        let body = b.subscribe(None).expect("subscribe").into_body(token.clone());
-        futures_util::pin_mut!(body);
-        assert!(body.next().await.is_some());
+        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
+        assert!(chunk(&mut stream).await.is_some());
         token.cancel();
-        assert!(body.next().await.is_none());
+        assert_eq!(chunk(&mut stream).await, None);
     }
 
     #[tokio::test]
-    async fn shutdown_still_hands_over_what_was_queued() {
-        let b = bus(10, 10, 10);
+    async fn shutdown_still_hands_over_what_was_published() {
+        let b = bus(10, 10);
         let token = CancellationToken::new();
-        let body = b.subscribe(None).expect("subscribe").into_body(token.clone());
-        futures_util::pin_mut!(body);
-        assert!(body.next().await.is_some()); // `retry`
+        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
+        assert!(chunk(&mut stream).await.is_some()); // `retry`
         b.publish(TurnComplete, &json!({}), &PromptTag::default());
         b.publish_terminal(SessionClosed, &json!({"sessionId": "s1"}));
         token.cancel();
-        let rest = body.next().await.and_then(Result::ok).expect("the queued frames");
-        assert_eq!(ids(&String::from_utf8_lossy(&rest)), vec![1, 2]);
-        assert!(body.next().await.is_none());
+        let text = rest(&mut stream).await;
+        assert_eq!(ids(&text), vec![1, 2]);
+    }
+
+    /// A stream stops at the head shutdown found, even while events keep coming.
+    #[tokio::test]
+    async fn shutdown_does_not_wait_for_later_events() {
+        let b = bus(100, 10);
+        let token = CancellationToken::new();
+        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
+        assert!(chunk(&mut stream).await.is_some());
+        publish(&b, 3);
+        token.cancel();
+        let first = chunk(&mut stream).await.expect("what was there");
+        publish(&b, 3);
+        assert_eq!(ids(&first), [1, 2, 3]);
+        assert_eq!(chunk(&mut stream).await, None);
+    }
+
+    #[test]
+    fn frames_are_written_by_hand_as_format_would() {
+        for id in [0, 1, 9, 10, 4567, u64::MAX] {
+            let tail = b",\"_meta\":{\"serverTimestamp\":1795379959849}}\n\n";
+            let got = frame(id, "turn_complete", "{\"a\":1}", ",\"promptId\":\"p\"", tail);
+            let want = format!(
+                "id: {id}\nevent: turn_complete\ndata: {{\"id\":{id},\"v\":1,\"type\":\"turn_complete\",\"data\":{{\"a\":1}},\"promptId\":\"p\",\"_meta\":{{\"serverTimestamp\":1795379959849}}}}\n\n"
+            );
+            assert_eq!(String::from_utf8_lossy(&got), want);
+        }
+    }
+
+    #[test]
+    fn decimals_match_display() {
+        for n in [0, 7, 10, 99, 100, 1_795_379_959_849, u64::MAX] {
+            let mut out = BytesMut::new();
+            push_u64(&mut out, n);
+            assert_eq!(&out[..], n.to_string().as_bytes());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_published_in_order_under_consecutive_ids() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), limits(3, 3, 10), stats.clone());
+        let sub = b.subscribe(Some(0)).expect("subscribe");
+        assert_eq!(
+            b.publish_raw_many(SessionUpdate, ["{\"n\":1}", "{\"n\":2}"], &PromptTag::default()),
+            Some(2)
+        );
+        assert_eq!(b.publish_raw_many(SessionUpdate, [], &PromptTag::default()), None);
+        assert_eq!(b.publish_raw_many(SessionUpdate, ["{}", "{}", "{}"], &PromptTag::default()), Some(5));
+        assert_eq!(stats.published.load(Ordering::Relaxed), 5);
+        assert_eq!(lock(&b.inner).front(), 3, "the ring's bound holds within a burst");
+        b.close();
+        let text = collect(sub).await;
+        assert_eq!(idless(&text, "client_evicted")[0]["reason"], "ring_overrun");
     }
 
     #[test]
     fn carriage_returns_cannot_split_a_frame() {
-        let b = bus(10, 10, 10);
+        let b = bus(10, 10);
         b.publish_raw(SessionUpdate, "{\"a\":\r1}", &PromptTag::default());
         let inner = b.inner.lock().expect("lock");
-        let frame = &inner.ring[0].frame;
-        assert!(!frame.contains(&b'\r'));
+        assert!(!inner.ring[0].contains(&b'\r'));
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! - this file: [`Daemon`], the tables and what crosses them (create, look up, drain, snapshot).
 //! - `session`: [`Session`]: one session's clients, prompt FIFO, turn runner and ending.
-//! - `bus`: per-session event ids, the replay ring, fan-out to SSE streams.
+//! - `bus`: per-session event ids, the replay ring, and the SSE streams reading it by cursor.
 //! - `shell`: running a session shell command.
 //! - `error`: [`CreateError`], [`SessionError`].
 //!
@@ -237,12 +237,21 @@ impl Daemon {
         let key: SlotKey = (cwd, agent.name.clone());
         let scope = request.scope.unwrap_or(self.config.session_scope);
         let model = request.model;
-        let client_id = request.client_id.unwrap_or_else(|| format!("client-{}", uuid::Uuid::new_v4()));
         let (session, attached) = match scope {
             SessionScope::Thread => (self.clone().new_session(key, model).await?, false),
             SessionScope::Single => self.single(key, model).await?,
         };
-        session.touch_client(&client_id);
+        let client_id = match request.client_id {
+            Some(id) => {
+                session.touch_client(&id);
+                id
+            }
+            None => {
+                let id = format!("client-{}", uuid::Uuid::new_v4());
+                session.touch_minted_client(&id);
+                id
+            }
+        };
         Ok(Created { session, attached, client_id })
     }
 
@@ -346,13 +355,13 @@ impl Daemon {
             agent.unregister("", true).await;
             return Err(CreateError::AgentStartFailed("session/new returned no sessionId".into()));
         };
-        let bus = Bus::new(
-            session_id.clone(),
-            self.config.event_ring_size,
-            self.config.subscriber_queue,
-            self.config.max_subscribers,
-            self.bus_stats.clone(),
-        );
+        let limits = bus::Limits {
+            ring_events: self.config.event_ring_size,
+            ring_bytes: bus::RING_MAX_BYTES,
+            lag_limit: self.config.subscriber_queue,
+            max_subscribers: self.config.max_subscribers,
+        };
+        let bus = Bus::new(session_id.clone(), limits, self.bus_stats.clone());
         let mediator = Mediator::new(
             MediatorConfig {
                 policy: self.config.permission_policy,
@@ -449,6 +458,8 @@ impl Daemon {
             events_published: stats.published.load(Ordering::Relaxed),
             events_delivered: stats.delivered.load(Ordering::Relaxed),
             streams_evicted: stats.evicted.load(Ordering::Relaxed),
+            slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
+            ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -483,7 +494,13 @@ impl Daemon {
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
     /// `--shell-timeout-ms` and cut short by the drain.
     pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
-        shell::run(session, client, command, self.config.shell_timeout, &self.draining, &self.groups).await
+        let limits = shell::ShellLimits {
+            guard: &self.config.default_agent().command.guard,
+            timeout: self.config.shell_timeout,
+            stop: &self.draining,
+            groups: &self.groups,
+        };
+        shell::run(session, client, command, &limits).await
     }
 
     /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
@@ -512,5 +529,11 @@ impl Daemon {
     /// The second signal: kill every process group the daemon started (agents, shell commands) now.
     pub fn kill_all_processes(&self) {
         self.groups.kill_all();
+    }
+
+    /// Makes the daemon a child subreaper, so a process that escapes the group of a guard the daemon
+    /// killed is handed to the daemon (which kills it) instead of to init.
+    pub fn adopt_orphans(&self) -> std::io::Result<()> {
+        self.groups.adopt_orphans()
     }
 }

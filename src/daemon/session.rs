@@ -31,8 +31,12 @@ use crate::metrics::Metrics;
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::sync::lock;
 
-/// Clients remembered per session; past it the least recently seen is forgotten.
+/// Clients remembered per session that named themselves; past it the least recently seen of them
+/// is forgotten.
 const MAX_CLIENTS_PER_SESSION: usize = 1024;
+/// Client ids the daemon minted for creates without one, kept apart with their own bound, so
+/// anonymous traffic only ever evicts other anonymous entries, never a client that named itself.
+const MAX_MINTED_CLIENTS_PER_SESSION: usize = 1024;
 /// Tool calls remembered per session for rule matching (oldest forgotten first).
 const MAX_TRACKED_TOOL_CALLS: usize = 256;
 /// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
@@ -47,6 +51,49 @@ const ECHO_SOURCE: &str = "bridge-echo";
 const SET_MODE_SOURCE: &str = "bridge-set-mode";
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
+
+/// How a client id came to be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The caller sent it.
+    Named,
+    /// The daemon minted it for a caller that sent none.
+    Minted,
+}
+
+/// A session's registered clients: id → (last seen in ms, origin). Named and minted ids have a
+/// bound each; a full class forgets its own least recently seen entry.
+#[derive(Debug, Default)]
+struct Clients {
+    seen: HashMap<String, (u64, Origin)>,
+}
+
+impl Clients {
+    /// Registers or refreshes `id`. A minted id that comes back in a request becomes named: its
+    /// client has shown it knows it, and is no longer anonymous traffic.
+    fn touch(&mut self, id: &str, origin: Origin) -> u64 {
+        let now = crate::clock::now_ms();
+        let origin = match self.seen.get(id) {
+            Some((_, Origin::Named)) => Origin::Named,
+            _ => origin,
+        };
+        let was = self.seen.get(id).map(|(_, o)| *o);
+        if was != Some(origin) {
+            let cap = match origin {
+                Origin::Named => MAX_CLIENTS_PER_SESSION,
+                Origin::Minted => MAX_MINTED_CLIENTS_PER_SESSION,
+            };
+            let class = self.seen.iter().filter(|(_, (_, o))| *o == origin);
+            if class.clone().count() >= cap
+                && let Some(oldest) = class.min_by_key(|(_, (seen, _))| *seen).map(|(k, _)| k.clone())
+            {
+                self.seen.remove(&oldest);
+            }
+        }
+        self.seen.insert(id.to_owned(), (now, origin));
+        now
+    }
+}
 
 /// How a session ended.
 #[derive(Debug, Clone)]
@@ -194,8 +241,8 @@ pub struct Session {
     mediator: Mediator,
     metrics: Arc<Metrics>,
     call_timeout: Duration,
-    /// Client id → last seen (ms since epoch). Await-free critical sections only.
-    clients: Mutex<HashMap<String, u64>>,
+    /// The registered clients. Await-free critical sections only.
+    clients: Mutex<Clients>,
     queue: mpsc::Sender<PromptJob>,
     /// Held while a prompt is echoed and queued, and by the turn runner while it closes the queue: so
     /// a prompt is either echoed *and* queued (and then gets its turn event), or refused unseen.
@@ -238,7 +285,7 @@ impl Session {
             mediator: init.mediator,
             metrics: init.metrics,
             call_timeout: init.call_timeout,
-            clients: Mutex::new(HashMap::new()),
+            clients: Mutex::new(Clients::default()),
             queue,
             admission: Mutex::new(()),
             pending_prompts: AtomicUsize::new(0),
@@ -253,36 +300,33 @@ impl Session {
         session
     }
 
-    /// Registers (or refreshes) a client id; returns its last-seen time.
+    /// Registers (or refreshes) a client id the caller named itself; returns its last-seen time.
     pub fn touch_client(&self, client_id: &str) -> u64 {
-        let now = crate::clock::now_ms();
-        let mut clients = lock(&self.clients);
-        if !clients.contains_key(client_id)
-            && clients.len() >= MAX_CLIENTS_PER_SESSION
-            && let Some(oldest) = clients.iter().min_by_key(|(_, seen)| **seen).map(|(id, _)| id.clone())
-        {
-            clients.remove(&oldest);
-        }
-        clients.insert(client_id.to_owned(), now);
-        now
+        lock(&self.clients).touch(client_id, Origin::Named)
+    }
+
+    /// Registers a client id the daemon minted for a caller that sent none (`POST /session`
+    /// without a client id); returns its last-seen time.
+    pub fn touch_minted_client(&self, client_id: &str) -> u64 {
+        lock(&self.clients).touch(client_id, Origin::Minted)
     }
 
     pub fn has_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).contains_key(client_id)
+        lock(&self.clients).seen.contains_key(client_id)
     }
 
     pub fn remove_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).remove(client_id).is_some()
+        lock(&self.clients).seen.remove(client_id).is_some()
     }
 
     pub fn client_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.clients).keys().cloned().collect();
+        let mut ids: Vec<String> = lock(&self.clients).seen.keys().cloned().collect();
         ids.sort();
         ids
     }
 
     pub fn client_count(&self) -> usize {
-        lock(&self.clients).len()
+        lock(&self.clients).seen.len()
     }
 
     /// The running turn's tag (its prompt id and originator), if a turn runs.
@@ -324,6 +368,27 @@ impl Session {
         let tag = self.current_tag();
         let empty = PromptTag::default();
         self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
+    }
+
+    /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus
+    /// publish for a burst (this is the agent reader's path).
+    fn publish_updates<'a>(&self, params: impl Iterator<Item = &'a RawValue> + Clone) {
+        for p in params.clone() {
+            // A cheap byte test first: this runs for every streamed chunk.
+            if memchr::memmem::find(p.get().as_bytes(), b"tool_call").is_some() {
+                self.track_tool_call(p);
+            }
+            if memchr::memmem::find(p.get().as_bytes(), b"current_mode_update").is_some() {
+                self.track_mode(p);
+            }
+        }
+        let tag = self.current_tag();
+        let empty = PromptTag::default();
+        self.bus.publish_raw_many(
+            EventKind::SessionUpdate,
+            params.map(RawValue::get),
+            tag.as_deref().unwrap_or(&empty),
+        );
     }
 
     /// Remembers what the agent announced about a tool call (`tool_call` replaces, `tool_call_update`
@@ -413,7 +478,11 @@ impl Session {
     fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
         let _admission = lock(&self.admission);
         if self.is_ending() {
-            return Err(SessionError::not_found(&self.id));
+            // A session still live while the daemon drains refuses like a create does.
+            return Err(match self.end_reason.get() {
+                Some(EndReason::Shutdown) => SessionError::Draining,
+                _ => SessionError::not_found(&self.id),
+            });
         }
         let reserved = self
             .pending_prompts
@@ -543,16 +612,11 @@ impl Session {
 
 impl acp::Client for Session {
     fn session_update(&self, params: &RawValue) {
-        // A cheap byte test first: this runs for every streamed chunk.
-        if params.get().contains("tool_call") {
-            self.track_tool_call(params);
-        }
-        if params.get().contains("current_mode_update") {
-            self.track_mode(params);
-        }
-        let tag = self.current_tag();
-        let empty = PromptTag::default();
-        self.bus.publish_raw(EventKind::SessionUpdate, params.get(), tag.as_deref().unwrap_or(&empty));
+        self.publish_updates([params].into_iter());
+    }
+
+    fn session_updates(&self, params: &[Box<RawValue>]) {
+        self.publish_updates(params.iter().map(|p| &**p));
     }
 
     fn request_permission(&self, params: Value) -> BoxFuture<'_, Value> {
@@ -917,7 +981,13 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
         let cfg = MediatorConfig { policy, quorum: None, timeout: None };
-        let bus = Bus::new("s1".into(), 1024, 1024, 4, Arc::default());
+        let limits = crate::daemon::bus::Limits {
+            ring_events: 1024,
+            ring_bytes: 1 << 20,
+            lag_limit: 1024,
+            max_subscribers: 4,
+        };
+        let bus = Bus::new("s1".into(), limits, Arc::default());
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = finished.clone();
         let session = Session::start(SessionInit {

@@ -1,16 +1,24 @@
 //! Running a session shell command (`docs/protocol.md#9-session-shell`), once the HTTP floor has
 //! let it through its gates: the `user_shell_command` / `user_shell_result` events, and the command
-//! itself, `sh -c` in the workspace, in its own process group, bounded in time and output. The
-//! command is never logged.
+//! itself, `sh -c` in the workspace behind the guard (`mediatord agent-guard`, the agents' own),
+//! bounded in time and output. The command is never logged.
+//!
+//! The answer comes at the deadline whatever the command does: its output is read without blocking
+//! under the same deadline, so a process that leaves the group (`setsid`) and keeps the pipe open
+//! cannot hold the reply, nor the daemon's exit. Such a process is the guard's descendant: the guard
+//! kills it when `sh` exits, and when the guard itself is killed at the deadline, the daemon (a
+//! subreaper) kills it.
 
-use std::io::Read;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
+use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
+use crate::config::SECRET_ENV;
 use crate::event::EventKind;
 use crate::exec::ProcessGroups;
 
@@ -18,6 +26,11 @@ use crate::exec::ProcessGroups;
 const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Read size when draining the command's output pipe.
 const READ_CHUNK: usize = 64 * 1024;
+/// After the command is killed, how long what is still in the pipe is read before the reply goes
+/// out anyway (the writers are dead; this only bounds the last read).
+const OUTPUT_DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// After the group is killed, how long the guard gets to be reaped.
+const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// What a shell command did.
 #[derive(Debug, Clone)]
@@ -32,15 +45,24 @@ pub struct ShellOutcome {
     pub aborted: bool,
 }
 
-/// Runs `command` for `client` on `session`, publishing the command and then its result. The group
-/// is killed at `timeout` or when `stop` fires (the daemon drains).
+/// How a command is run: where the guard is, how long it may take, what stops it early.
+#[derive(Debug)]
+pub(crate) struct ShellLimits<'a> {
+    /// The `mediatord` binary, which runs the guard.
+    pub(crate) guard: &'a Path,
+    pub(crate) timeout: Duration,
+    /// Fired when the daemon drains.
+    pub(crate) stop: &'a CancellationToken,
+    pub(crate) groups: &'a ProcessGroups,
+}
+
+/// Runs `command` for `client` on `session`, publishing the command and then its result. The
+/// command and everything it started is killed at the timeout or when the daemon drains.
 pub(crate) async fn run(
     session: &Session,
     client: &str,
     command: &str,
-    timeout: Duration,
-    stop: &CancellationToken,
-    groups: &ProcessGroups,
+    limits: &ShellLimits<'_>,
 ) -> ShellOutcome {
     session.touch_client(client);
     let shell_id = format!("shell-{}", uuid::Uuid::new_v4());
@@ -48,11 +70,11 @@ pub(crate) async fn run(
         EventKind::UserShellCommand,
         &json!({"sessionId": session.id, "shellId": shell_id, "command": command, "originatorClientId": client}),
     );
-    let (exit_code, output, truncated, aborted) =
-        match run_command(command, &session.workspace, timeout, stop, groups).await {
-            Ok(r) => (r.exit_code, r.output, r.truncated, r.aborted),
-            Err(e) => (None, format!("cannot run the command: {e}"), false, true),
-        };
+    let (exit_code, output, truncated, aborted) = match run_command(command, &session.workspace, limits).await
+    {
+        Ok(r) => (r.exit_code, r.output, r.truncated, r.aborted),
+        Err(e) => (None, format!("cannot run the command: {e}"), false, true),
+    };
     tracing::info!(session_id = %session.id, shell_id = %shell_id, exit_code = ?exit_code, aborted, "session shell command finished");
     session.publish(
         EventKind::UserShellResult,
@@ -71,17 +93,18 @@ struct Finished {
     aborted: bool,
 }
 
-/// Runs `sh -c command` in its own process group; the group is killed on timeout or when `stop`
-/// fires, and in any case once the shell has exited.
-async fn run_command(
-    command: &str,
-    cwd: &std::path::Path,
-    timeout: Duration,
-    stop: &CancellationToken,
-    groups: &ProcessGroups,
-) -> std::io::Result<Finished> {
-    let (reader, writer) = std::io::pipe()?;
-    let mut child = tokio::process::Command::new("sh")
+/// Runs `sh -c command` behind the guard in its own process group, reading its output under the
+/// deadline; on the deadline or `stop`, kills the group and what escaped it.
+async fn run_command(command: &str, cwd: &Path, limits: &ShellLimits<'_>) -> std::io::Result<Finished> {
+    let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
+    let writer = writer.into_blocking_fd()?;
+    let mut shell = tokio::process::Command::new(limits.guard);
+    shell
+        .arg("agent-guard")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg("sh")
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -89,52 +112,80 @@ async fn run_command(
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
-    let mut group = child.id().and_then(|pid| groups.register(pid));
-    // The pipe's read end is blocking; drain it on a blocking thread until every writer is gone.
-    let collector = tokio::task::spawn_blocking(move || collect_output(reader));
-    let status = tokio::select! {
-        status = child.wait() => Some(status?),
-        _ = tokio::time::sleep(timeout) => None,
-        _ = stop.cancelled() => None,
+        .kill_on_drop(true);
+    for name in SECRET_ENV {
+        shell.env_remove(name);
+    }
+    let (mut child, mut group) = limits.groups.spawn(&mut shell)?;
+    // The command keeps its copies of the pipe's write end: drop them, or the output never ends.
+    drop(shell);
+    let mut output = Output::default();
+    let deadline = tokio::time::sleep(limits.timeout);
+    tokio::pin!(deadline);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    // Until every writer is gone (the guard exits after killing what the command left), or the
+    // deadline, or the drain.
+    let mut cut_short = loop {
+        tokio::select! {
+            biased;
+            () = limits.stop.cancelled() => break true,
+            () = &mut deadline => break true,
+            read = reader.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break false,
+                Ok(n) => output.push(&chunk[..n]),
+            },
+        }
     };
-    // Kill the whole group either way: a finished shell may have left background children that
-    // hold the pipe open.
+    // The output can end before the command does (`exec >&-`): its exit is under the deadline too.
+    let mut status = None;
+    if !cut_short {
+        tokio::select! {
+            biased;
+            () = limits.stop.cancelled() => cut_short = true,
+            () = &mut deadline => cut_short = true,
+            exited = child.wait() => status = Some(exited?),
+        }
+    }
+    // Kill the whole group either way (after a normal exit it is already empty), reap the guard,
+    // then what it could not take down with it.
     if let Some(group) = &mut group {
         group.kill();
     }
-    let status = match status {
-        Some(s) => Some(s),
-        None => {
-            let _ = child.wait().await;
-            None
-        }
-    };
-    let (bytes, truncated) = collector.await.unwrap_or_default();
+    if cut_short {
+        let _ = tokio::time::timeout(KILL_WAIT, child.wait()).await;
+    }
+    if let Some(group) = &group {
+        group.reap_strays().await;
+    }
+    if cut_short {
+        let _ = tokio::time::timeout(OUTPUT_DRAIN_GRACE, async {
+            while let Ok(n @ 1..) = reader.read(&mut chunk).await {
+                output.push(&chunk[..n]);
+            }
+        })
+        .await;
+    }
     Ok(Finished {
         exit_code: status.and_then(|s| s.code()),
-        output: String::from_utf8_lossy(&bytes).into_owned(),
-        truncated,
-        aborted: status.is_none(),
+        output: String::from_utf8_lossy(&output.bytes).into_owned(),
+        truncated: output.truncated,
+        aborted: cut_short,
     })
 }
 
-fn collect_output(mut reader: std::io::PipeReader) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let mut truncated = false;
-    let mut chunk = vec![0u8; READ_CHUNK];
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = MAX_OUTPUT_BYTES - out.len();
-                if n > room {
-                    truncated = true;
-                }
-                out.extend_from_slice(&chunk[..n.min(room)]);
-            }
+/// The first `MAX_OUTPUT_BYTES` of the output, and whether more came.
+#[derive(Debug, Default)]
+struct Output {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+impl Output {
+    fn push(&mut self, chunk: &[u8]) {
+        let room = MAX_OUTPUT_BYTES - self.bytes.len();
+        if chunk.len() > room {
+            self.truncated = true;
         }
+        self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
     }
-    (out, truncated)
 }

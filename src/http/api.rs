@@ -65,7 +65,7 @@ api! {
     get "/assets/{file}" => web::asset,
         Operation::new("asset", "web", "A file of the web app by its content-hashed name (immutable; gzip or brotli by Accept-Encoding; no token needed)")
             .ok(&[(200, Body::Asset), (304, Body::Empty)])
-            .errors(&["route_not_found"]);
+            .errors(&["asset_not_found"]);
     get "/health" => daemon::health,
         Operation::new("health", "daemon", "Liveness; `?deep=1` adds the daemon's figures")
             .ok(&[(200, Json("Health"))])

@@ -2,7 +2,7 @@
 //! Prometheus exposition. (`GET /openapi.json` is served by the route table itself.)
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use crate::config::Policy;
 use crate::daemon::Daemon;
 
 /// `GET /health`: `{status}`, or with `?deep=1` the daemon's [`crate::metrics::Snapshot`].
-pub(super) async fn health(State(d): State<AppState>, Query(q): Query<Flags>) -> Response {
+pub(super) async fn health(State(d): State<AppState>, q: Flags) -> Response {
     if q.deep() { Json(d.snapshot()).into_response() } else { Json(json!({"status": "ok"})).into_response() }
 }
 

@@ -23,16 +23,21 @@ pub enum ApiError {
     OriginDenied(Option<String>),
     #[error("Invalid Host header")]
     HostNotAllowed,
+    #[error("A request needs exactly one Host header")]
+    InvalidHost,
     #[error("Request body too large")]
     BodyTooLarge,
     #[error("Invalid JSON in request body")]
     InvalidJson,
     #[error("Not found")]
     RouteNotFound,
+    /// `/assets/` names no file of this build of the web app (an old page asking for renamed files).
+    #[error("No such file in this version of the web app")]
+    AssetNotFound,
     #[error("Method not allowed")]
     MethodNotAllowed,
-    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
-    InvalidClientId,
+    #[error("{0}")]
+    InvalidClientId(ClientIdProblem),
     #[error("cwd must be an absolute path to an existing directory")]
     InvalidCwd,
     #[error(
@@ -100,6 +105,37 @@ pub enum ApiError {
     InvalidCommand,
     #[error("Internal error")]
     Internal,
+    #[error("Malformed HTTP request")]
+    BadRequest,
+    #[error("Request head too large (at most 64 KiB)")]
+    HeadersTooLarge,
+    #[error("Request target too long")]
+    UriTooLong,
+    #[error("The request head did not arrive in time")]
+    HeaderTimeout,
+    #[error("The request body did not arrive in time")]
+    BodyTimeout,
+    #[error("Too many request bodies are being received at once; retry later")]
+    BodyBudgetExceeded,
+    #[error("Invalid URL path: a segment is not UTF-8 once percent-decoded")]
+    InvalidPath,
+    #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
+    InvalidQuery,
+}
+
+/// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
+/// message, so a well-formed id that was merely forgotten is not told it is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClientIdProblem {
+    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
+    Malformed,
+    #[error("This route needs a client id (X-Qwen-Client-Id)")]
+    Missing,
+    #[error(
+        "This client id is not registered on the session (or was forgotten): create or attach, open the \
+         event stream or send a heartbeat with it first"
+    )]
+    Unregistered,
 }
 
 /// What `origin_denied` tells a newcomer about the refused `Origin`.
@@ -144,11 +180,13 @@ impl ApiError {
             ApiError::Unauthorized,
             ApiError::OriginDenied(None),
             ApiError::HostNotAllowed,
+            ApiError::InvalidHost,
             ApiError::BodyTooLarge,
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
+            ApiError::AssetNotFound,
             ApiError::MethodNotAllowed,
-            ApiError::InvalidClientId,
+            ApiError::InvalidClientId(ClientIdProblem::Malformed),
             ApiError::InvalidCwd,
             ApiError::WorkspaceMismatch { cwd: s(), accepted: Vec::new() },
             ApiError::InvalidSessionScope,
@@ -177,6 +215,14 @@ impl ApiError {
             ApiError::ClientIdRequired,
             ApiError::InvalidCommand,
             ApiError::Internal,
+            ApiError::BadRequest,
+            ApiError::HeadersTooLarge,
+            ApiError::UriTooLong,
+            ApiError::HeaderTimeout,
+            ApiError::BodyTimeout,
+            ApiError::BodyBudgetExceeded,
+            ApiError::InvalidPath,
+            ApiError::InvalidQuery,
         ]
     }
 
@@ -195,7 +241,8 @@ impl ApiError {
             | Self::ClientIdRequired => StatusCode::FORBIDDEN,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidJson
-            | Self::InvalidClientId
+            | Self::InvalidHost
+            | Self::InvalidClientId(_)
             | Self::InvalidCwd
             | Self::WorkspaceMismatch { .. }
             | Self::InvalidSessionScope
@@ -206,8 +253,15 @@ impl ApiError {
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
             | Self::InvalidRule(_)
-            | Self::InvalidCommand => StatusCode::BAD_REQUEST,
+            | Self::InvalidCommand
+            | Self::BadRequest
+            | Self::InvalidPath
+            | Self::InvalidQuery => StatusCode::BAD_REQUEST,
+            Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::RouteNotFound
+            | Self::AssetNotFound
             | Self::SessionNotFound { .. }
             | Self::PermissionRequestNotFound
             | Self::PermissionAlreadyResolved { .. }
@@ -216,7 +270,8 @@ impl ApiError {
             Self::SessionLimitExceeded { .. }
             | Self::DaemonDraining
             | Self::PromptQueueFull { .. }
-            | Self::AgentExited(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::AgentExited(_)
+            | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -229,11 +284,13 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
+            Self::InvalidHost => "invalid_host",
             Self::BodyTooLarge => "body_too_large",
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",
+            Self::AssetNotFound => "asset_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::InvalidClientId => "invalid_client_id",
+            Self::InvalidClientId(_) => "invalid_client_id",
             Self::InvalidCwd => "invalid_cwd",
             Self::WorkspaceMismatch { .. } => "workspace_mismatch",
             Self::InvalidSessionScope => "invalid_session_scope",
@@ -262,6 +319,14 @@ impl ApiError {
             Self::ClientIdRequired => "client_id_required",
             Self::InvalidCommand => "invalid_command",
             Self::Internal => "internal_error",
+            Self::BadRequest => "bad_request",
+            Self::HeadersTooLarge => "headers_too_large",
+            Self::UriTooLong => "uri_too_long",
+            Self::HeaderTimeout => "header_timeout",
+            Self::BodyTimeout => "body_timeout",
+            Self::BodyBudgetExceeded => "body_budget_exceeded",
+            Self::InvalidPath => "invalid_path",
+            Self::InvalidQuery => "invalid_query",
         }
     }
 
@@ -310,12 +375,40 @@ impl IntoResponse for ApiError {
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
+            // The body was not read to its end: the connection cannot carry another request, and
+            // must not keep reading a body nobody wants.
+            ApiError::BodyBudgetExceeded => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            ApiError::BodyTooLarge | ApiError::BodyTimeout => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             ApiError::OriginDenied(_) => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
             }
             _ => {}
         }
         response
+    }
+}
+
+impl ApiError {
+    /// The whole HTTP/1.1 response, for the connection layer to write itself where no handler
+    /// runs (a request hyper could not parse, a head that did not arrive in time). It closes the
+    /// connection.
+    pub(super) fn raw_response(&self) -> Vec<u8> {
+        let body = self.body().to_string();
+        let status = self.status();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("Error"),
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body.as_bytes());
+        out
     }
 }
 
@@ -365,7 +458,7 @@ impl From<VoteError> for ApiError {
             VoteError::AlreadyResolved { resolved_option_id } => {
                 ApiError::PermissionAlreadyResolved { resolved_option_id }
             }
-            VoteError::UnknownClient => ApiError::InvalidClientId,
+            VoteError::UnknownClient => ApiError::InvalidClientId(ClientIdProblem::Unregistered),
             VoteError::InvalidOption { request_id, option_id } => {
                 ApiError::InvalidOptionId { request_id, option_id }
             }

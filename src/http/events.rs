@@ -1,12 +1,12 @@
 //! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::extract::{AppState, client_id};
+use super::extract::{AppState, PathParams, client_id};
 
 /// Largest `Last-Event-ID` honoured (JavaScript's safe integer range).
 const MAX_EVENT_ID: u64 = (1 << 53) - 1;
@@ -23,7 +23,7 @@ fn last_event_id(headers: &HeaderMap) -> Option<u64> {
 pub(super) async fn events(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let s = d.session(&id)?;
     let client = client_id(&headers)?;

@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::HeaderMap;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use futures_util::StreamExt;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::conn::BodyError;
+use super::error::{ApiError, ClientIdProblem};
 use crate::daemon::Daemon;
 
 /// What every handler is given: the daemon.
@@ -27,26 +30,82 @@ pub(super) struct JsonBody(pub(super) Value);
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::BodyTooLarge
-            } else {
-                ApiError::InvalidJson
-            }
-        })?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(JsonBody(Value::Object(Default::default())));
+    /// Reads the body under its deadline and the global budget (`super::conn`), refusing a declared
+    /// or actual length over the cap as soon as it is known.
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            return Err(ApiError::BodyTooLarge);
         }
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|_| ApiError::InvalidJson)
+        let mut stream = req.into_body().into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(ApiError::BodyTooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let parsed = if bytes.iter().all(u8::is_ascii_whitespace) {
+            Ok(JsonBody(Value::Object(Default::default())))
+        } else {
+            serde_json::from_slice(&bytes).map(JsonBody).map_err(|_| ApiError::InvalidJson)
+        };
+        // The body's bytes hold their share of the budget until the parse is done.
+        drop(stream);
+        parsed
+    }
+}
+
+/// Why reading a body failed: its deadline, the budget, or the connection itself.
+fn body_error(error: axum::Error) -> ApiError {
+    match error.into_inner().downcast::<BodyError>() {
+        Ok(e) => match *e {
+            BodyError::Timeout => ApiError::BodyTimeout,
+            BodyError::Budget => ApiError::BodyBudgetExceeded,
+        },
+        Err(_) => ApiError::InvalidJson,
+    }
+}
+
+/// `Path` with the daemon's own rejection: a segment that is not UTF-8 once percent-decoded is
+/// `400 invalid_path`, in JSON like every answer.
+#[derive(Debug)]
+pub(super) struct PathParams<T>(pub(super) T);
+
+impl<T, S> FromRequestParts<S> for PathParams<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParams(value)),
+            Err(_) => Err(ApiError::InvalidPath),
+        }
     }
 }
 
 /// The query flags some routes take (`?deep=1`, `?audit=1`); each is on when `1`, `true` or `yes`.
+/// Other parameters are ignored; one given twice, or not text once decoded, is `400 invalid_query`.
 #[derive(Debug, Deserialize)]
 pub(super) struct Flags {
     deep: Option<String>,
     audit: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Flags {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Query::<Flags>::try_from_uri(&parts.uri).map(|Query(flags)| flags).map_err(|_| ApiError::InvalidQuery)
+    }
 }
 
 impl Flags {
@@ -67,11 +126,12 @@ fn truthy(v: Option<&str>) -> bool {
 pub(super) fn client_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let value = headers.get("x-qwen-client-id").or_else(|| headers.get("x-client-id"));
     let Some(value) = value else { return Ok(None) };
-    let text = value.to_str().map_err(|_| ApiError::InvalidClientId)?;
+    let malformed = ApiError::InvalidClientId(ClientIdProblem::Malformed);
+    let Ok(text) = value.to_str() else { return Err(malformed) };
     if text.is_empty() {
         return Ok(None);
     }
-    if valid_client_id(text) { Ok(Some(text.to_owned())) } else { Err(ApiError::InvalidClientId) }
+    if valid_client_id(text) { Ok(Some(text.to_owned())) } else { Err(malformed) }
 }
 
 /// `^[A-Za-z0-9._:-]{1,128}$`

@@ -1,6 +1,11 @@
 //! The listener the HTTP floor serves on: `--max-connections` enforced at accept, where a refused
-//! connection gets a fixed 503 before any request is read, and the socket peer attached to every
-//! request (the `local-only` policy and the open `/health` read it).
+//! connection gets a fixed 503 before any request is read. (`conn` attaches the socket peer to every
+//! request: the `local-only` policy and the open `/health` read it.)
+//!
+//! The write side of every connection has a deadline ([`WriteDeadline`],
+//! `--writer-idle-timeout-ms`): a socket that accepts no bytes for that long while the daemon has
+//! bytes for it is closed, so a peer that stopped reading cannot hold a connection, its stream or
+//! its memory.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,8 +17,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
 
-use super::perimeter::Peer;
+use crate::metrics::Metrics;
 
 /// Written to a connection refused at accept because `--max-connections` are open.
 const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: 72\r\n\r\n{\"error\":\"Too many open connections\",\"code\":\"connection_limit_exceeded\"}";
@@ -25,11 +31,23 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 pub(super) struct LimitedListener {
     inner: TcpListener,
     permits: Arc<Semaphore>,
+    /// `--writer-idle-timeout-ms` and where a timeout is counted; `None` = no write deadline.
+    write_idle: Option<(Duration, Arc<Metrics>)>,
 }
 
 impl LimitedListener {
     pub(super) fn new(inner: TcpListener, max: usize) -> LimitedListener {
-        LimitedListener { inner, permits: Arc::new(Semaphore::new(max)) }
+        LimitedListener { inner, permits: Arc::new(Semaphore::new(max)), write_idle: None }
+    }
+
+    /// Closes connections whose socket accepts no bytes for `idle` while there are bytes to write.
+    pub(super) fn with_write_idle_timeout(
+        mut self,
+        idle: Duration,
+        metrics: Arc<Metrics>,
+    ) -> LimitedListener {
+        self.write_idle = Some((idle, metrics));
+        self
     }
 }
 
@@ -38,12 +56,7 @@ impl LimitedListener {
 pub(super) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
-}
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, LimitedListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, LimitedListener>) -> Self {
-        Peer(*stream.remote_addr())
-    }
+    write: Option<WriteDeadline>,
 }
 
 impl axum::serve::Listener for LimitedListener {
@@ -63,7 +76,13 @@ impl axum::serve::Listener for LimitedListener {
             match self.permits.clone().try_acquire_owned() {
                 Ok(permit) => {
                     let _ = stream.set_nodelay(true);
-                    return (LimitedStream { stream, _permit: permit }, addr);
+                    let write = self.write_idle.as_ref().map(|(idle, metrics)| WriteDeadline {
+                        idle: *idle,
+                        timer: None,
+                        peer: addr,
+                        metrics: metrics.clone(),
+                    });
+                    return (LimitedStream { stream, _permit: permit, write }, addr);
                 }
                 Err(_) => {
                     // Best effort and non-blocking: a slow peer must not stall the accept loop.
@@ -89,24 +108,79 @@ impl AsyncRead for LimitedStream {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The write side: every write goes through the connection's `WriteDeadline`.
+
+/// `--writer-idle-timeout-ms` for one connection. Hyper stops polling a response body while the
+/// socket's buffer is full, so a deadline kept by the body (an SSE stream) would never run: it
+/// lives here, where bytes meet the socket. A write that finds the socket full arms the timer and
+/// polls it in the same call, so its expiry wakes the connection and the next write fails with
+/// `TimedOut`; hyper then drops the connection, and with it the response body. Any progress
+/// disarms it.
+#[derive(Debug)]
+struct WriteDeadline {
+    idle: Duration,
+    /// Armed while the socket takes nothing.
+    timer: Option<Pin<Box<Sleep>>>,
+    peer: SocketAddr,
+    metrics: Arc<Metrics>,
+}
+
+impl WriteDeadline {
+    fn watch(&mut self, cx: &mut Context<'_>, written: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Pending => {
+                let idle = self.idle;
+                let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.timer = None;
+                self.metrics.writer_timeout();
+                tracing::info!(
+                    peer = %self.peer, idle_ms = idle.as_millis() as u64,
+                    "closing a connection whose socket accepted no bytes (--writer-idle-timeout-ms)"
+                );
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the peer accepted no bytes")))
+            }
+            Poll::Ready(Ok(n)) if n > 0 => {
+                self.timer = None;
+                Poll::Ready(Ok(n))
+            }
+            ready @ Poll::Ready(_) => ready,
+        }
+    }
+}
+
 impl AsyncWrite for LimitedStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        match &mut this.write {
+            Some(deadline) => deadline.watch(cx, written),
+            None => written,
+        }
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        match &mut this.write {
+            Some(deadline) => deadline.watch(cx, written),
+            None => written,
+        }
     }
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+    // TCP's flush and shutdown never wait for the peer: nothing to watch.
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }

@@ -8,7 +8,10 @@
 //! - [`error`]: [`ApiError`], and one `From` per domain error.
 //! - `extract`: the state, JSON bodies, the client id header.
 //! - [`perimeter`]: Origin → Host → bearer; the socket [`Peer`].
-//! - `listener`: `--max-connections` at accept.
+//! - `listener`: `--max-connections` at accept; `--writer-idle-timeout-ms` on every connection's
+//!   writes.
+//! - `conn`: one connection under its deadlines, the request-body budget, JSON for hyper's own
+//!   answers.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
 //!   `prompts`, `events`, `permissions`; and `shell`, the session shell's gates.
 //! - [`web`]: the web app at `/` and `/assets/`, embedded at build time from `web/`.
@@ -17,6 +20,7 @@
 //! this floor but `server`.
 
 pub mod api;
+mod conn;
 mod daemon;
 pub mod error;
 mod events;
@@ -65,21 +69,39 @@ pub fn app(daemon: AppState, port: u16) -> Router {
         .with_state(daemon)
 }
 
-/// Serves [`app`] on `listener`, at most `max_connections` at once, until `shutdown` resolves;
-/// then open exchanges are let finish (the caller bounds how long it waits for that).
+/// Serves [`app`] on `listener`, at most `max_connections` at once, each connection under the
+/// deadlines of `docs/protocol.md#210-connection-deadlines`, until `shutdown` resolves; then no
+/// connection is accepted, each open one finishes its request in progress, and this returns when
+/// all are closed (the caller bounds how long it waits for that).
 pub async fn serve(
     listener: TcpListener,
     max_connections: usize,
     daemon: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::Listener;
+
+    let limits = conn::Limits::new(&daemon.config);
+    let write_idle = daemon.config.writer_idle_timeout;
+    let metrics = daemon.metrics.clone();
     let app = app(daemon, listener.local_addr()?.port());
-    axum::serve(
-        listener::LimitedListener::new(listener, max_connections),
-        app.into_make_service_with_connect_info::<Peer>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let mut listener = listener::LimitedListener::new(listener, max_connections)
+        .with_write_idle_timeout(write_idle, metrics);
+    let connections = tokio_util::task::TaskTracker::new();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (io, addr) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        connections.spawn(conn::serve(io, Peer(addr), app.clone(), limits.clone(), stop.clone()));
+    }
+    drop(listener);
+    stop.cancel();
+    connections.close();
+    connections.wait().await;
+    Ok(())
 }
 
 /// The route label: the matched pattern (ids appear only as `{id}`), never the raw path.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 
 /// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
-const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed"];
+const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
 
 /// What a success response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +190,13 @@ fn operation(op: &Operation) -> Value {
     }
     let mut codes: Vec<&str> = PERIMETER.to_vec();
     if op.body.is_some() {
-        codes.push("body_too_large");
+        codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
+    }
+    if !path_params(op.path()).is_empty() {
+        codes.push("invalid_path");
+    }
+    if !op.query.is_empty() {
+        codes.push("invalid_query");
     }
     codes.extend(op.errors);
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use crate::config::{Config, Origins};
+use crate::config::{Config, Origins, TokenDigest};
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str =
@@ -26,7 +26,7 @@ pub struct Perimeter {
     origins: Origins,
     /// `None` on non-loopback binds, where the Host check does not apply.
     allowed_hosts: Option<Vec<String>>,
-    token_digest: Option<[u8; 32]>,
+    token_digest: Option<TokenDigest>,
     require_auth: bool,
 }
 
@@ -67,19 +67,27 @@ impl Perimeter {
     }
 
     /// Whether `origin` is this daemon's own origin as the request addresses it: `http://` and the
-    /// `Host` header, that Host passing the allowlist. The web app's own requests carry it, so they
-    /// need no `--allow-origin` (`docs/protocol.md#21-origin`).
-    fn same_origin(&self, origin: &str, headers: &HeaderMap) -> bool {
-        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
-        origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(host))
-            && self.host_allowed(headers)
+    /// request's authority, that authority passing the Host step. The web app's own requests carry
+    /// it, so they need no `--allow-origin` (`docs/protocol.md#21-origin`).
+    fn same_origin(&self, origin: &str, req: &Request) -> bool {
+        let Some(authority) = authority(req) else { return false };
+        origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(authority))
+            && self.check_host(req).is_ok()
     }
 
-    fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(allowed) = &self.allowed_hosts else { return true };
-        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
-        let host = host.to_ascii_lowercase();
-        allowed.contains(&host)
+    /// The Host step: exactly one `Host` (RFC 9112 §3.2: more than one is a 400, whatever the
+    /// bind), and on a loopback bind the request's authority on the allowlist. The authority is the
+    /// request target's when it is in absolute form (`GET http://host:port/path`), which RFC 9112
+    /// §3.2.2 says replaces `Host`; otherwise the `Host` header's.
+    fn check_host(&self, req: &Request) -> Result<(), ApiError> {
+        if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+            return Err(ApiError::InvalidHost);
+        }
+        let Some(allowed) = &self.allowed_hosts else { return Ok(()) };
+        match authority(req) {
+            Some(authority) if allowed.contains(&authority.to_ascii_lowercase()) => Ok(()),
+            _ => Err(ApiError::HostNotAllowed),
+        }
     }
 
     /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
@@ -93,7 +101,7 @@ impl Perimeter {
             .map(|(_, token)| token.trim())
             .unwrap_or("");
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        bool::from(digest.ct_eq(expected)) && !presented.is_empty()
+        bool::from(digest.ct_eq(&expected.0)) && !presented.is_empty()
     }
 }
 
@@ -110,23 +118,34 @@ pub fn is_loopback_peer(addr: Option<SocketAddr>) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
+/// The authority the request addresses: the request target's in absolute form, else `Host`'s.
+fn authority(req: &Request) -> Option<&str> {
+    match req.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => req.headers().get(header::HOST).and_then(|h| h.to_str().ok()),
+    }
+}
+
 pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
     req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0)
 }
 
 pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    // `origin` is the one CORS answers name; the page's own origin needs none.
-    let origin = match headers.get(header::ORIGIN) {
-        None => None,
-        Some(value) => match value.to_str() {
-            Ok(o) if p.same_origin(o, headers) => None,
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (None, _) => None,
+        // Two origins cannot both be the page's: refused, whatever they say.
+        (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
+        (Some(value), None) => match value.to_str() {
+            // The page's own origin: no CORS answer needed.
+            Ok(o) if p.same_origin(o, &req) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
-            _ => return origin_denied(value).into_response(),
+            _ => return refuse(origin_denied(value), None),
         },
     };
-    if !p.host_allowed(headers) {
-        return with_cors(ApiError::HostNotAllowed.into_response(), origin.as_ref());
+    if let Err(e) = p.check_host(&req) {
+        return refuse(e, origin.as_ref());
     }
     if origin.is_some() && req.method() == Method::OPTIONS {
         let mut preflight = StatusCode::NO_CONTENT.into_response();
@@ -138,10 +157,22 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && !super::web::is_public(&req) && !p.bearer_ok(headers) {
-        return with_cors(ApiError::Unauthorized.into_response(), origin.as_ref());
+        return refuse(ApiError::Unauthorized, origin.as_ref());
     }
     let response = next.run(req).await;
     with_cors(response, origin.as_ref())
+}
+
+/// A refusal at the perimeter also closes the connection: a client that may not use the daemon
+/// must not keep one of its `--max-connections` slots open on an idle keep-alive.
+fn refuse(error: ApiError, origin: Option<&HeaderValue>) -> Response {
+    let mut response = match error {
+        // Refused before the origin was accepted: no CORS headers (its own `Vary` is set).
+        ApiError::OriginDenied(_) => error.into_response(),
+        _ => with_cors(error.into_response(), origin),
+    };
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The refusal of `origin`, naming it only when it is `null` or well formed (so what is echoed

@@ -3,13 +3,13 @@
 //! `docs/protocol.md#8-permission-mediation`).
 
 use axum::Json;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::extract::{AppState, Flags, JsonBody, client_id};
+use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
 use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
 use crate::permission::{Choice, Effect, Vote, parse_rule};
@@ -58,7 +58,7 @@ pub(super) async fn vote(
     State(d): State<AppState>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     headers: HeaderMap,
-    Path((id, request_id)): Path<(String, String)>,
+    PathParams((id, request_id)): PathParams<(String, String)>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
@@ -71,7 +71,7 @@ pub(super) async fn legacy_vote(
     State(d): State<AppState>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     headers: HeaderMap,
-    Path(request_id): Path<String>,
+    PathParams(request_id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
@@ -82,8 +82,8 @@ pub(super) async fn legacy_vote(
 
 pub(super) async fn list_permissions(
     State(d): State<AppState>,
-    Path(id): Path<String>,
-    Query(q): Query<Flags>,
+    PathParams(id): PathParams<String>,
+    q: Flags,
 ) -> ApiResult {
     let s = d.session(&id)?;
     let mut out = json!({"pending": s.permissions().list_pending()});
@@ -96,7 +96,7 @@ pub(super) async fn list_permissions(
 pub(super) async fn add_rule(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -106,14 +106,14 @@ pub(super) async fn add_rule(
     Ok((StatusCode::CREATED, Json(json!({"rule": wire}))).into_response())
 }
 
-pub(super) async fn list_rules(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn list_rules(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     Ok(Json(json!({"rules": s.permissions().list_rules()})).into_response())
 }
 
 pub(super) async fn delete_rule(
     State(d): State<AppState>,
-    Path((id, rule_id)): Path<(String, String)>,
+    PathParams((id, rule_id)): PathParams<(String, String)>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     s.permissions().remove_rule(&rule_id)?;

@@ -2,13 +2,13 @@
 //! the running turn (`docs/protocol.md#3-routes`).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::extract::{AppState, JsonBody, client_id};
+use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::daemon::Prompt;
 
 type ApiResult = Result<Response, ApiError>;
@@ -25,7 +25,7 @@ fn respond_async(headers: &HeaderMap) -> bool {
 pub(super) async fn prompt(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -46,7 +46,7 @@ pub(super) async fn prompt(
     Ok(Json(s.prompt(prompt).await?).into_response())
 }
 
-pub(super) async fn cancel(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn cancel(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     s.cancel().await;
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -2,13 +2,13 @@
 //! heartbeat (`docs/protocol.md#3-routes`, `docs/protocol.md#4-agents-workspaces-and-sessions`).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
-use super::extract::{AppState, JsonBody, client_id};
+use super::error::{ApiError, ClientIdProblem};
+use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Session};
@@ -65,6 +65,10 @@ pub(super) async fn create_session(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
+    // Every field is optional, so anything but an object would otherwise read as `{}`.
+    if !body.is_object() {
+        return Err(ApiError::InvalidJson);
+    }
     let client = client_id(&headers)?;
     let created = d.create(create_request(&body, client, || d.config.agent_names())?).await?;
     let s = &created.session;
@@ -85,7 +89,10 @@ pub(super) async fn create_session(
     Ok(Json(out).into_response())
 }
 
-pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw): Path<String>) -> ApiResult {
+pub(super) async fn list_workspace_sessions(
+    State(d): State<AppState>,
+    PathParams(raw): PathParams<String>,
+) -> ApiResult {
     // `{*rest}` captures `<cwd>/sessions`; the cwd itself may arrive with its slashes encoded or not.
     let cwd = raw.strip_suffix("/sessions").ok_or(ApiError::RouteNotFound)?;
     let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
@@ -99,7 +106,7 @@ pub(super) async fn list_workspace_sessions(State(d): State<AppState>, Path(raw)
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 
-pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     let mut out = summary(&s);
     out["subscribers"] = json!(s.subscriber_count());
@@ -109,7 +116,10 @@ pub(super) async fn get_session(State(d): State<AppState>, Path(id): Path<String
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
 /// modes the agent reported at `session/new`, with the current ones as they are now.
-pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(super) async fn session_context(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult {
     let s = d.session(&id)?;
     let config_options = s.agent_result.get("configOptions").cloned().unwrap_or(Value::Null);
     Ok(Json(json!({
@@ -124,7 +134,7 @@ pub(super) async fn session_context(State(d): State<AppState>, Path(id): Path<St
 pub(super) async fn delete_session(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let client = client_id(&headers)?;
     let s = d.session(&id)?;
@@ -137,7 +147,7 @@ pub(super) async fn delete_session(
 
 pub(super) async fn set_model(
     State(d): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -152,7 +162,7 @@ pub(super) async fn set_model(
 /// `POST /session/:id/mode`: `{modeId}`, one of the modes the agent announced.
 pub(super) async fn set_mode(
     State(d): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session(&id)?;
@@ -169,7 +179,7 @@ pub(super) async fn set_mode(
 pub(super) async fn detach(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     if let Some(c) = client_id(&headers)? {
@@ -181,10 +191,10 @@ pub(super) async fn detach(
 pub(super) async fn heartbeat(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId)?;
+    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;
     let seen = s.touch_client(&client);
     Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
 }

@@ -5,13 +5,13 @@
 //! refused or not.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
-use super::extract::{AppState, JsonBody, client_id};
+use super::error::{ApiError, ClientIdProblem};
+use super::extract::{AppState, JsonBody, PathParams, client_id};
 
 /// Longest accepted command (`docs/protocol.md#9-session-shell`).
 const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -21,7 +21,7 @@ const MAX_COMMAND_BYTES: usize = 64 * 1024;
 pub(super) async fn run_shell(
     State(d): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     body: Result<JsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
     if d.config.token_digest.is_none() {
@@ -33,7 +33,7 @@ pub(super) async fn run_shell(
     let client = client_id(&headers)?.ok_or(ApiError::ClientIdRequired)?;
     let session = d.session(&id)?;
     if !session.has_client(&client) {
-        return Err(ApiError::InvalidClientId);
+        return Err(ApiError::InvalidClientId(ClientIdProblem::Unregistered));
     }
     let JsonBody(body) =
         body.map_err(|e| if matches!(e, ApiError::BodyTooLarge) { e } else { ApiError::InvalidCommand })?;

@@ -7,8 +7,8 @@
 //! ([`is_public`]): a browser cannot send `Authorization` on a navigation, and the page asks for the
 //! token itself. The page's API calls go through the perimeter like any client's.
 
-use axum::extract::{Path, Request};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -168,9 +168,11 @@ pub(super) async fn root(headers: HeaderMap) -> Response {
     response
 }
 
-/// `GET /assets/{file}`: an embedded file by its hashed name, cached for good.
-pub(super) async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let asset = ASSETS.iter().find(|a| a.name == file).ok_or(ApiError::RouteNotFound)?;
+/// `GET /assets/{file}`: an embedded file by its hashed name, cached for good. The name is read from
+/// the raw path: hashed names are plain ASCII, so anything percent-encoded names no file.
+pub(super) async fn asset(uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
+    let file = uri.path().strip_prefix("/assets/").unwrap_or_default();
+    let asset = ASSETS.iter().find(|a| a.name == file).ok_or(ApiError::AssetNotFound)?;
     Ok(serve(asset, &headers, IMMUTABLE))
 }
 

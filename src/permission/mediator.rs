@@ -35,6 +35,11 @@ const RESOLVED_RING: usize = 512;
 const AUDIT_RING: usize = 512;
 /// Ballots kept per request in its audit entry.
 const MAX_BALLOTS_PER_REQUEST: usize = 64;
+/// Voters remembered per request for the refusal events (`permission_already_resolved`,
+/// `permission_forbidden`), each published at most once per (request, voter): the same bound as the
+/// ballots. Past it, refusals publish nothing, so repeated refused votes cannot flush the replay
+/// ring; each still gets its status code.
+const MAX_NOTICED_PER_REQUEST: usize = 64;
 
 /// What the mediator needs from the session it serves. Implemented by the daemon's session; the
 /// unit tests below use a fake.
@@ -118,6 +123,22 @@ pub enum RuleError {
     NotFound,
 }
 
+/// Who has already been the subject of a refusal event for one request: a client id, or `None`
+/// for the voters without one (they count as one voter). At most [`MAX_NOTICED_PER_REQUEST`].
+#[derive(Default)]
+struct Noticed(Vec<Option<String>>);
+
+impl Noticed {
+    /// Whether `client` is new here (and room remains); remembers it.
+    fn first_time(&mut self, client: Option<&str>) -> bool {
+        if self.0.len() >= MAX_NOTICED_PER_REQUEST || self.0.iter().any(|c| c.as_deref() == client) {
+            return false;
+        }
+        self.0.push(client.map(str::to_owned));
+        true
+    }
+}
+
 struct Pending {
     issued: Issued,
     /// The `permission_request` event data, listed by `GET .../permissions`.
@@ -126,14 +147,17 @@ struct Pending {
     facts: RequestFacts,
     votes: BTreeMap<String, Choice>,
     ballots: Vec<Value>,
+    /// Voters already told about by a `permission_forbidden`.
+    forbidden: Noticed,
     issued_at: u64,
     reply: oneshot::Sender<Choice>,
 }
 
 struct Resolved {
-    request_id: String,
     outcome: Value,
     option_id: String,
+    /// Voters already told about by a `permission_already_resolved`.
+    late: Noticed,
 }
 
 #[derive(Default)]
@@ -141,7 +165,9 @@ struct State {
     pending: HashMap<String, Pending>,
     /// Issue order of pending requests, for listing.
     order: Vec<String>,
-    resolved: VecDeque<Resolved>,
+    /// Decided requests by id, and their decision order for eviction (oldest first).
+    resolved: HashMap<String, Resolved>,
+    resolved_order: VecDeque<String>,
     audit: VecDeque<Value>,
     rules: Vec<CompiledRule>,
     /// Set once the session has ended (close, agent death, shutdown): a request the agent sends
@@ -256,6 +282,7 @@ impl<'a> Permissions<'a> {
                 facts,
                 votes: BTreeMap::new(),
                 ballots: Vec::new(),
+                forbidden: Noticed::default(),
                 issued_at,
                 reply,
             };
@@ -311,7 +338,7 @@ impl<'a> Permissions<'a> {
     /// Whether this session knows the request (pending or recently resolved).
     pub fn knows(self, request_id: &str) -> bool {
         let st = self.mediator.lock();
-        st.pending.contains_key(request_id) || st.resolved.iter().any(|r| r.request_id == request_id)
+        st.pending.contains_key(request_id) || st.resolved.contains_key(request_id)
     }
 
     pub fn pending_count(self) -> usize {
@@ -340,14 +367,15 @@ impl<'a> Permissions<'a> {
         let host = self.host;
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else {
-            let resolved = st.resolved.iter().find(|r| r.request_id == request_id);
-            return match resolved {
+            return match st.resolved.get_mut(request_id) {
                 Some(r) => {
-                    let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "outcome": r.outcome});
-                    if let Some(c) = client_id {
-                        data["clientId"] = json!(c);
+                    if r.late.first_time(client_id) {
+                        let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "outcome": r.outcome});
+                        if let Some(c) = client_id {
+                            data["clientId"] = json!(c);
+                        }
+                        host.publish(EventKind::PermissionAlreadyResolved, &data);
                     }
-                    host.publish(EventKind::PermissionAlreadyResolved, &data);
                     Err(VoteError::AlreadyResolved { resolved_option_id: r.option_id.clone() })
                 }
                 None => Err(VoteError::NotFound),
@@ -414,11 +442,13 @@ impl<'a> Permissions<'a> {
                 Ok(())
             }
             Decision::Forbidden(reason) => {
-                let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str()});
-                if let Some(c) = client_id {
-                    data["clientId"] = json!(c);
+                if pending.forbidden.first_time(client_id) {
+                    let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str()});
+                    if let Some(c) = client_id {
+                        data["clientId"] = json!(c);
+                    }
+                    host.publish(EventKind::PermissionForbidden, &data);
                 }
-                host.publish(EventKind::PermissionForbidden, &data);
                 Err(VoteError::Forbidden(reason))
             }
         }
@@ -492,14 +522,20 @@ impl<'a> Permissions<'a> {
         let _ = pending.reply.send(choice.clone());
         let outcome = outcome_json(choice);
         let resolved_at = now_ms();
-        if st.resolved.len() >= RESOLVED_RING {
-            st.resolved.pop_front();
+        if st.resolved_order.len() >= RESOLVED_RING
+            && let Some(oldest) = st.resolved_order.pop_front()
+        {
+            st.resolved.remove(&oldest);
         }
-        st.resolved.push_back(Resolved {
-            request_id: request_id.to_owned(),
-            outcome: outcome.clone(),
-            option_id: choice.option_id().to_owned(),
-        });
+        st.resolved_order.push_back(request_id.to_owned());
+        st.resolved.insert(
+            request_id.to_owned(),
+            Resolved {
+                outcome: outcome.clone(),
+                option_id: choice.option_id().to_owned(),
+                late: Noticed::default(),
+            },
+        );
         let mut data = json!({
             "requestId": request_id, "sessionId": host.session_id(), "outcome": outcome,
             "resolvedBy": resolution.by.as_str(),
@@ -866,6 +902,42 @@ mod tests {
         assert_eq!(audit[1]["ruleId"], rules[0]["ruleId"]);
         f.permissions().cancel_all(ResolvedBy::Cancel);
         assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
+    }
+
+    /// Issue #16, item 6: refusal events go out at most once per (request, voter), however often
+    /// the voter repeats itself, and stop for good past `MAX_NOTICED_PER_REQUEST` voters; every
+    /// refused vote still gets its error.
+    #[tokio::test]
+    async fn refusal_events_are_published_once_per_request_and_voter() {
+        let f = fixture(Policy::Designated, None);
+        f.add_voters(&["alice", "bob"]);
+        *lock(&f.host.originator) = Some("alice".into());
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let allow = vote("opt-allow_once", false);
+        for _ in 0..5 {
+            let refused = f.permissions().vote(&id, Some("bob"), false, &allow);
+            assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
+            assert!(f.permissions().vote(&id, None, false, &allow).is_err());
+        }
+        f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
+        answer(task).await;
+        for _ in 0..5 {
+            for voter in [Some("alice"), Some("bob"), None] {
+                let late = f.permissions().vote(&id, voter, false, &allow);
+                assert!(matches!(late, Err(VoteError::AlreadyResolved { .. })), "{late:?}");
+            }
+        }
+        let count = |kind| f.host.kinds().into_iter().filter(|k| *k == kind).count();
+        assert_eq!(count(EventKind::PermissionForbidden), 2, "bob once, the anonymous voter once");
+        assert_eq!(count(EventKind::PermissionAlreadyResolved), 3, "alice, bob, the anonymous voter");
+        // Past the bound, a new voter's refusal publishes nothing.
+        let many: Vec<String> = (0..MAX_NOTICED_PER_REQUEST).map(|i| format!("voter-{i}")).collect();
+        for voter in &many {
+            let _ = f.permissions().vote(&id, Some(voter), false, &allow);
+        }
+        assert_eq!(count(EventKind::PermissionAlreadyResolved), MAX_NOTICED_PER_REQUEST);
     }
 
     #[tokio::test]

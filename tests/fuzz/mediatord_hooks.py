@@ -4,11 +4,17 @@
 import schemathesis
 from schemathesis.core.failures import Failure
 
-# 502 agent_error / agent_start_failed, 503 agent_exited / daemon_draining / the load limits,
-# 504 init_timeout: each documented in docs/openapi.json with its code.
+# 502 agent_error / agent_start_failed, 503 agent_exited / daemon_draining / the load limits (the
+# request-body budget among them), 504 init_timeout: each documented in docs/openapi.json with its code.
 ALLOWED_5XX = {
     502: {"agent_error", "agent_start_failed"},
-    503: {"agent_exited", "daemon_draining", "session_limit_exceeded", "prompt_queue_full"},
+    503: {
+        "agent_exited",
+        "daemon_draining",
+        "session_limit_exceeded",
+        "prompt_queue_full",
+        "body_budget_exceeded",
+    },
     504: {"init_timeout"},
 }
 

@@ -1,6 +1,6 @@
 //! Black-box tests of the event stream (`docs/protocol.md#5-event-stream`): the envelope and
-//! headers, identical fan-out, resuming with `Last-Event-ID`, ring eviction, slow-subscriber
-//! eviction, and the subscriber cap.
+//! headers, identical fan-out, resuming with `Last-Event-ID`, ring eviction, and the subscriber
+//! cap. Slow and stalled streams: `fanout.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -181,73 +181,7 @@ async fn an_evicted_ring_asks_for_a_resync_then_replays_what_it_has() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Slow subscribers and the subscriber cap
-
-/// Reads a stream to the first `turn_complete` the way an `EventSource` would: on
-/// `client_evicted` it reconnects with `Last-Event-ID` and carries on. Returns every id-carrying
-/// event once, asserting no gap and no duplicate across reconnects, and the number of reconnects.
-async fn follow_with_resume(d: &Daemon, sid: &str, mut sse: Sse) -> (Vec<Event>, usize) {
-    let mut events: Vec<Event> = Vec::new();
-    let mut reconnects = 0;
-    loop {
-        let e = sse.next().await.expect("the stream ends only after client_evicted");
-        match e.event.as_str() {
-            "client_evicted" => {
-                let after = e.payload()["droppedAfter"].as_u64().expect("droppedAfter");
-                assert_eq!(after, events.len() as u64, "droppedAfter is the last id this stream got");
-                sse = Sse::connect(d, sid, &last_event_id(after)).await;
-                reconnects += 1;
-            }
-            "replay_complete" => {}
-            _ => {
-                assert_eq!(e.id, Some(events.len() as u64 + 1), "{}: no gap, no duplicate", e.event);
-                let done = e.event == "turn_complete";
-                events.push(e);
-                if done {
-                    return (events, reconnects);
-                }
-            }
-        }
-    }
-}
-
-#[tokio::test]
-async fn a_stalled_subscriber_is_evicted_without_holding_up_the_others_and_resumes() {
-    const CHUNKS: u64 = 20_000;
-    let d = Daemon::start(&["--subscriber-queue", "16", "--event-ring-size", "30000"]);
-    let sid = d.join("alice").await;
-    let stalled = Sse::request(&d, &sid, &[]).await; // headers read; the body is not polled
-    assert_eq!(stalled.status(), 200);
-    let healthy = Sse::connect(&d, &sid, &[]).await;
-    let accepted = d.prompt_async(&sid, Some("alice"), &format!("stream {CHUNKS}")).await;
-
-    // The turn completes while one stream reads nothing at all, and a reader that keeps up (resuming
-    // if a burst outruns its small queue) gets every chunk, in order.
-    let (events, _reconnects) = follow_with_resume(&d, &sid, healthy).await;
-    assert_eq!(events.last().expect("turn_complete").payload()["promptId"], accepted["promptId"]);
-    let texts: Vec<&str> = events
-        .iter()
-        .filter(|e| e.payload()["update"]["sessionUpdate"] == "agent_message_chunk")
-        .filter_map(|e| e.payload()["update"]["content"]["text"].as_str())
-        .collect();
-    assert_eq!(texts, (0..CHUNKS).map(|i| format!("tok{i} ")).collect::<Vec<_>>());
-
-    let mut stalled = Sse::from_response(stalled);
-    let got = stalled.rest().await;
-    let (evicted, delivered) = got.split_last().expect("client_evicted");
-    assert_eq!(evicted.event, "client_evicted");
-    assert_eq!(evicted.id, None);
-    assert_eq!(evicted.payload()["reason"], "queue_overflow");
-    let dropped_after = evicted.payload()["droppedAfter"].as_u64().expect("droppedAfter");
-    assert!(dropped_after < CHUNKS + 2, "evicted before the end (the echo, the chunks, turn_complete)");
-    assert_eq!(ids(delivered), (1..=dropped_after).collect::<Vec<_>>(), "nothing lost before eviction");
-
-    let mut resumed = Sse::connect(&d, &sid, &last_event_id(dropped_after)).await;
-    let replay = resumed.until_type("replay_complete").await;
-    let (done, replayed) = replay.split_last().expect("replay_complete");
-    assert_eq!(ids(replayed), (dropped_after + 1..=CHUNKS + 2).collect::<Vec<_>>());
-    assert_eq!(done.payload()["replayedCount"], CHUNKS + 2 - dropped_after);
-}
+// The subscriber cap
 
 #[tokio::test]
 async fn the_subscriber_cap_refuses_with_429_until_a_stream_closes() {

@@ -253,3 +253,89 @@ async fn an_unknown_agent_program_warns_and_creates_fail_with_502() {
     let health: Value = health.json().await.expect("json");
     assert_eq!(health["sessions"], 0);
 }
+
+/// Issue #16, item 1: a stderr whose reader is gone (EPIPE on every log line) neither kills the
+/// task that logs nor the signal path: creates (each logs several lines) and prompts still work,
+/// and the first SIGTERM still drains and exits 0.
+#[tokio::test]
+async fn a_daemon_whose_stderr_reader_is_gone_keeps_serving_and_drains_on_sigterm() {
+    let mut d = Daemon::start_with_stderr_closed(&["--session-scope", "thread"]);
+    for _ in 0..3 {
+        let sid = session(&d).await;
+        assert_eq!(run_prompt(&d, &sid, "hello").await, "hello");
+    }
+    d.signal(Signal::TERM);
+    let status = d.wait_exit(AGENT_GRACE + MARGIN);
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Issue #16, item 1: a panic in any task ends the daemon with status 101 after killing every
+/// agent, rather than leaving it half alive (the debug build panics a task on SIGUSR2).
+#[tokio::test]
+async fn a_panicking_task_kills_the_agents_and_exits_101() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    let agent = agent_pid(&d, &sid).await;
+    d.signal(Signal::USR2);
+    let status = d.wait_exit(MARGIN + MARGIN);
+    assert_eq!(status.code(), Some(101), "stderr:\n{}", d.stderr());
+    assert!(d.stderr().contains("a task panicked"), "stderr:\n{}", d.stderr());
+    wait_gone(agent).await;
+}
+
+/// Finding d: while the daemon drains, a prompt to a session that is still live (its turn has not
+/// answered the cancel yet) is refused `503 daemon_draining`, like a create, not `404`.
+#[tokio::test]
+async fn a_prompt_to_a_live_session_while_draining_is_503_daemon_draining() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    // A turn that ignores `session/cancel` keeps the session live through the drain's grace.
+    let queued = d.prompt_async(&sid, None, "hold 30000").await;
+    assert!(queued["promptId"].is_string(), "{queued}");
+    d.signal(Signal::TERM);
+    // Prompts are queued (202, or 503 prompt_queue_full) until the drain begins; the first one after
+    // that must be refused as draining, while the held turn keeps the session live (5 s).
+    let deadline = Instant::now() + WAIT;
+    let refused = loop {
+        let reply = d.post_async(&sid, None, text_prompt("hello")).await;
+        match (reply.status, reply.body["code"].as_str()) {
+            (202, _) | (503, Some("prompt_queue_full")) => {}
+            _ => break reply,
+        }
+        assert!(Instant::now() < deadline, "the drain never began");
+    };
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (503, Some("daemon_draining")),
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    let status = d.wait_exit(AGENT_GRACE + MARGIN + MARGIN);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+}
+
+/// Issue #16, item 5 (the agents' side): a process the agent started outside its process group
+/// (`setsid`) dies with the agent, whether the agent dies or the daemon is SIGKILLed.
+#[tokio::test]
+async fn processes_the_agent_started_outside_its_group_die_with_it() {
+    let mut d = Daemon::start(&["--session-scope", "thread"]);
+    let sid = session(&d).await;
+    let first = d.workspace.join("first.pid");
+    assert_eq!(run_prompt(&d, &sid, &format!("escapee {}", first.display())).await, "started");
+    let first = pid_in_file(&first).await;
+    assert!(alive(first));
+    // The agent crashes: its guard takes what it left behind.
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.prompt_async(&sid, None, "crash").await;
+    sse.until_type("session_died").await;
+    wait_gone(first).await;
+    // A fresh agent, then a SIGKILLed daemon: the guard sees it go and takes everything.
+    let sid = session(&d).await;
+    let second = d.workspace.join("second.pid");
+    assert_eq!(run_prompt(&d, &sid, &format!("escapee {}", second.display())).await, "started");
+    let second = pid_in_file(&second).await;
+    d.signal(Signal::KILL);
+    d.wait_exit(WAIT);
+    wait_gone(second).await;
+}

@@ -5,11 +5,14 @@
 
 mod support;
 
+mod agent_output;
 mod agents;
 mod architecture;
 mod bench_smoke;
+mod connections;
 mod echo;
 mod events;
+mod fanout;
 mod lifecycle;
 mod metrics;
 mod modes;

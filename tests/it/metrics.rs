@@ -2,62 +2,13 @@
 //! stream evicted, an agent crash) moves exactly the counters it should; the route sits behind the
 //! bearer like every other.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
+use crate::support::scrape::Scrape;
 use crate::support::*;
 
-/// `(series name, labels, value)`.
-type Sample = (String, Vec<(String, String)>, f64);
-
-/// One scrape: a sample per line.
-struct Scrape(Vec<Sample>);
-
-impl Scrape {
-    fn parse(text: &str) -> Scrape {
-        let mut samples = Vec::new();
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-            let (series, value) = line.rsplit_once(' ').expect("sample line");
-            let value: f64 = value.parse().unwrap_or_else(|_| panic!("value in {line:?}"));
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => {
-                    let rest = rest.strip_suffix('}').expect("closing brace");
-                    let labels = rest
-                        .split("\",")
-                        .filter(|kv| !kv.is_empty())
-                        .map(|kv| {
-                            let (k, v) = kv.split_once("=\"").expect("label");
-                            (k.to_owned(), v.trim_end_matches('"').to_owned())
-                        })
-                        .collect();
-                    (name.to_owned(), labels)
-                }
-                None => (series.to_owned(), Vec::new()),
-            };
-            samples.push((name, labels, value));
-        }
-        Scrape(samples)
-    }
-
-    /// The sum over series called `name` carrying every label in `want`.
-    fn get(&self, name: &str, want: &[(&str, &str)]) -> f64 {
-        self.0
-            .iter()
-            .filter(|(n, labels, _)| {
-                n == name && want.iter().all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
-            })
-            .map(|(_, _, v)| v)
-            .sum()
-    }
-}
-
 async fn scrape(d: &Daemon) -> Scrape {
-    let res = http().get(d.url("/metrics")).send().await.expect("scrape");
-    assert_eq!(res.status(), 200);
-    let ct = res.headers()["content-type"].to_str().expect("ascii").to_owned();
-    assert!(ct.starts_with("application/openmetrics-text"), "content type {ct}");
-    Scrape::parse(&res.text().await.expect("body"))
+    d.scrape().await
 }
 
 #[tokio::test]
@@ -91,20 +42,14 @@ async fn a_scripted_session_moves_the_right_counters() {
     assert_eq!(vote.status, 200, "{}", vote.text);
     assert_eq!(write.await.expect("join"), 200);
 
-    // A stream that is never read while a long turn streams: evicted (bounded retries, since the
-    // kernel's socket buffers absorb a varying amount before the 16-frame queue fills).
-    let stalled = Sse::request(&d, &sid, &[]).await;
-    assert_eq!(stalled.status(), 200);
-    let mut streamed = 0;
-    for _ in 0..10 {
-        let (status, body) = d.prompt(&sid, Some("alice"), "stream 5000").await.pair();
-        assert_eq!(status, 200, "{body}");
-        streamed += 1;
-        if scrape(&d).await.get("mediatord_streams_evicted_total", &[]) >= 1.0 {
-            break;
-        }
-    }
-    drop(stalled);
+    // A stream paused while a long turn streams (more than the kernel's buffers hold), then read:
+    // it lags more than `--subscriber-queue 16` and is evicted.
+    let mut paused = Sse::paused(&d, &sid, &[]).await;
+    let streamed = 1;
+    let (status, body) = d.prompt(&sid, Some("alice"), "stream 30000").await.pair();
+    assert_eq!(status, 200, "{body}");
+    let rest = paused.rest().await;
+    assert_eq!(rest.last().map(|e| e.payload()["reason"].as_str()), Some(Some("lag_limit")));
 
     // The agent crashes mid-prompt.
     let (status, body) = d.prompt(&sid, Some("alice"), "crash").await.pair();
@@ -125,8 +70,12 @@ async fn a_scripted_session_moves_the_right_counters() {
     );
     assert_eq!(delta("mediatord_permission_decision_seconds_count", &[]), 1.0);
     assert_eq!(delta("mediatord_streams_evicted_total", &[]), 1.0);
-    assert!(delta("mediatord_events_published_total", &[]) >= 5000.0 * streamed as f64);
-    assert!(delta("mediatord_events_delivered_total", &[]) >= 16.0, "the stalled queue filled");
+    assert!(delta("mediatord_events_published_total", &[]) >= 30000.0);
+    assert_eq!(
+        delta("mediatord_events_delivered_total", &[]),
+        ids(&rest).len() as f64,
+        "the paused stream was the only one"
+    );
     assert_eq!(delta("mediatord_agent_exits_total", &[("reason", "exited")]), 1.0);
     assert_eq!(after.get("mediatord_pending_permissions", &[]), 0.0);
     let prompt_route = [("method", "POST"), ("route", "/session/{id}/prompt")];
@@ -156,17 +105,8 @@ async fn a_scripted_session_moves_the_right_counters() {
     assert_eq!(last.get("mediatord_subscribers", &[]), 0.0);
 }
 
-/// Scrapes (bounded) until `ok` holds.
 async fn wait_for(d: &Daemon, ok: impl Fn(&Scrape) -> bool) -> Scrape {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let s = scrape(d).await;
-        if ok(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "metrics never reached the expected state");
-        tokio::time::sleep(Duration::from_millis(20)).await; // polling a scrape; no event to wait on
-    }
+    d.wait_for_metrics("the expected state", ok).await
 }
 
 #[tokio::test]

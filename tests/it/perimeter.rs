@@ -97,6 +97,26 @@ fn malformed_origins_are_refused() {
     }
 }
 
+/// Finding c: without a token, an allowed origin's pages get the whole API, so an origin that is not
+/// loopback (a page served from elsewhere) is refused at boot, as qwen serve does; with a token it is
+/// fine, and loopback origins are fine either way.
+#[tokio::test]
+async fn a_non_loopback_origin_without_a_token_is_refused_at_boot() {
+    for origin in ["https://app.example.com", "http://10.0.0.5:3000", "http://[fe80::1]:8080"] {
+        assert_refused(
+            &["--allow-origin", "http://localhost:3000", "--allow-origin", origin, "--port", "0"],
+            origin,
+        );
+    }
+    let with_token = Daemon::start(&["--token", "secret", "--allow-origin", "https://app.example.com"]);
+    let caps = capabilities(&with_token, &[("Authorization", "Bearer secret")]).await;
+    assert!(features(&caps).contains(&"allow_origin"));
+    for loopback in ["http://localhost:3000", "http://127.0.0.1:5173", "http://[::1]:8080"] {
+        let d = Daemon::start(&["--allow-origin", loopback]);
+        assert_eq!(d.get("/health").await.status, 200, "{loopback}");
+    }
+}
+
 #[test]
 fn unknown_permission_policy_is_refused() {
     assert_refused(&["--permission-policy", "whoever-shouts", "--port", "0"], "whoever-shouts");
@@ -284,6 +304,47 @@ async fn loopback_host_headers_pass() {
     }
 }
 
+/// Issue #16, item 11: more than one `Host` is a 400 (RFC 9112 §3.2), even when each would pass.
+#[tokio::test]
+async fn a_duplicate_host_is_400_invalid_host() {
+    let d = Daemon::start(&[]);
+    let p = d.port;
+    for hosts in [
+        [format!("127.0.0.1:{p}"), format!("127.0.0.1:{p}")],
+        [format!("127.0.0.1:{p}"), "evil.example".to_owned()],
+        ["evil.example".to_owned(), format!("localhost:{p}")],
+    ] {
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: {}\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            hosts[0], hosts[1]
+        );
+        let reply = raw_request(p, request.as_bytes()).await;
+        assert_eq!(reply.status, 400, "{hosts:?}: {} {}", reply.head, reply.text);
+        assert_eq!(
+            reply.body,
+            json!({"error": "A request needs exactly one Host header", "code": "invalid_host"}),
+            "{hosts:?}"
+        );
+    }
+}
+
+/// Issue #16, item 11: a target in absolute form names the authority the request is for (RFC 9112
+/// §3.2.2), so it is checked like `Host`: a foreign one is refused even behind a good `Host`.
+#[tokio::test]
+async fn an_absolute_form_target_is_checked_like_host() {
+    let d = Daemon::start(&[]);
+    let p = d.port;
+    let request = |authority: &str| {
+        format!("GET http://{authority}/health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n")
+    };
+    for foreign in [format!("evil.example:{p}"), "evil.example".to_owned(), format!("127.0.0.1:{}", p ^ 1)] {
+        let reply = raw_request(p, request(&foreign).as_bytes()).await;
+        assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("host_not_allowed")), "{foreign}");
+    }
+    let reply = raw_request(p, request(&format!("localhost:{p}")).as_bytes()).await;
+    assert_eq!((reply.status, &reply.body), (200, &json!({"status": "ok"})));
+}
+
 #[tokio::test]
 async fn host_is_checked_before_the_bearer() {
     let d = Daemon::start(&["--token", "secret"]);
@@ -310,6 +371,25 @@ async fn any_origin_is_refused_unless_allowed() {
     }
 }
 
+/// Issue #16, item 11: two `Origin` headers are refused, even when both are allowed.
+#[tokio::test]
+async fn a_duplicate_origin_is_refused() {
+    let d = Daemon::start(&[
+        "--allow-origin",
+        "http://localhost:3000",
+        "--allow-origin",
+        "http://127.0.0.1:5173",
+    ]);
+    let p = d.port;
+    let request = format!(
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nOrigin: http://localhost:3000\r\n\
+         Origin: http://127.0.0.1:5173\r\nConnection: close\r\n\r\n"
+    );
+    let reply = raw_request(p, request.as_bytes()).await;
+    assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("origin_denied")), "{}", reply.head);
+    assert_eq!(reply.header("access-control-allow-origin"), None);
+}
+
 #[tokio::test]
 async fn an_allowed_origin_is_echoed() {
     let d = Daemon::start(&["--allow-origin", "http://localhost:3000"]);
@@ -334,8 +414,12 @@ async fn an_origin_not_on_the_list_is_refused() {
 
 #[tokio::test]
 async fn origin_null_is_refused_even_with_an_allow_list() {
-    let d =
-        Daemon::start(&["--allow-origin", "http://localhost:3000", "--allow-origin", "https://app.example"]);
+    let d = Daemon::start(&[
+        "--allow-origin",
+        "http://localhost:3000",
+        "--allow-origin",
+        "http://127.0.0.1:5173",
+    ]);
     let (status, headers, body) = json_of(get(&d, "/health", &[("Origin", "null")]).await).await;
     assert_eq!(status, 403);
     assert_eq!(
@@ -405,20 +489,20 @@ async fn a_preflight_from_a_foreign_origin_is_refused() {
 // ---------------------------------------------------------------------------------------------
 // Bodies and route errors (docs/protocol.md#2-http-perimeter)
 
+/// Answered from the declared length, before any of the body is read: what a client sees whatever it
+/// does next. (Sending the whole body first made this racy: the daemon answers and closes while the
+/// client is still writing, and the client may see its write fail before it reads the answer.)
 #[tokio::test]
 async fn a_body_one_byte_over_10_mib_is_413() {
     let d = Daemon::start(&[]);
-    let body = vec![b' '; BODY_CAP + 1];
-    let res = http()
-        .post(d.url("/session"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("POST");
-    let (status, _, body) = json_of(res).await;
-    assert_eq!(status, 413);
-    assert_eq!(body, json!({"error": "Request body too large", "code": "body_too_large"}));
+    let head = format!(
+        "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{{",
+        d.port,
+        BODY_CAP + 1
+    );
+    let reply = raw_request(d.port, head.as_bytes()).await;
+    assert_eq!(reply.status, 413, "{reply:?}");
+    assert_eq!(reply.body, json!({"error": "Request body too large", "code": "body_too_large"}));
 }
 
 #[tokio::test]
@@ -459,6 +543,44 @@ async fn unparsable_json_is_400() {
         assert_eq!(status, 400, "body {bad:?}");
         assert_eq!(body, json!({"error": "Invalid JSON in request body", "code": "invalid_json"}));
     }
+}
+
+/// Issue #16, item 12: a body that is JSON but not an object (`[]`, `null`, `123`, `"x"`) is a 400
+/// with a JSON `{error, code}` on every route that reads a body, never read as `{}`.
+#[tokio::test]
+async fn non_object_bodies_are_400_on_every_json_route() {
+    let d = Daemon::start(&["--session-scope", "thread"]);
+    let sid = d.join("alice").await;
+    let routes = [
+        ("/session".to_owned(), "invalid_json"),
+        (format!("/session/{sid}/prompt"), "invalid_prompt"),
+        (format!("/session/{sid}/model"), "invalid_model_id"),
+        (format!("/session/{sid}/permission/some-request"), "invalid_vote"),
+        ("/permission/some-request".to_owned(), "invalid_vote"),
+        (format!("/session/{sid}/permission-rules"), "invalid_rule"),
+    ];
+    for (path, code) in &routes {
+        for bad in ["[]", "null", "123", "\"x\"", "true"] {
+            let res = http()
+                .post(d.url(path))
+                .header("X-Qwen-Client-Id", "alice")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(bad)
+                .send()
+                .await
+                .expect("POST");
+            let (status, _, body) = json_of(res).await;
+            assert_eq!(
+                (status.as_u16(), body["code"].as_str()),
+                (400, Some(*code)),
+                "POST {path} {bad}: {body}"
+            );
+            assert!(body["error"].is_string(), "POST {path} {bad}: {body}");
+        }
+    }
+    // Nothing was created by the refused creates: the one session is still alone.
+    let sessions = d.get(&format!("/workspace/{}/sessions", d.workspace.display())).await.ok();
+    assert_eq!(sessions["sessions"].as_array().map(Vec::len), Some(1), "{sessions}");
 }
 
 #[tokio::test]

@@ -697,3 +697,59 @@ async fn audit_records_every_decision() {
     // Without `audit=1` the listing has no audit.
     assert!(d.get(&format!("/session/{sid}/permissions")).await.ok().get("audit").is_none());
 }
+
+/// Issue #16, item 6: late votes on a decided request are each answered 404, but publish
+/// `permission_already_resolved` at most once per (request, client): repeating them cannot flush
+/// the replay ring.
+#[tokio::test]
+async fn late_votes_publish_already_resolved_once_per_client() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    d.join("bob").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let rid = request_id(&d.raise(&sid, &mut sse, Some("alice"), "write late.txt x").await);
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair().0, 200);
+    sse.until_type("turn_complete").await;
+    for _ in 0..10 {
+        for voter in [Some("alice"), Some("bob"), None] {
+            let (status, body) = d.vote(&sid, &rid, voter, selected("allow_once")).await.pair();
+            assert_eq!((status, body["code"].as_str()), (404, Some("permission_already_resolved")));
+            let (status, body) = d.legacy_vote(&rid, voter, selected("allow_once")).await.pair();
+            assert_eq!((status, body["code"].as_str()), (404, Some("permission_already_resolved")));
+        }
+    }
+    // A rule change is published after every vote above: the stream up to it holds all they caused.
+    let rule = json!({"effect": "deny", "kinds": ["delete"]});
+    assert_eq!(d.post(&format!("/session/{sid}/permission-rules"), None, rule).await.status, 201);
+    let events = sse.until_type("policy_updated").await;
+    let late: Vec<Value> = events
+        .iter()
+        .filter(|e| e.event == "permission_already_resolved")
+        .map(|e| e.payload()["clientId"].clone())
+        .collect();
+    assert_eq!(late, [json!("alice"), json!("bob"), Value::Null], "one event per client");
+}
+
+/// Issue #16, item 7: a flood of creates without a client id (each minted an id) does not evict a
+/// client that named itself, so its vote still counts; a vote from an id the session never saw is
+/// told it is not registered, not that it is malformed.
+#[tokio::test]
+async fn anonymous_attaches_do_not_evict_named_clients() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // More anonymous attaches than the table holds (1024).
+    for _ in 0..40 {
+        let batch = (0..32).map(|_| d.post("/session", None, json!({})));
+        for reply in futures_util::future::join_all(batch).await {
+            assert_eq!(reply.status, 200, "{}", reply.text);
+        }
+    }
+    let rid = request_id(&d.raise(&sid, &mut sse, Some("alice"), "write named.txt x").await);
+    let (status, body) = d.vote(&sid, &rid, Some("mallory"), selected("allow_once")).await.pair();
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_client_id")), "{body}");
+    let message = body["error"].as_str().expect("message");
+    assert!(message.contains("not registered"), "{message}");
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
+    assert_eq!(status, 200, "alice was evicted: {body}");
+}

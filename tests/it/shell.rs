@@ -164,3 +164,111 @@ async fn commands_are_never_logged() {
     assert!(!logs.contains("accepted-marker-9c1d"), "a command reached the log:\n{logs}");
     assert!(!logs.contains(TOKEN), "the token reached the log");
 }
+
+/// The pids whose parent is `pid` (from /proc/<pid>/stat, field 4).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if parent.and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Issue #16, finding a: the daemon's secrets (`MEDIATORD_TOKEN`, `QWEN_SERVER_TOKEN`) are not in
+/// the environment of a session shell command, of the agent's guard, or of the agent, so nothing
+/// the agent may run can read the token and vote on its own permission requests.
+#[tokio::test]
+async fn the_token_is_in_no_environment_the_daemon_starts() {
+    let fallback = "qwen-fallback-token-2c7d";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let d = Daemon::start_with(
+        &workspace,
+        &["--enable-session-shell"],
+        &[("MEDIATORD_TOKEN", TOKEN), ("QWEN_SERVER_TOKEN", fallback)],
+    );
+    let sid = session_with_token(&d, "alice").await;
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": "env"})).await;
+    assert_eq!(status, 200, "{body}");
+    let output = body["output"].as_str().expect("output");
+    assert!(output.contains("PATH="), "the command sees the rest of the environment: {output}");
+    for secret in [TOKEN, fallback, "MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"] {
+        assert!(!output.contains(secret), "{secret} reached the shell command: {output}");
+    }
+    let guards = children_of(d.pid());
+    assert_eq!(guards.len(), 1, "one agent guard under the daemon");
+    let agents = children_of(guards[0]);
+    assert_eq!(agents.len(), 1, "one agent under its guard");
+    for pid in [guards[0], agents[0]] {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+        let environ = String::from_utf8_lossy(&environ);
+        assert!(environ.contains("PATH="), "pid {pid} has an environment");
+        for secret in [TOKEN, fallback, "MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"] {
+            assert!(!environ.contains(secret), "{secret} reached pid {pid}'s environment");
+        }
+    }
+}
+
+/// Issue #16, item 5: a command that leaves its process group (`setsid`) and holds the output pipe
+/// still gets its answer at `--shell-timeout-ms` (not when it chooses to end), and is killed.
+#[tokio::test]
+async fn a_command_that_leaves_its_group_is_answered_at_the_timeout_and_killed() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell", "--shell-timeout-ms", "1500"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("escaped.pid");
+    let command = format!("setsid sh -c 'echo $$ > {}; exec sleep 300'", pidfile.display());
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": command})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["aborted"].clone(), body["exitCode"].clone()), (json!(true), Value::Null), "{body}");
+    wait_gone(pid_in_file(&pidfile).await).await;
+}
+
+/// Issue #16, item 5: a background job that left the group does not outlive a command that ended
+/// normally, and does not hold its answer.
+#[tokio::test]
+async fn a_background_job_that_left_the_group_dies_with_its_command() {
+    let d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("background.pid");
+    // The command waits until the job has written its pid, so the job is surely running at its end.
+    let command = format!(
+        "(setsid sh -c 'echo $$ > {0}; exec sleep 300' &); while [ ! -s {0} ]; do sleep 0.05; done; echo done",
+        pidfile.display()
+    );
+    let (status, body) = shell(&d, &sid, Some("alice"), json!({"command": command})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["exitCode"].clone(), body["aborted"].clone()), (json!(0), json!(false)), "{body}");
+    assert_eq!(body["output"], "done\n");
+    wait_gone(pid_in_file(&pidfile).await).await;
+}
+
+/// Issue #16, item 5: a running command that escaped its group neither blocks the drain nor the
+/// exit: the first SIGTERM still exits 0 within the drain's deadline, and the process is gone.
+#[tokio::test]
+async fn sigterm_exits_within_the_drain_deadline_despite_an_escaped_command() {
+    let mut d = Daemon::start(&["--token", TOKEN, "--enable-session-shell"]);
+    let sid = session_with_token(&d, "alice").await;
+    let pidfile = d.workspace.join("escaped.pid");
+    let command = format!("setsid sh -c 'echo $$ > {}; exec sleep 300'", pidfile.display());
+    let request = http()
+        .post(d.url(&format!("/session/{sid}/shell")))
+        .header("Authorization", auth())
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({"command": command}));
+    let running = tokio::spawn(async move { send(request).await });
+    let escaped = pid_in_file(&pidfile).await;
+    d.signal(rustix::process::Signal::TERM);
+    // The drain's own bound: sessions 5 s, agents 10 s, HTTP 2 s; with room for a loaded machine.
+    let status = d.wait_exit(std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+    wait_gone(escaped).await;
+    // The request was answered (the command cut short by the drain) or cut with the connection.
+    if let Ok(reply) = running.await {
+        assert_eq!(reply.body["aborted"], true, "{}", reply.text);
+    }
+}

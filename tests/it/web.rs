@@ -137,7 +137,7 @@ async fn assets_have_hashed_names_are_immutable_and_precompressed() {
     }
     let (status, _, body) = fetch(&d, "/assets/app.0000000000.js", &[]).await;
     assert_eq!(status, 404);
-    assert_eq!(serde_json::from_slice::<Value>(&body).expect("json")["code"], "route_not_found");
+    assert_eq!(serde_json::from_slice::<Value>(&body).expect("json")["code"], "asset_not_found");
 }
 
 /// Everything the first load fetches, transitively (the page, its style sheet, its modules and what

@@ -14,6 +14,15 @@ pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mediatord")
 }
 
+/// Where a daemon under test writes its log.
+#[derive(Debug, Clone, Copy)]
+enum StderrTo {
+    /// Collected for [`Daemon::stderr`].
+    Test,
+    /// A pipe whose reader is gone.
+    ClosedPipe,
+}
+
 /// A daemon under test. Dropping it SIGKILLs it (its agents die with it, via the guard).
 pub(crate) struct Daemon {
     child: Option<Child>,
@@ -70,30 +79,60 @@ impl Daemon {
         d
     }
 
+    /// Starts a daemon with the demo agent in a fresh temporary workspace, plus `args`, whose stderr
+    /// is a pipe nobody reads: its read end is closed at once, so every log line fails with EPIPE
+    /// (`… 2>&1 | head -1`, a dead log driver). [`Daemon::stderr`] stays empty.
+    pub(crate) fn start_with_stderr_closed(args: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+        let mut full: Vec<&str> =
+            vec!["--workspace", workspace.to_str().expect("utf-8 workspace"), "--agent", "demo"];
+        full.extend(args);
+        let mut d = Daemon::spawn(&workspace, &full, &[], StderrTo::ClosedPipe);
+        d._dir = Some(dir);
+        d
+    }
+
     /// Starts `mediatord serve --port 0 <args>` in the directory `cwd`, adding nothing else: for
     /// what the daemon makes of its own current directory (`workspace` is `cwd`, canonical).
     pub(crate) fn start_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::spawn(cwd, args, env, StderrTo::Test)
+    }
+
+    fn spawn(cwd: &Path, args: &[&str], env: &[(&str, &str)], stderr_to: StderrTo) -> Daemon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").arg("--port").arg("0");
-        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
         cmd.env("RUST_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn mediatord");
         let stderr = Arc::new(Mutex::new(String::new()));
-        {
-            let sink = stderr.clone();
-            let pipe = child.stderr.take().expect("stderr");
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut s = sink.lock().expect("stderr lock");
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-            });
-        }
+        let mut child = match stderr_to {
+            StderrTo::Test => {
+                let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn mediatord");
+                let sink = stderr.clone();
+                let pipe = child.stderr.take().expect("stderr");
+                std::thread::spawn(move || {
+                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                        let mut s = sink.lock().expect("stderr lock");
+                        s.push_str(&line);
+                        s.push('\n');
+                    }
+                });
+                child
+            }
+            StderrTo::ClosedPipe => {
+                let (reader, writer) = std::io::pipe().expect("pipe");
+                let child = cmd.stderr(writer).spawn().expect("spawn mediatord");
+                // The command still holds its copy of the write end; dropping it and the read end
+                // leaves the daemon the only writer of a pipe without a reader.
+                drop(cmd);
+                drop(reader);
+                child
+            }
+        };
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -226,5 +265,17 @@ pub(crate) async fn wait_stderr(d: &Daemon, needle: &str) -> String {
             "stderr never mentioned {needle:?} within {WAIT:?}; stderr:\n{err}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await; // polling a log pipe
+    }
+}
+
+/// Waits (bounded) for a pid file that a command or the agent writes, and returns the pid.
+pub(crate) async fn pid_in_file(path: &Path) -> u32 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a file another process writes
     }
 }

@@ -7,12 +7,15 @@
 
 mod client;
 mod daemon;
+mod raw;
+pub(crate) mod scrape;
 mod sse;
 
 use std::time::Duration;
 
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use raw::*;
 pub(crate) use sse::*;
 
 /// Upper bound for any single wait in a test (generous: CI machines are loaded).

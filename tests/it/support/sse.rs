@@ -1,15 +1,23 @@
 //! The one SSE reader: a session's event stream read frame by frame as a client would, with the raw
-//! text kept for the tests that compare bytes.
+//! text kept for the tests that compare bytes. [`Sse::connect`] reads through reqwest;
+//! [`Sse::paused`] reads a raw socket with a small receive buffer, and reads nothing until asked,
+//! so a test can make the daemon's writes really stall.
 //!
 //! It parses through its buffer with a cursor, so a replay of tens of thousands of events stays
 //! linear; every wait is bounded by [`WAIT`].
 
 use std::time::Instant;
 
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Daemon, WAIT, http};
+
+/// The receive buffer asked for on a [`Sse::paused`] socket (the kernel doubles it): small, so a
+/// stream that is not read stalls the daemon's writes after a few hundred KiB at most.
+const PAUSED_RCVBUF: u32 = 4096;
 
 /// One SSE event as a client sees it.
 #[derive(Debug, Clone)]
@@ -29,7 +37,7 @@ impl Event {
 
 /// A live SSE stream.
 pub(crate) struct Sse {
-    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>,
     /// Everything received so far, as text.
     raw: String,
     /// Where parsing resumes in `raw`.
@@ -57,13 +65,45 @@ impl Sse {
     }
 
     pub(crate) fn from_response(res: reqwest::Response) -> Sse {
-        Sse {
-            stream: Box::pin(res.bytes_stream()),
-            raw: String::new(),
-            pos: 0,
-            comments: Vec::new(),
-            ended: false,
+        Sse::from_stream(res.bytes_stream().map(|chunk| chunk.map_err(|e| e.to_string())))
+    }
+
+    fn from_stream(stream: impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static) -> Sse {
+        Sse { stream: Box::pin(stream), raw: String::new(), pos: 0, comments: Vec::new(), ended: false }
+    }
+
+    /// Opens the stream on a raw socket with a tiny receive buffer, reads the response head
+    /// (asserting 200), and then reads nothing until the test asks for events: while it is not
+    /// read, the daemon's writes to it stall once the kernel's buffers are full.
+    pub(crate) async fn paused(d: &Daemon, session: &str, headers: &[(&str, String)]) -> Sse {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(PAUSED_RCVBUF).expect("SO_RCVBUF");
+        let mut sock = socket.connect(([127, 0, 0, 1], d.port).into()).await.expect("connect");
+        let mut request = format!("GET /session/{session}/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", d.port);
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
         }
+        request.push_str("\r\n");
+        sock.write_all(request.as_bytes()).await.expect("request");
+        let mut buf = BytesMut::with_capacity(8192);
+        let head_end = tokio::time::timeout(WAIT, async {
+            loop {
+                if let Some(at) = position(&buf, b"\r\n\r\n") {
+                    return at;
+                }
+                assert!(sock.read_buf(&mut buf).await.expect("read") > 0, "closed before the response head");
+            }
+        })
+        .await
+        .expect("a response head in time");
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        assert!(head.starts_with("HTTP/1.1 200"), "events: {head}");
+        assert!(head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{head}");
+        buf.advance(head_end + 4);
+        Sse::from_stream(futures_util::stream::unfold((sock, buf), |(mut sock, mut buf)| async move {
+            let chunk = next_chunk(&mut sock, &mut buf).await?;
+            Some((chunk, (sock, buf)))
+        }))
     }
 
     /// Reads more of the stream; `false` once it has ended.
@@ -167,6 +207,38 @@ impl Sse {
             all.push(e);
         }
         all
+    }
+}
+
+fn position(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The next chunk of a chunked HTTP body read from `sock` (`None` at the body's end or EOF).
+async fn next_chunk(sock: &mut tokio::net::TcpStream, buf: &mut BytesMut) -> Option<Result<Bytes, String>> {
+    loop {
+        if let Some(line) = position(buf, b"\r\n") {
+            let size = std::str::from_utf8(&buf[..line])
+                .ok()
+                .and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or_default().trim(), 16).ok());
+            let Some(size) = size else {
+                return Some(Err(format!("bad chunk size line {:?}", String::from_utf8_lossy(&buf[..line]))));
+            };
+            if size == 0 {
+                return None;
+            }
+            if buf.len() >= line + 2 + size + 2 {
+                buf.advance(line + 2);
+                let data = buf.split_to(size).freeze();
+                buf.advance(2);
+                return Some(Ok(data));
+            }
+        }
+        match sock.read_buf(buf).await {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(e) => return Some(Err(e.to_string())),
+        }
     }
 }
 

@@ -1,0 +1,549 @@
+//! One accepted connection, served by hyper's HTTP/1.1 server with the deadlines and bounds axum's
+//! own `serve` has no knob for (`docs/protocol.md#210-connection-deadlines`):
+//!
+//! - the **read deadline** ([`ConnIo`]): a new connection must deliver its first request head
+//!   within `--header-timeout-ms`; each later head within that long of its first byte; a keep-alive
+//!   connection with no request in progress is closed after `--idle-timeout-ms`. No deadline applies
+//!   while a request is in progress (a blocking prompt, an event stream): its body has its own.
+//! - the **body deadline and budget** ([`RequestBody`]): a request body must arrive within
+//!   `--body-timeout-ms` of its head, and the bytes of all bodies being received count against one
+//!   global budget ([`MAX_BODY_BYTES_IN_FLIGHT`]).
+//! - **JSON for hyper's own answers**: hyper answers a request it cannot parse (a bad request line
+//!   or header, a head over [`MAX_HEAD_BYTES`]) by itself, with an empty body; [`ConnIo`] puts the
+//!   daemon's `{error, code}` answer in its place.
+//!
+//! The connection's requests are tracked by [`Phase`], shared by the IO (which enforces the read
+//! deadline) and the service (which sees each request start and its response end).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, Response};
+use bytes::Bytes;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::error::ApiError;
+use super::perimeter::Peer;
+use crate::config::Config;
+use crate::sync::lock;
+
+/// Largest request head (request line and headers) hyper buffers; a larger one is answered
+/// `431 headers_too_large`. Node's own limit is 16 KiB; 64 KiB leaves room for long cookies and
+/// tokens and keeps `--max-connections` heads under 16 MiB.
+pub(super) const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Request body bytes being received, all connections together: six full-size (10 MiB) bodies. A
+/// body that would go over it is answered `503 body_budget_exceeded`, so slow bodies cannot pin
+/// memory without bound (50 connections × 10 MiB used to pin 500 MB).
+pub(super) const MAX_BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+/// The connection deadlines and the body budget, shared by every connection.
+#[derive(Debug, Clone)]
+pub(super) struct Limits {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    body_timeout: Duration,
+    body_budget: Arc<Semaphore>,
+}
+
+impl Limits {
+    pub(super) fn new(config: &Config) -> Limits {
+        Limits {
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            body_timeout: config.body_timeout,
+            body_budget: Arc::new(Semaphore::new(MAX_BODY_BYTES_IN_FLIGHT)),
+        }
+    }
+}
+
+/// Serves `io` until it closes, or until `stop` fires and its request in progress is done.
+pub(super) async fn serve<I>(io: I, peer: Peer, router: Router, limits: Limits, stop: CancellationToken)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let phase = Arc::new(Phase::new(limits.header_timeout, limits.idle_timeout));
+    let io = TokioIo::new(ConnIo::new(io, phase.clone()));
+    let service = ConnService { router: TowerToHyperService::new(router), peer, phase, limits };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .keep_alive(true)
+        .max_header_size(MAX_HEAD_BYTES)
+        // Also bounds what hyper buffers while a head is incomplete (and body reads).
+        .max_buf_size(MAX_HEAD_BYTES)
+        // The read deadline is `ConnIo`'s; hyper's own would need a timer and cannot tell a
+        // connection that idles from one that trickles its head.
+        .header_read_timeout(None);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = stop.cancelled() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// What a connection is doing, as far as its read deadline is concerned.
+#[derive(Debug)]
+struct Phase {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    /// Await-free critical sections only, all on the connection's own task.
+    state: Mutex<PhaseState>,
+}
+
+#[derive(Debug)]
+struct PhaseState {
+    /// Requests whose head was parsed and whose response has not ended.
+    in_flight: usize,
+    /// When the connection last had no request in progress: accepted, or its last response ended.
+    idle_since: Instant,
+    /// Whether a request was ever served (a new connection gets the head deadline, not the idle
+    /// one, for its first request).
+    served: bool,
+    /// When the first byte of the next head arrived, if it has.
+    head_started: Option<Instant>,
+    /// A read left waiting without a deadline while a request was in progress: woken when the
+    /// request ends, so the read comes back and arms the deadline that then applies.
+    read_waker: Option<Waker>,
+}
+
+/// Which deadline a read is under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// For a request head (or the first one of a new connection): a 408 is due when it passes.
+    Head,
+    /// For anything at all on an idle keep-alive connection: closed quietly when it passes.
+    Idle,
+}
+
+impl Phase {
+    fn new(header_timeout: Duration, idle_timeout: Duration) -> Phase {
+        let state = PhaseState {
+            in_flight: 0,
+            idle_since: Instant::now(),
+            served: false,
+            head_started: None,
+            read_waker: None,
+        };
+        Phase { header_timeout, idle_timeout, state: Mutex::new(state) }
+    }
+
+    /// The deadline of a read now, if one applies; without one, `waker` is woken when one may.
+    fn read_deadline(&self, waker: &Waker) -> Option<(Instant, Waiting)> {
+        let mut st = lock(&self.state);
+        if st.in_flight > 0 {
+            st.read_waker = Some(waker.clone());
+            return None;
+        }
+        Some(match st.head_started {
+            Some(started) => (started + self.header_timeout, Waiting::Head),
+            None if st.served => (st.idle_since + self.idle_timeout, Waiting::Idle),
+            None => (st.idle_since + self.header_timeout, Waiting::Head),
+        })
+    }
+
+    /// Whether a request is in progress.
+    fn busy(&self) -> bool {
+        lock(&self.state).in_flight > 0
+    }
+
+    /// Bytes arrived: with no request in progress, they start the next head.
+    fn bytes_arrived(&self) {
+        let mut st = lock(&self.state);
+        if st.in_flight == 0 && st.head_started.is_none() {
+            st.head_started = Some(Instant::now());
+        }
+    }
+
+    fn request_started(&self) {
+        let mut st = lock(&self.state);
+        st.in_flight += 1;
+        st.served = true;
+        st.head_started = None;
+    }
+
+    fn request_ended(&self) {
+        let waker = {
+            let mut st = lock(&self.state);
+            st.in_flight = st.in_flight.saturating_sub(1);
+            if st.in_flight > 0 {
+                return;
+            }
+            st.idle_since = Instant::now();
+            st.read_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// Marks a request in progress from its head until its response ends (or is dropped unfinished).
+#[derive(Debug)]
+struct InFlight(Arc<Phase>);
+
+impl InFlight {
+    fn start(phase: Arc<Phase>) -> InFlight {
+        phase.request_started();
+        InFlight(phase)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.request_ended();
+    }
+}
+
+/// The socket as hyper sees it: reads under [`Phase`]'s deadline, and hyper's empty automatic
+/// error answers replaced by JSON ones.
+#[derive(Debug)]
+struct ConnIo<I> {
+    inner: I,
+    phase: Arc<Phase>,
+    /// Armed at the current read deadline while a read waits.
+    timer: Pin<Box<Sleep>>,
+    /// Our answer in place of hyper's, and how much of it is written.
+    replacement: Option<(Vec<u8>, usize)>,
+    /// No write is waiting on the socket (every write hyper started was flushed): only then may a
+    /// 408 be written without landing in the middle of another answer.
+    flushed: bool,
+}
+
+impl<I> ConnIo<I> {
+    fn new(inner: I, phase: Arc<Phase>) -> ConnIo<I> {
+        ConnIo {
+            inner,
+            phase,
+            timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            replacement: None,
+            flushed: true,
+        }
+    }
+}
+
+impl<I: AsyncWrite + Unpin> ConnIo<I> {
+    /// Best effort, without waiting: a 408 for a head that did not arrive in time.
+    fn answer_timeout(&mut self, cx: &mut Context<'_>) {
+        if self.flushed {
+            let answer = ApiError::HeaderTimeout.raw_response();
+            let _ = Pin::new(&mut self.inner).poll_write(cx, &answer);
+        }
+    }
+
+    /// Writes what is left of the replacement answer.
+    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((bytes, written)) = &mut self.replacement {
+            if *written == bytes.len() {
+                break;
+            }
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.phase.bytes_arrived();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                let Some((deadline, waiting)) = this.phase.read_deadline(cx.waker()) else {
+                    return Poll::Pending;
+                };
+                if this.timer.deadline() != deadline {
+                    this.timer.as_mut().reset(deadline);
+                }
+                if this.timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if waiting == Waiting::Head {
+                    this.answer_timeout(cx);
+                }
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection read deadline passed")))
+            }
+        }
+    }
+}
+
+/// Where in `buf` hyper's automatic answer to an unparsable request starts, and the error to answer
+/// instead. hyper writes a head into its head buffer, which is the first slice of a vectored write
+/// (body chunks come after it), and it can follow the unflushed end of the previous answer there.
+/// Nothing else matches: the daemon's own bodies (JSON, SSE frames, OpenMetrics text) never contain
+/// a raw CR LF, so a status line can only start a head, and every error of its own has a JSON body.
+fn find_hyper_error_answer(buf: &[u8]) -> Option<(usize, ApiError)> {
+    memchr::memmem::find_iter(buf, b"HTTP/1.1 4").find_map(|at| Some((at, hyper_error_answer(&buf[at..])?)))
+}
+
+/// hyper's automatic answer to a request it could not parse: a 4xx head with `content-length: 0`
+/// and no `content-type` (every answer of the daemon's own has a JSON body). Returns the error to
+/// answer instead.
+fn hyper_error_answer(buf: &[u8]) -> Option<ApiError> {
+    let error = match buf.get(..12)? {
+        b"HTTP/1.1 400" => ApiError::BadRequest,
+        b"HTTP/1.1 431" => ApiError::HeadersTooLarge,
+        b"HTTP/1.1 414" => ApiError::UriTooLong,
+        _ => return None,
+    };
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let empty = head.contains("\r\ncontent-length: 0");
+    (empty && !head.contains("\r\ncontent-type:")).then_some(error)
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for ConnIo<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.replacement.is_some() {
+            // hyper writes nothing after its automatic answer; swallow it all.
+            ready!(this.poll_replacement(cx))?;
+            return Poll::Ready(Ok(buf.len()));
+        }
+        // hyper answers by itself only between requests, so the scan is skipped while one is in
+        // progress (an event stream, a long answer: the hot path).
+        let mut buf = buf;
+        if !this.phase.busy() {
+            match find_hyper_error_answer(buf) {
+                Some((0, error)) => {
+                    this.replacement = Some((error.raw_response(), 0));
+                    ready!(this.poll_replacement(cx))?;
+                    return Poll::Ready(Ok(buf.len()));
+                }
+                // The end of the previous answer first; the next write starts at hyper's.
+                Some((at, _)) => buf = &buf[..at],
+                None => {}
+            }
+        }
+        this.flushed = false;
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    /// Vectored writes pass straight through while a request is in progress (the event streams'
+    /// hot path); between requests, the head buffer (the first slice) goes through `poll_write`'s
+    /// check.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
+        if self.replacement.is_some() || (!self.phase.busy() && find_hyper_error_answer(first).is_some()) {
+            return self.poll_write(cx, first);
+        }
+        let this = &mut *self;
+        this.flushed = false;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_replacement(cx))?;
+        ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+        this.flushed = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_replacement(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// The per-connection service: the router, with the socket peer attached to every request, its
+/// body under the deadline and budget, and its response tracked until it ends.
+#[derive(Debug, Clone)]
+struct ConnService {
+    router: TowerToHyperService<Router>,
+    peer: Peer,
+    phase: Arc<Phase>,
+    limits: Limits,
+}
+
+impl hyper::service::Service<Request<Incoming>> for ConnService {
+    type Response = Response<TrackedBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let in_flight = InFlight::start(self.phase.clone());
+        let limits = &self.limits;
+        let mut req = req.map(|body| {
+            Body::new(RequestBody {
+                inner: body,
+                deadline: Instant::now() + limits.body_timeout,
+                timer: None,
+                budget: limits.body_budget.clone(),
+                held: None,
+            })
+        });
+        req.extensions_mut().insert(ConnectInfo(self.peer));
+        let response = hyper::service::Service::call(&self.router, req);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
+        })
+    }
+}
+
+/// A response body that keeps its request marked in progress until it ends or is dropped.
+#[derive(Debug)]
+struct TrackedBody {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Why a request body stopped short; `extract` turns it into the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum BodyError {
+    #[error("the request body did not arrive in time")]
+    Timeout,
+    #[error("too many request body bytes are being received at once")]
+    Budget,
+}
+
+/// A request body as the handlers read it: it must end by its deadline, and its bytes hold permits
+/// of the global budget until it is dropped.
+#[derive(Debug)]
+struct RequestBody {
+    inner: Incoming,
+    deadline: Instant,
+    /// Armed on the first wait only: most bodies arrive with their head.
+    timer: Option<Pin<Box<Sleep>>>,
+    budget: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl RequestBody {
+    fn reserve(&mut self, bytes: usize) -> Result<(), BodyError> {
+        let n = u32::try_from(bytes).map_err(|_| BodyError::Budget)?;
+        let permit = self.budget.clone().try_acquire_many_owned(n).map_err(|_| BodyError::Budget)?;
+        match &mut self.held {
+            Some(held) => held.merge(permit),
+            None => self.held = Some(permit),
+        }
+        Ok(())
+    }
+}
+
+impl hyper::body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && let Err(e) = this.reserve(data.len())
+                {
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                let deadline = this.deadline;
+                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyError::Timeout)))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hyper_error_answers_are_recognised_and_the_daemons_are_not() {
+        let date = "date: Mon, 23 Nov 2026 22:05:53 GMT\r\n";
+        let hyper_431 = format!(
+            "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n{date}\r\n"
+        );
+        assert!(matches!(hyper_error_answer(hyper_431.as_bytes()), Some(ApiError::HeadersTooLarge)));
+        let after_another = format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{{}}{hyper_431}");
+        let at = after_another.find("HTTP/1.1 431").expect("the 431");
+        assert!(
+            matches!(find_hyper_error_answer(after_another.as_bytes()), Some((n, ApiError::HeadersTooLarge)) if n == at)
+        );
+        let hyper_400 = format!("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n{date}\r\n");
+        assert!(matches!(hyper_error_answer(hyper_400.as_bytes()), Some(ApiError::BadRequest)));
+        let ours =
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 58\r\n\r\n{}";
+        assert!(hyper_error_answer(ours.as_bytes()).is_none());
+        let ok = "HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
+        assert!(hyper_error_answer(ok.as_bytes()).is_none());
+        assert!(hyper_error_answer(b"HTTP/1.1 400").is_none(), "an incomplete head is left alone");
+    }
+}
