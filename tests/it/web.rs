@@ -243,7 +243,7 @@ fn the_committed_screenshots_show_this_version_of_the_app() {
         "docs/screenshots/ shows another version of web/: regenerate the pictures with \
          MEDIATORD_UPDATE_SCREENSHOTS=1 cargo test --test browser screenshots"
     );
-    for name in ["phone.png", "desktop.png"] {
+    for name in ["phone.png", "phone-approval.png", "desktop.png"] {
         let png = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("docs/screenshots/{name}: {e}"));
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name} is a PNG");
     }
