@@ -115,13 +115,15 @@ impl Driver {
                 "mobileEmulation": {"deviceMetrics": {"width": size.0, "height": size.1, "pixelRatio": 1.0}},
             }),
         );
+        // The console, for `Page::console_problems` (CSP violations and script errors land there).
+        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = ClientBuilder::new(connector)
             .capabilities(caps)
             .connect(&self.url)
             .await
             .expect("a Chromium session");
-        Page { client, _profile: profile }
+        Page { client, driver: self.url.clone(), _profile: profile }
     }
 }
 
@@ -145,6 +147,8 @@ impl Drop for Driver {
 /// One browser context showing the app.
 struct Page {
     client: Client,
+    /// The chromedriver serving this session (for the one command fantoccini lacks: the log).
+    driver: String,
     _profile: tempfile::TempDir,
 }
 
@@ -196,11 +200,15 @@ impl Page {
             .await
             .expect("the session in the list");
         link.click().await.expect("click the session");
-        self.until(
-            "the session's stream",
-            &format!("{SESSION}('{sid}') && {SESSION}('{sid}').querySelector('.conn[data-state=live]')"),
-        )
-        .await;
+        self.live(sid).await;
+    }
+
+    /// Waits until session `sid` is on screen with its stream live (or live again after a resync).
+    async fn live(&self, sid: &str) {
+        let conn = format!(
+            "{SESSION}('{sid}')?.querySelector('.conn[data-state=live], .conn[data-state=resynced]')"
+        );
+        self.until("the session's stream", &conn).await;
     }
 
     /// Clicks the element `xpath` names once it is there and enabled.
@@ -242,6 +250,26 @@ impl Page {
               agent: [...t.querySelectorAll('.agent .msg')].map((m) => m.textContent).join('')}; })()",
         )
         .await
+    }
+
+    /// The browser console's warnings and errors since the last call (chromedriver's log endpoint):
+    /// a script error, a refused resource or a Content-Security-Policy violation shows here.
+    async fn console_problems(&self) -> Vec<String> {
+        let session = self.client.session_id().await.expect("session id").expect("a session");
+        let res = support::http()
+            .post(format!("{}/session/{session}/se/log", self.driver))
+            .json(&json!({"type": "browser"}))
+            .send()
+            .await
+            .expect("the browser log");
+        let log: Value = res.json().await.expect("json");
+        log["value"]
+            .as_array()
+            .expect("log entries")
+            .iter()
+            .filter(|e| e["level"] == "SEVERE" || e["level"] == "WARNING")
+            .map(|e| e["message"].as_str().unwrap_or("").to_owned())
+            .collect()
     }
 
     async fn screenshot(&self, path: &Path) {
@@ -309,6 +337,22 @@ async fn the_app_loads_shows_the_session_and_streams_a_prompts_answer() {
     assert_eq!(turn["agent"], "hello from the browser", "{turn}");
     // The textbox was emptied for the next prompt.
     assert_eq!(page.js("return document.querySelector('.composer textarea').value").await, "");
+
+    // Shift+Enter breaks the line; Enter sends.
+    page.prompt("line one\u{E008}\u{E007}\u{E000}line two").await;
+    page.until("the second turn", "document.querySelectorAll('.turn').length === 2").await;
+    let turn = page.finished_turn("the second answer").await;
+    assert_eq!(turn["state"], "end_turn", "{turn}");
+    let sent = page.js("return [...document.querySelectorAll('.turn')][1].querySelector('.user .plain-text').textContent").await;
+    assert_eq!(sent, "line one\nline two");
+
+    // Every visible button has a name a screen reader can say, also where it shows only an icon.
+    let unnamed = page
+        .js("return [...document.querySelectorAll('button')].filter((b) => b.offsetParent !== null && \
+             !b.innerText.trim() && !b.getAttribute('aria-label')).map((b) => b.outerHTML)")
+        .await;
+    assert_eq!(unnamed, json!([]), "buttons without an accessible name");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error, no CSP violation");
 }
 
 #[tokio::test]
@@ -318,7 +362,7 @@ async fn another_clients_prompt_shows_with_who_sent_it() {
     let sid = d.join("alice").await;
     let page = driver.open(DESKTOP).await;
     page.load(&d, &format!("#/s/{sid}")).await;
-    page.until("the stream", &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=live]')")).await;
+    page.live(&sid).await;
     d.prompt_async(&sid, Some("alice"), "a question from curl").await;
     let turn = page.finished_turn("alice's turn").await;
     assert_eq!(turn["user"], "alice a question from curl", "{turn}");
@@ -334,7 +378,7 @@ async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
     a.load(&d, "").await;
     a.open_session(&sid).await;
     b.load(&d, &format!("#/s/{sid}")).await;
-    b.until("b's stream", &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=live]')")).await;
+    b.live(&sid).await;
     let a_id = a.client_id().await;
 
     a.prompt("write a.txt hello from a phone").await;
@@ -463,10 +507,10 @@ async fn consensus_waits_for_the_second_browser() {
         )
         .await;
     let sid = sid.as_str().expect("id").to_owned();
-    a.until("a's stream", &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=live]')")).await;
+    a.live(&sid).await;
     b.load(&d, "").await;
     b.click("Shared session", "//button[normalize-space() = 'Shared session']").await;
-    b.until("b's stream", &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=live]')")).await;
+    b.live(&sid).await;
     let b_id = b.client_id().await;
 
     a.prompt("write agreed.txt both of us").await;
@@ -508,8 +552,7 @@ async fn html_in_an_agent_message_renders_as_text() {
     page.load(&d, "").await;
     page.open_session(&sid).await;
     // The demo agent echoes the prompt back as its message.
-    let attack =
-        "<img src=x onerror=\"document.title='pwned'\"> and **bold** <script>document.title='pwned'</script>";
+    let attack = "<img src=x onerror=\"document.title='pwned'\"> and **bold** <script>document.title='pwned'</script> [a link](javascript:document.title='pwned')";
     page.prompt(attack).await;
     let turn = page.finished_turn("the echo").await;
     let agent = turn["agent"].as_str().expect("text");
@@ -520,7 +563,13 @@ async fn html_in_an_agent_message_renders_as_text() {
         page.js("return document.querySelector('.turn .agent .msg strong')?.textContent").await,
         "bold"
     );
+    let links = page
+        .js("return [...document.querySelectorAll('.turn .agent .msg a')].map((a) => [a.textContent, a.getAttribute('href')])")
+        .await;
+    assert_eq!(links, json!([]), "a javascript: link is no link");
+    assert!(agent.ends_with(" a link"), "it keeps its text: {agent}");
     assert_ne!(page.js("return document.title").await, "pwned");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "nothing was even attempted");
 }
 
 #[tokio::test]
@@ -530,7 +579,7 @@ async fn the_mode_switcher_lets_edits_through_without_asking() {
     let sid = d.join("alice").await;
     let page = driver.open(DESKTOP).await;
     page.load(&d, &format!("#/s/{sid}")).await;
-    page.until("the stream", &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=live]')")).await;
+    page.live(&sid).await;
     let mode = page
         .client
         .find(Locator::XPath("//select[@id = //label[normalize-space() = 'Mode']/@for]"))
@@ -585,4 +634,33 @@ async fn screenshots() {
     std::fs::write(out.join("bundle.txt"), format!("{}\n", mediatord::http::web::BUNDLE_HASH))
         .expect("bundle.txt");
     eprintln!("screenshots in {}", out.display());
+}
+
+#[tokio::test]
+async fn coming_back_after_the_ring_moved_on_shows_resynced() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--event-ring-size", "50"]).await;
+    let sid = d.join("alice").await;
+    let page = driver.open(PHONE).await;
+    page.load(&d, "").await;
+    page.open_session(&sid).await;
+    d.prompt(&sid, Some("alice"), "before").await;
+    page.finished_turn("the first turn").await;
+    // Back to the list: the session's view keeps its state and its last event id, its stream stops.
+    page.click("Sessions", "//button[normalize-space() = 'Sessions']").await;
+    page.until("the list", "document.body.dataset.view === 'list'").await;
+    // Meanwhile 200 events go by: more than the ring keeps.
+    d.prompt(&sid, Some("alice"), "stream 200").await;
+    page.open_session(&sid).await;
+    page.until(
+        "the resync shown",
+        &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=resynced]')"),
+    )
+    .await;
+    let turns = page.js("return [...document.querySelectorAll('.turn')].map((t) => t.dataset.state)").await;
+    assert_eq!(turns[0], "end_turn", "what was seen before is kept: {turns}");
+    assert_eq!(
+        page.js("return document.querySelector('.turn .user .plain-text').textContent").await,
+        "before"
+    );
 }
