@@ -664,3 +664,40 @@ async fn coming_back_after_the_ring_moved_on_shows_resynced() {
         "before"
     );
 }
+
+#[tokio::test]
+async fn with_a_token_the_page_asks_for_it_and_never_puts_it_in_a_url() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", "correct-horse"]).await;
+    let page = driver.open(PHONE).await;
+    page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    let token = page
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+        .await
+        .expect("the Token field");
+    let text = page.until("the explanation", "document.querySelector('form.signin')?.innerText").await;
+    assert!(text.as_str().expect("text").contains("Never put it in a URL"), "{text}");
+    token.send_keys("wrong").await.expect("type");
+    page.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    page.until(
+        "the refusal",
+        "document.querySelector('form.signin [role=alert]')?.textContent.includes('not accepted')",
+    )
+    .await;
+    token.clear().await.expect("clear");
+    token.send_keys("correct-horse").await.expect("type");
+    page.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    page.until("the workspace", "document.querySelector('section.workspace h2')").await;
+    let url = page.client.current_url().await.expect("url");
+    assert!(!url.as_str().contains("correct-horse"), "{url}");
+    assert_eq!(
+        page.js("return sessionStorage.getItem('mediatord.token')").await,
+        "correct-horse",
+        "this tab only"
+    );
+    assert_eq!(page.js("return localStorage.getItem('mediatord.token')").await, Value::Null);
+}

@@ -75,6 +75,8 @@ function fatal(err) {
 }
 
 function showSignIn(rejected) {
+  // The panel's own check answers 401 for a wrong token: the panel on screen says so itself.
+  if (app.querySelector('form.signin')) return;
   clearInterval(state.listTimer);
   for (const entry of state.open.values()) entry.stream?.stop();
   replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'), signInPanel({
