@@ -701,3 +701,70 @@ async fn with_a_token_the_page_asks_for_it_and_never_puts_it_in_a_url() {
     );
     assert_eq!(page.js("return localStorage.getItem('mediatord.token')").await, Value::Null);
 }
+
+#[tokio::test]
+async fn under_designated_only_the_prompts_sender_may_vote() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--permission-policy", "designated"]).await;
+    let sid = d.join("alice").await;
+    let page = driver.open(PHONE).await;
+    page.load(&d, "").await;
+    page.open_session(&sid).await;
+    d.prompt_async(&sid, Some("alice"), "write hers.txt alice decides").await;
+    let policy = page.until("the card", "document.querySelector('section.card .policy')?.textContent").await;
+    assert!(policy.as_str().expect("text").starts_with("Designated: only alice"), "{policy}");
+    let enabled = page
+        .js("return [...document.querySelectorAll('section.card button')].filter((b) => !b.disabled).length")
+        .await;
+    assert_eq!(enabled, 0, "this browser may not vote: every button is disabled");
+    let request = d.get(&format!("/session/{sid}/permissions")).await.body["pending"][0]["requestId"].clone();
+    let vote = d
+        .post(
+            &format!("/session/{sid}/permission/{}", request.as_str().expect("id")),
+            Some("alice"),
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        )
+        .await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    page.until("the card resolved", NO_CARD).await;
+    let record = page.until("the record", RESOLVED_RECORD).await;
+    assert!(record.as_str().expect("text").ends_with("Allow once by alice"), "{record}");
+}
+
+#[tokio::test]
+async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&[]).await;
+    let sid = d.join("alice").await;
+    let page = driver.open(DESKTOP).await;
+    page.load(&d, &format!("#/s/{sid}")).await;
+    page.live(&sid).await;
+    page.prompt("write one.txt first").await;
+    page.click("Allow for this session", &card_button("Allow for this session")).await;
+    page.until("the card resolved", NO_CARD).await;
+    page.finished_turn("the first turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("one.txt")).expect("written"), "first");
+    // The rule (the narrowest that matches: this tool call on this path) answers the next such
+    // request: no card this time.
+    page.prompt("write one.txt second").await;
+    page.until("the second turn", "document.querySelectorAll('.turn').length === 2").await;
+    let record = page
+        .until(
+            "the rule's answer",
+            "document.querySelectorAll('.perm-record[data-state=resolved]')[1]?.textContent",
+        )
+        .await;
+    assert!(record.as_str().expect("text").contains("by rule"), "{record}");
+    page.finished_turn("the second turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("one.txt")).expect("written"), "second");
+
+    page.click("Rules & decisions", "//button[normalize-space() = 'Rules & decisions']").await;
+    page.until("the rule listed", "document.querySelector('ul.rules li .effect-allow')").await;
+    page.until("the decisions", "document.querySelectorAll('.audit tbody tr').length === 2").await;
+    let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
+    assert_eq!(rules.body["rules"].as_array().map(Vec::len), Some(1), "{}", rules.text);
+    page.click("Remove", "//ul[contains(@class, 'rules')]//button[normalize-space() = 'Remove']").await;
+    page.until("the rule gone", "!document.querySelector('ul.rules li .effect-allow')").await;
+    let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
+    assert_eq!(rules.body["rules"], json!([]), "{}", rules.text);
+}
