@@ -294,6 +294,39 @@ const RESOLVED_RECORD: &str = "(() => { const r = [...document.querySelectorAll(
 /// JS: no permission card is on screen.
 const NO_CARD: &str = "document.querySelectorAll('section.card').length === 0";
 
+/// The common start of a test: a daemon with `args`, alice's session on it, and a phone showing it
+/// (opened from the session list) with its stream live. Holds [`ONE_BROWSER`] until dropped.
+struct OnSession {
+    page: Page,
+    _driver: Driver,
+    d: Daemon,
+    sid: String,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl OnSession {
+    async fn phone(args: &[&str]) -> OnSession {
+        let one = ONE_BROWSER.lock().await;
+        let (d, driver) = start(args).await;
+        let sid = d.join("alice").await;
+        let page = driver.open(PHONE).await;
+        page.load(&d, "").await;
+        page.open_session(&sid).await;
+        OnSession { page, _driver: driver, d, sid, _one: one }
+    }
+
+    /// The same on a desktop, the session opened by its link (`/#/s/<id>`).
+    async fn desktop(args: &[&str]) -> OnSession {
+        let one = ONE_BROWSER.lock().await;
+        let (d, driver) = start(args).await;
+        let sid = d.join("alice").await;
+        let page = driver.open(DESKTOP).await;
+        page.load(&d, &format!("#/s/{sid}")).await;
+        page.live(&sid).await;
+        OnSession { page, _driver: driver, d, sid, _one: one }
+    }
+}
+
 async fn start(args: &[&str]) -> (Daemon, Driver) {
     let d = Daemon::start(args);
     (d, Driver::start().await)
@@ -301,12 +334,8 @@ async fn start(args: &[&str]) -> (Daemon, Driver) {
 
 #[tokio::test]
 async fn the_app_loads_shows_the_session_and_streams_a_prompts_answer() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
+    let on = OnSession::phone(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
 
     // The timing the issue asks for: navigation → the session rendered with its stream live, on
     // loopback, warm cache (what a person reopening the app gets). Reported, never asserted.
@@ -357,13 +386,9 @@ async fn the_app_loads_shows_the_session_and_streams_a_prompts_answer() {
 
 #[tokio::test]
 async fn another_clients_prompt_shows_with_who_sent_it() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(DESKTOP).await;
-    page.load(&d, &format!("#/s/{sid}")).await;
-    page.live(&sid).await;
-    d.prompt_async(&sid, Some("alice"), "a question from curl").await;
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt_async(sid, Some("alice"), "a question from curl").await;
     let turn = page.finished_turn("alice's turn").await;
     assert_eq!(turn["user"], "alice a question from curl", "{turn}");
     assert_eq!(turn["agent"], "a question from curl");
@@ -426,12 +451,8 @@ async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
 
 #[tokio::test]
 async fn reject_leaves_no_file() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
+    let on = OnSession::phone(&[]).await;
+    let (d, page) = (&on.d, &on.page);
     page.prompt("write denied.txt nothing").await;
     page.click("Reject", &card_button("Reject")).await;
     page.until("the card resolved", NO_CARD).await;
@@ -445,12 +466,8 @@ async fn reject_leaves_no_file() {
 
 #[tokio::test]
 async fn stop_cancels_a_long_stream() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
     // 2000 tokens at 20 a second: over a minute and a half unless stopped.
     page.prompt("stream 2000 20").await;
     page.until(
@@ -467,12 +484,8 @@ async fn stop_cancels_a_long_stream() {
 
 #[tokio::test]
 async fn a_reload_mid_stream_resumes_without_duplicates() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
     page.prompt("stream 80 20").await;
     page.until(
         "the stream under way",
@@ -545,12 +558,8 @@ async fn consensus_waits_for_the_second_browser() {
 
 #[tokio::test]
 async fn html_in_an_agent_message_renders_as_text() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
     // The demo agent echoes the prompt back as its message.
     let attack = "<img src=x onerror=\"document.title='pwned'\"> and **bold** <script>document.title='pwned'</script> [a link](javascript:document.title='pwned')";
     page.prompt(attack).await;
@@ -574,12 +583,8 @@ async fn html_in_an_agent_message_renders_as_text() {
 
 #[tokio::test]
 async fn the_mode_switcher_lets_edits_through_without_asking() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(DESKTOP).await;
-    page.load(&d, &format!("#/s/{sid}")).await;
-    page.live(&sid).await;
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
     let mode = page
         .client
         .find(Locator::XPath("//select[@id = //label[normalize-space() = 'Mode']/@for]"))
@@ -638,20 +643,16 @@ async fn screenshots() {
 
 #[tokio::test]
 async fn coming_back_after_the_ring_moved_on_shows_resynced() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&["--event-ring-size", "50"]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
-    d.prompt(&sid, Some("alice"), "before").await;
+    let on = OnSession::phone(&["--event-ring-size", "50"]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt(sid, Some("alice"), "before").await;
     page.finished_turn("the first turn").await;
     // Back to the list: the session's view keeps its state and its last event id, its stream stops.
     page.click("Sessions", "//button[normalize-space() = 'Sessions']").await;
     page.until("the list", "document.body.dataset.view === 'list'").await;
     // Meanwhile 200 events go by: more than the ring keeps.
-    d.prompt(&sid, Some("alice"), "stream 200").await;
-    page.open_session(&sid).await;
+    d.prompt(sid, Some("alice"), "stream 200").await;
+    page.open_session(sid).await;
     page.until(
         "the resync shown",
         &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=resynced]')"),
@@ -704,13 +705,9 @@ async fn with_a_token_the_page_asks_for_it_and_never_puts_it_in_a_url() {
 
 #[tokio::test]
 async fn under_designated_only_the_prompts_sender_may_vote() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&["--permission-policy", "designated"]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(PHONE).await;
-    page.load(&d, "").await;
-    page.open_session(&sid).await;
-    d.prompt_async(&sid, Some("alice"), "write hers.txt alice decides").await;
+    let on = OnSession::phone(&["--permission-policy", "designated"]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt_async(sid, Some("alice"), "write hers.txt alice decides").await;
     let policy = page.until("the card", "document.querySelector('section.card .policy')?.textContent").await;
     assert!(policy.as_str().expect("text").starts_with("Designated: only alice"), "{policy}");
     let enabled = page
@@ -733,12 +730,8 @@ async fn under_designated_only_the_prompts_sender_may_vote() {
 
 #[tokio::test]
 async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
-    let _one = ONE_BROWSER.lock().await;
-    let (d, driver) = start(&[]).await;
-    let sid = d.join("alice").await;
-    let page = driver.open(DESKTOP).await;
-    page.load(&d, &format!("#/s/{sid}")).await;
-    page.live(&sid).await;
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
     page.prompt("write one.txt first").await;
     page.click("Allow for this session", &card_button("Allow for this session")).await;
     page.until("the card resolved", NO_CARD).await;
