@@ -16,7 +16,7 @@
 #[allow(dead_code, unused_imports, unreachable_pub)]
 mod support;
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -60,20 +60,34 @@ impl Driver {
     async fn start() -> Driver {
         install();
         let home = tempfile::tempdir().expect("tempdir");
-        // A free port, released just before chromedriver binds it (it has no port-0 mode that
-        // reports the port).
-        let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
+        // Port 0: chromedriver binds a free port and says which on its stdout.
+        let mut child = Command::new("chromedriver")
+            .arg("--port=0")
             .arg("--allowed-ips=127.0.0.1")
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", home.path().join(".config"))
             .env("XDG_CACHE_HOME", home.path().join(".cache"))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn chromedriver");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads to the end, so chromedriver never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let port = line.split("started successfully on port ").nth(1);
+                if let Some(port) = port.and_then(|p| p.trim_end_matches('.').parse::<u16>().ok()) {
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        let Ok(port) = rx.recv_timeout(WAIT) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromedriver did not say its port within {WAIT:?}");
+        };
         let url = format!("http://127.0.0.1:{port}");
         let driver = Driver { child, url, home };
         let deadline = Instant::now() + WAIT;
