@@ -17,6 +17,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,6 +63,7 @@ impl Driver {
         let home = tempfile::tempdir().expect("tempdir");
         // Port 0: chromedriver binds a free port and says which on its stdout.
         let mut child = Command::new("chromedriver")
+            .process_group(0) // its Chromiums join this group, so Drop can end them all
             .arg("--port=0")
             .arg("--allowed-ips=127.0.0.1")
             .env("HOME", home.path())
@@ -143,17 +145,19 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        // chromedriver ends the Chromiums of its sessions when it exits on SIGTERM; SIGKILL would
-        // leave them. Then reap it.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
+        // chromedriver leads its own process group, and every Chromium process it started is in it
+        // (Chromium keeps its launcher's group). The sessions are never closed one by one, so the
+        // whole group goes: SIGTERM, a bounded wait for chromedriver, then SIGKILL for anything left.
+        let group = format!("-{}", self.child.id());
+        let signal = |sig: &str| {
+            let _ = Command::new("kill").args([sig, "--", &group]).stderr(Stdio::null()).status();
+        };
+        signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(20)); // polling a child's exit
         }
-        let _ = self.child.kill();
+        signal("-KILL");
         let _ = self.child.wait();
     }
 }
