@@ -146,7 +146,8 @@ impl Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         // chromedriver leads its own process group, and every Chromium process it started is in it
-        // (Chromium keeps its launcher's group). The sessions are never closed one by one, so the
+        // (Chromium keeps its launcher's group; only its crash handlers leave it, and they exit
+        // with the browser they watch). The sessions are never closed one by one, so the
         // whole group goes: SIGTERM, a bounded wait for chromedriver, then SIGKILL for anything left.
         let group = format!("-{}", self.child.id());
         let signal = |sig: &str| {
