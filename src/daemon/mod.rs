@@ -38,6 +38,7 @@ use crate::agent::AgentHandle;
 use crate::config::{AgentSpec, Config, SessionScope};
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
+use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError};
 use crate::sync::lock;
 
@@ -107,6 +108,8 @@ pub struct Daemon {
     started: Instant,
     bus_stats: Arc<BusStats>,
     pub metrics: Arc<Metrics>,
+    /// Notification targets and their action links; sessions hand it their events.
+    pub notifier: Arc<Notifier>,
     /// Every live process group (agents, shell commands), for the second-signal kill.
     groups: ProcessGroups,
 }
@@ -156,6 +159,9 @@ impl Drop for Reservation<'_> {
 
 impl Daemon {
     pub fn new(config: Config) -> Arc<Daemon> {
+        let metrics = Arc::new(Metrics::default());
+        let notifier =
+            Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         Arc::new(Daemon {
             config: Arc::new(config),
             sessions: Mutex::new(HashMap::new()),
@@ -166,7 +172,8 @@ impl Daemon {
             streams_end: CancellationToken::new(),
             started: Instant::now(),
             bus_stats: Arc::default(),
-            metrics: Arc::default(),
+            metrics,
+            notifier,
             groups: ProcessGroups::default(),
         })
     }
@@ -384,6 +391,7 @@ impl Daemon {
             call_timeout: timeout,
             agent_result: result,
             metrics: self.metrics.clone(),
+            notifier: self.notifier.clone(),
             on_finished: Box::new(move |id: &str| {
                 if let Some(daemon) = weak.upgrade() {
                     let mut sessions = lock(&daemon.sessions);
@@ -460,6 +468,7 @@ impl Daemon {
             streams_evicted: stats.evicted.load(Ordering::Relaxed),
             slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
             ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
+            notifications: self.notifier.counts(),
         }
     }
 

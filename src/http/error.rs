@@ -121,6 +121,10 @@ pub enum ApiError {
     InvalidPath,
     #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
     InvalidQuery,
+    #[error("This link was used, or its permission request was decided or expired")]
+    LinkExpired,
+    #[error("Too many unknown links from this address; retry later")]
+    TooManyLinkAttempts,
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -223,6 +227,8 @@ impl ApiError {
             ApiError::BodyBudgetExceeded,
             ApiError::InvalidPath,
             ApiError::InvalidQuery,
+            ApiError::LinkExpired,
+            ApiError::TooManyLinkAttempts,
         ]
     }
 
@@ -274,7 +280,8 @@ impl ApiError {
             | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
-            Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::SubscriberLimitExceeded { .. } | Self::TooManyLinkAttempts => StatusCode::TOO_MANY_REQUESTS,
+            Self::LinkExpired => StatusCode::GONE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -327,6 +334,8 @@ impl ApiError {
             Self::BodyBudgetExceeded => "body_budget_exceeded",
             Self::InvalidPath => "invalid_path",
             Self::InvalidQuery => "invalid_query",
+            Self::LinkExpired => "link_expired",
+            Self::TooManyLinkAttempts => "too_many_link_attempts",
         }
     }
 
@@ -372,6 +381,7 @@ impl IntoResponse for ApiError {
             ApiError::SessionLimitExceeded { .. }
             | ApiError::PromptQueueFull { .. }
             | ApiError::SubscriberLimitExceeded { .. }
+            | ApiError::TooManyLinkAttempts
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }

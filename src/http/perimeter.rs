@@ -28,7 +28,13 @@ pub struct Perimeter {
     allowed_hosts: Option<Vec<String>>,
     token_digest: Option<TokenDigest>,
     require_auth: bool,
+    /// `--public-url`'s origin (`scheme://host[:port]`, lowercase): the confirmation page of an
+    /// action link posts its form from there.
+    public_origin: Option<String>,
 }
+
+/// Action links (`/act/{token}`): their token is the credential, so they pass without the bearer.
+const ACT_PREFIX: &str = "/act/";
 
 /// Says whether a token is set, never anything about it (not even its digest).
 impl std::fmt::Debug for Perimeter {
@@ -58,18 +64,38 @@ impl Perimeter {
             }
             hosts
         });
+        let public_origin = config.public_url.as_deref().map(|u| {
+            let cut = u.find("://").map_or(0, |at| at + 3);
+            let end = u[cut..].find('/').map_or(u.len(), |at| cut + at);
+            u[..end].to_ascii_lowercase()
+        });
+        // Behind a proxy that keeps the Host it was reached with, links arrive with the public
+        // authority: it is allowed like the loopback names.
+        let allowed_hosts = allowed_hosts.map(|mut hosts| {
+            if let Some(origin) = &public_origin
+                && let Some((_, authority)) = origin.split_once("://")
+            {
+                hosts.push(authority.to_owned());
+            }
+            hosts
+        });
         Perimeter {
             origins: config.allow_origins.clone(),
             allowed_hosts,
             token_digest: config.token_digest,
             require_auth: config.require_auth,
+            public_origin,
         }
     }
 
-    /// Whether `origin` is this daemon's own origin as the request addresses it: `http://` and the
-    /// request's authority, that authority passing the Host step. The web app's own requests carry
-    /// it, so they need no `--allow-origin` (`docs/protocol.md#21-origin`).
-    fn same_origin(&self, origin: &str, req: &Request) -> bool {
+    /// Whether `origin` is this daemon's own: `--public-url`'s, or `http://` and the authority the
+    /// request addresses, that authority passing the Host step. The daemon's own pages (the web app,
+    /// an action link's confirmation page) carry it, so they need no `--allow-origin`
+    /// (`docs/protocol.md#21-origin`).
+    fn own_origin(&self, origin: &str, req: &Request) -> bool {
+        if self.public_origin.as_deref().is_some_and(|own| own.eq_ignore_ascii_case(origin)) {
+            return true;
+        }
         let Some(authority) = authority(req) else { return false };
         origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(authority))
             && self.check_host(req).is_ok()
@@ -132,14 +158,15 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 
 pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
+    let act = req.uri().path().starts_with(ACT_PREFIX);
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
-            // The page's own origin: no CORS answer needed.
-            Ok(o) if p.same_origin(o, &req) => None,
+            // The daemon's own pages: let through, and granted no CORS headers (none is needed).
+            Ok(o) if p.own_origin(o, &req) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
             _ => return refuse(origin_denied(value), None),
         },
@@ -156,7 +183,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         return with_cors(preflight, origin.as_ref());
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
-    if !open_health && !super::web::is_public(&req) && !p.bearer_ok(headers) {
+    if !open_health && !act && !super::web::is_public(&req) && !p.bearer_ok(headers) {
         return refuse(ApiError::Unauthorized, origin.as_ref());
     }
     let response = next.run(req).await;

@@ -12,6 +12,8 @@ mod mediator;
 pub mod policy;
 pub mod rules;
 
-pub use mediator::{Host, Mediator, MediatorConfig, Permissions, ResolvedBy, RuleError, Vote, VoteError};
+pub use mediator::{
+    Host, Mediator, MediatorConfig, Permissions, ResolvedBy, RuleError, Via, Vote, VoteError,
+};
 pub use policy::{Choice, ForbidReason};
 pub use rules::{Effect, parse_rule};

@@ -17,6 +17,7 @@ mod lifecycle;
 mod metrics;
 mod modes;
 mod newcomer;
+mod notify;
 mod openapi;
 mod perimeter;
 mod permissions;

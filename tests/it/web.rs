@@ -231,6 +231,29 @@ async fn the_pages_own_origin_is_let_in_and_every_other_is_refused() {
     }
 }
 
+#[tokio::test]
+async fn the_public_urls_origin_is_the_daemons_own_too() {
+    // Behind a TLS proxy the page's origin is the public one; --public-url says what it is.
+    let d = Daemon::start(&["--public-url", "https://mediator.example"]);
+    let res = http()
+        .post(d.url("/session"))
+        .header("Origin", "https://mediator.example")
+        .header("X-Qwen-Client-Id", "page")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(res.status(), 200);
+    assert!(res.headers().get("access-control-allow-origin").is_none());
+    let res = http()
+        .post(d.url("/session"))
+        .header("Origin", "https://other.example")
+        .json(&json!({}))
+        .send()
+        .await;
+    assert_eq!(res.expect("post").status(), 403);
+}
+
 /// The screenshots in docs/screenshots/ are made by tests/browser.rs from the app as it is: the file
 /// `bundle.txt` beside them names the build of `web/` they show, and must name this one.
 #[test]
