@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{act, daemon, events, permissions, prompts, sessions, shell};
+use super::{act, daemon, events, permissions, prompts, sessions, shell, web};
 
 macro_rules! api {
     ($($method:ident $route:literal => $handler:path, $op:expr;)*) => {
@@ -59,6 +59,13 @@ const VOTE_ERRORS: &[&str] = &[
 ];
 
 api! {
+    get "/" => web::root,
+        Operation::new("root", "web", "The web app for a browser (`Accept: text/html`, no token needed); else what this is and where its API is described")
+            .ok(&[(200, Body::Page("Root")), (304, Body::Empty)]);
+    get "/assets/{file}" => web::asset,
+        Operation::new("asset", "web", "A file of the web app by its content-hashed name (immutable; gzip or brotli by Accept-Encoding; no token needed)")
+            .ok(&[(200, Body::Asset), (304, Body::Empty)])
+            .errors(&["asset_not_found"]);
     get "/health" => daemon::health,
         Operation::new("health", "daemon", "Liveness; `?deep=1` adds the daemon's figures")
             .ok(&[(200, Json("Health"))])
@@ -120,6 +127,11 @@ api! {
             .body("SetModel")
             .ok(&[(200, Json("Object"))])
             .errors(&["invalid_json", "session_not_found", "invalid_model_id", "agent_error", "agent_exited"]);
+    post "/session/{id}/mode" => sessions::set_mode,
+        Operation::new("setMode", "sessions", "Switch the session's mode (ACP `session/set_mode`); emits `current_mode_update`")
+            .body("SetMode")
+            .ok(&[(200, Json("Object"))])
+            .errors(&["invalid_json", "session_not_found", "invalid_mode", "agent_error", "agent_exited"]);
     get "/session/{id}/events" => events::events,
         Operation::new("events", "events", "The session's event stream (SSE, docs/protocol.md §5)")
             .ok(&[(200, EventStream)])
