@@ -780,3 +780,32 @@ async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
     let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
     assert_eq!(rules.body["rules"], json!([]), "{}", rules.text);
 }
+
+/// Issue #20: a notification's action link opened in a real browser shows what the agent asks and
+/// decides nothing; its button (a plain form POST, no script) casts the vote, marked `via: "link"`.
+/// The browser sends `Origin` with the form, which the daemon's own-origin rule must let through.
+#[tokio::test]
+async fn a_notification_link_shows_the_request_and_its_button_approves() {
+    let _one = ONE_BROWSER.lock().await;
+    let mut hook = support::Receiver::start(&[]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("mediatord.json");
+    std::fs::write(&config, json!({"serve": {"notify": [hook.url("/")]}}).to_string()).expect("write config");
+    let (d, driver) = start(&["--config", config.to_str().expect("utf-8")]).await;
+    let sid = d.join("alice").await;
+    let mut sse = support::Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write clicked.txt in-chromium").await;
+    let link = hook.next().await.link("allow_once");
+
+    let page = driver.open(PHONE).await;
+    page.client.goto(&link).await.expect("navigate");
+    let asked = page.until("the request on the page", "document.querySelector('p')?.innerText").await;
+    assert!(asked.as_str().is_some_and(|t| t.contains("clicked.txt")), "{asked}");
+    assert_eq!(d.pending(&sid).await.len(), 1, "opening the page decided nothing");
+
+    page.click("the Allow once button", "//button[normalize-space() = 'Allow once']").await;
+    page.until("the answer page", "document.querySelector('h1')?.innerText === 'Done'").await;
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(support::find(&events, "permission_resolved")["via"], "link");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+}
