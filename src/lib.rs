@@ -7,7 +7,7 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► daemon ─► permission ─┐
+//! main.rs ─► server ─► http ─► daemon ─► permission ─┬─► store
 //!                                    └─► agent ──────┴─► acp
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
 //! beside the house (imported by main only): demo_agent ─► acp
@@ -29,6 +29,8 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
+//!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
@@ -52,4 +54,5 @@ pub mod metrics;
 pub mod path;
 pub mod permission;
 pub mod server;
+pub mod store;
 pub mod sync;

@@ -177,6 +177,28 @@ pub fn find_match<'a>(
     first(Effect::Deny).or_else(|| first(Effect::Allow))
 }
 
+/// [`find_match`] over the session's rules followed by the workspace's: the oldest matching deny of
+/// either, else the oldest matching allow, the session's rules first in each case.
+pub fn find_match_in<'a>(
+    session: &'a [CompiledRule],
+    workspace_rules: &'a [CompiledRule],
+    facts: &RequestFacts,
+    workspace: &Path,
+) -> Option<&'a CompiledRule> {
+    let paths = normalized_request_paths(facts, workspace);
+    let first = |effect| {
+        session.iter().chain(workspace_rules).find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths))
+    };
+    first(Effect::Deny).or_else(|| first(Effect::Allow))
+}
+
+/// A rule read back from the store (its wire object, as [`Rule`] serialises), compiled for
+/// `workspace`; `None` if it no longer validates.
+pub fn from_stored(rule: &Value, workspace: &Path) -> Option<CompiledRule> {
+    let rule: Rule = serde_json::from_value(rule.clone()).ok()?;
+    compile(rule, workspace).ok()
+}
+
 /// The `optionId` a rule's decision maps to, chosen by the option's kind, never by id or position.
 ///
 /// Deny → `reject_once`, else `reject_always`; allow → `allow_once`, else `allow_always`. `None` means
