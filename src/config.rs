@@ -159,7 +159,13 @@ pub struct ServeArgs {
     pub log_format: Option<String>,
     /// Where the audit trail, workspace rules and session history are kept (created 0700)
     /// [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
-    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR", conflicts_with = "ephemeral")]
+    #[arg(
+        long,
+        env = "MEDIATORD_STATE_DIR",
+        hide_env_values = true,
+        value_name = "DIR",
+        conflicts_with = "ephemeral"
+    )]
     pub state_dir: Option<PathBuf>,
     /// Keep nothing on disk: no history, the audit and rules in memory only
     #[arg(long)]
@@ -453,6 +459,10 @@ const SERVE_KEYS: &[&str] = &[
     "idleTimeoutMs",
     "bodyTimeoutMs",
     "logFormat",
+    "stateDir",
+    "ephemeral",
+    "historyEvents",
+    "historyDays",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
@@ -1142,13 +1152,18 @@ impl Config {
             "json" => LogFormat::Json,
             other => return refuse(format!("unknown --log-format {other:?} (expected text or json)")),
         };
-        let state_dir = if args.ephemeral {
+        let ephemeral = args.ephemeral || (args.state_dir.is_none() && file.flag("ephemeral")?);
+        let state_dir_raw = match &args.state_dir {
+            Some(dir) => Some(cwd.join(dir)),
+            None => file.string("stateDir")?.map(|d| file.dir.join(d)),
+        };
+        let state_dir = if ephemeral {
             None
         } else {
             let env = |k: &str| std::env::var(k).ok();
-            match &args.state_dir {
+            match state_dir_raw {
                 Some(dir) if dir.as_os_str().is_empty() => return refuse("--state-dir must not be empty"),
-                Some(dir) => Some(cwd.join(dir)),
+                Some(dir) => Some(dir),
                 None => match default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref()) {
                     Some(dir) => Some(dir),
                     None => {
@@ -1188,8 +1203,14 @@ impl Config {
             body_timeout,
             log_format,
             state_dir,
-            history_events: args.history_events.unwrap_or(DEFAULT_HISTORY_EVENTS),
-            history_days: args.history_days.unwrap_or(DEFAULT_HISTORY_DAYS),
+            history_events: match args.history_events {
+                Some(n) => n,
+                None => file.number("historyEvents")?.unwrap_or(DEFAULT_HISTORY_EVENTS),
+            },
+            history_days: match args.history_days {
+                Some(n) => n,
+                None => file.number("historyDays")?.unwrap_or(DEFAULT_HISTORY_DAYS),
+            },
             warnings,
         })
     }

@@ -144,7 +144,21 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let outcome = runtime.block_on(mediatord::server::run(config));
+            let store_config = mediatord::store::StoreConfig {
+                state_dir: config.state_dir.clone(),
+                events_per_session: config.history_events,
+                max_age_days: config.history_days,
+            };
+            // Before the runtime's first task: a state directory or database the daemon must not
+            // use refuses the boot like a bad flag does.
+            let store = match mediatord::store::open(&store_config) {
+                Ok(store) => store,
+                Err(e) => {
+                    say(&format!("mediatord: {e}"));
+                    return ExitCode::from(2);
+                }
+            };
+            let outcome = runtime.block_on(mediatord::server::run(config, store));
             // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
             // pipe or a hung file system must not hold the exit (nor make a second signal useless).
             runtime.shutdown_background();

@@ -51,7 +51,7 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// agent's pipe, so a burst the reader published from one read leaves in about one write.
 const BATCH_BYTES: usize = 64 * 1024;
 /// The first frame of every stream: the browser's reconnection delay.
-const RETRY: &[u8] = b"retry: 3000\n\n";
+pub(super) const RETRY: &[u8] = b"retry: 3000\n\n";
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
 /// Ties an event to the prompt that caused it.
@@ -160,6 +160,7 @@ impl Drop for Bus {
 }
 
 impl Bus {
+    #[cfg(test)]
     pub(crate) fn new(session_id: String, limits: Limits, stats: Arc<BusStats>) -> Arc<Bus> {
         Bus::with_history(session_id, limits, stats, None, 0, Vec::new())
     }
@@ -435,7 +436,7 @@ fn json_string(s: &str) -> String {
 
 /// An id-less frame (`client_evicted`, `slow_client_warning`, `state_resync_required`,
 /// `replay_complete`).
-fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
+pub(super) fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
     let kind = kind.as_str();
     let body = json!({"v": 1, "type": kind, "data": data});
     Bytes::from(format!("event: {kind}\ndata: {body}\n\n"))

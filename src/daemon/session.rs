@@ -29,6 +29,7 @@ use crate::event::EventKind;
 use crate::exec::ExitInfo;
 use crate::metrics::Metrics;
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
+use crate::store::{SessionState, Store};
 use crate::sync::lock;
 
 /// Clients remembered per session that named themselves; past it the least recently seen of them
@@ -207,6 +208,8 @@ pub(super) struct SessionInit {
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub(super) agent_result: Value,
     pub(super) metrics: Arc<Metrics>,
+    /// Where the session's end is recorded.
+    pub(super) store: Arc<dyn Store>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
     pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
 }
@@ -229,6 +232,7 @@ pub struct Session {
     bus: Arc<Bus>,
     mediator: Mediator,
     metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
     call_timeout: Duration,
     /// The registered clients. Await-free critical sections only.
     clients: Mutex<Clients>,
@@ -268,6 +272,7 @@ impl Session {
             bus: init.bus,
             mediator: init.mediator,
             metrics: init.metrics,
+            store: init.store,
             call_timeout: init.call_timeout,
             clients: Mutex::new(Clients::default()),
             queue,
@@ -608,6 +613,14 @@ async fn run_turns(
     // Out of the tables first: a client that sees the terminal event and asks again gets a 404.
     on_finished(&session.id);
     session.bus.publish_terminal(terminal.0, &terminal.1);
+    // A client's close ends the session for good; a shutdown or an agent's death leaves it
+    // dormant: it can be resumed.
+    let (state, why) = match &reason {
+        EndReason::Closed { .. } => (SessionState::Closed, "closed_by_client"),
+        EndReason::Shutdown => (SessionState::Dormant, "daemon_shutdown"),
+        EndReason::Died(_) => (SessionState::Dormant, "agent_exited"),
+    };
+    session.store.session_ended(&session.id, state, why, session.bus.last_id(), crate::clock::now_ms());
     session.finished.cancel();
 }
 
@@ -845,6 +858,7 @@ mod tests {
             call_timeout: WAIT,
             agent_result: json!({}),
             metrics,
+            store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
         });
         let frames = bus.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
@@ -1081,7 +1095,7 @@ mod tests {
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
-        let vote = Vote::Decision { effect: Effect::Allow, remember: false };
+        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
         assert!(f.session.permissions().vote(&request_id, Some("bob"), true, &vote).is_err());
         f.session.cancel().await;
         assert_eq!(f.agent.methods(), [method::SESSION_PROMPT, method::SESSION_CANCEL]);

@@ -144,7 +144,10 @@ mod tests {
                 json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
                 Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
             ),
-            (json!({"decision": "allow"}), Some(Vote::Decision { effect: Effect::Allow, remember: Remember::No })),
+            (
+                json!({"decision": "allow"}),
+                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::No }),
+            ),
             (
                 json!({"decision": "deny-session"}),
                 Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),

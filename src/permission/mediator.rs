@@ -332,13 +332,18 @@ impl<'a> Permissions<'a> {
                 reply,
             };
             let workspace_rules = m.workspace_rules.snapshot();
-            let by_rule = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, &m.workspace).and_then(|rule| {
-                rule_choice(rule.rule.effect, &pending.options)
-                    .map(|choice| (choice, rule.rule.rule_id.clone()))
-            });
+            let by_rule = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, &m.workspace)
+                .and_then(|rule| {
+                    rule_choice(rule.rule.effect, &pending.options)
+                        .map(|choice| (choice, rule.rule.rule_id.clone()))
+                });
             if let Some((choice, rule_id)) = by_rule {
-                let resolution =
-                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: Remember::No };
+                let resolution = Resolution {
+                    by: ResolvedBy::Rule,
+                    voter: None,
+                    rule_id: Some(rule_id),
+                    remember: Remember::No,
+                };
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return json!({"outcome": outcome_json(&choice)});
             }
@@ -561,14 +566,19 @@ impl<'a> Permissions<'a> {
         let ids = st.order.clone();
         for id in ids {
             let Some(pending) = st.pending.get(&id) else { continue };
-            let Some(rule) = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, workspace) else {
+            let Some(rule) = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, workspace)
+            else {
                 continue;
             };
             let Some(choice) = rule_choice(rule.rule.effect, &pending.options) else { continue };
             let rule_id = rule.rule.rule_id.clone();
             if let Some(pending) = take_pending(st, &id) {
-                let resolution =
-                    Resolution { by: ResolvedBy::Rule, voter: None, rule_id: Some(rule_id), remember: Remember::No };
+                let resolution = Resolution {
+                    by: ResolvedBy::Rule,
+                    voter: None,
+                    rule_id: Some(rule_id),
+                    remember: Remember::No,
+                };
                 self.finish(st, &id, pending, &choice, resolution);
             }
         }
@@ -635,8 +645,13 @@ impl<'a> Permissions<'a> {
             };
             if scope != Remember::No && resolution.by == ResolvedBy::Vote {
                 let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
-                let rule =
-                    rules::remembered_rule(&pending.facts, effect, workspace, resolution.voter.clone(), now_ms());
+                let rule = rules::remembered_rule(
+                    &pending.facts,
+                    effect,
+                    workspace,
+                    resolution.voter.clone(),
+                    now_ms(),
+                );
                 let added = match (rule, scope) {
                     (Some(rule), Remember::Workspace) => {
                         self.mediator.workspace_rules.add(rule, host.session_id()).is_ok()
@@ -867,6 +882,7 @@ mod tests {
     }
 
     fn vote(option: &str, remember: bool) -> Vote {
+        let remember = if remember { Remember::Session } else { Remember::No };
         Vote::Outcome { choice: Choice::Option(option.into()), remember }
     }
 

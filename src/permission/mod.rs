@@ -14,7 +14,9 @@ pub mod policy;
 pub mod rules;
 mod workspace;
 
-pub use mediator::{Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, RuleError, Vote, VoteError};
-pub use workspace::{Announce, WorkspaceRules};
+pub use mediator::{
+    Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, RuleError, Vote, VoteError,
+};
 pub use policy::{Choice, ForbidReason};
 pub use rules::{Effect, parse_rule};
+pub use workspace::{Announce, WorkspaceRules};

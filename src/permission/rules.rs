@@ -187,7 +187,10 @@ pub fn find_match_in<'a>(
 ) -> Option<&'a CompiledRule> {
     let paths = normalized_request_paths(facts, workspace);
     let first = |effect| {
-        session.iter().chain(workspace_rules).find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths))
+        session
+            .iter()
+            .chain(workspace_rules)
+            .find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths))
     };
     first(Effect::Deny).or_else(|| first(Effect::Allow))
 }

@@ -37,7 +37,12 @@ impl std::fmt::Debug for WorkspaceRules {
 impl WorkspaceRules {
     /// The rules of `workspace`, starting with `stored` (wire objects read back from the store;
     /// any that no longer validates is skipped with a warning).
-    pub fn new(workspace: PathBuf, stored: &[Value], store: Arc<dyn Store>, announce: Announce) -> WorkspaceRules {
+    pub fn new(
+        workspace: PathBuf,
+        stored: &[Value],
+        store: Arc<dyn Store>,
+        announce: Announce,
+    ) -> WorkspaceRules {
         let compiled: Vec<CompiledRule> = stored
             .iter()
             .filter_map(|r| {
@@ -94,7 +99,8 @@ impl WorkspaceRules {
             if !rules.iter().any(|r| r.rule.rule_id == rule_id) {
                 return Err(RuleError::NotFound);
             }
-            let next: Vec<CompiledRule> = rules.iter().filter(|r| r.rule.rule_id != rule_id).cloned().collect();
+            let next: Vec<CompiledRule> =
+                rules.iter().filter(|r| r.rule.rule_id != rule_id).cloned().collect();
             *rules = Arc::new(next);
         }
         self.store.delete_workspace_rule(&self.workspace.to_string_lossy(), rule_id);

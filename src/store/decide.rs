@@ -59,7 +59,10 @@ impl Cursor {
     /// `None` for anything [`Cursor::encode`] did not produce.
     pub fn decode(s: &str) -> Option<Cursor> {
         let hex = s.strip_prefix('c')?;
-        if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+        if hex.is_empty()
+            || hex.len() > 16
+            || !hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
             return None;
         }
         u64::from_str_radix(hex, 16).ok().map(Cursor)

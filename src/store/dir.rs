@@ -30,9 +30,11 @@ pub enum StateDirError {
 /// Creates `dir` (0700, parents as needed) unless it exists, then checks it is ours and closed.
 pub(super) fn prepare(dir: &Path) -> Result<(), StateDirError> {
     if !dir.exists() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
-            StateDirError::Create { path: dir.to_path_buf(), reason: e.to_string() }
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| StateDirError::Create { path: dir.to_path_buf(), reason: e.to_string() })?;
         // The mode of a directory created here is 0700 whatever the umask; parents created on the
         // way keep the umask's, as `mkdir -p` would.
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));

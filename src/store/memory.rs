@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use super::decide::{Cursor, audit_selects};
 use super::{
-    AuditPage, AuditQuery, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredEvent,
-    StoredRule,
+    AuditPage, AuditQuery, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats,
+    StoredEvent, StoredRule,
 };
 use crate::sync::lock;
 
@@ -46,7 +46,8 @@ impl Store for MemoryStore {
 
     fn audit(&self, record: AuditRecord) {
         let mut audit = lock(&self.audit);
-        if let Some((_, r)) = audit.entries.iter_mut().rev().find(|(_, r)| r.request_id == record.request_id) {
+        if let Some((_, r)) = audit.entries.iter_mut().rev().find(|(_, r)| r.request_id == record.request_id)
+        {
             *r = record;
             return;
         }

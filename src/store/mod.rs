@@ -56,7 +56,9 @@ impl SessionState {
     }
 
     pub fn parse(s: &str) -> Option<SessionState> {
-        [SessionState::Live, SessionState::Dormant, SessionState::Closed].into_iter().find(|x| x.as_str() == s)
+        [SessionState::Live, SessionState::Dormant, SessionState::Closed]
+            .into_iter()
+            .find(|x| x.as_str() == s)
     }
 }
 

@@ -246,8 +246,11 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(&err)?;
         migrate(&mut conn, &path)?;
         recover(&mut conn, crate::clock::now_ms()).map_err(&err)?;
-        let read = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(&err)?;
+        let read = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(&err)?;
         read.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_EVENTS + QUEUE_CONTROL_RESERVE);
         let shared = Arc::new(Shared::default());
@@ -388,7 +391,10 @@ impl Store for SqliteStore {
                 let id = r.get::<_, i64>(0)? as u64;
                 Ok(match r.get::<_, Option<Vec<u8>>>(1)? {
                     Some(frame) => StoredEvent::Frame { id, frame: Bytes::from(frame) },
-                    None => StoredEvent::Gap { from: id, to: r.get::<_, Option<i64>>(2)?.unwrap_or(id as i64) as u64 },
+                    None => StoredEvent::Gap {
+                        from: id,
+                        to: r.get::<_, Option<i64>>(2)?.unwrap_or(id as i64) as u64,
+                    },
                 })
             })?;
             rows.collect()
@@ -489,8 +495,10 @@ impl Writer {
                             insert_gap(&tx, &session_id, from, to)?;
                             self.shared.gaps.fetch_add(1, Ordering::Relaxed);
                         }
-                        tx.prepare_cached("INSERT OR REPLACE INTO events(session_id, id, frame) VALUES (?1, ?2, ?3)")?
-                            .execute(params![&*session_id, id as i64, &frame[..]])?;
+                        tx.prepare_cached(
+                            "INSERT OR REPLACE INTO events(session_id, id, frame) VALUES (?1, ?2, ?3)",
+                        )?
+                        .execute(params![&*session_id, id as i64, &frame[..]])?;
                         written += 1;
                         match last_ids.iter_mut().find(|(s, _)| *s == session_id) {
                             Some(entry) => entry.1 = id,
@@ -560,8 +568,10 @@ impl Writer {
             }
         }
         for (session_id, id) in &last_ids {
-            tx.prepare_cached("UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1")?
-                .execute(params![&**session_id, *id as i64])?;
+            tx.prepare_cached(
+                "UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1",
+            )?
+            .execute(params![&**session_id, *id as i64])?;
         }
         tx.commit()?;
         self.shared.commits.fetch_add(1, Ordering::Relaxed);
@@ -582,7 +592,10 @@ impl Writer {
         for (session_id, last) in sessions {
             let cutoff = decide::events_cutoff(last, self.events_per_session);
             if cutoff > 0 {
-                self.conn.execute("DELETE FROM events WHERE session_id = ?1 AND id < ?2", params![session_id, cutoff as i64])?;
+                self.conn.execute(
+                    "DELETE FROM events WHERE session_id = ?1 AND id < ?2",
+                    params![session_id, cutoff as i64],
+                )?;
             }
         }
         if let Some(before) = decide::age_cutoff(crate::clock::now_ms(), self.max_age_days) {
@@ -609,8 +622,10 @@ impl Writer {
 }
 
 fn insert_gap(tx: &rusqlite::Transaction<'_>, session_id: &str, from: u64, to: u64) -> rusqlite::Result<()> {
-    tx.prepare_cached("INSERT OR REPLACE INTO events(session_id, id, frame, gap_to) VALUES (?1, ?2, NULL, ?3)")?
-        .execute(params![session_id, from as i64, to as i64])?;
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO events(session_id, id, frame, gap_to) VALUES (?1, ?2, NULL, ?3)",
+    )?
+    .execute(params![session_id, from as i64, to as i64])?;
     Ok(())
 }
 
