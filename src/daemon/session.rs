@@ -330,6 +330,11 @@ impl Session {
         self.pending_prompts.load(Ordering::Acquire)
     }
 
+    /// The id of the session's newest event (0 before any).
+    pub fn last_event_id(&self) -> u64 {
+        self.bus.last_id()
+    }
+
     pub fn subscriber_count(&self) -> usize {
         self.bus.subscriber_count()
     }
