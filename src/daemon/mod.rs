@@ -712,6 +712,17 @@ impl Daemon {
             pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
             sessions: sessions.len(),
             status: "ok",
+            store: {
+                let st = self.store.stats();
+                crate::metrics::StoreFigures {
+                    durable: st.durable,
+                    db_bytes: st.db_bytes,
+                    events_written: st.events_written,
+                    events_dropped: st.events_dropped,
+                    gaps: st.gaps,
+                    writes_dropped: st.writes_dropped,
+                }
+            },
             subscribers: stats.subscribers.load(Ordering::Relaxed),
             uptime: self.started.elapsed(),
             workspaces,

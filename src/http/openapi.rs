@@ -310,6 +310,14 @@ fn schemas() -> Value {
                     "properties": {"program": string, "found": boolean, "error": string},
                     "description": "The --agent program (without its arguments) and whether an executable file of that name exists; `error` says why not",
                 },
+                "store": {
+                    "type": "object",
+                    "properties": {
+                        "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
+                        "writesDropped": int,
+                    },
+                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §16)",
+                },
             },
         },
         "Capabilities": {
