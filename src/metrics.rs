@@ -236,7 +236,11 @@ impl Metrics {
             "Size of the state database on disk (main file and WAL)",
             gauge(usize::try_from(st.db_bytes).unwrap_or(usize::MAX)),
         );
-        r.register("store_events_written", "Events recorded in the session history", counter(st.events_written));
+        r.register(
+            "store_events_written",
+            "Events recorded in the session history",
+            counter(st.events_written),
+        );
         r.register(
             "store_events_dropped",
             "Events the store's writer had no room for, recorded as history gaps",

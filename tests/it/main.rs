@@ -22,3 +22,4 @@ mod quickstart;
 mod rules;
 mod sessions;
 mod shell;
+mod store;
