@@ -94,7 +94,7 @@ api! {
         Operation::new("listWorkspaceSessions", "sessions", "Live sessions of a workspace (`cwd` URL-encoded); `?include=ended` adds the dormant and closed ones of the history")
             .doc_path("/workspace/{cwd}/sessions")
             .ok(&[(200, Json("SessionList"))])
-            .query(&[("include", "`ended` adds the sessions that are not live (docs/protocol.md §16)")])
+            .query(&[("include", "`ended` adds the sessions that are not live (docs/protocol.md §13)")])
             .errors(&["invalid_cwd", "workspace_mismatch"]);
     post "/workspace/{*rest}" => history::workspace_post,
         Operation::new("addWorkspaceRule", "permissions", "Add a workspace permission rule: every session of the workspace, persisted (docs/protocol.md §7)")
@@ -109,7 +109,7 @@ api! {
             .ok(NO_CONTENT)
             .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found"]);
     get "/audit" => history::audit,
-        Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §16)")
+        Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §13)")
             .ok(&[(200, Json("AuditPage"))])
             .query(&[
                 ("workspace", "a workspace (canonical path)"),
@@ -122,7 +122,7 @@ api! {
             ])
             .errors(&["invalid_query", "invalid_parameter"]);
     post "/session/{id}/resume" => history::resume,
-        Operation::new("resumeSession", "sessions", "Bring a dormant session back on a fresh agent (ACP session/load), same id (docs/protocol.md §16)")
+        Operation::new("resumeSession", "sessions", "Bring a dormant session back on a fresh agent (ACP session/load), same id (docs/protocol.md §13)")
             .ok(&[(200, Json("SessionResumed"))])
             .errors(&[
                 "session_not_found", "resume_unsupported", "invalid_cwd", "workspace_mismatch", "unknown_agent",

@@ -316,7 +316,7 @@ fn schemas() -> Value {
                         "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
                         "writesDropped": int,
                     },
-                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §16)",
+                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §13)",
                 },
             },
         },

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide};
-use super::rules::{self, CompiledRule, Effect, RequestFacts};
+use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
 use super::workspace::WorkspaceRules;
 use crate::clock::now_ms;
 use crate::config::Policy;
@@ -137,16 +137,6 @@ pub enum VoteError {
     InvalidOption { request_id: String, option_id: String },
     #[error("this client may not decide this permission request")]
     Forbidden(ForbidReason),
-}
-
-/// Why a rule could not be added or removed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuleError {
-    /// The reason is for the client (`400 invalid_rule`).
-    #[error("{0}")]
-    Invalid(String),
-    #[error("rule not found")]
-    NotFound,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -676,7 +666,7 @@ impl<'a> Permissions<'a> {
 
 impl Permissions<'_> {
     /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
-    /// (`docs/protocol.md#16-durable-state`).
+    /// (`docs/protocol.md#13-durable-state`).
     fn audit_record(
         self,
         request_id: &str,

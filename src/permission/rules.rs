@@ -24,6 +24,16 @@ pub const MAX_MATCHER_LEN: usize = 4096;
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
 
+/// Why a rule could not be added or removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The reason is for the client (`400 invalid_rule`).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("rule not found")]
+    NotFound,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {

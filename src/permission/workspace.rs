@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::mediator::RuleError;
-use super::rules::{self, CompiledRule};
+use super::rules::{self, CompiledRule, RuleError};
 use crate::store::Store;
 use crate::sync::lock;
 

@@ -5,7 +5,20 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::AuditQuery;
+/// `GET /audit`'s filters and page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    pub workspace: Option<String>,
+    pub session_id: Option<String>,
+    /// Requested at or after (ms).
+    pub since: Option<u64>,
+    /// Requested before (ms).
+    pub until: Option<u64>,
+    pub outcome: Option<AuditOutcome>,
+    /// Continue after this position (the previous page's `nextCursor`).
+    pub cursor: Option<Cursor>,
+    pub limit: usize,
+}
 
 /// How a permission request ended, as the audit filters on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,11 +10,11 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::decide::{Cursor, audit_selects};
-use super::{
-    AuditPage, AuditQuery, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats,
-    StoredEvent, StoredRule,
+use super::api::{
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredEvent,
+    StoredRule,
 };
+use super::decide::{AuditQuery, Cursor, audit_selects};
 use crate::sync::lock;
 
 /// Audit entries kept: qwen serve keeps 512 in its ring; a daemon without a disk keeps a few more.

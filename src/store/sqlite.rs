@@ -14,7 +14,7 @@
 //!   called from `spawn_blocking`.
 //! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it is in the WAL, in the OS's cache); an OS crash or power loss may lose the
-//!   last commits, never corrupt the database. The promise of `docs/protocol.md#16-durable-state`
+//!   last commits, never corrupt the database. The promise of `docs/protocol.md#13-durable-state`
 //!   (at most the last second before a `kill -9` is missing) rests on the writer committing at
 //!   least every [`COMMIT_INTERVAL`].
 
@@ -30,12 +30,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::decide::{self, AuditOutcome, Cursor, GapTracker};
-use super::dir::{self, StateDirError};
-use super::{
-    AuditPage, AuditQuery, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig,
-    StoreStats, StoredEvent, StoredRule,
+use super::api::{
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredEvent, StoredRule,
 };
+use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
+use super::dir::{self, StateDirError};
 use crate::sync::lock;
 
 /// The schema this build writes. A database whose migrations table says more was written by a
@@ -199,7 +199,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
 }
 
 /// What a previous daemon left unfinished: live sessions become dormant, pending requests are
-/// marked abandoned (`docs/protocol.md#16-durable-state`).
+/// marked abandoned (`docs/protocol.md#13-durable-state`).
 fn recover(conn: &mut Connection, now: u64) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute(
