@@ -124,13 +124,37 @@ pub enum OpenError {
 
 /// A write for the writer thread.
 enum Op {
-    Event { session_id: Arc<str>, id: u64, frame: Bytes },
-    SessionStarted { record: SessionRecord, after_id: u64, resumed: bool },
-    SessionEnded { session_id: String, state: SessionState, reason: String, last_id: u64, at: u64 },
+    Event {
+        session_id: Arc<str>,
+        id: u64,
+        frame: Bytes,
+    },
+    SessionStarted {
+        record: SessionRecord,
+        after_id: u64,
+        resumed: bool,
+    },
+    SessionEnded {
+        session_id: String,
+        state: SessionState,
+        reason: String,
+        last_id: u64,
+        at: u64,
+    },
     Audit(AuditRecord),
-    PutRule { workspace: String, rule_id: String, rule: String, at: u64 },
-    DeleteRule { workspace: String, rule_id: String },
+    PutRule {
+        workspace: String,
+        rule_id: String,
+        rule: String,
+        at: u64,
+    },
+    DeleteRule {
+        workspace: String,
+        rule_id: String,
+    },
     Flush(oneshot::Sender<()>),
+    /// The store is dropped: commit what is queued, close the connection, end the thread.
+    Stop,
 }
 
 /// What the publishers and the writer share: the queue's event budget and the counters.
@@ -148,6 +172,8 @@ struct Shared {
 pub struct SqliteStore {
     path: PathBuf,
     tx: SyncSender<Op>,
+    /// The writer thread, joined on drop so its connection is closed when the store is gone.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     shared: Arc<Shared>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
@@ -231,13 +257,17 @@ impl SqliteStore {
         dir::prepare(state_dir)?;
         let path = db_path(state_dir);
         let err = sqlite_error(&path);
-        // Created 0600 before SQLite sees it; SQLite gives its -wal and -shm files the same mode.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
+        // Created 0600 before SQLite sees it (SQLite gives its -wal and -shm files the same mode).
+        // Only when missing: closing a descriptor of a database this process has open in SQLite
+        // would drop SQLite's POSIX locks on it.
+        if !path.exists() {
+            std::fs::OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
+        }
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         let mut conn = Connection::open(&path).map_err(&err)?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
@@ -262,11 +292,17 @@ impl SqliteStore {
             events_per_session: config.events_per_session,
             max_age_days: config.max_age_days,
         };
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
-        Ok(SqliteStore { path: path.clone(), tx, shared, read: Mutex::new(read) })
+        Ok(SqliteStore {
+            path: path.clone(),
+            tx,
+            writer: Mutex::new(Some(writer)),
+            shared,
+            read: Mutex::new(read),
+        })
     }
 
     /// Queues a write other than an event; counted when the channel is full (the writer is stuck).
@@ -283,6 +319,17 @@ impl SqliteStore {
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
         f(&lock(&self.read)).map_err(read_error)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // A blocking send: the writer drains the queue first, so this waits at most for it.
+        if self.tx.send(Op::Stop).is_ok()
+            && let Some(writer) = lock(&self.writer).take()
+        {
+            let _ = writer.join();
+        }
     }
 }
 
@@ -462,8 +509,12 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => return,
             };
             if let Some(first) = first {
-                if let Err(e) = self.batch(first) {
-                    tracing::error!(error = %e, "the state database write failed; this batch is lost");
+                match self.batch(first) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the state database write failed; this batch is lost")
+                    }
                 }
             }
             if Instant::now() >= next_maintenance {
@@ -475,14 +526,16 @@ impl Writer {
         }
     }
 
-    /// One transaction: `first` and whatever else is queued, within the batch bounds.
-    fn batch(&mut self, first: Op) -> rusqlite::Result<()> {
+    /// One transaction: `first` and whatever else is queued, within the batch bounds. `false` once
+    /// the store has been dropped.
+    fn batch(&mut self, first: Op) -> rusqlite::Result<bool> {
         let started = Instant::now();
         let tx = self.conn.transaction()?;
         let mut flushes = Vec::new();
         let mut last_ids: Vec<(Arc<str>, u64)> = Vec::new();
         let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
         let mut next = Some(first);
+        let mut stop = false;
         while let Some(op) = next.take() {
             ops += 1;
             match op {
@@ -562,8 +615,10 @@ impl Writer {
                     )?;
                 }
                 Op::Flush(done) => flushes.push(done),
+                Op::Stop => stop = true,
             }
-            if ops < BATCH_MAX_OPS && bytes < BATCH_MAX_BYTES && started.elapsed() < COMMIT_INTERVAL {
+            if !stop && ops < BATCH_MAX_OPS && bytes < BATCH_MAX_BYTES && started.elapsed() < COMMIT_INTERVAL
+            {
                 next = self.rx.try_recv().ok();
             }
         }
@@ -579,7 +634,7 @@ impl Writer {
         for done in flushes {
             let _ = done.send(());
         }
-        Ok(())
+        Ok(!stop)
     }
 
     /// Retention: the newest `--history-events` events per session; ended sessions, their events and
@@ -690,4 +745,174 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
         last = Some(seq);
     }
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path) -> StoreConfig {
+        StoreConfig { state_dir: Some(dir.to_path_buf()), events_per_session: 1000, max_age_days: 30 }
+    }
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: id.into(),
+            workspace: "/ws".into(),
+            agent: "demo".into(),
+            created_at: 1,
+            ended_at: None,
+            state: SessionState::Live,
+            end_reason: None,
+            last_event_id: 0,
+        }
+    }
+
+    /// Times in these tests are recent: retention (30 days here) removes anything older.
+    fn now() -> u64 {
+        crate::clock::now_ms()
+    }
+
+    fn audit(request_id: &str, at: u64, outcome: Option<AuditOutcome>) -> AuditRecord {
+        AuditRecord {
+            request_id: request_id.into(),
+            session_id: "s".into(),
+            workspace: "/ws".into(),
+            requested_at: at,
+            outcome,
+            entry: serde_json::json!({"requestId": request_id}),
+        }
+    }
+
+    async fn flushed(store: &SqliteStore) {
+        tokio::time::timeout(Duration::from_secs(10), store.flush())
+            .await
+            .expect("in time")
+            .expect("flushed");
+    }
+
+    #[tokio::test]
+    async fn skipped_ids_are_recorded_as_gaps_and_a_short_end_as_a_trailing_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(&dir.path().join("state"), &config(dir.path())).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        for id in [1, 2, 5] {
+            store.append_event(&sid, id, &Bytes::from(format!("frame {id}")));
+        }
+        let ended = now();
+        store.session_ended("s", SessionState::Dormant, "daemon_shutdown", 7, ended);
+        flushed(&store).await;
+        let events = store.events("s", 0, 100).expect("read");
+        let frame = |id: u64| StoredEvent::Frame { id, frame: Bytes::from(format!("frame {id}")) };
+        assert_eq!(
+            events,
+            [
+                frame(1),
+                frame(2),
+                StoredEvent::Gap { from: 3, to: 4 },
+                frame(5),
+                StoredEvent::Gap { from: 6, to: 7 }
+            ]
+        );
+        assert_eq!(store.events("s", 4, 100).expect("read")[0], frame(5));
+        assert_eq!(store.stats().gaps, 2);
+        let s = store.session("s").expect("read").expect("recorded");
+        assert_eq!((s.state, s.last_event_id, s.ended_at), (SessionState::Dormant, 7, Some(ended)));
+    }
+
+    #[tokio::test]
+    async fn the_audit_pages_newest_first_and_pending_requests_are_abandoned_on_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for (i, id) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            store.audit(audit(id, t0 + i as u64 * 10, Some(AuditOutcome::Selected)));
+        }
+        store.audit(audit("p", t0 + 60, None));
+        // A record replaces the earlier one with its id and keeps its place.
+        store.audit(audit("b", t0 + 10, Some(AuditOutcome::Cancelled)));
+        flushed(&store).await;
+        let ids = |page: &AuditPage| -> Vec<String> {
+            page.entries.iter().map(|e| e["requestId"].as_str().unwrap_or_default().to_owned()).collect()
+        };
+        let q = AuditQuery { limit: 2, ..AuditQuery::default() };
+        let first = store.query_audit(&q).expect("page");
+        assert_eq!(ids(&first), ["p", "e"]);
+        let second = store.query_audit(&AuditQuery { cursor: first.next_cursor, ..q.clone() }).expect("page");
+        assert_eq!(ids(&second), ["d", "c"]);
+        let third = store.query_audit(&AuditQuery { cursor: second.next_cursor, ..q.clone() }).expect("page");
+        assert_eq!(ids(&third), ["b", "a"]);
+        assert_eq!(third.next_cursor, None);
+        let cancelled =
+            AuditQuery { outcome: Some(AuditOutcome::Cancelled), limit: 10, ..AuditQuery::default() };
+        assert_eq!(ids(&store.query_audit(&cancelled).expect("page")), ["b"]);
+        let window =
+            AuditQuery { since: Some(t0 + 10), until: Some(t0 + 30), limit: 10, ..AuditQuery::default() };
+        assert_eq!(ids(&store.query_audit(&window).expect("page")), ["c", "b"]);
+        drop(store);
+
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let abandoned =
+            AuditQuery { outcome: Some(AuditOutcome::Abandoned), limit: 10, ..AuditQuery::default() };
+        let page = store.query_audit(&abandoned).expect("page");
+        assert_eq!(ids(&page), ["p"]);
+        assert_eq!(page.entries[0]["status"], "abandoned");
+        let pending = AuditQuery { outcome: Some(AuditOutcome::Pending), limit: 10, ..AuditQuery::default() };
+        assert!(store.query_audit(&pending).expect("page").entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn retention_trims_each_session_to_its_newest_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let cfg = StoreConfig { events_per_session: 3, ..config(dir.path()) };
+        let store = SqliteStore::open(&state, &cfg).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        for id in 1..=8 {
+            store.append_event(&sid, id, &Bytes::from_static(b"f"));
+        }
+        store.session_ended("s", SessionState::Closed, "closed_by_client", 8, now());
+        flushed(&store).await;
+        drop(store);
+        // Retention runs first thing in the next writer's life.
+        let store = SqliteStore::open(&state, &cfg).expect("reopen");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.first_event_id("s").expect("read") != Some(6) {
+            assert!(Instant::now() < deadline, "retention never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
+        }
+        let kept: Vec<u64> =
+            store.events("s", 0, 100).expect("read").iter().map(StoredEvent::last_id).collect();
+        assert_eq!(kept, [6, 7, 8]);
+    }
+
+    #[tokio::test]
+    async fn sessions_and_decisions_older_than_the_age_limit_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        for (id, ended) in [("old", 1), ("new", now())] {
+            store.session_started(&record(id), 0, false);
+            store.append_event(&Arc::from(id), 1, &Bytes::from_static(b"f"));
+            store.session_ended(id, SessionState::Closed, "closed_by_client", 1, ended);
+        }
+        store.audit(audit("ancient", 1, Some(AuditOutcome::Selected)));
+        store.audit(audit("recent", now(), Some(AuditOutcome::Selected)));
+        flushed(&store).await;
+        drop(store);
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.session("old").expect("read").is_some() {
+            assert!(Instant::now() < deadline, "retention never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
+        }
+        assert_eq!(store.first_event_id("old").expect("read"), None);
+        assert!(store.session("new").expect("read").is_some());
+        let all = store.query_audit(&AuditQuery { limit: 10, ..AuditQuery::default() }).expect("page");
+        let ids: Vec<&str> = all.entries.iter().filter_map(|e| e["requestId"].as_str()).collect();
+        assert_eq!(ids, ["recent"]);
+    }
 }
