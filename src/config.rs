@@ -12,6 +12,9 @@ use clap::Args;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+mod notify;
+pub use self::notify::{MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url};
+
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
 /// does may allocate without bound, so "no cap" means "the largest value we are sure is safe".
 pub const HARD_MAX_SESSIONS: usize = 4096;
@@ -157,6 +160,15 @@ pub struct ServeArgs {
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
+    /// Send notifications of permission requests to this http:// URL as JSON; repeatable. Targets
+    /// with settings (events, ntfy format, a signing secret, clientId, headers, reminders) go in
+    /// the config file's serve.notify list (docs/notifications.md)
+    #[arg(long = "notify", value_name = "URL")]
+    pub notify: Vec<String>,
+    /// The daemon's address as the notified person's device reaches it: the base of action links
+    /// (`<public-url>/act/<token>`) [default: the listening URL]
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Where the audit trail, workspace rules and session history are kept (created 0700)
     /// [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(
@@ -400,6 +412,10 @@ pub struct Config {
     /// `--history-events`, `--history-days`.
     pub history_events: u64,
     pub history_days: u64,
+    /// Notification targets (`docs/notifications.md`), at most [`MAX_TARGETS`].
+    pub notify: Vec<NotifyTarget>,
+    /// `--public-url` without a trailing `/`; `None`: the listening URL.
+    pub public_url: Option<String>,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -463,6 +479,8 @@ const SERVE_KEYS: &[&str] = &[
     "ephemeral",
     "historyEvents",
     "historyDays",
+    "notify",
+    "publicUrl",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
@@ -1175,6 +1193,14 @@ impl Config {
             }
         };
 
+        let notify = notify::targets(&args.notify, file.values.get("notify"))?;
+        let public_url = match &args.public_url {
+            Some(u) => Some(u.clone()),
+            None => file.string("publicUrl")?,
+        }
+        .map(|u| notify::parse_public_url(&u))
+        .transpose()?;
+
         Ok(Config {
             hostname,
             port,
@@ -1211,6 +1237,8 @@ impl Config {
                 Some(n) => n,
                 None => file.number("historyDays")?.unwrap_or(DEFAULT_HISTORY_DAYS),
             },
+            notify,
+            public_url,
             warnings,
         })
     }

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! main.rs ─► server ─► http ─► daemon ─► permission ─┬─► store
-//!                                    └─► agent ──────┴─► acp
+//!                                    ├─► agent ──────┴─► acp
+//!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
 //! beside the house (imported by main only): demo_agent ─► acp
 //! ```
@@ -31,6 +32,7 @@
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
 //!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
+//! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
@@ -51,6 +53,7 @@ pub mod event;
 pub mod exec;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod path;
 pub mod permission;
 pub mod server;

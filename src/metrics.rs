@@ -23,6 +23,9 @@ type Labels = Vec<(&'static str, String)>;
 
 /// Seconds: prompts run from milliseconds (demo agent) to many minutes (a real agent's turn).
 const PROMPT_BUCKETS: [f64; 12] = [0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0];
+/// Seconds: a loopback webhook answers in milliseconds, a hosted one in a second or two, a
+/// delivery that retried takes up to 3 × 10 s plus its backoff.
+const NOTIFY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 35.0];
 /// Seconds: rules decide at once, people take seconds to minutes.
 const DECISION_BUCKETS: [f64; 11] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0];
 
@@ -67,6 +70,26 @@ pub struct Snapshot {
     /// Bytes held by the replay rings of every session now.
     #[serde(skip)]
     pub ring_bytes: u64,
+    /// Notification deliveries (`docs/notifications.md`).
+    pub notifications: NotifyCounts,
+}
+
+/// `/health?deep=1`'s `notifications`: what the notification workers did since the start.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifyCounts {
+    /// Configured targets.
+    pub targets: usize,
+    /// Deliveries waiting in the targets' queues now.
+    pub queued: usize,
+    /// Deliveries a target accepted (2xx).
+    pub sent: u64,
+    /// Deliveries that failed (a 4xx, or every attempt failed).
+    pub failed: u64,
+    /// Deliveries dropped from a full queue.
+    pub dropped: u64,
+    /// Action links held now (live, used or expired).
+    pub links: usize,
 }
 
 /// `/health?deep=1`'s `store`: what the durable state holds and how its writer keeps up.
@@ -119,6 +142,12 @@ pub struct Metrics {
     http_requests: Family<Labels, Counter>,
     /// Connections closed because their socket accepted no bytes for `--writer-idle-timeout-ms`.
     writer_timeouts: Counter,
+    /// Notification deliveries by `outcome` (sent, failed).
+    notifications: Family<Labels, Counter>,
+    /// Notifications dropped from a full queue.
+    notifications_dropped: Counter,
+    /// From the event to the target's final answer.
+    notification_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -131,6 +160,9 @@ impl Default for Metrics {
             agent_exits: Family::default(),
             http_requests: Family::default(),
             writer_timeouts: Counter::default(),
+            notifications: Family::default(),
+            notifications_dropped: Counter::default(),
+            notification_duration: Histogram::new(NOTIFY_BUCKETS),
         }
     }
 }
@@ -162,6 +194,17 @@ impl Metrics {
     /// A connection was closed because its socket accepted no bytes for `--writer-idle-timeout-ms`.
     pub fn writer_timeout(&self) {
         self.writer_timeouts.inc();
+    }
+
+    /// A notification delivery ended (`sent` or `failed`), `took` after its event.
+    pub fn notification(&self, outcome: &'static str, took: Duration) {
+        self.notifications.get_or_create(&vec![("outcome", outcome.to_owned())]).inc();
+        self.notification_duration.observe(took.as_secs_f64());
+    }
+
+    /// A notification was dropped from a full queue.
+    pub fn notification_dropped(&self) {
+        self.notifications_dropped.inc();
     }
 
     /// The exposition: the counters above plus the gauges and event counters of `now`.
@@ -251,6 +294,17 @@ impl Metrics {
             "store_writes_dropped",
             "Audit, session and rule writes the store's writer had no room for",
             counter(st.writes_dropped),
+        );
+        r.register("notifications", "Notification deliveries by outcome", self.notifications.clone());
+        r.register(
+            "notifications_dropped",
+            "Notifications dropped from a full queue (the oldest goes)",
+            self.notifications_dropped.clone(),
+        );
+        r.register(
+            "notification_duration_seconds",
+            "Time from an event to its notification target's final answer",
+            self.notification_duration.clone(),
         );
         let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
         uptime.set(now.uptime.as_secs_f64());

@@ -61,6 +61,13 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
     #[cfg(debug_assertions)]
     panic_on_sigusr2()?;
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
+    daemon.notifier.set_listening_url(&format!("http://{shown}:{}", local.port()));
+    if !daemon.config.notify.is_empty() && daemon.config.public_url.is_none() && local.ip().is_unspecified() {
+        tracing::warn!(
+            "notification links point at http://{shown}:{}, which no device can reach: set --public-url",
+            local.port()
+        );
+    }
     // The one line on stdout, for scripts (`--port 0`). A closed stdout loses it rather than
     // failing the daemon (`println!` would panic).
     let mut stdout = io::stdout().lock();

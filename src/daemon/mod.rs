@@ -41,6 +41,7 @@ use crate::config::{AgentSpec, Config, SessionScope};
 use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
+use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
 use crate::store::{SessionRecord, SessionState, Store, StoreStats};
 use crate::sync::lock;
@@ -111,6 +112,8 @@ pub struct Daemon {
     started: Instant,
     bus_stats: Arc<BusStats>,
     pub metrics: Arc<Metrics>,
+    /// Notification targets and their action links; sessions hand it their events.
+    pub notifier: Arc<Notifier>,
     /// Every live process group (agents, shell commands), for the second-signal kill.
     groups: ProcessGroups,
     /// The durable state (or memory, with `--ephemeral`).
@@ -182,6 +185,9 @@ impl Daemon {
             }
             Err(e) => tracing::error!(error = %e, "cannot read the stored workspace rules"),
         }
+        let metrics = Arc::new(Metrics::default());
+        let notifier =
+            Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         Arc::new(Daemon {
             store,
             workspace_rules: Mutex::new(HashMap::new()),
@@ -195,7 +201,8 @@ impl Daemon {
             streams_end: CancellationToken::new(),
             started: Instant::now(),
             bus_stats: Arc::default(),
-            metrics: Arc::default(),
+            metrics,
+            notifier,
             groups: ProcessGroups::default(),
         })
     }
@@ -476,6 +483,7 @@ impl Daemon {
             agent_result: result,
             metrics: self.metrics.clone(),
             store: self.store.clone(),
+            notifier: self.notifier.clone(),
             on_finished: Box::new(move |id: &str| {
                 if let Some(daemon) = weak.upgrade() {
                     let mut sessions = lock(&daemon.sessions);
@@ -731,6 +739,7 @@ impl Daemon {
             streams_evicted: stats.evicted.load(Ordering::Relaxed),
             slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
             ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
+            notifications: self.notifier.counts(),
         }
     }
 

@@ -28,6 +28,7 @@ use crate::acp::{self, CallError, method};
 use crate::event::EventKind;
 use crate::exec::ExitInfo;
 use crate::metrics::Metrics;
+use crate::notify::{Notifier, Source};
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::store::{SessionState, Store};
 use crate::sync::lock;
@@ -210,6 +211,7 @@ pub(super) struct SessionInit {
     pub(super) metrics: Arc<Metrics>,
     /// Where the session's end is recorded.
     pub(super) store: Arc<dyn Store>,
+    pub(super) notifier: Arc<Notifier>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
     pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
 }
@@ -233,6 +235,8 @@ pub struct Session {
     mediator: Mediator,
     metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
+    /// Hands the events targets may want to the notification queues (never waits).
+    notifier: Arc<Notifier>,
     call_timeout: Duration,
     /// The registered clients. Await-free critical sections only.
     clients: Mutex<Clients>,
@@ -273,6 +277,7 @@ impl Session {
             mediator: init.mediator,
             metrics: init.metrics,
             store: init.store,
+            notifier: init.notifier,
             call_timeout: init.call_timeout,
             clients: Mutex::new(Clients::default()),
             queue,
@@ -361,6 +366,11 @@ impl Session {
         let tag = self.current_tag();
         let empty = PromptTag::default();
         self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
+        self.notifier.offer(self.source(), kind, data);
+    }
+
+    fn source(&self) -> Source<'_> {
+        Source { session_id: &self.id, workspace: &self.workspace }
     }
 
     /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus
@@ -626,6 +636,7 @@ async fn run_turns(
         EndReason::Died(_) => (SessionState::Dormant, "agent_exited"),
     };
     session.store.session_ended(&session.id, state, why, session.bus.last_id(), crate::clock::now_ms());
+    session.notifier.offer(session.source(), terminal.0, &terminal.1);
     session.finished.cancel();
 }
 
@@ -693,27 +704,23 @@ fn finish_turn(session: &Session, job: PromptJob, result: TurnResult) {
         Err(e) => e.code(),
     };
     session.metrics.prompt_finished(outcome, job.queued_at.elapsed());
-    match &result {
+    let (kind, data) = match &result {
         Ok(value) => {
             let stop = value.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
-            session.bus.publish(
-                EventKind::TurnComplete,
-                &json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop}),
-                &tag,
-            );
+            let data = json!({"sessionId": session.id, "promptId": job.prompt_id, "stopReason": stop});
+            (EventKind::TurnComplete, data)
         }
         Err(e) => {
             let message = match e {
                 TurnError::Agent(m) | TurnError::Exited(m) => m.clone(),
                 TurnError::Ended(cause) => format!("the prompt did not run: {}", cause.code()),
             };
-            session.bus.publish(
-                EventKind::TurnError,
-                &json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": e.code()}),
-                &tag,
-            );
+            let data = json!({"sessionId": session.id, "promptId": job.prompt_id, "message": message, "code": e.code()});
+            (EventKind::TurnError, data)
         }
-    }
+    };
+    session.bus.publish(kind, &data, &tag);
+    session.notifier.offer(session.source(), kind, &data);
     session.pending_prompts.fetch_sub(1, Ordering::AcqRel);
     if let Some(reply) = job.reply {
         let _ = reply.send(result);
@@ -862,6 +869,7 @@ mod tests {
             prompt_cap,
             call_timeout: WAIT,
             agent_result: json!({}),
+            notifier: Arc::new(Notifier::new(Vec::new(), None, metrics.clone())),
             metrics,
             store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{daemon, events, history, permissions, prompts, sessions, shell};
+use super::{act, daemon, events, history, permissions, prompts, sessions, shell};
 
 macro_rules! api {
     (
@@ -213,6 +213,19 @@ api! {
             .errors(&[
                 "token_required", "session_shell_disabled", "client_id_required", "invalid_client_id",
                 "session_not_found", "invalid_command",
+            ]);
+    get "/act/{token}" => act::confirm,
+        Operation::new("confirmAction", "notifications", "A notification's action link: a confirmation page (no bearer token: the token is the credential; docs/notifications.md)")
+            .ok(&[(200, Body::Html)])
+            .no_auth()
+            .errors(&["route_not_found", "link_expired", "too_many_link_attempts"]);
+    post "/act/{token}" => act::act,
+        Operation::new("act", "notifications", "Cast a notification link's vote, as its target's clientId (no bearer token; single use)")
+            .ok(&[(200, Json("ActionDone"))])
+            .no_auth()
+            .errors(&[
+                "route_not_found", "link_expired", "too_many_link_attempts", "invalid_client_id",
+                "permission_forbidden", "invalid_option_id",
             ]);
     // Served by the catch-all row above, documented under its own path.
     @also

@@ -51,6 +51,9 @@ fn features(d: &Daemon) -> Vec<&'static str> {
     if !d.config.allow_origins.is_empty() {
         features.push("allow_origin");
     }
+    if !d.config.notify.is_empty() {
+        features.push("notifications");
+    }
     features
 }
 

@@ -122,6 +122,10 @@ pub enum ApiError {
         "The session's agent cannot load a session (it does not advertise loadSession), so it cannot be resumed"
     )]
     ResumeUnsupported { agent: String },
+    #[error("This link was used, or its permission request was decided or expired")]
+    LinkExpired,
+    #[error("Too many unknown links from this address; retry later")]
+    TooManyLinkAttempts,
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -215,6 +219,8 @@ impl ApiError {
             ApiError::InvalidQuery,
             ApiError::InvalidParameter(s()),
             ApiError::ResumeUnsupported { agent: s() },
+            ApiError::LinkExpired,
+            ApiError::TooManyLinkAttempts,
         ]
     }
 
@@ -266,7 +272,8 @@ impl ApiError {
             | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
-            Self::SubscriberLimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::SubscriberLimitExceeded { .. } | Self::TooManyLinkAttempts => StatusCode::TOO_MANY_REQUESTS,
+            Self::LinkExpired => StatusCode::GONE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -319,6 +326,8 @@ impl ApiError {
             Self::InvalidQuery => "invalid_query",
             Self::InvalidParameter(_) => "invalid_parameter",
             Self::ResumeUnsupported { .. } => "resume_unsupported",
+            Self::LinkExpired => "link_expired",
+            Self::TooManyLinkAttempts => "too_many_link_attempts",
         }
     }
 
@@ -364,6 +373,7 @@ impl IntoResponse for ApiError {
             ApiError::SessionLimitExceeded { .. }
             | ApiError::PromptQueueFull { .. }
             | ApiError::SubscriberLimitExceeded { .. }
+            | ApiError::TooManyLinkAttempts
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }

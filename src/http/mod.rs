@@ -13,11 +13,14 @@
 //! - `conn`: one connection under its deadlines, the request-body budget, JSON for hyper's own
 //!   answers.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
-//!   `prompts`, `events`, `permissions`; and `shell`, the session shell's gates.
+//!   `prompts`, `events`, `permissions`; `shell`, the session shell's gates; `act`, the
+//!   notifications' action links.
 //!
-//! Imports `daemon`, `permission` (vote and rule types), `config` and the leaves. Nothing imports
+//! Imports `daemon`, `permission` (vote and rule types), `notify` (the action links), `config` and
+//! the leaves. Nothing imports
 //! this floor but `server`.
 
+mod act;
 pub mod api;
 mod conn;
 mod daemon;

@@ -26,6 +26,8 @@ pub enum Body {
     EventStream,
     /// The Prometheus / OpenMetrics text exposition.
     Metrics,
+    /// A small `text/html` page.
+    Html,
 }
 
 /// Request headers an operation reads.
@@ -59,6 +61,8 @@ pub struct Operation {
     /// Query flags (`?deep=1`), each with its description.
     pub query: &'static [(&'static str, &'static str)],
     pub headers: &'static [Header],
+    /// Served without the bearer token (an action link: its token is the credential).
+    pub no_auth: bool,
 }
 
 impl Operation {
@@ -75,6 +79,7 @@ impl Operation {
             errors: &[],
             query: &[],
             headers: &[],
+            no_auth: false,
         }
     }
     pub const fn body(self, schema: &'static str) -> Operation {
@@ -94,6 +99,9 @@ impl Operation {
     }
     pub const fn doc_path(self, path: &'static str) -> Operation {
         Operation { doc_path: Some(path), ..self }
+    }
+    pub const fn no_auth(self) -> Operation {
+        Operation { no_auth: true, ..self }
     }
     /// The path as documented.
     pub fn path(&self) -> &'static str {
@@ -184,7 +192,8 @@ fn operation(op: &Operation) -> Value {
     for (status, body) in op.ok {
         responses.insert(status.to_string(), success(*body));
     }
-    let mut codes: Vec<&str> = PERIMETER.to_vec();
+    let mut codes: Vec<&str> =
+        PERIMETER.iter().copied().filter(|c| !(op.no_auth && *c == "unauthorized")).collect();
     if op.body.is_some() {
         codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
     }
@@ -228,6 +237,9 @@ fn operation(op: &Operation) -> Value {
     if !params.is_empty() {
         out["parameters"] = json!(params);
     }
+    if op.no_auth {
+        out["security"] = json!([]);
+    }
     if let Some(schema) = op.body {
         out["requestBody"] = json!({
             "required": true,
@@ -265,6 +277,10 @@ fn success(body: Body) -> Value {
         Body::Metrics => json!({
             "description": "OpenMetrics text exposition",
             "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
+        }),
+        Body::Html => json!({
+            "description": "A page (no script; strict Content-Security-Policy)",
+            "content": {"text/html": {"schema": {"type": "string"}}},
         }),
     }
 }
@@ -304,6 +320,11 @@ fn schemas() -> Value {
                 "status": {"const": "ok"},
                 "sessions": int, "workspaces": int, "agents": int, "pendingPermissions": int,
                 "activePrompts": int, "subscribers": int, "uptimeMs": int,
+                "notifications": {
+                    "type": "object",
+                    "properties": {"targets": int, "queued": int, "sent": int, "failed": int, "dropped": int, "links": int},
+                    "description": "Notification deliveries since the start (docs/notifications.md)",
+                },
                 "agent": {
                     "type": "object",
                     "required": ["program", "found"],
@@ -485,6 +506,11 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["sessionId", "clientId", "lastSeenAt"],
             "properties": {"sessionId": string, "clientId": string, "lastSeenAt": int},
+        },
+        "ActionDone": {
+            "type": "object",
+            "required": ["sessionId", "requestId", "optionId", "via"],
+            "properties": {"sessionId": string, "requestId": string, "optionId": string, "via": {"const": "link"}},
         },
         "ShellCommand": {
             "type": "object",

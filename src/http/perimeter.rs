@@ -28,7 +28,13 @@ pub struct Perimeter {
     allowed_hosts: Option<Vec<String>>,
     token_digest: Option<TokenDigest>,
     require_auth: bool,
+    /// `--public-url`'s origin (`scheme://host[:port]`, lowercase): the confirmation page of an
+    /// action link posts its form from there.
+    public_origin: Option<String>,
 }
+
+/// Action links (`/act/{token}`): their token is the credential, so they pass without the bearer.
+const ACT_PREFIX: &str = "/act/";
 
 /// Says whether a token is set, never anything about it (not even its digest).
 impl std::fmt::Debug for Perimeter {
@@ -58,12 +64,40 @@ impl Perimeter {
             }
             hosts
         });
+        let public_origin = config.public_url.as_deref().map(|u| {
+            let cut = u.find("://").map_or(0, |at| at + 3);
+            let end = u[cut..].find('/').map_or(u.len(), |at| cut + at);
+            u[..end].to_ascii_lowercase()
+        });
+        // Behind a proxy that keeps the Host it was reached with, links arrive with the public
+        // authority: it is allowed like the loopback names.
+        let allowed_hosts = allowed_hosts.map(|mut hosts| {
+            if let Some(origin) = &public_origin
+                && let Some((_, authority)) = origin.split_once("://")
+            {
+                hosts.push(authority.to_owned());
+            }
+            hosts
+        });
         Perimeter {
             origins: config.allow_origins.clone(),
             allowed_hosts,
             token_digest: config.token_digest,
             require_auth: config.require_auth,
+            public_origin,
         }
+    }
+
+    /// Whether `origin` is the daemon's own (`--public-url`'s, or the request's `Host` over http):
+    /// the action page's form posting back to itself.
+    fn own_origin(&self, origin: &str, req: &Request) -> bool {
+        let origin = origin.to_ascii_lowercase();
+        self.public_origin.as_deref() == Some(origin.as_str())
+            || req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .is_some_and(|host| origin == format!("http://{}", host.to_ascii_lowercase()))
     }
 
     /// The Host step: exactly one `Host` (RFC 9112 §3.2: more than one is a 400, whatever the
@@ -121,6 +155,7 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 
 pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
+    let act = req.uri().path().starts_with(ACT_PREFIX);
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
@@ -128,6 +163,8 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
+            // An action page's own form: let through, and granted no CORS headers.
+            Ok(o) if act && p.own_origin(o, &req) => None,
             _ => return refuse(origin_denied(value), None),
         },
     };
@@ -143,7 +180,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         return with_cors(preflight, origin.as_ref());
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
-    if !open_health && !p.bearer_ok(headers) {
+    if !open_health && !act && !p.bearer_ok(headers) {
         return refuse(ApiError::Unauthorized, origin.as_ref());
     }
     let response = next.run(req).await;

@@ -83,6 +83,24 @@ impl ResolvedBy {
     }
 }
 
+/// How a vote arrived: the `via` of its ballot, of `permission_resolved` and of the audit entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The vote routes of the HTTP API.
+    Rest,
+    /// A notification's action link (`POST /act/{token}`), cast as the target's `clientId`.
+    Link,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Rest => "rest",
+            Via::Link => "link",
+        }
+    }
+}
+
 /// Settings captured per request.
 #[derive(Debug, Clone)]
 pub struct MediatorConfig {
@@ -333,6 +351,7 @@ impl<'a> Permissions<'a> {
                     voter: None,
                     rule_id: Some(rule_id),
                     remember: Remember::No,
+                    via: None,
                 };
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return json!({"outcome": outcome_json(&choice)});
@@ -358,7 +377,7 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No };
+        let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -371,7 +390,8 @@ impl<'a> Permissions<'a> {
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
-                let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No };
+                let resolution =
+                    Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }
@@ -405,6 +425,23 @@ impl<'a> Permissions<'a> {
         client_id: Option<&str>,
         loopback_peer: bool,
         vote: &Vote,
+    ) -> Result<(), VoteError> {
+        self.vote_via(request_id, client_id, loopback_peer, vote, Via::Rest)
+    }
+
+    /// Whether `request_id` awaits a decision.
+    pub fn is_pending(self, request_id: &str) -> bool {
+        self.mediator.lock().pending.contains_key(request_id)
+    }
+
+    /// [`Permissions::vote`], saying how the vote arrived.
+    pub fn vote_via(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        loopback_peer: bool,
+        vote: &Vote,
+        via: Via,
     ) -> Result<(), VoteError> {
         let host = self.host;
         let mut st = self.mediator.lock();
@@ -460,13 +497,15 @@ impl<'a> Permissions<'a> {
                 "at": now_ms(),
                 "loopback": loopback_peer,
                 "counted": !matches!(decision, Decision::Forbidden(_)),
+                "via": via.as_str(),
             }));
         }
         match decision {
             Decision::Decided(choice) => {
                 let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
                 let voter = client_id.map(str::to_owned);
-                let resolution = Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember };
+                let resolution =
+                    Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember, via: Some(via) };
                 self.finish(&mut st, request_id, pending, &choice, resolution);
                 Ok(())
             }
@@ -485,7 +524,7 @@ impl<'a> Permissions<'a> {
             }
             Decision::Forbidden(reason) => {
                 if pending.forbidden.first_time(client_id) {
-                    let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str()});
+                    let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str(), "via": via.as_str()});
                     if let Some(c) = client_id {
                         data["clientId"] = json!(c);
                     }
@@ -568,6 +607,7 @@ impl<'a> Permissions<'a> {
                     voter: None,
                     rule_id: Some(rule_id),
                     remember: Remember::No,
+                    via: None,
                 };
                 self.finish(st, &id, pending, &choice, resolution);
             }
@@ -612,6 +652,9 @@ impl<'a> Permissions<'a> {
         }
         if let Some(r) = &resolution.rule_id {
             data["ruleId"] = json!(r);
+        }
+        if let Some(via) = resolution.via {
+            data["via"] = json!(via.as_str());
         }
         host.publish(EventKind::PermissionResolved, &data);
         self.mediator.metrics.decision(
@@ -707,6 +750,7 @@ impl Permissions<'_> {
             "resolvedBy": resolved.map(|(_, r, _)| r.by.as_str()),
             "voterClientId": resolved.and_then(|(_, r, _)| r.voter.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
+            "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
             "ballots": pending.ballots,
         });
         AuditRecord {
@@ -745,6 +789,8 @@ struct Resolution {
     voter: Option<String>,
     rule_id: Option<String>,
     remember: Remember,
+    /// How the deciding vote arrived; `None` when no vote decided.
+    via: Option<Via>,
 }
 
 #[cfg(test)]

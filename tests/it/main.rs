@@ -15,6 +15,7 @@ mod fanout;
 mod lifecycle;
 mod metrics;
 mod newcomer;
+mod notify;
 mod openapi;
 mod perimeter;
 mod permissions;

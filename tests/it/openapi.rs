@@ -139,7 +139,13 @@ async fn the_router_and_the_document_agree() {
             let status = res.status().as_u16();
             let body: Value = res.json().await.unwrap_or(Value::Null);
             if item.get(method).is_some() {
-                assert_ne!(body["code"], "route_not_found", "{method} {path} is documented but not routed");
+                // An unknown action link answers the 404 of an unknown route, by design.
+                if !path.contains("{token}") {
+                    assert_ne!(
+                        body["code"], "route_not_found",
+                        "{method} {path} is documented but not routed"
+                    );
+                }
                 assert_ne!(status, 405, "{method} {path} is documented but not routed");
                 let documented = item[method]["responses"].get(status.to_string());
                 assert!(documented.is_some(), "{method} {path} answered an undocumented {status}: {body}");

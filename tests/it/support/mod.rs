@@ -8,6 +8,7 @@
 mod client;
 mod daemon;
 mod raw;
+mod receiver;
 pub(crate) mod scrape;
 mod sse;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use raw::*;
+pub(crate) use receiver::*;
 pub(crate) use sse::*;
 
 /// Upper bound for any single wait in a test (generous: CI machines are loaded).

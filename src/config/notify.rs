@@ -1,0 +1,427 @@
+//! Notification targets (`--notify URL`, `serve.notify` in the config file) and `--public-url`,
+//! validated at boot (`docs/notifications.md`).
+//!
+//! Only `http://` targets are accepted: the daemon carries no TLS client (see
+//! `docs/notifications.md#https-targets` for why, and what to do instead).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{ConfigError, Secret, refuse, suggest};
+use crate::event::EventKind;
+
+/// Targets at most: each has its own queue and worker task.
+pub const MAX_TARGETS: usize = 16;
+/// Extra headers per target, and the longest header value: generous for an `Authorization`
+/// header, small enough that a target's request head stays far below any server's limit.
+const MAX_HEADERS: usize = 16;
+const MAX_HEADER_VALUE: usize = 4096;
+/// The longest target URL or `--public-url`.
+const MAX_URL: usize = 2048;
+/// ntfy's own limit on a topic name.
+const MAX_NTFY_TOPIC: usize = 64;
+/// The shortest accepted `remindAfterMs`: a reminder every few seconds would be spam, not escalation.
+const MIN_REMIND_AFTER_MS: u64 = 1000;
+
+/// The events a target may ask for, with the name it asks with.
+const EVENTS: &[(&str, EventKind)] = &[
+    ("permission_request", EventKind::PermissionRequest),
+    ("turn_complete", EventKind::TurnComplete),
+    ("turn_error", EventKind::TurnError),
+    ("session_died", EventKind::SessionDied),
+];
+/// Keys of one target object in the config file.
+const TARGET_KEYS: &[&str] = &["url", "events", "format", "secret", "clientId", "headers", "remindAfterMs"];
+/// Headers a target may not set: the daemon writes them (or they frame the request).
+const RESERVED_HEADERS: &[&str] =
+    &["host", "content-length", "content-type", "transfer-encoding", "connection", "user-agent"];
+
+/// The body a target receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifyFormat {
+    /// mediatord's own JSON document, for webhooks.
+    Json,
+    /// An ntfy publish body (JSON, to the server's root, with the topic from the URL's path).
+    Ntfy,
+}
+
+/// An `http://host[:port]/path` URL, split.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TargetUrl {
+    /// `host:port` (IPv6 in brackets), for the `Host` header and the connection.
+    pub authority: String,
+    /// The host as it is connected to (no brackets).
+    pub host: String,
+    pub port: u16,
+    /// The path and query, at least `/`.
+    pub path: String,
+}
+
+/// Only the authority: a path may carry a secret (an ntfy topic is a password).
+impl std::fmt::Debug for TargetUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "http://{}/…", self.authority)
+    }
+}
+
+/// One notification target.
+#[derive(Clone)]
+pub struct NotifyTarget {
+    pub url: TargetUrl,
+    /// Never empty.
+    pub events: Vec<EventKind>,
+    pub format: NotifyFormat,
+    /// Signs each body (`X-Mediatord-Signature`) when set.
+    pub secret: Option<Secret>,
+    /// The identity a decision made through this target's links votes as; `None` votes without one.
+    pub client_id: Option<String>,
+    /// Extra headers (an ntfy access token, say): names and values, both validated.
+    pub headers: Vec<(String, Secret)>,
+    /// Send a permission request again while it is still pending, this long after the last time.
+    pub remind_after: Option<Duration>,
+}
+
+/// Never the path, the secret or a header's value.
+impl std::fmt::Debug for NotifyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyTarget")
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("format", &self.format)
+            .field("secret", &self.secret.is_some())
+            .field("client_id", &self.client_id)
+            .field("headers", &self.headers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .field("remind_after", &self.remind_after)
+            .finish()
+    }
+}
+
+impl NotifyTarget {
+    pub fn wants(&self, kind: EventKind) -> bool {
+        self.events.contains(&kind)
+    }
+}
+
+/// `http://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
+pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
+    let bad = |why: &str| Err(ConfigError(format!("notification target {}: {why}", shown_url(raw))));
+    if raw.len() > MAX_URL {
+        return bad(&format!("longer than {MAX_URL} bytes"));
+    }
+    let lower = raw.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return bad(
+            "https targets are not supported (the daemon has no TLS client): use an http:// receiver \
+             on loopback or your network, e.g. a self-hosted ntfy; see docs/notifications.md",
+        );
+    }
+    let Some(rest) = lower.strip_prefix("http://").map(|_| &raw["http://".len()..]) else {
+        return bad("expected http://host[:port]/path");
+    };
+    if raw.bytes().any(|b| b.is_ascii_control() || b == b' ') || rest.contains('#') {
+        return bad("spaces, control characters and fragments are not allowed");
+    }
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => (&rest[..at], rest[at..].to_owned()),
+        None => (rest, "/".to_owned()),
+    };
+    let path = if path.starts_with('?') { format!("/{path}") } else { path };
+    if authority.contains('@') {
+        return bad("user info in the URL is not allowed: put credentials in the target's headers");
+    }
+    let Some((host, port)) = split_host_port(authority) else { return bad("malformed host or port") };
+    let shown_host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+    Ok(TargetUrl { authority: format!("{shown_host}:{port}"), host, port, path })
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port; 80 by default).
+fn split_host_port(authority: &str) -> Option<(String, u16)> {
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        host.parse::<std::net::Ipv6Addr>().ok()?;
+        (host.to_owned(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (authority.to_owned(), None),
+        }
+    };
+    let valid_host = !host.is_empty()
+        && (host.contains(':')
+            || host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
+    if !valid_host {
+        return None;
+    }
+    let port = match port {
+        None => 80,
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
+    };
+    Some((host, port))
+}
+
+/// A URL as it may appear in a message: scheme and authority only (the path may be a secret topic).
+fn shown_url(raw: &str) -> String {
+    let cut = raw.find("://").map_or(0, |at| at + 3);
+    let end = raw[cut..].find(['/', '?', '#']).map_or(raw.len(), |at| cut + at);
+    let authority = &raw[cut..end];
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    format!("{}{authority}{}", &raw[..cut], if end < raw.len() { "/…" } else { "" })
+}
+
+/// `--public-url`: `http(s)://host[:port][/prefix]`, kept without a trailing `/`.
+pub(super) fn parse_public_url(raw: &str) -> Result<String, ConfigError> {
+    let bad = || {
+        refuse(format!(
+            "malformed --public-url {raw:?}: expected http(s)://host[:port][/prefix], e.g. https://mediatord.example.net"
+        ))
+    };
+    let lower = raw.to_ascii_lowercase();
+    let rest = match (lower.strip_prefix("http://"), lower.strip_prefix("https://")) {
+        (Some(_), _) => &raw["http://".len()..],
+        (_, Some(_)) => &raw["https://".len()..],
+        _ => return bad(),
+    };
+    if raw.len() > MAX_URL
+        || raw.bytes().any(|b| b.is_ascii_control() || b == b' ' || matches!(b, b'?' | b'#'))
+    {
+        return bad();
+    }
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.contains('@') || split_host_port(authority).is_none() {
+        return bad();
+    }
+    Ok(raw.trim_end_matches('/').to_owned())
+}
+
+fn parse_events(v: &Value, at: &str) -> Result<Vec<EventKind>, ConfigError> {
+    let Value::Array(items) = v else { return refuse(format!("{at}.events must be a list of event names")) };
+    let mut out = Vec::new();
+    for item in items {
+        let Some(name) = item.as_str() else { return refuse(format!("{at}.events must hold strings")) };
+        let Some((_, kind)) = EVENTS.iter().find(|(n, _)| *n == name) else {
+            let names: Vec<&str> = EVENTS.iter().map(|(n, _)| *n).collect();
+            let hint = match suggest(name, &names) {
+                Some(k) => format!("did you mean {k}?"),
+                None => format!("known events: {}", names.join(", ")),
+            };
+            return refuse(format!("{at}.events: unknown event {name:?}; {hint}"));
+        };
+        if !out.contains(kind) {
+            out.push(*kind);
+        }
+    }
+    if out.is_empty() {
+        return refuse(format!("{at}.events must name at least one event"));
+    }
+    Ok(out)
+}
+
+fn valid_client_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+fn parse_headers(v: &Value, at: &str) -> Result<Vec<(String, Secret)>, ConfigError> {
+    let Value::Object(map) = v else { return refuse(format!("{at}.headers must be an object of strings")) };
+    if map.len() > MAX_HEADERS {
+        return refuse(format!("{at}.headers: at most {MAX_HEADERS} headers"));
+    }
+    let mut out = Vec::new();
+    for (name, value) in map {
+        let token = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let lower = name.to_ascii_lowercase();
+        if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-mediatord-") {
+            return refuse(format!("{at}.headers: {name:?} is not a header the target may set"));
+        }
+        let Some(value) = value.as_str() else {
+            return refuse(format!("{at}.headers.{name} must be a string"));
+        };
+        if value.len() > MAX_HEADER_VALUE || value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return refuse(format!(
+                "{at}.headers.{name}: control characters or longer than {MAX_HEADER_VALUE} bytes"
+            ));
+        }
+        out.push((name.clone(), Secret::from(value.to_owned())));
+    }
+    Ok(out)
+}
+
+/// One `serve.notify` entry: a URL, or an object with the keys of [`TARGET_KEYS`].
+pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, ConfigError> {
+    let at = format!("serve.notify[{index}]");
+    let map = match entry {
+        Value::String(url) => return target_from_url(url),
+        Value::Object(map) => map,
+        _ => return refuse(format!("{at} must be a URL or an object")),
+    };
+    for key in map.keys() {
+        if !TARGET_KEYS.contains(&key.as_str()) {
+            let hint = match suggest(key, TARGET_KEYS) {
+                Some(k) => format!("did you mean {at}.{k}?"),
+                None => format!("known keys: {}", TARGET_KEYS.join(", ")),
+            };
+            return refuse(format!("config file: unknown key {at}.{key}; {hint}"));
+        }
+    }
+    let string = |key: &str| -> Result<Option<&str>, ConfigError> {
+        match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => refuse(format!("{at}.{key} must be a string")),
+        }
+    };
+    let Some(url) = string("url")? else { return refuse(format!("{at}.url is required")) };
+    let mut target = target_from_url(url)?;
+    if let Some(events) = map.get("events").filter(|v| !v.is_null()) {
+        target.events = parse_events(events, &at)?;
+    }
+    target.format = match string("format")? {
+        None | Some("json") => NotifyFormat::Json,
+        Some("ntfy") => NotifyFormat::Ntfy,
+        Some(other) => return refuse(format!("{at}.format {other:?}: expected json or ntfy")),
+    };
+    let topic = target.url.path.trim_start_matches('/');
+    if target.format == NotifyFormat::Ntfy
+        && (topic.is_empty() || topic.contains(['/', '?']) || topic.len() > MAX_NTFY_TOPIC)
+    {
+        return refuse(format!(
+            "{at}: an ntfy target's URL is the server and the topic, http://host[:port]/<topic> (one path segment)"
+        ));
+    }
+    target.secret = match string("secret")? {
+        None => None,
+        Some("") => return refuse(format!("{at}.secret must not be empty")),
+        Some(s) => Some(Secret::from(s.to_owned())),
+    };
+    target.client_id = match string("clientId")? {
+        None => None,
+        Some(id) if valid_client_id(id) => Some(id.to_owned()),
+        Some(_) => return refuse(format!("{at}.clientId: expected 1-128 characters of A-Z a-z 0-9 . _ : -")),
+    };
+    if let Some(headers) = map.get("headers").filter(|v| !v.is_null()) {
+        target.headers = parse_headers(headers, &at)?;
+    }
+    target.remind_after = match map.get("remindAfterMs") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(0) => None,
+            Some(ms) if ms >= MIN_REMIND_AFTER_MS => Some(Duration::from_millis(ms)),
+            _ => {
+                return refuse(format!(
+                    "{at}.remindAfterMs must be 0 (no reminder) or at least {MIN_REMIND_AFTER_MS}"
+                ));
+            }
+        },
+    };
+    Ok(target)
+}
+
+/// A target given only as a URL (`--notify URL`): JSON, permission requests, no secret.
+pub(super) fn target_from_url(url: &str) -> Result<NotifyTarget, ConfigError> {
+    Ok(NotifyTarget {
+        url: parse_target_url(url)?,
+        events: vec![EventKind::PermissionRequest],
+        format: NotifyFormat::Json,
+        secret: None,
+        client_id: None,
+        headers: Vec::new(),
+        remind_after: None,
+    })
+}
+
+/// `--notify` flags win over the file's list (as every list option does).
+pub(super) fn targets(flags: &[String], file: Option<&Value>) -> Result<Vec<NotifyTarget>, ConfigError> {
+    let targets: Vec<NotifyTarget> = if !flags.is_empty() {
+        flags.iter().map(|u| target_from_url(u)).collect::<Result<_, _>>()?
+    } else {
+        match file {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                items.iter().enumerate().map(|(i, v)| parse_target(v, i)).collect::<Result<_, _>>()?
+            }
+            Some(_) => return refuse("config file: serve.notify must be a list of targets"),
+        }
+    };
+    if targets.len() > MAX_TARGETS {
+        return refuse(format!("at most {MAX_TARGETS} notification targets"));
+    }
+    Ok(targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn target_urls_are_split_and_https_is_refused_with_a_reason() {
+        let u = parse_target_url("http://127.0.0.1:8080/hook?x=1").expect("valid");
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/hook?x=1"));
+        let u = parse_target_url("http://[::1]:9/").expect("valid");
+        assert_eq!((u.authority.as_str(), u.host.as_str()), ("[::1]:9", "::1"));
+        let u = parse_target_url("http://ntfy.lan").expect("valid");
+        assert_eq!((u.port, u.path.as_str()), (80, "/"));
+        let e = parse_target_url("https://ntfy.sh/secret-topic").expect_err("https").0;
+        assert!(e.contains("https targets are not supported"), "{e}");
+        assert!(!e.contains("secret-topic"), "the path is never shown: {e}");
+        for bad in [
+            "ftp://x/",
+            "http://u:p@host/",
+            "http://host:0/",
+            "http://ho st/",
+            "http:///x",
+            "http://h:99999/",
+        ] {
+            let e = parse_target_url(bad).expect_err(bad).0;
+            assert!(!e.contains("u:p"), "{e}");
+        }
+    }
+
+    #[test]
+    fn target_objects_validate_every_key_and_suggest_event_names() {
+        let t = parse_target(
+            &json!({"url": "http://127.0.0.1:1/t", "events": ["turn_complete", "permission_request"],
+                    "format": "ntfy", "secret": "s3", "clientId": "phone", "headers": {"Authorization": "Bearer tk"},
+                    "remindAfterMs": 60000}),
+            0,
+        )
+        .expect("valid");
+        assert_eq!(t.events, vec![EventKind::TurnComplete, EventKind::PermissionRequest]);
+        assert_eq!(t.format, NotifyFormat::Ntfy);
+        assert_eq!(t.client_id.as_deref(), Some("phone"));
+        assert_eq!(t.remind_after, Some(Duration::from_secs(60)));
+        let shown = format!("{t:?}");
+        assert!(!shown.contains("s3") && !shown.contains("Bearer tk") && !shown.contains("/t"), "{shown}");
+
+        let err = |v: Value| parse_target(&v, 2).expect_err("refused").0;
+        let e = err(json!({"url": "http://h/", "events": ["permision_request"]}));
+        assert!(e.contains("did you mean permission_request?"), "{e}");
+        let e = err(json!({"url": "http://h/", "evnts": []}));
+        assert!(e.contains("did you mean serve.notify[2].events?"), "{e}");
+        assert!(err(json!({"url": "http://h/", "format": "xml"})).contains("json or ntfy"));
+        assert!(err(json!({"url": "http://h/", "format": "ntfy"})).contains("topic"));
+        assert!(err(json!({"url": "http://h/a/b", "format": "ntfy"})).contains("topic"));
+        assert!(err(json!({"url": "http://h/", "headers": {"Host": "x"}})).contains("may set"));
+        assert!(err(json!({"url": "http://h/", "headers": {"X-A": "a\r\nb"}})).contains("control"));
+        assert!(err(json!({"url": "http://h/", "remindAfterMs": 5})).contains("at least"));
+        assert!(err(json!({"url": "http://h/", "clientId": "a b"})).contains("clientId"));
+        assert!(err(json!({"events": []})).contains("url is required"));
+    }
+
+    #[test]
+    fn public_urls_lose_their_trailing_slash() {
+        assert_eq!(parse_public_url("https://m.example.net/").expect("ok"), "https://m.example.net");
+        assert_eq!(parse_public_url("http://127.0.0.1:7776/pre/").expect("ok"), "http://127.0.0.1:7776/pre");
+        for bad in ["m.example.net", "http://u@h/", "http://h/?q", "ftp://h"] {
+            assert!(parse_public_url(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! One delivery: an HTTP/1.1 POST over plain TCP with hyper's client, signed when the target has a
+//! secret, tried up to [`MAX_ATTEMPTS`] times. The only file of the crate outside `src/http/`
+//! that names hyper: this is the daemon's one outgoing HTTP client.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderName, HeaderValue, USER_AGENT};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use sha2::Sha256;
+use tokio::net::TcpStream;
+
+use crate::config::NotifyTarget;
+
+/// Attempts per delivery: the first and two retries, on network errors, timeouts and 5xx only.
+pub(super) const MAX_ATTEMPTS: u32 = 3;
+/// One attempt (connect, send, status line) at most: a webhook answers in well under a second,
+/// and a hanging receiver must not hold its target's queue for long.
+pub(super) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Waits before the second and the third attempt: a restarting receiver is usually back within
+/// seconds, and a person waiting for a notification should not wait for a long schedule.
+const BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_secs(2)];
+
+/// How a delivery ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// A 2xx.
+    Sent { status: u16, attempts: u32 },
+    /// A status that retrying cannot change (4xx, or a 1xx/3xx this client does not follow).
+    Refused { status: u16 },
+    /// Every attempt failed on the network, timed out or got a 5xx; the last reason.
+    Failed { reason: String, attempts: u32 },
+}
+
+/// `sha256=<hex>` of the HMAC-SHA256 of `body` under `secret`.
+pub(super) fn signature(secret: &str, body: &[u8]) -> String {
+    // An HMAC takes a key of any length: this cannot fail.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        Err(_) => return String::new(),
+    };
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// Sends `body` to `path` on `target`'s server with its headers and the mediatord ones, retrying
+/// as documented.
+pub(super) async fn deliver(
+    target: &NotifyTarget,
+    path: &str,
+    event: &str,
+    delivery_id: &str,
+    body: String,
+) -> Outcome {
+    let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    let mut add = |name: &str, value: &str| {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            headers.push((n, v));
+        }
+    };
+    add("x-mediatord-event", event);
+    add("x-mediatord-delivery", delivery_id);
+    if let Some(secret) = &target.secret {
+        add("x-mediatord-signature", &signature(secret.expose(), body.as_bytes()));
+    }
+    for (name, value) in &target.headers {
+        add(name, value.expose());
+    }
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let reason = match tokio::time::timeout(
+            ATTEMPT_TIMEOUT,
+            attempt(target, path, &headers, body.clone()),
+        )
+        .await
+        {
+            Ok(Ok(status)) if (200..300).contains(&status) => return Outcome::Sent { status, attempts },
+            Ok(Ok(status)) if status < 500 => return Outcome::Refused { status },
+            Ok(Ok(status)) => format!("HTTP {status}"),
+            Ok(Err(e)) => e,
+            Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
+        };
+        if attempts >= MAX_ATTEMPTS {
+            return Outcome::Failed { reason, attempts };
+        }
+        tokio::time::sleep(BACKOFF[(attempts as usize - 1).min(BACKOFF.len() - 1)]).await;
+    }
+}
+
+/// One POST; the status it got, or why none.
+async fn attempt(
+    target: &NotifyTarget,
+    path: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: String,
+) -> Result<u16, String> {
+    let url = &target.url;
+    let stream =
+        TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    // The connection is driven beside the request; it ends when the exchange does (or is dropped
+    // with this future on a timeout).
+    let driver = tokio::spawn(connection);
+    let _abort = AbortOnDrop(driver);
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(path)
+        .header(HOST, url.authority.as_str())
+        .header(CONTENT_TYPE, "application/json")
+        .header(CONTENT_LENGTH, body.len())
+        .header(USER_AGENT, concat!("mediatord/", env!("CARGO_PKG_VERSION")))
+        .body(body)
+        .map_err(|e| format!("request: {e}"))?;
+    for (name, value) in headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    let response = sender.send_request(request).await.map_err(|e| format!("send: {e}"))?;
+    Ok(response.status().as_u16())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_hmac_sha256_in_hex() {
+        // RFC 4231, test case 2.
+        assert_eq!(
+            signature("Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+}

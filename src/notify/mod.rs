@@ -1,0 +1,423 @@
+//! Notifications (`docs/notifications.md`): the events sessions publish, delivered to the
+//! configured targets without the publisher ever waiting, with one-tap action links.
+//!
+//! - this file: [`Notifier`]: what sessions hand events to ([`Notifier::offer`]), one bounded queue
+//!   and one worker task per target, reminders, and the figures.
+//! - `links`: the action links' tokens, stored hashed, single use.
+//! - `format`: the JSON document and the ntfy body.
+//! - `deliver`: one POST with hyper's client, signed, with retries.
+//!
+//! On the floor of `permission` and `agent` (below `daemon`, which hands it events): it imports only
+//! leaves. The HTTP floor reads [`Notifier::links`] to serve `/act/{token}`.
+//!
+//! The publisher's side ([`Notifier::offer`]) only takes short, await-free locks: it runs inside
+//! `Session::publish`, under the mediator's lock (lock order: mediator, session, then these).
+
+mod deliver;
+mod format;
+mod links;
+
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use self::deliver::Outcome;
+use self::format::{Action, Notice};
+pub use self::links::{Link, LinkError, Links, well_formed};
+use crate::config::{NotifyFormat, NotifyTarget};
+use crate::event::EventKind;
+use crate::metrics::{Metrics, NotifyCounts};
+use crate::sync::lock;
+
+/// Deliveries waiting per target; a full queue drops its oldest. A person needs a handful of
+/// notifications at a time: 256 rides out a receiver that is down for a whole retry schedule
+/// (about 35 s) while a busy session keeps raising requests (at most 64 pending per session).
+pub const QUEUE_PER_TARGET: usize = 256;
+/// Pending permission requests tracked for reminders (and to skip notifying a request decided
+/// while its notification waited): 64 per session over 64 busy sessions.
+const MAX_OPEN_REQUESTS: usize = 4096;
+/// Reminders per request and target at most: escalation, not a stream.
+const MAX_REMINDERS: u32 = 3;
+
+/// One event to deliver.
+#[derive(Debug)]
+struct Job {
+    kind: EventKind,
+    session_id: String,
+    workspace: String,
+    data: Value,
+    /// When the event was published, for the latency figure.
+    at: Instant,
+    reminder: u32,
+    /// A permission request whose id is in `Shared::open` (false only when that set was full):
+    /// only a tracked request can be known to be decided.
+    tracked: bool,
+}
+
+/// One target with its queue. The queue is a `VecDeque` behind a mutex (await-free critical
+/// sections; the publisher only pushes) plus a `Notify` that wakes the target's one worker.
+#[derive(Debug)]
+struct Target {
+    index: usize,
+    config: NotifyTarget,
+    jobs: Mutex<VecDeque<Arc<Job>>>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    targets: Vec<Target>,
+    links: Links,
+    /// Pending permission requests by id.
+    open: Mutex<HashSet<String>>,
+    /// `--public-url`, or the listening URL once bound.
+    base: OnceLock<String>,
+    counters: Counters,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+}
+
+/// The daemon's notifications. Without targets it does nothing (and spawns nothing).
+#[derive(Debug)]
+pub struct Notifier {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
+/// Where an event comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub session_id: &'a str,
+    pub workspace: &'a Path,
+}
+
+impl Notifier {
+    /// The notifier for `targets`; starts one worker per target (inside a tokio runtime).
+    /// `public_url` is `--public-url`.
+    pub fn new(targets: Vec<NotifyTarget>, public_url: Option<String>, metrics: Arc<Metrics>) -> Notifier {
+        let targets = targets
+            .into_iter()
+            .enumerate()
+            .map(|(index, config)| Target {
+                index,
+                config,
+                jobs: Mutex::new(VecDeque::new()),
+                wake: Notify::new(),
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            targets,
+            links: Links::default(),
+            open: Mutex::new(HashSet::new()),
+            base: OnceLock::new(),
+            counters: Counters::default(),
+            metrics,
+            stop: CancellationToken::new(),
+        });
+        if let Some(base) = public_url {
+            let _ = shared.base.set(base);
+        }
+        if !shared.targets.is_empty() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    for index in 0..shared.targets.len() {
+                        rt.spawn(run_target(shared.clone(), index));
+                    }
+                }
+                Err(_) => {
+                    tracing::error!("notification targets configured outside a runtime; none will be sent")
+                }
+            }
+        }
+        Notifier { shared }
+    }
+
+    /// The listening URL, the base of action links unless `--public-url` set one.
+    pub fn set_listening_url(&self, url: &str) {
+        let _ = self.shared.base.set(url.trim_end_matches('/').to_owned());
+    }
+
+    pub fn links(&self) -> &Links {
+        &self.shared.links
+    }
+
+    pub fn counts(&self) -> NotifyCounts {
+        let s = &self.shared;
+        NotifyCounts {
+            targets: s.targets.len(),
+            queued: s.targets.iter().map(|t| lock(&t.jobs).len()).sum(),
+            sent: s.counters.sent.load(Ordering::Relaxed),
+            failed: s.counters.failed.load(Ordering::Relaxed),
+            dropped: s.counters.dropped.load(Ordering::Relaxed),
+            links: s.links.len(),
+        }
+    }
+
+    /// An event a session published. Never waits: at worst it takes three short locks.
+    pub fn offer(&self, source: Source<'_>, kind: EventKind, data: &Value) {
+        let s = &self.shared;
+        if s.targets.is_empty() {
+            return;
+        }
+        let request_id = || data.get("requestId").and_then(Value::as_str);
+        match kind {
+            EventKind::PermissionResolved => {
+                if let Some(id) = request_id() {
+                    lock(&s.open).remove(id);
+                    s.links.expire_request(id);
+                }
+                return;
+            }
+            EventKind::PermissionRequest
+            | EventKind::TurnComplete
+            | EventKind::TurnError
+            | EventKind::SessionDied => {}
+            _ => return,
+        }
+        if !s.targets.iter().any(|t| t.config.wants(kind)) {
+            return;
+        }
+        let mut tracked = false;
+        if kind == EventKind::PermissionRequest
+            && let Some(id) = request_id()
+        {
+            let mut open = lock(&s.open);
+            if open.len() < MAX_OPEN_REQUESTS {
+                tracked = open.insert(id.to_owned());
+            }
+        }
+        let job = Arc::new(Job {
+            kind,
+            session_id: source.session_id.to_owned(),
+            workspace: source.workspace.display().to_string(),
+            data: data.clone(),
+            at: Instant::now(),
+            reminder: 0,
+            tracked,
+        });
+        for target in s.targets.iter().filter(|t| t.config.wants(kind)) {
+            s.push(target, job.clone());
+        }
+    }
+}
+
+impl Shared {
+    fn push(&self, target: &Target, job: Arc<Job>) {
+        let dropped = {
+            let mut jobs = lock(&target.jobs);
+            let dropped = if jobs.len() >= QUEUE_PER_TARGET { jobs.pop_front() } else { None };
+            jobs.push_back(job);
+            dropped
+        };
+        if let Some(old) = dropped {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            self.metrics.notification_dropped();
+            tracing::warn!(
+                target = target.index, host = %target.config.url.authority, event = %old.kind,
+                session_id = %old.session_id, "notification queue full; dropped the oldest"
+            );
+        }
+        target.wake.notify_one();
+    }
+
+    fn is_open(&self, request_id: &str) -> bool {
+        lock(&self.open).contains(request_id)
+    }
+}
+
+/// One target's worker: its deliveries one at a time, in order.
+async fn run_target(shared: Arc<Shared>, index: usize) {
+    let target = &shared.targets[index];
+    loop {
+        let next = lock(&target.jobs).pop_front();
+        let Some(job) = next else {
+            tokio::select! {
+                () = target.wake.notified() => continue,
+                () = shared.stop.cancelled() => return,
+            }
+        };
+        deliver_job(&shared, target, &job).await;
+    }
+}
+
+async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
+    let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let is_request = job.kind == EventKind::PermissionRequest;
+    if is_request && job.tracked && !shared.is_open(&request_id) {
+        // Decided (by a vote, a rule, the timeout) while this waited: nothing left to ask.
+        return;
+    }
+    let actions = if is_request { mint_actions(shared, target, job) } else { Vec::new() };
+    let delivery_id = uuid::Uuid::new_v4().to_string();
+    let notice = Notice {
+        kind: job.kind,
+        session_id: &job.session_id,
+        workspace: &job.workspace,
+        data: &job.data,
+        delivery_id: &delivery_id,
+        sent_at: crate::clock::now_ms(),
+        reminder: job.reminder,
+        actions: &actions,
+        client_id: target.config.client_id.as_deref(),
+    };
+    let body = format::body(target.config.format, &target.config.url, &notice).to_string();
+    // ntfy takes JSON publishes at its root, the topic in the body.
+    let path = match target.config.format {
+        NotifyFormat::Json => target.config.url.path.as_str(),
+        NotifyFormat::Ntfy => "/",
+    };
+    let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
+    let took = job.at.elapsed();
+    let (host, event) = (&target.config.url.authority, job.kind);
+    match outcome {
+        Outcome::Sent { status, attempts } => {
+            shared.counters.sent.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.notification("sent", took);
+            tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
+        }
+        Outcome::Refused { status } => {
+            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.notification("failed", took);
+            tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
+        }
+        Outcome::Failed { reason, attempts } => {
+            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.notification("failed", took);
+            tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+        }
+    }
+    if is_request
+        && job.tracked
+        && job.reminder < MAX_REMINDERS
+        && let Some(after) = target.config.remind_after
+    {
+        tokio::spawn(remind(shared.clone(), target.index, job.clone(), request_id, after));
+    }
+}
+
+/// After `after`, queues the request again for the same target if it is still pending.
+async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: String, after: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(after) => {}
+        () = shared.stop.cancelled() => return,
+    }
+    if !shared.is_open(&request_id) {
+        return;
+    }
+    let again = Arc::new(Job {
+        kind: job.kind,
+        session_id: job.session_id.clone(),
+        workspace: job.workspace.clone(),
+        data: job.data.clone(),
+        at: Instant::now(),
+        reminder: job.reminder + 1,
+        tracked: true,
+    });
+    shared.push(&shared.targets[index], again);
+}
+
+/// One link per offered option, voting as the target's `clientId`.
+fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
+    let base = shared.base.get().map_or("", String::as_str);
+    let summary = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null));
+    let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default();
+    let options = job.data.get("options").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    options
+        .iter()
+        .filter_map(|o| {
+            let option_id = o.get("optionId").and_then(Value::as_str)?.to_owned();
+            let name = o.get("name").and_then(Value::as_str).unwrap_or(&option_id).to_owned();
+            let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let url = shared
+                .links
+                .mint(Link {
+                    session_id: job.session_id.clone(),
+                    request_id: request_id.to_owned(),
+                    option_id: option_id.clone(),
+                    option_name: name.clone(),
+                    client_id: target.config.client_id.clone(),
+                    summary: summary.clone(),
+                })
+                .map(|token| format!("{base}/act/{token}"));
+            Some(Action { option_id, name, kind, url })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn target(events: Vec<EventKind>) -> NotifyTarget {
+        crate::config::NotifyTarget {
+            url: crate::config::parse_target_url("http://127.0.0.1:9/").expect("url"),
+            events,
+            format: NotifyFormat::Json,
+            secret: None,
+            client_id: None,
+            headers: Vec::new(),
+            remind_after: None,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_and_says_so() {
+        // Outside a runtime no worker starts, so the queue only fills.
+        let metrics = Arc::new(Metrics::default());
+        let n = Notifier::new(vec![target(vec![EventKind::TurnComplete])], None, metrics.clone());
+        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        for i in 0..=QUEUE_PER_TARGET {
+            n.offer(source, EventKind::TurnComplete, &json!({"promptId": i}));
+        }
+        let counts = n.counts();
+        assert_eq!((counts.queued, counts.dropped), (QUEUE_PER_TARGET, 1));
+        let oldest = lock(&n.shared.targets[0].jobs).front().map(|j| j.data["promptId"].clone());
+        assert_eq!(oldest, Some(json!(1)), "the oldest went, the newest stayed");
+        let text = metrics.render(&crate::metrics::Snapshot::default());
+        assert!(text.contains("mediatord_notifications_dropped_total 1"), "{text}");
+    }
+
+    #[test]
+    fn only_wanted_events_are_queued_and_a_decision_expires_its_links() {
+        let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
+        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        n.offer(source, EventKind::SessionUpdate, &json!({}));
+        n.offer(source, EventKind::TurnComplete, &json!({}));
+        assert_eq!(n.counts().queued, 0);
+        n.offer(source, EventKind::PermissionRequest, &json!({"requestId": "r1", "options": []}));
+        assert_eq!(n.counts().queued, 1);
+        assert!(n.shared.is_open("r1"));
+        let link = Link {
+            session_id: "s".into(),
+            request_id: "r1".into(),
+            option_id: "o".into(),
+            option_name: "O".into(),
+            client_id: None,
+            summary: String::new(),
+        };
+        let token = n.links().mint(link).expect("token");
+        n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r1"}));
+        assert!(!n.shared.is_open("r1"));
+        assert_eq!(n.links().get(&token), Err(LinkError::Expired));
+    }
+}

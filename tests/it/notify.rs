@@ -1,0 +1,550 @@
+//! Notifications (`docs/notifications.md`), black-box: the real binary delivers to receivers this
+//! test starts on loopback; action links are used as a phone would (GET the page, POST the link).
+//!
+//! The demo agent's `write <path> <text>` asks with options `allow_once` ("Allow once"),
+//! `allow_always` and `reject_once`, and writes the file only when allowed.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::support::*;
+
+const SECRET: &str = "correct horse battery staple";
+
+/// A daemon whose config file holds `notify` (and `extra` serve settings).
+fn daemon_notifying(notify: Value, extra: &[&str]) -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mediatord.json");
+    std::fs::write(&path, json!({"serve": {"notify": notify}}).to_string()).expect("write config");
+    let mut args = vec!["--config", path.to_str().expect("utf-8")];
+    args.extend(extra);
+    (Daemon::start(&args), dir)
+}
+
+fn hmac_hex(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("hmac key");
+    mac.update(body);
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn post_link(url: &str) -> Reply {
+    send(http().post(url)).await
+}
+
+#[tokio::test]
+async fn a_signed_delivery_verifies_and_its_allow_link_approves_once() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) =
+        daemon_notifying(json!([{"url": hook.url("/hook"), "secret": SECRET, "clientId": "phone"}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write approved.txt from-the-phone").await;
+
+    let got = hook.next().await;
+    assert_eq!(got.path, "/hook");
+    assert_eq!(got.header("x-mediatord-event"), "permission_request");
+    assert!(!got.header("x-mediatord-delivery").is_empty());
+    assert_eq!(got.body["deliveryId"], got.header("x-mediatord-delivery"));
+    assert_eq!(got.header("x-mediatord-signature"), format!("sha256={}", hmac_hex(SECRET, &got.raw)));
+    assert_ne!(got.header("x-mediatord-signature"), format!("sha256={}", hmac_hex("wrong", &got.raw)));
+    let b = &got.body;
+    assert_eq!(b["requestId"], request["requestId"]);
+    assert_eq!(b["sessionId"], sid.as_str());
+    assert_eq!(b["workspaceCwd"], d.workspace.to_str().expect("utf-8"));
+    assert!(b["summary"].as_str().expect("summary").contains("approved.txt"), "{b}");
+    assert_eq!(b["clientId"], "phone");
+    assert_eq!(b["onExpiry"], "cancelled");
+    assert!(b["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{b}");
+    let names: Vec<&str> =
+        b["options"].as_array().expect("options").iter().filter_map(|o| o["name"].as_str()).collect();
+    assert_eq!(names, ["Allow once", "Always allow", "Reject"]);
+
+    let allow = got.link("allow_once");
+    let reject = got.link("reject_once");
+    assert!(allow.starts_with(&format!("{}/act/", d.base)), "{allow}");
+
+    // The page decides nothing; it shows what is asked and a button.
+    let page = send(http().get(&allow)).await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(page.header("content-type").is_some_and(|c| c.starts_with("text/html")));
+    assert!(
+        page.header("content-security-policy")
+            .is_some_and(|c| c.contains("default-src 'none'") && c.contains("frame-ancestors 'none'"))
+    );
+    assert!(
+        page.text.contains("approved.txt")
+            && page.text.contains("Allow once")
+            && page.text.contains(r#"method="post""#)
+    );
+    assert_eq!(d.pending(&sid).await.len(), 1);
+
+    let (status, body) = post_link(&allow).await.pair();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"sessionId": sid, "requestId": request["requestId"], "optionId": "allow_once", "via": "link"})
+    );
+    let events = sse.until_type("turn_complete").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["via"], "link");
+    assert_eq!(resolved["voterClientId"], "phone");
+    assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "allow_once"}));
+    let written =
+        std::fs::read_to_string(d.workspace.join("approved.txt")).expect("the agent wrote the file");
+    assert_eq!(written, "from-the-phone");
+
+    // Used: 410; the request's other links: 410 too; an unknown token: the 404 of any unknown URL.
+    for url in [&allow, &reject] {
+        let (status, body) = post_link(url).await.pair();
+        assert_eq!((status, body["code"].as_str()), (410, Some("link_expired")), "{body}");
+    }
+    assert_eq!(send(http().get(&reject)).await.status, 410);
+    let unknown = post_link(&d.url(&format!("/act/{}", "0".repeat(64)))).await;
+    assert_eq!(
+        (unknown.status, unknown.body.clone()),
+        (404, d.get("/no-such-route").await.body),
+        "{}",
+        unknown.text
+    );
+    assert_eq!(post_link(&d.url("/act/not-a-token")).await.status, 404);
+
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let entry = &audit["audit"][0];
+    assert_eq!(entry["via"], "link");
+    assert_eq!(entry["ballots"][0]["via"], "link");
+    assert_eq!(entry["ballots"][0]["clientId"], "phone");
+    assert!(!d.stderr().contains(allow.rsplit('/').next().expect("token")), "a token reached the log");
+}
+
+#[tokio::test]
+async fn deliveries_retry_a_5xx_then_succeed_and_never_retry_a_4xx() {
+    let mut flaky = Receiver::start(&[Answer::Status(500), Answer::Status(200)]).await;
+    let mut strict = Receiver::start(&[Answer::Status(400)]).await;
+    let (d, _cfg) = daemon_notifying(
+        json!([
+            {"url": flaky.url("/")},
+            {"url": strict.url("/"), "events": ["permission_request", "turn_complete"]},
+        ]),
+        &[],
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write retried.txt x").await;
+
+    let first = flaky.next().await;
+    let second = flaky.next().await;
+    assert_eq!(
+        first.header("x-mediatord-delivery"),
+        second.header("x-mediatord-delivery"),
+        "a retry is the same delivery"
+    );
+    assert_eq!(first.raw, second.raw);
+
+    let refused = strict.next().await;
+    assert_eq!(refused.header("x-mediatord-event"), "permission_request");
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("allow_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    // One worker per target delivers in order: had the 400 been retried, the retry would come
+    // before the turn's notification.
+    let next = strict.next().await;
+    assert_eq!(next.header("x-mediatord-event"), "turn_complete", "{:?}", next.body);
+
+    // The counters move once the daemon has read each answer: wait for the last one.
+    let deadline = Instant::now() + WAIT;
+    let health = loop {
+        let health = d.get("/health?deep=1").await.ok();
+        if health["notifications"]["sent"] == 2 || Instant::now() > deadline {
+            break health;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a figure; nothing to subscribe to
+    };
+    let n = &health["notifications"];
+    assert_eq!(
+        (n["targets"].as_u64(), n["failed"].as_u64(), n["dropped"].as_u64()),
+        (Some(2), Some(1), Some(0)),
+        "{health}"
+    );
+    assert_eq!(n["sent"].as_u64(), Some(2), "{health}");
+    let metrics = d.get("/metrics").await.text;
+    assert!(metrics.contains(r#"mediatord_notifications_total{outcome="failed"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"mediatord_notifications_total{outcome="sent"} 2"#), "{metrics}");
+    assert!(metrics.contains("mediatord_notification_duration_seconds_count 3"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_hanging_receiver_does_not_delay_a_vote_over_rest() {
+    let mut stuck = Receiver::start(&[Answer::Hang]).await;
+    let (d, _cfg) = daemon_notifying(json!([stuck.url("/")]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write unblocked.txt yes").await;
+    stuck.next().await;
+    assert_eq!(stuck.hanging(), 1);
+
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("allow_once")).await.ok();
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["via"], "rest");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("unblocked.txt")).expect("written"), "yes");
+    assert_eq!(stuck.hanging(), 1, "the vote and the turn finished while the delivery still hung");
+}
+
+#[tokio::test]
+async fn ntfy_targets_get_a_publish_body_whose_buttons_decide() {
+    let mut ntfy = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": ntfy.url("/agent-topic"), "format": "ntfy"}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write by-ntfy.txt tapped").await;
+
+    let got = ntfy.next().await;
+    assert_eq!(got.path, "/", "ntfy's JSON publishing posts to the server's root");
+    let b = &got.body;
+    assert_eq!(b["topic"], "agent-topic");
+    assert_eq!(b["title"], "The agent needs permission");
+    assert_eq!(b["priority"], 4);
+    assert!(b["message"].as_str().expect("message").contains("by-ntfy.txt"), "{b}");
+    assert!(b["tags"].is_array());
+    let actions = b["actions"].as_array().expect("actions");
+    let labels: Vec<&str> = actions.iter().filter_map(|a| a["label"].as_str()).collect();
+    assert_eq!(labels, ["Allow once", "Always allow", "Reject"]);
+    for a in actions {
+        assert_eq!((a["action"].as_str(), a["method"].as_str()), (Some("http"), Some("POST")), "{a}");
+    }
+    // The button, as the ntfy app sends it: a bare POST.
+    let url = actions[0]["url"].as_str().expect("url");
+    assert_eq!(post_link(url).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("by-ntfy.txt")).expect("written"), "tapped");
+}
+
+#[tokio::test]
+async fn turn_complete_targets_get_their_notification() {
+    let mut turns = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": turns.url("/t"), "events": ["turn_complete"]}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let accepted = d.prompt_async(&sid, Some("alice"), "hello").await;
+    sse.until_type("turn_complete").await;
+
+    let got = turns.next().await;
+    assert_eq!(got.header("x-mediatord-event"), "turn_complete");
+    assert_eq!(got.header("x-mediatord-signature"), "", "no secret, no signature");
+    assert_eq!(got.body["event"], "turn_complete");
+    assert_eq!(got.body["sessionId"], sid.as_str());
+    assert_eq!(got.body["data"]["promptId"], accepted["promptId"], "{}", got.body);
+}
+
+#[tokio::test]
+async fn under_designated_a_link_for_another_client_is_refused_and_the_request_stays_pending() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(
+        json!([{"url": hook.url("/"), "clientId": "phone"}]),
+        &["--permission-policy", "designated"],
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write designated.txt no").await;
+    let link = hook.next().await.link("allow_once");
+
+    let (status, body) = post_link(&link).await.pair();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        (body["code"].as_str(), body["reason"].as_str()),
+        (Some("permission_forbidden"), Some("designated_mismatch"))
+    );
+    let forbidden = sse.until_type("permission_forbidden").await;
+    let forbidden = forbidden.last().expect("event").payload();
+    assert_eq!((forbidden["clientId"].as_str(), forbidden["via"].as_str()), (Some("phone"), Some("link")));
+    let pending = d.pending(&sid).await;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["requestId"], request["requestId"]);
+
+    // The designated client still decides; the link is then expired.
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("reject_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    assert!(!d.workspace.join("designated.txt").exists());
+    assert_eq!(post_link(&link).await.status, 410);
+}
+
+#[tokio::test]
+async fn action_links_need_no_bearer_token_but_keep_the_host_check() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([hook.url("/")]), &["--token", "s3cret-token"]);
+    let auth =
+        |req: reqwest::RequestBuilder| req.bearer_auth("s3cret-token").header("X-Qwen-Client-Id", "alice");
+    let created = send(auth(http().post(d.url("/session"))).json(&json!({}))).await.ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let req = auth(http().post(d.url(&format!("/session/{sid}/prompt")))).header("Prefer", "respond-async");
+    assert_eq!(send(req.json(&text_prompt("write token.txt ok"))).await.status, 202);
+    let link = hook.next().await.link("allow_once");
+
+    let wrong_host = send(http().post(&link).header("Host", "evil.example")).await;
+    assert_eq!((wrong_host.status, wrong_host.body["code"].as_str()), (403, Some("host_not_allowed")));
+    assert_eq!(
+        send(http().get(d.url("/capabilities"))).await.status,
+        401,
+        "other routes still need the token"
+    );
+    assert_eq!(post_link(&link).await.status, 200);
+    let deadline = Instant::now() + WAIT;
+    while !d.workspace.join("token.txt").exists() {
+        assert!(Instant::now() < deadline, "the approved write never happened");
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling the workspace; no stream here
+    }
+}
+
+#[test]
+fn malformed_targets_refuse_the_boot_with_a_reason() {
+    let (status, err) =
+        serve_refusal(&["--agent", "demo", "--notify", "https://ntfy.sh/my-secret-topic"], &[]);
+    assert_eq!(status.code(), Some(2));
+    assert!(err.contains("https targets are not supported"), "{err}");
+    assert!(!err.contains("my-secret-topic"), "the topic is a secret: {err}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.json");
+    let config = json!({"serve": {"notify": [{"url": "http://127.0.0.1:9/", "events": ["turn_compleet"]}]}});
+    std::fs::write(&path, config.to_string()).expect("write");
+    let (status, err) = serve_refusal(&["--agent", "demo", "--config", path.to_str().expect("utf-8")], &[]);
+    assert_eq!(status.code(), Some(2));
+    assert!(err.contains("did you mean turn_complete?"), "{err}");
+}
+
+/// The fenced block after `<!-- recipe: NAME -->` in docs/notifications.md.
+fn recipe(name: &str) -> String {
+    let doc = include_str!("../../docs/notifications.md");
+    let marker = format!("<!-- recipe: {name} -->");
+    let after = &doc[doc.find(&marker).expect("recipe marker") + marker.len()..];
+    let start = after.find("```").expect("fence");
+    let body = &after[start..];
+    let body = &body[body.find('\n').expect("fence line") + 1..];
+    body[..body.find("\n```").expect("closing fence")].to_owned()
+}
+
+#[tokio::test]
+async fn the_documented_receiver_and_node_check_accept_real_deliveries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("receiver.py");
+    std::fs::write(&script, recipe("webhook-receiver.py")).expect("write receiver");
+    let mut python = Command::new("python3")
+        .arg(&script)
+        .arg("0")
+        .env("MEDIATORD_NOTIFY_SECRET", SECRET)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3");
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let stdout = python.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let port = line(&mut lines).await.trim_start_matches("listening on ").to_owned();
+
+    let mut capture = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(
+        json!([
+            {"url": format!("http://127.0.0.1:{port}/hook"), "secret": SECRET},
+            {"url": capture.url("/"), "secret": SECRET},
+        ]),
+        &[],
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write receiver.txt via-python").await;
+
+    // The Python receiver verified the signature (it answers 401 otherwise) and printed the links.
+    let summary = line(&mut lines).await;
+    assert!(summary.contains("receiver.txt"), "{summary}");
+    let allow = line(&mut lines).await;
+    let url = allow.trim().strip_prefix("Allow once: curl -X POST ").expect("the Allow once line").to_owned();
+    let forged = send(
+        http()
+            .post(format!("http://127.0.0.1:{port}/hook"))
+            .header("X-Mediatord-Signature", "sha256=00")
+            .body("{}"),
+    )
+    .await;
+    assert_eq!(forged.status, 401, "the receiver refuses a bad signature");
+
+    // The Node check, on the other target's copy of the delivery.
+    let got = capture.next().await;
+    let body_file = dir.path().join("body.json");
+    std::fs::write(&body_file, &got.raw).expect("write body");
+    let node = format!(
+        "{}\nconst body = require('node:fs').readFileSync(process.argv[1]);\n\
+         console.log(verify(process.env.SECRET, body, process.argv[2]), verify(process.env.SECRET, Buffer.concat([body, Buffer.from(' ')]), process.argv[2]));",
+        recipe("verify.js")
+    );
+    let out = Command::new("node")
+        .arg("-e")
+        .arg(node)
+        .arg(&body_file)
+        .arg(got.header("x-mediatord-signature"))
+        .env("SECRET", SECRET)
+        .output()
+        .expect("node");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "true false",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert_eq!(post_link(&url).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("receiver.txt")).expect("written"), "via-python");
+    let _ = python.kill();
+    let _ = python.wait();
+}
+
+async fn line(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(WAIT, lines.recv()).await.ok().flatten().expect("a line from receiver.py")
+}
+
+#[tokio::test]
+async fn a_request_still_pending_is_sent_again_with_fresh_links() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/"), "remindAfterMs": 1000}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write reminded.txt later").await;
+
+    let first = hook.next().await;
+    let again = hook.next().await;
+    assert_eq!((first.body["reminder"].as_u64(), again.body["reminder"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(again.body["requestId"], request["requestId"]);
+    assert_ne!(first.header("x-mediatord-delivery"), again.header("x-mediatord-delivery"));
+    assert_ne!(first.link("allow_once"), again.link("allow_once"));
+    assert_eq!(post_link(&again.link("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("reminded.txt")).expect("written"), "later");
+    assert_eq!(
+        post_link(&first.link("allow_once")).await.status,
+        410,
+        "the first delivery's links expired with the request"
+    );
+}
+
+/// A headless Chromium driven over WebDriver (chromedriver on a loopback port), in a temporary
+/// profile and HOME.
+/// The W3C WebDriver key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+struct Browser {
+    driver: std::process::Child,
+    base: String,
+    session: String,
+    _home: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let home = tempfile::tempdir().expect("tempdir");
+        // chromedriver takes a port, not a listener: pick a free one (a loopback race at worst).
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("XDG_CACHE_HOME", home.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian: apt-get install chromium chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if http().get(format!("{base}/status")).send().await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await; // polling a starting process
+        }
+        let profile = home.path().join("profile");
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-proxy-server",
+                     format!("--user-data-dir={}", profile.display())],
+        }}}});
+        let created = send(http().post(format!("{base}/session")).json(&caps)).await;
+        let session = created.body["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", created.text))
+            .to_owned();
+        Browser { driver, base, session, _home: home }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let reply = send(http().request(method, url).json(&body)).await;
+        assert_eq!(reply.status, 200, "webdriver {path}: {}", reply.text);
+        reply.body["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({"url": url})).await;
+    }
+
+    /// The text of the first element matching `css`, if there is one.
+    async fn text(&self, css: &str) -> Option<String> {
+        let url = format!("{}/session/{}/element", self.base, self.session);
+        let found = send(http().post(url).json(&json!({"using": "css selector", "value": css}))).await;
+        let id = found.body["value"][ELEMENT].as_str()?.to_owned();
+        let text = self.call(reqwest::Method::GET, &format!("/element/{id}/text"), json!({})).await;
+        text.as_str().map(str::to_owned)
+    }
+
+    async fn click(&self, css: &str) {
+        let found = self
+            .call(reqwest::Method::POST, "/element", json!({"using": "css selector", "value": css}))
+            .await;
+        let id = found[ELEMENT].as_str().expect("element").to_owned();
+        self.call(reqwest::Method::POST, &format!("/element/{id}/click"), json!({})).await;
+    }
+}
+
+#[tokio::test]
+async fn in_a_browser_the_link_shows_the_request_and_its_button_approves() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([hook.url("/")]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write clicked.txt in-chromium").await;
+    let link = hook.next().await.link("allow_once");
+
+    let browser = Browser::start().await;
+    browser.open(&link).await;
+    let asked = browser.text("p").await.expect("the page says what is asked");
+    assert!(asked.contains("clicked.txt"), "{asked}");
+    assert_eq!(browser.text("button").await.as_deref(), Some("Allow once"));
+    assert!(d.pending(&sid).await.len() == 1, "opening the page decided nothing");
+
+    browser.click("button").await;
+    let deadline = Instant::now() + WAIT;
+    while browser.text("h1").await.as_deref() != Some("Done") {
+        if Instant::now() > deadline {
+            let source = browser.call(reqwest::Method::GET, "/source", json!({})).await;
+            panic!("the form's answer page never showed: {source}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling the page after a navigation
+    }
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["via"], "link");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+}
