@@ -61,8 +61,13 @@ pub struct DemoOptions {
 pub const DIRECTIVES_HELP: &str = "\
 Prompt directives: the first word of the first non-empty line of the prompt's first text block.
 Anything else is echoed back as 3 agent_message_chunk updates.
+Modes (session/set_mode): default asks before writing, accept-edits writes without asking, plan
+refuses to write.
 
   write <rel-path> <text...>    ask permission, then fs/write_text_file    `write notes/a.txt hi`
+  edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
+  mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
+  showcase                      a thought, a plan, Markdown, a tool call
   shell <command...>            ask permission for a command (never run)   `shell rm -rf build`
   permissions <K>               ask K permissions in a row                 `permissions 3`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
@@ -113,6 +118,13 @@ const DEMO_ENV_PREFIX: &str = "DEMO_";
 const ECHO_CHUNKS: usize = 3;
 
 const MODELS: [(&str, &str); 2] = [("demo-fast", "Demo fast"), ("demo-smart", "Demo smart")];
+/// `(id, name, description)`; the first is where a session starts. What each does to a write:
+/// [`WriteGate`].
+const MODES: [(&str, &str, &str); 3] = [
+    ("default", "Ask every time", "Asks before every edit"),
+    ("accept-edits", "Accept edits", "Writes files without asking"),
+    ("plan", "Plan", "Reads and plans, never writes"),
+];
 
 /// Runs the agent on this process's stdin/stdout until stdin EOF (unless lingering).
 pub async fn run(opts: DemoOptions) -> io::Result<()> {
@@ -195,6 +207,8 @@ struct Shared {
 struct Session {
     /// Absolute, as the client sent it; relative paths in directives are joined to it.
     cwd: String,
+    /// One of [`MODES`]' ids.
+    mode: &'static str,
     /// Cancels every prompt of the session running now; `session/cancel` replaces it with a fresh
     /// token, so later prompts are not born cancelled.
     cancel: CancellationToken,
@@ -354,6 +368,18 @@ struct SetModel {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct SetMode {
+    session_id: String,
+    mode_id: String,
+}
+
+/// The `MODES` entry named `id`.
+fn mode_named(id: &str) -> Option<&'static str> {
+    MODES.iter().map(|(m, _, _)| *m).find(|m| *m == id)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Prompt {
     session_id: String,
     prompt: Vec<Value>,
@@ -392,13 +418,20 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
                 return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
             }
             let session_id = format!("demo-{}", uuid::Uuid::new_v4());
-            sessions.insert(session_id.clone(), Session { cwd: p.cwd, cancel: CancellationToken::new() });
+            sessions.insert(
+                session_id.clone(),
+                Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
+            );
             let models: Vec<Value> =
                 MODELS.iter().map(|(id, name)| json!({"modelId": id, "name": name})).collect();
+            let modes: Vec<Value> = MODES
+                .iter()
+                .map(|(id, name, description)| json!({"id": id, "name": name, "description": description}))
+                .collect();
             Ok(json!({
                 "sessionId": session_id,
                 "models": {"currentModelId": MODELS[0].0, "availableModels": models},
-                "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]}
+                "modes": {"currentModeId": MODES[0].0, "availableModes": modes}
             }))
         }
         method::SESSION_SET_MODEL => {
@@ -411,7 +444,14 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
             }
             Ok(json!({}))
         }
-        method::SESSION_SET_MODE => Ok(json!({})),
+        method::SESSION_SET_MODE => {
+            let p: SetMode = parse_params(params)?;
+            let mut sessions = lock(&shared.sessions);
+            let session = sessions.get_mut(&p.session_id).ok_or_else(|| unknown_session(&p.session_id))?;
+            session.mode = mode_named(&p.mode_id)
+                .ok_or_else(|| RpcError::new(INVALID_PARAMS, format!("unknown mode: {}", p.mode_id)))?;
+            Ok(json!({}))
+        }
         other => Err(RpcError::method_not_found(other)),
     }
 }
@@ -459,7 +499,10 @@ async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Valu
         if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&p.session_id) {
             return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
         }
-        sessions.insert(p.session_id.clone(), Session { cwd: p.cwd, cancel: CancellationToken::new() });
+        sessions.insert(
+            p.session_id.clone(),
+            Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
+        );
     }
     for line in text.lines() {
         let Ok(update) = serde_json::from_str::<Value>(line) else { continue };
@@ -467,9 +510,13 @@ async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Valu
         shared.send(notification_line(method::SESSION_UPDATE, &params)).await;
     }
     let models: Vec<Value> = MODELS.iter().map(|(id, name)| json!({"modelId": id, "name": name})).collect();
+    let modes: Vec<Value> = MODES
+        .iter()
+        .map(|(id, name, description)| json!({"id": id, "name": name, "description": description}))
+        .collect();
     Ok(json!({
         "models": {"currentModelId": MODELS[0].0, "availableModels": models},
-        "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]}
+        "modes": {"currentModeId": MODES[0].0, "availableModes": modes}
     }))
 }
 
@@ -536,6 +583,14 @@ enum Directive<'a> {
         path: &'a str,
         text: &'a str,
     },
+    Edit {
+        path: &'a str,
+        text: &'a str,
+    },
+    Mode {
+        id: &'a str,
+    },
+    Showcase,
     Shell {
         command: &'a str,
     },
@@ -604,6 +659,15 @@ fn parse_directive(text: &str) -> Directive<'_> {
             Some((path, text)) => Directive::Write { path, text },
             None => Directive::Usage("usage: write <relative-path> <text...>"),
         },
+        "edit" => match first_and_tail(rest) {
+            Some((path, text)) => Directive::Edit { path, text },
+            None => Directive::Usage("usage: edit <relative-path> <text...>"),
+        },
+        "mode" => match args.next() {
+            Some(id) => Directive::Mode { id },
+            None => Directive::Usage("usage: mode <mode-id>"),
+        },
+        "showcase" => Directive::Showcase,
         "fswrite" => match first_and_tail(rest) {
             Some((path, text)) => Directive::FsWrite { path, text },
             None => Directive::Usage("usage: fswrite <path> <text...>"),
@@ -729,6 +793,30 @@ fn describe(error: &RpcError) -> String {
     }
 }
 
+/// What a write does in each mode.
+enum WriteGate {
+    Ask,
+    Allow,
+    Refuse,
+}
+
+impl WriteGate {
+    fn of(mode: &str) -> WriteGate {
+        match mode {
+            "accept-edits" => WriteGate::Allow,
+            "plan" => WriteGate::Refuse,
+            _ => WriteGate::Ask,
+        }
+    }
+}
+
+/// The text of `showcase`: each Markdown construct a client is expected to render.
+const SHOWCASE_MARKDOWN: &str = "## What I found\n\n\
+The workspace holds **three** entries; `src/` is the *interesting* one.\n\n\
+- `Cargo.toml`: the manifest\n- `README.md`: the [documentation](https://example.com/docs)\n\n\
+```sh\ncargo test --workspace\n```\n\n\
+> Ask me to `write` a file to see a permission request.\n";
+
 /// The turn ended because it was cancelled (by `session/cancel` or by a `cancelled` permission
 /// outcome).
 struct Cancelled;
@@ -782,7 +870,10 @@ impl Turn {
                     self.chunk(piece).await;
                 }
             }
-            Directive::Write { path, text } => self.write(path, text).await?,
+            Directive::Write { path, text } => self.write(path, text, false).await?,
+            Directive::Edit { path, text } => self.write(path, text, true).await?,
+            Directive::Mode { id } => self.switch_mode(id).await,
+            Directive::Showcase => self.showcase().await,
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
             Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
@@ -978,15 +1069,48 @@ impl Turn {
         Ok(None)
     }
 
-    async fn write(&self, path: &str, text: &str) -> Result<(), Cancelled> {
+    /// The session's mode now.
+    fn mode(&self) -> &'static str {
+        lock(&self.shared.sessions).get(&self.session_id).map_or(MODES[0].0, |s| s.mode)
+    }
+
+    /// `write` (and, with `diff`, `edit`: the file is read first and the tool call carries an ACP
+    /// `diff` content), gated by the session's mode.
+    async fn write(&self, path: &str, text: &str, diff: bool) -> Result<(), Cancelled> {
         let abs = join_path(&self.cwd, path);
-        let tool_call = json!({
+        let mut tool_call = json!({
             "title": format!("Write {path}"),
             "kind": "edit",
             "locations": [{"path": abs}],
             "rawInput": {"path": abs, "content": text}
         });
-        let Some(tool_call_id) = self.gated_tool_call(tool_call).await? else { return Ok(()) };
+        if diff {
+            let read = json!({"sessionId": self.session_id, "path": abs});
+            let old_text = match self.call(method::FS_READ_TEXT_FILE, read).await? {
+                Ok(result) => result.get("content").cloned().unwrap_or(Value::Null),
+                Err(_) => Value::Null,
+            };
+            tool_call["content"] =
+                json!([{"type": "diff", "path": abs, "oldText": old_text, "newText": text}]);
+        }
+        let tool_call_id = match WriteGate::of(self.mode()) {
+            WriteGate::Refuse => {
+                self.chunk(&format!("plan mode: not writing {path}")).await;
+                return Ok(());
+            }
+            WriteGate::Ask => match self.gated_tool_call(tool_call).await? {
+                Some(id) => id,
+                None => return Ok(()),
+            },
+            WriteGate::Allow => {
+                let id = self.new_tool_call_id();
+                tool_call["toolCallId"] = json!(id);
+                tool_call["status"] = json!("in_progress");
+                tool_call["sessionUpdate"] = json!("tool_call");
+                self.update(tool_call).await;
+                id
+            }
+        };
         let params = json!({"sessionId": self.session_id, "path": abs, "content": text});
         match self.call(method::FS_WRITE_TEXT_FILE, params).await? {
             Ok(_) => {
@@ -999,6 +1123,50 @@ impl Turn {
             }
         }
         Ok(())
+    }
+
+    /// The agent changes its own mode, as an agent leaving plan mode does, and says so.
+    async fn switch_mode(&self, id: &str) {
+        let Some(mode) = mode_named(id) else {
+            let known: Vec<&str> = MODES.iter().map(|(m, _, _)| *m).collect();
+            self.chunk(&format!("unknown mode {id}; modes: {}", known.join(", "))).await;
+            return;
+        };
+        if let Some(session) = lock(&self.shared.sessions).get_mut(&self.session_id) {
+            session.mode = mode;
+        }
+        self.update(json!({"sessionUpdate": "current_mode_update", "currentModeId": mode})).await;
+        self.chunk(&format!("mode {mode}")).await;
+    }
+
+    /// One of each kind of update a client renders: a thought, a plan, Markdown text, a finished
+    /// tool call with output.
+    async fn showcase(&self) {
+        self.update(json!({
+            "sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": "The person wants to see every kind of update; start with a plan."}
+        }))
+        .await;
+        self.update(json!({"sessionUpdate": "plan", "entries": [
+            {"content": "Read the request", "priority": "high", "status": "completed"},
+            {"content": "Run a command", "priority": "medium", "status": "completed"},
+            {"content": "Answer in Markdown", "priority": "low", "status": "in_progress"}
+        ]}))
+        .await;
+        let id = self.new_tool_call_id();
+        self.update(json!({
+            "sessionUpdate": "tool_call", "toolCallId": id, "title": "List the workspace", "kind": "execute",
+            "status": "in_progress", "rawInput": {"command": "ls"}
+        }))
+        .await;
+        self.update(json!({
+            "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "Cargo.toml\nREADME.md\nsrc/\n"}}]
+        }))
+        .await;
+        for piece in SHOWCASE_MARKDOWN.split_inclusive("\n\n") {
+            self.chunk(piece).await;
+        }
     }
 
     async fn shell(&self, command: &str) -> Result<(), Cancelled> {
@@ -1133,6 +1301,14 @@ mod tests {
         assert_eq!(parse_directive("crash"), Directive::Crash { code: DEFAULT_CRASH_CODE });
         assert_eq!(parse_directive("crash 7"), Directive::Crash { code: 7 });
         assert!(matches!(parse_directive("crash x"), Directive::Usage(_)));
+        assert_eq!(
+            parse_directive("edit a.txt new text"),
+            Directive::Edit { path: "a.txt", text: "new text" }
+        );
+        assert!(matches!(parse_directive("edit"), Directive::Usage(_)));
+        assert_eq!(parse_directive("mode plan"), Directive::Mode { id: "plan" });
+        assert!(matches!(parse_directive("mode"), Directive::Usage(_)));
+        assert_eq!(parse_directive("showcase"), Directive::Showcase);
     }
 
     #[test]
@@ -1174,6 +1350,9 @@ mod tests {
             "env",
             "escapee",
             "echo-meta",
+            "edit",
+            "mode",
+            "showcase",
         ] {
             assert!(DIRECTIVES_HELP.lines().any(|l| l.trim_start().starts_with(word)), "{word}");
         }
@@ -1328,6 +1507,67 @@ mod tests {
             .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
             .await;
         assert_eq!(client.recv().await["result"]["stopReason"], "cancelled");
+    }
+
+    #[tokio::test]
+    async fn modes_gate_writes_and_the_agent_announces_its_own_switch() {
+        let mut client = Client::start();
+        client.request(1, "session/new", json!({"cwd": "/ws", "mcpServers": []})).await;
+        let created = client.recv().await["result"].clone();
+        let session = created["sessionId"].as_str().expect("id").to_owned();
+        let modes: Vec<&str> = created["modes"]["availableModes"]
+            .as_array()
+            .expect("modes")
+            .iter()
+            .map(|m| m["id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(modes, ["default", "accept-edits", "plan"]);
+        assert_eq!(created["modes"]["currentModeId"], "default");
+
+        client.request(2, "session/set_mode", json!({"sessionId": session, "modeId": "nope"})).await;
+        assert_eq!(client.recv().await["error"]["code"], INVALID_PARAMS);
+        client.request(3, "session/set_mode", json!({"sessionId": session, "modeId": "accept-edits"})).await;
+        assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+
+        // accept-edits: the write is announced and done without a permission request.
+        client.prompt(4, &session, "write a.txt hi").await;
+        assert_eq!(client.recv().await["params"]["update"]["sessionUpdate"], "tool_call");
+        let write = client.recv().await;
+        assert_eq!(write["method"], "fs/write_text_file");
+        client.send(json!({"jsonrpc": "2.0", "id": write["id"], "result": null})).await;
+        assert_eq!(client.recv().await["params"]["update"]["status"], "completed");
+        assert_eq!(client.recv().await["params"]["update"]["content"]["text"], "wrote a.txt");
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+
+        // The agent switches to plan by itself, says so, and then refuses to write.
+        client.prompt(5, &session, "mode plan").await;
+        let update = client.recv().await["params"]["update"].clone();
+        assert_eq!(update, json!({"sessionUpdate": "current_mode_update", "currentModeId": "plan"}));
+        assert_eq!(client.recv().await["params"]["update"]["content"]["text"], "mode plan");
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+        client.prompt(6, &session, "write a.txt again").await;
+        assert_eq!(
+            client.recv().await["params"]["update"]["content"]["text"],
+            "plan mode: not writing a.txt"
+        );
+        assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
+    }
+
+    #[tokio::test]
+    async fn edit_reads_the_file_and_asks_with_a_diff() {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, "edit a.txt new text").await;
+        let read = client.recv().await;
+        assert_eq!(read["method"], "fs/read_text_file");
+        assert_eq!(read["params"]["path"], "/ws/a.txt");
+        client.send(json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "old text"}})).await;
+        let tool_call = client.recv().await["params"]["update"].clone();
+        assert_eq!(
+            tool_call["content"],
+            json!([{"type": "diff", "path": "/ws/a.txt", "oldText": "old text", "newText": "new text"}])
+        );
+        assert_eq!(client.recv().await["method"], "session/request_permission");
     }
 
     #[tokio::test]

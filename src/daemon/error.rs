@@ -70,6 +70,9 @@ pub enum SessionError {
     /// The daemon is shutting down: the prompt never ran.
     #[error("the daemon is shutting down")]
     Draining,
+    /// `mode_id` is none of the modes the agent announced, `available`.
+    #[error("unknown mode {mode_id:?}")]
+    InvalidMode { mode_id: String, available: Vec<String> },
 }
 
 impl SessionError {

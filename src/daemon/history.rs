@@ -1,4 +1,4 @@
-//! A session that is not live, replayed from the store (`docs/protocol.md#13-durable-state`):
+//! A session that is not live, replayed from the store (`docs/protocol.md#14-durable-state`):
 //! `retry`, `state_resync_required` when the resume point is older than what retention kept,
 //! the recorded frames after `Last-Event-ID` (a gap as an id-less `history_gap`), then
 //! `replay_complete`, and the stream ends: nothing live follows.

@@ -43,6 +43,14 @@ const MAX_MINTED_CLIENTS_PER_SESSION: usize = 1024;
 const MAX_TRACKED_TOOL_CALLS: usize = 256;
 /// After a close or shutdown cancels a running turn, how long the agent gets to answer it.
 pub(super) const TURN_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// Content blocks of one prompt echoed to subscribers as `user_message_chunk` updates; the rest are
+/// sent to the agent but not echoed. qwen serve's `MAX_ECHO_CONTENT_BLOCKS`.
+const MAX_ECHO_BLOCKS: usize = 256;
+/// `update._meta.source` of the `user_message_chunk` echo of a prompt: the daemon, not the agent,
+/// wrote it (qwen serve's value, so clients of either tell them apart the same way).
+const ECHO_SOURCE: &str = "bridge-echo";
+/// `update._meta.source` of the `current_mode_update` the daemon publishes after `session/set_mode`.
+const SET_MODE_SOURCE: &str = "bridge-set-mode";
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
 
@@ -228,8 +236,11 @@ pub struct Session {
     /// The name of the configured agent the session runs on.
     pub agent_name: String,
     pub created_at: u64,
-    /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
+    /// The agent's `session/new` result (models, modes, `_meta`), as it answered.
     pub agent_result: Value,
+    /// The models and modes now: `agent_result`'s, with the current ids followed through model and
+    /// mode switches and the agent's `current_mode_update`. Await-free critical sections only.
+    state: Mutex<AgentState>,
     agent: Arc<dyn acp::Agent>,
     bus: Arc<Bus>,
     mediator: Mediator,
@@ -241,6 +252,9 @@ pub struct Session {
     /// The registered clients. Await-free critical sections only.
     clients: Mutex<Clients>,
     queue: mpsc::Sender<PromptJob>,
+    /// Held while a prompt is echoed and queued, and by the turn runner while it closes the queue: so
+    /// a prompt is either echoed *and* queued (and then gets its turn event), or refused unseen.
+    admission: Mutex<()>,
     /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
     pending_prompts: AtomicUsize,
     prompt_cap: usize,
@@ -266,12 +280,14 @@ impl std::fmt::Debug for Session {
 impl Session {
     pub(super) fn start(init: SessionInit) -> Arc<Session> {
         let (queue, rx) = mpsc::channel(init.prompt_cap.max(1));
+        let state = AgentState::from_session_new(&init.agent_result);
         let session = Arc::new(Session {
             id: init.id,
             workspace: init.workspace,
             agent_name: init.agent_name,
             created_at: crate::clock::now_ms(),
             agent_result: init.agent_result,
+            state: Mutex::new(state),
             agent: init.agent,
             bus: init.bus,
             mediator: init.mediator,
@@ -281,6 +297,7 @@ impl Session {
             call_timeout: init.call_timeout,
             clients: Mutex::new(Clients::default()),
             queue,
+            admission: Mutex::new(()),
             pending_prompts: AtomicUsize::new(0),
             prompt_cap: init.prompt_cap,
             active: Mutex::new(None),
@@ -381,6 +398,9 @@ impl Session {
             if memchr::memmem::find(p.get().as_bytes(), b"tool_call").is_some() {
                 self.track_tool_call(p);
             }
+            if memchr::memmem::find(p.get().as_bytes(), b"current_mode_update").is_some() {
+                self.track_mode(p);
+            }
         }
         let tag = self.current_tag();
         let empty = PromptTag::default();
@@ -472,8 +492,11 @@ impl Session {
         }
     }
 
-    /// Queues a prompt, keeping running + queued within the cap.
+    /// Queues a prompt, keeping running + queued within the cap, and echoes its content blocks to
+    /// every subscriber before the turn runner can see it (so the echo precedes everything the turn
+    /// causes, and prompts are echoed in the order they will run).
     fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
+        let _admission = lock(&self.admission);
         if self.is_ending() {
             // A session still live while the daemon drains refuses like a create does.
             return Err(match self.end_reason.get() {
@@ -487,12 +510,33 @@ impl Session {
         if let Err(pending) = reserved {
             return Err(SessionError::QueueFull { limit: self.prompt_cap, pending });
         }
-        match self.queue.try_send(job) {
-            Ok(()) => Ok(()),
-            Err(_) => {
-                self.pending_prompts.fetch_sub(1, Ordering::AcqRel);
-                Err(SessionError::not_found(&self.id))
-            }
+        // A slot first, so nothing is echoed for a prompt that cannot be queued.
+        let Ok(slot) = self.queue.try_reserve() else {
+            self.pending_prompts.fetch_sub(1, Ordering::AcqRel);
+            return Err(SessionError::not_found(&self.id));
+        };
+        self.echo(&job);
+        slot.send(job);
+        Ok(())
+    }
+
+    /// Publishes each content block of `job`'s prompt (the first [`MAX_ECHO_BLOCKS`]) as a
+    /// `user_message_chunk` update tagged with the prompt's id and originator, the way qwen serve
+    /// does, so every client sees who asked what.
+    fn echo(&self, job: &PromptJob) {
+        let Some(blocks) = job.params.get("prompt").and_then(Value::as_array) else { return };
+        let tag = PromptTag { prompt_id: Some(job.prompt_id.clone()), originator: job.originator.clone() };
+        let now = crate::clock::now_ms();
+        for block in blocks.iter().filter(|b| b.is_object()).take(MAX_ECHO_BLOCKS) {
+            let update = json!({
+                "sessionId": self.id,
+                "update": {
+                    "sessionUpdate": "user_message_chunk",
+                    "content": block,
+                    "_meta": {"serverTimestamp": now, "source": ECHO_SOURCE},
+                },
+            });
+            self.bus.publish(EventKind::SessionUpdate, &update, &tag);
         }
     }
 
@@ -512,9 +556,62 @@ impl Session {
         let params = json!({"sessionId": self.id, "modelId": model});
         let result = self.agent.call(method::SESSION_SET_MODEL, params, Some(self.call_timeout)).await;
         let result = result.map_err(|e| self.caller_error(e.into()))?;
+        set_current(&mut lock(&self.state).models, "currentModelId", model);
         self.publish(EventKind::ModelSwitched, &json!({"sessionId": self.id, "modelId": model}));
-        let result: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
-        Ok(if result.is_object() { result } else { json!({}) })
+        Ok(result_object(&result))
+    }
+
+    /// Switches the session's mode (`session/set_mode`) to one the agent announced, then publishes
+    /// a `current_mode_update` (ACP does not ask the agent to send one for a change the client
+    /// made). Returns the agent's result object (`{}` when it sent none).
+    pub async fn set_mode(&self, mode: &str) -> Result<Value, SessionError> {
+        let available = self.mode_ids();
+        if !available.iter().any(|m| m == mode) {
+            return Err(SessionError::InvalidMode { mode_id: mode.to_owned(), available });
+        }
+        let params = json!({"sessionId": self.id, "modeId": mode});
+        let result = self.agent.call(method::SESSION_SET_MODE, params, Some(self.call_timeout)).await;
+        let result = result.map_err(|e| self.caller_error(e.into()))?;
+        set_current(&mut lock(&self.state).modes, "currentModeId", mode);
+        let update = json!({
+            "sessionId": self.id,
+            "update": {
+                "sessionUpdate": "current_mode_update",
+                "currentModeId": mode,
+                "_meta": {"source": SET_MODE_SOURCE},
+            },
+        });
+        self.publish(EventKind::SessionUpdate, &update);
+        Ok(result_object(&result))
+    }
+
+    /// The models the agent offers, with the current one (`null` when it reported none).
+    pub fn models(&self) -> Value {
+        lock(&self.state).models.clone()
+    }
+
+    /// The modes the agent offers, with the current one (`null` when it reported none).
+    pub fn modes(&self) -> Value {
+        lock(&self.state).modes.clone()
+    }
+
+    /// The ids of the modes the agent announced (what `set_mode` accepts).
+    pub fn mode_ids(&self) -> Vec<String> {
+        lock(&self.state).mode_ids()
+    }
+
+    /// Follows the agent's own mode change (`current_mode_update`), so `modes()` stays current.
+    fn track_mode(&self, params: &RawValue) {
+        let Ok(value) = serde_json::from_str::<Value>(params.get()) else { return };
+        let update = &value["update"];
+        if update["sessionUpdate"] != "current_mode_update" {
+            return;
+        }
+        if let Some(mode) = update["currentModeId"].as_str() {
+            let mut state = lock(&self.state);
+            state.announce_mode(mode);
+            set_current(&mut state.modes, "currentModeId", mode);
+        }
     }
 
     /// Starts ending the session; the turn runner finishes the job and publishes the terminal event.
@@ -604,7 +701,11 @@ async fn run_turns(
     // answered `cancelled` at once.
     session.permissions().cancel_all(ResolvedBy::SessionClosed);
     let reason = session.end_reason.get().cloned().unwrap_or(EndReason::Shutdown);
-    queue.close();
+    {
+        // No enqueue is between its echo and its send now, and none will pass `is_ending` again.
+        let _admission = lock(&session.admission);
+        queue.close();
+    }
     while let Ok(job) = queue.try_recv() {
         finish_turn(&session, job, Err(TurnError::Ended(reason.cause())));
     }
@@ -738,6 +839,56 @@ fn prompt_response(prompt_id: &str, result: Value) -> Value {
     Value::Object(out)
 }
 
+/// The agent's result as an object (`{}` when it sent something else, `null` included).
+fn result_object(raw: &RawValue) -> Value {
+    let result: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+    if result.is_object() { result } else { json!({}) }
+}
+
+/// What the agent said about its models and modes: ACP's `SessionModelState`
+/// (`{currentModelId, availableModels: [{modelId, name}]}`) and `SessionModeState`
+/// (`{currentModeId, availableModes: [{id, name, description?}]}`), `null` when it said nothing.
+#[derive(Debug)]
+struct AgentState {
+    models: Value,
+    modes: Value,
+}
+
+impl AgentState {
+    fn from_session_new(result: &Value) -> AgentState {
+        let pick = |key: &str| result.get(key).cloned().unwrap_or(Value::Null);
+        AgentState { models: pick("models"), modes: pick("modes") }
+    }
+
+    /// The ids of the modes the agent announced.
+    fn mode_ids(&self) -> Vec<String> {
+        let modes = self.modes.get("availableModes").and_then(Value::as_array);
+        modes.into_iter().flatten().filter_map(|m| m.get("id")?.as_str().map(str::to_owned)).collect()
+    }
+
+    /// A mode the agent switched to by itself is one it offers, even if `session/new` did not list it.
+    fn announce_mode(&mut self, mode: &str) {
+        if self.mode_ids().iter().any(|m| m == mode) {
+            return;
+        }
+        if !self.modes.is_object() {
+            self.modes = json!({"availableModes": []});
+        }
+        match self.modes.get_mut("availableModes").and_then(Value::as_array_mut) {
+            Some(list) => list.push(json!({"id": mode, "name": mode})),
+            None => self.modes["availableModes"] = json!([{"id": mode, "name": mode}]),
+        }
+    }
+}
+
+/// Sets `state[field] = id` when `state` is an object: an agent that reported no models (or modes)
+/// has no current one to follow.
+fn set_current(state: &mut Value, field: &str, id: &str) {
+    if let Value::Object(map) = state {
+        map.insert(field.to_owned(), json!(id));
+    }
+}
+
 /// Copies `from`'s non-null top-level fields onto `into` (ACP's tool-call update semantics).
 fn overlay(into: &mut Value, from: &Value) {
     if let (Value::Object(into), Value::Object(from)) = (into, from) {
@@ -846,6 +997,11 @@ mod tests {
     }
 
     fn fixture(prompt_cap: usize, policy: Policy) -> Fixture {
+        fixture_with(prompt_cap, policy, json!({}))
+    }
+
+    /// A fixture whose agent answered `session/new` with `agent_result`.
+    fn fixture_with(prompt_cap: usize, policy: Policy, agent_result: Value) -> Fixture {
         let agent = Arc::new(FakeAgent::default());
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
@@ -868,7 +1024,7 @@ mod tests {
             mediator: Mediator::new(cfg, workspace, metrics.clone()),
             prompt_cap,
             call_timeout: WAIT,
-            agent_result: json!({}),
+            agent_result,
             notifier: Arc::new(Notifier::new(Vec::new(), None, metrics.clone())),
             metrics,
             store: Arc::new(crate::store::MemoryStore::default()),
@@ -933,6 +1089,11 @@ mod tests {
             .iter()
             .map(|t| f.session.enqueue(text_prompt(t)).expect("queued").prompt_id)
             .collect();
+        // Each prompt is echoed as it is queued, so every client sees the queue.
+        for text in ["one", "two", "three"] {
+            let (kind, data) = f.next().await;
+            assert_eq!((kind.as_str(), &data["update"]["content"]["text"]), ("session_update", &json!(text)));
+        }
         for (i, id) in ids.iter().enumerate() {
             f.agent.until(method::SESSION_PROMPT, i + 1).await;
             // Only the running turn reached the agent; the rest wait their turn.
@@ -972,8 +1133,9 @@ mod tests {
         let answer = caller.await.expect("task").expect("answered");
         assert_eq!(answer["stopReason"], "max_tokens");
         assert_eq!(answer["_meta"], json!({"x": 1}));
-        let (kind, data) = f.next().await;
-        assert_eq!(kind, "turn_complete");
+        let events = f.until("turn_complete").await;
+        assert_eq!(kinds(&events), ["session_update", "turn_complete"], "the echo, then the turn");
+        let data = &events[1].1;
         assert_eq!(data["promptId"], answer["promptId"]);
         assert_eq!(data["stopReason"], "max_tokens");
     }
@@ -988,7 +1150,7 @@ mod tests {
         caller.abort();
         f.agent.until(method::SESSION_CANCEL, 1).await;
         f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
-        let (kind, data) = f.next().await;
+        let (kind, data) = f.until("turn_complete").await.pop().expect("the turn event");
         assert_eq!((kind.as_str(), &data["stopReason"]), ("turn_complete", &json!("cancelled")));
     }
 
@@ -1005,7 +1167,12 @@ mod tests {
         f.agent.until(method::SESSION_CANCEL, 1).await;
         f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
         let events = f.until("session_closed").await;
-        assert_eq!(kinds(&events), ["turn_complete", "turn_error", "session_closed"]);
+        assert_eq!(
+            kinds(&events),
+            ["session_update", "session_update", "turn_complete", "turn_error", "session_closed"],
+            "both prompts were echoed when queued"
+        );
+        let events = &events[2..];
         assert_eq!(events[0].1["promptId"], json!(running.prompt_id));
         assert_eq!(events[1].1["code"], "session_closed");
         assert_eq!(events[2].1, json!({"sessionId": "s1", "reason": "closed_by_client", "closedBy": "bob"}));
@@ -1039,11 +1206,85 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_prompt_is_echoed_block_by_block_before_its_turn_reaches_the_agent() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let blocks = json!([
+            {"type": "text", "text": "look at this"},
+            "not a block",
+            {"type": "resource_link", "uri": "file:///ws/a.txt", "name": "a.txt"},
+        ]);
+        let Value::Object(params) = json!({"prompt": blocks}) else { unreachable!("an object literal") };
+        f.session.enqueue(Prompt { params, originator: Some("alice".into()) }).expect("queued");
+        for block in [&blocks[0], &blocks[2]] {
+            let (kind, data) = f.next().await;
+            assert_eq!(kind, "session_update");
+            assert_eq!(data["sessionId"], "s1");
+            assert_eq!(data["update"]["sessionUpdate"], "user_message_chunk");
+            assert_eq!(&data["update"]["content"], block, "the block as sent");
+            assert_eq!(data["update"]["_meta"]["source"], ECHO_SOURCE);
+        }
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        assert_eq!(lock(&f.agent.calls)[0].1["prompt"], blocks, "the agent gets every block, echoed or not");
+    }
+
+    #[tokio::test]
+    async fn a_refused_prompt_is_not_echoed() {
+        let mut f = fixture(1, Policy::FirstResponder);
+        f.session.enqueue(text_prompt("running")).expect("queued");
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        assert!(f.session.enqueue(text_prompt("refused")).is_err(), "the queue is full");
+        f.session.end(EndReason::Closed { closed_by: None });
+        assert!(f.session.enqueue(text_prompt("too late")).is_err(), "the session is ending");
+        f.agent.until(method::SESSION_CANCEL, 1).await;
+        f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
+        let echoed: Vec<Value> = f
+            .until("session_closed")
+            .await
+            .into_iter()
+            .filter(|(kind, _)| kind == "session_update")
+            .map(|(_, data)| data["update"]["content"]["text"].clone())
+            .collect();
+        assert_eq!(echoed, [json!("running")]);
+    }
+
+    #[tokio::test]
+    async fn set_mode_accepts_only_announced_modes_and_follows_the_agent() {
+        let agent = json!({"modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "plan", "name": "Plan"}]}});
+        let mut f = fixture_with(5, Policy::FirstResponder, agent);
+        assert_eq!(
+            f.session.set_mode("yolo").await,
+            Err(SessionError::InvalidMode {
+                mode_id: "yolo".into(),
+                available: vec!["ask".into(), "plan".into()]
+            })
+        );
+        assert!(f.agent.methods().is_empty(), "an unknown mode never reaches the agent");
+        assert_eq!(f.session.set_mode("plan").await, Ok(json!({})));
+        assert_eq!(
+            lock(&f.agent.calls)[0],
+            (method::SESSION_SET_MODE, json!({"sessionId": "s1", "modeId": "plan"}))
+        );
+        let (kind, data) = f.next().await;
+        assert_eq!(kind, "session_update");
+        assert_eq!(data["update"]["sessionUpdate"], "current_mode_update");
+        assert_eq!(data["update"]["currentModeId"], "plan");
+        assert_eq!(f.session.modes()["currentModeId"], "plan");
+
+        // The agent switches by itself, even to a mode it did not list: relayed, and followed.
+        let params = json!({"sessionId": "s1", "update": {"sessionUpdate": "current_mode_update", "currentModeId": "auto"}});
+        f.session.session_update(&RawValue::from_string(params.to_string()).expect("raw"));
+        assert_eq!(f.next().await.1, params, "relayed byte for byte");
+        assert_eq!(f.session.modes()["currentModeId"], "auto");
+        assert_eq!(f.session.mode_ids(), ["ask", "plan", "auto"]);
+    }
+
+    #[tokio::test]
     async fn set_model_publishes_model_switched_after_the_agent_agrees() {
         let mut f = fixture(5, Policy::FirstResponder);
         assert_eq!(f.session.set_model("fast").await, Ok(json!({})));
         assert_eq!(lock(&f.agent.calls)[0].1, json!({"sessionId": "s1", "modelId": "fast"}));
         assert_eq!(f.next().await, ("model_switched".into(), json!({"sessionId": "s1", "modelId": "fast"})));
+        assert!(f.session.models().is_null(), "an agent that reported no models has no current one");
     }
 
     /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{act, daemon, events, history, permissions, prompts, sessions, shell};
+use super::{act, daemon, events, history, permissions, prompts, sessions, shell, web};
 
 macro_rules! api {
     (
@@ -65,6 +65,13 @@ const VOTE_ERRORS: &[&str] = &[
 ];
 
 api! {
+    get "/" => web::root,
+        Operation::new("root", "web", "The web app for a browser (`Accept: text/html`, no token needed); else what this is and where its API is described")
+            .ok(&[(200, Body::Page("Root")), (304, Body::Empty)]);
+    get "/assets/{file}" => web::asset,
+        Operation::new("asset", "web", "A file of the web app by its content-hashed name (immutable; gzip or brotli by Accept-Encoding; no token needed)")
+            .ok(&[(200, Body::Asset), (304, Body::Empty)])
+            .errors(&["asset_not_found"]);
     get "/health" => daemon::health,
         Operation::new("health", "daemon", "Liveness; `?deep=1` adds the daemon's figures")
             .ok(&[(200, Json("Health"))])
@@ -94,7 +101,7 @@ api! {
         Operation::new("listWorkspaceSessions", "sessions", "Live sessions of a workspace (`cwd` URL-encoded); `?include=ended` adds the dormant and closed ones of the history")
             .doc_path("/workspace/{cwd}/sessions")
             .ok(&[(200, Json("SessionList"))])
-            .query(&[("include", "`ended` adds the sessions that are not live (docs/protocol.md §13)")])
+            .query(&[("include", "`ended` adds the sessions that are not live (docs/protocol.md §14)")])
             .errors(&["invalid_cwd", "workspace_mismatch"]);
     post "/workspace/{*rest}" => history::workspace_post,
         Operation::new("addWorkspaceRule", "permissions", "Add a workspace permission rule: every session of the workspace, persisted (docs/protocol.md §7)")
@@ -109,7 +116,7 @@ api! {
             .ok(NO_CONTENT)
             .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found"]);
     get "/audit" => history::audit,
-        Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §13)")
+        Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §14)")
             .ok(&[(200, Json("AuditPage"))])
             .query(&[
                 ("workspace", "a workspace (canonical path)"),
@@ -122,7 +129,7 @@ api! {
             ])
             .errors(&["invalid_query", "invalid_parameter"]);
     post "/session/{id}/resume" => history::resume,
-        Operation::new("resumeSession", "sessions", "Bring a dormant session back on a fresh agent (ACP session/load), same id (docs/protocol.md §13)")
+        Operation::new("resumeSession", "sessions", "Bring a dormant session back on a fresh agent (ACP session/load), same id (docs/protocol.md §14)")
             .ok(&[(200, Json("SessionResumed"))])
             .errors(&[
                 "session_not_found", "resume_unsupported", "invalid_cwd", "workspace_mismatch", "unknown_agent",
@@ -159,6 +166,11 @@ api! {
             .body("SetModel")
             .ok(&[(200, Json("Object"))])
             .errors(&["invalid_json", "session_not_found", "invalid_model_id", "agent_error", "agent_exited"]);
+    post "/session/{id}/mode" => sessions::set_mode,
+        Operation::new("setMode", "sessions", "Switch the session's mode (ACP `session/set_mode`); emits `current_mode_update`")
+            .body("SetMode")
+            .ok(&[(200, Json("Object"))])
+            .errors(&["invalid_json", "session_not_found", "invalid_mode", "agent_error", "agent_exited"]);
     get "/session/{id}/events" => events::events,
         Operation::new("events", "events", "The session's event stream (SSE, docs/protocol.md §5)")
             .ok(&[(200, EventStream)])

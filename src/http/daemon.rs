@@ -32,6 +32,7 @@ fn features(d: &Daemon) -> Vec<&'static str> {
         "session_cancel",
         "session_events",
         "session_set_model",
+        "session_set_mode",
         "client_identity",
         "client_heartbeat",
         "permission_vote",

@@ -31,6 +31,9 @@ pub enum ApiError {
     InvalidJson,
     #[error("Not found")]
     RouteNotFound,
+    /// `/assets/` names no file of this build of the web app (an old page asking for renamed files).
+    #[error("No such file in this version of the web app")]
+    AssetNotFound,
     #[error("Method not allowed")]
     MethodNotAllowed,
     #[error("{0}")]
@@ -71,6 +74,9 @@ pub enum ApiError {
     AgentExited(String),
     #[error("modelId must be a non-empty string")]
     InvalidModelId,
+    /// `mode` (the JSON text of what was sent) is none of the modes the agent announced, `available`.
+    #[error("{}", invalid_mode_text(.mode, .available))]
+    InvalidMode { mode: String, available: Vec<String> },
     #[error("Too many event streams for this session")]
     SubscriberLimitExceeded { limit: usize },
     #[error(
@@ -157,6 +163,15 @@ fn origin_hint(origin: Option<&str>) -> String {
     }
 }
 
+/// What `invalid_mode` says: the modes there are to choose from.
+fn invalid_mode_text(mode: &str, available: &[String]) -> String {
+    if available.is_empty() {
+        format!("Unknown mode {mode}: this session's agent announced no modes")
+    } else {
+        format!("Unknown mode {mode}: this session's agent offers {}", available.join(", "))
+    }
+}
+
 /// What `init_timeout` says: an agent that never answers `initialize` is most often a program that
 /// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
 fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
@@ -180,6 +195,7 @@ impl ApiError {
             ApiError::BodyTooLarge,
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
+            ApiError::AssetNotFound,
             ApiError::MethodNotAllowed,
             ApiError::InvalidClientId(ClientIdProblem::Malformed),
             ApiError::InvalidCwd,
@@ -196,6 +212,7 @@ impl ApiError {
             ApiError::AgentError(s()),
             ApiError::AgentExited(s()),
             ApiError::InvalidModelId,
+            ApiError::InvalidMode { mode: s(), available: Vec::new() },
             ApiError::SubscriberLimitExceeded { limit: 0 },
             ApiError::InvalidVote,
             ApiError::PermissionRequestNotFound,
@@ -247,6 +264,7 @@ impl ApiError {
             | Self::UnknownAgent { .. }
             | Self::InvalidPrompt
             | Self::InvalidModelId
+            | Self::InvalidMode { .. }
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
             | Self::InvalidRule(_)
@@ -260,6 +278,7 @@ impl ApiError {
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::RouteNotFound
+            | Self::AssetNotFound
             | Self::SessionNotFound { .. }
             | Self::PermissionRequestNotFound
             | Self::PermissionAlreadyResolved { .. }
@@ -287,6 +306,7 @@ impl ApiError {
             Self::BodyTooLarge => "body_too_large",
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",
+            Self::AssetNotFound => "asset_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::InvalidClientId(_) => "invalid_client_id",
             Self::InvalidCwd => "invalid_cwd",
@@ -303,6 +323,7 @@ impl ApiError {
             Self::AgentError(_) => "agent_error",
             Self::AgentExited(_) => "agent_exited",
             Self::InvalidModelId => "invalid_model_id",
+            Self::InvalidMode { .. } => "invalid_mode",
             Self::SubscriberLimitExceeded { .. } => "subscriber_limit_exceeded",
             Self::InvalidVote => "invalid_vote",
             Self::PermissionRequestNotFound => "permission_request_not_found",
@@ -356,6 +377,7 @@ impl ApiError {
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
             Self::ResumeUnsupported { agent } => body["agent"] = json!(agent),
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
+            Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
             _ => {}
         }
         body
@@ -446,6 +468,9 @@ impl From<SessionError> for ApiError {
             SessionError::Agent(m) => ApiError::AgentError(m),
             SessionError::AgentExited(m) => ApiError::AgentExited(m),
             SessionError::Draining => ApiError::DaemonDraining,
+            SessionError::InvalidMode { mode_id, available } => {
+                ApiError::InvalidMode { mode: format!("{mode_id:?}"), available }
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Handlers of the durable state (`docs/protocol.md#13-durable-state`): the audit trail
+//! Handlers of the durable state (`docs/protocol.md#14-durable-state`): the audit trail
 //! (`GET /audit`), a workspace's rules (`/workspace/:cwd/permission-rules[/:ruleId]`), and
 //! resuming a dormant session (`POST /session/:id/resume`). The dormant replay itself is
 //! `GET /session/:id/events` (`events.rs`), and the listing with `?include=ended` is in

@@ -15,6 +15,7 @@
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
 //!   `prompts`, `events`, `permissions`; `shell`, the session shell's gates; `act`, the
 //!   notifications' action links.
+//! - [`web`]: the web app at `/` and `/assets/`, embedded at build time from `web/`.
 //!
 //! Imports `daemon`, `permission` (vote and rule types), `notify` (the action links), `config` and
 //! the leaves. Nothing imports
@@ -35,6 +36,7 @@ mod permissions;
 mod prompts;
 mod sessions;
 mod shell;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -26,6 +26,10 @@ pub enum Body {
     EventStream,
     /// The Prometheus / OpenMetrics text exposition.
     Metrics,
+    /// `text/html` for a browser, else `application/json` with this component schema.
+    Page(&'static str),
+    /// A file of the web app: script, style sheet, icon or manifest.
+    Asset,
     /// A small `text/html` page.
     Html,
 }
@@ -278,6 +282,23 @@ fn success(body: Body) -> Value {
             "description": "OpenMetrics text exposition",
             "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
         }),
+        Body::Page(schema) => json!({
+            "description": "The web app's page when `Accept` names `text/html` (`Cache-Control: no-cache`, an ETag), \
+                else the JSON below",
+            "content": {
+                "text/html": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}},
+            },
+        }),
+        Body::Asset => json!({
+            "description": "The file, in the coding Accept-Encoding prefers (br, gzip or none)",
+            "content": {
+                "text/javascript": {"schema": {"type": "string"}},
+                "text/css": {"schema": {"type": "string"}},
+                "image/svg+xml": {"schema": {"type": "string"}},
+                "application/manifest+json": {"schema": {"type": "string"}},
+            },
+        }),
         Body::Html => json!({
             "description": "A page (no script; strict Content-Security-Policy)",
             "content": {"text/html": {"schema": {"type": "string"}}},
@@ -295,9 +316,9 @@ fn schemas() -> Value {
         "agent": {"type": "string", "description": "The configured agent the session runs on"},
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
+        "pendingPermissions": {"type": "integer", "minimum": 0, "description": "Permission requests waiting for a decision"},
     });
     let mut status_props = summary_props.clone();
-    status_props["pendingPermissions"] = int.clone();
     status_props["subscribers"] = int.clone();
     status_props["pendingPrompts"] = int.clone();
     let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
@@ -312,6 +333,19 @@ fn schemas() -> Value {
             "additionalProperties": true,
         },
         "Object": object,
+        "Root": {
+            "type": "object",
+            "required": ["name", "version", "links"],
+            "properties": {
+                "name": {"const": "mediatord"},
+                "version": string,
+                "links": {
+                    "type": "object",
+                    "description": "Paths of this daemon's entry points",
+                    "properties": {"openapi": string, "capabilities": string, "health": string, "agents": string, "app": string},
+                },
+            },
+        },
         "Empty": {"type": "object", "maxProperties": 0},
         "Health": {
             "type": "object",
@@ -337,7 +371,7 @@ fn schemas() -> Value {
                         "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
                         "writesDropped": int,
                     },
-                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §13)",
+                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §14)",
                 },
             },
         },
@@ -434,6 +468,11 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["modelId"],
             "properties": {"modelId": {"type": "string", "minLength": 1}},
+        },
+        "SetMode": {
+            "type": "object",
+            "required": ["modeId"],
+            "properties": {"modeId": {"type": "string", "minLength": 1, "description": "One of the session's `modes.availableModes[].id`"}},
         },
         "Vote": {
             "oneOf": [

@@ -88,16 +88,17 @@ impl Perimeter {
         }
     }
 
-    /// Whether `origin` is the daemon's own (`--public-url`'s, or the request's `Host` over http):
-    /// the action page's form posting back to itself.
+    /// Whether `origin` is this daemon's own: `--public-url`'s, or `http://` and the authority the
+    /// request addresses, that authority passing the Host step. The daemon's own pages (the web app,
+    /// an action link's confirmation page) carry it, so they need no `--allow-origin`
+    /// (`docs/protocol.md#21-origin`).
     fn own_origin(&self, origin: &str, req: &Request) -> bool {
-        let origin = origin.to_ascii_lowercase();
-        self.public_origin.as_deref() == Some(origin.as_str())
-            || req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .is_some_and(|host| origin == format!("http://{}", host.to_ascii_lowercase()))
+        if self.public_origin.as_deref().is_some_and(|own| own.eq_ignore_ascii_case(origin)) {
+            return true;
+        }
+        let Some(authority) = authority(req) else { return false };
+        origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(authority))
+            && self.check_host(req).is_ok()
     }
 
     /// The Host step: exactly one `Host` (RFC 9112 §3.2: more than one is a 400, whatever the
@@ -105,17 +106,11 @@ impl Perimeter {
     /// request target's when it is in absolute form (`GET http://host:port/path`), which RFC 9112
     /// §3.2.2 says replaces `Host`; otherwise the `Host` header's.
     fn check_host(&self, req: &Request) -> Result<(), ApiError> {
-        let mut hosts = req.headers().get_all(header::HOST).iter();
-        let host = hosts.next();
-        if hosts.next().is_some() {
+        if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
             return Err(ApiError::InvalidHost);
         }
         let Some(allowed) = &self.allowed_hosts else { return Ok(()) };
-        let authority = match req.uri().authority() {
-            Some(authority) => Some(authority.as_str()),
-            None => host.and_then(|h| h.to_str().ok()),
-        };
-        match authority {
+        match authority(req) {
             Some(authority) if allowed.contains(&authority.to_ascii_lowercase()) => Ok(()),
             _ => Err(ApiError::HostNotAllowed),
         }
@@ -149,6 +144,14 @@ pub fn is_loopback_peer(addr: Option<SocketAddr>) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
+/// The authority the request addresses: the request target's in absolute form, else `Host`'s.
+fn authority(req: &Request) -> Option<&str> {
+    match req.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => req.headers().get(header::HOST).and_then(|h| h.to_str().ok()),
+    }
+}
+
 pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
     req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0)
 }
@@ -162,9 +165,9 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
+            // The daemon's own pages: let through, and granted no CORS headers (none is needed).
+            Ok(o) if p.own_origin(o, &req) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
-            // An action page's own form: let through, and granted no CORS headers.
-            Ok(o) if act && p.own_origin(o, &req) => None,
             _ => return refuse(origin_denied(value), None),
         },
     };
@@ -180,7 +183,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         return with_cors(preflight, origin.as_ref());
     }
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
-    if !open_health && !act && !p.bearer_ok(headers) {
+    if !open_health && !act && !super::web::is_public(&req) && !p.bearer_ok(headers) {
         return refuse(ApiError::Unauthorized, origin.as_ref());
     }
     let response = next.run(req).await;

@@ -26,6 +26,7 @@ fn summary(s: &Session) -> Value {
         "createdAt": iso8601(s.created_at),
         "clientCount": s.client_count(),
         "hasActivePrompt": s.has_active_prompt(),
+        "pendingPermissions": s.permissions().pending_count(),
     })
 }
 
@@ -80,9 +81,9 @@ pub(super) async fn create_session(
         // An ISO-8601 string: @qwen-code/sdk parses it as a date.
         "createdAt": iso8601(s.created_at),
     });
-    for key in ["models", "modes"] {
-        if let Some(v) = s.agent_result.get(key) {
-            out[key] = v.clone();
+    for (key, value) in [("models", s.models()), ("modes", s.modes())] {
+        if !value.is_null() {
+            out[key] = value;
         }
     }
     Ok(Json(out).into_response())
@@ -141,25 +142,24 @@ pub(super) async fn list_workspace_sessions(
 pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
     let s = d.session(&id)?;
     let mut out = summary(&s);
-    out["pendingPermissions"] = json!(s.permissions().pending_count());
     out["subscribers"] = json!(s.subscriber_count());
     out["pendingPrompts"] = json!(s.pending_prompt_count());
     Ok(Json(out).into_response())
 }
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
-/// modes the agent reported at `session/new`.
+/// modes the agent reported at `session/new`, with the current ones as they are now.
 pub(super) async fn session_context(
     State(d): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let pick = |key: &str| s.agent_result.get(key).cloned().unwrap_or(Value::Null);
+    let config_options = s.agent_result.get("configOptions").cloned().unwrap_or(Value::Null);
     Ok(Json(json!({
         "v": 1,
         "sessionId": s.id,
         "workspaceCwd": s.workspace.to_string_lossy(),
-        "state": {"models": pick("models"), "modes": pick("modes"), "configOptions": pick("configOptions")},
+        "state": {"models": s.models(), "modes": s.modes(), "configOptions": config_options},
     }))
     .into_response())
 }
@@ -190,6 +190,23 @@ pub(super) async fn set_model(
         .filter(|m| !m.is_empty())
         .ok_or(ApiError::InvalidModelId)?;
     Ok(Json(s.set_model(model).await?).into_response())
+}
+
+/// `POST /session/:id/mode`: `{modeId}`, one of the modes the agent announced.
+pub(super) async fn set_mode(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let mode = match body.get("modeId") {
+        Some(Value::String(m)) if !m.is_empty() => m.as_str(),
+        other => {
+            let shown = other.map_or_else(|| "(none)".to_owned(), Value::to_string);
+            return Err(ApiError::InvalidMode { mode: shown, available: s.mode_ids() });
+        }
+    };
+    Ok(Json(s.set_mode(mode).await?).into_response())
 }
 
 pub(super) async fn detach(

@@ -709,7 +709,7 @@ impl<'a> Permissions<'a> {
 
 impl Permissions<'_> {
     /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
-    /// (`docs/protocol.md#13-durable-state`).
+    /// (`docs/protocol.md#14-durable-state`).
     fn audit_record(
         self,
         request_id: &str,

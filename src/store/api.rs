@@ -73,7 +73,7 @@ impl StoredEvent {
 }
 
 /// One permission request in the audit trail. `entry` is the whole wire object
-/// (`docs/protocol.md#13-durable-state`); the other fields are what queries filter on.
+/// (`docs/protocol.md#14-durable-state`); the other fields are what queries filter on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRecord {
     pub request_id: String,

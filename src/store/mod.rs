@@ -1,4 +1,4 @@
-//! The durable state (`docs/protocol.md#13-durable-state`): the permission audit trail, workspace
+//! The durable state (`docs/protocol.md#14-durable-state`): the permission audit trail, workspace
 //! rules, and every session with its recorded events, behind one narrow interface, [`Store`].
 //!
 //! - `api`: [`Store`] and the records that cross it.

@@ -14,7 +14,7 @@
 //!   called from `spawn_blocking`.
 //! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it is in the WAL, in the OS's cache); an OS crash or power loss may lose the
-//!   last commits, never corrupt the database. The promise of `docs/protocol.md#13-durable-state`
+//!   last commits, never corrupt the database. The promise of `docs/protocol.md#14-durable-state`
 //!   (at most the last second before a `kill -9` is missing) rests on the writer committing at
 //!   least every [`COMMIT_INTERVAL`].
 
@@ -225,7 +225,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
 }
 
 /// What a previous daemon left unfinished: live sessions become dormant, pending requests are
-/// marked abandoned (`docs/protocol.md#13-durable-state`).
+/// marked abandoned (`docs/protocol.md#14-durable-state`).
 fn recover(conn: &mut Connection, now: u64) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute(

@@ -357,7 +357,9 @@ run_phase() {
 	# --agent, or from the config file when it needs client capabilities of its own (Gemini CLI).
 	# `all`: every agent of $AGENTS in the config file's agents map, each with its own environment
 	# there and none in the daemon's, so each reaches the fake model only through its own settings.
-	local -a dargs=(--port 0 --workspace "$ws")
+	# The agents are large Node programs: on a loaded two-core machine three of them starting at once
+	# took more than the default 10 s to answer `initialize`; the e2e measures behaviour, not start-up.
+	local -a dargs=(--port 0 --workspace "$ws" --initialize-timeout-ms 60000)
 	config="$PHASE_DIR/mediatord.json"
 	if [[ "$agent" == all ]]; then
 		for a in $AGENTS; do

@@ -5,7 +5,16 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
-import { DaemonClient, DaemonHttpError } from '@qwen-code/sdk/daemon';
+import {
+  DaemonClient,
+  DaemonHttpError,
+  createDaemonTranscriptState,
+  normalizeDaemonEvent,
+  reduceDaemonTranscriptEvents,
+  selectPendingPermissionBlocks,
+  selectTranscriptBlocks,
+  selectUnrecognizedDiagnostics,
+} from '@qwen-code/sdk/daemon';
 import {
   BASE_URL,
   EventCollector,
@@ -250,6 +259,21 @@ test('cancel() during a pending permission: prompt() ends cancelled', async () =
   assert.equal(fs.existsSync(file), false);
   const again = await sdkPrompt('hi');
   assert.equal(again.stopReason, 'end_turn', 'the session still works after a cancel');
+});
+
+test("the SDK's transcript reducer finds every prompt as a user block, nothing unrecognised, nothing pending", async () => {
+  // Everything the subscription got from the session's start: the prompts of the tests above were
+  // sent by this client, so only the daemon's user_message_chunk echo can make them user blocks.
+  const ui = events.events.flatMap((e) => normalizeDaemonEvent(e));
+  const state = reduceDaemonTranscriptEvents(createDaemonTranscriptState(), ui);
+  const users = selectTranscriptBlocks(state).filter((b) => b.kind === 'user');
+  const texts = users.map((b) => b.text);
+  assert.ok(texts.some((t) => t.trim() === 'hi'), JSON.stringify(texts));
+  for (const name of ['sdk-session-vote', 'sdk-cancel']) {
+    assert.ok(texts.some((t) => t.startsWith('WRITE ') && t.includes(name)), `${name}: ${JSON.stringify(texts)}`);
+  }
+  assert.deepEqual(selectUnrecognizedDiagnostics(state), [], 'every event the daemon sent is one the SDK knows');
+  assert.deepEqual(selectPendingPermissionBlocks(state), [], 'every permission request was resolved');
 });
 
 test('detachSession() for the second client resolves', async () => {

@@ -82,7 +82,7 @@ async fn two_subscribers_receive_identical_streams() {
     d.prompt_async(&sid, Some("alice"), "stream 200").await;
     let a = one.until_frame_with("event: turn_complete\n").await;
     let b = two.until_frame_with("event: turn_complete\n").await;
-    assert_eq!(a.matches("event: session_update\n").count(), 200);
+    assert_eq!(a.matches("event: session_update\n").count(), 201, "the prompt's echo and 200 chunks");
     assert!(a == b, "the two streams differ");
 }
 
@@ -94,7 +94,7 @@ async fn last_event_id_resumes_without_gap_or_duplicate() {
     let d = Daemon::start(&[]);
     let sid = d.join("alice").await;
     let mut first = Sse::connect(&d, &sid, &[]).await;
-    d.prompt(&sid, Some("alice"), "stream 20").await.ok(); // events 1..=21
+    d.prompt(&sid, Some("alice"), "stream 20").await.ok(); // the echo, 20 chunks, turn_complete: 1..=22
     let seen = first.until(|e| e.id == Some(7)).await;
     assert_eq!(ids(&seen), (1..=7).collect::<Vec<_>>());
     drop(first);
@@ -102,14 +102,14 @@ async fn last_event_id_resumes_without_gap_or_duplicate() {
     let mut resumed = Sse::connect(&d, &sid, &last_event_id(7)).await;
     let replay = resumed.until_type("replay_complete").await;
     let (done, replayed) = replay.split_last().expect("replay_complete");
-    assert_eq!(ids(replayed), (8..=21).collect::<Vec<_>>());
-    assert_eq!(replayed.len(), 14, "every replayed event has an id");
+    assert_eq!(ids(replayed), (8..=22).collect::<Vec<_>>());
+    assert_eq!(replayed.len(), 15, "every replayed event has an id");
     assert_eq!(done.id, None);
-    assert_eq!(done.payload(), &json!({"replayedCount": 14, "lastReplayedEventId": 21}));
+    assert_eq!(done.payload(), &json!({"replayedCount": 15, "lastReplayedEventId": 22}));
 
     d.prompt_async(&sid, Some("alice"), "live now").await;
     let live = resumed.until_type("turn_complete").await;
-    assert_eq!(ids(&live), (22..22 + live.len() as u64).collect::<Vec<_>>());
+    assert_eq!(ids(&live), (23..23 + live.len() as u64).collect::<Vec<_>>());
     assert_eq!(chunk_text(&live), "live now");
 }
 
@@ -117,8 +117,8 @@ async fn last_event_id_resumes_without_gap_or_duplicate() {
 async fn resuming_at_the_latest_id_replays_nothing() {
     let d = Daemon::start(&[]);
     let sid = d.join("alice").await;
-    d.prompt(&sid, Some("alice"), "hello").await.ok();
-    let resumed = &mut Sse::connect(&d, &sid, &last_event_id(4)).await;
+    d.prompt(&sid, Some("alice"), "hello").await.ok(); // the echo, 3 chunks, turn_complete
+    let resumed = &mut Sse::connect(&d, &sid, &last_event_id(5)).await;
     let done = resumed.next().await.expect("replay_complete");
     assert_eq!(done.event, "replay_complete");
     assert_eq!(done.payload(), &json!({"replayedCount": 0, "lastReplayedEventId": null}));
@@ -162,7 +162,7 @@ async fn a_malformed_last_event_id_counts_as_none() {
 async fn an_evicted_ring_asks_for_a_resync_then_replays_what_it_has() {
     let d = Daemon::start(&["--event-ring-size", "10"]);
     let sid = d.join("alice").await;
-    d.prompt(&sid, Some("alice"), "stream 49").await.ok(); // 49 chunks + turn_complete = events 1..=50
+    d.prompt(&sid, Some("alice"), "stream 48").await.ok(); // echo + 48 chunks + turn_complete = 1..=50
     let mut sse = Sse::connect(&d, &sid, &last_event_id(1)).await;
     let events = sse.until_type("replay_complete").await;
     let resync = &events[0];

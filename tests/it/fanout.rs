@@ -14,6 +14,9 @@ use crate::support::*;
 
 /// Updates in a burst: `stream 30000`, ~350 bytes per frame.
 const BURST: u64 = 30_000;
+/// The events a burst's prompt puts in the ring: its echo (`user_message_chunk`), the updates, and
+/// `turn_complete`.
+const BURST_EVENTS: u64 = BURST + 2;
 
 /// `GET /health?deep=1`'s `subscribers`.
 async fn subscribers(d: &Daemon) -> u64 {
@@ -36,13 +39,16 @@ async fn a_paused_stream_resumes_with_every_event_in_order() {
     // The turn is over and every event is in the ring, but the paused stream has not been given
     // all of it: the pause was real.
     let delivered = d.scrape().await.get("mediatord_events_delivered_total", &[]);
-    assert!(delivered < (BURST + 1) as f64, "{delivered} events handed over: the stream never stalled");
+    assert!(delivered < BURST_EVENTS as f64, "{delivered} events handed over: the stream never stalled");
 
     let events = paused.until_type("turn_complete").await;
-    assert_eq!(ids(&events), (1..=BURST + 1).collect::<Vec<_>>(), "every event, in order");
+    assert_eq!(ids(&events), (1..=BURST_EVENTS).collect::<Vec<_>>(), "every event, in order");
     assert!(events.iter().all(|e| e.id.is_some()), "no eviction, no warning below 75% of the ring");
-    let texts: Vec<&str> =
-        events.iter().filter_map(|e| e.payload()["update"]["content"]["text"].as_str()).collect();
+    let texts: Vec<&str> = events
+        .iter()
+        .filter(|e| e.payload()["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|e| e.payload()["update"]["content"]["text"].as_str())
+        .collect();
     assert_eq!(texts, (0..BURST).map(|i| format!("tok{i} ")).collect::<Vec<_>>());
 }
 
@@ -51,8 +57,8 @@ async fn a_stream_that_falls_off_the_ring_is_evicted_and_resumes_into_a_resync()
     let d = Daemon::start(&["--event-ring-size", "1000"]);
     let sid = d.join("alice").await;
     let mut paused = Sse::paused(&d, &sid, &[]).await;
-    burst(&d, &sid, &format!("stream {BURST}")).await; // events 1..=30001; the ring holds 29002..
-    let earliest = BURST + 1 - 999;
+    burst(&d, &sid, &format!("stream {BURST}")).await; // events 1..=30002; the ring holds 29003..
+    let earliest = BURST_EVENTS - 999;
 
     let got = paused.rest().await;
     let (evicted, delivered) = got.split_last().expect("client_evicted");
@@ -76,7 +82,7 @@ async fn a_stream_that_falls_off_the_ring_is_evicted_and_resumes_into_a_resync()
         replay[0].payload(),
         &json!({"reason": "ring_evicted", "lastDeliveredId": last, "earliestAvailableId": earliest})
     );
-    assert_eq!(ids(&replay), (earliest..=BURST + 1).collect::<Vec<_>>());
+    assert_eq!(ids(&replay), (earliest..=BURST_EVENTS).collect::<Vec<_>>());
 }
 
 #[tokio::test]
@@ -100,14 +106,15 @@ async fn a_stream_past_the_lag_limit_is_evicted_and_resumes_without_loss() {
     let mut resumed = Sse::connect(&d, &sid, &last_event_id(last)).await;
     let replay = resumed.until_type("replay_complete").await;
     assert!(replay.iter().all(|e| e.event != "state_resync_required"));
-    assert_eq!(ids(&replay), (last + 1..=BURST + 1).collect::<Vec<_>>());
+    assert_eq!(ids(&replay), (last + 1..=BURST_EVENTS).collect::<Vec<_>>());
 }
 
 /// The warning comes once per crossing of 75% of `--subscriber-queue` (40: at a lag of 30), and
 /// again only after the lag was back at 37.5% or less. Each round stalls the paused stream on a
-/// 2 MiB update (a 6 MiB answer echoed in three), then publishes 34 small events behind it: the
-/// stream resumes 35 to 38 events behind (stuck on the first, second or third big update, or not
-/// yet past the round's start), which is past 75% and within the limit.
+/// big update (a 6 MiB prompt: its 6 MiB echo, then the agent's answer in three 2 MiB updates), then
+/// publishes 33 small events behind it (a prompt's echo, 31 updates, the turn event): the stream
+/// resumes 34 to 38 events behind (stuck on one of the four big updates, or not yet past the round's
+/// start), which is past 75% and within the limit.
 #[tokio::test]
 async fn a_lagging_stream_is_warned_once_per_crossing() {
     let d = Daemon::start(&["--subscriber-queue", "40"]);
@@ -116,8 +123,8 @@ async fn a_lagging_stream_is_warned_once_per_crossing() {
     let big = "a".repeat(6 << 20);
     let mut seen: Vec<Event> = Vec::new();
     for round in 0..2u64 {
-        burst(&d, &sid, &big).await; // 3 big updates + turn_complete
-        burst(&d, &sid, "stream 33").await; // 33 updates + turn_complete
+        burst(&d, &sid, &big).await; // the echo + 3 big updates + turn_complete
+        burst(&d, &sid, "stream 31").await; // the echo + 31 updates + turn_complete
         let head = 38 * (round + 1);
         seen.extend(paused.until(|e| e.id == Some(head)).await);
         let warnings: Vec<usize> =
@@ -128,7 +135,7 @@ async fn a_lagging_stream_is_warned_once_per_crossing() {
         let before = seen[..at].iter().rev().find_map(|e| e.id).unwrap_or(0);
         let lag = warning["lag"].as_u64().expect("lag");
         assert_eq!(lag, head - before, "lag = the newest id − the last one delivered: {warning}");
-        assert!((35..=38).contains(&lag), "{warning}");
+        assert!((34..=38).contains(&lag), "{warning}");
         assert_eq!(
             warning,
             &json!({"lag": lag, "limit": 40, "lastEventId": head, "queueSize": lag, "maxQueued": 40})
@@ -159,7 +166,7 @@ async fn a_socket_that_accepts_nothing_is_closed_after_the_writer_idle_timeout()
     assert!(paused.ended);
     let got_ids = ids(&got);
     assert_eq!(got_ids, (1..=got_ids.len() as u64).collect::<Vec<_>>());
-    assert!((got_ids.len() as u64) < BURST + 1, "cut before the end");
+    assert!((got_ids.len() as u64) < BURST_EVENTS, "cut before the end");
     assert!(got.iter().all(|e| e.event == "session_update"));
 
     // The session and its other streams are unaffected.
@@ -176,7 +183,7 @@ async fn a_stalled_stream_slows_neither_the_agent_nor_the_other_streams() {
     let mut reader = Sse::connect(&d, &sid, &[]).await;
     let accepted = d.prompt_async(&sid, Some("alice"), &format!("stream {BURST}")).await;
     let events = reader.until_type("turn_complete").await;
-    assert_eq!(ids(&events), (1..=BURST + 1).collect::<Vec<_>>());
+    assert_eq!(ids(&events), (1..=BURST_EVENTS).collect::<Vec<_>>());
     assert_eq!(events.last().expect("turn_complete").payload()["promptId"], accepted["promptId"]);
     // The agent's turn is over too: the session takes the next prompt at once.
     let reply = d.prompt(&sid, Some("alice"), "next").await;

@@ -306,7 +306,14 @@ async fn queued_prompts_run_in_submission_order_without_interleaving() {
             turns == 3
         })
         .await;
-    // Split the stream at each turn_complete: each slice belongs to one prompt, in order.
+    // Each prompt was echoed to every subscriber as it was queued, in submission order...
+    let (echoes, events): (Vec<Event>, Vec<Event>) =
+        events.into_iter().partition(|e| e.payload()["update"]["sessionUpdate"] == "user_message_chunk");
+    let echoed: Vec<(&Value, &Value)> =
+        echoes.iter().map(|e| (&e.data["promptId"], &e.payload()["update"]["content"]["text"])).collect();
+    let sent: Vec<Value> = texts.iter().map(|t| json!(t)).collect();
+    assert_eq!(echoed, ids.iter().zip(&sent).collect::<Vec<_>>());
+    // ...and the turns themselves never interleave: split the rest at each turn_complete.
     let mut slices: Vec<Vec<Event>> = vec![Vec::new()];
     for e in events {
         let done = e.event == "turn_complete";
@@ -653,7 +660,9 @@ async fn update_meta_and_unknown_fields_reach_the_client_untouched() {
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     d.prompt(&sid, Some("alice"), "echo-meta").await;
     let events = sse.until_type("turn_complete").await;
-    let update = events.iter().find(|e| e.event == "session_update").expect("an update").payload();
+    let agent_update = |e: &&Event| e.payload()["update"]["sessionUpdate"] != "user_message_chunk";
+    let update = events.iter().filter(agent_update).find(|e| e.event == "session_update").expect("an update");
+    let update = update.payload();
     assert_eq!(update["sessionId"], sid.as_str());
     assert_eq!(
         update["update"],

@@ -1,4 +1,4 @@
-//! The durable state through the real binary (`docs/protocol.md#13-durable-state`): each test runs
+//! The durable state through the real binary (`docs/protocol.md#14-durable-state`): each test runs
 //! daemons on a temporary `--state-dir` (and a temporary `XDG_STATE_HOME`, where the demo agent
 //! keeps its transcripts), stops or kills one, starts the next on the same directory, and looks at
 //! what survived.

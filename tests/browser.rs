@@ -1,0 +1,811 @@
+//! The web app in a real browser (issue #18's acceptance): Debian's headless Chromium driven over
+//! WebDriver (chromedriver, `fantoccini`) against the real `mediatord` binary and its demo agent.
+//! `tests/browser/install.sh` installs both with apt when they are missing and fails loudly when it
+//! cannot, so this binary never skips; it is kept out of `cargo test --test it` for that reason.
+//!
+//! Every "browser context" is its own WebDriver session with its own profile directory (so its own
+//! localStorage, hence its own client id). Every wait polls a DOM condition under a bound ([`WAIT`]);
+//! nothing sleeps in place of synchronisation. One test at a time drives Chromium ([`ONE_BROWSER`]):
+//! two cores do not run several Chromiums and the daemons well at once.
+//!
+//! `screenshots` writes the pictures of docs/screenshots/ (with `MEDIATORD_UPDATE_SCREENSHOTS=1`;
+//! otherwise to `target/screenshots/`), and `bundle.txt` naming the build of `web/` they show, which
+//! `tests/it/web.rs` checks against the binary: the committed pictures cannot fall behind the app.
+
+#[path = "it/support/mod.rs"]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use support::Daemon;
+
+/// The bound of every wait on the page (generous: a loaded two-core machine, a cold Chromium).
+const WAIT: Duration = Duration::from_secs(45);
+/// Between two looks at the page while waiting for a condition.
+const POLL: Duration = Duration::from_millis(50);
+/// The phone of the issue: 390×844 CSS pixels.
+const PHONE: (u32, u32) = (390, 844);
+const DESKTOP: (u32, u32) = (1280, 800);
+/// Page loads timed for the interactive-time figure of docs/benchmarks.md.
+const LOAD_RUNS: usize = 7;
+
+/// One test drives Chromium at a time (see the crate doc).
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Installs Chromium and chromedriver when missing (once per test binary).
+fn install() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/install.sh");
+        let status = Command::new("bash").arg(script).status().expect("run tests/browser/install.sh");
+        assert!(status.success(), "tests/browser/install.sh failed: Chromium and chromedriver are required");
+    });
+}
+
+/// A chromedriver on a loopback port, with a home of its own (Chromium writes there). Killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+    home: tempfile::TempDir,
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        install();
+        let home = tempfile::tempdir().expect("tempdir");
+        // Port 0: chromedriver binds a free port and says which on its stdout.
+        let mut child = Command::new("chromedriver")
+            .process_group(0) // its Chromiums join this group, so Drop can end them all
+            .arg("--port=0")
+            .arg("--allowed-ips=127.0.0.1")
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .env("XDG_CACHE_HOME", home.path().join(".cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads to the end, so chromedriver never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let port = line.split("started successfully on port ").nth(1);
+                if let Some(port) = port.and_then(|p| p.trim_end_matches('.').parse::<u16>().ok()) {
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        let Ok(port) = rx.recv_timeout(WAIT) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromedriver did not say its port within {WAIT:?}");
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let driver = Driver { child, url, home };
+        let deadline = Instant::now() + WAIT;
+        let http = support::http();
+        loop {
+            if let Ok(res) = http.get(format!("{}/status", driver.url)).send().await
+                && let Ok(status) = res.json::<Value>().await
+                && status["value"]["ready"] == true
+            {
+                return driver;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not become ready on {}", driver.url);
+            tokio::time::sleep(POLL).await; // polling chromedriver's /status until it answers
+        }
+    }
+
+    /// A new browser context (its own profile) with a viewport of `size` CSS pixels.
+    async fn open(&self, size: (u32, u32)) -> Page {
+        let profile = tempfile::tempdir_in(self.home.path()).expect("profile dir");
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--no-default-browser-check",
+                    "--disable-extensions",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--hide-scrollbars",
+                    "--force-color-profile=srgb",
+                    "--lang=en-US",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+                "mobileEmulation": {"deviceMetrics": {"width": size.0, "height": size.1, "pixelRatio": 1.0}},
+            }),
+        );
+        // The console, for `Page::console_problems` (CSP violations and script errors land there).
+        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .expect("a Chromium session");
+        Page { client, driver: self.url.clone(), _profile: profile }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // chromedriver leads its own process group, and every Chromium process it started is in it
+        // (Chromium keeps its launcher's group; only its crash handlers leave it, and they exit
+        // with the browser they watch). The sessions are never closed one by one, so the
+        // whole group goes: SIGTERM, a bounded wait for chromedriver, then SIGKILL for anything left.
+        let group = format!("-{}", self.child.id());
+        let signal = |sig: &str| {
+            let _ = Command::new("kill").args([sig, "--", &group]).stderr(Stdio::null()).status();
+        };
+        signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(20)); // polling a child's exit
+        }
+        signal("-KILL");
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser context showing the app.
+struct Page {
+    client: Client,
+    /// The chromedriver serving this session (for the one command fantoccini lacks: the log).
+    driver: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Page {
+    /// Runs `body` (a function body that may `return`) in the page.
+    async fn js(&self, body: &str) -> Value {
+        self.client.execute(body, vec![]).await.unwrap_or_else(|e| panic!("script failed: {e}\n{body}"))
+    }
+
+    /// Waits until `expr` is truthy in the page; returns its value.
+    async fn until(&self, what: &str, expr: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let script = format!("try {{ return ({expr}) || null; }} catch (e) {{ return null; }}");
+        loop {
+            let value = self.js(&script).await;
+            if !value.is_null() && value != false {
+                return value;
+            }
+            if Instant::now() > deadline {
+                let body = self.js("return document.body ? document.body.innerText : ''").await;
+                panic!(
+                    "waited {WAIT:?} for {what} ({expr}); the page shows:\n{}",
+                    body.as_str().unwrap_or("")
+                );
+            }
+            tokio::time::sleep(POLL).await; // the next look at the page
+        }
+    }
+
+    /// Loads the app and waits for its first render.
+    async fn load(&self, d: &Daemon, fragment: &str) {
+        self.client.goto(&format!("{}/{fragment}", d.base)).await.expect("navigate");
+        self.until("the app's first render", "document.documentElement.dataset.ready === 'true'").await;
+    }
+
+    /// This browser's client id (made by the app on first load).
+    async fn client_id(&self) -> String {
+        let id = self.until("a client id", "localStorage.getItem('mediatord.clientId')").await;
+        id.as_str().expect("a string").to_owned()
+    }
+
+    /// Opens session `sid` from the session list and waits until its stream is live.
+    async fn open_session(&self, sid: &str) {
+        let link = self
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(&format!("a.session-link[data-session-id='{sid}']")))
+            .await
+            .expect("the session in the list");
+        link.click().await.expect("click the session");
+        self.live(sid).await;
+    }
+
+    /// Waits until session `sid` is on screen with its stream live (or live again after a resync).
+    async fn live(&self, sid: &str) {
+        let conn = format!(
+            "{SESSION}('{sid}')?.querySelector('.conn[data-state=live], .conn[data-state=resynced]')"
+        );
+        self.until("the session's stream", &conn).await;
+    }
+
+    /// Clicks the element `xpath` names once it is there and enabled.
+    async fn click(&self, what: &str, xpath: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(el) = self.client.find(Locator::XPath(xpath)).await
+                && el.is_enabled().await.unwrap_or(false)
+                && el.click().await.is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "waited {WAIT:?} to click {what} ({xpath})");
+            tokio::time::sleep(POLL).await; // the next look for the element
+        }
+    }
+
+    /// Types `text` in the textbox named "Prompt" and presses Enter.
+    async fn prompt(&self, text: &str) {
+        // The textbox is found by its label, as a screen reader names it.
+        let input = self
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::XPath("//textarea[@id = //label[normalize-space() = 'Prompt']/@for]"))
+            .await
+            .expect("the Prompt textbox");
+        input.send_keys(text).await.expect("type");
+        input.send_keys("\u{E007}").await.expect("Enter");
+    }
+
+    /// The text of the agent's messages in the turn of `prompt_id`, once that turn is over.
+    async fn finished_turn(&self, what: &str) -> Value {
+        self.until(
+            what,
+            "(() => { const t = [...document.querySelectorAll('.turn')].pop(); \
+             return t && t.dataset.state !== 'running' && t.dataset.state !== '' && \
+             {state: t.dataset.state, user: t.querySelector('.user').innerText.replace(/\\s+/g, ' ').trim(), \
+              agent: [...t.querySelectorAll('.agent .msg')].map((m) => m.textContent).join('')}; })()",
+        )
+        .await
+    }
+
+    /// The browser console's warnings and errors since the last call (chromedriver's log endpoint):
+    /// a script error, a refused resource or a Content-Security-Policy violation shows here.
+    async fn console_problems(&self) -> Vec<String> {
+        let session = self.client.session_id().await.expect("session id").expect("a session");
+        let res = support::http()
+            .post(format!("{}/session/{session}/se/log", self.driver))
+            .json(&json!({"type": "browser"}))
+            .send()
+            .await
+            .expect("the browser log");
+        let log: Value = res.json().await.expect("json");
+        log["value"]
+            .as_array()
+            .expect("log entries")
+            .iter()
+            .filter(|e| e["level"] == "SEVERE" || e["level"] == "WARNING")
+            .map(|e| e["message"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        let png = self.client.screenshot().await.expect("screenshot");
+        std::fs::write(path, png).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+}
+
+/// JS: the session view of `id` on screen.
+const SESSION: &str = "((id) => document.querySelector(`section.session[data-session-id='${id}']`))";
+
+/// XPath of the button named `name` (its visible text) in the permission card of this page.
+fn card_button(name: &str) -> String {
+    format!(
+        "//section[contains(@class, 'card')]//button[normalize-space() = '{name}' or .//span[@class = 'option-name' and normalize-space() = '{name}']]"
+    )
+}
+
+/// JS: the resolved record of the last permission request in the transcript.
+const RESOLVED_RECORD: &str = "(() => { const r = [...document.querySelectorAll('.perm-record[data-state=resolved]')].pop(); return r && r.textContent; })()";
+
+/// JS: no permission card is on screen.
+const NO_CARD: &str = "document.querySelectorAll('section.card').length === 0";
+
+/// The common start of a test: a daemon with `args`, alice's session on it, and a phone showing it
+/// (opened from the session list) with its stream live. Holds [`ONE_BROWSER`] until dropped.
+struct OnSession {
+    page: Page,
+    _driver: Driver,
+    d: Daemon,
+    sid: String,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl OnSession {
+    async fn phone(args: &[&str]) -> OnSession {
+        let one = ONE_BROWSER.lock().await;
+        let (d, driver) = start(args).await;
+        let sid = d.join("alice").await;
+        let page = driver.open(PHONE).await;
+        page.load(&d, "").await;
+        page.open_session(&sid).await;
+        OnSession { page, _driver: driver, d, sid, _one: one }
+    }
+
+    /// The same on a desktop, the session opened by its link (`/#/s/<id>`).
+    async fn desktop(args: &[&str]) -> OnSession {
+        let one = ONE_BROWSER.lock().await;
+        let (d, driver) = start(args).await;
+        let sid = d.join("alice").await;
+        let page = driver.open(DESKTOP).await;
+        page.load(&d, &format!("#/s/{sid}")).await;
+        page.live(&sid).await;
+        OnSession { page, _driver: driver, d, sid, _one: one }
+    }
+}
+
+async fn start(args: &[&str]) -> (Daemon, Driver) {
+    let d = Daemon::start(args);
+    (d, Driver::start().await)
+}
+
+#[tokio::test]
+async fn the_app_loads_shows_the_session_and_streams_a_prompts_answer() {
+    let on = OnSession::phone(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+
+    // The timing the issue asks for: navigation → the session rendered with its stream live, on
+    // loopback, warm cache (what a person reopening the app gets). Reported, never asserted.
+    let mut times: Vec<f64> = Vec::new();
+    for _ in 0..LOAD_RUNS {
+        page.client.goto(&format!("{}/#/s/{sid}", d.base)).await.expect("navigate");
+        page.client.refresh().await.expect("reload");
+        let ms = page
+            .until(
+                "the session rendered",
+                "performance.getEntriesByName('mediatord:session-rendered')[0]?.startTime",
+            )
+            .await;
+        times.push(ms.as_f64().expect("a time"));
+    }
+    times.sort_by(f64::total_cmp);
+    eprintln!(
+        "interactive: the session rendered after navigation in {:.0} ms (median of {LOAD_RUNS}; min {:.0}, max {:.0})",
+        times[LOAD_RUNS / 2],
+        times[0],
+        times[LOAD_RUNS - 1]
+    );
+
+    page.prompt("hello from the browser").await;
+    let turn = page.finished_turn("the answer").await;
+    assert_eq!(turn["state"], "end_turn", "{turn}");
+    assert_eq!(turn["user"], "You hello from the browser", "{turn}");
+    assert_eq!(turn["agent"], "hello from the browser", "{turn}");
+    // The textbox was emptied for the next prompt.
+    assert_eq!(page.js("return document.querySelector('.composer textarea').value").await, "");
+
+    // Shift+Enter breaks the line; Enter sends.
+    page.prompt("line one\u{E008}\u{E007}\u{E000}line two").await;
+    page.until("the second turn", "document.querySelectorAll('.turn').length === 2").await;
+    let turn = page.finished_turn("the second answer").await;
+    assert_eq!(turn["state"], "end_turn", "{turn}");
+    let sent = page.js("return [...document.querySelectorAll('.turn')][1].querySelector('.user .plain-text').textContent").await;
+    assert_eq!(sent, "line one\nline two");
+
+    // Every visible button has a name a screen reader can say, also where it shows only an icon.
+    let unnamed = page
+        .js("return [...document.querySelectorAll('button')].filter((b) => b.offsetParent !== null && \
+             !b.innerText.trim() && !b.getAttribute('aria-label')).map((b) => b.outerHTML)")
+        .await;
+    assert_eq!(unnamed, json!([]), "buttons without an accessible name");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error, no CSP violation");
+}
+
+#[tokio::test]
+async fn another_clients_prompt_shows_with_who_sent_it() {
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt_async(sid, Some("alice"), "a question from curl").await;
+    let turn = page.finished_turn("alice's turn").await;
+    assert_eq!(turn["user"], "alice a question from curl", "{turn}");
+    assert_eq!(turn["agent"], "a question from curl");
+}
+
+#[tokio::test]
+async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&[]).await;
+    let sid = d.join("alice").await;
+    let (a, b) = (driver.open(PHONE).await, driver.open(DESKTOP).await);
+    a.load(&d, "").await;
+    a.open_session(&sid).await;
+    b.load(&d, &format!("#/s/{sid}")).await;
+    b.live(&sid).await;
+    let a_id = a.client_id().await;
+
+    a.prompt("write a.txt hello from a phone").await;
+    for page in [&a, &b] {
+        page.until(
+            "the permission card",
+            "document.querySelector('section.card h3')?.textContent.includes('a.txt')",
+        )
+        .await;
+        let names = page
+            .js("return [...document.querySelectorAll('section.card button')].map((b) => b.textContent.trim())")
+            .await;
+        assert_eq!(
+            names,
+            json!([
+                "Allow once",
+                "Always allow",
+                "Reject",
+                "Allow for this session",
+                "Deny for this session"
+            ]),
+            "one button per option, by its name, and the shorthands"
+        );
+    }
+    // The session list shows it too.
+    b.until(
+        "the badge",
+        "document.querySelector('.session-link .badge')?.textContent.includes('Needs approval')",
+    )
+    .await;
+
+    a.click("Allow once", &card_button("Allow once")).await;
+    a.until("the card resolved", NO_CARD).await;
+    assert_eq!(
+        a.until("a's record", RESOLVED_RECORD).await.as_str().map(|t| t.ends_with("Allow once by you")),
+        Some(true)
+    );
+    b.until("b's card gone", NO_CARD).await;
+    let seen_by_b = b.until("b's record", RESOLVED_RECORD).await;
+    assert!(seen_by_b.as_str().expect("text").ends_with(&format!("Allow once by {a_id}")), "{seen_by_b}");
+    a.finished_turn("the turn").await;
+    let written = std::fs::read_to_string(d.workspace.join("a.txt")).expect("the file was written");
+    assert_eq!(written, "hello from a phone");
+}
+
+#[tokio::test]
+async fn reject_leaves_no_file() {
+    let on = OnSession::phone(&[]).await;
+    let (d, page) = (&on.d, &on.page);
+    page.prompt("write denied.txt nothing").await;
+    page.click("Reject", &card_button("Reject")).await;
+    page.until("the card resolved", NO_CARD).await;
+    assert_eq!(
+        page.until("the record", RESOLVED_RECORD).await.as_str().map(|t| t.ends_with("Reject by you")),
+        Some(true)
+    );
+    page.finished_turn("the turn").await;
+    assert!(!d.workspace.join("denied.txt").exists(), "a rejected write writes nothing");
+}
+
+#[tokio::test]
+async fn stop_cancels_a_long_stream() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    // 2000 tokens at 20 a second: over a minute and a half unless stopped.
+    page.prompt("stream 2000 20").await;
+    page.until(
+        "some of the stream",
+        "document.querySelector('.turn .agent .msg')?.textContent.includes('tok3 ')",
+    )
+    .await;
+    page.click("Stop", "//button[normalize-space() = 'Stop']").await;
+    let turn = page.finished_turn("the cancelled turn").await;
+    assert_eq!(turn["state"], "cancelled", "{turn}");
+    assert!(!turn["agent"].as_str().expect("text").contains("tok1999"), "stopped before the end");
+    assert_eq!(page.js("return document.querySelector('.turn-state').textContent").await, "Cancelled");
+}
+
+#[tokio::test]
+async fn a_reload_mid_stream_resumes_without_duplicates() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    page.prompt("stream 80 20").await;
+    page.until(
+        "the stream under way",
+        "document.querySelector('.turn .agent .msg')?.textContent.includes('tok5 ')",
+    )
+    .await;
+    page.client.refresh().await.expect("reload");
+    page.until("the app again", "document.documentElement.dataset.ready === 'true'").await;
+    let turn = page.finished_turn("the turn, after the reload").await;
+    assert_eq!(turn["state"], "end_turn", "{turn}");
+    let expected: String = (0..80).map(|i| format!("tok{i} ")).collect();
+    assert_eq!(
+        turn["agent"].as_str().map(str::trim_end),
+        Some(expected.trim_end()),
+        "every token once, in order"
+    );
+    assert_eq!(page.js("return document.querySelectorAll('.turn').length").await, 1, "one turn, shown once");
+}
+
+#[tokio::test]
+async fn consensus_waits_for_the_second_browser() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--permission-policy", "consensus"]).await;
+    let (a, b) = (driver.open(PHONE).await, driver.open(PHONE).await);
+    // Both browsers join the workspace's shared session through the app: two voters, quorum 2.
+    a.load(&d, "").await;
+    a.click("Shared session", "//button[normalize-space() = 'Shared session']").await;
+    let sid = a
+        .until(
+            "a's session",
+            "location.hash.startsWith('#/s/') && decodeURIComponent(location.hash.slice(4))",
+        )
+        .await;
+    let sid = sid.as_str().expect("id").to_owned();
+    a.live(&sid).await;
+    b.load(&d, "").await;
+    b.click("Shared session", "//button[normalize-space() = 'Shared session']").await;
+    b.live(&sid).await;
+    let b_id = b.client_id().await;
+
+    a.prompt("write agreed.txt both of us").await;
+    for page in [&a, &b] {
+        page.until(
+            "the card",
+            "document.querySelector('section.card .policy')?.textContent.startsWith('Consensus')",
+        )
+        .await;
+    }
+    a.click("a's Allow once", &card_button("Allow once")).await;
+    for page in [&a, &b] {
+        page.until(
+            "the tally",
+            "document.querySelector('section.card .policy')?.textContent.includes('1 vote so far, 2 needed')",
+        )
+        .await;
+        page.until(
+            "the option's tally",
+            "document.querySelector('section.card .tally')?.textContent === ' · 1'",
+        )
+        .await;
+    }
+    assert!(!d.workspace.join("agreed.txt").exists(), "one vote of two decides nothing");
+    b.click("b's Allow once", &card_button("Allow once")).await;
+    a.until("the card resolved", NO_CARD).await;
+    let record = a.until("a's record", RESOLVED_RECORD).await;
+    assert!(record.as_str().expect("text").ends_with(&format!("Allow once by {b_id}")), "{record}");
+    a.finished_turn("the turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("agreed.txt")).expect("written"), "both of us");
+}
+
+#[tokio::test]
+async fn html_in_an_agent_message_renders_as_text() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    // The demo agent echoes the prompt back as its message.
+    let attack = "<img src=x onerror=\"document.title='pwned'\"> and **bold** <script>document.title='pwned'</script> [a link](javascript:document.title='pwned')";
+    page.prompt(attack).await;
+    let turn = page.finished_turn("the echo").await;
+    let agent = turn["agent"].as_str().expect("text");
+    assert!(agent.contains("<img src=x onerror=\"document.title='pwned'\">"), "the literal text: {agent}");
+    assert!(agent.contains("<script>document.title='pwned'</script>"), "{agent}");
+    assert_eq!(page.js("return document.querySelectorAll('img, script:not([src]), iframe').length").await, 0);
+    assert_eq!(
+        page.js("return document.querySelector('.turn .agent .msg strong')?.textContent").await,
+        "bold"
+    );
+    let links = page
+        .js("return [...document.querySelectorAll('.turn .agent .msg a')].map((a) => [a.textContent, a.getAttribute('href')])")
+        .await;
+    assert_eq!(links, json!([]), "a javascript: link is no link");
+    assert!(agent.ends_with(" a link"), "it keeps its text: {agent}");
+    assert_ne!(page.js("return document.title").await, "pwned");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "nothing was even attempted");
+}
+
+#[tokio::test]
+async fn the_mode_switcher_lets_edits_through_without_asking() {
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    let mode = page
+        .client
+        .find(Locator::XPath("//select[@id = //label[normalize-space() = 'Mode']/@for]"))
+        .await
+        .expect("Mode");
+    mode.select_by_value("accept-edits").await.expect("choose Accept edits");
+    page.until("the mode", "document.querySelector('.controls select[id^=mode-]').value === 'accept-edits'")
+        .await;
+    let context = d.get(&format!("/session/{sid}/context")).await;
+    assert_eq!(context.body["state"]["modes"]["currentModeId"], "accept-edits", "{}", context.text);
+    page.prompt("write free.txt no questions").await;
+    page.finished_turn("the turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("free.txt")).expect("written"), "no questions");
+    assert_eq!(page.js(&format!("return {NO_CARD}")).await, true);
+}
+
+/// The pictures of docs/screenshots/ (README), at phone and desktop size: `phone.png`, a session
+/// with Markdown, a thought, a plan and tool calls; `phone-approval.png` and `desktop.png`, the same
+/// session with a pending edit (its diff, one button per option) beside the session list.
+#[tokio::test]
+async fn screenshots() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical").join("my-app");
+    std::fs::create_dir(&workspace).expect("workspace");
+    std::fs::write(workspace.join("README.md"), "# my-app\nA small demo.\n").expect("seed a file");
+    let d = Daemon::start_with(&workspace, &[], &[]);
+    let driver = Driver::start().await;
+    let sid = d.join("alice").await;
+    d.prompt(&sid, Some("alice"), "showcase").await;
+
+    let out = if std::env::var_os("MEDIATORD_UPDATE_SCREENSHOTS").is_some() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots")
+    };
+    std::fs::create_dir_all(&out).expect("screenshot dir");
+    let phone = driver.open(PHONE).await;
+    phone.load(&d, &format!("#/s/{sid}")).await;
+    phone.until("the showcase", "document.querySelector('.plan') && document.querySelector('.tool') && document.querySelector('.msg.md')").await;
+    phone.js("document.querySelector('.scroller').scrollTop = 0; return true").await;
+    phone.screenshot(&out.join("phone.png")).await;
+
+    assert_eq!(d.join("bob").await, sid, "one shared session");
+    d.prompt_async(&sid, Some("bob"), "edit README.md A small demo, now with a web app.").await;
+    phone.until("the pending card", "document.querySelector('section.card .diff')").await;
+    phone.screenshot(&out.join("phone-approval.png")).await;
+    let desktop = driver.open(DESKTOP).await;
+    desktop.load(&d, &format!("#/s/{sid}")).await;
+    desktop.until("the pending card", "document.querySelector('section.card .diff')").await;
+    desktop.screenshot(&out.join("desktop.png")).await;
+    std::fs::write(out.join("bundle.txt"), format!("{}\n", mediatord::http::web::BUNDLE_HASH))
+        .expect("bundle.txt");
+    eprintln!("screenshots in {}", out.display());
+}
+
+#[tokio::test]
+async fn coming_back_after_the_ring_moved_on_shows_resynced() {
+    let on = OnSession::phone(&["--event-ring-size", "50"]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt(sid, Some("alice"), "before").await;
+    page.finished_turn("the first turn").await;
+    // Back to the list: the session's view keeps its state and its last event id, its stream stops.
+    page.click("Sessions", "//button[normalize-space() = 'Sessions']").await;
+    page.until("the list", "document.body.dataset.view === 'list'").await;
+    // Meanwhile 200 events go by: more than the ring keeps.
+    d.prompt(sid, Some("alice"), "stream 200").await;
+    page.open_session(sid).await;
+    page.until(
+        "the resync shown",
+        &format!("{SESSION}('{sid}')?.querySelector('.conn[data-state=resynced]')"),
+    )
+    .await;
+    let turns = page.js("return [...document.querySelectorAll('.turn')].map((t) => t.dataset.state)").await;
+    assert_eq!(turns[0], "end_turn", "what was seen before is kept: {turns}");
+    assert_eq!(
+        page.js("return document.querySelector('.turn .user .plain-text').textContent").await,
+        "before"
+    );
+}
+
+#[tokio::test]
+async fn with_a_token_the_page_asks_for_it_and_never_puts_it_in_a_url() {
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", "correct-horse"]).await;
+    let page = driver.open(PHONE).await;
+    page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    let token = page
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+        .await
+        .expect("the Token field");
+    let text = page.until("the explanation", "document.querySelector('form.signin')?.innerText").await;
+    assert!(text.as_str().expect("text").contains("Never put it in a URL"), "{text}");
+    token.send_keys("wrong").await.expect("type");
+    page.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    page.until(
+        "the refusal",
+        "document.querySelector('form.signin [role=alert]')?.textContent.includes('not accepted')",
+    )
+    .await;
+    token.clear().await.expect("clear");
+    token.send_keys("correct-horse").await.expect("type");
+    page.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    page.until("the workspace", "document.querySelector('section.workspace h2')").await;
+    let url = page.client.current_url().await.expect("url");
+    assert!(!url.as_str().contains("correct-horse"), "{url}");
+    assert_eq!(
+        page.js("return sessionStorage.getItem('mediatord.token')").await,
+        "correct-horse",
+        "this tab only"
+    );
+    assert_eq!(page.js("return localStorage.getItem('mediatord.token')").await, Value::Null);
+}
+
+#[tokio::test]
+async fn under_designated_only_the_prompts_sender_may_vote() {
+    let on = OnSession::phone(&["--permission-policy", "designated"]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    d.prompt_async(sid, Some("alice"), "write hers.txt alice decides").await;
+    let policy = page.until("the card", "document.querySelector('section.card .policy')?.textContent").await;
+    assert!(policy.as_str().expect("text").starts_with("Designated: only alice"), "{policy}");
+    let enabled = page
+        .js("return [...document.querySelectorAll('section.card button')].filter((b) => !b.disabled).length")
+        .await;
+    assert_eq!(enabled, 0, "this browser may not vote: every button is disabled");
+    let request = d.get(&format!("/session/{sid}/permissions")).await.body["pending"][0]["requestId"].clone();
+    let vote = d
+        .post(
+            &format!("/session/{sid}/permission/{}", request.as_str().expect("id")),
+            Some("alice"),
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        )
+        .await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    page.until("the card resolved", NO_CARD).await;
+    let record = page.until("the record", RESOLVED_RECORD).await;
+    assert!(record.as_str().expect("text").ends_with("Allow once by alice"), "{record}");
+}
+
+#[tokio::test]
+async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    page.prompt("write one.txt first").await;
+    page.click("Allow for this session", &card_button("Allow for this session")).await;
+    page.until("the card resolved", NO_CARD).await;
+    page.finished_turn("the first turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("one.txt")).expect("written"), "first");
+    // The rule (the narrowest that matches: this tool call on this path) answers the next such
+    // request: no card this time.
+    page.prompt("write one.txt second").await;
+    page.until("the second turn", "document.querySelectorAll('.turn').length === 2").await;
+    let record = page
+        .until(
+            "the rule's answer",
+            "document.querySelectorAll('.perm-record[data-state=resolved]')[1]?.textContent",
+        )
+        .await;
+    assert!(record.as_str().expect("text").contains("by rule"), "{record}");
+    page.finished_turn("the second turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("one.txt")).expect("written"), "second");
+
+    page.click("Rules & decisions", "//button[normalize-space() = 'Rules & decisions']").await;
+    page.until("the rule listed", "document.querySelector('ul.rules li .effect-allow')").await;
+    page.until("the decisions", "document.querySelectorAll('.audit tbody tr').length === 2").await;
+    let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
+    assert_eq!(rules.body["rules"].as_array().map(Vec::len), Some(1), "{}", rules.text);
+    page.click("Remove", "//ul[contains(@class, 'rules')]//button[normalize-space() = 'Remove']").await;
+    page.until("the rule gone", "!document.querySelector('ul.rules li .effect-allow')").await;
+    let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
+    assert_eq!(rules.body["rules"], json!([]), "{}", rules.text);
+}
+
+/// Issue #20: a notification's action link opened in a real browser shows what the agent asks and
+/// decides nothing; its button (a plain form POST, no script) casts the vote, marked `via: "link"`.
+/// The browser sends `Origin` with the form, which the daemon's own-origin rule must let through.
+#[tokio::test]
+async fn a_notification_link_shows_the_request_and_its_button_approves() {
+    let _one = ONE_BROWSER.lock().await;
+    let mut hook = support::Receiver::start(&[]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("mediatord.json");
+    std::fs::write(&config, json!({"serve": {"notify": [hook.url("/")]}}).to_string()).expect("write config");
+    let (d, driver) = start(&["--config", config.to_str().expect("utf-8")]).await;
+    let sid = d.join("alice").await;
+    let mut sse = support::Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write clicked.txt in-chromium").await;
+    let link = hook.next().await.link("allow_once");
+
+    let page = driver.open(PHONE).await;
+    page.client.goto(&link).await.expect("navigate");
+    let asked = page.until("the request on the page", "document.querySelector('p')?.innerText").await;
+    assert!(asked.as_str().is_some_and(|t| t.contains("clicked.txt")), "{asked}");
+    assert_eq!(d.pending(&sid).await.len(), 1, "opening the page decided nothing");
+
+    page.click("the Allow once button", "//button[normalize-space() = 'Allow once']").await;
+    page.until("the answer page", "document.querySelector('h1')?.innerText === 'Done'").await;
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(support::find(&events, "permission_resolved")["via"], "link");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+}

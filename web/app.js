@@ -1,0 +1,331 @@
+// The web app's entry: signs in when the daemon has a token, lists workspaces and their sessions
+// (with a badge on those that need approval), creates sessions and threads, and opens one session at
+// a time on its live event stream. Sessions left keep their state: coming back resumes the stream
+// where it stopped (Last-Event-ID), so nothing is shown twice.
+
+import { ApiError, api, events as apiEvents, sessionPath } from './api.js';
+import { getClientId, hasToken, signInPanel, signOut } from './auth.js';
+import { h, icon, replace } from './dom.js';
+import { EventStream } from './sse.js';
+import { addPending, apply, createSession, pending } from './state.js';
+import { SessionView } from './view.js';
+
+/** How often the session list is refreshed while the page is visible (badges of other sessions). */
+const LIST_REFRESH_MS = 4000;
+/** Two columns (list beside session) from this width up. */
+const WIDE = window.matchMedia('(min-width: 56rem)');
+
+const me = getClientId();
+const app = document.getElementById('app');
+const announcer = document.getElementById('announce');
+
+const state = {
+  caps: null,
+  agents: [],
+  /** workspace cwd → sessions summaries */
+  lists: new Map(),
+  /** sessionId → {s, view, stream} */
+  open: new Map(),
+  current: null,
+  listTimer: null,
+  firstRender: true,
+};
+
+const sidebar = h('nav', { class: 'sidebar', 'aria-label': 'Workspaces and sessions' });
+const main = h('main', { class: 'main', id: 'main' });
+
+function announce(text) {
+  announcer.textContent = '';
+  // A new text node each time, so a repeated message is read again.
+  setTimeout(() => {
+    announcer.textContent = text;
+  }, 50);
+}
+
+function basename(path) {
+  const parts = String(path).split('/').filter(Boolean);
+  return parts[parts.length - 1] || '/';
+}
+
+async function boot() {
+  try {
+    state.caps = await api('GET', 'capabilities');
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return showSignIn(hasToken());
+    return fatal(err);
+  }
+  replace(app, sidebar, main);
+  document.body.dataset.view = 'list';
+  try {
+    state.agents = (await api('GET', 'agents')).agents || [];
+  } catch {
+    state.agents = (state.caps.agents || []).map((name, i) => ({ name, default: i === 0 }));
+  }
+  await refreshList();
+  state.listTimer = setInterval(() => {
+    if (document.visibilityState === 'visible') refreshList().catch(() => {});
+  }, LIST_REFRESH_MS);
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+function fatal(err) {
+  replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'), h('p', { role: 'alert' }, `The daemon did not answer: ${err.message}`),
+    h('button', { type: 'button', onclick: () => location.reload() }, 'Try again')));
+}
+
+function showSignIn(rejected) {
+  // The panel's own check answers 401 for a wrong token: the panel on screen says so itself.
+  if (app.querySelector('form.signin')) return;
+  clearInterval(state.listTimer);
+  for (const entry of state.open.values()) entry.stream?.stop();
+  replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'), signInPanel({
+    rejected,
+    check: async () => {
+      try {
+        await api('GET', 'capabilities');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    done: () => location.reload(),
+  })));
+}
+
+apiEvents.addEventListener('unauthorized', () => showSignIn(hasToken()));
+
+async function refreshList() {
+  const workspaces = state.caps.workspaces || [{ cwd: state.caps.workspaceCwd, primary: true }];
+  const lists = await Promise.all(workspaces.map((w) =>
+    api('GET', `workspace/${encodeURIComponent(w.cwd)}/sessions`).then((r) => r.sessions || [], () => null)));
+  workspaces.forEach((w, i) => {
+    if (lists[i]) state.lists.set(w.cwd, lists[i]);
+  });
+  renderList();
+}
+
+function renderList() {
+  const workspaces = state.caps.workspaces || [{ cwd: state.caps.workspaceCwd, primary: true }];
+  const header = h('header', { class: 'brand' },
+    h('h1', {}, icon('logo'), ' mediatord'),
+    h('p', { class: 'hint' }, `You are ${me}`),
+    hasToken() ? h('button', { type: 'button', class: 'ghost', onclick: () => { signOut(); location.reload(); } }, 'Sign out') : null);
+  const sections = workspaces.map((w) => {
+    const sessions = state.lists.get(w.cwd) || [];
+    return h('section', { class: 'workspace', 'aria-labelledby': `ws-${workspaces.indexOf(w)}` },
+      h('h2', { id: `ws-${workspaces.indexOf(w)}`, title: w.cwd }, icon('folder'), ` ${basename(w.cwd)}`),
+      h('p', { class: 'path' }, w.cwd),
+      sessions.length
+        ? h('ul', { class: 'sessions' }, sessions.map((s) => sessionLink(s)))
+        : h('p', { class: 'hint' }, 'No live session.'),
+      createForm(w.cwd));
+  });
+  replace(sidebar, header, sections);
+  const total = [...state.lists.values()].flat().reduce((n, s) => n + (pendingOf(s) || 0), 0);
+  document.title = total ? `(${total}) mediatord` : 'mediatord';
+}
+
+/** Pending requests of a listed session: the live count when it is open here, else the listed one. */
+function pendingOf(summary) {
+  const open = state.open.get(summary.sessionId);
+  return open ? pending(open.s).length : summary.pendingPermissions || 0;
+}
+
+function sessionLink(summary) {
+  const n = pendingOf(summary);
+  const current = state.current === summary.sessionId;
+  return h('li', {},
+    h('a', { href: `#/s/${encodeURIComponent(summary.sessionId)}`, class: 'session-link', 'aria-current': current ? 'page' : undefined, dataset: { sessionId: summary.sessionId } },
+      h('span', { class: 'agent' }, summary.agent || 'agent'),
+      h('span', { class: 'sid' }, summary.sessionId.slice(0, 18)),
+      h('span', { class: 'meta' },
+        summary.hasActivePrompt ? h('span', { class: 'running' }, 'working') : null,
+        n ? h('span', { class: 'badge', title: `${n} permission request${n === 1 ? '' : 's'} waiting` }, `Needs approval · ${n}`) : null,
+        h('span', { class: 'hint' }, `${summary.clientCount} client${summary.clientCount === 1 ? '' : 's'}`))));
+}
+
+function createForm(cwd) {
+  const agents = state.agents.length ? state.agents : [{ name: 'default', default: true }];
+  const select = h('select', { name: 'agent' }, agents.map((a) => h('option', { value: a.name, selected: a.default }, a.default ? `${a.name} (default)` : a.name)));
+  const error = h('p', { class: 'form-error', role: 'alert' });
+  const create = async (scope) => {
+    error.textContent = '';
+    try {
+      const body = { cwd, sessionScope: scope };
+      if (state.agents.length) body.agent = select.value;
+      const created = await api('POST', 'session', { body });
+      await refreshList();
+      location.hash = `#/s/${encodeURIComponent(created.sessionId)}`;
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  const agentId = `agent-${Math.random().toString(36).slice(2, 8)}`;
+  select.id = agentId;
+  return h('div', { class: 'create' },
+    state.agents.length > 1 ? h('label', { for: agentId }, 'Agent') : null,
+    state.agents.length > 1 ? select : null,
+    h('div', { class: 'create-buttons' },
+      h('button', { type: 'button', onclick: () => create('single'), title: 'Join the workspace’s shared session (made if there is none)' }, icon('plus'), 'Shared session'),
+      h('button', { type: 'button', onclick: () => create('thread'), title: 'A new session of your own' }, icon('plus'), 'New thread')),
+    error);
+}
+
+function route() {
+  const m = /^#\/s\/(.+)$/.exec(location.hash);
+  if (m) return openSession(decodeURIComponent(m[1]));
+  if (state.current) leave();
+  const sessions = [...state.lists.values()].flat();
+  if (WIDE.matches && sessions.length) {
+    const first = sessions.find((s) => pendingOf(s)) || sessions[0];
+    location.replace(`#/s/${encodeURIComponent(first.sessionId)}`);
+    return;
+  }
+  document.body.dataset.view = 'list';
+  replace(main, h('div', { class: 'empty' }, h('p', {}, sessions.length ? 'Choose a session.' : 'No session yet: start one in a workspace.')));
+  renderList();
+  markReady();
+}
+
+function leave() {
+  const entry = state.open.get(state.current);
+  entry?.stream?.stop();
+  state.current = null;
+}
+
+function markReady() {
+  if (!state.firstRender) return;
+  state.firstRender = false;
+  performance.mark('mediatord:ready');
+  document.documentElement.dataset.ready = 'true';
+}
+
+async function openSession(id) {
+  if (state.current === id) return;
+  if (state.current) leave();
+  state.current = id;
+  document.body.dataset.view = 'session';
+  renderList();
+  let entry = state.open.get(id);
+  if (!entry) {
+    replace(main, h('div', { class: 'empty' }, h('p', { role: 'status' }, 'Opening the session…')));
+    try {
+      const [summary, context] = await Promise.all([api('GET', sessionPath(id)), api('GET', sessionPath(id, '/context'))]);
+      summary.models = context?.state?.models ?? null;
+      summary.modes = context?.state?.modes ?? null;
+      entry = makeSession(summary);
+    } catch (err) {
+      if (state.current !== id) return;
+      state.current = null;
+      replace(main, h('div', { class: 'empty' }, h('p', { role: 'alert' }, err.status === 404 ? 'This session has ended or does not exist.' : `Could not open the session: ${err.message}`),
+        h('a', { href: '#/' }, 'Back to the sessions')));
+      refreshList().catch(() => {});
+      markReady();
+      return;
+    }
+    if (state.current !== id) return;
+  }
+  replace(main, entry.view.root);
+  entry.view.update();
+  entry.view.scroller.scrollTop = entry.view.scroller.scrollHeight;
+  if (!entry.s.ended) startStream(entry);
+}
+
+function makeSession(summary) {
+  const s = createSession(summary, me);
+  const id = s.id;
+  const entry = { s, view: null, stream: null };
+  const run = async (action, fn) => {
+    try {
+      entry.view.showControlError('');
+      return await fn();
+    } catch (err) {
+      entry.view.showControlError(`${action}: ${err.message}`);
+      entry.view.renderHeader();
+      return null;
+    }
+  };
+  entry.view = new SessionView(s, {
+    sendPrompt: (text) => api('POST', sessionPath(id, '/prompt'), { body: { prompt: [{ type: 'text', text }] }, headers: { Prefer: 'respond-async' } }),
+    cancel: () => run('Stop', () => api('POST', sessionPath(id, '/cancel'))),
+    vote: (requestId, body) => api('POST', sessionPath(id, `/permission/${encodeURIComponent(requestId)}`), { body }),
+    setModel: (modelId) => run('Model', () => api('POST', sessionPath(id, '/model'), { body: { modelId } })),
+    setMode: (modeId) => run('Mode', () => api('POST', sessionPath(id, '/mode'), { body: { modeId } })),
+    loadRules: () => run('Rules', async () => {
+      s.rules = (await api('GET', sessionPath(id, '/permission-rules'))).rules || [];
+      entry.view.renderRules();
+    }),
+    removeRule: (ruleId) => run('Remove rule', () => api('DELETE', sessionPath(id, `/permission-rules/${encodeURIComponent(ruleId)}`))),
+    loadAudit: () => run('Decisions', async () => {
+      entry.view.renderAudit((await api('GET', sessionPath(id, '/permissions?audit=1'))).audit || []);
+    }),
+    back: () => {
+      location.hash = '#/';
+    },
+    announce,
+  });
+  state.open.set(id, entry);
+  return entry;
+}
+
+function startStream(entry) {
+  const { s, view } = entry;
+  entry.stream?.stop();
+  s.replaying = true;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    view.update();
+    if (!s.replaying && state.current === s.id) markSessionRendered();
+  };
+  const stream = new EventStream(s.id, {
+    lastEventId: s.lastEventId,
+    onEvent: (envelope, { id }) => {
+      apply(s, envelope, id);
+      if (s.stale.has('resync')) resync(entry);
+      if (!scheduled) {
+        scheduled = true;
+        queueMicrotask(flush);
+      }
+      if (envelope.type === 'permission_request' || envelope.type === 'permission_resolved' || s.ended) renderList();
+    },
+    onStatus: (status) => {
+      view.setConnection(status);
+      if (status === 'unauthorized') showSignIn(true);
+      if (status === 'ended' && !s.ended) {
+        s.ended = { type: 'gone' };
+        view.renderHeader();
+        refreshList().catch(() => {});
+      }
+    },
+  });
+  entry.stream = stream;
+  stream.start();
+}
+
+/** After a gap in the stream: what the daemon holds now, fetched. */
+async function resync(entry) {
+  const { s, view } = entry;
+  try {
+    const [perms, context] = await Promise.all([api('GET', sessionPath(s.id, '/permissions')), api('GET', sessionPath(s.id, '/context'))]);
+    addPending(s, perms.pending || []);
+    s.models = context?.state?.models ?? s.models;
+    s.modes = context?.state?.modes ?? s.modes;
+    s.stale.add('header');
+    view.update();
+  } catch {
+    // The next event or reconnect brings the rest.
+  }
+}
+
+let sessionRendered = false;
+function markSessionRendered() {
+  if (sessionRendered) return;
+  sessionRendered = true;
+  performance.mark('mediatord:session-rendered');
+  document.documentElement.dataset.sessionRendered = 'true';
+  markReady();
+}
+
+boot();

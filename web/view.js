@@ -1,0 +1,604 @@
+// One session on screen: the transcript (turns with the prompt, who sent it, and what the agent did),
+// the pending permission cards, the queued prompts, the composer, the model and mode switchers, the
+// rules and the decisions. Each piece of state gets its element once and is updated in place when it
+// changes, so a long stream costs work proportional to what arrives, and focus and open/closed
+// details survive updates.
+
+import { clock, h, icon, replace } from './dom.js';
+import { renderDiff } from './diff.js';
+import { renderMarkdown, stableCut } from './markdown.js';
+import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
+
+let nextId = 0;
+
+/** Who a client id is, as this browser says it. */
+function who(s, clientId) {
+  if (!clientId) return 'a client without an id';
+  return clientId === s.me ? 'you' : clientId;
+}
+
+const KIND_LABEL = {
+  read: 'read', edit: 'edit', delete: 'delete', move: 'move', search: 'search', execute: 'run',
+  think: 'think', fetch: 'fetch', switch_mode: 'switch mode', other: 'tool',
+};
+
+const STATUS_LABEL = { pending: 'pending', in_progress: 'running', completed: 'done', failed: 'failed' };
+
+/** The tool call a permission request is about: what was announced for it, overlaid by the request. */
+function requestedCall(s, request) {
+  const call = request.toolCall || {};
+  const announced = s.tools.get(call.toolCallId)?.item.call || {};
+  const merged = { ...announced };
+  for (const [k, v] of Object.entries(call)) if (v !== null && v !== undefined) merged[k] = v;
+  return merged;
+}
+
+function toolName(call) {
+  const meta = call._meta || {};
+  return meta.toolName || meta.claudeCode?.toolName || null;
+}
+
+/** A content block (ACP ContentBlock) as nodes: text as Markdown or plain, the rest as labels. */
+function contentBlock(block, markdown) {
+  if (!block || typeof block !== 'object') return null;
+  switch (block.type) {
+    case 'text':
+      return markdown ? h('div', { class: 'md' }, renderMarkdown(String(block.text ?? ''))) : h('p', { class: 'plain-text' }, String(block.text ?? ''));
+    case 'image':
+      return h('p', { class: 'attachment' }, icon('image'), ` image (${block.mimeType || 'unknown type'})`);
+    case 'audio':
+      return h('p', { class: 'attachment' }, ` audio (${block.mimeType || 'unknown type'})`);
+    case 'resource_link':
+      return h('p', { class: 'attachment' }, icon('file'), ' ', block.name || block.uri || 'a resource');
+    case 'resource':
+      return h('p', { class: 'attachment' }, icon('file'), ' ', block.resource?.uri || 'an embedded resource');
+    default:
+      return h('p', { class: 'attachment' }, `(${String(block.type || 'unknown')} content)`);
+  }
+}
+
+/** The body of a tool call: its command, paths, content (text, diffs, terminals) and raw output. */
+function toolBody(call) {
+  const parts = [];
+  const command = call.rawInput && typeof call.rawInput.command === 'string' ? call.rawInput.command : null;
+  if (command) parts.push(h('pre', { class: 'command' }, `$ ${command}`));
+  const locations = Array.isArray(call.locations) ? call.locations.filter((l) => l && typeof l.path === 'string') : [];
+  if (locations.length) {
+    parts.push(h('ul', { class: 'paths' }, locations.map((l) => h('li', {}, icon('file'), ' ', l.line ? `${l.path}:${l.line}` : l.path))));
+  }
+  for (const c of Array.isArray(call.content) ? call.content : []) {
+    if (c?.type === 'diff') parts.push(renderDiff(c));
+    else if (c?.type === 'terminal') parts.push(h('p', { class: 'attachment' }, icon('terminal'), ` terminal ${c.terminalId ?? ''}`));
+    else if (c?.type === 'content') {
+      const block = c.content;
+      parts.push(block?.type === 'text' ? h('pre', { class: 'output' }, String(block.text ?? '')) : contentBlock(block, false));
+    }
+  }
+  if (!call.content?.length && call.rawOutput !== undefined && call.rawOutput !== null) {
+    const raw = typeof call.rawOutput === 'string' ? call.rawOutput : JSON.stringify(call.rawOutput, null, 2);
+    parts.push(h('pre', { class: 'output' }, raw));
+  }
+  return parts;
+}
+
+/** "Allow once by bob" — how a permission request was decided. */
+export function resolutionText(s, perm) {
+  const r = perm.resolved;
+  const option = (perm.request.options || []).find((o) => o.optionId === r.outcome?.optionId);
+  const chosen = r.outcome?.outcome === 'selected' ? option?.name || r.outcome.optionId : 'Cancelled';
+  switch (r.resolvedBy) {
+    case 'vote':
+      return `${chosen} by ${who(s, r.voterClientId)}`;
+    case 'rule':
+      return `${chosen} by rule ${r.ruleId ?? ''}`.trim();
+    case 'timeout':
+      return 'Cancelled: nobody answered in time';
+    case 'cancel':
+      return 'Cancelled: the turn was stopped';
+    case 'session_closed':
+      return 'Cancelled: the session ended';
+    default:
+      return `${chosen} (${r.resolvedBy})`;
+  }
+}
+
+function ruleText(rule) {
+  const parts = [rule.effect === 'deny' ? 'Deny' : 'Allow'];
+  if (rule.kinds) parts.push(rule.kinds.join(', '));
+  if (rule.tools) parts.push(`tools ${rule.tools.join(', ')}`);
+  if (rule.paths) parts.push(`paths ${rule.paths.join(', ')}`);
+  if (rule.commands) parts.push(`commands ${rule.commands.join(', ')}`);
+  return parts.join(' · ');
+}
+
+export class SessionView {
+  /**
+   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), setModel(id), setMode(id),
+   * loadRules(), removeRule(ruleId), loadAudit(), back(), announce(text).
+   */
+  constructor(s, actions) {
+    this.s = s;
+    this.actions = actions;
+    this.els = new Map();
+    this.cards = new Map();
+    this.uid = ++nextId;
+    this.build();
+  }
+
+  build() {
+    const s = this.s;
+    const title = `${s.summary.agent || 'agent'} · ${s.id.slice(0, 18)}`;
+    this.conn = h('span', { class: 'conn', role: 'status' }, 'connecting');
+    this.detailsButton = h('button', {
+      type: 'button', class: 'ghost', 'aria-expanded': 'false', 'aria-controls': `details-${this.uid}`,
+      onclick: () => this.toggleDetails(),
+    }, icon('sliders'), h('span', { class: 'label' }, 'Rules & decisions'));
+    this.model = h('select', { id: `model-${this.uid}`, onchange: () => this.actions.setModel(this.model.value) });
+    this.mode = h('select', { id: `mode-${this.uid}`, onchange: () => this.actions.setMode(this.mode.value) });
+    this.controlError = h('p', { class: 'form-error', role: 'alert' });
+    this.rulesList = h('ul', { class: 'rules' });
+    this.audit = h('div', { class: 'audit' });
+    this.details = h('div', { class: 'details', id: `details-${this.uid}`, hidden: true },
+      h('section', { 'aria-labelledby': `rules-${this.uid}` },
+        h('h3', { id: `rules-${this.uid}` }, 'Rules'),
+        h('p', { class: 'hint' }, 'Rules answer matching permission requests of this session without a vote.'),
+        this.rulesList),
+      h('section', { 'aria-labelledby': `audit-${this.uid}` },
+        h('h3', { id: `audit-${this.uid}` }, 'Decisions'),
+        h('button', { type: 'button', onclick: () => this.actions.loadAudit() }, 'Refresh decisions'),
+        this.audit),
+      h('p', { class: 'hint' }, `Workspace ${s.summary.workspaceCwd || ''}. You are ${s.me}.`),
+    );
+    this.transcript = h('ol', { class: 'transcript', 'aria-label': 'Transcript' });
+    this.scroller = h('div', { class: 'scroller' }, this.transcript);
+    this.approvals = h('section', { class: 'approvals', 'aria-label': 'Needs approval' });
+    this.queue = h('section', { class: 'queue', 'aria-label': 'Queued prompts' });
+    const promptId = `prompt-${this.uid}`;
+    this.input = h('textarea', {
+      id: promptId, name: 'prompt', rows: 1, placeholder: 'Ask the agent…', enterkeyhint: 'send',
+      onkeydown: (e) => {
+        if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+          e.preventDefault();
+          this.form.requestSubmit();
+        }
+      },
+      oninput: () => this.fit(),
+    });
+    this.stop = h('button', { type: 'button', class: 'stop', disabled: true, onclick: () => this.actions.cancel() }, icon('stop'), h('span', { class: 'label' }, 'Stop'));
+    this.send = h('button', { type: 'submit', class: 'primary send' }, icon('send'), h('span', { class: 'label' }, 'Send'));
+    this.composerError = h('p', { class: 'form-error', role: 'alert' });
+    this.form = h('form', {
+      class: 'composer',
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const text = this.input.value;
+        if (!text.trim() || this.s.ended) return;
+        this.send.disabled = true;
+        this.composerError.textContent = '';
+        try {
+          await this.actions.sendPrompt(text);
+          if (this.input.value === text) this.input.value = '';
+          this.fit();
+        } catch (err) {
+          this.composerError.textContent = err.message;
+        } finally {
+          this.send.disabled = Boolean(this.s.ended);
+          this.input.focus();
+        }
+      },
+    },
+      h('label', { for: promptId, class: 'visually-hidden' }, 'Prompt'),
+      this.input,
+      h('div', { class: 'composer-buttons' }, this.stop, this.send),
+    );
+    this.root = h('section', { class: 'session', 'aria-labelledby': `title-${this.uid}`, dataset: { sessionId: s.id } },
+      h('header', { class: 'session-head' },
+        h('button', { type: 'button', class: 'ghost back', onclick: () => this.actions.back() }, icon('back'), h('span', { class: 'label' }, 'Sessions')),
+        h('div', { class: 'title' },
+          h('h2', { id: `title-${this.uid}` }, title),
+          h('p', { class: 'sub' }, `${s.summary.workspaceCwd || ''}`)),
+        this.conn,
+      ),
+      h('div', { class: 'controls' },
+        h('span', { class: 'field' }, h('label', { for: this.model.id }, 'Model'), this.model),
+        h('span', { class: 'field' }, h('label', { for: this.mode.id }, 'Mode'), this.mode),
+        this.detailsButton,
+      ),
+      this.controlError,
+      this.details,
+      this.scroller,
+      h('div', { class: 'dock' }, this.approvals, this.queue, this.composerError, this.form),
+    );
+    this.renderHeader();
+  }
+
+  fit() {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 200)}px`;
+  }
+
+  toggleDetails() {
+    const open = this.details.hidden;
+    this.details.hidden = !open;
+    this.detailsButton.setAttribute('aria-expanded', String(open));
+    if (open) {
+      this.actions.loadRules();
+      this.actions.loadAudit();
+    }
+  }
+
+  setConnection(status) {
+    const text = { connecting: 'connecting…', live: 'live', reconnecting: 'reconnecting…', ended: 'ended', unauthorized: 'signed out' }[status] || status;
+    this.connStatus = status;
+    if (this.resynced && status === 'live') {
+      this.conn.textContent = 'resynced';
+      this.conn.dataset.state = 'resynced';
+      return;
+    }
+    this.conn.textContent = text;
+    this.conn.dataset.state = status;
+  }
+
+  /** Renders everything the model marked as changed. */
+  update() {
+    const s = this.s;
+    const atBottom = this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight < 48;
+    for (const entry of s.added.splice(0)) this.transcript.append(this.entryEl(entry));
+    for (const obj of [...s.dirty]) this.refresh(obj);
+    s.dirty.clear();
+    if (s.stale.has('pending')) this.renderPending();
+    if (s.stale.has('queue')) this.renderQueue();
+    if (s.stale.has('header')) this.renderHeader();
+    if (s.stale.has('rules')) this.renderRules();
+    if (s.stale.has('resync')) {
+      this.resynced = true;
+      this.setConnection(this.connStatus || 'live');
+    }
+    s.stale.clear();
+    if (atBottom) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  entryEl(entry) {
+    let el = this.els.get(entry);
+    if (el) return el;
+    if (entry.kind === 'turn') {
+      el = h('li', { class: 'turn', dataset: { promptId: entry.promptId || '' } },
+        h('div', { class: 'user' }), h('div', { class: 'agent' }), h('p', { class: 'turn-state' }));
+    } else if (entry.kind === 'shell') {
+      el = h('li', { class: 'shell' });
+    } else {
+      el = h('li', { class: `note note-${entry.level}` }, h('span', { class: 'time' }, clock(entry.at)), ' ', entry.text);
+    }
+    this.els.set(entry, el);
+    this.refresh(entry);
+    return el;
+  }
+
+  refresh(obj) {
+    switch (obj.kind) {
+      case 'turn':
+        return this.refreshTurn(obj);
+      case 'message':
+      case 'thought':
+        return this.refreshText(obj);
+      case 'tool':
+        return this.refreshTool(obj);
+      case 'plan':
+        return this.refreshPlan(obj);
+      case 'permission':
+        return this.refreshRecord(obj);
+      case 'shell':
+        return this.refreshShell(obj);
+      default:
+    }
+  }
+
+  refreshTurn(turn) {
+    const el = this.els.get(turn);
+    if (!el) return; // a queued turn: shown in the queue until it starts
+    const [user, agent, state] = el.children;
+    el.dataset.state = turn.state === 'running' ? 'running' : turn.stopReason || turn.state;
+    if (turn.user.length) {
+      replace(user,
+        h('p', { class: 'who' }, icon('user'), ' ', turn.originator === this.s.me ? 'You' : turn.originator || 'A client without an id'),
+        turn.user.map((b) => contentBlock(b, false)));
+    }
+    for (const item of turn.items) {
+      if (!this.els.has(item)) {
+        const itemEl = this.itemEl(item);
+        agent.append(itemEl);
+      }
+    }
+    if (turn.state === 'running') replace(state, h('span', { class: 'spinner', 'aria-hidden': 'true' }), 'Working…');
+    else if (turn.error) replace(state, icon('alert'), ` Error: ${turn.error}`);
+    else if (turn.stopReason === 'cancelled') replace(state, 'Cancelled');
+    else if (turn.stopReason === 'ended') replace(state, 'Ended with the session');
+    else if (turn.stopReason && turn.stopReason !== 'end_turn') replace(state, `Stopped: ${turn.stopReason}`);
+    else replace(state);
+    state.className = `turn-state${turn.error ? ' error' : ''}`;
+  }
+
+  itemEl(item) {
+    let el;
+    switch (item.kind) {
+      case 'message':
+        el = h('div', { class: 'msg md' }, h('div', { class: 'stable' }), h('div', { class: 'tail' }));
+        item.view = { scan: {}, cut: 0, length: 0 };
+        break;
+      case 'thought':
+        el = h('details', { class: 'thought' }, h('summary', {}, 'Thought'), h('div', { class: 'thought-text' }));
+        break;
+      case 'tool':
+        el = h('details', { class: 'tool' }, h('summary', {}), h('div', { class: 'tool-body' }));
+        break;
+      case 'plan':
+        el = h('div', { class: 'plan', role: 'group', 'aria-label': 'Plan' });
+        break;
+      case 'permission':
+        el = h('p', { class: 'perm-record', dataset: { requestId: item.requestId } });
+        break;
+      case 'content':
+        el = h('div', { class: 'msg' }, contentBlock(item.content, true));
+        break;
+      default:
+        el = h('div', {});
+    }
+    this.els.set(item, el);
+    this.refresh(item);
+    return el;
+  }
+
+  refreshText(item) {
+    const el = this.els.get(item);
+    if (!el) return;
+    if (item.kind === 'thought') {
+      el.lastChild.textContent = item.text;
+      return;
+    }
+    const [stable, tail] = el.children;
+    const v = item.view;
+    if (item.text.length < v.length) {
+      // The text was cut at its start (it outgrew its bound): render afresh.
+      item.view = { scan: {}, cut: 0, length: 0 };
+      stable.replaceChildren();
+      return this.refreshText(item);
+    }
+    const cut = stableCut(item.text, v.scan);
+    if (cut > v.cut) {
+      stable.append(renderMarkdown(item.text.slice(v.cut, cut)));
+      v.cut = cut;
+    }
+    tail.replaceChildren(renderMarkdown(item.text.slice(v.cut)));
+    v.length = item.text.length;
+  }
+
+  refreshTool(item) {
+    const el = this.els.get(item);
+    if (!el) return;
+    const call = item.call;
+    const status = call.status || 'pending';
+    el.dataset.status = status;
+    const hasDiff = Array.isArray(call.content) && call.content.some((c) => c?.type === 'diff');
+    if (hasDiff && !item.opened) {
+      el.open = true;
+      item.opened = true;
+    }
+    replace(el.firstChild,
+      h('span', { class: `status status-${status}` }, STATUS_LABEL[status] || status),
+      ' ', h('span', { class: 'tool-title' }, call.title || toolName(call) || 'Tool call'),
+      call.kind ? h('span', { class: 'kind' }, KIND_LABEL[call.kind] || call.kind) : null);
+    replace(el.lastChild, toolBody(call));
+  }
+
+  refreshPlan(item) {
+    const el = this.els.get(item);
+    if (!el) return;
+    replace(el, h('p', { class: 'plan-title' }, 'Plan'),
+      h('ol', {}, item.entries.map((e) => h('li', { class: `plan-${e.status || 'pending'}`, dataset: { status: e.status || 'pending' } },
+        h('span', { class: 'plan-mark', 'aria-hidden': 'true' }, e.status === 'completed' ? '✓' : e.status === 'in_progress' ? '▸' : '○'),
+        ' ', String(e.content ?? ''),
+        h('span', { class: 'visually-hidden' }, ` (${e.status || 'pending'})`)))));
+  }
+
+  refreshRecord(item) {
+    const el = this.els.get(item);
+    const perm = this.s.permissions.get(item.requestId);
+    if (!el || !perm) return;
+    const call = requestedCall(this.s, perm.request);
+    const title = call.title || toolName(call) || 'a tool call';
+    if (!perm.resolved) {
+      replace(el, icon('shield'), ` Asked permission: ${title} — waiting for a decision`);
+      el.dataset.state = 'pending';
+      return;
+    }
+    el.dataset.state = 'resolved';
+    el.dataset.resolvedBy = perm.resolved.resolvedBy;
+    replace(el, icon('shield'), ` ${title}: `, h('strong', {}, resolutionText(this.s, perm)));
+  }
+
+  refreshShell(entry) {
+    const el = this.els.get(entry);
+    if (!el) return;
+    const r = entry.result;
+    replace(el,
+      h('p', { class: 'who' }, icon('terminal'), ` ${who(this.s, entry.originator)} ran a command`),
+      h('pre', { class: 'command' }, `$ ${entry.command}`),
+      r ? h('pre', { class: 'output' }, r.output || '') : h('p', { class: 'hint' }, 'Running…'),
+      r ? h('p', { class: 'hint' }, r.aborted ? 'Aborted' : `Exit code ${r.exitCode}`, r.truncated ? ' (output truncated)' : '') : null);
+  }
+
+  renderPending() {
+    const list = pending(this.s);
+    const keep = new Set(list.map((p) => p.requestId));
+    for (const [id, card] of this.cards) {
+      if (!keep.has(id)) {
+        card.el.remove();
+        this.cards.delete(id);
+      }
+    }
+    for (const perm of list) {
+      let card = this.cards.get(perm.requestId);
+      if (!card) {
+        card = this.card(perm);
+        this.cards.set(perm.requestId, card);
+        this.approvals.append(card.el);
+        if (!this.s.replaying) this.actions.announce(`Permission needed: ${card.title}`);
+      }
+      this.updateCard(perm, card);
+    }
+    this.approvals.hidden = list.length === 0;
+    for (const perm of this.s.permissions.values()) this.refreshRecord(perm.item);
+  }
+
+  card(perm) {
+    const s = this.s;
+    const request = perm.request;
+    const call = requestedCall(s, request);
+    const title = call.title || toolName(call) || 'A tool call';
+    const titleId = `perm-${this.uid}-${perm.requestId}`;
+    const options = Array.isArray(request.options) ? request.options : [];
+    const buttons = options.map((o) => {
+      const tally = h('span', { class: 'tally' });
+      const kindClass = String(o.kind || '').startsWith('allow') ? 'allow' : String(o.kind || '').startsWith('reject') ? 'reject' : '';
+      const button = h('button', {
+        type: 'button', class: ['option', kindClass],
+        onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
+      }, h('span', { class: 'option-name' }, String(o.name ?? o.optionId)), tally);
+      return { option: o, button, tally };
+    });
+    const kinds = new Set(options.map((o) => o.kind));
+    const shorthands = [];
+    if (kinds.has('allow_once')) {
+      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'allow-session' }) }, 'Allow for this session'));
+    }
+    if (kinds.has('reject_once')) {
+      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'deny-session' }) }, 'Deny for this session'));
+    }
+    const policy = h('p', { class: 'policy' });
+    const error = h('p', { class: 'form-error', role: 'alert' });
+    const tool = toolName(call);
+    const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
+      h('h3', { id: titleId }, icon('shield'), ` ${title}`),
+      h('p', { class: 'what' }, [call.kind ? `Wants to ${KIND_LABEL[call.kind] || call.kind}` : 'Wants to use a tool', tool ? ` with ${tool}` : ''].join('')),
+      toolBody(call),
+      policy,
+      h('div', { class: 'options' }, buttons.map((b) => b.button)),
+      shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,
+      error,
+    );
+    return { el, title, buttons, shorthands, policy, error };
+  }
+
+  updateCard(perm, card) {
+    const s = this.s;
+    const request = perm.request;
+    let text;
+    let mayVote = true;
+    switch (request.policy) {
+      case 'designated':
+        if (!perm.originator) text = 'Designated: no prompt is running, so the first answer decides.';
+        else if (perm.originator === s.me) text = 'Designated: you sent the prompt, so you decide.';
+        else {
+          text = `Designated: only ${perm.originator} (who sent the prompt) may decide; this browser may not vote.`;
+          mayVote = false;
+        }
+        break;
+      case 'consensus':
+        text = perm.partial
+          ? `Consensus: ${perm.partial.votesReceived} vote${perm.partial.votesReceived === 1 ? '' : 's'} so far, ${perm.partial.quorum} needed to decide.`
+          : 'Consensus: a quorum of the clients present when it was raised decides.';
+        break;
+      case 'local-only':
+        text = 'Local-only: only a vote from the daemon’s own machine counts.';
+        break;
+      default:
+        text = 'The first answer decides.';
+    }
+    if (request.expiresAt) text += ` Cancelled at ${clock(request.expiresAt)} if nobody answers.`;
+    if (perm.myVote) text += ` Your vote: ${perm.myVote}.`;
+    card.policy.textContent = text;
+    const tallies = perm.partial?.optionTallies || {};
+    for (const b of card.buttons) {
+      const n = tallies[b.option.optionId];
+      b.tally.textContent = n ? ` · ${n}` : '';
+      b.button.disabled = !mayVote || perm.voting;
+    }
+    for (const b of card.shorthands) b.disabled = !mayVote || perm.voting;
+    card.error.textContent = perm.error || '';
+  }
+
+  async vote(perm, body, optionId) {
+    perm.voting = true;
+    perm.error = null;
+    this.updateCard(perm, this.cards.get(perm.requestId));
+    try {
+      await this.actions.vote(perm.requestId, body);
+      const option = (perm.request.options || []).find((o) => o.optionId === optionId);
+      perm.myVote = option ? option.name : body.decision;
+    } catch (err) {
+      perm.error = err.code === 'permission_forbidden' ? forbiddenText(err.body?.reason) : err.message;
+    } finally {
+      perm.voting = false;
+      const card = this.cards.get(perm.requestId);
+      if (card) this.updateCard(perm, card);
+    }
+  }
+
+  renderQueue() {
+    const waiting = queued(this.s);
+    replace(this.queue, waiting.length ? h('h3', {}, `Queued (${waiting.length})`) : null,
+      waiting.length ? h('ol', {}, waiting.map((t) => {
+        const text = t.user.filter((b) => b.type === 'text').map((b) => b.text).join(' ');
+        return h('li', { dataset: { promptId: t.promptId } }, h('span', { class: 'who' }, `${who(this.s, t.originator)}: `), text.slice(0, 200) || '(no text)');
+      })) : null);
+    this.queue.hidden = waiting.length === 0;
+  }
+
+  renderHeader() {
+    const s = this.s;
+    const fill = (select, list, current, value, label) => {
+      select.replaceChildren(...(list || []).map((m) => h('option', { value: value(m), selected: value(m) === current }, label(m))));
+      select.disabled = !list || list.length < 2 || Boolean(s.ended);
+    };
+    fill(this.model, s.models?.availableModels, s.models?.currentModelId, (m) => m.modelId, (m) => m.name || m.modelId);
+    fill(this.mode, s.modes?.availableModes, s.modes?.currentModeId, (m) => m.id, (m) => m.name || m.id);
+    this.model.title = s.models ? `Model: ${modelName(s, s.models.currentModelId)}` : 'The agent offers no models';
+    this.mode.title = s.modes ? `Mode: ${modeName(s, s.modes.currentModeId)}` : 'The agent offers no modes';
+    this.stop.disabled = !running(s) || Boolean(s.ended);
+    if (s.ended) {
+      this.input.disabled = true;
+      this.send.disabled = true;
+      this.input.placeholder = 'This session has ended.';
+    }
+  }
+
+  renderRules() {
+    const rules = this.s.rules;
+    if (!rules) return;
+    replace(this.rulesList, rules.length === 0 ? h('li', { class: 'hint' }, 'No rules yet. “Allow for this session” on a request adds one.') : null,
+      rules.map((rule) => h('li', {},
+        h('span', { class: `effect effect-${rule.effect}` }, ruleText(rule)),
+        rule.createdBy ? h('span', { class: 'hint' }, ` by ${who(this.s, rule.createdBy)}`) : null,
+        ' ',
+        h('button', { type: 'button', class: 'ghost', 'aria-label': `Remove rule: ${ruleText(rule)}`, onclick: () => this.actions.removeRule(rule.ruleId) }, 'Remove'))));
+  }
+
+  renderAudit(entries) {
+    if (!entries.length) {
+      replace(this.audit, h('p', { class: 'hint' }, 'No decisions yet.'));
+      return;
+    }
+    replace(this.audit, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, ['When', 'Tool call', 'Decision', 'By', 'Policy'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, entries.slice().reverse().map((a) => {
+        const option = a.outcome?.outcome === 'selected' ? a.outcome.optionId : 'cancelled';
+        const by = a.resolvedBy === 'vote' ? who(this.s, a.voterClientId) : a.resolvedBy === 'rule' ? `rule ${a.ruleId}` : a.resolvedBy;
+        return h('tr', {}, h('td', {}, clock(a.resolvedAt)), h('td', {}, a.toolCall?.title || a.toolCall?.toolCallId || ''),
+          h('td', {}, option), h('td', {}, by), h('td', {}, a.policy || ''));
+      })))));
+  }
+
+  showControlError(message) {
+    this.controlError.textContent = message || '';
+  }
+}
