@@ -169,6 +169,41 @@ pub struct ServeArgs {
     /// (`<public-url>/act/<token>`) [default: the listening URL]
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// Where the audit trail, workspace rules and session history are kept (created 0700)
+    /// [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(
+        long,
+        env = "MEDIATORD_STATE_DIR",
+        hide_env_values = true,
+        value_name = "DIR",
+        conflicts_with = "ephemeral"
+    )]
+    pub state_dir: Option<PathBuf>,
+    /// Keep nothing on disk: no history, the audit and rules in memory only
+    #[arg(long)]
+    pub ephemeral: bool,
+    /// Events kept per session in the history (the newest) [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub history_events: Option<u64>,
+    /// Ended sessions, their events and decided audit entries are removed after this many days;
+    /// 0 = never [default: 30]
+    #[arg(long, value_name = "DAYS")]
+    pub history_days: Option<u64>,
+}
+
+/// `--history-events`'s default: a long agent turn streams a few thousand updates, so this keeps
+/// dozens of turns per session while bounding one session's history to tens of megabytes.
+pub const DEFAULT_HISTORY_EVENTS: u64 = 100_000;
+/// `--history-days`'s default: a month of audit and sessions.
+pub const DEFAULT_HISTORY_DAYS: u64 = 30;
+
+/// The default state directory from `XDG_STATE_HOME` and `HOME` (in that order; XDG requires an
+/// absolute path, so a relative one is ignored).
+pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    if let Some(x) = xdg_state_home.filter(|x| x.starts_with('/')) {
+        return Some(Path::new(x).join("mediatord"));
+    }
+    home.filter(|h| h.starts_with('/')).map(|h| Path::new(h).join(".local/state/mediatord"))
 }
 
 /// Environment variables the daemon reads that hold a secret: they are removed from the
@@ -372,6 +407,11 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub body_timeout: Duration,
     pub log_format: LogFormat,
+    /// Where the durable state lives; `None` with `--ephemeral`.
+    pub state_dir: Option<PathBuf>,
+    /// `--history-events`, `--history-days`.
+    pub history_events: u64,
+    pub history_days: u64,
     /// Notification targets (`docs/notifications.md`), at most [`MAX_TARGETS`].
     pub notify: Vec<NotifyTarget>,
     /// `--public-url` without a trailing `/`; `None`: the listening URL.
@@ -435,6 +475,10 @@ const SERVE_KEYS: &[&str] = &[
     "idleTimeoutMs",
     "bodyTimeoutMs",
     "logFormat",
+    "stateDir",
+    "ephemeral",
+    "historyEvents",
+    "historyDays",
     "notify",
     "publicUrl",
 ];
@@ -1126,6 +1170,28 @@ impl Config {
             "json" => LogFormat::Json,
             other => return refuse(format!("unknown --log-format {other:?} (expected text or json)")),
         };
+        let ephemeral = args.ephemeral || (args.state_dir.is_none() && file.flag("ephemeral")?);
+        let state_dir_raw = match &args.state_dir {
+            Some(dir) => Some(cwd.join(dir)),
+            None => file.string("stateDir")?.map(|d| file.dir.join(d)),
+        };
+        let state_dir = if ephemeral {
+            None
+        } else {
+            let env = |k: &str| std::env::var(k).ok();
+            match state_dir_raw {
+                Some(dir) if dir.as_os_str().is_empty() => return refuse("--state-dir must not be empty"),
+                Some(dir) => Some(dir),
+                None => match default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref()) {
+                    Some(dir) => Some(dir),
+                    None => {
+                        return refuse(
+                            "no state directory: set --state-dir, XDG_STATE_HOME or HOME, or run with --ephemeral",
+                        );
+                    }
+                },
+            }
+        };
 
         let notify = notify::targets(&args.notify, file.values.get("notify"))?;
         let public_url = match &args.public_url {
@@ -1162,6 +1228,15 @@ impl Config {
             idle_timeout,
             body_timeout,
             log_format,
+            state_dir,
+            history_events: match args.history_events {
+                Some(n) => n,
+                None => file.number("historyEvents")?.unwrap_or(DEFAULT_HISTORY_EVENTS),
+            },
+            history_days: match args.history_days {
+                Some(n) => n,
+                None => file.number("historyDays")?.unwrap_or(DEFAULT_HISTORY_DAYS),
+            },
             notify,
             public_url,
             warnings,
@@ -1174,6 +1249,7 @@ impl Config {
             agent: vec!["demo".into()],
             port: Some(0),
             workspace: vec![workspace.to_string_lossy().into_owned()],
+            ephemeral: true,
             ..ServeArgs::default()
         };
         Config::from_args(&args).expect("test settings are valid")
@@ -1228,6 +1304,16 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_state_dir_follows_xdg_then_home() {
+        let d = default_state_dir;
+        assert_eq!(d(Some("/x"), Some("/h")), Some(PathBuf::from("/x/mediatord")));
+        assert_eq!(d(Some("rel"), Some("/h")), Some(PathBuf::from("/h/.local/state/mediatord")));
+        assert_eq!(d(None, Some("/h")), Some(PathBuf::from("/h/.local/state/mediatord")));
+        assert_eq!(d(None, Some("h")), None);
+        assert_eq!(d(None, None), None);
+    }
 
     #[test]
     fn origins_must_be_scheme_host_port() {

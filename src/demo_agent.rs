@@ -38,6 +38,9 @@ pub struct DemoArgs {
     /// Keep running after stdin reaches EOF (tests that the daemon still reaps the agent).
     #[arg(long)]
     pub linger: bool,
+    /// Do not advertise or serve `session/load` (tests the daemon's `resume_unsupported`).
+    #[arg(long)]
+    pub no_load_session: bool,
 }
 
 /// Options the CLI passes in.
@@ -47,6 +50,11 @@ pub struct DemoOptions {
     pub ignore_sigterm: bool,
     /// Keep running after stdin EOF (tests that the daemon kills agents it no longer talks to).
     pub linger_after_eof: bool,
+    /// `session/load` is neither advertised nor served.
+    pub no_load_session: bool,
+    /// Where each session's transcript (its updates, one JSON line each) is kept, so a later
+    /// process can `session/load` it; `None` keeps none (and loads nothing).
+    pub transcripts: Option<std::path::PathBuf>,
 }
 
 /// Text for `mediatord demo-agent --help`: one directive per line, with an example.
@@ -144,6 +152,8 @@ where
         prompts: Arc::new(Semaphore::new(MAX_CONCURRENT_PROMPTS)),
         linger: AtomicBool::new(opts.linger_after_eof),
         sigterm_ignored: AtomicBool::new(false),
+        load_session: !opts.no_load_session,
+        transcripts: opts.transcripts.clone(),
     });
     if opts.ignore_sigterm {
         ignore_sigterm(&shared);
@@ -173,6 +183,10 @@ where
 
 /// State shared by the reader loop and the prompt tasks.
 struct Shared {
+    /// Whether `session/load` is advertised and served.
+    load_session: bool,
+    /// See [`DemoOptions::transcripts`].
+    transcripts: Option<std::path::PathBuf>,
     /// The only way to stdout.
     out: mpsc::Sender<Out>,
     /// Sessions by id. A std mutex: every critical section is a short lookup with no `.await`.
@@ -298,6 +312,9 @@ async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
                     }
                     Err(e) => shared.send(response_line(&id, Err(e))).await,
                 }
+            } else if method == method::SESSION_LOAD && shared.load_session {
+                let result = load_session(shared, params.as_deref()).await;
+                shared.send(response_line(&id, result)).await;
             } else {
                 let result = answer(shared, &method, params.as_deref());
                 shared.send(response_line(&id, result)).await;
@@ -383,7 +400,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
         method::INITIALIZE => Ok(json!({
             "protocolVersion": 1,
             "agentCapabilities": {
-                "loadSession": false,
+                "loadSession": shared.load_session,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
             },
             "authMethods": [],
@@ -439,6 +456,70 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
     }
 }
 
+/// The transcript file of a session, if transcripts are kept and the id is a plain one (it names a
+/// file: nothing but letters, digits, `-` and `_`).
+fn transcript(shared: &Shared, session_id: &str) -> Option<std::path::PathBuf> {
+    let plain = !session_id.is_empty()
+        && session_id.len() <= 128
+        && session_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    shared.transcripts.as_ref().filter(|_| plain).map(|dir| dir.join(format!("{session_id}.jsonl")))
+}
+
+/// Appends an update to the session's transcript (best effort: a demo's transcript is no reason
+/// to fail a turn).
+fn record(shared: &Shared, session_id: &str, update: &Value) {
+    use std::io::Write as _;
+    let Some(path) = transcript(shared, session_id) else { return };
+    let write = || -> io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        writeln!(f, "{update}")
+    };
+    if let Err(e) = write() {
+        tracing::debug!(error = %e, "cannot record the demo transcript");
+    }
+}
+
+/// `session/load`: replays the session's transcript as `session/update`s (ACP: the whole
+/// conversation, before the answer), then answers like `session/new` does, minus the id.
+async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Load {
+        session_id: String,
+        cwd: String,
+    }
+    let p: Load = parse_params(params)?;
+    let path = transcript(shared, &p.session_id).ok_or_else(|| unknown_session(&p.session_id))?;
+    let text = std::fs::read_to_string(&path).map_err(|_| unknown_session(&p.session_id))?;
+    {
+        let mut sessions = lock(&shared.sessions);
+        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&p.session_id) {
+            return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
+        }
+        sessions.insert(
+            p.session_id.clone(),
+            Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
+        );
+    }
+    for line in text.lines() {
+        let Ok(update) = serde_json::from_str::<Value>(line) else { continue };
+        let params = json!({"sessionId": p.session_id, "update": update});
+        shared.send(notification_line(method::SESSION_UPDATE, &params)).await;
+    }
+    let models: Vec<Value> = MODELS.iter().map(|(id, name)| json!({"modelId": id, "name": name})).collect();
+    let modes: Vec<Value> = MODES
+        .iter()
+        .map(|(id, name, description)| json!({"id": id, "name": name, "description": description}))
+        .collect();
+    Ok(json!({
+        "models": {"currentModelId": MODELS[0].0, "availableModels": models},
+        "modes": {"currentModeId": MODES[0].0, "availableModes": modes}
+    }))
+}
+
 fn cancel_session(shared: &Shared, session_id: &str) {
     match lock(&shared.sessions).get_mut(session_id) {
         Some(session) => std::mem::replace(&mut session.cancel, CancellationToken::new()).cancel(),
@@ -466,6 +547,11 @@ fn start_prompt(
         .and_then(|block| block.get("text").and_then(Value::as_str))
         .unwrap_or_default()
         .to_owned();
+    record(
+        shared,
+        &p.session_id,
+        &json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}),
+    );
     let session_json = serde_json::to_string(&p.session_id).expect("a string always serialises");
     let turn = Turn { shared: Arc::clone(shared), session_id: p.session_id, session_json, cwd, cancel };
     Ok((turn, text, permit))
@@ -898,6 +984,7 @@ impl Turn {
     }
 
     async fn update(&self, update: Value) {
+        record(&self.shared, &self.session_id, &update);
         let params = json!({"sessionId": self.session_id, "update": update});
         self.shared.send(notification_line(method::SESSION_UPDATE, &params)).await;
     }

@@ -34,6 +34,9 @@ pub enum EventKind {
     StateResyncRequired,
     /// Id-less, stream-local: the replay is over, live events follow.
     ReplayComplete,
+    /// Id-less, in a replay from the history: events `fromId..=toId` were streamed but not
+    /// recorded (the store could not keep up).
+    HistoryGap,
 }
 
 impl EventKind {
@@ -57,6 +60,7 @@ impl EventKind {
             EventKind::SlowClientWarning => "slow_client_warning",
             EventKind::StateResyncRequired => "state_resync_required",
             EventKind::ReplayComplete => "replay_complete",
+            EventKind::HistoryGap => "history_gap",
         }
     }
 }

@@ -7,7 +7,7 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► daemon ─► permission ─┐
+//! main.rs ─► server ─► http ─► daemon ─► permission ─┬─► store
 //!                                    ├─► agent ──────┴─► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
@@ -30,6 +30,8 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
+//!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
@@ -55,4 +57,5 @@ pub mod notify;
 pub mod path;
 pub mod permission;
 pub mod server;
+pub mod store;
 pub mod sync;

@@ -30,6 +30,9 @@ enum Command {
     /// Run the daemon.
     #[command(after_help = SERVE_HELP)]
     Serve(Box<ServeArgs>),
+    /// Print the permission audit trail, newest first, from the state database (read-only; works
+    /// while the daemon runs, or not).
+    Audit(AuditArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
@@ -47,6 +50,130 @@ enum Command {
     /// Internal: runs an agent command so that it dies with the daemon (see `agent::guard`).
     #[command(hide = true)]
     AgentGuard(GuardArgs),
+}
+
+/// `mediatord audit`'s flags: the filters of `GET /audit`.
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Print the entries as JSON lines (one object per entry) instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Only this workspace
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<String>,
+    /// Only this session
+    #[arg(long, value_name = "ID")]
+    session_id: Option<String>,
+    /// Only this outcome: pending, selected, cancelled, timed_out, abandoned
+    #[arg(long, value_name = "OUTCOME")]
+    outcome: Option<String>,
+    /// Requested at or after (ms since the Unix epoch)
+    #[arg(long, value_name = "MS")]
+    since: Option<u64>,
+    /// Requested before (ms since the Unix epoch)
+    #[arg(long, value_name = "MS")]
+    until: Option<u64>,
+    /// Entries to print [default: 50]
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Continue after this cursor (printed after the last entry of a page)
+    #[arg(long, value_name = "CURSOR")]
+    cursor: Option<String>,
+}
+
+/// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
+fn audit(args: &AuditArgs) -> ExitCode {
+    use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(dir) = args.state_dir.clone().or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    }) else {
+        say("mediatord audit: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME");
+        return ExitCode::from(2);
+    };
+    let outcome = match args.outcome.as_deref().map(|o| (o, AuditOutcome::parse(o))) {
+        None => None,
+        Some((_, Some(o))) => Some(o),
+        Some((o, None)) => {
+            say(&format!(
+                "mediatord audit: unknown --outcome {o:?} (pending, selected, cancelled, timed_out, abandoned)"
+            ));
+            return ExitCode::from(2);
+        }
+    };
+    let cursor = match args.cursor.as_deref().map(|c| (c, Cursor::decode(c))) {
+        None => None,
+        Some((_, Some(c))) => Some(c),
+        Some((c, None)) => {
+            say(&format!("mediatord audit: {c:?} is not a cursor mediatord printed"));
+            return ExitCode::from(2);
+        }
+    };
+    let query = AuditQuery {
+        workspace: args
+            .workspace
+            .clone()
+            .map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned())),
+        session_id: args.session_id.clone(),
+        since: args.since,
+        until: args.until,
+        outcome,
+        cursor,
+        limit: args.limit.unwrap_or(50).clamp(1, 10_000),
+    };
+    if !mediatord::store::db_path(&dir).exists() {
+        say(&format!(
+            "mediatord audit: no state database in {} (has the daemon run with this --state-dir?)",
+            dir.display()
+        ));
+        return ExitCode::from(2);
+    }
+    let page = match mediatord::store::open_read_only(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|db| db.query_audit(&query).map_err(|e| e.to_string()))
+    {
+        Ok(page) => page,
+        Err(e) => {
+            say(&format!("mediatord audit: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = io::stdout().lock();
+    if args.json {
+        for entry in &page.entries {
+            let _ = writeln!(out, "{entry}");
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<24}  {:<10}  {:<14}  {:<36}  {:>9}  TOOL",
+            "REQUESTED", "STATUS", "DECIDED BY", "SESSION", "LATENCY"
+        );
+        for e in &page.entries {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+            let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
+            let latency = e["latencyMs"].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
+            let by = match (e["resolvedBy"].as_str(), e["voterClientId"].as_str()) {
+                (Some("vote"), Some(voter)) => format!("vote:{voter}"),
+                (Some(by), _) => by.to_owned(),
+                (None, _) => "-".to_owned(),
+            };
+            let tool = format!("{} {}", text(&e["toolCall"]["kind"]), text(&e["toolCall"]["title"]));
+            let _ = writeln!(
+                out,
+                "{at:<24}  {:<10}  {by:<14}  {:<36}  {latency:>9}  {tool}",
+                text(&e["status"]),
+                text(&e["sessionId"]),
+            );
+        }
+    }
+    if let Some(next) = page.next_cursor {
+        let _ = writeln!(io::stderr(), "more: mediatord audit --cursor {}", next.encode());
+    }
+    ExitCode::SUCCESS
 }
 
 /// Where log lines go: stderr, where a failed write is dropped, never reported. A log line is
@@ -144,7 +271,21 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let outcome = runtime.block_on(mediatord::server::run(config));
+            let store_config = mediatord::store::StoreConfig {
+                state_dir: config.state_dir.clone(),
+                events_per_session: config.history_events,
+                max_age_days: config.history_days,
+            };
+            // Before the runtime's first task: a state directory or database the daemon must not
+            // use refuses the boot like a bad flag does.
+            let store = match mediatord::store::open(&store_config) {
+                Ok(store) => store,
+                Err(e) => {
+                    say(&format!("mediatord: {e}"));
+                    return ExitCode::from(2);
+                }
+            };
+            let outcome = runtime.block_on(mediatord::server::run(config, store));
             // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
             // pipe or a hung file system must not hold the exit (nor make a second signal useless).
             runtime.shutdown_background();
@@ -158,9 +299,17 @@ fn main() -> ExitCode {
         }
         Command::DemoAgent(args) => {
             init_logging(LogFormat::Text, "warn");
+            let env = |k: &str| std::env::var(k).ok();
             let opts = demo_agent::DemoOptions {
                 ignore_sigterm: args.ignore_sigterm,
                 linger_after_eof: args.linger,
+                no_load_session: args.no_load_session,
+                // Beside the daemon's own state (same user, same XDG rules).
+                transcripts: mediatord::config::default_state_dir(
+                    env("XDG_STATE_HOME").as_deref(),
+                    env("HOME").as_deref(),
+                )
+                .map(|d| d.join("demo-agent")),
             };
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -182,6 +331,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Man { subcommand } => man_page(subcommand.as_deref()),
+        Command::Audit(args) => audit(&args),
         Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
     }
 }

@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub sessions: usize,
     /// Always `"ok"`: the daemon answered.
     pub status: &'static str,
+    /// The durable store's figures.
+    pub store: StoreFigures,
     /// Open SSE event streams.
     pub subscribers: u64,
     #[serde(rename = "uptimeMs", serialize_with = "millis")]
@@ -88,6 +90,24 @@ pub struct NotifyCounts {
     pub dropped: u64,
     /// Action links held now (live, used or expired).
     pub links: usize,
+}
+
+/// `/health?deep=1`'s `store`: what the durable state holds and how its writer keeps up.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreFigures {
+    /// `false` with `--ephemeral`.
+    pub durable: bool,
+    /// The database on disk (main file and WAL), bytes.
+    pub db_bytes: u64,
+    /// Events recorded in the history since the daemon started.
+    pub events_written: u64,
+    /// Events the writer's queue had no room for (recorded as gaps).
+    pub events_dropped: u64,
+    /// Gap markers written.
+    pub gaps: u64,
+    /// Other writes (audit, sessions, rules) the writer's queue had no room for.
+    pub writes_dropped: u64,
 }
 
 /// `/health?deep=1`'s `agent`: the program `--agent` names (its arguments are left out: they may
@@ -252,6 +272,28 @@ impl Metrics {
             "http_requests",
             "HTTP requests by method, matched route and status",
             self.http_requests.clone(),
+        );
+        let st = &now.store;
+        r.register(
+            "store_db_bytes",
+            "Size of the state database on disk (main file and WAL)",
+            gauge(usize::try_from(st.db_bytes).unwrap_or(usize::MAX)),
+        );
+        r.register(
+            "store_events_written",
+            "Events recorded in the session history",
+            counter(st.events_written),
+        );
+        r.register(
+            "store_events_dropped",
+            "Events the store's writer had no room for, recorded as history gaps",
+            counter(st.events_dropped),
+        );
+        r.register("store_gaps", "Gap markers written to the session history", counter(st.gaps));
+        r.register(
+            "store_writes_dropped",
+            "Audit, session and rule writes the store's writer had no room for",
+            counter(st.writes_dropped),
         );
         r.register("notifications", "Notification deliveries by outcome", self.notifications.clone());
         r.register(

@@ -13,15 +13,18 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
+use crate::store::Store;
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
 const HTTP_DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long the exit waits for the store's last commit.
+const STORE_FLUSH_GRACE: Duration = Duration::from_secs(5);
 /// Exit status after a panic: Rust's own for a panicking program (`docs/protocol.md#15-exit-status`).
 const PANIC_EXIT_STATUS: i32 = 101;
 
 /// Binds, prints the startup line, serves until the first signal's drain completes. Returns the
 /// process exit code.
-pub async fn run(config: Config) -> io::Result<i32> {
+pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
     let host = config.hostname.trim_start_matches('[').trim_end_matches(']').to_owned();
     let listener = TcpListener::bind((host.as_str(), config.port)).await.map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
@@ -50,7 +53,7 @@ pub async fn run(config: Config) -> io::Result<i32> {
         tracing::warn!(error = %e, "cannot mark the daemon non-dumpable; same-user processes may read its memory");
     }
     let max_connections = config.connection_cap();
-    let daemon = Daemon::new(config);
+    let daemon = Daemon::with_store(config, store.clone());
     exit_on_panic(daemon.clone());
     if let Err(e) = daemon.adopt_orphans() {
         tracing::warn!(error = %e, "cannot become a subreaper; a process escaping a killed command's group is left to init");
@@ -88,6 +91,9 @@ pub async fn run(config: Config) -> io::Result<i32> {
     drained.cancelled().await;
     // Streams and turns have ended; give in-flight HTTP exchanges a moment, then leave regardless.
     let _ = tokio::time::timeout(HTTP_DRAIN_GRACE, server).await;
+    // Everything the sessions recorded while ending (their terminal events, `dormant`) is on disk
+    // before the process exits.
+    let _ = tokio::time::timeout(STORE_FLUSH_GRACE, store.flush()).await;
     tracing::info!("mediatord stopped");
     // A second signal that came while the drain was finishing wins: its kill is under way, and
     // the signal watcher exits with status 1 once it is done.

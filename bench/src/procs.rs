@@ -111,9 +111,20 @@ impl Daemon {
                 c.args(["serve", "--port", "0", "--agent", "demo", "--workspace"]).arg(&workspace);
                 c.args(["--max-sessions", "0", "--max-connections", "0", "--max-subscribers", "2000"]);
                 c.args(&tools.mediatord_args);
+                // The daemon's default (a durable store) in this run's own directory, unless the
+                // scenario asks for `--ephemeral`: a benchmark never touches the user's state.
+                let ephemeral =
+                    extra.contains(&"--ephemeral") || tools.mediatord_args.iter().any(|a| a == "--ephemeral");
+                if !ephemeral {
+                    c.arg("--state-dir").arg(dir.0.join("state"));
+                }
+                let home = dir.0.join("home");
+                std::fs::create_dir_all(&home)?;
+                c.env("HOME", &home).env("XDG_STATE_HOME", &home);
                 c.env_remove("MEDIATORD_CONFIG")
                     .env_remove("MEDIATORD_TOKEN")
-                    .env_remove("QWEN_SERVER_TOKEN");
+                    .env_remove("QWEN_SERVER_TOKEN")
+                    .env_remove("MEDIATORD_STATE_DIR");
                 c
             }
             Kind::Qwen => {

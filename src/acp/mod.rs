@@ -24,6 +24,9 @@ pub mod method {
     pub const INITIALIZE: &str = "initialize";
     /// Daemon → agent: open a session in a workspace.
     pub const SESSION_NEW: &str = "session/new";
+    /// Daemon → agent: reopen a session the agent had before (it replays the conversation as
+    /// `session/update`s, then answers); offered when `initialize` says `loadSession: true`.
+    pub const SESSION_LOAD: &str = "session/load";
     /// Daemon → agent: run one turn.
     pub const SESSION_PROMPT: &str = "session/prompt";
     /// Daemon → agent (notification): stop the running turn.

@@ -38,6 +38,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::event::EventKind;
+use crate::store::Store;
 use crate::sync::lock;
 
 /// Bytes kept in one session's ring, whatever `--event-ring-size` says: the count bound alone would
@@ -50,7 +51,7 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// agent's pipe, so a burst the reader published from one read leaves in about one write.
 const BATCH_BYTES: usize = 64 * 1024;
 /// The first frame of every stream: the browser's reconnection delay.
-const RETRY: &[u8] = b"retry: 3000\n\n";
+pub(super) const RETRY: &[u8] = b"retry: 3000\n\n";
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
 /// Ties an event to the prompt that caused it.
@@ -130,6 +131,16 @@ pub(crate) struct Bus {
     subscribers: AtomicUsize,
     limits: Limits,
     stats: Arc<BusStats>,
+    /// Where each event's frame is handed for the session's history (`None` when nothing is
+    /// recorded): one non-blocking hand-off per event, under the lock, so the history gets the
+    /// ids in order.
+    history: Option<History>,
+}
+
+/// The store a bus records into, and the session id it records under.
+pub(crate) struct History {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) session_id: Arc<str>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -149,13 +160,41 @@ impl Drop for Bus {
 }
 
 impl Bus {
+    #[cfg(test)]
     pub(crate) fn new(session_id: String, limits: Limits, stats: Arc<BusStats>) -> Arc<Bus> {
+        Bus::with_history(session_id, limits, stats, None, 0, Vec::new())
+    }
+
+    /// A bus whose events are recorded in `history`, whose first event gets id `after_id + 1`, and
+    /// whose ring starts with `recent` (the consecutive frames ending at `after_id`, oldest first:
+    /// a resumed session's newest recorded events, so a client's `Last-Event-ID` still replays).
+    pub(crate) fn with_history(
+        session_id: String,
+        limits: Limits,
+        stats: Arc<BusStats>,
+        history: Option<History>,
+        after_id: u64,
+        recent: Vec<Bytes>,
+    ) -> Arc<Bus> {
+        // The newest of `recent` that fit the ring's bounds; its ids stay consecutive up to `after_id`.
+        let mut ring = VecDeque::with_capacity(limits.ring_events.min(1024));
+        let mut ring_bytes = 0;
+        for frame in recent.into_iter().rev() {
+            if ring.len() >= limits.ring_events.min(after_id as usize)
+                || ring_bytes + frame.len() > limits.ring_bytes
+            {
+                break;
+            }
+            ring_bytes += frame.len();
+            ring.push_front(frame);
+        }
+        stats.ring_bytes.fetch_add(ring_bytes as u64, Ordering::Relaxed);
         Arc::new(Bus {
             session_id,
             inner: Mutex::new(Inner {
-                next_id: 1,
-                ring: VecDeque::with_capacity(limits.ring_events.min(1024)),
-                ring_bytes: 0,
+                next_id: after_id + 1,
+                ring,
+                ring_bytes,
                 room: limits.ring_events,
                 closed: false,
                 tag_json: TagJson::default(),
@@ -164,6 +203,7 @@ impl Bus {
             subscribers: AtomicUsize::new(0),
             limits,
             stats,
+            history,
         })
     }
 
@@ -220,6 +260,9 @@ impl Bus {
         let (mut count, mut added, mut dropped) = (0u64, 0usize, 0usize);
         for data in events {
             let frame = frame(inner.next_id, kind, data, tag_json, &tail);
+            if let Some(h) = &self.history {
+                h.store.append_event(&h.session_id, inner.next_id, &frame);
+            }
             inner.next_id += 1;
             count += 1;
             added += frame.len();
@@ -393,7 +436,7 @@ fn json_string(s: &str) -> String {
 
 /// An id-less frame (`client_evicted`, `slow_client_warning`, `state_resync_required`,
 /// `replay_complete`).
-fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
+pub(super) fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
     let kind = kind.as_str();
     let body = json!({"v": 1, "type": kind, "data": data});
     Bytes::from(format!("event: {kind}\ndata: {body}\n\n"))

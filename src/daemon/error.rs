@@ -80,3 +80,20 @@ impl SessionError {
         SessionError::NotFound { session_id: session_id.to_owned() }
     }
 }
+
+/// Why `POST /session/:id/resume` brought nothing back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// Neither live nor in the history.
+    #[error("session {session_id} not found")]
+    NotFound { session_id: String },
+    /// The session's agent does not advertise `loadSession`.
+    #[error("the agent {agent:?} cannot load a session (it does not advertise loadSession)")]
+    Unsupported { agent: String },
+    /// Starting the agent or loading the session failed as a create would.
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    /// The history could not be read.
+    #[error("{0}")]
+    Store(String),
+}

@@ -13,6 +13,7 @@
 
 mod bus;
 mod error;
+mod history;
 mod session;
 mod shell;
 
@@ -29,17 +30,20 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::bus::Subscription;
 use self::bus::{Bus, BusStats};
-pub use self::error::{CreateError, SessionError};
+pub use self::error::{CreateError, ResumeError, SessionError};
+pub use self::history::HistoryStream;
 pub use self::session::{Accepted, EndReason, Prompt, Session};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;
 use crate::agent::AgentHandle;
 use crate::config::{AgentSpec, Config, SessionScope};
+use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::notify::Notifier;
-use crate::permission::{Mediator, MediatorConfig, VoteError};
+use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
+use crate::store::{SessionRecord, SessionState, Store, StoreStats};
 use crate::sync::lock;
 
 /// One configured agent as `GET /agents` shows it: never its arguments or environment.
@@ -112,6 +116,13 @@ pub struct Daemon {
     pub notifier: Arc<Notifier>,
     /// Every live process group (agents, shell commands), for the second-signal kill.
     groups: ProcessGroups,
+    /// The durable state (or memory, with `--ephemeral`).
+    pub store: Arc<dyn Store>,
+    /// Each workspace's rules, shared with its sessions' mediators; created on first use, loaded
+    /// from the store at boot.
+    workspace_rules: Mutex<HashMap<PathBuf, Arc<WorkspaceRules>>>,
+    /// Rules read from the store at boot, by workspace, not yet turned into a table entry.
+    stored_rules: Mutex<HashMap<PathBuf, Vec<Value>>>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -158,11 +169,29 @@ impl Drop for Reservation<'_> {
 }
 
 impl Daemon {
+    /// A daemon with an in-memory store (`--ephemeral`).
     pub fn new(config: Config) -> Arc<Daemon> {
+        Daemon::with_store(config, Arc::new(crate::store::MemoryStore::default()))
+    }
+
+    /// A daemon keeping its durable state in `store`. Reads the workspace rules it holds.
+    pub fn with_store(config: Config, store: Arc<dyn Store>) -> Arc<Daemon> {
+        let mut stored_rules: HashMap<PathBuf, Vec<Value>> = HashMap::new();
+        match store.workspace_rules() {
+            Ok(rules) => {
+                for r in rules {
+                    stored_rules.entry(PathBuf::from(r.workspace)).or_default().push(r.rule);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot read the stored workspace rules"),
+        }
         let metrics = Arc::new(Metrics::default());
         let notifier =
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         Arc::new(Daemon {
+            store,
+            workspace_rules: Mutex::new(HashMap::new()),
+            stored_rules: Mutex::new(stored_rules),
             config: Arc::new(config),
             sessions: Mutex::new(HashMap::new()),
             slots: Mutex::new(HashMap::new()),
@@ -207,6 +236,43 @@ impl Daemon {
         {
             slot.default = DefaultSlot::Empty;
         }
+    }
+
+    /// The rules of `workspace` (canonical), shared by all its sessions.
+    pub fn workspace_rules(self: &Arc<Self>, workspace: &Path) -> Arc<WorkspaceRules> {
+        let mut table = lock(&self.workspace_rules);
+        if let Some(rules) = table.get(workspace) {
+            return rules.clone();
+        }
+        let stored = lock(&self.stored_rules).remove(workspace).unwrap_or_default();
+        let weak = Arc::downgrade(self);
+        let announce: crate::permission::Announce = Box::new(move |workspace: &Path, except: &str| {
+            let Some(daemon) = weak.upgrade() else { return };
+            let sessions: Vec<Arc<Session>> = daemon
+                .all_sessions()
+                .into_iter()
+                .filter(|s| s.workspace == workspace && s.id != except)
+                .collect();
+            // Never inline: the caller may hold a session's mediator lock, and two sessions
+            // announcing to each other at once would wait on each other's.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    for s in sessions {
+                        s.permissions().workspace_rules_changed();
+                    }
+                });
+            }
+        });
+        let rules =
+            Arc::new(WorkspaceRules::new(workspace.to_path_buf(), &stored, self.store.clone(), announce));
+        table.insert(workspace.to_path_buf(), rules.clone());
+        rules
+    }
+
+    /// The workspace a client names in a `/workspace/:cwd/...` route: canonical, and one the
+    /// daemon accepts.
+    pub fn workspace(&self, cwd: &str) -> Result<PathBuf, CreateError> {
+        self.resolve_cwd(Some(cwd))
     }
 
     /// The canonical workspace for a create's `cwd`
@@ -362,66 +428,15 @@ impl Daemon {
             agent.unregister("", true).await;
             return Err(CreateError::AgentStartFailed("session/new returned no sessionId".into()));
         };
-        let limits = bus::Limits {
-            ring_events: self.config.event_ring_size,
-            ring_bytes: bus::RING_MAX_BYTES,
-            lag_limit: self.config.subscriber_queue,
-            max_subscribers: self.config.max_subscribers,
-        };
-        let bus = Bus::new(session_id.clone(), limits, self.bus_stats.clone());
-        let mediator = Mediator::new(
-            MediatorConfig {
-                policy: self.config.permission_policy,
-                quorum: self.config.consensus_quorum,
-                timeout: self.config.permission_timeout,
-            },
-            cwd.clone(),
-            self.metrics.clone(),
-        );
-        let weak: Weak<Daemon> = Arc::downgrade(&self);
-        let ended_agent = agent.clone();
-        let session = Session::start(SessionInit {
-            id: session_id.clone(),
-            workspace: cwd.clone(),
-            agent_name: name.clone(),
-            agent: Arc::new(agent.clone()),
-            bus,
-            mediator,
-            prompt_cap: self.config.prompt_cap(),
-            call_timeout: timeout,
-            agent_result: result,
-            metrics: self.metrics.clone(),
-            notifier: self.notifier.clone(),
-            on_finished: Box::new(move |id: &str| {
-                if let Some(daemon) = weak.upgrade() {
-                    let mut sessions = lock(&daemon.sessions);
-                    if sessions.get(id).is_some_and(|s| s.is_ending()) {
-                        sessions.remove(id);
-                    }
-                }
-                let id = id.to_owned();
-                tokio::spawn(async move { ended_agent.unregister(&id, false).await });
-            }),
-        });
-        let client: Arc<dyn crate::acp::Client> = session.clone();
-        agent.register(session_id.clone(), Arc::downgrade(&client)).await;
-        // Session ids are the agents' own, and two agents (or one agent in two workspaces) may hand
-        // out the same: the second would take over the first's routes. Checked and inserted under
-        // one lock, so two creates cannot both pass.
-        let taken = {
-            let mut sessions = lock(&self.sessions);
-            let taken = sessions.contains_key(&session_id);
-            if !taken {
-                sessions.insert(session_id.clone(), session.clone());
-            }
-            taken
-        };
-        if taken {
-            session.end(EndReason::Closed { closed_by: None });
+        if lock(&self.sessions).contains_key(&session_id) {
+            agent.unregister("", true).await;
             return Err(CreateError::AgentStartFailed(format!(
                 "the agent answered session/new with the id {session_id:?}, which another live session already has"
             )));
         }
+        let (bus, mediator) = self.session_parts(&session_id, &cwd, &name, 0, Vec::new(), false);
+        let session =
+            self.start_session(&session_id, &cwd, &name, &agent, bus, mediator, result, timeout).await?;
         if let Some(model) = model {
             let set = agent
                 .call(
@@ -439,6 +454,251 @@ impl Daemon {
         }
         tracing::info!(session_id = %session_id, agent = %name, workspace = %cwd.display(), "session created");
         Ok(session)
+    }
+
+    /// Starts a session on `agent` and enters it in the tables (refused if the id is live).
+    #[expect(clippy::too_many_arguments, reason = "the parts of one session, assembled by its two callers")]
+    async fn start_session(
+        self: &Arc<Self>,
+        session_id: &str,
+        cwd: &Path,
+        name: &str,
+        agent: &AgentHandle,
+        bus: Arc<Bus>,
+        mediator: Mediator,
+        result: Value,
+        timeout: Duration,
+    ) -> Result<Arc<Session>, CreateError> {
+        let weak: Weak<Daemon> = Arc::downgrade(self);
+        let ended_agent = agent.clone();
+        let session = Session::start(SessionInit {
+            id: session_id.to_owned(),
+            workspace: cwd.to_path_buf(),
+            agent_name: name.to_owned(),
+            agent: Arc::new(agent.clone()),
+            bus,
+            mediator,
+            prompt_cap: self.config.prompt_cap(),
+            call_timeout: timeout,
+            agent_result: result,
+            metrics: self.metrics.clone(),
+            store: self.store.clone(),
+            notifier: self.notifier.clone(),
+            on_finished: Box::new(move |id: &str| {
+                if let Some(daemon) = weak.upgrade() {
+                    let mut sessions = lock(&daemon.sessions);
+                    if sessions.get(id).is_some_and(|s| s.is_ending()) {
+                        sessions.remove(id);
+                    }
+                }
+                let id = id.to_owned();
+                tokio::spawn(async move { ended_agent.unregister(&id, false).await });
+            }),
+        });
+        let client: Arc<dyn crate::acp::Client> = session.clone();
+        agent.register(session_id.to_owned(), Arc::downgrade(&client)).await;
+        // Session ids are the agents' own, and two agents (or one agent in two workspaces) may hand
+        // out the same: the second would take over the first's routes. Checked and inserted under
+        // one lock, so two creates cannot both pass.
+        let taken = {
+            let mut sessions = lock(&self.sessions);
+            let taken = sessions.contains_key(session_id);
+            if !taken {
+                sessions.insert(session_id.to_owned(), session.clone());
+            }
+            taken
+        };
+        if taken {
+            session.end(EndReason::Closed { closed_by: None });
+            return Err(CreateError::AgentStartFailed(format!(
+                "the agent answered session/new with the id {session_id:?}, which another live session already has"
+            )));
+        }
+        Ok(session)
+    }
+
+    /// A session that is not live (dormant or closed), as the history knows it.
+    pub async fn recorded_session(&self, id: &str) -> Result<Option<SessionRecord>, ResumeError> {
+        let store = self.store.clone();
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.session(&id))
+            .await
+            .map_err(|e| ResumeError::Store(e.to_string()))?
+            .map_err(|e| ResumeError::Store(e.to_string()))
+    }
+
+    /// The events of a session that is not live, replayed from the history after `last_event_id`.
+    pub async fn history(&self, id: &str, last_event_id: Option<u64>) -> Result<HistoryStream, SessionError> {
+        match self.recorded_session(id).await {
+            Ok(Some(record)) => Ok(history::replay(self.store.clone(), record, last_event_id)),
+            _ => Err(SessionError::not_found(id)),
+        }
+    }
+
+    /// The sessions of `workspace` the history holds (ended ones included), oldest first.
+    pub async fn recorded_sessions(&self, workspace: &Path) -> Vec<SessionRecord> {
+        let store = self.store.clone();
+        let workspace = workspace.to_string_lossy().into_owned();
+        match tokio::task::spawn_blocking(move || store.sessions(Some(&workspace))).await {
+            Ok(Ok(records)) => records,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot list the recorded sessions");
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// `POST /session/:id/resume`: brings a dormant (or closed) session back on a fresh agent with
+    /// ACP `session/load`, under the same id, its event ids continuing. A live session is returned
+    /// as it is (`false`).
+    pub async fn resume(self: &Arc<Self>, id: &str) -> Result<(Arc<Session>, bool), ResumeError> {
+        if let Ok(s) = self.session(id) {
+            return Ok((s, false));
+        }
+        if self.is_draining() {
+            return Err(CreateError::Draining.into());
+        }
+        let record = self
+            .recorded_session(id)
+            .await?
+            .ok_or_else(|| ResumeError::NotFound { session_id: id.to_owned() })?;
+        let cwd = self.resolve_cwd(Some(&record.workspace))?;
+        let spec = self.config.agent(&record.agent).ok_or_else(|| CreateError::UnknownAgent {
+            name: record.agent.clone(),
+            known: self.config.agent_names(),
+        })?;
+        let name = spec.name.clone();
+        let cap = self.config.session_cap();
+        let live = lock(&self.sessions).len();
+        let reserved = self.creating.fetch_add(1, Ordering::AcqRel);
+        let _reservation = Reservation(&self.creating);
+        if live + reserved >= cap {
+            return Err(CreateError::LimitReached { limit: cap }.into());
+        }
+        let agent = self.agent_for(&cwd, spec);
+        let timeout = spec.initialize_timeout;
+        agent.ready().await.map_err(|e| CreateError::from_call(e, method::INITIALIZE, timeout))?;
+        let loads = agent.initialized().is_some_and(|init| {
+            init.pointer("/agentCapabilities/loadSession").and_then(Value::as_bool) == Some(true)
+        });
+        if !loads {
+            agent.unregister("", true).await;
+            return Err(ResumeError::Unsupported { agent: name });
+        }
+        // The agent replays the conversation while it loads; the history has it already, so what
+        // it replays is dropped (a client that joins gets the recorded events, ids unchanged).
+        let discard: Arc<dyn crate::acp::Client> = Arc::new(Discard);
+        agent.register(id.to_owned(), Arc::downgrade(&discard)).await;
+        let params = json!({"sessionId": id, "cwd": cwd.to_string_lossy(), "mcpServers": []});
+        let result = match agent.call(method::SESSION_LOAD, params, Some(timeout)).await {
+            Ok(raw) => serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null),
+            Err(e) => {
+                agent.unregister(id, true).await;
+                return Err(CreateError::from_call(e, method::SESSION_LOAD, timeout).into());
+            }
+        };
+        let after = record.last_event_id;
+        let recent = self.recent_frames(id, after).await;
+        let (bus, mediator) = self.session_parts(id, &cwd, &name, after, recent, true);
+        let result = if result.is_object() { result } else { json!({}) };
+        let session = self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout).await?;
+        drop(discard);
+        tracing::info!(session_id = %id, agent = %name, workspace = %cwd.display(), after, "session resumed");
+        Ok((session, true))
+    }
+
+    /// The newest recorded frames of a session, consecutive and ending at `last_id` (at most a
+    /// ring's worth), to seed a resumed session's ring.
+    async fn recent_frames(&self, id: &str, last_id: u64) -> Vec<bytes::Bytes> {
+        let keep = self.config.event_ring_size as u64;
+        let store = self.store.clone();
+        let sid = id.to_owned();
+        let items = tokio::task::spawn_blocking(move || {
+            store.events(&sid, last_id.saturating_sub(keep), keep as usize)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+        let mut frames = Vec::new();
+        let mut expect = None;
+        for item in items {
+            match item {
+                crate::store::StoredEvent::Frame { id, frame } if expect.is_none_or(|e| e == id) => {
+                    frames.push(frame);
+                    expect = Some(id + 1);
+                }
+                crate::store::StoredEvent::Frame { id, frame } => {
+                    frames = vec![frame];
+                    expect = Some(id + 1);
+                }
+                crate::store::StoredEvent::Gap { .. } => {
+                    frames.clear();
+                    expect = None;
+                }
+            }
+        }
+        if expect == Some(last_id + 1) { frames } else { Vec::new() }
+    }
+
+    /// A session's bus (recording into the store, its ids continuing after `after_id`, its ring
+    /// starting with `recent`) and its mediator; the session is recorded as live.
+    fn session_parts(
+        self: &Arc<Self>,
+        session_id: &str,
+        cwd: &Path,
+        agent: &str,
+        after_id: u64,
+        recent: Vec<bytes::Bytes>,
+        resumed: bool,
+    ) -> (Arc<Bus>, Mediator) {
+        let limits = bus::Limits {
+            ring_events: self.config.event_ring_size,
+            ring_bytes: bus::RING_MAX_BYTES,
+            lag_limit: self.config.subscriber_queue,
+            max_subscribers: self.config.max_subscribers,
+        };
+        let history = self.store.durable().then(|| {
+            let record = SessionRecord {
+                session_id: session_id.to_owned(),
+                workspace: cwd.to_string_lossy().into_owned(),
+                agent: agent.to_owned(),
+                created_at: crate::clock::now_ms(),
+                ended_at: None,
+                state: SessionState::Live,
+                end_reason: None,
+                last_event_id: after_id,
+            };
+            // Queued before the bus exists, so the writer knows the session before its first event.
+            self.store.session_started(&record, after_id, resumed);
+            bus::History { store: self.store.clone(), session_id: Arc::from(session_id) }
+        });
+        let bus = Bus::with_history(
+            session_id.to_owned(),
+            limits,
+            self.bus_stats.clone(),
+            history,
+            after_id,
+            recent,
+        );
+        let mediator = Mediator::with_store(
+            MediatorConfig {
+                policy: self.config.permission_policy,
+                quorum: self.config.consensus_quorum,
+                timeout: self.config.permission_timeout,
+            },
+            cwd.to_path_buf(),
+            self.metrics.clone(),
+            self.store.clone(),
+            self.workspace_rules(cwd),
+        );
+        (bus, mediator)
+    }
+
+    /// The store's figures (database size, events written and dropped, gaps).
+    pub fn store_stats(&self) -> StoreStats {
+        self.store.stats()
     }
 
     /// The daemon's figures now: what `/health?deep=1` answers and what `/metrics` reads.
@@ -460,6 +720,17 @@ impl Daemon {
             pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
             sessions: sessions.len(),
             status: "ok",
+            store: {
+                let st = self.store.stats();
+                crate::metrics::StoreFigures {
+                    durable: st.durable,
+                    db_bytes: st.db_bytes,
+                    events_written: st.events_written,
+                    events_dropped: st.events_dropped,
+                    gaps: st.gaps,
+                    writes_dropped: st.writes_dropped,
+                }
+            },
             subscribers: stats.subscribers.load(Ordering::Relaxed),
             uptime: self.started.elapsed(),
             workspaces,
@@ -545,4 +816,18 @@ impl Daemon {
     pub fn adopt_orphans(&self) -> std::io::Result<()> {
         self.groups.adopt_orphans()
     }
+}
+
+/// Stands in for a session while its agent replays it (`session/load`): updates are dropped, a
+/// permission request is answered `cancelled`.
+struct Discard;
+
+impl crate::acp::Client for Discard {
+    fn session_update(&self, _: &serde_json::value::RawValue) {}
+
+    fn request_permission(&self, _: Value) -> BoxFuture<'_, Value> {
+        Box::pin(async { json!({"outcome": {"outcome": "cancelled"}}) })
+    }
+
+    fn agent_exited(&self, _: ExitInfo) {}
 }

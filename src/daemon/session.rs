@@ -30,6 +30,7 @@ use crate::exec::ExitInfo;
 use crate::metrics::Metrics;
 use crate::notify::{Notifier, Source};
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
+use crate::store::{SessionState, Store};
 use crate::sync::lock;
 
 /// Clients remembered per session that named themselves; past it the least recently seen of them
@@ -216,6 +217,8 @@ pub(super) struct SessionInit {
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub(super) agent_result: Value,
     pub(super) metrics: Arc<Metrics>,
+    /// Where the session's end is recorded.
+    pub(super) store: Arc<dyn Store>,
     pub(super) notifier: Arc<Notifier>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
     pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
@@ -242,6 +245,7 @@ pub struct Session {
     bus: Arc<Bus>,
     mediator: Mediator,
     metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
     /// Hands the events targets may want to the notification queues (never waits).
     notifier: Arc<Notifier>,
     call_timeout: Duration,
@@ -288,6 +292,7 @@ impl Session {
             bus: init.bus,
             mediator: init.mediator,
             metrics: init.metrics,
+            store: init.store,
             notifier: init.notifier,
             call_timeout: init.call_timeout,
             clients: Mutex::new(Clients::default()),
@@ -345,6 +350,11 @@ impl Session {
 
     pub fn pending_prompt_count(&self) -> usize {
         self.pending_prompts.load(Ordering::Acquire)
+    }
+
+    /// The id of the session's newest event (0 before any).
+    pub fn last_event_id(&self) -> u64 {
+        self.bus.last_id()
     }
 
     pub fn subscriber_count(&self) -> usize {
@@ -719,6 +729,14 @@ async fn run_turns(
     // Out of the tables first: a client that sees the terminal event and asks again gets a 404.
     on_finished(&session.id);
     session.bus.publish_terminal(terminal.0, &terminal.1);
+    // A client's close ends the session for good; a shutdown or an agent's death leaves it
+    // dormant: it can be resumed.
+    let (state, why) = match &reason {
+        EndReason::Closed { .. } => (SessionState::Closed, "closed_by_client"),
+        EndReason::Shutdown => (SessionState::Dormant, "daemon_shutdown"),
+        EndReason::Died(_) => (SessionState::Dormant, "agent_exited"),
+    };
+    session.store.session_ended(&session.id, state, why, session.bus.last_id(), crate::clock::now_ms());
     session.notifier.offer(session.source(), terminal.0, &terminal.1);
     session.finished.cancel();
 }
@@ -1009,6 +1027,7 @@ mod tests {
             agent_result,
             notifier: Arc::new(Notifier::new(Vec::new(), None, metrics.clone())),
             metrics,
+            store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
         });
         let frames = bus.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
@@ -1331,7 +1350,7 @@ mod tests {
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
-        let vote = Vote::Decision { effect: Effect::Allow, remember: false };
+        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
         let refused = f.session.permissions().vote(&request_id, Some("bob"), true, &vote);
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;

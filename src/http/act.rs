@@ -107,7 +107,10 @@ fn cast(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
         // The link's holder acts as that client, as a client naming itself in its header does.
         session.touch_client(client);
     }
-    let vote = Vote::Outcome { choice: Choice::Option(link.option_id.clone()), remember: false };
+    let vote = Vote::Outcome {
+        choice: Choice::Option(link.option_id.clone()),
+        remember: crate::permission::Remember::No,
+    };
     let loopback = is_loopback_peer(Some(peer.0));
     match session.permissions().vote_via(
         &link.request_id,

@@ -12,18 +12,24 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{act, daemon, events, permissions, prompts, sessions, shell, web};
+use super::{act, daemon, events, history, permissions, prompts, sessions, shell, web};
 
 macro_rules! api {
-    ($($method:ident $route:literal => $handler:path, $op:expr;)*) => {
+    (
+        $($method:ident $route:literal => $handler:path, $op:expr;)*
+        @also $($dmethod:ident $droute:literal, $dop:expr;)*
+    ) => {
         /// Every route of the daemon (state still to be supplied).
         pub fn router() -> Router<AppState> {
             Router::new()$(.route($route, axum::routing::$method($handler)))*
         }
 
-        /// Every operation [`router`] serves, in table order.
-        pub const OPERATIONS: &[Operation] =
-            &[$(Operation { method: stringify!($method), route: $route, ..$op }),*];
+        /// Every operation [`router`] serves, in table order; then the ones a catch-all row above
+        /// also serves under another documented path.
+        pub const OPERATIONS: &[Operation] = &[
+            $(Operation { method: stringify!($method), route: $route, ..$op },)*
+            $(Operation { method: stringify!($dmethod), route: $droute, ..$dop },)*
+        ];
     };
 }
 
@@ -92,10 +98,43 @@ api! {
                 "agent_error", "daemon_draining",
             ]);
     get "/workspace/{*rest}" => sessions::list_workspace_sessions,
-        Operation::new("listWorkspaceSessions", "sessions", "Live sessions of a workspace (`cwd` URL-encoded)")
+        Operation::new("listWorkspaceSessions", "sessions", "Live sessions of a workspace (`cwd` URL-encoded); `?include=ended` adds the dormant and closed ones of the history")
             .doc_path("/workspace/{cwd}/sessions")
             .ok(&[(200, Json("SessionList"))])
-            .errors(&["invalid_cwd"]);
+            .query(&[("include", "`ended` adds the sessions that are not live (docs/protocol.md §14)")])
+            .errors(&["invalid_cwd", "workspace_mismatch"]);
+    post "/workspace/{*rest}" => history::workspace_post,
+        Operation::new("addWorkspaceRule", "permissions", "Add a workspace permission rule: every session of the workspace, persisted (docs/protocol.md §7)")
+            .doc_path("/workspace/{cwd}/permission-rules")
+            .body("RuleRequest")
+            .ok(&[(201, Json("WorkspaceRuleCreated"))])
+            .headers(&[ClientId])
+            .errors(&["invalid_json", "invalid_cwd", "workspace_mismatch", "invalid_client_id", "invalid_rule"]);
+    delete "/workspace/{*rest}" => history::workspace_delete,
+        Operation::new("deleteWorkspaceRule", "permissions", "Remove a workspace permission rule")
+            .doc_path("/workspace/{cwd}/permission-rules/{ruleId}")
+            .ok(NO_CONTENT)
+            .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found"]);
+    get "/audit" => history::audit,
+        Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §14)")
+            .ok(&[(200, Json("AuditPage"))])
+            .query(&[
+                ("workspace", "a workspace (canonical path)"),
+                ("sessionId", "a session id"),
+                ("since", "requested at or after (ms since the Unix epoch)"),
+                ("until", "requested before (ms since the Unix epoch)"),
+                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out` or `abandoned`"),
+                ("cursor", "the previous page's `nextCursor`"),
+                ("limit", "entries per page, 1-500 (default 50)"),
+            ])
+            .errors(&["invalid_query", "invalid_parameter"]);
+    post "/session/{id}/resume" => history::resume,
+        Operation::new("resumeSession", "sessions", "Bring a dormant session back on a fresh agent (ACP session/load), same id (docs/protocol.md §14)")
+            .ok(&[(200, Json("SessionResumed"))])
+            .errors(&[
+                "session_not_found", "resume_unsupported", "invalid_cwd", "workspace_mismatch", "unknown_agent",
+                "session_limit_exceeded", "init_timeout", "agent_start_failed", "daemon_draining",
+            ]);
     get "/session/{id}" => sessions::get_session,
         Operation::new("getSession", "sessions", "A session's status")
             .ok(&[(200, Json("SessionStatus"))])
@@ -200,4 +239,11 @@ api! {
                 "route_not_found", "link_expired", "too_many_link_attempts", "invalid_client_id",
                 "permission_forbidden", "invalid_option_id",
             ]);
+    // Served by the catch-all row above, documented under its own path.
+    @also
+    get "/workspace/{*rest}",
+        Operation::new("listWorkspaceRules", "permissions", "A workspace's permission rules (docs/protocol.md §7)")
+            .doc_path("/workspace/{cwd}/permission-rules")
+            .ok(&[(200, Json("WorkspaceRuleList"))])
+            .errors(&["invalid_cwd", "workspace_mismatch"]);
 }

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::daemon::{CreateError, SessionError};
+use crate::daemon::{CreateError, ResumeError, SessionError};
 use crate::permission::{RuleError, VoteError};
 
 /// `Retry-After` for 503s caused by load (seconds).
@@ -121,6 +121,13 @@ pub enum ApiError {
     InvalidPath,
     #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
     InvalidQuery,
+    /// A query parameter with a value the route does not take; the text says which and why.
+    #[error("{0}")]
+    InvalidParameter(String),
+    #[error(
+        "The session's agent cannot load a session (it does not advertise loadSession), so it cannot be resumed"
+    )]
+    ResumeUnsupported { agent: String },
     #[error("This link was used, or its permission request was decided or expired")]
     LinkExpired,
     #[error("Too many unknown links from this address; retry later")]
@@ -227,6 +234,8 @@ impl ApiError {
             ApiError::BodyBudgetExceeded,
             ApiError::InvalidPath,
             ApiError::InvalidQuery,
+            ApiError::InvalidParameter(s()),
+            ApiError::ResumeUnsupported { agent: s() },
             ApiError::LinkExpired,
             ApiError::TooManyLinkAttempts,
         ]
@@ -262,7 +271,9 @@ impl ApiError {
             | Self::InvalidCommand
             | Self::BadRequest
             | Self::InvalidPath
-            | Self::InvalidQuery => StatusCode::BAD_REQUEST,
+            | Self::InvalidQuery
+            | Self::InvalidParameter(_) => StatusCode::BAD_REQUEST,
+            Self::ResumeUnsupported { .. } => StatusCode::CONFLICT,
             Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -334,6 +345,8 @@ impl ApiError {
             Self::BodyBudgetExceeded => "body_budget_exceeded",
             Self::InvalidPath => "invalid_path",
             Self::InvalidQuery => "invalid_query",
+            Self::InvalidParameter(_) => "invalid_parameter",
+            Self::ResumeUnsupported { .. } => "resume_unsupported",
             Self::LinkExpired => "link_expired",
             Self::TooManyLinkAttempts => "too_many_link_attempts",
         }
@@ -362,6 +375,7 @@ impl ApiError {
                 body["optionId"] = json!(option_id);
             }
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
+            Self::ResumeUnsupported { agent } => body["agent"] = json!(agent),
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
             _ => {}
@@ -494,4 +508,18 @@ pub(super) async fn not_found() -> ApiError {
 /// The router's fallback: the path exists, the method does not.
 pub(super) async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
+}
+
+impl From<ResumeError> for ApiError {
+    fn from(e: ResumeError) -> ApiError {
+        match e {
+            ResumeError::NotFound { session_id } => ApiError::SessionNotFound { session_id },
+            ResumeError::Unsupported { agent } => ApiError::ResumeUnsupported { agent },
+            ResumeError::Create(e) => e.into(),
+            ResumeError::Store(e) => {
+                tracing::error!(error = %e, "resume: the history could not be read");
+                ApiError::Internal
+            }
+        }
+    }
 }

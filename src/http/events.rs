@@ -25,13 +25,22 @@ pub(super) async fn events(
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
-    let s = d.session(&id)?;
     let client = client_id(&headers)?;
-    let sub = s.subscribe(last_event_id(&headers))?;
-    if let Some(c) = &client {
-        s.touch_client(c);
-    }
-    let mut response = Body::from_stream(sub.into_body(d.streams_end.clone())).into_response();
+    let body = match d.session(&id) {
+        Ok(s) => {
+            let sub = s.subscribe(last_event_id(&headers))?;
+            if let Some(c) = &client {
+                s.touch_client(c);
+            }
+            Body::from_stream(sub.into_body(d.streams_end.clone()))
+        }
+        // Not live: a session of the history is replayed from the store, then the stream ends.
+        Err(not_live) => match d.history(&id, last_event_id(&headers)).await {
+            Ok(replay) => Body::from_stream(replay),
+            Err(_) => return Err(not_live.into()),
+        },
+    };
+    let mut response = body.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));

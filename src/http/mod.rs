@@ -28,6 +28,7 @@ mod daemon;
 pub mod error;
 mod events;
 mod extract;
+mod history;
 mod listener;
 pub mod openapi;
 pub mod perimeter;

@@ -365,6 +365,14 @@ fn schemas() -> Value {
                     "properties": {"program": string, "found": boolean, "error": string},
                     "description": "The --agent program (without its arguments) and whether an executable file of that name exists; `error` says why not",
                 },
+                "store": {
+                    "type": "object",
+                    "properties": {
+                        "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
+                        "writesDropped": int,
+                    },
+                    "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §14)",
+                },
             },
         },
         "Capabilities": {
@@ -478,15 +486,15 @@ fn schemas() -> Value {
                                 {"type": "object", "required": ["outcome"], "properties": {"outcome": {"const": "cancelled"}}},
                             ],
                         },
-                        "remember": {"const": "session"},
+                        "remember": {"enum": ["session", "workspace"]},
                     },
                 },
                 {
                     "type": "object",
                     "required": ["decision"],
                     "properties": {
-                        "decision": {"enum": ["allow", "deny", "allow-session", "deny-session"]},
-                        "remember": {"const": "session"},
+                        "decision": {"enum": ["allow", "deny", "allow-session", "deny-session", "allow-workspace", "deny-workspace"]},
+                        "remember": {"enum": ["session", "workspace"]},
                     },
                 },
             ],
@@ -509,6 +517,30 @@ fn schemas() -> Value {
         },
         "RuleCreated": {"type": "object", "required": ["rule"], "properties": {"rule": object}},
         "RuleList": {"type": "object", "required": ["rules"], "properties": {"rules": {"type": "array", "items": object}}},
+        "WorkspaceRuleCreated": {
+            "type": "object",
+            "required": ["rule", "workspace"],
+            "properties": {"rule": object, "workspace": string},
+        },
+        "WorkspaceRuleList": {
+            "type": "object",
+            "required": ["rules", "workspace"],
+            "properties": {"rules": {"type": "array", "items": object}, "workspace": string},
+        },
+        "AuditPage": {
+            "type": "object",
+            "required": ["entries", "nextCursor", "durable"],
+            "properties": {
+                "entries": {"type": "array", "items": object},
+                "nextCursor": {"type": ["string", "null"]},
+                "durable": boolean,
+            },
+        },
+        "SessionResumed": {
+            "type": "object",
+            "required": ["sessionId", "workspaceCwd", "agent", "resumed", "lastEventId"],
+            "properties": {"sessionId": string, "workspaceCwd": string, "agent": string, "resumed": boolean, "lastEventId": int},
+        },
         "Heartbeat": {
             "type": "object",
             "required": ["sessionId", "clientId", "lastSeenAt"],

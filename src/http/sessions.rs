@@ -92,17 +92,50 @@ pub(super) async fn create_session(
 pub(super) async fn list_workspace_sessions(
     State(d): State<AppState>,
     PathParams(raw): PathParams<String>,
+    uri: axum::http::Uri,
 ) -> ApiResult {
-    // `{*rest}` captures `<cwd>/sessions`; the cwd itself may arrive with its slashes encoded or not.
-    let cwd = raw.strip_suffix("/sessions").ok_or(ApiError::RouteNotFound)?;
-    let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
+    // `{*rest}` captures `<cwd>/sessions` (or `<cwd>/permission-rules`); the cwd itself may arrive
+    // with its slashes encoded or not.
+    let cwd = match super::history::workspace_path(&raw)? {
+        super::history::WorkspacePath::Sessions(cwd) => cwd,
+        super::history::WorkspacePath::Rules(cwd) => return super::history::list_workspace_rules(&d, &cwd),
+        super::history::WorkspacePath::Rule(..) => return Err(ApiError::MethodNotAllowed),
+    };
     let path = std::path::Path::new(&cwd);
-    if !path.is_absolute() || cwd.contains('\0') {
+    if !path.is_absolute() {
         return Err(ApiError::InvalidCwd);
     }
+    let ended = uri.query().is_some_and(|q| q.split('&').any(|p| p == "include=ended"));
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let sessions: Vec<Value> =
-        d.all_sessions().iter().filter(|s| s.workspace == canonical).map(|s| summary(s)).collect();
+    let live: Vec<std::sync::Arc<Session>> =
+        d.all_sessions().into_iter().filter(|s| s.workspace == canonical).collect();
+    let mut sessions: Vec<Value> = live
+        .iter()
+        .map(|s| {
+            let mut v = summary(s);
+            if ended {
+                v["state"] = json!("live");
+            }
+            v
+        })
+        .collect();
+    if ended {
+        for r in d.recorded_sessions(&canonical).await {
+            if live.iter().any(|s| s.id == r.session_id) {
+                continue;
+            }
+            sessions.push(json!({
+                "sessionId": r.session_id,
+                "workspaceCwd": r.workspace,
+                "agent": r.agent,
+                "createdAt": iso8601(r.created_at),
+                "endedAt": r.ended_at.map(iso8601),
+                "endReason": r.end_reason,
+                "state": r.state.as_str(),
+                "lastEventId": r.last_event_id,
+            }));
+        }
+    }
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 

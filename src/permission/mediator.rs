@@ -20,11 +20,13 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide};
-use super::rules::{self, CompiledRule, Effect, RequestFacts};
+use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
+use super::workspace::WorkspaceRules;
 use crate::clock::now_ms;
 use crate::config::Policy;
 use crate::event::EventKind;
 use crate::metrics::Metrics;
+use crate::store::{AuditOutcome, AuditRecord, MemoryStore, Store, outcome_of};
 
 /// Pending requests per session; more are answered `cancelled` at once
 /// (`docs/protocol.md#8-permission-mediation`).
@@ -107,13 +109,37 @@ pub struct MediatorConfig {
     pub timeout: Option<Duration>,
 }
 
+/// Whether (and where) a deciding vote is remembered as a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Remember {
+    /// Not remembered (unless the chosen option is of an `*_always` kind: then for the session).
+    #[default]
+    No,
+    /// `"remember":"session"`: a rule of this session.
+    Session,
+    /// `"remember":"workspace"`: a rule of the workspace, for every session of it, persisted.
+    Workspace,
+}
+
+impl Remember {
+    /// The wider of two scopes.
+    pub fn max_scope(self, other: Remember) -> Remember {
+        match (self, other) {
+            (Remember::Workspace, _) | (_, Remember::Workspace) => Remember::Workspace,
+            (Remember::Session, _) | (_, Remember::Session) => Remember::Session,
+            _ => Remember::No,
+        }
+    }
+}
+
 /// A client's vote, as parsed from its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Vote {
     /// `{outcome:{outcome:"selected",optionId}}` or `{outcome:{outcome:"cancelled"}}`.
-    Outcome { choice: Choice, remember: bool },
-    /// The `{decision: allow|deny|allow-session|deny-session}` shorthand.
-    Decision { effect: Effect, remember: bool },
+    Outcome { choice: Choice, remember: Remember },
+    /// The `{decision: allow|deny|allow-session|deny-session|allow-workspace|deny-workspace}`
+    /// shorthand.
+    Decision { effect: Effect, remember: Remember },
 }
 
 /// Why a vote was refused, in the order the checks run.
@@ -129,16 +155,6 @@ pub enum VoteError {
     InvalidOption { request_id: String, option_id: String },
     #[error("this client may not decide this permission request")]
     Forbidden(ForbidReason),
-}
-
-/// Why a rule could not be added or removed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuleError {
-    /// The reason is for the client (`400 invalid_rule`).
-    #[error("{0}")]
-    Invalid(String),
-    #[error("rule not found")]
-    NotFound,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -201,6 +217,10 @@ pub struct Mediator {
     workspace: PathBuf,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
+    /// Where every request and its outcome is recorded (the audit trail).
+    store: Arc<dyn Store>,
+    /// The workspace's rules, matched after the session's own.
+    workspace_rules: Arc<WorkspaceRules>,
 }
 
 impl std::fmt::Debug for Mediator {
@@ -218,8 +238,23 @@ fn outcome_json(choice: &Choice) -> Value {
 }
 
 impl Mediator {
+    /// A mediator with no store behind it (an in-memory audit) and no workspace rules.
     pub fn new(cfg: MediatorConfig, workspace: PathBuf, metrics: Arc<Metrics>) -> Mediator {
-        Mediator { cfg, workspace, metrics, state: Mutex::new(State::default()) }
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let rules = WorkspaceRules::new(workspace.clone(), &[], store.clone(), Box::new(|_, _| {}));
+        Mediator::with_store(cfg, workspace, metrics, store, Arc::new(rules))
+    }
+
+    /// A mediator recording its audit in `store` and matching `workspace_rules` after the
+    /// session's own.
+    pub fn with_store(
+        cfg: MediatorConfig,
+        workspace: PathBuf,
+        metrics: Arc<Metrics>,
+        store: Arc<dyn Store>,
+        workspace_rules: Arc<WorkspaceRules>,
+    ) -> Mediator {
+        Mediator { cfg, workspace, metrics, state: Mutex::new(State::default()), store, workspace_rules }
     }
 
     /// The mediator at work for `host`, the session it belongs to.
@@ -304,21 +339,24 @@ impl<'a> Permissions<'a> {
                 issued_at,
                 reply,
             };
-            let by_rule = rules::find_match(&st.rules, &pending.facts, &m.workspace).and_then(|rule| {
-                rule_choice(rule.rule.effect, &pending.options)
-                    .map(|choice| (choice, rule.rule.rule_id.clone()))
-            });
+            let workspace_rules = m.workspace_rules.snapshot();
+            let by_rule = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, &m.workspace)
+                .and_then(|rule| {
+                    rule_choice(rule.rule.effect, &pending.options)
+                        .map(|choice| (choice, rule.rule.rule_id.clone()))
+                });
             if let Some((choice, rule_id)) = by_rule {
                 let resolution = Resolution {
                     by: ResolvedBy::Rule,
                     voter: None,
                     rule_id: Some(rule_id),
-                    remember: false,
+                    remember: Remember::No,
                     via: None,
                 };
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return json!({"outcome": outcome_json(&choice)});
             }
+            m.store.audit(self.audit_record(&request_id, &pending, None));
             st.order.push(request_id.clone());
             st.pending.insert(request_id.clone(), pending);
         }
@@ -339,7 +377,7 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution { by, voter: None, rule_id: None, remember: false, via: None };
+        let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -352,7 +390,8 @@ impl<'a> Permissions<'a> {
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
-                let resolution = Resolution { by, voter: None, rule_id: None, remember: false, via: None };
+                let resolution =
+                    Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }
@@ -431,7 +470,7 @@ impl<'a> Permissions<'a> {
             option_id: option_id.to_owned(),
         };
         let (choice, remember) = match vote {
-            Vote::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, false),
+            Vote::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, Remember::No),
             Vote::Outcome { choice: Choice::Option(id), remember } => {
                 if id == CANCEL_OPTION_ID || !offered(&pending.options, id) {
                     return Err(invalid_option(id));
@@ -528,18 +567,38 @@ impl<'a> Permissions<'a> {
         self.mediator.lock().rules.iter().filter_map(|r| serde_json::to_value(&r.rule).ok()).collect()
     }
 
+    /// The workspace's rules changed: announce them (`policy_updated`) and resolve the pending
+    /// requests they now match.
+    pub fn workspace_rules_changed(self) {
+        let mut st = self.mediator.lock();
+        if st.closed {
+            return;
+        }
+        self.publish_rules(&st);
+        self.apply_rules_to_pending(&mut st);
+    }
+
     fn publish_rules(self, st: &State) {
         let rules: Vec<Value> = st.rules.iter().filter_map(|r| serde_json::to_value(&r.rule).ok()).collect();
-        self.host
-            .publish(EventKind::PolicyUpdated, &json!({"sessionId": self.host.session_id(), "rules": rules}));
+        self.host.publish(
+            EventKind::PolicyUpdated,
+            &json!({
+                "sessionId": self.host.session_id(), "rules": rules,
+                "workspaceRules": self.mediator.workspace_rules.list(),
+            }),
+        );
     }
 
     fn apply_rules_to_pending(self, st: &mut State) {
         let workspace: &Path = &self.mediator.workspace;
+        let workspace_rules = self.mediator.workspace_rules.snapshot();
         let ids = st.order.clone();
         for id in ids {
             let Some(pending) = st.pending.get(&id) else { continue };
-            let Some(rule) = rules::find_match(&st.rules, &pending.facts, workspace) else { continue };
+            let Some(rule) = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, workspace)
+            else {
+                continue;
+            };
             let Some(choice) = rule_choice(rule.rule.effect, &pending.options) else { continue };
             let rule_id = rule.rule.rule_id.clone();
             if let Some(pending) = take_pending(st, &id) {
@@ -547,7 +606,7 @@ impl<'a> Permissions<'a> {
                     by: ResolvedBy::Rule,
                     voter: None,
                     rule_id: Some(rule_id),
-                    remember: false,
+                    remember: Remember::No,
                     via: None,
                 };
                 self.finish(st, &id, pending, &choice, resolution);
@@ -566,9 +625,10 @@ impl<'a> Permissions<'a> {
         resolution: Resolution,
     ) {
         let (host, workspace) = (self.host, &self.mediator.workspace);
+        let resolved_at = now_ms();
+        let record = self.audit_record(request_id, &pending, Some((choice, &resolution, resolved_at)));
         let _ = pending.reply.send(choice.clone());
         let outcome = outcome_json(choice);
-        let resolved_at = now_ms();
         if st.resolved_order.len() >= RESOLVED_RING
             && let Some(oldest) = st.resolved_order.pop_front()
         {
@@ -605,40 +665,37 @@ impl<'a> Permissions<'a> {
         if st.audit.len() >= AUDIT_RING {
             st.audit.pop_front();
         }
-        st.audit.push_back(json!({
-            "requestId": request_id,
-            "toolCall": {
-                "toolCallId": pending.data["toolCall"].get("toolCallId"),
-                "title": pending.data["toolCall"].get("title"),
-                "kind": pending.data["toolCall"].get("kind"),
-            },
-            "policy": pending.issued.policy.as_str(),
-            "originatorClientId": pending.issued.originator,
-            "votersAtIssue": pending.issued.voters_at_issue,
-            "issuedAt": pending.issued_at,
-            "resolvedAt": resolved_at,
-            "outcome": outcome,
-            "resolvedBy": resolution.by.as_str(),
-            "voterClientId": resolution.voter,
-            "ruleId": resolution.rule_id,
-            "via": resolution.via.map(Via::as_str),
-            "ballots": pending.ballots,
-        }));
-        // Remember the decision as the narrowest rule when asked, or when the option says "always".
+        st.audit.push_back(record.entry.clone());
+        self.mediator.store.audit(record);
+        // Remember the decision as the narrowest rule when asked, or when the option says "always"
+        // (for the session: an agent's "always" never reaches the workspace on its own).
         if let Choice::Option(id) = choice {
             let kind = rules::option_kind(&pending.options, id).unwrap_or("");
             let always = matches!(kind, "allow_always" | "reject_always");
-            if (resolution.remember || always) && resolution.by == ResolvedBy::Vote {
+            let scope = match resolution.remember {
+                Remember::No if always => Remember::Session,
+                scope => scope,
+            };
+            if scope != Remember::No && resolution.by == ResolvedBy::Vote {
                 let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
-                if let Some(rule) = rules::remembered_rule(
+                let rule = rules::remembered_rule(
                     &pending.facts,
                     effect,
                     workspace,
                     resolution.voter.clone(),
                     now_ms(),
-                ) && st.rules.len() < rules::MAX_RULES_PER_SESSION
-                {
-                    st.rules.push(rule);
+                );
+                let added = match (rule, scope) {
+                    (Some(rule), Remember::Workspace) => {
+                        self.mediator.workspace_rules.add(rule, host.session_id()).is_ok()
+                    }
+                    (Some(rule), _) if st.rules.len() < rules::MAX_RULES_PER_SESSION => {
+                        st.rules.push(rule);
+                        true
+                    }
+                    _ => false,
+                };
+                if added {
                     self.publish_rules(st);
                     // A remembered rule is an added rule: it also answers identical requests
                     // already pending (an agent may ask for parallel tool calls at once). No
@@ -646,6 +703,63 @@ impl<'a> Permissions<'a> {
                     self.apply_rules_to_pending(st);
                 }
             }
+        }
+    }
+}
+
+impl Permissions<'_> {
+    /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
+    /// (`docs/protocol.md#14-durable-state`).
+    fn audit_record(
+        self,
+        request_id: &str,
+        pending: &Pending,
+        resolved: Option<(&Choice, &Resolution, u64)>,
+    ) -> AuditRecord {
+        let m = self.mediator;
+        let tool_call = &pending.data["toolCall"];
+        let options: Vec<Value> = pending
+            .options
+            .iter()
+            .map(|o| json!({"optionId": o.get("optionId"), "kind": o.get("kind"), "name": o.get("name")}))
+            .collect();
+        let outcome = resolved
+            .map(|(choice, r, _)| outcome_of(r.by.as_str(), matches!(choice, Choice::Option(_))))
+            .unwrap_or(AuditOutcome::Pending);
+        let workspace = m.workspace.to_string_lossy().into_owned();
+        let entry = json!({
+            "requestId": request_id,
+            "sessionId": self.host.session_id(),
+            "workspace": workspace,
+            "toolCall": {
+                "toolCallId": tool_call.get("toolCallId"),
+                "title": tool_call.get("title"),
+                "kind": pending.facts.kind,
+                "paths": pending.facts.paths,
+                "command": pending.facts.command,
+            },
+            "options": options,
+            "policy": pending.issued.policy.as_str(),
+            "originatorClientId": pending.issued.originator,
+            "votersAtIssue": pending.issued.voters_at_issue,
+            "issuedAt": pending.issued_at,
+            "status": outcome.as_str(),
+            "resolvedAt": resolved.map(|(_, _, at)| at),
+            "latencyMs": resolved.map(|(_, _, at)| at.saturating_sub(pending.issued_at)),
+            "outcome": resolved.map(|(choice, _, _)| outcome_json(choice)),
+            "resolvedBy": resolved.map(|(_, r, _)| r.by.as_str()),
+            "voterClientId": resolved.and_then(|(_, r, _)| r.voter.clone()),
+            "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
+            "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
+            "ballots": pending.ballots,
+        });
+        AuditRecord {
+            request_id: request_id.to_owned(),
+            session_id: self.host.session_id().to_owned(),
+            workspace,
+            requested_at: pending.issued_at,
+            outcome: Some(outcome).filter(|o| *o != AuditOutcome::Pending),
+            entry,
         }
     }
 }
@@ -674,7 +788,7 @@ struct Resolution {
     by: ResolvedBy,
     voter: Option<String>,
     rule_id: Option<String>,
-    remember: bool,
+    remember: Remember,
     /// How the deciding vote arrived; `None` when no vote decided.
     via: Option<Via>,
 }
@@ -804,6 +918,7 @@ mod tests {
     }
 
     fn vote(option: &str, remember: bool) -> Vote {
+        let remember = if remember { Remember::Session } else { Remember::No };
         Vote::Outcome { choice: Choice::Option(option.into()), remember }
     }
 
@@ -1225,7 +1340,7 @@ mod tests {
         let id = f.pending_ids().remove(0);
         for (effect, looked_for) in [(Effect::Allow, "allow_once"), (Effect::Deny, "reject_once")] {
             assert_eq!(
-                f.permissions().vote(&id, None, true, &Vote::Decision { effect, remember: false }),
+                f.permissions().vote(&id, None, true, &Vote::Decision { effect, remember: Remember::No }),
                 Err(VoteError::InvalidOption { request_id: id.clone(), option_id: looked_for.into() })
             );
         }
@@ -1235,7 +1350,7 @@ mod tests {
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         f.permissions()
-            .vote(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: true })
+            .vote(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: Remember::Session })
             .expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-reject_once");
         let rules = f.permissions().list_rules();

@@ -5,15 +5,16 @@
 //!   rules; it reaches its session only through the [`Host`] trait.
 //! - [`policy`]: the four policies as one pure decision function, tested as a table.
 //! - [`rules`]: rule validation and matching, pure.
+//! - `workspace`: [`WorkspaceRules`], a workspace's rules, shared by its sessions and persisted.
 //!
-//! Imports the leaves only; never `agent`, `daemon` or `http`.
+//! Imports `store` and the leaves only; never `agent`, `daemon` or `http`.
 
 mod mediator;
 pub mod policy;
 pub mod rules;
+mod workspace;
 
-pub use mediator::{
-    Host, Mediator, MediatorConfig, Permissions, ResolvedBy, RuleError, Via, Vote, VoteError,
-};
+pub use mediator::{Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, Via, Vote, VoteError};
 pub use policy::{Choice, ForbidReason};
-pub use rules::{Effect, parse_rule};
+pub use rules::{Effect, RuleError, parse_rule};
+pub use workspace::{Announce, WorkspaceRules};

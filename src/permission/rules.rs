@@ -24,6 +24,16 @@ pub const MAX_MATCHER_LEN: usize = 4096;
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
 
+/// Why a rule could not be added or removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The reason is for the client (`400 invalid_rule`).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("rule not found")]
+    NotFound,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {
@@ -175,6 +185,31 @@ pub fn find_match<'a>(
     let first =
         |effect| rules.iter().find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths));
     first(Effect::Deny).or_else(|| first(Effect::Allow))
+}
+
+/// [`find_match`] over the session's rules followed by the workspace's: the oldest matching deny of
+/// either, else the oldest matching allow, the session's rules first in each case.
+pub fn find_match_in<'a>(
+    session: &'a [CompiledRule],
+    workspace_rules: &'a [CompiledRule],
+    facts: &RequestFacts,
+    workspace: &Path,
+) -> Option<&'a CompiledRule> {
+    let paths = normalized_request_paths(facts, workspace);
+    let first = |effect| {
+        session
+            .iter()
+            .chain(workspace_rules)
+            .find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths))
+    };
+    first(Effect::Deny).or_else(|| first(Effect::Allow))
+}
+
+/// A rule read back from the store (its wire object, as [`Rule`] serialises), compiled for
+/// `workspace`; `None` if it no longer validates.
+pub fn from_stored(rule: &Value, workspace: &Path) -> Option<CompiledRule> {
+    let rule: Rule = serde_json::from_value(rule.clone()).ok()?;
+    compile(rule, workspace).ok()
 }
 
 /// The `optionId` a rule's decision maps to, chosen by the option's kind, never by id or position.

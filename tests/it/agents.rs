@@ -175,7 +175,7 @@ async fn get_agents_shows_program_workspaces_and_initialize_but_never_arguments_
     let init = &entry["initialize"];
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["agentInfo"]["name"], "mediatord-demo-agent");
-    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
     assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], false);
     assert_eq!(init["authMethods"], json!([]));
     assert!(init.get("_meta").is_none(), "only the documented fields: {init}");

@@ -24,6 +24,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("path", 0),
     ("sync", 0),
     ("acp", 1),
+    ("store", 1),
     ("agent", 2),
     ("permission", 2),
     ("demo_agent", 2),

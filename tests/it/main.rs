@@ -25,4 +25,5 @@ mod quickstart;
 mod rules;
 mod sessions;
 mod shell;
+mod store;
 mod web;

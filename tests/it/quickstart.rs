@@ -107,6 +107,8 @@ fn bash(script: &str, cwd: &Path, root: &Path) -> Child {
     let mut cmd = Command::new("bash");
     cmd.arg("-c").arg(script).current_dir(cwd).env("PATH", path);
     cmd.env("TMPDIR", root.join("tmp")).env("HOME", root.join("home"));
+    // The daemon's state goes to its default, under this HOME, never to the runner's own.
+    cmd.env_remove("XDG_STATE_HOME").env_remove("MEDIATORD_STATE_DIR");
     for var in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         cmd.env_remove(var);
     }
@@ -259,10 +261,15 @@ fn the_readme_quick_start_runs_as_written_and_prints_what_it_shows() {
         "hello from the demo"
     );
     assert_eq!(std::fs::read_dir(&cwd).expect("read cwd").count(), 0, "the client wrote into its directory");
-    assert_eq!(
-        std::fs::read_dir(root.join("home")).expect("read home").count(),
-        0,
-        "something wrote into HOME"
+    // HOME holds the daemon's state, where the documentation says it is, and nothing else.
+    let home: Vec<_> = std::fs::read_dir(root.join("home"))
+        .expect("read home")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(home, [std::ffi::OsString::from(".local")], "something else wrote into HOME");
+    assert!(
+        root.join("home/.local/state/mediatord/state.db").is_file(),
+        "the state database is in the default place"
     );
 }
 

@@ -31,6 +31,21 @@ pub(crate) struct Daemon {
     pub(crate) workspace: PathBuf,
     stderr: Arc<Mutex<String>>,
     _dir: Option<tempfile::TempDir>,
+    /// `XDG_STATE_HOME` and `HOME` of the daemon (unless the test set them): no daemon under test
+    /// ever finds the user's real state directory.
+    _home: tempfile::TempDir,
+}
+
+/// Sets a fresh temporary `XDG_STATE_HOME` and `HOME` on `cmd`, unless `env` names them; returns
+/// the directory to keep alive.
+fn private_home(cmd: &mut Command, env: &[(&str, &str)]) -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("tempdir");
+    for var in ["XDG_STATE_HOME", "HOME"] {
+        if !env.iter().any(|(k, _)| *k == var) {
+            cmd.env(var, home.path());
+        }
+    }
+    home
 }
 
 /// Runs `mediatord serve` with `args` and returns its exit status and stderr, for boot refusals.
@@ -40,7 +55,8 @@ pub(crate) fn serve_refusal(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus,
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
+    cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN").env_remove("MEDIATORD_STATE_DIR");
+    let _home = private_home(&mut cmd, env);
     let mut child = cmd.spawn().expect("spawn mediatord");
     let deadline = Instant::now() + WAIT;
     loop {
@@ -102,8 +118,13 @@ impl Daemon {
     fn spawn(cwd: &Path, args: &[&str], env: &[(&str, &str)], stderr_to: StderrTo) -> Daemon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").arg("--port").arg("0");
+        // Nothing durable unless the test asks for a state directory of its own.
+        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral") {
+            cmd.arg("--ephemeral");
+        }
         cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
-        cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN");
+        cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN").env_remove("MEDIATORD_STATE_DIR");
+        let _home = private_home(&mut cmd, env);
         cmd.env("RUST_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);
@@ -162,6 +183,7 @@ impl Daemon {
             workspace: std::fs::canonicalize(cwd).expect("canonical cwd"),
             stderr,
             _dir: None,
+            _home,
         }
     }
 

@@ -1,0 +1,225 @@
+//! Handlers of the durable state (`docs/protocol.md#14-durable-state`): the audit trail
+//! (`GET /audit`), a workspace's rules (`/workspace/:cwd/permission-rules[/:ruleId]`), and
+//! resuming a dormant session (`POST /session/:id/resume`). The dormant replay itself is
+//! `GET /session/:id/events` (`events.rs`), and the listing with `?include=ended` is in
+//! `sessions.rs`.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::ApiError;
+use super::extract::{AppState, JsonBody, PathParams, client_id};
+use crate::clock::now_ms;
+use crate::permission::parse_rule;
+use crate::store::{AuditOutcome, AuditQuery, Cursor};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// `GET /audit`'s page size when `limit` is not given.
+const DEFAULT_AUDIT_PAGE: usize = 50;
+/// Its largest page: one answer stays well under a megabyte of JSON for typical entries.
+const MAX_AUDIT_PAGE: usize = 500;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditParams {
+    workspace: Option<String>,
+    session_id: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    outcome: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+fn bad(text: String) -> ApiError {
+    ApiError::InvalidParameter(text)
+}
+
+/// A time parameter: milliseconds since the Unix epoch.
+fn millis(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
+    v.map(|v| {
+        v.parse::<u64>()
+            .map_err(|_| bad(format!("{name} must be milliseconds since the Unix epoch, got {v:?}")))
+    })
+    .transpose()
+}
+
+/// The audit query a request's parameters ask for.
+fn audit_query(uri: &Uri) -> Result<AuditQuery, ApiError> {
+    let Query(p) = Query::<AuditParams>::try_from_uri(uri).map_err(|_| ApiError::InvalidQuery)?;
+    let outcome = match p.outcome.as_deref() {
+        None => None,
+        Some(o) => Some(AuditOutcome::parse(o).ok_or_else(|| {
+            let all: Vec<&str> = AuditOutcome::ALL.iter().map(|o| o.as_str()).collect();
+            bad(format!("outcome must be one of {}, got {o:?}", all.join(", ")))
+        })?),
+    };
+    let cursor = match p.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(Cursor::decode(c).ok_or_else(|| bad("cursor is not one this daemon gave".into()))?),
+    };
+    let limit = match p.limit.as_deref() {
+        None => DEFAULT_AUDIT_PAGE,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_AUDIT_PAGE).contains(&n) => n,
+            _ => return Err(bad(format!("limit must be 1 to {MAX_AUDIT_PAGE}, got {l:?}"))),
+        },
+    };
+    // A workspace is matched as the daemon stores it: canonical.
+    let workspace =
+        p.workspace.map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned()));
+    Ok(AuditQuery {
+        workspace,
+        session_id: p.session_id,
+        since: millis("since", p.since.as_deref())?,
+        until: millis("until", p.until.as_deref())?,
+        outcome,
+        cursor,
+        limit,
+    })
+}
+
+/// `GET /audit`: decisions and pending requests, newest first, filtered, a page at a time.
+pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
+    let query = audit_query(&uri)?;
+    let store = d.store.clone();
+    let page = tokio::task::spawn_blocking(move || store.query_audit(&query))
+        .await
+        .map_err(|_| ApiError::Internal)?
+        .map_err(|e| {
+            tracing::error!(error = %e, "GET /audit");
+            ApiError::Internal
+        })?;
+    Ok(Json(json!({
+        "entries": page.entries,
+        "nextCursor": page.next_cursor.map(Cursor::encode),
+        "durable": d.store.durable(),
+    }))
+    .into_response())
+}
+
+/// What a `/workspace/{*rest}` path names: the workspace and what follows it.
+pub(super) enum WorkspacePath {
+    Sessions(String),
+    Rules(String),
+    Rule(String, String),
+}
+
+/// Splits `<cwd>/sessions`, `<cwd>/permission-rules` and `<cwd>/permission-rules/<ruleId>` (the
+/// cwd may arrive with its slashes encoded or not).
+pub(super) fn workspace_path(raw: &str) -> Result<WorkspacePath, ApiError> {
+    let absolute = |cwd: &str| {
+        let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
+        if cwd.contains('\0') { Err(ApiError::InvalidCwd) } else { Ok(cwd) }
+    };
+    if let Some(cwd) = raw.strip_suffix("/sessions") {
+        return Ok(WorkspacePath::Sessions(absolute(cwd)?));
+    }
+    if let Some(cwd) = raw.strip_suffix("/permission-rules") {
+        return Ok(WorkspacePath::Rules(absolute(cwd)?));
+    }
+    if let Some((cwd, rule)) = raw.rsplit_once("/permission-rules/")
+        && !rule.is_empty()
+        && !rule.contains('/')
+    {
+        return Ok(WorkspacePath::Rule(absolute(cwd)?, rule.to_owned()));
+    }
+    Err(ApiError::RouteNotFound)
+}
+
+/// `GET /workspace/:cwd/permission-rules`.
+pub(super) fn list_workspace_rules(d: &AppState, cwd: &str) -> ApiResult {
+    let workspace = d.workspace(cwd)?;
+    Ok(Json(json!({"workspace": workspace.to_string_lossy(), "rules": d.workspace_rules(&workspace).list()}))
+        .into_response())
+}
+
+/// `POST /workspace/:cwd/permission-rules`: answered once the rule is on disk.
+pub(super) async fn workspace_post(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    PathParams(raw): PathParams<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let WorkspacePath::Rules(cwd) = workspace_path(&raw)? else { return Err(ApiError::MethodNotAllowed) };
+    let workspace = d.workspace(&cwd)?;
+    let client = client_id(&headers)?;
+    let rule = parse_rule(&body, &workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
+    let wire = d.workspace_rules(&workspace).add(rule, "")?;
+    let _ = d.store.flush().await;
+    Ok((StatusCode::CREATED, Json(json!({"rule": wire, "workspace": workspace.to_string_lossy()})))
+        .into_response())
+}
+
+/// `DELETE /workspace/:cwd/permission-rules/:ruleId`.
+pub(super) async fn workspace_delete(
+    State(d): State<AppState>,
+    PathParams(raw): PathParams<String>,
+) -> ApiResult {
+    let WorkspacePath::Rule(cwd, rule_id) = workspace_path(&raw)? else {
+        return Err(ApiError::MethodNotAllowed);
+    };
+    let workspace = d.workspace(&cwd)?;
+    d.workspace_rules(&workspace).remove(&rule_id)?;
+    let _ = d.store.flush().await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /session/:id/resume`.
+pub(super) async fn resume(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
+    let (s, resumed) = d.resume(&id).await?;
+    Ok(Json(json!({
+        "sessionId": s.id,
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "agent": s.agent_name,
+        "resumed": resumed,
+        "lastEventId": s.last_event_id(),
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_paths_split_at_their_resource() {
+        let ok = |raw: &str| workspace_path(raw).ok();
+        assert!(matches!(ok("/a/b/sessions"), Some(WorkspacePath::Sessions(c)) if c == "/a/b"));
+        assert!(matches!(ok("a/b/sessions"), Some(WorkspacePath::Sessions(c)) if c == "/a/b"));
+        assert!(matches!(ok("/a/permission-rules"), Some(WorkspacePath::Rules(c)) if c == "/a"));
+        assert!(
+            matches!(ok("/a/permission-rules/rule-1"), Some(WorkspacePath::Rule(c, r)) if c == "/a" && r == "rule-1")
+        );
+        assert!(ok("/a/permission-rules/").is_none());
+        assert!(ok("/a/other").is_none());
+    }
+
+    #[test]
+    fn audit_queries_are_checked() {
+        let q = |s: &str| audit_query(&s.parse::<Uri>().expect("uri"));
+        let all = q("/audit").expect("no filters");
+        assert_eq!(all.limit, DEFAULT_AUDIT_PAGE);
+        let full =
+            q("/audit?sessionId=s&since=5&until=9&outcome=abandoned&cursor=cff&limit=3").expect("valid");
+        assert_eq!(full.session_id.as_deref(), Some("s"));
+        assert_eq!((full.since, full.until), (Some(5), Some(9)));
+        assert_eq!(full.outcome, Some(AuditOutcome::Abandoned));
+        assert_eq!(full.cursor, Some(Cursor(255)));
+        assert_eq!(full.limit, 3);
+        for bad in [
+            "/audit?since=yesterday",
+            "/audit?outcome=maybe",
+            "/audit?cursor=zz",
+            "/audit?limit=0",
+            "/audit?limit=501",
+        ] {
+            assert!(matches!(q(bad), Err(ApiError::InvalidParameter(_))), "{bad}");
+        }
+    }
+}

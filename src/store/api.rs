@@ -1,0 +1,174 @@
+//! The [`Store`] trait and the records that cross it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::decide::{AuditOutcome, AuditQuery, Cursor};
+
+/// A session's state in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Running in this daemon now.
+    Live,
+    /// Ended without a client closing it (shutdown, crash, agent death): it can be resumed.
+    Dormant,
+    /// Closed by a client.
+    Closed,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Live => "live",
+            SessionState::Dormant => "dormant",
+            SessionState::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SessionState> {
+        [SessionState::Live, SessionState::Dormant, SessionState::Closed]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// A session as the history knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub session_id: String,
+    /// The canonical workspace.
+    pub workspace: String,
+    /// The configured agent's name.
+    pub agent: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub ended_at: Option<u64>,
+    pub state: SessionState,
+    /// Why it ended (`closed_by_client`, `daemon_shutdown`, `agent_exited`, `daemon_stopped`).
+    pub end_reason: Option<String>,
+    /// The id of the last event recorded (0 before any).
+    pub last_event_id: u64,
+}
+
+/// One recorded item of a session's history, in id order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredEvent {
+    /// An event, as the exact SSE frame that was streamed.
+    Frame { id: u64, frame: Bytes },
+    /// Events `from..=to` were streamed but not recorded (the writer could not keep up).
+    Gap { from: u64, to: u64 },
+}
+
+impl StoredEvent {
+    /// The last id this item covers.
+    pub fn last_id(&self) -> u64 {
+        match self {
+            StoredEvent::Frame { id, .. } => *id,
+            StoredEvent::Gap { to, .. } => *to,
+        }
+    }
+}
+
+/// One permission request in the audit trail. `entry` is the whole wire object
+/// (`docs/protocol.md#14-durable-state`); the other fields are what queries filter on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub request_id: String,
+    pub session_id: String,
+    pub workspace: String,
+    pub requested_at: u64,
+    /// `None` while pending.
+    pub outcome: Option<AuditOutcome>,
+    pub entry: Value,
+}
+
+/// A page of the audit, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditPage {
+    pub entries: Vec<Value>,
+    /// Present when older entries remain.
+    pub next_cursor: Option<Cursor>,
+}
+
+/// A workspace rule as stored: its workspace and its wire object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRule {
+    pub workspace: String,
+    pub rule: Value,
+}
+
+/// The store's figures, for `/health?deep=1` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Whether anything survives a restart.
+    pub durable: bool,
+    /// The database's size on disk (main file + WAL), bytes.
+    pub db_bytes: u64,
+    /// Events recorded, ever (this process).
+    pub events_written: u64,
+    /// Events the writer could not take (its queue was full): recorded as gaps.
+    pub events_dropped: u64,
+    /// Gap markers written.
+    pub gaps: u64,
+    /// Transactions committed by the writer.
+    pub commits: u64,
+    /// Writes other than events that could not be queued (the writer was stuck).
+    pub writes_dropped: u64,
+}
+
+/// Why a read failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the state database could not be read: {0}")]
+pub struct ReadError(pub String);
+
+/// What the daemon and the mediator keep and read. Writes never block (they are queued for the
+/// writer, in order); reads block and belong off the async runtime.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Whether anything survives a restart (`false` for `--ephemeral`).
+    fn durable(&self) -> bool;
+
+    /// A session starts (or is resumed): its events from `after_id + 1` on will be appended.
+    /// `resumed = false` forgets any history a previous session of the same id left.
+    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool);
+    /// One event, as its complete SSE frame (the bus's bytes, shared, not copied). Never blocks:
+    /// when the writer's queue is full the event is dropped and the history records a gap.
+    fn append_event(&self, session_id: &Arc<str>, id: u64, frame: &Bytes);
+    /// A session ended; `last_id` is the id of its last event (a trailing gap is recorded when the
+    /// writer did not get them all).
+    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64);
+
+    /// A permission request was raised (pending) or resolved: the record replaces any earlier one
+    /// with the same request id.
+    fn audit(&self, record: AuditRecord);
+
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value);
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str);
+
+    /// Resolves once every write handed over before it is committed.
+    fn flush(&self) -> tokio::sync::oneshot::Receiver<()>;
+
+    // Reads: blocking.
+    fn query_audit(&self, query: &AuditQuery) -> Result<AuditPage, ReadError>;
+    fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError>;
+    fn sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionRecord>, ReadError>;
+    fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError>;
+    /// Up to `limit` recorded items of a session after id `after`, in order.
+    fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError>;
+    /// The first id a session's history still holds (after retention), if any.
+    fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError>;
+    fn stats(&self) -> StoreStats;
+}
+
+/// Where and how long the state is kept, from the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// `None`: `--ephemeral`.
+    pub state_dir: Option<PathBuf>,
+    /// `--history-events`: events kept per session (the newest).
+    pub events_per_session: u64,
+    /// `--history-days`: ended sessions, their events and audit entries older than this go.
+    pub max_age_days: u64,
+}

@@ -1,0 +1,298 @@
+//! The store's decisions, pure: where a session's history has a gap, what a paging cursor says,
+//! what retention removes, which audit entries a query selects. Both stores and the writer use
+//! them; their tests are tables, and `cargo mutants -f src/store/decide.rs` checks they bite.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// `GET /audit`'s filters and page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    pub workspace: Option<String>,
+    pub session_id: Option<String>,
+    /// Requested at or after (ms).
+    pub since: Option<u64>,
+    /// Requested before (ms).
+    pub until: Option<u64>,
+    pub outcome: Option<AuditOutcome>,
+    /// Continue after this position (the previous page's `nextCursor`).
+    pub cursor: Option<Cursor>,
+    pub limit: usize,
+}
+
+/// How a permission request ended, as the audit filters on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditOutcome {
+    /// Still waiting (only while the daemon that raised it runs).
+    Pending,
+    /// An offered option was chosen (by a vote or a rule).
+    Selected,
+    /// Cancelled (a vote, a cancel, a close, the shutdown).
+    Cancelled,
+    /// Nobody answered within `--permission-timeout-ms`.
+    TimedOut,
+    /// The daemon stopped or died while it was pending: found so at the next start.
+    Abandoned,
+}
+
+impl AuditOutcome {
+    pub const ALL: [AuditOutcome; 5] = [
+        AuditOutcome::Pending,
+        AuditOutcome::Selected,
+        AuditOutcome::Cancelled,
+        AuditOutcome::TimedOut,
+        AuditOutcome::Abandoned,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Pending => "pending",
+            AuditOutcome::Selected => "selected",
+            AuditOutcome::Cancelled => "cancelled",
+            AuditOutcome::TimedOut => "timed_out",
+            AuditOutcome::Abandoned => "abandoned",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AuditOutcome> {
+        AuditOutcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// A position in the audit, newest first: the next page holds entries strictly older than it.
+/// On the wire it is opaque text (`c` + hex); clients pass back what they were given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor(pub u64);
+
+impl Cursor {
+    pub fn encode(self) -> String {
+        format!("c{:x}", self.0)
+    }
+
+    /// `None` for anything [`Cursor::encode`] did not produce.
+    pub fn decode(s: &str) -> Option<Cursor> {
+        let hex = s.strip_prefix('c')?;
+        if hex.is_empty()
+            || hex.len() > 16
+            || !hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return None;
+        }
+        u64::from_str_radix(hex, 16).ok().map(Cursor)
+    }
+}
+
+/// Finds gaps in each session's recorded ids: the writer sees every event it was handed, in id
+/// order per session (they are handed over under the bus's lock); an id that does not follow the
+/// last one means the events between were dropped.
+#[derive(Debug, Default)]
+pub(super) struct GapTracker {
+    last: HashMap<Arc<str>, u64>,
+}
+
+impl GapTracker {
+    /// A session starts recording after `after_id`.
+    pub(super) fn start(&mut self, session_id: Arc<str>, after_id: u64) {
+        self.last.insert(session_id, after_id);
+    }
+
+    /// Event `id` of `session_id` arrives: the ids missed before it, if any. An id at or below the
+    /// last one is a duplicate and yields nothing.
+    pub(super) fn observe(&mut self, session_id: &Arc<str>, id: u64) -> Option<(u64, u64)> {
+        let last = self.last.entry(session_id.clone()).or_insert(id.saturating_sub(1));
+        let gap = (id > *last + 1).then(|| (*last + 1, id - 1));
+        *last = (*last).max(id);
+        gap
+    }
+
+    /// The session ended with `last_id` as its last event: the trailing ids never received, if any.
+    pub(super) fn end(&mut self, session_id: &str, last_id: u64) -> Option<(u64, u64)> {
+        let last = self.last.remove(session_id)?;
+        (last_id > last).then(|| (last + 1, last_id))
+    }
+
+    /// Whether an id at or below the last recorded one is a duplicate (never re-recorded).
+    pub(super) fn is_duplicate(&self, session_id: &str, id: u64) -> bool {
+        self.last.get(session_id).is_some_and(|last| id <= *last)
+    }
+}
+
+/// The smallest event id a session keeps when its newest is `last_id` and `keep` are kept:
+/// everything below goes. `keep = 0` keeps nothing.
+pub(super) fn events_cutoff(last_id: u64, keep: u64) -> u64 {
+    (last_id + 1).saturating_sub(keep)
+}
+
+/// The moment (ms) before which ended sessions and audit entries are removed, `days` days before
+/// `now_ms`. `days = 0` means no age limit: nothing is old enough.
+pub(super) fn age_cutoff(now_ms: u64, days: u64) -> Option<u64> {
+    (days > 0).then(|| now_ms.saturating_sub(days.saturating_mul(24 * 60 * 60 * 1000)))
+}
+
+/// Whether an audit entry at position `seq`, with these facts, is on the page `query` asks for.
+pub(super) fn audit_selects(
+    query: &AuditQuery,
+    seq: u64,
+    workspace: &str,
+    session_id: &str,
+    requested_at: u64,
+    outcome: Option<AuditOutcome>,
+) -> bool {
+    query.cursor.is_none_or(|c| seq < c.0)
+        && query.workspace.as_deref().is_none_or(|w| w == workspace)
+        && query.session_id.as_deref().is_none_or(|s| s == session_id)
+        && query.since.is_none_or(|t| requested_at >= t)
+        && query.until.is_none_or(|t| requested_at < t)
+        && query.outcome.is_none_or(|o| outcome.unwrap_or(AuditOutcome::Pending) == o)
+}
+
+/// The outcome a resolved request is filed under: a timeout is `timed_out` whatever the agent was
+/// answered; otherwise the choice decides.
+pub fn outcome_of(resolved_by: &str, selected: bool) -> AuditOutcome {
+    match (resolved_by, selected) {
+        ("timeout", _) => AuditOutcome::TimedOut,
+        (_, true) => AuditOutcome::Selected,
+        (_, false) => AuditOutcome::Cancelled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arc(s: &str) -> Arc<str> {
+        Arc::from(s)
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_anything_else() {
+        for n in [0, 1, 15, 16, 255, u64::MAX] {
+            assert_eq!(Cursor::decode(&Cursor(n).encode()), Some(Cursor(n)), "{n}");
+        }
+        assert_eq!(Cursor(255).encode(), "cff");
+        // Only what `encode` writes: no leading zeros beyond 16 digits, no upper case.
+        for bad in [
+            "",
+            "c",
+            "ff",
+            "cG",
+            "cFF",
+            "c-1",
+            "c 1",
+            "c11111111111111111",
+            "c00000000000000001",
+            "d1",
+            "c1 ",
+        ] {
+            assert_eq!(Cursor::decode(bad), None, "{bad:?}");
+        }
+        assert_eq!(Cursor::decode("cffffffffffffffff"), Some(Cursor(u64::MAX)));
+    }
+
+    #[test]
+    fn gaps_are_the_ids_between_two_recorded_ones() {
+        let mut t = GapTracker::default();
+        let s = arc("s");
+        t.start(s.clone(), 0);
+        assert_eq!(t.observe(&s, 1), None);
+        assert_eq!(t.observe(&s, 2), None);
+        assert_eq!(t.observe(&s, 5), Some((3, 4)));
+        assert_eq!(t.observe(&s, 6), None);
+        assert_eq!(t.observe(&s, 8), Some((7, 7)));
+        // A duplicate or an older id is not a gap and does not move the mark back.
+        assert!(t.is_duplicate("s", 8));
+        assert!(t.is_duplicate("s", 3));
+        assert!(!t.is_duplicate("s", 9));
+        assert_eq!(t.observe(&s, 8), None);
+        assert_eq!(t.observe(&s, 9), None);
+        assert_eq!(t.end("s", 12), Some((10, 12)));
+        assert_eq!(t.end("s", 12), None, "ended once");
+    }
+
+    #[test]
+    fn a_resumed_session_continues_after_its_last_id() {
+        let mut t = GapTracker::default();
+        let s = arc("s");
+        t.start(s.clone(), 40);
+        assert_eq!(t.observe(&s, 41), None);
+        assert_eq!(t.end("s", 41), None);
+        t.start(s.clone(), 41);
+        assert_eq!(t.observe(&s, 43), Some((42, 42)));
+        assert!(!t.is_duplicate("other", 1));
+    }
+
+    #[test]
+    fn a_session_never_started_begins_at_its_first_id() {
+        let mut t = GapTracker::default();
+        let s = arc("s");
+        assert_eq!(t.observe(&s, 7), None);
+        assert_eq!(t.observe(&s, 9), Some((8, 8)));
+        assert_eq!(t.end("s", 9), None);
+        assert_eq!(t.end("unknown", 3), None);
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_events() {
+        assert_eq!(events_cutoff(100, 10), 91);
+        assert_eq!(events_cutoff(100, 100), 1);
+        assert_eq!(events_cutoff(100, 1000), 0);
+        assert_eq!(events_cutoff(5, 0), 6);
+        assert_eq!(events_cutoff(0, 3), 0);
+    }
+
+    #[test]
+    fn age_cutoff_is_days_before_now_and_zero_days_is_none() {
+        let day = 24 * 60 * 60 * 1000;
+        assert_eq!(age_cutoff(10 * day, 3), Some(7 * day));
+        assert_eq!(age_cutoff(10 * day, 10), Some(0));
+        assert_eq!(age_cutoff(day, 30), Some(0));
+        assert_eq!(age_cutoff(10 * day, 0), None);
+        assert_eq!(age_cutoff(10 * day, u64::MAX), Some(0));
+    }
+
+    #[test]
+    fn audit_filters_select_by_every_field() {
+        let q = |f: &dyn Fn(&mut AuditQuery)| {
+            let mut q = AuditQuery { limit: 10, ..AuditQuery::default() };
+            f(&mut q);
+            q
+        };
+        let sel = AuditOutcome::Selected;
+        let all = q(&|_| {});
+        assert!(audit_selects(&all, 5, "/w", "s", 100, Some(sel)));
+        let cursor = q(&|q| q.cursor = Some(Cursor(5)));
+        assert!(!audit_selects(&cursor, 5, "/w", "s", 100, Some(sel)));
+        assert!(audit_selects(&cursor, 4, "/w", "s", 100, Some(sel)));
+        let ws = q(&|q| q.workspace = Some("/w".into()));
+        assert!(audit_selects(&ws, 1, "/w", "s", 100, None));
+        assert!(!audit_selects(&ws, 1, "/x", "s", 100, None));
+        let sid = q(&|q| q.session_id = Some("s".into()));
+        assert!(audit_selects(&sid, 1, "/w", "s", 100, None));
+        assert!(!audit_selects(&sid, 1, "/w", "t", 100, None));
+        let since = q(&|q| q.since = Some(100));
+        assert!(audit_selects(&since, 1, "/w", "s", 100, None));
+        assert!(!audit_selects(&since, 1, "/w", "s", 99, None));
+        let until = q(&|q| q.until = Some(100));
+        assert!(audit_selects(&until, 1, "/w", "s", 99, None));
+        assert!(!audit_selects(&until, 1, "/w", "s", 100, None));
+        let pending = q(&|q| q.outcome = Some(AuditOutcome::Pending));
+        assert!(audit_selects(&pending, 1, "/w", "s", 1, None));
+        assert!(!audit_selects(&pending, 1, "/w", "s", 1, Some(sel)));
+        let abandoned = q(&|q| q.outcome = Some(AuditOutcome::Abandoned));
+        assert!(audit_selects(&abandoned, 1, "/w", "s", 1, Some(AuditOutcome::Abandoned)));
+        assert!(!audit_selects(&abandoned, 1, "/w", "s", 1, Some(sel)));
+    }
+
+    #[test]
+    fn outcomes_parse_and_file_by_how_they_ended() {
+        for o in AuditOutcome::ALL {
+            assert_eq!(AuditOutcome::parse(o.as_str()), Some(o));
+        }
+        assert_eq!(AuditOutcome::parse("nope"), None);
+        assert_eq!(outcome_of("timeout", false), AuditOutcome::TimedOut);
+        assert_eq!(outcome_of("timeout", true), AuditOutcome::TimedOut);
+        assert_eq!(outcome_of("vote", true), AuditOutcome::Selected);
+        assert_eq!(outcome_of("rule", false), AuditOutcome::Cancelled);
+        assert_eq!(outcome_of("cancel", false), AuditOutcome::Cancelled);
+    }
+}

@@ -1,0 +1,112 @@
+//! [`MemoryStore`], for `--ephemeral`: today's in-memory behaviour. Sessions and events are not
+//! recorded (a session's replay is its ring, and it ends with the session); the audit keeps the
+//! newest [`AUDIT_ENTRIES`] decisions so `GET /audit` answers the same way; rules live in the
+//! daemon's tables only. Nothing survives the process.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::api::{
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredEvent,
+    StoredRule,
+};
+use super::decide::{AuditQuery, Cursor, audit_selects};
+use crate::sync::lock;
+
+/// Audit entries kept: qwen serve keeps 512 in its ring; a daemon without a disk keeps a few more.
+const AUDIT_ENTRIES: usize = 4096;
+
+#[derive(Debug, Default)]
+struct Audit {
+    /// (position, record), oldest first; positions grow by one per new request.
+    entries: VecDeque<(u64, AuditRecord)>,
+    next_seq: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    /// Await-free critical sections only.
+    audit: Mutex<Audit>,
+}
+
+impl Store for MemoryStore {
+    fn durable(&self) -> bool {
+        false
+    }
+
+    fn session_started(&self, _: &SessionRecord, _: u64, _: bool) {}
+
+    fn append_event(&self, _: &Arc<str>, _: u64, _: &Bytes) {}
+
+    fn session_ended(&self, _: &str, _: SessionState, _: &str, _: u64, _: u64) {}
+
+    fn audit(&self, record: AuditRecord) {
+        let mut audit = lock(&self.audit);
+        if let Some((_, r)) = audit.entries.iter_mut().rev().find(|(_, r)| r.request_id == record.request_id)
+        {
+            *r = record;
+            return;
+        }
+        if audit.entries.len() >= AUDIT_ENTRIES {
+            audit.entries.pop_front();
+        }
+        audit.next_seq += 1;
+        let seq = audit.next_seq;
+        audit.entries.push_back((seq, record));
+    }
+
+    fn put_workspace_rule(&self, _: &str, _: &str, _: &Value) {}
+
+    fn delete_workspace_rule(&self, _: &str, _: &str) {}
+
+    fn flush(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(());
+        rx
+    }
+
+    fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
+        let limit = q.limit.max(1);
+        let audit = lock(&self.audit);
+        let mut page = AuditPage::default();
+        let selected = audit.entries.iter().rev().filter(|(seq, r)| {
+            audit_selects(q, *seq, &r.workspace, &r.session_id, r.requested_at, r.outcome)
+        });
+        for (seq, r) in selected {
+            if page.entries.len() == limit {
+                page.next_cursor = Some(Cursor(seq + 1));
+                break;
+            }
+            page.entries.push(r.entry.clone());
+        }
+        Ok(page)
+    }
+
+    fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
+        Ok(Vec::new())
+    }
+
+    fn sessions(&self, _: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
+        Ok(Vec::new())
+    }
+
+    fn session(&self, _: &str) -> Result<Option<SessionRecord>, ReadError> {
+        Ok(None)
+    }
+
+    fn events(&self, _: &str, _: u64, _: usize) -> Result<Vec<StoredEvent>, ReadError> {
+        Ok(Vec::new())
+    }
+
+    fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
+        Ok(None)
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+}

@@ -1,0 +1,46 @@
+//! The durable state (`docs/protocol.md#14-durable-state`): the permission audit trail, workspace
+//! rules, and every session with its recorded events, behind one narrow interface, [`Store`].
+//!
+//! - `api`: [`Store`] and the records that cross it.
+//! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, one writer
+//!   thread with group commit, one read connection; the only file that knows `rusqlite`.
+//! - `memory`: [`MemoryStore`], for `--ephemeral`: no history, a bounded in-memory audit.
+//! - `dir`: where the state lives, and the permission checks that refuse a boot.
+//! - `decide`: the store's pure decisions (gaps, paging cursors, retention cut-offs, audit
+//!   filters), unit-tested and mutation-tested on their own.
+//!
+//! A floor below `permission` and `daemon`, beside `acp`: it imports the leaves only, and names
+//! events by their already-built SSE frames (the bus's bytes), never by the bus.
+//!
+//! The relay never waits for the disk: [`Store::append_event`] and every other write is a
+//! non-blocking hand-off to the writer; reads ([`Store::audit`], [`Store::events`], ...) block and
+//! are called off the async runtime (`spawn_blocking`). A server database serving several daemons
+//! would be one more implementation of the same trait. Device credentials (issue #19) and
+//! notification action tokens (issue #20) will each add one table (a migration in `sqlite.rs`)
+//! and a few methods here, in the same shape as workspace rules.
+
+mod api;
+mod decide;
+mod dir;
+mod memory;
+mod sqlite;
+
+use std::sync::Arc;
+
+pub use self::api::{
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredEvent, StoredRule,
+};
+pub use self::decide::{AuditOutcome, AuditQuery, Cursor, outcome_of};
+pub use self::dir::StateDirError;
+pub use self::memory::MemoryStore;
+pub use self::sqlite::{OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, db_path, open_read_only};
+
+/// Opens the store `config` asks for: [`MemoryStore`] for `--ephemeral`, else the state
+/// directory's database (created if missing, migrated, checked).
+pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
+    match &config.state_dir {
+        None => Ok(Arc::new(MemoryStore::default())),
+        Some(dir) => Ok(Arc::new(SqliteStore::open(dir, config)?)),
+    }
+}

@@ -1,0 +1,918 @@
+//! [`SqliteStore`]: the state in one SQLite database (`state.db` in the state directory), the only
+//! file that knows `rusqlite`.
+//!
+//! - **One writer.** A dedicated thread owns the write connection. Every write is an [`Op`] sent
+//!   through one bounded channel with `try_send`, so no caller ever waits for the disk. The writer
+//!   takes what is queued (up to [`BATCH_MAX_OPS`] / [`BATCH_MAX_BYTES`], or for
+//!   [`COMMIT_INTERVAL`] at most) and commits it as one transaction: group commit, so a burst of
+//!   ten thousand events costs one commit, not ten thousand.
+//! - **Gaps, not back-pressure.** Events may fill at most [`QUEUE_EVENTS`] / [`QUEUE_BYTES`] of the
+//!   queue; past that an event is dropped and counted, and the writer, seeing the next id of that
+//!   session skip, records a gap marker `(from, to)` (or at the session's end, a trailing one). The
+//!   rest of the channel ([`QUEUE_CONTROL_RESERVE`]) stays free for the audit, sessions and rules.
+//! - **Reads** use their own read-only connection (WAL lets it read while the writer writes),
+//!   called from `spawn_blocking`.
+//! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
+//!   being killed (it is in the WAL, in the OS's cache); an OS crash or power loss may lose the
+//!   last commits, never corrupt the database. The promise of `docs/protocol.md#14-durable-state`
+//!   (at most the last second before a `kill -9` is missing) rests on the writer committing at
+//!   least every [`COMMIT_INTERVAL`].
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::api::{
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredEvent, StoredRule,
+};
+use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
+use super::dir::{self, StateDirError};
+use crate::sync::lock;
+
+/// The schema this build writes. A database whose migrations table says more was written by a
+/// newer mediatord, and this one refuses to boot on it rather than misread it.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The database file inside the state directory.
+const DB_FILE: &str = "state.db";
+/// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
+/// benchmark drives (about 30 k events/s) — a disk stall shorter than that loses nothing.
+const QUEUE_EVENTS: usize = 65_536;
+/// Bytes of event frames queued at most (the same bound as one session's replay ring).
+const QUEUE_BYTES: usize = 64 * 1024 * 1024;
+/// Channel slots beyond the events' share, for everything else (audit, sessions, rules, flushes):
+/// those arrive at the pace of people and agents' tool calls, far below this.
+const QUEUE_CONTROL_RESERVE: usize = 4096;
+/// A transaction holds at most this many writes...
+const BATCH_MAX_OPS: usize = 16_384;
+/// ...or this many frame bytes...
+const BATCH_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// ...or stays open at most this long, so the newest committed event is never older than this
+/// plus one commit while the disk keeps up (the kill -9 promise allows one second).
+const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
+/// How often retention runs (and once just after boot).
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+/// Rows deleted per retention statement, so one pass never holds the write lock for long.
+const RETENTION_CHUNK: usize = 10_000;
+
+/// The migrations, in order: index `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions and their events, the audit trail, workspace rules.
+    "CREATE TABLE sessions(
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        state TEXT NOT NULL,
+        end_reason TEXT,
+        last_event_id INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_workspace ON sessions(workspace, created_at);
+    CREATE INDEX sessions_live ON sessions(state) WHERE state = 'live';
+    -- A gap marker is a row with no frame: ids id..=gap_to were streamed but not recorded.
+    CREATE TABLE events(
+        session_id TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        frame BLOB,
+        gap_to INTEGER,
+        PRIMARY KEY(session_id, id)
+    ) WITHOUT ROWID;
+    -- seq orders the audit (newest first) and is the paging cursor.
+    CREATE TABLE audit(
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        request_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        requested_at INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE INDEX audit_requested ON audit(requested_at);
+    CREATE INDEX audit_pending ON audit(outcome) WHERE outcome = 'pending';
+    CREATE TABLE workspace_rules(
+        workspace TEXT NOT NULL,
+        rule_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        rule TEXT NOT NULL,
+        PRIMARY KEY(workspace, rule_id)
+    );",
+];
+
+/// Why the store cannot be opened: the boot is refused (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Dir(#[from] StateDirError),
+    #[error(
+        "the state database {path} has schema version {found}, newer than this mediatord supports \
+         ({supported}): it was written by a newer mediatord. Run that version, or move the \
+         database away to start afresh"
+    )]
+    TooNew { path: PathBuf, found: u32, supported: u32 },
+    #[error("cannot open the state database {path}: {reason}")]
+    Sqlite { path: PathBuf, reason: String },
+}
+
+/// A write for the writer thread.
+enum Op {
+    Event {
+        session_id: Arc<str>,
+        id: u64,
+        frame: Bytes,
+    },
+    SessionStarted {
+        record: SessionRecord,
+        after_id: u64,
+        resumed: bool,
+    },
+    SessionEnded {
+        session_id: String,
+        state: SessionState,
+        reason: String,
+        last_id: u64,
+        at: u64,
+    },
+    Audit(AuditRecord),
+    PutRule {
+        workspace: String,
+        rule_id: String,
+        rule: String,
+        at: u64,
+    },
+    DeleteRule {
+        workspace: String,
+        rule_id: String,
+    },
+    Flush(oneshot::Sender<()>),
+    /// The store is dropped: commit what is queued, close the connection, end the thread.
+    Stop,
+}
+
+/// What the publishers and the writer share: the queue's event budget and the counters.
+#[derive(Debug, Default)]
+struct Shared {
+    queued_events: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    events_written: AtomicU64,
+    events_dropped: AtomicU64,
+    gaps: AtomicU64,
+    commits: AtomicU64,
+    writes_dropped: AtomicU64,
+}
+
+pub struct SqliteStore {
+    path: PathBuf,
+    tx: SyncSender<Op>,
+    /// The writer thread, joined on drop so its connection is closed when the store is gone.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    shared: Arc<Shared>,
+    /// The read connection. Await-free critical sections only (callers are blocking threads).
+    read: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn sqlite_error(path: &Path) -> impl Fn(rusqlite::Error) -> OpenError + '_ {
+    move |e| OpenError::Sqlite { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+fn read_error(e: rusqlite::Error) -> ReadError {
+    ReadError(e.to_string())
+}
+
+/// The database file of a state directory.
+pub fn db_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(DB_FILE)
+}
+
+/// Applies the migrations the database lacks; refuses a database from a newer schema.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
+    let err = sqlite_error(path);
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )
+    .map_err(&err)?;
+    let found: u32 = conn
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
+        .map_err(&err)?;
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::TooNew { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction().map_err(&err)?;
+        tx.execute_batch(sql).map_err(&err)?;
+        tx.execute(
+            "INSERT INTO schema_migrations(version, applied_at) VALUES (?1, ?2)",
+            params![i as u32 + 1, crate::clock::now_ms() as i64],
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+    }
+    Ok(())
+}
+
+/// What a previous daemon left unfinished: live sessions become dormant, pending requests are
+/// marked abandoned (`docs/protocol.md#14-durable-state`).
+fn recover(conn: &mut Connection, now: u64) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute(
+        "UPDATE sessions SET state = 'dormant', end_reason = 'daemon_stopped', ended_at = ?1 WHERE state = 'live'",
+        [now as i64],
+    )?;
+    let pending: Vec<(i64, String)> = {
+        let mut stmt = tx.prepare("SELECT seq, entry FROM audit WHERE outcome = 'pending'")?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+    };
+    for (seq, entry) in pending {
+        let mut entry: Value = serde_json::from_str(&entry).unwrap_or_else(|_| serde_json::json!({}));
+        if let Some(obj) = entry.as_object_mut() {
+            obj.insert("status".into(), AuditOutcome::Abandoned.as_str().into());
+            obj.insert("resolvedBy".into(), "abandoned".into());
+            obj.insert("abandonedAt".into(), now.into());
+        }
+        tx.execute(
+            "UPDATE audit SET outcome = 'abandoned', entry = ?2 WHERE seq = ?1",
+            params![seq, entry.to_string()],
+        )?;
+    }
+    tx.commit()
+}
+
+impl SqliteStore {
+    /// Opens (creating, migrating, recovering) the database of `state_dir`, and starts its writer.
+    pub fn open(state_dir: &Path, config: &StoreConfig) -> Result<SqliteStore, OpenError> {
+        dir::prepare(state_dir)?;
+        let path = db_path(state_dir);
+        let err = sqlite_error(&path);
+        // Created 0600 before SQLite sees it (SQLite gives its -wal and -shm files the same mode).
+        // Only when missing: closing a descriptor of a database this process has open in SQLite
+        // would drop SQLite's POSIX locks on it.
+        if !path.exists() {
+            std::fs::OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
+        }
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        let mut conn = Connection::open(&path).map_err(&err)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
+        // WAL: readers never block the writer; NORMAL: see the file's doc for what it costs.
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(&err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(&err)?;
+        migrate(&mut conn, &path)?;
+        recover(&mut conn, crate::clock::now_ms()).map_err(&err)?;
+        let read = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(&err)?;
+        read.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_EVENTS + QUEUE_CONTROL_RESERVE);
+        let shared = Arc::new(Shared::default());
+        let writer = Writer {
+            conn,
+            rx,
+            shared: shared.clone(),
+            gaps: GapTracker::default(),
+            events_per_session: config.events_per_session,
+            max_age_days: config.max_age_days,
+        };
+        let writer = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
+        Ok(SqliteStore {
+            path: path.clone(),
+            tx,
+            writer: Mutex::new(Some(writer)),
+            shared,
+            read: Mutex::new(read),
+        })
+    }
+
+    /// Queues a write other than an event; counted when the channel is full (the writer is stuck).
+    fn send(&self, op: Op) {
+        if let Err(e) = self.tx.try_send(op) {
+            self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
+            let what = match e {
+                TrySendError::Full(_) => "the store's queue is full",
+                TrySendError::Disconnected(_) => "the store's writer has stopped",
+            };
+            tracing::error!("{what}: a write to the state database was dropped");
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
+        f(&lock(&self.read)).map_err(read_error)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // A blocking send: the writer drains the queue first, so this waits at most for it.
+        if self.tx.send(Op::Stop).is_ok()
+            && let Some(writer) = lock(&self.writer).take()
+        {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool) {
+        self.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
+    }
+
+    fn append_event(&self, session_id: &Arc<str>, id: u64, frame: &Bytes) {
+        let shared = &*self.shared;
+        let events = shared.queued_events.fetch_add(1, Ordering::Relaxed);
+        let bytes = shared.queued_bytes.fetch_add(frame.len(), Ordering::Relaxed);
+        let op = Op::Event { session_id: session_id.clone(), id, frame: frame.clone() };
+        if events >= QUEUE_EVENTS || bytes + frame.len() > QUEUE_BYTES || self.tx.try_send(op).is_err() {
+            shared.queued_events.fetch_sub(1, Ordering::Relaxed);
+            shared.queued_bytes.fetch_sub(frame.len(), Ordering::Relaxed);
+            shared.events_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64) {
+        self.send(Op::SessionEnded {
+            session_id: session_id.to_owned(),
+            state,
+            reason: reason.to_owned(),
+            last_id,
+            at,
+        });
+    }
+
+    fn audit(&self, record: AuditRecord) {
+        self.send(Op::Audit(record));
+    }
+
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) {
+        self.send(Op::PutRule {
+            workspace: workspace.to_owned(),
+            rule_id: rule_id.to_owned(),
+            rule: rule.to_string(),
+            at: crate::clock::now_ms(),
+        });
+    }
+
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) {
+        self.send(Op::DeleteRule { workspace: workspace.to_owned(), rule_id: rule_id.to_owned() });
+    }
+
+    fn flush(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Flush(tx));
+        rx
+    }
+
+    fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
+        self.read(|c| query_audit_on(c, q))
+    }
+
+    fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
+        self.read(|c| {
+            let mut stmt =
+                c.prepare_cached("SELECT workspace, rule FROM workspace_rules ORDER BY created_at, rowid")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (workspace, rule) = row?;
+                if let Ok(rule) = serde_json::from_str(&rule) {
+                    out.push(StoredRule { workspace, rule });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+                 FROM sessions WHERE (?1 IS NULL OR workspace = ?1) ORDER BY created_at, session_id",
+            )?;
+            let rows = stmt.query_map(params![workspace], session_row)?;
+            rows.collect()
+        })
+    }
+
+    fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+                 FROM sessions WHERE session_id = ?1",
+            )?
+            .query_row([session_id], session_row)
+            .optional()
+        })
+    }
+
+    fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, frame, gap_to FROM events WHERE session_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![session_id, after as i64, limit as i64], |r| {
+                let id = r.get::<_, i64>(0)? as u64;
+                Ok(match r.get::<_, Option<Vec<u8>>>(1)? {
+                    Some(frame) => StoredEvent::Frame { id, frame: Bytes::from(frame) },
+                    None => StoredEvent::Gap {
+                        from: id,
+                        to: r.get::<_, Option<i64>>(2)?.unwrap_or(id as i64) as u64,
+                    },
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError> {
+        self.read(|c| {
+            c.prepare_cached("SELECT MIN(id) FROM events WHERE session_id = ?1")?
+                .query_row([session_id], |r| r.get::<_, Option<i64>>(0))
+                .map(|v| v.map(|v| v as u64))
+        })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let s = &*self.shared;
+        StoreStats {
+            durable: true,
+            db_bytes: size(&self.path) + size(Path::new(&wal)),
+            events_written: s.events_written.load(Ordering::Relaxed),
+            events_dropped: s.events_dropped.load(Ordering::Relaxed),
+            gaps: s.gaps.load(Ordering::Relaxed),
+            commits: s.commits.load(Ordering::Relaxed),
+            writes_dropped: s.writes_dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
+    let state: String = r.get(5)?;
+    Ok(SessionRecord {
+        session_id: r.get(0)?,
+        workspace: r.get(1)?,
+        agent: r.get(2)?,
+        created_at: r.get::<_, i64>(3)? as u64,
+        ended_at: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+        state: SessionState::parse(&state).unwrap_or(SessionState::Dormant),
+        end_reason: r.get(6)?,
+        last_event_id: r.get::<_, i64>(7)? as u64,
+    })
+}
+
+/// The writer thread: owns the write connection.
+struct Writer {
+    conn: Connection,
+    rx: Receiver<Op>,
+    shared: Arc<Shared>,
+    gaps: GapTracker,
+    events_per_session: u64,
+    max_age_days: u64,
+}
+
+impl Writer {
+    fn run(mut self) {
+        // Retention's first pass runs once the daemon is up, not in the way of its boot.
+        let mut next_maintenance = Instant::now();
+        loop {
+            let wait = next_maintenance.saturating_duration_since(Instant::now());
+            let first = match self.rx.recv_timeout(wait) {
+                Ok(op) => Some(op),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if let Some(first) = first {
+                match self.batch(first) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the state database write failed; this batch is lost")
+                    }
+                }
+            }
+            if Instant::now() >= next_maintenance {
+                if let Err(e) = self.maintain() {
+                    tracing::warn!(error = %e, "retention on the state database failed");
+                }
+                next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
+            }
+        }
+    }
+
+    /// One transaction: `first` and whatever else is queued, within the batch bounds. `false` once
+    /// the store has been dropped.
+    fn batch(&mut self, first: Op) -> rusqlite::Result<bool> {
+        let started = Instant::now();
+        let tx = self.conn.transaction()?;
+        let mut flushes = Vec::new();
+        let mut last_ids: Vec<(Arc<str>, u64)> = Vec::new();
+        let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
+        let mut next = Some(first);
+        let mut stop = false;
+        while let Some(op) = next.take() {
+            ops += 1;
+            match op {
+                Op::Event { session_id, id, frame } => {
+                    self.shared.queued_events.fetch_sub(1, Ordering::Relaxed);
+                    self.shared.queued_bytes.fetch_sub(frame.len(), Ordering::Relaxed);
+                    bytes += frame.len();
+                    if !self.gaps.is_duplicate(&session_id, id) {
+                        if let Some((from, to)) = self.gaps.observe(&session_id, id) {
+                            insert_gap(&tx, &session_id, from, to)?;
+                            self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tx.prepare_cached(
+                            "INSERT OR REPLACE INTO events(session_id, id, frame) VALUES (?1, ?2, ?3)",
+                        )?
+                        .execute(params![&*session_id, id as i64, &frame[..]])?;
+                        written += 1;
+                        match last_ids.iter_mut().find(|(s, _)| *s == session_id) {
+                            Some(entry) => entry.1 = id,
+                            None => last_ids.push((session_id, id)),
+                        }
+                    }
+                }
+                Op::SessionStarted { record, after_id, resumed } => {
+                    if !resumed {
+                        tx.execute("DELETE FROM events WHERE session_id = ?1", [&record.session_id])?;
+                    }
+                    tx.execute(
+                        "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id)
+                         VALUES (?1, ?2, ?3, ?4, NULL, 'live', NULL, ?5)
+                         ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
+                           created_at = CASE WHEN ?6 THEN sessions.created_at ELSE excluded.created_at END,
+                           ended_at = NULL, state = 'live', end_reason = NULL, last_event_id = excluded.last_event_id",
+                        params![
+                            record.session_id, record.workspace, record.agent, record.created_at as i64,
+                            after_id as i64, resumed
+                        ],
+                    )?;
+                    self.gaps.start(Arc::from(record.session_id.as_str()), after_id);
+                }
+                Op::SessionEnded { session_id, state, reason, last_id, at } => {
+                    if let Some((from, to)) = self.gaps.end(&session_id, last_id) {
+                        insert_gap(&tx, &session_id, from, to)?;
+                        self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tx.execute(
+                        "UPDATE sessions SET state = ?2, end_reason = ?3, ended_at = ?4,
+                           last_event_id = MAX(last_event_id, ?5) WHERE session_id = ?1",
+                        params![session_id, state.as_str(), reason, at as i64, last_id as i64],
+                    )?;
+                }
+                Op::Audit(r) => {
+                    tx.prepare_cached(
+                        "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
+                    )?
+                    .execute(params![
+                        r.request_id,
+                        r.session_id,
+                        r.workspace,
+                        r.requested_at as i64,
+                        r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
+                        r.entry.to_string(),
+                    ])?;
+                }
+                Op::PutRule { workspace, rule_id, rule, at } => {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES (?1, ?2, ?3, ?4)",
+                        params![workspace, rule_id, at as i64, rule],
+                    )?;
+                }
+                Op::DeleteRule { workspace, rule_id } => {
+                    tx.execute(
+                        "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
+                        params![workspace, rule_id],
+                    )?;
+                }
+                Op::Flush(done) => flushes.push(done),
+                Op::Stop => stop = true,
+            }
+            if !stop && ops < BATCH_MAX_OPS && bytes < BATCH_MAX_BYTES && started.elapsed() < COMMIT_INTERVAL
+            {
+                next = self.rx.try_recv().ok();
+            }
+        }
+        for (session_id, id) in &last_ids {
+            tx.prepare_cached(
+                "UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1",
+            )?
+            .execute(params![&**session_id, *id as i64])?;
+        }
+        tx.commit()?;
+        self.shared.commits.fetch_add(1, Ordering::Relaxed);
+        self.shared.events_written.fetch_add(written, Ordering::Relaxed);
+        for done in flushes {
+            let _ = done.send(());
+        }
+        Ok(!stop)
+    }
+
+    /// Retention: the newest `--history-events` events per session; ended sessions, their events and
+    /// decided audit entries younger than `--history-days`.
+    fn maintain(&mut self) -> rusqlite::Result<()> {
+        let sessions: Vec<(String, u64)> = {
+            let mut stmt = self.conn.prepare("SELECT session_id, last_event_id FROM sessions")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?.collect::<Result<_, _>>()?
+        };
+        for (session_id, last) in sessions {
+            let cutoff = decide::events_cutoff(last, self.events_per_session);
+            if cutoff > 0 {
+                self.conn.execute(
+                    "DELETE FROM events WHERE session_id = ?1 AND id < ?2",
+                    params![session_id, cutoff as i64],
+                )?;
+            }
+        }
+        if let Some(before) = decide::age_cutoff(crate::clock::now_ms(), self.max_age_days) {
+            let old: Vec<String> = {
+                let mut stmt = self.conn.prepare(
+                    "SELECT session_id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1 AND state != 'live' LIMIT ?2",
+                )?;
+                stmt.query_map(params![before as i64, RETENTION_CHUNK as i64], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            for session_id in old {
+                let tx = self.conn.transaction()?;
+                tx.execute("DELETE FROM events WHERE session_id = ?1", [&session_id])?;
+                tx.execute("DELETE FROM sessions WHERE session_id = ?1", [&session_id])?;
+                tx.commit()?;
+            }
+            self.conn.execute(
+                "DELETE FROM audit WHERE requested_at < ?1 AND outcome != 'pending'",
+                [before as i64],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn insert_gap(tx: &rusqlite::Transaction<'_>, session_id: &str, from: u64, to: u64) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO events(session_id, id, frame, gap_to) VALUES (?1, ?2, NULL, ?3)",
+    )?
+    .execute(params![session_id, from as i64, to as i64])?;
+    Ok(())
+}
+
+/// Opens a state directory's database read-only, for `mediatord audit` (while a daemon runs, or
+/// not). Checks the directory like a boot does.
+pub fn open_read_only(state_dir: &Path) -> Result<ReadOnly, OpenError> {
+    dir::check(state_dir)?;
+    let path = db_path(state_dir);
+    let err = sqlite_error(&path);
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    let found: u32 = conn
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
+        .map_err(&err)?;
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::TooNew { path: path.clone(), found, supported: SCHEMA_VERSION });
+    }
+    Ok(ReadOnly { conn })
+}
+
+/// A read-only view of a state database.
+#[derive(Debug)]
+pub struct ReadOnly {
+    conn: Connection,
+}
+
+impl ReadOnly {
+    pub fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
+        query_audit_on(&self.conn, q).map_err(read_error)
+    }
+}
+
+fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage> {
+    let limit = q.limit.max(1);
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, entry FROM audit
+         WHERE (?1 IS NULL OR seq < ?1) AND (?2 IS NULL OR workspace = ?2)
+           AND (?3 IS NULL OR session_id = ?3) AND (?4 IS NULL OR requested_at >= ?4)
+           AND (?5 IS NULL OR requested_at < ?5) AND (?6 IS NULL OR outcome = ?6)
+         ORDER BY seq DESC LIMIT ?7",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            q.cursor.map(|c| c.0 as i64),
+            q.workspace,
+            q.session_id,
+            q.since.map(|t| t as i64),
+            q.until.map(|t| t as i64),
+            q.outcome.map(AuditOutcome::as_str),
+            (limit + 1) as i64,
+        ],
+        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+    )?;
+    let mut page = AuditPage::default();
+    let mut last = None;
+    for row in rows {
+        let (seq, entry) = row?;
+        if page.entries.len() == limit {
+            page.next_cursor = last.map(|s: i64| Cursor(s as u64));
+            break;
+        }
+        page.entries.push(serde_json::from_str(&entry).unwrap_or(Value::Null));
+        last = Some(seq);
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path) -> StoreConfig {
+        StoreConfig { state_dir: Some(dir.to_path_buf()), events_per_session: 1000, max_age_days: 30 }
+    }
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: id.into(),
+            workspace: "/ws".into(),
+            agent: "demo".into(),
+            created_at: 1,
+            ended_at: None,
+            state: SessionState::Live,
+            end_reason: None,
+            last_event_id: 0,
+        }
+    }
+
+    /// Times in these tests are recent: retention (30 days here) removes anything older.
+    fn now() -> u64 {
+        crate::clock::now_ms()
+    }
+
+    fn audit(request_id: &str, at: u64, outcome: Option<AuditOutcome>) -> AuditRecord {
+        AuditRecord {
+            request_id: request_id.into(),
+            session_id: "s".into(),
+            workspace: "/ws".into(),
+            requested_at: at,
+            outcome,
+            entry: serde_json::json!({"requestId": request_id}),
+        }
+    }
+
+    async fn flushed(store: &SqliteStore) {
+        tokio::time::timeout(Duration::from_secs(10), store.flush())
+            .await
+            .expect("in time")
+            .expect("flushed");
+    }
+
+    #[tokio::test]
+    async fn skipped_ids_are_recorded_as_gaps_and_a_short_end_as_a_trailing_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(&dir.path().join("state"), &config(dir.path())).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        for id in [1, 2, 5] {
+            store.append_event(&sid, id, &Bytes::from(format!("frame {id}")));
+        }
+        let ended = now();
+        store.session_ended("s", SessionState::Dormant, "daemon_shutdown", 7, ended);
+        flushed(&store).await;
+        let events = store.events("s", 0, 100).expect("read");
+        let frame = |id: u64| StoredEvent::Frame { id, frame: Bytes::from(format!("frame {id}")) };
+        assert_eq!(
+            events,
+            [
+                frame(1),
+                frame(2),
+                StoredEvent::Gap { from: 3, to: 4 },
+                frame(5),
+                StoredEvent::Gap { from: 6, to: 7 }
+            ]
+        );
+        assert_eq!(store.events("s", 4, 100).expect("read")[0], frame(5));
+        assert_eq!(store.stats().gaps, 2);
+        let s = store.session("s").expect("read").expect("recorded");
+        assert_eq!((s.state, s.last_event_id, s.ended_at), (SessionState::Dormant, 7, Some(ended)));
+    }
+
+    #[tokio::test]
+    async fn the_audit_pages_newest_first_and_pending_requests_are_abandoned_on_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for (i, id) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            store.audit(audit(id, t0 + i as u64 * 10, Some(AuditOutcome::Selected)));
+        }
+        store.audit(audit("p", t0 + 60, None));
+        // A record replaces the earlier one with its id and keeps its place.
+        store.audit(audit("b", t0 + 10, Some(AuditOutcome::Cancelled)));
+        flushed(&store).await;
+        let ids = |page: &AuditPage| -> Vec<String> {
+            page.entries.iter().map(|e| e["requestId"].as_str().unwrap_or_default().to_owned()).collect()
+        };
+        let q = AuditQuery { limit: 2, ..AuditQuery::default() };
+        let first = store.query_audit(&q).expect("page");
+        assert_eq!(ids(&first), ["p", "e"]);
+        let second = store.query_audit(&AuditQuery { cursor: first.next_cursor, ..q.clone() }).expect("page");
+        assert_eq!(ids(&second), ["d", "c"]);
+        let third = store.query_audit(&AuditQuery { cursor: second.next_cursor, ..q.clone() }).expect("page");
+        assert_eq!(ids(&third), ["b", "a"]);
+        assert_eq!(third.next_cursor, None);
+        let cancelled =
+            AuditQuery { outcome: Some(AuditOutcome::Cancelled), limit: 10, ..AuditQuery::default() };
+        assert_eq!(ids(&store.query_audit(&cancelled).expect("page")), ["b"]);
+        let window =
+            AuditQuery { since: Some(t0 + 10), until: Some(t0 + 30), limit: 10, ..AuditQuery::default() };
+        assert_eq!(ids(&store.query_audit(&window).expect("page")), ["c", "b"]);
+        drop(store);
+
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let abandoned =
+            AuditQuery { outcome: Some(AuditOutcome::Abandoned), limit: 10, ..AuditQuery::default() };
+        let page = store.query_audit(&abandoned).expect("page");
+        assert_eq!(ids(&page), ["p"]);
+        assert_eq!(page.entries[0]["status"], "abandoned");
+        let pending = AuditQuery { outcome: Some(AuditOutcome::Pending), limit: 10, ..AuditQuery::default() };
+        assert!(store.query_audit(&pending).expect("page").entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn retention_trims_each_session_to_its_newest_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let cfg = StoreConfig { events_per_session: 3, ..config(dir.path()) };
+        let store = SqliteStore::open(&state, &cfg).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        for id in 1..=8 {
+            store.append_event(&sid, id, &Bytes::from_static(b"f"));
+        }
+        store.session_ended("s", SessionState::Closed, "closed_by_client", 8, now());
+        flushed(&store).await;
+        drop(store);
+        // Retention runs first thing in the next writer's life.
+        let store = SqliteStore::open(&state, &cfg).expect("reopen");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.first_event_id("s").expect("read") != Some(6) {
+            assert!(Instant::now() < deadline, "retention never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
+        }
+        let kept: Vec<u64> =
+            store.events("s", 0, 100).expect("read").iter().map(StoredEvent::last_id).collect();
+        assert_eq!(kept, [6, 7, 8]);
+    }
+
+    #[tokio::test]
+    async fn sessions_and_decisions_older_than_the_age_limit_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        for (id, ended) in [("old", 1), ("new", now())] {
+            store.session_started(&record(id), 0, false);
+            store.append_event(&Arc::from(id), 1, &Bytes::from_static(b"f"));
+            store.session_ended(id, SessionState::Closed, "closed_by_client", 1, ended);
+        }
+        store.audit(audit("ancient", 1, Some(AuditOutcome::Selected)));
+        store.audit(audit("recent", now(), Some(AuditOutcome::Selected)));
+        flushed(&store).await;
+        drop(store);
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.session("old").expect("read").is_some() {
+            assert!(Instant::now() < deadline, "retention never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
+        }
+        assert_eq!(store.first_event_id("old").expect("read"), None);
+        assert!(store.session("new").expect("read").is_some());
+        let all = store.query_audit(&AuditQuery { limit: 10, ..AuditQuery::default() }).expect("page");
+        let ids: Vec<&str> = all.entries.iter().filter_map(|e| e["requestId"].as_str()).collect();
+        assert_eq!(ids, ["recent"]);
+    }
+}

@@ -1,0 +1,436 @@
+//! The durable state through the real binary (`docs/protocol.md#14-durable-state`): each test runs
+//! daemons on a temporary `--state-dir` (and a temporary `XDG_STATE_HOME`, where the demo agent
+//! keeps its transcripts), stops or kills one, starts the next on the same directory, and looks at
+//! what survived.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected, serve_refusal};
+
+/// A workspace and a state directory that outlive the daemons of one test.
+struct Home {
+    _dir: tempfile::TempDir,
+    workspace: PathBuf,
+    state: PathBuf,
+    xdg: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let workspace = root.join("ws");
+        std::fs::create_dir(&workspace).expect("workspace");
+        Home { workspace, state: root.join("state"), xdg: root.join("xdg"), _dir: dir }
+    }
+
+    /// A daemon on this home's state directory, plus `args`.
+    fn start(&self, args: &[&str]) -> Daemon {
+        let mut full = vec!["--state-dir", self.state.to_str().expect("utf-8")];
+        full.extend(args);
+        let xdg = self.xdg.to_str().expect("utf-8");
+        Daemon::start_with(&self.workspace, &full, &[("XDG_STATE_HOME", xdg), ("HOME", xdg)])
+    }
+
+    fn cwd(&self) -> String {
+        self.workspace.to_string_lossy().into_owned()
+    }
+
+    /// `/workspace/<cwd>/<rest>` with the cwd URL-encoded.
+    fn workspace_path(&self, rest: &str) -> String {
+        format!("/workspace/{}/{rest}", self.cwd().replace('/', "%2F"))
+    }
+}
+
+/// SIGTERM, and the exit it causes (the drain records every session as dormant).
+fn stop(mut d: Daemon) {
+    d.signal(rustix::process::Signal::TERM);
+    let status = d.wait_exit(WAIT);
+    assert!(status.success(), "daemon exit: {status:?}\n{}", d.stderr());
+}
+
+/// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
+/// which land a moment after the request that caused them.
+async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let body = d.get(path).await.ok();
+        if ok(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "GET {path} never satisfied the test: {body}");
+        tokio::time::sleep(Duration::from_millis(25)).await; // polling what a background writer commits
+    }
+}
+
+/// Every event of a replay, read to the stream's end.
+async fn replay(d: &Daemon, sid: &str, headers: &[(&str, String)]) -> Vec<Event> {
+    Sse::connect(d, sid, headers).await.rest().await
+}
+
+/// Raises a `write` permission request and decides it by `alice`'s vote; returns its request id.
+async fn decided_request(d: &Daemon, sid: &str, sse: &mut Sse, file: &str) -> String {
+    let request = d.raise(sid, sse, Some("alice"), &format!("write {file} x")).await;
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    assert_eq!(d.vote(sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+    rid
+}
+
+#[tokio::test]
+async fn the_audit_survives_a_restart_and_pages_newest_first() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let mut rids = Vec::new();
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        rids.push(decided_request(&d, &sid, &mut sse, file).await);
+    }
+    stop(d);
+
+    let d = home.start(&[]);
+    let first = d.get("/audit?limit=2").await.ok();
+    assert_eq!(first["durable"], true);
+    let entries = first["entries"].as_array().expect("entries");
+    let got: Vec<&str> = entries.iter().map(|e| e["requestId"].as_str().expect("id")).collect();
+    assert_eq!(got, [rids[2].as_str(), rids[1].as_str()], "newest first");
+    let e = &entries[0];
+    assert_eq!(e["status"], "selected");
+    assert_eq!(e["resolvedBy"], "vote");
+    assert_eq!(e["voterClientId"], "alice");
+    assert_eq!(e["outcome"], json!({"outcome": "selected", "optionId": "allow_once"}));
+    assert_eq!(e["sessionId"], sid.as_str());
+    assert_eq!(e["workspace"], home.cwd().as_str());
+    assert_eq!(e["toolCall"]["kind"], "edit");
+    assert_eq!(e["ballots"].as_array().expect("ballots").len(), 1);
+    assert_eq!(e["ballots"][0]["clientId"], "alice");
+    assert_eq!(e["options"].as_array().expect("options").len(), 3);
+    assert!(e["latencyMs"].as_u64().is_some() && e["resolvedAt"].as_u64() >= e["issuedAt"].as_u64());
+    let cursor = first["nextCursor"].as_str().expect("a second page");
+
+    let second = d.get(&format!("/audit?limit=2&cursor={cursor}")).await.ok();
+    let got: Vec<&str> = second["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["requestId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(got, [rids[0].as_str()]);
+    assert_eq!(second["nextCursor"], Value::Null);
+
+    // Filters.
+    let by_session = d.get(&format!("/audit?sessionId={sid}")).await.ok();
+    assert_eq!(by_session["entries"].as_array().expect("entries").len(), 3);
+    assert_eq!(d.get("/audit?sessionId=nobody").await.ok()["entries"], json!([]));
+    assert_eq!(d.get("/audit?outcome=cancelled").await.ok()["entries"], json!([]));
+    let since = entries[1]["issuedAt"].as_u64().expect("issuedAt");
+    let recent = d.get(&format!("/audit?since={since}")).await.ok();
+    assert_eq!(recent["entries"].as_array().expect("entries").len(), 2);
+    let (status, body) = d.get("/audit?cursor=nonsense").await.pair();
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_parameter")));
+
+    // The same trail through the command line, read-only while the daemon runs.
+    let out = std::process::Command::new(bin())
+        .args(["audit", "--json", "--state-dir", home.state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let got: Vec<&str> = lines.iter().map(|e| e["requestId"].as_str().expect("id")).collect();
+    assert_eq!(got, [rids[2].as_str(), rids[1].as_str(), rids[0].as_str()]);
+    let table = std::process::Command::new(bin())
+        .args(["audit", "--state-dir", home.state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("REQUESTED"), "{text}");
+    assert_eq!(text.matches("vote:alice").count(), 3, "{text}");
+}
+
+#[tokio::test]
+async fn requests_pending_when_the_daemon_died_are_abandoned_at_the_next_start() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write pending.txt x").await;
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    eventually(&d, "/audit?outcome=pending", |b| b["entries"][0]["requestId"] == rid.as_str()).await;
+    drop(sse);
+    drop(d); // SIGKILL
+
+    let d = home.start(&[]);
+    let abandoned = d.get("/audit?outcome=abandoned").await.ok();
+    let e = &abandoned["entries"][0];
+    assert_eq!(e["requestId"], rid.as_str());
+    assert_eq!(e["status"], "abandoned");
+    assert_eq!(e["resolvedBy"], "abandoned");
+    assert_eq!(d.get("/audit?outcome=pending").await.ok()["entries"], json!([]));
+    // The session it belonged to is dormant.
+    let listed = d.get(&format!("{}?include=ended", home.workspace_path("sessions"))).await.ok();
+    let s = &listed["sessions"][0];
+    assert_eq!((s["sessionId"].as_str(), s["state"].as_str()), (Some(sid.as_str()), Some("dormant")));
+    assert_eq!(s["endReason"], "daemon_stopped");
+}
+
+#[tokio::test]
+async fn a_workspace_rule_is_announced_persists_and_answers_after_a_restart() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let rules = home.workspace_path("permission-rules");
+    let (status, created) =
+        d.post(&rules, Some("alice"), json!({"effect": "allow", "kinds": ["edit"]})).await.pair();
+    assert_eq!(status, 201, "{created}");
+    let rule_id = created["rule"]["ruleId"].as_str().expect("ruleId").to_owned();
+    assert_eq!(created["rule"]["createdBy"], "alice");
+    let announced = sse.until_type("policy_updated").await;
+    let update = announced.last().expect("policy_updated").payload();
+    assert_eq!(update["workspaceRules"][0]["ruleId"], rule_id.as_str());
+    assert_eq!(update["rules"], json!([]), "the session's own rules are unchanged");
+    drop(sse);
+    drop(d); // SIGKILL: the 201 came after the rule was committed
+
+    let d = home.start(&[]);
+    let listed = d.get(&rules).await.ok();
+    assert_eq!(listed["rules"][0]["ruleId"], rule_id.as_str());
+    let sid = d.join("bob").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let events = d.turn(&sid, &mut sse, Some("bob"), "write ruled.txt by rule").await;
+    let resolved = crate::support::find(&events, "permission_resolved");
+    assert_eq!(resolved["resolvedBy"], "rule");
+    assert_eq!(resolved["ruleId"], rule_id.as_str());
+    assert_eq!(std::fs::read_to_string(home.workspace.join("ruled.txt")).expect("written"), "by rule");
+
+    // A session's own deny still beats the workspace's allow.
+    let own = json!({"effect": "deny", "kinds": ["edit"]});
+    assert_eq!(d.post(&format!("/session/{sid}/permission-rules"), None, own).await.status, 201);
+    let events = d.turn(&sid, &mut sse, Some("bob"), "write denied.txt no").await;
+    let resolved = crate::support::find(&events, "permission_resolved");
+    assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "reject_once"}));
+
+    assert_eq!(d.delete(&format!("{rules}/{rule_id}")).await.status, 204);
+    assert_eq!(d.get(&rules).await.ok()["rules"], json!([]));
+    assert_eq!(d.delete(&format!("{rules}/{rule_id}")).await.pair().1["code"], "rule_not_found");
+}
+
+#[tokio::test]
+async fn remember_workspace_answers_the_workspaces_other_sessions() {
+    let home = Home::new();
+    let d = home.start(&["--session-scope", "thread"]);
+    let first = d.join("alice").await;
+    let second = d.join("alice").await;
+    assert_ne!(first, second);
+    let mut sse1 = Sse::connect(&d, &first, &[]).await;
+    let mut sse2 = Sse::connect(&d, &second, &[]).await;
+    let request = d.raise(&first, &mut sse1, Some("alice"), "write shared.txt one").await;
+    let rid = request["requestId"].as_str().expect("requestId");
+    let vote = json!({"decision": "allow-workspace"});
+    assert_eq!(d.vote(&first, rid, Some("alice"), vote).await.status, 200);
+    sse1.until_type("turn_complete").await;
+    // The other session hears of the rule, then a matching request there is answered by it.
+    let announced = sse2.until_type("policy_updated").await;
+    let rule_id = announced.last().expect("event").payload()["workspaceRules"][0]["ruleId"].clone();
+    assert!(rule_id.is_string(), "{rule_id}");
+    let events = d.turn(&second, &mut sse2, Some("alice"), "write shared.txt one").await;
+    let resolved = crate::support::find(&events, "permission_resolved");
+    assert_eq!((&resolved["resolvedBy"], &resolved["ruleId"]), (&json!("rule"), &rule_id));
+    let listed = d.get(&home.workspace_path("permission-rules")).await.ok();
+    assert_eq!(listed["rules"][0]["ruleId"], rule_id);
+}
+
+/// Streams `n` chunks in one turn and returns every event the subscriber saw.
+async fn streamed(d: &Daemon, sid: &str, n: u32) -> Vec<Event> {
+    let mut sse = Sse::connect(d, sid, &[]).await;
+    d.turn(sid, &mut sse, Some("alice"), &format!("stream {n}")).await
+}
+
+#[tokio::test]
+async fn a_dormant_session_replays_across_a_restart_and_resumes_with_continuing_ids() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let live = streamed(&d, &sid, 20).await;
+    let live_ids = ids(&live);
+    let last = *live_ids.last().expect("ids");
+    stop(d);
+
+    let d = home.start(&[]);
+    let listed = d.get(&format!("{}?include=ended", home.workspace_path("sessions"))).await.ok();
+    let s = &listed["sessions"][0];
+    assert_eq!((s["state"].as_str(), s["endReason"].as_str()), (Some("dormant"), Some("daemon_shutdown")));
+    assert_eq!(d.get(&home.workspace_path("sessions")).await.ok()["sessions"], json!([]), "none live");
+
+    // The whole history, then the part after a Last-Event-ID, byte for byte the frames streamed.
+    let all = replay(&d, &sid, &[]).await;
+    let replayed: Vec<&Event> = all.iter().filter(|e| e.id.is_some()).collect();
+    let ids_all: Vec<u64> = replayed.iter().filter_map(|e| e.id).collect();
+    assert_eq!(ids_all, (1..=last + 1).collect::<Vec<_>>(), "every event, the terminal one included");
+    for (seen, again) in live.iter().zip(&replayed) {
+        assert_eq!(seen.data, again.data);
+    }
+    assert_eq!(replayed.last().expect("events").event, "session_closed");
+    let done = all.last().expect("events");
+    assert_eq!(done.event, "replay_complete");
+    assert_eq!(done.payload()["sessionState"], "dormant");
+    let after = replay(&d, &sid, &last_event_id(10)).await;
+    assert_eq!(ids(&after), (11..=last + 1).collect::<Vec<_>>());
+
+    // Resume: the same id, the agent's session/load, ids continuing after the terminal event.
+    let (status, resumed) = d.post(&format!("/session/{sid}/resume"), None, json!({})).await.pair();
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!((resumed["resumed"].as_bool(), resumed["lastEventId"].as_u64()), (Some(true), Some(last + 1)));
+    // A client reconnecting with its Last-Event-ID still gets what it missed.
+    let mut sse = Sse::connect(&d, &sid, &last_event_id(last - 1)).await;
+    let caught_up = sse.until_type("replay_complete").await;
+    assert_eq!(ids(&caught_up), [last, last + 1]);
+    let turn = d.turn(&sid, &mut sse, Some("alice"), "hello again").await;
+    assert_eq!(ids(&turn).first().copied(), Some(last + 2));
+    assert_eq!(crate::support::chunk_text(&turn), "hello again");
+    let again = d.post(&format!("/session/{sid}/resume"), None, json!({})).await.ok();
+    assert_eq!(again["resumed"], false, "a live session is not resumed twice");
+    stop(d);
+
+    // The resumed turn is part of the history too.
+    let d = home.start(&[]);
+    let all = replay(&d, &sid, &last_event_id(last + 1)).await;
+    assert_eq!(ids(&all).first().copied(), Some(last + 2));
+}
+
+#[tokio::test]
+async fn resume_is_refused_for_an_agent_without_load_session() {
+    let home = Home::new();
+    let agent = format!("{} demo-agent --no-load-session", bin());
+    let d = home.start(&["--agent", &agent]);
+    let sid = d.join("alice").await;
+    stop(d);
+    let d = home.start(&["--agent", &agent]);
+    let (status, body) = d.post(&format!("/session/{sid}/resume"), None, json!({})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (409, Some("resume_unsupported")), "{body}");
+    let (status, body) = d.post("/session/never-was/resume", None, json!({})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (404, Some("session_not_found")));
+}
+
+/// The durability promise: after `kill -9` mid-stream, the history is exactly the ids 1..=K, and
+/// K covers everything the subscriber had received more than a second before the kill.
+#[tokio::test]
+async fn after_kill_9_the_history_is_a_gap_free_prefix_missing_at_most_the_last_second() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // About 6 s of streaming at 1000 chunks/s; the kill comes in the middle.
+    d.prompt_async(&sid, Some("alice"), "stream 6000 1000").await;
+    let mut received: Vec<(u64, Instant)> = Vec::new();
+    while received.len() < 2500 {
+        let e = sse.next().await.expect("the stream runs");
+        if let Some(id) = e.id {
+            received.push((id, Instant::now()));
+        }
+    }
+    let killed_at = Instant::now();
+    drop(d); // SIGKILL, then reaped
+    let settled: u64 = received
+        .iter()
+        .filter(|(_, at)| killed_at.duration_since(*at) > Duration::from_secs(1))
+        .map(|(id, _)| *id)
+        .max()
+        .unwrap_or(0);
+    assert!(settled > 0, "the stream ran for more than a second before the kill");
+
+    let d = home.start(&[]);
+    let all = replay(&d, &sid, &[]).await;
+    assert!(all.iter().all(|e| e.event != "history_gap"), "the writer kept up on an idle disk");
+    let got = ids(&all);
+    let k = got.len() as u64;
+    assert_eq!(got, (1..=k).collect::<Vec<_>>(), "a gap-free prefix");
+    assert!(
+        k >= settled,
+        "the history ends at {k}, but {settled} had been streamed more than 1 s before the kill"
+    );
+    let streamed_before: Vec<u64> = received.iter().map(|(id, _)| *id).collect();
+    assert!(got.iter().zip(&streamed_before).all(|(a, b)| a == b), "the same events as streamed");
+}
+
+#[tokio::test]
+async fn retention_keeps_the_newest_events_of_each_session() {
+    let home = Home::new();
+    let d = home.start(&["--history-events", "10"]);
+    let sid = d.join("alice").await;
+    let live = streamed(&d, &sid, 30).await;
+    let last = *ids(&live).last().expect("ids") + 1; // and session_closed
+    stop(d);
+
+    // Retention runs in the background once the next daemon is up.
+    let d = home.start(&["--history-events", "10"]);
+    let deadline = Instant::now() + WAIT;
+    let kept = loop {
+        let all = replay(&d, &sid, &[]).await;
+        let kept = ids(&all);
+        if kept.len() == 10 {
+            break kept;
+        }
+        assert!(Instant::now() < deadline, "retention never ran: {} events kept", kept.len());
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling a background pass
+    };
+    assert_eq!(kept, (last - 9..=last).collect::<Vec<_>>());
+    // A client whose Last-Event-ID is older learns that the history moved on.
+    let mut sse = Sse::connect(&d, &sid, &last_event_id(3)).await;
+    let first = sse.next().await.expect("an event");
+    assert_eq!(first.event, "state_resync_required");
+    assert_eq!(first.payload()["earliestAvailableId"], last - 9);
+    let health = d.get("/health?deep=1").await.ok();
+    assert_eq!(health["store"]["durable"], true);
+    assert!(health["store"]["dbBytes"].as_u64().expect("dbBytes") > 0);
+}
+
+#[test]
+fn a_state_dir_others_may_write_to_refuses_the_boot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let s = state.to_str().expect("utf-8");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("group or others may write") && stderr.contains("chmod 700"), "{stderr}");
+}
+
+#[test]
+fn a_new_state_dir_is_private() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("nested/state");
+    let d = Daemon::start(&["--state-dir", state.to_str().expect("utf-8")]);
+    let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("state.db")), 0o600);
+    drop(d);
+}
+
+#[test]
+fn a_database_from_a_newer_mediatord_refuses_the_boot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let db = rusqlite::Connection::open(state.join("state.db")).expect("db");
+    db.execute_batch(
+        "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+         INSERT INTO schema_migrations VALUES (99, 0);",
+    )
+    .expect("a future schema");
+    drop(db);
+    let s = state.to_str().expect("utf-8");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
+}
