@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import {
+  assertClosedSessionEvents,
   DAEMON_KIND,
   EventStream,
   FAKE_TEXT,
@@ -329,9 +330,7 @@ test(tag('DELETE /session/:id: session_closed on both subscribers, streams end, 
     assert.equal(typeof closed.data.reason, 'string');
     await s.waitEnd();
   }
-  const ev = await api('GET', `/session/${enc(a.sessionId)}/events`, { timeoutMs: T.connect });
-  assert.equal(ev.status, 404, `events of a closed session: ${show(ev)}`);
-  assert.equal(ev.json?.code, 'session_not_found');
+  await assertClosedSessionEvents(a.sessionId);
   const pr = await api('POST', `/session/${enc(a.sessionId)}/prompt`, {
     body: { prompt: [{ type: 'text', text: 'hi' }] },
     headers: { Prefer: 'respond-async' },

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import {
+  assertClosedSessionEvents,
   DAEMON_KIND,
   EventStream,
   FAKE_TEXT,
@@ -305,9 +306,7 @@ test('DELETE /session/:id ends the session: session_closed, streams end, later c
   await stream2.waitFor((e) => e.type === 'session_closed', { what: 'session_closed on client-2', timeoutMs: T.streamEnd });
   await stream2.waitEnd();
 
-  const ev = await api('GET', `/session/${enc(sid())}/events`, { timeoutMs: T.connect });
-  assert.equal(ev.status, 404, `events of a closed session: ${show(ev)}`);
-  assert.equal(ev.json?.code, 'session_not_found');
+  await assertClosedSessionEvents(sid());
   const pr = await api('POST', `/session/${enc(sid())}/prompt`, {
     body: { prompt: [{ type: 'text', text: 'hi' }] },
     headers: { Prefer: 'respond-async' },

@@ -70,6 +70,27 @@ export function show(res) {
   return `HTTP ${res.status} ${res.text.slice(0, 400)}`;
 }
 
+/**
+ * GET /session/:id/events after the session was closed with DELETE. qwen serve forgets the session:
+ * 404 session_not_found. mediatord keeps its history (docs/protocol.md §14.3): a finite replay whose
+ * last recorded event is session_closed, then replay_complete {sessionState: "closed"}, and the end.
+ */
+export async function assertClosedSessionEvents(sessionId) {
+  const ev = await api('GET', `/session/${encodeURIComponent(sessionId)}/events`, { timeoutMs: T.connect });
+  if (DAEMON_KIND !== 'mediatord') {
+    assert.equal(ev.status, 404, `events of a closed session: ${show(ev)}`);
+    assert.equal(ev.json?.code, 'session_not_found');
+    return;
+  }
+  assert.equal(ev.status, 200, `events of a closed session (its history): ${show(ev)}`);
+  const frames = [...ev.text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]));
+  const types = frames.map((f) => f.type);
+  assert.equal(types.at(-1), 'replay_complete', `the replay ends with replay_complete: ${types.join(', ')}`);
+  assert.equal(frames.at(-1).data.sessionState, 'closed');
+  assert.equal(types.at(-2), 'session_closed', `the history's last event is session_closed: ${types.join(', ')}`);
+  assert.equal(frames.at(-2).data.sessionId, sessionId);
+}
+
 /** POST /session; asserts 200 and the documented fields. */
 export async function createSession(clientId, extra = {}) {
   const res = await api('POST', '/session', { body: { cwd: WORKSPACE, ...extra }, clientId });
