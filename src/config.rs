@@ -1612,7 +1612,9 @@ mod tests {
         let a = agent_command("node '/opt/my agent/cli.js' --acp").expect("valid");
         assert_eq!(a.program, "node");
         assert_eq!(a.args, vec!["/opt/my agent/cli.js", "--acp"]);
-        assert!(agent_command("   ").is_err());
-        assert!(agent_command("qwen 'unbalanced").is_err());
+        let empty = agent_command("   ").err().map(|e| e.0).unwrap_or_default();
+        assert!(empty.contains("--agent is empty"), "{empty}");
+        let unbalanced = agent_command("qwen 'unbalanced").err().map(|e| e.0).unwrap_or_default();
+        assert!(unbalanced.contains("cannot be split into words"), "{unbalanced}");
     }
 }

@@ -845,7 +845,9 @@ mod tests {
         let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
         let tag = PromptTag { prompt_id: Some("p1".into()), originator: Some("c1".into()) };
+        let before = crate::clock::now_ms();
         b.publish(TurnComplete, &json!({"stopReason": "end_turn"}), &tag);
+        let after = crate::clock::now_ms();
         b.close();
         let text = collect(sub).await;
         let data = text.lines().find_map(|l| l.strip_prefix("data: ")).expect("data line");
@@ -856,7 +858,8 @@ mod tests {
         assert_eq!(v["data"]["stopReason"], "end_turn");
         assert_eq!(v["promptId"], "p1");
         assert_eq!(v["originatorClientId"], "c1");
-        assert!(v["_meta"]["serverTimestamp"].as_u64().is_some());
+        let stamp = v["_meta"]["serverTimestamp"].as_u64().expect("serverTimestamp");
+        assert!((before..=after).contains(&stamp), "published between {before} and {after}: {stamp}");
         assert!(text.starts_with("retry: 3000\n\n"));
         assert!(text.contains("id: 1\nevent: turn_complete\n"));
     }
@@ -968,11 +971,14 @@ mod tests {
             sizes.push(batch.len());
         }
         assert_eq!(seen, (6..=205).collect::<Vec<_>>());
+        // The documented 64 KiB (docs/architecture.md, the data path), written out rather than
+        // read from the constant, so a changed bound fails here.
+        let documented = 65_536;
         let (last, full) = sizes.split_last().expect("batches");
-        assert!(*last <= BATCH_BYTES);
+        assert!(*last <= documented);
         for size in full {
             // Full: one more ~1.1 KiB frame would not have fitted.
-            assert!((BATCH_BYTES - 1200..=BATCH_BYTES).contains(size), "{sizes:?}");
+            assert!((documented - 1200..=documented).contains(size), "{sizes:?}");
         }
     }
 
@@ -1168,6 +1174,70 @@ mod tests {
         assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 0, "a dropped bus releases its bytes");
     }
 
+    /// The daemon's byte cap is the documented 64 MiB (docs/operations.md): frames just under it
+    /// in total all stay; one more and the oldest goes.
+    #[tokio::test]
+    async fn the_default_byte_cap_holds_64_mib() {
+        let b = Bus::new("s1".into(), limits(1000, 1000, 10), Arc::default());
+        let payload = "m".repeat((1 << 20) - 1024); // a frame is ~900 bytes under 1 MiB
+        for _ in 0..64 {
+            b.publish(SessionUpdate, &json!({"t": payload}), &PromptTag::default());
+        }
+        let held = |b: &Bus| {
+            let inner = lock(&b.inner);
+            (inner.ring.len(), inner.front())
+        };
+        assert_eq!(held(&b), (64, 1));
+        b.publish(SessionUpdate, &json!({"t": payload}), &PromptTag::default());
+        assert_eq!(held(&b), (64, 2));
+    }
+
+    /// Both bounds are inclusive: a ring exactly at its byte cap keeps every frame, and a stream
+    /// exactly at the lag limit is not evicted.
+    #[tokio::test]
+    async fn a_ring_at_its_byte_cap_and_a_stream_at_the_lag_limit_are_left_alone() {
+        let probe = bus(10, 10);
+        publish(&probe, 1);
+        let frame = lock(&probe.inner).ring_bytes; // ids 1 to 9 frame to the same size
+        let b = Bus::new(
+            "s1".into(),
+            Limits { ring_events: 100, ring_bytes: 3 * frame, lag_limit: 3, max_subscribers: 10 },
+            Arc::default(),
+        );
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        publish(&b, 3);
+        let held = {
+            let inner = lock(&b.inner);
+            (inner.ring.len(), inner.ring_bytes)
+        };
+        assert_eq!(held, (3, 3 * frame));
+        b.close();
+        let text = rest(&mut stream).await;
+        assert_eq!(ids(&text), [1, 2, 3]);
+        assert!(idless(&text, "client_evicted").is_empty(), "{text}");
+    }
+
+    /// Trimming by count keeps the byte tally right: it is what the byte cap and the gauge read.
+    #[test]
+    fn trimming_by_count_keeps_the_byte_tally() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), limits(2, 2, 10), stats.clone());
+        publish(&b, 5);
+        let inner = lock(&b.inner);
+        let held: usize = inner.ring.iter().map(Bytes::len).sum();
+        assert_eq!((inner.ring.len(), inner.ring_bytes), (2, held));
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), held as u64);
+    }
+
+    /// What a log line shows of a bus: its session and limits.
+    #[test]
+    fn debug_output_names_the_session_and_the_limits() {
+        let text = format!("{:?}", bus(10, 3));
+        assert!(text.starts_with(r#"Bus { session_id: "s1", limits: Limits { ring_events: 10"#), "{text}");
+        assert!(text.contains("max_subscribers: 3"), "{text}");
+    }
+
     #[tokio::test]
     async fn subscriber_cap_is_enforced_and_freed_on_drop() {
         let b = bus(10, 1);
@@ -1267,7 +1337,7 @@ mod tests {
         let b = bus(10, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some());
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         token.cancel();
         assert_eq!(chunk(&mut stream).await, None);
     }
@@ -1277,7 +1347,7 @@ mod tests {
         let b = bus(10, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some()); // `retry`
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         b.publish(TurnComplete, &json!({}), &PromptTag::default());
         b.publish_terminal(SessionClosed, &json!({"sessionId": "s1"}));
         token.cancel();
@@ -1291,7 +1361,7 @@ mod tests {
         let b = bus(100, 10);
         let token = CancellationToken::new();
         let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert!(chunk(&mut stream).await.is_some());
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
         publish(&b, 3);
         token.cancel();
         let first = chunk(&mut stream).await.expect("what was there");

@@ -911,7 +911,7 @@ mod tests {
     use super::*;
     use crate::acp::Client as _;
     use crate::config::Policy;
-    use crate::permission::{Effect, MediatorConfig, Vote};
+    use crate::permission::{Effect, ForbidReason, MediatorConfig, Vote, VoteError};
 
     /// Bounds every wait in these tests; nothing here should take more than a moment.
     const WAIT: Duration = Duration::from_secs(5);
@@ -1341,6 +1341,7 @@ mod tests {
     async fn cancel_tells_the_agent_before_it_cancels_pending_permissions() {
         let mut f = fixture(5, Policy::Designated);
         f.session.touch_client("alice");
+        f.session.touch_client("bob");
         f.session.enqueue(text_prompt("ask")).expect("queued");
         f.agent.until(method::SESSION_PROMPT, 1).await;
         let session = f.session.clone();
@@ -1350,7 +1351,8 @@ mod tests {
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
         let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
-        assert!(f.session.permissions().vote(&request_id, Some("bob"), true, &vote).is_err());
+        let refused = f.session.permissions().vote(&request_id, Some("bob"), true, &vote);
+        assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;
         assert_eq!(f.agent.methods(), [method::SESSION_PROMPT, method::SESSION_CANCEL]);
         let answer = tokio::time::timeout(WAIT, request).await.expect("answered").expect("task");

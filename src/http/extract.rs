@@ -161,6 +161,6 @@ mod tests {
         h.insert("x-qwen-client-id", "main".parse().expect("header"));
         assert_eq!(client_id(&h).ok(), Some(Some("main".into())));
         h.insert("x-qwen-client-id", "bad id".parse().expect("header"));
-        assert!(client_id(&h).is_err());
+        assert!(matches!(client_id(&h), Err(ApiError::InvalidClientId(ClientIdProblem::Malformed))));
     }
 }

@@ -1087,7 +1087,8 @@ mod tests {
         for _ in 0..5 {
             let refused = f.permissions().vote(&id, Some("bob"), false, &allow);
             assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
-            assert!(f.permissions().vote(&id, None, false, &allow).is_err());
+            let anonymous = f.permissions().vote(&id, None, false, &allow);
+            assert_eq!(anonymous, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         }
         f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
         answer(task).await;
@@ -1146,9 +1147,13 @@ mod tests {
     async fn an_unanswered_request_is_cancelled_when_its_time_is_up() {
         let timeout = Duration::from_secs(300);
         let f = fixture(Policy::FirstResponder, Some(timeout));
+        let before = now_ms();
         let task = f.raise(params("/ws/a", &["allow_once"]));
         f.until_pending(1).await;
-        assert!(f.permissions().list_pending()[0]["expiresAt"].as_u64().is_some());
+        let after = now_ms();
+        // Wall-clock ms (the paused clock is tokio's): issued between `before` and `after`.
+        let expires = f.permissions().list_pending()[0]["expiresAt"].as_u64().expect("expiresAt");
+        assert!((before + 300_000..=after + 300_000).contains(&expires), "{before}..{after}: {expires}");
         // The paused clock jumps to the next timer (the request's deadline) once every task idles.
         let answered = tokio::time::timeout(timeout * 2, task).await.expect("answered").expect("task");
         assert_eq!(answered, json!({"outcome": {"outcome": "cancelled"}}));
@@ -1177,7 +1182,183 @@ mod tests {
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
         let audit = f.permissions().audit();
         assert_eq!(audit[0]["votersAtIssue"], json!(["alice", "bob", "carol"]));
-        assert_eq!(audit[0]["ballots"].as_array().map(Vec::len), Some(3));
+        let ballots = audit[0]["ballots"].as_array().expect("ballots");
+        let said: Vec<_> = ballots
+            .iter()
+            .map(|b| (b["clientId"].clone(), b["loopback"].clone(), b["counted"].clone()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (json!("dave"), json!(true), json!(false)),
+                (json!("alice"), json!(false), json!(true)),
+                (json!("carol"), json!(false), json!(true))
+            ]
+        );
+        assert!(
+            ballots
+                .iter()
+                .all(|b| b["optionId"] == "opt-allow_once" && b["at"].as_u64().is_some_and(|t| t > 0))
+        );
+    }
+
+    /// What a log line shows of a mediator: its settings and workspace, and the session it serves.
+    #[test]
+    fn debug_output_names_the_settings_and_the_session() {
+        let f = fixture(Policy::Consensus, Some(Duration::from_secs(5)));
+        let mediator = format!("{:?}", f.mediator);
+        assert!(
+            mediator.starts_with("Mediator") && mediator.contains("Consensus") && mediator.contains(WS),
+            "{mediator}"
+        );
+        assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
+    }
+
+    /// A vote says how it arrived (`via`) on its ballot and on `permission_resolved`; a request is
+    /// pending until decided.
+    #[tokio::test]
+    async fn a_vote_by_link_says_so_and_ends_the_pending_request() {
+        let f = fixture(Policy::FirstResponder, None);
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        assert!(f.permissions().is_pending(&id) && !f.permissions().is_pending("nope"));
+        f.permissions().vote_via(&id, None, true, &vote("opt-allow_once", false), Via::Link).expect("vote");
+        answer(task).await;
+        assert!(!f.permissions().is_pending(&id), "decided");
+        assert_eq!(f.host.last(EventKind::PermissionResolved)["via"], "link");
+        assert_eq!(f.permissions().audit()[0]["ballots"][0]["via"], "link");
+        assert_eq!(Via::Rest.as_str(), "rest");
+    }
+
+    #[tokio::test]
+    async fn an_untimed_request_has_no_expiry() {
+        let f = fixture(Policy::FirstResponder, None);
+        let _task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        assert_eq!(f.permissions().list_pending()[0].get("expiresAt"), None);
+    }
+
+    /// Late votes are answered from the last `RESOLVED_RING` decisions, and the audit keeps the last
+    /// `AUDIT_RING`: one decision more and the oldest is forgotten by both, the next still known.
+    #[tokio::test]
+    async fn the_resolved_record_and_the_audit_keep_the_last_512_decisions() {
+        assert_eq!(RESOLVED_RING, AUDIT_RING, "one loop below fills both");
+        let f = fixture(Policy::FirstResponder, None);
+        let mut decided = Vec::new();
+        while decided.len() <= RESOLVED_RING {
+            let batch = (RESOLVED_RING + 1 - decided.len()).min(MAX_PENDING_PER_SESSION);
+            let tasks: Vec<_> = (0..batch).map(|_| f.raise(params("/ws/a", &["allow_once"]))).collect();
+            f.until_pending(batch).await;
+            decided.extend(f.pending_ids());
+            f.permissions().cancel_all(ResolvedBy::Cancel);
+            for task in tasks {
+                answer(task).await;
+            }
+        }
+        let late = vote("opt-allow_once", false);
+        let (oldest, kept, newest) = (&decided[0], &decided[1], &decided[RESOLVED_RING]);
+        assert_eq!(f.permissions().vote(oldest, None, true, &late), Err(VoteError::NotFound));
+        assert!(!f.permissions().knows(oldest));
+        for id in [kept, newest] {
+            assert!(f.permissions().knows(id));
+            assert_eq!(
+                f.permissions().vote(id, None, true, &late),
+                Err(VoteError::AlreadyResolved { resolved_option_id: CANCEL_OPTION_ID.into() })
+            );
+        }
+        let audit = f.permissions().audit();
+        assert_eq!(audit.len(), AUDIT_RING);
+        assert_eq!(audit[0]["requestId"], kept.as_str());
+        assert_eq!(audit[AUDIT_RING - 1]["requestId"], newest.as_str());
+    }
+
+    /// An audit entry keeps the first `MAX_BALLOTS_PER_REQUEST` ballots: the deciding one, arriving
+    /// after as many refused ones, is not among them.
+    #[tokio::test]
+    async fn an_audit_entry_keeps_the_first_64_ballots() {
+        let f = fixture(Policy::Designated, None);
+        let refused: Vec<String> = (0..MAX_BALLOTS_PER_REQUEST).map(|i| format!("voter-{i}")).collect();
+        f.add_voters(&refused.iter().map(String::as_str).collect::<Vec<_>>());
+        f.add_voters(&["alice"]);
+        *lock(&f.host.originator) = Some("alice".into());
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let allow = vote("opt-allow_once", false);
+        for voter in &refused {
+            let refusal = f.permissions().vote(&id, Some(voter), false, &allow);
+            assert_eq!(refusal, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
+        }
+        f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
+        let ballots = f.permissions().audit()[0]["ballots"].as_array().cloned().expect("ballots");
+        let voters: Vec<&str> = ballots.iter().filter_map(|b| b["clientId"].as_str()).collect();
+        assert_eq!(voters, refused.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn removing_a_rule_keeps_the_others_and_an_unknown_id_is_not_found() {
+        let f = fixture(Policy::FirstResponder, None);
+        let first =
+            f.permissions().add_rule(rule(json!({"effect": "allow", "kinds": ["read"]}))).expect("first");
+        let second =
+            f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]}))).expect("second");
+        let id = |r: &Value| r["ruleId"].as_str().map(str::to_owned).expect("ruleId");
+        f.permissions().remove_rule(&id(&first)).expect("removed");
+        assert_eq!(f.permissions().list_rules(), std::slice::from_ref(&second));
+        assert_eq!(f.host.last(EventKind::PolicyUpdated)["rules"], json!([second]));
+        let published = f.host.kinds().len();
+        assert_eq!(f.permissions().remove_rule(&id(&first)), Err(RuleError::NotFound));
+        assert_eq!(f.host.kinds().len(), published, "a refused removal publishes nothing");
+        assert_eq!(f.permissions().list_rules().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_rule_cap_refuses_the_next_rule_and_a_remembered_decision_adds_none() {
+        let f = fixture(Policy::FirstResponder, None);
+        for i in 0..rules::MAX_RULES_PER_SESSION {
+            let added =
+                f.permissions().add_rule(rule(json!({"effect": "allow", "commands": [format!("cmd-{i}")]})));
+            assert!(added.is_ok(), "rule {i}: {added:?}");
+        }
+        let over = f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]})));
+        assert_eq!(over, Err(RuleError::Invalid("at most 256 rules per session".into())));
+        let task = f.raise(params("/ws/a", &["allow_once", "allow_always"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        f.permissions().vote(&id, None, true, &vote("opt-allow_always", false)).expect("vote");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_always");
+        assert_eq!(f.permissions().list_rules().len(), rules::MAX_RULES_PER_SESSION);
+    }
+
+    #[tokio::test]
+    async fn the_decision_shorthand_picks_the_once_option_of_its_kind_or_names_the_missing_one() {
+        let f = fixture(Policy::FirstResponder, None);
+        let _task = f.raise(params("/ws/a", &["allow_always", "reject_always"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        for (effect, looked_for) in [(Effect::Allow, "allow_once"), (Effect::Deny, "reject_once")] {
+            assert_eq!(
+                f.permissions().vote(&id, None, true, &Vote::Decision { effect, remember: Remember::No }),
+                Err(VoteError::InvalidOption { request_id: id.clone(), option_id: looked_for.into() })
+            );
+        }
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        f.permissions()
+            .vote(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: Remember::Session })
+            .expect("vote");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-reject_once");
+        let rules = f.permissions().list_rules();
+        assert_eq!(
+            (rules.len(), rules[0]["effect"].clone()),
+            (1, json!("deny")),
+            "-session remembers: {rules:?}"
+        );
     }
 
     #[tokio::test]

@@ -144,6 +144,13 @@ mod tests {
     use ForbidReason::{DesignatedMismatch, RemoteNotAllowed};
     use Policy::{Consensus, Designated, FirstResponder, LocalOnly};
 
+    /// The wire names of `permission_forbidden.reason` and the 403's `reason` (docs/protocol.md § 8).
+    #[test]
+    fn forbid_reasons_have_their_wire_names() {
+        assert_eq!(DesignatedMismatch.as_str(), "designated_mismatch");
+        assert_eq!(RemoteNotAllowed.as_str(), "remote_not_allowed");
+    }
+
     /// Every row of the policy table in `docs/protocol.md#8-permission-mediation`, plus the cancel escape, as (issued, prior, ballot, expected).
     #[test]
     fn decision_table() {

@@ -610,6 +610,48 @@ mod tests {
         }
     }
 
+    /// The bounds are inclusive: exactly 64 entries and an entry of exactly 4096 bytes are accepted.
+    #[test]
+    fn matchers_at_their_exact_limits_are_accepted() {
+        let tools: Vec<String> = (0..MAX_MATCHERS_PER_FIELD).map(|i| format!("t{i}")).collect();
+        let wide = parse_rule(&json!({"effect": "allow", "tools": tools}), Path::new(WS), None, 0);
+        assert_eq!(wide.expect("64 entries").rule.tools.map(|t| t.len()), Some(MAX_MATCHERS_PER_FIELD));
+        let long = "x".repeat(MAX_MATCHER_LEN);
+        let rule = parse_rule(&json!({"effect": "allow", "commands": [long]}), Path::new(WS), None, 0);
+        assert!(
+            rule.expect("4096 bytes").matches(&facts(json!({"rawInput": {"command": long}})), Path::new(WS))
+        );
+    }
+
+    /// A remembered rule obeys the limits a posted one does, inclusive: paths up to 64 of them and up
+    /// to 4096 bytes each are remembered literally; past either, or with an empty matcher, nothing is.
+    #[test]
+    fn a_remembered_rule_is_valid_up_to_the_matcher_limits() {
+        let ws = Path::new(WS);
+        let with_paths = |paths: Vec<String>| {
+            let locations: Vec<Value> = paths.iter().map(|p| json!({"path": p})).collect();
+            facts(json!({"kind": "edit", "title": "Write", "locations": locations}))
+        };
+        let many = |n: usize| (0..n).map(|i| format!("/ws/f{i}")).collect::<Vec<_>>();
+        let at_limit = remembered_rule(&with_paths(many(MAX_MATCHERS_PER_FIELD)), Effect::Allow, ws, None, 0);
+        assert_eq!(at_limit.expect("64 paths").rule.paths.map(|p| p.len()), Some(MAX_MATCHERS_PER_FIELD));
+        assert!(
+            remembered_rule(&with_paths(many(MAX_MATCHERS_PER_FIELD + 1)), Effect::Allow, ws, None, 0)
+                .is_none()
+        );
+
+        let long = |len: usize| format!("/ws/{}", "a".repeat(len - "/ws/".len()));
+        let exact = remembered_rule(&with_paths(vec![long(MAX_MATCHER_LEN)]), Effect::Allow, ws, None, 0);
+        assert_eq!(exact.expect("4096 bytes").rule.paths, Some(vec![long(MAX_MATCHER_LEN)]));
+        assert!(
+            remembered_rule(&with_paths(vec![long(MAX_MATCHER_LEN + 1)]), Effect::Allow, ws, None, 0)
+                .is_none()
+        );
+
+        let untitled = facts(json!({"kind": "edit", "title": ""}));
+        assert!(remembered_rule(&untitled, Effect::Allow, ws, None, 0).is_none(), "an empty tool name");
+    }
+
     #[test]
     fn parsed_rule_round_trips_as_the_wire_object() {
         let body = json!({"effect": "deny", "paths": ["src/*"], "ruleId": "mine", "extra": 1});

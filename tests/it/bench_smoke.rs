@@ -21,7 +21,8 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
         assert_eq!(r.received, r.expected_per_sub * r.subscribers as u64, "every update arrives: {r:?}");
         assert_eq!((r.evicted, r.incomplete), (0, 0), "{r:?}");
         assert!(r.delivered_per_s > 100.0 && r.window_s > 0.0, "{r:?}");
-        assert!(r.p50_us <= r.p99_us && r.p99_us < 10_000_000, "latency under 10 s: {r:?}");
+        // p50 is 0 only when no latency was measured (an empty sample); p50 <= p99 holds by construction.
+        assert!(r.p50_us > 0 && r.p99_us < 10_000_000, "latencies measured, under 10 s: {r:?}");
     }
     assert_eq!(daemon.relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(), plan.subscribers.len());
     assert_eq!(daemon.paced.len(), 1);

@@ -56,11 +56,10 @@ fn guard_of(d: &Daemon, agent: u32) -> u32 {
 #[tokio::test]
 async fn sigterm_on_an_idle_daemon_exits_0_promptly() {
     let mut d = Daemon::start(&[]);
-    let started = Instant::now();
     d.signal(Signal::TERM);
+    // `wait_exit` panics past its deadline: that bound is the "promptly".
     let status = d.wait_exit(Duration::from_secs(15));
     assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
-    assert!(started.elapsed() < Duration::from_secs(15));
 }
 
 #[tokio::test]
@@ -180,11 +179,9 @@ async fn an_agent_ignoring_sigterm_and_lingering_is_killed_at_shutdown() {
     let guard = guard_of(&d, agent);
     make_agent_stubborn(&d, &sid).await;
 
-    let started = Instant::now();
     d.signal(Signal::TERM);
     let status = d.wait_exit(AGENT_GRACE + MARGIN);
     assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
-    assert!(started.elapsed() < AGENT_GRACE + MARGIN);
     wait_gone(agent).await;
     wait_gone(guard).await;
 }

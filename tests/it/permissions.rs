@@ -191,8 +191,12 @@ async fn consensus_split_is_cancelled_by_the_timeout() {
     let sid = d.join("alice").await;
     d.join("bob").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let before = wall_ms();
     let request = d.raise(&sid, &mut sse, Some("alice"), "write split.txt never").await;
-    assert!(request["expiresAt"].as_u64().is_some(), "a timed request says when it expires: {request}");
+    let after = wall_ms();
+    // Issued between `before` and `after`, so it expires 2500 ms after a moment in that window.
+    let expires = request["expiresAt"].as_u64().expect("a timed request says when it expires");
+    assert!((before + 2500..=after + 2500).contains(&expires), "{before}..{after} + 2500: {request}");
     let rid = request_id(&request);
     assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair().0, 200);
     assert_eq!(d.vote(&sid, &rid, Some("bob"), selected("reject_once")).await.pair().0, 200);
@@ -514,6 +518,26 @@ async fn unregistered_client_on_a_pending_request_is_invalid_client_id() {
     assert_eq!((status, body), (200, json!({})));
 }
 
+/// With several sessions, each legacy vote lands in the session that holds its request.
+#[tokio::test]
+async fn legacy_route_finds_the_request_among_several_sessions() {
+    let d = Daemon::start(&["--session-scope", "thread"]);
+    let (first, second) = (d.join("alice").await, d.join("bob").await);
+    assert_ne!(first, second, "thread scope: two sessions");
+    let mut sse1 = Sse::connect(&d, &first, &[]).await;
+    let mut sse2 = Sse::connect(&d, &second, &[]).await;
+    let r1 = request_id(&d.raise(&first, &mut sse1, Some("alice"), "write one.txt 1").await);
+    let r2 = request_id(&d.raise(&second, &mut sse2, Some("bob"), "write two.txt 2").await);
+    for (rid, client) in [(&r2, "bob"), (&r1, "alice")] {
+        assert_eq!(d.legacy_vote(rid, Some(client), selected("allow_once")).await.pair(), (200, json!({})));
+    }
+    for (sse, rid, file, text) in [(&mut sse1, &r1, "one.txt", "1"), (&mut sse2, &r2, "two.txt", "2")] {
+        let events = sse.until_type("turn_complete").await;
+        assert_eq!(find(&events, "permission_resolved")["requestId"], rid.as_str());
+        assert_eq!(std::fs::read_to_string(d.workspace.join(file)).expect("written"), text);
+    }
+}
+
 #[tokio::test]
 async fn legacy_route_finds_the_session_from_the_request_id() {
     let d = Daemon::start(&["--permission-policy", "designated"]);
@@ -752,4 +776,10 @@ async fn anonymous_attaches_do_not_evict_named_clients() {
     assert!(message.contains("not registered"), "{message}");
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
     assert_eq!(status, 200, "alice was evicted: {body}");
+}
+
+/// Wall-clock milliseconds since the epoch: the clock of the wire's timestamps.
+fn wall_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.expect("clock after 1970").as_millis() as u64
 }

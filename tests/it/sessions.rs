@@ -154,7 +154,7 @@ async fn session_cap_refuses_a_new_session_but_not_an_attach() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.body["code"], "session_limit_exceeded");
     assert_eq!(r.body["limit"], 1);
-    assert!(r.header("retry-after").is_some(), "Retry-After is set");
+    assert_eq!(r.header("retry-after"), Some("5"), "Retry-After: the documented 5 s");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ async fn a_full_prompt_queue_is_503_with_limit_and_retry_after() {
     assert_eq!(r.body["code"], "prompt_queue_full");
     assert_eq!(r.body["limit"], 2);
     assert_eq!(r.body["pendingCount"], 2);
-    assert!(r.header("retry-after").is_some(), "Retry-After is set");
+    assert_eq!(r.header("retry-after"), Some("5"), "Retry-After: the documented 5 s");
 }
 
 #[tokio::test]
@@ -414,7 +414,6 @@ async fn delete_closes_the_session_and_ends_its_stream() {
     let last = events.last().expect("a terminal event");
     assert_eq!(last.event, "session_closed");
     assert_eq!(last.payload()["sessionId"], sid.as_str());
-    assert!(sse.ended);
     let r = d.get(&format!("/session/{sid}")).await;
     assert_eq!(r.status, 404);
     assert_eq!(r.body["code"], "session_not_found");
@@ -481,7 +480,7 @@ async fn set_model_answers_and_emits_model_switched() {
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     let r = d.post(&format!("/session/{sid}/model"), Some("alice"), json!({"modelId": "demo-smart"})).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(r.body.is_object());
+    assert_eq!(r.body, json!({}), "the agent's own result: the demo agent answers set_model with {{}}");
     let events = sse.until_type("model_switched").await;
     let switched = events.last().expect("model_switched").payload();
     assert_eq!(switched, &json!({"sessionId": sid, "modelId": "demo-smart"}));
