@@ -1062,6 +1062,50 @@ mod tests {
         assert_eq!(ids(&resumed), [1, 2, 3, 4, 5], "a replay does not count against the lag limit");
     }
 
+    /// Recorded frames with ids `from..=to`, as the history hands them to a resumed session.
+    fn recorded(from: u64, to: u64) -> Vec<Bytes> {
+        (from..=to).map(|i| Bytes::from(format!("id: {i}\nevent: session_update\ndata: {{}}\n\n"))).collect()
+    }
+
+    /// A resumed session's bus: ids continue after the last recorded one, and its ring starts with
+    /// the newest recorded frames that fit both of its bounds (count and bytes), so a client's
+    /// `Last-Event-ID` inside them replays without a resync and one before them gets one.
+    #[tokio::test]
+    async fn a_bus_with_history_continues_the_ids_and_seeds_its_ring_with_the_newest_frames() {
+        let frame = recorded(1, 1)[0].len();
+        let seeded = |ring: usize, bytes: usize, after: u64, recent: Vec<Bytes>| {
+            let stats = Arc::new(BusStats::default());
+            let limits =
+                Limits { ring_events: ring, ring_bytes: bytes, lag_limit: ring, max_subscribers: 10 };
+            let b = Bus::with_history("s1".into(), limits, stats.clone(), None, after, recent);
+            (b, stats)
+        };
+
+        // The count bound: a ring of 3 keeps 3, 4 and 5 of five recorded frames.
+        let (b, stats) = seeded(3, RING_MAX_BYTES, 5, recorded(1, 5));
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 3 * frame as u64);
+        let sub = b.subscribe(Some(3)).expect("subscribe");
+        b.publish(SessionUpdate, &json!({}), &PromptTag::default());
+        b.close();
+        let text = collect(sub).await;
+        assert!(!text.contains("state_resync_required"), "{text}");
+        assert_eq!(ids(&text), [4, 5, 6], "the replay, then the first new event after the recorded ones");
+        let (b, _) = seeded(3, RING_MAX_BYTES, 5, recorded(1, 5));
+        let text = collect_after_close(&b, 1).await;
+        assert!(text.contains("state_resync_required"), "id 2 left with the ring's bound: {text}");
+        assert_eq!(ids(&text), [3, 4, 5]);
+
+        // The byte bound, inclusive: exactly two frames' bytes hold exactly two frames.
+        let (b, stats) = seeded(10, 2 * frame, 5, recorded(1, 5));
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 2 * frame as u64);
+        assert_eq!(ids(&collect_after_close(&b, 0).await), [4, 5]);
+
+        // Defensive: never more frames than ids recorded, even when handed more.
+        let (b, stats) = seeded(10, RING_MAX_BYTES, 2, recorded(1, 5));
+        assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), 2 * frame as u64);
+        assert_eq!(ids(&collect_after_close(&b, 0).await), [4, 5]);
+    }
+
     async fn collect_after_close(b: &Arc<Bus>, after: u64) -> String {
         let sub = b.subscribe(Some(after)).expect("subscribe");
         b.close();
