@@ -340,19 +340,9 @@ impl<'a> Permissions<'a> {
                 reply,
             };
             let workspace_rules = m.workspace_rules.snapshot();
-            let by_rule = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, &m.workspace)
-                .and_then(|rule| {
-                    rule_choice(rule.rule.effect, &pending.options)
-                        .map(|choice| (choice, rule.rule.rule_id.clone()))
-                });
-            if let Some((choice, rule_id)) = by_rule {
-                let resolution = Resolution {
-                    by: ResolvedBy::Rule,
-                    voter: None,
-                    rule_id: Some(rule_id),
-                    remember: Remember::No,
-                    via: None,
-                };
+            if let Some((choice, resolution)) =
+                rule_decision(&st.rules, &workspace_rules, &pending, &m.workspace)
+            {
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return json!({"outcome": outcome_json(&choice)});
             }
@@ -595,20 +585,11 @@ impl<'a> Permissions<'a> {
         let ids = st.order.clone();
         for id in ids {
             let Some(pending) = st.pending.get(&id) else { continue };
-            let Some(rule) = rules::find_match_in(&st.rules, &workspace_rules, &pending.facts, workspace)
+            let Some((choice, resolution)) = rule_decision(&st.rules, &workspace_rules, pending, workspace)
             else {
                 continue;
             };
-            let Some(choice) = rule_choice(rule.rule.effect, &pending.options) else { continue };
-            let rule_id = rule.rule.rule_id.clone();
             if let Some(pending) = take_pending(st, &id) {
-                let resolution = Resolution {
-                    by: ResolvedBy::Rule,
-                    voter: None,
-                    rule_id: Some(rule_id),
-                    remember: Remember::No,
-                    via: None,
-                };
                 self.finish(st, &id, pending, &choice, resolution);
             }
         }
@@ -776,6 +757,26 @@ fn rule_choice(effect: Effect, options: &[Value]) -> Option<Choice> {
         (Effect::Deny, None) => Some(Choice::Cancel),
         (Effect::Allow, None) => None,
     }
+}
+
+/// What the rules decide for `pending` (the session's first, then the workspace's; a deny in either
+/// beats an allow): the choice and the resolution to record, or `None` when no rule answers it.
+fn rule_decision(
+    session_rules: &[CompiledRule],
+    workspace_rules: &[CompiledRule],
+    pending: &Pending,
+    workspace: &Path,
+) -> Option<(Choice, Resolution)> {
+    let rule = rules::find_match_in(session_rules, workspace_rules, &pending.facts, workspace)?;
+    let choice = rule_choice(rule.rule.effect, &pending.options)?;
+    let resolution = Resolution {
+        by: ResolvedBy::Rule,
+        voter: None,
+        rule_id: Some(rule.rule.rule_id.clone()),
+        remember: Remember::No,
+        via: None,
+    };
+    Some((choice, resolution))
 }
 
 fn take_pending(st: &mut State, request_id: &str) -> Option<Pending> {
