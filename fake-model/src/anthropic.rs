@@ -278,12 +278,8 @@ mod tests {
 
     /// `(event line, data)` of every SSE frame, checking that they agree on the type.
     fn events(frames: &[Frame]) -> Vec<(String, Value)> {
-        frames
-            .iter()
-            .filter_map(|f| match f {
-                Frame::Data(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Frame::Hold(_) => None,
-            })
+        Frame::texts(frames)
+            .into_iter()
             .map(|s| {
                 let (ev, data) = s.trim_end().split_once('\n').expect("two lines");
                 let ev = ev.strip_prefix("event: ").expect("event line").to_owned();

@@ -39,6 +39,21 @@ impl Frame {
     }
 }
 
+#[cfg(test)]
+impl Frame {
+    /// The text of every `Data` frame, the holds left out: what a client reads, for the dialects'
+    /// tests.
+    pub(crate) fn texts(frames: &[Frame]) -> Vec<String> {
+        frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Data(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Frame::Hold(_) => None,
+            })
+            .collect()
+    }
+}
+
 /// Notes in the journal when a body is dropped before its last frame was sent.
 struct Progress {
     left: VecDeque<Frame>,

@@ -313,12 +313,8 @@ mod tests {
 
     /// The JSON of every `data:` line.
     fn responses(frames: &[Frame]) -> Vec<Value> {
-        frames
-            .iter()
-            .filter_map(|f| match f {
-                Frame::Data(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Frame::Hold(_) => None,
-            })
+        Frame::texts(frames)
+            .into_iter()
             .map(|s| {
                 assert!(s.ends_with("\n\n") && !s.contains("event:"), "{s:?}");
                 serde_json::from_str(s.trim_end().strip_prefix("data: ").expect("a data line")).expect("json")

@@ -273,16 +273,6 @@ mod tests {
         assert!(conversation(&no_id).expect_err("no id").contains("tool_call_id"));
     }
 
-    fn sse_data(frames: &[Frame]) -> Vec<String> {
-        frames
-            .iter()
-            .filter_map(|f| match f {
-                Frame::Data(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Frame::Hold(_) => None,
-            })
-            .collect()
-    }
-
     fn out(include_usage: bool) -> Out {
         Out { id: "chatcmpl-x".into(), model: "m".into(), created: 1, include_usage }
     }
@@ -290,7 +280,7 @@ mod tests {
     #[test]
     fn a_streamed_tool_call_carries_its_arguments_and_finishes_with_tool_calls() {
         let reply = reply_to(&qwen_request(vec![user("WRITE /w/a.txt some text")]));
-        let data = sse_data(&out(true).stream(&reply, "call_7"));
+        let data = Frame::texts(&out(true).stream(&reply, "call_7"));
         assert!(data.iter().all(|d| d.starts_with("data: ") && d.ends_with("\n\n")), "{data:?}");
         assert_eq!(data.last().map(String::as_str), Some("data: [DONE]\n\n"));
         let chunks: Vec<Value> = data[..data.len() - 1]
@@ -310,10 +300,10 @@ mod tests {
     #[test]
     fn a_whole_response_has_the_text_and_no_usage_chunk_is_sent_unasked() {
         let reply = reply_to(&qwen_request(vec![user("hi")]));
-        let data = sse_data(&out(false).stream(&reply, "call_1"));
+        let data = Frame::texts(&out(false).stream(&reply, "call_1"));
         assert!(!data.iter().any(|d| d.contains("\"usage\"")), "{data:?}");
         let doc: Value =
-            serde_json::from_str(&sse_data(&out(false).whole(&reply, "call_1"))[0]).expect("json");
+            serde_json::from_str(&Frame::texts(&out(false).whole(&reply, "call_1"))[0]).expect("json");
         assert_eq!(doc["choices"][0]["message"]["content"], DEFAULT_TEXT);
         assert_eq!(doc["choices"][0]["finish_reason"], "stop");
     }
@@ -324,8 +314,8 @@ mod tests {
         let frames = out(false).stream(&reply, "call_1");
         let hold = frames.iter().position(|f| matches!(f, Frame::Hold(d) if *d == Duration::from_secs(5)));
         let hold = hold.expect("a hold");
-        let before = sse_data(&frames[..hold]).concat();
-        let after = sse_data(&frames[hold..]).concat();
+        let before = Frame::texts(&frames[..hold]).concat();
+        let after = Frame::texts(&frames[hold..]).concat();
         assert!(
             before.contains(crate::directive::STALL_OPENING) && !before.contains("finish_reason\":\"stop")
         );
