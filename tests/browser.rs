@@ -788,10 +788,8 @@ async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
 async fn a_notification_link_shows_the_request_and_its_button_approves() {
     let _one = ONE_BROWSER.lock().await;
     let mut hook = support::Receiver::start(&[]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("mediatord.json");
-    std::fs::write(&config, json!({"serve": {"notify": [hook.url("/")]}}).to_string()).expect("write config");
-    let (d, driver) = start(&["--config", config.to_str().expect("utf-8")]).await;
+    let (d, _config) = support::daemon_notifying(json!([hook.url("/")]), &[]);
+    let driver = Driver::start().await;
     let sid = d.join("alice").await;
     let mut sse = support::Sse::connect(&d, &sid, &[]).await;
     d.raise(&sid, &mut sse, Some("alice"), "write clicked.txt in-chromium").await;

@@ -9,22 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::Sha256;
 
 use crate::support::*;
 
 const SECRET: &str = "correct horse battery staple";
-
-/// A daemon whose config file holds `notify` (and `extra` serve settings).
-fn daemon_notifying(notify: Value, extra: &[&str]) -> (Daemon, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("mediatord.json");
-    std::fs::write(&path, json!({"serve": {"notify": notify}}).to_string()).expect("write config");
-    let mut args = vec!["--config", path.to_str().expect("utf-8")];
-    args.extend(extra);
-    (Daemon::start(&args), dir)
-}
 
 fn hmac_hex(secret: &str, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("hmac key");

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::WAIT;
+use super::{Daemon, WAIT};
 
 /// How the receiver answers one request.
 #[derive(Debug, Clone, Copy)]
@@ -112,4 +112,14 @@ impl Receiver {
     pub(crate) fn hanging(&self) -> usize {
         *self.hanging.lock().expect("hanging")
     }
+}
+
+/// A daemon whose config file holds `notify` (and `extra` serve settings).
+pub(crate) fn daemon_notifying(notify: Value, extra: &[&str]) -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mediatord.json");
+    std::fs::write(&path, json!({"serve": {"notify": notify}}).to_string()).expect("write config");
+    let mut args = vec!["--config", path.to_str().expect("utf-8")];
+    args.extend(extra);
+    (Daemon::start(&args), dir)
 }
