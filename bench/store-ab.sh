@@ -4,6 +4,7 @@
 # each round's delivered events/s and the store-on/ephemeral ratio per row, then the medians.
 #
 #   bench/store-ab.sh [ROUNDS=5]      # after: cargo build --release -p mediatord -p mediatord-bench
+#   MEDIATORD=other/mediatord bench/store-ab.sh 3    # another build (the load client stays this one)
 #
 # Rows: relay to 1 and 10 subscribers at the defaults, and to 10 and 100 with the ring holding the
 # burst (issue #17's target: store on >= 80% of --ephemeral). Listens on 127.0.0.1 only.
@@ -11,8 +12,8 @@ set -Eeuo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/.." && pwd -P)
 ROUNDS=${1:-5}
-BENCH="$REPO/target/release/mediatord-bench"
-MEDIATORD="$REPO/target/release/mediatord"
+BENCH=${BENCH:-$REPO/target/release/mediatord-bench}
+MEDIATORD=${MEDIATORD:-$REPO/target/release/mediatord}
 [[ -x "$BENCH" && -x "$MEDIATORD" ]] || { echo "build first: cargo build --release -p mediatord -p mediatord-bench" >&2; exit 1; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

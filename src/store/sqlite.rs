@@ -59,9 +59,9 @@ const BATCH_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// ...or stays open at most this long, so the newest committed event is never older than this
 /// plus one commit while the disk keeps up (the kill -9 promise allows one second).
 const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
-/// How long the writer lets events gather before it starts a transaction for them: a commit per
-/// 10 ms rather than per burst of a few events, for at most 10 ms more between an event and its
-/// commit (the promise allows a second).
+/// How long the writer lets events (and audit records) gather before it starts a transaction for
+/// them: a commit per 10 ms rather than per burst of a few events, for at most 10 ms more between
+/// an event and its commit (the promise allows a second).
 const LINGER: Duration = Duration::from_millis(10);
 /// How often retention runs (and once just after boot).
 const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
@@ -574,10 +574,11 @@ impl Writer {
     /// One transaction: `first` and whatever else is queued, within the batch bounds. `false` once
     /// the store has been dropped.
     fn batch(&mut self, first: Op) -> rusqlite::Result<bool> {
-        if matches!(first, Op::Events { .. }) {
-            // Events arrive in bursts: a moment's wait lets the next ones join this transaction,
-            // so a steady stream costs a commit per LINGER, not per burst (the publishers never
-            // wait: they only queue).
+        if matches!(first, Op::Events { .. } | Op::Audit(_)) {
+            // Events arrive in bursts, audit records in pairs (raised, decided): a moment's wait
+            // lets the next ones join this transaction, so a steady stream costs a commit per
+            // LINGER, not per burst (the publishers never wait: they only queue). Rules and
+            // flushes, which a caller waits on, go at once.
             std::thread::sleep(LINGER);
         }
         let started = Instant::now();
