@@ -1,10 +1,14 @@
 //! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
 
 use axum::body::Body;
+use axum::Extension;
 use axum::extract::State;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, PathParams, client_id};
 
@@ -22,9 +26,15 @@ fn last_event_id(headers: &HeaderMap) -> Option<u64> {
 
 pub(super) async fn events(
     State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
+    // A device's stream ends the moment the device is revoked; anyone else's never does that way.
+    let revoked = match caller.as_ref().and_then(|c| c.device()) {
+        Some(device) => device.revoked(),
+        None => CancellationToken::new(),
+    };
     let client = client_id(&headers)?;
     let body = match d.session(&id) {
         Ok(s) => {
@@ -32,11 +42,11 @@ pub(super) async fn events(
             if let Some(c) = &client {
                 s.touch_client(c);
             }
-            Body::from_stream(sub.into_body(d.streams_end.clone()))
+            Body::from_stream(sub.into_body(d.streams_end.clone()).take_until(revoked.cancelled_owned()))
         }
         // Not live: a session of the history is replayed from the store, then the stream ends.
         Err(not_live) => match d.history(&id, last_event_id(&headers)).await {
-            Ok(replay) => Body::from_stream(replay),
+            Ok(replay) => Body::from_stream(replay.take_until(revoked.cancelled_owned())),
             Err(_) => return Err(not_live.into()),
         },
     };

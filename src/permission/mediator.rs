@@ -367,7 +367,7 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
+        let resolution = Resolution { by, voter: None, voter_device_name: None, rule_id: None, remember: Remember::No, via: None };
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -381,7 +381,7 @@ impl<'a> Permissions<'a> {
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
                 let resolution =
-                    Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
+                    Resolution { by, voter: None, voter_device_name: None, rule_id: None, remember: Remember::No, via: None };
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }
@@ -429,6 +429,20 @@ impl<'a> Permissions<'a> {
         self,
         request_id: &str,
         client_id: Option<&str>,
+        loopback_peer: bool,
+        vote: &Vote,
+        via: Via,
+    ) -> Result<(), VoteError> {
+        self.vote_as(request_id, client_id, None, loopback_peer, vote, via)
+    }
+
+    /// [`Permissions::vote_via`] by a paired device: `client_id` is its device id (the HTTP floor
+    /// checked its credential), and its `device_name` goes into the ballot and the audit.
+    pub fn vote_as(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        device_name: Option<&str>,
         loopback_peer: bool,
         vote: &Vote,
         via: Via,
@@ -481,21 +495,31 @@ impl<'a> Permissions<'a> {
         let ballot = Ballot { client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
-            pending.ballots.push(json!({
+            let mut ballot = json!({
                 "clientId": client_id,
                 "optionId": choice.option_id(),
                 "at": now_ms(),
                 "loopback": loopback_peer,
                 "counted": !matches!(decision, Decision::Forbidden(_)),
                 "via": via.as_str(),
-            }));
+            });
+            if let Some(name) = device_name {
+                ballot["deviceName"] = json!(name);
+            }
+            pending.ballots.push(ballot);
         }
         match decision {
             Decision::Decided(choice) => {
                 let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
                 let voter = client_id.map(str::to_owned);
-                let resolution =
-                    Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember, via: Some(via) };
+                let resolution = Resolution {
+                    by: ResolvedBy::Vote,
+                    voter,
+                    voter_device_name: device_name.map(str::to_owned),
+                    rule_id: None,
+                    remember,
+                    via: Some(via),
+                };
                 self.finish(&mut st, request_id, pending, &choice, resolution);
                 Ok(())
             }
@@ -730,6 +754,7 @@ impl Permissions<'_> {
             "outcome": resolved.map(|(choice, _, _)| outcome_json(choice)),
             "resolvedBy": resolved.map(|(_, r, _)| r.by.as_str()),
             "voterClientId": resolved.and_then(|(_, r, _)| r.voter.clone()),
+            "voterDeviceName": resolved.and_then(|(_, r, _)| r.voter_device_name.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
             "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
             "ballots": pending.ballots,
@@ -772,6 +797,7 @@ fn rule_decision(
     let resolution = Resolution {
         by: ResolvedBy::Rule,
         voter: None,
+        voter_device_name: None,
         rule_id: Some(rule.rule.rule_id.clone()),
         remember: Remember::No,
         via: None,
@@ -788,6 +814,8 @@ fn take_pending(st: &mut State, request_id: &str) -> Option<Pending> {
 struct Resolution {
     by: ResolvedBy,
     voter: Option<String>,
+    /// The deciding voter's device name, when a paired device decided.
+    voter_device_name: Option<String>,
     rule_id: Option<String>,
     remember: Remember,
     /// How the deciding vote arrived; `None` when no vote decided.
