@@ -1153,8 +1153,7 @@ impl Config {
             ));
         }
 
-        let pairing_ms =
-            ms(args.pairing_code_ttl_ms, "pairingCodeTtlMs", DEFAULT_PAIRING_CODE_TTL_MS)?;
+        let pairing_ms = ms(args.pairing_code_ttl_ms, "pairingCodeTtlMs", DEFAULT_PAIRING_CODE_TTL_MS)?;
         if pairing_ms == 0 {
             return refuse("--pairing-code-ttl-ms must be positive");
         }

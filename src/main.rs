@@ -149,7 +149,8 @@ fn pair(args: &PairArgs) -> ExitCode {
         say("mediatord pair: the URL is too long for a QR code");
         return ExitCode::FAILURE;
     };
-    let seconds = answer["expiresAt"].as_u64().map_or(0, |at| at.saturating_sub(mediatord::clock::now_ms()) / 1000);
+    let seconds =
+        answer["expiresAt"].as_u64().map_or(0, |at| at.saturating_sub(mediatord::clock::now_ms()) / 1000);
     let mut out = io::stdout().lock();
     let _ = writeln!(
         out,
@@ -182,7 +183,9 @@ fn devices(args: &DevicesArgs) -> ExitCode {
             let mut out = io::stdout().lock();
             let _ = writeln!(out, "{:<20}  {:<8}  {:<24}  {:<24}  NAME", "ID", "ROLE", "PAIRED", "LAST SEEN");
             for d in answer["devices"].as_array().into_iter().flatten() {
-                let at = |v: &serde_json::Value| v.as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
+                let at = |v: &serde_json::Value| {
+                    v.as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601)
+                };
                 let _ = writeln!(
                     out,
                     "{:<20}  {:<8}  {:<24}  {:<24}  {}",

@@ -14,6 +14,7 @@
 
 mod pairing;
 pub mod qr;
+mod role;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::pairing::CodeError;
 use self::pairing::{CODE_BYTES, Codes, Grant};
+pub use self::role::Role;
 use crate::clock::now_ms;
 use crate::store::{Store, StoredDevice};
 use crate::sync::lock;
@@ -43,28 +45,6 @@ const SECRET_BYTES: usize = 32;
 /// Random bytes in a device id after its `dev-` prefix: unique, not secret.
 const ID_BYTES: usize = 8;
 const ID_PREFIX: &str = "dev-";
-
-/// What a device may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Everything a client does: prompts, votes, rules, modes.
-    Voter,
-    /// Reads and subscribes; refused on every route that changes something.
-    Observer,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Voter => "voter",
-            Role::Observer => "observer",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        [Role::Voter, Role::Observer].into_iter().find(|r| r.as_str() == s)
-    }
-}
 
 /// A paired device, as the rest of the daemon sees it (never its secret).
 #[derive(Debug, Clone)]
@@ -221,7 +201,8 @@ impl Devices {
             return Err(PairError::NoRandomness);
         };
         let id: Arc<str> = Arc::from(format!("{ID_PREFIX}{id}"));
-        let name = grant.name.or(own_name).unwrap_or_else(|| format!("device {}", &id[ID_PREFIX.len()..][..4]));
+        let name =
+            grant.name.or(own_name).unwrap_or_else(|| format!("device {}", &id[ID_PREFIX.len()..][..4]));
         let now = now_ms();
         let device = Device {
             id: id.clone(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::Role;
+use super::role::Role;
 
 /// Codes waiting to be exchanged at once: pairing is a person at a terminal, a handful at most;
 /// past this, issuing is refused until some are used or expire.
@@ -86,9 +86,9 @@ impl Codes {
     }
 
     fn throttled(&self, peer: IpAddr, now: Instant) -> bool {
-        self.failures
-            .get(&peer)
-            .is_some_and(|(since, n)| now.duration_since(*since) < FAILURE_WINDOW && *n >= MAX_FAILURES_PER_WINDOW)
+        self.failures.get(&peer).is_some_and(|(since, n)| {
+            now.duration_since(*since) < FAILURE_WINDOW && *n >= MAX_FAILURES_PER_WINDOW
+        })
     }
 
     /// Counts a failure; `false` when the peer is now over its limit (or cannot be tracked).

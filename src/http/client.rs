@@ -78,7 +78,9 @@ pub async fn call(
         driver.abort();
         result
     };
-    tokio::time::timeout(TIMEOUT, exchange).await.map_err(|_| format!("the daemon at {base} did not answer"))?
+    tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("the daemon at {base} did not answer"))?
 }
 
 #[cfg(test)]
@@ -87,8 +89,11 @@ mod tests {
 
     #[test]
     fn urls_split_into_authority_host_port_and_prefix() {
-        let p = |u: &str| parse(u).map(|(a, h, p, x)| (a, h, p, x));
-        assert_eq!(p("http://127.0.0.1:7776"), Ok(("127.0.0.1:7776".into(), "127.0.0.1".into(), 7776, "".into())));
+        let p = parse;
+        assert_eq!(
+            p("http://127.0.0.1:7776"),
+            Ok(("127.0.0.1:7776".into(), "127.0.0.1".into(), 7776, "".into()))
+        );
         assert_eq!(p("http://[::1]:80/pre/"), Ok(("[::1]:80".into(), "::1".into(), 80, "/pre".into())));
         assert_eq!(p("http://localhost"), Ok(("localhost".into(), "localhost".into(), 80, "".into())));
         assert!(p("https://x").is_err());

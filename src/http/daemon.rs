@@ -2,9 +2,9 @@
 //! Prometheus exposition. (`GET /openapi.json` is served by the route table itself.)
 
 use axum::extract::State;
-use axum::{Extension, Json};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
@@ -61,7 +61,10 @@ fn features(d: &Daemon) -> Vec<&'static str> {
 }
 
 /// `GET /capabilities`.
-pub(super) async fn capabilities(State(d): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Value> {
+pub(super) async fn capabilities(
+    State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Json<Value> {
     let c = &d.config;
     let workspaces: Vec<Value> = c
         .workspaces

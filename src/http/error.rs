@@ -279,9 +279,10 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
-            Self::ClientIdMismatch { .. } | Self::ReadOnlyDevice | Self::OperatorRequired | Self::OriginRequired => {
-                StatusCode::FORBIDDEN
-            }
+            Self::ClientIdMismatch { .. }
+            | Self::ReadOnlyDevice
+            | Self::OperatorRequired
+            | Self::OriginRequired => StatusCode::FORBIDDEN,
             Self::PairingUnavailable(_) => StatusCode::CONFLICT,
             Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
             Self::DeviceNotFound => StatusCode::NOT_FOUND,
@@ -327,9 +328,9 @@ impl ApiError {
             | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
-            Self::SubscriberLimitExceeded { .. } | Self::TooManyLinkAttempts | Self::TooManyPairingAttempts => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            Self::SubscriberLimitExceeded { .. }
+            | Self::TooManyLinkAttempts
+            | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -490,7 +491,9 @@ impl From<PairError> for ApiError {
         match e {
             PairError::InvalidCode => ApiError::InvalidPairingCode,
             PairError::Throttled => ApiError::TooManyPairingAttempts,
-            PairError::TooManyCodes | PairError::TooManyDevices => ApiError::PairingUnavailable(e.to_string()),
+            PairError::TooManyCodes | PairError::TooManyDevices => {
+                ApiError::PairingUnavailable(e.to_string())
+            }
             PairError::InvalidName => ApiError::InvalidDevice(e.to_string()),
             PairError::NoRandomness => ApiError::Internal,
         }

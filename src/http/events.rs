@@ -1,12 +1,12 @@
 //! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
 
-use axum::body::Body;
 use axum::Extension;
+use axum::body::Body;
 use axum::extract::State;
-use futures_util::StreamExt;
-use tokio_util::sync::CancellationToken;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use super::auth::Caller;
 use super::error::ApiError;

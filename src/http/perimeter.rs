@@ -104,7 +104,6 @@ impl Perimeter {
         }
     }
 
-
     /// Whether `origin` is this daemon's own: `--public-url`'s, or `http://` and the authority the
     /// request addresses, that authority passing the Host step. The daemon's own pages (the web app,
     /// an action link's confirmation page) carry it, so they need no `--allow-origin`
@@ -156,7 +155,11 @@ impl Perimeter {
                 return device(presented, false);
             }
             if self.token_digest.is_some() {
-                return if self.operator_token_ok(presented) { Ok(Caller::Operator) } else { Err(cookie.is_some()) };
+                return if self.operator_token_ok(presented) {
+                    Ok(Caller::Operator)
+                } else {
+                    Err(cookie.is_some())
+                };
             }
         }
         match cookie {

@@ -3,9 +3,9 @@
 //! `docs/protocol.md#8-permission-mediation`).
 
 use axum::extract::{ConnectInfo, State};
-use axum::{Extension, Json};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::auth::Caller;

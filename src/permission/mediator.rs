@@ -367,7 +367,14 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution { by, voter: None, voter_device_name: None, rule_id: None, remember: Remember::No, via: None };
+        let resolution = Resolution {
+            by,
+            voter: None,
+            voter_device_name: None,
+            rule_id: None,
+            remember: Remember::No,
+            via: None,
+        };
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -380,8 +387,14 @@ impl<'a> Permissions<'a> {
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
-                let resolution =
-                    Resolution { by, voter: None, voter_device_name: None, rule_id: None, remember: Remember::No, via: None };
+                let resolution = Resolution {
+                    by,
+                    voter: None,
+                    voter_device_name: None,
+                    rule_id: None,
+                    remember: Remember::No,
+                    via: None,
+                };
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }

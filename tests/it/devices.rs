@@ -68,9 +68,14 @@ async fn exchange(d: &Daemon, code: &str) -> Reply {
 
 /// Pairs a device through the operator's HTTP route: (device id, credential).
 async fn paired(d: &Daemon, name: &str, role: &str) -> (String, String) {
-    let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({"name": name, "role": role}))).await.ok();
+    let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({"name": name, "role": role})))
+        .await
+        .ok();
     let body = exchange(d, issued["code"].as_str().expect("code")).await.ok();
-    (body["deviceId"].as_str().expect("deviceId").to_owned(), body["token"].as_str().expect("token").to_owned())
+    (
+        body["deviceId"].as_str().expect("deviceId").to_owned(),
+        body["token"].as_str().expect("token").to_owned(),
+    )
 }
 
 async fn identity(d: &Daemon, req: reqwest::RequestBuilder) -> Value {
@@ -91,7 +96,10 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     let set_cookie = answer.header("set-cookie").expect("the device cookie").to_owned();
     let device_id = answer.body["deviceId"].as_str().expect("deviceId").to_owned();
     let credential = answer.body["token"].as_str().expect("token").to_owned();
-    assert_eq!((answer.body["role"].as_str(), answer.body["name"].as_str()), (Some("voter"), Some("Ada's phone")));
+    assert_eq!(
+        (answer.body["role"].as_str(), answer.body["name"].as_str()),
+        (Some("voter"), Some("Ada's phone"))
+    );
     assert_eq!(answer.header("cache-control"), Some("no-store"));
     assert!(set_cookie.starts_with(&format!("mediatord_device={credential};")), "{set_cookie}");
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
@@ -111,7 +119,8 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
 
     // The operator opens the session as "op"; the device joins with no client id header and is
     // registered under its device id.
-    let session = send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op").json(&json!({}))).await.ok();
+    let session =
+        send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op").json(&json!({}))).await.ok();
     let sid = session["sessionId"].as_str().expect("sessionId").to_owned();
     let joined = send(dev(http().post(d.url("/session")), &credential).json(&json!({}))).await.ok();
     assert_eq!(joined["clientId"], json!(device_id));
@@ -125,7 +134,8 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
         .header("Prefer", "respond-async")
         .json(&prompt);
     assert_eq!(send(queued).await.status, 202);
-    let request = device_stream.until_type("permission_request").await.last().expect("request").payload().clone();
+    let request =
+        device_stream.until_type("permission_request").await.last().expect("request").payload().clone();
     let rid = request_id(&request);
 
     // A forged client id with the device's credential is refused, whatever route.
@@ -136,7 +146,10 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     )
     .await;
     assert_eq!(forged.status, 403, "{}", forged.text);
-    assert_eq!((forged.body["code"].as_str(), forged.body["deviceId"].as_str()), (Some("client_id_mismatch"), Some(&*device_id)));
+    assert_eq!(
+        (forged.body["code"].as_str(), forged.body["deviceId"].as_str()),
+        (Some("client_id_mismatch"), Some(&*device_id))
+    );
     // Naming itself is fine; so is naming nobody.
     let vote = send(
         dev(http().post(d.url(&format!("/session/{sid}/permission/{rid}"))), &credential)
@@ -145,13 +158,23 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     )
     .await;
     assert_eq!(vote.status, 200, "{}", vote.text);
-    let resolved = op_stream.until_type("permission_resolved").await.last().expect("resolved").payload().clone();
+    let resolved =
+        op_stream.until_type("permission_resolved").await.last().expect("resolved").payload().clone();
     assert_eq!(resolved["voterClientId"], json!(device_id), "{resolved}");
 
     // The audit names the device and its name, on the ballot and as the deciding voter.
     let audit = send(op(http().get(d.url("/audit")))).await.ok();
-    let entry = audit["entries"].as_array().expect("entries").iter().find(|e| e["requestId"] == json!(rid)).cloned().expect("audited");
-    assert_eq!((entry["voterClientId"].clone(), entry["voterDeviceName"].clone()), (json!(device_id), json!("Ada's phone")));
+    let entry = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["requestId"] == json!(rid))
+        .cloned()
+        .expect("audited");
+    assert_eq!(
+        (entry["voterClientId"].clone(), entry["voterDeviceName"].clone()),
+        (json!(device_id), json!("Ada's phone"))
+    );
     assert_eq!(entry["ballots"][0]["deviceName"], json!("Ada's phone"), "{entry}");
     assert_eq!(entry["ballots"][0]["clientId"], json!(device_id));
 
@@ -210,10 +233,14 @@ async fn a_reused_an_expired_and_a_wrong_code_get_one_answer_and_failures_are_ra
 async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules() {
     let d = Daemon::start(&["--token", TOKEN]);
     let (device_id, credential) = paired(&d, "wall screen", "observer").await;
-    let session = send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op").json(&json!({}))).await.ok();
+    let session =
+        send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op").json(&json!({}))).await.ok();
     let sid = session["sessionId"].as_str().expect("sessionId").to_owned();
     assert_eq!(send(dev(http().get(d.url(&format!("/session/{sid}"))), &credential)).await.status, 200);
-    assert_eq!(send(dev(http().get(d.url(&format!("/session/{sid}/permissions"))), &credential)).await.status, 200);
+    assert_eq!(
+        send(dev(http().get(d.url(&format!("/session/{sid}/permissions"))), &credential)).await.status,
+        200
+    );
     let _stream = Sse::connect(&d, &sid, &[("Authorization", format!("Bearer {credential}"))]).await;
     let heartbeat = send(dev(http().post(d.url(&format!("/session/{sid}/heartbeat"))), &credential)).await;
     assert_eq!((heartbeat.status, heartbeat.body["clientId"].clone()), (200, json!(device_id)));
@@ -233,12 +260,20 @@ async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules
     for (method, path, body) in refused {
         let req = http().request(method.parse().expect("method"), d.url(&path));
         let reply = send(dev(req, &credential).json(&body)).await;
-        assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("read_only_device")), "{method} {path}");
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (403, Some("read_only_device")),
+            "{method} {path}"
+        );
     }
     for (method, path) in [("GET", "/devices"), ("POST", "/devices/pairing"), ("DELETE", "/devices/x")] {
-        let req = http().request(method.parse().expect("method"), d.url(&path));
+        let req = http().request(method.parse().expect("method"), d.url(path));
         let reply = send(dev(req, &credential).json(&json!({}))).await;
-        assert_eq!((reply.status, reply.body["code"].as_str()), (403, Some("operator_required")), "{method} {path}");
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (403, Some("operator_required")),
+            "{method} {path}"
+        );
     }
 }
 
@@ -256,7 +291,11 @@ async fn a_cookie_changes_something_only_from_the_daemons_own_origin() {
     let bare = heartbeat(None).await;
     assert_eq!((bare.status, bare.body["code"].as_str()), (403, Some("origin_required")));
     let own = heartbeat(Some(d.base.clone())).await;
-    assert_eq!((own.status, own.body["code"].as_str()), (404, Some("session_not_found")), "past the perimeter");
+    assert_eq!(
+        (own.status, own.body["code"].as_str()),
+        (404, Some("session_not_found")),
+        "past the perimeter"
+    );
     // Reading needs no Origin; the same request by bearer (not a browser's ambient credential) neither.
     assert_eq!(send(cookie(http().get(d.url("/capabilities")), &credential)).await.status, 200);
     let by_bearer = send(dev(http().post(d.url("/session/nope/heartbeat")), &credential)).await;
@@ -279,22 +318,30 @@ async fn pairings_and_revocations_survive_a_restart() {
     assert_eq!((me["deviceId"].clone(), me["name"].clone()), (json!(kept_id), json!("kept")));
     assert_eq!(send(dev(http().get(d.url("/capabilities")), &gone)).await.status, 401);
     let listed = send(op(http().get(d.url("/devices")))).await.ok();
-    let ids: Vec<&str> = listed["devices"].as_array().expect("devices").iter().filter_map(|x| x["deviceId"].as_str()).collect();
+    let ids: Vec<&str> = listed["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter_map(|x| x["deviceId"].as_str())
+        .collect();
     assert_eq!(ids, [kept_id.as_str()]);
-    assert_eq!(send(op(http().delete(d.url(&format!("/devices/{gone_id}"))))).await.body["code"], json!("device_not_found"));
+    assert_eq!(
+        send(op(http().delete(d.url(&format!("/devices/{gone_id}"))))).await.body["code"],
+        json!("device_not_found")
+    );
 }
 
 /// The terminal's QR code read back into modules: each character holds two (top, bottom), drawn
 /// light where the glyph is filled (`mediatord pair` draws light modules, for dark terminals).
 fn modules_of(printed: &str) -> Vec<Vec<bool>> {
-    let rows: Vec<&str> =
-        printed.lines().filter(|l| !l.is_empty() && l.chars().all(|c| matches!(c, '█' | '▀' | '▄' | ' '))).collect();
+    let rows: Vec<&str> = printed
+        .lines()
+        .filter(|l| !l.is_empty() && l.chars().all(|c| matches!(c, '█' | '▀' | '▄' | ' ')))
+        .collect();
     let mut grid = Vec::new();
     for row in rows {
-        let (top, bottom): (Vec<bool>, Vec<bool>) = row
-            .chars()
-            .map(|c| (matches!(c, '█' | '▀'), matches!(c, '█' | '▄')))
-            .unzip();
+        let (top, bottom): (Vec<bool>, Vec<bool>) =
+            row.chars().map(|c| (matches!(c, '█' | '▀'), matches!(c, '█' | '▄'))).unzip();
         grid.push(top);
         grid.push(bottom);
     }
