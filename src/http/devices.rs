@@ -74,7 +74,8 @@ pub(super) async fn create_pairing(
     .into_response())
 }
 
-/// `POST /devices/pair {code, name?}` → `{deviceId, token, role, name}` and the device cookie. A
+/// `POST /devices/pair {code, name?, cookieOnly?}` → `{deviceId, token, role, name}` and the device
+/// cookie (`token: null` with `cookieOnly: true`). A
 /// wrong, used or expired code is one answer, `401 invalid_pairing_code`, counted against the
 /// peer's limit.
 pub(super) async fn pair(
@@ -87,13 +88,17 @@ pub(super) async fn pair(
     let (device, credential) = d.devices.pair(code, name, peer.ip())?;
     let _ = d.store.flush().await;
     tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
-    let mut response = Json(json!({
+    let mut answer = json!({
         "deviceId": &*device.id,
         "token": credential,
         "role": device.role.as_str(),
         "name": &*device.name,
-    }))
-    .into_response();
+    });
+    // The web app asks for the cookie alone, so the credential never reaches a script.
+    if body.get("cookieOnly") == Some(&Value::Bool(true)) {
+        answer["token"] = Value::Null;
+    }
+    let mut response = Json(answer).into_response();
     if let Some(cookie) = auth::set_cookie(&credential, auth::secure_cookie(&d.config)) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }

@@ -664,14 +664,17 @@ fn device_schemas() -> Value {
         "PairRequest": {
             "type": "object",
             "required": ["code"],
-            "properties": {"code": string, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64}},
+            "properties": {
+                "code": string, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+                "cookieOnly": {"type": "boolean", "description": "Answer `token: null`: the credential goes only into the HttpOnly cookie (what the web app asks)"},
+            },
         },
         "Paired": {
             "type": "object",
             "required": ["deviceId", "token", "role", "name"],
             "properties": {
                 "deviceId": string,
-                "token": {"type": "string", "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (the cookie set with this answer serves browsers)"},
+                "token": {"type": ["string", "null"], "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (the cookie set with this answer serves browsers)"},
                 "role": {"enum": ["voter", "observer"]}, "name": string,
             },
         },
