@@ -838,7 +838,8 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
         .send()
         .await
         .expect("create");
-    let sid = session.json::<Value>().await.expect("json")["sessionId"].as_str().expect("sessionId").to_owned();
+    let sid =
+        session.json::<Value>().await.expect("json")["sessionId"].as_str().expect("sessionId").to_owned();
 
     let page = driver.open(PHONE).await;
     page.client.goto(&url).await.expect("navigate");
@@ -846,7 +847,10 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
     let who = page.until("who it is", "document.querySelector('.whoami')?.textContent").await;
     assert_eq!(who, "Signed in as Test phone (voter)");
     let here = page.client.current_url().await.expect("url");
-    assert!(!here.as_str().contains(&code) && here.fragment().is_none(), "the code left the address bar: {here}");
+    assert!(
+        !here.as_str().contains(&code) && here.fragment().is_none(),
+        "the code left the address bar: {here}"
+    );
     assert_eq!(page.js("return document.cookie").await, "", "the credential is HttpOnly");
     assert_eq!(page.js("return sessionStorage.getItem('mediatord.token')").await, Value::Null);
     let device_id = page.js("return localStorage.getItem('mediatord.device')").await;
@@ -858,7 +862,8 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
     page.until("the app again", "document.documentElement.dataset.ready === 'true'").await;
     let again = page.client.current_url().await.expect("url");
     assert!(!again.as_str().contains(&code), "history kept the code: {again}");
-    page.until("still signed in", "document.querySelector('.whoami')?.textContent.includes('Test phone')").await;
+    page.until("still signed in", "document.querySelector('.whoami')?.textContent.includes('Test phone')")
+        .await;
 
     page.open_session(&sid).await;
     let prompt = json!({"prompt": [{"type": "text", "text": "write paired.txt from the phone"}]});
@@ -872,8 +877,11 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
         .await
         .expect("prompt");
     assert_eq!(queued.status(), 202);
-    page.until("the permission card", "document.querySelector('section.card h3')?.textContent.includes('paired.txt')")
-        .await;
+    page.until(
+        "the permission card",
+        "document.querySelector('section.card h3')?.textContent.includes('paired.txt')",
+    )
+    .await;
     page.click("Allow once", &card_button("Allow once")).await;
     page.until("the card resolved", NO_CARD).await;
     let record = page.until("the record", RESOLVED_RECORD).await;

@@ -38,12 +38,3 @@ pub fn terminal(text: &str) -> Option<String> {
             .build(),
     )
 }
-
-/// The module matrix `text` encodes to (`true` = dark), without the quiet zone: what a test
-/// compares a rendering with.
-pub fn modules(text: &str) -> Option<Vec<Vec<bool>>> {
-    let code = code(text)?;
-    let width = code.width();
-    let colors = code.to_colors();
-    Some(colors.chunks(width).map(|row| row.iter().map(|c| *c == qrcode::Color::Dark).collect()).collect())
-}

@@ -2,6 +2,7 @@
 //! Origin → Host → credential (the operator's token or a device's, `super::auth`) → what that
 //! caller may do on this route → (body limits, in `extract`) → route.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -37,8 +38,8 @@ pub struct Perimeter {
     public_origin: Option<String>,
     /// Paired devices, whose credentials are checked here.
     devices: Arc<Devices>,
-    /// The route table, for who may call the matched route ([`Operation::access`]).
-    operations: &'static [Operation],
+    /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
+    access: HashMap<(&'static str, &'static str), Access>,
     /// Whether the device cookie gets `Secure` (`--public-url` is `https://`).
     secure_cookie: bool,
 }
@@ -92,6 +93,11 @@ impl Perimeter {
             hosts
         });
         let secure_cookie = auth::secure_cookie(config);
+        let mut access = HashMap::new();
+        for op in operations {
+            // The first row of a (method, route) is the one the router serves.
+            access.entry((op.method, op.route)).or_insert_with(|| op.access());
+        }
         Perimeter {
             origins: config.allow_origins.clone(),
             allowed_hosts,
@@ -99,7 +105,7 @@ impl Perimeter {
             require_auth: config.require_auth,
             public_origin,
             devices,
-            operations,
+            access,
             secure_cookie,
         }
     }
@@ -172,11 +178,15 @@ impl Perimeter {
     /// Who may call the route `req` matched; `None` for no route (its 404 or 405 follows).
     fn access(&self, req: &Request) -> Option<Access> {
         let route = req.extensions().get::<MatchedPath>()?.as_str();
-        let method = if req.method() == Method::HEAD { "get" } else { req.method().as_str() };
-        self.operations
-            .iter()
-            .find(|op| op.route == route && op.method.eq_ignore_ascii_case(method))
-            .map(Operation::access)
+        let method = match *req.method() {
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "post",
+            Method::DELETE => "delete",
+            Method::PATCH => "patch",
+            Method::PUT => "put",
+            _ => return None,
+        };
+        self.access.get(&(method, route)).copied()
     }
 }
 
