@@ -367,14 +367,7 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution {
-            by,
-            voter: None,
-            voter_device_name: None,
-            rule_id: None,
-            remember: Remember::No,
-            via: None,
-        };
+        let resolution = Resolution::without_vote(by);
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -387,14 +380,7 @@ impl<'a> Permissions<'a> {
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
-                let resolution = Resolution {
-                    by,
-                    voter: None,
-                    voter_device_name: None,
-                    rule_id: None,
-                    remember: Remember::No,
-                    via: None,
-                };
+                let resolution = Resolution::without_vote(by);
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }
@@ -807,14 +793,8 @@ fn rule_decision(
 ) -> Option<(Choice, Resolution)> {
     let rule = rules::find_match_in(session_rules, workspace_rules, &pending.facts, workspace)?;
     let choice = rule_choice(rule.rule.effect, &pending.options)?;
-    let resolution = Resolution {
-        by: ResolvedBy::Rule,
-        voter: None,
-        voter_device_name: None,
-        rule_id: Some(rule.rule.rule_id.clone()),
-        remember: Remember::No,
-        via: None,
-    };
+    let resolution =
+        Resolution { rule_id: Some(rule.rule.rule_id.clone()), ..Resolution::without_vote(ResolvedBy::Rule) };
     Some((choice, resolution))
 }
 
@@ -833,6 +813,20 @@ struct Resolution {
     remember: Remember,
     /// How the deciding vote arrived; `None` when no vote decided.
     via: Option<Via>,
+}
+
+impl Resolution {
+    /// A resolution no vote made (a rule, a timeout, a cancel, the session's end).
+    fn without_vote(by: ResolvedBy) -> Resolution {
+        Resolution {
+            by,
+            voter: None,
+            voter_device_name: None,
+            rule_id: None,
+            remember: Remember::No,
+            via: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1254,6 +1248,30 @@ mod tests {
             "{mediator}"
         );
         assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
+    }
+
+    /// A paired device's vote carries its name into the ballot and, when it decides, the entry;
+    /// a vote by anyone else carries none.
+    #[tokio::test]
+    async fn a_devices_vote_is_audited_with_its_name() {
+        let f = fixture(Policy::Consensus, None);
+        f.add_voters(&["dev-1", "bob"]);
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let allow = vote("opt-allow_once", false);
+        f.permissions().vote_via(&id, Some("bob"), true, &allow, Via::Rest).expect("bob");
+        f.permissions()
+            .vote_as(&id, Some("dev-1"), Some("Ada's phone"), true, &allow, Via::Rest)
+            .expect("dev");
+        answer(task).await;
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["ballots"][0].get("deviceName"), None, "bob is no device");
+        assert_eq!(entry["ballots"][1]["deviceName"], "Ada's phone");
+        assert_eq!(
+            (entry["voterClientId"].clone(), entry["voterDeviceName"].clone()),
+            (json!("dev-1"), json!("Ada's phone"))
+        );
     }
 
     /// A vote says how it arrived (`via`) on its ballot and on `permission_resolved`; a request is

@@ -955,6 +955,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn devices_are_kept_with_their_secret_hash_and_a_revoked_one_is_not_loaded_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let device = |id: &str, hash: u8| StoredDevice {
+            device_id: id.into(),
+            name: format!("{id}'s name"),
+            role: "voter".into(),
+            secret_hash: [hash; 32],
+            created_at: 10,
+            last_seen_at: Some(10),
+        };
+        store.put_device(&device("dev-a", 1));
+        store.put_device(&device("dev-b", 2));
+        store.device_seen("dev-a", 99);
+        store.device_seen("dev-a", 50);
+        store.revoke_device("dev-b", 100);
+        flushed(&store).await;
+        drop(store);
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let a = StoredDevice { last_seen_at: Some(99), ..device("dev-a", 1) };
+        assert_eq!(store.devices().expect("read"), [a], "last seen only moves forward; dev-b is revoked");
+    }
+
+    #[tokio::test]
     async fn retention_trims_each_session_to_its_newest_events() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
