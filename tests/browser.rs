@@ -904,3 +904,80 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
     assert_eq!(entry["ballots"][0]["deviceName"], "Test phone", "{entry}");
     assert!(page.console_problems().await.is_empty(), "the console stayed clean");
 }
+
+/// Issue #19: the operator's Devices page pairs another device with a QR code on screen; the
+/// link it shows signs a second browser in; the list shows that device, and Revoke signs it out.
+#[tokio::test]
+async fn the_operators_devices_page_pairs_another_browser_and_revokes_it() {
+    const TOKEN: &str = "operator-token";
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", TOKEN]).await;
+    let operator = driver.open(DESKTOP).await;
+    operator.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    let token = operator
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+        .await
+        .expect("the Token field");
+    token.send_keys(TOKEN).await.expect("type");
+    operator.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    operator.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    operator.click("Devices", "//a[normalize-space() = 'Devices']").await;
+    operator
+        .until("the devices page", "document.querySelector('.devices-view h2')?.textContent === 'Devices'")
+        .await;
+    let name = operator
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Name']/@for]"))
+        .await
+        .expect("the Name field");
+    name.send_keys("Kitchen tablet").await.expect("type");
+    operator.click("Show a pairing code", "//button[normalize-space() = 'Show a pairing code']").await;
+    // The QR code is an image that loaded (the daemon's SVG as a data: URL), beside its link.
+    operator
+        .until("the QR code", "(() => { const i = document.querySelector('.pairing img'); return i && i.complete && i.naturalWidth > 0; })()")
+        .await;
+    let url = operator.until("the link", "document.querySelector('.pair-url')?.textContent").await;
+    let url = url.as_str().expect("text").to_owned();
+    assert!(url.starts_with(&format!("{}/#pair=", d.base)), "{url}");
+
+    let tablet = driver.open(PHONE).await;
+    tablet.client.goto(&url).await.expect("navigate");
+    tablet.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    let who = tablet.until("who it is", "document.querySelector('.whoami')?.textContent").await;
+    assert_eq!(who, "Signed in as Kitchen tablet (voter)");
+    assert_eq!(
+        tablet.js("return document.querySelector(\"a[href='#/devices']\")").await,
+        Value::Null,
+        "devices are the operator's"
+    );
+
+    operator.click("Back to the sessions", "//a[normalize-space() = 'Back to the sessions']").await;
+    operator.click("Devices", "//a[normalize-space() = 'Devices']").await;
+    operator
+        .until(
+            "the device listed",
+            "document.querySelector('.devices .device-name')?.textContent === 'Kitchen tablet'",
+        )
+        .await;
+    operator.click("Revoke", "//button[@aria-label = 'Revoke Kitchen tablet']").await;
+    operator
+        .until(
+            "the list emptied",
+            "document.querySelector('.devices')?.textContent.includes('No device is paired yet')",
+        )
+        .await;
+    // The tablet is signed out: its next load asks for a token.
+    tablet.client.refresh().await.expect("reload");
+    tablet.until("the sign-in form", "document.querySelector('form.signin')").await;
+    assert_eq!(tablet.js("return localStorage.getItem('mediatord.device')").await, Value::Null);
+    // Nothing but the 401s the sign-in forms answer (before the token; after the revocation).
+    for page in [&operator, &tablet] {
+        let problems = page.console_problems().await;
+        assert!(problems.iter().all(|p| p.contains("/capabilities") && p.contains("401")), "{problems:?}");
+    }
+}
