@@ -78,8 +78,8 @@ async fn paired(d: &Daemon, name: &str, role: &str) -> (String, String) {
     )
 }
 
-async fn identity(d: &Daemon, req: reqwest::RequestBuilder) -> Value {
-    let _ = d;
+/// The `identity` of `GET /capabilities` as `req` is signed in.
+async fn identity(req: reqwest::RequestBuilder) -> Value {
     send(req).await.ok()["identity"].clone()
 }
 
@@ -110,8 +110,8 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     assert_eq!(secret.len(), 64, "256 bits in hex");
 
     // The credential works in the header and in the cookie; either way it is that device.
-    let by_header = identity(&d, dev(http().get(d.url("/capabilities")), &credential)).await;
-    let by_cookie = identity(&d, cookie(http().get(d.url("/capabilities")), &credential)).await;
+    let by_header = identity(dev(http().get(d.url("/capabilities")), &credential)).await;
+    let by_cookie = identity(cookie(http().get(d.url("/capabilities")), &credential)).await;
     let expected = json!({"kind": "device", "deviceId": device_id, "name": "Ada's phone", "role": "voter", "scope": ["read", "write"]});
     assert_eq!((by_header, by_cookie), (expected.clone(), expected));
     let listed = send(op(http().get(d.url("/devices")))).await.ok();
@@ -314,7 +314,7 @@ async fn pairings_and_revocations_survive_a_restart() {
     drop(d); // SIGKILL: what was answered was committed
 
     let d = Daemon::start(&args);
-    let me = identity(&d, dev(http().get(d.url("/capabilities")), &kept)).await;
+    let me = identity(dev(http().get(d.url("/capabilities")), &kept)).await;
     assert_eq!((me["deviceId"].clone(), me["name"].clone()), (json!(kept_id), json!("kept")));
     assert_eq!(send(dev(http().get(d.url("/capabilities")), &gone)).await.status, 401);
     let listed = send(op(http().get(d.url("/devices")))).await.ok();
@@ -367,4 +367,47 @@ async fn the_terminal_qr_code_decodes_to_the_printed_url() {
     // And the code in it pairs an observer.
     let answer = exchange(&d, &code_of(&url)).await.ok();
     assert_eq!(answer["role"], json!("observer"));
+}
+
+#[tokio::test]
+async fn behind_an_https_public_url_the_cookie_is_secure_and_the_pairing_url_is_the_public_one() {
+    let d = Daemon::start(&["--token", TOKEN, "--public-url", "https://agents.example.net/m"]);
+    let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({}))).await.ok();
+    let url = issued["url"].as_str().expect("url");
+    assert!(url.starts_with("https://agents.example.net/m/#pair="), "{url}");
+    assert!(issued["qrSvg"].as_str().is_some_and(|svg| svg.contains("<svg")), "{issued}");
+    let answer = exchange(&d, &code_of(url)).await;
+    let set_cookie = answer.header("set-cookie").expect("the cookie");
+    assert!(set_cookie.ends_with("; Secure"), "{set_cookie}");
+}
+
+#[tokio::test]
+async fn without_a_token_devices_still_have_their_own_identity_and_can_be_revoked() {
+    let d = Daemon::start(&[]);
+    let issued = send(http().post(d.url("/devices/pairing")).json(&json!({"name": "local"}))).await.ok();
+    let paired = exchange(&d, issued["code"].as_str().expect("code")).await.ok();
+    let (id, credential) = (paired["deviceId"].clone(), paired["token"].as_str().expect("token").to_owned());
+    assert_eq!(identity(dev(http().get(d.url("/capabilities")), &credential)).await["deviceId"], id);
+    assert_eq!(identity(http().get(d.url("/capabilities"))).await["kind"], "operator");
+    let forged =
+        send(dev(http().get(d.url("/capabilities")), &credential).header("X-Qwen-Client-Id", "alice")).await;
+    assert_eq!(forged.body["code"], "client_id_mismatch");
+    assert_eq!(
+        send(http().delete(d.url(&format!("/devices/{}", id.as_str().expect("id"))))).await.status,
+        204
+    );
+    assert_eq!(send(dev(http().get(d.url("/capabilities")), &credential)).await.status, 401);
+    // A wrong bearer is refused even beside a good cookie (and an operator bearer is not needed here).
+    let (_, other) = paired_no_token(&d).await;
+    let mixed = send(cookie(http().get(d.url("/capabilities")), &other).bearer_auth("dev-0.00")).await;
+    assert_eq!(mixed.status, 401);
+}
+
+async fn paired_no_token(d: &Daemon) -> (String, String) {
+    let issued = send(http().post(d.url("/devices/pairing")).json(&json!({}))).await.ok();
+    let body = exchange(d, issued["code"].as_str().expect("code")).await.ok();
+    (
+        body["deviceId"].as_str().expect("deviceId").to_owned(),
+        body["token"].as_str().expect("token").to_owned(),
+    )
 }
