@@ -25,8 +25,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-pub use self::pairing::CodeError;
 use self::pairing::{CODE_BYTES, Codes, Grant};
+pub use self::pairing::{CodeError, FAILURE_WINDOW as PAIRING_FAILURE_WINDOW};
 pub use self::role::Role;
 use crate::clock::now_ms;
 use crate::store::{Store, StoredDevice};

@@ -21,7 +21,7 @@ pub(super) const MAX_PENDING_CODES: usize = 32;
 /// person who mistypes twice is never in its way. The same figure as GitHub's device flow
 /// tolerates before `slow_down`.
 pub(super) const MAX_FAILURES_PER_WINDOW: u32 = 10;
-pub(super) const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Peers whose failures are counted at once; past it an unknown peer is refused (as throttled)
 /// until the window frees slots, so the table stays bounded under a flood of addresses.
 const MAX_TRACKED_PEERS: usize = 1024;

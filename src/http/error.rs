@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::daemon::{CreateError, ResumeError, SessionError};
-use crate::devices::PairError;
+use crate::devices::{PAIRING_FAILURE_WINDOW, PairError};
 use crate::permission::{RuleError, VoteError};
 
 /// `Retry-After` for 503s caused by load (seconds).
@@ -445,7 +445,6 @@ impl IntoResponse for ApiError {
             | ApiError::PromptQueueFull { .. }
             | ApiError::SubscriberLimitExceeded { .. }
             | ApiError::TooManyLinkAttempts
-            | ApiError::TooManyPairingAttempts
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
@@ -460,6 +459,10 @@ impl IntoResponse for ApiError {
             }
             ApiError::OriginDenied(_) => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+            }
+            // A throttled address waits out its whole window; telling it less only earns more 429s.
+            ApiError::TooManyPairingAttempts => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(PAIRING_FAILURE_WINDOW.as_secs()));
             }
             _ => {}
         }
