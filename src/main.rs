@@ -61,7 +61,13 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
     /// The daemon's listening address
-    #[arg(long, env = "MEDIATORD_URL", value_name = "URL", default_value = "http://127.0.0.1:7776")]
+    #[arg(
+        long,
+        env = "MEDIATORD_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:7776"
+    )]
     url: String,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
@@ -74,7 +80,7 @@ struct PairArgs {
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// voter (prompts, votes, rules) or observer (reads and subscribes only)
-    #[arg(long, value_name = "ROLE", default_value = "voter")]
+    #[arg(long, value_name = "ROLE", default_value = "voter", value_parser = ["voter", "observer"])]
     role: String,
     #[command(flatten)]
     daemon: DaemonArgs,
