@@ -98,3 +98,15 @@ export function clock(ms) {
   if (!Number.isFinite(ms)) return '';
   return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 }
+
+/**
+ * An <img> showing an SVG document given as text (the daemon's QR codes). As an image, never as
+ * part of this page: an SVG in an <img> runs no script and loads nothing (and the CSP allows only
+ * `data:` images besides the page's own).
+ */
+export function svgImage(svg, alt) {
+  const img = document.createElement('img');
+  img.alt = alt;
+  img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+  return img;
+}

@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 
 use super::api::{
     AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredEvent, StoredRule,
+    StoredDevice, StoredEvent, StoredRule,
 };
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
 use super::dir::{self, StateDirError};
@@ -40,7 +40,7 @@ use crate::sync::lock;
 
 /// The schema this build writes. A database whose migrations table says more was written by a
 /// newer mediatord, and this one refuses to boot on it rather than misread it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 /// The database file inside the state directory.
 const DB_FILE: &str = "state.db";
 /// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
@@ -105,6 +105,17 @@ const MIGRATIONS: &[&str] = &[
         rule TEXT NOT NULL,
         PRIMARY KEY(workspace, rule_id)
     );",
+    // Paired devices (docs/operations.md#devices): the secret only as its SHA-256; a revoked
+    // device keeps its row (what the audit's device ids refer to) and is never loaded again.
+    "CREATE TABLE devices(
+        device_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        secret_hash BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_seen_at INTEGER,
+        revoked_at INTEGER
+    );",
 ];
 
 /// Why the store cannot be opened: the boot is refused (exit status 2).
@@ -151,6 +162,15 @@ enum Op {
     DeleteRule {
         workspace: String,
         rule_id: String,
+    },
+    PutDevice(StoredDevice),
+    DeviceSeen {
+        device_id: String,
+        at: u64,
+    },
+    RevokeDevice {
+        device_id: String,
+        at: u64,
     },
     Flush(oneshot::Sender<()>),
     /// The store is dropped: commit what is queued, close the connection, end the thread.
@@ -381,6 +401,18 @@ impl Store for SqliteStore {
         self.send(Op::DeleteRule { workspace: workspace.to_owned(), rule_id: rule_id.to_owned() });
     }
 
+    fn put_device(&self, device: &StoredDevice) {
+        self.send(Op::PutDevice(device.clone()));
+    }
+
+    fn device_seen(&self, device_id: &str, at: u64) {
+        self.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
+    }
+
+    fn revoke_device(&self, device_id: &str, at: u64) {
+        self.send(Op::RevokeDevice { device_id: device_id.to_owned(), at });
+    }
+
     fn flush(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Flush(tx));
@@ -401,6 +433,39 @@ impl Store for SqliteStore {
                 let (workspace, rule) = row?;
                 if let Ok(rule) = serde_json::from_str(&rule) {
                     out.push(StoredRule { workspace, rule });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT device_id, name, role, secret_hash, created_at, last_seen_at FROM devices
+                 WHERE revoked_at IS NULL ORDER BY created_at, device_id",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                let hash: Vec<u8> = r.get(3)?;
+                Ok((
+                    StoredDevice {
+                        device_id: r.get(0)?,
+                        name: r.get(1)?,
+                        role: r.get(2)?,
+                        secret_hash: [0; 32],
+                        created_at: r.get::<_, i64>(4)? as u64,
+                        last_seen_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+                    },
+                    hash,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (mut device, hash) = row?;
+                // A hash of another length cannot match any secret: such a row is skipped.
+                if let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) {
+                    device.secret_hash = hash;
+                    out.push(device);
                 }
             }
             Ok(out)
@@ -612,6 +677,32 @@ impl Writer {
                     tx.execute(
                         "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
                         params![workspace, rule_id],
+                    )?;
+                }
+                Op::PutDevice(d) => {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![
+                            d.device_id,
+                            d.name,
+                            d.role,
+                            &d.secret_hash[..],
+                            d.created_at as i64,
+                            d.last_seen_at.map(|v| v as i64)
+                        ],
+                    )?;
+                }
+                Op::DeviceSeen { device_id, at } => {
+                    tx.execute(
+                        "UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?2) WHERE device_id = ?1",
+                        params![device_id, at as i64],
+                    )?;
+                }
+                Op::RevokeDevice { device_id, at } => {
+                    tx.execute(
+                        "UPDATE devices SET revoked_at = ?2 WHERE device_id = ?1 AND revoked_at IS NULL",
+                        params![device_id, at as i64],
                     )?;
                 }
                 Op::Flush(done) => flushes.push(done),
@@ -861,6 +952,31 @@ mod tests {
         assert_eq!(page.entries[0]["status"], "abandoned");
         let pending = AuditQuery { outcome: Some(AuditOutcome::Pending), limit: 10, ..AuditQuery::default() };
         assert!(store.query_audit(&pending).expect("page").entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn devices_are_kept_with_their_secret_hash_and_a_revoked_one_is_not_loaded_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let device = |id: &str, hash: u8| StoredDevice {
+            device_id: id.into(),
+            name: format!("{id}'s name"),
+            role: "voter".into(),
+            secret_hash: [hash; 32],
+            created_at: 10,
+            last_seen_at: Some(10),
+        };
+        store.put_device(&device("dev-a", 1));
+        store.put_device(&device("dev-b", 2));
+        store.device_seen("dev-a", 99);
+        store.device_seen("dev-a", 50);
+        store.revoke_device("dev-b", 100);
+        flushed(&store).await;
+        drop(store);
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let a = StoredDevice { last_seen_at: Some(99), ..device("dev-a", 1) };
+        assert_eq!(store.devices().expect("read"), [a], "last seen only moves forward; dev-b is revoked");
     }
 
     #[tokio::test]
