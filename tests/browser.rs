@@ -446,6 +446,12 @@ async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
             ]),
             "one button per option, by its name, and the shorthands"
         );
+        // Paths inside the workspace are shown relative to it; the whole path is on hover.
+        let shown = page
+            .js("const li = document.querySelector('section.card ul.paths li'); \
+                 return [li?.textContent.trim(), li?.title]")
+            .await;
+        assert_eq!(shown, json!(["a.txt", d.workspace.join("a.txt").display().to_string()]));
     }
     // The session list shows it too.
     b.until(
@@ -650,6 +656,11 @@ async fn screenshots() {
     assert_eq!(d.join("bob").await, sid, "one shared session");
     d.prompt_async(&sid, Some("bob"), "edit README.md A small demo, now with a web app.").await;
     phone.until("the pending card", "document.querySelector('section.card .diff')").await;
+    // The diff names the file relative to the workspace; the whole path is on hover.
+    let caption = phone
+        .js("const cap = document.querySelector('section.card .diff figcaption'); return [cap.textContent, cap.title]")
+        .await;
+    assert_eq!(caption, json!(["README.md", d.workspace.join("README.md").display().to_string()]));
     phone.screenshot(&out.join("phone-approval.png")).await;
     let desktop = driver.open(DESKTOP).await;
     desktop.load(&d, &format!("#/s/{sid}")).await;
