@@ -169,6 +169,10 @@ pub struct ServeArgs {
     /// (`<public-url>/act/<token>`) [default: the listening URL]
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// A device pairing code (`mediatord pair`) may be exchanged for this long after it is issued
+    /// [default: 120000]
+    #[arg(long, value_name = "MS")]
+    pub pairing_code_ttl_ms: Option<u64>,
     /// Where the audit trail, workspace rules and session history are kept (created 0700)
     /// [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(
@@ -190,6 +194,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DAYS")]
     pub history_days: Option<u64>,
 }
+
+/// `--pairing-code-ttl-ms`'s default: long enough to find a phone and scan, short enough that a
+/// code seen over a shoulder is stale.
+pub const DEFAULT_PAIRING_CODE_TTL_MS: u64 = 120_000;
 
 /// `--history-events`'s default: a long agent turn streams a few thousand updates, so this keeps
 /// dozens of turns per session while bounding one session's history to tens of megabytes.
@@ -416,6 +424,8 @@ pub struct Config {
     pub notify: Vec<NotifyTarget>,
     /// `--public-url` without a trailing `/`; `None`: the listening URL.
     pub public_url: Option<String>,
+    /// `--pairing-code-ttl-ms`: how long a device pairing code stays usable.
+    pub pairing_code_ttl: Duration,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -481,6 +491,7 @@ const SERVE_KEYS: &[&str] = &[
     "historyDays",
     "notify",
     "publicUrl",
+    "pairingCodeTtlMs",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
@@ -1142,6 +1153,10 @@ impl Config {
             ));
         }
 
+        let pairing_ms = ms(args.pairing_code_ttl_ms, "pairingCodeTtlMs", DEFAULT_PAIRING_CODE_TTL_MS)?;
+        if pairing_ms == 0 {
+            return refuse("--pairing-code-ttl-ms must be positive");
+        }
         let enable_session_shell = args.enable_session_shell || file.flag("enableSessionShell")?;
         let shell_ms = ms(args.shell_timeout_ms, "shellTimeoutMs", 120_000)?;
         if shell_ms == 0 {
@@ -1239,6 +1254,7 @@ impl Config {
             },
             notify,
             public_url,
+            pairing_code_ttl: Duration::from_millis(pairing_ms),
             warnings,
         })
     }

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! main.rs ─► server ─► http ─► daemon ─► permission ─┬─► store
-//!                                    ├─► agent ──────┴─► acp
+//!                                    ├─► devices ────┘
+//!                                    ├─► agent ────────► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
 //! beside the house (imported by main only): demo_agent ─► acp
@@ -32,6 +33,8 @@
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
 //!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
+//! - [`devices`]: paired devices: one-time pairing codes, per-device credentials (stored
+//!   hashed), roles, revocation.
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
@@ -49,6 +52,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod demo_agent;
+pub mod devices;
 pub mod event;
 pub mod exec;
 pub mod http;

@@ -33,6 +33,11 @@ enum Command {
     /// Print the permission audit trail, newest first, from the state database (read-only; works
     /// while the daemon runs, or not).
     Audit(AuditArgs),
+    /// Pair a phone or a browser: ask the running daemon for a one-time code, and print its URL
+    /// and the same URL as a QR code to scan.
+    Pair(PairArgs),
+    /// List the paired devices, or revoke one (`mediatord devices revoke ID`).
+    Devices(DevicesArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
@@ -50,6 +55,156 @@ enum Command {
     /// Internal: runs an agent command so that it dies with the daemon (see `agent::guard`).
     #[command(hide = true)]
     AgentGuard(GuardArgs),
+}
+
+/// How `pair` and `devices` reach the running daemon.
+#[derive(Debug, clap::Args)]
+struct DaemonArgs {
+    /// The daemon's listening address
+    #[arg(
+        long,
+        env = "MEDIATORD_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:7776"
+    )]
+    url: String,
+    /// The daemon's operator token. Prefer the environment: a flag shows in the process list
+    #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct PairArgs {
+    /// The device's name, as lists and the audit show it [default: what the device calls itself]
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// voter (prompts, votes, rules) or observer (reads and subscribes only)
+    #[arg(long, value_name = "ROLE", default_value = "voter", value_parser = ["voter", "observer"])]
+    role: String,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct DevicesArgs {
+    #[command(subcommand)]
+    action: Option<DevicesAction>,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum DevicesAction {
+    /// The paired devices (the default)
+    List,
+    /// Revoke a device: its next request is refused and its event streams end
+    Revoke {
+        /// The device id (`dev-…`, from `mediatord devices`)
+        id: String,
+    },
+}
+
+/// One call to the running daemon for `pair` and `devices`: the answer of a 2xx, or exit 1 with
+/// the daemon's error (or why it could not be reached) on stderr.
+fn daemon_call(
+    command: &str,
+    args: &DaemonArgs,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> Result<serde_json::Value, ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+        say(&format!("mediatord {command}: cannot start the async runtime: {e}"));
+        ExitCode::FAILURE
+    })?;
+    let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    match runtime.block_on(mediatord::http::client::call(&args.url, method, path, token, body.as_ref())) {
+        Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
+        Ok((401, _)) => {
+            say(&format!(
+                "mediatord {command}: the daemon at {} refused the token (set MEDIATORD_TOKEN to its operator token)",
+                args.url
+            ));
+            Err(ExitCode::FAILURE)
+        }
+        Ok((status, answer)) => {
+            let text = answer["error"].as_str().unwrap_or("no explanation");
+            say(&format!("mediatord {command}: the daemon answered {status}: {text}"));
+            Err(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            say(&format!("mediatord {command}: {e}"));
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `mediatord pair`: the URL and its QR code on stdout.
+fn pair(args: &PairArgs) -> ExitCode {
+    let body = serde_json::json!({"name": args.name, "role": args.role});
+    let answer = match daemon_call("pair", &args.daemon, "POST", "/devices/pairing", Some(body)) {
+        Ok(answer) => answer,
+        Err(code) => return code,
+    };
+    let Some(url) = answer["url"].as_str() else {
+        say("mediatord pair: the daemon's answer has no url");
+        return ExitCode::FAILURE;
+    };
+    let Some(qr) = mediatord::devices::qr::terminal(url) else {
+        say("mediatord pair: the URL is too long for a QR code");
+        return ExitCode::FAILURE;
+    };
+    let seconds =
+        answer["expiresAt"].as_u64().map_or(0, |at| at.saturating_sub(mediatord::clock::now_ms()) / 1000);
+    let mut out = io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "Scan this with the device's camera, or open the URL on it. It works once, for {seconds} s, as a {}:\n",
+        answer["role"].as_str().unwrap_or("voter")
+    );
+    let _ = write!(out, "{qr}");
+    let _ = writeln!(out, "\n\n{url}");
+    ExitCode::SUCCESS
+}
+
+/// `mediatord devices [list|revoke ID]`.
+fn devices(args: &DevicesArgs) -> ExitCode {
+    match &args.action {
+        Some(DevicesAction::Revoke { id }) => {
+            let path = format!("/devices/{}", id.bytes().map(|b| format!("%{b:02X}")).collect::<String>());
+            match daemon_call("devices", &args.daemon, "DELETE", &path, None) {
+                Ok(_) => {
+                    let _ = writeln!(io::stdout(), "revoked {id}");
+                    ExitCode::SUCCESS
+                }
+                Err(code) => code,
+            }
+        }
+        None | Some(DevicesAction::List) => {
+            let answer = match daemon_call("devices", &args.daemon, "GET", "/devices", None) {
+                Ok(answer) => answer,
+                Err(code) => return code,
+            };
+            let mut out = io::stdout().lock();
+            let _ = writeln!(out, "{:<20}  {:<8}  {:<24}  {:<24}  NAME", "ID", "ROLE", "PAIRED", "LAST SEEN");
+            for d in answer["devices"].as_array().into_iter().flatten() {
+                let at = |v: &serde_json::Value| {
+                    v.as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601)
+                };
+                let _ = writeln!(
+                    out,
+                    "{:<20}  {:<8}  {:<24}  {:<24}  {}",
+                    d["deviceId"].as_str().unwrap_or("-"),
+                    d["role"].as_str().unwrap_or("-"),
+                    at(&d["createdAt"]),
+                    at(&d["lastSeenAt"]),
+                    d["name"].as_str().unwrap_or("-"),
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }
 
 /// `mediatord audit`'s flags: the filters of `GET /audit`.
@@ -156,7 +311,8 @@ fn audit(args: &AuditArgs) -> ExitCode {
             let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
             let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
             let latency = e["latencyMs"].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
-            let by = match (e["resolvedBy"].as_str(), e["voterClientId"].as_str()) {
+            let voter = e["voterDeviceName"].as_str().or(e["voterClientId"].as_str());
+            let by = match (e["resolvedBy"].as_str(), voter) {
                 (Some("vote"), Some(voter)) => format!("vote:{voter}"),
                 (Some(by), _) => by.to_owned(),
                 (None, _) => "-".to_owned(),
@@ -332,6 +488,8 @@ fn main() -> ExitCode {
         }
         Command::Man { subcommand } => man_page(subcommand.as_deref()),
         Command::Audit(args) => audit(&args),
+        Command::Pair(args) => pair(&args),
+        Command::Devices(args) => devices(&args),
         Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
     }
 }

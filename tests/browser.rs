@@ -446,6 +446,12 @@ async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
             ]),
             "one button per option, by its name, and the shorthands"
         );
+        // Paths inside the workspace are shown relative to it; the whole path is on hover.
+        let shown = page
+            .js("const li = document.querySelector('section.card ul.paths li'); \
+                 return [li?.textContent.trim(), li?.title]")
+            .await;
+        assert_eq!(shown, json!(["a.txt", d.workspace.join("a.txt").display().to_string()]));
     }
     // The session list shows it too.
     b.until(
@@ -650,6 +656,11 @@ async fn screenshots() {
     assert_eq!(d.join("bob").await, sid, "one shared session");
     d.prompt_async(&sid, Some("bob"), "edit README.md A small demo, now with a web app.").await;
     phone.until("the pending card", "document.querySelector('section.card .diff')").await;
+    // The diff names the file relative to the workspace; the whole path is on hover.
+    let caption = phone
+        .js("const cap = document.querySelector('section.card .diff figcaption'); return [cap.textContent, cap.title]")
+        .await;
+    assert_eq!(caption, json!(["README.md", d.workspace.join("README.md").display().to_string()]));
     phone.screenshot(&out.join("phone-approval.png")).await;
     let desktop = driver.open(DESKTOP).await;
     desktop.load(&d, &format!("#/s/{sid}")).await;
@@ -806,4 +817,178 @@ async fn a_notification_link_shows_the_request_and_its_button_approves() {
     let events = sse.until_type("turn_complete").await;
     assert_eq!(support::find(&events, "permission_resolved")["via"], "link");
     assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+}
+
+/// Issue #19: `mediatord pair` prints a URL; opened in Chromium it signs that browser in as the
+/// device (the code gone from the address bar and from history, the credential in a cookie no
+/// script can read), and an approval from it is audited under the device's name.
+#[tokio::test]
+async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_under_the_devices_name() {
+    const TOKEN: &str = "operator-token";
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", TOKEN]).await;
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(support::bin())
+        .args(["pair", "--name", "Test phone"])
+        .env("MEDIATORD_URL", &d.base)
+        .env("MEDIATORD_TOKEN", TOKEN)
+        .env("HOME", home.path())
+        .output()
+        .expect("run mediatord pair");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let url = stdout.lines().rev().find(|l| !l.trim().is_empty()).expect("the URL").trim().to_owned();
+    let code = url.split_once("#pair=").expect("a pairing URL").1.to_owned();
+
+    let http = support::http();
+    let session = http
+        .post(d.url("/session"))
+        .bearer_auth(TOKEN)
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("create");
+    let sid =
+        session.json::<Value>().await.expect("json")["sessionId"].as_str().expect("sessionId").to_owned();
+
+    let page = driver.open(PHONE).await;
+    page.client.goto(&url).await.expect("navigate");
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    let who = page.until("who it is", "document.querySelector('.whoami')?.textContent").await;
+    assert_eq!(who, "Signed in as Test phone (voter)");
+    let here = page.client.current_url().await.expect("url");
+    assert!(
+        !here.as_str().contains(&code) && here.fragment().is_none(),
+        "the code left the address bar: {here}"
+    );
+    assert_eq!(page.js("return document.cookie").await, "", "the credential is HttpOnly");
+    assert_eq!(page.js("return sessionStorage.getItem('mediatord.token')").await, Value::Null);
+    let device_id = page.js("return localStorage.getItem('mediatord.device')").await;
+    let device_id = device_id.as_str().expect("the device id is known").to_owned();
+    // The history entry the page was opened on no longer holds the code either: back, then
+    // forward to it, lands on the app without it.
+    page.client.back().await.expect("back");
+    page.client.forward().await.expect("forward");
+    page.until("the app again", "document.documentElement.dataset.ready === 'true'").await;
+    let again = page.client.current_url().await.expect("url");
+    assert!(!again.as_str().contains(&code), "history kept the code: {again}");
+    page.until("still signed in", "document.querySelector('.whoami')?.textContent.includes('Test phone')")
+        .await;
+
+    page.open_session(&sid).await;
+    let prompt = json!({"prompt": [{"type": "text", "text": "write paired.txt from the phone"}]});
+    let queued = http
+        .post(d.url(&format!("/session/{sid}/prompt")))
+        .bearer_auth(TOKEN)
+        .header("X-Qwen-Client-Id", "alice")
+        .header("Prefer", "respond-async")
+        .json(&prompt)
+        .send()
+        .await
+        .expect("prompt");
+    assert_eq!(queued.status(), 202);
+    page.until(
+        "the permission card",
+        "document.querySelector('section.card h3')?.textContent.includes('paired.txt')",
+    )
+    .await;
+    page.click("Allow once", &card_button("Allow once")).await;
+    page.until("the card resolved", NO_CARD).await;
+    let record = page.until("the record", RESOLVED_RECORD).await;
+    assert!(record.as_str().is_some_and(|t| t.ends_with("Allow once by you")), "{record}");
+    page.finished_turn("the turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("paired.txt")).expect("written"), "from the phone");
+
+    let audit: Value = http
+        .get(d.url(&format!("/audit?sessionId={sid}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("audit")
+        .json()
+        .await
+        .expect("json");
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["voterClientId"], json!(device_id), "{entry}");
+    assert_eq!(entry["voterDeviceName"], "Test phone", "{entry}");
+    assert_eq!(entry["ballots"][0]["deviceName"], "Test phone", "{entry}");
+    assert!(page.console_problems().await.is_empty(), "the console stayed clean");
+}
+
+/// Issue #19: the operator's Devices page pairs another device with a QR code on screen; the
+/// link it shows signs a second browser in; the list shows that device, and Revoke signs it out.
+#[tokio::test]
+async fn the_operators_devices_page_pairs_another_browser_and_revokes_it() {
+    const TOKEN: &str = "operator-token";
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", TOKEN]).await;
+    let operator = driver.open(DESKTOP).await;
+    operator.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    let token = operator
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+        .await
+        .expect("the Token field");
+    token.send_keys(TOKEN).await.expect("type");
+    operator.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+    operator.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    operator.click("Devices", "//a[normalize-space() = 'Devices']").await;
+    operator
+        .until("the devices page", "document.querySelector('.devices-view h2')?.textContent === 'Devices'")
+        .await;
+    let name = operator
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Name']/@for]"))
+        .await
+        .expect("the Name field");
+    name.send_keys("Kitchen tablet").await.expect("type");
+    operator.click("Show a pairing code", "//button[normalize-space() = 'Show a pairing code']").await;
+    // The QR code is an image that loaded (the daemon's SVG as a data: URL), beside its link.
+    operator
+        .until("the QR code", "(() => { const i = document.querySelector('.pairing img'); return i && i.complete && i.naturalWidth > 0; })()")
+        .await;
+    let url = operator.until("the link", "document.querySelector('.pair-url')?.textContent").await;
+    let url = url.as_str().expect("text").to_owned();
+    assert!(url.starts_with(&format!("{}/#pair=", d.base)), "{url}");
+
+    let tablet = driver.open(PHONE).await;
+    tablet.client.goto(&url).await.expect("navigate");
+    tablet.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    let who = tablet.until("who it is", "document.querySelector('.whoami')?.textContent").await;
+    assert_eq!(who, "Signed in as Kitchen tablet (voter)");
+    assert_eq!(
+        tablet.js("return document.querySelector(\"a[href='#/devices']\")").await,
+        Value::Null,
+        "devices are the operator's"
+    );
+
+    operator.click("Back to the sessions", "//a[normalize-space() = 'Back to the sessions']").await;
+    operator.click("Devices", "//a[normalize-space() = 'Devices']").await;
+    operator
+        .until(
+            "the device listed",
+            "document.querySelector('.devices .device-name')?.textContent === 'Kitchen tablet'",
+        )
+        .await;
+    operator.click("Revoke", "//button[@aria-label = 'Revoke Kitchen tablet']").await;
+    operator
+        .until(
+            "the list emptied",
+            "document.querySelector('.devices')?.textContent.includes('No device is paired yet')",
+        )
+        .await;
+    // The tablet is signed out: its next load asks for a token.
+    tablet.client.refresh().await.expect("reload");
+    tablet.until("the sign-in form", "document.querySelector('form.signin')").await;
+    assert_eq!(tablet.js("return localStorage.getItem('mediatord.device')").await, Value::Null);
+    // Nothing but the 401s the sign-in forms answer (before the token; after the revocation).
+    for page in [&operator, &tablet] {
+        let problems = page.console_problems().await;
+        assert!(problems.iter().all(|p| p.contains("/capabilities") && p.contains("401")), "{problems:?}");
+    }
 }

@@ -39,7 +39,7 @@ export async function api(method, path, { body, headers = {} } = {}) {
     method,
     headers: { Accept: 'application/json', ...authHeaders(), ...headers },
     signal: AbortSignal.timeout(TIMEOUT_MS),
-    credentials: 'omit',
+    credentials: 'same-origin',
     cache: 'no-store',
   };
   if (body !== undefined) {

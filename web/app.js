@@ -4,8 +4,8 @@
 // where it stopped (Last-Event-ID), so nothing is shown twice.
 
 import { ApiError, api, events as apiEvents, sessionPath } from './api.js';
-import { getClientId, hasToken, signInPanel, signOut } from './auth.js';
-import { h, icon, replace } from './dom.js';
+import { forgetDevice, getClientId, hasToken, pairFromUrl, setIdentity, signInPanel, signOut } from './auth.js';
+import { clock, h, icon, replace, svgImage } from './dom.js';
 import { EventStream } from './sse.js';
 import { addPending, apply, createSession, pending } from './state.js';
 import { SessionView } from './view.js';
@@ -15,7 +15,8 @@ const LIST_REFRESH_MS = 4000;
 /** Two columns (list beside session) from this width up. */
 const WIDE = window.matchMedia('(min-width: 56rem)');
 
-const me = getClientId();
+/** The client id the daemon attributes this browser's actions to (a paired device's is its id). */
+let me = getClientId();
 const app = document.getElementById('app');
 const announcer = document.getElementById('announce');
 
@@ -29,6 +30,8 @@ const state = {
   current: null,
   listTimer: null,
   firstRender: true,
+  /** A line for the header after pairing (or why pairing failed). */
+  notice: null,
 };
 
 const sidebar = h('nav', { class: 'sidebar', 'aria-label': 'Workspaces and sessions' });
@@ -48,12 +51,16 @@ function basename(path) {
 }
 
 async function boot() {
+  const paired = await pairFromUrl();
+  if (paired?.device) state.notice = `Paired: this browser is now “${paired.device.name}”.`;
+  if (paired?.error) state.notice = paired.error;
   try {
     state.caps = await api('GET', 'capabilities');
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return showSignIn(hasToken());
     return fatal(err);
   }
+  me = setIdentity(state.caps.identity);
   replace(app, sidebar, main);
   document.body.dataset.view = 'list';
   try {
@@ -77,9 +84,12 @@ function fatal(err) {
 function showSignIn(rejected) {
   // The panel's own check answers 401 for a wrong token: the panel on screen says so itself.
   if (app.querySelector('form.signin')) return;
+  forgetDevice();
   clearInterval(state.listTimer);
   for (const entry of state.open.values()) entry.stream?.stop();
-  replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'), signInPanel({
+  replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'),
+    state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null,
+    signInPanel({
     rejected,
     check: async () => {
       try {
@@ -107,10 +117,17 @@ async function refreshList() {
 
 function renderList() {
   const workspaces = state.caps.workspaces || [{ cwd: state.caps.workspaceCwd, primary: true }];
+  const identity = state.caps.identity || { kind: 'operator' };
+  const operator = identity.kind === 'operator';
+  const who = operator
+    ? (hasToken() ? `Signed in with the operator token as ${me}` : `You are ${me}`)
+    : `Signed in as ${identity.name} (${identity.role === 'observer' ? 'observer: watching only' : 'voter'})`;
   const header = h('header', { class: 'brand' },
     h('h1', {}, icon('logo'), ' mediatord'),
-    h('p', { class: 'hint' }, `You are ${me}`),
-    hasToken() ? h('button', { type: 'button', class: 'ghost', onclick: () => { signOut(); location.reload(); } }, 'Sign out') : null);
+    h('p', { class: 'hint whoami' }, who),
+    operator ? h('a', { class: 'ghost button', href: '#/devices' }, 'Devices') : null,
+    hasToken() ? h('button', { type: 'button', class: 'ghost', onclick: () => { signOut(); location.reload(); } }, 'Sign out') : null,
+    state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null);
   const sections = workspaces.map((w) => {
     const sessions = state.lists.get(w.cwd) || [];
     return h('section', { class: 'workspace', 'aria-labelledby': `ws-${workspaces.indexOf(w)}` },
@@ -176,6 +193,7 @@ function route() {
   const m = /^#\/s\/(.+)$/.exec(location.hash);
   if (m) return openSession(decodeURIComponent(m[1]));
   if (state.current) leave();
+  if (location.hash === '#/devices') return showDevices();
   const sessions = [...state.lists.values()].flat();
   if (WIDE.matches && sessions.length) {
     const first = sessions.find((s) => pendingOf(s)) || sessions[0];
@@ -185,6 +203,66 @@ function route() {
   document.body.dataset.view = 'list';
   replace(main, h('div', { class: 'empty' }, h('p', {}, sessions.length ? 'Choose a session.' : 'No session yet: start one in a workspace.')));
   renderList();
+  markReady();
+}
+
+/** The operator's devices: who is paired (with Revoke), and "pair another device" with its QR code. */
+async function showDevices() {
+  document.body.dataset.view = 'session';
+  renderList();
+  const list = h('ul', { class: 'devices' });
+  const shown = h('div', { class: 'pairing', 'aria-live': 'polite' });
+  const error = h('p', { class: 'form-error', role: 'alert' });
+  const load = async () => {
+    try {
+      const { devices } = await api('GET', 'devices');
+      replace(list, devices.length ? devices.map((dv) => h('li', { class: 'device', dataset: { deviceId: dv.deviceId } },
+        h('span', { class: 'device-name' }, dv.name),
+        h('span', { class: 'hint' }, ` ${dv.role}${dv.lastSeenAt ? `, last seen ${clock(dv.lastSeenAt)}` : ''} `),
+        h('button', {
+          type: 'button', class: 'ghost', 'aria-label': `Revoke ${dv.name}`,
+          onclick: async () => {
+            try {
+              await api('DELETE', `devices/${encodeURIComponent(dv.deviceId)}`);
+            } catch (err) {
+              error.textContent = err.message;
+            }
+            await load();
+          },
+        }, 'Revoke'))) : h('li', { class: 'hint' }, 'No device is paired yet.'));
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  const name = h('input', { id: 'device-name', name: 'name', autocomplete: 'off', maxlength: 64, placeholder: 'What the device calls itself' });
+  const role = h('select', { id: 'device-role', name: 'role' },
+    h('option', { value: 'voter' }, 'Voter: prompts and approves'),
+    h('option', { value: 'observer' }, 'Observer: watches only'));
+  const form = h('form', {
+    class: 'pair-form',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      error.textContent = '';
+      try {
+        const p = await api('POST', 'devices/pairing', { body: { name: name.value.trim() || null, role: role.value } });
+        replace(shown,
+          p.qrSvg ? svgImage(p.qrSvg, 'QR code of the pairing link') : null,
+          h('p', {}, `Scan it with the device’s camera, or open the link on it. It works once, until ${clock(p.expiresAt)}:`),
+          h('p', {}, h('code', { class: 'pair-url' }, p.url)));
+      } catch (err) {
+        error.textContent = err.message;
+      }
+    },
+  },
+    h('h3', {}, 'Pair another device'),
+    h('label', { for: 'device-name' }, 'Name'), name,
+    h('label', { for: 'device-role' }, 'Role'), role,
+    h('button', { type: 'submit', class: 'primary' }, 'Show a pairing code'));
+  replace(main, h('section', { class: 'devices-view' },
+    h('p', {}, h('a', { href: '#/' }, 'Back to the sessions')),
+    h('h2', {}, 'Devices'),
+    list, error, form, shown));
+  await load();
   markReady();
 }
 

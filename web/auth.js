@@ -1,15 +1,25 @@
-// Who this browser is, and how it proves it may use the daemon. The one module that knows about
-// credentials: device pairing (a later step) replaces the token here without touching the rest.
+// Who this browser is, and how it proves it may use the daemon: the one module that knows about
+// credentials.
 //
-// - The client id: a stable random id per browser, kept in localStorage and sent as X-Qwen-Client-Id,
-//   so the daemon attributes this browser's votes and prompts to it.
-// - The token, when the daemon has one: pasted by the person, kept in sessionStorage (this tab) or
-//   localStorage (this device) as they choose, sent only as `Authorization: Bearer`. Never in a URL.
+// - A paired device (opened on `<daemon>/#pair=<code>`): the code is exchanged once for a device
+//   credential that the daemon sets as an HttpOnly cookie, which no script here can read (the
+//   exchange asks for the cookie only, so the credential is never in this page's hands). The code
+//   leaves the address bar and the history entry before anything else happens. The device's id is
+//   its client id; the daemon fills it in, so this page sends none.
+// - Otherwise a client id: a stable random id per browser, kept in localStorage and sent as
+//   X-Qwen-Client-Id, so the daemon attributes this browser's votes and prompts to it.
+// - The operator's token, when the daemon has one and this browser is not a paired device: pasted
+//   by the person, kept in sessionStorage (this tab) or localStorage (this device) as they choose,
+//   sent only as `Authorization: Bearer`. Never in a URL.
 
 import { h } from './dom.js';
 
 const CLIENT_KEY = 'mediatord.clientId';
 const TOKEN_KEY = 'mediatord.token';
+/** The paired device's id (not its credential: that is the cookie). */
+const DEVICE_KEY = 'mediatord.device';
+/** The daemon's root: this module's directory's parent (assets live in assets/). */
+const ROOT = new URL('../', import.meta.url);
 
 /** `web-` and 16 random hex digits. getRandomValues works on plain http (randomUUID does not). */
 function newClientId() {
@@ -48,12 +58,91 @@ function storedToken() {
   }
 }
 
-/** Headers that identify and authorise this browser on every API call. */
+function storedDevice() {
+  try {
+    return localStorage.getItem(DEVICE_KEY);
+  } catch {
+    return null;
+  }
+}
+
+/** Headers that identify and authorise this browser on every API call (the cookie goes by itself). */
 export function authHeaders() {
-  const headers = { 'X-Qwen-Client-Id': getClientId() };
+  const headers = {};
   const token = storedToken();
   if (token) headers.Authorization = `Bearer ${token}`;
+  // A paired browser is its device: the daemon takes the client id from the cookie.
+  if (token || !storedDevice()) headers['X-Qwen-Client-Id'] = getClientId();
   return headers;
+}
+
+/**
+ * Records who the daemon says this browser is (`identity` of GET /capabilities), and returns the
+ * client id the daemon attributes this browser's actions to.
+ */
+export function setIdentity(identity) {
+  try {
+    if (identity?.kind === 'device') localStorage.setItem(DEVICE_KEY, identity.deviceId);
+    else localStorage.removeItem(DEVICE_KEY);
+  } catch {
+    // Storage refused: the id is still what the daemon says for this page's life.
+  }
+  return identity?.kind === 'device' ? identity.deviceId : getClientId();
+}
+
+/** Forgets the device (its cookie was refused: revoked, or cleared by the daemon). */
+export function forgetDevice() {
+  try {
+    localStorage.removeItem(DEVICE_KEY);
+  } catch {
+    // nothing stored
+  }
+}
+
+/** A name this browser gives itself when the operator named none: what it runs on. */
+function ownName() {
+  const ua = navigator.userAgent;
+  const platform = ['Android', 'iPhone', 'iPad', 'Windows', 'Mac', 'Linux', 'CrOS'].find((p) => ua.includes(p)) || 'a browser';
+  const browser = ['Firefox', 'Edg', 'Chrome', 'Safari'].find((b) => ua.includes(b)) || 'Browser';
+  return `${browser === 'Edg' ? 'Edge' : browser} on ${platform === 'CrOS' ? 'ChromeOS' : platform}`;
+}
+
+/**
+ * When the page was opened on a pairing URL (`#pair=<code>`): removes the code from the address bar
+ * and from this history entry at once, then exchanges it. Resolves to null (no code), to
+ * `{device}` (paired: the cookie is set), or to `{error}` (the text to show).
+ */
+export async function pairFromUrl() {
+  const match = /^#pair=([0-9A-Za-z]{1,128})$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(null, '', `${location.pathname}${location.search}`);
+  let res;
+  try {
+    res = await fetch(new URL('devices/pair', ROOT), {
+      method: 'POST',
+      headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ code: match[1], name: ownName(), cookieOnly: true }),
+      credentials: 'same-origin',
+      cache: 'no-store',
+    });
+  } catch (err) {
+    return { error: `The daemon did not answer: ${err.message}` };
+  }
+  const body = await res.json().catch(() => null);
+  if (!res.ok) {
+    return {
+      error: res.status === 429
+        ? 'Too many pairing attempts from this network: wait a minute and ask for a new code.'
+        : 'This pairing link was already used or has expired: ask for a new one (mediatord pair).',
+    };
+  }
+  signOut();
+  try {
+    localStorage.setItem(DEVICE_KEY, body.deviceId);
+  } catch {
+    // The cookie is what signs in; the id is learned again from the daemon.
+  }
+  return { device: body };
 }
 
 export function hasToken() {

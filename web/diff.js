@@ -1,7 +1,7 @@
 // ACP `diff` tool-call content ({path, oldText, newText}) as a unified diff: Myers' O(ND) line diff,
 // hunks with three lines of context, rendered as text rows.
 
-import { h } from './dom.js';
+import { h, shortPath } from './dom.js';
 
 /** Context lines around each change, as `diff -u`. */
 const CONTEXT = 3;
@@ -108,10 +108,14 @@ function range(start, count) {
   return count === 1 ? `${start}` : `${start},${count}`;
 }
 
-/** A diff view: the path, then each hunk's rows with +/- marks (and as text, for screen readers). */
-export function renderDiff({ path, oldText, newText }) {
+/**
+ * A diff view: the path (relative to the workspace `cwd` when inside it; the whole path on hover),
+ * then each hunk's rows with +/- marks (and as text, for screen readers).
+ */
+export function renderDiff({ path, oldText, newText }, cwd) {
   const hunks = unifiedDiff(oldText, newText);
-  const title = oldText === null || oldText === undefined ? `new file ${path || ''}` : `${path || ''}`;
+  const shown = shortPath(path, cwd) || '';
+  const title = oldText === null || oldText === undefined ? `new file ${shown}` : shown;
   const rows = [];
   for (const hunk of hunks) {
     rows.push(h('span', { class: 'diff-hunk' }, hunk.header, '\n'));
@@ -122,7 +126,7 @@ export function renderDiff({ path, oldText, newText }) {
   }
   if (hunks.length === 0) rows.push(h('span', { class: 'diff-ctx' }, '(no change)'));
   return h('figure', { class: 'diff' },
-    h('figcaption', {}, title.trim()),
+    h('figcaption', { title: path || '' }, title.trim()),
     h('pre', { 'aria-label': `Diff of ${path || 'a file'}` }, rows),
   );
 }

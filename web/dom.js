@@ -93,8 +93,32 @@ export function icon(name) {
   return svg;
 }
 
+/**
+ * A path as the session's pages show it: relative to the workspace `cwd` when it lies inside it
+ * (a phone has no room for `/home/…/project/` on every line), whole otherwise, so a path outside
+ * the workspace stands out on the card that asks to touch it. Only a whole directory prefix counts:
+ * `/ws2/x` is not inside `/ws`.
+ */
+export function shortPath(path, cwd) {
+  if (typeof path !== 'string' || typeof cwd !== 'string' || cwd === '') return path;
+  const base = cwd.endsWith('/') ? cwd : `${cwd}/`;
+  return path.startsWith(base) && path.length > base.length ? path.slice(base.length) : path;
+}
+
 /** "12:04:31" in the browser's locale. */
 export function clock(ms) {
   if (!Number.isFinite(ms)) return '';
   return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+/**
+ * An <img> showing an SVG document given as text (the daemon's QR codes). As an image, never as
+ * part of this page: an SVG in an <img> runs no script and loads nothing (and the CSP allows only
+ * `data:` images besides the page's own).
+ */
+export function svgImage(svg, alt) {
+  const img = document.createElement('img');
+  img.alt = alt;
+  img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+  return img;
 }

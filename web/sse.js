@@ -64,7 +64,7 @@ export class EventStream {
       res = await fetch(url(sessionPath(this.sessionId, '/events')), {
         headers: { Accept: 'text/event-stream', 'Last-Event-ID': String(this.lastEventId), ...authHeaders() },
         signal: this.controller.signal,
-        credentials: 'omit',
+        credentials: 'same-origin',
         cache: 'no-store',
       });
     } catch {

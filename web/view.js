@@ -4,7 +4,7 @@
 // changes, so a long stream costs work proportional to what arrives, and focus and open/closed
 // details survive updates.
 
-import { clock, h, icon, replace } from './dom.js';
+import { clock, h, icon, replace, shortPath } from './dom.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
@@ -57,17 +57,23 @@ function contentBlock(block, markdown) {
   }
 }
 
-/** The body of a tool call: its command, paths, content (text, diffs, terminals) and raw output. */
-function toolBody(call) {
+/**
+ * The body of a tool call: its command, paths (relative to the workspace `cwd` when inside it, the
+ * whole path on hover), content (text, diffs, terminals) and raw output.
+ */
+function toolBody(call, cwd) {
   const parts = [];
   const command = call.rawInput && typeof call.rawInput.command === 'string' ? call.rawInput.command : null;
   if (command) parts.push(h('pre', { class: 'command' }, `$ ${command}`));
   const locations = Array.isArray(call.locations) ? call.locations.filter((l) => l && typeof l.path === 'string') : [];
   if (locations.length) {
-    parts.push(h('ul', { class: 'paths' }, locations.map((l) => h('li', {}, icon('file'), ' ', l.line ? `${l.path}:${l.line}` : l.path))));
+    parts.push(h('ul', { class: 'paths' }, locations.map((l) => {
+      const shown = shortPath(l.path, cwd);
+      return h('li', { title: l.path }, icon('file'), ' ', l.line ? `${shown}:${l.line}` : shown);
+    })));
   }
   for (const c of Array.isArray(call.content) ? call.content : []) {
-    if (c?.type === 'diff') parts.push(renderDiff(c));
+    if (c?.type === 'diff') parts.push(renderDiff(c, cwd));
     else if (c?.type === 'terminal') parts.push(h('p', { class: 'attachment' }, icon('terminal'), ` terminal ${c.terminalId ?? ''}`));
     else if (c?.type === 'content') {
       const block = c.content;
@@ -387,7 +393,7 @@ export class SessionView {
       h('span', { class: `status status-${status}` }, STATUS_LABEL[status] || status),
       ' ', h('span', { class: 'tool-title' }, call.title || toolName(call) || 'Tool call'),
       call.kind ? h('span', { class: 'kind' }, KIND_LABEL[call.kind] || call.kind) : null);
-    replace(el.lastChild, toolBody(call));
+    replace(el.lastChild, toolBody(call, this.s.summary.workspaceCwd));
   }
 
   refreshPlan(item) {
@@ -480,7 +486,7 @@ export class SessionView {
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
       h('h3', { id: titleId }, icon('shield'), ` ${title}`),
       h('p', { class: 'what' }, [call.kind ? `Wants to ${KIND_LABEL[call.kind] || call.kind}` : 'Wants to use a tool', tool ? ` with ${tool}` : ''].join('')),
-      toolBody(call),
+      toolBody(call, this.s.summary.workspaceCwd),
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
       shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,

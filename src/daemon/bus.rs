@@ -790,8 +790,11 @@ mod tests {
     use EventKind::{SessionClosed, SessionUpdate, TurnComplete};
     use futures_util::StreamExt;
 
-    /// Bound on every wait in these tests: a hang fails instead of hanging.
-    /// Longer than a heartbeat, for the tests on tokio's paused clock.
+    /// Bound on every wait in these tests: a hang fails instead of hanging. Most tests run on
+    /// tokio's paused clock, which jumps to the next timer whenever every task is waiting, so a
+    /// stream that never gets its event fails at once (after a few virtual heartbeats) rather
+    /// than after a minute of real time; that keeps mutation runs, where many mutants lose an
+    /// event, fast. Longer than a heartbeat.
     const WAIT: Duration = Duration::from_secs(60);
 
     fn limits(ring: usize, lag: usize, max: usize) -> Limits {
@@ -824,13 +827,17 @@ mod tests {
         next.map(|c| String::from_utf8_lossy(&c.expect("infallible")).into_owned())
     }
 
-    /// Everything up to the end of the body.
+    /// Everything up to the end of the body, bounded by [`WAIT`] as a whole (heartbeats would
+    /// otherwise keep a body that never ends busy forever).
     async fn rest(body: &mut Body) -> String {
-        let mut out = String::new();
-        while let Some(c) = chunk(body).await {
-            out.push_str(&c);
-        }
-        out
+        let read = async {
+            let mut out = String::new();
+            while let Some(c) = chunk(body).await {
+                out.push_str(&c);
+            }
+            out
+        };
+        tokio::time::timeout(WAIT, read).await.expect("the end of the body in time")
     }
 
     /// The whole stream of a closed bus.
@@ -847,7 +854,7 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn envelope_has_id_type_data_and_tag() {
         let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
@@ -872,7 +879,7 @@ mod tests {
     }
 
     /// The tag is escaped once per change, and each event carries the tag it was published with.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn events_are_credited_to_the_prompt_whose_tag_they_were_published_with() {
         let b = bus(100, 10);
         let sub = b.subscribe(None).expect("subscribe");
@@ -902,7 +909,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn resume_replays_after_the_given_id_without_gap_or_duplicate() {
         let b = bus(100, 10);
         publish(&b, 5);
@@ -918,7 +925,7 @@ mod tests {
     }
 
     /// `state_resync_required` exactly when an event after the resume point has left the ring.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn resync_is_asked_only_when_something_is_missing() {
         let b = bus(3, 10);
         publish(&b, 10); // the ring holds 8, 9, 10
@@ -944,7 +951,7 @@ mod tests {
         assert_eq!(first, "retry: 3000\n\n");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn no_header_means_live_only() {
         let b = bus(100, 10);
         publish(&b, 1);
@@ -957,7 +964,7 @@ mod tests {
     }
 
     /// Everything from the cursor to the head leaves in one batch, up to [`BATCH_BYTES`].
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_batch_takes_everything_to_the_head_up_to_the_byte_bound() {
         let b = bus(10_000, 10);
         let mut stream = body(b.subscribe(None).expect("subscribe"));
@@ -990,7 +997,7 @@ mod tests {
     }
 
     /// A frame larger than a batch goes out alone, as the ring's own bytes.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_frame_larger_than_a_batch_goes_out_alone() {
         let b = bus(100, 10);
         let mut stream = body(b.subscribe(None).expect("subscribe"));
@@ -1004,7 +1011,7 @@ mod tests {
 
     /// While the connection holds the last batch, the stream takes nothing more: it never runs
     /// ahead of its socket, and it resumes when the batch is let go.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stream_takes_its_next_batch_only_once_the_last_is_written() {
         let b = bus(100, 10);
         let mut stream = body(b.subscribe(None).expect("subscribe"));
@@ -1017,7 +1024,7 @@ mod tests {
         assert_eq!(ids(&String::from_utf8_lossy(&next.expect("ok"))), [1, 2]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stream_overrun_by_the_ring_is_evicted_and_told_where_to_resume() {
         let stats = Arc::new(BusStats::default());
         let b = Bus::new("s1".into(), limits(5, 5, 10), stats.clone());
@@ -1053,7 +1060,7 @@ mod tests {
         assert_eq!(ids(&resumed), [6, 7, 8, 9, 10]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stream_past_the_lag_limit_is_evicted_and_resumes_without_loss() {
         let b = Bus::new("s1".into(), limits(100, 4, 10), Arc::default());
         let mut slow = body(b.subscribe(None).expect("slow"));
@@ -1077,7 +1084,7 @@ mod tests {
     /// A resumed session's bus: ids continue after the last recorded one, and its ring starts with
     /// the newest recorded frames that fit both of its bounds (count and bytes), so a client's
     /// `Last-Event-ID` inside them replays without a resync and one before them gets one.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_bus_with_history_continues_the_ids_and_seeds_its_ring_with_the_newest_frames() {
         let frame = recorded(1, 1)[0].len();
         let seeded = |ring: usize, bytes: usize, after: u64, recent: Vec<Bytes>| {
@@ -1138,7 +1145,7 @@ mod tests {
         assert!(!LagWarning::default().check(0, 0), "no lag, no warning");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_lagging_stream_is_warned_once_per_crossing() {
         let stats = Arc::new(BusStats::default());
         let b = Bus::new("s1".into(), limits(100, 8, 10), stats.clone());
@@ -1179,7 +1186,7 @@ mod tests {
         assert_eq!(stats.warnings.load(Ordering::Relaxed), 3);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_replay_is_not_warned_about() {
         let b = Bus::new("s1".into(), limits(100, 8, 10), Arc::default());
         publish(&b, 50);
@@ -1190,7 +1197,7 @@ mod tests {
 
     /// The byte cap trims the ring below its count, and a stream may then lag only as far as the
     /// ring reaches.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_byte_cap_trims_the_ring_and_sets_how_far_a_stream_may_lag() {
         let stats = Arc::new(BusStats::default());
         let cap = 4096;
@@ -1227,7 +1234,7 @@ mod tests {
 
     /// The daemon's byte cap is the documented 64 MiB (docs/operations.md): frames just under it
     /// in total all stay; one more and the oldest goes.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_default_byte_cap_holds_64_mib() {
         let b = Bus::new("s1".into(), limits(1000, 1000, 10), Arc::default());
         let payload = "m".repeat((1 << 20) - 1024); // a frame is ~900 bytes under 1 MiB
@@ -1245,7 +1252,7 @@ mod tests {
 
     /// Both bounds are inclusive: a ring exactly at its byte cap keeps every frame, and a stream
     /// exactly at the lag limit is not evicted.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_ring_at_its_byte_cap_and_a_stream_at_the_lag_limit_are_left_alone() {
         let probe = bus(10, 10);
         publish(&probe, 1);
@@ -1289,7 +1296,7 @@ mod tests {
         assert!(text.contains("max_subscribers: 3"), "{text}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn subscriber_cap_is_enforced_and_freed_on_drop() {
         let b = bus(10, 1);
         let first = b.subscribe(None).expect("first");
@@ -1298,7 +1305,7 @@ mod tests {
         assert!(b.subscribe(None).is_ok());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn gauges_count_streams_events_and_deliveries() {
         let stats = Arc::new(BusStats::default());
         let b = Bus::new("s1".into(), limits(100, 100, 10), stats.clone());
@@ -1318,7 +1325,7 @@ mod tests {
         assert_eq!(stats.evicted.load(Ordering::Relaxed), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn close_ends_streams_after_what_the_ring_holds_and_refuses_new_ones() {
         let b = bus(10, 10);
         let mut stream = body(b.subscribe(None).expect("subscribe"));
@@ -1332,7 +1339,7 @@ mod tests {
         assert!(b.publish(SessionUpdate, &json!({}), &PromptTag::default()).is_none());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn terminal_event_ends_streams_and_refuses_new_ones() {
         let b = bus(10, 10);
         let sub = b.subscribe(None).expect("subscribe");
@@ -1383,7 +1390,7 @@ mod tests {
         assert_eq!(after_event.elapsed(), HEARTBEAT_INTERVAL);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn shutdown_ends_the_stream() {
         let b = bus(10, 10);
         let token = CancellationToken::new();
@@ -1393,7 +1400,7 @@ mod tests {
         assert_eq!(chunk(&mut stream).await, None);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn shutdown_still_hands_over_what_was_published() {
         let b = bus(10, 10);
         let token = CancellationToken::new();
@@ -1407,7 +1414,7 @@ mod tests {
     }
 
     /// A stream stops at the head shutdown found, even while events keep coming.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn shutdown_does_not_wait_for_later_events() {
         let b = bus(100, 10);
         let token = CancellationToken::new();
@@ -1442,7 +1449,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_burst_is_published_in_order_under_consecutive_ids() {
         let stats = Arc::new(BusStats::default());
         let b = Bus::new("s1".into(), limits(3, 3, 10), stats.clone());

@@ -38,6 +38,7 @@ pub use self::shell::ShellOutcome;
 use crate::acp::method;
 use crate::agent::AgentHandle;
 use crate::config::{AgentSpec, Config, SessionScope};
+use crate::devices::Devices;
 use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
@@ -124,6 +125,8 @@ pub struct Daemon {
     groups: ProcessGroups,
     /// The durable state (or memory, with `--ephemeral`).
     pub store: Arc<dyn Store>,
+    /// Paired devices and pending pairing codes (loaded from the store at boot).
+    pub devices: Arc<Devices>,
     /// Each workspace's rules, shared with its sessions' mediators; created on first use, loaded
     /// from the store at boot.
     workspace_rules: Mutex<HashMap<PathBuf, Arc<WorkspaceRules>>>,
@@ -194,7 +197,9 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
         let notifier =
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
+        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl));
         Arc::new(Daemon {
+            devices,
             store,
             workspace_rules: Mutex::new(HashMap::new()),
             stored_rules: Mutex::new(stored_rules),

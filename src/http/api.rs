@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{act, daemon, events, history, permissions, prompts, sessions, shell, web};
+use super::{act, daemon, devices, events, history, permissions, prompts, sessions, shell, web};
 
 macro_rules! api {
     (
@@ -210,11 +210,13 @@ api! {
     post "/session/{id}/detach" => sessions::detach,
         Operation::new("detach", "sessions", "The caller's client id leaves the session")
             .ok(NO_CONTENT)
+            .read()
             .headers(&[ClientId])
             .errors(&["session_not_found", "invalid_client_id"]);
     post "/session/{id}/heartbeat" => sessions::heartbeat,
         Operation::new("heartbeat", "sessions", "Refresh the caller's last-seen time")
             .ok(&[(200, Json("Heartbeat"))])
+            .read()
             .headers(&[ClientId])
             .errors(&["session_not_found", "invalid_client_id"]);
     post "/session/{id}/shell" => shell::run_shell,
@@ -239,6 +241,27 @@ api! {
                 "route_not_found", "link_expired", "too_many_link_attempts", "invalid_client_id",
                 "permission_forbidden", "invalid_option_id",
             ]);
+    post "/devices/pairing" => devices::create_pairing,
+        Operation::new("createPairing", "devices", "A one-time code pairing a device, with its URL (`<public-url>/#pair=<code>`) and that URL as a QR code (operator token only; docs/protocol.md §15)")
+            .body("PairingRequest")
+            .ok(&[(200, Json("Pairing"))])
+            .operator()
+            .errors(&["invalid_json", "invalid_device", "pairing_unavailable"]);
+    post "/devices/pair" => devices::pair,
+        Operation::new("pair", "devices", "Exchange a pairing code for a device credential (also set as an HttpOnly cookie); no token: the code is the credential")
+            .body("PairRequest")
+            .ok(&[(200, Json("Paired"))])
+            .no_auth()
+            .errors(&["invalid_json", "invalid_device", "invalid_pairing_code", "too_many_pairing_attempts", "pairing_unavailable"]);
+    get "/devices" => devices::list,
+        Operation::new("listDevices", "devices", "The paired devices (operator token only)")
+            .ok(&[(200, Json("DeviceList"))])
+            .operator();
+    delete "/devices/{id}" => devices::revoke,
+        Operation::new("revokeDevice", "devices", "Revoke a device: 401 on its next request, its event streams end at once (operator token only)")
+            .ok(NO_CONTENT)
+            .operator()
+            .errors(&["device_not_found"]);
     // Served by the catch-all row above, documented under its own path.
     @also
     get "/workspace/{*rest}",

@@ -1,12 +1,13 @@
 //! Handlers of the `daemon` tag: health, capabilities (`docs/protocol.md#11-capabilities`) and the
 //! Prometheus exposition. (`GET /openapi.json` is served by the route table itself.)
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::extract::{AppState, Flags};
 use crate::config::Policy;
 use crate::daemon::Daemon;
@@ -42,6 +43,7 @@ fn features(d: &Daemon) -> Vec<&'static str> {
         "permission_rules",
         "metrics",
         "agents",
+        "devices",
     ];
     if d.config.session_shell_effective() {
         features.push("session_shell_command");
@@ -59,7 +61,10 @@ fn features(d: &Daemon) -> Vec<&'static str> {
 }
 
 /// `GET /capabilities`.
-pub(super) async fn capabilities(State(d): State<AppState>) -> Json<Value> {
+pub(super) async fn capabilities(
+    State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Json<Value> {
     let c = &d.config;
     let workspaces: Vec<Value> = c
         .workspaces
@@ -90,6 +95,7 @@ pub(super) async fn capabilities(State(d): State<AppState>) -> Json<Value> {
         },
         "agent": {"name": c.default_agent().name, "command": c.default_agent().command.display},
         "agents": c.agent_names(),
+        "identity": super::devices::identity(caller.as_deref()),
     }))
 }
 

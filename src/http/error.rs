@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::daemon::{CreateError, ResumeError, SessionError};
+use crate::devices::{PAIRING_FAILURE_WINDOW, PairError};
 use crate::permission::{RuleError, VoteError};
 
 /// `Retry-After` for 503s caused by load (seconds).
@@ -132,6 +133,26 @@ pub enum ApiError {
     LinkExpired,
     #[error("Too many unknown links from this address; retry later")]
     TooManyLinkAttempts,
+    #[error("This credential belongs to device {device_id}: it acts as that client id, and no other")]
+    ClientIdMismatch { device_id: String },
+    #[error("This device is an observer: it may read and subscribe, not change anything")]
+    ReadOnlyDevice,
+    #[error("Only the operator's token may do this, not a paired device")]
+    OperatorRequired,
+    #[error(
+        "A request signed in by the device cookie that changes something must come from this daemon's own page (its Origin)"
+    )]
+    OriginRequired,
+    #[error("Invalid or expired pairing code")]
+    InvalidPairingCode,
+    #[error("Too many failed pairing attempts from this address; retry later")]
+    TooManyPairingAttempts,
+    #[error("{0}")]
+    PairingUnavailable(String),
+    #[error("{0}")]
+    InvalidDevice(String),
+    #[error("No paired device has this id")]
+    DeviceNotFound,
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -238,6 +259,15 @@ impl ApiError {
             ApiError::ResumeUnsupported { agent: s() },
             ApiError::LinkExpired,
             ApiError::TooManyLinkAttempts,
+            ApiError::ClientIdMismatch { device_id: s() },
+            ApiError::ReadOnlyDevice,
+            ApiError::OperatorRequired,
+            ApiError::OriginRequired,
+            ApiError::InvalidPairingCode,
+            ApiError::TooManyPairingAttempts,
+            ApiError::PairingUnavailable(s()),
+            ApiError::InvalidDevice(s()),
+            ApiError::DeviceNotFound,
         ]
     }
 
@@ -248,7 +278,14 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Unauthorized | Self::TokenRequired => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
+            Self::ClientIdMismatch { .. }
+            | Self::ReadOnlyDevice
+            | Self::OperatorRequired
+            | Self::OriginRequired => StatusCode::FORBIDDEN,
+            Self::PairingUnavailable(_) => StatusCode::CONFLICT,
+            Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
+            Self::DeviceNotFound => StatusCode::NOT_FOUND,
             Self::OriginDenied(_)
             | Self::HostNotAllowed
             | Self::PermissionForbidden { .. }
@@ -291,7 +328,9 @@ impl ApiError {
             | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
-            Self::SubscriberLimitExceeded { .. } | Self::TooManyLinkAttempts => StatusCode::TOO_MANY_REQUESTS,
+            Self::SubscriberLimitExceeded { .. }
+            | Self::TooManyLinkAttempts
+            | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -349,6 +388,15 @@ impl ApiError {
             Self::ResumeUnsupported { .. } => "resume_unsupported",
             Self::LinkExpired => "link_expired",
             Self::TooManyLinkAttempts => "too_many_link_attempts",
+            Self::ClientIdMismatch { .. } => "client_id_mismatch",
+            Self::ReadOnlyDevice => "read_only_device",
+            Self::OperatorRequired => "operator_required",
+            Self::OriginRequired => "origin_required",
+            Self::InvalidPairingCode => "invalid_pairing_code",
+            Self::TooManyPairingAttempts => "too_many_pairing_attempts",
+            Self::PairingUnavailable(_) => "pairing_unavailable",
+            Self::InvalidDevice(_) => "invalid_device",
+            Self::DeviceNotFound => "device_not_found",
         }
     }
 
@@ -378,6 +426,7 @@ impl ApiError {
             Self::ResumeUnsupported { agent } => body["agent"] = json!(agent),
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
+            Self::ClientIdMismatch { device_id } => body["deviceId"] = json!(device_id),
             _ => {}
         }
         body
@@ -411,6 +460,10 @@ impl IntoResponse for ApiError {
             ApiError::OriginDenied(_) => {
                 headers.insert(header::VARY, HeaderValue::from_static("Origin"));
             }
+            // A throttled address waits out its whole window; telling it less only earns more 429s.
+            ApiError::TooManyPairingAttempts => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(PAIRING_FAILURE_WINDOW.as_secs()));
+            }
             _ => {}
         }
         response
@@ -433,6 +486,20 @@ impl ApiError {
         .into_bytes();
         out.extend_from_slice(body.as_bytes());
         out
+    }
+}
+
+impl From<PairError> for ApiError {
+    fn from(e: PairError) -> ApiError {
+        match e {
+            PairError::InvalidCode => ApiError::InvalidPairingCode,
+            PairError::Throttled => ApiError::TooManyPairingAttempts,
+            PairError::TooManyCodes | PairError::TooManyDevices => {
+                ApiError::PairingUnavailable(e.to_string())
+            }
+            PairError::InvalidName => ApiError::InvalidDevice(e.to_string()),
+            PairError::NoRandomness => ApiError::Internal,
+        }
     }
 }
 

@@ -1,10 +1,13 @@
 //! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, PathParams, client_id};
 
@@ -22,9 +25,13 @@ fn last_event_id(headers: &HeaderMap) -> Option<u64> {
 
 pub(super) async fn events(
     State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
+    // A device's stream ends the moment the device is revoked (the operator's streams are not
+    // wrapped: nothing is added to their path).
+    let revoked = caller.as_ref().and_then(|c| c.device()).map(|device| device.revoked());
     let client = client_id(&headers)?;
     let body = match d.session(&id) {
         Ok(s) => {
@@ -32,11 +39,18 @@ pub(super) async fn events(
             if let Some(c) = &client {
                 s.touch_client(c);
             }
-            Body::from_stream(sub.into_body(d.streams_end.clone()))
+            let stream = sub.into_body(d.streams_end.clone());
+            match revoked {
+                Some(revoked) => Body::from_stream(stream.take_until(revoked.cancelled_owned())),
+                None => Body::from_stream(stream),
+            }
         }
         // Not live: a session of the history is replayed from the store, then the stream ends.
         Err(not_live) => match d.history(&id, last_event_id(&headers)).await {
-            Ok(replay) => Body::from_stream(replay),
+            Ok(replay) => match revoked {
+                Some(revoked) => Body::from_stream(replay.take_until(revoked.cancelled_owned())),
+                None => Body::from_stream(replay),
+            },
             Err(_) => return Err(not_live.into()),
         },
     };

@@ -16,6 +16,9 @@
 //!   `prompts`, `events`, `permissions`; `shell`, the session shell's gates; `act`, the
 //!   notifications' action links.
 //! - [`web`]: the web app at `/` and `/assets/`, embedded at build time from `web/`.
+//! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
+//!   pairing, listing and revoking devices.
+//! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
 //!
 //! Imports `daemon`, `permission` (vote and rule types), `notify` (the action links), `config` and
 //! the leaves. Nothing imports
@@ -23,8 +26,11 @@
 
 mod act;
 pub mod api;
+mod auth;
+pub mod client;
 mod conn;
 mod daemon;
+mod devices;
 pub mod error;
 mod events;
 mod extract;
@@ -56,7 +62,8 @@ use crate::metrics::Metrics;
 /// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace
 /// span. Tests drive it with `oneshot`, no socket needed.
 pub fn app(daemon: AppState, port: u16) -> Router {
-    let perimeter = Arc::new(perimeter::Perimeter::new(&daemon.config, port));
+    let perimeter =
+        Arc::new(perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS));
     api::router()
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)

@@ -45,6 +45,30 @@ pub enum Header {
     LastEventId,
 }
 
+/// Who may call an operation (`docs/protocol.md#23-bearer-token`, `docs/operations.md#devices`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No credential: the web app's files, action links, the pairing exchange.
+    Public,
+    /// The operator and every paired device, observers included.
+    Read,
+    /// The operator and voter devices: observers get `403 read_only_device`.
+    Write,
+    /// The operator's token only: devices get `403 operator_required`.
+    Operator,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Public => "public",
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Operator => "operator",
+        }
+    }
+}
+
 /// One documented operation.
 #[derive(Debug, Clone, Copy)]
 pub struct Operation {
@@ -67,6 +91,8 @@ pub struct Operation {
     pub headers: &'static [Header],
     /// Served without the bearer token (an action link: its token is the credential).
     pub no_auth: bool,
+    /// Who may call it, when not what the method says ([`Operation::access`]).
+    pub access: Option<Access>,
 }
 
 impl Operation {
@@ -84,6 +110,7 @@ impl Operation {
             query: &[],
             headers: &[],
             no_auth: false,
+            access: None,
         }
     }
     pub const fn body(self, schema: &'static str) -> Operation {
@@ -106,6 +133,23 @@ impl Operation {
     }
     pub const fn no_auth(self) -> Operation {
         Operation { no_auth: true, ..self }
+    }
+    /// Readable by observer devices although its method is not `GET` (presence: heartbeat, detach).
+    pub const fn read(self) -> Operation {
+        Operation { access: Some(Access::Read), ..self }
+    }
+    /// The operator's token only (device administration).
+    pub const fn operator(self) -> Operation {
+        Operation { access: Some(Access::Operator), ..self }
+    }
+    /// Who may call it: public without auth; else as set; else `GET` reads and the rest writes.
+    pub fn access(&self) -> Access {
+        match self.access {
+            _ if self.no_auth => Access::Public,
+            Some(access) => access,
+            None if self.method == "get" => Access::Read,
+            None => Access::Write,
+        }
     }
     /// The path as documented.
     pub fn path(&self) -> &'static str {
@@ -135,14 +179,20 @@ pub fn document(operations: &[Operation]) -> Value {
                 Every error body is `{error, code, ...context}`; the `code` is stable.",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
-        "security": [{"bearerAuth": []}, {}],
+        "security": [{"bearerAuth": []}, {"deviceCookie": []}, {}],
         "paths": paths,
         "components": {
             "securitySchemes": {
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "Required when the daemon has a token (`require_auth` feature tag).",
+                    "description": "The operator's token (required when the daemon has one), or a paired device's credential `<deviceId>.<secret>` (docs/protocol.md §15).",
+                },
+                "deviceCookie": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "mediatord_device",
+                    "description": "A paired device's credential as set by `POST /devices/pair` (HttpOnly, SameSite=Strict); a state-changing request carrying it must come from the daemon's own origin.",
                 },
             },
             "parameters": {
@@ -198,6 +248,12 @@ fn operation(op: &Operation) -> Value {
     }
     let mut codes: Vec<&str> =
         PERIMETER.iter().copied().filter(|c| !(op.no_auth && *c == "unauthorized")).collect();
+    match op.access() {
+        Access::Public => {}
+        Access::Read => codes.push("client_id_mismatch"),
+        Access::Write => codes.extend(["client_id_mismatch", "read_only_device"]),
+        Access::Operator => codes.extend(["client_id_mismatch", "operator_required"]),
+    }
     if op.body.is_some() {
         codes.extend(["body_too_large", "body_timeout", "body_budget_exceeded"]);
     }
@@ -244,6 +300,7 @@ fn operation(op: &Operation) -> Value {
     if op.no_auth {
         out["security"] = json!([]);
     }
+    out["x-mediatord-access"] = json!(op.access().as_str());
     if let Some(schema) = op.body {
         out["requestBody"] = json!({
             "required": true,
@@ -322,7 +379,7 @@ fn schemas() -> Value {
     status_props["subscribers"] = int.clone();
     status_props["pendingPrompts"] = int.clone();
     let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
-    json!({
+    let mut schemas = json!({
         "Error": {
             "type": "object",
             "required": ["error"],
@@ -390,6 +447,16 @@ fn schemas() -> Value {
                     "description": "The default agent: its name and command line as written",
                 },
                 "agents": {"type": "array", "items": string, "description": "Every configured agent's name, the default first"},
+                "identity": {
+                    "type": "object",
+                    "required": ["kind", "scope"],
+                    "description": "Who the caller is: the operator (the daemon's token, or anyone without one) or a paired device (docs/protocol.md §15)",
+                    "properties": {
+                        "kind": {"enum": ["operator", "device"]},
+                        "deviceId": string, "name": string, "role": {"enum": ["voter", "observer"]},
+                        "scope": {"type": "array", "items": {"enum": ["read", "write", "operator"]}},
+                    },
+                },
             },
         },
         "AgentList": {
@@ -563,6 +630,65 @@ fn schemas() -> Value {
                 "shellId": string, "exitCode": {"type": ["integer", "null"]}, "output": string,
                 "aborted": boolean, "truncated": boolean,
             },
+        },
+    });
+    if let (Some(all), Value::Object(devices)) = (schemas.as_object_mut(), device_schemas()) {
+        all.extend(devices);
+    }
+    schemas
+}
+
+/// The `devices` tag's schemas (apart: one `json!` of every schema exceeds the macro's recursion
+/// limit).
+fn device_schemas() -> Value {
+    let string = json!({"type": "string"});
+    let int = json!({"type": "integer", "minimum": 0});
+    json!({
+        "PairingRequest": {
+            "type": "object",
+            "properties": {
+                "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64, "description": "The device's name (wins over the one it gives itself)"},
+                "role": {"enum": ["voter", "observer", null], "description": "Default voter"},
+            },
+        },
+        "Pairing": {
+            "type": "object",
+            "required": ["code", "url", "expiresAt", "role"],
+            "properties": {
+                "code": {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "128 random bits, single use"},
+                "url": {"type": "string", "description": "`<public-url>/#pair=<code>`: the web app exchanges the code"},
+                "expiresAt": int, "role": {"enum": ["voter", "observer"]},
+                "qrSvg": {"type": ["string", "null"], "description": "`url` as a QR code, an SVG document"},
+            },
+        },
+        "PairRequest": {
+            "type": "object",
+            "required": ["code"],
+            "properties": {
+                "code": string, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+                "cookieOnly": {"type": "boolean", "description": "Answer `token: null`: the credential goes only into the HttpOnly cookie (what the web app asks)"},
+            },
+        },
+        "Paired": {
+            "type": "object",
+            "required": ["deviceId", "token", "role", "name"],
+            "properties": {
+                "deviceId": string,
+                "token": {"type": ["string", "null"], "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (the cookie set with this answer serves browsers)"},
+                "role": {"enum": ["voter", "observer"]}, "name": string,
+            },
+        },
+        "DeviceList": {
+            "type": "object",
+            "required": ["devices"],
+            "properties": {"devices": {"type": "array", "items": {
+                "type": "object",
+                "required": ["deviceId", "name", "role", "createdAt"],
+                "properties": {
+                    "deviceId": string, "name": string, "role": {"enum": ["voter", "observer"]},
+                    "createdAt": int, "lastSeenAt": {"type": ["integer", "null"]},
+                },
+            }}},
         },
     })
 }

@@ -1,18 +1,23 @@
 //! The HTTP perimeter, applied to every route in `docs/protocol.md#2-http-perimeter`'s order:
-//! Origin → Host → bearer → (body limits, in `extract`) → route.
+//! Origin → Host → credential (the operator's token or a device's, `super::auth`) → what that
+//! caller may do on this route → (body limits, in `extract`) → route.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::auth::{self, Caller};
 use super::error::ApiError;
+use super::openapi::{Access, Operation};
 use crate::config::{Config, Origins, TokenDigest};
+use crate::devices::{Devices, is_device_credential};
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str =
@@ -31,10 +36,13 @@ pub struct Perimeter {
     /// `--public-url`'s origin (`scheme://host[:port]`, lowercase): the confirmation page of an
     /// action link posts its form from there.
     public_origin: Option<String>,
+    /// Paired devices, whose credentials are checked here.
+    devices: Arc<Devices>,
+    /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
+    access: HashMap<(&'static str, &'static str), Access>,
+    /// Whether the device cookie gets `Secure` (`--public-url` is `https://`).
+    secure_cookie: bool,
 }
-
-/// Action links (`/act/{token}`): their token is the credential, so they pass without the bearer.
-const ACT_PREFIX: &str = "/act/";
 
 /// Says whether a token is set, never anything about it (not even its digest).
 impl std::fmt::Debug for Perimeter {
@@ -49,7 +57,12 @@ impl std::fmt::Debug for Perimeter {
 }
 
 impl Perimeter {
-    pub fn new(config: &Config, port: u16) -> Perimeter {
+    pub fn new(
+        config: &Config,
+        port: u16,
+        devices: Arc<Devices>,
+        operations: &'static [Operation],
+    ) -> Perimeter {
         let allowed_hosts = crate::config::is_loopback_host(&config.hostname).then(|| {
             let bind = config.hostname.to_ascii_lowercase();
             let bind = if bind.contains(':') && !bind.starts_with('[') { format!("[{bind}]") } else { bind };
@@ -79,12 +92,21 @@ impl Perimeter {
             }
             hosts
         });
+        let secure_cookie = auth::secure_cookie(config);
+        let mut access = HashMap::new();
+        for op in operations {
+            // The first row of a (method, route) is the one the router serves.
+            access.entry((op.method, op.route)).or_insert_with(|| op.access());
+        }
         Perimeter {
             origins: config.allow_origins.clone(),
             allowed_hosts,
             token_digest: config.token_digest,
             require_auth: config.require_auth,
             public_origin,
+            devices,
+            access,
+            secure_cookie,
         }
     }
 
@@ -117,17 +139,54 @@ impl Perimeter {
     }
 
     /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
-    fn bearer_ok(&self, headers: &HeaderMap) -> bool {
+    fn operator_token_ok(&self, presented: &str) -> bool {
         let Some(expected) = &self.token_digest else { return true };
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .unwrap_or("");
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         bool::from(digest.ct_eq(&expected.0)) && !presented.is_empty()
+    }
+
+    /// Who the request is, or `Err(cookie_presented)` for the uniform 401. A bearer credential
+    /// shaped like a device's is judged as one; any other bearer is the operator's token (ignored
+    /// on a daemon without one, as always); a bad bearer fails even beside a good cookie.
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, bool> {
+        let cookie = auth::cookie(headers);
+        let device = |credential: &str, by_cookie: bool| {
+            self.devices
+                .authenticate(credential)
+                .map(|device| Caller::Device { device, by_cookie })
+                .ok_or(cookie.is_some())
+        };
+        if let Some(presented) = auth::bearer(headers) {
+            if is_device_credential(presented) {
+                return device(presented, false);
+            }
+            if self.token_digest.is_some() {
+                return if self.operator_token_ok(presented) {
+                    Ok(Caller::Operator)
+                } else {
+                    Err(cookie.is_some())
+                };
+            }
+        }
+        match cookie {
+            Some(credential) => device(credential, true),
+            None if self.token_digest.is_none() => Ok(Caller::Operator),
+            None => Err(false),
+        }
+    }
+
+    /// Who may call the route `req` matched; `None` for no route (its 404 or 405 follows).
+    fn access(&self, req: &Request) -> Option<Access> {
+        let route = req.extensions().get::<MatchedPath>()?.as_str();
+        let method = match *req.method() {
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "post",
+            Method::DELETE => "delete",
+            Method::PATCH => "patch",
+            Method::PUT => "put",
+            _ => return None,
+        };
+        self.access.get(&(method, route)).copied()
     }
 }
 
@@ -156,17 +215,20 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
     req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0)
 }
 
-pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) -> Response {
+pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let act = req.uri().path().starts_with(ACT_PREFIX);
     let mut origins = headers.get_all(header::ORIGIN).iter();
+    let mut own_origin = false;
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
             // The daemon's own pages: let through, and granted no CORS headers (none is needed).
-            Ok(o) if p.own_origin(o, &req) => None,
+            Ok(o) if p.own_origin(o, &req) => {
+                own_origin = true;
+                None
+            }
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
             _ => return refuse(origin_denied(value), None),
         },
@@ -182,12 +244,61 @@ pub async fn check(State(p): State<Arc<Perimeter>>, req: Request, next: Next) ->
         h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(PREFLIGHT_MAX_AGE));
         return with_cors(preflight, origin.as_ref());
     }
+    let access = p.access(&req);
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
-    if !open_health && !act && !super::web::is_public(&req) && !p.bearer_ok(headers) {
-        return refuse(ApiError::Unauthorized, origin.as_ref());
+    if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
+        let caller = match p.caller(req.headers()) {
+            Ok(caller) => caller,
+            Err(cookie_presented) => {
+                let mut response = refuse(ApiError::Unauthorized, origin.as_ref());
+                if cookie_presented {
+                    response.headers_mut().insert(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
+                }
+                return response;
+            }
+        };
+        if let Caller::Device { device, by_cookie } = &caller {
+            if let Err(e) = device_may(&mut req, device, *by_cookie, own_origin, access) {
+                return with_cors(e.into_response(), origin.as_ref());
+            }
+        }
+        req.extensions_mut().insert(caller);
     }
     let response = next.run(req).await;
     with_cors(response, origin.as_ref())
+}
+
+/// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):
+/// by cookie, a state-changing request comes from the daemon's own page; its client id is its
+/// device id (a different one is refused, none is filled in); its role allows the route.
+fn device_may(
+    req: &mut Request,
+    device: &crate::devices::Device,
+    by_cookie: bool,
+    own_origin: bool,
+    access: Option<Access>,
+) -> Result<(), ApiError> {
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if by_cookie && !safe && !own_origin {
+        return Err(ApiError::OriginRequired);
+    }
+    let headers = req.headers_mut();
+    for name in ["x-qwen-client-id", "x-client-id"] {
+        let claimed = headers.get(name).map(|v| v.as_bytes());
+        if claimed.is_some_and(|c| !c.is_empty() && c != device.id.as_bytes()) {
+            return Err(ApiError::ClientIdMismatch { device_id: device.id.to_string() });
+        }
+    }
+    match (access, device.role) {
+        (Some(Access::Operator), _) => return Err(ApiError::OperatorRequired),
+        (Some(Access::Write), crate::devices::Role::Observer) => return Err(ApiError::ReadOnlyDevice),
+        _ => {}
+    }
+    headers.remove("x-client-id");
+    if let Ok(id) = HeaderValue::from_str(&device.id) {
+        headers.insert("x-qwen-client-id", id);
+    }
+    Ok(())
 }
 
 /// A refusal at the perimeter also closes the connection: a client that may not use the daemon

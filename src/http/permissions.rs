@@ -2,17 +2,18 @@
 //! pending list with its audit, and the session's rules (`docs/protocol.md#7-permission-rules`,
 //! `docs/protocol.md#8-permission-mediation`).
 
-use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
 use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
-use crate::permission::{Choice, Effect, Remember, Vote, parse_rule};
+use crate::permission::{Choice, Effect, Remember, Via, Vote, parse_rule};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -63,6 +64,7 @@ fn vote_preamble(headers: &HeaderMap, body: &Value) -> Result<(Vote, Option<Stri
 
 pub(super) async fn vote(
     State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     headers: HeaderMap,
     PathParams((id, request_id)): PathParams<(String, String)>,
@@ -70,12 +72,15 @@ pub(super) async fn vote(
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session(&id)?;
-    s.permissions().vote(&request_id, client.as_deref(), is_loopback_peer(Some(peer)), &vote)?;
+    let device = caller.as_ref().and_then(|c| c.device()).map(|d| &*d.name);
+    let loopback = is_loopback_peer(Some(peer));
+    s.permissions().vote_as(&request_id, client.as_deref(), device, loopback, &vote, Via::Rest)?;
     Ok(Json(json!({})).into_response())
 }
 
 pub(super) async fn legacy_vote(
     State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     headers: HeaderMap,
     PathParams(request_id): PathParams<String>,
@@ -83,7 +88,9 @@ pub(super) async fn legacy_vote(
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session_with_request(&request_id)?;
-    s.permissions().vote(&request_id, client.as_deref(), is_loopback_peer(Some(peer)), &vote)?;
+    let device = caller.as_ref().and_then(|c| c.device()).map(|d| &*d.name);
+    let loopback = is_loopback_peer(Some(peer));
+    s.permissions().vote_as(&request_id, client.as_deref(), device, loopback, &vote, Via::Rest)?;
     Ok(Json(json!({})).into_response())
 }
 

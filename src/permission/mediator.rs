@@ -367,7 +367,7 @@ impl<'a> Permissions<'a> {
     fn resolve(self, request_id: &str, choice: Choice, by: ResolvedBy) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = take_pending(&mut st, request_id) else { return false };
-        let resolution = Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
+        let resolution = Resolution::without_vote(by);
         self.finish(&mut st, request_id, pending, &choice, resolution);
         true
     }
@@ -380,8 +380,7 @@ impl<'a> Permissions<'a> {
         let ids = std::mem::take(&mut st.order);
         for id in ids {
             if let Some(pending) = st.pending.remove(&id) {
-                let resolution =
-                    Resolution { by, voter: None, rule_id: None, remember: Remember::No, via: None };
+                let resolution = Resolution::without_vote(by);
                 self.finish(&mut st, &id, pending, &Choice::Cancel, resolution);
             }
         }
@@ -429,6 +428,20 @@ impl<'a> Permissions<'a> {
         self,
         request_id: &str,
         client_id: Option<&str>,
+        loopback_peer: bool,
+        vote: &Vote,
+        via: Via,
+    ) -> Result<(), VoteError> {
+        self.vote_as(request_id, client_id, None, loopback_peer, vote, via)
+    }
+
+    /// [`Permissions::vote_via`] by a paired device: `client_id` is its device id (the HTTP floor
+    /// checked its credential), and its `device_name` goes into the ballot and the audit.
+    pub fn vote_as(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        device_name: Option<&str>,
         loopback_peer: bool,
         vote: &Vote,
         via: Via,
@@ -481,21 +494,31 @@ impl<'a> Permissions<'a> {
         let ballot = Ballot { client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
-            pending.ballots.push(json!({
+            let mut ballot = json!({
                 "clientId": client_id,
                 "optionId": choice.option_id(),
                 "at": now_ms(),
                 "loopback": loopback_peer,
                 "counted": !matches!(decision, Decision::Forbidden(_)),
                 "via": via.as_str(),
-            }));
+            });
+            if let Some(name) = device_name {
+                ballot["deviceName"] = json!(name);
+            }
+            pending.ballots.push(ballot);
         }
         match decision {
             Decision::Decided(choice) => {
                 let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
                 let voter = client_id.map(str::to_owned);
-                let resolution =
-                    Resolution { by: ResolvedBy::Vote, voter, rule_id: None, remember, via: Some(via) };
+                let resolution = Resolution {
+                    by: ResolvedBy::Vote,
+                    voter,
+                    voter_device_name: device_name.map(str::to_owned),
+                    rule_id: None,
+                    remember,
+                    via: Some(via),
+                };
                 self.finish(&mut st, request_id, pending, &choice, resolution);
                 Ok(())
             }
@@ -730,6 +753,7 @@ impl Permissions<'_> {
             "outcome": resolved.map(|(choice, _, _)| outcome_json(choice)),
             "resolvedBy": resolved.map(|(_, r, _)| r.by.as_str()),
             "voterClientId": resolved.and_then(|(_, r, _)| r.voter.clone()),
+            "voterDeviceName": resolved.and_then(|(_, r, _)| r.voter_device_name.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
             "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
             "ballots": pending.ballots,
@@ -769,13 +793,8 @@ fn rule_decision(
 ) -> Option<(Choice, Resolution)> {
     let rule = rules::find_match_in(session_rules, workspace_rules, &pending.facts, workspace)?;
     let choice = rule_choice(rule.rule.effect, &pending.options)?;
-    let resolution = Resolution {
-        by: ResolvedBy::Rule,
-        voter: None,
-        rule_id: Some(rule.rule.rule_id.clone()),
-        remember: Remember::No,
-        via: None,
-    };
+    let resolution =
+        Resolution { rule_id: Some(rule.rule.rule_id.clone()), ..Resolution::without_vote(ResolvedBy::Rule) };
     Some((choice, resolution))
 }
 
@@ -788,10 +807,26 @@ fn take_pending(st: &mut State, request_id: &str) -> Option<Pending> {
 struct Resolution {
     by: ResolvedBy,
     voter: Option<String>,
+    /// The deciding voter's device name, when a paired device decided.
+    voter_device_name: Option<String>,
     rule_id: Option<String>,
     remember: Remember,
     /// How the deciding vote arrived; `None` when no vote decided.
     via: Option<Via>,
+}
+
+impl Resolution {
+    /// A resolution no vote made (a rule, a timeout, a cancel, the session's end).
+    fn without_vote(by: ResolvedBy) -> Resolution {
+        Resolution {
+            by,
+            voter: None,
+            voter_device_name: None,
+            rule_id: None,
+            remember: Remember::No,
+            via: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1213,6 +1248,30 @@ mod tests {
             "{mediator}"
         );
         assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
+    }
+
+    /// A paired device's vote carries its name into the ballot and, when it decides, the entry;
+    /// a vote by anyone else carries none.
+    #[tokio::test]
+    async fn a_devices_vote_is_audited_with_its_name() {
+        let f = fixture(Policy::Consensus, None);
+        f.add_voters(&["dev-1", "bob"]);
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let allow = vote("opt-allow_once", false);
+        f.permissions().vote_via(&id, Some("bob"), true, &allow, Via::Rest).expect("bob");
+        f.permissions()
+            .vote_as(&id, Some("dev-1"), Some("Ada's phone"), true, &allow, Via::Rest)
+            .expect("dev");
+        answer(task).await;
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["ballots"][0].get("deviceName"), None, "bob is no device");
+        assert_eq!(entry["ballots"][1]["deviceName"], "Ada's phone");
+        assert_eq!(
+            (entry["voterClientId"].clone(), entry["voterDeviceName"].clone()),
+            (json!("dev-1"), json!("Ada's phone"))
+        );
     }
 
     /// A vote says how it arrived (`via`) on its ballot and on `permission_resolved`; a request is

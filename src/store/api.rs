@@ -100,6 +100,20 @@ pub struct StoredRule {
     pub rule: Value,
 }
 
+/// A paired device as stored (`docs/operations.md#devices`): never its secret, only the secret's
+/// SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDevice {
+    pub device_id: String,
+    pub name: String,
+    /// `voter` or `observer`.
+    pub role: String,
+    pub secret_hash: [u8; 32],
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub last_seen_at: Option<u64>,
+}
+
 /// The store's figures, for `/health?deep=1` and `/metrics`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -148,12 +162,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value);
     fn delete_workspace_rule(&self, workspace: &str, rule_id: &str);
 
+    /// A device was paired.
+    fn put_device(&self, device: &StoredDevice);
+    /// A device was last seen at `at` (written now and then, not per request).
+    fn device_seen(&self, device_id: &str, at: u64);
+    /// A device was revoked: its row is kept, marked, and never loaded again.
+    fn revoke_device(&self, device_id: &str, at: u64);
+
     /// Resolves once every write handed over before it is committed.
     fn flush(&self) -> tokio::sync::oneshot::Receiver<()>;
 
     // Reads: blocking.
     fn query_audit(&self, query: &AuditQuery) -> Result<AuditPage, ReadError>;
     fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError>;
+    /// The devices paired and not revoked, oldest first.
+    fn devices(&self) -> Result<Vec<StoredDevice>, ReadError>;
     fn sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionRecord>, ReadError>;
     fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError>;
     /// Up to `limit` recorded items of a session after id `after`, in order.

@@ -1,7 +1,7 @@
 //! [`MemoryStore`], for `--ephemeral`: today's in-memory behaviour. Sessions and events are not
 //! recorded (a session's replay is its ring, and it ends with the session); the audit keeps the
 //! newest [`AUDIT_ENTRIES`] decisions so `GET /audit` answers the same way; rules live in the
-//! daemon's tables only. Nothing survives the process.
+//! daemon's tables only, and so do paired devices. Nothing survives the process.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::api::{
-    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredEvent,
-    StoredRule,
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredDevice,
+    StoredEvent, StoredRule,
 };
 use super::decide::{AuditQuery, Cursor, audit_selects};
 use crate::sync::lock;
@@ -63,6 +63,13 @@ impl Store for MemoryStore {
 
     fn delete_workspace_rule(&self, _: &str, _: &str) {}
 
+    // Devices live in the daemon's table only (`crate::devices`): none survives the process.
+    fn put_device(&self, _: &StoredDevice) {}
+
+    fn device_seen(&self, _: &str, _: u64) {}
+
+    fn revoke_device(&self, _: &str, _: u64) {}
+
     fn flush(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         let _ = tx.send(());
@@ -87,6 +94,10 @@ impl Store for MemoryStore {
     }
 
     fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
+        Ok(Vec::new())
+    }
+
+    fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
         Ok(Vec::new())
     }
 

@@ -16,9 +16,9 @@
 //! The relay never waits for the disk: [`Store::append_events`] and every other write is a
 //! non-blocking hand-off to the writer; reads ([`Store::audit`], [`Store::events`], ...) block and
 //! are called off the async runtime (`spawn_blocking`). A server database serving several daemons
-//! would be one more implementation of the same trait. Device credentials (issue #19) and
-//! notification action tokens (issue #20) will each add one table (a migration in `sqlite.rs`)
-//! and a few methods here, in the same shape as workspace rules.
+//! would be one more implementation of the same trait. Paired devices (issue #19) are one table
+//! (a migration in `sqlite.rs`) and four methods, in the same shape as workspace rules;
+//! notification action tokens (issue #20) will be another.
 
 mod api;
 mod chunk;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 pub use self::api::{
     AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredEvent, StoredRule,
+    StoredDevice, StoredEvent, StoredRule,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, outcome_of};
 pub use self::dir::StateDirError;

@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 
 use super::api::{
     AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredEvent, StoredRule,
+    StoredDevice, StoredEvent, StoredRule,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -41,7 +41,7 @@ use crate::sync::lock;
 
 /// The schema this build writes. A database whose migrations table says more was written by a
 /// newer mediatord, and this one refuses to boot on it rather than misread it.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 /// The database file inside the state directory.
 const DB_FILE: &str = "state.db";
 /// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
@@ -110,12 +110,23 @@ const MIGRATIONS: &[&str] = &[
         rule TEXT NOT NULL,
         PRIMARY KEY(workspace, rule_id)
     );",
-    // 2: events as runs (`chunk.rs`): one row per run of consecutive events, in a rowid table,
+    // Paired devices (docs/operations.md#devices): the secret only as its SHA-256; a revoked
+    // device keeps its row (what the audit's device ids refer to) and is never loaded again.
+    "CREATE TABLE devices(
+        device_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        secret_hash BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_seen_at INTEGER,
+        revoked_at INTEGER
+    );",
+    // 3: events as runs (`chunk.rs`): one row per run of consecutive events, in a rowid table,
     // LZ4-compressed when that is smaller.
     // Version 1 kept a row per event, `WITHOUT ROWID` with the frame inline: SQLite's cost per
     // row dominated the writer, and a 1 KB frame, past what a `WITHOUT ROWID` row keeps on its
     // page, spilled into an overflow page of its own (4.4x the frames' bytes on disk). Each
-    // version-1 row becomes a run of one (or stays a gap marker: no frames).
+    // earlier row becomes a run of one (or stays a gap marker: no frames).
     "CREATE TABLE event_runs(
         session_id TEXT NOT NULL,
         first_id INTEGER NOT NULL,
@@ -179,6 +190,15 @@ enum Op {
     DeleteRule {
         workspace: String,
         rule_id: String,
+    },
+    PutDevice(StoredDevice),
+    DeviceSeen {
+        device_id: String,
+        at: u64,
+    },
+    RevokeDevice {
+        device_id: String,
+        at: u64,
     },
     Flush(oneshot::Sender<()>),
     /// The store is dropped: commit what is queued, close the connection, end the thread.
@@ -410,6 +430,18 @@ impl Store for SqliteStore {
         self.send(Op::DeleteRule { workspace: workspace.to_owned(), rule_id: rule_id.to_owned() });
     }
 
+    fn put_device(&self, device: &StoredDevice) {
+        self.send(Op::PutDevice(device.clone()));
+    }
+
+    fn device_seen(&self, device_id: &str, at: u64) {
+        self.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
+    }
+
+    fn revoke_device(&self, device_id: &str, at: u64) {
+        self.send(Op::RevokeDevice { device_id: device_id.to_owned(), at });
+    }
+
     fn flush(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Flush(tx));
@@ -430,6 +462,39 @@ impl Store for SqliteStore {
                 let (workspace, rule) = row?;
                 if let Ok(rule) = serde_json::from_str(&rule) {
                     out.push(StoredRule { workspace, rule });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT device_id, name, role, secret_hash, created_at, last_seen_at FROM devices
+                 WHERE revoked_at IS NULL ORDER BY created_at, device_id",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                let hash: Vec<u8> = r.get(3)?;
+                Ok((
+                    StoredDevice {
+                        device_id: r.get(0)?,
+                        name: r.get(1)?,
+                        role: r.get(2)?,
+                        secret_hash: [0; 32],
+                        created_at: r.get::<_, i64>(4)? as u64,
+                        last_seen_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+                    },
+                    hash,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (mut device, hash) = row?;
+                // A hash of another length cannot match any secret: such a row is skipped.
+                if let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) {
+                    device.secret_hash = hash;
+                    out.push(device);
                 }
             }
             Ok(out)
@@ -682,6 +747,32 @@ impl Writer {
                     tx.execute(
                         "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
                         params![workspace, rule_id],
+                    )?;
+                }
+                Op::PutDevice(d) => {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![
+                            d.device_id,
+                            d.name,
+                            d.role,
+                            &d.secret_hash[..],
+                            d.created_at as i64,
+                            d.last_seen_at.map(|v| v as i64)
+                        ],
+                    )?;
+                }
+                Op::DeviceSeen { device_id, at } => {
+                    tx.execute(
+                        "UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?2) WHERE device_id = ?1",
+                        params![device_id, at as i64],
+                    )?;
+                }
+                Op::RevokeDevice { device_id, at } => {
+                    tx.execute(
+                        "UPDATE devices SET revoked_at = ?2 WHERE device_id = ?1 AND revoked_at IS NULL",
+                        params![device_id, at as i64],
                     )?;
                 }
                 Op::Flush(done) => flushes.push(done),
@@ -966,6 +1057,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_version_1_database_migrates_and_replays_the_same_events() {
+        // Written by version 1's schema and rows; opening applies every later migration.
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         dir::prepare(&state).expect("state dir");
@@ -1069,6 +1161,31 @@ mod tests {
         assert_eq!(page.entries[0]["status"], "abandoned");
         let pending = AuditQuery { outcome: Some(AuditOutcome::Pending), limit: 10, ..AuditQuery::default() };
         assert!(store.query_audit(&pending).expect("page").entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn devices_are_kept_with_their_secret_hash_and_a_revoked_one_is_not_loaded_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let device = |id: &str, hash: u8| StoredDevice {
+            device_id: id.into(),
+            name: format!("{id}'s name"),
+            role: "voter".into(),
+            secret_hash: [hash; 32],
+            created_at: 10,
+            last_seen_at: Some(10),
+        };
+        store.put_device(&device("dev-a", 1));
+        store.put_device(&device("dev-b", 2));
+        store.device_seen("dev-a", 99);
+        store.device_seen("dev-a", 50);
+        store.revoke_device("dev-b", 100);
+        flushed(&store).await;
+        drop(store);
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        let a = StoredDevice { last_seen_at: Some(99), ..device("dev-a", 1) };
+        assert_eq!(store.devices().expect("read"), [a], "last seen only moves forward; dev-b is revoked");
     }
 
     #[tokio::test]

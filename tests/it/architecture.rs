@@ -29,6 +29,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("permission", 2),
     ("demo_agent", 2),
     ("notify", 2),
+    ("devices", 2),
     ("daemon", 3),
     ("http", 4),
     ("server", 5),

@@ -10,6 +10,7 @@ mod agents;
 mod architecture;
 mod bench_smoke;
 mod connections;
+mod devices;
 mod echo;
 mod events;
 mod fanout;

@@ -1,0 +1,139 @@
+//! Handlers of the `devices` tag (`docs/protocol.md#15-devices`): issue a pairing code (the
+//! operator), exchange it for a device credential (anyone holding the code), list and revoke.
+//! Writes to the store are flushed before answering, so an answered pairing or revocation
+//! survives a restart.
+
+use axum::Json;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::auth;
+use super::error::ApiError;
+use super::extract::{AppState, JsonBody, PathParams};
+use super::perimeter::Peer;
+use crate::devices::{Device, Role, qr};
+
+type ApiResult = Result<Response, ApiError>;
+
+fn device_json(d: &Device) -> Value {
+    json!({
+        "deviceId": &*d.id,
+        "name": &*d.name,
+        "role": d.role.as_str(),
+        "createdAt": d.created_at,
+        "lastSeenAt": d.last_seen_at,
+    })
+}
+
+/// An optional string field: absent or `null` is `None`; anything but a string is refused.
+fn optional_str<'a>(body: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::InvalidDevice(format!("{key} must be a string"))),
+    }
+}
+
+/// Where the pairing URL points: `--public-url`, else the address the operator reached the daemon
+/// at (what `mediatord pair` was pointed to).
+fn base_url(d: &AppState, req_host: Option<&str>) -> String {
+    match (&d.config.public_url, req_host) {
+        (Some(public), _) => public.clone(),
+        (None, Some(host)) => format!("http://{host}"),
+        (None, None) => String::from("http://127.0.0.1"),
+    }
+}
+
+/// `POST /devices/pairing {name?, role?}` → `{code, url, expiresAt, qrSvg}`.
+pub(super) async fn create_pairing(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if !body.is_object() {
+        return Err(ApiError::InvalidJson);
+    }
+    let name = optional_str(&body, "name")?;
+    let role = match optional_str(&body, "role")? {
+        None => Role::Voter,
+        Some(r) => Role::parse(r)
+            .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
+    };
+    let issued = d.devices.issue_code(name, role)?;
+    let url = format!("{}/#pair={}", base_url(&d, host), issued.code);
+    Ok(Json(json!({
+        "code": issued.code,
+        "url": url,
+        "expiresAt": issued.expires_at,
+        "role": role.as_str(),
+        "qrSvg": qr::svg(&url),
+    }))
+    .into_response())
+}
+
+/// `POST /devices/pair {code, name?, cookieOnly?}` → `{deviceId, token, role, name}` and the device
+/// cookie (`token: null` with `cookieOnly: true`). A
+/// wrong, used or expired code is one answer, `401 invalid_pairing_code`, counted against the
+/// peer's limit.
+pub(super) async fn pair(
+    State(d): State<AppState>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let code = body.get("code").and_then(Value::as_str).unwrap_or("");
+    let name = optional_str(&body, "name")?;
+    let (device, credential) = d.devices.pair(code, name, peer.ip())?;
+    let _ = d.store.flush().await;
+    tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
+    let mut answer = json!({
+        "deviceId": &*device.id,
+        "token": credential,
+        "role": device.role.as_str(),
+        "name": &*device.name,
+    });
+    // The web app asks for the cookie alone, so the credential never reaches a script.
+    if body.get("cookieOnly") == Some(&Value::Bool(true)) {
+        answer["token"] = Value::Null;
+    }
+    let mut response = Json(answer).into_response();
+    if let Some(cookie) = auth::set_cookie(&credential, auth::secure_cookie(&d.config)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    // The credential is in this body: no cache may keep it.
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `GET /devices`.
+pub(super) async fn list(State(d): State<AppState>) -> Json<Value> {
+    let devices: Vec<Value> = d.devices.list().iter().map(device_json).collect();
+    Json(json!({"devices": devices}))
+}
+
+/// `DELETE /devices/{id}`: refused from its next request on; its event streams end now.
+pub(super) async fn revoke(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
+    let device = d.devices.revoke(&id).ok_or(ApiError::DeviceNotFound)?;
+    let _ = d.store.flush().await;
+    tracing::info!(device_id = %device.id, "a device was revoked");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The `identity` of `GET /capabilities`: who the caller is and what it may do.
+pub(super) fn identity(caller: Option<&auth::Caller>) -> Value {
+    match caller.and_then(auth::Caller::device) {
+        Some(device) => json!({
+            "kind": "device",
+            "deviceId": &*device.id,
+            "name": &*device.name,
+            "role": device.role.as_str(),
+            "scope": match device.role {
+                Role::Voter => json!(["read", "write"]),
+                Role::Observer => json!(["read"]),
+            },
+        }),
+        None => json!({"kind": "operator", "scope": ["read", "write", "operator"]}),
+    }
+}
