@@ -530,6 +530,8 @@ impl Daemon {
 
     /// A session that is not live (dormant or closed), as the history knows it.
     pub async fn recorded_session(&self, id: &str) -> Result<Option<SessionRecord>, ResumeError> {
+        // What this daemon handed the writer (a close a moment ago, its last events) is read back.
+        let _ = self.store.flush().await;
         let store = self.store.clone();
         let id = id.to_owned();
         tokio::task::spawn_blocking(move || store.session(&id))
@@ -584,6 +586,7 @@ impl Daemon {
 
     /// The sessions of `workspace` the history holds (ended ones included), oldest first.
     pub async fn recorded_sessions(&self, workspace: &Path) -> Vec<SessionRecord> {
+        let _ = self.store.flush().await;
         let store = self.store.clone();
         let workspace = workspace.to_string_lossy().into_owned();
         match tokio::task::spawn_blocking(move || store.sessions(Some(&workspace))).await {
