@@ -885,7 +885,9 @@ mod tests {
         let sub = b.subscribe(None).expect("subscribe");
         let p1 = PromptTag { prompt_id: Some("p1".into()), originator: Some("a\"lice".into()) };
         let p2 = PromptTag { prompt_id: Some("p2".into()), originator: None };
-        for tag in [&p1, &p1, &PromptTag::default(), &p2, &p1] {
+        // The same prompt id from another originator is another tag too.
+        let p1_bob = PromptTag { prompt_id: Some("p1".into()), originator: Some("bob".into()) };
+        for tag in [&p1, &p1, &PromptTag::default(), &p2, &p1, &p1_bob] {
             b.publish(SessionUpdate, &json!({}), tag);
         }
         b.close();
@@ -905,6 +907,7 @@ mod tests {
                 (None, None),
                 (Some("p2"), None),
                 (Some("p1"), Some("a\"lice")),
+                (Some("p1"), Some("bob")),
             ]
         );
     }
