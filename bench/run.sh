@@ -2,7 +2,8 @@
 # The whole comparison in one command: builds release binaries, runs the synthetic-agent load
 # against direct stdio, mediatord and qwen serve, and writes docs/benchmarks.md.
 #
-#   bench/run.sh                 # full run (about 10-15 minutes on 2 cores)
+#   bench/run.sh                 # full run (about 10-15 minutes on 2 cores; the boot with a
+#                                # 1 GiB state database takes about 40 s of it)
 #   bench/run.sh --runs 1        # extra arguments go to `mediatord-bench compare`
 #
 # qwen serve comes from the pinned @qwen-code/qwen-code in tests/e2e (installed there with npm ci

@@ -12,6 +12,7 @@
 //! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
 
 pub mod api;
+pub mod bigdb;
 pub mod direct;
 pub mod procs;
 pub mod report;
@@ -49,6 +50,9 @@ pub struct Plan {
     pub memory_subscribers: usize,
     /// Daemon starts timed.
     pub startups: usize,
+    /// (h) The state database's size for the big-database boot, and the boots timed on it.
+    pub big_db_bytes: u64,
+    pub big_db_boots: usize,
     /// Bound on any single run.
     pub run_timeout: Duration,
     /// Subscriber counts of the relay rerun on a mediatord whose ring holds the whole burst
@@ -57,7 +61,7 @@ pub struct Plan {
     /// The burst read through the official SDK (Node.js): streams and updates.
     pub sdk_streams: usize,
     pub sdk_events: u64,
-    /// Run only these scenarios (`direct`, `startup`, `create`, `relay`, `sdk`, `paced`,
+    /// Run only these scenarios (`direct`, `startup`, `bigdb`, `create`, `relay`, `sdk`, `paced`,
     /// `permissions`, `memory`); `None` = all.
     pub only: Option<Vec<String>>,
 }
@@ -77,6 +81,8 @@ impl Plan {
             memory_sessions: 100,
             memory_subscribers: 1000,
             startups: 10,
+            big_db_bytes: 1 << 30,
+            big_db_boots: 5,
             run_timeout: Duration::from_secs(300),
             whole_ring_subscribers: vec![10, 100],
             sdk_streams: 10,
@@ -99,6 +105,8 @@ impl Plan {
             memory_sessions: 3,
             memory_subscribers: 3,
             startups: 2,
+            big_db_bytes: 2 << 20,
+            big_db_boots: 2,
             run_timeout: Duration::from_secs(30),
             whole_ring_subscribers: Vec::new(),
             sdk_streams: 2,
@@ -125,6 +133,8 @@ pub struct DaemonResults {
     pub kind: Kind,
     pub version: String,
     pub startup_ms: Vec<f64>,
+    /// (h) The big database and each boot on it (mediatord only).
+    pub big_db: Option<(bigdb::Filled, Vec<f64>)>,
     /// Per subscriber count, its runs.
     pub relay: Vec<(usize, Vec<RelayRun>)>,
     /// The same on a daemon whose ring holds the whole burst (mediatord only).
@@ -147,6 +157,7 @@ impl DaemonResults {
             kind,
             version,
             startup_ms: Vec::new(),
+            big_db: None,
             relay: Vec::new(),
             relay_whole_ring: Vec::new(),
             sdk: Vec::new(),
@@ -183,6 +194,33 @@ pub struct DirectResults {
     pub blast: Vec<RelayRun>,
     pub paced: Vec<RelayRun>,
     pub failures: Vec<String>,
+}
+
+/// (h) Fills a state directory to `plan.big_db_bytes`, then times `plan.big_db_boots` boots on it,
+/// each finding live sessions and pending requests to recover.
+async fn big_db_boots(tools: &Tools, plan: &Plan) -> Res<(bigdb::Filled, Vec<f64>)> {
+    let dir = procs::TempDir::new("bigdb")?;
+    let state = dir.0.join("state");
+    progress(&format!("mediatord: filling a {} MiB state database ...", plan.big_db_bytes >> 20));
+    let (target, fill_state) = (plan.big_db_bytes, state.clone());
+    let filled = tokio::task::spawn_blocking(move || bigdb::fill(&fill_state, target)).await??;
+    progress(&format!(
+        "mediatord: {} MiB, {} events, filled in {:.1} s",
+        filled.db_bytes >> 20,
+        filled.events,
+        filled.fill_s
+    ));
+    let state_arg = state.to_string_lossy().into_owned();
+    let mut boots = Vec::new();
+    for boot in 0..plan.big_db_boots {
+        let unfinished = state.clone();
+        tokio::task::spawn_blocking(move || bigdb::leave_unfinished(&unfinished, boot)).await??;
+        progress(&format!("mediatord: boot with the big database {}", boot + 1));
+        let d = Daemon::start(Kind::Mediatord, tools, &["--state-dir", &state_arg]).await?;
+        boots.push(d.startup.as_secs_f64() * 1e3);
+        d.stop().await;
+    }
+    Ok((filled, boots))
 }
 
 fn note<T>(failures: &mut Vec<String>, what: &str, r: Res<T>) -> Option<T> {
@@ -239,6 +277,10 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
             out.startup_ms.push(d.startup.as_secs_f64() * 1e3);
             d.stop().await;
         }
+    }
+    // (h) exec → listening line with a big database to open and recover.
+    if kind == Kind::Mediatord && plan.wants("bigdb") {
+        out.big_db = note(&mut out.failures, "big-database boot", big_db_boots(tools, plan).await);
     }
     // (d), (a), (g), (c) on one daemon, at its defaults (beyond the lifted caps).
     match Daemon::start(kind, tools, &[]).await {

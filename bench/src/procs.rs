@@ -115,7 +115,7 @@ impl Daemon {
                 // scenario asks for `--ephemeral`: a benchmark never touches the user's state.
                 let ephemeral =
                     extra.contains(&"--ephemeral") || tools.mediatord_args.iter().any(|a| a == "--ephemeral");
-                if !ephemeral {
+                if !ephemeral && !extra.contains(&"--state-dir") {
                     c.arg("--state-dir").arg(dir.0.join("state"));
                 }
                 let home = dir.0.join("home");

@@ -132,8 +132,8 @@ pub(crate) struct Bus {
     limits: Limits,
     stats: Arc<BusStats>,
     /// Where each event's frame is handed for the session's history (`None` when nothing is
-    /// recorded): one non-blocking hand-off per event, under the lock, so the history gets the
-    /// ids in order.
+    /// recorded): one non-blocking hand-off per publish (a burst: refcounts, no copies), under
+    /// the lock, so the history gets the ids in order.
     history: Option<History>,
 }
 
@@ -258,10 +258,13 @@ impl Bus {
         let inner = &mut *inner;
         let tag_json = inner.tag_json.get(tag);
         let (mut count, mut added, mut dropped) = (0u64, 0usize, 0usize);
+        let first_id = inner.next_id;
+        let events = events.into_iter();
+        let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
         for data in events {
             let frame = frame(inner.next_id, kind, data, tag_json, &tail);
-            if let Some(h) = &self.history {
-                h.store.append_event(&h.session_id, inner.next_id, &frame);
+            if self.history.is_some() {
+                recorded.push(frame.clone());
             }
             inner.next_id += 1;
             count += 1;
@@ -285,6 +288,10 @@ impl Bus {
         }
         if count == 0 {
             return None;
+        }
+        if let Some(h) = &self.history {
+            // Still under the lock, so the history gets each session's bursts in id order.
+            h.store.append_events(&h.session_id, first_id, recorded);
         }
         if terminal {
             inner.closed = true;

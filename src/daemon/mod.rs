@@ -44,7 +44,7 @@ use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
-use crate::store::{SessionRecord, SessionState, Store, StoreStats};
+use crate::store::{AuditQuery, ReadError, SessionRecord, SessionState, Store, StoreStats};
 use crate::sync::lock;
 
 /// One configured agent as `GET /agents` shows it: never its arguments or environment.
@@ -71,6 +71,12 @@ fn program_state(program: &str) -> AgentProgram {
 
 /// How long each agent gets to exit after its stdin is closed at shutdown
 /// (`docs/protocol.md#10-shutdown`).
+/// Decisions `GET /session/:id/permissions?audit=1` lists: as many as the mediator's in-memory
+/// ring keeps (`permission/mediator.rs`), so both modes answer alike.
+pub const SESSION_DECISIONS: usize = 512;
+/// Audit pages read at most for them: the session's pending requests (64 at most) are skipped,
+/// so two pages always suffice; the bound only keeps the loop finite.
+const DECISION_PAGES: usize = 4;
 pub const AGENT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 type CreateFuture = Shared<BoxFuture<'static, Result<Arc<Session>, CreateError>>>;
@@ -524,12 +530,50 @@ impl Daemon {
 
     /// A session that is not live (dormant or closed), as the history knows it.
     pub async fn recorded_session(&self, id: &str) -> Result<Option<SessionRecord>, ResumeError> {
+        // What this daemon handed the writer (a close a moment ago, its last events) is read back.
+        let _ = self.store.flush().await;
         let store = self.store.clone();
         let id = id.to_owned();
         tokio::task::spawn_blocking(move || store.session(&id))
             .await
             .map_err(|e| ResumeError::Store(e.to_string()))?
             .map_err(|e| ResumeError::Store(e.to_string()))
+    }
+
+    /// A session's newest decided permission requests from the audit trail, oldest first, at most
+    /// [`SESSION_DECISIONS`]: what `GET /session/:id/permissions?audit=1` lists, across restarts.
+    /// `None` when nothing outlives the process (`--ephemeral`: the mediator's ring answers).
+    pub async fn recorded_decisions(&self, id: &str) -> Result<Option<Vec<Value>>, ReadError> {
+        if !self.store.durable() {
+            return Ok(None);
+        }
+        // A decision is listed as soon as it is made, as the mediator's ring lists it: what was
+        // handed to the writer before this call is committed first.
+        let _ = self.store.flush().await;
+        let store = self.store.clone();
+        let session_id = id.to_owned();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut query = AuditQuery {
+                session_id: Some(session_id),
+                limit: SESSION_DECISIONS,
+                ..AuditQuery::default()
+            };
+            let mut decided = Vec::new();
+            // Newest first; the session's pending requests (a bounded few) are skipped.
+            for _ in 0..DECISION_PAGES {
+                let page = store.query_audit(&query)?;
+                decided.extend(page.entries.into_iter().filter(|e| e["status"] != "pending"));
+                match page.next_cursor {
+                    Some(cursor) if decided.len() < SESSION_DECISIONS => query.cursor = Some(cursor),
+                    _ => break,
+                }
+            }
+            decided.truncate(SESSION_DECISIONS);
+            decided.reverse();
+            Ok(decided)
+        })
+        .await;
+        read.map_err(|e| ReadError(e.to_string()))?.map(Some)
     }
 
     /// The events of a session that is not live, replayed from the history after `last_event_id`.
@@ -542,6 +586,7 @@ impl Daemon {
 
     /// The sessions of `workspace` the history holds (ended ones included), oldest first.
     pub async fn recorded_sessions(&self, workspace: &Path) -> Vec<SessionRecord> {
+        let _ = self.store.flush().await;
         let store = self.store.clone();
         let workspace = workspace.to_string_lossy().into_owned();
         match tokio::task::spawn_blocking(move || store.sessions(Some(&workspace))).await {

@@ -99,10 +99,28 @@ pub(super) async fn list_permissions(
     PathParams(id): PathParams<String>,
     q: Flags,
 ) -> ApiResult {
-    let s = d.session(&id)?;
-    let mut out = json!({"pending": s.permissions().list_pending()});
+    // A session that is not live has nothing pending; with the durable store its decisions are
+    // still listed (`docs/protocol.md#310-get-sessionidpermissions`).
+    let live = d.session(&id);
+    let pending = match &live {
+        Ok(s) => json!(s.permissions().list_pending()),
+        Err(e) if d.store.durable() => match d.recorded_session(&id).await {
+            Ok(Some(_)) => json!([]),
+            _ => return Err(e.clone().into()),
+        },
+        Err(e) => return Err(e.clone().into()),
+    };
+    let mut out = json!({"pending": pending});
     if q.audit() {
-        out["audit"] = json!(s.permissions().audit());
+        let recorded = d.recorded_decisions(&id).await.map_err(|e| {
+            tracing::error!(error = %e, "GET /session/:id/permissions?audit=1");
+            ApiError::Internal
+        })?;
+        out["audit"] = match (recorded, &live) {
+            (Some(decided), _) => json!(decided),
+            (None, Ok(s)) => json!(s.permissions().audit()),
+            (None, Err(_)) => json!([]),
+        };
     }
     Ok(Json(out).into_response())
 }

@@ -147,9 +147,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// A session starts (or is resumed): its events from `after_id + 1` on will be appended.
     /// `resumed = false` forgets any history a previous session of the same id left.
     fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool);
-    /// One event, as its complete SSE frame (the bus's bytes, shared, not copied). Never blocks:
-    /// when the writer's queue is full the event is dropped and the history records a gap.
-    fn append_event(&self, session_id: &Arc<str>, id: u64, frame: &Bytes);
+    /// A burst of consecutive events, ids `first_id..`, each as its complete SSE frame (the bus's
+    /// bytes, shared, not copied). Never blocks: when the writer's queue has no room for the
+    /// burst it is dropped and the history records a gap.
+    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>);
     /// A session ended; `last_id` is the id of its last event (a trailing gap is recorded when the
     /// writer did not get them all).
     fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64);

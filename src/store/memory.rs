@@ -40,7 +40,7 @@ impl Store for MemoryStore {
 
     fn session_started(&self, _: &SessionRecord, _: u64, _: bool) {}
 
-    fn append_event(&self, _: &Arc<str>, _: u64, _: &Bytes) {}
+    fn append_events(&self, _: &Arc<str>, _: u64, _: Vec<Bytes>) {}
 
     fn session_ended(&self, _: &str, _: SessionState, _: &str, _: u64, _: u64) {}
 

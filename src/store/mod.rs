@@ -6,13 +6,14 @@
 //!   thread with group commit, one read connection; the only file that knows `rusqlite`.
 //! - `memory`: [`MemoryStore`], for `--ephemeral`: no history, a bounded in-memory audit.
 //! - `dir`: where the state lives, and the permission checks that refuse a boot.
+//! - `chunk`: how a run of consecutive events is kept as one row (encoding, splitting, trimming).
 //! - `decide`: the store's pure decisions (gaps, paging cursors, retention cut-offs, audit
 //!   filters), unit-tested and mutation-tested on their own.
 //!
 //! A floor below `permission` and `daemon`, beside `acp`: it imports the leaves only, and names
 //! events by their already-built SSE frames (the bus's bytes), never by the bus.
 //!
-//! The relay never waits for the disk: [`Store::append_event`] and every other write is a
+//! The relay never waits for the disk: [`Store::append_events`] and every other write is a
 //! non-blocking hand-off to the writer; reads ([`Store::audit`], [`Store::events`], ...) block and
 //! are called off the async runtime (`spawn_blocking`). A server database serving several daemons
 //! would be one more implementation of the same trait. Paired devices (issue #19) are one table
@@ -20,6 +21,7 @@
 //! notification action tokens (issue #20) will be another.
 
 mod api;
+mod chunk;
 mod decide;
 mod dir;
 mod memory;

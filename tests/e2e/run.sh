@@ -17,6 +17,9 @@
 #   agents-gemini  agents.test.mjs E2E_AGENT=gemini (... and against Gemini CLI)
 #   agents-all     multi.test.mjs  (one daemon running every agent of E2E_AGENTS at once, named,
 #                                   each with its own environment from the config file's agents map)
+#   resume-AGENT   resume.test.mjs, twice per agent on one HOME (state directory, agent files): a
+#                                   session and a turn; the daemon restarted; POST /session/:id/resume
+#                                   and a second turn on the same id
 #
 # Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
@@ -98,15 +101,17 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
 RUN_MULTI=0
+RUN_RESUME=0
 for f in "${FILES[@]}"; do
 	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
 	case $f in
 	agents.test.mjs) RUN_AGENTS=1 ;;
 	multi.test.mjs) RUN_MULTI=1 ;;
+	resume.test.mjs) RUN_RESUME=1 ;;
 	*) API_FILES+=("$f") ;;
 	esac
 done
@@ -406,6 +411,7 @@ run_phase() {
 		say "[$name] $kind (pid $DAEMON_PID) at $base, agent: $agent_desc, workspace $ws"
 		set +e
 		(cd "$HERE" && E2E_BASE_URL="$base" E2E_WORKSPACE="$ws" E2E_DAEMON_KIND="$kind" E2E_AGENT="$agent" \
+			E2E_RESUME_STEP="$RESUME_STEP" \
 			E2E_AGENTS="$AGENTS" E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" \
 			node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
 		node_rc=${PIPESTATUS[0]}
@@ -426,6 +432,7 @@ run_phase() {
 
 # ---------------------------------------------------------------- phases
 T_ALL=$(date +%s)
+RESUME_STEP="" # resume.test.mjs's step (create, resume), for its two phases below
 ((${#API_FILES[@]})) && run_phase qwen-api qwen "${API_FILES[@]}"
 if ((RUN_AGENTS)); then
 	for a in $AGENTS; do
@@ -444,6 +451,16 @@ if ((RUN_MULTI)); then
 	else
 		run_phase agents-all all multi.test.mjs
 	fi
+fi
+# resume-AGENT: one HOME (state directory and agent files), two daemons: create, restart, resume.
+if ((RUN_RESUME)) && [[ "$DAEMON" != qwen-serve ]]; then
+	for a in $AGENTS; do
+		RESUME_STEP=create
+		run_phase "resume-$a" "$a" resume.test.mjs
+		RESUME_STEP=resume
+		run_phase "resume-$a" "$a" resume.test.mjs
+	done
+	RESUME_STEP=""
 fi
 say "summary ($(($(date +%s) - T_ALL)) s):"
 for l in "${SUMMARY[@]}"; do say "  $l"; done

@@ -33,6 +33,11 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
     assert_eq!(p.requests, plan.permissions);
     assert!(p.per_request_ms > 0.0 && p.per_request_ms < 5_000.0, "{p:?}");
 
+    let (filled, boots) = daemon.big_db.as_ref().expect("the big-database boot ran");
+    assert!(filled.db_bytes >= plan.big_db_bytes && filled.events > 0, "{filled:?}");
+    assert_eq!(boots.len(), plan.big_db_boots);
+    assert!(boots.iter().all(|ms| *ms > 0.0 && *ms < 60_000.0), "{boots:?}");
+
     let [c] = daemon.create.as_slice() else { panic!("one create run: {:?}", daemon.create) };
     assert!(c.first_ms > 0.0 && c.create_p50_ms > 0.0 && c.attach_p50_ms > 0.0, "{c:?}");
 

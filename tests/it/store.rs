@@ -156,6 +156,54 @@ async fn the_audit_survives_a_restart_and_pages_newest_first() {
 }
 
 #[tokio::test]
+async fn a_sessions_decisions_are_listed_from_the_audit_after_a_restart_dormant_and_resumed() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let mut rids = Vec::new();
+    for file in ["a.txt", "b.txt"] {
+        rids.push(decided_request(&d, &sid, &mut sse, file).await);
+    }
+    let listed = |body: &Value| -> Vec<String> {
+        body["audit"]
+            .as_array()
+            .expect("audit")
+            .iter()
+            .map(|e| e["requestId"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let before = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(listed(&before), rids, "oldest first");
+    drop(sse);
+    stop(d);
+
+    // Dormant: nothing pending, the decisions still listed, as they were.
+    let d = home.start(&[]);
+    let dormant = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(dormant["pending"], json!([]));
+    assert_eq!(listed(&dormant), rids);
+    let entry = &dormant["audit"][1];
+    assert_eq!(
+        (entry["status"].as_str(), entry["voterClientId"].as_str()),
+        (Some("selected"), Some("alice"))
+    );
+    assert_eq!(entry["toolCall"]["title"], before["audit"][1]["toolCall"]["title"]);
+    let (status, body) = d.get("/session/never-was/permissions?audit=1").await.pair();
+    assert_eq!((status, body["code"].as_str()), (404, Some("session_not_found")));
+
+    // Resumed on a fresh agent (a new mediator, its memory empty): the old decisions, then the new.
+    let (status, resumed) = d.post(&format!("/session/{sid}/resume"), None, json!({})).await.pair();
+    assert_eq!(status, 200, "{resumed}");
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    rids.push(decided_request(&d, &sid, &mut sse, "c.txt").await);
+    let after = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(listed(&after), rids);
+    // Without ?audit=1 the list is the pending requests only.
+    assert_eq!(d.get(&format!("/session/{sid}/permissions")).await.ok(), json!({"pending": []}));
+}
+
+#[tokio::test]
 async fn requests_pending_when_the_daemon_died_are_abandoned_at_the_next_start() {
     let home = Home::new();
     let d = home.start(&[]);
