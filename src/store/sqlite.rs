@@ -542,10 +542,22 @@ impl Store for SqliteStore {
                     out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
                     continue;
                 };
-                let frames = chunk::decode(r.get(4)?, frames).ok_or_else(damaged_run)?;
                 let sizes = r.get_ref(3)?.as_blob_or_null()?;
                 let count = (last + 1).saturating_sub(first);
-                let ranges = chunk::split(frames.len(), sizes, count).ok_or_else(damaged_run)?;
+                let decoded = chunk::decode(r.get(4)?, frames)
+                    .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
+                let Some((frames, ranges)) = decoded else {
+                    // A damaged row (the disk, or a hand edit): its events cannot be read, so the
+                    // replay says so with a gap, as for events never recorded, and goes on.
+                    tracing::warn!(
+                        session_id,
+                        first,
+                        last,
+                        "a damaged run of recorded events: replayed as a gap"
+                    );
+                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+                    continue;
+                };
                 let frames = Bytes::from(frames);
                 for (id, range) in (first..).zip(ranges) {
                     if id > after && out.len() < limit {
@@ -866,12 +878,28 @@ fn trim_run(tx: &rusqlite::Transaction<'_>, session_id: &str, cutoff: u64) -> ru
             tx.execute("UPDATE events SET first_id = ?2 WHERE rowid = ?1", params![rowid, cutoff as i64])?;
         }
         Some(frames) => {
-            let frames = chunk::decode(codec, frames).ok_or_else(damaged_run)?;
-            if let Some((sizes, start)) =
+            // `first < cutoff <= last` here, so `trim_front` has something to cut: `None` from it
+            // means a damaged row.
+            let trimmed = chunk::decode(codec, frames).and_then(|frames| {
                 chunk::trim_front(first, last, frames.len(), sizes.as_deref(), cutoff)
-            {
-                tx.execute("DELETE FROM events WHERE rowid = ?1", [rowid])?;
-                insert_frames(tx, session_id, cutoff, last, &frames[start..], sizes.as_deref())?;
+                    .map(|(sizes, start)| (frames, sizes, start))
+            });
+            tx.execute("DELETE FROM events WHERE rowid = ?1", [rowid])?;
+            match trimmed {
+                Some((frames, sizes, start)) => {
+                    insert_frames(tx, session_id, cutoff, last, &frames[start..], sizes.as_deref())?;
+                }
+                None => {
+                    // Unreadable anyway: what retention keeps of it is a gap, so one damaged row
+                    // never stops retention (nor the replay, which reads it as a gap too).
+                    tracing::warn!(
+                        session_id,
+                        first,
+                        last,
+                        "a damaged run of recorded events: kept as a gap"
+                    );
+                    insert_gap(tx, session_id, cutoff, last)?;
+                }
             }
         }
     }
@@ -906,10 +934,6 @@ fn insert_frames(
     )?
     .execute(params![session_id, first as i64, last as i64, blob, sizes, codec as i64])?;
     Ok(())
-}
-
-fn damaged_run() -> rusqlite::Error {
-    rusqlite::Error::InvalidColumnType(2, "a damaged run of events".into(), rusqlite::types::Type::Blob)
 }
 
 fn set_last_event_id(tx: &rusqlite::Transaction<'_>, session_id: &str, id: u64) -> rusqlite::Result<()> {
@@ -1212,6 +1236,44 @@ mod tests {
         let kept: Vec<u64> =
             store.events("s", 0, 100).expect("read").iter().map(StoredEvent::last_id).collect();
         assert_eq!(kept, [6, 7, 8]);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_run_replays_as_a_gap_and_does_not_stop_retention() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let cfg = StoreConfig { events_per_session: 4, ..config(dir.path()) };
+        let store = SqliteStore::open(&state, &cfg).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        store.append_events(&sid, 1, (1..=3).map(|i| Bytes::from(format!("frame {i}"))).collect());
+        flushed(&store).await;
+        store.append_events(&sid, 4, (4..=6).map(|i| Bytes::from(format!("frame {i}"))).collect());
+        store.session_ended("s", SessionState::Closed, "closed_by_client", 6, now());
+        flushed(&store).await;
+        // The disk damages the first run: an LZ4 blob that does not decode.
+        Connection::open(db_path(&state))
+            .expect("open")
+            .execute("UPDATE events SET frames = x'ff00ff', codec = 1 WHERE first_id = 1", [])
+            .expect("damage");
+        let frame = |id: u64| StoredEvent::Frame { id, frame: Bytes::from(format!("frame {id}")) };
+        let tail = [frame(4), frame(5), frame(6)];
+        let replayed = store.events("s", 0, 100).expect("read");
+        assert_eq!(replayed[0], StoredEvent::Gap { from: 1, to: 3 });
+        assert_eq!(replayed[1..], tail);
+        assert_eq!(store.events("s", 1, 100).expect("read")[0], StoredEvent::Gap { from: 2, to: 3 });
+        drop(store);
+        // Retention (first thing in the next writer's life) keeps the newest 4 ids, 3..=6: the
+        // damaged run's part of them stays a gap.
+        let store = SqliteStore::open(&state, &cfg).expect("reopen");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.first_event_id("s").expect("read") != Some(3) {
+            assert!(Instant::now() < deadline, "retention never got past the damaged run");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
+        }
+        let replayed = store.events("s", 0, 100).expect("read");
+        assert_eq!(replayed[0], StoredEvent::Gap { from: 3, to: 3 });
+        assert_eq!(replayed[1..], tail);
     }
 
     #[tokio::test]
