@@ -1108,6 +1108,33 @@ mod tests {
         assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
     }
 
+    /// A workspace rule added while a request waits (from another session, or the HTTP route):
+    /// the session announces the new rules and the rule answers the request.
+    #[tokio::test]
+    async fn a_workspace_rule_added_later_is_announced_and_answers_a_waiting_request() {
+        let f = fixture(Policy::FirstResponder, None);
+        let task = f.raise(params("/ws/src/a.txt", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let added = f
+            .mediator
+            .workspace_rules
+            .add(rule(json!({"effect": "allow", "kinds": ["edit"], "paths": ["src/**"]})), "s2")
+            .expect("rule");
+        assert_eq!(f.permissions().pending_count(), 1, "nothing happens until the session is told");
+        f.permissions().workspace_rules_changed();
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
+        let announced = f.host.last(EventKind::PolicyUpdated);
+        assert_eq!(announced["workspaceRules"], json!([added.clone()]));
+        assert_eq!(announced["rules"], json!([]), "the session's own rules are unchanged");
+        let audit = f.permissions().audit();
+        assert_eq!((&audit[0]["resolvedBy"], &audit[0]["ruleId"]), (&json!("rule"), &added["ruleId"]));
+        // A closed session is not told any more.
+        f.permissions().cancel_all(ResolvedBy::SessionClosed);
+        let before = f.host.kinds().len();
+        f.permissions().workspace_rules_changed();
+        assert_eq!(f.host.kinds().len(), before);
+    }
+
     /// Issue #16, item 6: refusal events go out at most once per (request, voter), however often
     /// the voter repeats itself, and stop for good past `MAX_NOTICED_PER_REQUEST` voters; every
     /// refused vote still gets its error.
