@@ -1108,6 +1108,32 @@ mod tests {
         assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
     }
 
+    /// `"remember": "workspace"` makes the remembered rule a workspace rule, not the session's,
+    /// and it answers the identical request already waiting.
+    #[tokio::test]
+    async fn a_decision_remembered_for_the_workspace_becomes_a_workspace_rule() {
+        let f = fixture(Policy::FirstResponder, None);
+        let kinds = ["allow_once", "allow_always", "reject_once"];
+        let (first, twin) = (f.raise(params("/ws/a", &kinds)), f.raise(params("/ws/a", &kinds)));
+        f.until_pending(2).await;
+        let id = f.pending_ids().into_iter().next().expect("first");
+        let remembered = Vote::Outcome {
+            choice: Choice::Option("opt-allow_always".into()),
+            remember: Remember::Workspace,
+        };
+        f.permissions().vote(&id, None, true, &remembered).expect("vote");
+        assert_eq!(f.permissions().list_rules(), Vec::<Value>::new(), "not a session rule");
+        let workspace = f.mediator.workspace_rules.list();
+        assert_eq!(workspace.len(), 1, "{workspace:?}");
+        assert_eq!(f.host.last(EventKind::PolicyUpdated)["workspaceRules"], json!(workspace));
+        let (a, b) = (answer(first).await, answer(twin).await);
+        let outcomes = [&a["outcome"]["optionId"], &b["outcome"]["optionId"]];
+        assert!(
+            outcomes.contains(&&json!("opt-allow_always")) && outcomes.contains(&&json!("opt-allow_once")),
+            "{a} / {b}"
+        );
+    }
+
     /// A workspace rule added while a request waits (from another session, or the HTTP route):
     /// the session announces the new rules and the rule answers the request.
     #[tokio::test]
