@@ -1108,6 +1108,25 @@ mod tests {
         assert_eq!(answer(other).await, json!({"outcome": {"outcome": "cancelled"}}));
     }
 
+    /// The store's audit knows a waiting request as pending and a decided one by its outcome (what
+    /// `GET /audit?outcome=` filters on, and what marks requests abandoned after a crash).
+    #[tokio::test]
+    async fn the_store_records_a_request_as_pending_then_by_its_outcome() {
+        use crate::store::{AuditOutcome, AuditQuery};
+        let f = fixture(Policy::FirstResponder, None);
+        let count = |outcome| {
+            let q = AuditQuery { outcome: Some(outcome), limit: 10, ..AuditQuery::default() };
+            f.mediator.store.query_audit(&q).expect("query").entries.len()
+        };
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        assert_eq!((count(AuditOutcome::Pending), count(AuditOutcome::Selected)), (1, 0));
+        let id = f.pending_ids().into_iter().next().expect("pending");
+        f.permissions().vote(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
+        answer(task).await;
+        assert_eq!((count(AuditOutcome::Pending), count(AuditOutcome::Selected)), (0, 1));
+    }
+
     /// `"remember": "workspace"` makes the remembered rule a workspace rule, not the session's,
     /// and it answers the identical request already waiting.
     #[tokio::test]
