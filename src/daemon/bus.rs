@@ -999,6 +999,35 @@ mod tests {
         }
     }
 
+    /// The batch bound is inclusive: frames that add up to exactly 64 KiB leave together.
+    #[tokio::test(start_paused = true)]
+    async fn frames_filling_a_batch_exactly_leave_together() {
+        let b = bus(10_000, 10);
+        let mut stream = body(b.subscribe(None).expect("subscribe"));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        // Ids 1..=9 out of the way, so every frame below has a two-digit id and the same envelope.
+        publish(&b, 9);
+        assert_eq!(ids(&chunk(&mut stream).await.expect("1..=9")), (1..=9).collect::<Vec<_>>());
+        let last_len = |b: &Bus| lock(&b.inner).ring.back().map(Bytes::len).expect("a frame");
+        let padded =
+            |b: &Bus, n: usize| b.publish(SessionUpdate, &json!({"t": "x".repeat(n)}), &PromptTag::default());
+        padded(&b, 0);
+        let envelope = last_len(&b);
+        let documented = 65_536;
+        let mut total = envelope;
+        while total + 2 * (envelope + 1000) <= documented {
+            padded(&b, 1000);
+            total += envelope + 1000;
+        }
+        padded(&b, documented - total - envelope);
+        assert_eq!(total + last_len(&b), documented);
+        let last_id = lock(&b.inner).head();
+        assert!(last_id < 100, "two-digit ids only: {last_id}");
+        let batch = chunk(&mut stream).await.expect("the batch");
+        assert_eq!(ids(&batch), (10..=last_id).collect::<Vec<_>>());
+        assert_eq!(batch.len(), documented);
+    }
+
     /// A frame larger than a batch goes out alone, as the ring's own bytes.
     #[tokio::test(start_paused = true)]
     async fn a_frame_larger_than_a_batch_goes_out_alone() {
