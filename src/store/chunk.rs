@@ -188,12 +188,15 @@ mod tests {
         assert!(r.takes(11));
         assert!(!r.takes(12), "an id skipped");
         assert!(!r.takes(10), "an id repeated");
-        let big = vec![b'x'; RUN_MAX_BYTES - 1];
+        // The documented 64 KiB, written out rather than read from the constant, so a changed
+        // bound fails here.
+        let documented = 65_536;
+        let big = vec![b'x'; documented - 1];
         r.push(11, &big);
-        assert_eq!(r.frames.len(), RUN_MAX_BYTES);
-        assert!(!r.takes(12), "full at RUN_MAX_BYTES");
+        assert_eq!(r.frames.len(), documented);
+        assert!(!r.takes(12), "full at 64 KiB");
         let mut r = run(&[b"a"]);
-        r.push(11, &big[..RUN_MAX_BYTES - 2]);
+        r.push(11, &big[..documented - 2]);
         assert!(r.takes(12), "room for one more byte");
     }
 
@@ -224,6 +227,25 @@ mod tests {
         assert_eq!(decode(1, huge), None, "a length past the bound is not allocated");
         blob[..4].copy_from_slice(&999u32.to_le_bytes());
         assert_eq!(decode(1, blob), None, "a length the data does not fill");
+    }
+
+    /// The decode bound, at its exact limit: a frame at the agent's line bound (64 MiB) after a
+    /// full run decodes; one byte more is a damaged row, refused before any allocation. Zeros, so
+    /// the blobs are small (LZ4 packs 64 MiB of them in about 260 KiB).
+    #[test]
+    fn runs_up_to_the_decode_bound_are_kept_compressed_and_one_byte_more_is_refused() {
+        // 64 MiB + 2 × 64 KiB, written out rather than read from the constant.
+        let documented = 64 * 1024 * 1024 + 2 * 65_536;
+        let at_bound = vec![0u8; documented];
+        let (codec, blob) = encode(&at_bound);
+        assert_eq!(codec, Codec::Lz4, "compressed up to the bound");
+        assert_eq!(decode(codec as i64, blob.clone()).map(|f| f.len()), Some(documented));
+        let over = vec![0u8; documented + 1];
+        let (codec, plain) = encode(&over);
+        assert_eq!((codec, plain.len()), (Codec::Plain, documented + 1), "past the bound: kept plain");
+        // A compressed row that claims (and holds) one byte more than the bound: refused.
+        let packed = lz4_flex::block::compress_prepend_size(&over);
+        assert_eq!(decode(Codec::Lz4 as i64, packed), None);
     }
 
     #[test]
