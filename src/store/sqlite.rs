@@ -2,14 +2,16 @@
 //! file that knows `rusqlite`.
 //!
 //! - **One writer.** A dedicated thread owns the write connection. Every write is an [`Op`] sent
-//!   through one bounded channel with `try_send`, so no caller ever waits for the disk. The writer
+//!   through one channel that never blocks, so no caller ever waits for the disk. The channel
+//!   allocates as it fills (a preallocated one of 69 632 slots cost 13 MiB of resident memory in
+//!   an idle daemon); its bounds are the counters below, checked before each send. The writer
 //!   takes what is queued (up to [`BATCH_MAX_OPS`] / [`BATCH_MAX_BYTES`], or for
 //!   [`COMMIT_INTERVAL`] at most) and commits it as one transaction: group commit, so a burst of
 //!   ten thousand events costs one commit, not ten thousand.
 //! - **Gaps, not back-pressure.** Events may fill at most [`QUEUE_EVENTS`] / [`QUEUE_BYTES`] of the
 //!   queue; past that an event is dropped and counted, and the writer, seeing the next id of that
 //!   session skip, records a gap marker `(from, to)` (or at the session's end, a trailing one). The
-//!   rest of the channel ([`QUEUE_CONTROL_RESERVE`]) stays free for the audit, sessions and rules.
+//!   other writes (audit, sessions, rules) have their own bound, [`QUEUE_CONTROL_RESERVE`].
 //! - **Reads** use their own read-only connection (WAL lets it read while the writer writes),
 //!   called from `spawn_blocking`.
 //! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
@@ -21,7 +23,7 @@
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,8 +51,8 @@ const DB_FILE: &str = "state.db";
 const QUEUE_EVENTS: usize = 65_536;
 /// Bytes of event frames queued at most (the same bound as one session's replay ring).
 const QUEUE_BYTES: usize = 64 * 1024 * 1024;
-/// Channel slots beyond the events' share, for everything else (audit, sessions, rules, flushes):
-/// those arrive at the pace of people and agents' tool calls, far below this.
+/// Writes other than events queued at most (audit, sessions, rules, flushes): those arrive at the
+/// pace of people and agents' tool calls, far below this.
 const QUEUE_CONTROL_RESERVE: usize = 4096;
 /// A transaction holds at most this many writes...
 const BATCH_MAX_OPS: usize = 16_384;
@@ -210,6 +212,8 @@ enum Op {
 struct Shared {
     queued_events: AtomicUsize,
     queued_bytes: AtomicUsize,
+    /// Writes other than events in the channel (bounded by [`QUEUE_CONTROL_RESERVE`]).
+    queued_control: AtomicUsize,
     events_written: AtomicU64,
     events_dropped: AtomicU64,
     gaps: AtomicU64,
@@ -219,7 +223,8 @@ struct Shared {
 
 pub struct SqliteStore {
     path: PathBuf,
-    tx: SyncSender<Op>,
+    /// Never blocks; bounded by the counters in [`Shared`], checked before each send.
+    tx: Sender<Op>,
     /// The writer thread, joined on drop so its connection is closed when the store is gone.
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     shared: Arc<Shared>,
@@ -330,7 +335,7 @@ impl SqliteStore {
         )
         .map_err(&err)?;
         read.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_EVENTS + QUEUE_CONTROL_RESERVE);
+        let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::default());
         let writer = Writer {
             conn,
@@ -353,16 +358,20 @@ impl SqliteStore {
         })
     }
 
-    /// Queues a write other than an event; counted when the channel is full (the writer is stuck).
+    /// Queues a write other than an event; counted when [`QUEUE_CONTROL_RESERVE`] of them wait
+    /// already (the writer is stuck).
     fn send(&self, op: Op) {
-        if let Err(e) = self.tx.try_send(op) {
-            self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
-            let what = match e {
-                TrySendError::Full(_) => "the store's queue is full",
-                TrySendError::Disconnected(_) => "the store's writer has stopped",
-            };
-            tracing::error!("{what}: a write to the state database was dropped");
-        }
+        let control = &self.shared.queued_control;
+        let what = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
+            "the store's queue is full"
+        } else if self.tx.send(op).is_err() {
+            "the store's writer has stopped"
+        } else {
+            return;
+        };
+        control.fetch_sub(1, Ordering::Relaxed);
+        self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("{what}: a write to the state database was dropped");
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
@@ -396,7 +405,7 @@ impl Store for SqliteStore {
         let events = shared.queued_events.fetch_add(count, Ordering::Relaxed);
         let bytes = shared.queued_bytes.fetch_add(len, Ordering::Relaxed);
         let op = Op::Events { session_id: session_id.clone(), first_id, frames };
-        if events + count > QUEUE_EVENTS || bytes + len > QUEUE_BYTES || self.tx.try_send(op).is_err() {
+        if events + count > QUEUE_EVENTS || bytes + len > QUEUE_BYTES || self.tx.send(op).is_err() {
             shared.queued_events.fetch_sub(count, Ordering::Relaxed);
             shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
             shared.events_dropped.fetch_add(count as u64, Ordering::Relaxed);
@@ -669,6 +678,10 @@ impl Writer {
         let mut stop = false;
         while let Some(op) = next.take() {
             ops += 1;
+            if !matches!(op, Op::Events { .. } | Op::Stop) {
+                // Sent through `send`, which counted it (`Stop` comes from the drop, uncounted).
+                self.shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+            }
             match op {
                 Op::Events { session_id, first_id, frames } => {
                     let len: usize = frames.iter().map(Bytes::len).sum();
