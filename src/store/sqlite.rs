@@ -1251,6 +1251,35 @@ mod tests {
         assert_eq!(kept, [6, 7, 8]);
     }
 
+    /// Writes other than events are bounded too: with the writer stuck behind another process's
+    /// lock, the ones past [`QUEUE_CONTROL_RESERVE`] are dropped and counted, nothing waits, and
+    /// the writer takes the rest once the lock is gone.
+    #[tokio::test]
+    async fn writes_past_the_control_bound_are_dropped_and_counted_while_the_writer_is_stuck() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        flushed(&store).await;
+        // Another process holds the write lock: the writer blocks on its first write (for the
+        // busy timeout), having taken at most one op off the channel.
+        let other = Connection::open(db_path(&state)).expect("open");
+        other.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        let sent = QUEUE_CONTROL_RESERVE + 900;
+        for i in 0..sent {
+            store.audit(audit(&format!("r{i}"), now(), None));
+        }
+        let dropped = store.stats().writes_dropped as usize;
+        let bound = sent - QUEUE_CONTROL_RESERVE;
+        assert!((bound - 1..=bound).contains(&dropped), "{dropped} dropped of {sent}");
+        other.execute_batch("ROLLBACK").expect("unlock");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while store.shared.queued_control.load(Ordering::Relaxed) > 0 {
+            assert!(Instant::now() < deadline, "the writer never drained its queue");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer thread
+        }
+        flushed(&store).await;
+    }
+
     #[tokio::test]
     async fn a_damaged_run_replays_as_a_gap_and_does_not_stop_retention() {
         let dir = tempfile::tempdir().expect("tempdir");
