@@ -1055,6 +1055,15 @@ mod tests {
         }
     }
 
+    /// Polls the writer thread (its background pass, or its queue) until `done`, within `bound`.
+    async fn until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + bound;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await; // polling another thread
+        }
+    }
+
     async fn flushed(store: &SqliteStore) {
         tokio::time::timeout(Duration::from_secs(10), store.flush())
             .await
@@ -1241,11 +1250,10 @@ mod tests {
         drop(store);
         // Retention runs first thing in the next writer's life.
         let store = SqliteStore::open(&state, &cfg).expect("reopen");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while store.first_event_id("s").expect("read") != Some(6) {
-            assert!(Instant::now() < deadline, "retention never ran");
-            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
-        }
+        until("retention never ran", Duration::from_secs(10), || {
+            store.first_event_id("s").expect("read") == Some(6)
+        })
+        .await;
         let kept: Vec<u64> =
             store.events("s", 0, 100).expect("read").iter().map(StoredEvent::last_id).collect();
         assert_eq!(kept, [6, 7, 8]);
@@ -1272,11 +1280,10 @@ mod tests {
         let bound = sent - QUEUE_CONTROL_RESERVE;
         assert!((bound - 1..=bound).contains(&dropped), "{dropped} dropped of {sent}");
         other.execute_batch("ROLLBACK").expect("unlock");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while store.shared.queued_control.load(Ordering::Relaxed) > 0 {
-            assert!(Instant::now() < deadline, "the writer never drained its queue");
-            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer thread
-        }
+        until("the writer never drained its queue", Duration::from_secs(30), || {
+            store.shared.queued_control.load(Ordering::Relaxed) == 0
+        })
+        .await;
         flushed(&store).await;
     }
 
@@ -1308,11 +1315,10 @@ mod tests {
         // Retention (first thing in the next writer's life) keeps the newest 4 ids, 3..=6: the
         // damaged run's part of them stays a gap.
         let store = SqliteStore::open(&state, &cfg).expect("reopen");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while store.first_event_id("s").expect("read") != Some(3) {
-            assert!(Instant::now() < deadline, "retention never got past the damaged run");
-            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
-        }
+        until("retention never got past the damaged run", Duration::from_secs(10), || {
+            store.first_event_id("s").expect("read") == Some(3)
+        })
+        .await;
         let replayed = store.events("s", 0, 100).expect("read");
         assert_eq!(replayed[0], StoredEvent::Gap { from: 3, to: 3 });
         assert_eq!(replayed[1..], tail);
@@ -1333,11 +1339,10 @@ mod tests {
         flushed(&store).await;
         drop(store);
         let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while store.session("old").expect("read").is_some() {
-            assert!(Instant::now() < deadline, "retention never ran");
-            tokio::time::sleep(Duration::from_millis(10)).await; // polling the writer's background pass
-        }
+        until("retention never ran", Duration::from_secs(10), || {
+            store.session("old").expect("read").is_none()
+        })
+        .await;
         assert_eq!(store.first_event_id("old").expect("read"), None);
         assert!(store.session("new").expect("read").is_some());
         let all = store.query_audit(&AuditQuery { limit: 10, ..AuditQuery::default() }).expect("page");
