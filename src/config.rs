@@ -203,7 +203,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "workspace|off")]
     pub sandbox: Option<String>,
     /// A path every confined agent and session shell command may also write beneath (repeatable;
-    /// `~/` is the agent's home; created as a directory when missing)
+    /// `~/` is the agent's home; ending in `/`, created as a directory when missing)
     #[arg(long = "sandbox-writable", value_name = "PATH")]
     pub sandbox_writable: Vec<String>,
 }

@@ -280,8 +280,9 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// For a command run in `workspace` under `settings` on a kernel with `support`: nothing when
     /// the sandbox is off or impossible (the boot warned); else the guard's flags, with a fresh
-    /// private temporary directory. A missing writable path is created as a directory first (the
-    /// agent would create it itself, and could not beneath a parent it may not write).
+    /// private temporary directory. A missing directory of `settings.create` is created first (the
+    /// agent would create it itself, and could not beneath a parent it may not write); any other
+    /// missing path is left out.
     pub(crate) fn new(
         settings: &SandboxSettings,
         support: &Support,
@@ -294,10 +295,25 @@ impl Prepared {
         let mut args: Vec<OsString> = vec!["--confine".into(), "--confine-write".into(), workspace.into()];
         for path in &settings.writable {
             if !path.exists()
-                && let Err(e) = std::fs::DirBuilder::new().recursive(true).create(path)
+                && let Some((_, content)) = settings.seed.iter().find(|(p, _)| p == path)
+                && let Err(e) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
             {
-                tracing::warn!(path = %path.display(), error = %e, "cannot create a sandbox writable path; it is left out");
+                tracing::warn!(path = %path.display(), error = %e, "cannot create a sandbox writable file; it is left out");
                 continue;
+            }
+            if !path.exists() {
+                if !settings.create.contains(path) {
+                    tracing::warn!(path = %path.display(), "a sandbox writable path does not exist; it is left out (end it with / to have it created as a directory)");
+                    continue;
+                }
+                if let Err(e) = std::fs::DirBuilder::new().recursive(true).create(path) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot create a sandbox writable directory; it is left out");
+                    continue;
+                }
             }
             args.extend(["--confine-write".into(), path.into()]);
         }
@@ -415,7 +431,13 @@ mod tests {
     use super::*;
 
     fn settings(mode: SandboxMode, net: NetRule) -> SandboxSettings {
-        SandboxSettings { mode, explicit: false, writable: vec![PathBuf::from("/h/.qwen")], net }
+        SandboxSettings {
+            mode,
+            explicit: false,
+            writable: vec![PathBuf::from("/h/.qwen")],
+            create: Vec::new(),
+            net,
+        }
     }
 
     #[test]
@@ -500,14 +522,18 @@ mod tests {
     fn a_prepared_spawn_names_every_path_and_creates_what_is_missing() {
         let home = tempfile::tempdir().expect("tempdir");
         let missing = home.path().join("a/.agent");
+        let file = home.path().join(".agent.json");
         let s = SandboxSettings {
             mode: SandboxMode::Workspace,
             explicit: false,
-            writable: vec![missing.clone()],
+            writable: vec![missing.clone(), file.clone()],
+            create: vec![missing.clone()],
+            seed: Vec::new(),
             net: NetRule::Connect(vec![443]),
         };
         let p = Prepared::new(&s, &Support::Landlock { abi: 7 }, Path::new("/ws")).expect("prepared");
         assert!(missing.is_dir(), "created");
+        assert!(!file.exists(), "not a directory of `create`: left alone, and out of the rules");
         let tmp = p.tmp.as_ref().expect("a private tmp").0.clone();
         assert!(tmp.is_dir());
         let want: Vec<OsString> = [

@@ -60,6 +60,13 @@ pub struct SandboxSettings {
     /// Absolute paths the agent may write beneath besides its workspace and private temporary
     /// directory: the shipped defaults for its program, then `--sandbox-writable`, then its own.
     pub writable: Vec<PathBuf>,
+    /// The directories among `writable` to create when missing: the shipped ones and entries
+    /// written with a trailing `/`. Any other missing path is left out when the agent starts (it
+    /// could be meant as a file: Claude Code's `~/.claude.json` made a directory breaks it).
+    pub create: Vec<PathBuf>,
+    /// Files among `writable` to create with this content when missing (shipped only: Claude
+    /// Code's `~/.claude.json`, which it cannot create itself beneath a home it may not write).
+    pub seed: Vec<(PathBuf, &'static str)>,
     pub net: NetRule,
 }
 
@@ -69,6 +76,8 @@ impl Default for SandboxSettings {
             mode: SandboxMode::Workspace,
             explicit: false,
             writable: Vec::new(),
+            create: Vec::new(),
+            seed: Vec::new(),
             net: NetRule::Any,
         }
     }
@@ -167,14 +176,28 @@ pub(super) fn resolve(
     };
     let home = var("HOME").filter(|h| Path::new(h).is_absolute()).map(PathBuf::from);
     let mode = own.mode.or(daemon.mode);
-    let mut writable = shipped_writable(command, home.as_deref(), var("XDG_STATE_HOME").as_deref());
+    let shipped = shipped_writable(command, home.as_deref(), var("XDG_STATE_HOME").as_deref());
+    let mut create = Vec::new();
+    let mut seed = Vec::new();
+    let mut writable = Vec::new();
+    for (path, shipped) in shipped {
+        match shipped {
+            Shipped::Dir => create.push(path.clone()),
+            Shipped::File(content) => seed.push((path.clone(), content)),
+        }
+        writable.push(path);
+    }
     let raw = daemon
         .writable
         .iter()
         .map(|p| (p, daemon.base.as_path()))
         .chain(own.writable.iter().map(|p| (p, own_base)));
     for (path, base) in raw {
+        let dir = path.ends_with('/');
         let path = expand(path, home.as_deref(), base)?;
+        if dir && !create.contains(&path) {
+            create.push(path.clone());
+        }
         if !writable.contains(&path) {
             writable.push(path);
         }
@@ -183,6 +206,8 @@ pub(super) fn resolve(
         mode: mode.unwrap_or(SandboxMode::Workspace),
         explicit: mode.is_some(),
         writable,
+        create,
+        seed,
         net: own.net.unwrap_or(NetRule::Any),
     })
 }
@@ -214,28 +239,47 @@ fn expand(raw: &str, home: Option<&Path>, base: &Path) -> Result<PathBuf, Config
     Ok(out)
 }
 
+/// How a shipped writable path is made when it is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shipped {
+    Dir,
+    /// A file with this content.
+    File(&'static str),
+}
+
 /// What an agent's program writes outside its workspace, found by running it confined with nothing
-/// else writable: each path below was refused and named in the agent's error
-/// (`docs/agents.md#the-sandbox`). Matched on the program's file name (or, for the demo agent, on
-/// its being the demo).
-fn shipped_writable(command: &AgentCommand, home: Option<&Path>, xdg_state: Option<&str>) -> Vec<PathBuf> {
+/// else writable and reading what it failed to write (`docs/agents.md#the-sandbox`). Matched on
+/// the program's file name (or, for the demo agent, on its being the demo).
+///
+/// Claude Code keeps its global settings in `~/.claude.json`, written through a temporary file,
+/// a lock directory and backups beside it in the home directory, which a confined agent may not
+/// write (Landlock grants directory trees, not file names). It falls back to rewriting the file in
+/// place, which works when the file exists and is writable: so the file is shipped writable and,
+/// when missing, created holding `{}` (what it starts from).
+fn shipped_writable(
+    command: &AgentCommand,
+    home: Option<&Path>,
+    xdg_state: Option<&str>,
+) -> Vec<(PathBuf, Shipped)> {
     if command.display == "demo" {
         // Its transcripts, kept for `session/load` beside the daemon's state (src/main.rs).
         let home = home.map(|h| h.to_string_lossy().into_owned());
         return default_state_dir(xdg_state, home.as_deref())
-            .map(|d| d.join("demo-agent"))
+            .map(|d| (d.join("demo-agent"), Shipped::Dir))
             .into_iter()
             .collect();
     }
     let Some(home) = home else { return Vec::new() };
     let file = Path::new(&command.program).file_name().and_then(|f| f.to_str()).unwrap_or_default();
-    let paths: &[&str] = match file {
-        "qwen" => &[".qwen"],
-        "claude-code-acp" | "claude-agent-acp" | "claude" => &[".claude", ".claude.json"],
-        "gemini" => &[".gemini"],
+    let paths: &[(&str, Shipped)] = match file {
+        "qwen" => &[(".qwen", Shipped::Dir)],
+        "claude-code-acp" | "claude-agent-acp" | "claude" => {
+            &[(".claude", Shipped::Dir), (".claude.json", Shipped::File("{}\n"))]
+        }
+        "gemini" => &[(".gemini", Shipped::Dir)],
         _ => &[],
     };
-    paths.iter().map(|p| home.join(p)).collect()
+    paths.iter().map(|(p, how)| (home.join(p), *how)).collect()
 }
 
 #[cfg(test)]
@@ -288,7 +332,7 @@ mod tests {
             base: PathBuf::from("/cwd"),
         };
         let env = [("HOME".to_owned(), "/home/a".to_owned())];
-        let own = parse_agent(&json!({"mode": "workspace", "writable": ["../x/./y", "~"]})).expect("own");
+        let own = parse_agent(&json!({"mode": "workspace", "writable": ["../x/./y/", "~"]})).expect("own");
         let s =
             resolve(&daemon, own, &command("/opt/bin/qwen"), &env, Path::new("/etc/md")).expect("resolved");
         assert_eq!(s.mode, SandboxMode::Workspace);
@@ -298,6 +342,8 @@ mod tests {
             .map(PathBuf::from)
             .collect();
         assert_eq!(s.writable, want);
+        let made: Vec<PathBuf> = ["/home/a/.qwen", "/etc/x/y"].iter().map(PathBuf::from).collect();
+        assert_eq!(s.create, made, "the shipped directories and those written with a trailing /");
         assert_eq!(s.net, NetRule::Any);
 
         let plain = resolve(
@@ -321,7 +367,9 @@ mod tests {
     #[test]
     fn the_shipped_defaults_follow_the_program_and_its_home() {
         let home = Some(Path::new("/h"));
-        let paths = |program: &str| shipped_writable(&command(program), home, None);
+        let paths = |program: &str| -> Vec<PathBuf> {
+            shipped_writable(&command(program), home, None).into_iter().map(|(p, _)| p).collect()
+        };
         assert_eq!(
             paths("/x/node_modules/.bin/claude-code-acp"),
             [PathBuf::from("/h/.claude"), PathBuf::from("/h/.claude.json")]
@@ -332,10 +380,27 @@ mod tests {
         let mut demo = command("/bin/mediatord");
         demo.display = "demo".into();
         assert_eq!(
-            shipped_writable(&demo, home, None),
+            shipped_writable(&demo, home, None).into_iter().map(|(p, _)| p).collect::<Vec<_>>(),
             [PathBuf::from("/h/.local/state/mediatord/demo-agent")]
         );
-        assert_eq!(shipped_writable(&demo, home, Some("/s")), [PathBuf::from("/s/mediatord/demo-agent")]);
+        assert_eq!(
+            shipped_writable(&demo, home, Some("/s")),
+            [(PathBuf::from("/s/mediatord/demo-agent"), Shipped::Dir)]
+        );
+        let claude = resolve(
+            &DaemonSandbox::default(),
+            AgentSandbox::default(),
+            &command("claude-code-acp"),
+            &[("HOME".into(), "/h".into())],
+            Path::new("/"),
+        )
+        .expect("claude");
+        assert_eq!(claude.create, [PathBuf::from("/h/.claude")]);
+        assert_eq!(
+            claude.seed,
+            [(PathBuf::from("/h/.claude.json"), "{}\n")],
+            "a file, never made a directory"
+        );
         assert!(shipped_writable(&command("qwen"), None, None).is_empty(), "no home, nothing to expand");
     }
 
