@@ -1350,7 +1350,8 @@ mod tests {
         assert_eq!(parse_directive("put ../x y z"), Directive::Put { path: "../x", text: "y z" });
         assert_eq!(parse_directive("run touch  /tmp/x"), Directive::Run { command: "touch  /tmp/x" });
         assert_eq!(parse_directive("run"), Directive::Usage("usage: run <command...>"));
-        assert_eq!(parse_directive("put x"), Directive::Usage("usage: put <path> <text...>"));
+        assert_eq!(parse_directive("put x"), Directive::Put { path: "x", text: "" }, "an empty file");
+        assert_eq!(parse_directive("put"), Directive::Usage("usage: put <path> <text...>"));
         assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
         assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
         assert_eq!(

@@ -436,6 +436,7 @@ mod tests {
             explicit: false,
             writable: vec![PathBuf::from("/h/.qwen")],
             create: Vec::new(),
+            seed: Vec::new(),
             net,
         }
     }
