@@ -355,11 +355,20 @@ test(tag('[spec] an approved SHELL command that writes outside the workspace fai
   const denialsBefore = (await api('GET', '/health?deep=1')).json?.sandbox?.denials;
   const { turn } = await approvedShell(t, ctx, `echo escaped > ${outside}`);
   assert.equal(fs.existsSync(outside), false, `${outside} must not exist: the kernel refuses the write`);
-  const seen = JSON.stringify(turn);
-  assert.ok(/Permission denied|EACCES/.test(seen), `the refusal reaches the transcript: ${ctx.stream.summary(30)}`);
+  // The kernel refused the write; what the client sees of it is the agent's tool result. Where the
+  // agent forwards its tool's output (Qwen Code and Claude Code do), the refusal must be in it, and the
+  // daemon counts it; Gemini CLI reports its shell call `completed` with no content at all.
+  const updates = turn.filter((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call_update');
+  const forwarded = updates.some((e) => (e.data.update.content ?? []).length > 0 || e.data.update.rawOutput !== undefined);
+  const refusalShown = /Permission denied|EACCES/.test(JSON.stringify(updates));
   const denialsAfter = (await api('GET', '/health?deep=1')).json?.sandbox?.denials;
-  t.diagnostic(`sandbox denials counted: ${denialsBefore} -> ${denialsAfter}`);
-  assert.ok(denialsAfter > denialsBefore, `the daemon counted the refusal it saw in the tool result (${denialsBefore} -> ${denialsAfter})`);
+  t.diagnostic(`tool output forwarded: ${forwarded}; refusal shown: ${refusalShown}; sandbox denials counted: ${denialsBefore} -> ${denialsAfter}`);
+  if (forwarded) {
+    assert.ok(refusalShown, `the refusal reaches the transcript: ${JSON.stringify(updates).slice(0, 1500)}`);
+    assert.equal(denialsAfter, denialsBefore + 1, 'the daemon counted the refusal it saw in the tool result');
+  } else {
+    assert.equal(denialsAfter, denialsBefore, 'nothing seen, nothing counted');
+  }
 });
 
 test(tag('DELETE /session/:id: session_closed on both subscribers, streams end, later calls 404; other sessions live on'), async (t) => {
