@@ -274,7 +274,8 @@ async fn an_agent_that_fails_confined_says_why_and_what_to_do() {
 
     // Given the path, the same agent runs.
     let config = outside.path("mediatord.json");
-    let file = json!({"agents": {"stateful": {"command": agent, "sandbox": {"writable": [p(&state)]}}}});
+    // Ending in `/`: created as a directory when the agent starts.
+    let file = json!({"agents": {"stateful": {"command": agent, "sandbox": {"writable": [format!("{}/", p(&state))]}}}});
     let (_ws, d) = with_config(&config, &file);
     let (sid, mut sse) = session(&d).await;
     assert_eq!(say(&d, &sid, &mut sse, "pid").await.parse::<u32>().map(|_| ()), Ok(()));
