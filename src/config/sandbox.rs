@@ -308,6 +308,18 @@ mod tests {
         assert_eq!(full.writable, ["~/.cache/x", "rel"]);
         assert_eq!(full.net, Some(NetRule::Connect(vec![443, 8080])), "duplicates folded");
         assert_eq!(parse_agent(&json!({"net": "none"})).expect("none").net, Some(NetRule::None));
+        let unset = parse_agent(&json!(null)).expect("null is unset");
+        assert_eq!((unset.mode, unset.writable.len(), unset.net), (None, 0, None));
+        let most: Vec<String> = (0..MAX_WRITABLE).map(|i| format!("/p{i}")).collect();
+        assert_eq!(
+            parse_agent(&json!({"writable": most})).expect("at the bound").writable.len(),
+            MAX_WRITABLE
+        );
+        let ports: Vec<u16> = (1..=MAX_NET_PORTS as u16).collect();
+        assert_eq!(
+            parse_agent(&json!({"net": ports})).expect("at the bound").net,
+            Some(NetRule::Connect(ports))
+        );
         assert_eq!(parse_agent(&json!({"net": "any"})).expect("any").net, Some(NetRule::Any));
         for (bad, says) in [
             (json!("on"), " must be \"workspace\" or \"off\""),
@@ -315,6 +327,14 @@ mod tests {
             (json!({"mode": "strict"}), ".mode must be \"workspace\" or \"off\""),
             (json!({"writeable": []}), ": unknown key writeable; known keys: mode, writable, net"),
             (json!({"writable": "~/.x"}), ".writable must be a list of at most 256 paths"),
+            (
+                json!({"writable": vec!["/p"; MAX_WRITABLE + 1]}),
+                ".writable must be a list of at most 256 paths",
+            ),
+            (
+                json!({"net": (1..=65u16).collect::<Vec<_>>()}),
+                ".net must be \"any\", \"none\" or a list of at most 64 TCP ports",
+            ),
             (json!({"writable": [""]}), ".writable must hold non-empty paths"),
             (json!({"net": [0]}), ".net: 0 is not a TCP port (1 to 65535)"),
             (json!({"net": [65536]}), ".net: 65536 is not a TCP port (1 to 65535)"),
