@@ -575,5 +575,18 @@ mod tests {
         let three = boot_check(&config.agents, &Support::Landlock { abi: 3 }).expect("runs");
         assert!(three.len() == 1 && three[0].contains("sandbox.net is not enforced"), "{three:?}");
         assert_eq!(boot_check(&config.agents, &Support::Landlock { abi: 4 }), Ok(Vec::new()));
+        config.agents[0].sandbox.net = NetRule::Any;
+        assert_eq!(
+            boot_check(&config.agents, &Support::Landlock { abi: 3 }),
+            Ok(Vec::new()),
+            "no net rule, nothing lost"
+        );
+        config.agents[0].sandbox.net = NetRule::None;
+        config.agents[0].sandbox.mode = SandboxMode::Off;
+        assert_eq!(
+            boot_check(&config.agents, &Support::Landlock { abi: 3 }),
+            Ok(Vec::new()),
+            "not confined at all"
+        );
     }
 }
