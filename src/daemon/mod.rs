@@ -36,7 +36,7 @@ pub use self::session::{Accepted, EndReason, Prompt, Session};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;
-use crate::agent::AgentHandle;
+use crate::agent::{AgentHandle, sandbox};
 use crate::config::{AgentSpec, Config, SessionScope};
 use crate::devices::Devices;
 use crate::exec::ExitInfo;
@@ -57,6 +57,8 @@ pub struct AgentState {
     pub workspaces: Vec<PathBuf>,
     /// Its latest `initialize` answer, once it has been started.
     pub initialize: Option<Arc<Value>>,
+    /// What confines it.
+    pub sandbox: sandbox::Report,
 }
 
 /// Whether `program` can be run now, and if not, why (checked at each call: installing the agent
@@ -493,6 +495,7 @@ impl Daemon {
             call_timeout: timeout,
             agent_result: result,
             metrics: self.metrics.clone(),
+            confined: self.config.agent(name).is_some_and(|a| self.sandbox_report(a).kind == "landlock"),
             store: self.store.clone(),
             notifier: self.notifier.clone(),
             on_finished: Box::new(move |id: &str| {
@@ -790,7 +793,22 @@ impl Daemon {
             slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
             ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
             notifications: self.notifier.counts(),
+            sandbox: {
+                let r = self.sandbox_report(self.config.default_agent());
+                crate::metrics::SandboxFigures {
+                    kind: r.kind,
+                    abi: r.abi,
+                    writable: r.writable,
+                    net: r.net,
+                    denials: self.metrics.sandbox_denials(),
+                }
+            },
         }
+    }
+
+    /// What confines `agent` on this kernel (`/capabilities`, `/health?deep=1`, `GET /agents`).
+    pub fn sandbox_report(&self, agent: &AgentSpec) -> sandbox::Report {
+        sandbox::Report::new(&agent.sandbox, sandbox::support(&agent.command.guard))
     }
 
     /// Every configured agent, the default first: its program, where it runs now, and its latest
@@ -816,6 +834,7 @@ impl Daemon {
                     program: program_state(&spec.command.program),
                     workspaces,
                     initialize: reported.get(&spec.name).cloned(),
+                    sandbox: self.sandbox_report(spec),
                 }
             })
             .collect()
@@ -824,13 +843,22 @@ impl Daemon {
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
     /// `--shell-timeout-ms` and cut short by the drain.
     pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
+        let agent = self.config.agent(&session.agent_name).unwrap_or_else(|| self.config.default_agent());
         let limits = shell::ShellLimits {
             guard: &self.config.default_agent().command.guard,
             timeout: self.config.shell_timeout,
             stop: &self.draining,
             groups: &self.groups,
+            sandbox: &agent.sandbox,
         };
-        shell::run(session, client, command, &limits).await
+        let outcome = shell::run(session, client, command, &limits).await;
+        if self.sandbox_report(agent).kind == "landlock"
+            && outcome.exit_code != Some(0)
+            && sandbox::looks_denied(&outcome.output)
+        {
+            self.metrics.sandbox_denial("shell");
+        }
+        outcome
     }
 
     /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let

@@ -217,6 +217,8 @@ pub(super) struct SessionInit {
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub(super) agent_result: Value,
     pub(super) metrics: Arc<Metrics>,
+    /// The agent runs confined (`agent::sandbox`): its tool results are read for refused writes.
+    pub(super) confined: bool,
     /// Where the session's end is recorded.
     pub(super) store: Arc<dyn Store>,
     pub(super) notifier: Arc<Notifier>,
@@ -245,6 +247,8 @@ pub struct Session {
     bus: Arc<Bus>,
     mediator: Mediator,
     metrics: Arc<Metrics>,
+    /// See [`SessionInit::confined`].
+    confined: bool,
     store: Arc<dyn Store>,
     /// Hands the events targets may want to the notification queues (never waits).
     notifier: Arc<Notifier>,
@@ -292,6 +296,7 @@ impl Session {
             bus: init.bus,
             mediator: init.mediator,
             metrics: init.metrics,
+            confined: init.confined,
             store: init.store,
             notifier: init.notifier,
             call_timeout: init.call_timeout,
@@ -423,6 +428,9 @@ impl Session {
             _ => return,
         };
         let Some(id) = update.get("toolCallId").and_then(Value::as_str) else { return };
+        if self.confined && !replace && refused_write(update) {
+            self.metrics.sandbox_denial("agent");
+        }
         let mut calls = lock(&self.tool_calls);
         if !calls.0.contains_key(id) {
             if calls.1.len() >= MAX_TRACKED_TOOL_CALLS
@@ -890,6 +898,17 @@ fn set_current(state: &mut Value, field: &str, id: &str) {
 }
 
 /// Copies `from`'s non-null top-level fields onto `into` (ACP's tool-call update semantics).
+/// Whether a `tool_call_update` ends its tool call (`completed` or `failed`) with output that reads
+/// like a refused write: what a confined agent's blocked write looks like from here.
+fn refused_write(update: &Value) -> bool {
+    let ended = matches!(update.get("status").and_then(Value::as_str), Some("completed" | "failed"));
+    ended
+        && ["content", "rawOutput"]
+            .iter()
+            .filter_map(|k| update.get(*k))
+            .any(|v| crate::agent::sandbox::looks_denied(&v.to_string()))
+}
+
 fn overlay(into: &mut Value, from: &Value) {
     if let (Value::Object(into), Value::Object(from)) = (into, from) {
         for (k, v) in from {
@@ -1027,6 +1046,7 @@ mod tests {
             agent_result,
             notifier: Arc::new(Notifier::new(Vec::new(), None, metrics.clone())),
             metrics,
+            confined: true,
             store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
         });

@@ -379,6 +379,22 @@ fn schemas() -> Value {
     status_props["subscribers"] = int.clone();
     status_props["pendingPrompts"] = int.clone();
     let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
+    let sandbox = json!({
+        "type": "object",
+        "required": ["kind", "abi", "writable", "net"],
+        "description": "What confines the agent and its sessions' shell commands (docs/protocol.md §4.12)",
+        "properties": {
+            "kind": {"enum": ["landlock", "off", "unsupported"], "description": "landlock: enforced; off: turned off; unsupported: the kernel cannot (agents run unconfined)"},
+            "abi": {"type": ["integer", "null"], "description": "The Landlock ABI the kernel offers; null without Landlock"},
+            "writable": {"type": ["array", "null"], "items": string, "description": "Where writes are allowed, when enforced: `<workspace>`, `<private tmp>`, then absolute paths"},
+            "net": {
+                "description": "TCP connections allowed, when enforced: any, none, or these ports (always any below ABI 4)",
+                "oneOf": [{"enum": ["any", "none"]}, {"type": "array", "items": {"type": "integer"}}, {"type": "null"}],
+            },
+        },
+    });
+    let mut health_sandbox = sandbox.clone();
+    health_sandbox["properties"]["denials"] = json!({"type": "integer", "description": "Confined tool calls and shell commands whose output read like a refused write, since the start"});
     let mut schemas = json!({
         "Error": {
             "type": "object",
@@ -430,6 +446,7 @@ fn schemas() -> Value {
                     },
                     "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §14)",
                 },
+                "sandbox": health_sandbox,
             },
         },
         "Capabilities": {
@@ -457,6 +474,7 @@ fn schemas() -> Value {
                         "scope": {"type": "array", "items": {"enum": ["read", "write", "operator"]}},
                     },
                 },
+                "sandbox": sandbox,
             },
         },
         "AgentList": {
@@ -478,6 +496,7 @@ fn schemas() -> Value {
                             "agentCapabilities": object, "authMethods": {"type": "array", "items": object},
                         },
                     },
+                    "sandbox": sandbox,
                 },
             }}},
         },
