@@ -24,6 +24,7 @@ mod perimeter;
 mod permissions;
 mod quickstart;
 mod rules;
+mod service;
 mod sessions;
 mod shell;
 mod store;
