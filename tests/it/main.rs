@@ -23,6 +23,7 @@ mod openapi;
 mod perimeter;
 mod permissions;
 mod quickstart;
+mod release;
 mod rules;
 mod service;
 mod sessions;
