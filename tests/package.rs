@@ -411,10 +411,10 @@ fn dpkg_installs_it_disabled_with_its_user_and_purges_it_clean() {
     )
     .expect("deb-systemd-helper's record of the unit");
     assert!(also.contains("/etc/systemd/system/multi-user.target.wants/mediatord.service"), "{also}");
-    assert!(
-        !root.join("etc/systemd/system/multi-user.target.wants/mediatord.service").exists(),
-        "enabled on install"
-    );
+    // The link would point at /usr/lib/systemd/system/mediatord.service, absent outside the root:
+    // look at the link itself, not through it.
+    let wants = root.join("etc/systemd/system/multi-user.target.wants/mediatord.service");
+    assert!(wants.symlink_metadata().is_err(), "enabled on install: {}", wants.display());
     let asked = std::fs::read_to_string(&calls).unwrap_or_default();
     assert!(
         asked.lines().all(|l| l == "systemctl --system daemon-reload"),
@@ -520,8 +520,9 @@ fn the_user_unit_written_by_the_binary_from_the_deb_verifies_even_at_an_awkward_
     let shipped =
         std::fs::read_to_string(root.path().join("usr/lib/systemd/user/mediatord.service")).expect("unit");
     let scratch = tempfile::tempdir().expect("tempdir");
-    // A space, a `%` (a systemd specifier), a `$` and a `;`: each must reach systemd as written.
-    let awkward = scratch.path().join("my tools/100% $HOME;x");
+    // A space, `%n` and `%` (systemd specifiers: the unit's name, and an unknown one), a `$` and a
+    // `;`: each must reach systemd as written.
+    let awkward = scratch.path().join("my tools/%n 100% $HOME;x");
     std::fs::create_dir_all(&awkward).expect("mkdir");
     let plain = root.path().join("usr/bin/mediatord");
     let copied = awkward.join("mediatord");
