@@ -293,9 +293,10 @@ impl fmt::Display for Report {
         match self.settings {
             Outcome::Wrote => {
                 let workspaces: Vec<String> = self.workspaces.iter().map(|w| shown(w)).collect();
+                let noun = if workspaces.len() == 1 { "workspace" } else { "workspaces" };
                 writeln!(
                     f,
-                    "wrote {}: the agent ({DEFAULT_AGENT}) and the workspace {}; edit it to change them",
+                    "wrote {}: the agent ({DEFAULT_AGENT}) and the {noun} {}; edit it to change them",
                     shown(&self.paths.settings),
                     workspaces.join(", ")
                 )?;

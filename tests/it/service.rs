@@ -238,12 +238,24 @@ fn refusals_write_nothing() {
 }
 
 #[tokio::test]
-async fn the_settings_it_writes_boot_the_daemon_on_the_chosen_workspace() {
+async fn the_settings_it_writes_boot_the_daemon_on_the_chosen_workspaces() {
     let user = User::new();
-    let project = user.path("project");
-    let out = user.service(&["install", "--user", "--workspace", project.to_str().expect("utf-8")], &[]);
+    let (project, other) = (user.path("project"), user.path("home"));
+    // Relative to the current directory, like `serve --workspace`.
+    let out =
+        user.service(&["install", "--user", "--workspace", "../project", "--workspace", "../home"], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let settings = user.path("config/mediatord/mediatord.json");
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "wrote {}: the agent (qwen --acp) and the workspaces {}, {}; edit it to change them\n",
+            settings.display(),
+            project.display(),
+            other.display()
+        )),
+        "{}",
+        text(&out.stdout)
+    );
     // As the unit runs it (`serve --config …`), with the demo agent in place of Qwen Code.
     let d = Daemon::start_in(
         &user.path("elsewhere"),
@@ -252,7 +264,11 @@ async fn the_settings_it_writes_boot_the_daemon_on_the_chosen_workspace() {
     );
     let caps = d.get("/capabilities").await;
     assert_eq!(caps.status, 200);
-    assert_eq!(caps.body["workspaceCwd"], json!(project));
+    assert_eq!(caps.body["workspaceCwd"], json!(project), "the first is the primary");
+    let second = d.post("/session", Some("alice"), json!({"cwd": other})).await;
+    assert_eq!(second.status, 200, "the second is a workspace too: {}", second.text);
+    let outside = d.post("/session", Some("alice"), json!({"cwd": user.path("elsewhere")})).await;
+    assert_eq!(outside.body["code"], "workspace_mismatch", "{}", outside.text);
 }
 
 #[test]
