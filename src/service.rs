@@ -250,9 +250,11 @@ fn write_unit(path: &Path, text: &str, force: bool) -> Result<Outcome, ServiceEr
     };
     make_dir(path.parent().unwrap_or(Path::new("/")), 0o755)?;
     let partial = path.with_extension("service.partial");
+    // A partial file left by an interrupted run; anything else there is refused by `write_new`.
     let _ = std::fs::remove_file(&partial);
-    if let Err(e) = create_new(&partial, text, 0o644)
-        .and_then(|_| std::fs::rename(&partial, path).map_err(io_error(path)))
+    if let Err(e) = write_new(&partial, text, 0o644)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(io_error(&partial))
     {
         let _ = std::fs::remove_file(&partial);
         return Err(e);
@@ -262,15 +264,19 @@ fn write_unit(path: &Path, text: &str, force: bool) -> Result<Outcome, ServiceEr
 
 /// Creates `path` with `text` and `mode` unless it exists (then `Kept`, untouched).
 fn create_new(path: &Path, text: &str, mode: u32) -> Result<Outcome, ServiceError> {
-    let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(Outcome::Kept),
-        Err(e) => return Err(io_error(path)(e)),
-    };
-    // The mode asked for, whatever the umask.
-    file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(io_error(path))?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(io_error(path))?;
-    Ok(Outcome::Wrote)
+    match write_new(path, text, mode) {
+        Ok(()) => Ok(Outcome::Wrote),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Outcome::Kept),
+        Err(e) => Err(io_error(path)(e)),
+    }
+}
+
+/// Creates `path`, which must not exist, with `text` and `mode` (whatever the umask).
+fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
 }
 
 /// A path for the terminal: control characters escaped, so a hostile file name cannot drive it.
@@ -382,6 +388,48 @@ mod tests {
             value,
             serde_json::json!({"serve": {"agent": "qwen --acp", "workspace": ["/p/one", "/p/two"]}})
         );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_made_is_an_error_not_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let missing = tmp.path().join("missing/env");
+        let error = create_new(&missing, "x", 0o600).expect_err("no parent directory");
+        assert!(
+            matches!(&error, ServiceError::Io { path, .. } if *path == missing.display().to_string()),
+            "{error}"
+        );
+        std::fs::write(tmp.path().join("env"), "mine").expect("write");
+        assert_eq!(create_new(&tmp.path().join("env"), "x", 0o600).expect("kept"), Outcome::Kept);
+        assert_eq!(std::fs::read_to_string(tmp.path().join("env")).expect("read"), "mine");
+    }
+
+    #[test]
+    fn a_unit_that_cannot_be_read_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Its directory is a file: reading the unit fails with ENOTDIR, which is not "missing".
+        std::fs::write(tmp.path().join("user"), "").expect("write");
+        let unit = tmp.path().join("user/mediatord.service");
+        let error = write_unit(&unit, "[Unit]\n", false).expect_err("not a directory");
+        assert!(
+            matches!(&error, ServiceError::Io { path, .. } if *path == unit.display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_directory_in_the_way_of_the_partial_unit_is_refused_not_renamed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let unit = tmp.path().join("mediatord.service");
+        let partial = tmp.path().join("mediatord.service.partial");
+        std::fs::create_dir(&partial).expect("mkdir");
+        let error = write_unit(&unit, "[Unit]\n", false).expect_err("the partial path is taken");
+        assert!(
+            matches!(&error, ServiceError::Io { path, .. } if *path == partial.display().to_string()),
+            "{error}"
+        );
+        assert!(!unit.exists(), "nothing was renamed onto the unit");
+        assert!(partial.is_dir(), "the directory is left alone");
     }
 
     #[test]
