@@ -1,9 +1,10 @@
 //! Installing mediatord the ways its users do (issue #34), from what a release publishes:
 //!
-//! - **the crate**: `cargo publish --dry-run` packages it; the `.crate` is unpacked into an empty
-//!   directory and `cargo install --locked --path` builds and installs it from there, with nothing
-//!   else beside it (what `cargo install --locked mediatord` does with the registry's copy); the
-//!   installed binary runs the README's quick start;
+//! - **the crate**: `cargo package` makes it and `cargo publish --dry-run` runs the registry's
+//!   checks on it; the `.crate` is unpacked into an empty directory and `cargo install --locked
+//!   --path` builds and installs it from there, with nothing else beside it (what `cargo install
+//!   --locked mediatord` does with the registry's copy); the installed binary runs the README's
+//!   quick start;
 //! - **the Debian package**: `packaging/deb/build.sh` builds it from that same unpacked crate (so
 //!   the crate carries everything the package needs); its contents are checked; dpkg installs it
 //!   into a scratch root and purges it again (`--root`, maintainer scripts run chrootless with
@@ -43,7 +44,7 @@ const CHEAP_RELEASE: [(&str, &str); 5] = [
     ("CARGO_PROFILE_RELEASE_LTO", "false"),
     ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256"),
     ("CARGO_PROFILE_RELEASE_DEBUG", "false"),
-    // The unpacked crate is in a new directory each run: its incremental state would never be reused.
+    // The crate itself is rebuilt on every run (it is unpacked anew): incremental state is waste.
     ("CARGO_PROFILE_RELEASE_INCREMENTAL", "false"),
 ];
 
@@ -90,7 +91,7 @@ fn install_tools() {
 
 /// The crate as published, unpacked alone and installed from there.
 struct Packaged {
-    /// The `.crate` file `cargo publish --dry-run` made.
+    /// The `.crate` file `cargo package` made.
     crate_file: PathBuf,
     /// The unpacked crate, the only entry of an otherwise empty directory.
     source: PathBuf,
