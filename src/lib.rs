@@ -12,7 +12,7 @@
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
-//! beside the house (imported by main only): demo_agent ─► acp
+//! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
 //! - Nothing imports [`http`] but [`server`]; only [`http`] knows axum, tower-http and hyper.
@@ -45,6 +45,8 @@
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
+//! - [`service`]: `mediatord service install --user`: the systemd user unit the package ships,
+//!   written for a binary installed anywhere.
 
 pub mod acp;
 pub mod agent;
@@ -61,5 +63,6 @@ pub mod notify;
 pub mod path;
 pub mod permission;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod sync;

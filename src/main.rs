@@ -8,6 +8,7 @@ use mediatord::agent::guard::{self, GuardArgs};
 use mediatord::agent::sandbox;
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
+use mediatord::service::{ServiceAction, ServiceArgs};
 
 const ABOUT: &str = "Share one ACP coding agent among many HTTP + SSE clients";
 
@@ -42,6 +43,8 @@ enum Command {
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
+    /// Run as a systemd service: `mediatord service install --user` writes the user unit.
+    Service(ServiceArgs),
     /// Print a shell completion script to stdout (see docs/operations.md for where it goes).
     Completions {
         /// The shell to complete for.
@@ -505,6 +508,18 @@ fn main() -> ExitCode {
         Command::Audit(args) => audit(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
+        Command::Service(ServiceArgs { action: ServiceAction::Install(args) }) => {
+            match mediatord::service::install_user_here(&args) {
+                Ok(report) => {
+                    let _ = write!(io::stdout(), "{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    say(&format!("mediatord service: {e}"));
+                    ExitCode::from(e.exit_code())
+                }
+            }
+        }
         Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
         Command::SandboxProbe => ExitCode::from(sandbox::probe_main().clamp(0, 255) as u8),
     }

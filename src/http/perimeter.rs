@@ -257,10 +257,10 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
                 return response;
             }
         };
-        if let Caller::Device { device, by_cookie } = &caller {
-            if let Err(e) = device_may(&mut req, device, *by_cookie, own_origin, access) {
-                return with_cors(e.into_response(), origin.as_ref());
-            }
+        if let Caller::Device { device, by_cookie } = &caller
+            && let Err(e) = device_may(&mut req, device, *by_cookie, own_origin, access)
+        {
+            return with_cors(e.into_response(), origin.as_ref());
         }
         req.extensions_mut().insert(caller);
     }

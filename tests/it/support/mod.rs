@@ -7,6 +7,7 @@
 
 mod client;
 mod daemon;
+pub(crate) mod quickstart;
 mod raw;
 mod receiver;
 pub(crate) mod scrape;
