@@ -37,6 +37,22 @@ impl Caller {
             Caller::Device { device, .. } => Some(device),
         }
     }
+
+    /// Whether the caller may vote: the operator's clients and voter devices, not observers.
+    pub(super) fn may_vote(&self) -> bool {
+        self.device().is_none_or(|d| d.role == crate::devices::Role::Voter)
+    }
+}
+
+/// Registers `client` on `session` as the caller may: a voter, or (a paired observer) a client
+/// that is never counted among the voters. No caller (the router without the perimeter, in
+/// tests) is the operator.
+pub(super) fn touch(session: &crate::daemon::Session, client: &str, caller: Option<&Caller>) -> u64 {
+    if caller.is_none_or(Caller::may_vote) {
+        session.touch_client(client)
+    } else {
+        session.touch_observer(client)
+    }
 }
 
 /// The credential `Authorization` presents: `Some("")` for a header that is not a bearer one (it

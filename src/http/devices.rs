@@ -1,7 +1,7 @@
 //! Handlers of the `devices` tag (`docs/protocol.md#15-devices`): issue a pairing code (the
 //! operator), exchange it for a device credential (anyone holding the code), list and revoke.
-//! Writes to the store are flushed before answering, so an answered pairing or revocation
-//! survives a restart.
+//! A pairing or a revocation is on disk before it is answered (`devices::Devices`), or answered
+//! `503 store_unavailable` and not done.
 
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
@@ -85,8 +85,7 @@ pub(super) async fn pair(
 ) -> ApiResult {
     let code = body.get("code").and_then(Value::as_str).unwrap_or("");
     let name = optional_str(&body, "name")?;
-    let (device, credential) = d.devices.pair(code, name, peer.ip())?;
-    let _ = d.store.flush().await;
+    let (device, credential) = d.devices.pair(code, name, peer.ip()).await?;
     tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
     let mut answer = json!({
         "deviceId": &*device.id,
@@ -115,8 +114,7 @@ pub(super) async fn list(State(d): State<AppState>) -> Json<Value> {
 
 /// `DELETE /devices/{id}`: refused from its next request on; its event streams end now.
 pub(super) async fn revoke(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
-    let device = d.devices.revoke(&id).ok_or(ApiError::DeviceNotFound)?;
-    let _ = d.store.flush().await;
+    let device = d.revoke_device(&id).await?;
     tracing::info!(device_id = %device.id, "a device was revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -150,13 +150,12 @@ pub(super) async fn workspace_post(
     let workspace = d.workspace(&cwd)?;
     let client = client_id(&headers)?;
     let rule = parse_rule(&body, &workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
-    let wire = d.workspace_rules(&workspace).add(rule, "")?;
-    let _ = d.store.flush().await;
+    let wire = d.workspace_rules(&workspace).add(rule, "").await?;
     Ok((StatusCode::CREATED, Json(json!({"rule": wire, "workspace": workspace.to_string_lossy()})))
         .into_response())
 }
 
-/// `DELETE /workspace/:cwd/permission-rules/:ruleId`.
+/// `DELETE /workspace/:cwd/permission-rules/:ruleId`: answered once the removal is on disk.
 pub(super) async fn workspace_delete(
     State(d): State<AppState>,
     PathParams(raw): PathParams<String>,
@@ -165,8 +164,7 @@ pub(super) async fn workspace_delete(
         return Err(ApiError::MethodNotAllowed);
     };
     let workspace = d.workspace(&cwd)?;
-    d.workspace_rules(&workspace).remove(&rule_id)?;
-    let _ = d.store.flush().await;
+    d.workspace_rules(&workspace).remove(&rule_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -115,6 +115,21 @@ impl GapTracker {
     pub(super) fn is_duplicate(&self, session_id: &str, id: u64) -> bool {
         self.last.get(session_id).is_some_and(|last| id <= *last)
     }
+
+    /// What the tracker knows of `session_id` now, to [`restore`](GapTracker::restore) when the
+    /// transaction about to record its events fails.
+    pub(super) fn mark(&self, session_id: &str) -> Option<u64> {
+        self.last.get(session_id).copied()
+    }
+
+    /// Puts back what [`mark`](GapTracker::mark) saw: the events observed since were not recorded,
+    /// so the next one recorded (or the session's end) finds them missing, as a gap.
+    pub(super) fn restore(&mut self, session_id: Arc<str>, mark: Option<u64>) {
+        match mark {
+            Some(last) => self.last.insert(session_id, last),
+            None => self.last.remove(&session_id),
+        };
+    }
 }
 
 /// The smallest event id a session keeps when its newest is `last_id` and `keep` are kept:
@@ -219,6 +234,30 @@ mod tests {
         t.start(s.clone(), 41);
         assert_eq!(t.observe(&s, 43), Some((42, 42)));
         assert!(!t.is_duplicate("other", 1));
+    }
+
+    #[test]
+    fn events_of_a_failed_transaction_become_a_gap_once_restored() {
+        let mut t = GapTracker::default();
+        let s = arc("s");
+        t.start(s.clone(), 0);
+        assert_eq!(t.observe(&s, 1), None);
+        let before = t.mark("s");
+        assert_eq!(before, Some(1));
+        // Ids 2 and 3 go into a transaction that fails.
+        assert_eq!(t.observe(&s, 2), None);
+        assert_eq!(t.observe(&s, 3), None);
+        t.restore(s.clone(), before);
+        assert!(!t.is_duplicate("s", 2));
+        assert_eq!(t.observe(&s, 4), Some((2, 3)));
+        // A session the failed transaction started is forgotten again.
+        let n = arc("n");
+        let unseen = t.mark("n");
+        assert_eq!(unseen, None);
+        t.start(n.clone(), 7);
+        t.restore(n.clone(), unseen);
+        assert_eq!(t.mark("n"), None);
+        assert_eq!(t.end("n", 9), None);
     }
 
     #[test]

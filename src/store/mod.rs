@@ -30,8 +30,8 @@ mod sqlite;
 use std::sync::Arc;
 
 pub use self::api::{
-    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, outcome_of};
 pub use self::dir::StateDirError;
