@@ -74,10 +74,10 @@ pub(super) async fn create_pairing(
     .into_response())
 }
 
-/// `POST /devices/pair {code, name?, cookieOnly?}` → `{deviceId, token, role, name}` and the device
-/// cookie (`token: null` with `cookieOnly: true`). A
-/// wrong, used or expired code is one answer, `401 invalid_pairing_code`, counted against the
-/// peer's limit.
+/// `POST /devices/pair {code, name?}` → `{deviceId, token, role, name}`. A wrong, used or
+/// expired code is one answer, `401 invalid_pairing_code`, counted against the client's limit.
+/// The credential is in the body only, never in a cookie (`super::auth`); `cookieOnly`, which
+/// asked for a cookie alone before, is ignored.
 pub(super) async fn pair(
     State(d): State<AppState>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
@@ -87,20 +87,13 @@ pub(super) async fn pair(
     let name = optional_str(&body, "name")?;
     let (device, credential) = d.devices.pair(code, name, peer.ip()).await?;
     tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
-    let mut answer = json!({
+    let answer = json!({
         "deviceId": &*device.id,
         "token": credential,
         "role": device.role.as_str(),
         "name": &*device.name,
     });
-    // The web app asks for the cookie alone, so the credential never reaches a script.
-    if body.get("cookieOnly") == Some(&Value::Bool(true)) {
-        answer["token"] = Value::Null;
-    }
     let mut response = Json(answer).into_response();
-    if let Some(cookie) = auth::set_cookie(&credential, auth::secure_cookie(&d.config)) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
     // The credential is in this body: no cache may keep it.
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)

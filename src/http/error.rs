@@ -139,10 +139,6 @@ pub enum ApiError {
     ReadOnlyDevice,
     #[error("Only the operator's token may do this, not a paired device")]
     OperatorRequired,
-    #[error(
-        "A request signed in by the device cookie that changes something must come from this daemon's own page (its Origin)"
-    )]
-    OriginRequired,
     #[error("Invalid or expired pairing code")]
     InvalidPairingCode,
     #[error("Too many failed pairing attempts from this address; retry later")]
@@ -269,7 +265,6 @@ impl ApiError {
             ApiError::ClientIdMismatch { device_id: s() },
             ApiError::ReadOnlyDevice,
             ApiError::OperatorRequired,
-            ApiError::OriginRequired,
             ApiError::InvalidPairingCode,
             ApiError::TooManyPairingAttempts,
             ApiError::PairingUnavailable(s()),
@@ -288,10 +283,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
-            Self::ClientIdMismatch { .. }
-            | Self::ReadOnlyDevice
-            | Self::OperatorRequired
-            | Self::OriginRequired => StatusCode::FORBIDDEN,
+            Self::ClientIdMismatch { .. } | Self::ReadOnlyDevice | Self::OperatorRequired => {
+                StatusCode::FORBIDDEN
+            }
             Self::PairingUnavailable(_) => StatusCode::CONFLICT,
             Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
             Self::DeviceNotFound => StatusCode::NOT_FOUND,
@@ -402,7 +396,6 @@ impl ApiError {
             Self::ClientIdMismatch { .. } => "client_id_mismatch",
             Self::ReadOnlyDevice => "read_only_device",
             Self::OperatorRequired => "operator_required",
-            Self::OriginRequired => "origin_required",
             Self::InvalidPairingCode => "invalid_pairing_code",
             Self::TooManyPairingAttempts => "too_many_pairing_attempts",
             Self::PairingUnavailable(_) => "pairing_unavailable",

@@ -40,7 +40,7 @@ pub struct Perimeter {
     devices: Arc<Devices>,
     /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
     access: HashMap<(&'static str, &'static str), Access>,
-    /// Whether the device cookie gets `Secure` (`--public-url` is `https://`).
+    /// Whether the old device cookie is cleared with `Secure` (`--public-url` is `https://`).
     secure_cookie: bool,
 }
 
@@ -138,41 +138,32 @@ impl Perimeter {
         }
     }
 
-    /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
+    /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit. Without a
+    /// token, any bearer is the operator's (the loopback-only daemon ignores it, as always).
     fn operator_token_ok(&self, presented: &str) -> bool {
         let Some(expected) = &self.token_digest else { return true };
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         bool::from(digest.ct_eq(&expected.0)) && !presented.is_empty()
     }
 
-    /// Who the request is, or `Err(cookie_presented)` for the uniform 401. A bearer credential
-    /// shaped like a device's is judged as one; any other bearer is the operator's token (ignored
-    /// on a daemon without one, as always); a bad bearer fails even beside a good cookie.
-    fn caller(&self, headers: &HeaderMap) -> Result<Caller, bool> {
-        let cookie = auth::cookie(headers);
-        let device = |credential: &str, by_cookie: bool| {
-            self.devices
-                .authenticate(credential)
-                .map(|device| Caller::Device { device, by_cookie })
-                .ok_or(cookie.is_some())
+    /// Who the request is, or `Err` for the uniform 401. A bearer with a device credential's
+    /// exact shape is a device when one has it; otherwise (any other bearer, or a device-shaped
+    /// one no device has) it is judged as the operator's token, so an operator token of any
+    /// shape works (issue #27, finding 16). On a daemon without a token, anyone but a failing
+    /// device is the operator, as always. No cookie is a credential (`super::auth`).
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ()> {
+        let Some(presented) = auth::bearer(headers) else {
+            return if self.token_digest.is_none() { Ok(Caller::Operator) } else { Err(()) };
         };
-        if let Some(presented) = auth::bearer(headers) {
-            if is_device_credential(presented) {
-                return device(presented, false);
+        if is_device_credential(presented) {
+            if let Some(device) = self.devices.authenticate(presented) {
+                return Ok(Caller::Device(device));
             }
-            if self.token_digest.is_some() {
-                return if self.operator_token_ok(presented) {
-                    Ok(Caller::Operator)
-                } else {
-                    Err(cookie.is_some())
-                };
+            if self.token_digest.is_none() {
+                return Err(());
             }
         }
-        match cookie {
-            Some(credential) => device(credential, true),
-            None if self.token_digest.is_none() => Ok(Caller::Operator),
-            None => Err(false),
-        }
+        if self.operator_token_ok(presented) { Ok(Caller::Operator) } else { Err(()) }
     }
 
     /// Who may call the route `req` matched; `None` for no route (its 404 or 405 follows).
@@ -218,17 +209,13 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let mut origins = headers.get_all(header::ORIGIN).iter();
-    let mut own_origin = false;
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
             // The daemon's own pages: let through, and granted no CORS headers (none is needed).
-            Ok(o) if p.own_origin(o, &req) => {
-                own_origin = true;
-                None
-            }
+            Ok(o) if p.own_origin(o, &req) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
             _ => return refuse(origin_denied(value), None),
         },
@@ -245,43 +232,42 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
         return with_cors(preflight, origin.as_ref());
     }
     let access = p.access(&req);
+    let old_cookie = auth::has_old_cookie(req.headers());
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
         let caller = match p.caller(req.headers()) {
             Ok(caller) => caller,
-            Err(cookie_presented) => {
-                let mut response = refuse(ApiError::Unauthorized, origin.as_ref());
-                if cookie_presented {
-                    response.headers_mut().insert(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
-                }
-                return response;
+            Err(()) => {
+                return forget_old_cookie(refuse(ApiError::Unauthorized, origin.as_ref()), old_cookie, &p);
             }
         };
-        if let Caller::Device { device, by_cookie } = &caller {
-            if let Err(e) = device_may(&mut req, device, *by_cookie, own_origin, access) {
-                return with_cors(e.into_response(), origin.as_ref());
-            }
+        if let Caller::Device(device) = &caller
+            && let Err(e) = device_may(&mut req, device, access)
+        {
+            return forget_old_cookie(with_cors(e.into_response(), origin.as_ref()), old_cookie, &p);
         }
         req.extensions_mut().insert(caller);
     }
     let response = next.run(req).await;
-    with_cors(response, origin.as_ref())
+    forget_old_cookie(with_cors(response, origin.as_ref()), old_cookie, &p)
+}
+
+/// A browser still holding the device cookie of an earlier version is told to forget it.
+fn forget_old_cookie(mut response: Response, old_cookie: bool, p: &Perimeter) -> Response {
+    if old_cookie {
+        response.headers_mut().append(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
+    }
+    response
 }
 
 /// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):
-/// by cookie, a state-changing request comes from the daemon's own page; its client id is its
-/// device id (a different one is refused, none is filled in); its role allows the route.
+/// its client id is its device id (a different one is refused, none is filled in); its role
+/// allows the route.
 fn device_may(
     req: &mut Request,
     device: &crate::devices::Device,
-    by_cookie: bool,
-    own_origin: bool,
     access: Option<Access>,
 ) -> Result<(), ApiError> {
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if by_cookie && !safe && !own_origin {
-        return Err(ApiError::OriginRequired);
-    }
     let headers = req.headers_mut();
     for name in ["x-qwen-client-id", "x-client-id"] {
         let claimed = headers.get(name).map(|v| v.as_bytes());

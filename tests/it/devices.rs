@@ -1,6 +1,6 @@
 //! Paired devices (issue #19, `docs/protocol.md#15-devices`), through the real binary: `mediatord
 //! pair` prints a URL and its QR code, the code is exchanged for a credential that works by header
-//! and by cookie, the device's identity is bound to it (votes are its own, a forged client id is
+//! (never by cookie), the device's identity is bound to it (votes are its own, a forged client id is
 //! refused), observers only read, revocation ends access and streams at once, codes are one-time,
 //! short-lived and rate-limited, and pairings survive a restart.
 
@@ -84,7 +84,7 @@ async fn identity(req: reqwest::RequestBuilder) -> Value {
 }
 
 #[tokio::test]
-async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_are_its_own_until_revoked() {
+async fn a_paired_device_is_its_credential_by_header_and_its_votes_are_its_own_until_revoked() {
     let d = Daemon::start(&["--token", TOKEN]);
     let (url, _) = pair_cli(&d, &["--name", "Ada's phone"]).await;
     assert!(url.starts_with(&format!("{}/#pair=", d.base)), "{url}");
@@ -93,7 +93,7 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
 
     let answer = exchange(&d, &code).await;
     assert_eq!(answer.status, 200, "{}", answer.text);
-    let set_cookie = answer.header("set-cookie").expect("the device cookie").to_owned();
+    assert_eq!(answer.header("set-cookie"), None, "never a cookie: cookies ignore ports");
     let device_id = answer.body["deviceId"].as_str().expect("deviceId").to_owned();
     let credential = answer.body["token"].as_str().expect("token").to_owned();
     assert_eq!(
@@ -101,19 +101,17 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
         (Some("voter"), Some("Ada's phone"))
     );
     assert_eq!(answer.header("cache-control"), Some("no-store"));
-    assert!(set_cookie.starts_with(&format!("mediatord_device={credential};")), "{set_cookie}");
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set_cookie.contains(attribute), "{attribute} missing: {set_cookie}");
-    }
-    assert!(!set_cookie.contains("Secure"), "no Secure over plain http: {set_cookie}");
     let secret = credential.split_once('.').expect("id.secret").1;
     assert_eq!(secret.len(), 64, "256 bits in hex");
 
-    // The credential works in the header and in the cookie; either way it is that device.
+    // The credential works in the header, never in a cookie (issue #27, finding 7).
     let by_header = identity(dev(http().get(d.url("/capabilities")), &credential)).await;
-    let by_cookie = identity(cookie(http().get(d.url("/capabilities")), &credential)).await;
     let expected = json!({"kind": "device", "deviceId": device_id, "name": "Ada's phone", "role": "voter", "scope": ["read", "write"]});
-    assert_eq!((by_header, by_cookie), (expected.clone(), expected));
+    assert_eq!(by_header, expected);
+    let by_cookie = send(cookie(http().get(d.url("/capabilities")), &credential)).await;
+    assert_eq!(by_cookie.status, 401, "a cookie is no credential");
+    let cleared = by_cookie.header("set-cookie").expect("the old cookie is cleared");
+    assert!(cleared.starts_with("mediatord_device=;") && cleared.contains("Max-Age=0"), "{cleared}");
     let listed = send(op(http().get(d.url("/devices")))).await.ok();
     assert_eq!(listed["devices"][0]["deviceId"], json!(device_id));
 
@@ -179,17 +177,13 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     assert_eq!(entry["ballots"][0]["clientId"], json!(device_id));
 
     // Revoked with `mediatord devices revoke`: the open stream ends at once, the next request is
-    // 401, and the cookie's 401 also tells the browser to forget it.
+    // 401.
     let (status, out, err) = cli(&d, &["devices", "revoke", &device_id]).await;
     assert_eq!(status, 0, "{out}{err}");
     tokio::time::timeout(WAIT, device_stream.rest()).await.expect("the revoked device's stream ends");
     assert!(device_stream.ended);
     let refused = send(dev(http().get(d.url("/capabilities")), &credential)).await;
     assert_eq!((refused.status, refused.text.as_str()), (401, r#"{"error":"Unauthorized"}"#));
-    let refused = send(cookie(http().get(d.url("/capabilities")), &credential)).await;
-    assert_eq!(refused.status, 401);
-    let cleared = refused.header("set-cookie").expect("the cookie is cleared");
-    assert!(cleared.starts_with("mediatord_device=;") && cleared.contains("Max-Age=0"), "{cleared}");
     // The operator's own stream is untouched by it.
     let (_, out, _) = cli(&d, &["devices"]).await;
     assert!(!out.contains(&device_id), "revoked devices are not listed: {out}");
@@ -279,29 +273,24 @@ async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules
     }
 }
 
+/// A browser still holding the cookie an earlier version set: the cookie signs nobody in, and any
+/// answer tells the browser to forget it (with `Secure` behind an `https://` public URL, as it was
+/// set).
 #[tokio::test]
-async fn a_cookie_changes_something_only_from_the_daemons_own_origin() {
+async fn the_old_device_cookie_signs_nobody_in_and_is_cleared() {
     let d = Daemon::start(&["--token", TOKEN]);
     let (_, credential) = paired(&d, "browser", "voter").await;
-    let heartbeat = |origin: Option<String>| {
-        let mut req = cookie(http().post(d.url("/session/nope/heartbeat")), &credential);
-        if let Some(origin) = origin {
-            req = req.header("Origin", origin);
-        }
-        send(req)
-    };
-    let bare = heartbeat(None).await;
-    assert_eq!((bare.status, bare.body["code"].as_str()), (403, Some("origin_required")));
-    let own = heartbeat(Some(d.base.clone())).await;
+    let refused =
+        send(cookie(http().post(d.url("/session/nope/heartbeat")), &credential).header("Origin", &d.base))
+            .await;
+    assert_eq!(refused.status, 401);
+    let by_operator = send(cookie(op(http().get(d.url("/capabilities"))), &credential)).await;
+    assert_eq!(by_operator.status, 200);
     assert_eq!(
-        (own.status, own.body["code"].as_str()),
-        (404, Some("session_not_found")),
-        "past the perimeter"
+        by_operator.header("set-cookie"),
+        Some("mediatord_device=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/")
     );
-    // Reading needs no Origin; the same request by bearer (not a browser's ambient credential) neither.
-    assert_eq!(send(cookie(http().get(d.url("/capabilities")), &credential)).await.status, 200);
-    let by_bearer = send(dev(http().post(d.url("/session/nope/heartbeat")), &credential)).await;
-    assert_eq!(by_bearer.body["code"].as_str(), Some("session_not_found"));
+    assert_eq!(send(op(http().get(d.url("/capabilities")))).await.header("set-cookie"), None);
 }
 
 #[tokio::test]
@@ -372,15 +361,20 @@ async fn the_terminal_qr_code_decodes_to_the_printed_url() {
 }
 
 #[tokio::test]
-async fn behind_an_https_public_url_the_cookie_is_secure_and_the_pairing_url_is_the_public_one() {
+async fn behind_an_https_public_url_the_pairing_url_is_the_public_one_and_the_old_cookie_is_cleared_secure() {
     let d = Daemon::start(&["--token", TOKEN, "--public-url", "https://agents.example.net/m"]);
     let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({}))).await.ok();
     let url = issued["url"].as_str().expect("url");
     assert!(url.starts_with("https://agents.example.net/m/#pair="), "{url}");
     assert!(issued["qrSvg"].as_str().is_some_and(|svg| svg.contains("<svg")), "{issued}");
     let answer = exchange(&d, &code_of(url)).await;
-    let set_cookie = answer.header("set-cookie").expect("the cookie");
-    assert!(set_cookie.ends_with("; Secure"), "{set_cookie}");
+    assert_eq!((answer.status, answer.header("set-cookie")), (200, None));
+    let old = send(cookie(op(http().get(d.url("/capabilities"))), "x")).await;
+    assert!(
+        old.header("set-cookie").is_some_and(|c| c.ends_with("; Secure")),
+        "{:?}",
+        old.header("set-cookie")
+    );
 }
 
 #[tokio::test]
@@ -399,10 +393,10 @@ async fn without_a_token_devices_still_have_their_own_identity_and_can_be_revoke
         204
     );
     assert_eq!(send(dev(http().get(d.url("/capabilities")), &credential)).await.status, 401);
-    // A wrong bearer is refused even beside a good cookie (and an operator bearer is not needed here).
-    let (_, other) = paired_no_token(&d).await;
-    let mixed = send(cookie(http().get(d.url("/capabilities")), &other).bearer_auth("dev-0.00")).await;
-    assert_eq!(mixed.status, 401);
+    // A device credential no device has is refused, even without a token (it is not the operator).
+    let (other_id, other) = paired_no_token(&d).await;
+    assert_eq!(send(http().delete(d.url(&format!("/devices/{other_id}")))).await.status, 204);
+    assert_eq!(send(dev(http().get(d.url("/capabilities")), &other)).await.status, 401);
 }
 
 async fn paired_no_token(d: &Daemon) -> (String, String) {
