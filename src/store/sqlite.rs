@@ -261,6 +261,8 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
+    /// The state directory's lock (`dir::lock`), held while the store lives.
+    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -339,6 +341,7 @@ impl SqliteStore {
     /// Opens (creating, migrating, recovering) the database of `state_dir`, and starts its writer.
     pub fn open(state_dir: &Path, config: &StoreConfig) -> Result<SqliteStore, OpenError> {
         dir::prepare(state_dir)?;
+        let lock = dir::lock(state_dir)?;
         let path = db_path(state_dir);
         let err = sqlite_error(&path);
         // Created 0600 before SQLite sees it (SQLite gives its -wal and -shm files the same mode).
@@ -386,6 +389,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(writer)),
             shared,
             read: Mutex::new(read),
+            _lock: lock,
         })
     }
 

@@ -450,7 +450,43 @@ fn a_state_dir_others_may_write_to_refuses_the_boot() {
     let s = state.to_str().expect("utf-8");
     let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
     assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("group or others may write") && stderr.contains("chmod 700"), "{stderr}");
+    assert!(stderr.contains("group or others may read or write") && stderr.contains("chmod 700"), "{stderr}");
+}
+
+/// Issue #27: the docs say the state directory is `0700`; one that others may read (`0755`) was
+/// accepted. It is refused now, like one they may write to.
+#[test]
+fn a_state_dir_others_may_read_refuses_the_boot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let s = state.to_str().expect("utf-8");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has mode 0755") && stderr.contains("chmod 700"), "{stderr}");
+}
+
+/// Issue #27, finding 13: a second daemon on a state directory in use refuses to boot (exit 2,
+/// saying why) instead of marking the first one's pending requests abandoned; the first goes on.
+#[tokio::test]
+async fn a_second_daemon_on_a_state_dir_in_use_refuses_to_boot_and_the_first_goes_on() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write later.txt still pending").await;
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let state = home.state.to_str().expect("utf-8");
+    let ws = home.workspace.to_str().expect("utf-8");
+    let (status, stderr) =
+        serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", state, "--workspace", ws], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is in use by another mediatord"), "{stderr}");
+    let audit = d.get(&format!("/audit?sessionId={sid}")).await.ok();
+    assert_eq!(audit["entries"][0]["status"], "pending", "{audit}");
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
 }
 
 #[test]
