@@ -69,7 +69,8 @@ impl Cursor {
         format!("c{:x}", self.0)
     }
 
-    /// `None` for anything [`Cursor::encode`] did not produce.
+    /// `None` for anything [`Cursor::encode`] did not produce: positions are SQLite row ids, at
+    /// most `i64::MAX` (a larger one would wrap negative where it is bound).
     pub fn decode(s: &str) -> Option<Cursor> {
         let hex = s.strip_prefix('c')?;
         if hex.is_empty()
@@ -78,8 +79,18 @@ impl Cursor {
         {
             return None;
         }
-        u64::from_str_radix(hex, 16).ok().map(Cursor)
+        u64::from_str_radix(hex, 16).ok().filter(|n| i64::try_from(*n).is_ok()).map(Cursor)
     }
+}
+
+/// The latest time an audit query may name, in ms since the Unix epoch: JavaScript's largest safe
+/// integer (as for event ids), the year 287396; a larger one would wrap negative in SQLite's
+/// signed integers and select everything (issue #27, finding 14).
+pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
+
+/// `ms` as SQLite binds it, never wrapped: past `i64::MAX` it stays `i64::MAX`.
+pub(super) fn sql_int(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// Finds gaps in each session's recorded ids: the writer sees every event it was handed, in id
@@ -258,6 +269,17 @@ mod tests {
         t.restore(n.clone(), unseen);
         assert_eq!(t.mark("n"), None);
         assert_eq!(t.end("n", 9), None);
+    }
+
+    #[test]
+    fn cursors_and_times_never_wrap_negative() {
+        assert_eq!(Cursor::decode("c7fffffffffffffff"), Some(Cursor(i64::MAX as u64)));
+        assert_eq!(Cursor::decode("c8000000000000000"), None);
+        assert_eq!(Cursor::decode("cffffffffffffffff"), None);
+        assert_eq!(sql_int(5), 5);
+        assert_eq!(sql_int(i64::MAX as u64), i64::MAX);
+        assert_eq!(sql_int(i64::MAX as u64 + 1), i64::MAX);
+        assert_eq!(sql_int(u64::MAX), i64::MAX);
     }
 
     #[test]

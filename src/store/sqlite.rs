@@ -1144,11 +1144,11 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
     )?;
     let rows = stmt.query_map(
         params![
-            q.cursor.map(|c| c.0 as i64),
+            q.cursor.map(|c| decide::sql_int(c.0)),
             q.workspace,
             q.session_id,
-            q.since.map(|t| t as i64),
-            q.until.map(|t| t as i64),
+            q.since.map(decide::sql_int),
+            q.until.map(decide::sql_int),
             q.outcome.map(AuditOutcome::as_str),
             (limit + 1) as i64,
         ],

@@ -518,3 +518,29 @@ fn a_database_from_a_newer_mediatord_refuses_the_boot() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
 }
+
+/// Issue #27, finding 14: a time past 2^63 wrapped negative in SQLite and selected every entry.
+/// Times and cursors are checked for their range (`400 invalid_parameter`), and the store binds
+/// none of them wrapped.
+#[tokio::test]
+async fn audit_times_and_cursors_out_of_range_are_refused_not_wrapped() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    decided_request(&d, &sid, &mut sse, "ranged.txt").await;
+    let all = eventually(&d, "/audit", |b| b["entries"].as_array().is_some_and(|e| !e.is_empty())).await;
+    assert_eq!(all["entries"].as_array().map(Vec::len), Some(1));
+    for query in [
+        "since=9223372036854775808",
+        "since=18446744073709551615",
+        "until=9007199254740992",
+        "since=10&until=9",
+        "cursor=c8000000000000000",
+    ] {
+        let (status, body) = d.get(&format!("/audit?{query}")).await.pair();
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_parameter")), "{query}: {body}");
+    }
+    let latest = d.get("/audit?since=9007199254740991").await.ok();
+    assert_eq!(latest["entries"], json!([]), "the latest time selects nothing");
+}
