@@ -975,8 +975,6 @@ async fn the_devices_credential_reaches_no_server_on_another_port_and_no_page_of
     page.client.goto(&url).await.expect("navigate");
     page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
     page.until("signed in", "document.querySelector('.whoami')?.textContent.includes('Laptop')").await;
-    let kept = page.js("return localStorage.getItem('mediatord.deviceCredential')").await;
-    assert!(kept.as_str().is_some_and(|c| c.starts_with("dev-")), "{kept}");
     page.client.goto("about:blank").await.expect("leave the app");
     // A session the app never saw, so nothing but the probe below could open its stream.
     let created = http
@@ -1020,6 +1018,10 @@ async fn the_devices_credential_reaches_no_server_on_another_port_and_no_page_of
         (&json!(0), &json!(1)),
         "the image opened no stream: {status}"
     );
+    // Where the credential is: this origin's storage, which no other origin can read.
+    page.client.goto(&format!("{}/", d.base)).await.expect("back to the app");
+    let kept = page.js("return localStorage.getItem('mediatord.deviceCredential')").await;
+    assert!(kept.as_str().is_some_and(|c| c.starts_with("dev-")), "{kept}");
 }
 
 /// Issue #19: the operator's Devices page pairs another device with a QR code on screen; the
