@@ -89,7 +89,7 @@ async fn decisions_the_locked_database_cannot_take_are_refused_and_change_nothin
     assert_eq!(pair.body["token"], Value::Null, "no credential was handed out");
     // Nothing changed in memory either: the device still works, the rule still applies.
     assert_eq!(capabilities_as(&d, credential).await, 200);
-    assert_eq!(rule_ids(&d, &workspace).await, [rule_id.clone()]);
+    assert_eq!(rule_ids(&d, &workspace).await, std::slice::from_ref(&rule_id));
     let deep: Value = send(op(http().get(d.url("/health?deep=1")))).await.ok();
     assert_eq!(deep["status"], "degraded", "{deep}");
     assert!(deep["store"]["writesFailed"].as_u64().is_some_and(|n| n >= 3), "{deep}");
@@ -112,7 +112,11 @@ async fn decisions_the_locked_database_cannot_take_are_refused_and_change_nothin
     let d = start(&state, &workspace);
     assert_eq!(capabilities_as(&d, credential).await, 200, "the refused revocation did not happen");
     assert_eq!(capabilities_as(&d, &tablet_credential).await, 200, "the answered pairing survived");
-    assert_eq!(rule_ids(&d, &workspace).await, [rule_id.clone()], "the refused removal did not happen");
+    assert_eq!(
+        rule_ids(&d, &workspace).await,
+        std::slice::from_ref(&rule_id),
+        "the refused removal did not happen"
+    );
     assert_eq!(send(op(http().delete(d.url(&format!("/devices/{device_id}"))))).await.status, 204);
     assert_eq!(
         send(op(http().delete(d.url(&format!("{}/{rule_id}", rules_path(&workspace)))))).await.status,

@@ -445,7 +445,7 @@ async fn bogus_action_tokens_neither_lock_out_a_live_link_nor_multiply_over_loop
     };
     let mut answers = Vec::new();
     for i in 0..21u8 {
-        let bogus = d.url(&format!("/act/{:064x}", i));
+        let bogus = d.url(&format!("/act/{i:064x}"));
         answers.push(send(from(2 + i).post(bogus)).await.status);
     }
     let mut expected = vec![404; 20];
