@@ -315,3 +315,176 @@ fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::config::TokenDigest;
+    use crate::devices::{Role, StreamLimits};
+    use crate::store::MemoryStore;
+
+    const TOKEN: &str = "dev-ops.2026-operator";
+    const PORT: u16 = 7776;
+
+    fn perimeter(token: Option<&str>) -> (Perimeter, Arc<Devices>) {
+        let mut config = Config::for_tests(Path::new("/"));
+        config.token_digest = token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into()));
+        config.public_url = Some("https://Mediator.example/m".into());
+        let limits = StreamLimits { all_devices: 8, per_session: 8 };
+        let devices =
+            Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
+        (Perimeter::new(&config, PORT, devices.clone(), super::super::api::OPERATIONS), devices)
+    }
+
+    async fn paired(devices: &Devices, role: Role) -> (crate::devices::Device, String) {
+        let code = devices.issue_code(Some("phone"), role).expect("code").code;
+        devices.pair(&code, None, IpAddr::V4(Ipv4Addr::LOCALHOST)).await.expect("paired")
+    }
+
+    fn headers(bearer: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(b) = bearer {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {b}")).expect("header"));
+        }
+        h
+    }
+
+    fn is_operator(caller: Result<Caller, ()>) -> bool {
+        matches!(caller, Ok(Caller::Operator))
+    }
+
+    fn request(method: Method, host: &str, client: Option<&str>) -> Request {
+        let mut req = Request::builder().method(method).uri("/x").header(header::HOST, host);
+        if let Some(c) = client {
+            req = req.header("x-qwen-client-id", c);
+        }
+        req.body(Body::empty()).expect("request")
+    }
+
+    #[tokio::test]
+    async fn the_caller_is_the_operator_by_token_a_device_by_its_credential_and_anyone_else_is_refused() {
+        let (p, devices) = perimeter(Some(TOKEN));
+        assert!(
+            is_operator(p.caller(&headers(Some(TOKEN)))),
+            "a device-shaped prefix is still the operator's token"
+        );
+        assert!(p.caller(&headers(Some("dev-ops.2026-wrong"))).is_err());
+        assert!(p.caller(&headers(None)).is_err());
+        assert!(p.caller(&headers(Some(""))).is_err());
+        let (device, credential) = paired(&devices, Role::Voter).await;
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(d)) if d.id == device.id));
+        let (id, _) = credential.split_once('.').expect("id.secret");
+        let forged = format!("{id}.{}", "0".repeat(64));
+        assert!(p.caller(&headers(Some(&forged))).is_err(), "a device-shaped bearer no device has");
+        // An operator token of exactly a device credential's shape still signs the operator in.
+        let shaped = format!("dev-{}.{}", "a".repeat(16), "b".repeat(64));
+        let (p2, _) = perimeter(Some(&shaped));
+        assert!(is_operator(p2.caller(&headers(Some(&shaped)))));
+    }
+
+    #[tokio::test]
+    async fn without_a_token_anyone_is_the_operator_but_a_failing_device() {
+        let (p, devices) = perimeter(None);
+        assert!(is_operator(p.caller(&headers(None))));
+        assert!(is_operator(p.caller(&headers(Some("anything")))));
+        let (_, credential) = paired(&devices, Role::Observer).await;
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(_))));
+        let (id, _) = credential.split_once('.').expect("id.secret");
+        assert!(p.caller(&headers(Some(&format!("{id}.{}", "1".repeat(64))))).is_err());
+    }
+
+    #[test]
+    fn an_empty_token_is_never_the_operators() {
+        let (p, _) = perimeter(Some(""));
+        assert!(!p.operator_token_ok(""));
+    }
+
+    #[tokio::test]
+    async fn a_device_acts_as_its_own_client_id_within_its_role() {
+        let (_, devices) = perimeter(Some(TOKEN));
+        let (voter, _) = paired(&devices, Role::Voter).await;
+        let (observer, _) = paired(&devices, Role::Observer).await;
+        let mut req = request(Method::POST, "127.0.0.1:7776", None);
+        req.headers_mut().insert("x-client-id", HeaderValue::from_static(""));
+        assert!(device_may(&mut req, &voter, Some(Access::Write)).is_ok());
+        assert_eq!(req.headers().get("x-qwen-client-id").map(|v| v.as_bytes()), Some(voter.id.as_bytes()));
+        assert!(req.headers().get("x-client-id").is_none());
+        let mut same = request(Method::POST, "127.0.0.1:7776", Some(&voter.id));
+        assert!(device_may(&mut same, &voter, Some(Access::Write)).is_ok());
+        let mut other = request(Method::POST, "127.0.0.1:7776", Some("alice"));
+        assert!(matches!(
+            device_may(&mut other, &voter, Some(Access::Write)),
+            Err(ApiError::ClientIdMismatch { .. })
+        ));
+        let mut alias = request(Method::POST, "127.0.0.1:7776", None);
+        alias.headers_mut().insert("x-client-id", HeaderValue::from_static("alice"));
+        assert!(matches!(
+            device_may(&mut alias, &voter, Some(Access::Read)),
+            Err(ApiError::ClientIdMismatch { .. })
+        ));
+        let mut admin = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(matches!(
+            device_may(&mut admin, &voter, Some(Access::Operator)),
+            Err(ApiError::OperatorRequired)
+        ));
+        let mut write = request(Method::POST, "127.0.0.1:7776", None);
+        assert!(matches!(
+            device_may(&mut write, &observer, Some(Access::Write)),
+            Err(ApiError::ReadOnlyDevice)
+        ));
+        let mut read = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(device_may(&mut read, &observer, Some(Access::Read)).is_ok());
+        let mut unrouted = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(device_may(&mut unrouted, &observer, None).is_ok(), "no route: its 404 follows");
+    }
+
+    #[test]
+    fn hosts_and_origins_are_the_daemons_own_or_refused() {
+        let (p, _) = perimeter(Some(TOKEN));
+        for ok in [
+            "127.0.0.1:7776",
+            "LOCALHOST:7776",
+            "[::1]:7776",
+            "host.docker.internal:7776",
+            "mediator.example",
+        ] {
+            assert!(p.check_host(&request(Method::GET, ok, None)).is_ok(), "{ok}");
+        }
+        for bad in ["127.0.0.1:7777", "127.0.0.1", "evil.example:7776"] {
+            assert!(
+                matches!(p.check_host(&request(Method::GET, bad, None)), Err(ApiError::HostNotAllowed)),
+                "{bad}"
+            );
+        }
+        let mut two = request(Method::GET, "127.0.0.1:7776", None);
+        two.headers_mut().append(header::HOST, HeaderValue::from_static("127.0.0.1:7776"));
+        assert!(matches!(p.check_host(&two), Err(ApiError::InvalidHost)));
+        let req = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(p.own_origin("http://127.0.0.1:7776", &req));
+        assert!(p.own_origin("https://mediator.example", &req), "the public URL's origin");
+        assert!(!p.own_origin("http://127.0.0.1:3000", &req), "another port is another origin");
+        assert!(!p.own_origin("https://127.0.0.1:7776", &req));
+        let rebinding = request(Method::GET, "evil.example:7776", None);
+        assert!(!p.own_origin("http://evil.example:7776", &rebinding));
+    }
+
+    #[test]
+    fn the_loopback_peer_is_read_from_the_socket_only() {
+        let addr = |ip: &str| Some(SocketAddr::new(ip.parse().expect("ip"), 1));
+        assert!(is_loopback_peer(addr("127.0.0.1")));
+        assert!(is_loopback_peer(addr("127.9.9.9")));
+        assert!(is_loopback_peer(addr("::1")));
+        assert!(is_loopback_peer(addr("::ffff:127.0.0.1")));
+        assert!(!is_loopback_peer(addr("10.0.0.1")));
+        assert!(!is_loopback_peer(addr("::ffff:10.0.0.1")));
+        assert!(!is_loopback_peer(addr("2001:db8::1")));
+        assert!(!is_loopback_peer(None));
+    }
+}
