@@ -212,7 +212,7 @@ mod tests {
         ] {
             assert_eq!(Cursor::decode(bad), None, "{bad:?}");
         }
-        assert_eq!(Cursor::decode("cffffffffffffffff"), Some(Cursor(u64::MAX)));
+        assert_eq!(Cursor::decode("cffffffffffffffff"), None, "past the largest row id");
     }
 
     #[test]
