@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-pub use self::names::{MAX_COMBINING_MARKS, MAX_NAME_CHARS, neutralised, valid_name};
+pub use self::names::{MAX_COMBINING_MARKS, MAX_NAME_CHARS, neutralised};
 use self::pairing::{CODE_BYTES, Codes, Grant};
 pub use self::pairing::{CodeError, FAILURE_WINDOW as PAIRING_FAILURE_WINDOW};
 pub use self::role::Role;
@@ -159,6 +159,11 @@ fn random_hex(n: usize) -> Option<String> {
     let mut bytes = vec![0u8; n];
     getrandom::fill(&mut bytes).ok()?;
     Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A name as given, trimmed, or `InvalidName` (`names`).
+pub fn valid_name(name: &str) -> Result<String, PairError> {
+    names::valid_name(name).map_err(|names::InvalidName| PairError::InvalidName)
 }
 
 fn hash(secret: &str) -> [u8; 32] {

@@ -10,8 +10,6 @@
 
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
-use super::PairError;
-
 /// Longest device name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
 /// Combining marks one character may carry: two cover every accent a script stacks on a letter
@@ -42,23 +40,27 @@ fn combining(c: char) -> bool {
     )
 }
 
+/// A name this module refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct InvalidName;
+
 /// A name as given, trimmed; `Err` when empty, too long, or holding a character the module's doc
 /// refuses.
-pub fn valid_name(name: &str) -> Result<String, PairError> {
+pub(super) fn valid_name(name: &str) -> Result<String, InvalidName> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-        return Err(PairError::InvalidName);
+        return Err(InvalidName);
     }
     let mut marks = 0;
     for (i, c) in name.chars().enumerate() {
         if !allowed(c) {
-            return Err(PairError::InvalidName);
+            return Err(InvalidName);
         }
         if combining(c) {
             marks += 1;
             // A mark needs a character to sit on, and only so many fit.
             if i == 0 || marks > MAX_COMBINING_MARKS {
-                return Err(PairError::InvalidName);
+                return Err(InvalidName);
             }
         } else {
             marks = 0;
@@ -134,9 +136,9 @@ mod tests {
             "Z\u{0301}\u{0302}\u{0303}algo",
         ];
         for name in refused {
-            assert_eq!(valid_name(name), Err(PairError::InvalidName), "{name:?}");
+            assert_eq!(valid_name(name), Err(InvalidName), "{name:?}");
         }
-        assert_eq!(valid_name(&"x".repeat(MAX_NAME_CHARS + 1)), Err(PairError::InvalidName));
+        assert_eq!(valid_name(&"x".repeat(MAX_NAME_CHARS + 1)), Err(InvalidName));
     }
 
     #[test]

@@ -340,7 +340,8 @@ mod tests {
         let limits = StreamLimits { all_devices: 8, per_session: 8 };
         let devices =
             Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
-        (Perimeter::new(&config, PORT, devices.clone(), super::super::api::OPERATIONS), devices)
+        // No route table: these tests judge callers, hosts and origins, not a route's access.
+        (Perimeter::new(&config, PORT, devices.clone(), &[]), devices)
     }
 
     async fn paired(devices: &Devices, role: Role) -> (crate::devices::Device, String) {
