@@ -500,6 +500,30 @@ mod tests {
         assert!(d.list().is_empty());
     }
 
+    #[test]
+    fn a_code_expires_its_lifetime_after_it_is_issued() {
+        let d = devices();
+        let before = now_ms();
+        let issued = d.issue_code(None, Role::Voter).expect("code");
+        let after = now_ms();
+        assert!((before + 120_000..=after + 120_000).contains(&issued.expires_at), "{}", issued.expires_at);
+    }
+
+    #[tokio::test]
+    async fn a_pairing_in_flight_holds_its_place_under_the_cap() {
+        let d = devices();
+        for _ in 0..MAX_DEVICES - 1 {
+            let code = d.issue_code(None, Role::Observer).expect("code").code;
+            d.pair(&code, None, PEER).await.expect("paired");
+        }
+        // One more is being written (its store write not answered yet): no room is left.
+        lock(&d.table).pairing = 1;
+        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices));
+        lock(&d.table).pairing = 0;
+        assert!(d.pair(&code, None, PEER).await.is_ok(), "the last place, once it is free");
+    }
+
     #[tokio::test]
     async fn a_pairing_refused_for_room_does_not_use_its_code_up() {
         let d = devices();
