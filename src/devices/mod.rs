@@ -365,6 +365,8 @@ mod tests {
         revoked: Mutex<Vec<String>>,
         /// What `devices()` reads back.
         stored: Mutex<Vec<StoredDevice>>,
+        /// Last-seen writes.
+        seen: Mutex<Vec<String>>,
     }
 
     impl Disk {
@@ -398,7 +400,9 @@ mod tests {
             }
             ack
         }
-        fn device_seen(&self, _: &str, _: u64) {}
+        fn device_seen(&self, id: &str, _: u64) {
+            lock(&self.seen).push(id.to_owned());
+        }
         fn revoke_device(&self, id: &str, _: u64) -> Ack {
             let ack = self.answer();
             if !self.failing.load(Ordering::Relaxed) {
@@ -498,6 +502,22 @@ mod tests {
         assert!(d.authenticate(&credential).is_none());
         assert_eq!(d.revoke(&device.id).await.err(), Some(RevokeError::NotFound), "already gone");
         assert!(d.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_last_seen_time_is_written_at_most_once_a_minute() {
+        let disk = Arc::new(Disk::default());
+        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
+        for _ in 0..3 {
+            assert!(d.authenticate(&credential).is_some());
+        }
+        assert!(lock(&disk.seen).is_empty(), "seen at pairing, a moment ago");
+        lock(&d.table).devices.get_mut(&device.id).expect("entry").seen_written -= SEEN_WRITE_INTERVAL_MS;
+        assert!(d.authenticate(&credential).is_some());
+        assert!(d.authenticate(&credential).is_some());
+        assert_eq!(*lock(&disk.seen), [device.id.to_string()], "once, then not again for a minute");
     }
 
     #[test]
