@@ -144,6 +144,7 @@ mod tests {
     #[test]
     fn a_name_recorded_earlier_is_shown_neutralised() {
         assert_eq!(neutralised("phone"), "phone");
+        assert_eq!(neutralised("  phone "), "phone", "trimmed, as a name given now is");
         assert_eq!(neutralised("admin\u{202E}enohp"), "admin\u{FFFD}enohp");
         assert_eq!(neutralised("Z\u{0301}\u{0302}\u{0303}\u{0304}x"), "Z\u{0301}\u{0302}x");
         assert_eq!(neutralised("\u{0301}\u{0301}a"), "a");
