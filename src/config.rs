@@ -190,7 +190,13 @@ pub struct ServeArgs {
     pub ephemeral: bool,
     /// Keep the durable state in PostgreSQL instead of --state-dir, shared by every daemon given
     /// the same URL (a fleet: docs/operations.md#a-fleet), e.g. postgres://mediatord@db/mediatord
-    #[arg(long, env = "MEDIATORD_STORE", hide_env_values = true, value_name = "URL", conflicts_with = "ephemeral")]
+    #[arg(
+        long,
+        env = "MEDIATORD_STORE",
+        hide_env_values = true,
+        value_name = "URL",
+        conflicts_with = "ephemeral"
+    )]
     pub store: Option<String>,
     /// How the other daemons of a fleet reach this one (http://host:port) [default: the listening
     /// URL, which only daemons on the same machine can use]
@@ -518,13 +524,16 @@ fn fleet_settings(
     };
     let node_url = match node_url {
         None => None,
-        Some(_) if store.is_none() => return refuse("--node-url needs --store (a fleet shares one PostgreSQL)"),
+        Some(_) if store.is_none() => {
+            return refuse("--node-url needs --store (a fleet shares one PostgreSQL)");
+        }
         Some(u) if !u.to_ascii_lowercase().starts_with("http://") => {
             return refuse("--node-url is http://host:port: the daemons relay to each other in plain HTTP");
         }
-        Some(u) => Some(notify::parse_public_url(&u).map_err(|_| {
-            ConfigError(format!("malformed --node-url {u:?}: expected http://host:port"))
-        })?),
+        Some(u) => Some(
+            notify::parse_public_url(&u)
+                .map_err(|_| ConfigError(format!("malformed --node-url {u:?}: expected http://host:port")))?,
+        ),
     };
     let lease = match args.node_lease_ms {
         Some(n) => n,

@@ -200,8 +200,11 @@ impl PgStore {
             .enable_all()
             .build()
             .map_err(|e| err(e.to_string()))?;
-        let manager =
-            Manager::from_config(pg_config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            pg_config.clone(),
+            NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -295,9 +298,11 @@ async fn prepare(pool: &Pool) -> Result<[u8; 32], String> {
         )
         .await
         .map_err(pg_error)?;
-    let row = client.query_one("SELECT secret FROM fleet_secret WHERE id = 1", &[]).await.map_err(pg_error)?;
+    let row =
+        client.query_one("SELECT secret FROM fleet_secret WHERE id = 1", &[]).await.map_err(pg_error)?;
     let secret: Vec<u8> = row.get(0);
-    <[u8; 32]>::try_from(secret.as_slice()).map_err(|_| "the fleet's secret in the database is damaged".into())
+    <[u8; 32]>::try_from(secret.as_slice())
+        .map_err(|_| "the fleet's secret in the database is damaged".into())
 }
 
 async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), String> {
@@ -394,7 +399,11 @@ fn deliver(tx: &tokio::sync::mpsc::Sender<Notice>, missed: &mut bool, notice: No
 /// The listening connection: `LISTEN`s on [`CHANNEL`] and hands every notice another daemon
 /// sent to `tx`; after a lost connection, connects again every [`LISTEN_RETRY`] and then asks
 /// for a re-read (what was said meanwhile is lost to it). Ends when the daemon's end is dropped.
-async fn listen(config: tokio_postgres::Config, tx: tokio::sync::mpsc::Sender<Notice>, node: Arc<OnceLock<String>>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    tx: tokio::sync::mpsc::Sender<Notice>,
+    node: Arc<OnceLock<String>>,
+) {
     use futures_util::StreamExt;
     let mut missed = false;
     let mut first = true;
@@ -535,7 +544,8 @@ impl Store for PgStore {
 
     fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
         self.read(|c| async move {
-            let rows = c.query("SELECT workspace, rule FROM workspace_rules ORDER BY created_at, seq", &[]).await?;
+            let rows =
+                c.query("SELECT workspace, rule FROM workspace_rules ORDER BY created_at, seq", &[]).await?;
             Ok(rows
                 .into_iter()
                 .filter_map(|r| {
@@ -646,7 +656,10 @@ impl Store for PgStore {
         let id = session_id.to_owned();
         self.read(move |c| async move {
             let row = c
-                .query_opt("SELECT first_id FROM events WHERE session_id = $1 ORDER BY last_id LIMIT 1", &[&id])
+                .query_opt(
+                    "SELECT first_id FROM events WHERE session_id = $1 ORDER BY last_id LIMIT 1",
+                    &[&id],
+                )
                 .await?;
             Ok(row.map(|r| r.get::<_, i64>(0) as u64))
         })
@@ -758,7 +771,10 @@ impl Store for PgStore {
 }
 
 /// Marks the pending requests of `sessions` abandoned, as SQLite's recovery does at boot.
-async fn abandon_pending(tx: &deadpool_postgres::Transaction<'_>, sessions: &[String]) -> Result<(), tokio_postgres::Error> {
+async fn abandon_pending(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sessions: &[String],
+) -> Result<(), tokio_postgres::Error> {
     if sessions.is_empty() {
         return Ok(());
     }
@@ -1058,7 +1074,11 @@ impl Writer {
             }
             .await;
             step.map_err(pg_error)?;
-            if !taken.stop && ops < BATCH_MAX_OPS && bytes < BATCH_MAX_BYTES && started.elapsed() < COMMIT_INTERVAL {
+            if !taken.stop
+                && ops < BATCH_MAX_OPS
+                && bytes < BATCH_MAX_BYTES
+                && started.elapsed() < COMMIT_INTERVAL
+            {
                 next = self.rx.try_recv().ok();
             }
         }
@@ -1148,7 +1168,10 @@ async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<(), String> {
             let cutoff = decide::events_cutoff(last as u64, keep);
             if cutoff > 0 {
                 client
-                    .execute("DELETE FROM events WHERE session_id = $1 AND last_id < $2", &[&id, &(cutoff as i64)])
+                    .execute(
+                        "DELETE FROM events WHERE session_id = $1 AND last_id < $2",
+                        &[&id, &(cutoff as i64)],
+                    )
                     .await?;
             }
         }
@@ -1187,7 +1210,12 @@ mod tests {
         let notices = [
             Notice::Devices,
             Notice::Rules { workspace: "/w".into() },
-            Notice::PairingCode { digest: [7; 32], name: Some("phone".into()), role: "voter".into(), expires_at: 9 },
+            Notice::PairingCode {
+                digest: [7; 32],
+                name: Some("phone".into()),
+                role: "voter".into(),
+                expires_at: 9,
+            },
             Notice::PairingCode { digest: [0; 32], name: None, role: "observer".into(), expires_at: 1 },
             Notice::PairingCodeUsed { digest: [255; 32] },
             Notice::Resync,
@@ -1195,7 +1223,13 @@ mod tests {
         for n in notices {
             assert_eq!(decode_notice(&encode_notice("http://a:1", &n)), Some(("http://a:1".into(), n)));
         }
-        for foreign in ["", "hello", "{}", r#"{"from":"x","n":{"k":"nope"}}"#, r#"{"from":"x","n":{"k":"used","digest":"00"}}"#] {
+        for foreign in [
+            "",
+            "hello",
+            "{}",
+            r#"{"from":"x","n":{"k":"nope"}}"#,
+            r#"{"from":"x","n":{"k":"used","digest":"00"}}"#,
+        ] {
             assert_eq!(decode_notice(foreign), None, "{foreign}");
         }
     }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::api::{Ack, Acker, AuditRecord, SessionRecord, SessionState, StoreStats, StoredDevice, WriteError};
+use super::api::{
+    Ack, Acker, AuditRecord, SessionRecord, SessionState, StoreStats, StoredDevice, WriteError,
+};
 use super::decide::GapTracker;
 
 /// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
@@ -78,7 +80,10 @@ pub(super) enum Op {
     Flush(Acker),
     /// A pairing code is claimed for good (`Store::claim_pairing_code`): answered `Err` when a
     /// daemon sharing the store claimed it first. Only a shared store is sent one.
-    ClaimCode { digest: [u8; 32], ack: Acker },
+    ClaimCode {
+        digest: [u8; 32],
+        ack: Acker,
+    },
     /// A message for every daemon sharing the store, sent when the transaction holding it commits
     /// (`Store::announce`). Only a shared store is sent one.
     Announce(String),
@@ -153,7 +158,6 @@ impl Queue {
         self.send(op(acker));
         ack
     }
-
 
     /// A burst of events; dropped and counted (the writer then records a gap) when the queue has
     /// no room for it.
@@ -231,7 +235,6 @@ pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
         }
     }
 }
-
 
 /// A transaction ended with `written` (the events it recorded, or its error): every [`Ack`] it
 /// took is answered (`Ok` once committed, the error when it failed); a failure is counted, and

@@ -38,8 +38,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use serde_json::Value;
 
 use super::api::{
-    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig,
-    StoreStats, StoredDevice, StoredEvent, StoredRule,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -969,7 +969,12 @@ mod tests {
     use super::*;
 
     fn config(dir: &Path) -> StoreConfig {
-        StoreConfig { state_dir: Some(dir.to_path_buf()), events_per_session: 1000, max_age_days: 30, url: None }
+        StoreConfig {
+            state_dir: Some(dir.to_path_buf()),
+            events_per_session: 1000,
+            max_age_days: 30,
+            url: None,
+        }
     }
 
     fn record(id: &str) -> SessionRecord {
