@@ -307,6 +307,18 @@ impl Daemon {
         rules
     }
 
+    /// A workspace's rules as the store holds them now (another daemon of the fleet changed them):
+    /// its table entry takes them, or, before any session used the workspace, they wait there.
+    pub fn replace_workspace_rules(&self, workspace: &Path, stored: Vec<Value>) {
+        let rules = lock(&self.workspace_rules).get(workspace).cloned();
+        match rules {
+            Some(rules) => rules.replace(&stored),
+            None => {
+                lock(&self.stored_rules).insert(workspace.to_path_buf(), stored);
+            }
+        }
+    }
+
     /// The workspace a client names in a `/workspace/:cwd/...` route: canonical, and one the
     /// daemon accepts.
     pub fn workspace(&self, cwd: &str) -> Result<PathBuf, CreateError> {

@@ -43,7 +43,7 @@ pub use self::streams::{
     MAX_STREAMS_PER_DEVICE, MAX_STREAMS_PER_DEVICE_AND_SESSION, StreamLimit, StreamLimits, StreamPermit,
 };
 use crate::clock::now_ms;
-use crate::store::{Store, StoredDevice, WriteError};
+use crate::store::{Notice, Store, StoredDevice, WriteError};
 use crate::sync::lock;
 
 /// Devices paired at once. qwen serve caps its paired devices too; 256 is far beyond a team's
@@ -216,10 +216,18 @@ impl Devices {
         let name = name.map(valid_name).transpose()?;
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
         let now = Instant::now();
-        if !lock(&self.table).codes.issue(&code, Grant { name, role }, now, self.code_ttl) {
+        if !lock(&self.table).codes.issue(&code, Grant { name: name.clone(), role }, now, self.code_ttl) {
             return Err(PairError::TooManyCodes);
         }
-        Ok(Issued { code, expires_at: now_ms() + self.code_ttl.as_millis() as u64 })
+        let expires_at = now_ms() + self.code_ttl.as_millis() as u64;
+        // The fleet's other daemons take it too (a store of one daemon ignores this).
+        self.store.announce(&Notice::PairingCode {
+            digest: pairing::digest(&code),
+            name,
+            role: role.as_str().to_owned(),
+            expires_at,
+        });
+        Ok(Issued { code, expires_at })
     }
 
     /// Exchanges `code` from `peer` for a new device and its credential (returned once, never
@@ -259,6 +267,17 @@ impl Devices {
         let now = now_ms();
         let role = taken.grant.role;
         let secret_hash = hash(&secret);
+        // Used once in the whole fleet: a daemon that claimed it first wins, and for this one
+        // the code is used (a store of one daemon answers Ok at once).
+        if let Err(e) = self.store.claim_pairing_code(&taken.digest).await {
+            let mut table = lock(&self.table);
+            table.pairing -= 1;
+            if e.is_claimed_already() {
+                return Err(PairError::InvalidCode);
+            }
+            table.codes.give_back(taken);
+            return Err(PairError::Store(e));
+        }
         let written = self
             .store
             .put_device(&StoredDevice {
@@ -326,6 +345,58 @@ impl Devices {
         let entry = lock(&self.table).devices.remove(id).ok_or(RevokeError::NotFound)?;
         entry.device.revoked.cancel();
         Ok(entry.device)
+    }
+
+    /// What another daemon of the fleet announced about pairing codes: one issued there works
+    /// here until its expiry; one used there is gone here.
+    pub fn heard(&self, notice: &Notice) {
+        let mut table = lock(&self.table);
+        match notice {
+            Notice::PairingCode { digest, name, role, expires_at } => {
+                let Some(role) = Role::parse(role) else { return };
+                let now = Instant::now();
+                let left = Duration::from_millis(expires_at.saturating_sub(now_ms())).min(self.code_ttl);
+                let grant = Grant { name: name.as_deref().and_then(|n| valid_name(n).ok()), role };
+                table.codes.learn(*digest, grant, now, now + left);
+            }
+            Notice::PairingCodeUsed { digest } => table.codes.forget(digest),
+            _ => {}
+        }
+    }
+
+    /// Reads the paired devices again (another daemon of the fleet paired or revoked one): a new
+    /// one signs in from now on, and one no longer there is revoked here as it was there (its
+    /// streams end). Returns those. Blocking: call it off the async runtime.
+    pub fn reload(&self) -> Result<Vec<Device>, crate::store::ReadError> {
+        let stored = self.store.devices()?;
+        let mut table = lock(&self.table);
+        let mut gone: Vec<Arc<str>> = table.devices.keys().cloned().collect();
+        for d in stored {
+            gone.retain(|id| **id != *d.device_id);
+            if table.devices.contains_key(d.device_id.as_str()) {
+                continue;
+            }
+            let Some(role) = Role::parse(&d.role) else { continue };
+            let id: Arc<str> = Arc::from(d.device_id.as_str());
+            let device = Device {
+                id: id.clone(),
+                name: Arc::from(neutralised(&d.name).as_str()),
+                role,
+                created_at: d.created_at,
+                last_seen_at: d.last_seen_at,
+                revoked: CancellationToken::new(),
+            };
+            let seen_written = d.last_seen_at.unwrap_or(0);
+            table.devices.insert(id, Entry { device, secret_hash: d.secret_hash, seen_written });
+        }
+        let mut revoked = Vec::new();
+        for id in gone {
+            if let Some(entry) = table.devices.remove(&id) {
+                entry.device.revoked.cancel();
+                revoked.push(entry.device);
+            }
+        }
+        Ok(revoked)
     }
 
     /// A place for one more event stream of `device` on `session_id`, held until the permit is

@@ -967,6 +967,7 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::queue::QUEUE_CONTROL_RESERVE;
 
     fn config(dir: &Path) -> StoreConfig {
         StoreConfig {

@@ -35,6 +35,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("devices", 2),
     ("daemon", 3),
     ("http", 4),
+    ("fleet", 4),
     ("server", 5),
 ];
 
