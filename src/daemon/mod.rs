@@ -375,6 +375,7 @@ impl Daemon {
                 id
             }
         };
+        self.registered().await;
         Ok(Created { session, attached, client_id })
     }
 
@@ -568,6 +569,16 @@ impl Daemon {
         Ok(session)
     }
 
+    /// In a fleet, waits until what this daemon handed the store (a session just started, as its
+    /// own) is committed, so that the id answered is in the directory the other daemons relay by
+    /// before the caller can take it to one of them. A failed commit is not the create's failure:
+    /// the session runs here, and is relayed to once a later commit records it.
+    async fn registered(&self) {
+        if self.store.shared() {
+            let _ = self.store.flush().await;
+        }
+    }
+
     /// A session that is not live (dormant or closed), as the history knows it.
     pub async fn recorded_session(&self, id: &str) -> Result<Option<SessionRecord>, ResumeError> {
         // What this daemon handed the writer (a close a moment ago, its last events) is read back.
@@ -695,6 +706,7 @@ impl Daemon {
         let session = self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout).await?;
         drop(discard);
         tracing::info!(session_id = %id, agent = %name, workspace = %cwd.display(), after, "session resumed");
+        self.registered().await;
         Ok((session, true))
     }
 

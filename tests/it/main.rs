@@ -5,6 +5,10 @@
 
 mod support;
 
+/// Whether this crate runs the store's suites against PostgreSQL (`tests/it_postgres.rs`): here,
+/// against SQLite.
+pub(crate) const POSTGRES: bool = false;
+
 mod agent_output;
 mod agents;
 mod architecture;
@@ -15,6 +19,7 @@ mod durability;
 mod echo;
 mod events;
 mod fanout;
+mod fleet;
 mod lifecycle;
 mod metrics;
 mod modes;

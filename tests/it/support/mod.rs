@@ -7,6 +7,7 @@
 
 mod client;
 mod daemon;
+pub(crate) mod postgres;
 pub(crate) mod quickstart;
 mod raw;
 mod receiver;
