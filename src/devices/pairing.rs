@@ -105,6 +105,11 @@ impl Codes {
         true
     }
 
+    /// Whether `code` is waiting here (unexpired), without taking it or counting anything.
+    pub(super) fn knows(&self, code: &str, now: Instant) -> bool {
+        self.pending.get(&digest(code)).is_some_and(|p| p.expires > now)
+    }
+
     /// Drops a code another daemon of the fleet took.
     pub(super) fn forget(&mut self, digest: &[u8; 32]) {
         self.pending.remove(digest);
@@ -216,6 +221,7 @@ mod tests {
         assert!(codes.learn(digest("far"), grant(), now, now + TTL));
         assert!(codes.take("far", peer(1), now + TTL).is_err(), "expired");
         assert!(codes.learn(digest("far"), grant(), now, now + TTL));
+        assert!(codes.knows("far", now) && !codes.knows("far", now + TTL) && !codes.knows("near", now));
         assert_eq!(codes.take("far", peer(1), now).map(|p| p.grant), Ok(grant()));
         assert!(codes.learn(digest("used"), grant(), now, now + TTL));
         codes.forget(&digest("used"));

@@ -253,7 +253,18 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
     let old_cookie = auth::has_old_cookie(req.headers());
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
-        let caller = match p.caller(req.headers()) {
+        let mut caller = p.caller(req.headers());
+        if caller.is_err()
+            && p.relay_proof.is_some()
+            && auth::bearer(req.headers()).is_some_and(is_device_credential)
+        {
+            // In a fleet, a device paired on another daemon a moment ago (`Devices::reload_for_unknown`).
+            let devices = p.devices.clone();
+            if tokio::task::spawn_blocking(move || devices.reload_for_unknown()).await.unwrap_or(false) {
+                caller = p.caller(req.headers());
+            }
+        }
+        let caller = match caller {
             Ok(caller) => caller,
             Err(()) => {
                 return forget_old_cookie(refuse(ApiError::Unauthorized, origin.as_ref()), old_cookie, &p);

@@ -39,6 +39,10 @@ pub(super) const RELAY_HEADER: &str = "x-mediatord-relay";
 /// How long connecting to the owner and its answer's head may take. Its body (a stream) is not
 /// bounded here: the owner's own deadlines apply to it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Lookups of a permission request's session before it is called unknown, [`LOOKUP_GAP`] apart:
+/// together longer than a writer's commit interval and linger (`store/queue.rs`: 100 + 10 ms).
+const LOOKUPS: u32 = 4;
+const LOOKUP_GAP: Duration = Duration::from_millis(100);
 /// Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the request.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -102,6 +106,24 @@ fn target(req: &Request) -> Option<Result<String, String>> {
     }
 }
 
+/// The session of permission request `request_id`, from the audit. The holder writes a request's
+/// record behind (within its writer's commit interval), and a client may vote the moment the
+/// event reaches it: a request not found yet is looked up again, [`LOOKUPS`] times in all.
+async fn session_of_request(daemon: &AppState, request_id: String) -> Option<String> {
+    for attempt in 0..LOOKUPS {
+        if attempt > 0 {
+            tokio::time::sleep(LOOKUP_GAP).await;
+        }
+        let (store, id) = (daemon.store.clone(), request_id.clone());
+        match tokio::task::spawn_blocking(move || store.session_of_request(&id)).await {
+            Ok(Ok(Some(session))) => return Some(session),
+            Ok(Ok(None)) => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// The middleware: a request for a session this daemon does not hold, which another daemon of
 /// the fleet holds, goes there; everything else goes on here.
 pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: Next) -> Response {
@@ -118,10 +140,9 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
             if daemon.session_with_request(&request_id).is_ok() {
                 return next.run(req).await;
             }
-            let store = daemon.store.clone();
-            match tokio::task::spawn_blocking(move || store.session_of_request(&request_id)).await {
-                Ok(Ok(Some(id))) => id,
-                _ => return next.run(req).await,
+            match session_of_request(daemon, request_id).await {
+                Some(id) => id,
+                None => return next.run(req).await,
             }
         }
     };

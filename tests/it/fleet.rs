@@ -59,20 +59,31 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
         std::fs::read_to_string(fleet.workspace.join("through-b.txt")).expect("the file A's agent wrote"),
         "hello"
     );
-    // B's audit has the decision, made on A.
-    let audit = b.get(&format!("/audit?sessionId={sid}")).await.ok();
+    // B's audit has the decision, made on A (once A's writer committed it: written behind).
+    let audit =
+        eventually(&b, &format!("/audit?sessionId={sid}"), |v| v["entries"][0]["status"] == "selected").await;
     let entry = &audit["entries"][0];
-    assert_eq!((entry["requestId"].as_str(), entry["status"].as_str()), (Some(rid.as_str()), Some("selected")));
+    assert_eq!(
+        (entry["requestId"].as_str(), entry["status"].as_str()),
+        (Some(rid.as_str()), Some("selected"))
+    );
     assert_eq!(entry["voterClientId"], "alice");
 
     // A dies: B marks its session lost once A's lease runs out, and replays its history.
     drop(sse);
     drop(a);
     let listed = eventually(&b, &fleet.sessions_path(), |v| {
-        v["sessions"].as_array().is_some_and(|s| s.iter().any(|s| s["sessionId"] == sid.as_str() && s["state"] == "dormant"))
+        v["sessions"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["sessionId"] == sid.as_str() && s["state"] == "dormant"))
     })
     .await;
-    let record = listed["sessions"].as_array().expect("sessions").iter().find(|s| s["sessionId"] == sid.as_str()).cloned();
+    let record = listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .cloned();
     assert_eq!(record.as_ref().map(|r| r["endReason"].clone()), Some(json!("node_lost")), "{listed}");
     let replay = Sse::connect(&b, &sid, &last_event_id(0)).await.rest().await;
     assert!(replay.iter().any(|e| e.event == "permission_resolved"), "the history replays: {replay:?}");
@@ -94,4 +105,109 @@ async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Valu
         // Polling the daemon's answer for a lease to run out (a real second), bounded above.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+const TOKEN: &str = "fleet-operator-secret";
+
+fn op(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    req.bearer_auth(TOKEN)
+}
+
+#[tokio::test]
+async fn a_code_from_a_pairs_on_b_the_device_works_on_b_and_revoked_on_b_loses_its_stream_on_a_at_once() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&["--token", TOKEN]);
+    let b = fleet.daemon(&["--token", TOKEN]);
+    let issued =
+        send(op(http().post(a.url("/devices/pairing"))).json(&json!({"name": "phone", "role": "voter"})))
+            .await
+            .ok();
+    let code = issued["code"].as_str().expect("code").to_owned();
+    // The code from A is exchanged on B, once in the whole fleet.
+    let paired = send(http().post(b.url("/devices/pair")).json(&json!({"code": code}))).await.ok();
+    let (device_id, credential) = (
+        paired["deviceId"].as_str().expect("deviceId").to_owned(),
+        paired["token"].as_str().expect("token").to_owned(),
+    );
+    let again = send(http().post(a.url("/devices/pair")).json(&json!({"code": code}))).await;
+    assert_eq!(
+        (again.status, again.body["code"].as_str()),
+        (401, Some("invalid_pairing_code")),
+        "{}",
+        again.text
+    );
+    // The device works on both.
+    for d in [&a, &b] {
+        let caps = send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.ok();
+        assert_eq!(caps["identity"]["deviceId"], device_id.as_str(), "{caps}");
+    }
+    // Its stream on A ends the moment B revokes it.
+    let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    let res = http()
+        .get(a.url(&format!("/session/{sid}/events")))
+        .bearer_auth(&credential)
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(res.status(), 200);
+    let mut stream = Sse::from_response(res);
+    assert_eq!(send(op(http().delete(b.url(&format!("/devices/{device_id}"))))).await.status, 204);
+    let rest = stream.rest().await;
+    assert!(rest.iter().all(|e| e.event != "session_closed"), "the stream ended, not the session: {rest:?}");
+    for d in [&a, &b] {
+        assert_eq!(send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.status, 401);
+    }
+}
+
+#[tokio::test]
+async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_without_a_session_is_relayed()
+{
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+    let rules =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    let created = b
+        .post(&rules, Some("alice"), json!({"effect": "allow", "kinds": ["edit"], "paths": ["ruled*"]}))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    // A hears of it and tells its session at once.
+    let update = sse.until_type("policy_updated").await;
+    assert_eq!(update.last().expect("policy_updated").payload()["workspaceRules"][0]["effect"], "allow");
+    let events = a.turn(&sid, &mut sse, Some("alice"), "write ruled.txt by rule").await;
+    assert_eq!(find(&events, "permission_resolved")["resolvedBy"], "rule");
+    assert_eq!(std::fs::read_to_string(fleet.workspace.join("ruled.txt")).expect("written"), "by rule");
+    // A request no rule answers, voted on B through the route that names only the request.
+    let request = a.raise(&sid, &mut sse, Some("alice"), "write other.txt voted").await;
+    let vote = b.legacy_vote(&request_id(&request), Some("alice"), selected("allow_once")).await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(fleet.workspace.join("other.txt")).expect("written"), "voted");
+}
+
+#[tokio::test]
+async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_on_the_owner_too() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&["--token", TOKEN]);
+    let b = fleet.daemon(&["--token", TOKEN]);
+    let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    // Through B without a credential: B refuses it before any relay.
+    assert_eq!(send(http().get(b.url(&format!("/session/{sid}")))).await.status, 401);
+    // Claiming to be a relaying daemon does not help.
+    let forged = http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", "00".repeat(32));
+    assert_eq!(send(op(forged)).await.status, 401);
+    // Through B with the token: relayed, and answered by A.
+    let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
+    assert_eq!(got["sessionId"], sid.as_str());
 }

@@ -70,7 +70,10 @@ fn binaries() -> PathBuf {
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/postgres/install.sh");
     let status = Command::new("bash").arg(&script).status().expect("run tests/postgres/install.sh");
-    assert!(status.success(), "tests/postgres/install.sh could not install PostgreSQL (its ERROR line says why)");
+    assert!(
+        status.success(),
+        "tests/postgres/install.sh could not install PostgreSQL (its ERROR line says why)"
+    );
     find().expect("PostgreSQL's binaries after tests/postgres/install.sh")
 }
 
@@ -81,7 +84,11 @@ fn is_root() -> bool {
 
 /// The system user the cluster runs as, when the tests are root.
 fn system_user() -> &'static str {
-    if Command::new("id").arg("postgres").output().is_ok_and(|o| o.status.success()) { "postgres" } else { "nobody" }
+    if Command::new("id").arg("postgres").output().is_ok_and(|o| o.status.success()) {
+        "postgres"
+    } else {
+        "nobody"
+    }
 }
 
 fn free_port() -> u16 {
@@ -98,7 +105,8 @@ impl Postgres {
         if is_root() {
             let user = system_user();
             // The directory is the user's; /tmp's own mode lets it reach it.
-            let chown = Command::new("chown").arg("-R").arg(format!("{user}:")).arg(&dir).status().expect("chown");
+            let chown =
+                Command::new("chown").arg("-R").arg(format!("{user}:")).arg(&dir).status().expect("chown");
             assert!(chown.success(), "chown {dir:?} to {user}");
             prefix = ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", "--"]
                 .map(str::to_owned)
@@ -136,7 +144,13 @@ impl Postgres {
         let mut stdout = BufReader::new(keeper.stdout.take().expect("stdout"));
         let mut line = String::new();
         stdout.read_line(&mut line).expect("the keeper's first line");
-        let pg = Postgres { port, bin, keeper, control: Mutex::new((Some(stdin), stdout)), made: Mutex::default() };
+        let pg = Postgres {
+            port,
+            bin,
+            keeper,
+            control: Mutex::new((Some(stdin), stdout)),
+            made: Mutex::default(),
+        };
         pg.wait_ready(&dir);
         pg
     }
@@ -216,7 +230,19 @@ impl Postgres {
     /// Runs SQL on `database` with `psql`, returning its unaligned output.
     pub(crate) fn sql(&self, database: &str, sql: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "mediatord", "-At", "-d", database, "-c", sql])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mediatord",
+                "-At",
+                "-d",
+                database,
+                "-c",
+                sql,
+            ])
             .output()
             .expect("psql");
         assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
