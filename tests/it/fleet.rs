@@ -211,3 +211,74 @@ async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_o
     let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
     assert_eq!(got["sessionId"], sid.as_str());
 }
+
+/// The database restarting under load: requests waiting on it fail with a clear `503
+/// store_unavailable` while it is down, work again once it is back, and nothing acknowledged is
+/// lost. A cluster of its own: stopping it must not disturb the other tests.
+#[tokio::test]
+async fn the_database_restarting_under_load_gives_clear_503s_then_recovers_and_loses_nothing_acknowledged() {
+    let pg = Postgres::start();
+    let fleet = Fleet::new(&pg);
+    let a = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+    let rules =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    let add = |n: usize| {
+        let body = json!({"effect": "deny", "kinds": ["execute"], "paths": [format!("load-{n}")]});
+        let path = rules.clone();
+        let url = a.url(&path);
+        async move { send(as_client(http().post(url).json(&body), Some("alice"))).await }
+    };
+    // Load: rules added one after another (each acknowledged only once committed), and prompts
+    // streaming events, while the database stops and starts again.
+    let mut acknowledged = Vec::new();
+    for n in 0..5 {
+        let reply = add(n).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned());
+    }
+    a.prompt_async(&sid, Some("alice"), "hello before").await;
+    pg.stop();
+    let mut refused = 0;
+    for n in 5..10 {
+        let reply = add(n).await;
+        match reply.status {
+            201 => acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned()),
+            503 => {
+                assert_eq!(reply.body["code"], "store_unavailable", "{}", reply.text);
+                assert!(reply.header("retry-after").is_some(), "a 503 says when to retry");
+                refused += 1;
+            }
+            other => panic!("a rule added while the database is down: {other} {}", reply.text),
+        }
+    }
+    assert!(refused > 0, "the database is down: at least one write is refused");
+    // The session goes on meanwhile: its turn ends, its events are streamed (recorded later as a gap).
+    a.prompt_async(&sid, Some("alice"), "hello during").await;
+    sse.until_type("turn_complete").await;
+    pg.start_again();
+    // Back: the next acknowledged write works (the pool connects again), within a bounded wait.
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut n = 10;
+    loop {
+        let reply = add(n).await;
+        n += 1;
+        if reply.status == 201 {
+            acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned());
+            break;
+        }
+        assert_eq!(reply.body["code"], "store_unavailable", "{}", reply.text);
+        assert!(std::time::Instant::now() < deadline, "the store never recovered");
+    }
+    // Nothing acknowledged is lost: a daemon started afresh on the database has every rule.
+    drop(sse);
+    drop(a);
+    let b = fleet.daemon(&[]);
+    let listed = b.get(&rules).await.ok();
+    let kept: Vec<&str> =
+        listed["rules"].as_array().expect("rules").iter().filter_map(|r| r["ruleId"].as_str()).collect();
+    for id in &acknowledged {
+        assert!(kept.contains(&id.as_str()), "acknowledged rule {id} lost: {listed}");
+    }
+}
