@@ -315,8 +315,7 @@ mod tests {
                 .unwrap_or_default()
         }
         async fn stream() -> Response {
-            let chunks =
-                futures_util::stream::iter(["data: 1\n\n", "data: 2\n\n"].map(|c| Ok::<_, Infallible>(c)));
+            let chunks = futures_util::stream::iter(["data: 1\n\n", "data: 2\n\n"].map(Ok::<_, Infallible>));
             Response::builder()
                 .header(header::CONTENT_TYPE, "text/event-stream")
                 .body(Body::from_stream(chunks))

@@ -155,6 +155,8 @@ pub struct PgStore {
     node: Arc<OnceLock<String>>,
     secret: [u8; 32],
     notices: Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
+    /// The database's size, read by each retention pass (once a minute, and after boot).
+    db_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -220,6 +222,7 @@ impl PgStore {
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::default());
         let rt = Arc::new(rt);
+        let db_bytes: Arc<std::sync::atomic::AtomicU64> = Arc::default();
         let writer = Writer {
             rt: rt.clone(),
             pool: pool.clone(),
@@ -229,6 +232,7 @@ impl PgStore {
             node: node.clone(),
             events_per_session: config.events_per_session,
             max_age_days: config.max_age_days,
+            db_bytes: db_bytes.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("store-writer".into())
@@ -242,6 +246,7 @@ impl PgStore {
             node,
             secret,
             notices: Mutex::new(Some(notice_rx)),
+            db_bytes,
         })
     }
 
@@ -666,8 +671,7 @@ impl Store for PgStore {
     }
 
     fn stats(&self) -> StoreStats {
-        // The database's size is the server's business (and a query away): not polled here.
-        self.queue.stats(0)
+        self.queue.stats(self.db_bytes.load(Ordering::Relaxed))
     }
 
     fn shared(&self) -> bool {
@@ -813,6 +817,8 @@ struct Writer {
     node: Arc<OnceLock<String>>,
     events_per_session: u64,
     max_age_days: u64,
+    /// The database's size, as the last retention pass read it.
+    db_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Writer {
@@ -835,8 +841,10 @@ impl Writer {
                 let done = self.rt.block_on(async {
                     tokio::time::timeout(MAINTENANCE_INTERVAL, maintain(&pool, keep, days)).await
                 });
-                if let Ok(Err(e)) = done {
-                    tracing::warn!(error = %e, "retention on the state database failed");
+                match done {
+                    Ok(Ok(size)) => self.db_bytes.store(size, Ordering::Relaxed),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "retention on the state database failed"),
+                    Err(_) => tracing::warn!("retention on the state database took longer than its interval"),
                 }
                 next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
             }
@@ -1148,18 +1156,81 @@ async fn set_last_event_id(
     .map(drop)
 }
 
+/// Cuts the run (or gap) that straddles `cutoff` so that the session keeps no event below it, as
+/// SQLite's retention does (`sqlite.rs`: `trim_run`).
+async fn trim_run(
+    client: &deadpool_postgres::Object,
+    session_id: &str,
+    cutoff: u64,
+) -> Result<(), tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT first_id, last_id, frames, sizes, codec FROM events
+             WHERE session_id = $1 AND last_id >= $2 ORDER BY last_id LIMIT 1",
+            &[&session_id, &(cutoff as i64)],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(()) };
+    let (first, last) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+    if first >= cutoff {
+        return Ok(());
+    }
+    let Some(frames) = row.get::<_, Option<Vec<u8>>>(2) else {
+        client
+            .execute(
+                "UPDATE events SET first_id = $3 WHERE session_id = $1 AND last_id = $2",
+                &[&session_id, &(last as i64), &(cutoff as i64)],
+            )
+            .await?;
+        return Ok(());
+    };
+    let sizes: Option<Vec<u8>> = row.get(3);
+    let trimmed = chunk::decode(i64::from(row.get::<_, i16>(4)), frames).and_then(|frames| {
+        chunk::trim_front(first, last, frames.len(), sizes.as_deref(), cutoff)
+            .map(|(sizes, start)| (frames, sizes, start))
+    });
+    match trimmed {
+        Some((frames, sizes, start)) => {
+            let (codec, blob) = chunk::encode(&frames[start..]);
+            client
+                .execute(
+                    "UPDATE events SET first_id = $3, frames = $4, sizes = $5, codec = $6
+                     WHERE session_id = $1 AND last_id = $2",
+                    &[&session_id, &(last as i64), &(cutoff as i64), &blob, &sizes, &(codec as i16)],
+                )
+                .await?;
+        }
+        None => {
+            tracing::warn!(session_id, first, last, "a damaged run of recorded events: kept as a gap");
+            client
+                .execute(
+                    "UPDATE events SET first_id = $3, frames = NULL, sizes = NULL, codec = 0
+                     WHERE session_id = $1 AND last_id = $2",
+                    &[&session_id, &(last as i64), &(cutoff as i64)],
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 /// Retention, by one daemon of the fleet at a time (the advisory lock; the others skip the pass):
-/// whole runs below each session's `--history-events` cut (a run straddling it is kept whole, so a
-/// session may keep up to one run more than the cap), then what `--history-days` ages out.
-async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<(), String> {
+/// each session's newest `--history-events`, then what `--history-days` ages out. Returns the
+/// database's size.
+async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<u64, String> {
     let client = pool.get().await.map_err(pg_error)?;
     let locked: bool = client
         .query_one("SELECT pg_try_advisory_lock($1)", &[&(ADVISORY_LOCK + 1)])
         .await
         .map_err(pg_error)?
         .get(0);
+    let size = client
+        .query_one("SELECT pg_database_size(current_database())", &[])
+        .await
+        .map_err(pg_error)?
+        .get::<_, i64>(0) as u64;
     if !locked {
-        return Ok(());
+        return Ok(size);
     }
     let work = async {
         let sessions = client.query("SELECT session_id, last_event_id FROM sessions", &[]).await?;
@@ -1173,6 +1244,7 @@ async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<(), String> {
                         &[&id, &(cutoff as i64)],
                     )
                     .await?;
+                trim_run(&client, &id, cutoff).await?;
             }
         }
         if let Some(before) = decide::age_cutoff(crate::clock::now_ms(), days) {
@@ -1198,7 +1270,7 @@ async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<(), String> {
     }
     .await;
     let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&(ADVISORY_LOCK + 1)]).await;
-    work.map_err(pg_error)
+    work.map_err(pg_error).map(|()| size)
 }
 
 #[cfg(test)]

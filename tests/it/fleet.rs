@@ -282,3 +282,25 @@ async fn the_database_restarting_under_load_gives_clear_503s_then_recovers_and_l
         assert!(kept.contains(&id.as_str()), "acknowledged rule {id} lost: {listed}");
     }
 }
+
+#[test]
+fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_is_never_shown() {
+    let pg = Postgres::shared();
+    let url = pg.fresh_database();
+    let name = url.rsplit('/').next().expect("database").to_owned();
+    pg.sql(
+        &name,
+        "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
+         INSERT INTO schema_migrations VALUES (99, 0);",
+    );
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
+    // A database that cannot be reached refuses the boot too, naming it without its password.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let url = format!("postgres://mediatord:hunter2@127.0.0.1:{closed}/nowhere");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("postgres://mediatord@127.0.0.1:{closed}/nowhere")), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}

@@ -5,10 +5,6 @@
 
 mod support;
 
-/// Whether this crate runs the store's suites against PostgreSQL (`tests/it_postgres.rs`): here,
-/// against SQLite.
-pub(crate) const POSTGRES: bool = false;
-
 mod agent_output;
 mod agents;
 mod architecture;
@@ -35,5 +31,6 @@ mod sandbox;
 mod service;
 mod sessions;
 mod shell;
+mod state_dir;
 mod store;
 mod web;

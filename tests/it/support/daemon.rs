@@ -49,18 +49,24 @@ fn private_home(cmd: &mut Command, env: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 /// `args` as this test crate runs them: unchanged against SQLite; against PostgreSQL
-/// (`tests/it_postgres.rs`, [`crate::POSTGRES`]) each `--state-dir DIR` becomes a `--store` URL of
+/// (`tests/it_postgres.rs`, [`super::POSTGRES`]) each `--state-dir DIR` becomes a `--store` URL of
 /// the shared cluster's database for `DIR`, so a daemon restarted on the same directory finds the
 /// same state, as it would on disk.
 fn against_the_backend(args: &[&str]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        if crate::POSTGRES && *arg == "--state-dir" {
+        if super::POSTGRES && *arg == "--state-dir" {
             let dir = it.next().expect("--state-dir DIR");
             let pg = super::postgres::Postgres::shared();
+            let name = super::postgres::database_for(Path::new(dir));
             out.push("--store".to_owned());
-            out.push(pg.database(&super::postgres::database_for(Path::new(dir))));
+            out.push(pg.database(&name));
+            // A daemon restarted on the same directory is the same node of the fleet (as one
+            // restarted with the same --node-url is): it takes back at once what it left live.
+            // Nobody relays to it (it is alone), so the address only names it.
+            out.push("--node-url".to_owned());
+            out.push(format!("http://{name}.invalid:1"));
         } else {
             out.push((*arg).to_owned());
         }
