@@ -200,7 +200,7 @@ pub struct ServeArgs {
     pub store: Option<String>,
     /// How the other daemons of a fleet reach this one (http://host:port) [default: the listening
     /// URL, which only daemons on the same machine can use]
-    #[arg(long, env = "MEDIATORD_NODE_URL", value_name = "URL")]
+    #[arg(long, env = "MEDIATORD_NODE_URL", hide_env_values = true, value_name = "URL")]
     pub node_url: Option<String>,
     /// A daemon of a fleet that stops renewing its lease for this long is dead, and its sessions
     /// are marked so [default: 10000]

@@ -32,7 +32,11 @@ use hyper_util::rt::TokioIo;
 use sha2::Sha256;
 
 use super::error::ApiError;
-use super::extract::AppState;
+use crate::daemon::Daemon;
+
+/// The daemon (not `extract::AppState`, the same type: this file stays free of the extractors,
+/// which the perimeter that imports it is below).
+type AppState = Arc<Daemon>;
 
 /// The header a relaying daemon proves itself with (hex of [`proof`]).
 pub(super) const RELAY_HEADER: &str = "x-mediatord-relay";
