@@ -247,8 +247,9 @@ pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Op
 
 /// Environment variables the daemon reads that hold a secret: they are removed from the
 /// environment of every process the daemon starts (agents, their guards, session shell commands),
-/// so nothing the agent runs can read the token and vote on its own permission requests.
-pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"];
+/// so nothing the agent runs can read the token and vote on its own permission requests, nor
+/// reach a fleet's database (`--store`'s URL may hold its password; `PGPASSWORD` is the driver's).
+pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE", "PGPASSWORD"];
 
 /// A secret as given on the command line or in the environment; its `Debug` never shows it.
 #[derive(Clone, Default, PartialEq, Eq)]

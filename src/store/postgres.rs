@@ -195,7 +195,13 @@ impl PgStore {
     pub fn open(url: &str, config: &StoreConfig) -> Result<PgStore, OpenError> {
         let shown = shown(url);
         let err = open_error(&shown);
-        let pg_config = tokio_postgres::Config::from_str(url).map_err(|e| err(pg_error(e)))?;
+        let mut pg_config = tokio_postgres::Config::from_str(url).map_err(|e| err(pg_error(e)))?;
+        // libpq's variable, so the password stays out of the URL (and the process list).
+        if pg_config.get_password().is_none()
+            && let Ok(password) = std::env::var("PGPASSWORD")
+        {
+            pg_config.password(password);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("store-pg")

@@ -304,3 +304,31 @@ fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_
     assert!(stderr.contains(&format!("postgres://mediatord@127.0.0.1:{closed}/nowhere")), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+#[tokio::test]
+async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let url = fleet.store.clone();
+    let d = Daemon::start_with(
+        &fleet.workspace,
+        &["--node-lease-ms", LEASE_MS],
+        &[("MEDIATORD_STORE", url.as_str()), ("PGPASSWORD", "not-for-agents")],
+    );
+    assert!(
+        d.get("/health?deep=1").await.ok()["store"]["durable"] == true,
+        "the store came from the environment"
+    );
+    let sid = d.join("alice").await;
+    let pid = agent_pid(&d, &sid).await;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the agent's environment");
+    let names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| kv.split(|b| *b == b'=').next())
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "HOME"), "the agent's environment was read: {names:?}");
+    for var in ["MEDIATORD_STORE", "PGPASSWORD"] {
+        assert!(!names.iter().any(|n| n == var), "the agent sees {var}");
+    }
+}

@@ -145,7 +145,9 @@ impl Daemon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").arg("--port").arg("0");
         // Nothing durable unless the test asks for a state directory of its own.
-        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral" || *a == "--store") {
+        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral" || *a == "--store")
+            && !env.iter().any(|(k, _)| *k == "MEDIATORD_STORE")
+        {
             cmd.arg("--ephemeral");
         }
         let args = against_the_backend(args);
