@@ -7,6 +7,7 @@
 #
 #   bench/fleet.sh               # 5 runs of each
 #   bench/fleet.sh --runs 3      # extra arguments go to `mediatord-bench fleet`
+#   MEDIATORD=other/mediatord bench/fleet.sh    # another build (the load client stays this one)
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -50,5 +51,5 @@ done
 "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" || die "PostgreSQL did not start: $(cat "$DIR/log")"
 "$BIN/createdb" -h 127.0.0.1 -p "$PORT" -U mediatord bench
 
-"$REPO/target/release/mediatord-bench" fleet --mediatord "$REPO/target/release/mediatord" \
+"$REPO/target/release/mediatord-bench" fleet --mediatord "${MEDIATORD:-$REPO/target/release/mediatord}" \
 	--store "postgres://mediatord@127.0.0.1:$PORT/bench" --runs 5 "$@"

@@ -197,7 +197,7 @@ pub struct ServeArgs {
         value_name = "URL",
         conflicts_with = "ephemeral"
     )]
-    pub store: Option<String>,
+    pub store: Option<Secret>,
     /// How the other daemons of a fleet reach this one (http://host:port) [default: the listening
     /// URL, which only daemons on the same machine can use]
     #[arg(long, env = "MEDIATORD_NODE_URL", hide_env_values = true, value_name = "URL")]
@@ -462,7 +462,8 @@ pub struct Config {
     /// `--pairing-code-ttl-ms`: how long a device pairing code stays usable.
     pub pairing_code_ttl: Duration,
     /// `--store`: the PostgreSQL URL of a fleet's shared state; `None`: `state_dir` (or memory).
-    pub store: Option<String>,
+    /// It may hold the database's password: its `Debug` never shows it.
+    pub store: Option<Secret>,
     /// `--node-url`: how the fleet's other daemons reach this one; `None`: the listening URL.
     pub node_url: Option<String>,
     /// `--node-lease-ms`.
@@ -506,12 +507,12 @@ fn fleet_settings(
     args: &ServeArgs,
     file: &FileSettings,
     ephemeral: bool,
-) -> Result<(Option<String>, Option<String>, u64), ConfigError> {
+) -> Result<(Option<Secret>, Option<String>, u64), ConfigError> {
     let store = match &args.store {
         Some(s) => Some(s.clone()),
-        None => file.string("store")?,
+        None => file.string("store")?.map(Secret::from),
     };
-    if let Some(url) = &store {
+    if let Some(url) = store.as_ref().map(Secret::expose) {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return refuse("--store takes a PostgreSQL URL: postgres://user@host[:port]/database");
         }
@@ -1547,9 +1548,11 @@ mod tests {
     #[test]
     fn debug_output_never_shows_the_token_or_its_digest() {
         let token = "debug-redaction-token-5b1e";
+        let password = "debug-redaction-db-password-77c2";
         let dir = std::env::temp_dir();
         let args = ServeArgs {
             token: Some(Secret::from(token.to_owned())),
+            store: Some(Secret::from(format!("postgres://mediatord:{password}@db.internal/fleet"))),
             agent: vec!["demo".into()],
             workspace: vec![dir.to_string_lossy().into_owned()],
             ..ServeArgs::default()
@@ -1559,6 +1562,7 @@ mod tests {
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         for shown in [format!("{args:?}"), format!("{config:?}"), format!("{config:#?}")] {
             assert!(!shown.contains(token), "the token is shown: {shown}");
+            assert!(!shown.contains(password), "the database's password is shown: {shown}");
             assert!(!shown.contains(&hex), "the digest is shown: {shown}");
             assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
             assert!(shown.contains("<redacted>"), "{shown}");

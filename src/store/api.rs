@@ -356,8 +356,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Where and how long the state is kept, from the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and how long the state is kept, from the command line. Its `Debug` shows `url`
+/// without its password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// `None`: `--ephemeral`.
     pub state_dir: Option<PathBuf>,
@@ -367,4 +368,15 @@ pub struct StoreConfig {
     pub max_age_days: u64,
     /// `--store postgres://…`: the state in PostgreSQL, shared by a fleet (`state_dir` unused).
     pub url: Option<String>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("state_dir", &self.state_dir)
+            .field("events_per_session", &self.events_per_session)
+            .field("max_age_days", &self.max_age_days)
+            .field("url", &self.url.as_deref().map(super::postgres::shown))
+            .finish()
+    }
 }

@@ -176,7 +176,7 @@ fn open_error(url_shown: &str) -> impl Fn(String) -> OpenError + '_ {
 }
 
 /// The URL without its password, for messages.
-fn shown(url: &str) -> String {
+pub(super) fn shown(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
