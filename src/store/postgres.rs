@@ -175,15 +175,20 @@ fn open_error(url_shown: &str) -> impl Fn(String) -> OpenError + '_ {
     move |reason| OpenError::Postgres { url: url_shown.to_owned(), reason }
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password, for messages: the password of the userinfo goes, and so do the
+/// query's parameters (`?password=…` is libpq's too).
 pub(super) fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, "?…"),
+        None => (url, ""),
+    };
+    match (base.find("://"), base.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
+            let userinfo = &base[scheme + 3..at];
             let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+            format!("{}{user}@{}{query}", &base[..scheme + 3], &base[at + 1..])
         }
-        _ if url.contains("://") => url.to_owned(),
+        _ if base.contains("://") => format!("{base}{query}"),
         // `key=value` form: it may hold a password anywhere.
         _ => "(a connection string)".to_owned(),
     }
@@ -1317,5 +1322,8 @@ mod tests {
         assert_eq!(shown("postgres://me:s3cret@db:5432/m"), "postgres://me@db:5432/m");
         assert_eq!(shown("postgres://db/m"), "postgres://db/m");
         assert_eq!(shown("host=/run/postgresql password=x"), "(a connection string)");
+        assert_eq!(shown("postgres://me@db/m?password=s3cret&sslmode=disable"), "postgres://me@db/m?…");
+        assert_eq!(shown("postgres://db/m?user=me&password=s3cret"), "postgres://db/m?…");
+        assert_eq!(shown("postgres://me:p@ss@db/m"), "postgres://me@db/m", "an @ in the password");
     }
 }
