@@ -11,7 +11,7 @@
 //!                                    ├─► devices ────┘
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle
 //! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
@@ -39,6 +39,7 @@
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
+//! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
@@ -66,3 +67,4 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod sync;
+pub mod throttle;

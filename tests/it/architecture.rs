@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("path", 0),
     ("sync", 0),
     ("service", 0),
+    ("throttle", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),
