@@ -68,7 +68,8 @@ refuses to write.
   edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
   mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
   showcase                      a thought, a plan, Markdown, a tool call
-  shell <command...>            ask permission for a command (never run)   `shell rm -rf build`
+  shell <command...>            ask permission for a command (never run;   `shell rm -rf build`
+                                the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
@@ -672,8 +673,14 @@ fn parse_directive(text: &str) -> Directive<'_> {
             Some((path, text)) => Directive::FsWrite { path, text },
             None => Directive::Usage("usage: fswrite <path> <text...>"),
         },
-        "shell" if rest.is_empty() => Directive::Usage("usage: shell <command...>"),
-        "shell" => Directive::Shell { command: rest },
+        "shell" => {
+            // The command is the rest of the prompt, later lines too (a script, a heredoc).
+            let start = text.find(line).map_or(text.len(), |at| at + word.len());
+            match text[start..].trim() {
+                "" => Directive::Usage("usage: shell <command...>"),
+                command => Directive::Shell { command },
+            }
+        }
         "permissions" => match args.next().map(str::parse::<u32>) {
             Some(Ok(count)) => Directive::Permissions { count: count.min(MAX_PERMISSIONS) },
             _ => Directive::Usage("usage: permissions <K>"),
@@ -1275,6 +1282,10 @@ mod tests {
         assert!(matches!(parse_directive("write"), Directive::Usage(_)));
         assert_eq!(parse_directive("fswrite ../x y"), Directive::FsWrite { path: "../x", text: "y" });
         assert_eq!(parse_directive("shell rm -rf  build"), Directive::Shell { command: "rm -rf  build" });
+        assert_eq!(
+            parse_directive("\n shell cat <<EOF\nline 2\nEOF\n"),
+            Directive::Shell { command: "cat <<EOF\nline 2\nEOF" }
+        );
         assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
         assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
         assert_eq!(

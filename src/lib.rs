@@ -11,7 +11,7 @@
 //!                                    ├─► devices ────┘
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text
 //! beside the house (imported by main only): demo_agent ─► acp
 //! ```
 //!
@@ -39,6 +39,8 @@
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
+//! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
+//!   (blank runs and invisible characters made visible) for a person who decides on it.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
@@ -63,3 +65,4 @@ pub mod permission;
 pub mod server;
 pub mod store;
 pub mod sync;
+pub mod text;

@@ -23,6 +23,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("metrics", 0),
     ("path", 0),
     ("sync", 0),
+    ("text", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),

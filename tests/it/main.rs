@@ -27,4 +27,5 @@ mod rules;
 mod sessions;
 mod shell;
 mod store;
+mod terminal;
 mod web;
