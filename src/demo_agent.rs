@@ -61,6 +61,7 @@ pub struct DemoOptions {
 pub const DIRECTIVES_HELP: &str = "\
 Prompt directives: the first word of the first non-empty line of the prompt's first text block.
 Anything else is echoed back as 3 agent_message_chunk updates.
+With DEMO_SESSION_ID set, session/new answers that id (tests of what the daemon accepts).
 Modes (session/set_mode): default asks before writing, accept-edits writes without asking, plan
 refuses to write.
 
@@ -115,6 +116,9 @@ const MAX_PERMISSIONS: u32 = 1000;
 const DEFAULT_CRASH_CODE: i32 = 3;
 /// The only variables the `env` directive shows.
 const DEMO_ENV_PREFIX: &str = "DEMO_";
+/// When set, `session/new` answers this id instead of a fresh `demo-<uuid>` (for tests of what the
+/// daemon accepts from an agent).
+const SESSION_ID_ENV: &str = "DEMO_SESSION_ID";
 /// Plain text is echoed back in this many chunks.
 const ECHO_CHUNKS: usize = 3;
 
@@ -418,7 +422,9 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
             if sessions.len() >= MAX_SESSIONS {
                 return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
             }
-            let session_id = format!("demo-{}", uuid::Uuid::new_v4());
+            // A test may make the agent answer an id of its choosing (one the daemon must refuse).
+            let session_id =
+                std::env::var(SESSION_ID_ENV).unwrap_or_else(|_| format!("demo-{}", uuid::Uuid::new_v4()));
             sessions.insert(
                 session_id.clone(),
                 Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },

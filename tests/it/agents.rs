@@ -36,12 +36,19 @@ async fn reply(d: &Daemon, sid: &str, text: &str) -> String {
 /// written is kept: the first is the default), in a fresh workspace. No `--agent` flag: flags would
 /// replace the file's agents.
 fn with_agents_file(agents: &str) -> (Daemon, tempfile::TempDir) {
+    with_agents_file_and(agents, &[])
+}
+
+/// [`with_agents_file`] with `extra` flags; `{dir}` in them stands for the temporary directory.
+fn with_agents_file_and(agents: &str, extra: &[&str]) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let workspace: PathBuf = std::fs::canonicalize(dir.path()).expect("canonical");
     let config = workspace.join("mediatord.json");
     std::fs::write(&config, format!(r#"{{"agents": {agents}}}"#)).expect("write the config file");
-    let args =
-        ["--workspace", workspace.to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")];
+    let root = workspace.to_str().expect("utf-8");
+    let extra: Vec<String> = extra.iter().map(|a| a.replace("{dir}", root)).collect();
+    let mut args = vec!["--workspace", root, "--config", config.to_str().expect("utf-8")];
+    args.extend(extra.iter().map(String::as_str));
     (Daemon::start_in(&workspace, &args, &[]), dir)
 }
 
@@ -329,4 +336,69 @@ done
     assert_eq!((status, &body["code"]), (502, &json!("agent_start_failed")), "{body}");
     assert!(body["error"].as_str().is_some_and(|e| e.contains("\"fixed\"")), "{body}");
     assert_eq!(d.get("/session/fixed").await.ok()["agent"], "a", "the first session keeps its id");
+}
+
+/// Issue #27, finding 8: an agent chooses its session ids, and one with control characters used to
+/// be taken as it was (a newline in it forged a log line, an escape sequence drove the terminal
+/// showing the log). It is refused with a reason that shows it escaped, and nothing is started.
+#[tokio::test]
+async fn a_session_id_with_control_characters_is_refused_with_a_clear_error() {
+    let forged = "x\n2026-01-01T00:00:00.000000Z  INFO mediatord: forged\u{1b}[2J";
+    let agents = json!({"evil": {"command": "demo", "env": {"DEMO_SESSION_ID": forged}}});
+    let (d, _dir) = with_agents_file(&agents.to_string());
+    let (status, body) = d.post("/session", Some("alice"), json!({})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    let error = body["error"].as_str().expect("error");
+    assert!(
+        error.contains(r#"the id "x\n2026-01-01T00:00:00.000000Z  INFO mediatord: forged\u{1b}[2J""#)
+            && error.contains("not a session id mediatord accepts"),
+        "{error}"
+    );
+    assert_eq!(d.get("/health?deep=1").await.ok()["sessions"], 0, "no session was entered");
+    let log = wait_stderr(&d, "not a session id mediatord accepts").await;
+    assert!(!log.lines().any(|l| l.starts_with("2026-01-01T00:00:00")), "a forged line:\n{log}");
+    assert!(!log.contains('\u{1b}'), "{log}");
+}
+
+/// Issue #27, finding 8: a second agent answering `session/new` with the id of a session the
+/// history records used to replace that session's record and history. The create is refused, and
+/// the recorded session replays as it was; a live id stays refused too.
+#[tokio::test]
+async fn a_second_agent_answering_a_recorded_sessions_id_is_refused_and_the_history_stays() {
+    let agents = json!({
+        "a": {"command": "demo", "env": {"DEMO_SESSION_ID": "fixed-1"}},
+        "b": {"command": "demo", "env": {"DEMO_SESSION_ID": "fixed-1"}},
+    });
+    let (d, _dir) = with_agents_file_and(&agents.to_string(), &["--state-dir", "{dir}/state"]);
+    let first = sid(&create_on(&d, "alice", "a", json!({})).await);
+    assert_eq!(first, "fixed-1");
+    assert_eq!(reply(&d, &first, "remember this").await, "remember this");
+
+    // Live: another agent's session under the same id is refused.
+    let (status, body) = d.post("/session", Some("bob"), json!({"agent": "b"})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains(r#"the id "fixed-1""#)), "{body}");
+
+    // Closed, it is recorded: still refused, by either agent, and its history is untouched.
+    assert_eq!(d.delete(&format!("/session/{first}")).await.status, 204);
+    let before = Sse::connect(&d, &first, &last_event_id(0)).await.rest().await;
+    assert!(chunk_text(&before).contains("remember this"), "the history: {before:?}");
+    for agent in ["b", "a"] {
+        let (status, body) = d.post("/session", Some("bob"), json!({"agent": agent})).await.pair();
+        assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{agent}: {body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("which a recorded session has")), "{body}");
+    }
+    let after = Sse::connect(&d, &first, &last_event_id(0)).await.rest().await;
+    assert_eq!(ids(&after), ids(&before), "the recorded history is the same");
+    assert_eq!(chunk_text(&after), chunk_text(&before));
+    let cwd = d.workspace.to_str().expect("utf-8").replace('/', "%2F");
+    let listed = d.get(&format!("/workspace/{cwd}/sessions?include=ended")).await.ok();
+    let records: Vec<&Value> = listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["sessionId"] == "fixed-1")
+        .collect();
+    assert_eq!(records.len(), 1, "{listed}");
+    assert_eq!(records[0]["agent"], "a", "the record is still agent a's: {listed}");
 }
