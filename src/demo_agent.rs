@@ -85,6 +85,7 @@ refuses to write.
   linger                        keep running after stdin EOF
   pid                           reply with this process's pid
   env <DEMO_NAME>               reply with that variable's value (DEMO_* only) `env DEMO_ROLE`
+  leak <DEMO_NAME>              NAME=value to stderr, then fail with it        `leak DEMO_KEY`
   escapee <pidfile>             start `sleep 300` outside its group (setsid), pid to <pidfile>
   echo-meta                     reply with _meta and an unknown field";
 
@@ -310,8 +311,8 @@ async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
                 match start_prompt(shared, params.as_deref()) {
                     Ok((turn, text, permit)) => {
                         tokio::spawn(async move {
-                            let stop = turn.run(&text).await;
-                            turn.shared.send(response_line(&id, Ok(json!({"stopReason": stop})))).await;
+                            let result = turn.run(&text).await.map(|stop| json!({"stopReason": stop}));
+                            turn.shared.send(response_line(&id, result)).await;
                             drop(permit);
                         });
                     }
@@ -642,6 +643,11 @@ enum Directive<'a> {
     Env {
         name: &'a str,
     },
+    /// Write `NAME=value` of a `DEMO_*` variable to stderr, and fail the prompt with an error
+    /// holding it (what a failing agent does with its API key; the daemon must redact it).
+    Leak {
+        name: &'a str,
+    },
     /// Start a process that leaves the agent's process group, its pid written to the file.
     Escapee {
         pidfile: &'a str,
@@ -744,6 +750,10 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "env" => match args.next() {
             Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Env { name },
             _ => Directive::Usage("usage: env <DEMO_NAME> (variables named DEMO_* only)"),
+        },
+        "leak" => match args.next() {
+            Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Leak { name },
+            _ => Directive::Usage("usage: leak <DEMO_NAME> (variables named DEMO_* only)"),
         },
         "escapee" => match args.next() {
             Some(pidfile) => Directive::Escapee { pidfile },
@@ -869,10 +879,18 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Turn {
-    async fn run(&self, text: &str) -> StopReason {
+    /// The prompt's answer: how the turn stopped, or (`leak`) an error.
+    async fn run(&self, text: &str) -> Result<StopReason, RpcError> {
+        if let Directive::Leak { name } = parse_directive(text) {
+            let value = std::env::var(name).unwrap_or_default();
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{name}={value}\n").as_bytes());
+            let mut error = RpcError::new(INTERNAL_ERROR, format!("failed with {name}={value}"));
+            error.data = Some(json!({"details": format!("the value was {value}")}));
+            return Err(error);
+        }
         match self.directive(text).await {
-            Ok(()) => StopReason::EndTurn,
-            Err(Cancelled) => StopReason::Cancelled,
+            Ok(()) => Ok(StopReason::EndTurn),
+            Err(Cancelled) => Ok(StopReason::Cancelled),
         }
     }
 
@@ -968,6 +986,8 @@ impl Turn {
                 let value = std::env::var(name).unwrap_or_else(|_| format!("{name} is not set"));
                 self.chunk(&value).await;
             }
+            // Answered by `run`, before any directive runs.
+            Directive::Leak { .. } => {}
             Directive::Escapee { pidfile } => {
                 let script = "echo $$ > \"$1\"; exec sleep 300";
                 let started = std::process::Command::new("setsid")
@@ -1365,6 +1385,7 @@ mod tests {
             "linger",
             "pid",
             "env",
+            "leak",
             "escapee",
             "echo-meta",
             "edit",

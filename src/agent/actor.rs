@@ -22,6 +22,7 @@ use tokio_util::codec::FramedRead;
 
 use super::codec::{LineCodec, write_lines};
 use super::process::{self, AgentProcess};
+use super::redact::Redactor;
 use crate::acp::{self, CallError, Frame, RequestId, RpcError, method};
 use crate::config::{AgentSpec, FsCapabilities};
 use crate::exec::{ExitInfo, ProcessGroups};
@@ -199,6 +200,8 @@ pub(super) struct Actor {
     burst_session: String,
     /// The `fs/*` methods offered at `initialize`: the only ones served.
     fs: FsCapabilities,
+    /// The agent's configured secrets, kept out of its error answers and of the log.
+    redactor: Redactor,
 }
 
 /// The agent requests the daemon serves; anything else is answered "method not found".
@@ -222,7 +225,9 @@ impl Actor {
         groups: &ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Actor> {
-        let (process, pipes) = process::spawn(&spec.command, &spec.env, &workspace, groups)?;
+        let redactor = Redactor::new(&spec.env);
+        let (process, pipes) =
+            process::spawn(&spec.command, &spec.env, &workspace, groups, redactor.clone())?;
         let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
         tokio::spawn(write_lines(pipes.stdin, lines));
         let codec = LineCodec::default();
@@ -243,6 +248,7 @@ impl Actor {
             burst: Vec::new(),
             burst_session: String::new(),
             fs: spec.fs,
+            redactor,
         })
     }
 
@@ -313,6 +319,7 @@ impl Actor {
         // A window that is over reports before a new one opens (its timer may not have run yet).
         self.housekeeping(now);
         if self.bad_output_log.admit(now) {
+            let why = self.redactor.redact(why);
             tracing::warn!(workspace = %self.workspace.display(), reason = %why, "skipping a malformed line from the agent");
         }
     }
@@ -335,7 +342,7 @@ impl Actor {
                 };
                 match self.pending.remove(&n) {
                     Some(reply) => {
-                        let _ = reply.send(result.map_err(CallError::Rpc));
+                        let _ = reply.send(result.map_err(|e| CallError::Rpc(self.redactor.rpc_error(e))));
                     }
                     None => tracing::debug!(id = n, "answer for a call nobody waits for"),
                 }

@@ -402,3 +402,70 @@ async fn a_second_agent_answering_a_recorded_sessions_id_is_refused_and_the_hist
     assert_eq!(records.len(), 1, "{listed}");
     assert_eq!(records[0]["agent"], "a", "the record is still agent a's: {listed}");
 }
+
+/// Issue #27, finding 10: a value of the agent's configured `env` (an API key) that the agent
+/// writes to stderr or puts in an error answer used to reach the HTTP answer, the `turn_error`
+/// event every observer reads, the notification and the log. It is redacted on every one of them.
+#[tokio::test]
+async fn an_agents_configured_secret_never_leaves_through_its_stderr_or_its_errors() {
+    const KEY: &str = "sk-test-7f3c9e1b2d4a6f80";
+    let mut hook = Receiver::start(&[]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace: PathBuf = std::fs::canonicalize(dir.path()).expect("canonical");
+    let config = workspace.join("mediatord.json");
+    let file = json!({
+        "agents": {
+            "leaky": {"command": "demo", "env": {"DEMO_KEY": KEY}},
+            // Dies at once, its key on stderr: the create's answer quotes that stderr.
+            "early": {"command": "sh -c 'echo \"bad key $DEMO_KEY\" >&2; exit 3'", "env": {"DEMO_KEY": KEY}},
+        },
+        "serve": {"notify": [{"url": hook.url("/"), "events": ["turn_error"]}]},
+    });
+    std::fs::write(&config, file.to_string()).expect("write the config file");
+    let root = workspace.to_str().expect("utf-8");
+    let d = Daemon::start_in(
+        &workspace,
+        &["--workspace", root, "--config", config.to_str().expect("utf-8")],
+        &[],
+    );
+
+    let (status, body) = d.post("/session", Some("alice"), json!({"agent": "early"})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    let error = body["error"].as_str().expect("error");
+    assert!(error.contains("bad key [redacted]") && !error.contains(KEY), "{error}");
+
+    let sid = sid(&create_on(&d, "alice", "leaky", json!({})).await);
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // The agent's error answer holds the key in its message and its data.
+    let failed = d.prompt(&sid, Some("alice"), "leak DEMO_KEY").await;
+    assert_eq!((failed.status, failed.body["code"].as_str()), (502, Some("agent_error")), "{}", failed.text);
+    assert!(!failed.text.contains(KEY), "{}", failed.text);
+    assert!(
+        failed.text.contains("failed with DEMO_KEY=[redacted]: the value was [redacted]"),
+        "{}",
+        failed.text
+    );
+    let turn_error = find(&sse.until_type("turn_error").await, "turn_error").clone();
+    assert_eq!(turn_error["message"], "failed with DEMO_KEY=[redacted]: the value was [redacted]");
+    // The agent dies; what it wrote to stderr (the key, by `leak`) is quoted in the answer.
+    let crashed = d.prompt(&sid, Some("alice"), "crash").await;
+    assert_eq!(crashed.body["code"].as_str(), Some("agent_exited"), "{}", crashed.text);
+    assert!(!crashed.text.contains(KEY) && crashed.text.contains("DEMO_KEY=[redacted]"), "{}", crashed.text);
+    let events = sse.rest().await;
+    let died = events
+        .iter()
+        .filter(|e| e.event == "turn_error")
+        .map(|e| e.payload().to_string())
+        .collect::<Vec<_>>();
+    assert!(died.iter().all(|t| !t.contains(KEY)) && !died.is_empty(), "{died:?}");
+
+    for _ in 0..2 {
+        let delivered = hook.next().await;
+        let raw = String::from_utf8_lossy(&delivered.raw).into_owned();
+        assert_eq!(delivered.body["event"], "turn_error");
+        assert!(!raw.contains(KEY) && raw.contains("[redacted]"), "{raw}");
+    }
+    let log = wait_stderr(&d, "DEMO_KEY=[redacted]").await;
+    assert!(!log.contains(KEY), "the log holds the key:\n{log}");
+    assert!(log.contains("bad key [redacted]"), "{log}");
+}
