@@ -72,6 +72,7 @@ refuses to write.
   shell <command...>            ask permission for a command (never run;   `shell rm -rf build`
                                 the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
+  options <N>                   ask one permission offering N options      `options 5000`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
   fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
@@ -113,6 +114,8 @@ const MAX_EARLY_UPDATES: u64 = 4096;
 const MAX_EARLY_UPDATE_BYTES: usize = 8 * 1024 * 1024;
 /// `permissions K` is capped here.
 const MAX_PERMISSIONS: u32 = 1000;
+/// `options N` is capped here.
+const MAX_OPTIONS: u32 = 100_000;
 /// `crash` with no code exits with this status.
 const DEFAULT_CRASH_CODE: i32 = 3;
 /// The only variables the `env` directive shows.
@@ -605,6 +608,10 @@ enum Directive<'a> {
     Permissions {
         count: u32,
     },
+    /// One permission request offering `count` options.
+    Options {
+        count: u32,
+    },
     Stream {
         count: u64,
         rate: Option<f64>,
@@ -696,6 +703,10 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "permissions" => match args.next().map(str::parse::<u32>) {
             Some(Ok(count)) => Directive::Permissions { count: count.min(MAX_PERMISSIONS) },
             _ => Directive::Usage("usage: permissions <K>"),
+        },
+        "options" => match args.next().map(str::parse::<u32>) {
+            Some(Ok(count)) if count > 0 => Directive::Options { count: count.min(MAX_OPTIONS) },
+            _ => Directive::Usage("usage: options <N> (1 or more)"),
         },
         "stream" => {
             let count = args.next().map(str::parse::<u64>);
@@ -907,6 +918,7 @@ impl Turn {
             Directive::Showcase => self.showcase().await,
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
+            Directive::Options { count } => self.options(count).await?,
             Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
             Directive::Stream { count, rate: Some(rate) } => self.stream_paced(count, rate).await?,
             Directive::Read { path, line, limit } => {
@@ -1212,6 +1224,30 @@ impl Turn {
         Ok(())
     }
 
+    /// Asks one permission with `count` options (`opt-1`… named `Option 1`…, the first of kind
+    /// `allow_once`, the rest alternating `reject_once` and `allow_always`); replies with the one
+    /// chosen.
+    async fn options(&self, count: u32) -> Result<(), Cancelled> {
+        let options: Vec<Value> = (1..=count)
+            .map(|i| {
+                let kind = match i {
+                    1 => "allow_once",
+                    i if i % 2 == 0 => "reject_once",
+                    _ => "allow_always",
+                };
+                json!({"optionId": format!("opt-{i}"), "name": format!("Option {i}"), "kind": kind})
+            })
+            .collect();
+        let tool_call = json!({"toolCallId": self.new_tool_call_id(), "title": format!("Choose among {count}"), "kind": "other"});
+        let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
+        let reply = match self.call(method::SESSION_REQUEST_PERMISSION, params).await? {
+            Ok(result) => format!("outcome: {}", result["outcome"]),
+            Err(e) => format!("failed: {}", describe(&e)),
+        };
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
     async fn permissions(&self, count: u32) -> Result<(), Cancelled> {
         let mut outcomes = Vec::new();
         for i in 1..=count {
@@ -1372,6 +1408,7 @@ mod tests {
             "write",
             "shell",
             "permissions",
+            "options",
             "stream",
             "read",
             "fswrite",

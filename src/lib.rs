@@ -11,7 +11,7 @@
 //!                                    ├─► devices ────┘
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text  log_throttle
 //! beside the house (imported by main only): demo_agent ─► acp
 //! ```
 //!
@@ -38,6 +38,7 @@
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
+//! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
 //!   (blank runs and invisible characters made visible) for a person who decides on it.
@@ -58,6 +59,7 @@ pub mod devices;
 pub mod event;
 pub mod exec;
 pub mod http;
+pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
 pub mod path;

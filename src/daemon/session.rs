@@ -387,7 +387,16 @@ impl Session {
         let tag = self.current_tag();
         let empty = PromptTag::default();
         self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
-        self.notifier.offer(self.source(), kind, data);
+        if kind == EventKind::PermissionRequest {
+            // A notification shows what a vote approves: the request laid over what the agent
+            // announced for its tool call (an agent may put the command only in the announcement).
+            let mut announced = data.clone();
+            announced["toolCall"] =
+                Host::announced_tool_call(self, data.get("toolCall").unwrap_or(&Value::Null));
+            self.notifier.offer(self.source(), kind, &announced);
+        } else {
+            self.notifier.offer(self.source(), kind, data);
+        }
     }
 
     fn source(&self) -> Source<'_> {

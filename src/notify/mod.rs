@@ -3,8 +3,8 @@
 //!
 //! - this file: [`Notifier`]: what sessions hand events to ([`Notifier::offer`]), one bounded queue
 //!   and one worker task per target, reminders, and the figures.
-//! - `links`: the action links' tokens, stored hashed, single use.
-//! - `format`: the JSON document and the ntfy body.
+//! - `links`: the action links' tokens, stored hashed, single use, shared fairly among sessions.
+//! - `format`: the JSON document and the ntfy body; what a request asks, as a person reads it.
 //! - `deliver`: one POST with hyper's client, signed, with retries.
 //!
 //! On the floor of `permission` and `agent` (below `daemon`, which hands it events): it imports only
@@ -29,9 +29,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::deliver::Outcome;
 use self::format::{Action, Notice};
+pub use self::format::{Asked, approves};
 pub use self::links::{Link, LinkError, Links, well_formed};
 use crate::config::{NotifyFormat, NotifyTarget};
 use crate::event::EventKind;
+use crate::log_throttle::LogThrottle;
 use crate::metrics::{Metrics, NotifyCounts};
 use crate::sync::lock;
 
@@ -44,6 +46,9 @@ pub const QUEUE_PER_TARGET: usize = 256;
 const MAX_OPEN_REQUESTS: usize = 4096;
 /// Reminders per request and target at most: escalation, not a stream.
 const MAX_REMINDERS: u32 = 3;
+/// Options of one request a notification lists and links at most (the mediator refuses requests
+/// with more, `permission::MAX_OPTIONS_PER_REQUEST`; this keeps a notification bounded by itself).
+const MAX_OPTIONS_LINKED: usize = 16;
 
 /// One event to deliver.
 #[derive(Debug)]
@@ -68,6 +73,33 @@ struct Target {
     config: NotifyTarget,
     jobs: Mutex<VecDeque<Arc<Job>>>,
     wake: Notify,
+    /// Its log lines, throttled per kind (a hanging target and thousands of prompts used to make
+    /// thousands of "dropped" lines a second). Await-free critical sections only.
+    log: Mutex<TargetLog>,
+}
+
+/// The kinds of log lines a target repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// Its queue was full and dropped its oldest delivery.
+    Dropped,
+    /// A delivery ended (sent, refused, failed).
+    Delivered,
+}
+
+#[derive(Debug, Default)]
+struct TargetLog {
+    dropped: LogThrottle,
+    delivered: LogThrottle,
+}
+
+impl TargetLog {
+    fn throttle(&mut self, line: Line) -> &mut LogThrottle {
+        match line {
+            Line::Dropped => &mut self.dropped,
+            Line::Delivered => &mut self.delivered,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +153,7 @@ impl Notifier {
                 config,
                 jobs: Mutex::new(VecDeque::new()),
                 wake: Notify::new(),
+                log: Mutex::new(TargetLog::default()),
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -220,7 +253,7 @@ impl Notifier {
 }
 
 impl Shared {
-    fn push(&self, target: &Target, job: Arc<Job>) {
+    fn push(self: &Arc<Self>, target: &Target, job: Arc<Job>) {
         let dropped = {
             let mut jobs = lock(&target.jobs);
             let dropped = if jobs.len() >= QUEUE_PER_TARGET { jobs.pop_front() } else { None };
@@ -230,16 +263,67 @@ impl Shared {
         if let Some(old) = dropped {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             self.metrics.notification_dropped();
-            tracing::warn!(
-                target = target.index, host = %target.config.url.authority, event = %old.kind,
-                session_id = %old.session_id, "notification queue full; dropped the oldest"
-            );
+            if self.log_admits(target, Line::Dropped) {
+                tracing::warn!(
+                    target = target.index, host = %target.config.url.authority, event = %old.kind,
+                    session_id = %old.session_id, "notification queue full; dropped the oldest"
+                );
+            }
         }
         target.wake.notify_one();
     }
 
+    /// Whether a `line` about `target` is logged in full now ([`LogThrottle`]). The first line a
+    /// window holds back starts a task that logs the count when the window closes (within a
+    /// runtime; a window still open then is reported by the next line after it).
+    fn log_admits(self: &Arc<Self>, target: &Target, line: Line) -> bool {
+        let now = tokio::time::Instant::now();
+        let (admitted, report_at, closed) = {
+            let mut log = lock(&target.log);
+            let throttle = log.throttle(line);
+            let closed = throttle.close(now);
+            let admitted = throttle.admit(now);
+            let first_held = !admitted && throttle.suppressed() == 1;
+            (admitted, throttle.report_at().filter(|_| first_held), closed)
+        };
+        if let Some(n) = closed {
+            log_held_back(target, line, n);
+        }
+        if let (Some(at), Ok(rt)) = (report_at, tokio::runtime::Handle::try_current()) {
+            let shared = self.clone();
+            let index = target.index;
+            rt.spawn(async move {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = shared.stop.cancelled() => return,
+                }
+                let target = &shared.targets[index];
+                let closed = lock(&target.log).throttle(line).close(tokio::time::Instant::now());
+                if let Some(n) = closed {
+                    log_held_back(target, line, n);
+                }
+            });
+        }
+        admitted
+    }
+
     fn is_open(&self, request_id: &str) -> bool {
         lock(&self.open).contains(request_id)
+    }
+}
+
+/// The summary of the `line`s about `target` a window held back.
+fn log_held_back(target: &Target, line: Line, n: u64) {
+    let host = &target.config.url.authority;
+    match line {
+        Line::Dropped => tracing::warn!(
+            target = target.index, %host, count = n,
+            "{n} more notifications dropped in the last second (queue full; not logged one by one)"
+        ),
+        Line::Delivered => tracing::info!(
+            target = target.index, %host, count = n,
+            "{n} more deliveries ended in the last second (not logged one by one; see the notification metrics)"
+        ),
     }
 }
 
@@ -287,21 +371,28 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
     let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
+    let log = shared.log_admits(target, Line::Delivered);
     match outcome {
         Outcome::Sent { status, attempts } => {
             shared.counters.sent.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("sent", took);
-            tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
+            if log {
+                tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
+            }
         }
         Outcome::Refused { status } => {
             shared.counters.failed.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("failed", took);
-            tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
+            if log {
+                tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
+            }
         }
         Outcome::Failed { reason, attempts } => {
             shared.counters.failed.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("failed", took);
-            tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+            if log {
+                tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+            }
         }
     }
     if is_request
@@ -334,18 +425,22 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
     shared.push(&shared.targets[index], again);
 }
 
-/// One link per offered option, voting as the target's `clientId`.
+/// One link per offered option (at most [`MAX_OPTIONS_LINKED`]), voting as the target's
+/// `clientId`. An approving option of a request its notification cannot show whole gets a link
+/// that decides only from its page ([`Link::needs_review`]).
 fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
     let base = shared.base.get().map_or("", String::as_str);
-    let summary = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null));
+    let whole = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null)).whole;
     let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default();
     let options = job.data.get("options").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     options
         .iter()
+        .take(MAX_OPTIONS_LINKED)
         .filter_map(|o| {
             let option_id = o.get("optionId").and_then(Value::as_str)?.to_owned();
-            let name = o.get("name").and_then(Value::as_str).unwrap_or(&option_id).to_owned();
+            let name = format::option_name(o.get("name").and_then(Value::as_str).unwrap_or(&option_id));
             let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let needs_review = !whole && approves(&kind);
             let url = shared
                 .links
                 .mint(Link {
@@ -354,10 +449,10 @@ fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
                     option_id: option_id.clone(),
                     option_name: name.clone(),
                     client_id: target.config.client_id.clone(),
-                    summary: summary.clone(),
+                    needs_review,
                 })
                 .map(|token| format!("{base}/act/{token}"));
-            Some(Action { option_id, name, kind, url })
+            Some(Action { option_id, name, kind, url, needs_review })
         })
         .collect()
 }
@@ -413,7 +508,7 @@ mod tests {
             option_id: "o".into(),
             option_name: "O".into(),
             client_id: None,
-            summary: String::new(),
+            needs_review: false,
         };
         let token = n.links().mint(link).expect("token");
         n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r1"}));

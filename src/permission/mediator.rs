@@ -31,6 +31,11 @@ use crate::store::{AuditOutcome, AuditRecord, MemoryStore, Store, outcome_of};
 /// Pending requests per session; more are answered `cancelled` at once
 /// (`docs/protocol.md#8-permission-mediation`).
 const MAX_PENDING_PER_SESSION: usize = 64;
+/// Options one request may offer; a request with more is answered `cancelled` at once and
+/// published nowhere. ACP has four option kinds and agents offer two to four; every option is a
+/// button on every client and a link per notification target, so 5000 of them made a 793 KB
+/// notification and 5000 links.
+const MAX_OPTIONS_PER_REQUEST: usize = 16;
 /// Decided requests remembered to answer late votes `permission_already_resolved`.
 const RESOLVED_RING: usize = 512;
 /// Decisions kept for `GET .../permissions?audit=1`.
@@ -292,6 +297,13 @@ impl<'a> Permissions<'a> {
             tracing::error!(session_id = %host.session_id(), "the agent offered the reserved option id __cancelled__; answering cancelled");
             return cancelled();
         }
+        if options.len() > MAX_OPTIONS_PER_REQUEST {
+            tracing::warn!(
+                session_id = %host.session_id(), options = options.len(),
+                "the agent offered more than {MAX_OPTIONS_PER_REQUEST} options; answering cancelled"
+            );
+            return cancelled();
+        }
         // The deadline is fixed before the record exists, so nothing can see an unarmed request.
         let deadline = m.cfg.timeout.map(|t| tokio::time::Instant::now() + t);
         let issued_at = now_ms();
@@ -421,6 +433,15 @@ impl<'a> Permissions<'a> {
     /// Whether `request_id` awaits a decision.
     pub fn is_pending(self, request_id: &str) -> bool {
         self.mediator.lock().pending.contains_key(request_id)
+    }
+
+    /// The `permission_request` data of a pending request, its `toolCall` laid over what the agent
+    /// announced for it ([`Host::announced_tool_call`]): everything a vote on it approves.
+    pub fn pending_request(self, request_id: &str) -> Option<Value> {
+        let mut data = self.mediator.lock().pending.get(request_id).map(|p| p.data.clone())?;
+        let merged = self.host.announced_tool_call(data.get("toolCall").unwrap_or(&Value::Null));
+        data["toolCall"] = merged;
+        Some(data)
     }
 
     /// [`Permissions::vote`], saying how the vote arrived.
