@@ -73,6 +73,7 @@ refuses to write.
                                 the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
   options <N>                   ask one permission offering N options      `options 5000`
+  token <bytes> <chunks> <rate> one unbreakable word, streamed in chunks    `token 300000 1000 200`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
   fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
@@ -116,6 +117,8 @@ const MAX_EARLY_UPDATE_BYTES: usize = 8 * 1024 * 1024;
 const MAX_PERMISSIONS: u32 = 1000;
 /// `options N` is capped here.
 const MAX_OPTIONS: u32 = 100_000;
+/// `token B …` is capped here.
+const MAX_TOKEN_BYTES: usize = 16 * 1024 * 1024;
 /// `crash` with no code exits with this status.
 const DEFAULT_CRASH_CODE: i32 = 3;
 /// The only variables the `env` directive shows.
@@ -612,6 +615,12 @@ enum Directive<'a> {
     Options {
         count: u32,
     },
+    /// One unbreakable word of `bytes` letters, streamed in `chunks` message chunks, `rate` a second.
+    Token {
+        bytes: usize,
+        chunks: u64,
+        rate: f64,
+    },
     Stream {
         count: u64,
         rate: Option<f64>,
@@ -703,6 +712,22 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "permissions" => match args.next().map(str::parse::<u32>) {
             Some(Ok(count)) => Directive::Permissions { count: count.min(MAX_PERMISSIONS) },
             _ => Directive::Usage("usage: permissions <K>"),
+        },
+        "token" => match (
+            args.next().map(str::parse::<usize>),
+            args.next().map(str::parse::<u64>),
+            args.next().map(str::parse::<f64>),
+        ) {
+            (Some(Ok(bytes)), Some(Ok(chunks)), Some(Ok(rate)))
+                if chunks > 0 && rate.is_finite() && rate > 0.0 =>
+            {
+                Directive::Token {
+                    bytes: bytes.min(MAX_TOKEN_BYTES),
+                    chunks: chunks.min(MAX_STREAM_CHUNKS),
+                    rate,
+                }
+            }
+            _ => Directive::Usage("usage: token <bytes> <chunks> <per_sec>"),
         },
         "options" => match args.next().map(str::parse::<u32>) {
             Some(Ok(count)) if count > 0 => Directive::Options { count: count.min(MAX_OPTIONS) },
@@ -919,6 +944,7 @@ impl Turn {
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
             Directive::Options { count } => self.options(count).await?,
+            Directive::Token { bytes, chunks, rate } => self.token(bytes, chunks, rate).await?,
             Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
             Directive::Stream { count, rate: Some(rate) } => self.stream_paced(count, rate).await?,
             Directive::Read { path, line, limit } => {
@@ -1291,6 +1317,23 @@ impl Turn {
         Ok(())
     }
 
+    /// Streams one word of `bytes` letters (`a`…`z` in turn, no space) as `chunks` chunks, paced.
+    async fn token(&self, bytes: usize, chunks: u64, rate: f64) -> Result<(), Cancelled> {
+        let word: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let parts = chunks.min(bytes.max(1) as u64) as usize;
+        let period = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::ZERO);
+        let mut ticks = tokio::time::interval(period.max(Duration::from_micros(1)));
+        for k in 0..parts {
+            let piece = &word[k * bytes / parts..(k + 1) * bytes / parts];
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(Cancelled),
+                _ = ticks.tick() => self.chunk(piece).await,
+            }
+        }
+        Ok(())
+    }
+
     async fn stream_paced(&self, count: u64, rate: f64) -> Result<(), Cancelled> {
         let period = match Duration::try_from_secs_f64(1.0 / rate) {
             Ok(period) if !period.is_zero() => period,
@@ -1409,6 +1452,7 @@ mod tests {
             "shell",
             "permissions",
             "options",
+            "token",
             "stream",
             "read",
             "fswrite",

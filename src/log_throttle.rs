@@ -3,12 +3,16 @@
 //! one per occurrence: the first occurrence in each window is logged in full, the others are
 //! counted, and the count is logged once the window is over.
 //!
-//! The owner of a [`LogThrottle`] closes windows itself: the agent's actor on its timer, a
-//! notification target on a timer task it starts when a window first holds back a line.
+//! The owner of a [`LogThrottle`] closes windows itself (the agent's actor, on its timer); a
+//! [`SharedLogThrottle`], for lines written from any task (a notification target's, the
+//! mediator's refusals), starts a task to report the count when a window first holds one back.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::sync::lock;
 
 /// How long a window lasts: the first line in it is logged, the rest summed up when it closes.
 pub const LOG_WINDOW: Duration = Duration::from_secs(1);
@@ -58,6 +62,42 @@ impl LogThrottle {
     }
 }
 
+/// A [`LogThrottle`] shared by whoever logs the line (await-free critical sections only), that
+/// reports its own counts.
+#[derive(Debug, Clone, Default)]
+pub struct SharedLogThrottle(Arc<Mutex<LogThrottle>>);
+
+impl SharedLogThrottle {
+    /// Whether this occurrence should be logged in full. `report(n)` logs how many a window held
+    /// back: a task started by the window's first held-back occurrence calls it when the window
+    /// closes; without a runtime to run that task, the next occurrence after the window does.
+    pub fn admit(&self, report: impl FnOnce(u64) + Send + 'static) -> bool {
+        let now = Instant::now();
+        let (admitted, closed, report_at) = {
+            let mut throttle = lock(&self.0);
+            let closed = throttle.close(now);
+            let admitted = throttle.admit(now);
+            let first_held = !admitted && throttle.suppressed() == 1;
+            (admitted, closed, throttle.report_at().filter(|_| first_held))
+        };
+        match (closed, report_at.zip(tokio::runtime::Handle::try_current().ok())) {
+            (Some(n), _) => report(n),
+            (None, Some((at, runtime))) => {
+                let shared = self.clone();
+                runtime.spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    let closed = lock(&shared.0).close(Instant::now());
+                    if let Some(n) = closed {
+                        report(n);
+                    }
+                });
+            }
+            (None, None) => {}
+        }
+        admitted
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +127,28 @@ mod tests {
         assert_eq!(log.report_at(), None, "nothing suppressed, nothing to report");
         tokio::time::advance(LOG_WINDOW).await;
         assert_eq!(log.close(Instant::now()), None, "a window that held nothing back reports nothing");
+    }
+
+    /// The shared throttle reports each window's count once, from its own task, when the window
+    /// closes; the lines it admits are the first of each window.
+    #[tokio::test(start_paused = true)]
+    async fn the_shared_throttle_reports_its_counts_when_each_window_closes() {
+        let log = SharedLogThrottle::default();
+        let (tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let line = || {
+            let tx = tx.clone();
+            log.admit(move |n| {
+                let _ = tx.send(n);
+            })
+        };
+        assert!(line());
+        assert_eq!((0..500).filter(|_| line()).count(), 0, "the rest of the window is held back");
+        assert!(reports.try_recv().is_err(), "nothing to report while the window is open");
+        tokio::time::advance(LOG_WINDOW).await;
+        assert_eq!(reports.recv().await, Some(500));
+        assert!(line(), "a new window logs its first line");
+        tokio::time::advance(LOG_WINDOW).await;
+        tokio::task::yield_now().await;
+        assert!(reports.try_recv().is_err(), "a window that held nothing back reports nothing");
     }
 }

@@ -33,7 +33,7 @@ pub use self::format::{Asked, approves};
 pub use self::links::{Link, LinkError, Links, well_formed};
 use crate::config::{NotifyFormat, NotifyTarget};
 use crate::event::EventKind;
-use crate::log_throttle::LogThrottle;
+use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::{Metrics, NotifyCounts};
 use crate::sync::lock;
 
@@ -74,8 +74,8 @@ struct Target {
     jobs: Mutex<VecDeque<Arc<Job>>>,
     wake: Notify,
     /// Its log lines, throttled per kind (a hanging target and thousands of prompts used to make
-    /// thousands of "dropped" lines a second). Await-free critical sections only.
-    log: Mutex<TargetLog>,
+    /// thousands of "dropped" lines a second).
+    log: TargetLog,
 }
 
 /// The kinds of log lines a target repeats.
@@ -89,15 +89,15 @@ enum Line {
 
 #[derive(Debug, Default)]
 struct TargetLog {
-    dropped: LogThrottle,
-    delivered: LogThrottle,
+    dropped: SharedLogThrottle,
+    delivered: SharedLogThrottle,
 }
 
 impl TargetLog {
-    fn throttle(&mut self, line: Line) -> &mut LogThrottle {
+    fn throttle(&self, line: Line) -> &SharedLogThrottle {
         match line {
-            Line::Dropped => &mut self.dropped,
-            Line::Delivered => &mut self.delivered,
+            Line::Dropped => &self.dropped,
+            Line::Delivered => &self.delivered,
         }
     }
 }
@@ -153,7 +153,7 @@ impl Notifier {
                 config,
                 jobs: Mutex::new(VecDeque::new()),
                 wake: Notify::new(),
-                log: Mutex::new(TargetLog::default()),
+                log: TargetLog::default(),
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -253,7 +253,7 @@ impl Notifier {
 }
 
 impl Shared {
-    fn push(self: &Arc<Self>, target: &Target, job: Arc<Job>) {
+    fn push(&self, target: &Target, job: Arc<Job>) {
         let dropped = {
             let mut jobs = lock(&target.jobs);
             let dropped = if jobs.len() >= QUEUE_PER_TARGET { jobs.pop_front() } else { None };
@@ -263,7 +263,7 @@ impl Shared {
         if let Some(old) = dropped {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             self.metrics.notification_dropped();
-            if self.log_admits(target, Line::Dropped) {
+            if log_admits(target, Line::Dropped) {
                 tracing::warn!(
                     target = target.index, host = %target.config.url.authority, event = %old.kind,
                     session_id = %old.session_id, "notification queue full; dropped the oldest"
@@ -273,55 +273,27 @@ impl Shared {
         target.wake.notify_one();
     }
 
-    /// Whether a `line` about `target` is logged in full now ([`LogThrottle`]). The first line a
-    /// window holds back starts a task that logs the count when the window closes (within a
-    /// runtime; a window still open then is reported by the next line after it).
-    fn log_admits(self: &Arc<Self>, target: &Target, line: Line) -> bool {
-        let now = tokio::time::Instant::now();
-        let (admitted, report_at, closed) = {
-            let mut log = lock(&target.log);
-            let throttle = log.throttle(line);
-            let closed = throttle.close(now);
-            let admitted = throttle.admit(now);
-            let first_held = !admitted && throttle.suppressed() == 1;
-            (admitted, throttle.report_at().filter(|_| first_held), closed)
-        };
-        if let Some(n) = closed {
-            log_held_back(target, line, n);
-        }
-        if let (Some(at), Ok(rt)) = (report_at, tokio::runtime::Handle::try_current()) {
-            let shared = self.clone();
-            let index = target.index;
-            rt.spawn(async move {
-                tokio::select! {
-                    () = tokio::time::sleep_until(at) => {}
-                    () = shared.stop.cancelled() => return,
-                }
-                let target = &shared.targets[index];
-                let closed = lock(&target.log).throttle(line).close(tokio::time::Instant::now());
-                if let Some(n) = closed {
-                    log_held_back(target, line, n);
-                }
-            });
-        }
-        admitted
-    }
-
     fn is_open(&self, request_id: &str) -> bool {
         lock(&self.open).contains(request_id)
     }
 }
 
-/// The summary of the `line`s about `target` a window held back.
-fn log_held_back(target: &Target, line: Line, n: u64) {
-    let host = &target.config.url.authority;
+/// Whether a `line` about `target` is logged in full now; the rest of its second is counted and
+/// summed up in one line when the second is over ([`SharedLogThrottle`]).
+fn log_admits(target: &Target, line: Line) -> bool {
+    let (index, host) = (target.index, target.config.url.authority.clone());
+    target.log.throttle(line).admit(move |n| log_held_back(index, &host, line, n))
+}
+
+/// The summary of the `line`s about target `index` a second held back.
+fn log_held_back(index: usize, host: &str, line: Line, n: u64) {
     match line {
         Line::Dropped => tracing::warn!(
-            target = target.index, %host, count = n,
+            target = index, %host, count = n,
             "{n} more notifications dropped in the last second (queue full; not logged one by one)"
         ),
         Line::Delivered => tracing::info!(
-            target = target.index, %host, count = n,
+            target = index, %host, count = n,
             "{n} more deliveries ended in the last second (not logged one by one; see the notification metrics)"
         ),
     }
@@ -371,7 +343,7 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
     let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
-    let log = shared.log_admits(target, Line::Delivered);
+    let log = log_admits(target, Line::Delivered);
     match outcome {
         Outcome::Sent { status, attempts } => {
             shared.counters.sent.fetch_add(1, Ordering::Relaxed);

@@ -25,6 +25,7 @@ use super::workspace::WorkspaceRules;
 use crate::clock::now_ms;
 use crate::config::Policy;
 use crate::event::EventKind;
+use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::Metrics;
 use crate::store::{AuditOutcome, AuditRecord, MemoryStore, Store, outcome_of};
 
@@ -226,6 +227,9 @@ pub struct Mediator {
     store: Arc<dyn Store>,
     /// The workspace's rules, matched after the session's own.
     workspace_rules: Arc<WorkspaceRules>,
+    /// Warnings about requests answered `cancelled` at once (the reserved option id, too many
+    /// options, too many pending): an agent raising them in a loop costs a line a second.
+    refused_log: SharedLogThrottle,
 }
 
 impl std::fmt::Debug for Mediator {
@@ -259,7 +263,15 @@ impl Mediator {
         store: Arc<dyn Store>,
         workspace_rules: Arc<WorkspaceRules>,
     ) -> Mediator {
-        Mediator { cfg, workspace, metrics, state: Mutex::new(State::default()), store, workspace_rules }
+        Mediator {
+            cfg,
+            workspace,
+            metrics,
+            state: Mutex::new(State::default()),
+            store,
+            workspace_rules,
+            refused_log: SharedLogThrottle::default(),
+        }
     }
 
     /// The mediator at work for `host`, the session it belongs to.
@@ -294,14 +306,14 @@ impl<'a> Permissions<'a> {
         let tool_call = params.get("toolCall").cloned().unwrap_or_else(|| json!({}));
         let cancelled = || json!({"outcome": outcome_json(&Choice::Cancel)});
         if options.iter().any(|o| o.get("optionId").and_then(Value::as_str) == Some(CANCEL_OPTION_ID)) {
-            tracing::error!(session_id = %host.session_id(), "the agent offered the reserved option id __cancelled__; answering cancelled");
+            self.log_refused("the agent offered the reserved option id __cancelled__");
             return cancelled();
         }
         if options.len() > MAX_OPTIONS_PER_REQUEST {
-            tracing::warn!(
-                session_id = %host.session_id(), options = options.len(),
-                "the agent offered more than {MAX_OPTIONS_PER_REQUEST} options; answering cancelled"
-            );
+            self.log_refused(&format!(
+                "the agent offered {} options, more than {MAX_OPTIONS_PER_REQUEST}",
+                options.len()
+            ));
             return cancelled();
         }
         // The deadline is fixed before the record exists, so nothing can see an unarmed request.
@@ -336,7 +348,7 @@ impl<'a> Permissions<'a> {
             }
             if st.pending.len() >= MAX_PENDING_PER_SESSION {
                 drop(st);
-                tracing::warn!(session_id = %host.session_id(), "too many pending permission requests; answering cancelled");
+                self.log_refused("too many pending permission requests");
                 return cancelled();
             }
             host.publish(EventKind::PermissionRequest, &data);
@@ -373,6 +385,17 @@ impl<'a> Permissions<'a> {
             None => rx.await.unwrap_or(Choice::Cancel),
         };
         json!({"outcome": outcome_json(&choice)})
+    }
+
+    /// Logs why a request is answered `cancelled` at once: the first in each second, then a count.
+    fn log_refused(self, why: &str) {
+        let session_id = self.host.session_id().to_owned();
+        let report = move |n: u64| {
+            tracing::warn!(session_id = %session_id, count = n, "{n} more permission requests answered cancelled at once in the last second");
+        };
+        if self.mediator.refused_log.admit(report) {
+            tracing::warn!(session_id = %self.host.session_id(), "{why}; answering cancelled");
+        }
     }
 
     /// Resolves one pending request if it still is; returns whether it was.

@@ -523,7 +523,7 @@ async fn a_request_with_too_many_options_is_cancelled_and_notifies_nobody() {
     let events = d.turn(&sid, &mut sse, Some("alice"), "options 5000").await;
     assert_eq!(chunk_text(&events), r#"outcome: {"outcome":"cancelled"}"#);
     assert!(events.iter().all(|e| !e.event.starts_with("permission_")), "published nothing");
-    wait_stderr(&d, "more than 16 options").await;
+    wait_stderr(&d, "the agent offered 5000 options, more than 16; answering cancelled").await;
 
     let request = d.raise(&sid, &mut sse, Some("alice"), "options 16").await;
     assert_eq!(request["options"].as_array().map(Vec::len), Some(16));
