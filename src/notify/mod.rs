@@ -464,6 +464,51 @@ mod tests {
         assert!(text.contains("mediatord_notifications_dropped_total 1"), "{text}");
     }
 
+    fn job(tool_call: Value, options: usize) -> Job {
+        let kinds = ["allow_once", "reject_once", "allow_always", "reject_always"];
+        let options: Vec<Value> = (0..options)
+            .map(|i| json!({"optionId": format!("o{i}"), "name": format!("Option\u{202e}{i}"), "kind": kinds[i % 4]}))
+            .collect();
+        Job {
+            kind: EventKind::PermissionRequest,
+            session_id: "s".into(),
+            workspace: "/w".into(),
+            data: json!({"requestId": "r1", "toolCall": tool_call, "options": options}),
+            at: Instant::now(),
+            reminder: 0,
+            tracked: true,
+        }
+    }
+
+    /// Issue #27, findings 4 and 9: a request shown whole gets one-tap links; one whose summary
+    /// was cut gets approving links that need their page; at most 16 options are linked; option
+    /// names are revealed.
+    #[test]
+    fn links_are_minted_per_option_and_need_review_when_the_request_was_cut() {
+        let n = Notifier::new(
+            vec![target(vec![EventKind::PermissionRequest])],
+            Some("http://d".into()),
+            Arc::default(),
+        );
+        let (shared, t) = (&n.shared, &n.shared.targets[0]);
+        let short = json!({"kind": "execute", "title": "Run", "rawInput": {"command": "ls"}});
+        let actions = mint_actions(shared, t, &job(short, 4));
+        assert_eq!(actions.iter().map(|a| a.needs_review).collect::<Vec<_>>(), [false; 4]);
+        assert_eq!(actions[1].name, "Option\\u{202e}1");
+        assert!(actions.iter().all(|a| a.url.as_deref().is_some_and(|u| u.starts_with("http://d/act/"))));
+        let token = actions[0].url.as_deref().and_then(|u| u.rsplit('/').next()).expect("token");
+        assert_eq!(n.links().get(token).map(|l| (l.option_id, l.needs_review)), Ok(("o0".into(), false)));
+
+        let long = json!({"kind": "execute", "title": "Run", "rawInput": {"command": "x".repeat(400)}});
+        let actions = mint_actions(shared, t, &job(long, 40));
+        assert_eq!(actions.len(), MAX_OPTIONS_LINKED);
+        let review: Vec<bool> = actions.iter().take(4).map(|a| a.needs_review).collect();
+        assert_eq!(review, [true, false, true, false], "approving kinds need review, rejecting ones not");
+        let token = actions[0].url.as_deref().and_then(|u| u.rsplit('/').next()).expect("token");
+        assert_eq!(n.links().get(token).map(|l| l.needs_review), Ok(true));
+        assert_eq!(n.links().len(), 4 + MAX_OPTIONS_LINKED);
+    }
+
     #[test]
     fn only_wanted_events_are_queued_and_a_decision_expires_its_links() {
         let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());

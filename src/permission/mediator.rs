@@ -1107,6 +1107,43 @@ mod tests {
         }
     }
 
+    /// Issue #27, finding 9: 16 options are a request; 17 are answered `cancelled` at once and
+    /// published nowhere (5000 made 5000 buttons on every client and a link per target each).
+    #[tokio::test]
+    async fn a_request_with_more_than_16_options_is_cancelled_unpublished() {
+        let f = fixture(Policy::FirstResponder, None);
+        let many: Vec<String> = (0..=MAX_OPTIONS_PER_REQUEST).map(|i| format!("k{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let refused = f.raise(params("/ws/a", &many));
+        assert_eq!(answer(refused).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!((f.host.kinds(), f.permissions().pending_count()), (vec![], 0));
+        let _held = f.raise(params("/ws/a", &many[..MAX_OPTIONS_PER_REQUEST]));
+        f.until_pending(1).await;
+        let published = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(published["options"].as_array().map(Vec::len), Some(MAX_OPTIONS_PER_REQUEST));
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+    }
+
+    /// What a link's page shows is the pending request with its tool call laid over what the agent
+    /// announced (the command may be there only); a decided request has none.
+    #[tokio::test]
+    async fn a_pending_request_is_read_with_its_announced_tool_call() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.announced)
+            .insert("c1".into(), json!({"rawInput": {"command": "make all"}, "title": "Old"}));
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let data = f.permissions().pending_request(&id).expect("pending");
+        assert_eq!(data["requestId"], id.as_str());
+        assert_eq!(data["toolCall"]["rawInput"]["command"], "make all", "{data}");
+        assert_eq!(data["toolCall"]["title"], "Write", "the request's own fields win");
+        assert_eq!(f.permissions().pending_request("nope"), None);
+        f.permissions().vote(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
+        answer(task).await;
+        assert_eq!(f.permissions().pending_request(&id), None, "decided");
+    }
+
     #[tokio::test]
     async fn a_request_after_the_session_ended_is_cancelled_at_once() {
         let f = fixture(Policy::FirstResponder, None);
