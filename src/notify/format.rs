@@ -40,7 +40,7 @@ pub(super) struct Action {
 
 /// Whether an option of this kind lets the tool run: everything but the `reject_*` kinds (an
 /// unknown kind counts as approving, the cautious reading).
-pub fn approves(kind: &str) -> bool {
+pub(super) fn approves(kind: &str) -> bool {
     !kind.starts_with("reject_")
 }
 

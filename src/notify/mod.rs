@@ -28,8 +28,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::deliver::Outcome;
+pub use self::format::Asked;
+use self::format::approves;
 use self::format::{Action, Notice};
-pub use self::format::{Asked, approves};
 pub use self::links::{Link, LinkError, Links, well_formed};
 use crate::config::{NotifyFormat, NotifyTarget};
 use crate::event::EventKind;
