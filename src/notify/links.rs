@@ -97,12 +97,11 @@ impl Table {
         }
         // The session holding the most; the minting one when it ties, so it never takes a link
         // from a session that holds no more than it does.
-        let own = held(&self.per_session, &link.session_id);
-        let (session, _) = self
+        let session = self
             .per_session
             .iter()
-            .map(|(s, n)| (s.as_str(), *n))
-            .fold((link.session_id.as_str(), own), |best, next| if next.1 > best.1 { next } else { best });
+            .max_by_key(|(s, n)| (**n, **s == link.session_id))
+            .map_or(link.session_id.as_str(), |(s, _)| s.as_str());
         oldest(&|l| l.session_id == session)
     }
 
@@ -374,6 +373,15 @@ mod tests {
             t.per_request.values().all(|n| *n > 0) && t.per_session.values().all(|n| *n > 0),
             "no empty counts kept"
         );
+    }
+
+    #[test]
+    fn its_debug_shows_a_count_and_no_token() {
+        let links = Links::default();
+        let token = links.mint(link("r", "o")).expect("token");
+        let shown = format!("{links:?}");
+        assert_eq!(shown, "Links { links: 1 }");
+        assert!(!shown.contains(&token));
     }
 
     #[test]
