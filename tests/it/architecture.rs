@@ -25,6 +25,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("path", 0),
     ("sync", 0),
     ("service", 0),
+    ("text", 0),
+    ("log_throttle", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),
