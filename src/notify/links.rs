@@ -376,6 +376,44 @@ mod tests {
     }
 
     #[test]
+    fn a_link_can_be_expired_alone_and_the_table_says_when_it_is_empty() {
+        let links = Links::default();
+        assert!(links.is_empty());
+        let (a, b) = (links.mint(link("r", "a")).expect("token"), links.mint(link("r", "b")).expect("token"));
+        assert!(!links.is_empty());
+        links.expire(&a);
+        assert_eq!(
+            (links.get(&a), links.get(&b).map(|l| l.option_id)),
+            (Err(LinkError::Expired), Ok("b".into()))
+        );
+        links.expire(&"0".repeat(64));
+        assert_eq!(links.len(), 2, "an unknown token expires nothing");
+    }
+
+    /// Past `MAX_TRACKED_PEERS` addresses the table starts over (a flood of addresses is beyond a
+    /// per-address limit), but an address already tracked never clears it.
+    #[test]
+    fn the_unknown_token_table_starts_over_past_its_bound_of_addresses() {
+        let links = Links::default();
+        let t0 = Instant::now();
+        let throttled: IpAddr = "10.0.0.1".parse().expect("ip");
+        for _ in 0..=MAX_UNKNOWN_PER_WINDOW {
+            links.unknown_attempt(throttled, t0);
+        }
+        assert!(links.is_throttled(throttled, t0));
+        for i in 1..MAX_TRACKED_PEERS {
+            let peer = IpAddr::from([10, 1, (i >> 8) as u8, i as u8]);
+            assert!(links.unknown_attempt(peer, t0));
+        }
+        assert_eq!(lock(&links.table).unknown.len(), MAX_TRACKED_PEERS);
+        assert!(!links.unknown_attempt(throttled, t0), "a tracked address counts on");
+        assert!(links.is_throttled(throttled, t0), "and clears nothing");
+        assert!(links.unknown_attempt("10.2.0.1".parse().expect("ip"), t0));
+        assert!(!links.is_throttled(throttled, t0), "a new address past the bound starts the table over");
+        assert_eq!(lock(&links.table).unknown.len(), 1);
+    }
+
+    #[test]
     fn its_debug_shows_a_count_and_no_token() {
         let links = Links::default();
         let token = links.mint(link("r", "o")).expect("token");
