@@ -193,14 +193,16 @@ pub fn reveal(text: &str) -> Cow<'_, str> {
 
 /// `json` (a JSON text, as serde_json writes it) with every hidden character it left raw written as
 /// a `\uXXXX` escape (a surrogate pair above the BMP). Outside strings JSON holds only ASCII, so
-/// any such character is inside a string, and the result is the same JSON value.
+/// any such character is inside a string, and the result is the same JSON value. C0 controls are
+/// left alone: serde escapes them inside strings, so a raw one is the text's own whitespace (the
+/// newline ending a log line).
 pub fn escape_json(json: &str) -> Cow<'_, str> {
     if json.is_ascii() && !json.bytes().any(|b| b == 0x7F) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 8);
     for c in json.chars() {
-        if is_hidden(c) {
+        if c > '\u{1f}' && is_hidden(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 let _ = write!(out, "\\u{unit:04x}");
@@ -324,5 +326,9 @@ mod tests {
         assert!(escaped.contains("\\udb40\\udc41"), "a surrogate pair: {escaped}");
         let back: serde_json::Value = serde_json::from_str(&escaped).expect("still JSON");
         assert_eq!(back, value);
+        // The text's own whitespace (a log line's end) is no string content: it stays.
+        let line = format!("{text}\n");
+        assert_eq!(escape_json(&line), format!("{escaped}\n"));
+        assert_eq!(escape_json("{\"a\":\t\"\u{202e}\"}\r\n"), "{\"a\":\t\"\\u202e\"}\r\n");
     }
 }
