@@ -172,13 +172,11 @@ pub fn reveal(text: &str) -> Cow<'_, str> {
                 (' ', true) => {
                     let _ = write!(out, "{run} spaces");
                 }
+                // A run of one character that is not a space is of a hidden one or another blank:
+                // either is named by its escape.
                 (c, true) => {
                     let _ = write!(out, "{run} × ");
-                    if is_hidden(c) || (c != ' ' && is_blank(c)) {
-                        push_escape(&mut out, c);
-                    } else {
-                        out.push(c);
-                    }
+                    push_escape(&mut out, c);
                 }
                 (_, false) => {
                     let _ = write!(out, "{run} blanks");
@@ -226,6 +224,7 @@ mod tests {
         }
         assert!(matches!(escape("plain"), Cow::Borrowed(_)));
         assert!(matches!(reveal("plain  text"), Cow::Borrowed(_)));
+        assert!(matches!(reveal("three   spaces stay"), Cow::Borrowed(_)), "a run of three needs no work");
         assert!(matches!(escape_json(r#"{"a":"b"}"#), Cow::Borrowed(_)));
     }
 
