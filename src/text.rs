@@ -329,5 +329,6 @@ mod tests {
         let line = format!("{text}\n");
         assert_eq!(escape_json(&line), format!("{escaped}\n"));
         assert_eq!(escape_json("{\"a\":\t\"\u{202e}\"}\r\n"), "{\"a\":\t\"\\u202e\"}\r\n");
+        assert_eq!(escape_json("\u{1f}\u{7f}"), "\u{1f}\\u007f", "C0 is left alone, DEL is not");
     }
 }
