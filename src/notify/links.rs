@@ -386,6 +386,21 @@ mod tests {
     }
 
     #[test]
+    fn a_link_can_be_expired_alone_and_the_table_says_when_it_is_empty() {
+        let links = Links::default();
+        assert!(links.is_empty());
+        let (a, b) = (links.mint(link("r", "a")).expect("token"), links.mint(link("r", "b")).expect("token"));
+        assert!(!links.is_empty());
+        links.expire(&a);
+        assert_eq!(
+            (links.get(&a), links.get(&b).map(|l| l.option_id)),
+            (Err(LinkError::Expired), Ok("b".into()))
+        );
+        links.expire(&"0".repeat(64));
+        assert_eq!(links.len(), 2, "an unknown token expires nothing");
+    }
+
+    #[test]
     fn its_debug_shows_a_count_and_no_token() {
         let links = Links::default();
         let token = links.mint(link("r", "o")).expect("token");

@@ -161,3 +161,17 @@ async fn an_agents_stderr_reaches_the_log_escaped() {
     assert_inert("the daemon's log", line);
     assert!(line.contains(r"booting\r\u{85}\u{202e}done\u{1b}[2J"), "{line}");
 }
+
+#[tokio::test]
+async fn a_json_log_writes_an_agents_bidi_and_c1_characters_as_escapes_and_keeps_their_value() {
+    let agent =
+        format!("sh -c 'printf \"booting\\302\\205\\342\\200\\256done\\n\" >&2; exec {} demo-agent'", bin());
+    let d = Daemon::start(&["--agent", &agent, "--log-format", "json"]);
+    d.join("alice").await;
+    let log = wait_stderr(&d, "booting").await;
+    let line = log.lines().find(|l| l.contains("booting")).expect("the line");
+    assert_inert("the daemon's JSON log", line);
+    assert!(line.contains(r"booting\u0085\u202edone"), "{line}");
+    let entry: Value = serde_json::from_str(line).expect("a JSON line");
+    assert_eq!(entry["fields"]["message"], "booting\u{85}\u{202e}done", "the value is kept");
+}
