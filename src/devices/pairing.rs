@@ -199,6 +199,23 @@ mod tests {
     }
 
     #[test]
+    fn a_throttled_clients_further_guesses_do_not_spend_everyones_budget() {
+        let now = Instant::now();
+        let mut codes = Codes::default();
+        for _ in 0..MAX_FAILURES_PER_WINDOW {
+            assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Invalid));
+        }
+        for _ in 0..MAX_FAILURES_ALL_PER_WINDOW {
+            assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Throttled));
+        }
+        assert_eq!(
+            codes.take("bad", peer(2), now).err(),
+            Some(CodeError::Invalid),
+            "others keep their answer"
+        );
+    }
+
+    #[test]
     fn wrong_codes_spread_over_addresses_spend_the_global_budget_and_the_right_code_still_works() {
         let now = Instant::now();
         let mut codes = Codes::default();

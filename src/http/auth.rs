@@ -113,6 +113,40 @@ mod tests {
         assert_eq!(bearer(&h), Some(""));
     }
 
+    #[tokio::test]
+    async fn only_the_operator_and_voter_devices_may_vote() {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use crate::devices::{Devices, Role, StreamLimits};
+        use crate::store::MemoryStore;
+
+        let limits = StreamLimits { all_devices: 8, per_session: 8 };
+        let devices = Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits);
+        let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+        let mut paired = Vec::new();
+        for role in [Role::Voter, Role::Observer] {
+            let code = devices.issue_code(None, role).expect("code").code;
+            paired.push(devices.pair(&code, None, peer).await.expect("paired").0);
+        }
+        assert!(Caller::Operator.device().is_none());
+        assert!(Caller::Operator.may_vote());
+        let voter = Caller::Device(paired[0].clone());
+        assert_eq!(voter.device().map(|d| d.id.clone()), Some(paired[0].id.clone()));
+        assert!(voter.may_vote());
+        assert!(!Caller::Device(paired[1].clone()).may_vote(), "an observer");
+    }
+
+    #[test]
+    fn cookies_are_cleared_secure_only_behind_an_https_public_url() {
+        let mut config = Config::for_tests(std::path::Path::new("/"));
+        assert!(!secure_cookie(&config));
+        config.public_url = Some("http://phone.example:7776".into());
+        assert!(!secure_cookie(&config));
+        config.public_url = Some("https://mediator.example".into());
+        assert!(secure_cookie(&config));
+    }
+
     #[test]
     fn clearing_the_cookie_keeps_its_attributes() {
         assert_eq!(

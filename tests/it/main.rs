@@ -33,4 +33,5 @@ mod sessions;
 mod shell;
 mod state_dir;
 mod store;
+mod terminal;
 mod web;
