@@ -376,7 +376,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("state_dir", &self.state_dir)
             .field("events_per_session", &self.events_per_session)
             .field("max_age_days", &self.max_age_days)
-            .field("url", &self.url.as_deref().map(super::postgres::shown))
+            .field("url", &self.url.as_deref().map(super::decide::shown))
             .finish()
     }
 }

@@ -37,7 +37,7 @@ use super::api::{
     StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 use super::chunk::{self, RunBuilder};
-use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
+use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker, shown};
 use super::queue::{
     BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, LINGER, Op, Queue, Shared, Taken, finish, unwritten,
 };
@@ -173,25 +173,6 @@ fn pg_error(e: impl std::fmt::Display) -> String {
 
 fn open_error(url_shown: &str) -> impl Fn(String) -> OpenError + '_ {
     move |reason| OpenError::Postgres { url: url_shown.to_owned(), reason }
-}
-
-/// The URL without its password, for messages: the password of the userinfo goes, and so do the
-/// query's parameters (`?password=…` is libpq's too).
-pub(super) fn shown(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, _)) => (base, "?…"),
-        None => (url, ""),
-    };
-    match (base.find("://"), base.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &base[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}@{}{query}", &base[..scheme + 3], &base[at + 1..])
-        }
-        _ if base.contains("://") => format!("{base}{query}"),
-        // `key=value` form: it may hold a password anywhere.
-        _ => "(a connection string)".to_owned(),
-    }
 }
 
 impl PgStore {
@@ -1315,15 +1296,5 @@ mod tests {
         ] {
             assert_eq!(decode_notice(foreign), None, "{foreign}");
         }
-    }
-
-    #[test]
-    fn a_url_is_shown_without_its_password() {
-        assert_eq!(shown("postgres://me:s3cret@db:5432/m"), "postgres://me@db:5432/m");
-        assert_eq!(shown("postgres://db/m"), "postgres://db/m");
-        assert_eq!(shown("host=/run/postgresql password=x"), "(a connection string)");
-        assert_eq!(shown("postgres://me@db/m?password=s3cret&sslmode=disable"), "postgres://me@db/m?…");
-        assert_eq!(shown("postgres://db/m?user=me&password=s3cret"), "postgres://db/m?…");
-        assert_eq!(shown("postgres://me:p@ss@db/m"), "postgres://me@db/m", "an @ in the password");
     }
 }
