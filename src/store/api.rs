@@ -380,3 +380,30 @@ impl std::fmt::Debug for StoreConfig {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StoreStats;
+
+    /// `/health?deep=1` says `degraded` after any lost write of any of the three kinds, and only then
+    /// (events dropped are gaps in a history, reported apart).
+    #[test]
+    fn any_lost_write_and_only_a_lost_write_degrades_the_store() {
+        let quiet = StoreStats {
+            events_dropped: 5,
+            gaps: 1,
+            commits: 9,
+            events_written: 40,
+            ..StoreStats::default()
+        };
+        assert!(!quiet.lost_writes());
+        for lost in [
+            StoreStats { writes_dropped: 1, ..quiet },
+            StoreStats { writes_failed: 1, ..quiet },
+            StoreStats { commits_failed: 1, ..quiet },
+            StoreStats { writes_dropped: 2, writes_failed: 3, commits_failed: 1, ..quiet },
+        ] {
+            assert!(lost.lost_writes(), "{lost:?}");
+        }
+    }
+}
