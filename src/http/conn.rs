@@ -87,7 +87,8 @@ where
         // The read deadline is `ConnIo`'s; hyper's own would need a timer and cannot tell a
         // connection that idles from one that trickles its head.
         .header_read_timeout(None);
-    let conn = builder.serve_connection(io, service);
+    // Upgrades: `/acp`'s WebSocket takes the socket over once its 101 is written.
+    let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -120,6 +121,10 @@ struct PhaseState {
     /// A read left waiting without a deadline while a request was in progress: woken when the
     /// request ends, so the read comes back and arms the deadline that then applies.
     read_waker: Option<Waker>,
+    /// The connection was upgraded (a WebSocket): no HTTP request will follow, so no head or idle
+    /// deadline applies and nothing written is one of hyper's answers. The WebSocket keeps its
+    /// own liveness; the write deadline of `listener.rs` still applies.
+    upgraded: bool,
 }
 
 /// Which deadline a read is under.
@@ -139,6 +144,7 @@ impl Phase {
             served: false,
             head_started: None,
             read_waker: None,
+            upgraded: false,
         };
         Phase { header_timeout, idle_timeout, state: Mutex::new(state) }
     }
@@ -146,6 +152,9 @@ impl Phase {
     /// The deadline of a read now, if one applies; without one, `waker` is woken when one may.
     fn read_deadline(&self, waker: &Waker) -> Option<(Instant, Waiting)> {
         let mut st = lock(&self.state);
+        if st.upgraded {
+            return None;
+        }
         if st.in_flight > 0 {
             st.read_waker = Some(waker.clone());
             return None;
@@ -157,9 +166,15 @@ impl Phase {
         })
     }
 
-    /// Whether a request is in progress.
+    /// Whether a request is in progress (or the connection was upgraded).
     fn busy(&self) -> bool {
-        lock(&self.state).in_flight > 0
+        let st = lock(&self.state);
+        st.in_flight > 0 || st.upgraded
+    }
+
+    /// The connection switched protocols (a `101` went out).
+    fn upgraded(&self) {
+        lock(&self.state).upgraded = true;
     }
 
     /// Bytes arrived: with no request in progress, they start the next head.
@@ -414,8 +429,12 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         });
         req.extensions_mut().insert(ConnectInfo(self.peer));
         let response = hyper::service::Service::call(&self.router, req);
+        let phase = self.phase.clone();
         Box::pin(async move {
             let response = response.await?;
+            if response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
+                phase.upgraded();
+            }
             Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
         })
     }

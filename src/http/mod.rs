@@ -19,11 +19,14 @@
 //! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
 //!   pairing, listing and revoking devices.
 //! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
+//! - `acp`: `/acp`, the ACP transports (WebSocket, Streamable HTTP) onto the ACP door
+//!   (`crate::door`).
 //!
-//! Imports `daemon`, `permission` (vote and rule types), `notify` (the action links), `config` and
-//! the leaves. Nothing imports
+//! Imports `door`, `daemon`, `permission` (vote and rule types), `notify` (the action links),
+//! `config` and the leaves. Nothing imports
 //! this floor but `server`.
 
+mod acp;
 mod act;
 pub mod api;
 mod auth;
@@ -64,7 +67,9 @@ use crate::metrics::Metrics;
 pub fn app(daemon: AppState, port: u16) -> Router {
     let perimeter =
         Arc::new(perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS));
+    let door = crate::door::Door::new(daemon.clone(), acp::render);
     api::router()
+        .layer(axum::Extension(door))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

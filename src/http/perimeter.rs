@@ -20,9 +20,12 @@ use crate::config::{Config, Origins, TokenDigest};
 use crate::devices::{Devices, is_device_credential};
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
-const ALLOW_HEADERS: &str =
-    "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer";
-const EXPOSE_HEADERS: &str = "Retry-After";
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, \
+     Acp-Connection-Id, Acp-Session-Id";
+const EXPOSE_HEADERS: &str = "Retry-After, Acp-Connection-Id";
+/// The prefix of a browser's bearer token offered as a WebSocket subprotocol on `/acp` (qwen
+/// serve's convention: `qwen-bearer.<base64url(token)>`).
+pub(super) const BEARER_SUBPROTOCOL: &str = "qwen-bearer.";
 /// How long a browser may cache a preflight answer (seconds).
 const PREFLIGHT_MAX_AGE: &str = "600";
 
@@ -216,6 +219,7 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 }
 
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
+    bearer_from_subprotocol(&mut req);
     let headers = req.headers();
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let mut own_origin = false;
@@ -268,6 +272,38 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
     with_cors(response, origin.as_ref())
 }
 
+/// A browser cannot set headers on a WebSocket upgrade, so it offers its token as the subprotocol
+/// `qwen-bearer.<base64url(token)>` (qwen serve's convention): on an upgrade without
+/// `Authorization`, that token is checked as if it were the bearer. `/acp` never echoes it back.
+fn bearer_from_subprotocol(req: &mut Request) {
+    use base64::Engine;
+    if req.headers().contains_key(header::AUTHORIZATION) || !is_upgrade(req) {
+        return;
+    }
+    let token = req
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(BEARER_SUBPROTOCOL))
+        .and_then(|encoded| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok()
+        })
+        .and_then(|raw| String::from_utf8(raw).ok());
+    if let Some(value) = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()) {
+        req.headers_mut().insert(header::AUTHORIZATION, value);
+    }
+}
+
+/// Whether `req` asks to switch protocols (a WebSocket upgrade).
+fn is_upgrade(req: &Request) -> bool {
+    req.headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
 /// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):
 /// by cookie, a state-changing request comes from the daemon's own page; its client id is its
 /// device id (a different one is refused, none is filled in); its role allows the route.
@@ -278,7 +314,9 @@ fn device_may(
     own_origin: bool,
     access: Option<Access>,
 ) -> Result<(), ApiError> {
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // A WebSocket is opened with a GET but carries prompts and votes: by cookie it needs the
+    // daemon's own Origin like any state-changing request.
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) && !is_upgrade(req);
     if by_cookie && !safe && !own_origin {
         return Err(ApiError::OriginRequired);
     }

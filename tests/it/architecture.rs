@@ -31,8 +31,9 @@ const FLOORS: &[(&str, u8)] = &[
     ("notify", 2),
     ("devices", 2),
     ("daemon", 3),
-    ("http", 4),
-    ("server", 5),
+    ("door", 4),
+    ("http", 5),
+    ("server", 6),
 ];
 
 /// Crates only the HTTP floor may name.

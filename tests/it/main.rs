@@ -5,6 +5,8 @@
 
 mod support;
 
+mod acp;
+mod acp_http;
 mod agent_output;
 mod agents;
 mod architecture;

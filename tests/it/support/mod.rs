@@ -5,6 +5,7 @@
 //! Every wait is bounded by [`WAIT`] and fails with a message saying what it waited for; nothing
 //! here sleeps in place of synchronisation.
 
+mod acp;
 mod client;
 mod daemon;
 mod raw;
@@ -14,6 +15,7 @@ mod sse;
 
 use std::time::Duration;
 
+pub(crate) use acp::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use raw::*;
