@@ -152,12 +152,14 @@ impl Lane {
 
     /// Queues the messages one event gives. Only the last carries the event's id (an SSE `id:`, an
     /// envelope), so a client resuming after that id has had every message of the event.
-    fn event_messages(&mut self, messages: Vec<(Bytes, Option<Settle>)>, event_id: Option<u64>) {
+    fn event_messages(&mut self, messages: Vec<(Bytes, Option<Settle>)>, e: &EventFrame<'_>) {
         let last = messages.len().saturating_sub(1);
         for (i, (json, settle)) in messages.into_iter().enumerate() {
-            let event_id = event_id.filter(|_| i == last);
+            let event_id = e.id.filter(|_| i == last);
             let json = match event_id {
-                Some(id) if self.shared.envelope() => wire::envelope(id, &json),
+                Some(id) if self.shared.envelope() => {
+                    wire::envelope(&self.session.id, id, e.prompt_id, &json)
+                }
                 _ => json,
             };
             self.ready.push_back((Out::Message { json, event_id }, settle));
@@ -182,11 +184,14 @@ impl Lane {
             self.cursor = id;
         }
         if e.kind == "session_update" {
+            // A client resuming by cursor gets its own echoes too, in their envelopes: that is how it
+            // learns which of its prompts the daemon took (`mediatord connect` drops them).
             let own_echo = !self.shared.echo_own()
+                && !self.shared.envelope()
                 && e.originator_text().is_some_and(|o| self.shared.is_me(o))
                 && memchr::memmem::find(e.data, ECHO_MARK).is_some();
             if !own_echo {
-                self.event_messages(vec![(wire::session_update(e.data), None)], e.id);
+                self.event_messages(vec![(wire::session_update(e.data), None)], e);
             }
             return;
         }
@@ -216,7 +221,7 @@ impl Lane {
             }
             _ => {}
         }
-        self.event_messages(messages, e.id);
+        self.event_messages(messages, e);
         match e.kind {
             "replay_complete" => {
                 self.replaying = false;

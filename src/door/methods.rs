@@ -25,6 +25,9 @@ const META_AGENT: &str = "mediatord/agent";
 const META_SCOPE: &str = "mediatord/sessionScope";
 /// `_meta` key of `session/load`: replay only the events after this id (resume by cursor).
 const META_AFTER: &str = "mediatord/afterEventId";
+/// `_meta` key of `session/prompt`: the prompt's id, chosen by the client (a client resuming by
+/// cursor knows its prompts by it).
+const META_PROMPT_ID: &str = "mediatord/promptId";
 /// `_meta` key of `session/new` naming a live session to attach to (`@qwen-code/sdk`'s).
 const META_QWEN_SESSION: &str = "qwen-code/sessionId";
 /// The `_qwen/*` methods this daemon answers (advertised in `initialize`).
@@ -179,7 +182,7 @@ impl Connection {
         if let Some(id) = meta(params, META_QWEN_SESSION).and_then(Value::as_str) {
             let session = self.daemon().session(id).map_err(Failure::Session)?;
             let lane = self.attach(&session, &client, None)?;
-            return Ok((created(&session, &client, true), lane));
+            return Ok((created(&session, &client, true, lane.cursor()), lane));
         }
         let cwd = match params.get("cwd") {
             None | Some(Value::Null) => None,
@@ -206,7 +209,8 @@ impl Connection {
         let done = self.daemon().create(request).await.map_err(Failure::Create)?;
         let after = if done.attached { None } else { Some(0) };
         let lane = self.attach(&done.session, &client, after)?;
-        Ok((created(&done.session, &client, done.attached), lane))
+        let start = lane.cursor();
+        Ok((created(&done.session, &client, done.attached, start), lane))
     }
 
     /// `session/load` (`replay`: the session's events so far, then the answer) and
@@ -235,15 +239,16 @@ impl Connection {
             (true, None) => Some(0),
             (false, None) => None,
         };
-        let result = Ok(state(&session, &client));
         match self.attach(&session, &client, after) {
             // Over one WebSocket the answer follows the replay, as ACP's stdio agents send it.
             Ok(lane) if self.transport == Transport::WebSocket => {
                 let gate = session.last_event_id();
+                let result = Ok(state(&session, &client, lane.cursor()));
                 self.deliver(lane);
                 Reply::After { session_id, gate, result }
             }
             Ok(lane) => {
+                let result = Ok(state(&session, &client, lane.cursor()));
                 self.deliver(lane);
                 Reply::Now(result)
             }
@@ -293,7 +298,18 @@ impl Connection {
             return after(&session, Err(Failure::InvalidPrompt));
         }
         let originator = self.client_id(None).ok();
-        let prompt_id = uuid::Uuid::new_v4().to_string();
+        let prompt_id = match meta(params, META_PROMPT_ID) {
+            None => uuid::Uuid::new_v4().to_string(),
+            Some(Value::String(p))
+                if valid_prompt_id(p) && self.shared.owed_prompt(&session.id, p).is_none() =>
+            {
+                p.clone()
+            }
+            Some(_) => {
+                let why = "_meta[\"mediatord/promptId\"] must be 1-64 of A-Z a-z 0-9 - and not a prompt of this connection already";
+                return after(&session, Err(Failure::InvalidParams(why.into())));
+            }
+        };
         // Known before the turn can end, so the lane cannot miss the turn's event.
         self.shared.await_prompt(&session.id, &prompt_id, id.clone());
         match session
@@ -398,11 +414,17 @@ fn after(session: &Session, result: Result<Value, Failure>) -> Reply {
     Reply::After { session_id: session.id.clone(), gate: session.last_event_id(), result }
 }
 
-/// The prompt's params as the agent gets them: the client's `_meta.clientId` is the door's, not
-/// the agent's.
+/// Whether a client's prompt id is one the daemon takes (it is stamped on events, unescaped).
+fn valid_prompt_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The prompt's params as the agent gets them: the client's `_meta.clientId` and its prompt id are
+/// the door's, not the agent's.
 fn without_meta_client(mut body: Map<String, Value>) -> Map<String, Value> {
     if let Some(Value::Object(meta)) = body.get_mut("_meta") {
         meta.remove("clientId");
+        meta.remove(META_PROMPT_ID);
         if meta.is_empty() {
             body.remove("_meta");
         }
@@ -410,13 +432,15 @@ fn without_meta_client(mut body: Map<String, Value>) -> Map<String, Value> {
     body
 }
 
-/// The session's models, modes and config options, as `session/new` and `session/load` answer.
-fn state(s: &Session, client: &str) -> Value {
+/// The session's models, modes and config options, as `session/new` and `session/load` answer;
+/// `start` is the event the connection's stream of it starts after.
+fn state(s: &Session, client: &str, start: u64) -> Value {
     let mut out = json!({
         "_meta": {
             "mediatord": {
                 "sessionId": s.id, "clientId": client, "agent": s.agent_name,
                 "workspaceCwd": s.workspace.to_string_lossy(), "lastEventId": s.last_event_id(),
+                "startEventId": start,
             },
         },
     });
@@ -432,8 +456,8 @@ fn state(s: &Session, client: &str) -> Value {
 }
 
 /// `session/new`'s answer: ACP's fields, and `POST /session`'s for `@qwen-code/sdk`.
-fn created(s: &Session, client: &str, attached: bool) -> Value {
-    let mut out = state(s, client);
+fn created(s: &Session, client: &str, attached: bool, start: u64) -> Value {
+    let mut out = state(s, client, start);
     out["sessionId"] = json!(s.id);
     out["workspaceCwd"] = json!(s.workspace.to_string_lossy());
     out["agent"] = json!(s.agent_name);
@@ -468,10 +492,20 @@ mod tests {
 
     #[test]
     fn a_prompts_meta_client_id_stays_with_the_door() {
-        let body = json!({"prompt": [], "_meta": {"clientId": "a", "x": 1}});
+        let body = json!({"prompt": [], "_meta": {"clientId": "a", "mediatord/promptId": "p", "x": 1}});
         let Value::Object(map) = body else { unreachable!() };
         assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": [], "_meta": {"x": 1}}));
         let Value::Object(map) = json!({"prompt": [], "_meta": {"clientId": "a"}}) else { unreachable!() };
         assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": []}));
+    }
+
+    #[test]
+    fn a_client_chosen_prompt_id_is_short_and_plain() {
+        assert!(valid_prompt_id("0b6c6f5e-3a52-4cfd-a0a4-7a1f0b4d2f31"));
+        assert!(valid_prompt_id(&"a".repeat(64)));
+        assert!(!valid_prompt_id(&"a".repeat(65)));
+        assert!(!valid_prompt_id(""));
+        assert!(!valid_prompt_id("has\"quote"));
+        assert!(!valid_prompt_id("sp ace"));
     }
 }

@@ -40,7 +40,7 @@ fn bytes(v: &Value) -> Bytes {
 
 const UPDATE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update","params":"#;
 const NOTIFY_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_qwen/notify","params":{"kind":""#;
-const ENVELOPE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_mediatord/event","params":{"eventId":"#;
+const ENVELOPE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_mediatord/event","params":{"sessionId":"#;
 
 /// A `session/update` notification whose params are an agent's update as the bus holds it (the
 /// hot path: one copy of the data, no parse).
@@ -83,12 +83,20 @@ pub fn daemon_event(
     out.freeze()
 }
 
-/// `_mediatord/event {eventId, message}`: `message` (one of the above) with the id of the event it
-/// came from, for a client that resumes by cursor (`mediatord connect`).
-pub fn envelope(event_id: u64, message: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(ENVELOPE_HEAD.len() + message.len() + 32);
+/// `_mediatord/event {sessionId, eventId, promptId?, message}`: `message` (one of the above) with
+/// the session and the id of the event it came from (and the prompt it belongs to), for a client
+/// that resumes by cursor (`mediatord connect`). `prompt_id` is a JSON string, quotes included.
+pub fn envelope(session_id: &str, event_id: u64, prompt_id: Option<&str>, message: &[u8]) -> Bytes {
+    let session = serde_json::to_string(session_id).unwrap_or_default();
+    let mut out = BytesMut::with_capacity(ENVELOPE_HEAD.len() + session.len() + message.len() + 96);
     out.extend_from_slice(ENVELOPE_HEAD);
+    out.extend_from_slice(session.as_bytes());
+    out.extend_from_slice(br#","eventId":"#);
     out.extend_from_slice(event_id.to_string().as_bytes());
+    if let Some(p) = prompt_id {
+        out.extend_from_slice(br#","promptId":"#);
+        out.extend_from_slice(p.as_bytes());
+    }
     out.extend_from_slice(br#","message":"#);
     out.extend_from_slice(message);
     out.extend_from_slice(b"}}");
@@ -145,8 +153,14 @@ mod tests {
         );
         let bare = daemon_event("replay_complete", b"{}", None, None, None);
         assert_eq!(parse(&bare)["params"], json!({"kind": "replay_complete", "data": {}}));
-        assert_eq!(parse(&envelope(4, &update))["params"]["message"], parse(&update));
-        assert_eq!(parse(&envelope(4, &update))["params"]["eventId"], 4);
+        let wrapped = parse(&envelope("s\"1", 4, Some("\"p\""), &update));
+        assert_eq!(wrapped["params"]["message"], parse(&update));
+        assert_eq!(
+            (wrapped["params"]["sessionId"].clone(), wrapped["params"]["eventId"].clone()),
+            (json!("s\"1"), json!(4))
+        );
+        assert_eq!(wrapped["params"]["promptId"], "p");
+        assert!(parse(&envelope("s", 5, None, b"{}"))["params"].get("promptId").is_none());
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
 //!   pairing, listing and revoking devices.
 //! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
+//! - [`connect`]: `mediatord connect`, ACP over stdio relayed to a daemon's `/acp` WebSocket.
 //! - `acp`: `/acp`, the ACP transports (WebSocket, Streamable HTTP) onto the ACP door
 //!   (`crate::door`).
 //!
@@ -32,6 +33,7 @@ pub mod api;
 mod auth;
 pub mod client;
 mod conn;
+pub mod connect;
 mod daemon;
 mod devices;
 pub mod error;

@@ -1,11 +1,14 @@
 // `/acp` with clients the project does not write, on the built-in demo agent (run.sh's `acp-demo`
-// phase): the official ACP TypeScript SDK (@agentclientprotocol/sdk) over WebSocket and over
-// Streamable HTTP, and @qwen-code/sdk's negotiateTransport + DaemonClient over `acp-ws`. Each drives a
+// phase): the official ACP TypeScript SDK (@agentclientprotocol/sdk) over WebSocket, over Streamable
+// HTTP, and over stdio through `mediatord connect` (as an editor that only launches stdio agents
+// runs it), and @qwen-code/sdk's negotiateTransport + DaemonClient over `acp-ws`. Each drives a
 // prompt whose write needs permission, answers the request, and the file is on disk.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { test } from 'node:test';
-import { client, methods } from '@agentclientprotocol/sdk';
+import { client, methods, ndJsonStream } from '@agentclientprotocol/sdk';
 import { createHttpStream } from '@agentclientprotocol/sdk/experimental/http-client';
 import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
 import { DaemonClient } from '@qwen-code/sdk/daemon';
@@ -69,6 +72,25 @@ test('the ACP TypeScript SDK over Streamable HTTP: a WRITE turn, its permission 
   const done = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`), 'http');
   assertWrote('http', done);
   await waitForFile(done.file, 'written over http');
+});
+
+test('the ACP TypeScript SDK over stdio through `mediatord connect`: a WRITE turn, its permission allowed, the file on disk', async () => {
+  const binary = process.env.E2E_MEDIATORD;
+  assert.ok(binary, 'E2E_MEDIATORD names the mediatord binary (run.sh sets it)');
+  const child = spawn(binary, ['connect', BASE_URL, '--client-id', 'e2e-stdio-editor'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+    const done = await writeThroughAcp(stream, 'stdio');
+    assertWrote('stdio', done);
+    await waitForFile(done.file, 'written over stdio');
+  } finally {
+    child.stdin.end();
+  }
+  // The editor closing its side ends connect cleanly.
+  assert.equal(await withTimeout(exited, T.request, 'mediatord connect to exit'), 0);
 });
 
 test('@qwen-code/sdk: negotiateTransport picks acp-ws, and the DaemonClient flow works over it', async () => {

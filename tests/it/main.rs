@@ -11,6 +11,7 @@ mod agent_output;
 mod agents;
 mod architecture;
 mod bench_smoke;
+mod connect;
 mod connections;
 mod devices;
 mod echo;

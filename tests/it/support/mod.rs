@@ -8,6 +8,7 @@
 mod acp;
 mod client;
 mod daemon;
+mod proxy;
 mod raw;
 mod receiver;
 pub(crate) mod scrape;
@@ -18,6 +19,7 @@ use std::time::Duration;
 pub(crate) use acp::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use proxy::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;

@@ -1,0 +1,276 @@
+//! `mediatord connect` (`docs/clients.md`): an editor's stdio agent that joins a daemon's shared
+//! session over `/acp`, and keeps it through a dropped connection and a restarted daemon: every
+//! update once, in order, or an error the editor can act on.
+
+use std::process::Stdio;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::support::*;
+
+/// An editor: `mediatord connect` as its agent, spoken to over its stdin and stdout.
+struct Editor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    next_id: i64,
+    /// Every message received, in order.
+    seen: Vec<Value>,
+    read: usize,
+}
+
+impl Editor {
+    fn start(url: &str, args: &[&str], env: &[(&str, &str)]) -> Editor {
+        let home = std::env::temp_dir();
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.arg("connect")
+            .arg(url)
+            .args(args)
+            .env_remove("MEDIATORD_TOKEN")
+            .env_remove("MEDIATORD_DEVICE")
+            .env_remove("MEDIATORD_URL")
+            .env("HOME", home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn mediatord connect");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Editor { child, stdin, stdout, next_id: 1, seen: Vec::new(), read: 0 }
+    }
+
+    async fn send(&mut self, m: &Value) {
+        let mut line = m.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.expect("write to connect");
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        self.answer(id).await
+    }
+
+    async fn answer(&mut self, id: i64) -> Value {
+        self.until(|m| m.get("method").is_none() && m["id"] == id).await
+    }
+
+    async fn next(&mut self) -> Value {
+        if self.read < self.seen.len() {
+            self.read += 1;
+            return self.seen[self.read - 1].clone();
+        }
+        let line = match tokio::time::timeout(WAIT, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(_) => panic!("connect's output ended; seen: {:#?}", self.seen),
+            Err(_) => panic!("nothing from connect within {WAIT:?}; seen: {:#?}", self.seen),
+        };
+        let m: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON from connect: {line:?}: {e}"));
+        self.seen.push(m.clone());
+        self.read = self.seen.len();
+        m
+    }
+
+    async fn until(&mut self, mut done: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            assert!(Instant::now() < deadline, "nothing matched within {WAIT:?}; seen: {:#?}", self.seen);
+            let m = self.next().await;
+            if done(&m) {
+                return m;
+            }
+        }
+    }
+
+    /// The editor's start: `initialize`, then `session/new` in `cwd`; the session id.
+    async fn open_session(&mut self, cwd: &std::path::Path) -> String {
+        let init = self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        let new = self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+        new["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("session/new: {new}")).to_owned()
+    }
+
+    /// The text of every `agent_message_chunk` update seen.
+    fn chunks(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .filter(|m| {
+                m["method"] == "session/update"
+                    && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            })
+            .filter_map(|m| m["params"]["update"]["content"]["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Waits (bounded) for `connect` to exit by itself, its input still open.
+    async fn exits(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(WAIT, self.child.wait()).await.expect("connect exits in time").expect("wait")
+    }
+
+    /// Closes its input; `connect` exits, and with what status.
+    async fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        tokio::time::timeout(WAIT, self.child.wait()).await.expect("connect exits in time").expect("wait")
+    }
+}
+
+/// Waits (bounded) until `sid` runs a turn, as `GET /session/:id` says.
+async fn running(d: &Daemon, sid: &str) {
+    let deadline = Instant::now() + WAIT;
+    while d.get(&format!("/session/{sid}")).await.ok()["hasActivePrompt"] != true {
+        assert!(Instant::now() < deadline, "the turn never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling a status route
+    }
+}
+
+fn prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+fn tokens(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("tok{i} ")).collect()
+}
+
+#[tokio::test]
+async fn an_editor_on_stdio_joins_the_session_answers_its_permission_request_and_the_file_is_written() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "write from-editor.txt hello editor")).await;
+    let ask = editor.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(ask["id"], "c-1", "the relay numbers the daemon's requests itself");
+    editor.send(&json!({"jsonrpc": "2.0", "id": "c-1", "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})).await;
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("from-editor.txt")).expect("written"),
+        "hello editor"
+    );
+    // The editor sees ACP and nothing else: no daemon events, no envelopes, no echo of its prompt.
+    for m in &editor.seen {
+        let method = m["method"].as_str().unwrap_or_default();
+        assert!(!method.starts_with("_qwen/") && !method.starts_with("_mediatord/"), "{m}");
+        assert_ne!(m["params"]["update"]["_meta"]["source"], "bridge-echo", "{m}");
+    }
+    // Its vote is the editor's client id's, over ACP.
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(
+        (audit["audit"][0]["voterClientId"].clone(), audit["audit"][0]["via"].clone()),
+        (json!("zed"), json!("acp"))
+    );
+    assert!(editor.close().await.success());
+}
+
+#[tokio::test]
+async fn a_dropped_connection_mid_turn_loses_and_repeats_nothing() {
+    let proxy = Proxy::start(None).await;
+    let d = Daemon::start(&["--public-url", &proxy.url()]);
+    proxy.point_at(Some(d.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    // 60 updates at 40 a second; the connection drops after the tenth.
+    let turn = editor.request("session/prompt", prompt(&sid, "stream 60 40")).await;
+    editor.until(|m| m["params"]["update"]["content"]["text"] == "tok9 ").await;
+    proxy.cut();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(editor.chunks(), tokens(60), "every update once, in order");
+    // A permission request pending across a drop is the same request to the editor, and its
+    // answer after the reconnect decides it.
+    let turn = editor.request("session/prompt", prompt(&sid, "write across.txt still here")).await;
+    let ask = editor.until(|m| is_request(m, "session/request_permission")).await;
+    proxy.cut();
+    editor.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})).await;
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("across.txt")).expect("written"), "still here");
+    let asks = editor.seen.iter().filter(|m| is_request(m, "session/request_permission")).count();
+    assert_eq!(asks, 1, "asked once, whatever the daemon asked again after the reconnect");
+    assert!(editor.close().await.success());
+}
+
+#[tokio::test]
+async fn a_restarted_daemon_resumes_the_session_and_the_turn_it_cut_short_is_an_error() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(home.path()).expect("canonical");
+    let (workspace, state, xdg) = (root.join("ws"), root.join("state"), root.join("xdg"));
+    std::fs::create_dir(&workspace).expect("workspace");
+    // The editor reaches the daemons through a proxy (one address across the restart); they take
+    // its address as theirs (`--public-url`), so the Host check lets it in.
+    let proxy = Proxy::start(None).await;
+    let public = proxy.url();
+    let start = || {
+        let env = [("XDG_STATE_HOME", xdg.to_str().expect("utf-8")), ("HOME", xdg.to_str().expect("utf-8"))];
+        let args = ["--state-dir", state.to_str().expect("utf-8"), "--public-url", &public];
+        Daemon::start_with(&workspace, &args, &env)
+    };
+    let mut first = start();
+    proxy.point_at(Some(first.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&workspace).await;
+    let done = editor.call("session/prompt", prompt(&sid, "stream 5")).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn");
+    // A turn that outlives the daemon: the drain ends it (turn_error daemon_draining).
+    let held = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
+    running(&first, &sid).await;
+    proxy.point_at(None);
+    first.signal(rustix::process::Signal::TERM);
+    assert!(first.wait_exit(WAIT).success());
+    drop(first);
+    let second = start();
+    proxy.point_at(Some(second.port));
+    // The drain ended the held turn (its agent ignores cancels) before the daemon stopped: the
+    // editor's prompt is answered with that error.
+    let cut_short = editor.answer(held).await;
+    assert_eq!(cut_short["error"]["data"]["code"], "agent_exited", "{cut_short}");
+    assert!(
+        cut_short["error"]["message"].as_str().is_some_and(|m| m.contains("daemon_draining")),
+        "{cut_short}"
+    );
+    // Connect reaches the new daemon by itself and resumes the session there (a prompt sent before
+    // that would be answered `prompt_not_received`: the old daemon was gone).
+    let deadline = Instant::now() + WAIT;
+    while second.get(&format!("/session/{sid}")).await.status != 200 {
+        assert!(Instant::now() < deadline, "connect never resumed the session on the new daemon");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling a status route
+    }
+    // The session lives on, resumed on the new daemon, on the editor's same session id.
+    let again = editor.call("session/prompt", prompt(&sid, "stream 3")).await;
+    assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
+    let mut expected = tokens(5);
+    expected.extend(tokens(3));
+    assert_eq!(editor.chunks(), expected, "every update once, in order, across the restart");
+    assert!(editor.close().await.success());
+}
+
+#[tokio::test]
+async fn a_session_the_daemon_no_longer_has_ends_connect_with_an_error_the_editor_sees() {
+    let proxy = Proxy::start(None).await;
+    let d = Daemon::start(&["--public-url", &proxy.url()]);
+    proxy.point_at(Some(d.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    assert_eq!(d.delete(&format!("/session/{sid}")).await.status, 204);
+    let pending = editor.request("session/prompt", prompt(&sid, "hello")).await;
+    let refused = editor.answer(pending).await;
+    assert_eq!(refused["error"]["data"]["code"], "session_not_attached", "{refused}");
+    // The daemon is reached again after a drop, but the session cannot be resumed (closed, and
+    // --ephemeral keeps no history): connect says so on stderr and exits 1, so the editor sees its
+    // agent end.
+    proxy.cut();
+    assert_eq!(editor.exits().await.code(), Some(1));
+}
