@@ -600,8 +600,7 @@ impl Relay {
                 let ours =
                     self.asked.iter().find(|(_, a)| a.request_id == request_id).map(|(k, _)| k.clone());
                 if let Some(ours) = ours {
-                    self.asked.remove(&ours);
-                    self.send_editor(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ours}})).await;
+                    self.withdraw(&ours).await;
                 }
             }
             "state_resync_required" => {

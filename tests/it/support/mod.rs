@@ -8,6 +8,7 @@
 mod acp;
 mod client;
 mod daemon;
+mod editor;
 mod proxy;
 mod raw;
 mod receiver;
@@ -19,6 +20,7 @@ use std::time::Duration;
 pub(crate) use acp::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use editor::*;
 pub(crate) use proxy::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
