@@ -59,6 +59,8 @@ pub struct RelayRun {
     pub delivered_per_s: f64,
     pub p50_us: u32,
     pub p99_us: u32,
+    /// The daemon's CPU time over the run ÷ updates received, ns (when measured).
+    pub cpu_ns_per_update: Option<f64>,
 }
 
 impl RelayRun {
@@ -78,7 +80,14 @@ impl RelayRun {
             delivered_per_s: if window_s > 0.0 { received as f64 / window_s } else { 0.0 },
             p50_us: percentile(&mut all, 50.0).unwrap_or(0),
             p99_us: percentile(&mut all, 99.0).unwrap_or(0),
+            cpu_ns_per_update: None,
         }
+    }
+
+    /// Sets [`RelayRun::cpu_ns_per_update`] from the daemon's CPU time over the run.
+    pub fn with_cpu(mut self, cpu_ns: u64) -> RelayRun {
+        self.cpu_ns_per_update = (self.received > 0).then(|| cpu_ns as f64 / self.received as f64);
+        self
     }
 }
 
@@ -141,7 +150,7 @@ async fn open_streams(api: &Api, session: &str, client: Option<&str>, count: usi
 }
 
 /// A fresh session for one run: a new session on the running agent (`thread` scope).
-async fn fresh_session(api: &Api, daemon: &Daemon) -> Res<crate::api::Created> {
+pub(crate) async fn fresh_session(api: &Api, daemon: &Daemon) -> Res<crate::api::Created> {
     api.create(&daemon.workspace, Some("thread")).await
 }
 
@@ -159,12 +168,14 @@ pub async fn relay(
     let deadline = Instant::now() + timeout;
     let streams = open_streams(api, &created.session_id, client, subscribers).await?;
     let tasks: Vec<_> = streams.into_iter().map(|s| tokio::spawn(drain_turn(s, deadline, None))).collect();
+    let cpu = daemon.cpu_ns()?;
     api.prompt_async(&created.session_id, directive, client).await?;
     let mut subs = Vec::with_capacity(tasks.len());
     for t in tasks {
         subs.push(t.await?);
     }
-    Ok(RelayRun::from_subscribers(subs, expected))
+    let cpu = daemon.cpu_ns()?.saturating_sub(cpu);
+    Ok(RelayRun::from_subscribers(subs, expected).with_cpu(cpu))
 }
 
 /// (g) One prompt `stream N` read by `streams` Node.js streams through the official SDK

@@ -12,8 +12,6 @@
 //! `,"originatorClientId":"…"`) can be told from anything inside it: a candidate is accepted only
 //! if what follows it is exactly one JSON string ending where the envelope's tail begins.
 
-use bytes::Bytes;
-
 /// What a frame of a stream is.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Piece<'a> {
@@ -72,15 +70,19 @@ fn unquote(s: &str) -> &str {
     s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s)
 }
 
+/// The blank line that ends a frame (a searcher built once: this runs per event per ACP connection).
+static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
+
 /// Cuts `batch` (what a stream yields: whole frames, each ending with a blank line) into frames.
-pub fn split(batch: &Bytes) -> impl Iterator<Item = Bytes> + '_ {
+pub fn split(batch: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         if at >= batch.len() {
             return None;
         }
-        let end = memchr::memmem::find(&batch[at..], b"\n\n").map_or(batch.len(), |n| at + n + 2);
-        let frame = batch.slice(at..end);
+        let end = FRAME_END.find(&batch[at..]).map_or(batch.len(), |n| at + n + 2);
+        let frame = &batch[at..end];
         at = end;
         Some(frame)
     })
@@ -100,16 +102,20 @@ fn with_id(frame: &[u8]) -> Option<EventFrame<'_>> {
     let body = rest.strip_prefix(b"data: ")?;
     let id: u64 = std::str::from_utf8(id_text).ok()?.parse().ok()?;
     let kind = std::str::from_utf8(kind).ok()?;
-    let head =
-        [br#"{"id":"#.as_slice(), id_text, br#","v":1,"type":""#, kind.as_bytes(), br#"","data":"#].concat();
-    let after_head = body.strip_prefix(head.as_slice())?;
-    // The tail: `,"_meta":{"serverTimestamp":DIGITS}}`.
-    let tail_at = memchr::memmem::rfind(after_head, TAIL)?;
-    let stamp = after_head[tail_at + TAIL.len()..].strip_suffix(b"}}")?;
-    if stamp.is_empty() || !stamp.iter().all(u8::is_ascii_digit) {
+    // The head repeats the id and the type: `{"id":N,"v":1,"type":"K","data":`.
+    let after_head = body
+        .strip_prefix(br#"{"id":"#)?
+        .strip_prefix(id_text)?
+        .strip_prefix(br#","v":1,"type":""#)?
+        .strip_prefix(kind.as_bytes())?
+        .strip_prefix(br#"","data":"#)?;
+    // The tail, read from the end: `,"_meta":{"serverTimestamp":DIGITS}}`.
+    let before_brackets = after_head.strip_suffix(b"}}")?;
+    let digits = before_brackets.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
         return None;
     }
-    let mut middle = &after_head[..tail_at];
+    let mut middle = before_brackets[..before_brackets.len() - digits].strip_suffix(TAIL)?;
     let originator = take_tag(&mut middle, ORIGINATOR_KEY);
     let prompt_id = take_tag(&mut middle, PROMPT_KEY);
     Some(EventFrame { id: Some(id), kind, data: middle, prompt_id, originator })
@@ -125,38 +131,38 @@ fn without_id(frame: &[u8]) -> Option<EventFrame<'_>> {
     Some(EventFrame { id: None, kind, data, prompt_id: None, originator: None })
 }
 
-/// Takes `key` and the JSON string after it off the end of `middle`, if that is how it ends.
+/// Takes `key` and the JSON string after it off the end of `middle`, if that is how it ends. Reads
+/// from the end, so the cost is the tag's length, not the event's (this runs per event per ACP
+/// connection).
 fn take_tag<'a>(middle: &mut &'a [u8], key: &[u8]) -> Option<&'a str> {
-    let at = memchr::memmem::rfind(middle, key)?;
-    let value = &middle[at + key.len()..];
-    if !is_one_json_string(value) {
-        return None;
-    }
-    let text = std::str::from_utf8(value).ok()?;
-    *middle = &middle[..at];
+    let open = last_string_start(middle)?;
+    let before = middle[..open].strip_suffix(key)?;
+    let text = std::str::from_utf8(&middle[open..]).ok()?;
+    *middle = before;
     Some(text)
 }
 
-/// Whether `s` is exactly one JSON string: `"`, then anything in which every `"` is escaped, then
-/// `"` as the last byte.
-fn is_one_json_string(s: &[u8]) -> bool {
-    let [b'"', inner @ .., b'"'] = s else { return false };
-    let mut escaped = false;
-    for &b in inner {
-        match (escaped, b) {
-            (true, _) => escaped = false,
-            (false, b'\\') => escaped = true,
-            (false, b'"') => return false,
-            _ => {}
+/// Where the JSON string `s` ends with starts (its opening `"`), if `s` ends with one: in JSON every
+/// `"` inside a string is escaped, so the opening quote is the first one before the closing quote
+/// that an even number of backslashes precedes.
+fn last_string_start(s: &[u8]) -> Option<usize> {
+    let (b'"', inner) = s.split_last().map(|(last, rest)| (*last, rest))? else { return None };
+    let mut end = inner.len();
+    loop {
+        let at = memchr::memrchr(b'"', &inner[..end])?;
+        let backslashes = inner[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 0 {
+            return Some(at);
         }
+        end = at;
     }
-    !escaped
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::EventKind;
+    use bytes::Bytes;
     use serde_json::json;
 
     /// A frame as the bus writes it, with a tag.
@@ -234,6 +240,23 @@ mod tests {
         }
     }
 
+    /// Tags whose text needs escapes (quotes, backslashes at the end) are read whole.
+    #[test]
+    fn escaped_tags_are_read_whole() {
+        for (prompt, originator) in [("a\"b", "c\\"), ("\\", "\"\\\""), ("", "x")] {
+            for data in [r#"{"a":"\\"}"#, r#""s\"""#, "{}"] {
+                let f = written(9, EventKind::SessionUpdate, data, Some(prompt), Some(originator));
+                let e = event(&f);
+                assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{prompt:?} {originator:?} {data}");
+                let quoted = |t: &str| serde_json::to_string(t).expect("json");
+                assert_eq!(
+                    (e.prompt_id.map(str::to_owned), e.originator.map(str::to_owned)),
+                    (Some(quoted(prompt)), Some(quoted(originator)))
+                );
+            }
+        }
+    }
+
     #[test]
     fn idless_frames_and_keepalives() {
         let f = super::super::bus::idless_frame(EventKind::ReplayComplete, &json!({"replayedCount": 2}));
@@ -258,9 +281,9 @@ mod tests {
             None,
             None,
         );
-        let batch = Bytes::from([&a[..], b": heartbeat\n\n", &b[..]].concat());
-        let frames: Vec<Bytes> = split(&batch).collect();
-        assert_eq!(frames, vec![a, Bytes::from_static(b": heartbeat\n\n"), b]);
-        assert_eq!(split(&Bytes::new()).count(), 0);
+        let batch = [&a[..], b": heartbeat\n\n", &b[..]].concat();
+        let frames: Vec<&[u8]> = split(&batch).collect();
+        assert_eq!(frames, vec![&a[..], b": heartbeat\n\n", &b[..]]);
+        assert_eq!(split(b"").count(), 0);
     }
 }

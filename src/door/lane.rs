@@ -155,21 +155,24 @@ impl Lane {
     fn event_messages(&mut self, messages: Vec<(Bytes, Option<Settle>)>, e: &EventFrame<'_>) {
         let last = messages.len().saturating_sub(1);
         for (i, (json, settle)) in messages.into_iter().enumerate() {
-            let event_id = e.id.filter(|_| i == last);
-            let json = match event_id {
-                Some(id) if self.shared.envelope() => {
-                    wire::envelope(&self.session.id, id, e.prompt_id, &json)
-                }
-                _ => json,
-            };
-            self.ready.push_back((Out::Message { json, event_id }, settle));
+            self.event_message(json, settle, e, i == last);
         }
     }
 
+    /// Queues one message of event `e` (`last`: its last, which carries the event's id).
+    fn event_message(&mut self, json: Bytes, settle: Option<Settle>, e: &EventFrame<'_>, last: bool) {
+        let event_id = e.id.filter(|_| last);
+        let json = match event_id {
+            Some(id) if self.shared.envelope() => wire::envelope(&self.session.id, id, e.prompt_id, &json),
+            _ => json,
+        };
+        self.ready.push_back((Out::Message { json, event_id }, settle));
+    }
+
     /// Converts one batch of the stream into messages.
-    fn convert(&mut self, batch: &Bytes) {
+    fn convert(&mut self, batch: &[u8]) {
         for frame in split_frames(batch) {
-            match EventFrame::read(&frame) {
+            match EventFrame::read(frame) {
                 Piece::Event(e) => self.event(&e),
                 Piece::Keepalive => self.push(Out::Keepalive),
                 Piece::Unknown => {
@@ -191,7 +194,7 @@ impl Lane {
                 && e.originator_text().is_some_and(|o| self.shared.is_me(o))
                 && memchr::memmem::find(e.data, ECHO_MARK).is_some();
             if !own_echo {
-                self.event_messages(vec![(wire::session_update(e.data), None)], e);
+                self.event_message(wire::session_update(e.data), None, e, true);
             }
             return;
         }

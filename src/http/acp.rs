@@ -16,7 +16,9 @@
 //! through [`ApiError`], so `/acp` and REST give the same `code` for the same failure.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Extension;
@@ -26,7 +28,6 @@ use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::SelectAll;
 use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -51,6 +52,14 @@ const WS_SILENCE_LIMIT: Duration = Duration::from_secs(90);
 const WS_BATCH_MESSAGES: usize = 256;
 /// Most bytes taken into one socket write.
 const WS_BATCH_BYTES: usize = 256 * 1024;
+/// The WebSocket library's read buffer, per connection (its default is 128 KiB, allocated for
+/// every socket and zeroed on each read): a client sends prompts and answers, small messages; a
+/// larger one grows it as it arrives, up to `MAX_MESSAGE_BYTES`.
+const WS_READ_BUFFER: usize = 4 * 1024;
+/// Bytes the library gathers before writing to the socket (its default is 128 KiB); a batch is
+/// flushed at its end anyway. The buffer keeps its largest size, so this is also about what an
+/// idle connection holds after a burst.
+const WS_WRITE_BUFFER: usize = 64 * 1024;
 /// Silence after which an SSE stream of `/acp` gets a `: heartbeat` (like `/session/:id/events`).
 const SSE_HEARTBEAT: Duration = Duration::from_secs(15);
 
@@ -207,6 +216,8 @@ fn upgrade_to_websocket(
     let failed = conn.clone();
     let mut response = upgrade
         .protocols(offered)
+        .read_buffer_size(WS_READ_BUFFER)
+        .write_buffer_size(WS_WRITE_BUFFER)
         .max_message_size(door::MAX_MESSAGE_BYTES)
         .max_frame_size(door::MAX_MESSAGE_BYTES)
         .on_failed_upgrade(move |_| failed.close())
@@ -217,11 +228,24 @@ fn upgrade_to_websocket(
     Ok(response)
 }
 
+/// What woke a WebSocket's loop.
+enum Woke {
+    /// Something to write, and whatever else is ready after it.
+    Write(Out),
+    /// Time to ping, or to give up on a silent client.
+    Ping,
+    /// Nothing to write (the loop looks again).
+    Nothing,
+    /// The loop ends, with this close frame if any.
+    End(Option<(u16, &'static str)>),
+}
+
 /// Serves one WebSocket: messages in to the connection; its own messages and its lanes' out, a
 /// batch per write. Ends with the socket, the connection, the daemon's drain, or the device's
-/// revocation.
+/// revocation. One task owns the socket whole (no split halves and their lock per message): it
+/// reads only while waiting, and writes after.
 async fn run_websocket(
-    socket: WebSocket,
+    mut socket: WebSocket,
     conn: Arc<Connection>,
     loopback: bool,
     shutdown: CancellationToken,
@@ -231,8 +255,7 @@ async fn run_websocket(
         conn.close();
         return;
     };
-    let (mut sink, mut inbound) = socket.split();
-    let mut lanes: SelectAll<Lane> = SelectAll::new();
+    let mut lanes = Lanes::default();
     let closed = conn.closed();
     let revoked = revoked.unwrap_or_default();
     let mut ping = tokio::time::interval_at(Instant::now() + WS_PING_INTERVAL, WS_PING_INTERVAL);
@@ -244,57 +267,58 @@ async fn run_websocket(
         if draining && lanes.is_empty() && messages.is_empty() && new_lanes.is_empty() {
             break Some((CLOSE_GOING_AWAY, "the daemon is shutting down"));
         }
-        let first = tokio::select! {
+        let woke = tokio::select! {
             biased;
-            () = closed.cancelled() => break None,
+            () = closed.cancelled() => Woke::End(None),
             // Before the drain's signal: a session attached before it is delivered to its end.
             Some(lane) = new_lanes.recv() => {
                 lanes.push(lane);
-                continue;
+                Woke::Nothing
             }
             () = shutdown.cancelled(), if !draining => {
                 draining = true;
-                continue;
+                Woke::Nothing
             }
-            () = revoked.cancelled() => break Some((CLOSE_POLICY, "this device was revoked")),
-            frame = inbound.next(), if !draining => {
+            () = revoked.cancelled() => Woke::End(Some((CLOSE_POLICY, "this device was revoked"))),
+            frame = socket.recv(), if !draining => {
                 heard = Instant::now();
                 match frame {
                     Some(Ok(Message::Text(text))) => {
                         conn.receive(text.as_bytes(), Ctx { loopback, session_header: None });
-                        continue;
+                        Woke::Nothing
                     }
                     // Binary frames are ignored (the RFD); pings are answered by the library.
-                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))) => continue,
-                    Some(Ok(Message::Close(_))) | None => break None,
-                    Some(Err(e)) => break Some(close_for(&e)),
+                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))) => Woke::Nothing,
+                    Some(Ok(Message::Close(_))) | None => Woke::End(None),
+                    Some(Err(e)) => Woke::End(Some(close_for(&e))),
                 }
             }
-            Some(message) = messages.recv() => Out::Message { json: message, event_id: None },
-            out = lanes.next(), if !lanes.is_empty() => match out {
-                Some(out) => out,
-                None => continue,
-            },
-            _ = ping.tick() => {
+            Some(message) = messages.recv() => Woke::Write(Out::Message { json: message, event_id: None }),
+            out = lanes.next(), if !lanes.is_empty() => out.map_or(Woke::Nothing, Woke::Write),
+            _ = ping.tick() => Woke::Ping,
+        };
+        match woke {
+            Woke::Nothing => {}
+            Woke::End(close) => break close,
+            Woke::Ping => {
                 if heard.elapsed() > WS_SILENCE_LIMIT {
                     break Some((CLOSE_GOING_AWAY, "nothing heard from the client"));
                 }
-                if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                if socket.send(Message::Ping(Bytes::new())).await.is_err() {
                     break None;
                 }
-                continue;
             }
-        };
-        match write_batch(&mut sink, first, &mut messages, &mut lanes).await {
-            Ok(None) => {}
-            Ok(Some(code)) => break Some(code),
-            Err(()) => break None,
+            Woke::Write(first) => match write_batch(&mut socket, first, &mut messages, &mut lanes).await {
+                Ok(None) => {}
+                Ok(Some(code)) => break Some(code),
+                Err(()) => break None,
+            },
         }
     };
     conn.close();
     if let Some((code, reason)) = close {
         let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason) };
-        let _ = tokio::time::timeout(WS_PING_INTERVAL, sink.send(Message::Close(Some(frame)))).await;
+        let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.send(Message::Close(Some(frame)))).await;
     }
 }
 
@@ -308,15 +332,13 @@ fn close_for(e: &axum::Error) -> (u16, &'static str) {
     }
 }
 
-type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
-
 /// Writes `first` and whatever else is ready without waiting, up to a batch, then flushes. Returns
 /// the close a lane asked for, or `Err` when the socket failed.
 async fn write_batch(
-    sink: &mut Sink,
+    sink: &mut WebSocket,
     first: Out,
     messages: &mut tokio::sync::mpsc::Receiver<Bytes>,
-    lanes: &mut SelectAll<Lane>,
+    lanes: &mut Lanes,
 ) -> Result<Option<(u16, &'static str)>, ()> {
     let (mut count, mut bytes) = (0usize, 0usize);
     let mut next = Some(first);
@@ -343,8 +365,58 @@ async fn write_batch(
             Err(_) => lanes.next().now_or_never().flatten(),
         };
     }
+    lanes.rotate();
     sink.flush().await.map_err(|_| ())?;
     Ok(close)
+}
+
+/// A WebSocket's attached sessions, polled in turn. Within a batch the lane that last had something
+/// is asked first (its converted messages drain without a look at the others); each batch starts
+/// one lane further, so a busy session cannot starve the others. (`SelectAll` re-queues a stream,
+/// an allocation, for every item.)
+#[derive(Default)]
+struct Lanes {
+    lanes: Vec<Lane>,
+    next: usize,
+}
+
+impl Lanes {
+    fn push(&mut self, lane: Lane) {
+        self.lanes.push(lane);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    fn rotate(&mut self) {
+        self.next = self.next.wrapping_add(1);
+    }
+}
+
+impl Stream for Lanes {
+    type Item = Out;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Out>> {
+        let this = self.get_mut();
+        let mut tried = 0;
+        while tried < this.lanes.len() {
+            let at = (this.next + tried) % this.lanes.len();
+            match this.lanes[at].poll_next_unpin(cx) {
+                Poll::Ready(Some(out)) => {
+                    this.next = at;
+                    return Poll::Ready(Some(out));
+                }
+                // An ended lane leaves; the others are tried from the start again.
+                Poll::Ready(None) => {
+                    this.lanes.remove(at);
+                    tried = 0;
+                }
+                Poll::Pending => tried += 1,
+            }
+        }
+        if this.lanes.is_empty() { Poll::Ready(None) } else { Poll::Pending }
+    }
 }
 
 /// One SSE frame: `id:` when the message came from an event, then the message on one `data:` line.
