@@ -148,3 +148,72 @@ impl Shared {
         keys.into_iter().filter_map(|k| book.prompts.remove(&k)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(observer: bool) -> Shared {
+        Shared {
+            id: "c".into(),
+            client: OnceLock::new(),
+            minted: AtomicBool::new(false),
+            observer,
+            device_name: None,
+            loopback: AtomicBool::new(true),
+            echo_own: AtomicBool::new(false),
+            envelope: AtomicBool::new(false),
+            render: |_| RpcError::new(-32603, "x"),
+            book: Mutex::new(Book::default()),
+        }
+    }
+
+    #[test]
+    fn a_voter_is_known_and_not_an_observer() {
+        let s = shared(false);
+        assert_eq!((s.voter(), s.is_me("alice")), (None, false), "no client id yet");
+        s.client.set("alice".into()).expect("set once");
+        assert_eq!((s.voter(), s.is_me("alice"), s.is_me("bob")), (Some("alice".into()), true, false));
+        let o = shared(true);
+        o.client.set("dev-1".into()).expect("set once");
+        assert_eq!(o.voter(), None, "an observer is never asked");
+    }
+
+    #[test]
+    fn asked_requests_are_numbered_bounded_and_withdrawn_per_session_and_request() {
+        let s = shared(false);
+        let a = s.issue("s1", "r1").expect("asked");
+        let b = s.issue("s1", "r1").expect("asked again (another lane)");
+        let c = s.issue("s2", "r1").expect("another session's r1");
+        let d = s.issue("s1", "r2").expect("another request");
+        assert_eq!([&a, &b, &c, &d], ["perm-1", "perm-2", "perm-3", "perm-4"]);
+        let mut gone = s.withdraw("s1", "r1");
+        gone.sort();
+        assert_eq!(gone, vec![a.clone(), b]);
+        assert_eq!(s.withdraw("s1", "r1"), Vec::<String>::new(), "withdrawn once");
+        assert_eq!(s.take_asked(&c), Some(("s2".into(), "r1".into())));
+        assert_eq!(s.take_asked(&c), None);
+        assert_eq!(s.take_asked(&a), None);
+        for _ in 1..MAX_ASKED {
+            assert!(s.issue("s3", "r").is_some());
+        }
+        assert_eq!(s.issue("s3", "r"), None, "at most MAX_ASKED unanswered");
+        s.take_asked(&d);
+        assert!(s.issue("s3", "r").is_some(), "an answer frees a place");
+    }
+
+    #[test]
+    fn prompts_are_owed_until_taken_and_dropped_with_their_session() {
+        let s = shared(false);
+        s.await_prompt("s1", "p1", RequestId::Number(1));
+        s.await_prompt("s1", "p2", RequestId::Number(2));
+        s.await_prompt("s2", "p1", RequestId::Number(3));
+        assert_eq!(s.owed_prompt("s1", "p1"), Some(RequestId::Number(1)));
+        assert_eq!(s.owed_prompt("s1", "p1"), Some(RequestId::Number(1)), "looking does not take it");
+        assert_eq!(s.owed_prompt("s1", "p3"), None);
+        assert_eq!(s.take_prompt("s1", "p1"), Some(RequestId::Number(1)));
+        assert_eq!(s.owed_prompt("s1", "p1"), None);
+        assert_eq!(s.drop_prompts("s1"), vec![RequestId::Number(2)]);
+        assert_eq!(s.owed_prompt("s2", "p1"), Some(RequestId::Number(3)), "another session's stays");
+    }
+}

@@ -912,6 +912,26 @@ mod tests {
                 json!({"decision": "allow-workspace", "remember": "session"}),
                 Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Workspace }),
             ),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "workspace"}),
+                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Workspace }),
+            ),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "forever"}),
+                Some(selected("a")),
+            ),
+            (
+                json!({"decision": "allow-session"}),
+                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Session }),
+            ),
+            (
+                json!({"decision": "deny-workspace"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+            ),
+            (
+                json!({"decision": "deny", "remember": "workspace"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+            ),
             (json!({}), None),
             (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),
             (json!({"outcome": {"outcome": "maybe"}}), None),
@@ -1048,6 +1068,26 @@ mod tests {
 
     async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
         tokio::time::timeout(Duration::from_secs(5), task).await.expect("answered").expect("task")
+    }
+
+    /// `may_vote` is whether a ballot would count under the policy the request was raised with
+    /// (who the ACP door asks): pending requests only.
+    #[tokio::test]
+    async fn may_vote_follows_the_policy_of_a_pending_request() {
+        let f = fixture(Policy::Designated, None);
+        f.add_voters(&["alice", "bob"]);
+        *lock(&f.host.originator) = Some("alice".into());
+        let task = f.raise(params("/ws/a.txt", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let p = f.permissions();
+        assert!(p.may_vote(&id, Some("alice"), false), "the originator decides");
+        assert!(!p.may_vote(&id, Some("bob"), true), "nobody else, wherever they are");
+        assert!(!p.may_vote(&id, None, true));
+        assert!(!p.may_vote("no-such-request", Some("alice"), false), "only a pending request");
+        p.vote(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("decides");
+        answer(task).await;
+        assert!(!f.permissions().may_vote(&id, Some("alice"), false), "decided: nothing to vote on");
     }
 
     /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and
