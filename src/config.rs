@@ -13,7 +13,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 mod notify;
+mod sandbox;
 pub use self::notify::{MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url};
+pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
 /// does may allocate without bound, so "no cap" means "the largest value we are sure is safe".
@@ -193,6 +195,17 @@ pub struct ServeArgs {
     /// 0 = never [default: 30]
     #[arg(long, value_name = "DAYS")]
     pub history_days: Option<u64>,
+    /// Confine every agent and session shell command with the kernel (Landlock): `workspace` lets
+    /// them and everything they start write only beneath the session's workspace, the agent's own
+    /// state directories and a private temporary directory (reading stays allowed); `off` does not
+    /// confine. An agent's `sandbox` in the config file overrides it [default: workspace where the
+    /// kernel supports it, with a warning where it does not]
+    #[arg(long, value_name = "workspace|off")]
+    pub sandbox: Option<String>,
+    /// A path every confined agent and session shell command may also write beneath (repeatable;
+    /// `~/` is the agent's home; ending in `/`, created as a directory when missing)
+    #[arg(long = "sandbox-writable", value_name = "PATH")]
+    pub sandbox_writable: Vec<String>,
 }
 
 /// `--pairing-code-ttl-ms`'s default: long enough to find a phone and scan, short enough that a
@@ -343,6 +356,8 @@ pub struct AgentSpec {
     /// Deadline for this agent's `initialize`, `session/new` and `session/set_model` answers.
     pub initialize_timeout: Duration,
     pub fs: FsCapabilities,
+    /// Where the agent (and the session shell of its sessions) may write (`agent::sandbox`).
+    pub sandbox: SandboxSettings,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -354,6 +369,7 @@ impl std::fmt::Debug for AgentSpec {
             .field("env (names only)", &env)
             .field("initialize_timeout", &self.initialize_timeout)
             .field("fs", &self.fs)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -492,13 +508,15 @@ const SERVE_KEYS: &[&str] = &[
     "notify",
     "publicUrl",
     "pairingCodeTtlMs",
+    "sandbox",
+    "sandboxWritable",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
 const POLICY_KEYS: &[&str] = &["permissionStrategy", "consensusQuorum"];
 
 /// Keys accepted in one agent's object of the `"agents"` map.
-const AGENT_KEYS: &[&str] = &["command", "env", "initializeTimeoutMs", "clientCapabilities"];
+const AGENT_KEYS: &[&str] = &["command", "env", "initializeTimeoutMs", "clientCapabilities", "sandbox"];
 
 /// How alike two keys must be (Jaro-Winkler, 0..1) for one to be suggested for the other: above
 /// clap's own threshold for mistyped flags (0.7), so a suggestion is a likely typo, not a guess.
@@ -823,7 +841,12 @@ fn derived_agent_name(command: &AgentCommand) -> String {
 }
 
 /// One `--agent` value (or `serve.agent` entry), `[NAME=]COMMAND`, with the daemon-wide settings.
-fn agent_arg(raw: &str, base: &Path, initialize_timeout: Duration) -> Result<AgentSpec, ConfigError> {
+fn agent_arg(
+    raw: &str,
+    base: &Path,
+    initialize_timeout: Duration,
+    daemon_sandbox: &sandbox::DaemonSandbox,
+) -> Result<AgentSpec, ConfigError> {
     let (name, command) = split_agent_name(raw);
     if let Some(name) = name
         && command.trim().is_empty()
@@ -834,7 +857,15 @@ fn agent_arg(raw: &str, base: &Path, initialize_timeout: Duration) -> Result<Age
     }
     let command = agent_command_in(command, base)?;
     let name = name.map_or_else(|| derived_agent_name(&command), str::to_owned);
-    Ok(AgentSpec { name, command, env: Vec::new(), initialize_timeout, fs: FsCapabilities::default() })
+    let sandbox = sandbox::resolve(daemon_sandbox, sandbox::AgentSandbox::default(), &command, &[], base)?;
+    Ok(AgentSpec {
+        name,
+        command,
+        env: Vec::new(),
+        initialize_timeout,
+        fs: FsCapabilities::default(),
+        sandbox,
+    })
 }
 
 /// One entry of the config file's `agents` map: a command line, or an object of [`AGENT_KEYS`].
@@ -843,6 +874,7 @@ fn file_agent(
     value: &Value,
     file: &FileSettings,
     initialize_timeout: Duration,
+    daemon_sandbox: &sandbox::DaemonSandbox,
 ) -> Result<AgentSpec, ConfigError> {
     let at = |rest: &str| format!("config file {}: agents.{name}{rest}", file.path.display());
     if !valid_agent_name(name) {
@@ -857,10 +889,21 @@ fn file_agent(
             env: Vec::new(),
             initialize_timeout,
             fs: FsCapabilities::default(),
+            sandbox: SandboxSettings::default(),
         })
     };
     let fields = match value {
-        Value::String(command) => return spec(command),
+        Value::String(command) => {
+            let mut agent = spec(command)?;
+            agent.sandbox = sandbox::resolve(
+                daemon_sandbox,
+                sandbox::AgentSandbox::default(),
+                &agent.command,
+                &agent.env,
+                &file.dir,
+            )?;
+            return Ok(agent);
+        }
         Value::Object(fields) => fields,
         _ => return refuse(at(" must be a command line, or an object with \"command\"")),
     };
@@ -902,6 +945,11 @@ fn file_agent(
         agent.fs =
             client_capabilities(caps).or_else(|why| refuse(at(&format!(".clientCapabilities{why}"))))?;
     }
+    let own = match fields.get("sandbox") {
+        None => sandbox::AgentSandbox::default(),
+        Some(v) => sandbox::parse_agent(v).or_else(|why| refuse(at(&format!(".sandbox{why}"))))?,
+    };
+    agent.sandbox = sandbox::resolve(daemon_sandbox, own, &agent.command, &agent.env, &file.dir)?;
     Ok(agent)
 }
 
@@ -943,20 +991,21 @@ fn agents(
     cwd: &Path,
     initialize_timeout: Duration,
 ) -> Result<Vec<AgentSpec>, ConfigError> {
+    let sandbox = daemon_sandbox(args, file, cwd)?;
     let mut agents = Vec::new();
     if args.agent.is_empty() {
         for raw in file.strings("agent")? {
-            agents.push(agent_arg(&raw, &file.dir, initialize_timeout)?);
+            agents.push(agent_arg(&raw, &file.dir, initialize_timeout, &sandbox)?);
         }
         for (name, value) in &file.agents {
-            agents.push(file_agent(name, value, file, initialize_timeout)?);
+            agents.push(file_agent(name, value, file, initialize_timeout, &sandbox)?);
         }
         if agents.is_empty() {
-            agents.push(agent_arg("qwen --acp", &file.dir, initialize_timeout)?);
+            agents.push(agent_arg("qwen --acp", &file.dir, initialize_timeout, &sandbox)?);
         }
     } else {
         for raw in &args.agent {
-            agents.push(agent_arg(raw, cwd, initialize_timeout)?);
+            agents.push(agent_arg(raw, cwd, initialize_timeout, &sandbox)?);
         }
     }
     for (i, agent) in agents.iter().enumerate() {
@@ -968,6 +1017,38 @@ fn agents(
         }
     }
     Ok(agents)
+}
+
+/// `--sandbox` and `--sandbox-writable` (flags first, then the file's `serve.sandbox` and
+/// `serve.sandboxWritable`): what every agent starts from.
+fn daemon_sandbox(
+    args: &ServeArgs,
+    file: &FileSettings,
+    cwd: &Path,
+) -> Result<sandbox::DaemonSandbox, ConfigError> {
+    let raw_mode = match &args.sandbox {
+        Some(m) => Some(m.clone()),
+        None => file.string("sandbox")?,
+    };
+    let mode = match raw_mode {
+        None => None,
+        Some(m) => match SandboxMode::parse(&m) {
+            Some(mode) => Some(mode),
+            None => return refuse(format!("unknown --sandbox {m:?} (expected workspace or off)")),
+        },
+    };
+    let (writable, base) = if args.sandbox_writable.is_empty() {
+        (file.strings("sandboxWritable")?, file.dir.clone())
+    } else {
+        (args.sandbox_writable.clone(), cwd.to_path_buf())
+    };
+    if let Some(bad) = writable.iter().find(|p| p.is_empty() || p.contains('\0')) {
+        return refuse(format!("--sandbox-writable {bad:?} is not a path"));
+    }
+    if writable.len() > MAX_WRITABLE {
+        return refuse(format!("--sandbox-writable is given more than {MAX_WRITABLE} times"));
+    }
+    Ok(sandbox::DaemonSandbox { mode, writable, base })
 }
 
 impl Config {

@@ -73,6 +73,8 @@ refuses to write.
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
   fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
+  put <path> <text...>          write the file itself: no ACP, no asking   `put ../x.txt x`
+  run <command...>              run `sh -c` itself as a tool call, unasked `run touch /tmp/x`
   sleep <ms>                    wait, then reply (cancellable)             `sleep 250`
   hold <ms>                     wait, ignoring session/cancel, then reply  `hold 8000`
   stall                         never finish unless cancelled
@@ -110,6 +112,8 @@ const MAX_EARLY_UPDATES: u64 = 4096;
 const MAX_EARLY_UPDATE_BYTES: usize = 8 * 1024 * 1024;
 /// `permissions K` is capped here.
 const MAX_PERMISSIONS: u32 = 1000;
+/// What `run` replies of a command's output, at most (stdout, then stderr).
+const MAX_RUN_OUTPUT: usize = 64 * 1024;
 /// `crash` with no code exits with this status.
 const DEFAULT_CRASH_CODE: i32 = 3;
 /// The only variables the `env` directive shows.
@@ -610,6 +614,15 @@ enum Directive<'a> {
         path: &'a str,
         text: &'a str,
     },
+    /// Written by the agent process itself, as an agent's own tool would (the sandbox's concern).
+    Put {
+        path: &'a str,
+        text: &'a str,
+    },
+    /// Run by the agent itself through `sh -c`, never asking.
+    Run {
+        command: &'a str,
+    },
     Sleep {
         ms: u64,
     },
@@ -672,6 +685,12 @@ fn parse_directive(text: &str) -> Directive<'_> {
             Some((path, text)) => Directive::FsWrite { path, text },
             None => Directive::Usage("usage: fswrite <path> <text...>"),
         },
+        "put" => match first_and_tail(rest) {
+            Some((path, text)) => Directive::Put { path, text },
+            None => Directive::Usage("usage: put <path> <text...>"),
+        },
+        "run" if rest.is_empty() => Directive::Usage("usage: run <command...>"),
+        "run" => Directive::Run { command: rest },
         "shell" if rest.is_empty() => Directive::Usage("usage: shell <command...>"),
         "shell" => Directive::Shell { command: rest },
         "permissions" => match args.next().map(str::parse::<u32>) {
@@ -903,6 +922,14 @@ impl Turn {
                 };
                 self.chunk(&reply).await;
             }
+            Directive::Put { path, text } => {
+                let reply = match std::fs::write(join_path(&self.cwd, path), text) {
+                    Ok(()) => format!("put {path}: ok"),
+                    Err(e) => format!("put {path}: {e}"),
+                };
+                self.chunk(&reply).await;
+            }
+            Directive::Run { command } => self.run_command(command).await?,
             Directive::Sleep { ms } => {
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(ms)) => self.chunk(&format!("slept {ms}")).await,
@@ -1179,6 +1206,51 @@ impl Turn {
         Ok(())
     }
 
+    /// `run`: the agent's own shell tool, as Claude Code's or Qwen Code's runs without asking when
+    /// they are told to: a `tool_call`, `sh -c` in the session's cwd, then the call `completed` (exit
+    /// 0) or `failed` with the output, and the same output as the reply.
+    async fn run_command(&self, command: &str) -> Result<(), Cancelled> {
+        let tool_call_id = self.new_tool_call_id();
+        self.update(json!({
+            "sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": format!("Run {command}"),
+            "kind": "execute", "status": "in_progress", "rawInput": {"command": command},
+        }))
+        .await;
+        let run = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&self.cwd)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let (ok, reply) = tokio::select! {
+            out = run => match out {
+                Ok(out) => {
+                    let code = out.status.code().map_or_else(|| "signal".to_owned(), |c| c.to_string());
+                    let mut text = format!("exit {code}\n");
+                    text.push_str(&String::from_utf8_lossy(&out.stdout));
+                    text.push_str(&String::from_utf8_lossy(&out.stderr));
+                    let mut end = text.len().min(MAX_RUN_OUTPUT);
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    text.truncate(end);
+                    (out.status.success(), text)
+                }
+                Err(e) => (false, format!("cannot run sh: {e}")),
+            },
+            () = self.cancel.cancelled() => return Err(Cancelled),
+        };
+        self.update(json!({
+            "sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+            "status": if ok { "completed" } else { "failed" },
+            "content": [{"type": "content", "content": {"type": "text", "text": reply}}],
+        }))
+        .await;
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
     async fn permissions(&self, count: u32) -> Result<(), Cancelled> {
         let mut outcomes = Vec::new();
         for i in 1..=count {
@@ -1275,6 +1347,11 @@ mod tests {
         assert!(matches!(parse_directive("write"), Directive::Usage(_)));
         assert_eq!(parse_directive("fswrite ../x y"), Directive::FsWrite { path: "../x", text: "y" });
         assert_eq!(parse_directive("shell rm -rf  build"), Directive::Shell { command: "rm -rf  build" });
+        assert_eq!(parse_directive("put ../x y z"), Directive::Put { path: "../x", text: "y z" });
+        assert_eq!(parse_directive("run touch  /tmp/x"), Directive::Run { command: "touch  /tmp/x" });
+        assert_eq!(parse_directive("run"), Directive::Usage("usage: run <command...>"));
+        assert_eq!(parse_directive("put x"), Directive::Put { path: "x", text: "" }, "an empty file");
+        assert_eq!(parse_directive("put"), Directive::Usage("usage: put <path> <text...>"));
         assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
         assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
         assert_eq!(

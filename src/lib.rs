@@ -11,8 +11,8 @@
 //!                                            ├─► devices ────┘
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config
-//! beside the house (imported by main only): demo_agent ─► acp
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle
+//! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
 //! - Nothing imports [`http`] but [`server`]; only [`http`] knows axum, tower-http and hyper.
@@ -42,12 +42,15 @@
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
+//! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
+//! - [`service`]: `mediatord service install --user`: the systemd user unit the package ships,
+//!   written for a binary installed anywhere.
 
 pub mod acp;
 pub mod agent;
@@ -65,5 +68,7 @@ pub mod notify;
 pub mod path;
 pub mod permission;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod sync;
+pub mod throttle;

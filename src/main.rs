@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use mediatord::agent::guard::{self, GuardArgs};
+use mediatord::agent::sandbox;
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
+use mediatord::service::{ServiceAction, ServiceArgs};
 
 const ABOUT: &str = "Share one ACP coding agent among many HTTP + SSE clients";
 
@@ -44,6 +46,8 @@ enum Command {
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
+    /// Run as a systemd service: `mediatord service install --user` writes the user unit.
+    Service(ServiceArgs),
     /// Print a shell completion script to stdout (see docs/operations.md for where it goes).
     Completions {
         /// The shell to complete for.
@@ -58,6 +62,10 @@ enum Command {
     /// Internal: runs an agent command so that it dies with the daemon (see `agent::guard`).
     #[command(hide = true)]
     AgentGuard(GuardArgs),
+    /// Internal: confines itself as a guard would and prints what the kernel enforces (see
+    /// `agent::sandbox`); the daemon runs it once at boot.
+    #[command(hide = true)]
+    SandboxProbe,
 }
 
 /// How `pair` and `devices` reach the running daemon.
@@ -423,6 +431,16 @@ fn main() -> ExitCode {
             for warning in &config.warnings {
                 tracing::warn!("{warning}");
             }
+            // Before the listener: an agent that must run confined on a kernel that cannot confine
+            // it refuses the boot like a bad flag does.
+            let support = sandbox::support(&config.default_agent().command.guard);
+            match sandbox::boot_check(&config.agents, support) {
+                Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
+                Err(e) => {
+                    say(&format!("mediatord: {e}"));
+                    return ExitCode::from(2);
+                }
+            }
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
@@ -494,6 +512,19 @@ fn main() -> ExitCode {
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
         Command::Connect(args) => mediatord::http::connect::main(args),
+        Command::Service(ServiceArgs { action: ServiceAction::Install(args) }) => {
+            match mediatord::service::install_user_here(&args) {
+                Ok(report) => {
+                    let _ = write!(io::stdout(), "{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    say(&format!("mediatord service: {e}"));
+                    ExitCode::from(e.exit_code())
+                }
+            }
+        }
         Command::AgentGuard(args) => ExitCode::from(guard::run(args).clamp(0, 255) as u8),
+        Command::SandboxProbe => ExitCode::from(sandbox::probe_main().clamp(0, 255) as u8),
     }
 }

@@ -45,7 +45,8 @@ pub struct Snapshot {
     pub pending_permissions: usize,
     /// Live sessions.
     pub sessions: usize,
-    /// Always `"ok"`: the daemon answered.
+    /// `"ok"`; `"degraded"` once the store lost a write other than an event since the start (the
+    /// store's `writesDropped`, `writesFailed` or `commitsFailed` is not 0).
     pub status: &'static str,
     /// The durable store's figures.
     pub store: StoreFigures,
@@ -72,6 +73,24 @@ pub struct Snapshot {
     pub ring_bytes: u64,
     /// Notification deliveries (`docs/notifications.md`).
     pub notifications: NotifyCounts,
+    /// What confines the default agent, and the refused writes seen.
+    pub sandbox: SandboxFigures,
+}
+
+/// `/health?deep=1`'s `sandbox`: what confines the default agent (and its sessions' shell commands),
+/// as `/capabilities` says it, and the refused writes the daemon saw since the start.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SandboxFigures {
+    /// `landlock`, `off` or `unsupported`.
+    pub kind: &'static str,
+    /// The Landlock ABI in use, when the kernel has one.
+    pub abi: Option<u8>,
+    /// Where writes are allowed, when enforced.
+    pub writable: Option<Vec<String>>,
+    /// TCP connections allowed, when enforced: `"any"`, `"none"` or the ports.
+    pub net: Option<serde_json::Value>,
+    /// Confined tool calls and shell commands whose output read like a refused write.
+    pub denials: u64,
 }
 
 /// `/health?deep=1`'s `notifications`: what the notification workers did since the start.
@@ -106,8 +125,13 @@ pub struct StoreFigures {
     pub events_dropped: u64,
     /// Gap markers written.
     pub gaps: u64,
-    /// Other writes (audit, sessions, rules) the writer's queue had no room for.
+    /// Other writes (audit, sessions, rules, devices) the writer's queue had no room for.
     pub writes_dropped: u64,
+    /// Other writes lost in a transaction that failed (the database busy past its timeout, the
+    /// disk full or failing). The acknowledged ones among them were refused, not acknowledged.
+    pub writes_failed: u64,
+    /// Transactions that failed.
+    pub commits_failed: u64,
 }
 
 /// `/health?deep=1`'s `agent`: the program `--agent` names (its arguments are left out: they may
@@ -148,6 +172,9 @@ pub struct Metrics {
     notifications_dropped: Counter,
     /// From the event to the target's final answer.
     notification_duration: Histogram,
+    /// Confined tool calls (`source="agent"`) and session shell commands (`source="shell"`) whose
+    /// output read like a refused write.
+    sandbox_denials: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -163,6 +190,7 @@ impl Default for Metrics {
             notifications: Family::default(),
             notifications_dropped: Counter::default(),
             notification_duration: Histogram::new(NOTIFY_BUCKETS),
+            sandbox_denials: Family::default(),
         }
     }
 }
@@ -205,6 +233,19 @@ impl Metrics {
     /// A notification was dropped from a full queue.
     pub fn notification_dropped(&self) {
         self.notifications_dropped.inc();
+    }
+
+    /// A confined tool call or shell command (`source`: `agent`, `shell`) reported a refused write.
+    pub fn sandbox_denial(&self, source: &'static str) {
+        self.sandbox_denials.get_or_create(&vec![("source", source.to_owned())]).inc();
+    }
+
+    /// Refused writes seen, every source together.
+    pub fn sandbox_denials(&self) -> u64 {
+        ["agent", "shell"]
+            .iter()
+            .map(|s| self.sandbox_denials.get_or_create(&vec![("source", (*s).to_owned())]).get())
+            .sum()
     }
 
     /// The exposition: the counters above plus the gauges and event counters of `now`.
@@ -295,6 +336,16 @@ impl Metrics {
             "Audit, session and rule writes the store's writer had no room for",
             counter(st.writes_dropped),
         );
+        r.register(
+            "store_writes_failed",
+            "Audit, session, rule and device writes lost in a failed transaction",
+            counter(st.writes_failed),
+        );
+        r.register(
+            "store_commits_failed",
+            "Transactions of the store's writer that failed",
+            counter(st.commits_failed),
+        );
         r.register("notifications", "Notification deliveries by outcome", self.notifications.clone());
         r.register(
             "notifications_dropped",
@@ -305,6 +356,11 @@ impl Metrics {
             "notification_duration_seconds",
             "Time from an event to its notification target's final answer",
             self.notification_duration.clone(),
+        );
+        r.register(
+            "sandbox_denials",
+            "Confined tool calls and session shell commands whose output read like a refused write (EACCES, EPERM), by source",
+            self.sandbox_denials.clone(),
         );
         let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
         uptime.set(now.uptime.as_secs_f64());

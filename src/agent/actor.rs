@@ -222,7 +222,7 @@ impl Actor {
         groups: &ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Actor> {
-        let (process, pipes) = process::spawn(&spec.command, &spec.env, &workspace, groups)?;
+        let (process, pipes) = process::spawn(&spec.command, &spec.env, &workspace, groups, &spec.sandbox)?;
         let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
         tokio::spawn(write_lines(pipes.stdin, lines));
         let codec = LineCodec::default();

@@ -10,6 +10,12 @@
 //! or the same signal), so the daemon sees the real exit status. If the daemon goes away — even by
 //! SIGKILL, where no cleanup code of the daemon runs — the guard kills every descendant and the whole
 //! group. Everything here is safe Rust: pidfds replace signal handlers and `pre_exec`.
+//!
+//! With `--confine` the guard confines itself ([`super::sandbox::confine`]) once its pidfds and
+//! subreaper are set up, and before it starts the command, which inherits the domain with every
+//! process it starts. Under it the guard still does its whole job: polling pidfds, `waitpid` and
+//! reading `/proc` are not writes, and every process it signals (its own group, its descendants)
+//! is in its domain or a nested one, which Landlock's signal scope allows.
 
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
@@ -17,6 +23,7 @@ use std::process::{Command, ExitStatus};
 
 use rustix::event::{PollFd, PollFlags, poll};
 
+use super::sandbox::{self, ConfineArgs, EXIT_CONFINE_FAILED};
 use crate::exec::kill_and_reap_descendants;
 use rustix::process::{
     Pid, PidfdFlags, Signal, getpgrp, getpid, getppid, kill_process, kill_process_group, pidfd_open,
@@ -28,6 +35,14 @@ pub struct GuardArgs {
     /// The daemon's pid: the guard kills the agent's process group when it is gone.
     #[arg(long)]
     pub parent: i32,
+    /// Kernel confinement of the command (`agent::sandbox`).
+    #[command(flatten)]
+    pub sandbox: ConfineArgs,
+    /// When the confined command fails, say on stderr how a refused write shows and what to do
+    /// about it (for agents, whose stderr tail reaches the client; not for shell commands, whose
+    /// output is the user's).
+    #[arg(long)]
+    pub explain_denials: bool,
     /// The agent program and its arguments.
     #[arg(last = true, required = true)]
     pub argv: Vec<String>,
@@ -58,7 +73,15 @@ pub fn run(args: GuardArgs) -> i32 {
         Some(split) => split,
         None => return 2,
     };
-    let mut child = match Command::new(program).args(rest).spawn() {
+    let mut command = Command::new(program);
+    command.args(rest);
+    if let Err(e) = sandbox::confine(&args.sandbox, &mut command) {
+        let _ =
+            writeln!(std::io::stderr(), "agent-guard: cannot confine {program:?}, so it is not started: {e}");
+        return EXIT_CONFINE_FAILED;
+    }
+    let explain = args.sandbox.confine && args.explain_denials;
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "cannot start agent {program:?}: {e}");
@@ -72,7 +95,7 @@ pub fn run(args: GuardArgs) -> i32 {
             // Without a pidfd we can still block on the child; the daemon's group kill remains.
             let status = child.wait();
             kill_and_reap_descendants();
-            return exit_code(status);
+            return exit_code(status, explain);
         }
     };
     loop {
@@ -95,11 +118,22 @@ pub fn run(args: GuardArgs) -> i32 {
     let status = child.wait();
     // The command is gone; what it left running goes with it.
     kill_and_reap_descendants();
-    exit_code(status)
+    exit_code(status, explain)
 }
 
-fn exit_code(status: std::io::Result<ExitStatus>) -> i32 {
+/// Appended to a confined agent's stderr when it fails, so the error a client sees says where to
+/// look when the cause was a refused write.
+const DENIAL_HINT: &str = "mediatord: the agent ran confined (sandbox: workspace): it may write only in its \
+workspace, its sandbox.writable paths and its private TMPDIR; a write elsewhere fails with EACCES \
+(\"Permission denied\"). If that is why it failed, add the path it names to the agent's \
+sandbox.writable in the config file (or --sandbox-writable), or run with --sandbox off \
+(docs/operations.md#the-sandbox)";
+
+fn exit_code(status: std::io::Result<ExitStatus>, explain: bool) -> i32 {
     let Ok(status) = status else { return 1 };
+    if explain && !status.success() {
+        let _ = writeln!(std::io::stderr(), "{DENIAL_HINT}");
+    }
     if let Some(code) = status.code() {
         return code;
     }

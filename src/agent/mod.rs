@@ -7,6 +7,8 @@
 //! - `codec`: the reader's line splitter and the stdin writer task.
 //! - `process`: spawning behind the guard in its own process group; the stderr tail.
 //! - [`guard`]: the `agent-guard` program that kills the group if the daemon dies.
+//! - [`sandbox`]: kernel confinement (Landlock) the guard applies to itself before it starts the
+//!   agent or a shell command; the private temporary directory; what is enforced, for reports.
 //! - `fs`: the agent's `fs/*` requests, confined to the workspace.
 //!
 //! Imports `acp` and the leaves only; never `permission`, `daemon` or `http`.
@@ -17,6 +19,7 @@ mod fs;
 pub mod guard;
 mod handle;
 mod process;
+pub mod sandbox;
 
 pub use handle::AgentHandle;
 pub use process::{ProgramError, resolve_program};

@@ -1,6 +1,7 @@
 //! Spawning an agent: its own process group behind the guard (listed in the daemon's
 //! [`ProcessGroups`]), piped stdio, stderr forwarded to the log with its tail kept for error
-//! messages, and the whole group killed on drop.
+//! messages, and the whole group killed on drop. Confined (`super::sandbox`) unless the agent's
+//! sandbox is off.
 
 use std::collections::VecDeque;
 use std::io;
@@ -11,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::config::{AgentCommand, SECRET_ENV};
+use super::sandbox;
+use crate::config::{AgentCommand, SECRET_ENV, SandboxSettings};
 use crate::exec::{ProcessGroup, ProcessGroups};
 use crate::sync::lock;
 
@@ -61,6 +63,8 @@ pub(crate) struct AgentProcess {
     /// The guard's group (the guard leads it; the agent and its children are in it).
     group: Option<ProcessGroup>,
     pub(crate) stderr_tail: StderrTail,
+    /// The confinement's private temporary directory: dropped (removed) after `group` (killed).
+    _sandbox: sandbox::Prepared,
 }
 
 /// The agent's stdio ends the daemon keeps.
@@ -111,19 +115,23 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, ProgramError> {
 }
 
 /// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`,
-/// with `env` set on top of the daemon's environment.
+/// with `env` set on top of the daemon's environment, confined as `confinement` says.
 pub(crate) fn spawn(
     cmd: &AgentCommand,
     env: &[(String, String)],
     cwd: &Path,
     groups: &ProcessGroups,
+    confinement: &SandboxSettings,
 ) -> io::Result<(AgentProcess, AgentPipes)> {
     let program = resolve_program(&cmd.program).map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?;
+    let confined = sandbox::Prepared::new(confinement, sandbox::support(&cmd.guard), cwd)?;
     let mut command = tokio::process::Command::new(&cmd.guard);
     command
         .arg("agent-guard")
         .arg("--parent")
         .arg(std::process::id().to_string())
+        .args(confined.guard_args())
+        .args(confined.is_confined().then_some("--explain-denials"))
         .arg("--")
         .arg(&program)
         .args(&cmd.args)
@@ -165,7 +173,10 @@ pub(crate) fn spawn(
             }
         }
     });
-    Ok((AgentProcess { child, pid, group, stderr_tail: tail }, AgentPipes { stdin, stdout }))
+    Ok((
+        AgentProcess { child, pid, group, stderr_tail: tail, _sandbox: confined },
+        AgentPipes { stdin, stdout },
+    ))
 }
 
 impl AgentProcess {

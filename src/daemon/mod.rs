@@ -19,7 +19,7 @@ mod history;
 mod session;
 mod shell;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -39,9 +39,9 @@ pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;
-use crate::agent::AgentHandle;
+use crate::agent::{AgentHandle, sandbox};
 use crate::config::{AgentSpec, Config, SessionScope};
-use crate::devices::Devices;
+use crate::devices::{Device, Devices, RevokeError, StreamLimits};
 use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
@@ -60,6 +60,8 @@ pub struct AgentState {
     pub workspaces: Vec<PathBuf>,
     /// Its latest `initialize` answer, once it has been started.
     pub initialize: Option<Arc<Value>>,
+    /// What confines it.
+    pub sandbox: sandbox::Report,
 }
 
 /// Whether `program` can be run now, and if not, why (checked at each call: installing the agent
@@ -117,6 +119,10 @@ pub struct Daemon {
     creating: AtomicUsize,
     /// Fired by the first shutdown signal: creates are refused from then on.
     pub draining: CancellationToken,
+    /// The sessions the drain ended, so a prompt that reaches one after it left the table is still
+    /// told the daemon is draining rather than that the session does not exist. Filled once, by
+    /// `drain`, with at most the live sessions (bounded by `--max-sessions`).
+    drained: Mutex<HashSet<String>>,
     /// Fired to end every SSE stream.
     pub streams_end: CancellationToken,
     started: Instant,
@@ -200,7 +206,8 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
         let notifier =
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
-        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl));
+        let stream_limits = StreamLimits::leaving_a_quarter(config.connection_cap(), config.max_subscribers);
+        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl, stream_limits));
         Arc::new(Daemon {
             devices,
             store,
@@ -212,6 +219,7 @@ impl Daemon {
             reported: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
             draining: CancellationToken::new(),
+            drained: Mutex::default(),
             streams_end: CancellationToken::new(),
             started: Instant::now(),
             bus_stats: Arc::default(),
@@ -223,6 +231,14 @@ impl Daemon {
 
     pub fn session(&self, id: &str) -> Result<Arc<Session>, SessionError> {
         lock(&self.sessions).get(id).cloned().ok_or_else(|| SessionError::not_found(id))
+    }
+
+    /// The live session a prompt is for. A session the drain ended leaves the table once its turn
+    /// has answered (or the grace ran out); a prompt for it after that is refused as draining, like
+    /// one that arrived a moment earlier, not as unknown.
+    pub fn session_for_prompt(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        self.session(id)
+            .map_err(|e| if lock(&self.drained).contains(id) { SessionError::Draining } else { e })
     }
 
     /// The live session that knows permission request `request_id` (pending or recently decided),
@@ -239,6 +255,17 @@ impl Daemon {
         let mut all: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         all
+    }
+
+    /// Revokes a paired device once the store has it (`Devices::revoke`), then takes it out of
+    /// every live session's clients and voters: a revoked device never counts toward a quorum,
+    /// and a pending request it was holding up is decided by the votes left.
+    pub async fn revoke_device(&self, id: &str) -> Result<Device, RevokeError> {
+        let device = self.devices.revoke(id).await?;
+        for session in self.all_sessions() {
+            session.forget_voter(id);
+        }
+        Ok(device)
     }
 
     /// Removes a session from the tables at once (DELETE), so it is 404 from now on.
@@ -496,6 +523,7 @@ impl Daemon {
             call_timeout: timeout,
             agent_result: result,
             metrics: self.metrics.clone(),
+            confined: self.config.agent(name).is_some_and(|a| self.sandbox_report(a).kind == "landlock"),
             store: self.store.clone(),
             notifier: self.notifier.clone(),
             on_finished: Box::new(move |id: &str| {
@@ -766,23 +794,23 @@ impl Daemon {
         let workspaces = running.iter().collect::<std::collections::HashSet<_>>().len();
         let stats = &self.bus_stats;
         let agent = program_state(&self.config.default_agent().command.program);
+        let store = self.store.stats();
         Snapshot {
             active_prompts: sessions.iter().filter(|s| s.has_active_prompt()).count(),
             agent,
             agents,
             pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
             sessions: sessions.len(),
-            status: "ok",
-            store: {
-                let st = self.store.stats();
-                crate::metrics::StoreFigures {
-                    durable: st.durable,
-                    db_bytes: st.db_bytes,
-                    events_written: st.events_written,
-                    events_dropped: st.events_dropped,
-                    gaps: st.gaps,
-                    writes_dropped: st.writes_dropped,
-                }
+            status: if store.lost_writes() { "degraded" } else { "ok" },
+            store: crate::metrics::StoreFigures {
+                durable: store.durable,
+                db_bytes: store.db_bytes,
+                events_written: store.events_written,
+                events_dropped: store.events_dropped,
+                gaps: store.gaps,
+                writes_dropped: store.writes_dropped,
+                writes_failed: store.writes_failed,
+                commits_failed: store.commits_failed,
             },
             subscribers: stats.subscribers.load(Ordering::Relaxed),
             uptime: self.started.elapsed(),
@@ -793,7 +821,22 @@ impl Daemon {
             slow_stream_warnings: stats.warnings.load(Ordering::Relaxed),
             ring_bytes: stats.ring_bytes.load(Ordering::Relaxed),
             notifications: self.notifier.counts(),
+            sandbox: {
+                let r = self.sandbox_report(self.config.default_agent());
+                crate::metrics::SandboxFigures {
+                    kind: r.kind,
+                    abi: r.abi,
+                    writable: r.writable,
+                    net: r.net,
+                    denials: self.metrics.sandbox_denials(),
+                }
+            },
         }
+    }
+
+    /// What confines `agent` on this kernel (`/capabilities`, `/health?deep=1`, `GET /agents`).
+    pub fn sandbox_report(&self, agent: &AgentSpec) -> sandbox::Report {
+        sandbox::Report::new(&agent.sandbox, sandbox::support(&agent.command.guard))
     }
 
     /// Every configured agent, the default first: its program, where it runs now, and its latest
@@ -819,6 +862,7 @@ impl Daemon {
                     program: program_state(&spec.command.program),
                     workspaces,
                     initialize: reported.get(&spec.name).cloned(),
+                    sandbox: self.sandbox_report(spec),
                 }
             })
             .collect()
@@ -827,13 +871,22 @@ impl Daemon {
     /// Runs a session shell command for `client` (the HTTP floor checked it may), bounded by
     /// `--shell-timeout-ms` and cut short by the drain.
     pub async fn run_shell(&self, session: &Session, client: &str, command: &str) -> ShellOutcome {
+        let agent = self.config.agent(&session.agent_name).unwrap_or_else(|| self.config.default_agent());
         let limits = shell::ShellLimits {
             guard: &self.config.default_agent().command.guard,
             timeout: self.config.shell_timeout,
             stop: &self.draining,
             groups: &self.groups,
+            sandbox: &agent.sandbox,
         };
-        shell::run(session, client, command, &limits).await
+        let outcome = shell::run(session, client, command, &limits).await;
+        if self.sandbox_report(agent).kind == "landlock"
+            && outcome.exit_code != Some(0)
+            && sandbox::looks_denied(&outcome.output)
+        {
+            self.metrics.sandbox_denial("shell");
+        }
+        outcome
     }
 
     /// The first signal: refuse creates, end sessions (cancelling their turns and permissions), let
@@ -842,6 +895,7 @@ impl Daemon {
     pub async fn drain(&self, grace: Duration) {
         self.draining.cancel();
         let sessions = self.all_sessions();
+        lock(&self.drained).extend(sessions.iter().map(|s| s.id.clone()));
         for session in &sessions {
             session.end(EndReason::Shutdown);
         }

@@ -10,7 +10,7 @@
 //! [`Mediator`] ([`Host`]). It reaches its agent only through [`acp::Agent`], so its unit tests
 //! run on a fake agent and no process.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -82,6 +82,9 @@ enum Origin {
 #[derive(Debug, Default)]
 struct Clients {
     seen: HashMap<String, (u64, Origin)>,
+    /// Registered ids that may not vote (paired observers): registered like any client, never
+    /// counted among the voters.
+    observers: HashSet<String>,
 }
 
 impl Clients {
@@ -104,6 +107,7 @@ impl Clients {
                 && let Some(oldest) = class.min_by_key(|(_, (seen, _))| *seen).map(|(k, _)| k.clone())
             {
                 self.seen.remove(&oldest);
+                self.observers.remove(&oldest);
             }
         }
         self.seen.insert(id.to_owned(), (now, origin));
@@ -231,6 +235,8 @@ pub(super) struct SessionInit {
     /// The agent's `session/new` result (models, modes, `_meta`), shown to clients.
     pub(super) agent_result: Value,
     pub(super) metrics: Arc<Metrics>,
+    /// The agent runs confined (`agent::sandbox`): its tool results are read for refused writes.
+    pub(super) confined: bool,
     /// Where the session's end is recorded.
     pub(super) store: Arc<dyn Store>,
     pub(super) notifier: Arc<Notifier>,
@@ -259,6 +265,8 @@ pub struct Session {
     bus: Arc<Bus>,
     mediator: Mediator,
     metrics: Arc<Metrics>,
+    /// See [`SessionInit::confined`].
+    confined: bool,
     store: Arc<dyn Store>,
     /// Hands the events targets may want to the notification queues (never waits).
     notifier: Arc<Notifier>,
@@ -306,6 +314,7 @@ impl Session {
             bus: init.bus,
             mediator: init.mediator,
             metrics: init.metrics,
+            confined: init.confined,
             store: init.store,
             notifier: init.notifier,
             call_timeout: init.call_timeout,
@@ -329,6 +338,21 @@ impl Session {
         lock(&self.clients).touch(client_id, Origin::Named)
     }
 
+    /// Registers (or refreshes) a client that may not vote (a paired observer): it is a client of
+    /// the session, never one of its voters.
+    pub fn touch_observer(&self, client_id: &str) -> u64 {
+        let mut clients = lock(&self.clients);
+        clients.observers.insert(client_id.to_owned());
+        clients.touch(client_id, Origin::Named)
+    }
+
+    /// `client_id` may vote no more (a revoked device): it leaves the session's clients and the
+    /// voters of its pending requests.
+    pub fn forget_voter(&self, client_id: &str) {
+        self.remove_client(client_id);
+        self.permissions().voter_gone(client_id);
+    }
+
     /// Registers a client id the daemon minted for a caller that sent none (`POST /session`
     /// without a client id); returns its last-seen time.
     pub fn touch_minted_client(&self, client_id: &str) -> u64 {
@@ -340,7 +364,9 @@ impl Session {
     }
 
     pub fn remove_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).seen.remove(client_id).is_some()
+        let mut clients = lock(&self.clients);
+        clients.observers.remove(client_id);
+        clients.seen.remove(client_id).is_some()
     }
 
     pub fn client_ids(&self) -> Vec<String> {
@@ -437,6 +463,9 @@ impl Session {
             _ => return,
         };
         let Some(id) = update.get("toolCallId").and_then(Value::as_str) else { return };
+        if self.confined && !replace && refused_write(update) {
+            self.metrics.sandbox_denial("agent");
+        }
         let mut calls = lock(&self.tool_calls);
         if !calls.0.contains_key(id) {
             if calls.1.len() >= MAX_TRACKED_TOOL_CALLS
@@ -703,12 +732,19 @@ impl Host for Session {
         self.current_tag().and_then(|t| t.originator.clone())
     }
 
+    /// The registered clients that may vote now: not the observers (a revoked device is no
+    /// longer registered).
     fn voters(&self) -> Vec<String> {
-        self.client_ids()
+        let clients = lock(&self.clients);
+        let mut ids: Vec<String> =
+            clients.seen.keys().filter(|id| !clients.observers.contains(*id)).cloned().collect();
+        ids.sort();
+        ids
     }
 
     fn is_voter(&self, client_id: &str) -> bool {
-        self.has_client(client_id)
+        let clients = lock(&self.clients);
+        clients.seen.contains_key(client_id) && !clients.observers.contains(client_id)
     }
 
     fn announced_tool_call(&self, tool_call: &Value) -> Value {
@@ -932,6 +968,17 @@ fn set_current(state: &mut Value, field: &str, id: &str) {
 }
 
 /// Copies `from`'s non-null top-level fields onto `into` (ACP's tool-call update semantics).
+/// Whether a `tool_call_update` ends its tool call (`completed` or `failed`) with output that reads
+/// like a refused write: what a confined agent's blocked write looks like from here.
+fn refused_write(update: &Value) -> bool {
+    let ended = matches!(update.get("status").and_then(Value::as_str), Some("completed" | "failed"));
+    ended
+        && ["content", "rawOutput"]
+            .iter()
+            .filter_map(|k| update.get(*k))
+            .any(|v| crate::agent::sandbox::looks_denied(&v.to_string()))
+}
+
 fn overlay(into: &mut Value, from: &Value) {
     if let (Value::Object(into), Value::Object(from)) = (into, from) {
         for (k, v) in from {
@@ -1069,6 +1116,7 @@ mod tests {
             agent_result,
             notifier: Arc::new(Notifier::new(Vec::new(), None, metrics.clone())),
             metrics,
+            confined: true,
             store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
         });
@@ -1402,5 +1450,34 @@ mod tests {
         let resolved = f.until("permission_resolved").await;
         assert_eq!(resolved.last().expect("resolved").1["resolvedBy"], "cancel");
         assert!(!f.session.is_ending(), "a cancel does not end the session");
+    }
+
+    /// Issue #27, finding 3: consensus counts the identities that may vote now. An observer that
+    /// opened the stream (or sent a heartbeat) is a client, not a voter; a voter that leaves (a
+    /// revoked device) takes its place in the quorum and its vote with it, so the one left decides.
+    #[tokio::test]
+    async fn consensus_counts_only_voters_and_a_voter_that_leaves_lets_the_rest_decide() {
+        let mut f = fixture(5, Policy::Consensus);
+        f.session.touch_client("alice");
+        f.session.touch_observer("dev-observer");
+        f.session.touch_client("dev-voter");
+        assert_eq!(f.session.voters(), ["alice", "dev-voter"]);
+        assert!(!f.session.is_voter("dev-observer"));
+        assert!(f.session.has_client("dev-observer"), "still a client of the session");
+        f.session.enqueue(text_prompt("ask")).expect("queued");
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let session = f.session.clone();
+        let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
+        let request = tokio::spawn(async move { session.request_permission(asked).await });
+        let raised = f.until("permission_request").await;
+        let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
+        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        assert_eq!(f.session.permissions().vote(&request_id, Some("alice"), true, &vote), Ok(()));
+        assert!(f.session.permissions().is_pending(&request_id), "one of two voters: partial");
+        f.session.forget_voter("dev-voter");
+        let answer = tokio::time::timeout(WAIT, request).await.expect("answered").expect("task");
+        assert_eq!(answer, json!({"outcome": {"outcome": "selected", "optionId": "ok"}}));
+        assert!(!f.session.has_client("dev-voter"));
+        assert_eq!(f.session.voters(), ["alice"]);
     }
 }

@@ -1,7 +1,9 @@
 //! Running a session shell command (`docs/protocol.md#9-session-shell`), once the HTTP floor has
 //! let it through its gates: the `user_shell_command` / `user_shell_result` events, and the command
 //! itself, `sh -c` in the workspace behind the guard (`mediatord agent-guard`, the agents' own),
-//! bounded in time and output. The command is never logged.
+//! bounded in time and output, and confined like the session's agent (`agent::sandbox`: the
+//! guard confines itself before it starts `sh`, with a private temporary directory of the
+//! command's own). The command is never logged.
 //!
 //! The answer comes at the deadline whatever the command does: its output is read without blocking
 //! under the same deadline, so a process that leaves the group (`setsid`) and keeps the pipe open
@@ -18,7 +20,8 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
-use crate::config::SECRET_ENV;
+use crate::agent::sandbox;
+use crate::config::{SECRET_ENV, SandboxSettings};
 use crate::event::EventKind;
 use crate::exec::ProcessGroups;
 
@@ -54,6 +57,8 @@ pub(crate) struct ShellLimits<'a> {
     /// Fired when the daemon drains.
     pub(crate) stop: &'a CancellationToken,
     pub(crate) groups: &'a ProcessGroups,
+    /// The session's agent's sandbox: the shell writes where its agent may.
+    pub(crate) sandbox: &'a SandboxSettings,
 }
 
 /// Runs `command` for `client` on `session`, publishing the command and then its result. The
@@ -98,11 +103,14 @@ struct Finished {
 async fn run_command(command: &str, cwd: &Path, limits: &ShellLimits<'_>) -> std::io::Result<Finished> {
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
     let writer = writer.into_blocking_fd()?;
+    // Held until the command and its group are gone: its private temporary directory goes with it.
+    let confined = sandbox::Prepared::new(limits.sandbox, sandbox::support(limits.guard), cwd)?;
     let mut shell = tokio::process::Command::new(limits.guard);
     shell
         .arg("agent-guard")
         .arg("--parent")
         .arg(std::process::id().to_string())
+        .args(confined.guard_args())
         .arg("--")
         .arg("sh")
         .arg("-c")
@@ -165,6 +173,7 @@ async fn run_command(command: &str, cwd: &Path, limits: &ShellLimits<'_>) -> std
         })
         .await;
     }
+    drop(confined);
     Ok(Finished {
         exit_code: status.and_then(|s| s.code()),
         output: String::from_utf8_lossy(&output.bytes).into_owned(),

@@ -34,6 +34,8 @@ pub enum Failure {
     NoConfigOptions,
     /// `session/prompt`'s `prompt` is not a non-empty array of content blocks.
     InvalidPrompt,
+    /// A vote decided, but the workspace rule it asked for is not on disk.
+    NotRemembered(crate::store::WriteError),
 }
 
 /// Renders a [`Failure`] as a JSON-RPC error object: set by the HTTP floor, which maps domain

@@ -17,7 +17,7 @@ use crate::acp::{PROTOCOL_VERSION, RequestId};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Prompt, Session};
-use crate::permission::{Via, Vote};
+use crate::permission::{RuleError, Via, Vote};
 
 /// `_meta` key naming a configured agent for `session/new`.
 const META_AGENT: &str = "mediatord/agent";
@@ -115,7 +115,7 @@ impl Connection {
                 Err(e) => Reply::Now(Err(e)),
             },
             "session/close" => Reply::Now(self.close_session(params).await),
-            "session/permission" => Reply::Now(self.vote(params, ctx)),
+            "session/permission" => Reply::Now(self.vote(params, ctx).await),
             "_qwen/session/heartbeat" => Reply::Now(self.heartbeat(params)),
             "_qwen/session/detach" => Reply::Now(self.leave(params)),
             "_qwen/session/context" => Reply::Now(self.context(params)),
@@ -347,7 +347,9 @@ impl Connection {
     }
 
     /// `session/permission` (`@qwen-code/sdk`'s vote): `POST /session/:id/permission/:requestId`.
-    fn vote(&self, params: &Value, ctx: &Ctx) -> Result<Value, Failure> {
+    /// A decision remembered for the workspace is answered once its rule is on disk, as REST's
+    /// is (`docs/operations.md#durability`).
+    async fn vote(&self, params: &Value, ctx: &Ctx) -> Result<Value, Failure> {
         self.may_write()?;
         let request_id = string(params, "requestId")?;
         let vote = Vote::parse(params).ok_or_else(|| {
@@ -362,10 +364,20 @@ impl Connection {
         };
         session.touch_client(&client);
         let device = self.device_name();
-        session
+        let remembered = session
             .permissions()
-            .vote_as(request_id, Some(&client), device.as_deref(), ctx.loopback, &vote, Via::Acp)
+            .vote_remembered(request_id, Some(&client), device.as_deref(), ctx.loopback, &vote, Via::Acp)
             .map_err(Failure::Vote)?;
+        if let Some(remembered) = remembered {
+            match remembered.outcome().await {
+                Ok(()) => {}
+                Err(RuleError::Store(e)) => return Err(Failure::NotRemembered(e)),
+                // The workspace's rules are full: the decision stands unremembered, as over REST.
+                Err(other) => {
+                    tracing::warn!(error = %other, "a decision remembered for the workspace added no rule")
+                }
+            }
+        }
         Ok(json!({}))
     }
 

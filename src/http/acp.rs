@@ -92,6 +92,10 @@ pub(super) fn render(f: &Failure) -> RpcError {
         Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
         Failure::NoConfigOptions => ApiError::ConfigOptionsUnsupported,
         Failure::InvalidPrompt => ApiError::InvalidPrompt,
+        Failure::NotRemembered(e) => ApiError::store_unavailable(
+            "The decision was applied, but remembering it for the workspace failed",
+            &e,
+        ),
     };
     rpc_error(&api)
 }

@@ -97,6 +97,7 @@ pub(super) async fn capabilities(
         },
         "agent": {"name": c.default_agent().name, "command": c.default_agent().command.display},
         "agents": c.agent_names(),
+        "sandbox": d.sandbox_report(c.default_agent()),
         "identity": super::devices::identity(caller.as_deref()),
     }))
 }
@@ -126,6 +127,7 @@ pub(super) async fn agents(State(d): State<AppState>) -> Json<Value> {
                 "running": !a.workspaces.is_empty(),
                 "workspaces": a.workspaces.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
                 "initialize": initialize,
+                "sandbox": a.sandbox,
             });
             if let Some(error) = a.program.error {
                 out["error"] = json!(error);

@@ -399,6 +399,22 @@ fn schemas() -> Value {
     status_props["subscribers"] = int.clone();
     status_props["pendingPrompts"] = int.clone();
     let codes: Vec<&str> = ApiError::all().iter().map(ApiError::code).collect();
+    let sandbox = json!({
+        "type": "object",
+        "required": ["kind", "abi", "writable", "net"],
+        "description": "What confines the agent and its sessions' shell commands (docs/protocol.md §4.12)",
+        "properties": {
+            "kind": {"enum": ["landlock", "off", "unsupported"], "description": "landlock: enforced; off: turned off; unsupported: the kernel cannot (agents run unconfined)"},
+            "abi": {"type": ["integer", "null"], "description": "The Landlock ABI the kernel offers; null without Landlock"},
+            "writable": {"type": ["array", "null"], "items": string, "description": "Where writes are allowed, when enforced: `<workspace>`, `<private tmp>`, then absolute paths"},
+            "net": {
+                "description": "TCP connections allowed, when enforced: any, none, or these ports (always any below ABI 4)",
+                "oneOf": [{"enum": ["any", "none"]}, {"type": "array", "items": {"type": "integer"}}, {"type": "null"}],
+            },
+        },
+    });
+    let mut health_sandbox = sandbox.clone();
+    health_sandbox["properties"]["denials"] = json!({"type": "integer", "description": "Confined tool calls and shell commands whose output read like a refused write, since the start"});
     let mut schemas = json!({
         "Error": {
             "type": "object",
@@ -449,7 +465,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["status"],
             "properties": {
-                "status": {"const": "ok"},
+                "status": {"enum": ["ok", "degraded"], "description": "`degraded` once the store lost a write other than an event since the start (`store.writesDropped`, `writesFailed` or `commitsFailed` above 0); the shallow `/health` says `ok` whenever the daemon answers"},
                 "sessions": int, "workspaces": int, "agents": int, "pendingPermissions": int,
                 "activePrompts": int, "subscribers": int, "uptimeMs": int,
                 "notifications": {
@@ -467,10 +483,11 @@ fn schemas() -> Value {
                     "type": "object",
                     "properties": {
                         "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
-                        "writesDropped": int,
+                        "writesDropped": int, "writesFailed": int, "commitsFailed": int,
                     },
                     "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §14)",
                 },
+                "sandbox": health_sandbox,
             },
         },
         "Capabilities": {
@@ -498,6 +515,7 @@ fn schemas() -> Value {
                         "scope": {"type": "array", "items": {"enum": ["read", "write", "operator"]}},
                     },
                 },
+                "sandbox": sandbox,
             },
         },
         "AgentList": {
@@ -519,6 +537,7 @@ fn schemas() -> Value {
                             "agentCapabilities": object, "authMethods": {"type": "array", "items": object},
                         },
                     },
+                    "sandbox": sandbox,
                 },
             }}},
         },
@@ -707,7 +726,7 @@ fn device_schemas() -> Value {
             "required": ["code"],
             "properties": {
                 "code": string, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
-                "cookieOnly": {"type": "boolean", "description": "Answer `token: null`: the credential goes only into the HttpOnly cookie (what the web app asks)"},
+                "cookieOnly": {"type": "boolean", "description": "Ignored: the credential is never a cookie (cookies ignore ports, docs/operations.md#the-browsers-credential)"},
             },
         },
         "Paired": {
@@ -715,7 +734,7 @@ fn device_schemas() -> Value {
             "required": ["deviceId", "token", "role", "name"],
             "properties": {
                 "deviceId": string,
-                "token": {"type": ["string", "null"], "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (the cookie set with this answer serves browsers)"},
+                "token": {"type": "string", "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (browsers keep it in the daemon's origin's storage; it is never a cookie)"},
                 "role": {"enum": ["voter", "observer"]}, "name": string,
             },
         },

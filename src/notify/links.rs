@@ -14,20 +14,30 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::sync::lock;
+use crate::throttle::{Budget, Failures};
 
 /// Links kept at most; the oldest is forgotten first (its token then answers like an unknown one).
 /// 4096 = 64 pending requests (a session's cap) × 4 options × 16 targets, for a busy session.
 pub(super) const MAX_LINKS: usize = 4096;
 /// A token's length in hex characters (32 random bytes).
 pub(super) const TOKEN_HEX_LEN: usize = 64;
-/// Unknown tokens one peer address may present per window before `/act/` answers it 429: a real
-/// user mistypes a link a few times, a scanner thousands; the token space (2^256) makes guessing
-/// hopeless anyway, this keeps a scanner from costing CPU and log lines.
+/// Unknown tokens one client may present per window before `/act/` answers it 429: a real user
+/// mistypes a link a few times, a scanner thousands; the token space (2^256) makes guessing
+/// hopeless anyway, this keeps a scanner from costing CPU and log lines. A live token is never
+/// refused by it (`crate::throttle`).
 const MAX_UNKNOWN_PER_WINDOW: u32 = 20;
+/// Unknown tokens all clients together may present per window: what spreading guesses over
+/// addresses can buy at most.
+const MAX_UNKNOWN_ALL_PER_WINDOW: u32 = 200;
 const UNKNOWN_WINDOW: Duration = Duration::from_secs(60);
-/// Peer addresses tracked for that limit; when full, the table is cleared (a flood of distinct
-/// addresses is beyond what a per-address limit can help with).
+/// Clients tracked for that limit at once.
 const MAX_TRACKED_PEERS: usize = 1024;
+const UNKNOWN_BUDGET: Budget = Budget {
+    per_client: MAX_UNKNOWN_PER_WINDOW,
+    global: MAX_UNKNOWN_ALL_PER_WINDOW,
+    window: UNKNOWN_WINDOW,
+    max_clients: MAX_TRACKED_PEERS,
+};
 
 /// What a link decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,13 +75,22 @@ pub enum LinkError {
 struct Table {
     links: HashMap<[u8; 32], (Link, State)>,
     order: VecDeque<[u8; 32]>,
-    unknown: HashMap<IpAddr, (Instant, u32)>,
 }
 
 /// The link table. Await-free critical sections only.
 #[derive(Default)]
 pub struct Links {
     table: Mutex<Table>,
+    /// Unknown tokens presented, per client and in all.
+    unknown: Mutex<Unknown>,
+}
+
+struct Unknown(Failures);
+
+impl Default for Unknown {
+    fn default() -> Unknown {
+        Unknown(Failures::new(UNKNOWN_BUDGET))
+    }
 }
 
 impl std::fmt::Debug for Links {
@@ -164,26 +183,17 @@ impl Links {
         self.len() == 0
     }
 
-    /// Counts an unknown token from `peer`; whether it is still within its allowance.
+    /// Counts an unknown token from `peer`; whether it is still within its client's and
+    /// everyone's allowance.
     pub fn unknown_attempt(&self, peer: IpAddr, now: Instant) -> bool {
-        let mut t = lock(&self.table);
-        if t.unknown.len() >= MAX_TRACKED_PEERS && !t.unknown.contains_key(&peer) {
-            t.unknown.clear();
-        }
-        let entry = t.unknown.entry(peer).or_insert((now, 0));
-        if now.duration_since(entry.0) >= UNKNOWN_WINDOW {
-            *entry = (now, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
-        entry.1 <= MAX_UNKNOWN_PER_WINDOW
+        lock(&self.unknown).0.failed(peer, now)
     }
 
-    /// Whether `peer` is past its allowance of unknown tokens (checked before any lookup, so a
-    /// scanner gets 429s without costing lookups).
+    /// Whether an unknown token from `peer` would be refused now: its client's or everyone's
+    /// allowance is spent. Asked only once a token turned out unknown: a live one is always
+    /// served, so no client locks another out (behind a proxy, every client is the proxy).
     pub fn is_throttled(&self, peer: IpAddr, now: Instant) -> bool {
-        lock(&self.table).unknown.get(&peer).is_some_and(|(since, n)| {
-            now.duration_since(*since) < UNKNOWN_WINDOW && *n > MAX_UNKNOWN_PER_WINDOW
-        })
+        lock(&self.unknown).0.throttled(peer, now)
     }
 }
 
@@ -242,14 +252,13 @@ mod tests {
     #[test]
     fn unknown_tokens_are_limited_per_peer_and_window() {
         let links = Links::default();
-        let (peer, other) = ("127.0.0.1".parse().expect("ip"), "127.0.0.2".parse().expect("ip"));
+        let (peer, other) = ("10.0.0.1".parse().expect("ip"), "10.0.0.2".parse().expect("ip"));
         let t0 = Instant::now();
         for _ in 0..MAX_UNKNOWN_PER_WINDOW {
             assert!(links.unknown_attempt(peer, t0));
         }
-        assert!(!links.is_throttled(peer, t0));
-        assert!(!links.unknown_attempt(peer, t0));
         assert!(links.is_throttled(peer, t0));
+        assert!(!links.unknown_attempt(peer, t0));
         assert!(!links.is_throttled(other, t0), "per peer");
         assert!(!links.is_throttled(peer, t0 + UNKNOWN_WINDOW), "per window");
         assert!(links.unknown_attempt(peer, t0 + UNKNOWN_WINDOW));

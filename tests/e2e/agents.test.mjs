@@ -10,6 +10,7 @@
 // The last test shuts the daemon down (SIGTERM) and checks that no agent process is left.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { client, methods } from '@agentclientprotocol/sdk';
 import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
@@ -20,6 +21,7 @@ import {
   FAKE_TEXT,
   STALL_OPENING,
   T,
+  WORKSPACE,
   agentText,
   api,
   createSession,
@@ -29,6 +31,7 @@ import {
   show,
   sigtermLeavesNoAgent,
   startPrompt,
+  uniqueName,
   vote,
   waitForFile,
   withTimeout,
@@ -361,6 +364,60 @@ test(tag('a session rule {allow, kinds:[edit], paths:[file]} answers the WRITE p
   const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: 'end of the WRITE turn', from });
   assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
   await waitForFile(file, text);
+});
+
+/** Send `SHELL <command>`, vote allow_once on its permission request, and follow the turn to its end. */
+async function approvedShell(t, ctx, command) {
+  const from = ctx.stream.events.length;
+  const p = await startPrompt(ctx.s.sessionId, `SHELL ${command}`, ctx.s.clientId);
+  const req = await ctx.stream.waitFor(isPermissionRequest(ctx.s.sessionId), { what: `permission_request for SHELL ${command}`, timeoutMs: T.permission, from });
+  const allow = optionByKind(req.data.options, ['allow_once']);
+  const res = await vote(ctx.s.sessionId, req.data.requestId, allow.optionId, ctx.s.clientId);
+  assert.equal(res.status, 200, `vote: ${show(res)}`);
+  const end = await ctx.stream.waitFor(isTurnEnd(p.promptId), { what: `end of the SHELL ${command} turn`, from });
+  assert.equal(end.type, 'turn_complete', JSON.stringify(end.data));
+  assert.equal(end.data.stopReason, 'end_turn');
+  const turn = ctx.stream.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+  noteKinds(turn);
+  return { req, turn };
+}
+
+// The sandbox (docs/operations.md#the-sandbox): the agent runs confined by the kernel, so its own
+// shell tool may write in the workspace and nowhere else, whoever approved the command.
+test(tag('[spec] the daemon reports the agent confined by Landlock (GET /capabilities sandbox)'), async () => {
+  const caps = await api('GET', '/capabilities');
+  assert.equal(caps.json?.sandbox?.kind, 'landlock', `sandbox: ${JSON.stringify(caps.json?.sandbox)}`);
+  assert.ok(caps.json.sandbox.writable.includes('<workspace>'), JSON.stringify(caps.json.sandbox));
+});
+
+test(tag('an approved SHELL command writes inside the workspace'), async (t) => {
+  const ctx = await freshSession('shell-in');
+  const file = workspaceFile(`${AGENT}-shell`);
+  await approvedShell(t, ctx, `echo shell-made > ${file}`);
+  await waitForFile(file, 'shell-made\n');
+});
+
+test(tag('[spec] an approved SHELL command that writes outside the workspace fails visibly, and nothing is written'), async (t) => {
+  const ctx = await freshSession('shell-out');
+  // Beside the workspace: outside it and outside every writable path of the agent.
+  const outside = path.join(path.dirname(WORKSPACE), `${uniqueName(`${AGENT}-outside`)}.txt`);
+  const denialsBefore = (await api('GET', '/health?deep=1')).json?.sandbox?.denials;
+  const { turn } = await approvedShell(t, ctx, `echo escaped > ${outside}`);
+  assert.equal(fs.existsSync(outside), false, `${outside} must not exist: the kernel refuses the write`);
+  // The kernel refused the write; what the client sees of it is the agent's tool result. Where the
+  // agent forwards its tool's output (Qwen Code and Claude Code do), the refusal must be in it, and the
+  // daemon counts it; Gemini CLI reports its shell call `completed` with no content at all.
+  const updates = turn.filter((e) => e.type === 'session_update' && e.data?.update?.sessionUpdate === 'tool_call_update');
+  const forwarded = updates.some((e) => (e.data.update.content ?? []).length > 0 || e.data.update.rawOutput !== undefined);
+  const refusalShown = /Permission denied|EACCES/.test(JSON.stringify(updates));
+  const denialsAfter = (await api('GET', '/health?deep=1')).json?.sandbox?.denials;
+  t.diagnostic(`tool output forwarded: ${forwarded}; refusal shown: ${refusalShown}; sandbox denials counted: ${denialsBefore} -> ${denialsAfter}`);
+  if (forwarded) {
+    assert.ok(refusalShown, `the refusal reaches the transcript: ${JSON.stringify(updates).slice(0, 1500)}`);
+    assert.equal(denialsAfter, denialsBefore + 1, 'the daemon counted the refusal it saw in the tool result');
+  } else {
+    assert.equal(denialsAfter, denialsBefore, 'nothing seen, nothing counted');
+  }
 });
 
 test(tag('DELETE /session/:id: session_closed on both subscribers, streams end, later calls 404; other sessions live on'), async (t) => {

@@ -399,7 +399,10 @@ run_phase() {
 		fi
 	fi
 
-	# Daemon under test.
+	# Daemon under test. Its startup line is read from daemon.out, which the background launch below
+	# truncates only once it runs: empty it here first, or a second phase on the same logs directory
+	# (resume-AGENT) can read the previous daemon's address.
+	: >"$logs/daemon.out"
 	if [[ "$DAEMON" == qwen-serve ]]; then
 		kind=qwen-serve
 		(cd "$ws" && exec "${denv[@]}" "$QWEN" serve --port 0 --no-web --workspace "$ws") >"$logs/daemon.out" 2>"$logs/daemon.err" &

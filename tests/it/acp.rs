@@ -241,15 +241,24 @@ async fn an_observer_device_watches_over_acp_but_is_never_asked_and_cannot_promp
 }
 
 #[tokio::test]
-async fn a_device_cookie_opens_a_websocket_only_from_the_daemons_own_page() {
+async fn a_paired_browser_offers_its_device_credential_as_a_subprotocol_and_no_cookie_is_one() {
+    use base64::Engine;
     let d = Daemon::start(&["--token", TOKEN]);
-    let (_, credential) = d.pair_device(Some(TOKEN), "phone", "voter").await;
+    let (device_id, credential) = d.pair_device(Some(TOKEN), "phone", "voter").await;
     let cookie = format!("mediatord_device={credential}");
-    let cross = AcpWs::try_open(&d, &[("Cookie", &cookie)]).await.err().expect("no Origin: refused");
-    assert!(cross.starts_with("403 ") && cross.contains("origin_required"), "{cross}");
     let own = format!("http://127.0.0.1:{}", d.port);
-    let (mut ws, _) = AcpWs::ready(&d, &[("Cookie", &cookie), ("Origin", &own)]).await;
-    assert_eq!(ws.call("session/list", json!({})).await["result"]["sessions"], json!([]));
+    let by_cookie = AcpWs::try_open(&d, &[("Cookie", &cookie), ("Origin", &own)]).await;
+    assert!(by_cookie.err().is_some_and(|e| e.starts_with("401 ")), "a cookie is no credential");
+    let offered =
+        format!("acp, qwen-bearer.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&credential));
+    let foreign =
+        AcpWs::try_open(&d, &[("Sec-WebSocket-Protocol", &offered), ("Origin", "http://evil.example")]).await;
+    assert!(foreign.err().is_some_and(|e| e.starts_with("403 ") && e.contains("origin_denied")));
+    let mut ws = AcpWs::open(&d, &[("Sec-WebSocket-Protocol", &offered), ("Origin", &own)]).await;
+    assert_eq!(ws.protocol.as_deref(), Some("acp"));
+    ws.call("initialize", json!({"protocolVersion": 1})).await;
+    let created = ws.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(created["result"]["_meta"]["mediatord"]["clientId"], device_id.as_str(), "{created}");
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The floor plan, enforced (`docs/architecture.md`): reads `src/**/*.rs` and fails on
 //!
 //! - an import that goes up a floor, or across between `permission` and `agent`;
-//! - an import of `http` from anywhere but `server`, or of `demo_agent` from inside the library;
+//! - an import of `http` from anywhere but `server`, or of `demo_agent` or `service` from inside the
+//!   library;
 //! - a cycle between files (through `crate::`, `super::` and `self::` paths);
 //! - `axum`, `tower_http` or `hyper` named outside `src/http/` (hyper's client also in
 //!   `src/notify/deliver.rs`);
@@ -23,6 +24,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("metrics", 0),
     ("path", 0),
     ("sync", 0),
+    ("service", 0),
+    ("throttle", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),
@@ -390,6 +393,10 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} imports {shown}: nothing but server imports http"));
             } else if target_top == "demo_agent" {
                 errors.push(format!("{name} imports {shown}: the demo agent is a program of its own"));
+            } else if target_top == "service" {
+                errors.push(format!(
+                    "{name} imports {shown}: `mediatord service` is the binary's, not the daemon's"
+                ));
             } else if theirs > own {
                 errors.push(format!("{name} imports {shown}: up from floor {own} to floor {theirs}"));
             } else if theirs == own && own != 0 {

@@ -51,10 +51,12 @@ fn references(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for quote in ['"', '\''] {
         for part in text.split(quote).skip(1).step_by(2) {
-            if let Some(name) = part.strip_prefix("assets/").or_else(|| part.strip_prefix("./")) {
-                if !name.is_empty() && !name.contains('/') && name.contains('.') {
-                    out.insert(name.to_owned());
-                }
+            if let Some(name) = part.strip_prefix("assets/").or_else(|| part.strip_prefix("./"))
+                && !name.is_empty()
+                && !name.contains('/')
+                && name.contains('.')
+            {
+                out.insert(name.to_owned());
             }
         }
     }

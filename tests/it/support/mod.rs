@@ -10,6 +10,7 @@ mod client;
 mod daemon;
 mod editor;
 mod proxy;
+pub(crate) mod quickstart;
 mod raw;
 mod receiver;
 pub(crate) mod scrape;
