@@ -26,6 +26,7 @@ use super::shared::{Book, Caller, Owner, Shared};
 use super::wire;
 use crate::acp::{Frame, RequestId, RpcError};
 use crate::daemon::{Daemon, Session};
+use crate::devices::StreamPermit;
 use crate::permission::{Via, Vote};
 use crate::sync::lock;
 
@@ -75,6 +76,9 @@ struct Attached {
     stop: CancellationToken,
     /// Streamable HTTP: the lane waiting for its `GET /acp` (`None` while a stream has it).
     parked: Option<Lane>,
+    /// A device's place among the session's readers (`devices::StreamLimits`), held while
+    /// attached, as an SSE stream of the session holds one.
+    _place: Option<StreamPermit>,
 }
 
 /// Activity, for forgetting a Streamable HTTP connection its client abandoned.
@@ -451,13 +455,27 @@ impl Connection {
         );
         {
             let mut attached = lock(&self.attached);
-            if !attached.contains_key(&session.id) && attached.len() >= MAX_SESSIONS_PER_CONNECTION {
+            let old = attached.remove(&session.id);
+            if old.is_none() && attached.len() >= MAX_SESSIONS_PER_CONNECTION {
                 return Err(Failure::TooManySessions);
             }
-            let entry = Attached { session: Arc::downgrade(session), replies: tx, stop, parked: None };
-            if let Some(old) = attached.insert(session.id.clone(), entry) {
-                old.stop.cancel();
-            }
+            let place = match (old, &self.owner) {
+                // Re-attaching keeps the place it held.
+                (Some(mut old), _) => {
+                    old.stop.cancel();
+                    old._place.take()
+                }
+                (None, Owner::Device(device)) => Some(
+                    self.daemon()
+                        .devices
+                        .attach_session(device, &session.id)
+                        .map_err(Failure::StreamLimit)?,
+                ),
+                (None, Owner::Operator) => None,
+            };
+            let entry =
+                Attached { session: Arc::downgrade(session), replies: tx, stop, parked: None, _place: place };
+            attached.insert(session.id.clone(), entry);
         }
         if self.shared.minted.load(Ordering::Relaxed) {
             session.touch_minted_client(client);

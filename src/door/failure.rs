@@ -34,6 +34,8 @@ pub enum Failure {
     NoConfigOptions,
     /// `session/prompt`'s `prompt` is not a non-empty array of content blocks.
     InvalidPrompt,
+    /// A device's connection would pass one of its stream bounds.
+    StreamLimit(crate::devices::StreamLimit),
     /// A vote decided, but the workspace rule it asked for is not on disk.
     NotRemembered(crate::store::WriteError),
 }

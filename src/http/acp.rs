@@ -38,6 +38,7 @@ use super::error::ApiError;
 use super::extract::{AppState, RawBody, client_id};
 use super::perimeter::{BEARER_SUBPROTOCOL, Peer, is_loopback_peer};
 use crate::acp::{Frame, RpcError};
+use crate::devices::StreamPermit;
 use crate::door::{self, Connection, Ctx, Door, Failure, Lane, Out, Owner, Transport, wire};
 
 /// `Acp-Connection-Id`: which connection a request or stream belongs to.
@@ -92,6 +93,7 @@ pub(super) fn render(f: &Failure) -> RpcError {
         Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
         Failure::NoConfigOptions => ApiError::ConfigOptionsUnsupported,
         Failure::InvalidPrompt => ApiError::InvalidPrompt,
+        Failure::StreamLimit(e) => e.into(),
         Failure::NotRemembered(e) => ApiError::store_unavailable(
             "The decision was applied, but remembering it for the workspace failed",
             &e,
@@ -166,6 +168,7 @@ pub(super) async fn get(
     let id = header_text(headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
     let conn = door.find(id, &owner(caller.as_ref())).ok_or(ApiError::AcpConnectionNotFound)?;
     let revoked = caller.as_ref().and_then(Caller::device).map(|d| d.revoked());
+    let place = device_place(&d, caller.as_ref())?;
     let body = match header_text(headers, SESSION_HEADER) {
         Some(session_id) => {
             let last_event_id = super::events::last_event_id(headers);
@@ -176,11 +179,11 @@ pub(super) async fn get(
                     ApiError::AcpSessionNotAttached { session_id: session_id.to_owned() }
                 }
             })?;
-            Body::from_stream(session_stream(conn, lane, revoked))
+            Body::from_stream(session_stream(conn, lane, revoked, place))
         }
         None => {
             let messages = conn.take_messages().ok_or(ApiError::AcpStreamBusy)?;
-            Body::from_stream(connection_stream(conn, messages, revoked))
+            Body::from_stream(connection_stream(conn, messages, revoked, place))
         }
     };
     let mut response = body.into_response();
@@ -189,6 +192,16 @@ pub(super) async fn get(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// A device's connection holds a place of its stream bounds (`devices::StreamLimits`) while it is
+/// open, as its SSE streams do, so no device takes the connections the operator needs; the
+/// sessions it attaches hold their places in the door. The operator's are not counted.
+fn device_place(d: &AppState, caller: Option<&Caller>) -> Result<Option<StreamPermit>, ApiError> {
+    match caller.and_then(Caller::device) {
+        Some(device) => Ok(Some(d.devices.open_connection(device)?)),
+        None => Ok(None),
+    }
 }
 
 /// Accepts the upgrade: the connection is opened first (so a refusal is a plain HTTP error), its
@@ -202,6 +215,7 @@ fn upgrade_to_websocket(
     loopback: bool,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
+    let place = device_place(d, caller)?;
     let conn =
         door.open(door_caller(caller, headers)?, Transport::WebSocket, loopback).map_err(|f| match f {
             Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
@@ -225,7 +239,10 @@ fn upgrade_to_websocket(
         .max_message_size(door::MAX_MESSAGE_BYTES)
         .max_frame_size(door::MAX_MESSAGE_BYTES)
         .on_failed_upgrade(move |_| failed.close())
-        .on_upgrade(move |socket| run_websocket(socket, conn, loopback, shutdown, revoked));
+        .on_upgrade(move |socket| async move {
+            run_websocket(socket, conn, loopback, shutdown, revoked).await;
+            drop(place);
+        });
     if let Some(id) = id {
         response.headers_mut().insert(CONNECTION_HEADER, id);
     }
@@ -445,6 +462,8 @@ fn sse_frame(out: &Out) -> Option<Bytes> {
 struct LaneGuard {
     conn: Arc<Connection>,
     lane: Option<Lane>,
+    /// A device's place, freed with the stream.
+    _place: Option<StreamPermit>,
 }
 
 impl Drop for LaneGuard {
@@ -461,10 +480,11 @@ fn session_stream(
     conn: Arc<Connection>,
     lane: Lane,
     revoked: Option<CancellationToken>,
+    place: Option<StreamPermit>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     conn.stream_opened();
     let ended = end_signal(&conn, revoked);
-    let guard = LaneGuard { conn, lane: Some(lane) };
+    let guard = LaneGuard { conn, lane: Some(lane), _place: place };
     futures_util::stream::unfold((guard, ended), |(mut guard, ended)| async move {
         let lane = guard.lane.as_mut()?;
         let out = tokio::select! {
@@ -480,6 +500,8 @@ fn session_stream(
 struct MessagesGuard {
     conn: Arc<Connection>,
     messages: Option<tokio::sync::mpsc::Receiver<Bytes>>,
+    /// A device's place, freed with the stream.
+    _place: Option<StreamPermit>,
 }
 
 impl Drop for MessagesGuard {
@@ -496,10 +518,11 @@ fn connection_stream(
     conn: Arc<Connection>,
     messages: tokio::sync::mpsc::Receiver<Bytes>,
     revoked: Option<CancellationToken>,
+    place: Option<StreamPermit>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     conn.stream_opened();
     let ended = end_signal(&conn, revoked);
-    let guard = MessagesGuard { conn, messages: Some(messages) };
+    let guard = MessagesGuard { conn, messages: Some(messages), _place: place };
     futures_util::stream::unfold((guard, ended), |(mut guard, ended)| async move {
         let rx = guard.messages.as_mut()?;
         let out = tokio::select! {

@@ -368,3 +368,50 @@ async fn revoking_a_device_closes_its_websocket_at_once() {
     let again = AcpWs::try_open(&d, &[("Authorization", &format!("Bearer {credential}"))]).await;
     assert!(again.err().is_some_and(|e| e.starts_with("401 ")));
 }
+
+/// A device's `/acp` connections hold places of its stream bounds (`docs/protocol.md#154`) as its
+/// SSE streams do, and so do the sessions it attaches over them: one device cannot take the
+/// connections, or a session's readers, that the operator keeps for itself.
+#[tokio::test]
+async fn a_devices_acp_connections_and_the_sessions_they_attach_are_within_its_stream_bounds() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (_, credential) = d.pair_device(Some(TOKEN), "laptop", "voter").await;
+    let bearer = format!("Bearer {credential}");
+    let created = send(
+        http().post(d.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op").json(&json!({})),
+    )
+    .await
+    .ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let mut sockets = Vec::new();
+    for _ in 0..8 {
+        sockets.push(AcpWs::ready(&d, &[("Authorization", &bearer)]).await.0);
+    }
+    let ninth = AcpWs::try_open(&d, &[("Authorization", &bearer)]).await.err().expect("the ninth refused");
+    assert!(ninth.starts_with("429 ") && ninth.contains(r#""scope":"device""#), "{ninth}");
+    let sse = send(http().get(d.url(&format!("/session/{sid}/events"))).bearer_auth(&credential)).await;
+    assert_eq!((sse.status, sse.body["scope"].clone()), (429, json!("device")));
+    // Two of them attach the session; a third would be the device's third reader of it.
+    for ws in &mut sockets[..2] {
+        assert!(ws.call("session/load", load.clone()).await["result"].is_object());
+    }
+    let third = sockets[2].call("session/load", load.clone()).await;
+    assert_eq!(
+        (
+            third["error"]["code"].clone(),
+            third["error"]["data"]["code"].clone(),
+            third["error"]["data"]["scope"].clone()
+        ),
+        (json!(-32005), json!("stream_limit_exceeded"), json!("device_session")),
+        "{third}"
+    );
+    // Detaching frees the session's place.
+    sockets[0].call("_qwen/session/detach", json!({"sessionId": sid})).await;
+    assert!(sockets[2].call("session/load", load).await["result"].is_object());
+    // The operator is not counted: it connects and follows the session.
+    let (mut operator, _) = AcpWs::ready(&d, &[("Authorization", &format!("Bearer {TOKEN}"))]).await;
+    let watched =
+        operator.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    assert!(watched["result"].is_object(), "{watched}");
+}
