@@ -415,3 +415,64 @@ async fn a_devices_acp_connections_and_the_sessions_they_attach_are_within_its_s
         operator.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
     assert!(watched["result"].is_object(), "{watched}");
 }
+
+/// `/acp` is behind the perimeter every route is behind: a foreign `Host` or `Origin` is refused
+/// before anything else, every credential failure is the one identical `401` (over `POST`, `GET`,
+/// `DELETE` and the WebSocket upgrade, a token offered as a subprotocol included), and a message
+/// over the body cap is `413` before it is read.
+#[tokio::test]
+async fn the_perimeter_answers_acp_as_it_answers_every_route() {
+    use base64::Engine;
+    let d = Daemon::start(&["--token", TOKEN]);
+    let bearer = format!("Bearer {TOKEN}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let host = format!("evil.example:{}", d.port);
+    let post = || http().post(d.url("/acp")).bearer_auth(TOKEN);
+    let foreign_host = send(post().header("Host", &host).json(&init)).await;
+    assert_eq!((foreign_host.status, foreign_host.body["code"].clone()), (403, json!("host_not_allowed")));
+    let ws_host = AcpWs::try_open(&d, &[("Authorization", &bearer), ("Host", &host)]).await;
+    assert!(ws_host.err().is_some_and(|e| e.starts_with("403 ") && e.contains("host_not_allowed")));
+    let foreign_origin = send(post().header("Origin", "http://evil.example").json(&init)).await;
+    assert_eq!((foreign_origin.status, foreign_origin.body["code"].clone()), (403, json!("origin_denied")));
+
+    let unauthorized = r#"401 {"error":"Unauthorized"}"#;
+    let mut refusals = Vec::new();
+    for auth in [None, Some("Bearer wrong"), Some("Basic d3Jvbmc=")] {
+        for req in [
+            http().post(d.url("/acp")).json(&init),
+            http().get(d.url("/acp")).header("Accept", "text/event-stream"),
+            http().delete(d.url("/acp")).header("Acp-Connection-Id", "x"),
+        ] {
+            let req = match auth {
+                Some(a) => req.header("Authorization", a),
+                None => req,
+            };
+            let res = send(req).await;
+            let challenge = res.header("www-authenticate").map(str::to_owned);
+            refusals.push((format!("{} {}", res.status, res.text), challenge));
+        }
+    }
+    assert!(
+        refusals.iter().all(|r| *r == (unauthorized.to_owned(), Some("Bearer".to_owned()))),
+        "{refusals:#?}"
+    );
+    let wrong = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("wrong");
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer wrong".to_owned())],
+        vec![("Sec-WebSocket-Protocol", format!("acp, qwen-bearer.{wrong}"))],
+        vec![("Sec-WebSocket-Protocol", "acp, qwen-bearer.!!not-base64".to_owned())],
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let refused = AcpWs::try_open(&d, &headers).await.err().expect("refused");
+        assert_eq!(refused, unauthorized, "{headers:?}");
+    }
+
+    let oversized = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"x":"{}"}}}}"#,
+        "a".repeat(11 << 20)
+    );
+    let big = send(post().header("Content-Type", "application/json").body(oversized)).await;
+    assert_eq!((big.status, big.body["code"].clone()), (413, json!("body_too_large")));
+    assert_eq!(send(post().json(&init)).await.status, 200, "the daemon serves on");
+}
