@@ -175,6 +175,9 @@ struct Relay {
     asked: HashMap<String, Asked>,
     next_asked: u64,
     generation: u64,
+    /// The editor's line reader just refused a line: it ends its stream once after an error (then
+    /// reads on), which is not the editor closing its side.
+    refused_line: bool,
 }
 
 impl Relay {
@@ -211,6 +214,7 @@ impl Relay {
             asked: HashMap::new(),
             next_asked: 1,
             generation: 0,
+            refused_line: false,
         })
     }
 
@@ -352,8 +356,10 @@ impl Relay {
                         }
                     }
                     Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                        self.refused_line = true;
                         self.send_editor(&json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "message larger than 10 MiB"}})).await;
                     }
+                    None if std::mem::take(&mut self.refused_line) => {}
                     Some(Err(LinesCodecError::Io(_))) | None => {
                         let _ = sink.send(Message::Close(None)).await;
                         return End::EditorClosed;

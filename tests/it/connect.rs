@@ -155,3 +155,33 @@ async fn a_session_the_daemon_no_longer_has_ends_connect_with_an_error_the_edito
     proxy.cut();
     assert_eq!(editor.exits().await.code(), Some(1));
 }
+
+/// An editor's garbage, a line over the size bound, a stray answer and an unknown method each get
+/// a JSON-RPC error (or are dropped) and the relay serves on: it is not mistaken for the editor
+/// closing its side.
+#[tokio::test]
+async fn an_editors_bad_input_gets_json_rpc_errors_and_the_relay_serves_on() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &[], &[]);
+    editor.send_line("{this is not json").await;
+    let parse = editor.next().await;
+    assert_eq!(
+        (parse["id"].clone(), parse["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{parse}"
+    );
+    editor.send_line(&"x".repeat(11 << 20)).await;
+    let oversized = editor.next().await;
+    assert_eq!(
+        (oversized["id"].clone(), oversized["error"]["code"].clone()),
+        (Value::Null, json!(-32600)),
+        "{oversized}"
+    );
+    editor.send(&json!({"jsonrpc": "2.0", "id": "c-99", "result": {}})).await;
+    let sid = editor.open_session(&d.workspace).await;
+    let unknown = editor.call("no/such/method", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let answer = editor.call("session/prompt", prompt(&sid, "hello")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(editor.close().await.success());
+}

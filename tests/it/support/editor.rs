@@ -51,6 +51,12 @@ impl Editor {
         self.stdin.write_all(line.as_bytes()).await.expect("write to connect");
     }
 
+    /// Writes `line` and a newline as they are, JSON or not.
+    pub(crate) async fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).await.expect("write to connect");
+        self.stdin.write_all(b"\n").await.expect("write to connect");
+    }
+
     pub(crate) async fn request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
