@@ -61,6 +61,7 @@ pub struct DemoOptions {
 pub const DIRECTIVES_HELP: &str = "\
 Prompt directives: the first word of the first non-empty line of the prompt's first text block.
 Anything else is echoed back as 3 agent_message_chunk updates.
+With DEMO_SESSION_ID set, session/new answers that id (tests of what the daemon accepts).
 Modes (session/set_mode): default asks before writing, accept-edits writes without asking, plan
 refuses to write.
 
@@ -68,8 +69,11 @@ refuses to write.
   edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
   mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
   showcase                      a thought, a plan, Markdown, a tool call
-  shell <command...>            ask permission for a command (never run)   `shell rm -rf build`
+  shell <command...>            ask permission for a command (never run;   `shell rm -rf build`
+                                the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
+  options <N>                   ask one permission offering N options      `options 5000`
+  token <bytes> <chunks> <rate> one unbreakable word, streamed in chunks    `token 300000 1000 200`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
   fswrite <path> <text...>      fs/write_text_file, no permission ask      `fswrite ../x.txt x`
@@ -85,6 +89,7 @@ refuses to write.
   linger                        keep running after stdin EOF
   pid                           reply with this process's pid
   env <DEMO_NAME>               reply with that variable's value (DEMO_* only) `env DEMO_ROLE`
+  leak <DEMO_NAME>              NAME=value to stderr, then fail with it        `leak DEMO_KEY`
   escapee <pidfile>             start `sleep 300` outside its group (setsid), pid to <pidfile>
   echo-meta                     reply with _meta and an unknown field";
 
@@ -114,10 +119,17 @@ const MAX_EARLY_UPDATE_BYTES: usize = 8 * 1024 * 1024;
 const MAX_PERMISSIONS: u32 = 1000;
 /// What `run` replies of a command's output, at most (stdout, then stderr).
 const MAX_RUN_OUTPUT: usize = 64 * 1024;
+/// `options N` is capped here.
+const MAX_OPTIONS: u32 = 100_000;
+/// `token B …` is capped here.
+const MAX_TOKEN_BYTES: usize = 16 * 1024 * 1024;
 /// `crash` with no code exits with this status.
 const DEFAULT_CRASH_CODE: i32 = 3;
 /// The only variables the `env` directive shows.
 const DEMO_ENV_PREFIX: &str = "DEMO_";
+/// When set, `session/new` answers this id instead of a fresh `demo-<uuid>` (for tests of what the
+/// daemon accepts from an agent).
+const SESSION_ID_ENV: &str = "DEMO_SESSION_ID";
 /// Plain text is echoed back in this many chunks.
 const ECHO_CHUNKS: usize = 3;
 
@@ -309,8 +321,8 @@ async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
                 match start_prompt(shared, params.as_deref()) {
                     Ok((turn, text, permit)) => {
                         tokio::spawn(async move {
-                            let stop = turn.run(&text).await;
-                            turn.shared.send(response_line(&id, Ok(json!({"stopReason": stop})))).await;
+                            let result = turn.run(&text).await.map(|stop| json!({"stopReason": stop}));
+                            turn.shared.send(response_line(&id, result)).await;
                             drop(permit);
                         });
                     }
@@ -421,7 +433,9 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
             if sessions.len() >= MAX_SESSIONS {
                 return Err(RpcError::new(INTERNAL_ERROR, "too many sessions"));
             }
-            let session_id = format!("demo-{}", uuid::Uuid::new_v4());
+            // A test may make the agent answer an id of its choosing (one the daemon must refuse).
+            let session_id =
+                std::env::var(SESSION_ID_ENV).unwrap_or_else(|_| format!("demo-{}", uuid::Uuid::new_v4()));
             sessions.insert(
                 session_id.clone(),
                 Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
@@ -601,6 +615,16 @@ enum Directive<'a> {
     Permissions {
         count: u32,
     },
+    /// One permission request offering `count` options.
+    Options {
+        count: u32,
+    },
+    /// One unbreakable word of `bytes` letters, streamed in `chunks` message chunks, `rate` a second.
+    Token {
+        bytes: usize,
+        chunks: u64,
+        rate: f64,
+    },
     Stream {
         count: u64,
         rate: Option<f64>,
@@ -648,6 +672,11 @@ enum Directive<'a> {
     Env {
         name: &'a str,
     },
+    /// Write `NAME=value` of a `DEMO_*` variable to stderr, and fail the prompt with an error
+    /// holding it (what a failing agent does with its API key; the daemon must redact it).
+    Leak {
+        name: &'a str,
+    },
     /// Start a process that leaves the agent's process group, its pid written to the file.
     Escapee {
         pidfile: &'a str,
@@ -691,11 +720,37 @@ fn parse_directive(text: &str) -> Directive<'_> {
         },
         "run" if rest.is_empty() => Directive::Usage("usage: run <command...>"),
         "run" => Directive::Run { command: rest },
-        "shell" if rest.is_empty() => Directive::Usage("usage: shell <command...>"),
-        "shell" => Directive::Shell { command: rest },
+        "shell" => {
+            // The command is the rest of the prompt, later lines too (a script, a heredoc).
+            let start = text.find(line).map_or(text.len(), |at| at + word.len());
+            match text[start..].trim() {
+                "" => Directive::Usage("usage: shell <command...>"),
+                command => Directive::Shell { command },
+            }
+        }
         "permissions" => match args.next().map(str::parse::<u32>) {
             Some(Ok(count)) => Directive::Permissions { count: count.min(MAX_PERMISSIONS) },
             _ => Directive::Usage("usage: permissions <K>"),
+        },
+        "token" => match (
+            args.next().map(str::parse::<usize>),
+            args.next().map(str::parse::<u64>),
+            args.next().map(str::parse::<f64>),
+        ) {
+            (Some(Ok(bytes)), Some(Ok(chunks)), Some(Ok(rate)))
+                if chunks > 0 && rate.is_finite() && rate > 0.0 =>
+            {
+                Directive::Token {
+                    bytes: bytes.min(MAX_TOKEN_BYTES),
+                    chunks: chunks.min(MAX_STREAM_CHUNKS),
+                    rate,
+                }
+            }
+            _ => Directive::Usage("usage: token <bytes> <chunks> <per_sec>"),
+        },
+        "options" => match args.next().map(str::parse::<u32>) {
+            Some(Ok(count)) if count > 0 => Directive::Options { count: count.min(MAX_OPTIONS) },
+            _ => Directive::Usage("usage: options <N> (1 or more)"),
         },
         "stream" => {
             let count = args.next().map(str::parse::<u64>);
@@ -750,6 +805,10 @@ fn parse_directive(text: &str) -> Directive<'_> {
         "env" => match args.next() {
             Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Env { name },
             _ => Directive::Usage("usage: env <DEMO_NAME> (variables named DEMO_* only)"),
+        },
+        "leak" => match args.next() {
+            Some(name) if name.starts_with(DEMO_ENV_PREFIX) => Directive::Leak { name },
+            _ => Directive::Usage("usage: leak <DEMO_NAME> (variables named DEMO_* only)"),
         },
         "escapee" => match args.next() {
             Some(pidfile) => Directive::Escapee { pidfile },
@@ -875,10 +934,18 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Turn {
-    async fn run(&self, text: &str) -> StopReason {
+    /// The prompt's answer: how the turn stopped, or (`leak`) an error.
+    async fn run(&self, text: &str) -> Result<StopReason, RpcError> {
+        if let Directive::Leak { name } = parse_directive(text) {
+            let value = std::env::var(name).unwrap_or_default();
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{name}={value}\n").as_bytes());
+            let mut error = RpcError::new(INTERNAL_ERROR, format!("failed with {name}={value}"));
+            error.data = Some(json!({"details": format!("the value was {value}")}));
+            return Err(error);
+        }
         match self.directive(text).await {
-            Ok(()) => StopReason::EndTurn,
-            Err(Cancelled) => StopReason::Cancelled,
+            Ok(()) => Ok(StopReason::EndTurn),
+            Err(Cancelled) => Ok(StopReason::Cancelled),
         }
     }
 
@@ -895,6 +962,8 @@ impl Turn {
             Directive::Showcase => self.showcase().await,
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
+            Directive::Options { count } => self.options(count).await?,
+            Directive::Token { bytes, chunks, rate } => self.token(bytes, chunks, rate).await?,
             Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
             Directive::Stream { count, rate: Some(rate) } => self.stream_paced(count, rate).await?,
             Directive::Read { path, line, limit } => {
@@ -982,6 +1051,8 @@ impl Turn {
                 let value = std::env::var(name).unwrap_or_else(|_| format!("{name} is not set"));
                 self.chunk(&value).await;
             }
+            // Answered by `run`, before any directive runs.
+            Directive::Leak { .. } => {}
             Directive::Escapee { pidfile } => {
                 let script = "echo $$ > \"$1\"; exec sleep 300";
                 let started = std::process::Command::new("setsid")
@@ -1251,6 +1322,30 @@ impl Turn {
         Ok(())
     }
 
+    /// Asks one permission with `count` options (`opt-1`… named `Option 1`…, the first of kind
+    /// `allow_once`, the rest alternating `reject_once` and `allow_always`); replies with the one
+    /// chosen.
+    async fn options(&self, count: u32) -> Result<(), Cancelled> {
+        let options: Vec<Value> = (1..=count)
+            .map(|i| {
+                let kind = match i {
+                    1 => "allow_once",
+                    i if i % 2 == 0 => "reject_once",
+                    _ => "allow_always",
+                };
+                json!({"optionId": format!("opt-{i}"), "name": format!("Option {i}"), "kind": kind})
+            })
+            .collect();
+        let tool_call = json!({"toolCallId": self.new_tool_call_id(), "title": format!("Choose among {count}"), "kind": "other"});
+        let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
+        let reply = match self.call(method::SESSION_REQUEST_PERMISSION, params).await? {
+            Ok(result) => format!("outcome: {}", result["outcome"]),
+            Err(e) => format!("failed: {}", describe(&e)),
+        };
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
     async fn permissions(&self, count: u32) -> Result<(), Cancelled> {
         let mut outcomes = Vec::new();
         for i in 1..=count {
@@ -1290,6 +1385,23 @@ impl Turn {
                 return Err(Cancelled);
             }
             self.shared.send(self.stream_line(i)).await;
+        }
+        Ok(())
+    }
+
+    /// Streams one word of `bytes` letters (`a`…`z` in turn, no space) as `chunks` chunks, paced.
+    async fn token(&self, bytes: usize, chunks: u64, rate: f64) -> Result<(), Cancelled> {
+        let word: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let parts = chunks.min(bytes.max(1) as u64) as usize;
+        let period = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::ZERO);
+        let mut ticks = tokio::time::interval(period.max(Duration::from_micros(1)));
+        for k in 0..parts {
+            let piece = &word[k * bytes / parts..(k + 1) * bytes / parts];
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(Cancelled),
+                _ = ticks.tick() => self.chunk(piece).await,
+            }
         }
         Ok(())
     }
@@ -1352,6 +1464,10 @@ mod tests {
         assert_eq!(parse_directive("run"), Directive::Usage("usage: run <command...>"));
         assert_eq!(parse_directive("put x"), Directive::Put { path: "x", text: "" }, "an empty file");
         assert_eq!(parse_directive("put"), Directive::Usage("usage: put <path> <text...>"));
+        assert_eq!(
+            parse_directive("\n shell cat <<EOF\nline 2\nEOF\n"),
+            Directive::Shell { command: "cat <<EOF\nline 2\nEOF" }
+        );
         assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
         assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
         assert_eq!(
@@ -1412,6 +1528,8 @@ mod tests {
             "write",
             "shell",
             "permissions",
+            "options",
+            "token",
             "stream",
             "read",
             "fswrite",
@@ -1425,6 +1543,7 @@ mod tests {
             "linger",
             "pid",
             "env",
+            "leak",
             "escapee",
             "echo-meta",
             "edit",

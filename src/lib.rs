@@ -11,7 +11,8 @@
 //!                                            ├─► devices ────┘
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
+//!                                log_throttle
 //! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
@@ -41,8 +42,11 @@
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
+//! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
+//! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
+//!   (blank runs and invisible characters made visible) for a person who decides on it.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
@@ -63,6 +67,7 @@ pub mod door;
 pub mod event;
 pub mod exec;
 pub mod http;
+pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
 pub mod path;
@@ -71,4 +76,5 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod sync;
+pub mod text;
 pub mod throttle;

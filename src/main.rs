@@ -9,6 +9,7 @@ use mediatord::agent::sandbox;
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
 use mediatord::service::{ServiceAction, ServiceArgs};
+use mediatord::text;
 
 const ABOUT: &str = "Share one ACP coding agent among many HTTP + SSE clients";
 
@@ -140,15 +141,21 @@ fn daemon_call(
             Err(ExitCode::FAILURE)
         }
         Ok((status, answer)) => {
-            let text = answer["error"].as_str().unwrap_or("no explanation");
-            say(&format!("mediatord {command}: the daemon answered {status}: {text}"));
+            let why = text::escape(answer["error"].as_str().unwrap_or("no explanation")).into_owned();
+            say(&format!("mediatord {command}: the daemon answered {status}: {why}"));
             Err(ExitCode::FAILURE)
         }
         Err(e) => {
-            say(&format!("mediatord {command}: {e}"));
+            say(&format!("mediatord {command}: {}", text::escape(&e.to_string())));
             Err(ExitCode::FAILURE)
         }
     }
+}
+
+/// A field of a daemon's JSON answer (or of an audit entry) for a terminal: its text escaped
+/// ([`text::escape`]), `-` when it is absent or no string.
+fn cell(value: &serde_json::Value) -> String {
+    value.as_str().map_or_else(|| "-".to_owned(), |s| text::escape(s).into_owned())
 }
 
 /// `mediatord pair`: the URL and its QR code on stdout.
@@ -172,10 +179,10 @@ fn pair(args: &PairArgs) -> ExitCode {
     let _ = writeln!(
         out,
         "Scan this with the device's camera, or open the URL on it. It works once, for {seconds} s, as a {}:\n",
-        answer["role"].as_str().unwrap_or("voter")
+        text::escape(answer["role"].as_str().unwrap_or("voter"))
     );
     let _ = write!(out, "{qr}");
-    let _ = writeln!(out, "\n\n{url}");
+    let _ = writeln!(out, "\n\n{}", text::escape(url));
     ExitCode::SUCCESS
 }
 
@@ -186,7 +193,7 @@ fn devices(args: &DevicesArgs) -> ExitCode {
             let path = format!("/devices/{}", id.bytes().map(|b| format!("%{b:02X}")).collect::<String>());
             match daemon_call("devices", &args.daemon, "DELETE", &path, None) {
                 Ok(_) => {
-                    let _ = writeln!(io::stdout(), "revoked {id}");
+                    let _ = writeln!(io::stdout(), "revoked {}", text::escape(id));
                     ExitCode::SUCCESS
                 }
                 Err(code) => code,
@@ -206,11 +213,11 @@ fn devices(args: &DevicesArgs) -> ExitCode {
                 let _ = writeln!(
                     out,
                     "{:<20}  {:<8}  {:<24}  {:<24}  {}",
-                    d["deviceId"].as_str().unwrap_or("-"),
-                    d["role"].as_str().unwrap_or("-"),
+                    cell(&d["deviceId"]),
+                    cell(&d["role"]),
                     at(&d["createdAt"]),
                     at(&d["lastSeenAt"]),
-                    d["name"].as_str().unwrap_or("-"),
+                    cell(&d["name"]),
                 );
             }
             ExitCode::SUCCESS
@@ -303,14 +310,15 @@ fn audit(args: &AuditArgs) -> ExitCode {
     {
         Ok(page) => page,
         Err(e) => {
-            say(&format!("mediatord audit: {e}"));
+            say(&format!("mediatord audit: {}", text::escape(&e)));
             return ExitCode::from(2);
         }
     };
     let mut out = io::stdout().lock();
     if args.json {
         for entry in &page.entries {
-            let _ = writeln!(out, "{entry}");
+            // serde_json leaves C1 controls and bidi characters raw; the line stays the same JSON.
+            let _ = writeln!(out, "{}", text::escape_json(&entry.to_string()));
         }
     } else {
         let _ = writeln!(
@@ -319,21 +327,20 @@ fn audit(args: &AuditArgs) -> ExitCode {
             "REQUESTED", "STATUS", "DECIDED BY", "SESSION", "LATENCY"
         );
         for e in &page.entries {
-            let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
             let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
             let latency = e["latencyMs"].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
             let voter = e["voterDeviceName"].as_str().or(e["voterClientId"].as_str());
             let by = match (e["resolvedBy"].as_str(), voter) {
-                (Some("vote"), Some(voter)) => format!("vote:{voter}"),
-                (Some(by), _) => by.to_owned(),
+                (Some("vote"), Some(voter)) => format!("vote:{}", text::escape(voter)),
+                (Some(_), _) => cell(&e["resolvedBy"]),
                 (None, _) => "-".to_owned(),
             };
-            let tool = format!("{} {}", text(&e["toolCall"]["kind"]), text(&e["toolCall"]["title"]));
+            let tool = format!("{} {}", cell(&e["toolCall"]["kind"]), cell(&e["toolCall"]["title"]));
             let _ = writeln!(
                 out,
                 "{at:<24}  {:<10}  {by:<14}  {:<36}  {latency:>9}  {tool}",
-                text(&e["status"]),
-                text(&e["sessionId"]),
+                cell(&e["status"]),
+                cell(&e["sessionId"]),
             );
         }
     }
@@ -347,12 +354,23 @@ fn audit(args: &AuditArgs) -> ExitCode {
 /// worth less than the task that writes it: when the reader of stderr is gone (`2>&1 | head`, a
 /// dead log driver) every write fails with EPIPE, and tracing-subscriber would report that with
 /// `eprintln!`, which panics on the same broken pipe inside whatever task was logging.
+///
+/// `json`: the line is a JSON object (`--log-format json`), written as a whole per event; the
+/// characters serde leaves raw that a terminal would act on (C1 controls, bidi overrides) are
+/// written as `\uXXXX` ([`text::escape_json`]). Text lines are escaped field by field instead
+/// ([`escaped_fields`]).
 #[derive(Debug, Clone, Copy)]
-struct LossyStderr;
+struct LossyStderr {
+    json: bool,
+}
 
 impl Write for LossyStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = io::stderr().write_all(buf);
+        let line = if self.json { std::str::from_utf8(buf).ok().map(text::escape_json) } else { None };
+        let _ = match &line {
+            Some(line) => io::stderr().write_all(line.as_bytes()),
+            None => io::stderr().write_all(buf),
+        };
         Ok(buf.len())
     }
 
@@ -367,17 +385,33 @@ fn say(line: &str) {
     let _ = writeln!(io::stderr(), "{line}");
 }
 
+/// How a text log line writes its fields (the message too): each value as tracing-subscriber
+/// would, then escaped ([`text::escape`]), so a session id, an agent's stderr line or a device name
+/// can neither forge a line nor drive the terminal that shows the log.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let shown = format!("{value:?}");
+        match field.name() {
+            "message" => write!(w, "{}", text::escape(&shown)),
+            name => write!(w, "{name}={}", text::escape(&shown)),
+        }
+    })
+    .delimited(" ")
+}
+
 fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let ansi = io::IsTerminal::is_terminal(&io::stderr());
+    let json = format == LogFormat::Json;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| LossyStderr)
+        .with_writer(move || LossyStderr { json })
         .log_internal_errors(false)
         .with_ansi(ansi);
     match format {
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder.fmt_fields(escaped_fields()).init(),
         LogFormat::Json => builder.json().init(),
     }
 }

@@ -7,7 +7,49 @@
 import { clock, h, icon, replace, shortPath } from './dom.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
+import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
+
+/**
+ * Characters of an unfinished Markdown block re-rendered on each update of a streaming message.
+ * Past it the block streams as plain text, appended and never re-rendered, until a blank line
+ * finishes it (then it is rendered as Markdown once): an agent streaming one 300 KB paragraph
+ * used to make every chunk re-render and re-lay out all of it.
+ */
+const MAX_TAIL = 8 * 1024;
+/** Characters per block of streamed plain text: an update lays out the last block, not the whole text. */
+const PLAIN_BLOCK = 4 * 1024;
+
+/**
+ * Text someone else chose, as nodes that hide nothing (`reveal.js`): escapes and run lengths are
+ * set apart, so they are not read as the text itself.
+ */
+function shown(text) {
+  return revealPieces(text).map((p) => (p.mark !== undefined ? h('span', { class: 'reveal' }, p.mark) : p.text));
+}
+
+/**
+ * Appends what `text` has beyond `view.plain.shown` to `container` as plain text, in blocks of at
+ * most PLAIN_BLOCK characters: each update adds nodes for the new characters only.
+ */
+function appendPlain(container, view, text) {
+  if (!view.plain) {
+    container.replaceChildren();
+    view.plain = { shown: view.from ?? 0, block: null, size: 0 };
+  }
+  const p = view.plain;
+  while (p.shown < text.length) {
+    if (!p.block || p.size >= PLAIN_BLOCK) {
+      p.block = h('div', { class: 'plain-block' });
+      p.size = 0;
+      container.append(p.block);
+    }
+    const take = Math.min(PLAIN_BLOCK - p.size, text.length - p.shown);
+    p.block.append(document.createTextNode(text.slice(p.shown, p.shown + take)));
+    p.size += take;
+    p.shown += take;
+  }
+}
 
 let nextId = 0;
 
@@ -64,12 +106,12 @@ function contentBlock(block, markdown) {
 function toolBody(call, cwd) {
   const parts = [];
   const command = call.rawInput && typeof call.rawInput.command === 'string' ? call.rawInput.command : null;
-  if (command) parts.push(h('pre', { class: 'command' }, `$ ${command}`));
+  if (command) parts.push(h('pre', { class: 'command' }, '$ ', shown(command)));
   const locations = Array.isArray(call.locations) ? call.locations.filter((l) => l && typeof l.path === 'string') : [];
   if (locations.length) {
     parts.push(h('ul', { class: 'paths' }, locations.map((l) => {
-      const shown = shortPath(l.path, cwd);
-      return h('li', { title: l.path }, icon('file'), ' ', l.line ? `${shown}:${l.line}` : shown);
+      const path = shortPath(l.path, cwd);
+      return h('li', { title: l.path }, icon('file'), ' ', shown(l.line ? `${path}:${l.line}` : path));
     })));
   }
   for (const c of Array.isArray(call.content) ? call.content : []) {
@@ -354,27 +396,43 @@ export class SessionView {
     return el;
   }
 
+  /**
+   * A streaming text brought up to date with work bounded per update: a thought's text and a long
+   * unfinished block are appended as plain text (`appendPlain`); a message's finished blocks are
+   * rendered as Markdown once, its unfinished tail again on each update while it is short.
+   */
   refreshText(item) {
     const el = this.els.get(item);
     if (!el) return;
     if (item.kind === 'thought') {
-      el.lastChild.textContent = item.text;
+      const v = item.view || (item.view = { length: 0, plain: null });
+      if (item.text.length < v.length) v.plain = null; // cut at its start: shown afresh
+      appendPlain(el.lastChild, v, item.text);
+      v.length = item.text.length;
       return;
     }
     const [stable, tail] = el.children;
     const v = item.view;
     if (item.text.length < v.length) {
       // The text was cut at its start (it outgrew its bound): render afresh.
-      item.view = { scan: {}, cut: 0, length: 0 };
+      item.view = { scan: {}, cut: 0, length: 0, plain: null };
       stable.replaceChildren();
+      tail.replaceChildren();
       return this.refreshText(item);
     }
     const cut = stableCut(item.text, v.scan);
     if (cut > v.cut) {
       stable.append(renderMarkdown(item.text.slice(v.cut, cut)));
       v.cut = cut;
+      v.plain = null;
+      tail.replaceChildren();
     }
-    tail.replaceChildren(renderMarkdown(item.text.slice(v.cut)));
+    if (!v.plain && item.text.length - v.cut <= MAX_TAIL) {
+      tail.replaceChildren(renderMarkdown(item.text.slice(v.cut)));
+    } else {
+      v.from = v.cut;
+      appendPlain(tail, v, item.text);
+    }
     v.length = item.text.length;
   }
 
@@ -391,7 +449,7 @@ export class SessionView {
     }
     replace(el.firstChild,
       h('span', { class: `status status-${status}` }, STATUS_LABEL[status] || status),
-      ' ', h('span', { class: 'tool-title' }, call.title || toolName(call) || 'Tool call'),
+      ' ', h('span', { class: 'tool-title' }, shown(call.title || toolName(call) || 'Tool call')),
       call.kind ? h('span', { class: 'kind' }, KIND_LABEL[call.kind] || call.kind) : null);
     replace(el.lastChild, toolBody(call, this.s.summary.workspaceCwd));
   }
@@ -413,13 +471,13 @@ export class SessionView {
     const call = requestedCall(this.s, perm.request);
     const title = call.title || toolName(call) || 'a tool call';
     if (!perm.resolved) {
-      replace(el, icon('shield'), ` Asked permission: ${title} — waiting for a decision`);
+      replace(el, icon('shield'), ' Asked permission: ', shown(title), ' — waiting for a decision');
       el.dataset.state = 'pending';
       return;
     }
     el.dataset.state = 'resolved';
     el.dataset.resolvedBy = perm.resolved.resolvedBy;
-    replace(el, icon('shield'), ` ${title}: `, h('strong', {}, resolutionText(this.s, perm)));
+    replace(el, icon('shield'), ' ', shown(title), ': ', h('strong', {}, resolutionText(this.s, perm)));
   }
 
   refreshShell(entry) {
@@ -448,7 +506,7 @@ export class SessionView {
         card = this.card(perm);
         this.cards.set(perm.requestId, card);
         this.approvals.append(card.el);
-        if (!this.s.replaying) this.actions.announce(`Permission needed: ${card.title}`);
+        if (!this.s.replaying) this.actions.announce(`Permission needed: ${reveal(card.title)}`);
       }
       this.updateCard(perm, card);
     }
@@ -469,7 +527,7 @@ export class SessionView {
       const button = h('button', {
         type: 'button', class: ['option', kindClass],
         onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
-      }, h('span', { class: 'option-name' }, String(o.name ?? o.optionId)), tally);
+      }, h('span', { class: 'option-name' }, shown(String(o.name ?? o.optionId))), tally);
       return { option: o, button, tally };
     });
     const kinds = new Set(options.map((o) => o.kind));
@@ -484,8 +542,9 @@ export class SessionView {
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
-      h('h3', { id: titleId }, icon('shield'), ` ${title}`),
-      h('p', { class: 'what' }, [call.kind ? `Wants to ${KIND_LABEL[call.kind] || call.kind}` : 'Wants to use a tool', tool ? ` with ${tool}` : ''].join('')),
+      h('h3', { id: titleId }, icon('shield'), ' ', shown(title)),
+      h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
+        call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
       toolBody(call, this.s.summary.workspaceCwd),
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
@@ -599,7 +658,7 @@ export class SessionView {
       h('tbody', {}, entries.slice().reverse().map((a) => {
         const option = a.outcome?.outcome === 'selected' ? a.outcome.optionId : 'cancelled';
         const by = a.resolvedBy === 'vote' ? who(this.s, a.voterClientId) : a.resolvedBy === 'rule' ? `rule ${a.ruleId}` : a.resolvedBy;
-        return h('tr', {}, h('td', {}, clock(a.resolvedAt)), h('td', {}, a.toolCall?.title || a.toolCall?.toolCallId || ''),
+        return h('tr', {}, h('td', {}, clock(a.resolvedAt)), h('td', {}, shown(a.toolCall?.title || a.toolCall?.toolCallId || '')),
           h('td', {}, option), h('td', {}, by), h('td', {}, a.policy || ''));
       })))));
   }

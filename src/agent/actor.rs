@@ -22,9 +22,11 @@ use tokio_util::codec::FramedRead;
 
 use super::codec::{LineCodec, write_lines};
 use super::process::{self, AgentProcess};
+use super::redact::Redactor;
 use crate::acp::{self, CallError, Frame, RequestId, RpcError, method};
 use crate::config::{AgentSpec, FsCapabilities};
 use crate::exec::{ExitInfo, ProcessGroups};
+use crate::log_throttle::LogThrottle;
 use crate::metrics::Metrics;
 
 /// Lines queued to the agent's stdin writer; when full, new calls fail instead of blocking.
@@ -39,10 +41,6 @@ const MAX_AGENT_REQUESTS_IN_FLIGHT: usize = 256;
 const EARLY_UPDATES_MAX: usize = 1024;
 const EARLY_UPDATES_MAX_BYTES: usize = 16 * 1024 * 1024;
 const EARLY_UPDATE_TTL: Duration = Duration::from_secs(30);
-/// Repeated log lines about an agent's bad output: the first in each window is logged in full, the
-/// rest are summed up in one line when the window closes, so an agent writing garbage at full speed
-/// costs a couple of lines per second, not millions.
-const LOG_WINDOW: Duration = Duration::from_secs(1);
 /// After stdout closes, how long the agent gets to exit on its own before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
 /// Most `session/update`s handed to a session in one call. A burst is what one read of the
@@ -134,46 +132,6 @@ impl EarlyUpdates {
     }
 }
 
-/// A log line that may repeat at any rate: the first occurrence in a window is logged, the others
-/// counted, and the count is logged once the window is over (on the actor's timer).
-#[derive(Debug, Default)]
-struct Throttle {
-    /// When the current window opened, if one is open.
-    window: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Throttle {
-    /// Whether this occurrence should be logged in full.
-    fn admit(&mut self, now: Instant) -> bool {
-        match self.window {
-            Some(opened) if now.duration_since(opened) < LOG_WINDOW => {
-                self.suppressed += 1;
-                false
-            }
-            _ => {
-                self.window = Some(now);
-                true
-            }
-        }
-    }
-
-    /// When the open window closes with something to report.
-    fn report_at(&self) -> Option<Instant> {
-        self.window.filter(|_| self.suppressed > 0).map(|opened| opened + LOG_WINDOW)
-    }
-
-    /// Closes the window if it is over; returns how many occurrences it did not log.
-    fn close(&mut self, now: Instant) -> Option<u64> {
-        let over = self.window.is_some_and(|opened| now.duration_since(opened) >= LOG_WINDOW);
-        if !over {
-            return None;
-        }
-        self.window = None;
-        Some(std::mem::take(&mut self.suppressed)).filter(|n| *n > 0)
-    }
-}
-
 pub(super) struct Actor {
     workspace: PathBuf,
     process: AgentProcess,
@@ -186,9 +144,9 @@ pub(super) struct Actor {
     sessions: HashMap<String, Weak<dyn acp::Client>>,
     early: EarlyUpdates,
     /// Malformed lines, answers to ids never used, updates without a session id.
-    bad_output_log: Throttle,
+    bad_output_log: LogThrottle,
     /// Early updates dropped for want of room.
-    dropped_log: Throttle,
+    dropped_log: LogThrottle,
     in_flight: Arc<AtomicUsize>,
     /// Set by a shutdown: kill the group at this instant if it has not exited.
     deadline: Option<Instant>,
@@ -199,6 +157,8 @@ pub(super) struct Actor {
     burst_session: String,
     /// The `fs/*` methods offered at `initialize`: the only ones served.
     fs: FsCapabilities,
+    /// The agent's configured secrets, kept out of its error answers and of the log.
+    redactor: Redactor,
 }
 
 /// The agent requests the daemon serves; anything else is answered "method not found".
@@ -222,7 +182,9 @@ impl Actor {
         groups: &ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Actor> {
-        let (process, pipes) = process::spawn(&spec.command, &spec.env, &workspace, groups, &spec.sandbox)?;
+        let redactor = Redactor::new(&spec.env);
+        let (process, pipes) =
+            process::spawn(&spec.command, &spec.env, &workspace, groups, &spec.sandbox, redactor.clone())?;
         let (writer, lines) = mpsc::channel::<Bytes>(WRITE_QUEUE);
         tokio::spawn(write_lines(pipes.stdin, lines));
         let codec = LineCodec::default();
@@ -235,14 +197,15 @@ impl Actor {
             pending: HashMap::new(),
             sessions: HashMap::new(),
             early: EarlyUpdates::default(),
-            bad_output_log: Throttle::default(),
-            dropped_log: Throttle::default(),
+            bad_output_log: LogThrottle::default(),
+            dropped_log: LogThrottle::default(),
             in_flight: Arc::new(AtomicUsize::new(0)),
             deadline: None,
             metrics,
             burst: Vec::new(),
             burst_session: String::new(),
             fs: spec.fs,
+            redactor,
         })
     }
 
@@ -313,6 +276,7 @@ impl Actor {
         // A window that is over reports before a new one opens (its timer may not have run yet).
         self.housekeeping(now);
         if self.bad_output_log.admit(now) {
+            let why = self.redactor.redact(why);
             tracing::warn!(workspace = %self.workspace.display(), reason = %why, "skipping a malformed line from the agent");
         }
     }
@@ -335,7 +299,7 @@ impl Actor {
                 };
                 match self.pending.remove(&n) {
                     Some(reply) => {
-                        let _ = reply.send(result.map_err(CallError::Rpc));
+                        let _ = reply.send(result.map_err(|e| CallError::Rpc(self.redactor.rpc_error(e))));
                     }
                     None => tracing::debug!(id = n, "answer for a call nobody waits for"),
                 }
@@ -610,25 +574,6 @@ mod tests {
         assert_eq!(early.next_expiry(), Some(first + Duration::from_secs(10) + EARLY_UPDATE_TTL));
         assert_eq!(early.take("b").len(), 1);
         assert_eq!((early.next_expiry(), early.bytes), (None, 0));
-    }
-
-    /// Issue #16, item 9: one line per window in full, the rest counted and reported when the
-    /// window is over.
-    #[tokio::test(start_paused = true)]
-    async fn the_throttle_logs_the_first_and_counts_the_rest() {
-        let mut log = Throttle::default();
-        let start = Instant::now();
-        assert!(log.admit(start));
-        for _ in 0..999 {
-            assert!(!log.admit(Instant::now()));
-        }
-        assert_eq!(log.report_at(), Some(start + LOG_WINDOW));
-        assert_eq!(log.close(Instant::now()), None, "the window is still open");
-        tokio::time::advance(LOG_WINDOW).await;
-        assert_eq!(log.close(Instant::now()), Some(999));
-        assert_eq!(log.report_at(), None);
-        assert!(log.admit(Instant::now()), "a new window logs its first line again");
-        assert_eq!(log.report_at(), None, "nothing suppressed, nothing to report");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!   early-update buffer; it calls each session through [`crate::acp::Client`], held weakly.
 //! - `codec`: the reader's line splitter and the stdin writer task.
 //! - `process`: spawning behind the guard in its own process group; the stderr tail.
+//! - `redact`: the agent's configured secrets kept out of its diagnostics (stderr, error answers).
 //! - [`guard`]: the `agent-guard` program that kills the group if the daemon dies.
 //! - [`sandbox`]: kernel confinement (Landlock) the guard applies to itself before it starts the
 //!   agent or a shell command; the private temporary directory; what is enforced, for reports.
@@ -19,6 +20,7 @@ mod fs;
 pub mod guard;
 mod handle;
 mod process;
+mod redact;
 pub mod sandbox;
 
 pub use handle::AgentHandle;

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use super::redact::Redactor;
 use super::sandbox;
 use crate::config::{AgentCommand, SECRET_ENV, SandboxSettings};
 use crate::exec::{ProcessGroup, ProcessGroups};
@@ -19,7 +20,8 @@ use crate::sync::lock;
 
 /// How much of the agent's stderr is kept for error messages (the ACP rust-sdk keeps the same).
 pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
-/// Longest stderr line forwarded to the log; longer lines are cut.
+/// Longest stderr line forwarded to the log; longer lines are cut (the rest of the line is read
+/// and dropped, never held).
 const STDERR_LINE_MAX: usize = 8 * 1024;
 
 /// The last bytes the agent wrote to stderr.
@@ -115,13 +117,15 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, ProgramError> {
 }
 
 /// Starts `cmd` in `cwd` behind the guard, as the leader of a new process group listed in `groups`,
-/// with `env` set on top of the daemon's environment, confined as `confinement` says.
+/// with `env` set on top of the daemon's environment, confined as `confinement` says. Its stderr
+/// lines reach the log and the tail with `redactor`'s secrets replaced.
 pub(crate) fn spawn(
     cmd: &AgentCommand,
     env: &[(String, String)],
     cwd: &Path,
     groups: &ProcessGroups,
     confinement: &SandboxSettings,
+    redactor: Redactor,
 ) -> io::Result<(AgentProcess, AgentPipes)> {
     let program = resolve_program(&cmd.program).map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?;
     let confined = sandbox::Prepared::new(confinement, sandbox::support(&cmd.guard), cwd)?;
@@ -158,25 +162,48 @@ pub(crate) fn spawn(
     let workspace = cwd.display().to_string();
     tokio::spawn(async move {
         let mut reader = BufReader::new(stderr);
-        let mut buf = Vec::new();
+        let mut buf = Vec::with_capacity(256);
         loop {
             buf.clear();
-            match reader.read_until(b'\n', &mut buf).await {
+            match (&mut reader).take(STDERR_LINE_MAX as u64).read_until(b'\n', &mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let end = buf.len().min(STDERR_LINE_MAX);
-                    let line = String::from_utf8_lossy(&buf[..end]);
-                    let line = line.trim_end();
-                    tracing::info!(target: "mediatord::agent", pid, workspace = %workspace, "{line}");
-                    forward_tail.push_line(line);
-                }
+                Ok(_) => {}
             }
+            let cut = buf.last() != Some(&b'\n') && buf.len() == STDERR_LINE_MAX;
+            if cut && skip_line(&mut reader).await.is_err() {
+                break;
+            }
+            let line = String::from_utf8_lossy(&buf);
+            let line = line.trim_end();
+            let line = if cut { redactor.redact_cut(line) } else { redactor.redact(line) };
+            tracing::info!(target: "mediatord::agent", pid, workspace = %workspace, "{line}");
+            forward_tail.push_line(&line);
         }
     });
     Ok((
         AgentProcess { child, pid, group, stderr_tail: tail, _sandbox: confined },
         AgentPipes { stdin, stdout },
     ))
+}
+
+/// Reads and drops the rest of a line (through its `\n`, or to the end of the stream).
+async fn skip_line(reader: &mut (impl AsyncBufRead + Unpin)) -> io::Result<()> {
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match memchr::memchr(b'\n', buf) {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
 }
 
 impl AgentProcess {

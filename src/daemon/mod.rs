@@ -16,6 +16,7 @@ mod bus;
 mod error;
 mod frames;
 mod history;
+mod ids;
 mod session;
 mod shell;
 
@@ -35,6 +36,7 @@ use self::bus::{Bus, BusStats};
 pub use self::error::{CreateError, ResumeError, SessionError};
 pub use self::frames::{EventFrame, Piece, split as split_frames};
 pub use self::history::HistoryStream;
+use self::ids::{Claim, Claims};
 pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
@@ -111,6 +113,9 @@ pub struct Daemon {
     pub config: Arc<Config>,
     /// Await-free critical sections only; no two of these tables are ever locked at the same time.
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The session ids in use (live, being started, or being ended): the one authority on whether
+    /// an id is free, so two sessions never share one (`ids`).
+    claims: Arc<Claims>,
     slots: Mutex<HashMap<SlotKey, AgentSlot>>,
     /// Each agent's latest `initialize` answer, by agent name: kept after its process stops, so
     /// `GET /agents` can say what an agent is once it has been started.
@@ -215,6 +220,7 @@ impl Daemon {
             stored_rules: Mutex::new(stored_rules),
             config: Arc::new(config),
             sessions: Mutex::new(HashMap::new()),
+            claims: Arc::default(),
             slots: Mutex::new(HashMap::new()),
             reported: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
@@ -469,15 +475,18 @@ impl Daemon {
             agent.unregister("", true).await;
             return Err(CreateError::AgentStartFailed("session/new returned no sessionId".into()));
         };
-        if lock(&self.sessions).contains_key(&session_id) {
-            agent.unregister("", true).await;
-            return Err(CreateError::AgentStartFailed(format!(
-                "the agent answered session/new with the id {session_id:?}, which another live session already has"
-            )));
-        }
+        let claim = match self.claim_new_id(&session_id).await {
+            Ok(claim) => claim,
+            Err(why) => {
+                agent.unregister("", true).await;
+                tracing::warn!(agent = %name, "{why}");
+                return Err(CreateError::AgentStartFailed(why));
+            }
+        };
         let (bus, mediator) = self.session_parts(&session_id, &cwd, &name, 0, Vec::new(), false);
-        let session =
-            self.start_session(&session_id, &cwd, &name, &agent, bus, mediator, result, timeout).await?;
+        let session = self
+            .start_session(&session_id, &cwd, &name, &agent, bus, mediator, result, timeout, claim)
+            .await?;
         if let Some(model) = model {
             let set = agent
                 .call(
@@ -497,7 +506,42 @@ impl Daemon {
         Ok(session)
     }
 
-    /// Starts a session on `agent` and enters it in the tables (refused if the id is live).
+    /// Claims the id an agent answered `session/new` with, for a new session: a plain id
+    /// (`ids::valid_session_id`), in use by no session of this daemon (live, starting or ending),
+    /// and recorded by none in the history (a new session's record would replace that one's).
+    /// `Err` says why not, for the client and the log.
+    async fn claim_new_id(&self, session_id: &str) -> Result<Claim, String> {
+        let shown = || {
+            let mut id: String = session_id.chars().take(ids::MAX_SESSION_ID_LEN + 1).collect();
+            if id.len() < session_id.len() {
+                id.push('…');
+            }
+            crate::text::escape(&id).into_owned()
+        };
+        if !ids::valid_session_id(session_id) {
+            return Err(format!(
+                "the agent answered session/new with the id \"{}\", which is not a session id mediatord accepts (1 to {} of A-Z a-z 0-9 . _ : - ~ + = @)",
+                shown(),
+                ids::MAX_SESSION_ID_LEN
+            ));
+        }
+        let Some(claim) = self.claims.claim(session_id) else {
+            return Err(format!(
+                "the agent answered session/new with the id \"{}\", which another session of this daemon has",
+                shown()
+            ));
+        };
+        match self.recorded_session(session_id).await {
+            Ok(None) => Ok(claim),
+            Ok(Some(_)) => Err(format!(
+                "the agent answered session/new with the id \"{}\", which a recorded session has (its history is kept; resume it with POST /session/{{id}}/resume)",
+                shown()
+            )),
+            Err(e) => Err(format!("the history could not be read to check the id of the new session: {e}")),
+        }
+    }
+
+    /// Starts a session on `agent` under its claimed id and enters it in the tables.
     #[expect(clippy::too_many_arguments, reason = "the parts of one session, assembled by its two callers")]
     async fn start_session(
         self: &Arc<Self>,
@@ -509,6 +553,7 @@ impl Daemon {
         mediator: Mediator,
         result: Value,
         timeout: Duration,
+        claim: Claim,
     ) -> Result<Arc<Session>, CreateError> {
         let weak: Weak<Daemon> = Arc::downgrade(self);
         let ended_agent = agent.clone();
@@ -536,26 +581,12 @@ impl Daemon {
                 let id = id.to_owned();
                 tokio::spawn(async move { ended_agent.unregister(&id, false).await });
             }),
+            claim,
         });
         let client: Arc<dyn crate::acp::Client> = session.clone();
         agent.register(session_id.to_owned(), Arc::downgrade(&client)).await;
-        // Session ids are the agents' own, and two agents (or one agent in two workspaces) may hand
-        // out the same: the second would take over the first's routes. Checked and inserted under
-        // one lock, so two creates cannot both pass.
-        let taken = {
-            let mut sessions = lock(&self.sessions);
-            let taken = sessions.contains_key(session_id);
-            if !taken {
-                sessions.insert(session_id.to_owned(), session.clone());
-            }
-            taken
-        };
-        if taken {
-            session.end(EndReason::Closed { closed_by: None });
-            return Err(CreateError::AgentStartFailed(format!(
-                "the agent answered session/new with the id {session_id:?}, which another live session already has"
-            )));
-        }
+        // The id is claimed: no other session is in the table under it, nor can be.
+        lock(&self.sessions).insert(session_id.to_owned(), session.clone());
         Ok(session)
     }
 
@@ -650,6 +681,16 @@ impl Daemon {
             known: self.config.agent_names(),
         })?;
         let name = spec.name.clone();
+        let Some(claim) = self.claims.claim(id) else {
+            // Another request resumed it meanwhile (or its previous life is still ending).
+            if let Ok(s) = self.session(id) {
+                return Ok((s, false));
+            }
+            return Err(CreateError::AgentStartFailed(format!(
+                "session {id} is being started or ended by another request; try again"
+            ))
+            .into());
+        };
         let cap = self.config.session_cap();
         let live = lock(&self.sessions).len();
         let reserved = self.creating.fetch_add(1, Ordering::AcqRel);
@@ -683,7 +724,8 @@ impl Daemon {
         let recent = self.recent_frames(id, after).await;
         let (bus, mediator) = self.session_parts(id, &cwd, &name, after, recent, true);
         let result = if result.is_object() { result } else { json!({}) };
-        let session = self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout).await?;
+        let session =
+            self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout, claim).await?;
         drop(discard);
         tracing::info!(session_id = %id, agent = %name, workspace = %cwd.display(), after, "session resumed");
         Ok((session, true))

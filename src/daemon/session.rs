@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bus::{Bus, PromptTag, SubscribeError, Subscription};
 use super::error::SessionError;
+use super::ids::Claim;
 use crate::acp::{self, CallError, method};
 use crate::event::EventKind;
 use crate::exec::ExitInfo;
@@ -242,6 +243,9 @@ pub(super) struct SessionInit {
     pub(super) notifier: Arc<Notifier>,
     /// Called once the session has fully ended, to drop it from the daemon's tables.
     pub(super) on_finished: Box<dyn FnOnce(&str) + Send>,
+    /// The session's id, held until its record is final (the terminal event and the end are
+    /// handed to the store): no other session can be started under it before.
+    pub(super) claim: Claim,
 }
 
 impl std::fmt::Debug for SessionInit {
@@ -329,7 +333,7 @@ impl Session {
             ending: CancellationToken::new(),
             finished: CancellationToken::new(),
         });
-        tokio::spawn(run_turns(session.clone(), rx, init.on_finished));
+        tokio::spawn(run_turns(session.clone(), rx, init.on_finished, init.claim));
         session
     }
 
@@ -423,7 +427,16 @@ impl Session {
         let tag = self.current_tag();
         let empty = PromptTag::default();
         self.bus.publish(kind, data, tag.as_deref().unwrap_or(&empty));
-        self.notifier.offer(self.source(), kind, data);
+        if kind == EventKind::PermissionRequest {
+            // A notification shows what a vote approves: the request laid over what the agent
+            // announced for its tool call (an agent may put the command only in the announcement).
+            let mut announced = data.clone();
+            announced["toolCall"] =
+                Host::announced_tool_call(self, data.get("toolCall").unwrap_or(&Value::Null));
+            self.notifier.offer(self.source(), kind, &announced);
+        } else {
+            self.notifier.offer(self.source(), kind, data);
+        }
     }
 
     fn source(&self) -> Source<'_> {
@@ -766,6 +779,7 @@ async fn run_turns(
     session: Arc<Session>,
     mut queue: mpsc::Receiver<PromptJob>,
     on_finished: Box<dyn FnOnce(&str) + Send>,
+    claim: Claim,
 ) {
     loop {
         let job = tokio::select! {
@@ -816,6 +830,8 @@ async fn run_turns(
     };
     session.store.session_ended(&session.id, state, why, session.bus.last_id(), crate::clock::now_ms());
     session.notifier.offer(session.source(), terminal.0, &terminal.1);
+    // Everything this session writes under its id is handed over: the id may serve another now.
+    drop(claim);
     session.finished.cancel();
 }
 
@@ -997,6 +1013,7 @@ mod tests {
     use serde_json::json;
     use tokio::sync::Notify;
 
+    use super::super::ids::Claims;
     use super::*;
     use crate::acp::Client as _;
     use crate::config::Policy;
@@ -1119,6 +1136,7 @@ mod tests {
             confined: true,
             store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
+            claim: Arc::new(Claims::default()).claim("s1").expect("a fresh id"),
         });
         let frames = bus.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
         Fixture { session, agent, events: Box::pin(parse_frames(frames)), finished }

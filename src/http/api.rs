@@ -239,8 +239,8 @@ api! {
             .ok(&[(200, Json("ActionDone"))])
             .no_auth()
             .errors(&[
-                "route_not_found", "link_expired", "too_many_link_attempts", "invalid_client_id",
-                "permission_forbidden", "invalid_option_id",
+                "route_not_found", "link_expired", "too_many_link_attempts", "link_needs_review",
+                "invalid_client_id", "permission_forbidden", "invalid_option_id",
             ]);
     post "/devices/pairing" => devices::create_pairing,
         Operation::new("createPairing", "devices", "A one-time code pairing a device, with its URL (`<public-url>/#pair=<code>`) and that URL as a QR code (operator token only; docs/protocol.md §15)")

@@ -133,6 +133,11 @@ pub enum ApiError {
     LinkExpired,
     #[error("Too many unknown links from this address; retry later")]
     TooManyLinkAttempts,
+    /// The link's notification could not show its whole request: only its page decides.
+    #[error(
+        "This request was too long to show in the notification: open the link in a browser to read it whole, and decide there (or in the web app)"
+    )]
+    LinkNeedsReview,
     #[error("This credential belongs to device {device_id}: it acts as that client id, and no other")]
     ClientIdMismatch { device_id: String },
     #[error("This device is an observer: it may read and subscribe, not change anything")]
@@ -292,6 +297,7 @@ impl ApiError {
             ApiError::ResumeUnsupported { agent: s() },
             ApiError::LinkExpired,
             ApiError::TooManyLinkAttempts,
+            ApiError::LinkNeedsReview,
             ApiError::ClientIdMismatch { device_id: s() },
             ApiError::ReadOnlyDevice,
             ApiError::OperatorRequired,
@@ -398,6 +404,7 @@ impl ApiError {
             | Self::TooManyLinkAttempts
             | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
+            Self::LinkNeedsReview => StatusCode::CONFLICT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -454,6 +461,7 @@ impl ApiError {
             Self::ResumeUnsupported { .. } => "resume_unsupported",
             Self::LinkExpired => "link_expired",
             Self::TooManyLinkAttempts => "too_many_link_attempts",
+            Self::LinkNeedsReview => "link_needs_review",
             Self::ClientIdMismatch { .. } => "client_id_mismatch",
             Self::ReadOnlyDevice => "read_only_device",
             Self::OperatorRequired => "operator_required",

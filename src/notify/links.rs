@@ -1,6 +1,11 @@
 //! Action links: one 256-bit token per (delivery, option), kept only as its SHA-256, single use,
 //! expired once its request is decided.
 //!
+//! The table is shared by every session, so what one request mints never pushes out another's
+//! links while it holds its own share: a request keeps at most [`MAX_LINKS_PER_REQUEST`] (its
+//! oldest go first), and a full table forgets the oldest link of the session holding the most, so
+//! a session only ever loses links to one that holds no more than it does.
+//!
 //! The table lives in memory only: a pending permission request does not survive a restart (the
 //! agent that asked is gone with the daemon), so neither does a link to decide it. A token is
 //! looked up by its hash: what a probe's timing could reveal is where the hash of *its own* guess
@@ -16,9 +21,13 @@ use sha2::{Digest, Sha256};
 use crate::sync::lock;
 use crate::throttle::{Budget, Failures};
 
-/// Links kept at most; the oldest is forgotten first (its token then answers like an unknown one).
-/// 4096 = 64 pending requests (a session's cap) × 4 options × 16 targets, for a busy session.
+/// Links kept at most (a forgotten token answers like an unknown one). 4096 = 64 pending requests
+/// (a session's cap) × 4 options × 16 targets, for a busy session.
 pub(super) const MAX_LINKS: usize = 4096;
+/// Links one request keeps at most; past it its own oldest are forgotten. 256 = 16 options (the
+/// mediator's cap per request) × 16 targets: one full round of deliveries, so a reminder round
+/// replaces the oldest round's links instead of adding to them.
+pub(super) const MAX_LINKS_PER_REQUEST: usize = 256;
 /// A token's length in hex characters (32 random bytes).
 pub(super) const TOKEN_HEX_LEN: usize = 64;
 /// Unknown tokens one client may present per window before `/act/` answers it 429: a real user
@@ -49,8 +58,9 @@ pub struct Link {
     pub option_name: String,
     /// Who the vote is cast as (the target's `clientId`).
     pub client_id: Option<String>,
-    /// What the agent wants, one line, for the confirmation page.
-    pub summary: String,
+    /// Its notification could not show the whole request and the option approves it: a `POST`
+    /// decides only from the link's page, which shows it all (`docs/notifications.md`).
+    pub needs_review: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +84,58 @@ pub enum LinkError {
 #[derive(Default)]
 struct Table {
     links: HashMap<[u8; 32], (Link, State)>,
+    /// Every kept link, oldest first.
     order: VecDeque<[u8; 32]>,
+    /// Links kept per session and per request (entries leave at zero).
+    per_session: HashMap<String, usize>,
+    per_request: HashMap<String, usize>,
+}
+
+impl Table {
+    /// The link to forget before one more of `link`'s is kept, if one must go.
+    fn victim(&self, link: &Link) -> Option<usize> {
+        let held = |map: &HashMap<String, usize>, key: &str| map.get(key).copied().unwrap_or(0);
+        let oldest = |keep: &dyn Fn(&Link) -> bool| {
+            self.order.iter().position(|h| self.links.get(h).is_some_and(|(l, _)| keep(l)))
+        };
+        if held(&self.per_request, &link.request_id) >= MAX_LINKS_PER_REQUEST {
+            return oldest(&|l| l.request_id == link.request_id);
+        }
+        if self.links.len() < MAX_LINKS {
+            return None;
+        }
+        // The session holding the most; the minting one when it ties, so it never takes a link
+        // from a session that holds no more than it does.
+        let session = self
+            .per_session
+            .iter()
+            .max_by_key(|(s, n)| (**n, **s == link.session_id))
+            .map_or(link.session_id.as_str(), |(s, _)| s.as_str());
+        oldest(&|l| l.session_id == session)
+    }
+
+    fn forget(&mut self, at: usize) {
+        let Some(hash) = self.order.remove(at) else { return };
+        if let Some((link, _)) = self.links.remove(&hash) {
+            for (map, key) in
+                [(&mut self.per_session, &link.session_id), (&mut self.per_request, &link.request_id)]
+            {
+                if let Some(n) = map.get_mut(key.as_str()) {
+                    *n -= 1;
+                    if *n == 0 {
+                        map.remove(key.as_str());
+                    }
+                }
+            }
+        }
+    }
+
+    fn keep(&mut self, hash: [u8; 32], link: Link) {
+        *self.per_session.entry(link.session_id.clone()).or_default() += 1;
+        *self.per_request.entry(link.request_id.clone()).or_default() += 1;
+        self.order.push_back(hash);
+        self.links.insert(hash, (link, State::Live));
+    }
 }
 
 /// The link table. Await-free critical sections only.
@@ -112,18 +173,16 @@ fn fresh_token() -> Option<String> {
 }
 
 impl Links {
-    /// Mints a token for `link`; only its hash is kept.
+    /// Mints a token for `link`; only its hash is kept. To make room it forgets a link of the same
+    /// request, or of the session holding the most (see the module's doc).
     pub fn mint(&self, link: Link) -> Option<String> {
         let token = fresh_token()?;
         let hash = digest(&token);
         let mut t = lock(&self.table);
-        if t.order.len() >= MAX_LINKS
-            && let Some(oldest) = t.order.pop_front()
-        {
-            t.links.remove(&oldest);
+        if let Some(at) = t.victim(&link) {
+            t.forget(at);
         }
-        t.order.push_back(hash);
-        t.links.insert(hash, (link, State::Live));
+        t.keep(hash, link);
         Some(token)
     }
 
@@ -207,14 +266,25 @@ mod tests {
     use super::*;
 
     fn link(request: &str, option: &str) -> Link {
+        link_in("s", request, option)
+    }
+
+    fn link_in(session: &str, request: &str, option: &str) -> Link {
         Link {
-            session_id: "s".into(),
+            session_id: session.into(),
             request_id: request.into(),
             option_id: option.into(),
             option_name: option.into(),
             client_id: None,
-            summary: String::new(),
+            needs_review: false,
         }
+    }
+
+    fn held(links: &Links, session: &str) -> usize {
+        let t = lock(&links.table);
+        let counted = t.per_session.get(session).copied().unwrap_or(0);
+        assert_eq!(counted, t.links.values().filter(|(l, _)| l.session_id == session).count());
+        counted
     }
 
     #[test]
@@ -239,14 +309,104 @@ mod tests {
     }
 
     #[test]
-    fn the_table_forgets_its_oldest_link_past_its_bound() {
+    fn a_full_table_forgets_the_oldest_link_of_the_session_holding_the_most() {
         let links = Links::default();
-        let first = links.mint(link("r", "o")).expect("token");
-        for _ in 0..MAX_LINKS {
-            links.mint(link("r", "o"));
+        let mut first_of_each = Vec::new();
+        for i in 0..MAX_LINKS {
+            let token = links.mint(link_in("s", &format!("r{i}"), "o")).expect("token");
+            if i == 0 {
+                first_of_each.push(token);
+            }
         }
         assert_eq!(links.len(), MAX_LINKS);
-        assert_eq!(links.get(&first), Err(LinkError::Unknown));
+        let second = links.mint(link_in("s", "r-next", "o")).expect("token");
+        assert_eq!(links.len(), MAX_LINKS, "full: one went");
+        assert_eq!(links.get(&first_of_each[0]), Err(LinkError::Unknown), "its own oldest");
+        // Another session's links push out those of the session holding the most, oldest first.
+        let t = links.mint(link_in("t", "q", "o")).expect("token");
+        assert_eq!((held(&links, "s"), held(&links, "t")), (MAX_LINKS - 1, 1));
+        assert!(links.get(&second).is_ok() && links.get(&t).is_ok());
+    }
+
+    /// Issue #27, finding 9: one request's 5000 options minted 5000 links and pushed every other
+    /// session's live links out of the one table. A request keeps at most its share, and a session
+    /// never loses links to one that holds more.
+    #[test]
+    fn one_request_cannot_push_out_another_sessions_links() {
+        let links = Links::default();
+        let other: Vec<String> =
+            (0..4).map(|i| links.mint(link_in("other", "r1", &format!("o{i}"))).expect("token")).collect();
+        let flood: Vec<String> = (0..5000)
+            .map(|i| links.mint(link_in("flood", "big", &format!("o{i}"))).expect("token"))
+            .collect();
+        assert_eq!(held(&links, "flood"), MAX_LINKS_PER_REQUEST, "one request keeps its share");
+        assert_eq!(lock(&links.table).per_request.get("big"), Some(&MAX_LINKS_PER_REQUEST));
+        for token in &other {
+            assert!(links.get(token).is_ok(), "the other session's links are live");
+        }
+        assert!(links.get(&flood[4999]).is_ok() && links.get(&flood[5000 - MAX_LINKS_PER_REQUEST]).is_ok());
+        assert_eq!(
+            links.get(&flood[4999 - MAX_LINKS_PER_REQUEST]),
+            Err(LinkError::Unknown),
+            "its own oldest went"
+        );
+
+        // Many requests of one session fill the table: still only that session's links go.
+        for r in 0..2 * MAX_LINKS / MAX_LINKS_PER_REQUEST {
+            for i in 0..MAX_LINKS_PER_REQUEST {
+                links.mint(link_in("flood", &format!("f{r}"), &format!("o{i}")));
+            }
+        }
+        assert_eq!(links.len(), MAX_LINKS);
+        assert_eq!(held(&links, "other"), 4);
+        for token in &other {
+            assert!(links.get(token).is_ok(), "still live");
+        }
+        // A tie goes against the minting session.
+        let even = Links::default();
+        let a = even.mint(link_in("a", "ra", "o")).expect("token");
+        for i in 0..MAX_LINKS - 2 {
+            even.mint(link_in(if i % 2 == 0 { "b" } else { "c" }, &format!("r{i}"), "o"));
+        }
+        even.mint(link_in("a", "ra2", "o"));
+        assert_eq!(even.len(), MAX_LINKS);
+        let (b, c) = (held(&even, "b"), held(&even, "c"));
+        even.mint(link_in("b", "rb", "o"));
+        assert_eq!(
+            (held(&even, "a"), held(&even, "b"), held(&even, "c")),
+            (2, b, c),
+            "b holds the most (tied with c, and b mints)"
+        );
+        assert!(even.get(&a).is_ok());
+        let t = lock(&even.table);
+        assert!(
+            t.per_request.values().all(|n| *n > 0) && t.per_session.values().all(|n| *n > 0),
+            "no empty counts kept"
+        );
+    }
+
+    #[test]
+    fn a_link_can_be_expired_alone_and_the_table_says_when_it_is_empty() {
+        let links = Links::default();
+        assert!(links.is_empty());
+        let (a, b) = (links.mint(link("r", "a")).expect("token"), links.mint(link("r", "b")).expect("token"));
+        assert!(!links.is_empty());
+        links.expire(&a);
+        assert_eq!(
+            (links.get(&a), links.get(&b).map(|l| l.option_id)),
+            (Err(LinkError::Expired), Ok("b".into()))
+        );
+        links.expire(&"0".repeat(64));
+        assert_eq!(links.len(), 2, "an unknown token expires nothing");
+    }
+
+    #[test]
+    fn its_debug_shows_a_count_and_no_token() {
+        let links = Links::default();
+        let token = links.mint(link("r", "o")).expect("token");
+        let shown = format!("{links:?}");
+        assert_eq!(shown, "Links { links: 1 }");
+        assert!(!shown.contains(&token));
     }
 
     #[test]

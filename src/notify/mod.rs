@@ -3,8 +3,8 @@
 //!
 //! - this file: [`Notifier`]: what sessions hand events to ([`Notifier::offer`]), one bounded queue
 //!   and one worker task per target, reminders, and the figures.
-//! - `links`: the action links' tokens, stored hashed, single use.
-//! - `format`: the JSON document and the ntfy body.
+//! - `links`: the action links' tokens, stored hashed, single use, shared fairly among sessions.
+//! - `format`: the JSON document and the ntfy body; what a request asks, as a person reads it.
 //! - `deliver`: one POST with hyper's client, signed, with retries.
 //!
 //! On the floor of `permission` and `agent` (below `daemon`, which hands it events): it imports only
@@ -28,10 +28,13 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::deliver::Outcome;
+pub use self::format::Asked;
+use self::format::approves;
 use self::format::{Action, Notice};
 pub use self::links::{Link, LinkError, Links, well_formed};
 use crate::config::{NotifyFormat, NotifyTarget};
 use crate::event::EventKind;
+use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::{Metrics, NotifyCounts};
 use crate::sync::lock;
 
@@ -44,6 +47,9 @@ pub const QUEUE_PER_TARGET: usize = 256;
 const MAX_OPEN_REQUESTS: usize = 4096;
 /// Reminders per request and target at most: escalation, not a stream.
 const MAX_REMINDERS: u32 = 3;
+/// Options of one request a notification lists and links at most (the mediator refuses requests
+/// with more, `permission::MAX_OPTIONS_PER_REQUEST`; this keeps a notification bounded by itself).
+const MAX_OPTIONS_LINKED: usize = 16;
 
 /// One event to deliver.
 #[derive(Debug)]
@@ -68,6 +74,33 @@ struct Target {
     config: NotifyTarget,
     jobs: Mutex<VecDeque<Arc<Job>>>,
     wake: Notify,
+    /// Its log lines, throttled per kind (a hanging target and thousands of prompts used to make
+    /// thousands of "dropped" lines a second).
+    log: TargetLog,
+}
+
+/// The kinds of log lines a target repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// Its queue was full and dropped its oldest delivery.
+    Dropped,
+    /// A delivery ended (sent, refused, failed).
+    Delivered,
+}
+
+#[derive(Debug, Default)]
+struct TargetLog {
+    dropped: SharedLogThrottle,
+    delivered: SharedLogThrottle,
+}
+
+impl TargetLog {
+    fn throttle(&self, line: Line) -> &SharedLogThrottle {
+        match line {
+            Line::Dropped => &self.dropped,
+            Line::Delivered => &self.delivered,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +154,7 @@ impl Notifier {
                 config,
                 jobs: Mutex::new(VecDeque::new()),
                 wake: Notify::new(),
+                log: TargetLog::default(),
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -230,16 +264,39 @@ impl Shared {
         if let Some(old) = dropped {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             self.metrics.notification_dropped();
-            tracing::warn!(
-                target = target.index, host = %target.config.url.authority, event = %old.kind,
-                session_id = %old.session_id, "notification queue full; dropped the oldest"
-            );
+            if log_admits(target, Line::Dropped) {
+                tracing::warn!(
+                    target = target.index, host = %target.config.url.authority, event = %old.kind,
+                    session_id = %old.session_id, "notification queue full; dropped the oldest"
+                );
+            }
         }
         target.wake.notify_one();
     }
 
     fn is_open(&self, request_id: &str) -> bool {
         lock(&self.open).contains(request_id)
+    }
+}
+
+/// Whether a `line` about `target` is logged in full now; the rest of its second is counted and
+/// summed up in one line when the second is over ([`SharedLogThrottle`]).
+fn log_admits(target: &Target, line: Line) -> bool {
+    let (index, host) = (target.index, target.config.url.authority.clone());
+    target.log.throttle(line).admit(move |n| log_held_back(index, &host, line, n))
+}
+
+/// The summary of the `line`s about target `index` a second held back.
+fn log_held_back(index: usize, host: &str, line: Line, n: u64) {
+    match line {
+        Line::Dropped => tracing::warn!(
+            target = index, %host, count = n,
+            "{n} more notifications dropped in the last second (queue full; not logged one by one)"
+        ),
+        Line::Delivered => tracing::info!(
+            target = index, %host, count = n,
+            "{n} more deliveries ended in the last second (not logged one by one; see the notification metrics)"
+        ),
     }
 }
 
@@ -287,21 +344,28 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
     let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
+    let log = log_admits(target, Line::Delivered);
     match outcome {
         Outcome::Sent { status, attempts } => {
             shared.counters.sent.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("sent", took);
-            tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
+            if log {
+                tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
+            }
         }
         Outcome::Refused { status } => {
             shared.counters.failed.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("failed", took);
-            tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
+            if log {
+                tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
+            }
         }
         Outcome::Failed { reason, attempts } => {
             shared.counters.failed.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("failed", took);
-            tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+            if log {
+                tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+            }
         }
     }
     if is_request
@@ -334,18 +398,22 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
     shared.push(&shared.targets[index], again);
 }
 
-/// One link per offered option, voting as the target's `clientId`.
+/// One link per offered option (at most [`MAX_OPTIONS_LINKED`]), voting as the target's
+/// `clientId`. An approving option of a request its notification cannot show whole gets a link
+/// that decides only from its page ([`Link::needs_review`]).
 fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
     let base = shared.base.get().map_or("", String::as_str);
-    let summary = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null));
+    let whole = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null)).whole;
     let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default();
     let options = job.data.get("options").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     options
         .iter()
+        .take(MAX_OPTIONS_LINKED)
         .filter_map(|o| {
             let option_id = o.get("optionId").and_then(Value::as_str)?.to_owned();
-            let name = o.get("name").and_then(Value::as_str).unwrap_or(&option_id).to_owned();
+            let name = format::option_name(o.get("name").and_then(Value::as_str).unwrap_or(&option_id));
             let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let needs_review = !whole && approves(&kind);
             let url = shared
                 .links
                 .mint(Link {
@@ -354,10 +422,10 @@ fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
                     option_id: option_id.clone(),
                     option_name: name.clone(),
                     client_id: target.config.client_id.clone(),
-                    summary: summary.clone(),
+                    needs_review,
                 })
                 .map(|token| format!("{base}/act/{token}"));
-            Some(Action { option_id, name, kind, url })
+            Some(Action { option_id, name, kind, url, needs_review })
         })
         .collect()
 }
@@ -397,6 +465,51 @@ mod tests {
         assert!(text.contains("mediatord_notifications_dropped_total 1"), "{text}");
     }
 
+    fn job(tool_call: Value, options: usize) -> Job {
+        let kinds = ["allow_once", "reject_once", "allow_always", "reject_always"];
+        let options: Vec<Value> = (0..options)
+            .map(|i| json!({"optionId": format!("o{i}"), "name": format!("Option\u{202e}{i}"), "kind": kinds[i % 4]}))
+            .collect();
+        Job {
+            kind: EventKind::PermissionRequest,
+            session_id: "s".into(),
+            workspace: "/w".into(),
+            data: json!({"requestId": "r1", "toolCall": tool_call, "options": options}),
+            at: Instant::now(),
+            reminder: 0,
+            tracked: true,
+        }
+    }
+
+    /// Issue #27, findings 4 and 9: a request shown whole gets one-tap links; one whose summary
+    /// was cut gets approving links that need their page; at most 16 options are linked; option
+    /// names are revealed.
+    #[test]
+    fn links_are_minted_per_option_and_need_review_when_the_request_was_cut() {
+        let n = Notifier::new(
+            vec![target(vec![EventKind::PermissionRequest])],
+            Some("http://d".into()),
+            Arc::default(),
+        );
+        let (shared, t) = (&n.shared, &n.shared.targets[0]);
+        let short = json!({"kind": "execute", "title": "Run", "rawInput": {"command": "ls"}});
+        let actions = mint_actions(shared, t, &job(short, 4));
+        assert_eq!(actions.iter().map(|a| a.needs_review).collect::<Vec<_>>(), [false; 4]);
+        assert_eq!(actions[1].name, "Option\\u{202e}1");
+        assert!(actions.iter().all(|a| a.url.as_deref().is_some_and(|u| u.starts_with("http://d/act/"))));
+        let token = actions[0].url.as_deref().and_then(|u| u.rsplit('/').next()).expect("token");
+        assert_eq!(n.links().get(token).map(|l| (l.option_id, l.needs_review)), Ok(("o0".into(), false)));
+
+        let long = json!({"kind": "execute", "title": "Run", "rawInput": {"command": "x".repeat(400)}});
+        let actions = mint_actions(shared, t, &job(long, 40));
+        assert_eq!(actions.len(), MAX_OPTIONS_LINKED);
+        let review: Vec<bool> = actions.iter().take(4).map(|a| a.needs_review).collect();
+        assert_eq!(review, [true, false, true, false], "approving kinds need review, rejecting ones not");
+        let token = actions[0].url.as_deref().and_then(|u| u.rsplit('/').next()).expect("token");
+        assert_eq!(n.links().get(token).map(|l| l.needs_review), Ok(true));
+        assert_eq!(n.links().len(), 4 + MAX_OPTIONS_LINKED);
+    }
+
     #[test]
     fn only_wanted_events_are_queued_and_a_decision_expires_its_links() {
         let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
@@ -413,7 +526,7 @@ mod tests {
             option_id: "o".into(),
             option_name: "O".into(),
             client_id: None,
-            summary: String::new(),
+            needs_review: false,
         };
         let token = n.links().mint(link).expect("token");
         n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r1"}));

@@ -25,12 +25,18 @@ use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
 use crate::config::Policy;
 use crate::event::EventKind;
+use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::Metrics;
 use crate::store::{AuditOutcome, AuditRecord, MemoryStore, Store, outcome_of};
 
 /// Pending requests per session; more are answered `cancelled` at once
 /// (`docs/protocol.md#8-permission-mediation`).
 const MAX_PENDING_PER_SESSION: usize = 64;
+/// Options one request may offer; a request with more is answered `cancelled` at once and
+/// published nowhere. ACP has four option kinds and agents offer two to four; every option is a
+/// button on every client and a link per notification target, so 5000 of them made a 793 KB
+/// notification and 5000 links.
+const MAX_OPTIONS_PER_REQUEST: usize = 16;
 /// Decided requests remembered to answer late votes `permission_already_resolved`.
 const RESOLVED_RING: usize = 512;
 /// Decisions kept for `GET .../permissions?audit=1`.
@@ -259,6 +265,9 @@ pub struct Mediator {
     store: Arc<dyn Store>,
     /// The workspace's rules, matched after the session's own.
     workspace_rules: Arc<WorkspaceRules>,
+    /// Warnings about requests answered `cancelled` at once (the reserved option id, too many
+    /// options, too many pending): an agent raising them in a loop costs a line a second.
+    refused_log: SharedLogThrottle,
 }
 
 impl std::fmt::Debug for Mediator {
@@ -292,7 +301,15 @@ impl Mediator {
         store: Arc<dyn Store>,
         workspace_rules: Arc<WorkspaceRules>,
     ) -> Mediator {
-        Mediator { cfg, workspace, metrics, state: Mutex::new(State::default()), store, workspace_rules }
+        Mediator {
+            cfg,
+            workspace,
+            metrics,
+            state: Mutex::new(State::default()),
+            store,
+            workspace_rules,
+            refused_log: SharedLogThrottle::default(),
+        }
     }
 
     /// The mediator at work for `host`, the session it belongs to.
@@ -327,7 +344,14 @@ impl<'a> Permissions<'a> {
         let tool_call = params.get("toolCall").cloned().unwrap_or_else(|| json!({}));
         let cancelled = || json!({"outcome": outcome_json(&Choice::Cancel)});
         if options.iter().any(|o| o.get("optionId").and_then(Value::as_str) == Some(CANCEL_OPTION_ID)) {
-            tracing::error!(session_id = %host.session_id(), "the agent offered the reserved option id __cancelled__; answering cancelled");
+            self.log_refused("the agent offered the reserved option id __cancelled__");
+            return cancelled();
+        }
+        if options.len() > MAX_OPTIONS_PER_REQUEST {
+            self.log_refused(&format!(
+                "the agent offered {} options, more than {MAX_OPTIONS_PER_REQUEST}",
+                options.len()
+            ));
             return cancelled();
         }
         // The deadline is fixed before the record exists, so nothing can see an unarmed request.
@@ -362,7 +386,7 @@ impl<'a> Permissions<'a> {
             }
             if st.pending.len() >= MAX_PENDING_PER_SESSION {
                 drop(st);
-                tracing::warn!(session_id = %host.session_id(), "too many pending permission requests; answering cancelled");
+                self.log_refused("too many pending permission requests");
                 return cancelled();
             }
             host.publish(EventKind::PermissionRequest, &data);
@@ -399,6 +423,17 @@ impl<'a> Permissions<'a> {
             None => rx.await.unwrap_or(Choice::Cancel),
         };
         json!({"outcome": outcome_json(&choice)})
+    }
+
+    /// Logs why a request is answered `cancelled` at once: the first in each second, then a count.
+    fn log_refused(self, why: &str) {
+        let session_id = self.host.session_id().to_owned();
+        let report = move |n: u64| {
+            tracing::warn!(session_id = %session_id, count = n, "{n} more permission requests answered cancelled at once in the last second");
+        };
+        if self.mediator.refused_log.admit(report) {
+            tracing::warn!(session_id = %self.host.session_id(), "{why}; answering cancelled");
+        }
     }
 
     /// Resolves one pending request if it still is; returns whether it was.
@@ -468,6 +503,15 @@ impl<'a> Permissions<'a> {
         st.pending
             .get(request_id)
             .is_some_and(|p| super::policy::may_decide(&p.issued, client_id, loopback_peer))
+    }
+
+    /// The `permission_request` data of a pending request, its `toolCall` laid over what the agent
+    /// announced for it ([`Host::announced_tool_call`]): everything a vote on it approves.
+    pub fn pending_request(self, request_id: &str) -> Option<Value> {
+        let mut data = self.mediator.lock().pending.get(request_id).map(|p| p.data.clone())?;
+        let merged = self.host.announced_tool_call(data.get("toolCall").unwrap_or(&Value::Null));
+        data["toolCall"] = merged;
+        Some(data)
     }
 
     /// [`Permissions::vote`], saying how the vote arrived.
@@ -1225,6 +1269,43 @@ mod tests {
         for task in held {
             assert_eq!(answer(task).await, json!({"outcome": {"outcome": "cancelled"}}));
         }
+    }
+
+    /// Issue #27, finding 9: 16 options are a request; 17 are answered `cancelled` at once and
+    /// published nowhere (5000 made 5000 buttons on every client and a link per target each).
+    #[tokio::test]
+    async fn a_request_with_more_than_16_options_is_cancelled_unpublished() {
+        let f = fixture(Policy::FirstResponder, None);
+        let many: Vec<String> = (0..=MAX_OPTIONS_PER_REQUEST).map(|i| format!("k{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let refused = f.raise(params("/ws/a", &many));
+        assert_eq!(answer(refused).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!((f.host.kinds(), f.permissions().pending_count()), (vec![], 0));
+        let _held = f.raise(params("/ws/a", &many[..MAX_OPTIONS_PER_REQUEST]));
+        f.until_pending(1).await;
+        let published = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(published["options"].as_array().map(Vec::len), Some(MAX_OPTIONS_PER_REQUEST));
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+    }
+
+    /// What a link's page shows is the pending request with its tool call laid over what the agent
+    /// announced (the command may be there only); a decided request has none.
+    #[tokio::test]
+    async fn a_pending_request_is_read_with_its_announced_tool_call() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.announced)
+            .insert("c1".into(), json!({"rawInput": {"command": "make all"}, "title": "Old"}));
+        let task = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let data = f.permissions().pending_request(&id).expect("pending");
+        assert_eq!(data["requestId"], id.as_str());
+        assert_eq!(data["toolCall"]["rawInput"]["command"], "make all", "{data}");
+        assert_eq!(data["toolCall"]["title"], "Write", "the request's own fields win");
+        assert_eq!(f.permissions().pending_request("nope"), None);
+        f.permissions().vote(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
+        answer(task).await;
+        assert_eq!(f.permissions().pending_request(&id), None, "decided");
     }
 
     #[tokio::test]

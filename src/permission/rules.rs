@@ -20,6 +20,16 @@ pub const MAX_RULES_PER_SESSION: usize = 256;
 pub const MAX_MATCHERS_PER_FIELD: usize = 64;
 /// Bytes per matcher string: PATH_MAX on Linux, so any real path can be remembered literally.
 pub const MAX_MATCHER_LEN: usize = 4096;
+/// Wildcards in one rule's `paths` and `commands` together (each `*`, `?`, `[` and member of a
+/// class, `{` and `,` of an alternation). Counted before anything is compiled: the
+/// compiled automaton grows with them, and globset gives up only after building it (64 globs of
+/// 4000 `*` took 200 MB that the allocator kept). A hand-written rule holds a handful; 256 compile
+/// in a few MB.
+pub const MAX_WILDCARDS_PER_RULE: usize = 256;
+/// Bytes of one rule's globs that hold a wildcard (literal ones, what a remembered decision writes,
+/// are matched as strings and not counted): a compiled glob keeps about 50 times its length, so a
+/// rule stays under a quarter of a megabyte, and 256 rules under 64 MB.
+pub const MAX_WILDCARD_GLOB_BYTES_PER_RULE: usize = 4096;
 /// The ACP `ToolKind` values a `kinds` matcher may name.
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
@@ -326,6 +336,7 @@ fn matcher_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<Str
 }
 
 fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
+    within_glob_budget(&rule)?;
     let paths = match &rule.paths {
         Some(globs) => Some(glob_set(globs, true, |glob| anchor_path_glob(glob, workspace))?),
         None => None,
@@ -335,6 +346,74 @@ fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
         None => None,
     };
     Ok(CompiledRule { rule, paths, commands })
+}
+
+/// Refuses, before any glob is compiled, a rule whose globs exceed [`MAX_WILDCARDS_PER_RULE`] or
+/// [`MAX_WILDCARD_GLOB_BYTES_PER_RULE`].
+fn within_glob_budget(rule: &Rule) -> Result<(), String> {
+    let globs = rule.paths.iter().chain(&rule.commands).flatten();
+    let (mut count, mut bytes) = (0, 0);
+    for glob in globs {
+        let n = wildcards(glob);
+        count += n;
+        if n > 0 {
+            bytes += glob.len();
+        }
+    }
+    if count > MAX_WILDCARDS_PER_RULE {
+        return Err(format!(
+            "`paths` and `commands` hold {count} wildcards; a rule may hold at most {MAX_WILDCARDS_PER_RULE}"
+        ));
+    }
+    if bytes > MAX_WILDCARD_GLOB_BYTES_PER_RULE {
+        return Err(format!(
+            "the globs with wildcards of this rule are {bytes} bytes long; at most {MAX_WILDCARD_GLOB_BYTES_PER_RULE}"
+        ));
+    }
+    Ok(())
+}
+
+/// The wildcards of one glob, as [`MAX_WILDCARDS_PER_RULE`] counts them; a backslash-escaped
+/// character is a literal (as [`escape_literal`] writes them).
+fn wildcards(glob: &str) -> usize {
+    let mut count = 0;
+    let mut braces = 0usize;
+    let mut class = false;
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            chars.next();
+            count += usize::from(class);
+            continue;
+        }
+        if class {
+            class = c != ']';
+            count += usize::from(class);
+            continue;
+        }
+        match c {
+            // Each star: globset makes a run of them as many repetitions.
+            '*' => count += 1,
+            '?' => count += 1,
+            '[' => {
+                count += 1;
+                class = true;
+                // A `]` right after `[` or `[!` is a member, not the end.
+                chars.next_if_eq(&'!');
+                if chars.next_if_eq(&']').is_some() {
+                    count += 1;
+                }
+            }
+            '{' => {
+                count += 1;
+                braces += 1;
+            }
+            '}' => braces = braces.saturating_sub(1),
+            ',' if braces > 0 => count += 1,
+            _ => {}
+        }
+    }
+    count
 }
 
 /// `literal_separator` is on for paths (`*` stays within one directory, `**` crosses) and off for
@@ -611,6 +690,74 @@ mod tests {
                 Err(reason) => assert!(reason.contains(needle), "{body}: {reason:?} lacks {needle:?}"),
             }
         }
+    }
+
+    /// Issue #27, finding 17: 64 globs of 4000 `*` used to be compiled before globset gave up (200
+    /// MB the allocator kept). They are refused by count, before compiling anything.
+    #[test]
+    fn globs_past_the_wildcard_budget_are_refused_before_compiling() {
+        let stars = vec!["*".repeat(4000); MAX_MATCHERS_PER_FIELD];
+        for field in ["paths", "commands"] {
+            let body = json!({"effect": "allow", field: stars.clone()});
+            let reason = parse_rule(&body, Path::new(WS), None, 0).expect_err("refused");
+            assert_eq!(
+                reason, "`paths` and `commands` hold 256000 wildcards; a rule may hold at most 256",
+                "{field}"
+            );
+        }
+        let reason = parse_rule(
+            &json!({"effect": "allow", "paths": ["?".repeat(230)], "commands": ["[abcdefghijklmnopqrstuvwxyz]*"]}),
+            Path::new(WS),
+            None,
+            0,
+        )
+        .expect_err("refused");
+        assert!(reason.contains("hold 258 wildcards"), "both fields count: {reason}");
+    }
+
+    #[test]
+    fn wildcards_are_counted_as_the_glob_syntax_reads_them() {
+        let table = [
+            ("plain/path.rs", 0),
+            ("a*b", 1),
+            ("**/x/**", 4),
+            ("*?*", 3),
+            ("x[abc]y", 4),
+            ("[!a]", 2),
+            ("[]a]", 3),
+            ("[!]a]", 3),
+            ("{a,b,c}", 3),
+            ("a,b", 0),
+            ("{a,{b,c}},d", 4),
+            (r"\*\?\[a\]\{b,c\}", 0),
+            (r"[\]]", 2),
+            ("git push *", 1),
+        ];
+        for (glob, expected) in table {
+            assert_eq!(wildcards(glob), expected, "{glob}");
+        }
+    }
+
+    /// The budgets are inclusive, and literal globs (what a remembered decision writes) take none
+    /// of the byte budget.
+    #[test]
+    fn globs_at_the_exact_budget_are_accepted() {
+        let count = |globs: Vec<String>| {
+            parse_rule(&json!({"effect": "allow", "commands": globs}), Path::new(WS), None, 0)
+        };
+        let exact = vec!["*".repeat(MAX_WILDCARDS_PER_RULE / 4); 4];
+        assert!(count(exact).is_ok(), "256 wildcards");
+        let over =
+            vec!["*".repeat(MAX_WILDCARDS_PER_RULE / 4), "?".repeat(MAX_WILDCARDS_PER_RULE * 3 / 4 + 1)];
+        assert!(count(over).expect_err("refused").contains("257 wildcards"));
+        let long = |len: usize| format!("*{}", "x".repeat(len - 1));
+        assert!(count(vec![long(2048), long(2048)]).is_ok(), "4096 bytes of wildcard globs");
+        let reason = count(vec![long(2048), long(2049)]).expect_err("refused");
+        assert_eq!(reason, "the globs with wildcards of this rule are 4097 bytes long; at most 4096");
+        let literal = vec!["x".repeat(MAX_MATCHER_LEN); 8];
+        assert!(count(literal).is_ok(), "literal globs are not counted");
+        let escaped = vec![format!("{}\\*", "x".repeat(MAX_MATCHER_LEN - 2)); 8];
+        assert!(count(escaped).is_ok(), "nor escaped wildcards");
     }
 
     /// The bounds are inclusive: exactly 64 entries and an entry of exactly 4096 bytes are accepted.

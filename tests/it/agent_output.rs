@@ -57,3 +57,23 @@ async fn a_flood_of_malformed_lines_is_logged_a_few_times_with_a_count() {
     assert!(counted >= 1, "the summary carries a count:\n{log}");
     assert_eq!(chunk_text(&d.turn(&sid, &mut sse, None, "hello").await), "hello");
 }
+
+/// Issue #27 (the sweep of finding 10's stderr path): a stderr line was read whole before it was
+/// cut to 8 KiB for the log, so an agent writing 64 MiB without a newline made the daemon hold 64
+/// MiB. The line is read 8 KiB at a time and the rest dropped as it comes; the next line is logged.
+#[tokio::test]
+async fn a_huge_stderr_line_is_cut_as_it_is_read() {
+    let agent = format!(
+        "sh -c '{{ head -c 67108864 /dev/zero | tr \"\\000\" a; echo; echo after-the-long-line; }} >&2; exec {} demo-agent'",
+        bin()
+    );
+    let d = Daemon::start(&["--agent", &agent]);
+    let before = d.memory_kib("VmRSS");
+    d.reset_peak_rss();
+    d.join("alice").await;
+    let log = wait_stderr(&d, "after-the-long-line").await;
+    let grown_mib = d.memory_kib("VmHWM").saturating_sub(before) / 1024;
+    assert!(grown_mib < 32, "a 64 MiB stderr line took {grown_mib} MiB");
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!((8 * 1024..9 * 1024).contains(&longest), "the long line is logged cut to 8 KiB: {longest} bytes");
+}

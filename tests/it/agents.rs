@@ -36,12 +36,19 @@ async fn reply(d: &Daemon, sid: &str, text: &str) -> String {
 /// written is kept: the first is the default), in a fresh workspace. No `--agent` flag: flags would
 /// replace the file's agents.
 fn with_agents_file(agents: &str) -> (Daemon, tempfile::TempDir) {
+    with_agents_file_and(agents, &[])
+}
+
+/// [`with_agents_file`] with `extra` flags; `{dir}` in them stands for the temporary directory.
+fn with_agents_file_and(agents: &str, extra: &[&str]) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let workspace: PathBuf = std::fs::canonicalize(dir.path()).expect("canonical");
     let config = workspace.join("mediatord.json");
     std::fs::write(&config, format!(r#"{{"agents": {agents}}}"#)).expect("write the config file");
-    let args =
-        ["--workspace", workspace.to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")];
+    let root = workspace.to_str().expect("utf-8");
+    let extra: Vec<String> = extra.iter().map(|a| a.replace("{dir}", root)).collect();
+    let mut args = vec!["--workspace", root, "--config", config.to_str().expect("utf-8")];
+    args.extend(extra.iter().map(String::as_str));
     (Daemon::start_in(&workspace, &args, &[]), dir)
 }
 
@@ -329,4 +336,136 @@ done
     assert_eq!((status, &body["code"]), (502, &json!("agent_start_failed")), "{body}");
     assert!(body["error"].as_str().is_some_and(|e| e.contains("\"fixed\"")), "{body}");
     assert_eq!(d.get("/session/fixed").await.ok()["agent"], "a", "the first session keeps its id");
+}
+
+/// Issue #27, finding 8: an agent chooses its session ids, and one with control characters used to
+/// be taken as it was (a newline in it forged a log line, an escape sequence drove the terminal
+/// showing the log). It is refused with a reason that shows it escaped, and nothing is started.
+#[tokio::test]
+async fn a_session_id_with_control_characters_is_refused_with_a_clear_error() {
+    let forged = "x\n2026-01-01T00:00:00.000000Z  INFO mediatord: forged\u{1b}[2J";
+    let agents = json!({"evil": {"command": "demo", "env": {"DEMO_SESSION_ID": forged}}});
+    let (d, _dir) = with_agents_file(&agents.to_string());
+    let (status, body) = d.post("/session", Some("alice"), json!({})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    let error = body["error"].as_str().expect("error");
+    assert!(
+        error.contains(r#"the id "x\n2026-01-01T00:00:00.000000Z  INFO mediatord: forged\u{1b}[2J""#)
+            && error.contains("not a session id mediatord accepts"),
+        "{error}"
+    );
+    assert_eq!(d.get("/health?deep=1").await.ok()["sessions"], 0, "no session was entered");
+    let log = wait_stderr(&d, "not a session id mediatord accepts").await;
+    assert!(!log.lines().any(|l| l.starts_with("2026-01-01T00:00:00")), "a forged line:\n{log}");
+    assert!(!log.contains('\u{1b}'), "{log}");
+}
+
+/// Issue #27, finding 8: a second agent answering `session/new` with the id of a session the
+/// history records used to replace that session's record and history. The create is refused, and
+/// the recorded session replays as it was; a live id stays refused too.
+#[tokio::test]
+async fn a_second_agent_answering_a_recorded_sessions_id_is_refused_and_the_history_stays() {
+    let agents = json!({
+        "a": {"command": "demo", "env": {"DEMO_SESSION_ID": "fixed-1"}},
+        "b": {"command": "demo", "env": {"DEMO_SESSION_ID": "fixed-1"}},
+    });
+    let (d, _dir) = with_agents_file_and(&agents.to_string(), &["--state-dir", "{dir}/state"]);
+    let first = sid(&create_on(&d, "alice", "a", json!({})).await);
+    assert_eq!(first, "fixed-1");
+    assert_eq!(reply(&d, &first, "remember this").await, "remember this");
+
+    // Live: another agent's session under the same id is refused.
+    let (status, body) = d.post("/session", Some("bob"), json!({"agent": "b"})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains(r#"the id "fixed-1""#)), "{body}");
+
+    // Closed, it is recorded: still refused, by either agent, and its history is untouched.
+    assert_eq!(d.delete(&format!("/session/{first}")).await.status, 204);
+    let before = Sse::connect(&d, &first, &last_event_id(0)).await.rest().await;
+    assert!(chunk_text(&before).contains("remember this"), "the history: {before:?}");
+    for agent in ["b", "a"] {
+        let (status, body) = d.post("/session", Some("bob"), json!({"agent": agent})).await.pair();
+        assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{agent}: {body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("which a recorded session has")), "{body}");
+    }
+    let after = Sse::connect(&d, &first, &last_event_id(0)).await.rest().await;
+    assert_eq!(ids(&after), ids(&before), "the recorded history is the same");
+    assert_eq!(chunk_text(&after), chunk_text(&before));
+    let cwd = d.workspace.to_str().expect("utf-8").replace('/', "%2F");
+    let listed = d.get(&format!("/workspace/{cwd}/sessions?include=ended")).await.ok();
+    let records: Vec<&Value> = listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["sessionId"] == "fixed-1")
+        .collect();
+    assert_eq!(records.len(), 1, "{listed}");
+    assert_eq!(records[0]["agent"], "a", "the record is still agent a's: {listed}");
+}
+
+/// Issue #27, finding 10: a value of the agent's configured `env` (an API key) that the agent
+/// writes to stderr or puts in an error answer used to reach the HTTP answer, the `turn_error`
+/// event every observer reads, the notification and the log. It is redacted on every one of them.
+#[tokio::test]
+async fn an_agents_configured_secret_never_leaves_through_its_stderr_or_its_errors() {
+    const KEY: &str = "sk-test-7f3c9e1b2d4a6f80";
+    let mut hook = Receiver::start(&[]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace: PathBuf = std::fs::canonicalize(dir.path()).expect("canonical");
+    let config = workspace.join("mediatord.json");
+    let file = json!({
+        "agents": {
+            "leaky": {"command": "demo", "env": {"DEMO_KEY": KEY}},
+            // Dies at once, its key on stderr: the create's answer quotes that stderr.
+            "early": {"command": "sh -c 'echo \"bad key $DEMO_KEY\" >&2; exit 3'", "env": {"DEMO_KEY": KEY}},
+        },
+        "serve": {"notify": [{"url": hook.url("/"), "events": ["turn_error"]}]},
+    });
+    std::fs::write(&config, file.to_string()).expect("write the config file");
+    let root = workspace.to_str().expect("utf-8");
+    let d = Daemon::start_in(
+        &workspace,
+        &["--workspace", root, "--config", config.to_str().expect("utf-8")],
+        &[],
+    );
+
+    let (status, body) = d.post("/session", Some("alice"), json!({"agent": "early"})).await.pair();
+    assert_eq!((status, body["code"].as_str()), (502, Some("agent_start_failed")), "{body}");
+    let error = body["error"].as_str().expect("error");
+    assert!(error.contains("bad key [redacted]") && !error.contains(KEY), "{error}");
+
+    let sid = sid(&create_on(&d, "alice", "leaky", json!({})).await);
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // The agent's error answer holds the key in its message and its data.
+    let failed = d.prompt(&sid, Some("alice"), "leak DEMO_KEY").await;
+    assert_eq!((failed.status, failed.body["code"].as_str()), (502, Some("agent_error")), "{}", failed.text);
+    assert!(!failed.text.contains(KEY), "{}", failed.text);
+    assert!(
+        failed.text.contains("failed with DEMO_KEY=[redacted]: the value was [redacted]"),
+        "{}",
+        failed.text
+    );
+    let turn_error = find(&sse.until_type("turn_error").await, "turn_error").clone();
+    assert_eq!(turn_error["message"], "failed with DEMO_KEY=[redacted]: the value was [redacted]");
+    // The agent dies; what it wrote to stderr (the key, by `leak`) is quoted in the answer.
+    let crashed = d.prompt(&sid, Some("alice"), "crash").await;
+    assert_eq!(crashed.body["code"].as_str(), Some("agent_exited"), "{}", crashed.text);
+    assert!(!crashed.text.contains(KEY) && crashed.text.contains("DEMO_KEY=[redacted]"), "{}", crashed.text);
+    let events = sse.rest().await;
+    let died = events
+        .iter()
+        .filter(|e| e.event == "turn_error")
+        .map(|e| e.payload().to_string())
+        .collect::<Vec<_>>();
+    assert!(died.iter().all(|t| !t.contains(KEY)) && !died.is_empty(), "{died:?}");
+
+    for _ in 0..2 {
+        let delivered = hook.next().await;
+        let raw = String::from_utf8_lossy(&delivered.raw).into_owned();
+        assert_eq!(delivered.body["event"], "turn_error");
+        assert!(!raw.contains(KEY) && raw.contains("[redacted]"), "{raw}");
+    }
+    let log = wait_stderr(&d, "DEMO_KEY=[redacted]").await;
+    assert!(!log.contains(KEY), "the log holds the key:\n{log}");
+    assert!(log.contains("bad key [redacted]"), "{log}");
 }

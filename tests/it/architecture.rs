@@ -26,6 +26,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("sync", 0),
     ("service", 0),
     ("throttle", 0),
+    ("text", 0),
+    ("log_throttle", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),

@@ -34,4 +34,5 @@ mod service;
 mod sessions;
 mod shell;
 mod store;
+mod terminal;
 mod web;

@@ -305,3 +305,35 @@ async fn every_rule_answer_is_audited() {
         assert_eq!(entry["ballots"], json!([]));
     }
 }
+
+/// Issue #27, finding 17: a rule of 64 globs of 4000 `*` each was refused only after globset had
+/// built most of its automaton, and the resident memory it took (about 200 MB a post) stayed. It
+/// is refused by counting its wildcards first: the daemon's memory does not move.
+#[tokio::test]
+async fn a_rule_with_too_many_wildcards_is_refused_without_growing_the_daemon() {
+    let (d, sid, _sse) = setup().await;
+    let stars = vec!["*".repeat(4000); 64];
+    // Warm up: the same route with a refused rule that compiles nothing.
+    let (status, _) = add_rule(&d, &sid, json!({"effect": "allow", "commands": ["{a"]})).await;
+    assert_eq!(status, 400);
+    let before = d.memory_kib("VmRSS");
+    d.reset_peak_rss();
+    for field in ["paths", "commands"] {
+        let (status, body) = add_rule(&d, &sid, json!({"effect": "allow", field: stars})).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_rule")), "{body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("256000 wildcards")), "{body}");
+    }
+    let cwd = d.workspace.to_str().expect("utf-8").replace('/', "%2F");
+    let (status, body) = d
+        .post(
+            &format!("/workspace/{cwd}/permission-rules"),
+            Some("alice"),
+            json!({"effect": "allow", "paths": stars}),
+        )
+        .await
+        .pair();
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_rule")), "{body}");
+    let grown_mib = d.memory_kib("VmHWM").saturating_sub(before) / 1024;
+    assert!(grown_mib < 32, "three refused rules took {grown_mib} MiB at their peak");
+    assert!(list_rules(&d, &sid).await.is_empty());
+}
