@@ -164,13 +164,30 @@ mod tests {
     }
 
     #[test]
+    fn requests_and_notifications_are_json_rpc() {
+        let params = json!({"requestId": "c-1"});
+        assert_eq!(
+            parse(&notification("$/cancel_request", &params)),
+            json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "c-1"}})
+        );
+        assert_eq!(
+            parse(&request("perm-1", "session/request_permission", &params)),
+            json!({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission", "params": {"requestId": "c-1"}})
+        );
+    }
+
+    #[test]
     fn refusals_say_what_was_wrong() {
         assert_eq!(refusal(b"{nope").code, PARSE_ERROR);
         assert_eq!(refusal(b"").code, PARSE_ERROR);
         assert_eq!(refusal(b" [1,2]").code, INVALID_REQUEST);
         assert_eq!(refusal(b" [1,2]").data, Some(json!({"errorKind": "batch_unsupported"})));
         assert_eq!(refusal(b"{}").code, INVALID_REQUEST);
+        assert_eq!(refusal(b"{}").data, Some(json!({"errorKind": "invalid_request"})));
+        assert_eq!(refusal(b"[nope").code, PARSE_ERROR, "a bracket alone makes no batch");
         assert_eq!(refusal(b"42").code, INVALID_REQUEST);
+        // JSON-RPC's own codes (its section 5.1).
+        assert_eq!((PARSE_ERROR, INVALID_REQUEST), (-32700, -32600));
         let e = error(None, &refusal(b"x"));
         assert_eq!(parse(&e)["id"], Value::Null);
         assert_eq!(parse(&response(&RequestId::Text("a".into()), &json!({})))["id"], "a");

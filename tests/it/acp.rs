@@ -476,3 +476,18 @@ async fn the_perimeter_answers_acp_as_it_answers_every_route() {
     assert_eq!((big.status, big.body["code"].clone()), (413, json!("body_too_large")));
     assert_eq!(send(post().json(&init)).await.status, 200, "the daemon serves on");
 }
+
+/// Under `local-only`, a connection from a loopback peer is asked, and its answer decides (the
+/// peer address is the socket's, as for a REST vote).
+#[tokio::test]
+async fn under_local_only_a_loopback_connection_is_asked_and_decides() {
+    let d = Daemon::start(&["--permission-policy", "local-only"]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write local.txt near")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(ask["params"]["_meta"]["mediatord/policy"], "local-only", "{ask}");
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("local.txt")).expect("written"), "near");
+}
