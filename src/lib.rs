@@ -7,10 +7,10 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► daemon ─► permission ─┬─► store
-//!                                    ├─► devices ────┘
-//!                                    ├─► agent ────────► acp
-//!                                    └─► notify
+//! main.rs ─► server ─► http ─► door ─► daemon ─► permission ─┬─► store
+//!                                            ├─► devices ────┘
+//!                                            ├─► agent ────────► acp
+//!                                            └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
 //!                                log_throttle
 //! beside the house (imported by main only): demo_agent ─► acp   service
@@ -26,7 +26,10 @@
 //! # Crate map
 //!
 //! - [`server`]: bind, the startup line, signals and the drain.
-//! - [`http`]: the perimeter, the route table, handlers by resource, OpenAPI, HTTP errors.
+//! - [`http`]: the perimeter, the route table, handlers by resource, OpenAPI, HTTP errors; `/acp`'s
+//!   transports.
+//! - [`door`]: the ACP door: the daemon as the ACP agent to the editors and SDKs on `/acp`, on the
+//!   same sessions, bus and mediator as REST.
 //! - [`daemon`]: the tables (sessions, one agent per workspace, limits, drain); sessions with
 //!   their prompt FIFO and turn runner; the event bus; the session shell.
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
@@ -62,6 +65,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo_agent;
 pub mod devices;
+pub mod door;
 pub mod event;
 pub mod exec;
 pub mod fleet;

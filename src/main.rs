@@ -41,6 +41,9 @@ enum Command {
     Pair(PairArgs),
     /// List the paired devices, or revoke one (`mediatord devices revoke ID`).
     Devices(DevicesArgs),
+    /// Be an editor's ACP agent on stdio and join a running daemon's shared session over its
+    /// `/acp` WebSocket, reconnecting and resuming without losing an update (docs/clients.md).
+    Connect(mediatord::http::connect::ConnectArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
@@ -543,6 +546,7 @@ fn main() -> ExitCode {
         Command::Audit(args) => audit(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
+        Command::Connect(args) => mediatord::http::connect::main(args),
         Command::Service(ServiceArgs { action: ServiceAction::Install(args) }) => {
             match mediatord::service::install_user_here(&args) {
                 Ok(report) => {

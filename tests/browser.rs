@@ -1,5 +1,7 @@
 //! The web app in a real browser (issue #18's acceptance): Debian's headless Chromium driven over
 //! WebDriver (chromedriver, `fantoccini`) against the real `mediatord` binary and its demo agent.
+//! [`FourClients`] (issue #28) puts it on one session beside an editor through `mediatord connect`,
+//! a REST client on the SSE stream and a paired phone.
 //! `tests/browser/install.sh` installs both with apt when they are missing and fails loudly when it
 //! cannot, so this binary never skips; it is kept out of `cargo test --test it` for that reason.
 //!
@@ -1104,6 +1106,267 @@ async fn the_operators_devices_page_pairs_another_browser_and_revokes_it() {
         let problems = page.console_problems().await;
         assert!(problems.iter().all(|p| p.contains("/capabilities") && p.contains("401")), "{problems:?}");
     }
+}
+
+/// Issue #28: one session, four kinds of client at once — an editor through `mediatord connect`
+/// (ACP over stdio, then `/acp`'s WebSocket), a REST client reading the SSE stream, the web app in
+/// Chromium (the operator, by token) and a phone paired as a device (the web app, by its device
+/// credential).
+struct FourClients {
+    d: Daemon,
+    sid: String,
+    /// The REST client's stream of the session, opened before anything happened in it.
+    sse: support::Sse,
+    /// Every event the REST client read, in order.
+    events: Vec<support::Event>,
+    editor: support::Editor,
+    web: Page,
+    phone: Page,
+    _driver: Driver,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+const FOUR_TOKEN: &str = "four-clients-token";
+
+impl FourClients {
+    async fn start(args: &[&str]) -> FourClients {
+        let one = ONE_BROWSER.lock().await;
+        let mut all = vec!["--token", FOUR_TOKEN];
+        all.extend(args);
+        let (d, driver) = start(&all).await;
+        let http = support::http();
+        let created: Value = http
+            .post(d.url("/session"))
+            .bearer_auth(FOUR_TOKEN)
+            .header("X-Qwen-Client-Id", "rest")
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("create")
+            .json()
+            .await
+            .expect("json");
+        let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+        let sse = support::Sse::connect(
+            &d,
+            &sid,
+            &[("Authorization", format!("Bearer {FOUR_TOKEN}")), ("X-Qwen-Client-Id", "rest".into())],
+        )
+        .await;
+
+        let mut editor = support::Editor::start(
+            &d.base,
+            &["--session", &sid, "--client-id", "zed"],
+            &[("MEDIATORD_TOKEN", FOUR_TOKEN)],
+        );
+        assert_eq!(
+            editor.open_session(&d.workspace).await,
+            sid,
+            "--session: the editor's new thread is this session"
+        );
+
+        // The web app, signed in with the operator's token, shows the session.
+        let web = driver.open(DESKTOP).await;
+        web.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+        let token = web
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+            .await
+            .expect("the Token field");
+        token.send_keys(FOUR_TOKEN).await.expect("type");
+        web.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+        web.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+        web.open_session(&sid).await;
+
+        // A phone paired as a device: the pairing URL signs it in with a credential of its own.
+        let issued: Value = http
+            .post(d.url("/devices/pairing"))
+            .bearer_auth(FOUR_TOKEN)
+            .json(&json!({"name": "Phone"}))
+            .send()
+            .await
+            .expect("pairing")
+            .json()
+            .await
+            .expect("json");
+        let phone = driver.open(PHONE).await;
+        phone.client.goto(issued["url"].as_str().expect("url")).await.expect("navigate");
+        phone.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+        phone.until("signed in", "document.querySelector('.whoami')?.textContent.includes('Phone')").await;
+        phone.open_session(&sid).await;
+        FourClients { d, sid, sse, events: Vec::new(), editor, web, phone, _driver: driver, _one: one }
+    }
+
+    /// `POST /session/:id/prompt` as the REST client, answered at once (`202`).
+    async fn rest_prompt(&self, text: &str) {
+        let res = support::http()
+            .post(self.d.url(&format!("/session/{}/prompt", self.sid)))
+            .bearer_auth(FOUR_TOKEN)
+            .header("X-Qwen-Client-Id", "rest")
+            .header("Prefer", "respond-async")
+            .json(&json!({"prompt": [{"type": "text", "text": text}]}))
+            .send()
+            .await
+            .expect("prompt");
+        assert_eq!(res.status(), 202);
+    }
+
+    /// Reads the REST client's stream until `n` turns have ended in all.
+    async fn until_turns(&mut self, n: usize) {
+        while self.events.iter().filter(|e| e.event == "turn_complete").count() < n {
+            let more = self.sse.until_type("turn_complete").await;
+            self.events.extend(more);
+        }
+    }
+
+    /// What the REST client read: the `session_update` payloads in order, and each ended turn's
+    /// agent text and tool calls' titles.
+    fn rest_view(&self) -> (Vec<Value>, Vec<Value>) {
+        let mut turns = Vec::new();
+        let (mut agent, mut tools) = (String::new(), Vec::new());
+        for e in &self.events {
+            let update = &e.payload()["update"];
+            match (e.event.as_str(), update["sessionUpdate"].as_str()) {
+                ("session_update", Some("agent_message_chunk")) => {
+                    agent.push_str(update["content"]["text"].as_str().unwrap_or_default())
+                }
+                ("session_update", Some("tool_call")) => tools.push(update["title"].clone()),
+                ("turn_complete", _) => {
+                    turns.push(json!({"agent": agent, "tools": tools}));
+                    (agent, tools) = (String::new(), Vec::new());
+                }
+                _ => {}
+            }
+        }
+        let updates =
+            self.events.iter().filter(|e| e.event == "session_update").map(|e| e.data.clone()).collect();
+        (updates, turns)
+    }
+}
+
+/// JS: every finished turn on the page, in order: its agent text and its tool calls' titles.
+const TURNS: &str = "[...document.querySelectorAll('.turn')].filter((t) => t.dataset.state && t.dataset.state !== 'running').map((t) => ({agent: [...t.querySelectorAll('.agent .msg')].map((m) => m.textContent).join(''), tools: [...t.querySelectorAll('.tool .tool-title')].map((x) => x.textContent)}))";
+
+/// The ACP params of the `session/update`s the editor received, in order.
+fn editor_updates(editor: &support::Editor) -> Vec<Value> {
+    editor.seen.iter().filter(|m| m["method"] == "session/update").map(|m| m["params"].clone()).collect()
+}
+
+#[tokio::test]
+async fn four_kinds_of_client_on_one_session_see_the_same_updates_and_the_web_apps_answer_resolves_the_editors_request()
+ {
+    let mut four = FourClients::start(&[]).await;
+    four.phone.prompt("hello from the phone").await;
+    four.until_turns(1).await;
+    four.rest_prompt("hello from rest").await;
+    four.until_turns(2).await;
+    let sid = four.sid.clone();
+    let turn = four
+        .editor
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write four.txt from the editor"}]}),
+        )
+        .await;
+    let ask = four.editor.until(|m| support::is_request(m, "session/request_permission")).await;
+    for page in [&four.web, &four.phone] {
+        page.until("the card", "document.querySelector('section.card h3')?.textContent.includes('four.txt')")
+            .await;
+    }
+    // Answered in the web app: the editor's request is withdrawn, the phone's card goes.
+    four.web.click("Allow once", &card_button("Allow once")).await;
+    let withdrawn = four.editor.until(|m| m["method"] == "$/cancel_request").await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"], "{withdrawn}");
+    let answer = four.editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    four.phone.until("the phone's card gone", NO_CARD).await;
+    assert_eq!(
+        std::fs::read_to_string(four.d.workspace.join("four.txt")).expect("written"),
+        "from the editor"
+    );
+
+    // The same updates, in the same order, for every client. The editor's are the REST stream's,
+    // byte for byte as JSON, but for the echo of its own prompt (an editor shows it already).
+    four.until_turns(3).await;
+    let (rest, turns) = four.rest_view();
+    let expected: Vec<Value> = rest
+        .iter()
+        .filter(|e| {
+            !(e["originatorClientId"] == "zed" && e["data"]["update"]["_meta"]["source"] == "bridge-echo")
+        })
+        .map(|e| e["data"].clone())
+        .collect();
+    assert!(expected.len() < rest.len(), "the REST stream has the echo of the editor's prompt");
+    assert_eq!(editor_updates(&four.editor), expected, "the editor saw the REST stream's updates, in order");
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[0]["agent"], "hello from the phone", "{turns:?}");
+    assert_eq!(turns[1]["agent"], "hello from rest", "{turns:?}");
+    assert_eq!(turns[2]["tools"].as_array().map(Vec::len), Some(1), "{turns:?}");
+    for page in [&four.web, &four.phone] {
+        let shown = page
+            .until(
+                "the three turns",
+                &format!("(() => {{ const t = {TURNS}; return t.length === 3 && t; }})()"),
+            )
+            .await;
+        assert_eq!(shown, json!(turns), "the page shows what the REST stream carried, in order");
+    }
+    assert!(four.editor.close().await.success());
+}
+
+#[tokio::test]
+async fn under_consensus_the_web_apps_vote_waits_for_the_editors_and_two_agreeing_decide() {
+    let mut four = FourClients::start(&["--permission-policy", "consensus", "--consensus-quorum", "2"]).await;
+    four.rest_prompt("write agreed.txt two of four").await;
+    let ask = four.editor.until(|m| support::is_request(m, "session/request_permission")).await;
+    assert_eq!(ask["params"]["_meta"]["mediatord/policy"], "consensus", "{ask}");
+    for page in [&four.web, &four.phone] {
+        page.until(
+            "the card",
+            "document.querySelector('section.card .policy')?.textContent.startsWith('Consensus')",
+        )
+        .await;
+    }
+    four.web.click("Allow once", &card_button("Allow once")).await;
+    for page in [&four.web, &four.phone] {
+        page.until(
+            "the tally",
+            "document.querySelector('section.card .policy')?.textContent.includes('1 vote so far, 2 needed')",
+        )
+        .await;
+    }
+    assert!(!four.d.workspace.join("agreed.txt").exists(), "one vote of the two needed decides nothing");
+    // The editor's answer is the second vote.
+    four.editor
+        .send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}))
+        .await;
+    four.editor.until(|m| m["params"]["update"]["content"]["text"] == "wrote agreed.txt").await;
+    assert!(
+        !four.editor.seen.iter().any(|m| m["method"] == "$/cancel_request"),
+        "the editor's request was answered, not withdrawn: {:#?}",
+        four.editor.seen
+    );
+    assert_eq!(std::fs::read_to_string(four.d.workspace.join("agreed.txt")).expect("written"), "two of four");
+    for page in [&four.web, &four.phone] {
+        page.until("the card resolved", NO_CARD).await;
+        let record = page.until("the record", RESOLVED_RECORD).await;
+        assert!(record.as_str().expect("text").ends_with("Allow once by zed"), "{record}");
+    }
+    let audit: Value = support::http()
+        .get(four.d.url(&format!("/session/{}/permissions?audit=1", four.sid)))
+        .bearer_auth(FOUR_TOKEN)
+        .send()
+        .await
+        .expect("audit")
+        .json()
+        .await
+        .expect("json");
+    let ballots = &audit["audit"][0]["ballots"];
+    let via: Vec<&Value> = ballots.as_array().expect("ballots").iter().map(|b| &b["via"]).collect();
+    assert_eq!(via, [&json!("rest"), &json!("acp")], "{audit}");
+    assert!(four.editor.close().await.success());
 }
 
 /// Issue #27, finding 11: the Markdown renderer scanned ahead from every opener, so `**a `, `_a `,

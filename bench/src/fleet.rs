@@ -1,4 +1,4 @@
-//! (i) A fleet (issue #33): two mediatord on one PostgreSQL (`--store`, given by `bench/fleet.sh`,
+//! (l) A fleet (issue #33): two mediatord on one PostgreSQL (`--store`, given by `bench/fleet.sh`,
 //! which makes a throwaway cluster), and a third alone on SQLite (its own state directory) for
 //! the store's cost. The fleet's sessions are always created on A; each scenario runs through A
 //! (direct), through B (which relays every request and the event stream to A), and on the SQLite
@@ -66,7 +66,7 @@ async fn burst(
     };
     let start = Instant::now();
     let directive = format!("stream {events}");
-    let run = scenarios::relay_on(api, created, 1, &directive, events, timeout).await?;
+    let run = scenarios::relay_on(api, created, None, 1, &directive, events, timeout).await?;
     let (Some(w), Some((written0, dropped0))) = (writer, before) else { return Ok((run, None)) };
     let deadline = start + timeout;
     loop {

@@ -6,11 +6,13 @@
 //! - [`sse`]: SSE framing; reads the agent's emit stamp without a JSON parser.
 //! - [`direct`]: scenario (b), the agent read over stdio with no daemon (the physical limit).
 //! - [`scenarios`]: scenarios (a) relay, (c) permissions, (d) create/attach, (e) memory.
+//! - [`acp`]: scenarios (i) relay, (j) permissions and (k) memory over `/acp`'s WebSocket.
 //! - [`report`]: medians, ratios, targets, and `docs/benchmarks.md`.
 //! - [`stats`]: percentiles and the shared µs clock.
 //!
 //! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
 
+pub mod acp;
 pub mod api;
 pub mod bigdb;
 pub mod direct;
@@ -62,8 +64,14 @@ pub struct Plan {
     /// The burst read through the official SDK (Node.js): streams and updates.
     pub sdk_streams: usize,
     pub sdk_events: u64,
+    /// (i) Connection counts of the relay over `/acp` (each run right after the SSE relay run with
+    /// as many streams, on the same daemon: interleaved).
+    pub acp_connections: Vec<usize>,
+    /// (k) Idle `/acp` connections of the memory reading (qwen serve takes at most 64 `/acp`
+    /// connections).
+    pub acp_memory_connections: usize,
     /// Run only these scenarios (`direct`, `startup`, `bigdb`, `create`, `relay`, `sdk`, `paced`,
-    /// `permissions`, `memory`); `None` = all.
+    /// `permissions`, `memory`, `acp`); `None` = all.
     pub only: Option<Vec<String>>,
 }
 
@@ -88,6 +96,8 @@ impl Plan {
             whole_ring_subscribers: vec![10, 100],
             sdk_streams: 10,
             sdk_events: 5_000,
+            acp_connections: vec![1, 10],
+            acp_memory_connections: 60,
             only: None,
         }
     }
@@ -112,6 +122,8 @@ impl Plan {
             whole_ring_subscribers: Vec::new(),
             sdk_streams: 2,
             sdk_events: 100,
+            acp_connections: vec![1],
+            acp_memory_connections: 3,
             only: None,
         }
     }
@@ -146,6 +158,12 @@ pub struct DaemonResults {
     pub permissions: Vec<PermissionRun>,
     pub create: Vec<CreateRun>,
     pub memory: Vec<MemoryRun>,
+    /// (i) Per connection count, the relay over `/acp`'s WebSocket.
+    pub acp_relay: Vec<(usize, Vec<RelayRun>)>,
+    /// (j) Permission round trips answered over `/acp`.
+    pub acp_permissions: Vec<PermissionRun>,
+    /// (k) Idle `/acp` connections.
+    pub acp_memory: Vec<acp::MemoryRun>,
     /// Scenario runs that failed, with why (reported, never hidden).
     pub failures: Vec<String>,
     /// Scenarios the daemon declined by design (a documented cap), with its answer.
@@ -166,6 +184,9 @@ impl DaemonResults {
             permissions: Vec::new(),
             create: Vec::new(),
             memory: Vec::new(),
+            acp_relay: Vec::new(),
+            acp_permissions: Vec::new(),
+            acp_memory: Vec::new(),
             failures: Vec::new(),
             refusals: Vec::new(),
         }
@@ -346,6 +367,22 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
             }
         }
     }
+    // (k) on a fresh daemon per run.
+    for i in 0..if plan.wants("acp") { plan.runs } else { 0 } {
+        progress(&format!("{name}: {} idle /acp connections (run {})", plan.acp_memory_connections, i + 1));
+        match Daemon::start(kind, tools, &[]).await {
+            Err(e) => out.failures.push(format!("acp memory start: {e}")),
+            Ok(d) => {
+                if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
+                    let r = acp::memory(&api, &d, plan.acp_memory_connections).await;
+                    if let Some(r) = out.record("acp memory", r) {
+                        out.acp_memory.push(r);
+                    }
+                }
+                d.stop().await;
+            }
+        }
+    }
     out
 }
 
@@ -359,17 +396,43 @@ async fn scenarios_on(api: &api::Api, d: &Daemon, tools: &Tools, plan: &Plan, ou
         }
     }
     let events = plan.events_for(d.kind);
-    for &subs in plan.subscribers.iter().filter(|_| plan.wants("relay")) {
-        let mut runs = Vec::new();
+    // (a) and (i) interleaved: each SSE run is followed by the `/acp` run with as many readers.
+    let mut counts: Vec<usize> = plan.subscribers.iter().copied().filter(|_| plan.wants("relay")).collect();
+    for &c in plan.acp_connections.iter().filter(|_| plan.wants("acp")) {
+        if !counts.contains(&c) {
+            counts.push(c);
+        }
+    }
+    for subs in counts {
+        let sse = plan.wants("relay") && plan.subscribers.contains(&subs);
+        let ws = plan.wants("acp") && plan.acp_connections.contains(&subs);
+        let (mut runs, mut acp_runs) = (Vec::new(), Vec::new());
         for i in 0..plan.runs {
-            progress(&format!("{name}: relay stream {events} to {subs} subscriber(s) (run {})", i + 1));
-            let r =
-                scenarios::relay(api, d, subs, &format!("stream {events}"), events, plan.run_timeout).await;
-            if let Some(r) = out.record(&format!("relay x{subs}"), r) {
-                runs.push(r);
+            if sse {
+                progress(&format!("{name}: relay stream {events} to {subs} subscriber(s) (run {})", i + 1));
+                let r = scenarios::relay(api, d, subs, &format!("stream {events}"), events, plan.run_timeout)
+                    .await;
+                if let Some(r) = out.record(&format!("relay x{subs}"), r) {
+                    runs.push(r);
+                }
+            }
+            if ws {
+                progress(&format!(
+                    "{name}: relay stream {events} to {subs} /acp connection(s) (run {})",
+                    i + 1
+                ));
+                let r = acp::relay(api, d, subs, events, plan.run_timeout).await;
+                if let Some(r) = out.record(&format!("acp relay x{subs}"), r) {
+                    acp_runs.push(r);
+                }
             }
         }
-        out.relay.push((subs, runs));
+        if sse {
+            out.relay.push((subs, runs));
+        }
+        if ws {
+            out.acp_relay.push((subs, acp_runs));
+        }
     }
     if let Some(sdk) = tools.sdk.as_ref().filter(|_| plan.wants("sdk")) {
         for i in 0..plan.runs {
@@ -394,11 +457,21 @@ async fn scenarios_on(api: &api::Api, d: &Daemon, tools: &Tools, plan: &Plan, ou
             out.paced.push(r);
         }
     }
-    for i in 0..if plan.wants("permissions") { plan.runs } else { 0 } {
-        progress(&format!("{name}: permissions {} (run {})", plan.permissions, i + 1));
-        let r = scenarios::permissions(api, d, plan.permissions, plan.run_timeout).await;
-        if let Some(r) = note(&mut out.failures, "permissions", r) {
-            out.permissions.push(r);
+    // (c) and (j) interleaved.
+    for i in 0..plan.runs {
+        if plan.wants("permissions") {
+            progress(&format!("{name}: permissions {} (run {})", plan.permissions, i + 1));
+            let r = scenarios::permissions(api, d, plan.permissions, plan.run_timeout).await;
+            if let Some(r) = note(&mut out.failures, "permissions", r) {
+                out.permissions.push(r);
+            }
+        }
+        if plan.wants("acp") {
+            progress(&format!("{name}: permissions {} over /acp (run {})", plan.permissions, i + 1));
+            let r = acp::permissions(api, d, plan.permissions, plan.run_timeout).await;
+            if let Some(r) = out.record("acp permissions", r) {
+                out.acp_permissions.push(r);
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ use mediatord_bench::{Plan, report};
 const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN_BIN --shim SHIM.mjs] \
                      [--sdk SDK_DAEMON_MODULE --sdk-reader bench/sdk-reader.mjs]\n       \
                      [--out FILE] [--runs N] [--events N] [--qwen-events N] [--subscribers 1,10,100]\n       \
-                     [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory] [--mediatord-args 'ARGS']\n       \
+                     [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory,acp] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN\n       \
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]";
 

@@ -192,6 +192,12 @@ impl Daemon {
         rss_kib(self.pid)
     }
 
+    /// CPU time the daemon process has used so far, ns (all its threads, from the scheduler's
+    /// accounting: finer than clock ticks).
+    pub fn cpu_ns(&self) -> Res<u64> {
+        cpu_ns(self.pid)
+    }
+
     /// SIGTERM, a bounded wait, then SIGKILL for the whole group and for anything the daemon
     /// started that is still alive.
     pub async fn stop(mut self) {
@@ -235,6 +241,16 @@ pub fn rss_kib(pid: u32) -> Res<u64> {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("no VmRSS for pid {pid}").into())
+}
+
+/// The sum over `pid`'s threads of `/proc/<pid>/task/<tid>/schedstat`'s first field (ns on CPU).
+pub fn cpu_ns(pid: u32) -> Res<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok(text) = std::fs::read_to_string(task?.path().join("schedstat")) else { continue };
+        total += text.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Ok(total)
 }
 
 fn alive(pid: u32) -> bool {

@@ -155,6 +155,12 @@ impl Report {
             .map_or(&[], |(_, runs)| runs.as_slice())
     }
 
+    fn acp_relay_runs(&self, kind: Kind, conns: usize) -> &[RelayRun] {
+        self.daemon(kind)
+            .and_then(|d| d.acp_relay.iter().find(|(s, _)| *s == conns))
+            .map_or(&[], |(_, runs)| runs.as_slice())
+    }
+
     fn rows(&self) -> Vec<Row> {
         let m = self.daemon(Kind::Mediatord);
         let q = self.daemon(Kind::Qwen);
@@ -254,6 +260,72 @@ impl Report {
                 met: complete(m).map(|(_, done, all)| done == all),
             });
         }
+        for &conns in &self.plan.acp_connections {
+            let mr = relay_med(self.acp_relay_runs(Kind::Mediatord, conns), |r| r.delivered_per_s);
+            let qr = relay_med(self.acp_relay_runs(Kind::Qwen, conns), |r| r.delivered_per_s);
+            let sse = relay_med(self.relay_runs(Kind::Mediatord, conns), |r| r.delivered_per_s);
+            let ratio = higher(mr, qr);
+            let of_sse = higher(mr, sse);
+            let incomplete = |kind: Kind| {
+                let runs = self.acp_relay_runs(kind, conns);
+                (!runs.is_empty()).then(|| {
+                    let bad: usize = runs.iter().map(|r| r.incomplete).sum();
+                    let all: usize = runs.iter().map(|r| r.subscribers).sum();
+                    format!("{} {bad}/{all}", kind.name())
+                })
+            };
+            let shown: Vec<String> =
+                [incomplete(Kind::Mediatord), incomplete(Kind::Qwen)].into_iter().flatten().collect();
+            rows.push(Row {
+                figure: format!(
+                    "relay over `/acp` (WebSocket), {conns} connection{}: delivered events/s (connections \
+                     incomplete: {})",
+                    if conns == 1 { "" } else { "s" },
+                    shown.join(", ")
+                ),
+                direct: None,
+                mediatord: mr,
+                qwen: qr,
+                digits: 0,
+                ratio,
+                target: format!(
+                    "≥ the SSE relay's (is {}); ≥ 10× qwen's `/acp`",
+                    of_sse.map_or("–".into(), |p| format!("{:.0}%", p * 100.0))
+                ),
+                met: match (of_sse, ratio) {
+                    (Some(p), Some(r)) => Some(p >= 1.0 && r >= 10.0),
+                    (Some(p), None) => Some(p >= 1.0),
+                    _ => None,
+                },
+            });
+        }
+        for &conns in &self.plan.acp_connections {
+            let cpu = |runs: &[RelayRun]| {
+                med(&runs.iter().filter(|r| r.cpu_ns_per_update.is_some()).collect::<Vec<_>>(), |r| {
+                    r.cpu_ns_per_update.unwrap_or(0.0)
+                })
+            };
+            let mv = cpu(self.acp_relay_runs(Kind::Mediatord, conns));
+            let qv = cpu(self.acp_relay_runs(Kind::Qwen, conns));
+            let sse = cpu(self.relay_runs(Kind::Mediatord, conns));
+            rows.push(Row {
+                figure: format!(
+                    "relay over `/acp`, {conns} connection{}: the daemon's CPU per delivered update (ns)",
+                    if conns == 1 { "" } else { "s" }
+                ),
+                direct: None,
+                mediatord: mv,
+                qwen: qv,
+                digits: 0,
+                ratio: higher(qv, mv),
+                target: format!(
+                    "SSE relay, {conns} stream{}: {} ns",
+                    if conns == 1 { "" } else { "s" },
+                    fmt(sse, 0)
+                ),
+                met: None,
+            });
+        }
         for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
             let pick = |r: &RelayRun| f64::from(if p == 50.0 { r.p50_us } else { r.p99_us }) / 1e3;
             rows.push(Row {
@@ -321,6 +393,21 @@ impl Report {
                 met: None,
             });
         }
+        let acp_perm =
+            |d: Option<&DaemonResults>| d.and_then(|d| med(&d.acp_permissions, |r| r.per_request_ms));
+        rows.push(Row {
+            figure: format!(
+                "permission round trip over `/acp`, {} in sequence, each answered to `session/request_permission` (ms per request)",
+                self.plan.permissions
+            ),
+            direct: None,
+            mediatord: acp_perm(m),
+            qwen: acp_perm(q),
+            digits: 3,
+            ratio: higher(acp_perm(q), acp_perm(m)),
+            target: String::new(),
+            met: None,
+        });
         type Pick = fn(&crate::scenarios::CreateRun) -> f64;
         let creates: [(&str, Pick); 3] = [
             ("first create on a fresh daemon (ms)", |r| r.first_ms),
@@ -380,6 +467,21 @@ impl Report {
             ratio: higher(subs(q), subs(m)),
             target: "≤ 8 MiB".into(),
             met: subs(m).map(|v| v <= 8.0),
+        });
+        let per_conn =
+            |d: Option<&DaemonResults>| d.and_then(|d| med(&d.acp_memory, |r| r.per_connection_kib()));
+        rows.push(Row {
+            figure: format!(
+                "RSS per idle `/acp` connection, {} on one session (KiB)",
+                self.plan.acp_memory_connections
+            ),
+            direct: None,
+            mediatord: per_conn(m),
+            qwen: per_conn(q),
+            digits: 1,
+            ratio: higher(per_conn(q), per_conn(m)),
+            target: String::new(),
+            met: None,
         });
         let start = |d: Option<&DaemonResults>| d.and_then(|d| median(&d.startup_ms));
         rows.push(Row {
@@ -445,7 +547,7 @@ impl Report {
         for (i, r) in runs.iter().enumerate() {
             let _ = writeln!(
                 t,
-                "| {label} | {} | {} | {} | {}/{} | {} | {} | {:.3} | {} | {:.2} | {:.2} |",
+                "| {label} | {} | {} | {} | {}/{} | {} | {} | {:.3} | {} | {:.2} | {:.2} | {} |",
                 i + 1,
                 r.subscribers,
                 group(r.expected_per_sub as i64),
@@ -457,6 +559,7 @@ impl Report {
                 group(r.delivered_per_s.round() as i64),
                 f64::from(r.p50_us) / 1e3,
                 f64::from(r.p99_us) / 1e3,
+                r.cpu_ns_per_update.map_or("–".into(), |ns| group(ns.round() as i64)),
             );
         }
     }
@@ -601,6 +704,31 @@ impl Report {
         );
         let _ = writeln!(
             t,
+            "- **(i) relay over `/acp`**: as (a), but the readers are ACP connections over a WebSocket \
+             (`initialize`, then `session/resume` of the fresh session: attached without a replay), S = {}; \
+             a connection is complete when it has every stamped `session/update`. On mediatord each run \
+             follows the SSE run with as many streams on the same daemon (interleaved, so both see the same \
+             load); qwen serve's rows are its own `/acp`, measured in its turn. The daemon's CPU per \
+             delivered update is its threads' time on a CPU (`/proc/<pid>/task/*/schedstat`) over the \
+             run ÷ the updates received: steadier than the rate on a loaded machine.",
+            p.acp_connections.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(
+            t,
+            "- **(j) permissions over `/acp`**: one ACP connection sends `session/prompt` `permissions {}` and \
+             answers each `session/request_permission` with its `allow_once` option the moment it reads it; \
+             ms per request = (the prompt's answer − first request seen) ÷ K. Interleaved with (c).",
+            p.permissions
+        );
+        let _ = writeln!(
+            t,
+            "- **(k) idle `/acp` connections**: VmRSS of the daemon before and after {} ACP connections each \
+             `initialize`d, attached to one session and carried a {}-update turn, then left idle; the row \
+             is the difference ÷ {}. A fresh daemon per run.",
+            p.acp_memory_connections, 100, p.acp_memory_connections
+        );
+        let _ = writeln!(
+            t,
             "- Both daemons run on an OS-assigned loopback port with session, connection and subscriber caps \
              lifted (mediatord: `--max-sessions 0 --max-connections 0 --max-subscribers 2000`; qwen serve: \
              `--max-sessions 0 --max-connections 0 --no-web`), everything else at defaults. The load client \
@@ -610,9 +738,9 @@ impl Report {
         let _ = writeln!(t, "### Relay and direct stdio\n");
         let _ = writeln!(
             t,
-            "| source | run | streams | updates per stream | received/expected | evicted | incomplete | window s | events/s | p50 ms | p99 ms |"
+            "| source | run | streams | updates per stream | received/expected | evicted | incomplete | window s | events/s | p50 ms | p99 ms | daemon CPU ns per update |"
         );
-        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         Self::relay_detail(&mut t, "direct stdio", &self.direct.blast);
         Self::relay_detail(&mut t, "direct stdio, paced", &self.direct.paced);
         for d in &self.daemons {
@@ -621,6 +749,9 @@ impl Report {
             }
             for (subs, runs) in &d.relay_whole_ring {
                 Self::relay_detail(&mut t, &format!("{} ×{subs}, whole-burst ring", d.kind.name()), runs);
+            }
+            for (conns, runs) in &d.acp_relay {
+                Self::relay_detail(&mut t, &format!("{} ×{conns}, `/acp` WebSocket", d.kind.name()), runs);
             }
             Self::relay_detail(&mut t, &format!("{}, paced", d.kind.name()), &d.paced);
             Self::relay_detail(&mut t, &format!("{} ×{}, Node.js SDK", d.kind.name(), p.sdk_streams), &d.sdk);
@@ -633,6 +764,19 @@ impl Report {
                 let _ = writeln!(
                     t,
                     "| {} | {} | {:.3} | {:.3} | {:.3} |",
+                    d.kind.name(),
+                    i + 1,
+                    r.per_request_ms,
+                    r.interval_p50_ms,
+                    r.interval_p99_ms
+                );
+            }
+        }
+        for d in &self.daemons {
+            for (i, r) in d.acp_permissions.iter().enumerate() {
+                let _ = writeln!(
+                    t,
+                    "| {} over `/acp` | {} | {:.3} | {:.3} | {:.3} |",
                     d.kind.name(),
                     i + 1,
                     r.per_request_ms,
@@ -674,6 +818,26 @@ impl Report {
                     r.refused
                         .as_ref()
                         .map_or(r.subscribers_incomplete.to_string(), |_| "refused (HTTP 429)".into())
+                );
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\n| daemon | run | `/acp` connections | before MiB | with them MiB | KiB each | incomplete |"
+        );
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|");
+        for d in &self.daemons {
+            for (i, r) in d.acp_memory.iter().enumerate() {
+                let _ = writeln!(
+                    t,
+                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+                    d.kind.name(),
+                    i + 1,
+                    r.connections,
+                    r.before_kib as f64 / MIB,
+                    r.with_kib as f64 / MIB,
+                    r.per_connection_kib(),
+                    r.incomplete
                 );
             }
         }

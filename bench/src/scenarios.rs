@@ -59,6 +59,8 @@ pub struct RelayRun {
     pub delivered_per_s: f64,
     pub p50_us: u32,
     pub p99_us: u32,
+    /// The daemon's CPU time over the run ÷ updates received, ns (when measured).
+    pub cpu_ns_per_update: Option<f64>,
 }
 
 impl RelayRun {
@@ -78,7 +80,14 @@ impl RelayRun {
             delivered_per_s: if window_s > 0.0 { received as f64 / window_s } else { 0.0 },
             p50_us: percentile(&mut all, 50.0).unwrap_or(0),
             p99_us: percentile(&mut all, 99.0).unwrap_or(0),
+            cpu_ns_per_update: None,
         }
+    }
+
+    /// Sets [`RelayRun::cpu_ns_per_update`] from the daemon's CPU time over the run.
+    pub fn with_cpu(mut self, cpu_ns: u64) -> RelayRun {
+        self.cpu_ns_per_update = (self.received > 0).then(|| cpu_ns as f64 / self.received as f64);
+        self
     }
 }
 
@@ -155,14 +164,16 @@ pub async fn relay(
     timeout: Duration,
 ) -> Res<RelayRun> {
     let created = fresh_session(api, daemon).await?;
-    relay_on(api, &created, subscribers, directive, expected, timeout).await
+    relay_on(api, &created, Some(daemon), subscribers, directive, expected, timeout).await
 }
 
 /// [`relay`] on a session already created (on whichever daemon of a fleet): `api` may be
-/// another daemon, which relays.
+/// another daemon, which relays. The daemon's CPU per update is measured when `cpu_of` is given
+/// (a fleet's runs leave it out: two daemons share the work).
 pub async fn relay_on(
     api: &Api,
     created: &crate::api::Created,
+    cpu_of: Option<&Daemon>,
     subscribers: usize,
     directive: &str,
     expected: u64,
@@ -172,12 +183,17 @@ pub async fn relay_on(
     let deadline = Instant::now() + timeout;
     let streams = open_streams(api, &created.session_id, client, subscribers).await?;
     let tasks: Vec<_> = streams.into_iter().map(|s| tokio::spawn(drain_turn(s, deadline, None))).collect();
+    let cpu = cpu_of.map(Daemon::cpu_ns).transpose()?;
     api.prompt_async(&created.session_id, directive, client).await?;
     let mut subs = Vec::with_capacity(tasks.len());
     for t in tasks {
         subs.push(t.await?);
     }
-    Ok(RelayRun::from_subscribers(subs, expected))
+    let run = RelayRun::from_subscribers(subs, expected);
+    Ok(match (cpu_of, cpu) {
+        (Some(daemon), Some(before)) => run.with_cpu(daemon.cpu_ns()?.saturating_sub(before)),
+        _ => run,
+    })
 }
 
 /// (g) One prompt `stream N` read by `streams` Node.js streams through the official SDK

@@ -35,6 +35,8 @@ pub mod method {
     pub const SESSION_SET_MODEL: &str = "session/set_model";
     /// Daemon → agent: switch the session's mode (the demo agent answers it).
     pub const SESSION_SET_MODE: &str = "session/set_mode";
+    /// Daemon → agent: set one of the config options the agent announced at `session/new`.
+    pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
     /// Agent → daemon (notification): streamed output, tool calls, plans.
     pub const SESSION_UPDATE: &str = "session/update";
     /// Agent → daemon: may this tool call run?

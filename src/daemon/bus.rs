@@ -399,7 +399,7 @@ impl TagJson {
 /// (`_meta` and the blank line). Written by hand (no `format!`): this runs once per agent update,
 /// and the formatting machinery was a tenth of the daemon's time in `perf`. Sized up front so it
 /// is built without a reallocation.
-fn frame(id: u64, kind: &str, data: &str, tag_json: &str, tail: &[u8]) -> Bytes {
+pub(super) fn frame(id: u64, kind: &str, data: &str, tag_json: &str, tail: &[u8]) -> Bytes {
     let mut f = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + tail.len() + 96);
     f.extend_from_slice(b"id: ");
     push_u64(&mut f, id);
@@ -531,6 +531,12 @@ impl Drop for Subscription {
 }
 
 impl Subscription {
+    /// The id of the last event this stream was given (where a new subscription starts: the
+    /// newest event, or the resume point).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
     /// The frames after the cursor, up to the head (and no further than `stop_at`), at most
     /// [`BATCH_BYTES`] of them unless the first alone is larger; or why the stream ends.
     fn take(&mut self, stop_at: Option<u64>) -> Take {

@@ -5,6 +5,7 @@
 //! - this file: [`Daemon`], the tables and what crosses them (create, look up, drain, snapshot).
 //! - `session`: [`Session`]: one session's clients, prompt FIFO, turn runner and ending.
 //! - `bus`: per-session event ids, the replay ring, and the SSE streams reading it by cursor.
+//! - `frames`: an event's parts read back from the frames the bus writes (for the ACP door).
 //! - `shell`: running a session shell command.
 //! - `error`: [`CreateError`], [`SessionError`].
 //!
@@ -13,6 +14,7 @@
 
 mod bus;
 mod error;
+mod frames;
 mod history;
 mod ids;
 mod session;
@@ -32,9 +34,10 @@ use tokio_util::sync::CancellationToken;
 pub use self::bus::Subscription;
 use self::bus::{Bus, BusStats};
 pub use self::error::{CreateError, ResumeError, SessionError};
+pub use self::frames::{EventFrame, Piece, split as split_frames};
 pub use self::history::HistoryStream;
 use self::ids::{Claim, Claims};
-pub use self::session::{Accepted, EndReason, Prompt, Session};
+pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;

@@ -34,6 +34,17 @@ use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::store::{SessionState, Store};
 use crate::sync::lock;
 
+/// Longest client id (`docs/protocol.md#27-client-identity`).
+const MAX_CLIENT_ID_LEN: usize = 128;
+
+/// Whether `id` is a client id the daemon accepts: `^[A-Za-z0-9._:-]{1,128}$`, whichever door it
+/// came through (a header, an ACP `_meta.clientId`).
+pub fn valid_client_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_CLIENT_ID_LEN
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
 /// Clients remembered per session that named themselves; past it the least recently seen of them
 /// is forgotten.
 const MAX_CLIENTS_PER_SESSION: usize = 1024;
@@ -52,6 +63,9 @@ const MAX_ECHO_BLOCKS: usize = 256;
 const ECHO_SOURCE: &str = "bridge-echo";
 /// `update._meta.source` of the `current_mode_update` the daemon publishes after `session/set_mode`.
 const SET_MODE_SOURCE: &str = "bridge-set-mode";
+/// `update._meta.source` of the `config_option_update` the daemon publishes after
+/// `session/set_config_option`.
+const SET_CONFIG_SOURCE: &str = "bridge-set-config-option";
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
 
@@ -484,8 +498,13 @@ impl Session {
 
     /// Queues a prompt and returns at once (`Prefer: respond-async`).
     pub fn enqueue(&self, prompt: Prompt) -> Result<Accepted, SessionError> {
+        self.enqueue_with_id(prompt, uuid::Uuid::new_v4().to_string())
+    }
+
+    /// [`Session::enqueue`] under a prompt id the caller minted (a UUID): the ACP door knows the id
+    /// before the turn can end, so it cannot miss the turn's event.
+    pub fn enqueue_with_id(&self, prompt: Prompt, prompt_id: String) -> Result<Accepted, SessionError> {
         let last_event_id = self.bus.last_id();
-        let prompt_id = uuid::Uuid::new_v4().to_string();
         self.enqueue_job(self.job(prompt, prompt_id.clone(), None, CancellationToken::new()))?;
         Ok(Accepted { prompt_id, last_event_id })
     }
@@ -625,6 +644,29 @@ impl Session {
         });
         self.publish(EventKind::SessionUpdate, &update);
         Ok(result_object(&result))
+    }
+
+    /// Sets one of the config options the agent announced (ACP `session/set_config_option`), then
+    /// publishes the agent's answer as a `config_option_update`, so every client follows (ACP does
+    /// not ask the agent to send one for a change a client made). Returns the agent's result
+    /// object. The caller checks that the agent announced config options.
+    pub async fn set_config_option(&self, config_id: &str, value: &Value) -> Result<Value, SessionError> {
+        let params = json!({"sessionId": self.id, "configId": config_id, "value": value});
+        let result =
+            self.agent.call(method::SESSION_SET_CONFIG_OPTION, params, Some(self.call_timeout)).await;
+        let result = result_object(&result.map_err(|e| self.caller_error(e.into()))?);
+        if let Some(options) = result.get("configOptions") {
+            let update = json!({
+                "sessionId": self.id,
+                "update": {
+                    "sessionUpdate": "config_option_update",
+                    "configOptions": options,
+                    "_meta": {"source": SET_CONFIG_SOURCE},
+                },
+            });
+            self.publish(EventKind::SessionUpdate, &update);
+        }
+        Ok(result)
     }
 
     /// The models the agent offers, with the current one (`null` when it reported none).

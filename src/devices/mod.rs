@@ -453,6 +453,22 @@ impl Devices {
     pub fn open_stream(&self, device: &Device, session_id: &str) -> Result<StreamPermit, StreamLimit> {
         self.streams.open(&device.id, session_id)
     }
+
+    /// A place for one more connection of `device` that reads no session by itself (an ACP
+    /// WebSocket, a Streamable HTTP connection's own stream), held until the permit is dropped.
+    pub fn open_connection(&self, device: &Device) -> Result<StreamPermit, StreamLimit> {
+        self.streams.open_connection(&device.id)
+    }
+
+    /// A place for one more reader of `session_id` by device `device_id` over a connection already
+    /// counted (a session an ACP WebSocket attached), held until the permit is dropped.
+    pub fn attach_session(
+        &self,
+        device_id: &Arc<str>,
+        session_id: &str,
+    ) -> Result<StreamPermit, StreamLimit> {
+        self.streams.attach(device_id, session_id)
+    }
 }
 
 #[cfg(test)]

@@ -95,7 +95,10 @@ pub(super) struct Streams {
 pub struct StreamPermit {
     counts: Arc<Mutex<Counts>>,
     device: Arc<str>,
-    session: Arc<str>,
+    /// It holds a connection: counted in the device's and all devices' totals.
+    connection: bool,
+    /// It reads this session's events: counted in the session's and the device's on it.
+    session: Option<Arc<str>>,
 }
 
 /// Decrements `map[key]`, removing it at zero so the maps hold only open streams.
@@ -111,11 +114,15 @@ fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
 impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut c = lock(&self.counts);
-        c.all -= 1;
-        release(&mut c.per_device, &self.device);
-        release(&mut c.per_session, &self.session);
-        let pair = (self.device.clone(), self.session.clone());
-        release(&mut c.per_device_and_session, &pair);
+        if self.connection {
+            c.all -= 1;
+            release(&mut c.per_device, &self.device);
+        }
+        if let Some(session) = &self.session {
+            release(&mut c.per_session, session);
+            let pair = (self.device.clone(), session.clone());
+            release(&mut c.per_device_and_session, &pair);
+        }
     }
 }
 
@@ -124,30 +131,60 @@ impl Streams {
         Streams { limits, counts: Arc::default() }
     }
 
-    /// A place for one more stream of `device` on `session`, or the first bound it would pass.
+    /// A place for one more stream of `device` on `session` (an SSE stream: a connection that
+    /// reads a session), or the first bound it would pass.
     pub(super) fn open(&self, device: &Arc<str>, session: &str) -> Result<StreamPermit, StreamLimit> {
-        let session: Arc<str> = Arc::from(session);
-        let pair = (device.clone(), session.clone());
+        self.hold(device, true, Some(session))
+    }
+
+    /// A connection of `device` that reads no session by itself (an ACP WebSocket, a Streamable
+    /// HTTP connection's own stream): counted in the device's and all devices' totals.
+    pub(super) fn open_connection(&self, device: &Arc<str>) -> Result<StreamPermit, StreamLimit> {
+        self.hold(device, true, None)
+    }
+
+    /// A session read over a connection already counted (a session an ACP WebSocket attached):
+    /// counted in the session's bounds only.
+    pub(super) fn attach(&self, device: &Arc<str>, session: &str) -> Result<StreamPermit, StreamLimit> {
+        self.hold(device, false, Some(session))
+    }
+
+    fn hold(
+        &self,
+        device: &Arc<str>,
+        connection: bool,
+        session: Option<&str>,
+    ) -> Result<StreamPermit, StreamLimit> {
+        let session: Option<Arc<str>> = session.map(Arc::from);
+        let pair = session.as_ref().map(|s| (device.clone(), s.clone()));
         let mut c = lock(&self.counts);
         let of = |n: Option<&usize>| n.copied().unwrap_or(0);
-        if of(c.per_device_and_session.get(&pair)) >= MAX_STREAMS_PER_DEVICE_AND_SESSION {
+        if let Some(pair) = &pair
+            && of(c.per_device_and_session.get(pair)) >= MAX_STREAMS_PER_DEVICE_AND_SESSION
+        {
             return Err(StreamLimit::DeviceOnSession(MAX_STREAMS_PER_DEVICE_AND_SESSION));
         }
-        if of(c.per_device.get(device)) >= MAX_STREAMS_PER_DEVICE {
+        if connection && of(c.per_device.get(device)) >= MAX_STREAMS_PER_DEVICE {
             return Err(StreamLimit::Device(MAX_STREAMS_PER_DEVICE));
         }
-        if of(c.per_session.get(&session)) >= self.limits.per_session {
+        if let Some(session) = &session
+            && of(c.per_session.get(session)) >= self.limits.per_session
+        {
             return Err(StreamLimit::DevicesOnSession(self.limits.per_session));
         }
-        if c.all >= self.limits.all_devices {
+        if connection && c.all >= self.limits.all_devices {
             return Err(StreamLimit::Devices(self.limits.all_devices));
         }
-        c.all += 1;
-        *c.per_device.entry(device.clone()).or_default() += 1;
-        *c.per_session.entry(session.clone()).or_default() += 1;
-        *c.per_device_and_session.entry(pair).or_default() += 1;
+        if connection {
+            c.all += 1;
+            *c.per_device.entry(device.clone()).or_default() += 1;
+        }
+        if let (Some(session), Some(pair)) = (&session, pair) {
+            *c.per_session.entry(session.clone()).or_default() += 1;
+            *c.per_device_and_session.entry(pair).or_default() += 1;
+        }
         drop(c);
-        Ok(StreamPermit { counts: self.counts.clone(), device: device.clone(), session })
+        Ok(StreamPermit { counts: self.counts.clone(), device: device.clone(), connection, session })
     }
 }
 
@@ -188,6 +225,38 @@ mod tests {
         drop(held);
         assert!(streams.open(&a, "s1").is_ok(), "two places freed");
         drop(more);
+        let c = lock(&streams.counts);
+        assert_eq!(
+            (c.all, c.per_device.len(), c.per_session.len(), c.per_device_and_session.len()),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_connection_counts_in_the_totals_and_a_session_attached_over_it_in_the_sessions_bounds() {
+        let streams = Streams::new(StreamLimits { all_devices: 9, per_session: 3 });
+        let a = id("dev-a");
+        let sockets: Vec<StreamPermit> =
+            (0..MAX_STREAMS_PER_DEVICE).map(|_| streams.open_connection(&a).expect("a socket")).collect();
+        assert_eq!(streams.open_connection(&a).err(), Some(StreamLimit::Device(MAX_STREAMS_PER_DEVICE)));
+        assert_eq!(streams.open(&a, "s1").err(), Some(StreamLimit::Device(MAX_STREAMS_PER_DEVICE)));
+        // Sessions attached over those sockets hold no connection of their own...
+        let attached: Vec<StreamPermit> =
+            (0..2).map(|_| streams.attach(&a, "s1").expect("attached over a socket")).collect();
+        assert_eq!(streams.attach(&a, "s1").err(), Some(StreamLimit::DeviceOnSession(2)));
+        // ...but take the session's places: one is left for devices on s1.
+        let b = id("dev-b");
+        let other = streams.open(&b, "s1").expect("the last device place on s1");
+        assert_eq!(streams.attach(&id("dev-c"), "s1").err(), Some(StreamLimit::DevicesOnSession(3)));
+        assert_eq!(streams.open_connection(&id("dev-c")).err(), Some(StreamLimit::Devices(9)));
+        {
+            let c = lock(&streams.counts);
+            assert_eq!(
+                (c.all, c.per_device.get("dev-a").copied(), c.per_session.get("s1").copied()),
+                (9, Some(8), Some(3))
+            );
+        }
+        drop((sockets, attached, other));
         let c = lock(&streams.counts);
         assert_eq!(
             (c.all, c.per_device.len(), c.per_session.len(), c.per_device_and_session.len()),

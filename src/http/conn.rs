@@ -104,15 +104,20 @@ where
         // The read deadline is `ConnIo`'s; hyper's own would need a timer and cannot tell a
         // connection that idles from one that trickles its head.
         .header_read_timeout(None);
-    let mut conn = builder.serve_connection(io, service);
+    // Upgrades: `/acp`'s WebSocket takes the socket over once its 101 is written. Hyper shuts an
+    // unupgraded connection's write side after its last answer (the lingering close's first step).
+    let mut conn = builder.serve_connection(io, service).with_upgrades();
     let done = tokio::select! {
-        done = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => done,
+        done = &mut conn => done,
         () = stop.cancelled() => {
             Pin::new(&mut conn).graceful_shutdown();
-            std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)).await
+            (&mut conn).await
         }
     };
-    let mut io = conn.into_parts().io.into_inner();
+    let Some(parts) = conn.into_parts() else {
+        return; // upgraded: the socket is the WebSocket's now
+    };
+    let mut io = parts.io.into_inner();
     if done.is_ok() && phase.unread_body.load(std::sync::atomic::Ordering::Acquire) && !stop.is_cancelled() {
         tokio::select! {
             () = linger(&mut io.inner) => {}
@@ -122,14 +127,11 @@ where
     let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
 }
 
-/// Nginx's lingering close: the answer is written; shut the write side (the client reads the
-/// answer and the end of it), then read and discard what the client still sends, until it closes
-/// or the bounds are reached, so closing does not reset the connection under the answer.
-async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if io.shutdown().await.is_err() {
-        return;
-    }
+/// Nginx's lingering close: the answer is written and the write side shut (by hyper: the client
+/// reads the answer and the end of it); read and discard what the client still sends, until it
+/// closes or the bounds are reached, so closing does not reset the connection under the answer.
+async fn linger<I: AsyncRead + Unpin>(io: &mut I) {
+    use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; LINGER_BUFFER];
     let mut drained = 0usize;
     let _ = tokio::time::timeout(LINGER_TIME, async {
@@ -169,6 +171,10 @@ struct PhaseState {
     /// A read left waiting without a deadline while a request was in progress: woken when the
     /// request ends, so the read comes back and arms the deadline that then applies.
     read_waker: Option<Waker>,
+    /// The connection was upgraded (a WebSocket): no HTTP request will follow, so no head or idle
+    /// deadline applies and nothing written is one of hyper's answers. The WebSocket keeps its
+    /// own liveness; the write deadline of `listener.rs` still applies.
+    upgraded: bool,
 }
 
 /// Which deadline a read is under.
@@ -188,6 +194,7 @@ impl Phase {
             served: false,
             head_started: None,
             read_waker: None,
+            upgraded: false,
         };
         Phase { header_timeout, idle_timeout, unread_body: Default::default(), state: Mutex::new(state) }
     }
@@ -195,6 +202,9 @@ impl Phase {
     /// The deadline of a read now, if one applies; without one, `waker` is woken when one may.
     fn read_deadline(&self, waker: &Waker) -> Option<(Instant, Waiting)> {
         let mut st = lock(&self.state);
+        if st.upgraded {
+            return None;
+        }
         if st.in_flight > 0 {
             st.read_waker = Some(waker.clone());
             return None;
@@ -206,9 +216,15 @@ impl Phase {
         })
     }
 
-    /// Whether a request is in progress.
+    /// Whether a request is in progress (or the connection was upgraded).
     fn busy(&self) -> bool {
-        lock(&self.state).in_flight > 0
+        let st = lock(&self.state);
+        st.in_flight > 0 || st.upgraded
+    }
+
+    /// The connection switched protocols (a `101` went out).
+    fn upgraded(&self) {
+        lock(&self.state).upgraded = true;
     }
 
     /// Bytes arrived: with no request in progress, they start the next head.
@@ -465,8 +481,12 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         });
         req.extensions_mut().insert(ConnectInfo(self.peer));
         let response = hyper::service::Service::call(&self.router, req);
+        let phase = self.phase.clone();
         Box::pin(async move {
             let response = response.await?;
+            if response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
+                phase.upgraded();
+            }
             Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
         })
     }

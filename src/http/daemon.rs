@@ -44,6 +44,7 @@ fn features(d: &Daemon) -> Vec<&'static str> {
         "metrics",
         "agents",
         "devices",
+        "acp",
     ];
     if d.config.session_shell_effective() {
         features.push("session_shell_command");
@@ -80,7 +81,8 @@ pub(super) async fn capabilities(
         "features": features(&d),
         "workspaceCwd": c.primary_workspace().to_string_lossy(),
         "workspaces": workspaces,
-        "transports": ["rest"],
+        // `@qwen-code/sdk`'s `negotiateTransport` prefers `acp-ws`, then `acp-http`, then `rest`.
+        "transports": ["rest", "acp-ws", "acp-http"],
         "policy": {
             "permission": c.permission_policy.as_str(),
             "permissionModes": Policy::ALL.map(Policy::as_str),

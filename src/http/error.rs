@@ -154,6 +154,36 @@ pub enum ApiError {
     InvalidDevice(String),
     #[error("No paired device has this id")]
     DeviceNotFound,
+    #[error("This request needs an Acp-Connection-Id header: send initialize first (POST /acp)")]
+    AcpConnectionRequired,
+    #[error("No ACP connection has this Acp-Connection-Id (it ended, or another credential opened it)")]
+    AcpConnectionNotFound,
+    #[error("Too many ACP connections are open; retry later")]
+    AcpConnectionLimit { limit: usize },
+    #[error("Another stream is open for this connection (or session); close it first")]
+    AcpStreamBusy,
+    #[error("GET /acp needs Accept: text/event-stream, or a WebSocket upgrade")]
+    NotAcceptable,
+    #[error("POST /acp takes Content-Type: application/json")]
+    UnsupportedMediaType,
+    #[error("Send initialize first")]
+    AcpNotInitialized,
+    #[error("This connection is already initialized")]
+    AcpAlreadyInitialized,
+    #[error("Method not found: {0}")]
+    AcpMethodNotFound(String),
+    #[error("This connection has not attached session {session_id}: session/new or session/load first")]
+    AcpSessionNotAttached { session_id: String },
+    #[error("One ACP connection may attach at most {limit} sessions")]
+    AcpTooManySessions { limit: usize },
+    #[error("Too many requests of this connection are being served; wait for their answers")]
+    AcpTooManyRequests { limit: usize },
+    #[error("This connection acts as client id {client_id}; it cannot act as another")]
+    ClientIdChanged { client_id: String },
+    #[error("This session's agent announced no config options")]
+    ConfigOptionsUnsupported,
+    #[error("Not a JSON-RPC request, notification or response (ACP does not use batches)")]
+    InvalidJsonRpc,
     /// An acknowledged write (`docs/operations.md#durability`) the state database did not take:
     /// nothing was changed. The text says what was not done.
     #[error("{0}")]
@@ -281,6 +311,21 @@ impl ApiError {
             ApiError::PairingUnavailable(s()),
             ApiError::InvalidDevice(s()),
             ApiError::DeviceNotFound,
+            ApiError::AcpConnectionRequired,
+            ApiError::AcpConnectionNotFound,
+            ApiError::AcpConnectionLimit { limit: 0 },
+            ApiError::AcpStreamBusy,
+            ApiError::NotAcceptable,
+            ApiError::UnsupportedMediaType,
+            ApiError::AcpNotInitialized,
+            ApiError::AcpAlreadyInitialized,
+            ApiError::AcpMethodNotFound(s()),
+            ApiError::AcpSessionNotAttached { session_id: s() },
+            ApiError::AcpTooManySessions { limit: 0 },
+            ApiError::AcpTooManyRequests { limit: 0 },
+            ApiError::ClientIdChanged { client_id: s() },
+            ApiError::ConfigOptionsUnsupported,
+            ApiError::InvalidJsonRpc,
             ApiError::StoreUnavailable(s()),
             ApiError::NodeUnavailable,
             ApiError::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
@@ -300,7 +345,23 @@ impl ApiError {
             }
             Self::PairingUnavailable(_) => StatusCode::CONFLICT,
             Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
-            Self::DeviceNotFound => StatusCode::NOT_FOUND,
+            Self::DeviceNotFound
+            | Self::AcpConnectionNotFound
+            | Self::AcpMethodNotFound(_)
+            | Self::AcpSessionNotAttached { .. } => StatusCode::NOT_FOUND,
+            Self::AcpConnectionRequired
+            | Self::AcpNotInitialized
+            | Self::AcpAlreadyInitialized
+            | Self::ClientIdChanged { .. }
+            | Self::ConfigOptionsUnsupported
+            | Self::InvalidJsonRpc => StatusCode::BAD_REQUEST,
+            Self::AcpStreamBusy => StatusCode::CONFLICT,
+            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::AcpConnectionLimit { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::AcpTooManySessions { .. } | Self::AcpTooManyRequests { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Self::OriginDenied(_)
             | Self::HostNotAllowed
             | Self::PermissionForbidden { .. }
@@ -416,22 +477,41 @@ impl ApiError {
             Self::PairingUnavailable(_) => "pairing_unavailable",
             Self::InvalidDevice(_) => "invalid_device",
             Self::DeviceNotFound => "device_not_found",
+            Self::AcpConnectionRequired => "acp_connection_required",
+            Self::AcpConnectionNotFound => "acp_connection_not_found",
+            Self::AcpConnectionLimit { .. } => "acp_connection_limit",
+            Self::AcpStreamBusy => "acp_stream_busy",
+            Self::NotAcceptable => "not_acceptable",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::AcpNotInitialized => "not_initialized",
+            Self::AcpAlreadyInitialized => "already_initialized",
+            Self::AcpMethodNotFound(_) => "method_not_found",
+            Self::AcpSessionNotAttached { .. } => "session_not_attached",
+            Self::AcpTooManySessions { .. } => "too_many_sessions",
+            Self::AcpTooManyRequests { .. } => "too_many_requests",
+            Self::ClientIdChanged { .. } => "client_id_changed",
+            Self::ConfigOptionsUnsupported => "config_options_unsupported",
+            Self::InvalidJsonRpc => "invalid_jsonrpc",
             Self::StoreUnavailable(_) => "store_unavailable",
             Self::NodeUnavailable => "node_unavailable",
             Self::StreamLimitExceeded { .. } => "stream_limit_exceeded",
         }
     }
 
-    fn body(&self) -> Value {
+    pub(super) fn body(&self) -> Value {
         // The 401 is identical for every cause and carries no code (`docs/protocol.md#2-http-perimeter`).
         if matches!(self, Self::Unauthorized) {
             return json!({"error": "Unauthorized"});
         }
         let mut body = json!({"error": self.to_string(), "code": self.code()});
         match self {
-            Self::SessionLimitExceeded { limit } | Self::SubscriberLimitExceeded { limit } => {
-                body["limit"] = json!(limit)
-            }
+            Self::SessionLimitExceeded { limit }
+            | Self::SubscriberLimitExceeded { limit }
+            | Self::AcpConnectionLimit { limit }
+            | Self::AcpTooManySessions { limit }
+            | Self::AcpTooManyRequests { limit } => body["limit"] = json!(limit),
+            Self::AcpSessionNotAttached { session_id } => body["sessionId"] = json!(session_id),
+            Self::ClientIdChanged { client_id } => body["clientId"] = json!(client_id),
             Self::SessionNotFound { session_id } => body["sessionId"] = json!(session_id),
             Self::PromptQueueFull { limit, pending } => {
                 body["limit"] = json!(limit);
@@ -468,6 +548,7 @@ impl IntoResponse for ApiError {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             ApiError::SessionLimitExceeded { .. }
+            | ApiError::AcpConnectionLimit { .. }
             | ApiError::PromptQueueFull { .. }
             | ApiError::SubscriberLimitExceeded { .. }
             | ApiError::StreamLimitExceeded { .. }

@@ -18,7 +18,7 @@ use crate::devices::StreamPermit;
 const MAX_EVENT_ID: u64 = (1 << 53) - 1;
 
 /// `Last-Event-ID`: decimal digits only, at most 2^53-1; anything else counts as absent.
-fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+pub(super) fn last_event_id(headers: &HeaderMap) -> Option<u64> {
     let v = headers.get("last-event-id")?.to_str().ok()?.trim();
     if v.is_empty() || v.len() > 16 || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;

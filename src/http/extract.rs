@@ -13,15 +13,13 @@ use serde_json::Value;
 
 use super::conn::BodyError;
 use super::error::{ApiError, ClientIdProblem};
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, valid_client_id};
 
 /// What every handler is given: the daemon.
 pub type AppState = Arc<Daemon>;
 
 /// Largest accepted request body (`docs/protocol.md#2-http-perimeter`).
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
-/// Longest accepted client id (`docs/protocol.md#2-http-perimeter`).
-const MAX_CLIENT_ID_LEN: usize = 128;
 
 /// A JSON body; an empty body reads as `{}` so optional-body routes work from plain `curl -X POST`.
 #[derive(Debug)]
@@ -30,35 +28,53 @@ pub(super) struct JsonBody(pub(super) Value);
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
-    /// Reads the body under its deadline and the global budget (`super::conn`), refusing a declared
-    /// or actual length over the cap as soon as it is known.
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let declared = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-            return Err(ApiError::BodyTooLarge);
-        }
-        let mut stream = req.into_body().into_data_stream();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(body_error)?;
-            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(ApiError::BodyTooLarge);
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let (bytes, held) = read_body(req).await?;
         let parsed = if bytes.iter().all(u8::is_ascii_whitespace) {
             Ok(JsonBody(Value::Object(Default::default())))
         } else {
             serde_json::from_slice(&bytes).map(JsonBody).map_err(|_| ApiError::InvalidJson)
         };
         // The body's bytes hold their share of the budget until the parse is done.
-        drop(stream);
+        drop(held);
         parsed
     }
+}
+
+/// A body as bytes, read like [`JsonBody`] (`POST /acp`, whose JSON the ACP door parses itself).
+#[derive(Debug)]
+pub(super) struct RawBody(pub(super) Vec<u8>);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        read_body(req).await.map(|(bytes, _)| RawBody(bytes))
+    }
+}
+
+/// Reads the body under its deadline and the global budget (`super::conn`), refusing a declared or
+/// actual length over the cap as soon as it is known. The bytes hold their share of the budget
+/// until the returned body stream is dropped.
+async fn read_body(req: Request) -> Result<(Vec<u8>, axum::body::BodyDataStream), ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(ApiError::BodyTooLarge);
+    }
+    let mut stream = req.into_body().into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(body_error)?;
+        if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::BodyTooLarge);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, stream))
 }
 
 /// Why reading a body failed: its deadline, the budget, or the connection itself.
@@ -132,13 +148,6 @@ pub(super) fn client_id(headers: &HeaderMap) -> Result<Option<String>, ApiError>
         return Ok(None);
     }
     if valid_client_id(text) { Ok(Some(text.to_owned())) } else { Err(malformed) }
-}
-
-/// `^[A-Za-z0-9._:-]{1,128}$`
-fn valid_client_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_CLIENT_ID_LEN
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 #[cfg(test)]

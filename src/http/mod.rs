@@ -20,16 +20,21 @@
 //! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
 //!   pairing, listing and revoking devices.
 //! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
+//! - [`connect`]: `mediatord connect`, ACP over stdio relayed to a daemon's `/acp` WebSocket.
+//! - `acp`: `/acp`, the ACP transports (WebSocket, Streamable HTTP) onto the ACP door
+//!   (`crate::door`).
 //!
-//! Imports `daemon`, `permission` (vote and rule types), `notify` (the action links), `config` and
-//! the leaves. Nothing imports
+//! Imports `door`, `daemon`, `permission` (vote and rule types), `notify` (the action links),
+//! `config` and the leaves. Nothing imports
 //! this floor but `server`.
 
+mod acp;
 mod act;
 pub mod api;
 mod auth;
 pub mod client;
 mod conn;
+pub mod connect;
 mod daemon;
 mod devices;
 pub mod error;
@@ -68,8 +73,11 @@ pub fn app(daemon: AppState, port: u16) -> Router {
         perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS)
             .with_relay_proof(daemon.store.fleet_secret().map(relay::proof)),
     );
-    let mut router =
-        api::router().fallback(error::not_found).method_not_allowed_fallback(error::method_not_allowed);
+    let door = crate::door::Door::new(daemon.clone(), acp::render);
+    let mut router = api::router()
+        .layer(axum::Extension(door))
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed);
     // In a fleet, inside the perimeter: a request is checked where it arrives, then relayed.
     if let Some(relay) = relay::Relay::new(daemon.clone()) {
         router = router.layer(axum::middleware::from_fn_with_state(Arc::new(relay), relay::relay));

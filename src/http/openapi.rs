@@ -43,6 +43,10 @@ pub enum Header {
     Prefer,
     /// `Last-Event-ID` for resuming a stream.
     LastEventId,
+    /// `Acp-Connection-Id`: the ACP connection a request or stream belongs to.
+    AcpConnectionId,
+    /// `Acp-Session-Id`: the session an ACP stream (or session request) is about.
+    AcpSessionId,
 }
 
 /// Who may call an operation (`docs/protocol.md#23-bearer-token`, `docs/operations.md#devices`).
@@ -217,6 +221,20 @@ pub fn document(operations: &[Operation]) -> Value {
                     "description": "Resume after this event id (decimal, at most 2^53-1; anything else = absent).",
                     "schema": {"type": "string"},
                 },
+                "AcpConnectionId": {
+                    "name": "Acp-Connection-Id",
+                    "in": "header",
+                    "required": false,
+                    "description": "The ACP connection (from the `initialize` answer's header); absent only on `initialize` and a WebSocket upgrade.",
+                    "schema": {"type": "string"},
+                },
+                "AcpSessionId": {
+                    "name": "Acp-Session-Id",
+                    "in": "header",
+                    "required": false,
+                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`.",
+                    "schema": {"type": "string"},
+                },
             },
             "schemas": schemas(),
         },
@@ -239,6 +257,8 @@ fn operation(op: &Operation) -> Value {
             Header::ClientId => "ClientId",
             Header::Prefer => "Prefer",
             Header::LastEventId => "LastEventId",
+            Header::AcpConnectionId => "AcpConnectionId",
+            Header::AcpSessionId => "AcpSessionId",
         };
         params.push(json!({"$ref": format!("#/components/parameters/{name}")}));
     }
@@ -410,6 +430,27 @@ fn schemas() -> Value {
             "additionalProperties": true,
         },
         "Object": object,
+        "JsonRpcMessage": {
+            "type": "object",
+            "description": "One JSON-RPC 2.0 message (ACP): a request `{jsonrpc, id, method, params?}`, a notification `{jsonrpc, method, params?}` or a response to one of the daemon's requests `{jsonrpc, id, result | error}`. Batches are not part of ACP.",
+            "properties": {
+                "jsonrpc": {"type": "string", "enum": ["2.0"]},
+                "id": {"type": ["string", "integer"]},
+                "method": string,
+                "params": object,
+                "result": {},
+                "error": object,
+            },
+            "required": ["jsonrpc"],
+            "additionalProperties": true,
+        },
+        "JsonRpcResponse": {
+            "type": "object",
+            "description": "The answer to `initialize`: `{jsonrpc, id, result}` (the daemon's ACP capabilities, docs/protocol.md §16), or `{jsonrpc, id, error}`.",
+            "properties": {"jsonrpc": {"type": "string", "enum": ["2.0"]}, "id": {}, "result": object, "error": object},
+            "required": ["jsonrpc", "id"],
+            "additionalProperties": true,
+        },
         "Root": {
             "type": "object",
             "required": ["name", "version", "links"],

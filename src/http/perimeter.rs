@@ -20,9 +20,12 @@ use crate::config::{Config, Origins, TokenDigest};
 use crate::devices::{Devices, is_device_credential};
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
-const ALLOW_HEADERS: &str =
-    "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer";
-const EXPOSE_HEADERS: &str = "Retry-After";
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, \
+     Acp-Connection-Id, Acp-Session-Id";
+const EXPOSE_HEADERS: &str = "Retry-After, Acp-Connection-Id";
+/// The prefix of a browser's bearer token offered as a WebSocket subprotocol on `/acp` (qwen
+/// serve's convention: `qwen-bearer.<base64url(token)>`).
+pub(super) const BEARER_SUBPROTOCOL: &str = "qwen-bearer.";
 /// How long a browser may cache a preflight answer (seconds).
 const PREFLIGHT_MAX_AGE: &str = "600";
 
@@ -217,6 +220,7 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 }
 
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
+    bearer_from_subprotocol(&mut req);
     // A request another daemon of the fleet relays had its Origin and Host checked there, against
     // the same configuration; its caller is still checked here (`super::relay`).
     let relayed = match super::relay::presented(req.headers(), p.relay_proof.as_ref()) {
@@ -287,6 +291,38 @@ fn forget_old_cookie(mut response: Response, old_cookie: bool, p: &Perimeter) ->
         response.headers_mut().append(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
     }
     response
+}
+
+/// A browser cannot set headers on a WebSocket upgrade, so it offers its token as the subprotocol
+/// `qwen-bearer.<base64url(token)>` (qwen serve's convention): on an upgrade without
+/// `Authorization`, that token is checked as if it were the bearer. `/acp` never echoes it back.
+fn bearer_from_subprotocol(req: &mut Request) {
+    use base64::Engine;
+    if req.headers().contains_key(header::AUTHORIZATION) || !is_upgrade(req) {
+        return;
+    }
+    let token = req
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(BEARER_SUBPROTOCOL))
+        .and_then(|encoded| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok()
+        })
+        .and_then(|raw| String::from_utf8(raw).ok());
+    if let Some(value) = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()) {
+        req.headers_mut().insert(header::AUTHORIZATION, value);
+    }
+}
+
+/// Whether `req` asks to switch protocols (a WebSocket upgrade).
+fn is_upgrade(req: &Request) -> bool {
+    req.headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):

@@ -14,45 +14,13 @@ use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
 use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
 use crate::daemon::Session;
-use crate::permission::{Choice, Effect, Remember, RuleError, Via, Vote, parse_rule};
+use crate::permission::{RuleError, Via, Vote, parse_rule};
 
 type ApiResult = Result<Response, ApiError>;
 
-/// `{outcome:{outcome:"selected",optionId}}`, `{outcome:{outcome:"cancelled"}}` or
-/// `{decision: allow|deny|allow-session|deny-session|allow-workspace|deny-workspace}`, each
-/// optionally with `remember:"session"` or `remember:"workspace"` (the wider scope wins).
+/// The vote a body asks for ([`Vote::parse`]), or `400 invalid_vote`.
 fn parse_vote(body: &Value) -> Result<Vote, ApiError> {
-    let invalid = || ApiError::InvalidVote;
-    let remember = match body.get("remember").and_then(Value::as_str) {
-        Some("session") => Remember::Session,
-        Some("workspace") => Remember::Workspace,
-        _ => Remember::No,
-    };
-    if let Some(decision) = body.get("decision") {
-        let (effect, scope) = match decision.as_str().ok_or_else(invalid)? {
-            "allow" => (Effect::Allow, Remember::No),
-            "deny" => (Effect::Deny, Remember::No),
-            "allow-session" => (Effect::Allow, Remember::Session),
-            "deny-session" => (Effect::Deny, Remember::Session),
-            "allow-workspace" => (Effect::Allow, Remember::Workspace),
-            "deny-workspace" => (Effect::Deny, Remember::Workspace),
-            _ => return Err(invalid()),
-        };
-        return Ok(Vote::Decision { effect, remember: scope.max_scope(remember) });
-    }
-    let outcome = body.get("outcome").ok_or_else(invalid)?;
-    match outcome.get("outcome").and_then(Value::as_str) {
-        Some("selected") => {
-            let id = outcome
-                .get("optionId")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .ok_or_else(invalid)?;
-            Ok(Vote::Outcome { choice: Choice::Option(id.to_owned()), remember })
-        }
-        Some("cancelled") => Ok(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
-        _ => Err(invalid()),
-    }
+    Vote::parse(body).ok_or(ApiError::InvalidVote)
 }
 
 /// Step 1 and 2 of `docs/protocol.md#8-permission-mediation`: body shape, then client id format.
@@ -179,44 +147,4 @@ pub(super) async fn delete_rule(
     let s = d.session(&id)?;
     s.permissions().remove_rule(&rule_id)?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vote_bodies_parse_into_typed_votes() {
-        let selected = |id: &str| Vote::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
-        let table = [
-            (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a"))),
-            (
-                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "session"}),
-                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Session }),
-            ),
-            (
-                json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
-                Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
-            ),
-            (
-                json!({"decision": "allow"}),
-                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::No }),
-            ),
-            (
-                json!({"decision": "deny-session"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
-            ),
-            (
-                json!({"decision": "deny", "remember": "session"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
-            ),
-            (json!({}), None),
-            (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),
-            (json!({"decision": true}), None),
-            (json!([]), None),
-        ];
-        for (body, expected) in table {
-            assert_eq!(parse_vote(&body).ok(), expected, "{body}");
-        }
-    }
 }

@@ -96,6 +96,8 @@ pub enum Via {
     Rest,
     /// A notification's action link (`POST /act/{token}`), cast as the target's `clientId`.
     Link,
+    /// An ACP client on `/acp`: its answer to `session/request_permission`, or `session/permission`.
+    Acp,
 }
 
 impl Via {
@@ -103,6 +105,7 @@ impl Via {
         match self {
             Via::Rest => "rest",
             Via::Link => "link",
+            Via::Acp => "acp",
         }
     }
 }
@@ -146,6 +149,41 @@ pub enum Vote {
     /// The `{decision: allow|deny|allow-session|deny-session|allow-workspace|deny-workspace}`
     /// shorthand.
     Decision { effect: Effect, remember: Remember },
+}
+
+impl Vote {
+    /// The vote a body (REST) or an ACP answer asks for: `{outcome:{outcome:"selected",optionId}}`,
+    /// `{outcome:{outcome:"cancelled"}}` or `{decision: allow|deny|allow-session|deny-session|
+    /// allow-workspace|deny-workspace}`, each optionally with `remember:"session"` or
+    /// `remember:"workspace"` (the wider scope wins). `None` for anything else.
+    pub fn parse(body: &Value) -> Option<Vote> {
+        let remember = match body.get("remember").and_then(Value::as_str) {
+            Some("session") => Remember::Session,
+            Some("workspace") => Remember::Workspace,
+            _ => Remember::No,
+        };
+        if let Some(decision) = body.get("decision") {
+            let (effect, scope) = match decision.as_str()? {
+                "allow" => (Effect::Allow, Remember::No),
+                "deny" => (Effect::Deny, Remember::No),
+                "allow-session" => (Effect::Allow, Remember::Session),
+                "deny-session" => (Effect::Deny, Remember::Session),
+                "allow-workspace" => (Effect::Allow, Remember::Workspace),
+                "deny-workspace" => (Effect::Deny, Remember::Workspace),
+                _ => return None,
+            };
+            return Some(Vote::Decision { effect, remember: scope.max_scope(remember) });
+        }
+        let outcome = body.get("outcome")?;
+        match outcome.get("outcome").and_then(Value::as_str) {
+            Some("selected") => {
+                let id = outcome.get("optionId").and_then(Value::as_str).filter(|s| !s.is_empty())?;
+                Some(Vote::Outcome { choice: Choice::Option(id.to_owned()), remember })
+            }
+            Some("cancelled") => Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
+            _ => None,
+        }
+    }
 }
 
 /// Why a vote was refused, in the order the checks run.
@@ -456,6 +494,15 @@ impl<'a> Permissions<'a> {
     /// Whether `request_id` awaits a decision.
     pub fn is_pending(self, request_id: &str) -> bool {
         self.mediator.lock().pending.contains_key(request_id)
+    }
+
+    /// Whether `request_id` awaits a decision that a ballot of `client_id` (from a loopback peer
+    /// or not) would count towards, under the policy it was issued with (`policy::may_decide`).
+    pub fn may_vote(self, request_id: &str, client_id: Option<&str>, loopback_peer: bool) -> bool {
+        let st = self.mediator.lock();
+        st.pending
+            .get(request_id)
+            .is_some_and(|p| super::policy::may_decide(&p.issued, client_id, loopback_peer))
     }
 
     /// The `permission_request` data of a pending request, its `toolCall` laid over what the agent
@@ -916,6 +963,67 @@ mod tests {
     use super::*;
     use crate::sync::lock;
 
+    #[test]
+    fn vote_bodies_parse_into_typed_votes() {
+        let selected = |id: &str| Vote::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
+        let table = [
+            (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a"))),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "session"}),
+                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Session }),
+            ),
+            (
+                json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
+                Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
+            ),
+            (
+                json!({"decision": "allow"}),
+                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::No }),
+            ),
+            (
+                json!({"decision": "deny-session"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
+            ),
+            (
+                json!({"decision": "deny", "remember": "session"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
+            ),
+            (
+                json!({"decision": "allow-workspace", "remember": "session"}),
+                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Workspace }),
+            ),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "workspace"}),
+                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Workspace }),
+            ),
+            (
+                json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "forever"}),
+                Some(selected("a")),
+            ),
+            (
+                json!({"decision": "allow-session"}),
+                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Session }),
+            ),
+            (
+                json!({"decision": "deny-workspace"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+            ),
+            (
+                json!({"decision": "deny", "remember": "workspace"}),
+                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+            ),
+            (json!({}), None),
+            (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),
+            (json!({"outcome": {"outcome": "maybe"}}), None),
+            (json!({"decision": true}), None),
+            (json!({"decision": "perhaps"}), None),
+            (json!([]), None),
+        ];
+        for (body, expected) in table {
+            assert_eq!(Vote::parse(&body), expected, "{body}");
+        }
+    }
+
     const WS: &str = "/ws";
 
     /// A session as the mediator sees it, with nothing behind it: events are recorded, voters and
@@ -1040,6 +1148,26 @@ mod tests {
 
     async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
         tokio::time::timeout(Duration::from_secs(5), task).await.expect("answered").expect("task")
+    }
+
+    /// `may_vote` is whether a ballot would count under the policy the request was raised with
+    /// (who the ACP door asks): pending requests only.
+    #[tokio::test]
+    async fn may_vote_follows_the_policy_of_a_pending_request() {
+        let f = fixture(Policy::Designated, None);
+        f.add_voters(&["alice", "bob"]);
+        *lock(&f.host.originator) = Some("alice".into());
+        let task = f.raise(params("/ws/a.txt", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let p = f.permissions();
+        assert!(p.may_vote(&id, Some("alice"), false), "the originator decides");
+        assert!(!p.may_vote(&id, Some("bob"), true), "nobody else, wherever they are");
+        assert!(!p.may_vote(&id, None, true));
+        assert!(!p.may_vote("no-such-request", Some("alice"), false), "only a pending request");
+        p.vote(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("decides");
+        answer(task).await;
+        assert!(!f.permissions().may_vote(&id, Some("alice"), false), "decided: nothing to vote on");
     }
 
     /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and

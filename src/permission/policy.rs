@@ -119,6 +119,23 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Ballot
     }
 }
 
+/// Whether a ballot of `client_id` (from a loopback peer or not) would count on a request issued
+/// as `issued`: what [`decide`] would not refuse as [`Decision::Forbidden`]. The ACP door asks it
+/// before it sends a client `session/request_permission`, so a client is asked only what it may
+/// answer. (The cancel escape is open to everyone and is not what this answers.)
+pub fn may_decide(issued: &Issued, client_id: Option<&str>, loopback_peer: bool) -> bool {
+    match issued.policy {
+        Policy::FirstResponder => true,
+        Policy::Designated => match (&issued.originator, client_id) {
+            (None, _) => true,
+            (Some(o), Some(c)) => o == c,
+            (Some(_), None) => false,
+        },
+        Policy::LocalOnly => loopback_peer,
+        Policy::Consensus => client_id.is_some_and(|c| issued.voters_at_issue.iter().any(|v| v == c)),
+    }
+}
+
 /// Consensus: the choice the votes cast so far carry on their own, if one reaches the quorum. What
 /// decides a request when its voters shrink (a voter that may vote no more leaves, its vote with
 /// it) rather than when a ballot arrives.
@@ -447,6 +464,31 @@ mod tests {
             let issued =
                 Issued { policy: Consensus, originator: None, voters_at_issue: voters, quorum: None };
             assert_eq!(issued.quorum(), q, "M={m}");
+        }
+    }
+
+    /// `may_decide` says yes exactly where `decide` does not forbid, under every policy.
+    #[test]
+    fn may_decide_agrees_with_decide() {
+        let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
+        let voters = [None, Some("a"), Some("b"), Some("z")];
+        for policy in policies {
+            for originator in [None, Some("a")] {
+                let issued = issued(policy, originator, &["a", "b"], None);
+                for voter in voters {
+                    for loopback in [false, true] {
+                        let choice = opt("allow");
+                        let ballot = Ballot { client_id: voter, loopback_peer: loopback, choice: &choice };
+                        let allowed =
+                            !matches!(decide(&issued, &BTreeMap::new(), &ballot), Decision::Forbidden(_));
+                        assert_eq!(
+                            may_decide(&issued, voter, loopback),
+                            allowed,
+                            "{policy:?} originator {originator:?} voter {voter:?} loopback {loopback}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -12,6 +12,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { client, methods } from '@agentclientprotocol/sdk';
+import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
 import {
   assertClosedSessionEvents,
   DAEMON_KIND,
@@ -32,6 +34,7 @@ import {
   uniqueName,
   vote,
   waitForFile,
+  withTimeout,
   workspaceFile,
 } from './lib.mjs';
 
@@ -187,6 +190,52 @@ test(tag('a WRITE turn asks permission; a vote for the allow_once option writes 
   const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
   assert.ok(statuses.includes('completed'), `tool call ${toolCallId} completed: ${JSON.stringify(statuses)}`);
   noteKinds(ctx.stream.events);
+});
+
+test(tag('an ACP client over /acp (the official ACP SDK, WebSocket) drives a WRITE turn, allows it, and REST sees the same updates'), async (t) => {
+  const file = workspaceFile(`${AGENT}-acp`);
+  const text = `written over acp for ${AGENT}`;
+  const updates = [];
+  const asked = [];
+  let watcher;
+  const editor = client({ name: 'e2e-editor' })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params.update);
+    })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      asked.push(params);
+      return { outcome: { outcome: 'selected', optionId: optionByKind(params.options, ['allow_once']).optionId } };
+    });
+  const url = `${process.env.E2E_BASE_URL.replace(/^http/, 'ws')}/acp`;
+  const run = editor.connectWith(createWebSocketStream(url, { WebSocket: globalThis.WebSocket }), async (ctx) => {
+    await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    const s = await ctx.request(methods.agent.session.new, {
+      cwd: process.env.E2E_WORKSPACE,
+      mcpServers: [],
+      _meta: { 'mediatord/sessionScope': 'thread' },
+    });
+    watcher = await open(s.sessionId, `e2e-${AGENT}-acp-watcher`, 'acp-watcher');
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId: s.sessionId,
+      prompt: [{ type: 'text', text: `WRITE ${file} ${text}` }],
+    });
+    return { s, result };
+  });
+  const { s, result } = await withTimeout(run, T.turn, `${AGENT}: a WRITE turn over /acp`);
+  assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+  assert.equal(asked.length, 1, `one permission request: ${JSON.stringify(asked)}`);
+  assert.equal(asked[0].sessionId, s.sessionId);
+  await waitForFile(file, text);
+  // The REST subscriber saw the same updates in the same order (all but the echo of the editor's own
+  // prompt, which an editor is not sent: it shows its prompt itself).
+  await watcher.waitFor((e) => e.type === 'turn_complete', { what: 'turn_complete on the REST stream' });
+  const shape = (u) => [u.sessionUpdate, u.toolCallId ?? null, u.status ?? null];
+  const rest = watcher.events
+    .filter((e) => e.type === 'session_update' && e.data.update?._meta?.source !== 'bridge-echo')
+    .map((e) => shape(e.data.update));
+  assert.deepEqual(updates.map(shape), rest);
+  t.diagnostic(`updates over /acp: ${updates.length}`);
+  noteKinds(watcher.events);
 });
 
 test(tag('the same WRITE turn rejected by a vote for the reject_once option leaves no file'), async (t) => {

@@ -20,6 +20,8 @@
 #   resume-AGENT   resume.test.mjs, twice per agent on one HOME (state directory, agent files): a
 #                                   session and a turn; the daemon restarted; POST /session/:id/resume
 #                                   and a second turn on the same id
+#   acp-demo       acp.test.mjs    (/acp with the official ACP TypeScript SDK over WebSocket and
+#                                   Streamable HTTP, @qwen-code/sdk over acp-ws; the demo agent)
 #
 # Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
@@ -50,8 +52,12 @@ NODE_MAJOR=${NODE_MAJOR%%.*}
 [[ "$NODE_MAJOR" =~ ^[0-9]+$ && "$NODE_MAJOR" -ge 20 ]] || die "the e2e suite needs Node.js 20 or later, found $NODE_VERSION"
 # The pinned @qwen-code/qwen-code and @qwen-code/sdk declare engines node >=22; the suite passes on
 # Node 20.20 (what CI uses), so npm's EBADENGINE warnings for those two are expected (README.md).
+NODE_FLAGS=()
 if ((NODE_MAJOR < 22)); then
 	say "Node $NODE_VERSION: older than the >=22 that @qwen-code/qwen-code and @qwen-code/sdk declare; verified to work on 20.20 (tests/e2e/README.md)"
+	# The WebSocket clients (the ACP SDK's, @qwen-code/sdk's acp-ws) use the global WebSocket, which
+	# Node 22 has and Node 20 keeps behind this flag.
+	NODE_FLAGS=(--experimental-websocket)
 fi
 
 DAEMON=${E2E_DAEMON:-}
@@ -101,17 +107,19 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
 RUN_MULTI=0
 RUN_RESUME=0
+RUN_ACP=0
 for f in "${FILES[@]}"; do
 	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
 	case $f in
 	agents.test.mjs) RUN_AGENTS=1 ;;
 	multi.test.mjs) RUN_MULTI=1 ;;
 	resume.test.mjs) RUN_RESUME=1 ;;
+	acp.test.mjs) RUN_ACP=1 ;;
 	*) API_FILES+=("$f") ;;
 	esac
 done
@@ -268,6 +276,10 @@ agent_setup() {
 	AGENT_ENV=()
 	AGENT_NO_READ=0
 	case $agent in
+	demo)
+		# The daemon's built-in demo agent: no model, nothing to configure.
+		AGENT_CMD=demo
+		;;
 	qwen)
 		mkdir -p "$AGENT_HOME/.qwen"
 		cat >"$AGENT_HOME/.qwen/settings.json" <<'JSON'
@@ -416,7 +428,8 @@ run_phase() {
 		(cd "$HERE" && E2E_BASE_URL="$base" E2E_WORKSPACE="$ws" E2E_DAEMON_KIND="$kind" E2E_AGENT="$agent" \
 			E2E_RESUME_STEP="$RESUME_STEP" \
 			E2E_AGENTS="$AGENTS" E2E_DAEMON_PID="$DAEMON_PID" E2E_AGENT_HOME="$AGENT_HOME" \
-			node --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
+			E2E_MEDIATORD="$([[ "$DAEMON" != qwen-serve ]] && echo "$DAEMON")" \
+			node "${NODE_FLAGS[@]}" --test --test-concurrency=1 --test-timeout=240000 "${ARGS[@]}" "${files[@]}") | tee "$logs/node-test.out"
 		node_rc=${PIPESTATUS[0]}
 		set -e
 	fi
@@ -464,6 +477,11 @@ if ((RUN_RESUME)) && [[ "$DAEMON" != qwen-serve ]]; then
 		run_phase "resume-$a" "$a" resume.test.mjs
 	done
 	RESUME_STEP=""
+fi
+# acp-demo: /acp with the official ACP SDK and @qwen-code/sdk, on the demo agent (qwen serve cannot
+# run it).
+if ((RUN_ACP)) && [[ "$DAEMON" != qwen-serve ]]; then
+	run_phase acp-demo demo acp.test.mjs
 fi
 say "summary ($(($(date +%s) - T_ALL)) s):"
 for l in "${SUMMARY[@]}"; do say "  $l"; done

@@ -5,7 +5,7 @@ import schemathesis
 from schemathesis.core.failures import Failure
 
 # 502 agent_error / agent_start_failed, 503 agent_exited / daemon_draining / the load limits (the
-# request-body budget among them), 504 init_timeout: each documented in docs/openapi.json with its code.
+# request-body budget and the ACP connection cap among them), 504 init_timeout: each documented in docs/openapi.json with its code.
 ALLOWED_5XX = {
     502: {"agent_error", "agent_start_failed"},
     503: {
@@ -14,6 +14,7 @@ ALLOWED_5XX = {
         "session_limit_exceeded",
         "prompt_queue_full",
         "body_budget_exceeded",
+        "acp_connection_limit",
     },
     504: {"init_timeout"},
 }

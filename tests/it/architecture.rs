@@ -38,9 +38,10 @@ const FLOORS: &[(&str, u8)] = &[
     ("notify", 2),
     ("devices", 2),
     ("daemon", 3),
-    ("http", 4),
+    ("door", 4),
     ("fleet", 4),
-    ("server", 5),
+    ("http", 5),
+    ("server", 6),
 ];
 
 /// Database drivers: only the store may name one (the rest of the daemon sees `store::Store`).

@@ -16,7 +16,7 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
     assert!(daemon.refusals.is_empty(), "mediatord refused: {:?}", daemon.refusals);
 
     let plan = mediatord_bench::Plan::smoke();
-    let relays = daemon.relay.iter().flat_map(|(_, runs)| runs).chain(&daemon.paced);
+    let relays = daemon.relay.iter().chain(&daemon.acp_relay).flat_map(|(_, runs)| runs).chain(&daemon.paced);
     for r in relays.chain(&direct.blast).chain(&direct.paced) {
         assert_eq!(r.received, r.expected_per_sub * r.subscribers as u64, "every update arrives: {r:?}");
         assert_eq!((r.evicted, r.incomplete), (0, 0), "{r:?}");
@@ -25,6 +25,10 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
         assert!(r.p50_us > 0 && r.p99_us < 10_000_000, "latencies measured, under 10 s: {r:?}");
     }
     assert_eq!(daemon.relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(), plan.subscribers.len());
+    assert_eq!(
+        daemon.acp_relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(),
+        plan.acp_connections.len()
+    );
     assert_eq!(daemon.paced.len(), 1);
     // Paced at 1000/s, 100 updates take about 0.1 s.
     assert!(daemon.paced[0].window_s > 0.05, "{:?}", daemon.paced[0]);
@@ -32,6 +36,15 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
     let [p] = daemon.permissions.as_slice() else { panic!("one permissions run: {:?}", daemon.permissions) };
     assert_eq!(p.requests, plan.permissions);
     assert!(p.per_request_ms > 0.0 && p.per_request_ms < 5_000.0, "{p:?}");
+
+    let [p] = daemon.acp_permissions.as_slice() else {
+        panic!("one /acp permissions run: {:?}", daemon.acp_permissions)
+    };
+    assert_eq!(p.requests, plan.permissions);
+    assert!(p.per_request_ms > 0.0 && p.per_request_ms < 5_000.0, "{p:?}");
+    let [a] = daemon.acp_memory.as_slice() else { panic!("one /acp memory run: {:?}", daemon.acp_memory) };
+    assert_eq!((a.connections, a.incomplete), (plan.acp_memory_connections, 0), "{a:?}");
+    assert!(a.before_kib > 0 && a.with_kib > 0, "{a:?}");
 
     let (filled, boots) = daemon.big_db.as_ref().expect("the big-database boot ran");
     assert!(filled.db_bytes >= plan.big_db_bytes && filled.events > 0, "{filled:?}");

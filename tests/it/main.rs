@@ -5,10 +5,13 @@
 
 mod support;
 
+mod acp;
+mod acp_http;
 mod agent_output;
 mod agents;
 mod architecture;
 mod bench_smoke;
+mod connect;
 mod connections;
 mod devices;
 mod durability;

@@ -397,7 +397,7 @@ async fn an_allowed_origin_is_echoed() {
         json_of(get(&d, "/health", &[("Origin", "http://localhost:3000")]).await).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(header_str(&headers, "access-control-allow-origin"), Some("http://localhost:3000"));
-    assert_eq!(header_str(&headers, "access-control-expose-headers"), Some("Retry-After"));
+    assert_eq!(header_str(&headers, "access-control-expose-headers"), Some("Retry-After, Acp-Connection-Id"));
     assert_eq!(header_str(&headers, "vary"), Some("Origin"));
 }
 
@@ -464,9 +464,11 @@ async fn a_preflight_from_an_allowed_origin_gets_204_with_the_cors_headers() {
     assert_eq!(header_str(h, "access-control-allow-methods"), Some("GET, POST, PATCH, DELETE, OPTIONS"));
     assert_eq!(
         header_str(h, "access-control-allow-headers"),
-        Some("Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer")
+        Some(
+            "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, Acp-Connection-Id, Acp-Session-Id"
+        )
     );
-    assert_eq!(header_str(h, "access-control-expose-headers"), Some("Retry-After"));
+    assert_eq!(header_str(h, "access-control-expose-headers"), Some("Retry-After, Acp-Connection-Id"));
     assert_eq!(header_str(h, "vary"), Some("Origin"));
 }
 
@@ -667,6 +669,7 @@ const ALWAYS_FEATURES: &[&str] = &[
     "permission_mediation",
     "permission_list",
     "permission_rules",
+    "acp",
 ];
 
 fn features(caps: &Value) -> Vec<&str> {
@@ -684,7 +687,7 @@ async fn capabilities_envelope_matches_the_spec() {
     assert_eq!(caps["mode"], "http-bridge");
     assert_eq!(caps["workspaceCwd"], ws.as_str());
     assert_eq!(caps["workspaces"], json!([{"cwd": ws, "primary": true}]));
-    assert_eq!(caps["transports"], json!(["rest"]));
+    assert_eq!(caps["transports"], json!(["rest", "acp-ws", "acp-http"]));
     assert_eq!(caps["policy"]["permission"], "first-responder");
     assert_eq!(
         caps["policy"]["permissionModes"],

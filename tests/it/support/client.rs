@@ -152,6 +152,22 @@ impl Daemon {
         self.post(&format!("/permission/{rid}"), client, body).await
     }
 
+    /// Pairs a device through `POST /devices/pairing` (as the operator, with `token` if the daemon
+    /// has one) and `POST /devices/pair`: (device id, credential).
+    pub(crate) async fn pair_device(&self, token: Option<&str>, name: &str, role: &str) -> (String, String) {
+        let mut req = http().post(self.url("/devices/pairing")).json(&json!({"name": name, "role": role}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let issued = send(req).await.ok();
+        let body =
+            send(http().post(self.url("/devices/pair")).json(&json!({"code": issued["code"]}))).await.ok();
+        (
+            body["deviceId"].as_str().expect("deviceId").to_owned(),
+            body["token"].as_str().expect("token").to_owned(),
+        )
+    }
+
     /// The pending requests of a session, as `GET .../permissions` lists them.
     pub(crate) async fn pending(&self, sid: &str) -> Vec<Value> {
         let listed = self.get(&format!("/session/{sid}/permissions")).await.ok();

@@ -5,9 +5,12 @@
 //! Every wait is bounded by [`WAIT`] and fails with a message saying what it waited for; nothing
 //! here sleeps in place of synchronisation.
 
+mod acp;
 mod client;
 mod daemon;
+mod editor;
 pub(crate) mod postgres;
+mod proxy;
 pub(crate) mod quickstart;
 mod raw;
 mod receiver;
@@ -16,8 +19,11 @@ mod sse;
 
 use std::time::Duration;
 
+pub(crate) use acp::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use editor::*;
+pub(crate) use proxy::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;

@@ -1,0 +1,289 @@
+//! Events read back from the SSE bytes the bus writes (`bus.rs`: `frame`, `idless_frame`), for the
+//! doors that re-frame them (the ACP door sends each event as a JSON-RPC message).
+//!
+//! The bus serialises an event once, as a complete SSE frame, and every stream (live, replayed
+//! from the ring, or from the history) carries those exact bytes. A door that needs the event's
+//! parts takes them back out of the frame with [`EventFrame::read`]: the layout is fixed by the bus,
+//! so the parts are found by position and a few byte searches, without parsing the JSON again
+//! (this runs once per event per ACP connection). [`split`] cuts a stream's batch into its frames.
+//!
+//! Why it is unambiguous: the event's data is one valid JSON value, and in JSON a `"` inside a
+//! string is always escaped, so the envelope's own keys after the data (`,"promptId":"…"`,
+//! `,"originatorClientId":"…"`) can be told from anything inside it: a candidate is accepted only
+//! if what follows it is exactly one JSON string ending where the envelope's tail begins.
+
+/// What a frame of a stream is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// An event: with an id (published on the bus) or without (stream-local notices:
+    /// `replay_complete`, `slow_client_warning`, `client_evicted`, …).
+    Event(EventFrame<'a>),
+    /// `retry: …` or a `: heartbeat` comment: nothing to forward but liveness.
+    Keepalive,
+    /// Bytes that are none of the bus's frames (never produced by this daemon).
+    Unknown,
+}
+
+/// One event's parts, borrowed from its frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFrame<'a> {
+    /// The event id; `None` for a stream-local notice.
+    pub id: Option<u64>,
+    /// The event type (`session_update`, `permission_request`, …).
+    pub kind: &'a str,
+    /// The event's data: one JSON value, byte for byte as published.
+    pub data: &'a [u8],
+    /// The prompt the event belongs to, if any (JSON text of a string, quotes included).
+    pub prompt_id: Option<&'a str>,
+    /// The client id of that prompt's sender, if any (JSON text of a string, quotes included).
+    pub originator: Option<&'a str>,
+}
+
+/// `,"_meta":{"serverTimestamp":` — the start of every id'd frame's tail.
+const TAIL: &[u8] = br#","_meta":{"serverTimestamp":"#;
+const PROMPT_KEY: &[u8] = br#","promptId":"#;
+const ORIGINATOR_KEY: &[u8] = br#","originatorClientId":"#;
+
+impl<'a> EventFrame<'a> {
+    /// The parts of `frame` (one frame, its blank line included or not).
+    pub fn read(frame: &'a [u8]) -> Piece<'a> {
+        let frame = frame.strip_suffix(b"\n\n").unwrap_or(frame);
+        if frame.starts_with(b":") || frame.starts_with(b"retry:") {
+            return Piece::Keepalive;
+        }
+        let parsed = if frame.starts_with(b"id: ") { with_id(frame) } else { without_id(frame) };
+        parsed.map_or(Piece::Unknown, Piece::Event)
+    }
+
+    /// [`EventFrame::prompt_id`] without its quotes (ids the daemon mints need no escapes).
+    pub fn prompt_id_text(&self) -> Option<&'a str> {
+        self.prompt_id.map(unquote)
+    }
+
+    /// [`EventFrame::originator`] without its quotes (client ids are `[A-Za-z0-9._:-]`).
+    pub fn originator_text(&self) -> Option<&'a str> {
+        self.originator.map(unquote)
+    }
+}
+
+fn unquote(s: &str) -> &str {
+    s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s)
+}
+
+/// The blank line that ends a frame (a searcher built once: this runs per event per ACP connection).
+static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
+
+/// Cuts `batch` (what a stream yields: whole frames, each ending with a blank line) into frames.
+pub fn split(batch: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= batch.len() {
+            return None;
+        }
+        let end = FRAME_END.find(&batch[at..]).map_or(batch.len(), |n| at + n + 2);
+        let frame = &batch[at..end];
+        at = end;
+        Some(frame)
+    })
+}
+
+/// `text` up to the first `\n` after `prefix`, and the rest after that `\n`.
+fn line<'a>(text: &'a [u8], prefix: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let rest = text.strip_prefix(prefix)?;
+    let end = memchr::memchr(b'\n', rest)?;
+    Some((&rest[..end], &rest[end + 1..]))
+}
+
+/// `id: N\nevent: K\ndata: {"id":N,"v":1,"type":"K","data":D[,"promptId":P][,"originatorClientId":O],"_meta":{"serverTimestamp":T}}`
+fn with_id(frame: &[u8]) -> Option<EventFrame<'_>> {
+    let (id_text, rest) = line(frame, b"id: ")?;
+    let (kind, rest) = line(rest, b"event: ")?;
+    let body = rest.strip_prefix(b"data: ")?;
+    let id: u64 = std::str::from_utf8(id_text).ok()?.parse().ok()?;
+    let kind = std::str::from_utf8(kind).ok()?;
+    // The head repeats the id and the type: `{"id":N,"v":1,"type":"K","data":`.
+    let after_head = body
+        .strip_prefix(br#"{"id":"#)?
+        .strip_prefix(id_text)?
+        .strip_prefix(br#","v":1,"type":""#)?
+        .strip_prefix(kind.as_bytes())?
+        .strip_prefix(br#"","data":"#)?;
+    // The tail, read from the end: `,"_meta":{"serverTimestamp":DIGITS}}`.
+    let before_brackets = after_head.strip_suffix(b"}}")?;
+    let digits = before_brackets.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let mut middle = before_brackets[..before_brackets.len() - digits].strip_suffix(TAIL)?;
+    let originator = take_tag(&mut middle, ORIGINATOR_KEY);
+    let prompt_id = take_tag(&mut middle, PROMPT_KEY);
+    Some(EventFrame { id: Some(id), kind, data: middle, prompt_id, originator })
+}
+
+/// `event: K\ndata: {"data":D,"type":"K","v":1}` (serde_json writes an object's keys sorted).
+fn without_id(frame: &[u8]) -> Option<EventFrame<'_>> {
+    let (kind, rest) = line(frame, b"event: ")?;
+    let kind = std::str::from_utf8(kind).ok()?;
+    let body = rest.strip_prefix(b"data: ")?.strip_prefix(br#"{"data":"#)?;
+    let tail = [br#","type":""#.as_slice(), kind.as_bytes(), br#"","v":1}"#].concat();
+    let data = body.strip_suffix(tail.as_slice())?;
+    Some(EventFrame { id: None, kind, data, prompt_id: None, originator: None })
+}
+
+/// Takes `key` and the JSON string after it off the end of `middle`, if that is how it ends. Reads
+/// from the end, so the cost is the tag's length, not the event's (this runs per event per ACP
+/// connection).
+fn take_tag<'a>(middle: &mut &'a [u8], key: &[u8]) -> Option<&'a str> {
+    let open = last_string_start(middle)?;
+    let before = middle[..open].strip_suffix(key)?;
+    let text = std::str::from_utf8(&middle[open..]).ok()?;
+    *middle = before;
+    Some(text)
+}
+
+/// Where the JSON string `s` ends with starts (its opening `"`), if `s` ends with one: in JSON every
+/// `"` inside a string is escaped, so the opening quote is the first one before the closing quote
+/// that an even number of backslashes precedes.
+fn last_string_start(s: &[u8]) -> Option<usize> {
+    let (b'"', inner) = s.split_last().map(|(last, rest)| (*last, rest))? else { return None };
+    let mut end = inner.len();
+    loop {
+        let at = memchr::memrchr(b'"', &inner[..end])?;
+        let backslashes = inner[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 0 {
+            return Some(at);
+        }
+        end = at;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventKind;
+    use bytes::Bytes;
+    use serde_json::json;
+
+    /// A frame as the bus writes it, with a tag.
+    fn written(
+        id: u64,
+        kind: EventKind,
+        data: &str,
+        prompt: Option<&str>,
+        originator: Option<&str>,
+    ) -> Bytes {
+        let mut tag = String::new();
+        if let Some(p) = prompt {
+            tag.push_str(&format!(",\"promptId\":{}", serde_json::to_string(p).expect("json")));
+        }
+        if let Some(o) = originator {
+            tag.push_str(&format!(",\"originatorClientId\":{}", serde_json::to_string(o).expect("json")));
+        }
+        super::super::bus::frame(
+            id,
+            kind.as_str(),
+            data,
+            &tag,
+            b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n",
+        )
+    }
+
+    fn event(frame: &[u8]) -> EventFrame<'_> {
+        match EventFrame::read(frame) {
+            Piece::Event(e) => e,
+            other => panic!("not an event: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_id_frame_gives_back_what_was_published() {
+        let data = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk"}}"#;
+        let f = written(42, EventKind::SessionUpdate, data, Some("p-1"), Some("alice"));
+        let e = event(&f);
+        assert_eq!(e.id, Some(42));
+        assert_eq!(e.kind, "session_update");
+        assert_eq!(std::str::from_utf8(e.data).ok(), Some(data));
+        assert_eq!((e.prompt_id_text(), e.originator_text()), (Some("p-1"), Some("alice")));
+        let untagged = written(7, EventKind::TurnComplete, "{}", None, None);
+        let e = event(&untagged);
+        assert_eq!(
+            (e.id, e.kind, e.data, e.prompt_id, e.originator),
+            (Some(7), "turn_complete", &b"{}"[..], None, None)
+        );
+        let prompt_only = written(8, EventKind::TurnComplete, "{}", Some("p"), None);
+        assert_eq!((event(&prompt_only).prompt_id, event(&prompt_only).originator), (Some("\"p\""), None));
+    }
+
+    /// Data that carries the envelope's own keys as structure, or as text, is not mistaken for
+    /// the tag, with or without a tag after it.
+    #[test]
+    fn data_that_looks_like_the_envelope_stays_data() {
+        let tricky = [
+            r#"{"a":1,"originatorClientId":"x"}"#,
+            r#"{"a":1,"promptId":"p","originatorClientId":"x"}"#,
+            r#"{"t":"\",\"originatorClientId\":\"x\""}"#,
+            r#"{"m":",\"_meta\":{\"serverTimestamp\":1}}"}"#,
+            r#"{"_meta":{"serverTimestamp":5}}"#,
+            r#""a string, \"promptId\":\"q\"""#,
+            r#"[1,"x"]"#,
+        ];
+        for data in tricky {
+            for (prompt, originator) in
+                [(None, None), (Some("p"), None), (None, Some("o")), (Some("p"), Some("o"))]
+            {
+                let f = written(3, EventKind::SessionUpdate, data, prompt, originator);
+                let e = event(&f);
+                assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{data} {prompt:?} {originator:?}");
+                assert_eq!((e.prompt_id_text(), e.originator_text()), (prompt, originator), "{data}");
+            }
+        }
+    }
+
+    /// Tags whose text needs escapes (quotes, backslashes at the end) are read whole.
+    #[test]
+    fn escaped_tags_are_read_whole() {
+        for (prompt, originator) in [("a\"b", "c\\"), ("\\", "\"\\\""), ("", "x")] {
+            for data in [r#"{"a":"\\"}"#, r#""s\"""#, "{}"] {
+                let f = written(9, EventKind::SessionUpdate, data, Some(prompt), Some(originator));
+                let e = event(&f);
+                assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{prompt:?} {originator:?} {data}");
+                let quoted = |t: &str| serde_json::to_string(t).expect("json");
+                assert_eq!(
+                    (e.prompt_id.map(str::to_owned), e.originator.map(str::to_owned)),
+                    (Some(quoted(prompt)), Some(quoted(originator)))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn idless_frames_and_keepalives() {
+        let f = super::super::bus::idless_frame(EventKind::ReplayComplete, &json!({"replayedCount": 2}));
+        let e = event(&f);
+        assert_eq!((e.id, e.kind, e.data), (None, "replay_complete", &br#"{"replayedCount":2}"#[..]));
+        assert_eq!(EventFrame::read(b": heartbeat\n\n"), Piece::Keepalive);
+        assert_eq!(EventFrame::read(super::super::bus::RETRY), Piece::Keepalive);
+        assert_eq!(EventFrame::read(b"id: x\nevent: a\ndata: {}\n\n"), Piece::Unknown);
+        assert_eq!(EventFrame::read(b"garbage"), Piece::Unknown);
+        // A frame whose head does not repeat its own id and type is not the bus's.
+        let mismatched = b"id: 1\nevent: a\ndata: {\"id\":2,\"v\":1,\"type\":\"a\",\"data\":{},\"_meta\":{\"serverTimestamp\":1}}\n\n";
+        assert_eq!(EventFrame::read(mismatched), Piece::Unknown);
+    }
+
+    #[test]
+    fn a_batch_splits_into_its_frames() {
+        let a = written(1, EventKind::SessionUpdate, "{}", None, None);
+        let b = written(
+            2,
+            EventKind::TurnComplete,
+            r#"{"x":"a\n\nb"}"#.replace("\n", "\\n").as_str(),
+            None,
+            None,
+        );
+        let batch = [&a[..], b": heartbeat\n\n", &b[..]].concat();
+        let frames: Vec<&[u8]> = split(&batch).collect();
+        assert_eq!(frames, vec![&a[..], b": heartbeat\n\n", &b[..]]);
+        assert_eq!(split(b"").count(), 0);
+    }
+}

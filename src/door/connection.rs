@@ -1,0 +1,552 @@
+//! One ACP client connection: who it is, what it sent, where the answers go.
+//!
+//! Inbound, a message is classified ([`crate::acp::Frame`]) and a request is served on a task of
+//! its own (at most [`MAX_CALLS_IN_FLIGHT`] at once), so a prompt queued behind a long turn never
+//! holds up the client's other requests or its votes. Outbound, answers to connection-wide
+//! requests go on the connection's own queue (bounded: a client that stops reading is closed);
+//! events and the answers that must follow them go on each attached session's [`Lane`].
+//!
+//! A WebSocket connection hands both to the socket's writer; a Streamable HTTP connection parks
+//! them until the client opens the matching `GET /acp` stream.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::failure::{Failure, Render};
+use super::lane::{Deferred, Lane};
+use super::shared::{Book, Caller, Owner, Shared};
+use super::wire;
+use crate::acp::{Frame, RequestId, RpcError};
+use crate::daemon::{Daemon, Session};
+use crate::devices::StreamPermit;
+use crate::permission::{Via, Vote};
+use crate::sync::lock;
+
+/// Sessions one connection may attach.
+pub const MAX_SESSIONS_PER_CONNECTION: usize = 64;
+/// Requests of one connection being served at once (a prompt counts until it is queued, not for
+/// its turn); past it a request is answered `too_many_requests` at once.
+pub const MAX_CALLS_IN_FLIGHT: usize = 64;
+/// Largest inbound message: the REST body cap (`docs/protocol.md#24-bodies`).
+pub const MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
+
+/// Messages queued on a connection's own stream. Each answers one of the client's requests (at
+/// most [`MAX_CALLS_IN_FLIGHT`] are served at once) or refuses one of its messages, so a client
+/// that reads what it is sent never fills it; one that does not is closed.
+const MESSAGE_QUEUE: usize = 256;
+
+/// Which transport carries the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    WebSocket,
+    Http,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::WebSocket => "websocket",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// What the transport knows about one inbound message.
+#[derive(Debug, Clone, Default)]
+pub struct Ctx {
+    /// The socket peer is loopback (the `local-only` policy reads it from here, never a header).
+    pub loopback: bool,
+    /// Streamable HTTP's `Acp-Session-Id`, when sent: it must agree with `params.sessionId`.
+    pub session_header: Option<String>,
+}
+
+/// An attached session.
+struct Attached {
+    /// Weak: an ended session is dropped by the daemon and by its lane, not kept by a connection.
+    session: Weak<Session>,
+    replies: mpsc::Sender<Deferred>,
+    stop: CancellationToken,
+    /// Streamable HTTP: the lane waiting for its `GET /acp` (`None` while a stream has it).
+    parked: Option<Lane>,
+    /// A device's place among the session's readers (`devices::StreamLimits`), held while
+    /// attached, as an SSE stream of the session holds one.
+    _place: Option<StreamPermit>,
+}
+
+/// Activity, for forgetting a Streamable HTTP connection its client abandoned.
+#[derive(Debug)]
+struct Activity {
+    last: Instant,
+    streams: usize,
+}
+
+/// One ACP client connection.
+pub struct Connection {
+    daemon: Arc<Daemon>,
+    /// Takes the connection off the door's table once it has closed.
+    forget: Forget,
+    pub(super) shared: Arc<Shared>,
+    owner: Owner,
+    pub(super) transport: Transport,
+    messages_tx: mpsc::Sender<Bytes>,
+    messages_rx: Mutex<Option<mpsc::Receiver<Bytes>>>,
+    /// WebSocket: lanes go to the socket's writer as they are attached.
+    lanes_tx: mpsc::Sender<Lane>,
+    lanes_rx: Mutex<Option<mpsc::Receiver<Lane>>>,
+    attached: Mutex<HashMap<String, Attached>>,
+    calls: Arc<Semaphore>,
+    closed: CancellationToken,
+    activity: Mutex<Activity>,
+    pub(super) initialized: AtomicBool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.shared.id)
+            .field("transport", &self.transport)
+            .field("closed", &self.closed.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub(super) fn new(
+        daemon: Arc<Daemon>,
+        render: Render,
+        forget: Forget,
+        caller: Caller,
+        transport: Transport,
+        loopback: bool,
+    ) -> Arc<Connection> {
+        let (messages_tx, messages_rx) = mpsc::channel(MESSAGE_QUEUE);
+        let (lanes_tx, lanes_rx) = mpsc::channel(MAX_SESSIONS_PER_CONNECTION);
+        let client = OnceLock::new();
+        if let Some(id) = caller.client_id {
+            let _ = client.set(id);
+        }
+        let shared = Arc::new(Shared {
+            id: uuid::Uuid::new_v4().to_string(),
+            client,
+            minted: AtomicBool::new(false),
+            observer: caller.observer,
+            device_name: caller.device_name,
+            loopback: AtomicBool::new(loopback),
+            echo_own: AtomicBool::new(false),
+            envelope: AtomicBool::new(false),
+            render,
+            book: Mutex::new(Book::default()),
+        });
+        Arc::new(Connection {
+            daemon,
+            forget,
+            shared,
+            owner: caller.owner,
+            transport,
+            messages_tx,
+            messages_rx: Mutex::new(Some(messages_rx)),
+            lanes_tx,
+            lanes_rx: Mutex::new(Some(lanes_rx)),
+            attached: Mutex::new(HashMap::new()),
+            calls: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
+            closed: CancellationToken::new(),
+            activity: Mutex::new(Activity { last: Instant::now(), streams: 0 }),
+            initialized: AtomicBool::new(false),
+        })
+    }
+
+    /// The connection's id (`Acp-Connection-Id`).
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    pub(super) fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    pub(super) fn daemon(&self) -> &Arc<Daemon> {
+        &self.daemon
+    }
+
+    /// Fires when the connection closes.
+    pub fn closed(&self) -> CancellationToken {
+        self.closed.clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// The connection's own message queue, for the one transport stream that drains it (`None`
+    /// while another has it).
+    pub fn take_messages(&self) -> Option<mpsc::Receiver<Bytes>> {
+        lock(&self.messages_rx).take()
+    }
+
+    /// Gives back the queue a stream was draining (Streamable HTTP: the client may open another).
+    pub fn park_messages(&self, rx: mpsc::Receiver<Bytes>) {
+        if !self.is_closed() {
+            *lock(&self.messages_rx) = Some(rx);
+        }
+    }
+
+    /// WebSocket: the lanes as sessions are attached.
+    pub fn take_lanes(&self) -> Option<mpsc::Receiver<Lane>> {
+        lock(&self.lanes_rx).take()
+    }
+
+    /// Streamable HTTP: the lane of `session_id`, for its `GET /acp` stream; `last_event_id`
+    /// restarts it there. `Err(true)`: another stream has it; `Err(false)`: not attached.
+    pub fn take_lane(&self, session_id: &str, last_event_id: Option<u64>) -> Result<Lane, bool> {
+        let mut attached = lock(&self.attached);
+        let entry = attached.get_mut(session_id).ok_or(false)?;
+        let mut lane = entry.parked.take().ok_or(true)?;
+        if let Some(after) = last_event_id {
+            let Some(session) = entry.session.upgrade() else {
+                entry.parked = Some(lane);
+                return Err(false);
+            };
+            match session.subscribe(Some(after)) {
+                Ok(sub) => {
+                    let cursor = sub.cursor();
+                    let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
+                    lane.restart(source, cursor, true);
+                }
+                Err(_) => {
+                    entry.parked = Some(lane);
+                    return Err(false);
+                }
+            }
+        }
+        Ok(lane)
+    }
+
+    /// Gives back a lane whose stream ended (the client may open it again).
+    pub fn park_lane(&self, lane: Lane) {
+        if self.is_closed() {
+            return;
+        }
+        if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {
+            entry.parked = Some(lane);
+        }
+    }
+
+    /// A transport stream opened or closed (Streamable HTTP keeps a connection with one open).
+    pub fn stream_opened(&self) {
+        let mut a = lock(&self.activity);
+        a.streams += 1;
+        a.last = Instant::now();
+    }
+
+    pub fn stream_closed(&self) {
+        let mut a = lock(&self.activity);
+        a.streams = a.streams.saturating_sub(1);
+        a.last = Instant::now();
+    }
+
+    fn touch(&self) {
+        lock(&self.activity).last = Instant::now();
+    }
+
+    /// Whether this is a Streamable HTTP connection nobody has used for `limit`.
+    pub(super) fn idle_since(&self, now: Instant, limit: Duration) -> bool {
+        let a = lock(&self.activity);
+        self.transport == Transport::Http && a.streams == 0 && now.duration_since(a.last) > limit
+    }
+
+    /// Queues a message on the connection's own stream; a client that lets the queue fill is not
+    /// reading, and is closed.
+    pub(super) fn send(&self, message: Bytes) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.messages_tx.try_send(message) {
+            tracing::info!(connection = %self.shared.id, "closing an ACP connection whose client reads nothing");
+            self.close();
+        }
+    }
+
+    /// Hands one inbound message to the connection. Requests are served on tasks of their own;
+    /// this never waits on the daemon.
+    pub fn receive(self: &Arc<Self>, text: &[u8], ctx: Ctx) {
+        self.touch();
+        self.shared.loopback.store(ctx.loopback, Ordering::Relaxed);
+        if text.len() > MAX_MESSAGE_BYTES {
+            let e = RpcError::with_kind(
+                wire::INVALID_REQUEST,
+                "message_too_large",
+                "the message is larger than 10 MiB",
+            );
+            self.send(wire::error(None, &e));
+            return;
+        }
+        match Frame::parse(text) {
+            Frame::Malformed(_) => self.send(wire::error(None, &wire::refusal(text))),
+            Frame::Response { id, result } => self.answered(&id, result, &ctx),
+            Frame::Notification { method, params } => self.notified(&method, params),
+            Frame::Request { id, method, params } => self.requested(id, method, params, ctx),
+        }
+    }
+
+    fn requested(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
+        let Ok(permit) = self.calls.clone().try_acquire_owned() else {
+            self.send(wire::error(Some(&id), &self.shared.render(&Failure::TooManyCalls)));
+            return;
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let closed = this.closed.clone();
+            tokio::select! {
+                () = closed.cancelled() => {}
+                () = this.serve(id, method, params, ctx) => {}
+            }
+        });
+    }
+
+    /// Serves one request and sends its answer where it belongs.
+    async fn serve(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
+        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        match self.call(&method, &params, &ctx, &id).await {
+            Reply::Now(result) => self.send(self.answer(&id, result)),
+            Reply::Attached { result, lane } => {
+                self.send(self.answer(&id, Ok(result)));
+                self.deliver(lane);
+            }
+            Reply::After { session_id, gate, result } => {
+                let json = self.answer(&id, result);
+                let replies = lock(&self.attached).get(&session_id).map(|a| a.replies.clone());
+                match replies {
+                    Some(tx) => {
+                        if tx.try_send(Deferred { gate, json: json.clone() }).is_err() {
+                            self.send(json);
+                        }
+                    }
+                    None => self.send(json),
+                }
+            }
+            Reply::Later => {}
+        }
+    }
+
+    fn answer(&self, id: &RequestId, result: Result<Value, Failure>) -> Bytes {
+        match result {
+            Ok(v) => wire::response(id, &v),
+            Err(f) => wire::error(Some(id), &self.shared.render(&f)),
+        }
+    }
+
+    /// The client's answer to one of the daemon's requests: a vote, or an abstention (an error).
+    fn answered(&self, id: &RequestId, result: Result<Box<RawValue>, RpcError>, ctx: &Ctx) {
+        let RequestId::Text(ours) = id else {
+            tracing::debug!(connection = %self.shared.id, "an answer to a request the daemon never sent");
+            return;
+        };
+        let Some((session_id, request_id)) = self.shared.take_asked(ours) else {
+            // Withdrawn (decided elsewhere) or never asked: nothing to do.
+            tracing::debug!(connection = %self.shared.id, "an answer to a withdrawn or unknown request");
+            return;
+        };
+        let Ok(result) = result else {
+            // A client that cannot answer (an error) abstains; it does not cancel for everyone.
+            return;
+        };
+        let Some(vote) = serde_json::from_str::<Value>(result.get()).ok().and_then(|v| Vote::parse(&v))
+        else {
+            tracing::debug!(connection = %self.shared.id, "an answer to session/request_permission that is no outcome");
+            return;
+        };
+        let Ok(session) = self.daemon().session(&session_id) else { return };
+        let client = self.shared.client.get().map(String::as_str);
+        let device = self.shared.device_name.as_deref();
+        if let Err(e) =
+            session.permissions().vote_as(&request_id, client, device, ctx.loopback, &vote, Via::Acp)
+        {
+            tracing::debug!(connection = %self.shared.id, error = %e, "a vote from an ACP client was not counted");
+        }
+    }
+
+    fn notified(self: &Arc<Self>, method: &str, params: Option<Box<RawValue>>) {
+        if method != "session/cancel" {
+            // `$/cancel_request`, `initialized`, extensions: nothing to do (ACP lets a receiver
+            // ignore the notifications it does not act on).
+            return;
+        }
+        let session_id = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get("sessionId").and_then(Value::as_str).map(str::to_owned));
+        let Some(session_id) = session_id else { return };
+        if self.shared.observer {
+            return;
+        }
+        let Some(session) = self.attached_session(&session_id) else { return };
+        tokio::spawn(async move { session.cancel().await });
+    }
+
+    pub(super) fn attached_session(&self, session_id: &str) -> Option<Arc<Session>> {
+        lock(&self.attached).get(session_id).and_then(|a| a.session.upgrade())
+    }
+
+    /// The client id this connection acts as: the one it was opened with, else `claimed` (the
+    /// first `_meta.clientId`, checked), else one the door mints. A different claim later is
+    /// refused.
+    pub(super) fn client_id(&self, claimed: Option<&str>) -> Result<String, Failure> {
+        if let Some(c) = claimed
+            && !crate::daemon::valid_client_id(c)
+        {
+            return Err(Failure::InvalidParams("_meta.clientId must match ^[A-Za-z0-9._:-]{1,128}$".into()));
+        }
+        let bound = self.shared.client.get_or_init(|| match claimed {
+            Some(c) => c.to_owned(),
+            None => {
+                self.shared.minted.store(true, Ordering::Relaxed);
+                format!("acp-{}", uuid::Uuid::new_v4())
+            }
+        });
+        match claimed {
+            Some(c) if c != bound => Err(Failure::ClientIdMismatch(bound.clone())),
+            _ => Ok(bound.clone()),
+        }
+    }
+
+    /// Sets what the client asked for at `initialize`.
+    pub(super) fn set_flags(&self, echo_own: bool, envelope: bool) {
+        self.shared.echo_own.store(echo_own, Ordering::Relaxed);
+        self.shared.envelope.store(envelope, Ordering::Relaxed);
+    }
+
+    /// A device's name, for the audit of its votes.
+    pub(super) fn device_name(&self) -> Option<Arc<str>> {
+        self.shared.device_name.clone()
+    }
+
+    pub(super) fn may_write(&self) -> Result<(), Failure> {
+        if self.shared.observer { Err(Failure::ReadOnly) } else { Ok(()) }
+    }
+
+    /// Attaches `session`: registers the client on it and opens its lane, reading from the newest
+    /// event on (`after: None`) or replaying after `after`. Re-attaching replaces the lane. The
+    /// lane is returned to be handed on with [`Connection::deliver`] once whatever must precede
+    /// its events (the answer to `session/new`) is queued.
+    pub(super) fn attach(
+        &self,
+        session: &Arc<Session>,
+        client: &str,
+        after: Option<u64>,
+    ) -> Result<Lane, Failure> {
+        let sub = session.subscribe(after).map_err(Failure::Session)?;
+        let cursor = sub.cursor();
+        let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
+        let (tx, rx) = mpsc::channel(MAX_CALLS_IN_FLIGHT);
+        let stop = self.closed.child_token();
+        let lane = Lane::new(
+            session.clone(),
+            self.shared.clone(),
+            source,
+            cursor,
+            after.is_some(),
+            rx,
+            stop.clone(),
+        );
+        {
+            let mut attached = lock(&self.attached);
+            let old = attached.remove(&session.id);
+            if old.is_none() && attached.len() >= MAX_SESSIONS_PER_CONNECTION {
+                return Err(Failure::TooManySessions);
+            }
+            let place = match (old, &self.owner) {
+                // Re-attaching keeps the place it held.
+                (Some(mut old), _) => {
+                    old.stop.cancel();
+                    old._place.take()
+                }
+                (None, Owner::Device(device)) => Some(
+                    self.daemon()
+                        .devices
+                        .attach_session(device, &session.id)
+                        .map_err(Failure::StreamLimit)?,
+                ),
+                (None, Owner::Operator) => None,
+            };
+            let entry =
+                Attached { session: Arc::downgrade(session), replies: tx, stop, parked: None, _place: place };
+            attached.insert(session.id.clone(), entry);
+        }
+        if self.shared.minted.load(Ordering::Relaxed) {
+            session.touch_minted_client(client);
+        } else {
+            session.touch_client(client);
+        }
+        Ok(lane)
+    }
+
+    /// Hands an attached session's lane to the transport: a WebSocket's writer, or the parking
+    /// spot a Streamable HTTP client's `GET /acp` takes it from.
+    pub(super) fn deliver(&self, lane: Lane) {
+        match self.transport {
+            Transport::Http => {
+                if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {
+                    entry.parked = Some(lane);
+                }
+            }
+            // The channel holds as many lanes as a connection may attach.
+            Transport::WebSocket => {
+                let _ = self.lanes_tx.try_send(lane);
+            }
+        }
+    }
+
+    /// Detaches `session_id`: its lane ends, and the client leaves the session.
+    pub(super) fn detach(&self, session_id: &str) -> bool {
+        let Some(entry) = lock(&self.attached).remove(session_id) else { return false };
+        entry.stop.cancel();
+        for id in self.shared.drop_prompts(session_id) {
+            self.send(super::lane::gone(&self.shared, &id, session_id));
+        }
+        if let (Some(client), Some(session)) = (self.shared.client.get(), entry.session.upgrade()) {
+            session.remove_client(client);
+        }
+        true
+    }
+
+    /// Ends the connection: its lanes and its requests in progress stop; a client id the door
+    /// minted leaves its sessions (one the client named stays, as a REST client's does, until it
+    /// detaches).
+    pub fn close(&self) {
+        if self.closed.is_cancelled() {
+            return;
+        }
+        self.closed.cancel();
+        let attached: Vec<Attached> = lock(&self.attached).drain().map(|(_, a)| a).collect();
+        let minted = self.shared.minted.load(Ordering::Relaxed);
+        for a in attached {
+            a.stop.cancel();
+            if minted && let (Some(client), Some(session)) = (self.shared.client.get(), a.session.upgrade()) {
+                session.remove_client(client);
+            }
+        }
+        (self.forget)(&self.shared.id);
+        tracing::debug!(connection = %self.shared.id, "ACP connection closed");
+    }
+}
+
+/// What the door does when a connection closes (takes it off its table).
+pub(super) type Forget = Box<dyn Fn(&str) + Send + Sync>;
+
+/// Where a request's answer goes.
+pub(super) enum Reply {
+    /// On the connection's own stream, now.
+    Now(Result<Value, Failure>),
+    /// On the connection's own stream, now; then the lane of the session it attached, whose
+    /// events must not come first.
+    Attached { result: Value, lane: Lane },
+    /// On the session's lane, once it has delivered event `gate` (the events the answer follows).
+    After { session_id: String, gate: u64, result: Result<Value, Failure> },
+    /// The lane answers by itself (a prompt, at its turn's end).
+    Later,
+}

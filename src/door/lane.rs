@@ -1,0 +1,359 @@
+//! One attached session as an ACP connection sees it: the session's event stream (a cursor into
+//! its bus, like every SSE stream) turned into ACP messages, with the connection's answers that
+//! must follow the events they depend on.
+//!
+//! | event | sent as |
+//! |---|---|
+//! | `session_update` | `session/update`, its params the agent's byte for byte (not the echo of this connection's own prompt, unless it asked) |
+//! | every other event, and the stream's notices | `_qwen/notify {kind, data, eventId?, promptId?, originatorClientId?}` |
+//! | `permission_request` the connection may decide | also `session/request_permission` (a request, id `perm-N`) |
+//! | `permission_resolved` | also `$/cancel_request` for each of its requests still unanswered here |
+//! | `turn_complete` / `turn_error` of a prompt this connection sent | also the answer to its `session/prompt` |
+//!
+//! An answer the connection owes (to `session/set_mode`, `session/load`, …) waits here until the
+//! stream has delivered every event published before the answer was known ([`Deferred::gate`]), so
+//! on one WebSocket a client sees a turn's updates before the turn's answer, as over stdio.
+//!
+//! Memory: the converted messages of one batch of the stream (at most 64 KiB of events), the
+//! deferred answers (at most `MAX_CALLS_IN_FLIGHT`), and the requests issued (at most the
+//! mediator's pending bound).
+
+use std::collections::{HashSet, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::failure::Failure;
+use super::shared::Shared;
+use super::wire;
+use crate::acp::RequestId;
+use crate::daemon::{EventFrame, Piece, Session, SessionError, split_frames};
+
+/// Byte sequence that marks the daemon's echo of a prompt (`update._meta.source`).
+const ECHO_MARK: &[u8] = br#""source":"bridge-echo""#;
+
+/// What a lane hands its transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    /// A JSON-RPC message, and the id of the event it came from (the SSE `id:`, the envelope's
+    /// `eventId`), if any.
+    Message { json: Bytes, event_id: Option<u64> },
+    /// The stream is alive and has nothing to say (a heartbeat).
+    Keepalive,
+    /// The stream fell too far behind and was cut (`client_evicted`, already sent as a message):
+    /// the client lost events and must resume (`Last-Event-ID`, `session/load`).
+    Evicted,
+}
+
+/// An answer waiting for the stream: released once the lane has delivered event `gate`.
+#[derive(Debug)]
+pub(super) struct Deferred {
+    pub(super) gate: u64,
+    pub(super) json: Bytes,
+}
+
+/// What handing a message out settles: a prompt's answer is owed until it is handed out, so a
+/// stream that restarts before (Streamable HTTP, `Last-Event-ID`) converts it again.
+#[derive(Debug)]
+enum Settle {
+    Prompt(String),
+}
+
+/// The SSE bytes of a session's stream (a live subscription's body).
+pub(super) type Source = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
+
+/// One attached session's outbound stream on one connection.
+pub struct Lane {
+    session: Arc<Session>,
+    shared: Arc<Shared>,
+    source: Source,
+    /// Converted messages not yet handed out (one batch at most), each with what its handing out
+    /// settles.
+    ready: VecDeque<(Out, Option<Settle>)>,
+    replies: mpsc::Receiver<Deferred>,
+    held: VecDeque<Deferred>,
+    /// The id of the last event converted.
+    cursor: u64,
+    /// Until the stream's `replay_complete`: the pending-request sweep waits for the live edge.
+    replaying: bool,
+    /// The pending requests this lane has asked the client to decide (by mediator request id).
+    asked: HashSet<String>,
+    stop: Pin<Box<WaitForCancellationFutureOwned>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane").field("session_id", &self.session.id).field("cursor", &self.cursor).finish()
+    }
+}
+
+impl Lane {
+    /// A lane reading `source`, which starts after event `after` and replays first if `replaying`.
+    pub(super) fn new(
+        session: Arc<Session>,
+        shared: Arc<Shared>,
+        source: Source,
+        after: u64,
+        replaying: bool,
+        replies: mpsc::Receiver<Deferred>,
+        stop: CancellationToken,
+    ) -> Lane {
+        Lane {
+            session,
+            shared,
+            source,
+            ready: VecDeque::new(),
+            replies,
+            held: VecDeque::new(),
+            cursor: after,
+            replaying,
+            asked: HashSet::new(),
+            stop: Box::pin(stop.cancelled_owned()),
+            done: false,
+        }
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session.id
+    }
+
+    /// The id of the last event this lane converted.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Reads the session's stream from a new subscription (an HTTP client's resumed stream): what
+    /// was converted and not handed out is converted again from the resume point, and the pending
+    /// requests are asked again at the live edge (the client may have missed them).
+    pub(super) fn restart(&mut self, source: Source, after: u64, replaying: bool) {
+        self.source = source;
+        self.cursor = after;
+        self.replaying = replaying;
+        self.ready.clear();
+        self.asked.clear();
+        self.done = false;
+        if !replaying {
+            self.sweep();
+        }
+    }
+
+    fn push(&mut self, out: Out) {
+        self.ready.push_back((out, None));
+    }
+
+    /// Queues the messages one event gives. Only the last carries the event's id (an SSE `id:`, an
+    /// envelope), so a client resuming after that id has had every message of the event.
+    fn event_messages(&mut self, messages: Vec<(Bytes, Option<Settle>)>, e: &EventFrame<'_>) {
+        let last = messages.len().saturating_sub(1);
+        for (i, (json, settle)) in messages.into_iter().enumerate() {
+            self.event_message(json, settle, e, i == last);
+        }
+    }
+
+    /// Queues one message of event `e` (`last`: its last, which carries the event's id).
+    fn event_message(&mut self, json: Bytes, settle: Option<Settle>, e: &EventFrame<'_>, last: bool) {
+        let event_id = e.id.filter(|_| last);
+        let json = match event_id {
+            Some(id) if self.shared.envelope() => wire::envelope(&self.session.id, id, e.prompt_id, &json),
+            _ => json,
+        };
+        self.ready.push_back((Out::Message { json, event_id }, settle));
+    }
+
+    /// Converts one batch of the stream into messages.
+    fn convert(&mut self, batch: &[u8]) {
+        for frame in split_frames(batch) {
+            match EventFrame::read(frame) {
+                Piece::Event(e) => self.event(&e),
+                Piece::Keepalive => self.push(Out::Keepalive),
+                Piece::Unknown => {
+                    tracing::warn!(session_id = %self.session.id, "an unreadable frame on a session stream")
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, e: &EventFrame<'_>) {
+        if let Some(id) = e.id {
+            self.cursor = id;
+        }
+        if e.kind == "session_update" {
+            // A client resuming by cursor gets its own echoes too, in their envelopes: that is how it
+            // learns which of its prompts the daemon took (`mediatord connect` drops them).
+            let own_echo = !self.shared.echo_own()
+                && !self.shared.envelope()
+                && e.originator_text().is_some_and(|o| self.shared.is_me(o))
+                && memchr::memmem::find(e.data, ECHO_MARK).is_some();
+            if !own_echo {
+                self.event_message(wire::session_update(e.data), None, e, true);
+            }
+            return;
+        }
+        let mut messages = vec![(wire::daemon_event(e.kind, e.data, e.id, e.prompt_id, e.originator), None)];
+        match e.kind {
+            "permission_request" => {
+                if let Ok(data) = serde_json::from_slice::<Value>(e.data)
+                    && let Some(ask) = self.ask(&data)
+                {
+                    messages.push((ask, None));
+                }
+            }
+            "permission_resolved" => {
+                let request_id = serde_json::from_slice::<Value>(e.data)
+                    .ok()
+                    .and_then(|d| d.get("requestId").and_then(Value::as_str).map(str::to_owned));
+                if let Some(request_id) = request_id {
+                    messages.extend(self.withdraw(&request_id).into_iter().map(|m| (m, None)));
+                }
+            }
+            "turn_complete" | "turn_error" => {
+                if let Some(prompt_id) = e.prompt_id_text()
+                    && let Some(answer) = self.answer_prompt(prompt_id, e.kind == "turn_complete", e.data)
+                {
+                    messages.push((answer, Some(Settle::Prompt(prompt_id.to_owned()))));
+                }
+            }
+            _ => {}
+        }
+        self.event_messages(messages, e);
+        match e.kind {
+            "replay_complete" => {
+                self.replaying = false;
+                self.sweep();
+            }
+            "client_evicted" => self.push(Out::Evicted),
+            _ => {}
+        }
+    }
+
+    /// `session/request_permission` for a pending request this connection may decide and has not
+    /// been asked yet.
+    fn ask(&mut self, data: &Value) -> Option<Bytes> {
+        let request_id = data.get("requestId").and_then(Value::as_str)?;
+        if self.asked.contains(request_id) {
+            return None;
+        }
+        let client = self.shared.voter()?;
+        if !self.session.permissions().may_vote(request_id, Some(&client), self.shared.loopback()) {
+            return None;
+        }
+        let Some(our_id) = self.shared.issue(&self.session.id, request_id) else {
+            tracing::warn!(session_id = %self.session.id, "too many unanswered permission requests on one ACP connection; not asking it");
+            return None;
+        };
+        self.asked.insert(request_id.to_owned());
+        let params = json!({
+            "sessionId": self.session.id,
+            "toolCall": data.get("toolCall").cloned().unwrap_or_else(|| json!({})),
+            "options": data.get("options").cloned().unwrap_or_else(|| json!([])),
+            "_meta": {
+                "qwen": {"requestId": request_id},
+                "mediatord/requestId": request_id,
+                "mediatord/policy": data.get("policy"),
+            },
+        });
+        Some(wire::request(&our_id, "session/request_permission", &params))
+    }
+
+    /// A decided request: the client's own requests for it are withdrawn (`$/cancel_request`).
+    fn withdraw(&mut self, request_id: &str) -> Vec<Bytes> {
+        self.asked.remove(request_id);
+        let ours = self.shared.withdraw(&self.session.id, request_id);
+        ours.into_iter().map(|id| wire::notification("$/cancel_request", &json!({"requestId": id}))).collect()
+    }
+
+    /// Asks the client about every pending request it may decide that it has not been asked about
+    /// (requests raised before it attached, or before its replay's live edge).
+    fn sweep(&mut self) {
+        let asks: Vec<Bytes> =
+            self.session.permissions().list_pending().iter().filter_map(|d| self.ask(d)).collect();
+        for ask in asks {
+            self.push(Out::Message { json: ask, event_id: None });
+        }
+    }
+
+    /// The answer to this connection's `session/prompt`, at its turn's end (still owed until it is
+    /// handed out: [`Settle::Prompt`]).
+    fn answer_prompt(&self, prompt_id: &str, complete: bool, data: &[u8]) -> Option<Bytes> {
+        let id = self.shared.owed_prompt(&self.session.id, prompt_id)?;
+        let data: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
+        let json = if complete {
+            let stop = data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
+            wire::response(
+                &id,
+                &json!({"stopReason": stop, "promptId": prompt_id, "_meta": {"mediatord/promptId": prompt_id}}),
+            )
+        } else {
+            let message = data.get("message").and_then(Value::as_str).unwrap_or("the turn failed").to_owned();
+            let failure = match data.get("code").and_then(Value::as_str) {
+                Some("agent_exited") => SessionError::AgentExited(message),
+                Some("daemon_draining") => SessionError::Draining,
+                Some("session_closed") => SessionError::NotFound { session_id: self.session.id.clone() },
+                _ => SessionError::Agent(message),
+            };
+            wire::error(Some(&id), &self.shared.render(&Failure::Session(failure)))
+        };
+        Some(json)
+    }
+
+    /// Moves the deferred answers whose events have all been delivered to the ready queue.
+    fn release(&mut self) {
+        while self.held.front().is_some_and(|d| d.gate <= self.cursor || self.done) {
+            if let Some(d) = self.held.pop_front() {
+                self.push(Out::Message { json: d.json, event_id: None });
+            }
+        }
+    }
+}
+
+impl Stream for Lane {
+    type Item = Out;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Out>> {
+        let this = self.get_mut();
+        loop {
+            if let Some((out, settle)) = this.ready.pop_front() {
+                if let Some(Settle::Prompt(prompt_id)) = settle {
+                    this.shared.take_prompt(&this.session.id, &prompt_id);
+                }
+                return Poll::Ready(Some(out));
+            }
+            while let Poll::Ready(Some(deferred)) = this.replies.poll_recv(cx) {
+                this.held.push_back(deferred);
+            }
+            this.release();
+            if !this.ready.is_empty() {
+                continue;
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            if this.stop.as_mut().poll(cx).is_ready() {
+                this.done = true;
+                continue;
+            }
+            match this.source.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(batch))) => this.convert(&batch),
+                // The session ended (its terminal event was the last) or the daemon is stopping:
+                // what is still owed goes out, then the lane ends.
+                Poll::Ready(None) => this.done = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// The error an answer carries when its session is gone (the lane ended before the answer).
+pub(super) fn gone(shared: &Shared, id: &RequestId, session_id: &str) -> Bytes {
+    let failure = Failure::Session(SessionError::NotFound { session_id: session_id.to_owned() });
+    wire::error(Some(id), &shared.render(&failure))
+}

@@ -1,0 +1,523 @@
+//! Each ACP method a client may call, as the typed call the REST handlers make
+//! (`docs/protocol.md#16-acp`): `session/new` is `POST /session`, `session/load` attaches (and
+//! resumes a dormant session like `POST /session/:id/resume`), `session/prompt` queues in the same
+//! FIFO, `session/permission` and the answers to `session/request_permission` vote in the same
+//! mediator. The few `_qwen/*` methods `@qwen-code/sdk`'s `acp-ws` transport sends for its core flow
+//! are here too; any other method is `-32601`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Map, Value, json};
+
+use super::connection::{Connection, Ctx, Reply, Transport};
+use super::failure::Failure;
+use super::lane::Lane;
+use crate::acp::{PROTOCOL_VERSION, RequestId};
+use crate::clock::iso8601;
+use crate::config::SessionScope;
+use crate::daemon::{CreateRequest, EndReason, Prompt, Session};
+use crate::permission::{RuleError, Via, Vote};
+
+/// `_meta` key naming a configured agent for `session/new`.
+const META_AGENT: &str = "mediatord/agent";
+/// `_meta` key choosing the session scope (`single` or `thread`) for `session/new`.
+const META_SCOPE: &str = "mediatord/sessionScope";
+/// `_meta` key of `session/load`: replay only the events after this id (resume by cursor).
+const META_AFTER: &str = "mediatord/afterEventId";
+/// `_meta` key of `session/prompt`: the prompt's id, chosen by the client (a client resuming by
+/// cursor knows its prompts by it).
+const META_PROMPT_ID: &str = "mediatord/promptId";
+/// `_meta` key of `session/new` naming a live session to attach to (`@qwen-code/sdk`'s).
+const META_QWEN_SESSION: &str = "qwen-code/sessionId";
+/// The `_qwen/*` methods this daemon answers (advertised in `initialize`).
+const QWEN_METHODS: [&str; 4] =
+    ["_qwen/session/heartbeat", "_qwen/session/detach", "_qwen/session/context", "_qwen/health"];
+
+fn meta<'a>(params: &'a Value, key: &str) -> Option<&'a Value> {
+    params.get("_meta").and_then(|m| m.get(key))
+}
+
+/// A required string parameter.
+fn string<'a>(params: &'a Value, key: &str) -> Result<&'a str, Failure> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Failure::InvalidParams(format!("{key} must be a non-empty string")))
+}
+
+impl Connection {
+    /// Serves one request.
+    pub(super) async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: &Value,
+        ctx: &Ctx,
+        id: &RequestId,
+    ) -> Reply {
+        if let (Some(header), Some(sid)) =
+            (&ctx.session_header, params.get("sessionId").and_then(Value::as_str))
+            && header != sid
+        {
+            return Reply::Now(Err(Failure::InvalidParams(
+                "Acp-Session-Id does not match params.sessionId".into(),
+            )));
+        }
+        if method == "initialize" {
+            return Reply::Now(self.initialize(params));
+        }
+        if !self.initialized.load(Ordering::Acquire) {
+            return Reply::Now(Err(Failure::NotInitialized));
+        }
+        match method {
+            "authenticate" => Reply::Now(Ok(json!({}))),
+            "session/new" => match self.session_new(params).await {
+                Ok((result, lane)) => Reply::Attached { result, lane },
+                Err(e) => Reply::Now(Err(e)),
+            },
+            "session/load" => self.session_load(params, true).await,
+            "session/resume" => self.session_load(params, false).await,
+            "session/list" => Reply::Now(self.session_list(params).await),
+            "session/prompt" => self.prompt(params, id),
+            "session/cancel" => match self.writable(params) {
+                Ok(s) => {
+                    s.cancel().await;
+                    after(&s, Ok(json!({})))
+                }
+                Err(e) => Reply::Now(Err(e)),
+            },
+            "session/set_mode" => match self.writable(params) {
+                Ok(s) => {
+                    let result = match string(params, "modeId") {
+                        Ok(mode) => s.set_mode(mode).await.map_err(Failure::Session),
+                        Err(e) => Err(e),
+                    };
+                    after(&s, result)
+                }
+                Err(e) => Reply::Now(Err(e)),
+            },
+            "session/set_model" => match self.writable(params) {
+                Ok(s) => {
+                    let result = match string(params, "modelId") {
+                        Ok(model) => s.set_model(model).await.map_err(Failure::Session),
+                        Err(e) => Err(e),
+                    };
+                    after(&s, result)
+                }
+                Err(e) => Reply::Now(Err(e)),
+            },
+            "session/set_config_option" => match self.writable(params) {
+                Ok(s) => {
+                    let result = self.set_config_option(&s, params).await;
+                    after(&s, result)
+                }
+                Err(e) => Reply::Now(Err(e)),
+            },
+            "session/close" => Reply::Now(self.close_session(params).await),
+            "session/permission" => Reply::Now(self.vote(params, ctx).await),
+            "_qwen/session/heartbeat" => Reply::Now(self.heartbeat(params)),
+            "_qwen/session/detach" => Reply::Now(self.leave(params)),
+            "_qwen/session/context" => Reply::Now(self.context(params)),
+            "_qwen/health" => Reply::Now(Ok(json!({"status": "ok"}))),
+            other => Reply::Now(Err(Failure::MethodNotFound(other.to_owned()))),
+        }
+    }
+
+    /// `initialize`: the daemon as an ACP agent. Capabilities come from the default agent's own
+    /// `initialize` answer, once it has been started (before that: ACP's baseline, text and
+    /// resource links only).
+    pub fn initialize(&self, params: &Value) -> Result<Value, Failure> {
+        if self.initialized.swap(true, Ordering::AcqRel) {
+            return Err(Failure::AlreadyInitialized);
+        }
+        // A client that sends no `protocolVersion` is `@qwen-code/sdk`'s daemon transport, which
+        // reads sessions the way its REST twin does: every subscriber sees every prompt's echo.
+        let qwen_dialect = params.get("protocolVersion").is_none();
+        let flag = |key: &str| meta(params, key).and_then(Value::as_bool);
+        self.set_flags(
+            flag("mediatord/echoOwnPrompts").unwrap_or(qwen_dialect),
+            flag("mediatord/eventIds").unwrap_or(false),
+        );
+        let daemon = self.daemon();
+        let default = daemon.agents().into_iter().find(|a| a.default);
+        let prompt_capabilities = default
+            .as_ref()
+            .and_then(|a| a.initialize.as_ref())
+            .and_then(|i| i.pointer("/agentCapabilities/promptCapabilities").cloned())
+            .unwrap_or_else(|| json!({"image": false, "audio": false, "embeddedContext": false}));
+        let c = &daemon.config;
+        Ok(json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": prompt_capabilities,
+                "mcpCapabilities": {"http": false, "sse": false},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "_meta": {
+                    "qwen": {
+                        "connectionId": self.id(),
+                        "workspaceCwd": c.primary_workspace().to_string_lossy(),
+                        "methods": QWEN_METHODS,
+                    },
+                    "mediatord": {
+                        "connectionId": self.id(),
+                        "transport": self.transport.as_str(),
+                        "agents": c.agent_names(),
+                        "policy": c.permission_policy.as_str(),
+                        "workspaces": c.workspaces.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
+                    },
+                },
+            },
+            "agentInfo": {"name": "mediatord", "title": "mediatord", "version": env!("CARGO_PKG_VERSION")},
+            "authMethods": [],
+        }))
+    }
+
+    /// `session/new`: `POST /session`'s create or attach, then the session's lane from now on (a
+    /// new session's from its first event, so nothing the agent said on creating it is missed).
+    async fn session_new(self: &Arc<Self>, params: &Value) -> Result<(Value, Lane), Failure> {
+        self.may_write()?;
+        let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
+        if let Some(id) = meta(params, META_QWEN_SESSION).and_then(Value::as_str) {
+            let session = self.daemon().session(id).map_err(Failure::Session)?;
+            let lane = self.attach(&session, &client, None)?;
+            return Ok((created(&session, &client, true, lane.cursor()), lane));
+        }
+        let cwd = match params.get("cwd") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(_) => return Err(Failure::InvalidParams("cwd must be an absolute path".into())),
+        };
+        let scope_text =
+            meta(params, META_SCOPE).or_else(|| params.get("sessionScope")).and_then(Value::as_str);
+        let scope = match scope_text {
+            None => None,
+            Some(s) => Some(SessionScope::parse(s).ok_or_else(|| {
+                Failure::InvalidParams(
+                    "_meta[\"mediatord/sessionScope\"] must be \"single\" or \"thread\"".into(),
+                )
+            })?),
+        };
+        let agent = meta(params, META_AGENT)
+            .or_else(|| params.get("agent"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let model =
+            params.get("modelServiceId").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+        let request = CreateRequest { cwd, scope, model, agent, client_id: Some(client.clone()) };
+        let done = self.daemon().create(request).await.map_err(Failure::Create)?;
+        let after = if done.attached { None } else { Some(0) };
+        let lane = self.attach(&done.session, &client, after)?;
+        let start = lane.cursor();
+        Ok((created(&done.session, &client, done.attached, start), lane))
+    }
+
+    /// `session/load` (`replay`: the session's events so far, then the answer) and
+    /// `session/resume` (no replay): attaches a live session, or first brings a dormant one back
+    /// on a fresh agent (`POST /session/:id/resume`). `_meta["mediatord/afterEventId"]` replays
+    /// only what followed that event (a client resuming by cursor).
+    async fn session_load(self: &Arc<Self>, params: &Value, replay: bool) -> Reply {
+        let session_id = match string(params, "sessionId") {
+            Ok(id) => id.to_owned(),
+            Err(e) => return Reply::Now(Err(e)),
+        };
+        let client = match self.client_id(meta(params, "clientId").and_then(Value::as_str)) {
+            Ok(c) => c,
+            Err(e) => return Reply::Now(Err(e)),
+        };
+        let session = match self.daemon().session(&session_id) {
+            Ok(s) => s,
+            Err(_) if self.may_write().is_ok() => match self.daemon().resume(&session_id).await {
+                Ok((s, _)) => s,
+                Err(e) => return Reply::Now(Err(Failure::Resume(e))),
+            },
+            Err(e) => return Reply::Now(Err(Failure::Session(e))),
+        };
+        let after = match (replay, meta(params, META_AFTER).and_then(Value::as_u64)) {
+            (_, Some(after)) => Some(after),
+            (true, None) => Some(0),
+            (false, None) => None,
+        };
+        match self.attach(&session, &client, after) {
+            // Over one WebSocket the answer follows the replay, as ACP's stdio agents send it.
+            Ok(lane) if self.transport == Transport::WebSocket => {
+                let gate = session.last_event_id();
+                let result = Ok(state(&session, &client, lane.cursor()));
+                self.deliver(lane);
+                Reply::After { session_id, gate, result }
+            }
+            Ok(lane) => {
+                let result = Ok(state(&session, &client, lane.cursor()));
+                self.deliver(lane);
+                Reply::Now(result)
+            }
+            Err(e) => Reply::Now(Err(e)),
+        }
+    }
+
+    /// `session/list`: the live sessions of a workspace (`cwd`, or every workspace), then the
+    /// recorded ones that are not live.
+    async fn session_list(&self, params: &Value) -> Result<Value, Failure> {
+        let daemon = self.daemon();
+        let cwd = params.get("cwd").or_else(|| params.get("workspaceCwd")).and_then(Value::as_str);
+        let workspaces = match cwd {
+            Some(cwd) => vec![daemon.workspace(cwd).map_err(Failure::Create)?],
+            None => daemon.config.workspaces.clone(),
+        };
+        let live: Vec<Arc<Session>> =
+            daemon.all_sessions().into_iter().filter(|s| workspaces.contains(&s.workspace)).collect();
+        let mut sessions: Vec<Value> = live.iter().map(|s| listed(s)).collect();
+        for workspace in &workspaces {
+            for r in daemon.recorded_sessions(workspace).await {
+                if live.iter().any(|s| s.id == r.session_id) {
+                    continue;
+                }
+                sessions.push(json!({
+                    "sessionId": r.session_id,
+                    "cwd": r.workspace,
+                    "workspaceCwd": r.workspace,
+                    "updatedAt": iso8601(r.ended_at.unwrap_or(r.created_at)),
+                    "agent": r.agent,
+                    "state": r.state.as_str(),
+                    "_meta": {"mediatord/state": r.state.as_str(), "mediatord/lastEventId": r.last_event_id},
+                }));
+            }
+        }
+        Ok(json!({"sessions": sessions}))
+    }
+
+    /// `session/prompt`: queued in the session's FIFO; the lane answers at the turn's end.
+    fn prompt(self: &Arc<Self>, params: &Value, id: &RequestId) -> Reply {
+        let session = match self.writable(params) {
+            Ok(s) => s,
+            Err(e) => return Reply::Now(Err(e)),
+        };
+        let Value::Object(body) = params.clone() else { return Reply::Now(Err(Failure::InvalidPrompt)) };
+        if body.get("prompt").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+            return after(&session, Err(Failure::InvalidPrompt));
+        }
+        let originator = self.client_id(None).ok();
+        let prompt_id = match meta(params, META_PROMPT_ID) {
+            None => uuid::Uuid::new_v4().to_string(),
+            Some(Value::String(p))
+                if valid_prompt_id(p) && self.shared.owed_prompt(&session.id, p).is_none() =>
+            {
+                p.clone()
+            }
+            Some(_) => {
+                let why = "_meta[\"mediatord/promptId\"] must be 1-64 of A-Z a-z 0-9 - and not a prompt of this connection already";
+                return after(&session, Err(Failure::InvalidParams(why.into())));
+            }
+        };
+        // Known before the turn can end, so the lane cannot miss the turn's event.
+        self.shared.await_prompt(&session.id, &prompt_id, id.clone());
+        match session
+            .enqueue_with_id(Prompt { params: without_meta_client(body), originator }, prompt_id.clone())
+        {
+            Ok(_) => Reply::Later,
+            Err(e) => {
+                self.shared.take_prompt(&session.id, &prompt_id);
+                after(&session, Err(Failure::Session(e)))
+            }
+        }
+    }
+
+    /// `session/set_config_option`, where the agent announced config options.
+    async fn set_config_option(&self, session: &Session, params: &Value) -> Result<Value, Failure> {
+        if session.agent_result.get("configOptions").is_none_or(Value::is_null) {
+            return Err(Failure::NoConfigOptions);
+        }
+        let config = string(params, "configId")?;
+        let value = params.get("value").ok_or_else(|| Failure::InvalidParams("value is required".into()))?;
+        session.set_config_option(config, value).await.map_err(Failure::Session)
+    }
+
+    /// `session/close`: `DELETE /session/:id`, for every client of the session.
+    async fn close_session(&self, params: &Value) -> Result<Value, Failure> {
+        self.may_write()?;
+        let session_id = string(params, "sessionId")?;
+        let session = self.daemon().session(session_id).map_err(Failure::Session)?;
+        let client = self.client_id(None).ok();
+        self.detach(session_id);
+        self.daemon().forget(&session);
+        session.end(EndReason::Closed { closed_by: client });
+        let _ = tokio::time::timeout(CLOSE_WAIT, session.finished()).await;
+        Ok(json!({}))
+    }
+
+    /// `session/permission` (`@qwen-code/sdk`'s vote): `POST /session/:id/permission/:requestId`.
+    /// A decision remembered for the workspace is answered once its rule is on disk, as REST's
+    /// is (`docs/operations.md#durability`).
+    async fn vote(&self, params: &Value, ctx: &Ctx) -> Result<Value, Failure> {
+        self.may_write()?;
+        let request_id = string(params, "requestId")?;
+        let vote = Vote::parse(params).ok_or_else(|| {
+            Failure::InvalidParams(
+                "expected outcome {outcome: selected, optionId} or {outcome: cancelled}, or decision".into(),
+            )
+        })?;
+        let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
+        let session = match params.get("sessionId").and_then(Value::as_str) {
+            Some(id) => self.daemon().session(id).map_err(Failure::Session)?,
+            None => self.daemon().session_with_request(request_id).map_err(Failure::Vote)?,
+        };
+        session.touch_client(&client);
+        let device = self.device_name();
+        let remembered = session
+            .permissions()
+            .vote_remembered(request_id, Some(&client), device.as_deref(), ctx.loopback, &vote, Via::Acp)
+            .map_err(Failure::Vote)?;
+        if let Some(remembered) = remembered {
+            match remembered.outcome().await {
+                Ok(()) => {}
+                Err(RuleError::Store(e)) => return Err(Failure::NotRemembered(e)),
+                // The workspace's rules are full: the decision stands unremembered, as over REST.
+                Err(other) => {
+                    tracing::warn!(error = %other, "a decision remembered for the workspace added no rule")
+                }
+            }
+        }
+        Ok(json!({}))
+    }
+
+    fn heartbeat(&self, params: &Value) -> Result<Value, Failure> {
+        let session = self.daemon().session(string(params, "sessionId")?).map_err(Failure::Session)?;
+        let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
+        let seen = session.touch_client(&client);
+        Ok(json!({"sessionId": session.id, "clientId": client, "lastSeenAt": seen}))
+    }
+
+    fn leave(&self, params: &Value) -> Result<Value, Failure> {
+        let session_id = string(params, "sessionId")?;
+        let session = self.daemon().session(session_id).map_err(Failure::Session)?;
+        if !self.detach(session_id)
+            && let Ok(client) = self.client_id(None)
+        {
+            session.remove_client(&client);
+        }
+        Ok(json!({}))
+    }
+
+    fn context(&self, params: &Value) -> Result<Value, Failure> {
+        let s = self.daemon().session(string(params, "sessionId")?).map_err(Failure::Session)?;
+        let config_options = s.agent_result.get("configOptions").cloned().unwrap_or(Value::Null);
+        Ok(json!({
+            "v": 1,
+            "sessionId": s.id,
+            "workspaceCwd": s.workspace.to_string_lossy(),
+            "state": {"models": s.models(), "modes": s.modes(), "configOptions": config_options},
+        }))
+    }
+
+    /// The attached session a write names, if this connection may write.
+    fn writable(&self, params: &Value) -> Result<Arc<Session>, Failure> {
+        self.may_write()?;
+        let session_id = string(params, "sessionId")?;
+        self.attached_session(session_id).ok_or_else(|| Failure::NotAttached(session_id.to_owned()))
+    }
+}
+
+/// How long `session/close` waits for the session's terminal event (`DELETE /session/:id`'s).
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// An answer that follows the events published until now on `session`'s lane.
+fn after(session: &Session, result: Result<Value, Failure>) -> Reply {
+    Reply::After { session_id: session.id.clone(), gate: session.last_event_id(), result }
+}
+
+/// Whether a client's prompt id is one the daemon takes (it is stamped on events, unescaped).
+fn valid_prompt_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The prompt's params as the agent gets them: the client's `_meta.clientId` and its prompt id are
+/// the door's, not the agent's.
+fn without_meta_client(mut body: Map<String, Value>) -> Map<String, Value> {
+    if let Some(Value::Object(meta)) = body.get_mut("_meta") {
+        meta.remove("clientId");
+        meta.remove(META_PROMPT_ID);
+        if meta.is_empty() {
+            body.remove("_meta");
+        }
+    }
+    body
+}
+
+/// The session's models, modes and config options, as `session/new` and `session/load` answer;
+/// `start` is the event the connection's stream of it starts after.
+fn state(s: &Session, client: &str, start: u64) -> Value {
+    let mut out = json!({
+        "_meta": {
+            "mediatord": {
+                "sessionId": s.id, "clientId": client, "agent": s.agent_name,
+                "workspaceCwd": s.workspace.to_string_lossy(), "lastEventId": s.last_event_id(),
+                "startEventId": start,
+            },
+        },
+    });
+    for (key, value) in [("models", s.models()), ("modes", s.modes())] {
+        if !value.is_null() {
+            out[key] = value;
+        }
+    }
+    if let Some(options) = s.agent_result.get("configOptions").filter(|v| !v.is_null()) {
+        out["configOptions"] = options.clone();
+    }
+    out
+}
+
+/// `session/new`'s answer: ACP's fields, and `POST /session`'s for `@qwen-code/sdk`.
+fn created(s: &Session, client: &str, attached: bool, start: u64) -> Value {
+    let mut out = state(s, client, start);
+    out["sessionId"] = json!(s.id);
+    out["workspaceCwd"] = json!(s.workspace.to_string_lossy());
+    out["agent"] = json!(s.agent_name);
+    out["attached"] = json!(attached);
+    out["clientId"] = json!(client);
+    out["createdAt"] = json!(iso8601(s.created_at));
+    out["_meta"]["mediatord"]["attached"] = json!(attached);
+    out
+}
+
+/// A live session in `session/list`: ACP's `SessionInfo`, with `GET /workspace/:cwd/sessions`'s
+/// summary fields.
+fn listed(s: &Session) -> Value {
+    json!({
+        "sessionId": s.id,
+        "cwd": s.workspace.to_string_lossy(),
+        "workspaceCwd": s.workspace.to_string_lossy(),
+        "updatedAt": iso8601(s.created_at),
+        "agent": s.agent_name,
+        "state": "live",
+        "createdAt": iso8601(s.created_at),
+        "clientCount": s.client_count(),
+        "hasActivePrompt": s.has_active_prompt(),
+        "pendingPermissions": s.permissions().pending_count(),
+        "_meta": {"mediatord/state": "live", "mediatord/lastEventId": s.last_event_id()},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompts_meta_client_id_stays_with_the_door() {
+        let body = json!({"prompt": [], "_meta": {"clientId": "a", "mediatord/promptId": "p", "x": 1}});
+        let Value::Object(map) = body else { unreachable!() };
+        assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": [], "_meta": {"x": 1}}));
+        let Value::Object(map) = json!({"prompt": [], "_meta": {"clientId": "a"}}) else { unreachable!() };
+        assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": []}));
+    }
+
+    #[test]
+    fn a_client_chosen_prompt_id_is_short_and_plain() {
+        assert!(valid_prompt_id("0b6c6f5e-3a52-4cfd-a0a4-7a1f0b4d2f31"));
+        assert!(valid_prompt_id(&"a".repeat(64)));
+        assert!(!valid_prompt_id(&"a".repeat(65)));
+        assert!(!valid_prompt_id(""));
+        assert!(!valid_prompt_id("has\"quote"));
+        assert!(!valid_prompt_id("sp ace"));
+    }
+}

@@ -1,0 +1,644 @@
+//! `/acp` (`docs/protocol.md#16-acp`): the ACP transports of the ACP Streamable HTTP & WebSocket
+//! transport RFD, on the daemon's own listener and behind the same perimeter as every route.
+//!
+//! - `GET /acp` with `Upgrade: websocket`: one connection per socket, one JSON-RPC message per text
+//!   frame (binary frames are ignored).
+//! - `POST /acp`: `initialize` opens a connection and is answered `200` with its result and
+//!   `Acp-Connection-Id`; any other message names its connection in that header and is answered
+//!   `202`, its answer arriving on a stream.
+//! - `GET /acp` (`Accept: text/event-stream`): the connection's own stream, or with
+//!   `Acp-Session-Id` the session's (each message an SSE `data:` line; an event's id as `id:`, so
+//!   `Last-Event-ID` resumes it from the session's ring like `/session/:id/events`).
+//! - `DELETE /acp`: ends the connection.
+//!
+//! This file only moves text between sockets or requests and a [`door::Connection`]; what the
+//! messages mean is the door's (`src/door/`). It also renders the door's failures ([`render`])
+//! through [`ApiError`], so `/acp` and REST give the same `code` for the same failure.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{AppState, RawBody, client_id};
+use super::perimeter::{BEARER_SUBPROTOCOL, Peer, is_loopback_peer};
+use crate::acp::{Frame, RpcError};
+use crate::devices::StreamPermit;
+use crate::door::{self, Connection, Ctx, Door, Failure, Lane, Out, Owner, Transport, wire};
+
+/// `Acp-Connection-Id`: which connection a request or stream belongs to.
+const CONNECTION_HEADER: &str = "acp-connection-id";
+/// `Acp-Session-Id`: which session a stream (or a session's request) is about.
+const SESSION_HEADER: &str = "acp-session-id";
+/// A WebSocket is pinged after this long with nothing heard from its client ...
+const WS_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// ... and closed after this long: a half-open socket (the peer vanished) never ends otherwise.
+const WS_SILENCE_LIMIT: Duration = Duration::from_secs(90);
+/// Most messages taken from the queues into one socket write (one flush).
+const WS_BATCH_MESSAGES: usize = 256;
+/// Most bytes taken into one socket write.
+const WS_BATCH_BYTES: usize = 256 * 1024;
+/// The WebSocket library's read buffer, per connection (its default is 128 KiB, allocated for
+/// every socket and zeroed on each read): a client sends prompts and answers, small messages; a
+/// larger one grows it as it arrives, up to `MAX_MESSAGE_BYTES`.
+const WS_READ_BUFFER: usize = 4 * 1024;
+/// Bytes the library gathers before writing to the socket (its default is 128 KiB); a batch is
+/// flushed at its end anyway. The buffer keeps its largest size, so this is also about what an
+/// idle connection holds after a burst.
+const WS_WRITE_BUFFER: usize = 64 * 1024;
+/// Silence after which an SSE stream of `/acp` gets a `: heartbeat` (like `/session/:id/events`).
+const SSE_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// WebSocket close codes (4000–4999 are the application's).
+const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_POLICY: u16 = 1008;
+const CLOSE_TOO_BIG: u16 = 1009;
+/// The client's stream of a session fell off the ring: reconnect and `session/load`.
+const CLOSE_EVICTED: u16 = 4001;
+/// The daemon refused a message it could not parse as a WebSocket frame of text.
+const CLOSE_SILENT: u16 = 4002;
+
+/// The door's failure as a JSON-RPC error: `message` and `data` (`code`, `httpStatus`, context) as
+/// the REST twin's error body; `code` from the status.
+pub(super) fn render(f: &Failure) -> RpcError {
+    let api: ApiError = match f.clone() {
+        Failure::Create(e) => e.into(),
+        Failure::Session(e) => e.into(),
+        Failure::Vote(e) => e.into(),
+        Failure::Resume(e) => e.into(),
+        Failure::InvalidParams(m) => ApiError::InvalidParameter(m),
+        Failure::MethodNotFound(m) => ApiError::AcpMethodNotFound(m),
+        Failure::NotInitialized => ApiError::AcpNotInitialized,
+        Failure::AlreadyInitialized => ApiError::AcpAlreadyInitialized,
+        Failure::ReadOnly => ApiError::ReadOnlyDevice,
+        Failure::NotAttached(session_id) => ApiError::AcpSessionNotAttached { session_id },
+        Failure::TooManySessions => ApiError::AcpTooManySessions { limit: door::MAX_SESSIONS_PER_CONNECTION },
+        Failure::TooManyCalls => ApiError::AcpTooManyRequests { limit: door::MAX_CALLS_IN_FLIGHT },
+        Failure::ClientIdMismatch(client_id) => ApiError::ClientIdChanged { client_id },
+        Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
+        Failure::NoConfigOptions => ApiError::ConfigOptionsUnsupported,
+        Failure::InvalidPrompt => ApiError::InvalidPrompt,
+        Failure::StreamLimit(e) => e.into(),
+        Failure::NotRemembered(e) => ApiError::store_unavailable(
+            "The decision was applied, but remembering it for the workspace failed",
+            &e,
+        ),
+    };
+    rpc_error(&api)
+}
+
+fn rpc_error(api: &ApiError) -> RpcError {
+    let status = api.status().as_u16();
+    let code = match (api, status) {
+        (ApiError::AcpMethodNotFound(_), _) => crate::acp::METHOD_NOT_FOUND,
+        (_, 400 | 422) => crate::acp::INVALID_PARAMS,
+        // ACP's "resource not found".
+        (_, 404) => crate::acp::RESOURCE_NOT_FOUND,
+        (_, 401 | 403) => -32003,
+        (_, 409 | 410) => -32004,
+        (_, 429 | 503) => -32005,
+        _ => crate::acp::INTERNAL_ERROR,
+    };
+    let mut data = api.body();
+    data["httpStatus"] = json!(status);
+    if let Some(m) = data.as_object_mut() {
+        m.remove("error");
+    }
+    RpcError { code, message: api.to_string(), data: Some(data) }
+}
+
+/// Who is calling, for the door.
+fn door_caller(caller: Option<&Caller>, headers: &HeaderMap) -> Result<door::Caller, ApiError> {
+    let device = caller.and_then(Caller::device);
+    Ok(door::Caller {
+        owner: device.map_or(Owner::Operator, |d| Owner::Device(d.id.clone())),
+        // A device's requests carry its own id here (the perimeter wrote it).
+        client_id: client_id(headers)?,
+        device_name: device.map(|d| d.name.clone()),
+        observer: device.is_some_and(|d| d.role == crate::devices::Role::Observer),
+    })
+}
+
+fn owner(caller: Option<&Caller>) -> Owner {
+    caller.and_then(Caller::device).map_or(Owner::Operator, |d| Owner::Device(d.id.clone()))
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// `GET /acp`: a WebSocket upgrade, or an SSE stream of an open connection.
+pub(super) async fn get(
+    State(d): State<AppState>,
+    Extension(door): Extension<Arc<Door>>,
+    caller: Option<Extension<Caller>>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let (mut parts, _body) = req.into_parts();
+    let loopback = is_loopback_peer(Some(peer));
+    let caller = caller.map(|Extension(c)| c);
+    if let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        return upgrade_to_websocket(&d, &door, caller.as_ref(), &parts.headers, loopback, upgrade);
+    }
+    let headers = &parts.headers;
+    let accepts = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+    if !accepts {
+        return Err(ApiError::NotAcceptable);
+    }
+    let id = header_text(headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
+    let conn = door.find(id, &owner(caller.as_ref())).ok_or(ApiError::AcpConnectionNotFound)?;
+    let revoked = caller.as_ref().and_then(Caller::device).map(|d| d.revoked());
+    let place = device_place(&d, caller.as_ref())?;
+    let body = match header_text(headers, SESSION_HEADER) {
+        Some(session_id) => {
+            let last_event_id = super::events::last_event_id(headers);
+            let lane = conn.take_lane(session_id, last_event_id).map_err(|busy| {
+                if busy {
+                    ApiError::AcpStreamBusy
+                } else {
+                    ApiError::AcpSessionNotAttached { session_id: session_id.to_owned() }
+                }
+            })?;
+            Body::from_stream(session_stream(conn, lane, revoked, place))
+        }
+        None => {
+            let messages = conn.take_messages().ok_or(ApiError::AcpStreamBusy)?;
+            Body::from_stream(connection_stream(conn, messages, revoked, place))
+        }
+    };
+    let mut response = body.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// A device's connection holds a place of its stream bounds (`devices::StreamLimits`) while it is
+/// open, as its SSE streams do, so no device takes the connections the operator needs; the
+/// sessions it attaches hold their places in the door. The operator's are not counted.
+fn device_place(d: &AppState, caller: Option<&Caller>) -> Result<Option<StreamPermit>, ApiError> {
+    match caller.and_then(Caller::device) {
+        Some(device) => Ok(Some(d.devices.open_connection(device)?)),
+        None => Ok(None),
+    }
+}
+
+/// Accepts the upgrade: the connection is opened first (so a refusal is a plain HTTP error), its
+/// id goes in `Acp-Connection-Id`, and a subprotocol the client offered is chosen, never the one
+/// carrying its token.
+fn upgrade_to_websocket(
+    d: &AppState,
+    door: &Arc<Door>,
+    caller: Option<&Caller>,
+    headers: &HeaderMap,
+    loopback: bool,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    let place = device_place(d, caller)?;
+    let conn =
+        door.open(door_caller(caller, headers)?, Transport::WebSocket, loopback).map_err(|f| match f {
+            Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
+            _ => ApiError::Internal,
+        })?;
+    let offered: Vec<String> = upgrade
+        .requested_protocols()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty() && !p.starts_with(BEARER_SUBPROTOCOL))
+        .collect();
+    let revoked = caller.and_then(Caller::device).map(|d| d.revoked());
+    let shutdown = d.streams_end.clone();
+    let id = HeaderValue::from_str(conn.id()).ok();
+    let failed = conn.clone();
+    let mut response = upgrade
+        .protocols(offered)
+        .read_buffer_size(WS_READ_BUFFER)
+        .write_buffer_size(WS_WRITE_BUFFER)
+        .max_message_size(door::MAX_MESSAGE_BYTES)
+        .max_frame_size(door::MAX_MESSAGE_BYTES)
+        .on_failed_upgrade(move |_| failed.close())
+        .on_upgrade(move |socket| async move {
+            run_websocket(socket, conn, loopback, shutdown, revoked).await;
+            drop(place);
+        });
+    if let Some(id) = id {
+        response.headers_mut().insert(CONNECTION_HEADER, id);
+    }
+    Ok(response)
+}
+
+/// What woke a WebSocket's loop.
+enum Woke {
+    /// Something to write, and whatever else is ready after it.
+    Write(Out),
+    /// Time to ping, or to give up on a silent client.
+    Ping,
+    /// Nothing to write (the loop looks again).
+    Nothing,
+    /// The loop ends, with this close frame if any.
+    End(Option<(u16, &'static str)>),
+}
+
+/// Serves one WebSocket: messages in to the connection; its own messages and its lanes' out, a
+/// batch per write. Ends with the socket, the connection, the daemon's drain, or the device's
+/// revocation. One task owns the socket whole (no split halves and their lock per message): it
+/// reads only while waiting, and writes after.
+async fn run_websocket(
+    mut socket: WebSocket,
+    conn: Arc<Connection>,
+    loopback: bool,
+    shutdown: CancellationToken,
+    revoked: Option<CancellationToken>,
+) {
+    let (Some(mut messages), Some(mut new_lanes)) = (conn.take_messages(), conn.take_lanes()) else {
+        conn.close();
+        return;
+    };
+    let mut lanes = Lanes::default();
+    let closed = conn.closed();
+    let revoked = revoked.unwrap_or_default();
+    let mut ping = tokio::time::interval_at(Instant::now() + WS_PING_INTERVAL, WS_PING_INTERVAL);
+    let mut heard = Instant::now();
+    // Once the daemon drains, nothing more is read; the lanes deliver what their sessions
+    // published (each ends after its session's terminal event) and then the socket closes.
+    let mut draining = false;
+    let close: Option<(u16, &'static str)> = loop {
+        if draining && lanes.is_empty() && messages.is_empty() && new_lanes.is_empty() {
+            break Some((CLOSE_GOING_AWAY, "the daemon is shutting down"));
+        }
+        let woke = tokio::select! {
+            biased;
+            () = closed.cancelled() => Woke::End(None),
+            // Before the drain's signal: a session attached before it is delivered to its end.
+            Some(lane) = new_lanes.recv() => {
+                lanes.push(lane);
+                Woke::Nothing
+            }
+            () = shutdown.cancelled(), if !draining => {
+                draining = true;
+                Woke::Nothing
+            }
+            () = revoked.cancelled() => Woke::End(Some((CLOSE_POLICY, "this device was revoked"))),
+            frame = socket.recv(), if !draining => {
+                heard = Instant::now();
+                match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        conn.receive(text.as_bytes(), Ctx { loopback, session_header: None });
+                        Woke::Nothing
+                    }
+                    // Binary frames are ignored (the RFD); pings are answered by the library.
+                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))) => Woke::Nothing,
+                    Some(Ok(Message::Close(_))) | None => Woke::End(None),
+                    Some(Err(e)) => Woke::End(Some(close_for(&e))),
+                }
+            }
+            Some(message) = messages.recv() => Woke::Write(Out::Message { json: message, event_id: None }),
+            out = lanes.next(), if !lanes.is_empty() => out.map_or(Woke::Nothing, Woke::Write),
+            _ = ping.tick() => Woke::Ping,
+        };
+        match woke {
+            Woke::Nothing => {}
+            Woke::End(close) => break close,
+            Woke::Ping => {
+                if heard.elapsed() > WS_SILENCE_LIMIT {
+                    break Some((CLOSE_GOING_AWAY, "nothing heard from the client"));
+                }
+                if socket.send(Message::Ping(Bytes::new())).await.is_err() {
+                    break None;
+                }
+            }
+            Woke::Write(first) => match write_batch(&mut socket, first, &mut messages, &mut lanes).await {
+                Ok(None) => {}
+                Ok(Some(code)) => break Some(code),
+                Err(()) => break None,
+            },
+        }
+    };
+    conn.close();
+    if let Some((code, reason)) = close {
+        let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason) };
+        let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.send(Message::Close(Some(frame)))).await;
+    }
+}
+
+/// Which close a receive error deserves.
+fn close_for(e: &axum::Error) -> (u16, &'static str) {
+    let text = e.to_string();
+    if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("too big") {
+        (CLOSE_TOO_BIG, "a message is larger than 10 MiB")
+    } else {
+        (CLOSE_SILENT, "not a WebSocket frame the daemon reads")
+    }
+}
+
+/// Writes `first` and whatever else is ready without waiting, up to a batch, then flushes. Returns
+/// the close a lane asked for, or `Err` when the socket failed.
+async fn write_batch(
+    sink: &mut WebSocket,
+    first: Out,
+    messages: &mut tokio::sync::mpsc::Receiver<Bytes>,
+    lanes: &mut Lanes,
+) -> Result<Option<(u16, &'static str)>, ()> {
+    let (mut count, mut bytes) = (0usize, 0usize);
+    let mut next = Some(first);
+    let mut close = None;
+    while let Some(out) = next.take() {
+        match out {
+            Out::Message { json, .. } => {
+                bytes += json.len();
+                count += 1;
+                let text = Utf8Bytes::try_from(json).map_err(|_| ())?;
+                sink.feed(Message::Text(text)).await.map_err(|_| ())?;
+            }
+            Out::Keepalive => {}
+            Out::Evicted => {
+                close = Some((CLOSE_EVICTED, "client_evicted: reconnect and session/load to resume"));
+                break;
+            }
+        }
+        if count >= WS_BATCH_MESSAGES || bytes >= WS_BATCH_BYTES {
+            break;
+        }
+        next = match messages.try_recv() {
+            Ok(m) => Some(Out::Message { json: m, event_id: None }),
+            Err(_) => lanes.next().now_or_never().flatten(),
+        };
+    }
+    lanes.rotate();
+    sink.flush().await.map_err(|_| ())?;
+    Ok(close)
+}
+
+/// A WebSocket's attached sessions, polled in turn. Within a batch the lane that last had something
+/// is asked first (its converted messages drain without a look at the others); each batch starts
+/// one lane further, so a busy session cannot starve the others. (`SelectAll` re-queues a stream,
+/// an allocation, for every item.)
+#[derive(Default)]
+struct Lanes {
+    lanes: Vec<Lane>,
+    next: usize,
+}
+
+impl Lanes {
+    fn push(&mut self, lane: Lane) {
+        self.lanes.push(lane);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    fn rotate(&mut self) {
+        self.next = self.next.wrapping_add(1);
+    }
+}
+
+impl Stream for Lanes {
+    type Item = Out;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Out>> {
+        let this = self.get_mut();
+        let mut tried = 0;
+        while tried < this.lanes.len() {
+            let at = (this.next + tried) % this.lanes.len();
+            match this.lanes[at].poll_next_unpin(cx) {
+                Poll::Ready(Some(out)) => {
+                    this.next = at;
+                    return Poll::Ready(Some(out));
+                }
+                // An ended lane leaves; the others are tried from the start again.
+                Poll::Ready(None) => {
+                    this.lanes.remove(at);
+                    tried = 0;
+                }
+                Poll::Pending => tried += 1,
+            }
+        }
+        if this.lanes.is_empty() { Poll::Ready(None) } else { Poll::Pending }
+    }
+}
+
+/// One SSE frame: `id:` when the message came from an event, then the message on one `data:` line.
+fn sse_frame(out: &Out) -> Option<Bytes> {
+    match out {
+        Out::Message { json, event_id } => {
+            let mut f = BytesMut::with_capacity(json.len() + 32);
+            if let Some(id) = event_id {
+                f.extend_from_slice(format!("id: {id}\n").as_bytes());
+            }
+            f.extend_from_slice(b"data: ");
+            f.extend_from_slice(json);
+            f.extend_from_slice(b"\n\n");
+            Some(f.freeze())
+        }
+        Out::Keepalive => Some(Bytes::from_static(b": heartbeat\n\n")),
+        Out::Evicted => None,
+    }
+}
+
+/// Hands a lane back to its connection when its stream ends, and counts the stream open.
+struct LaneGuard {
+    conn: Arc<Connection>,
+    lane: Option<Lane>,
+    /// A device's place, freed with the stream.
+    _place: Option<StreamPermit>,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane.take() {
+            self.conn.park_lane(lane);
+        }
+        self.conn.stream_closed();
+    }
+}
+
+/// A session's SSE stream on a Streamable HTTP connection.
+fn session_stream(
+    conn: Arc<Connection>,
+    lane: Lane,
+    revoked: Option<CancellationToken>,
+    place: Option<StreamPermit>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    conn.stream_opened();
+    let ended = end_signal(&conn, revoked);
+    let guard = LaneGuard { conn, lane: Some(lane), _place: place };
+    futures_util::stream::unfold((guard, ended), |(mut guard, ended)| async move {
+        let lane = guard.lane.as_mut()?;
+        let out = tokio::select! {
+            () = ended.cancelled() => return None,
+            out = lane.next() => out?,
+        };
+        let frame = sse_frame(&out)?;
+        Some((Ok(frame), (guard, ended)))
+    })
+}
+
+/// Gives the connection's queue back when its stream ends.
+struct MessagesGuard {
+    conn: Arc<Connection>,
+    messages: Option<tokio::sync::mpsc::Receiver<Bytes>>,
+    /// A device's place, freed with the stream.
+    _place: Option<StreamPermit>,
+}
+
+impl Drop for MessagesGuard {
+    fn drop(&mut self) {
+        if let Some(rx) = self.messages.take() {
+            self.conn.park_messages(rx);
+        }
+        self.conn.stream_closed();
+    }
+}
+
+/// A connection's own SSE stream: its answers, and a heartbeat in silence.
+fn connection_stream(
+    conn: Arc<Connection>,
+    messages: tokio::sync::mpsc::Receiver<Bytes>,
+    revoked: Option<CancellationToken>,
+    place: Option<StreamPermit>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    conn.stream_opened();
+    let ended = end_signal(&conn, revoked);
+    let guard = MessagesGuard { conn, messages: Some(messages), _place: place };
+    futures_util::stream::unfold((guard, ended), |(mut guard, ended)| async move {
+        let rx = guard.messages.as_mut()?;
+        let out = tokio::select! {
+            () = ended.cancelled() => return None,
+            m = rx.recv() => Out::Message { json: m?, event_id: None },
+            () = tokio::time::sleep(SSE_HEARTBEAT) => Out::Keepalive,
+        };
+        let frame = sse_frame(&out)?;
+        Some((Ok(frame), (guard, ended)))
+    })
+}
+
+/// Fires when the connection closes, the daemon drains, or the device is revoked.
+fn end_signal(conn: &Connection, revoked: Option<CancellationToken>) -> CancellationToken {
+    let end = CancellationToken::new();
+    let (closed, fire) = (conn.closed(), end.clone());
+    tokio::spawn(async move {
+        let revoked = revoked.unwrap_or_default();
+        tokio::select! {
+            () = closed.cancelled() => {}
+            () = revoked.cancelled() => {}
+            () = fire.cancelled() => return,
+        }
+        fire.cancel();
+    });
+    end
+}
+
+/// `POST /acp`.
+pub(super) async fn post(
+    Extension(door): Extension<Arc<Door>>,
+    caller: Option<Extension<Caller>>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let caller = caller.map(|Extension(c)| c);
+    let loopback = is_loopback_peer(Some(peer));
+    let frame = Frame::parse(&body);
+    if let Frame::Malformed(_) = frame {
+        return Err(if wire::refusal(&body).code == wire::PARSE_ERROR {
+            ApiError::InvalidJson
+        } else {
+            ApiError::InvalidJsonRpc
+        });
+    }
+    let is_initialize = matches!(&frame, Frame::Request { method, .. } if method == "initialize");
+    let Some(id) = header_text(&headers, CONNECTION_HEADER) else {
+        let Frame::Request { id, params, .. } = frame else { return Err(ApiError::AcpConnectionRequired) };
+        if !is_initialize {
+            return Err(ApiError::AcpConnectionRequired);
+        }
+        let conn = door
+            .open(door_caller(caller.as_ref(), &headers)?, Transport::Http, loopback)
+            .map_err(|_| ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS })?;
+        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let answer = match conn.initialize(&params) {
+            Ok(result) => wire::response(&id, &result),
+            Err(f) => wire::error(Some(&id), &render(&f)),
+        };
+        return Ok(jsonrpc(StatusCode::OK, answer, Some(conn.id())));
+    };
+    if is_initialize {
+        return Err(ApiError::AcpAlreadyInitialized);
+    }
+    let conn = door.find(id, &owner(caller.as_ref())).ok_or(ApiError::AcpConnectionNotFound)?;
+    let ctx = Ctx { loopback, session_header: header_text(&headers, SESSION_HEADER).map(str::to_owned) };
+    conn.receive(&body, ctx);
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+fn jsonrpc(status: StatusCode, body: Bytes, connection: Option<&str>) -> Response {
+    let mut response = (status, body).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(id) = connection.and_then(|c| HeaderValue::from_str(c).ok()) {
+        h.insert(CONNECTION_HEADER, id);
+    }
+    response
+}
+
+/// `DELETE /acp`: ends the connection named in `Acp-Connection-Id`.
+pub(super) async fn delete(
+    Extension(door): Extension<Arc<Door>>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = header_text(&headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
+    let conn = door
+        .find(id, &owner(caller.map(|Extension(c)| c).as_ref()))
+        .ok_or(ApiError::AcpConnectionNotFound)?;
+    conn.close();
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_render_with_their_rest_code_and_status() {
+        let e = render(&Failure::Session(crate::daemon::SessionError::NotFound { session_id: "s".into() }));
+        assert_eq!(e.code, crate::acp::RESOURCE_NOT_FOUND);
+        assert_eq!(e.data, Some(json!({"code": "session_not_found", "sessionId": "s", "httpStatus": 404})));
+        let e = render(&Failure::MethodNotFound("_qwen/x".into()));
+        assert_eq!((e.code, e.message.as_str()), (crate::acp::METHOD_NOT_FOUND, "Method not found: _qwen/x"));
+        assert_eq!(render(&Failure::ReadOnly).code, -32003);
+        assert_eq!(render(&Failure::InvalidParams("x".into())).code, crate::acp::INVALID_PARAMS);
+        assert_eq!(render(&Failure::TooManyCalls).data.map(|d| d["httpStatus"].clone()), Some(json!(429)));
+    }
+}

@@ -1,0 +1,146 @@
+// `/acp` with clients the project does not write, on the built-in demo agent (run.sh's `acp-demo`
+// phase): the official ACP TypeScript SDK (@agentclientprotocol/sdk) over WebSocket, over Streamable
+// HTTP, and over stdio through `mediatord connect` (as an editor that only launches stdio agents
+// runs it), and @qwen-code/sdk's negotiateTransport + DaemonClient over `acp-ws`. Each drives a
+// prompt whose write needs permission, answers the request, and the file is on disk.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { test } from 'node:test';
+import { client, methods, ndJsonStream } from '@agentclientprotocol/sdk';
+import { createHttpStream } from '@agentclientprotocol/sdk/experimental/http-client';
+import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
+import { DaemonClient } from '@qwen-code/sdk/daemon';
+import { negotiateTransport } from '@qwen-code/sdk/daemon/transports';
+import { BASE_URL, T, WORKSPACE, api, waitForFile, withTimeout, workspaceFile } from './lib.mjs';
+
+const WS_URL = `${BASE_URL.replace(/^http/, 'ws')}/acp`;
+
+/**
+ * An ACP client (the official SDK's) on `stream`: it creates a session, prompts the demo agent to
+ * write a file, allows the permission request it is sent, and returns what it saw.
+ */
+async function writeThroughAcp(stream, label) {
+  const file = workspaceFile(label);
+  const updates = [];
+  const asked = [];
+  const app = client({ name: `e2e-${label}` })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params.update);
+    })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      asked.push(params);
+      const allow = params.options.find((o) => o.kind === 'allow_once');
+      return { outcome: { outcome: 'selected', optionId: allow.optionId } };
+    });
+  const run = app.connectWith(stream, async (ctx) => {
+    const init = await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    const session = await ctx.request(methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId: session.sessionId,
+      prompt: [{ type: 'text', text: `write ${path.basename(file)} written over ${label}` }],
+    });
+    return { init, session, result };
+  });
+  const done = await withTimeout(run, T.turn, `${label}: initialize, session/new and a WRITE turn`);
+  return { ...done, updates, asked, file };
+}
+
+function assertWrote(label, done) {
+  assert.equal(done.init.protocolVersion, 1);
+  assert.equal(done.init.agentCapabilities.loadSession, true);
+  assert.equal(done.result.stopReason, 'end_turn', JSON.stringify(done.result));
+  assert.equal(done.asked.length, 1, `one permission request: ${JSON.stringify(done.asked)}`);
+  assert.equal(done.asked[0].sessionId, done.session.sessionId);
+  assert.ok(
+    done.updates.some((u) => u.sessionUpdate === 'tool_call'),
+    `the tool call was announced: ${JSON.stringify(done.updates.map((u) => u.sessionUpdate))}`,
+  );
+}
+
+test('the ACP TypeScript SDK over WebSocket: a WRITE turn, its permission allowed, the file on disk', async () => {
+  const done = await writeThroughAcp(createWebSocketStream(WS_URL, { WebSocket: globalThis.WebSocket }), 'ws');
+  assertWrote('ws', done);
+  await waitForFile(done.file, 'written over ws');
+  // The vote is the daemon's: in the audit, cast over ACP.
+  const audit = await api('GET', `/session/${encodeURIComponent(done.session.sessionId)}/permissions?audit=1`);
+  assert.equal(audit.json.audit.at(-1).via, 'acp', audit.text);
+});
+
+test('the ACP TypeScript SDK over Streamable HTTP: a WRITE turn, its permission allowed, the file on disk', async () => {
+  const done = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`), 'http');
+  assertWrote('http', done);
+  await waitForFile(done.file, 'written over http');
+});
+
+test('the ACP TypeScript SDK over stdio through `mediatord connect`: a WRITE turn, its permission allowed, the file on disk', async () => {
+  const binary = process.env.E2E_MEDIATORD;
+  assert.ok(binary, 'E2E_MEDIATORD names the mediatord binary (run.sh sets it)');
+  const child = spawn(binary, ['connect', BASE_URL, '--client-id', 'e2e-stdio-editor'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+    const done = await writeThroughAcp(stream, 'stdio');
+    assertWrote('stdio', done);
+    await waitForFile(done.file, 'written over stdio');
+  } finally {
+    child.stdin.end();
+  }
+  // The editor closing its side ends connect cleanly.
+  assert.equal(await withTimeout(exited, T.request, 'mediatord connect to exit'), 0);
+});
+
+test('@qwen-code/sdk: negotiateTransport picks acp-ws, and the DaemonClient flow works over it', async () => {
+  const transport = await negotiateTransport(BASE_URL);
+  assert.equal(transport.type, 'acp-ws');
+  const sdk = new DaemonClient({ baseUrl: BASE_URL, transport, fetchTimeoutMs: T.request });
+  try {
+    const caps = await sdk.capabilities();
+    assert.deepEqual(caps.transports, ['rest', 'acp-ws', 'acp-http']);
+    const created = await sdk.createOrAttachSession({ workspaceCwd: WORKSPACE }, 'qwen-sdk-acp');
+    assert.equal(created.clientId, 'qwen-sdk-acp');
+    const sid = created.sessionId;
+    const controller = new AbortController();
+    const seen = [];
+    let resolvePermission;
+    const permission = new Promise((resolve) => {
+      resolvePermission = resolve;
+    });
+    const pump = (async () => {
+      for await (const ev of sdk.subscribeEvents(sid, { signal: controller.signal })) {
+        seen.push(ev);
+        if (ev.type === 'permission_request') resolvePermission(ev.data);
+      }
+    })().catch(() => {});
+    const file = workspaceFile('qwen-sdk');
+    const turn = sdk.prompt(
+      sid,
+      { prompt: [{ type: 'text', text: `write ${path.basename(file)} written by the qwen sdk` }] },
+      AbortSignal.timeout(T.turn),
+      'qwen-sdk-acp',
+    );
+    turn.catch(() => {});
+    const request = await withTimeout(permission, T.permission, 'permission_request over acp-ws');
+    const allow = request.options.find((o) => o.kind === 'allow_once');
+    const voted = await sdk.respondToSessionPermission(
+      sid,
+      request.requestId,
+      { outcome: { outcome: 'selected', optionId: allow.optionId } },
+      'qwen-sdk-acp',
+    );
+    assert.equal(voted, true);
+    const result = await withTimeout(turn, T.turn, 'the prompt over acp-ws');
+    assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+    await waitForFile(file, 'written by the qwen sdk');
+    // Its own prompt's echo reached it (the SDK's transports read sessions like the REST stream).
+    assert.ok(seen.some((e) => e.type === 'user_message_chunk'), JSON.stringify(seen.map((e) => e.type)));
+    assert.ok(seen.some((e) => e.type === 'permission_resolved'));
+    controller.abort();
+    await pump;
+  } finally {
+    transport.dispose();
+  }
+});

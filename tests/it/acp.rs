@@ -1,0 +1,493 @@
+//! `/acp` over WebSocket (`docs/protocol.md#16-acp`): the daemon as an ACP agent on the same
+//! sessions, bus and mediator as REST, and what it does with input no client should send.
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A `session/new` in the daemon's workspace; the session id.
+async fn new_session(ws: &mut AcpWs, d: &Daemon) -> String {
+    let created = ws.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    created["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("session/new: {created}")).to_owned()
+}
+
+fn prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+#[tokio::test]
+async fn an_acp_client_prompts_answers_the_permission_request_and_the_file_is_written() {
+    let d = Daemon::start(&[]);
+    let (mut ws, init) = AcpWs::ready(&d, &[]).await;
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["agentInfo"]["name"], "mediatord");
+    assert_eq!(init["agentCapabilities"]["_meta"]["mediatord"]["connectionId"], ws.connection_id.as_str());
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write notes.txt hello over acp")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(ask["params"]["sessionId"], sid.as_str());
+    assert_eq!(ask["params"]["toolCall"]["title"], "Write notes.txt");
+    let options: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["optionId"].as_str())
+        .collect();
+    assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    let answer = ws.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("notes.txt")).expect("written"), "hello over acp");
+    // The turn's updates came before its answer, as from an agent over stdio.
+    let at = ws.seen.iter().position(|m| m["id"] == turn && m.get("result").is_some()).expect("answer");
+    let tool_updates = ws.seen[..at]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update")
+        .count();
+    assert!(tool_updates >= 1, "the tool call's completion came before the answer: {:#?}", ws.seen);
+    // The vote is in the audit, cast over ACP by this connection's client id.
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(audit["audit"][0]["resolvedBy"], "vote");
+    assert_eq!(audit["audit"][0]["via"], "acp");
+}
+
+#[tokio::test]
+async fn a_rest_stream_and_an_acp_connection_see_the_same_updates_in_the_same_order() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let mut sse = Sse::connect(&d, &sid, &last_event_id(0)).await;
+    // A prompt from REST: the ACP client sees its echo and the agent's reply.
+    d.prompt_async(&sid, Some("rest-client"), "stream 50").await;
+    let rest: Vec<Value> = sse
+        .until_type("turn_complete")
+        .await
+        .iter()
+        .filter(|e| e.event == "session_update")
+        .map(|e| e.payload()["update"].clone())
+        .collect();
+    ws.until(|m| is_event(m, "turn_complete")).await;
+    assert_eq!(ws.updates(), rest);
+    assert_eq!(rest.len(), 51, "the echo and 50 chunks");
+    assert_eq!(rest[0]["sessionUpdate"], "user_message_chunk");
+}
+
+#[tokio::test]
+async fn a_request_decided_over_rest_is_withdrawn_from_the_acp_client() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write late.txt from rest")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    let rid = ask["params"]["_meta"]["mediatord/requestId"].as_str().expect("request id").to_owned();
+    d.create(Some("rest-voter"), json!({})).await;
+    assert_eq!(d.vote(&sid, &rid, Some("rest-voter"), selected("allow_once")).await.status, 200);
+    let resolved = ws.until(|m| is_event(m, "permission_resolved")).await;
+    assert_eq!(resolved["params"]["data"]["voterClientId"], "rest-voter");
+    let withdrawn = ws.next().await.expect("the withdrawal");
+    assert_eq!(
+        withdrawn,
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ask["id"]}})
+    );
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+    // A late answer to the withdrawn request changes nothing, and the connection still serves.
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "cancelled"}})).await;
+    let listed = ws.call("session/list", json!({})).await;
+    assert_eq!(listed["result"]["sessions"][0]["sessionId"], sid.as_str());
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(audit["audit"].as_array().map(Vec::len), Some(1));
+    assert_eq!(audit["audit"][0]["outcome"]["optionId"], "allow_once");
+}
+
+#[tokio::test]
+async fn garbage_unknown_methods_and_stray_answers_get_json_rpc_errors_and_the_connection_serves_on() {
+    let d = Daemon::start(&[]);
+    let mut ws = AcpWs::open(&d, &[]).await;
+    let before = ws.call("session/list", json!({})).await;
+    assert_eq!(before["error"]["data"]["code"], "not_initialized", "{before}");
+    ws.call("initialize", json!({"protocolVersion": 1})).await;
+    let again = ws.call("initialize", json!({"protocolVersion": 1})).await;
+    assert_eq!(again["error"]["data"]["code"], "already_initialized");
+    ws.send_text("{this is not json").await;
+    let parse = ws.next().await.expect("an answer");
+    assert_eq!((parse["id"].clone(), parse["error"]["code"].clone()), (Value::Null, json!(-32700)));
+    ws.send_text("[1,2,3]").await;
+    assert_eq!(ws.next().await.expect("an answer")["error"]["code"], -32600);
+    ws.send_text(r#"{"jsonrpc":"2.0","foo":1}"#).await;
+    assert_eq!(ws.next().await.expect("an answer")["error"]["code"], -32600);
+    for method in ["no/such/method", "_qwen/workspace/memory", "_mediatord/nope"] {
+        let unknown = ws.call(method, json!({})).await;
+        assert_eq!(unknown["error"]["code"], -32601, "{method}: {unknown}");
+        assert_eq!(unknown["error"]["message"], format!("Method not found: {method}"));
+    }
+    // Answers to requests the daemon never sent are dropped, not answered.
+    ws.send(&json!({"jsonrpc": "2.0", "id": "perm-999", "result": {"outcome": {"outcome": "cancelled"}}}))
+        .await;
+    ws.send(&json!({"jsonrpc": "2.0", "id": 77, "error": {"code": 1, "message": "x"}})).await;
+    let prompt_elsewhere = ws.call("session/prompt", prompt("no-such", "hi")).await;
+    assert_eq!(prompt_elsewhere["error"]["data"]["code"], "session_not_attached", "{prompt_elsewhere}");
+    let sid = new_session(&mut ws, &d).await;
+    let empty = ws.call("session/prompt", json!({"sessionId": sid, "prompt": []})).await;
+    assert_eq!(empty["error"]["data"]["code"], "invalid_prompt");
+    assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn a_message_over_the_size_bound_closes_the_socket_with_1009() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"session/list","params":{{"x":"{}"}}}}"#,
+        "a".repeat(11 << 20)
+    );
+    ws.send_text_refused(huge).await;
+    // The daemon stops reading at the frame's header and closes with 1009; the client, still
+    // writing the rest, may see that close frame or only the reset that follows it.
+    let ended = ws.end().await;
+    assert!(
+        matches!(&ended, Ended::Closed(1009, reason) if reason == "a message is larger than 10 MiB")
+            || ended == Ended::Dropped,
+        "{ended:?}"
+    );
+    // The daemon serves on.
+    assert_eq!(d.get("/health").await.status, 200);
+}
+
+const TOKEN: &str = "acp-operator-secret";
+
+#[tokio::test]
+async fn the_upgrade_is_behind_the_perimeter_and_a_browser_may_offer_its_token_as_a_subprotocol() {
+    use base64::Engine;
+    let d = Daemon::start(&["--token", TOKEN]);
+    let refused = AcpWs::try_open(&d, &[]).await.err().expect("no token: refused");
+    assert!(refused.starts_with("401 "), "{refused}");
+    let wrong = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("not-it");
+    let refused =
+        AcpWs::try_open(&d, &[("Sec-WebSocket-Protocol", &format!("acp, qwen-bearer.{wrong}"))]).await;
+    assert!(refused.err().is_some_and(|e| e.starts_with("401 ")));
+    let foreign = AcpWs::try_open(
+        &d,
+        &[("Authorization", &format!("Bearer {TOKEN}")), ("Origin", "http://evil.example")],
+    )
+    .await;
+    assert!(foreign.err().is_some_and(|e| e.starts_with("403 ") && e.contains("origin_denied")));
+    let (mut ws, _) = AcpWs::ready(&d, &[("Authorization", &format!("Bearer {TOKEN}"))]).await;
+    assert_eq!(ws.protocol, None);
+    assert_eq!(ws.call("session/list", json!({})).await["result"]["sessions"], json!([]));
+    // The browser's way: the token as `qwen-bearer.<base64url>` beside a subprotocol the daemon
+    // echoes; the one carrying the token is never echoed.
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(TOKEN);
+    let offered = format!("acp, qwen-bearer.{encoded}");
+    let mut browser = AcpWs::open(&d, &[("Sec-WebSocket-Protocol", &offered)]).await;
+    assert_eq!(browser.protocol.as_deref(), Some("acp"));
+    let init = browser.call("initialize", json!({"protocolVersion": 1})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1);
+}
+
+#[tokio::test]
+async fn an_observer_device_watches_over_acp_but_is_never_asked_and_cannot_prompt_or_vote() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (device_id, credential) = d.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let op = [("Authorization", format!("Bearer {TOKEN}"))];
+    let created = send(
+        http().post(d.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op").json(&json!({})),
+    )
+    .await
+    .ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let bearer = format!("Bearer {credential}");
+    let (mut watcher, _) = AcpWs::ready(&d, &[("Authorization", &bearer)]).await;
+    let loaded =
+        watcher.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["clientId"], device_id.as_str(), "{loaded}");
+    let new = watcher.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(
+        (new["error"]["code"].clone(), new["error"]["data"]["code"].clone()),
+        (json!(-32003), json!("read_only_device"))
+    );
+    let prompt_refused = watcher.call("session/prompt", prompt(&sid, "hello")).await;
+    assert_eq!(prompt_refused["error"]["data"]["code"], "read_only_device");
+    // A request raised by the operator's prompt reaches the observer as an event, not as a request.
+    let mut sse = Sse::connect(&d, &sid, &op).await;
+    let raised = send(
+        http()
+            .post(d.url(&format!("/session/{sid}/prompt")))
+            .bearer_auth(TOKEN)
+            .header("X-Qwen-Client-Id", "op")
+            .header("Prefer", "respond-async")
+            .json(&text_prompt("write seen.txt x")),
+    )
+    .await;
+    assert_eq!(raised.status, 202);
+    let request = sse.until_type("permission_request").await.last().expect("request").payload().clone();
+    let event = watcher.until(|m| is_event(m, "permission_request")).await;
+    assert_eq!(event["params"]["data"]["requestId"], request["requestId"]);
+    let vote = watcher.call("session/permission", json!({"sessionId": sid, "requestId": request["requestId"], "outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(vote["error"]["data"]["code"], "read_only_device");
+    let voted = send(
+        http()
+            .post(d.url(&format!("/session/{sid}/permission/{}", request_id(&request))))
+            .bearer_auth(TOKEN)
+            .header("X-Qwen-Client-Id", "op")
+            .json(&selected("reject_once")),
+    )
+    .await;
+    assert_eq!(voted.status, 200);
+    watcher.until(|m| is_event(m, "turn_complete")).await;
+    assert!(!watcher.seen.iter().any(|m| is_request(m, "session/request_permission")), "{:#?}", watcher.seen);
+}
+
+#[tokio::test]
+async fn a_paired_browser_offers_its_device_credential_as_a_subprotocol_and_no_cookie_is_one() {
+    use base64::Engine;
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (device_id, credential) = d.pair_device(Some(TOKEN), "phone", "voter").await;
+    let cookie = format!("mediatord_device={credential}");
+    let own = format!("http://127.0.0.1:{}", d.port);
+    let by_cookie = AcpWs::try_open(&d, &[("Cookie", &cookie), ("Origin", &own)]).await;
+    assert!(by_cookie.err().is_some_and(|e| e.starts_with("401 ")), "a cookie is no credential");
+    let offered =
+        format!("acp, qwen-bearer.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&credential));
+    let foreign =
+        AcpWs::try_open(&d, &[("Sec-WebSocket-Protocol", &offered), ("Origin", "http://evil.example")]).await;
+    assert!(foreign.err().is_some_and(|e| e.starts_with("403 ") && e.contains("origin_denied")));
+    let mut ws = AcpWs::open(&d, &[("Sec-WebSocket-Protocol", &offered), ("Origin", &own)]).await;
+    assert_eq!(ws.protocol.as_deref(), Some("acp"));
+    ws.call("initialize", json!({"protocolVersion": 1})).await;
+    let created = ws.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(created["result"]["_meta"]["mediatord"]["clientId"], device_id.as_str(), "{created}");
+}
+
+#[tokio::test]
+async fn under_consensus_two_acp_clients_must_agree_and_each_answer_is_a_ballot() {
+    let d = Daemon::start(&["--permission-policy", "consensus"]);
+    let (mut a, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let (mut b, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "bob")]).await;
+    let sid = new_session(&mut a, &d).await;
+    let joined =
+        b.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(joined["result"]["_meta"]["mediatord"]["clientId"], "bob");
+    let turn = a.request("session/prompt", prompt(&sid, "write agreed.txt both")).await;
+    let ask_a = a.until(|m| is_request(m, "session/request_permission")).await;
+    let ask_b = b.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(
+        ask_a["params"]["_meta"]["mediatord/requestId"],
+        ask_b["params"]["_meta"]["mediatord/requestId"]
+    );
+    assert_eq!(ask_a["params"]["_meta"]["mediatord/policy"], "consensus");
+    let allow = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+    a.reply(&ask_a["id"], allow.clone()).await;
+    let partial = b.until(|m| is_event(m, "permission_partial_vote")).await;
+    assert_eq!(
+        (partial["params"]["data"]["votesReceived"].clone(), partial["params"]["data"]["quorum"].clone()),
+        (json!(1), json!(2))
+    );
+    assert!(!d.workspace.join("agreed.txt").exists(), "one ballot of two decides nothing");
+    b.reply(&ask_b["id"], allow).await;
+    assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("agreed.txt")).expect("written"), "both");
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let ballots: Vec<&str> = audit["audit"][0]["ballots"]
+        .as_array()
+        .expect("ballots")
+        .iter()
+        .filter_map(|b| b["clientId"].as_str())
+        .collect();
+    assert_eq!(ballots, ["ada", "bob"]);
+    // Each answered its own request: nothing was withdrawn from either.
+    b.until(|m| is_event(m, "turn_complete")).await;
+    for ws in [&a, &b] {
+        assert!(!ws.seen.iter().any(|m| m["method"] == "$/cancel_request"), "{:#?}", ws.seen);
+    }
+}
+
+#[tokio::test]
+async fn ten_thousand_initializes_get_a_connection_or_a_503_and_memory_stays_bounded() {
+    let d = Daemon::start(&[]);
+    let before = d.memory_kib("VmRSS");
+    let client = http();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
+    let answers = futures_util::stream::iter(0..10_000)
+        .map(|_| send(client.post(d.url("/acp")).json(&body)))
+        .buffer_unordered(16)
+        .collect::<Vec<Reply>>()
+        .await;
+    let opened: Vec<&Reply> = answers.iter().filter(|r| r.status == 200).collect();
+    let refused =
+        answers.iter().filter(|r| r.status == 503 && r.body["code"] == "acp_connection_limit").count();
+    assert_eq!((opened.len(), refused), (1024, 10_000 - 1024));
+    assert_eq!(opened[0].body["result"]["protocolVersion"], 1);
+    let grown = d.memory_kib("VmRSS").saturating_sub(before);
+    assert!(grown < 48 * 1024, "1024 idle ACP connections cost {grown} KiB");
+    // Ending one makes room for one more.
+    let id = opened[0].header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let ended = send(client.delete(d.url("/acp")).header("Acp-Connection-Id", &id)).await;
+    assert_eq!(ended.status, 202);
+    assert_eq!(send(client.post(d.url("/acp")).json(&body)).await.status, 200);
+    assert_eq!(send(client.post(d.url("/acp")).json(&body)).await.status, 503);
+}
+
+#[tokio::test]
+async fn a_websocket_client_that_never_reads_is_closed_and_the_session_goes_on() {
+    let d = Daemon::start(&["--writer-idle-timeout-ms", "300"]);
+    let (mut ws, _) = AcpWs::ready_small_buffer(&d).await;
+    let sid = new_session(&mut ws, &d).await;
+    // From here on the client reads nothing; the agent streams far more than the socket holds.
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.prompt_async(&sid, Some("rest"), "stream 20000").await;
+    let turn = sse.until_type("turn_complete").await;
+    assert_eq!(turn.iter().filter(|e| e.event == "session_update").count(), 20_001);
+    wait_stderr(&d, "closing a connection whose socket accepted no bytes").await;
+    assert_eq!(d.prompt(&sid, Some("rest"), "hello").await.status, 200);
+}
+
+#[tokio::test]
+async fn the_daemons_drain_closes_websockets_with_1001_after_the_terminal_event() {
+    let mut d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    d.signal(rustix::process::Signal::TERM);
+    let closed = ws.until(|m| is_event(m, "session_closed")).await;
+    assert_eq!(closed["params"]["data"], json!({"sessionId": sid, "reason": "daemon_shutdown"}));
+    assert_eq!(ws.end().await, Ended::Closed(1001, "the daemon is shutting down".into()));
+    assert!(d.wait_exit(WAIT).success());
+}
+
+#[tokio::test]
+async fn revoking_a_device_closes_its_websocket_at_once() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (device_id, credential) = d.pair_device(Some(TOKEN), "laptop", "voter").await;
+    let (mut ws, _) = AcpWs::ready(&d, &[("Authorization", &format!("Bearer {credential}"))]).await;
+    assert_eq!(ws.call("session/list", json!({})).await["result"]["sessions"], json!([]));
+    let revoked = send(http().delete(d.url(&format!("/devices/{device_id}"))).bearer_auth(TOKEN)).await;
+    assert_eq!(revoked.status, 204);
+    assert_eq!(ws.end().await, Ended::Closed(1008, "this device was revoked".into()));
+    let again = AcpWs::try_open(&d, &[("Authorization", &format!("Bearer {credential}"))]).await;
+    assert!(again.err().is_some_and(|e| e.starts_with("401 ")));
+}
+
+/// A device's `/acp` connections hold places of its stream bounds (`docs/protocol.md#154`) as its
+/// SSE streams do, and so do the sessions it attaches over them: one device cannot take the
+/// connections, or a session's readers, that the operator keeps for itself.
+#[tokio::test]
+async fn a_devices_acp_connections_and_the_sessions_they_attach_are_within_its_stream_bounds() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (_, credential) = d.pair_device(Some(TOKEN), "laptop", "voter").await;
+    let bearer = format!("Bearer {credential}");
+    let created = send(
+        http().post(d.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op").json(&json!({})),
+    )
+    .await
+    .ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let mut sockets = Vec::new();
+    for _ in 0..8 {
+        sockets.push(AcpWs::ready(&d, &[("Authorization", &bearer)]).await.0);
+    }
+    let ninth = AcpWs::try_open(&d, &[("Authorization", &bearer)]).await.err().expect("the ninth refused");
+    assert!(ninth.starts_with("429 ") && ninth.contains(r#""scope":"device""#), "{ninth}");
+    let sse = send(http().get(d.url(&format!("/session/{sid}/events"))).bearer_auth(&credential)).await;
+    assert_eq!((sse.status, sse.body["scope"].clone()), (429, json!("device")));
+    // Two of them attach the session; a third would be the device's third reader of it.
+    for ws in &mut sockets[..2] {
+        assert!(ws.call("session/load", load.clone()).await["result"].is_object());
+    }
+    let third = sockets[2].call("session/load", load.clone()).await;
+    assert_eq!(
+        (
+            third["error"]["code"].clone(),
+            third["error"]["data"]["code"].clone(),
+            third["error"]["data"]["scope"].clone()
+        ),
+        (json!(-32005), json!("stream_limit_exceeded"), json!("device_session")),
+        "{third}"
+    );
+    // Detaching frees the session's place.
+    sockets[0].call("_qwen/session/detach", json!({"sessionId": sid})).await;
+    assert!(sockets[2].call("session/load", load).await["result"].is_object());
+    // The operator is not counted: it connects and follows the session.
+    let (mut operator, _) = AcpWs::ready(&d, &[("Authorization", &format!("Bearer {TOKEN}"))]).await;
+    let watched =
+        operator.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    assert!(watched["result"].is_object(), "{watched}");
+}
+
+/// `/acp` is behind the perimeter every route is behind: a foreign `Host` or `Origin` is refused
+/// before anything else, every credential failure is the one identical `401` (over `POST`, `GET`,
+/// `DELETE` and the WebSocket upgrade, a token offered as a subprotocol included), and a message
+/// over the body cap is `413` before it is read.
+#[tokio::test]
+async fn the_perimeter_answers_acp_as_it_answers_every_route() {
+    use base64::Engine;
+    let d = Daemon::start(&["--token", TOKEN]);
+    let bearer = format!("Bearer {TOKEN}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let host = format!("evil.example:{}", d.port);
+    let post = || http().post(d.url("/acp")).bearer_auth(TOKEN);
+    let foreign_host = send(post().header("Host", &host).json(&init)).await;
+    assert_eq!((foreign_host.status, foreign_host.body["code"].clone()), (403, json!("host_not_allowed")));
+    let ws_host = AcpWs::try_open(&d, &[("Authorization", &bearer), ("Host", &host)]).await;
+    assert!(ws_host.err().is_some_and(|e| e.starts_with("403 ") && e.contains("host_not_allowed")));
+    let foreign_origin = send(post().header("Origin", "http://evil.example").json(&init)).await;
+    assert_eq!((foreign_origin.status, foreign_origin.body["code"].clone()), (403, json!("origin_denied")));
+
+    let unauthorized = r#"401 {"error":"Unauthorized"}"#;
+    let mut refusals = Vec::new();
+    for auth in [None, Some("Bearer wrong"), Some("Basic d3Jvbmc=")] {
+        for req in [
+            http().post(d.url("/acp")).json(&init),
+            http().get(d.url("/acp")).header("Accept", "text/event-stream"),
+            http().delete(d.url("/acp")).header("Acp-Connection-Id", "x"),
+        ] {
+            let req = match auth {
+                Some(a) => req.header("Authorization", a),
+                None => req,
+            };
+            let res = send(req).await;
+            let challenge = res.header("www-authenticate").map(str::to_owned);
+            refusals.push((format!("{} {}", res.status, res.text), challenge));
+        }
+    }
+    assert!(
+        refusals.iter().all(|r| *r == (unauthorized.to_owned(), Some("Bearer".to_owned()))),
+        "{refusals:#?}"
+    );
+    let wrong = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("wrong");
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer wrong".to_owned())],
+        vec![("Sec-WebSocket-Protocol", format!("acp, qwen-bearer.{wrong}"))],
+        vec![("Sec-WebSocket-Protocol", "acp, qwen-bearer.!!not-base64".to_owned())],
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let refused = AcpWs::try_open(&d, &headers).await.err().expect("refused");
+        assert_eq!(refused, unauthorized, "{headers:?}");
+    }
+
+    let oversized = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"x":"{}"}}}}"#,
+        "a".repeat(11 << 20)
+    );
+    let big = send(post().header("Content-Type", "application/json").body(oversized)).await;
+    assert_eq!((big.status, big.body["code"].clone()), (413, json!("body_too_large")));
+    assert_eq!(send(post().json(&init)).await.status, 200, "the daemon serves on");
+}
+
+/// Under `local-only`, a connection from a loopback peer is asked, and its answer decides (the
+/// peer address is the socket's, as for a REST vote).
+#[tokio::test]
+async fn under_local_only_a_loopback_connection_is_asked_and_decides() {
+    let d = Daemon::start(&["--permission-policy", "local-only"]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write local.txt near")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(ask["params"]["_meta"]["mediatord/policy"], "local-only", "{ask}");
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("local.txt")).expect("written"), "near");
+}

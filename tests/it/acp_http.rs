@@ -1,0 +1,228 @@
+//! `/acp` over Streamable HTTP (`docs/protocol.md#161-transports`): `initialize` opens a
+//! connection, messages go up as `POST`s answered `202`, answers and events come down the
+//! connection's and the sessions' SSE streams, `Last-Event-ID` resumes a session's stream, and
+//! `DELETE` ends it all.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A Streamable HTTP connection, as a client drives it.
+struct HttpAcp<'a> {
+    d: &'a Daemon,
+    id: String,
+    next: i64,
+    bearer: Option<String>,
+}
+
+impl<'a> HttpAcp<'a> {
+    async fn open(d: &'a Daemon, bearer: Option<&str>) -> (HttpAcp<'a>, Value) {
+        let mut req = http().post(d.url("/acp")).json(&json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1},
+        }));
+        if let Some(b) = bearer {
+            req = req.bearer_auth(b);
+        }
+        let reply = send(req).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let id = reply.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+        assert_eq!(
+            reply.body["result"]["agentCapabilities"]["_meta"]["mediatord"]["connectionId"],
+            id.as_str()
+        );
+        (HttpAcp { d, id, next: 1, bearer: bearer.map(str::to_owned) }, reply.body["result"].clone())
+    }
+
+    fn req(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let req = req.header("Acp-Connection-Id", &self.id);
+        match &self.bearer {
+            Some(b) => req.bearer_auth(b),
+            None => req,
+        }
+    }
+
+    /// POSTs a message; the reply (202 for anything but a refusal).
+    async fn post(&self, message: &Value, session: Option<&str>) -> Reply {
+        let mut req = self.req(http().post(self.d.url("/acp"))).json(message);
+        if let Some(s) = session {
+            req = req.header("Acp-Session-Id", s);
+        }
+        send(req).await
+    }
+
+    /// POSTs a request (asserting 202); its id.
+    async fn request(&mut self, method: &str, params: Value, session: Option<&str>) -> i64 {
+        let id = self.next;
+        self.next += 1;
+        let reply = self
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}), session)
+            .await;
+        assert_eq!(reply.status, 202, "{method}: {}", reply.text);
+        id
+    }
+
+    /// Opens a stream: the connection's, or a session's; with extra headers.
+    async fn stream(&self, session: Option<&str>, headers: &[(&str, String)]) -> reqwest::Response {
+        let mut req = self.req(http().get(self.d.url("/acp"))).header("Accept", "text/event-stream");
+        if let Some(s) = session {
+            req = req.header("Acp-Session-Id", s);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        req.send().await.expect("stream request")
+    }
+}
+
+/// Reads `sse` until the JSON-RPC message matching `done`.
+async fn until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> (Vec<Event>, Value) {
+    let seen = sse.until(|e| done(&e.data)).await;
+    let last = seen.last().expect("a match").data.clone();
+    (seen, last)
+}
+
+fn answer_to(id: i64) -> impl FnMut(&Value) -> bool {
+    move |m| m.get("method").is_none() && m["id"] == id
+}
+
+#[tokio::test]
+async fn a_streamable_http_client_prompts_answers_over_post_and_the_file_is_written() {
+    let d = Daemon::start(&[]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let new = acp.request("session/new", json!({"cwd": d.workspace, "mcpServers": []}), None).await;
+    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
+    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let res = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut session_stream = Sse::from_response(res);
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write http.txt over http"}]});
+    let turn = acp.request("session/prompt", prompt, Some(&sid)).await;
+    let (_, ask) = until(&mut session_stream, |m| is_request(m, "session/request_permission")).await;
+    let vote = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    assert_eq!(acp.post(&vote, Some(&sid)).await.status, 202);
+    let (seen, answer) = until(&mut session_stream, answer_to(turn)).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("http.txt")).expect("written"), "over http");
+    // Messages born of an event carry its id, in order, once per event: on its last message (the
+    // answer is the last of its turn's `turn_complete`), so a client resuming after it has it all.
+    let ids: Vec<u64> = seen.iter().filter_map(|e| e.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]) && !ids.is_empty(), "{ids:?}");
+    let turn_complete =
+        seen.iter().rev().find(|e| is_event(&e.data, "turn_complete")).expect("turn_complete");
+    assert_eq!(turn_complete.id, None);
+    assert_eq!(seen.last().and_then(|e| e.id), Some(ids[ids.len() - 1]));
+    // DELETE ends the connection and its streams.
+    let ended = send(acp.req(http().delete(d.url("/acp")))).await;
+    assert_eq!(ended.status, 202);
+    assert!(session_stream.rest().await.is_empty());
+    let gone =
+        acp.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/list", "params": {}}), None).await;
+    assert_eq!((gone.status, gone.body["code"].clone()), (404, json!("acp_connection_not_found")));
+}
+
+#[tokio::test]
+async fn a_session_stream_resumes_with_last_event_id_and_a_second_stream_is_refused() {
+    let d = Daemon::start(&[]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let busy = acp.stream(None, &[]).await;
+    assert_eq!(busy.status(), 409);
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
+    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let mut first = Sse::from_response(acp.stream(Some(&sid), &[]).await);
+    assert_eq!(acp.stream(Some(&sid), &[]).await.status(), 409);
+    let turn = acp
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "stream 30 40"}]}),
+            Some(&sid),
+        )
+        .await;
+    let (head, _) = until(&mut first, |m| m["params"]["update"]["content"]["text"] == "tok9 ").await;
+    let resume_at = head.iter().filter_map(|e| e.id).next_back().expect("an id");
+    drop(first);
+    // The client left mid-turn (the agent streams 40 updates a second); the stream is given back
+    // once the daemon's next write finds it gone. Reopened at the last id the client handled, it
+    // carries on from there: nothing lost, nothing twice, and the turn's answer at its end.
+    let reopened = reopen(&acp, &sid, resume_at).await;
+    let mut second = Sse::from_response(reopened);
+    let (rest, answer) = until(&mut second, answer_to(turn)).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    let texts: Vec<String> = head
+        .iter()
+        .chain(rest.iter())
+        .filter_map(|e| e.data["params"]["update"]["content"]["text"].as_str().map(str::to_owned))
+        .filter(|t| t.starts_with("tok"))
+        .collect();
+    let expected: Vec<String> = (0..30).map(|i| format!("tok{i} ")).collect();
+    assert_eq!(texts, expected);
+}
+
+/// Reopens a session's stream once the previous one has been given back (its body dropped a moment
+/// ago): `409` means it is still being handed back.
+async fn reopen(acp: &HttpAcp<'_>, sid: &str, last: u64) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let res = acp.stream(Some(sid), &[("Last-Event-ID", last.to_string())]).await;
+        if res.status() == 200 {
+            return res;
+        }
+        assert_eq!(res.status(), 409, "{}", res.text().await.unwrap_or_default());
+        assert!(std::time::Instant::now() < deadline, "the stream was never given back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling for the hand-back
+    }
+}
+
+#[tokio::test]
+async fn streamable_http_refusals_are_stable_codes() {
+    const TOKEN: &str = "acp-http-secret";
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (acp, _) = HttpAcp::open(&d, Some(TOKEN)).await;
+    let plain =
+        send(http().post(d.url("/acp")).bearer_auth(TOKEN).header("Content-Type", "text/plain").body("{}"))
+            .await;
+    assert_eq!((plain.status, plain.body["code"].clone()), (415, json!("unsupported_media_type")));
+    let no_conn = send(
+        http()
+            .post(d.url("/acp"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/list"})),
+    )
+    .await;
+    assert_eq!((no_conn.status, no_conn.body["code"].clone()), (400, json!("acp_connection_required")));
+    let garbage =
+        send(acp.req(http().post(d.url("/acp"))).header("Content-Type", "application/json").body("{nope"))
+            .await;
+    assert_eq!((garbage.status, garbage.body["code"].clone()), (400, json!("invalid_json")));
+    let batch = acp.post(&json!([{"jsonrpc": "2.0", "id": 1, "method": "session/list"}]), None).await;
+    assert_eq!((batch.status, batch.body["code"].clone()), (400, json!("invalid_jsonrpc")));
+    let again =
+        acp.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}), None).await;
+    assert_eq!((again.status, again.body["code"].clone()), (400, json!("already_initialized")));
+    let not_sse = send(acp.req(http().get(d.url("/acp")))).await;
+    assert_eq!((not_sse.status, not_sse.body["code"].clone()), (406, json!("not_acceptable")));
+    let unattached = acp.stream(Some("no-such-session"), &[]).await;
+    assert_eq!(unattached.status(), 404);
+    // Another credential does not find the connection (as if it did not exist).
+    let (_, device) = d.pair_device(Some(TOKEN), "other", "voter").await;
+    let other = send(
+        http()
+            .post(d.url("/acp"))
+            .bearer_auth(&device)
+            .header("Acp-Connection-Id", &acp.id)
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "session/list"})),
+    )
+    .await;
+    assert_eq!((other.status, other.body["code"].clone()), (404, json!("acp_connection_not_found")));
+    let no_token = send(
+        http()
+            .post(d.url("/acp"))
+            .header("Acp-Connection-Id", &acp.id)
+            .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "session/list"})),
+    )
+    .await;
+    assert_eq!(no_token.status, 401);
+}
