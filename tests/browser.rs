@@ -616,8 +616,13 @@ async fn the_mode_switcher_lets_edits_through_without_asking() {
         .await
         .expect("Mode");
     mode.select_by_value("accept-edits").await.expect("choose Accept edits");
-    page.until("the mode", "document.querySelector('.controls select[id^=mode-]').value === 'accept-edits'")
-        .await;
+    // The select shows the picked value at once; its title comes from the session's state, which
+    // changes only when the agent's `current_mode_update` arrives, so that is what to wait for.
+    page.until(
+        "the mode",
+        "document.querySelector('.controls select[id^=mode-]').title === 'Mode: Accept edits'",
+    )
+    .await;
     let context = d.get(&format!("/session/{sid}/context")).await;
     assert_eq!(context.body["state"]["modes"]["currentModeId"], "accept-edits", "{}", context.text);
     page.prompt("write free.txt no questions").await;

@@ -18,7 +18,7 @@ mod ids;
 mod session;
 mod shell;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -121,6 +121,10 @@ pub struct Daemon {
     creating: AtomicUsize,
     /// Fired by the first shutdown signal: creates are refused from then on.
     pub draining: CancellationToken,
+    /// The sessions the drain ended, so a prompt that reaches one after it left the table is still
+    /// told the daemon is draining rather than that the session does not exist. Filled once, by
+    /// `drain`, with at most the live sessions (bounded by `--max-sessions`).
+    drained: Mutex<HashSet<String>>,
     /// Fired to end every SSE stream.
     pub streams_end: CancellationToken,
     started: Instant,
@@ -217,6 +221,7 @@ impl Daemon {
             reported: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
             draining: CancellationToken::new(),
+            drained: Mutex::default(),
             streams_end: CancellationToken::new(),
             started: Instant::now(),
             bus_stats: Arc::default(),
@@ -228,6 +233,14 @@ impl Daemon {
 
     pub fn session(&self, id: &str) -> Result<Arc<Session>, SessionError> {
         lock(&self.sessions).get(id).cloned().ok_or_else(|| SessionError::not_found(id))
+    }
+
+    /// The live session a prompt is for. A session the drain ended leaves the table once its turn
+    /// has answered (or the grace ran out); a prompt for it after that is refused as draining, like
+    /// one that arrived a moment earlier, not as unknown.
+    pub fn session_for_prompt(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        self.session(id)
+            .map_err(|e| if lock(&self.drained).contains(id) { SessionError::Draining } else { e })
     }
 
     /// The live session that knows permission request `request_id` (pending or recently decided),
@@ -909,6 +922,7 @@ impl Daemon {
     pub async fn drain(&self, grace: Duration) {
         self.draining.cancel();
         let sessions = self.all_sessions();
+        lock(&self.drained).extend(sessions.iter().map(|s| s.id.clone()));
         for session in &sessions {
             session.end(EndReason::Shutdown);
         }

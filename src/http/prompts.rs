@@ -28,7 +28,7 @@ pub(super) async fn prompt(
     PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let s = d.session(&id)?;
+    let s = d.session_for_prompt(&id)?;
     let Value::Object(params) = body else { return Err(ApiError::InvalidPrompt) };
     if params.get("prompt").and_then(Value::as_array).is_none_or(|p| p.is_empty()) {
         return Err(ApiError::InvalidPrompt);

@@ -280,6 +280,29 @@ async fn a_panicking_task_kills_the_agents_and_exits_101() {
     wait_gone(agent).await;
 }
 
+/// A session the drain has already ended (its `session_closed` is out, so it left the table) is
+/// still refused as draining, not as unknown: the listener answers until the agents are gone, and
+/// a stubborn agent keeps that window open for its whole grace.
+#[tokio::test]
+async fn a_prompt_to_a_session_the_drain_ended_is_503_daemon_draining() {
+    let mut d = Daemon::start(&[]);
+    let sid = session(&d).await;
+    make_agent_stubborn(&d, &sid).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.signal(Signal::TERM);
+    sse.until_type("session_closed").await;
+    let refused = d.post_async(&sid, None, text_prompt("hello")).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (503, Some("daemon_draining")),
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    let status = d.wait_exit(AGENT_GRACE + MARGIN);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
+}
+
 /// Finding d: while the daemon drains, a prompt to a session that is still live (its turn has not
 /// answered the cancel yet) is refused `503 daemon_draining`, like a create, not `404`.
 #[tokio::test]
