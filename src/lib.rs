@@ -11,7 +11,7 @@
 //!                                    ├─► devices ────┘
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text  log_throttle
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text  present  log_throttle
 //! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
@@ -42,6 +42,8 @@
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
 //!   (blank runs and invisible characters made visible) for a person who decides on it.
+//! - [`present`]: what a permission request holds, in the order a reviewer reads it, bounded:
+//!   the one presentation of a request every door renders.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
@@ -66,6 +68,7 @@ pub mod metrics;
 pub mod notify;
 pub mod path;
 pub mod permission;
+pub mod present;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -20,8 +20,8 @@ mod fs;
 pub mod guard;
 mod handle;
 mod process;
-pub mod sandbox;
 mod redact;
+pub mod sandbox;
 
 pub use handle::AgentHandle;
 pub use process::{ProgramError, resolve_program};

@@ -26,6 +26,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("sync", 0),
     ("service", 0),
     ("text", 0),
+    ("present", 0),
     ("log_throttle", 0),
     ("acp", 1),
     ("store", 1),
