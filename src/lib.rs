@@ -12,10 +12,11 @@
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text  present  log_throttle
-//! beside the house (imported by main only): demo_agent ─► acp   service
+//! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
-//! - Nothing imports [`http`] but [`server`]; only [`http`] knows axum, tower-http and hyper.
+//! - Nothing imports [`http`] but [`server`] and the terminal client [`tui`] (its `client`);
+//!   only [`http`] knows axum, tower-http and hyper.
 //! - [`permission`] and [`agent`] share a floor and never import each other: the session (in
 //!   [`daemon`]) joins them, through the traits in [`acp`] and [`permission::Host`].
 //! - Leaves import nothing from the crate but other leaves.
@@ -50,6 +51,8 @@
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
+//! - [`tui`]: the terminal client: `mediatord attach` (full screen), `watch` and `approve`, a
+//!   client of the HTTP API through `http::client` (imported by main only).
 //! - [`service`]: `mediatord service install --user`: the systemd user unit the package ships,
 //!   written for a binary installed anywhere.
 
@@ -74,3 +77,4 @@ pub mod service;
 pub mod store;
 pub mod sync;
 pub mod text;
+pub mod tui;

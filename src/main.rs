@@ -41,6 +41,14 @@ enum Command {
     Pair(PairArgs),
     /// List the paired devices, or revoke one (`mediatord devices revoke ID`).
     Devices(DevicesArgs),
+    /// Follow a session full-screen in this terminal: its transcript replayed then live, its
+    /// permission requests answered with single keys, prompts typed. Without a session, pick one.
+    #[command(after_help = ATTACH_KEYS)]
+    Attach(AttachArgs),
+    /// Print a session's events as lines (replayed from the start, then live, until it ends).
+    Watch(WatchArgs),
+    /// Answer a session's pending permission request (the oldest, unless one is named).
+    Approve(ApproveArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
@@ -81,6 +89,120 @@ struct DaemonArgs {
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
+}
+
+/// How `attach`, `watch` and `approve` reach the daemon, and as whom.
+#[derive(Debug, clap::Args)]
+struct ClientArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// A paired device's credential (`mediatord pair`); wins over the token. Prefer the
+    /// environment or --device-file: a flag shows in the process list
+    #[arg(long, env = "MEDIATORD_DEVICE", hide_env_values = true, value_name = "CREDENTIAL")]
+    device: Option<String>,
+    /// A file holding a paired device's credential
+    #[arg(long, env = "MEDIATORD_DEVICE_FILE", value_name = "PATH")]
+    device_file: Option<std::path::PathBuf>,
+    /// The client id the operator's token prompts and votes as [default: tui:$USER]; a device is
+    /// its device id
+    #[arg(long, env = "MEDIATORD_CLIENT_ID", value_name = "ID")]
+    client_id: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct AttachArgs {
+    /// The session to follow [default: pick from a list, or --workspace/--agent's shared session]
+    session: Option<String>,
+    /// Create or join the shared session of this agent (a name from `GET /agents`)
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Create or join the shared session of this workspace
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct WatchArgs {
+    /// The session
+    session: String,
+    /// Print each event's JSON envelope, one per line
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct ApproveArgs {
+    /// The session
+    session: String,
+    /// The request [default: the oldest pending one]
+    request: Option<String>,
+    /// The option: a kind (allow_once, allow_always, reject_once, reject_always) or an option id
+    #[arg(long, value_name = "OPTION")]
+    option: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// The keys of `mediatord attach`, for its --help.
+const ATTACH_KEYS: &str = "Keys: i or Enter types a prompt (Enter sends; Esc leaves the line) · Esc cancels the running turn · \
+on a permission card: a allow once, A always / for the session, r reject, R reject for the session, \
+arrows and Enter choose any option, v shows the whole request, Tab the next card · /mode and /model \
+pick from what the agent offers · t folds thoughts · ? shows the keys · q quits (the session goes on).";
+
+/// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
+/// credential read from its file when given, the operator's client id defaulted from $USER.
+fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connection, ExitCode> {
+    let device = match (&args.device, &args.device_file) {
+        (Some(d), _) => Some(d.clone()),
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            Ok(text) => Some(text.trim().to_owned()),
+            Err(e) => {
+                say(&format!("mediatord {command}: cannot read {}: {e}", path.display()));
+                return Err(ExitCode::from(2));
+            }
+        },
+        (None, None) => None,
+    };
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
+    Ok(mediatord::tui::Connection {
+        url: mediatord::http::client::daemon_url(Some(&args.daemon.url)),
+        token: args.daemon.token.clone(),
+        device: device.filter(|d| !d.is_empty()),
+        client_id: Some(
+            args.client_id.clone().unwrap_or_else(|| mediatord::tui::default_client_id(user.as_deref())),
+        ),
+    })
+}
+
+/// Runs one of the terminal client's commands on a small runtime of its own.
+fn client_command(
+    command: &str,
+    run: impl std::future::Future<Output = Result<Option<String>, String>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            say(&format!("mediatord {command}: cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(run);
+    runtime.shutdown_background();
+    match outcome {
+        Ok(Some(line)) => {
+            let _ = writeln!(io::stdout(), "{line}");
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => {
+            say(&format!("mediatord {command}: {}", text::escape(&e)));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -542,6 +664,37 @@ fn main() -> ExitCode {
         Command::Audit(args) => audit(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
+        Command::Attach(args) => {
+            let conn = match connection("attach", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            let opts = mediatord::tui::AttachOptions {
+                session: args.session,
+                agent: args.agent,
+                workspace: args.workspace,
+                no_color: std::env::var("NO_COLOR").ok(),
+            };
+            client_command("attach", async { mediatord::tui::attach(conn, opts).await.map(|()| None) })
+        }
+        Command::Watch(args) => {
+            let conn = match connection("watch", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            client_command("watch", async {
+                mediatord::tui::watch(conn, args.session, args.json).await.map(|()| None)
+            })
+        }
+        Command::Approve(args) => {
+            let conn = match connection("approve", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            client_command("approve", async {
+                mediatord::tui::approve(conn, args.session, args.request, args.option).await.map(Some)
+            })
+        }
         Command::Service(ServiceArgs { action: ServiceAction::Install(args) }) => {
             match mediatord::service::install_user_here(&args) {
                 Ok(report) => {
