@@ -28,11 +28,13 @@ pub(crate) const VIEW_TEXT: usize = 64 * 1024;
 const TOOL_BOUNDS: Bounds = Bounds { lines_per_section: 12, chars_per_line: 240 };
 /// Lines of a shell command's output shown.
 const SHELL_LINES: usize = 20;
+/// A section of one line at most this long (with its heading) is drawn on one row.
+const INLINE_SECTION_CHARS: usize = 120;
 /// Options listed at once on a card (a window that follows the highlighted one); the whole
 /// request (`v`) lists them all.
 const CARD_OPTION_ROWS: usize = 6;
 /// The share of the screen below the bar a card may take, in percent.
-const CARD_SHARE: u16 = 60;
+const CARD_SHARE: u16 = 70;
 
 /// Wraps `line` to `width` columns: at the last blank that fits when there is one, else at the
 /// width (a long word is cut). A wide character never straddles two rows.
@@ -127,25 +129,35 @@ fn tone_style(tone: Tone, theme: Theme) -> Style {
     }
 }
 
-/// A presented section: its heading, its lines, what it left out.
+/// A presented section: its heading, its lines, what it left out. A section of one short line
+/// is one row (`cwd: /w`).
 fn section_lines(section: &Section, indent: &str, theme: Theme) -> Vec<Line<'static>> {
-    let mut out = vec![Line::from(vec![
-        Span::raw(indent.to_owned()),
-        Span::styled(section.heading.clone(), theme.dim()),
-    ])];
-    let inner = format!("{indent}  ");
-    for line in &section.lines {
-        let mut row = vec![Span::raw(inner.clone())];
-        row.extend(spans(&line.text, tone_style(line.tone, theme), theme));
+    let t = theme;
+    let row = |line: &present::Line, lead: Vec<Span<'static>>| {
+        let mut row = lead;
+        row.extend(spans(&line.text, tone_style(line.tone, t), t));
         if line.cut_chars > 0 {
-            row.push(Span::styled(format!("…⟪+{} characters⟫", line.cut_chars), theme.mark()));
+            row.push(Span::styled(format!("…⟪+{} characters⟫", line.cut_chars), t.mark()));
         }
-        out.push(Line::from(row));
+        Line::from(row)
+    };
+    if let [only] = section.lines.as_slice()
+        && section.omitted_lines == 0
+        && only.tone == Tone::Plain
+        && only.text.chars().count() + section.heading.chars().count() <= INLINE_SECTION_CHARS
+    {
+        let lead =
+            vec![Span::raw(indent.to_owned()), Span::styled(format!("{}: ", section.heading), t.dim())];
+        return vec![row(only, lead)];
     }
+    let mut out =
+        vec![Line::from(vec![Span::raw(indent.to_owned()), Span::styled(section.heading.clone(), t.dim())])];
+    let inner = format!("{indent}  ");
+    out.extend(section.lines.iter().map(|l| row(l, vec![Span::raw(inner.clone())])));
     if section.omitted_lines > 0 {
         out.push(Line::from(vec![
             Span::raw(inner),
-            Span::styled(format!("⟪… {} more lines⟫", section.omitted_lines), theme.mark()),
+            Span::styled(format!("⟪… {} more lines⟫", section.omitted_lines), t.mark()),
         ]));
     }
     out
@@ -351,20 +363,29 @@ pub(crate) fn card_lines(
     head.push(Span::styled(": ", t.dim()));
     head.extend(spans(&shown.title, t.bold(), t));
     lines.push(Line::from(head));
-    let policy = p.request.get("policy").and_then(Value::as_str).unwrap_or("first-responder");
-    let mut about = format!("policy {policy}");
+    // The default policy goes without saying: the first answer decides.
+    let mut about: Vec<String> = Vec::new();
+    match p.request.get("policy").and_then(Value::as_str) {
+        None | Some("first-responder") => {}
+        Some(policy) => about.push(format!("policy {policy}")),
+    }
     if let Some(o) = &p.originator {
-        about.push_str(&format!(" · prompt by {}", who(app, Some(o))));
+        about.push(format!("prompt by {}", who(app, Some(o))));
     }
     if let Some(partial) = &p.partial {
         let got = partial.get("votesReceived").and_then(Value::as_u64).unwrap_or(0);
         let need = partial.get("quorum").and_then(Value::as_u64).unwrap_or(0);
-        about.push_str(&format!(" · {got} of {need} votes"));
+        about.push(format!("{got} of {need} votes"));
     }
-    if let Some(at) = p.request.get("expiresAt").and_then(Value::as_u64) {
-        about.push_str(&format!(" · cancelled at {} if nobody answers", crate::clock::iso8601(at)));
+    if let Some(at) = p.request.get("expiresAt").and_then(Value::as_u64).filter(|_| p.resolved.is_none()) {
+        // `2026-11-26T01:25:42.827Z` → `01:25:42 UTC`: the date is today's, the milliseconds noise.
+        let iso = crate::clock::iso8601(at);
+        let time = iso.get(11..19).unwrap_or(&iso);
+        about.push(format!("cancelled at {time} UTC if nobody answers"));
     }
-    lines.push(Line::from(spans(&about, t.dim(), t)));
+    if !about.is_empty() {
+        lines.push(Line::from(spans(&about.join(" · "), t.dim(), t)));
+    }
     for section in &shown.sections {
         lines.extend(section_lines(section, "", t));
     }
@@ -468,19 +489,11 @@ pub(crate) fn card_lines(
     (lines, foot)
 }
 
-fn header(app: &App) -> Line<'static> {
+/// The bar: the session, its agent, mode and model, the connection and who we are. When it does
+/// not fit, the session id is shortened, then the agent and the model left out.
+fn header(app: &App, width: usize) -> Line<'static> {
     let t = app.theme;
     let s = &app.session;
-    let mut text = format!("mediatord · {}", s.id);
-    if let Some(agent) = &app.agent {
-        text.push_str(&format!(" · {agent}"));
-    }
-    if let Some(mode) = s.modes.as_ref().and_then(|m| m.get("currentModeId")).and_then(Value::as_str) {
-        text.push_str(&format!(" · mode {}", s.mode_name(mode)));
-    }
-    if let Some(model) = s.models.as_ref().and_then(|m| m.get("currentModelId")).and_then(Value::as_str) {
-        text.push_str(&format!(" · model {}", s.model_name(model)));
-    }
     let link = match &app.link {
         Link::Connecting => "connecting".to_owned(),
         Link::Replaying => "replaying".to_owned(),
@@ -489,8 +502,43 @@ fn header(app: &App) -> Line<'static> {
         Link::Reconnecting(why) => format!("reconnecting ({why})"),
         Link::Done => "ended".to_owned(),
     };
-    text.push_str(&format!(" · {link} · {}", app.identity));
-    Line::from(spans(&text, t.bar(), t)).style(t.bar())
+    let mode =
+        s.modes.as_ref().and_then(|m| m.get("currentModeId")).and_then(Value::as_str).map(|m| s.mode_name(m));
+    let model = s
+        .models
+        .as_ref()
+        .and_then(|m| m.get("currentModelId"))
+        .and_then(Value::as_str)
+        .map(|m| s.model_name(m));
+    let short: String = s.id.chars().take(12).collect::<String>() + "…";
+    let id = if s.id.chars().count() > 13 { short } else { s.id.clone() };
+    let tries = [
+        vec![
+            Some(s.id.clone()),
+            app.agent.clone(),
+            mode.clone(),
+            model.clone(),
+            Some(link.clone()),
+            Some(app.identity.clone()),
+        ],
+        vec![
+            Some(id.clone()),
+            app.agent.clone(),
+            mode.clone(),
+            model.clone(),
+            Some(link.clone()),
+            Some(app.identity.clone()),
+        ],
+        vec![Some(id.clone()), mode.clone(), model, Some(link.clone()), Some(app.identity.clone())],
+        vec![Some(id), mode, Some(link), Some(app.identity.clone())],
+    ];
+    let texts: Vec<String> =
+        tries.iter().map(|parts| parts.iter().flatten().cloned().collect::<Vec<_>>().join(" · ")).collect();
+    let fits = |text: &String| {
+        crate::text::escape(text).chars().map(|c| c.width().unwrap_or(0)).sum::<usize>() <= width
+    };
+    let text = texts.iter().find(|t| fits(t)).unwrap_or(&texts[texts.len() - 1]);
+    Line::from(spans(text, t.bar(), t)).style(t.bar())
 }
 
 fn key_line(app: &App) -> Line<'static> {
@@ -588,7 +636,7 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
         Constraint::Length(1),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header(app)).style(t.bar()), top);
+    frame.render_widget(Paragraph::new(header(app, top.width as usize)).style(t.bar()), top);
 
     let card = app.card_in_front().map(|p| (p, card_lines(app, p, Bounds::CARD)));
     let (transcript_area, card_area) = match &card {
@@ -756,10 +804,7 @@ mod tests {
         say(&mut a, 2, "p1", "Sure: **writing** it.");
         write_request(&mut a, 3, "r1");
         let rows = screen(&a, 80, 24);
-        assert!(
-            rows[0].starts_with("mediatord · demo-1 · demo · live · working · operator as me"),
-            "{rows:#?}"
-        );
+        assert!(rows[0].starts_with("demo-1 · demo · live · working · operator as me"), "{rows:#?}");
         let text = rows.join("\n");
         assert!(text.contains("alice › write notes.txt hello"), "{text}");
         assert!(text.contains("Sure: writing it."), "{text}");
@@ -863,7 +908,7 @@ mod tests {
         echo(&mut a, 1, "p1", "alice", "hello");
         for (w, h) in [(80, 24), (132, 43), (40, 12), (80, 24)] {
             let rows = screen(&a, w, h);
-            assert!(rows[0].starts_with("mediatord · demo-1"), "{w}x{h}: {rows:#?}");
+            assert!(rows[0].starts_with("demo-1"), "{w}x{h}: {rows:#?}");
             assert!(
                 rows[h as usize - 1].contains("quit") || rows[h as usize - 1].contains("i type"),
                 "{w}x{h}: {rows:#?}"

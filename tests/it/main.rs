@@ -8,6 +8,7 @@ mod support;
 mod agent_output;
 mod agents;
 mod architecture;
+mod attach;
 mod bench_smoke;
 mod connections;
 mod devices;

@@ -12,6 +12,7 @@ mod raw;
 mod receiver;
 pub(crate) mod scrape;
 mod sse;
+mod tmux;
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ pub(crate) use daemon::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;
+pub(crate) use tmux::*;
 
 /// Upper bound for any single wait in a test. Generous: only a failing test ever waits this long,
 /// and 20 s was once too short for 96 MiB of agent output on a two-core machine at load 30.

@@ -1,0 +1,429 @@
+//! The terminal client (issue #31), driven in a real terminal: `mediatord attach` in a tmux pane
+//! against the real daemon and the demo agent, keys sent with `send-keys`, the screen read with
+//! `capture-pane`; and its two commands for scripts, `watch` and `approve`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const ME: &str = "tui:tester";
+
+/// `mediatord attach SESSION` as [`ME`] in an 80 × 24 pane.
+fn attach(d: &Daemon, sid: &str, env: &[(&str, &str)]) -> Tmux {
+    Tmux::run(&[bin(), "attach", sid, "--url", &d.base, "--client-id", ME], env, 80, 24)
+}
+
+/// Waits (bounded) until `path` holds `text`.
+async fn file_holds(path: &Path, text: &str) {
+    let deadline = Instant::now() + WAIT;
+    while std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        assert!(Instant::now() < deadline, "{} never held {text:?}", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling a file the agent writes
+    }
+}
+
+/// The audit entries of a session.
+async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
+    d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok()["audit"]
+        .as_array()
+        .expect("audit")
+        .clone()
+}
+
+/// Asserts that the command exited 0 and left the terminal as it found it: the alternate screen
+/// left, the cursor visible, the line discipline back (canonical mode, echo, CR→NL, output
+/// processing, signals).
+fn assert_restored(t: &Tmux, screen: &str) {
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    for flag in ["icanon", "echo", "icrnl", "opost", "isig"] {
+        assert!(screen.contains(&format!("STTY {flag} on")), "{flag} is off after the client:\n{screen}");
+    }
+    assert_eq!(t.display("#{alternate_on}"), "0", "still on the alternate screen");
+    assert_eq!(t.display("#{cursor_flag}"), "1", "the cursor is hidden");
+    assert_eq!(t.display("#{pane_title}"), "test-title", "the title was changed");
+}
+
+#[tokio::test]
+async fn attach_replays_the_session_and_answers_cards_with_a_and_r_as_the_terminal_client() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "an earlier turn").await.status, 200);
+    let t = attach(&d, &sid, &[]);
+    t.until("the earlier turn, replayed", |s| s.contains("alice › an earlier turn") && s.contains(" live "))
+        .await;
+
+    // A prompt typed and sent reaches the agent (the demo agent echoes it).
+    t.keys(&["i"]);
+    t.text("hello from the terminal");
+    t.keys(&["Enter"]);
+    t.until("the prompt and the agent's echo", |s| {
+        s.contains("you › hello from the terminal") && s.matches("hello from the terminal").count() == 2
+    })
+    .await;
+
+    // A card for a write; `a` gets the file written.
+    t.text("write notes.txt from the terminal");
+    t.keys(&["Enter"]);
+    t.until("the card", |s| s.contains("permission 1 of 1") && s.contains("[a] Allow once")).await;
+    t.keys(&["a"]);
+    file_holds(&d.workspace.join("notes.txt"), "from the terminal").await;
+    t.until("the outcome on the card", |s| s.contains(&format!("decided: Allow once, by you ({ME})"))).await;
+
+    // `r` on the next: no file, and the audit names the terminal client as the voter.
+    t.keys(&["i"]);
+    t.text("write second.txt never");
+    t.keys(&["Enter"]);
+    t.until("the second card", |s| s.contains("Write second.txt") && s.contains("[r] Reject")).await;
+    t.keys(&["r"]);
+    t.until("the refusal", |s| {
+        s.contains(&format!("decided: Reject, by you ({ME})")) && s.contains("permission denied")
+    })
+    .await;
+    assert!(!d.workspace.join("second.txt").exists());
+    let entries = audit(&d, &sid).await;
+    let decided: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["toolCall"]["title"].as_str().unwrap_or(""),
+                e["outcome"]["optionId"].as_str().unwrap_or(""),
+                e["voterClientId"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(decided, [("Write notes.txt", "allow_once", ME), ("Write second.txt", "reject_once", ME)]);
+
+    t.keys(&["q"]);
+    let screen = t.exited().await;
+    assert_restored(&t, &screen);
+    // The session goes on without the client.
+    assert_eq!(d.get(&format!("/session/{sid}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_decision_made_elsewhere_replaces_the_keys_with_who_decided() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    d.join("web-1").await;
+    let t = attach(&d, &sid, &[]);
+    t.until("the live session", |s| s.contains(" live ")).await;
+    d.prompt_async(&sid, Some("alice"), "write elsewhere.txt decided in the browser").await;
+    t.until("the card with its keys", |s| s.contains("[a] Allow once") && s.contains("a allow once")).await;
+    let request = d.first_pending(&sid).await;
+    // What the web app sends when its "Allow once" button is pressed.
+    d.vote(&sid, &request_id(&request), Some("web-1"), selected("allow_once")).await.ok();
+    let screen = t.until("the outcome", |s| s.contains("decided: Allow once, by web-1")).await;
+    assert!(!screen.contains("[a]") && !screen.contains("a allow once"), "{screen}");
+    file_holds(&d.workspace.join("elsewhere.txt"), "decided in the browser").await;
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
+#[tokio::test]
+async fn resizing_keeps_the_layout_and_q_gives_the_terminal_back() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let t = attach(&d, &sid, &[]);
+    d.prompt_async(&sid, Some("alice"), "write resized.txt x").await;
+    t.until("the card", |s| s.contains("[a] Allow once")).await;
+    for (w, h) in [(132u16, 40u16), (80, 24), (100, 30)] {
+        t.resize(w, h);
+        let screen = t
+            .until(&format!("the layout at {w}x{h}"), |s| {
+                let rows: Vec<&str> = s.lines().collect();
+                rows.len() == h as usize
+                    && rows[0].starts_with(&sid[..12])
+                    && rows[h as usize - 1].contains("q quit")
+                    && rows[h as usize - 2].contains("press i")
+                    && rows[h as usize - 3].starts_with('└')
+                    && rows.iter().any(|r| r.starts_with("┌ permission 1 of 1"))
+            })
+            .await;
+        assert!(screen.lines().all(|r| r.chars().count() <= w as usize), "{screen}");
+    }
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
+#[tokio::test]
+async fn hostile_agent_output_is_shown_as_text_and_the_terminal_survives() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "hostile").await.status, 200);
+    // A card whose command carries the same sequences.
+    let hostile = mediatord::demo_agent::HOSTILE;
+    d.prompt_async(&sid, Some("alice"), &format!("shell {hostile}")).await;
+    let t = attach(&d, &sid, &[]);
+    let screen = t
+        .until("the hostile turn, as text", |s| {
+            s.contains("END-OF-THE-MEGABYTE")
+                && s.contains("\\u{1b}]0;pwned-title\\u{7}")
+                && s.contains("[a] Allow once")
+        })
+        .await;
+    assert!(screen.contains("\\u{202e}gnp.exe\\u{200b} HOSTILE-END"), "{screen}");
+    assert!(screen.lines().all(|r| r.chars().count() <= 80), "{screen}");
+    assert_eq!(t.display("#{pane_title}"), "test-title");
+    assert_eq!(t.display("#{alternate_on}"), "1", "the client's screen is still up");
+    // The thought unfolded, the whole request shown: the same, as text.
+    t.keys(&["t"]);
+    t.keys(&["v"]);
+    let whole = t.until("the whole request", |s| s.contains("the whole request")).await;
+    assert!(whole.contains("$ \\u{1b}]0;pwned-title\\u{7}"), "{whole}");
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
+/// The SGR parameters of `styled` that set a colour (30–37, 38, 40–47, 48, 90–97, 100–107).
+fn colours(styled: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for seq in styled.split("\u{1b}[").skip(1) {
+        let Some(end) = seq.find(|c: char| !(c.is_ascii_digit() || c == ';')) else { continue };
+        if &seq[end..end + 1] != "m" {
+            continue;
+        }
+        for p in seq[..end].split(';').filter_map(|p| p.parse::<u32>().ok()) {
+            if matches!(p, 30..=38 | 40..=48 | 90..=97 | 100..=107) {
+                found.push(seq[..end].to_owned());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn no_color_draws_without_colours_and_colour_is_the_default() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    d.prompt_async(&sid, Some("alice"), "edit coloured.txt new text").await;
+    for no_color in [true, false] {
+        let env: &[(&str, &str)] = if no_color { &[("NO_COLOR", "1")] } else { &[] };
+        let t = attach(&d, &sid, env);
+        t.until("the card with its diff", |s| s.contains("+new text") && s.contains("[a] Allow once")).await;
+        let styled = t.screen_styled();
+        if no_color {
+            assert_eq!(colours(&styled), Vec::<String>::new(), "{styled}");
+            assert!(
+                styled.contains("\u{1b}[7m") || styled.contains(";7m"),
+                "reverse video still marks the bar"
+            );
+        } else {
+            assert!(!colours(&styled).is_empty(), "{styled}");
+        }
+        t.keys(&["q"]);
+        assert_restored(&t, &t.exited().await);
+    }
+}
+
+#[tokio::test]
+async fn an_observer_device_sees_the_card_without_keys_and_cannot_vote() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let code =
+        d.post("/devices/pairing", None, json!({"name": "wall screen", "role": "observer"})).await.ok();
+    let paired = d.post("/devices/pair", None, json!({"code": code["code"]})).await.ok();
+    let credential = paired["token"].as_str().expect("token").to_owned();
+    d.prompt_async(&sid, Some("alice"), "write observed.txt x").await;
+    let t = attach(&d, &sid, &[("MEDIATORD_DEVICE", &credential)]);
+    let screen = t
+        .until("the card without keys", |s| {
+            s.contains("Allow once (allow_once)")
+                && s.contains("observer: this device sees requests and may not vote")
+        })
+        .await;
+    assert!(!screen.contains("[a]"), "{screen}");
+    assert!(screen.lines().next().is_some_and(|l| l.ends_with("device wall screen (observer)")), "{screen}");
+    t.keys(&["a"]);
+    t.until("the refusal", |s| s.contains("this device is an observer: it may not vote")).await;
+    assert_eq!(d.pending(&sid).await.len(), 1, "nothing was sent");
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
+/// Runs `mediatord <args>` to its end (bounded): (exit code, stdout, stderr).
+async fn run(args: &[&str]) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
+    let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The ids of `watch`'s lines (`-` lines, about the stream, left out).
+fn line_ids(out: &str) -> Vec<u64> {
+    out.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
+}
+
+#[tokio::test]
+async fn approve_answers_the_oldest_pending_request_and_watch_prints_every_event_once() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let watch = tokio::spawn({
+        let (base, sid) = (d.base.clone(), sid.clone());
+        async move { run(&["watch", &sid, "--url", &base]).await }
+    });
+    let json_watch = tokio::spawn({
+        let (base, sid) = (d.base.clone(), sid.clone());
+        async move { run(&["watch", &sid, "--json", "--url", &base]).await }
+    });
+    let (code, _, err) = run(&["approve", &sid, "--option", "allow_once", "--url", &d.base]).await;
+    assert_eq!(
+        (code, err.trim()),
+        (1, format!("mediatord approve: no request is pending in session {sid}").as_str())
+    );
+    d.prompt_async(&sid, Some("alice"), "write first.txt one").await;
+    d.first_pending(&sid).await;
+    d.prompt_async(&sid, Some("alice"), "write second.txt two").await;
+    let (code, out, err) =
+        run(&["approve", &sid, "--option", "allow_once", "--url", &d.base, "--client-id", "script"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("allow_once on edit: Write first.txt (request "), "{out}");
+    file_holds(&d.workspace.join("first.txt"), "one").await;
+    let second = d.first_pending(&sid).await;
+    let (code, out, err) = run(&[
+        "approve",
+        &sid,
+        &request_id(&second),
+        "--option",
+        "reject_once",
+        "--url",
+        &d.base,
+        "--client-id",
+        "script",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Write second.txt"), "{out}");
+    assert_eq!(d.delete(&format!("/session/{sid}")).await.status, 204);
+
+    let (code, out, err) = watch.await.expect("watch");
+    assert_eq!(code, 0, "{err}");
+    let ids = line_ids(&out);
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "every event once, in order:\n{out}");
+    assert!(out.contains(" permission_resolved ") && out.contains("allow_once (vote by script)"), "{out}");
+    assert!(out.contains("reject_once (vote by script)"), "{out}");
+    assert!(out.lines().last().is_some_and(|l| l.contains(" session_closed ")), "{out}");
+    let (code, out, err) = json_watch.await.expect("watch --json");
+    assert_eq!(code, 0, "{err}");
+    let envelopes: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert!(envelopes.iter().any(|e| e["type"] == "permission_request"), "{out}");
+    assert_eq!(envelopes.last().map(|e| e["type"].clone()), Some(json!("session_closed")));
+}
+
+/// A relay between a client and the daemon whose connections the test can cut, as a tunnel that
+/// drops would. It says the daemon's own address in each request's `Host` (the daemon refuses
+/// another port on a loopback bind, protocol 2.2), then relays bytes both ways.
+struct Relay {
+    port: u16,
+    cut: tokio::sync::watch::Sender<u32>,
+    accepted: tokio::sync::watch::Receiver<u32>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(to: u16) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (cut, cuts) = tokio::sync::watch::channel(0u32);
+        let (count, accepted) = tokio::sync::watch::channel(0u32);
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                count.send_modify(|n| *n += 1);
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                        return;
+                    };
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+                        match inbound.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head: Vec<String> = String::from_utf8_lossy(&head)
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .map(|l| {
+                            if l.to_ascii_lowercase().starts_with("host:") {
+                                format!("host: 127.0.0.1:{to}")
+                            } else {
+                                l.to_owned()
+                            }
+                        })
+                        .collect();
+                    if outbound.write_all(format!("{}\r\n\r\n", head.join("\r\n")).as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cuts.changed() => {} // both sockets dropped: the connection is cut
+                    }
+                });
+            }
+        });
+        Relay { port, cut, accepted, task }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_stream_is_resumed_with_no_gap_and_no_duplicate() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut relay = Relay::start(d.port).await;
+    let url = format!("http://127.0.0.1:{}", relay.port);
+    let watch = tokio::spawn({
+        let sid = sid.clone();
+        async move { run(&["watch", &sid, "--url", &url]).await }
+    });
+    // The watch holds two connections: the capabilities call, then its stream.
+    let deadline = Instant::now() + WAIT;
+    while *relay.accepted.borrow() < 2 {
+        assert!(Instant::now() < deadline, "the watch never connected");
+        if watch.is_finished() {
+            panic!("the watch ended: {:?}", watch.await);
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), relay.accepted.changed()).await;
+    }
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.turn(&sid, &mut sse, Some("alice"), "before the cut").await;
+    // Every connection the watch holds now (the capabilities call, the stream) is cut; the events
+    // published while it reconnects must reach it all the same.
+    let before = *relay.accepted.borrow();
+    relay.cut.send_modify(|n| *n += 1);
+    d.turn(&sid, &mut sse, Some("alice"), "stream 200").await;
+    d.turn(&sid, &mut sse, Some("alice"), "after the cut").await;
+    let deadline = Instant::now() + WAIT;
+    while *relay.accepted.borrow() <= before {
+        assert!(Instant::now() < deadline, "the watch never reconnected");
+        tokio::time::timeout(WAIT, relay.accepted.changed())
+            .await
+            .expect("a reconnect")
+            .expect("relay alive");
+    }
+    assert_eq!(d.delete(&format!("/session/{sid}")).await.status, 204);
+    let all = sse.rest().await;
+    let last = ids(&all).into_iter().max().expect("events");
+    let (code, out, err) = watch.await.expect("watch");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("reconnecting"), "the stream was cut: {err}");
+    assert_eq!(line_ids(&out), (1..=last).collect::<Vec<_>>(), "{out}");
+    assert!(out.contains("after the cut") && out.contains("tok199 "), "{out}");
+}
