@@ -61,8 +61,17 @@ pub(crate) fn wrap(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
             }
             end += 1;
         }
+        // Break after the last blank, unless the word that would move cannot fit a row of its
+        // own either (a path, a hash, an escaped sequence): then fill this row and cut it.
         let cut = match last_blank {
-            Some(b) if end < cells.len() && b > start => b + 1,
+            Some(b) if end < cells.len() && b > start => {
+                let word: usize = cells[b + 1..]
+                    .iter()
+                    .take_while(|(c, _)| *c != ' ')
+                    .map(|(c, _)| c.width().unwrap_or(0))
+                    .sum();
+                if word > width { end } else { b + 1 }
+            }
             _ => end,
         };
         rows.push(join(&cells[start..cut]));
@@ -900,6 +909,9 @@ mod tests {
         let texts: Vec<String> = rows.iter().map(|l| l.to_string()).collect();
         assert_eq!(texts, ["日本", "語日", "本語"]);
         assert_eq!(wrap(Line::from("abcdefgh"), 3).len(), 3);
+        // A word longer than a row stays on the row it starts on.
+        let rows: Vec<String> = wrap(Line::from("$ abcdefghij"), 5).iter().map(|l| l.to_string()).collect();
+        assert_eq!(rows, ["$ abc", "defgh", "ij"]);
     }
 
     #[test]

@@ -153,27 +153,44 @@ async fn hostile_agent_output_is_shown_as_text_and_the_terminal_survives() {
     let d = Daemon::start(&[]);
     let sid = d.join("alice").await;
     assert_eq!(d.prompt(&sid, Some("alice"), "hostile").await.status, 200);
-    // A card whose command carries the same sequences.
+    // A card whose title and command carry the same sequences.
     let hostile = mediatord::demo_agent::HOSTILE;
     d.prompt_async(&sid, Some("alice"), &format!("shell {hostile}")).await;
     let t = attach(&d, &sid, &[]);
-    let screen = t
-        .until("the hostile turn, as text", |s| {
-            s.contains("END-OF-THE-MEGABYTE")
-                && s.contains("\\u{1b}]0;pwned-title\\u{7}")
-                && s.contains("[a] Allow once")
-        })
-        .await;
-    assert!(screen.contains("\\u{202e}gnp.exe\\u{200b} HOSTILE-END"), "{screen}");
-    assert!(screen.lines().all(|r| r.chars().count() <= 80), "{screen}");
-    assert_eq!(t.display("#{pane_title}"), "test-title");
-    assert_eq!(t.display("#{alternate_on}"), "1", "the client's screen is still up");
-    // The thought unfolded, the whole request shown: the same, as text.
-    t.keys(&["t"]);
+    // Rows are joined: the escaped sequences are longer than a row.
+    let joined =
+        |s: &str| s.lines().map(|l| l.trim_start_matches('│').trim_end_matches('│')).collect::<String>();
+    let card =
+        t.until("the card, as text", |s| s.contains("[a] Allow once") && s.contains("HOSTILE-END")).await;
+    assert!(
+        joined(&card).contains("wants to execute: Run \\u{1b}]0;pwned-title\\u{7}\\u{1b}]2;pwned-title"),
+        "{card}"
+    );
     t.keys(&["v"]);
     let whole = t.until("the whole request", |s| s.contains("the whole request")).await;
     assert!(whole.contains("$ \\u{1b}]0;pwned-title\\u{7}"), "{whole}");
     t.keys(&["Escape"]);
+    t.keys(&["r"]);
+    t.until("the card decided", |s| s.contains("decided: Reject")).await;
+    t.keys(&["Enter", "t"]);
+    let screen = t.until("the hostile turn, as text", |s| s.contains("END-OF-THE-MEGABYTE")).await;
+    assert!(screen.lines().all(|r| r.chars().count() <= 80), "{screen}");
+    // Scrolled up to the thought, the plan, the tool call and the message.
+    t.keys(&["g"]);
+    let top = t.until("the start of the session", |s| s.contains("alice › hostile")).await;
+    let text = joined(&top);
+    for shown in [
+        "✻ thinking (t folds):",
+        "[ ] \\u{1b}]0;pwned-title",
+        "⚙ \\u{1b}]0;pwned-title",
+        "\\u{202e}gnp.exe\\u{200b}",
+        "\\u{1b}[2J\\u{1b}[H\\u{1b}[?25l\\u{1b}[?1049l\\r\\u{85}",
+    ] {
+        assert!(text.contains(shown), "{shown:?} not on the screen:\n{top}");
+    }
+    assert_eq!(t.display("#{pane_title}"), "test-title");
+    assert_eq!(t.display("#{alternate_on}"), "1", "the client's screen is still up");
+    assert_eq!(t.display("#{cursor_flag}"), "0", "the client hides the cursor while nobody types");
     t.keys(&["q"]);
     assert_restored(&t, &t.exited().await);
 }
