@@ -444,3 +444,45 @@ async fn a_dropped_stream_is_resumed_with_no_gap_and_no_duplicate() {
     assert_eq!(line_ids(&out), (1..=last).collect::<Vec<_>>(), "{out}");
     assert!(out.contains("after the cut") && out.contains("tok199 "), "{out}");
 }
+
+/// The README's and docs/clients.md's picture of the client: a session at 80 × 24 with the demo
+/// agent's showcase and an edit waiting for a decision, captured from tmux. The session id, the
+/// workspace and the time are replaced by fixed ones of the same length (so the card's frame
+/// stays where it is). With `MEDIATORD_UPDATE_SCREENSHOTS=1` it is written to
+/// docs/screenshots/attach.txt, else under target/; both documents must show the committed one.
+#[tokio::test]
+async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "showcase").await.status, 200);
+    std::fs::write(d.workspace.join("notes.txt"), "Hello from the demo\n").expect("write notes.txt");
+    d.prompt_async(&sid, Some("alice"), "edit notes.txt Hello from the terminal").await;
+    let t = attach(&d, &sid, &[]);
+    let screen = t
+        .until("the card with its diff", |s| s.contains("+Hello from the terminal") && s.contains("[a] Allow once"))
+        .await;
+    let workspace = d.workspace.to_string_lossy().into_owned();
+    let fixed_workspace: String =
+        "/srv/project-of-alice".chars().cycle().take(workspace.chars().count()).collect();
+    let short_id: String = sid.chars().take(12).collect();
+    let mut picture = screen.replace(&workspace, &fixed_workspace).replace(&short_id, "demo-7f3c2a1");
+    if let Some(at) = picture.find(" UTC if nobody answers") {
+        picture.replace_range(at - 8..at, "12:00:00");
+    }
+    let picture = picture.trim_end().to_owned() + "\n";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = if std::env::var_os("MEDIATORD_UPDATE_SCREENSHOTS").is_some() {
+        root.join("docs/screenshots/attach.txt")
+    } else {
+        root.join("target/attach-screenshot.txt")
+    };
+    std::fs::write(&out, &picture).expect("write the screenshot");
+    let committed = std::fs::read_to_string(root.join("docs/screenshots/attach.txt"))
+        .expect("docs/screenshots/attach.txt");
+    for doc in ["README.md", "docs/clients.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("read the doc");
+        assert!(text.contains(&committed), "{doc} does not show docs/screenshots/attach.txt");
+    }
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}

@@ -35,6 +35,11 @@ fn quote(word: &str) -> String {
 impl Tmux {
     /// Runs `command` in a `width` × `height` pane with `env` added.
     pub(crate) fn run(command: &[&str], env: &[(&str, &str)], width: u16, height: u16) -> Tmux {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        assert!(
+            std::env::split_paths(&path).any(|dir| dir.join("tmux").is_file()),
+            "the terminal client's tests drive it in tmux, which is not on PATH: install it (Debian/Ubuntu: apt-get install tmux)"
+        );
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("tmux.sock");
         let conf = dir.path().join("tmux.conf");
