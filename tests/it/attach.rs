@@ -459,11 +459,16 @@ async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
     d.prompt_async(&sid, Some("alice"), "edit notes.txt Hello from the terminal").await;
     let t = attach(&d, &sid, &[]);
     let screen = t
-        .until("the card with its diff", |s| s.contains("+Hello from the terminal") && s.contains("[a] Allow once"))
+        .until("the card with its diff", |s| {
+            s.contains("+Hello from the terminal") && s.contains("[a] Allow once")
+        })
         .await;
     let workspace = d.workspace.to_string_lossy().into_owned();
-    let fixed_workspace: String =
-        "/srv/project-of-alice".chars().cycle().take(workspace.chars().count()).collect();
+    let fixed_workspace: String = "/home/alice/src/project"
+        .chars()
+        .chain(std::iter::repeat('-'))
+        .take(workspace.chars().count())
+        .collect();
     let short_id: String = sid.chars().take(12).collect();
     let mut picture = screen.replace(&workspace, &fixed_workspace).replace(&short_id, "demo-7f3c2a1");
     if let Some(at) = picture.find(" UTC if nobody answers") {
