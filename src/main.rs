@@ -77,15 +77,9 @@ enum Command {
 /// How `pair` and `devices` reach the running daemon.
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
-    /// The daemon's listening address
-    #[arg(
-        long,
-        env = "MEDIATORD_URL",
-        hide_env_values = true,
-        value_name = "URL",
-        default_value = "http://127.0.0.1:7776"
-    )]
-    url: String,
+    /// The daemon's listening address [default: http://127.0.0.1:7776]
+    #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
+    url: Option<String>,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
@@ -169,7 +163,7 @@ fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connec
     };
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
     Ok(mediatord::tui::Connection {
-        url: mediatord::http::client::daemon_url(Some(&args.daemon.url)),
+        url: mediatord::http::client::daemon_url(args.daemon.url.as_deref()),
         token: args.daemon.token.clone(),
         device: device.filter(|d| !d.is_empty()),
         client_id: Some(
@@ -250,12 +244,12 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    match runtime.block_on(mediatord::http::client::call(&args.url, method, path, token, body.as_ref())) {
+    let url = mediatord::http::client::daemon_url(args.url.as_deref());
+    match runtime.block_on(mediatord::http::client::call(&url, method, path, token, body.as_ref())) {
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
             say(&format!(
-                "mediatord {command}: the daemon at {} refused the token (set MEDIATORD_TOKEN to its operator token)",
-                args.url
+                "mediatord {command}: the daemon at {url} refused the token (set MEDIATORD_TOKEN to its operator token)",
             ));
             Err(ExitCode::FAILURE)
         }

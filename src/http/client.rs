@@ -31,7 +31,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
 
 /// The daemon's URL: the one given (`--url`, `MEDIATORD_URL`), else [`DEFAULT_URL`]. Every command
-/// resolves it here, so finding a local daemon by other means changes one function.
+/// that reaches a daemon (`pair`, `devices`, `attach`, `watch`, `approve`) resolves it here and
+/// only here, so finding the local daemon by other means changes this function alone.
 pub fn daemon_url(given: Option<&str>) -> String {
     given.map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL).trim_end_matches('/').to_owned()
 }

@@ -165,6 +165,7 @@ async fn session_loop(
     let (frames_tx, mut frames) = mpsc::channel(STREAM_QUEUE);
     let follower = tokio::spawn(follow(target.clone(), app.session.id.clone(), 0, frames_tx));
     let (outcome_tx, mut outcomes) = mpsc::channel(OUTCOME_QUEUE);
+    let mut streaming = true;
     let result = loop {
         if let Err(e) = screen.terminal.draw(|f| view::draw(f, app)) {
             break Err(format!("drawing: {e}"));
@@ -183,7 +184,9 @@ async fn session_loop(
                 Some(Err(e)) => break Err(format!("reading the terminal: {e}")),
                 None => break Ok(()),
             },
-            first = frames.recv() => {
+            first = frames.recv(), if streaming => {
+                // The stream's task is done (the session ended, or is history): nothing more comes.
+                streaming = first.is_some();
                 let mut next = first;
                 let mut n = 0;
                 while let Some(incoming) = next {

@@ -491,3 +491,28 @@ async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
     t.keys(&["q"]);
     assert_restored(&t, &t.exited().await);
 }
+
+#[tokio::test]
+async fn without_a_session_attach_lists_live_and_past_sessions_and_opens_the_one_picked() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start(&["--state-dir", state.path().to_str().expect("utf-8")]);
+    let past = d.join("alice").await;
+    assert_eq!(d.prompt(&past, Some("alice"), "a turn of the past").await.status, 200);
+    assert_eq!(d.delete(&format!("/session/{past}")).await.status, 204);
+    let live = d.join("alice").await;
+    assert_ne!(live, past);
+    let t = Tmux::run(&[bin(), "attach", "--url", &d.base, "--client-id", ME], &[], 80, 24);
+    let list = t.until("the list", |s| s.contains(&live) && s.contains(&past)).await;
+    let rows: Vec<&str> = list.lines().collect();
+    let workspace = d.workspace.to_string_lossy();
+    assert!(rows[1].starts_with(&format!("+ new or shared session in {workspace}")), "{list}");
+    assert!(rows[2].contains(&format!("{live} · demo · live")), "{list}");
+    assert!(rows[3].contains(&format!("{past} · demo · closed")), "{list}");
+    t.keys(&["Down", "Down", "Enter"]);
+    t.until("the past session's history", |s| {
+        s.contains("alice › a turn of the past") && s.contains("· session closed") && s.contains(" ended ")
+    })
+    .await;
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
