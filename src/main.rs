@@ -43,11 +43,13 @@ enum Command {
     Devices(DevicesArgs),
     /// Follow a session full-screen in this terminal: its transcript replayed then live, its
     /// permission requests answered with single keys, prompts typed. Without a session, pick one.
-    #[command(after_help = ATTACH_KEYS)]
+    #[command(after_help = attach_help())]
     Attach(AttachArgs),
     /// Print a session's events as lines (replayed from the start, then live, until it ends).
+    #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
     /// Answer a session's pending permission request (the oldest, unless one is named).
+    #[command(after_help = APPROVE_HELP)]
     Approve(ApproveArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
@@ -95,11 +97,11 @@ struct ClientArgs {
     #[arg(long, env = "MEDIATORD_DEVICE", hide_env_values = true, value_name = "CREDENTIAL")]
     device: Option<String>,
     /// A file holding a paired device's credential
-    #[arg(long, env = "MEDIATORD_DEVICE_FILE", value_name = "PATH")]
+    #[arg(long, env = "MEDIATORD_DEVICE_FILE", hide_env_values = true, value_name = "PATH")]
     device_file: Option<std::path::PathBuf>,
     /// The client id the operator's token prompts and votes as [default: tui:$USER]; a device is
     /// its device id
-    #[arg(long, env = "MEDIATORD_CLIENT_ID", value_name = "ID")]
+    #[arg(long, env = "MEDIATORD_CLIENT_ID", hide_env_values = true, value_name = "ID")]
     client_id: Option<String>,
 }
 
@@ -141,11 +143,43 @@ struct ApproveArgs {
     client: ClientArgs,
 }
 
-/// The keys of `mediatord attach`, for its --help.
-const ATTACH_KEYS: &str = "Keys: i or Enter types a prompt (Enter sends; Esc leaves the line) · Esc cancels the running turn · \
-on a permission card: a allow once, A always / for the session, r reject, R reject for the session, \
-arrows and Enter choose any option, v shows the whole request, Tab the next card · /mode and /model \
-pick from what the agent offers · t folds thoughts · ? shows the keys · q quits (the session goes on).";
+/// How `attach` is used, for its --help (its keys follow, from the client's own `?` table).
+const ATTACH_USE: &str = "\
+Examples:
+  mediatord attach                          pick a session (live or past) of the local daemon
+  mediatord attach demo-7f3c2a1e-...        follow this session
+  mediatord attach --workspace ~/src/app    create or join that workspace's shared session
+  ssh -L 7776:127.0.0.1:7776 host           then `mediatord attach` here follows the daemon there
+
+The operator token comes from MEDIATORD_TOKEN (you vote and prompt as --client-id); a paired
+device's credential from MEDIATORD_DEVICE or --device-file (an observer device sees the cards
+without their keys). Quitting leaves the session running.";
+
+/// `attach --help`'s closing text: its use, then the keys the client's `?` shows.
+fn attach_help() -> String {
+    format!("{ATTACH_USE}\n\nKeys (? shows them in the client):\n{}", mediatord::tui::keys_text())
+}
+
+/// How `watch` is used, for its --help.
+const WATCH_HELP: &str = "\
+Each line is `<event id> <type> <what it says>`, escaped (a control character or bidi override
+arrives as \\u{...}); --json prints each event's envelope as the daemon sent it, one per line.
+A dropped connection is resumed with no gap and no repeat. Exit status: 0 when the session ends
+(or was already history), 1 when the daemon cannot be reached or refuses.
+
+Examples:
+  mediatord watch demo-7f3c2a1e-...
+  mediatord watch demo-7f3c2a1e-... --json | jq -c 'select(.type == \"permission_request\")'";
+
+/// How `approve` is used, for its --help.
+const APPROVE_HELP: &str = "\
+OPTION is an option id the request offers, or a kind: the first option of that kind is chosen.
+It prints what it decided. Exit status: 0 when the vote was taken, 1 when no request is pending,
+the request offers no such option, or the daemon refuses (an observer device may not vote).
+
+Examples:
+  mediatord approve demo-7f3c2a1e-... --option allow_once
+  mediatord approve demo-7f3c2a1e-... 4b2e9c0a-... --option reject_once";
 
 /// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
 /// credential read from its file when given, the operator's client id defaulted from $USER.
@@ -245,7 +279,11 @@ fn daemon_call(
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let url = mediatord::http::client::daemon_url(args.url.as_deref());
-    match runtime.block_on(mediatord::http::client::call(&url, method, path, token, body.as_ref())) {
+    let target = mediatord::http::client::Target::new(&url, token, None).map_err(|e| {
+        say(&format!("mediatord {command}: {}", text::escape(&e)));
+        ExitCode::from(2)
+    })?;
+    match runtime.block_on(target.call(method, path, body.as_ref())) {
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
             say(&format!(
@@ -259,7 +297,8 @@ fn daemon_call(
             Err(ExitCode::FAILURE)
         }
         Err(e) => {
-            say(&format!("mediatord {command}: {}", text::escape(&e.to_string())));
+            let why = mediatord::http::client::unanswered(&e);
+            say(&format!("mediatord {command}: {}", text::escape(&why)));
             Err(ExitCode::FAILURE)
         }
     }

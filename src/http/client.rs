@@ -37,6 +37,14 @@ pub fn daemon_url(given: Option<&str>) -> String {
     given.map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL).trim_end_matches('/').to_owned()
 }
 
+/// A call that got no answer (`why` names the address), said with what to do: most often the
+/// daemon is not running, or listens at another address.
+pub fn unanswered(why: &str) -> String {
+    format!(
+        "{why}. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
+    )
+}
+
 /// `http://host[:port][/prefix]` split into (authority, host, port, prefix).
 fn parse(url: &str) -> Result<(String, String, u16, String), String> {
     let rest = url
@@ -356,18 +364,6 @@ impl Frames {
             }
         }
     }
-}
-
-/// `method path` on the daemon at `base`, with `token` as the bearer and `body` as JSON: the
-/// status and the parsed answer (`null` when empty or not JSON), or why there is none.
-pub async fn call(
-    base: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> Result<(u16, Value), String> {
-    Target::new(base, token, None)?.call(method, path, body).await
 }
 
 #[cfg(test)]

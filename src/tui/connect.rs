@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::http::client::{Frame, OpenError, Target, segment};
+use crate::http::client::{Frame, OpenError, Target, segment, unanswered};
 
 /// Frames queued between the stream's task and the screen: the task waits when the screen is
 /// behind, and the daemon's ring keeps what it has not sent (a lagging stream is its business).
@@ -74,17 +74,13 @@ impl Connection {
     }
 }
 
-/// `GET /capabilities`: who we are and the daemon's answer (its workspaces, agents).
-pub(crate) async fn identify(target: &Target) -> Result<(Identity, Value), String> {
-    let (status, answer) = target.call("GET", "/capabilities", None).await?;
+/// `GET /capabilities`: who we are and the daemon's answer (its workspaces, agents). When the
+/// daemon cannot be reached or refuses the credential, the error says what to do about it.
+pub(crate) async fn identify(conn: &Connection, target: &Target) -> Result<(Identity, Value), String> {
+    let (status, answer) = target.call("GET", "/capabilities", None).await.map_err(|e| unanswered(&e))?;
     match status {
         200 => {}
-        401 => {
-            return Err(format!(
-                "the daemon at {} refused the credential (set MEDIATORD_TOKEN to its operator token, or MEDIATORD_DEVICE to a paired device's credential)",
-                target.url()
-            ));
-        }
+        401 => return Err(conn.refused(target.url())),
         s => return Err(format!("the daemon answered {s}: {}", error_text(&answer))),
     }
     let id = &answer["identity"];
@@ -107,6 +103,27 @@ pub(crate) async fn identify(target: &Target) -> Result<(Identity, Value), Strin
         },
     };
     Ok((identity, answer))
+}
+
+impl Connection {
+    /// A 401, said as what to fix: the credential that was sent (a device's, the operator's
+    /// token, or none) and where the right one comes from.
+    fn refused(&self, url: &str) -> String {
+        let sent = |c: &Option<String>| c.as_deref().is_some_and(|c| !c.trim().is_empty());
+        if sent(&self.device) {
+            format!(
+                "the daemon at {url} refused the device credential: the device was revoked, or paired with another daemon. Pair it again (`mediatord pair` where the daemon runs) and give the new credential in MEDIATORD_DEVICE or --device-file"
+            )
+        } else if sent(&self.token) {
+            format!(
+                "the daemon at {url} refused the token: MEDIATORD_TOKEN (or --token) must be the operator token the daemon was started with (its --token or MEDIATORD_TOKEN)"
+            )
+        } else {
+            format!(
+                "the daemon at {url} needs a credential: set MEDIATORD_TOKEN to its operator token, or MEDIATORD_DEVICE (or --device-file) to a paired device's credential (`mediatord pair`)"
+            )
+        }
+    }
 }
 
 /// The daemon's words in an error answer (`error`), or the whole answer.

@@ -29,4 +29,5 @@ mod watch;
 
 pub use self::connect::{Connection, default_client_id};
 pub use self::run::{AttachOptions, attach};
+pub use self::view::keys_text;
 pub use self::watch::{approve, watch};

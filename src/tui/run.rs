@@ -47,7 +47,7 @@ pub async fn attach(conn: Connection, opts: AttachOptions) -> Result<(), String>
         );
     }
     let target = conn.target()?;
-    let (identity, capabilities) = identify(&target).await?;
+    let (identity, capabilities) = identify(&conn, &target).await?;
     let theme = Theme::from_env(opts.no_color.as_deref());
     let wants_new = opts.workspace.is_some() || opts.agent.is_some();
     let session_id = match (&opts.session, wants_new) {

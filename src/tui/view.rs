@@ -120,10 +120,12 @@ fn text_lines(text: &str, style: Style, indent: &str, theme: Theme) -> Vec<Line<
         .collect()
 }
 
+/// Who sent a prompt or ran a command, for a label: `you` for this client, else the client id as
+/// others chose it, escaped (labels are built with `format!`, not through [`spans`]).
 fn who(app: &App, client: Option<&str>) -> String {
     match client {
         Some(c) if app.session.me.as_deref() == Some(c) => "you".to_owned(),
-        Some(c) => c.to_owned(),
+        Some(c) => crate::text::escape(c).into_owned(),
         None => "someone".to_owned(),
     }
 }
@@ -633,6 +635,12 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit (the session goes on)"),
 ];
 
+/// [`HELP`] as text, a key and what it does per line: `attach --help` lists the same keys as `?`.
+pub fn keys_text() -> String {
+    let width = HELP.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    HELP.iter().map(|(k, what)| format!("  {k:<width$}  {what}")).collect::<Vec<_>>().join("\n")
+}
+
 pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
     let t = app.theme;
     let area = frame.area();
@@ -880,6 +888,24 @@ mod tests {
         let rows = screen(&a, 80, 24);
         assert!(rows.iter().all(|r| !r.chars().any(crate::text::is_hidden)), "{rows:#?}");
         assert!(rows[0].contains("the whole request"), "{rows:#?}");
+    }
+
+    #[test]
+    fn a_client_id_others_chose_is_drawn_escaped_in_its_labels() {
+        let mut a = app();
+        let id = "ev\u{1b}]0;t\u{7}\u{202e}il";
+        echo(&mut a, 1, "p1", id, "hi");
+        echo(&mut a, 2, "p2", id, "queued one");
+        a.event(
+            "user_shell_command",
+            Some(3),
+            &json!({"data": {"shellId": "s", "command": "ls", "originatorClientId": id}}),
+        );
+        let text = screen(&a, 80, 24).join("\n");
+        let shown = "ev\\u{1b}]0;t\\u{7}\\u{202e}il";
+        assert!(text.contains(&format!("{shown} › hi")), "{text}");
+        assert!(text.contains(&format!("{shown} ran $ ls")), "{text}");
+        assert!(text.contains(&format!("queued (1): {shown}: queued one")), "{text}");
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub(crate) fn line(frame: &Frame) -> String {
 /// `mediatord watch`: 0 when the session ended (or is history), 1 when the daemon refused.
 pub async fn watch(conn: Connection, session_id: String, json_lines: bool) -> Result<(), String> {
     let target = conn.target()?;
-    identify(&target).await?;
+    identify(&conn, &target).await?;
     let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
     let follower = tokio::spawn(follow(target, session_id, 0, tx));
     let mut out = std::io::stdout().lock();
@@ -124,7 +124,7 @@ pub async fn approve(
     option: String,
 ) -> Result<String, String> {
     let target = conn.target()?;
-    let (identity, _) = identify(&target).await?;
+    let (identity, _) = identify(&conn, &target).await?;
     if !identity.may_write {
         return Err(format!("{}: an observer may not vote", identity.shown));
     }

@@ -334,6 +334,124 @@ async fn approve_answers_the_oldest_pending_request_and_watch_prints_every_event
     assert_eq!(envelopes.last().map(|e| e["type"].clone()), Some(json!("session_closed")));
 }
 
+/// The address of a port nobody listens on (bound, then closed).
+fn closed_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+const NOT_RUNNING: &str =
+    ". Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address";
+
+#[tokio::test]
+async fn the_commands_say_what_to_do_when_the_daemon_is_down_or_refuses_the_credential() {
+    let url = closed_url();
+    for command in [vec!["watch", "s1"], vec!["approve", "s1", "--option", "allow_once"], vec!["devices"]] {
+        let mut args = command.clone();
+        args.extend(["--url", &url]);
+        let (code, out, err) = run(&args).await;
+        let err = err.trim();
+        assert_eq!((code, out.as_str()), (1, ""), "{command:?}: {err}");
+        let head = format!("mediatord {}: cannot reach the daemon at {url}: ", command[0]);
+        assert!(err.starts_with(&head) && err.ends_with(NOT_RUNNING), "{command:?}: {err}");
+    }
+
+    let d = Daemon::start(&["--token", "the-operator-token"]);
+    let base = d.base.as_str();
+    let cases = [
+        (
+            vec![],
+            format!(
+                "the daemon at {base} needs a credential: set MEDIATORD_TOKEN to its operator token, or MEDIATORD_DEVICE (or --device-file) to a paired device's credential (`mediatord pair`)"
+            ),
+        ),
+        (
+            vec!["--token", "a-wrong-token"],
+            format!(
+                "the daemon at {base} refused the token: MEDIATORD_TOKEN (or --token) must be the operator token the daemon was started with (its --token or MEDIATORD_TOKEN)"
+            ),
+        ),
+        (
+            vec!["--device", "dev-0.not-a-credential", "--token", "the-operator-token"],
+            format!(
+                "the daemon at {base} refused the device credential: the device was revoked, or paired with another daemon. Pair it again (`mediatord pair` where the daemon runs) and give the new credential in MEDIATORD_DEVICE or --device-file"
+            ),
+        ),
+    ];
+    for (credential, said) in cases {
+        for command in ["watch", "approve"] {
+            let mut args = vec![command, "s1", "--url", base, "--option", "allow_once"];
+            if command == "watch" {
+                args.truncate(4);
+            }
+            args.extend(&credential);
+            let (code, _, err) = run(&args).await;
+            assert_eq!((code, err.trim()), (1, format!("mediatord {command}: {said}").as_str()), "{args:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn attach_says_what_to_do_when_the_daemon_is_down_and_leaves_the_terminal_alone() {
+    let url = closed_url();
+    let t = Tmux::run(&[bin(), "attach", "--url", &url], &[], 80, 24);
+    let screen = t.exited().await;
+    assert!(screen.contains("EXIT=1"), "{screen}");
+    // The message wraps at the pane's width: compare it without its blanks.
+    let flat = |s: &str| s.split_whitespace().collect::<String>();
+    let said = flat(&screen.lines().take_while(|l| !l.starts_with("EXIT=")).collect::<Vec<_>>().join(" "));
+    assert!(
+        said.starts_with(&flat(&format!("mediatord attach: cannot reach the daemon at {url}: "))),
+        "{screen}"
+    );
+    assert!(said.ends_with(&flat(NOT_RUNNING)), "{screen}");
+    for flag in ["icanon", "echo", "icrnl", "opost", "isig"] {
+        assert!(screen.contains(&format!("STTY {flag} on")), "{flag} is off:\n{screen}");
+    }
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+#[tokio::test]
+async fn the_client_commands_help_says_how_to_use_them_and_lists_the_keys() {
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = |command: &'static str| async move {
+        let (code, out, err) = run(&[command, "--help"]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.contains("=]"), "an environment variable's value in {out}");
+        out
+    };
+    let attach = flat(&help("attach").await);
+    for said in [
+        "mediatord attach --workspace ~/src/app create or join that workspace's shared session",
+        "ssh -L 7776:127.0.0.1:7776 host",
+        "MEDIATORD_TOKEN",
+        "MEDIATORD_DEVICE or --device-file",
+        "Keys (? shows them in the client):",
+        "i, Enter type a prompt",
+        "a allow once",
+        "A allow always, or for this session",
+        "r reject",
+        "R reject always, or for this session",
+        "Esc leave the input line; in normal mode, cancel the running turn",
+        "/mode, /model pick from what the agent offers",
+        "? these keys",
+        "q, Ctrl-C quit (the session goes on)",
+    ] {
+        assert!(attach.contains(said), "{said:?} in {attach}");
+    }
+    let watch = flat(&help("watch").await);
+    assert!(watch.contains("Exit status: 0 when the session ends"), "{watch}");
+    assert!(watch.contains("mediatord watch demo-7f3c2a1e-... --json"), "{watch}");
+    let approve = flat(&help("approve").await);
+    assert!(
+        approve.contains("Exit status: 0 when the vote was taken, 1 when no request is pending"),
+        "{approve}"
+    );
+    assert!(approve.contains("mediatord approve demo-7f3c2a1e-... --option allow_once"), "{approve}");
+}
+
 /// A relay between a client and the daemon whose connections the test can cut, as a tunnel that
 /// drops would. It says the daemon's own address in each request's `Host` (the daemon refuses
 /// another port on a loopback bind, protocol 2.2), then relays bytes both ways.
