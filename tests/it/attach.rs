@@ -148,6 +148,30 @@ async fn resizing_keeps_the_layout_and_q_gives_the_terminal_back() {
     assert_restored(&t, &t.exited().await);
 }
 
+/// The pid of the command the pane runs: the only child of the pane's shell.
+fn command_pid(t: &Tmux) -> rustix::process::Pid {
+    let shell = t.display("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).expect("children");
+    let pid = children.split_whitespace().next().expect("the shell runs the command").parse().expect("a pid");
+    rustix::process::Pid::from_raw(pid).expect("pid")
+}
+
+#[tokio::test]
+async fn sigterm_and_sighup_end_the_client_and_give_the_terminal_back() {
+    use rustix::process::Signal;
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    d.prompt_async(&sid, Some("alice"), "write signalled.txt x").await;
+    // SIGHUP: the SSH connection dropped. The card is up, so the client is mid-session.
+    for signal in [Signal::TERM, Signal::HUP] {
+        let t = attach(&d, &sid, &[]);
+        t.until("the card", |s| s.contains("[a] Allow once")).await;
+        rustix::process::kill_process(command_pid(&t), signal).expect("kill");
+        assert_restored(&t, &t.exited().await);
+    }
+    assert_eq!(d.pending(&sid).await.len(), 1, "the request still waits: the session goes on");
+}
+
 #[tokio::test]
 async fn hostile_agent_output_is_shown_as_text_and_the_terminal_survives() {
     let d = Daemon::start(&[]);
