@@ -97,12 +97,15 @@ impl Input {
         self.text.chars().count()
     }
 
-    pub(crate) fn insert(&mut self, s: &str) {
+    /// Inserts `s` at the cursor, as much as [`MAX_INPUT_CHARS`] leaves room for; `false` when
+    /// some was cut.
+    pub(crate) fn insert(&mut self, s: &str) -> bool {
         let room = MAX_INPUT_CHARS.saturating_sub(self.len());
-        let s: String = s.chars().take(room).collect();
+        let kept: String = s.chars().take(room).collect();
         let at = self.byte(self.cursor);
-        self.text.insert_str(at, &s);
-        self.cursor += s.chars().count();
+        self.text.insert_str(at, &kept);
+        self.cursor += kept.chars().count();
+        kept.len() == s.len()
     }
 
     fn backspace(&mut self) {
@@ -265,7 +268,12 @@ impl App {
     pub(crate) fn paste(&mut self, text: &str) -> Vec<Action> {
         if matches!(self.overlay, Overlay::None) && self.session.ended.is_none() {
             self.mode = Mode::Typing;
-            self.input.insert(text);
+            if !self.input.insert(text) {
+                self.say(
+                    format!("the input line holds {MAX_INPUT_CHARS} characters: the rest was cut"),
+                    Level::Warn,
+                );
+            }
         }
         Vec::new()
     }
@@ -340,8 +348,13 @@ impl App {
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
-            KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => self.input.insert("\n"),
-            KeyCode::Char('j') if ctrl => self.input.insert("\n"),
+            // A key at the bound does nothing; only a paste is cut and said.
+            KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => {
+                self.input.insert("\n");
+            }
+            KeyCode::Char('j') if ctrl => {
+                self.input.insert("\n");
+            }
             KeyCode::Enter => return self.submit(),
             KeyCode::Backspace => self.input.backspace(),
             KeyCode::Delete => self.input.delete(),
@@ -357,7 +370,9 @@ impl App {
             KeyCode::Char('w') if ctrl => self.input.delete_word(),
             KeyCode::PageUp => self.scroll_by(self.page.get() as isize),
             KeyCode::PageDown => self.scroll_by(-(self.page.get() as isize)),
-            KeyCode::Char(c) if !ctrl => self.input.insert(c.encode_utf8(&mut [0; 4])),
+            KeyCode::Char(c) if !ctrl => {
+                self.input.insert(c.encode_utf8(&mut [0; 4]));
+            }
             _ => {}
         }
         Vec::new()
@@ -807,8 +822,14 @@ mod tests {
         assert_eq!(a.input.text, "éllo d");
         a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
         assert_eq!(a.input.text, "\néllo d");
-        a.paste(&"x".repeat(MAX_INPUT_CHARS));
-        assert_eq!(a.input.text.chars().count(), MAX_INPUT_CHARS);
+        // Room for one more character after the paste: "y" goes in at the cursor, "z" is cut.
+        a.paste(&"x".repeat(MAX_INPUT_CHARS - 8));
+        assert_eq!(a.status, None);
+        a.paste("yz");
+        assert_eq!((a.input.text.chars().count(), a.input.cursor), (MAX_INPUT_CHARS, MAX_INPUT_CHARS - 6));
+        assert!(a.input.text.ends_with("xyéllo d"));
+        let cut = format!("the input line holds {MAX_INPUT_CHARS} characters: the rest was cut");
+        assert_eq!(a.status, Some((cut, Level::Warn)));
         assert_eq!(a.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), vec![Action::Quit]);
     }
 }

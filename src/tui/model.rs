@@ -22,6 +22,16 @@ pub(crate) const MAX_TOOL_CALLS: usize = 4000;
 pub(crate) const MAX_PERMISSIONS: usize = 512;
 /// Prompts known to be queued or running; a daemon holds far fewer (`--max-pending-prompts`).
 pub(crate) const MAX_TURNS: usize = 1024;
+/// Bytes of what the timeline holds (texts, commands, outputs, plans), [`size`] summed over its
+/// entries; the oldest entries are dropped past it as past [`MAX_ENTRIES`]. The counts alone
+/// would allow [`MAX_ENTRIES`] messages of [`MAX_TEXT`] each (4 GiB); a screen needs far less.
+pub(crate) const MAX_TIMELINE_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes of the tool calls remembered; the oldest are forgotten past it (an agent line is up to
+/// 64 MiB, so [`MAX_TOOL_CALLS`] alone bounds nothing useful).
+pub(crate) const MAX_TOOL_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes of the decided permission requests remembered; the oldest decided ones are forgotten
+/// past it. Pending ones are never forgotten for bytes: the daemon bounds them (64 a session).
+pub(crate) const MAX_DECIDED_BYTES: usize = 64 * 1024 * 1024;
 
 /// What one timeline entry shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +96,8 @@ pub(crate) struct Item {
     pub(crate) seq: u64,
     pub(crate) version: u64,
     pub(crate) entry: Entry,
+    /// [`size`] of `entry` when it last changed: what it counts against [`MAX_TIMELINE_BYTES`].
+    bytes: usize,
 }
 
 /// A prompt queued or running.
@@ -126,6 +138,8 @@ impl Permission {
 pub(crate) struct ToolCall {
     pub(crate) call: Value,
     pub(crate) version: u64,
+    /// [`value_size`] of `call`: what it counts against [`MAX_TOOL_BYTES`].
+    bytes: usize,
 }
 
 /// The session.
@@ -139,6 +153,8 @@ pub(crate) struct Session {
     pub(crate) items: VecDeque<Item>,
     /// Timeline entries dropped off the front.
     pub(crate) dropped: u64,
+    /// The sum of the kept entries' [`Item::bytes`].
+    bytes: usize,
     next_seq: u64,
     next_version: u64,
     turns: HashMap<String, Turn>,
@@ -146,9 +162,13 @@ pub(crate) struct Session {
     fifo: VecDeque<String>,
     pub(crate) tools: HashMap<String, ToolCall>,
     tool_order: VecDeque<String>,
+    /// The sum of the remembered tool calls' [`ToolCall::bytes`].
+    tool_bytes: usize,
     /// Requests in the order they were raised.
     pub(crate) permissions: BTreeMap<u64, Permission>,
     by_request: HashMap<String, u64>,
+    /// The sum of the remembered requests' [`value_size`] (their `permission_request` data).
+    permission_bytes: usize,
     /// `{availableModels, currentModelId}` and `{availableModes, currentModeId}` as the agent
     /// reported them (`GET /session/{id}/context`), kept current by events.
     pub(crate) models: Option<Value>,
@@ -167,14 +187,17 @@ impl Session {
             last_event_id: 0,
             items: VecDeque::new(),
             dropped: 0,
+            bytes: 0,
             next_seq: 0,
             next_version: 0,
             turns: HashMap::new(),
             fifo: VecDeque::new(),
             tools: HashMap::new(),
             tool_order: VecDeque::new(),
+            tool_bytes: 0,
             permissions: BTreeMap::new(),
             by_request: HashMap::new(),
+            permission_bytes: 0,
             models: None,
             modes: None,
             ended: None,
@@ -187,17 +210,39 @@ impl Session {
         self.next_version
     }
 
-    /// Appends an entry to the timeline, dropping the oldest past [`MAX_ENTRIES`].
+    /// Appends an entry to the timeline, dropping the oldest past the bounds ([`Session::trim`]).
     fn push(&mut self, entry: Entry) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         let version = self.version();
-        self.items.push_back(Item { seq, version, entry });
-        while self.items.len() > MAX_ENTRIES {
-            self.items.pop_front();
-            self.dropped += 1;
-        }
+        let bytes = size(&entry);
+        self.bytes += bytes;
+        self.items.push_back(Item { seq, version, entry, bytes });
+        self.trim();
         seq
+    }
+
+    /// Drops the oldest entries while the timeline holds more than [`MAX_ENTRIES`] or more than
+    /// [`MAX_TIMELINE_BYTES`]; the newest stays, whatever its size (one event's worth).
+    fn trim(&mut self) {
+        while self.items.len() > MAX_ENTRIES || (self.bytes > MAX_TIMELINE_BYTES && self.items.len() > 1) {
+            if let Some(old) = self.items.pop_front() {
+                self.bytes -= old.bytes;
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Re-counts the entry `seq` after a change, its new version set, and trims the timeline.
+    fn changed(&mut self, seq: u64) {
+        let version = self.version();
+        if let Some(item) = self.items.iter_mut().rev().find(|i| i.seq == seq) {
+            let bytes = size(&item.entry);
+            self.bytes = self.bytes - item.bytes + bytes;
+            item.bytes = bytes;
+            item.version = version;
+        }
+        self.trim();
     }
 
     fn touch(&mut self, seq: u64) {
@@ -273,7 +318,6 @@ impl Session {
     }
 
     fn append_text(&mut self, prompt_id: Option<String>, thought: bool, text: &str) {
-        let version = self.version();
         if let Some(last) = self.items.back_mut() {
             let same = match &mut last.entry {
                 Entry::Message { prompt_id: p, text: t } if !thought && *p == prompt_id => Some(t),
@@ -283,7 +327,8 @@ impl Session {
             if let Some(t) = same {
                 t.push_str(text);
                 keep_end(t, MAX_TEXT);
-                last.version = version;
+                let seq = last.seq;
+                self.changed(seq);
                 return;
             }
         }
@@ -321,13 +366,13 @@ impl Session {
                 };
                 if started {
                     let whole = self.turns.get(&prompt_id).map(|t| t.text.clone()).unwrap_or_default();
-                    let version = self.version();
                     if let Some(item) = self.items.iter_mut().rev().find(
                         |i| matches!(&i.entry, Entry::Prompt { prompt_id: Some(p), .. } if *p == prompt_id),
                     ) && let Entry::Prompt { text, .. } = &mut item.entry
                     {
                         *text = whole;
-                        item.version = version;
+                        let seq = item.seq;
+                        self.changed(seq);
                     }
                 }
             }
@@ -353,6 +398,10 @@ impl Session {
                         crate::present::laid_over(Some(&known.call), &update)
                     };
                     known.version = version;
+                    let bytes = value_size(&known.call);
+                    self.tool_bytes = self.tool_bytes - known.bytes + bytes;
+                    known.bytes = bytes;
+                    self.trim_tools();
                     // The entry shows the call: its version moves so a cached drawing is redone.
                     let seq = self
                         .items
@@ -366,25 +415,23 @@ impl Session {
                     return;
                 }
                 self.agent_turn(envelope);
-                self.tools
-                    .insert(id.clone(), ToolCall { call: crate::present::laid_over(None, &update), version });
+                let call = crate::present::laid_over(None, &update);
+                let bytes = value_size(&call);
+                self.tool_bytes += bytes;
+                self.tools.insert(id.clone(), ToolCall { call, version, bytes });
                 self.tool_order.push_back(id.clone());
-                while self.tool_order.len() > MAX_TOOL_CALLS {
-                    if let Some(old) = self.tool_order.pop_front() {
-                        self.tools.remove(&old);
-                    }
-                }
+                self.trim_tools();
                 self.push(Entry::Tool { id });
             }
             "plan" => {
                 self.agent_turn(envelope);
                 let entries = update.get("entries").and_then(Value::as_array).cloned().unwrap_or_default();
-                let version = self.version();
                 if let Some(last) = self.items.back_mut()
                     && let Entry::Plan { entries: old } = &mut last.entry
                 {
                     *old = entries;
-                    last.version = version;
+                    let seq = last.seq;
+                    self.changed(seq);
                     return;
                 }
                 self.push(Entry::Plan { entries });
@@ -401,6 +448,20 @@ impl Session {
                 modes["currentModeId"] = Value::String(mode.to_owned());
             }
             _ => {} // available_commands_update and the like: nothing to show
+        }
+    }
+
+    /// Forgets the oldest tool calls while more than [`MAX_TOOL_CALLS`] or [`MAX_TOOL_BYTES`] are
+    /// remembered; the newest stays, whatever its size.
+    fn trim_tools(&mut self) {
+        while self.tool_order.len() > MAX_TOOL_CALLS
+            || (self.tool_bytes > MAX_TOOL_BYTES && self.tool_order.len() > 1)
+        {
+            if let Some(old) = self.tool_order.pop_front()
+                && let Some(call) = self.tools.remove(&old)
+            {
+                self.tool_bytes -= call.bytes;
+            }
         }
     }
 
@@ -487,7 +548,6 @@ impl Session {
             }
             "user_shell_result" => {
                 let shell = field("shellId").unwrap_or_default();
-                let version = self.version();
                 if let Some(item) = self
                     .items
                     .iter_mut()
@@ -496,7 +556,8 @@ impl Session {
                     && let Entry::Shell { result, .. } = &mut item.entry
                 {
                     *result = Some(data.clone());
-                    item.version = version;
+                    let seq = item.seq;
+                    self.changed(seq);
                 }
             }
             "session_closed" | "session_died" => {
@@ -547,6 +608,7 @@ impl Session {
             self.agent_turn(envelope);
         }
         let seq = self.push(Entry::Permission { request_id: request_id.clone() });
+        self.permission_bytes += value_size(&data);
         self.permissions.insert(
             seq,
             Permission {
@@ -560,19 +622,33 @@ impl Session {
             },
         );
         self.by_request.insert(request_id, seq);
-        while self.permissions.len() > MAX_PERMISSIONS {
-            // The oldest decided one goes; when all are pending (a daemon holds 64 per session at
-            // most), the oldest.
-            let victim = self
-                .permissions
-                .iter()
-                .find(|(_, p)| p.resolved.is_some())
-                .or_else(|| self.permissions.iter().next())
-                .map(|(seq, p)| (*seq, p.request_id().to_owned()));
-            if let Some((seq, id)) = victim {
-                self.permissions.remove(&seq);
-                self.by_request.remove(&id);
+        self.trim_permissions();
+    }
+
+    /// Forgets the oldest decided requests while more than [`MAX_PERMISSIONS`] or
+    /// [`MAX_DECIDED_BYTES`] are remembered; past the count with every request pending (a daemon
+    /// holds 64 per session at most), the oldest.
+    fn trim_permissions(&mut self) {
+        loop {
+            let over_count = self.permissions.len() > MAX_PERMISSIONS;
+            if !over_count && self.permission_bytes <= MAX_DECIDED_BYTES {
+                return;
             }
+            let decided = self.permissions.iter().find(|(_, p)| p.resolved.is_some());
+            let victim = match decided {
+                Some(victim) => victim,
+                None if over_count => match self.permissions.iter().next() {
+                    Some(victim) => victim,
+                    None => return,
+                },
+                // Over the bytes with nothing decided: the pending ones stay.
+                None => return,
+            };
+            let (seq, id) = (*victim.0, victim.1.request_id().to_owned());
+            if let Some(p) = self.permissions.remove(&seq) {
+                self.permission_bytes -= value_size(&p.request);
+            }
+            self.by_request.remove(&id);
         }
     }
 
@@ -641,6 +717,37 @@ impl Session {
             .filter(|v| v == "link")
             .map_or(String::new(), |_| " (a notification's link)".to_owned());
         Some(format!("{chosen}, {how}{via}"))
+    }
+}
+
+/// What an entry counts against [`MAX_TIMELINE_BYTES`]: the bytes of its texts and values.
+fn size(entry: &Entry) -> usize {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    match entry {
+        Entry::Prompt { prompt_id, who, text } => opt(prompt_id) + opt(who) + text.len(),
+        Entry::Message { prompt_id, text } | Entry::Thought { prompt_id, text } => {
+            opt(prompt_id) + text.len()
+        }
+        Entry::Content { kind } => kind.len(),
+        Entry::Tool { id } => id.len(),
+        Entry::Plan { entries } => entries.iter().map(value_size).sum(),
+        Entry::Permission { request_id } => request_id.len(),
+        Entry::Shell { shell_id, command, who, result } => {
+            shell_id.len() + command.len() + opt(who) + result.as_ref().map_or(0, value_size)
+        }
+        Entry::TurnEnd { stop_reason, error } => stop_reason.len() + opt(error),
+        Entry::Note { text, .. } => text.len(),
+    }
+}
+
+/// The bytes of a JSON value's strings and keys, and 8 for each other scalar: an estimate of what
+/// it holds, linear in its size (serde_json caps nesting at 128, so the recursion is bounded).
+fn value_size(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(value_size).sum(),
+        Value::Object(fields) => fields.iter().map(|(k, v)| k.len() + value_size(v)).sum(),
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
     }
 }
 
@@ -904,6 +1011,111 @@ mod tests {
         ev(&mut s, 2, "session_update", chunk("p", "agent_message_chunk", "end"));
         let Some(Entry::Message { text, .. }) = s.items.back().map(|i| &i.entry) else { panic!("a message") };
         assert!(text.len() <= MAX_TEXT && text.ends_with("end"), "{}", text.len());
+    }
+
+    /// The counts kept beside the timeline, the tool calls and the requests are their sums.
+    fn assert_counted(s: &Session) {
+        assert!(s.items.iter().all(|i| i.bytes == size(&i.entry)));
+        assert_eq!(s.bytes, s.items.iter().map(|i| i.bytes).sum::<usize>());
+        assert_eq!(s.tool_bytes, s.tools.values().map(|t| value_size(&t.call)).sum::<usize>());
+        assert!(s.tools.values().all(|t| t.bytes == value_size(&t.call)));
+        assert_eq!(s.permission_bytes, s.permissions.values().map(|p| value_size(&p.request)).sum::<usize>());
+        assert_eq!(s.tools.len(), s.tool_order.len());
+        assert_eq!(s.permissions.len(), s.by_request.len());
+    }
+
+    #[test]
+    fn the_timeline_is_bounded_in_bytes_by_dropping_its_oldest_entries() {
+        const MIB: usize = 1024 * 1024;
+        let mut s = Session::new("s", None);
+        let n = MAX_TIMELINE_BYTES / MIB;
+        for i in 0..n {
+            s.note(format!("{i:08}{}", "x".repeat(MIB - 8)), Level::Info);
+        }
+        assert_eq!((s.items.len(), s.dropped, s.bytes), (n, 0, MAX_TIMELINE_BYTES), "exactly at the bound");
+        s.note("x", Level::Info);
+        assert_eq!((s.items.len(), s.dropped, s.bytes), (n, 1, MAX_TIMELINE_BYTES - MIB + 1));
+        assert_counted(&s);
+
+        // A message that grows drops what came first, too.
+        let half = "y".repeat(MIB / 2);
+        ev(&mut s, 1, "session_update", chunk("p", "agent_message_chunk", &half));
+        ev(&mut s, 2, "session_update", chunk("p", "agent_message_chunk", &half));
+        assert!(s.bytes <= MAX_TIMELINE_BYTES, "{}", s.bytes);
+        assert_eq!(s.dropped, 2);
+        let Some(Entry::Message { text, .. }) = s.items.back().map(|i| &i.entry) else { panic!("a message") };
+        assert_eq!(text.len(), MIB);
+        assert_counted(&s);
+
+        // The newest entry stays even alone past the bound (it is one event).
+        s.note("z".repeat(MAX_TIMELINE_BYTES + 1), Level::Info);
+        assert_eq!(s.items.len(), 1);
+        assert_eq!(s.bytes, MAX_TIMELINE_BYTES + 1);
+        assert_counted(&s);
+    }
+
+    fn tool_call(id: &str, text: &str) -> Value {
+        json!({"promptId": "p", "data": {"update": {"sessionUpdate": "tool_call", "toolCallId": id, "title": "t", "kind": "edit", "rawInput": {"content": text}}}})
+    }
+
+    #[test]
+    fn tool_calls_are_bounded_in_bytes_by_forgetting_the_oldest() {
+        let mut s = Session::new("s", None);
+        let mib = "x".repeat(1024 * 1024);
+        let n = MAX_TOOL_BYTES / mib.len() + 4;
+        for i in 0..n {
+            ev(&mut s, i as u64 + 1, "session_update", tool_call(&format!("t{i}"), &mib));
+        }
+        assert!(s.tool_bytes <= MAX_TOOL_BYTES && s.tools.len() < n, "{} in {}", s.tool_bytes, s.tools.len());
+        assert!(!s.tools.contains_key("t0") && s.tools.contains_key(&format!("t{}", n - 1)));
+        // Forgetting is oldest first: what is remembered is the last ones, without a gap.
+        let kept: Vec<usize> = (0..n).filter(|i| s.tools.contains_key(&format!("t{i}"))).collect();
+        assert_eq!(kept, ((n - kept.len())..n).collect::<Vec<_>>());
+        assert_counted(&s);
+        // An update that grows a call counts, and forgets older ones.
+        let before = s.tools.len();
+        let update = json!({"promptId": "p", "data": {"update": {"sessionUpdate": "tool_call_update", "toolCallId": format!("t{}", n - 1), "rawOutput": {"text": "z".repeat(8 * 1024 * 1024)}}}});
+        ev(&mut s, n as u64 + 1, "session_update", update);
+        assert!(
+            s.tool_bytes <= MAX_TOOL_BYTES && s.tools.len() < before,
+            "{} in {}",
+            s.tool_bytes,
+            s.tools.len()
+        );
+        assert_counted(&s);
+    }
+
+    fn request(id: &str, text: &str) -> Value {
+        json!({"promptId": "p", "data": {"requestId": id, "toolCall": {"toolCallId": id, "title": "t", "rawInput": {"content": text}}, "options": [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}]}})
+    }
+
+    #[test]
+    fn decided_requests_are_bounded_in_bytes_and_pending_ones_are_never_forgotten_for_it() {
+        let mut s = Session::new("s", None);
+        let mib = "x".repeat(1024 * 1024);
+        let mut id = 0;
+        let mut next = || {
+            id += 1;
+            id
+        };
+        ev(&mut s, next(), "permission_request", request("pending", &mib));
+        let n = MAX_DECIDED_BYTES / mib.len() + 4;
+        for i in 0..n {
+            ev(&mut s, next(), "permission_request", request(&format!("r{i}"), &mib));
+            let resolved = json!({"data": {"requestId": format!("r{i}"), "outcome": {"outcome": "selected", "optionId": "allow_once"}, "resolvedBy": "vote"}});
+            ev(&mut s, next(), "permission_resolved", resolved);
+        }
+        assert!(s.permission_bytes <= MAX_DECIDED_BYTES, "{}", s.permission_bytes);
+        assert!(s.permission("pending").is_some(), "the oldest, but pending");
+        assert!(s.permission("r0").is_none() && s.permission(&format!("r{}", n - 1)).is_some());
+        assert_counted(&s);
+        // Pending requests past the bytes stay: only decided ones make room.
+        for i in 0..n {
+            ev(&mut s, next(), "permission_request", request(&format!("q{i}"), &mib));
+        }
+        assert!((0..n).all(|i| s.permission(&format!("q{i}")).is_some()));
+        assert_eq!(s.pending().len(), n + 1);
+        assert_counted(&s);
     }
 
     #[test]
