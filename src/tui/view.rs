@@ -635,6 +635,23 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit (the session goes on)"),
 ];
 
+/// [`HELP`] for the `?` box, `width` columns inside: the keys in a column, what each does beside
+/// it, wrapped under itself, so every key is in sight on an 80 × 24 screen.
+fn help_lines(width: usize, t: Theme) -> Vec<Line<'static>> {
+    let keys = HELP.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let room = width.saturating_sub(keys + 3).max(1);
+    let mut lines = Vec::new();
+    for (k, what) in HELP {
+        for (i, row) in wrap(Line::from(*what), room).into_iter().enumerate() {
+            let key = if i == 0 { format!(" {k:>keys$}  ") } else { " ".repeat(keys + 3) };
+            let mut spans = vec![Span::styled(key, t.key())];
+            spans.extend(row.spans);
+            lines.push(Line::from(spans));
+        }
+    }
+    lines
+}
+
 /// [`HELP`] as text, a key and what it does per line: `attach --help` lists the same keys as `?`.
 pub fn keys_text() -> String {
     let width = HELP.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
@@ -716,19 +733,11 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
     match &app.overlay {
         Overlay::None => {}
         Overlay::Help => {
-            let lines: Vec<Line<'static>> = HELP
-                .iter()
-                .map(|(k, what)| {
-                    Line::from(vec![Span::styled(format!("{k:>14}  "), t.key()), Span::raw(*what)])
-                })
-                .collect();
+            let lines = help_lines(area.width.min(78).saturating_sub(2) as usize, t);
             let box_area = centred(area, 78, lines.len() as u16 + 2);
             frame.render_widget(Clear, box_area);
             let block = Block::default().borders(Borders::ALL).title(" keys (any key closes) ");
-            frame.render_widget(
-                Paragraph::new(lines).block(block).wrap(ratatui::widgets::Wrap { trim: false }),
-                box_area,
-            );
+            frame.render_widget(Paragraph::new(lines).block(block), box_area);
         }
         Overlay::Choose(choose) => {
             let lines: Vec<Line<'static>> = choose
@@ -906,6 +915,22 @@ mod tests {
         assert!(text.contains(&format!("{shown} › hi")), "{text}");
         assert!(text.contains(&format!("{shown} ran $ ls")), "{text}");
         assert!(text.contains(&format!("queued (1): {shown}: queued one")), "{text}");
+    }
+
+    #[test]
+    fn the_keys_box_shows_every_key_at_80_by_24() {
+        let mut a = app();
+        a.overlay = Overlay::Help;
+        let rows = screen(&a, 80, 24);
+        let text = rows.join("\n");
+        for (k, what) in HELP {
+            let first = what.split(' ').next().unwrap_or("");
+            assert!(rows.iter().any(|r| r.contains(&format!("{k}  {first}"))), "{k} in\n{text}");
+        }
+        // What wraps stays in its column, under the start of what it continues.
+        let at = |needle: &str| rows.iter().find_map(|r| r.find(needle)).unwrap_or(0);
+        assert!(text.contains("quit (the session goes on)"), "{text}");
+        assert_eq!(at("type a prompt"), at("fold or unfold"), "{text}");
     }
 
     #[test]

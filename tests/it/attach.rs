@@ -148,6 +148,42 @@ async fn resizing_keeps_the_layout_and_q_gives_the_terminal_back() {
     assert_restored(&t, &t.exited().await);
 }
 
+#[tokio::test]
+async fn question_mark_shows_the_keys_esc_cancels_the_turn_and_slash_mode_switches() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let t = attach(&d, &sid, &[]);
+    t.until("the session, live", |s| s.lines().next().is_some_and(|l| l.contains(" live"))).await;
+    t.keys(&["?"]);
+    t.until("the keys", |s| s.contains("keys (any key closes)") && s.contains("quit (the session goes on)"))
+        .await;
+    t.keys(&["x"]);
+    t.until("the keys put away", |s| !s.contains("keys (any key closes)")).await;
+
+    d.prompt_async(&sid, Some("alice"), "write cancelled.txt x").await;
+    t.until("the card", |s| s.contains("[a] Allow once")).await;
+    t.keys(&["Escape"]);
+    t.until("the turn cancelled", |s| s.contains("cancelled, the turn was cancelled")).await;
+    assert!(d.pending(&sid).await.is_empty());
+    assert!(!d.workspace.join("cancelled.txt").exists());
+
+    t.keys(&["Enter"]); // the decided card put away
+    t.keys(&["/"]);
+    t.text("mode");
+    t.keys(&["Enter"]);
+    t.until("the modes offered", |s| s.contains("Accept edits (accept-edits)")).await;
+    t.keys(&["Down", "Enter"]);
+    t.until("the mode in the bar", |s| s.lines().next().is_some_and(|l| l.contains("Accept edits"))).await;
+    let context = d.get(&format!("/session/{sid}/context")).await.ok();
+    assert_eq!(context["state"]["modes"]["currentModeId"], "accept-edits", "{context}");
+    // `/mode` was typed on the input line, which stays open: Esc leaves it, then q quits (sent
+    // apart: Esc and q in one read are Alt-q).
+    t.keys(&["Escape"]);
+    t.until("the input line left", |s| s.contains("press i (or Enter) to type a prompt")).await;
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
 /// The pid of the command the pane runs: the only child of the pane's shell.
 fn command_pid(t: &Tmux) -> rustix::process::Pid {
     let shell = t.display("#{pane_pid}");
