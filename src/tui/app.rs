@@ -756,6 +756,21 @@ mod tests {
     }
 
     #[test]
+    fn a_card_index_past_the_pending_list_shows_the_last_pending_card() {
+        // `event` keeps the index in range; requests fetched after a gap are added to the
+        // session directly (run.rs), and the model may forget the oldest: the front still holds.
+        let mut a = app();
+        request(&mut a, "r1", &["allow_once"]);
+        request(&mut a, "r2", &["allow_once"]);
+        a.card = 7;
+        assert_eq!(a.card_in_front().map(Permission::request_id), Some("r2"));
+        a.card = 1;
+        assert_eq!(a.card_in_front().map(Permission::request_id), Some("r2"));
+        a.card = 0;
+        assert_eq!(a.card_in_front().map(Permission::request_id), Some("r1"));
+    }
+
+    #[test]
     fn an_observer_sees_cards_and_cannot_vote_prompt_or_cancel() {
         let mut a = App::new(Session::new("s", None), Theme::PLAIN, false, "device".into());
         request(&mut a, "r1", &["allow_once"]);

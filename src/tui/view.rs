@@ -857,6 +857,33 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_of_option_shows_its_key_and_only_its_first_option_does() {
+        let mut a = app();
+        let options: Vec<Value> =
+            ["allow_once", "allow_always", "reject_once", "reject_always", "allow_once"]
+                .iter()
+                .enumerate()
+                .map(|(i, k)| json!({"optionId": format!("o{i}"), "name": format!("{k} {i}"), "kind": k}))
+                .collect();
+        a.event(
+            "permission_request",
+            Some(1),
+            &json!({"data": {"requestId": "r", "toolCall": {"title": "Write"}, "options": options}}),
+        );
+        let text = screen(&a, 80, 24).join("\n");
+        for row in [
+            "[a] allow_once 0 (allow_once)",
+            "[A] allow_always 1 (allow_always)",
+            "[r] reject_once 2 (reject_once)",
+            "[R] reject_always 3 (reject_always)",
+            "    allow_once 4 (allow_once)",
+        ] {
+            assert!(text.contains(row), "{row:?} in\n{text}");
+        }
+        assert!(text.contains("R reject always"), "{text}");
+    }
+
+    #[test]
     fn an_observer_sees_the_card_without_keys() {
         let mut a = app();
         a.may_write = false;
