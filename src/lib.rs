@@ -11,7 +11,8 @@
 //!                                    ├─► devices ────┘
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  text  present  log_throttle
+//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
+//!                                log_throttle  present
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -41,6 +42,7 @@
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
+//! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
 //! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
 //!   (blank runs and invisible characters made visible) for a person who decides on it.
 //! - [`present`]: what a permission request holds, in the order a reviewer reads it, bounded:
@@ -77,4 +79,5 @@ pub mod service;
 pub mod store;
 pub mod sync;
 pub mod text;
+pub mod throttle;
 pub mod tui;

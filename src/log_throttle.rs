@@ -129,6 +129,18 @@ mod tests {
         assert_eq!(log.close(Instant::now()), None, "a window that held nothing back reports nothing");
     }
 
+    /// A window ends `LOG_WINDOW` after it opened, even when nobody closed it: the next line opens a
+    /// new one and is logged.
+    #[tokio::test(start_paused = true)]
+    async fn a_line_exactly_one_window_later_opens_the_next_window() {
+        let mut log = LogThrottle::default();
+        assert!(log.admit(Instant::now()));
+        tokio::time::advance(LOG_WINDOW - Duration::from_millis(1)).await;
+        assert!(!log.admit(Instant::now()));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(log.admit(Instant::now()), "exactly one window later");
+    }
+
     /// The shared throttle reports each window's count once, from its own task, when the window
     /// closes; the lines it admits are the first of each window.
     #[tokio::test(start_paused = true)]
@@ -141,11 +153,15 @@ mod tests {
                 let _ = tx.send(n);
             })
         };
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
         assert!(line());
+        assert_eq!(tasks(), 0, "a line logged in full starts nothing");
         assert_eq!((0..500).filter(|_| line()).count(), 0, "the rest of the window is held back");
+        assert_eq!(tasks(), 1, "one task reports the window, not one per held-back line");
         assert!(reports.try_recv().is_err(), "nothing to report while the window is open");
         tokio::time::advance(LOG_WINDOW).await;
-        assert_eq!(reports.recv().await, Some(500));
+        let report = tokio::time::timeout(LOG_WINDOW, reports.recv()).await;
+        assert_eq!(report, Ok(Some(500)), "reported when the window closed");
         assert!(line(), "a new window logs its first line");
         tokio::time::advance(LOG_WINDOW).await;
         tokio::task::yield_now().await;

@@ -45,7 +45,8 @@ pub struct Snapshot {
     pub pending_permissions: usize,
     /// Live sessions.
     pub sessions: usize,
-    /// Always `"ok"`: the daemon answered.
+    /// `"ok"`; `"degraded"` once the store lost a write other than an event since the start (the
+    /// store's `writesDropped`, `writesFailed` or `commitsFailed` is not 0).
     pub status: &'static str,
     /// The durable store's figures.
     pub store: StoreFigures,
@@ -124,8 +125,13 @@ pub struct StoreFigures {
     pub events_dropped: u64,
     /// Gap markers written.
     pub gaps: u64,
-    /// Other writes (audit, sessions, rules) the writer's queue had no room for.
+    /// Other writes (audit, sessions, rules, devices) the writer's queue had no room for.
     pub writes_dropped: u64,
+    /// Other writes lost in a transaction that failed (the database busy past its timeout, the
+    /// disk full or failing). The acknowledged ones among them were refused, not acknowledged.
+    pub writes_failed: u64,
+    /// Transactions that failed.
+    pub commits_failed: u64,
 }
 
 /// `/health?deep=1`'s `agent`: the program `--agent` names (its arguments are left out: they may
@@ -329,6 +335,16 @@ impl Metrics {
             "store_writes_dropped",
             "Audit, session and rule writes the store's writer had no room for",
             counter(st.writes_dropped),
+        );
+        r.register(
+            "store_writes_failed",
+            "Audit, session, rule and device writes lost in a failed transaction",
+            counter(st.writes_failed),
+        );
+        r.register(
+            "store_commits_failed",
+            "Transactions of the store's writer that failed",
+            counter(st.commits_failed),
         );
         r.register("notifications", "Notification deliveries by outcome", self.notifications.clone());
         r.register(

@@ -172,13 +172,11 @@ pub fn reveal(text: &str) -> Cow<'_, str> {
                 (' ', true) => {
                     let _ = write!(out, "{run} spaces");
                 }
+                // A run of one character that is not a space is of a hidden one or another blank:
+                // either is named by its escape.
                 (c, true) => {
                     let _ = write!(out, "{run} × ");
-                    if is_hidden(c) || (c != ' ' && is_blank(c)) {
-                        push_escape(&mut out, c);
-                    } else {
-                        out.push(c);
-                    }
+                    push_escape(&mut out, c);
                 }
                 (_, false) => {
                     let _ = write!(out, "{run} blanks");
@@ -193,14 +191,16 @@ pub fn reveal(text: &str) -> Cow<'_, str> {
 
 /// `json` (a JSON text, as serde_json writes it) with every hidden character it left raw written as
 /// a `\uXXXX` escape (a surrogate pair above the BMP). Outside strings JSON holds only ASCII, so
-/// any such character is inside a string, and the result is the same JSON value.
+/// any such character is inside a string, and the result is the same JSON value. C0 controls are
+/// left alone: serde escapes them inside strings, so a raw one is the text's own whitespace (the
+/// newline ending a log line).
 pub fn escape_json(json: &str) -> Cow<'_, str> {
     if json.is_ascii() && !json.bytes().any(|b| b == 0x7F) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 8);
     for c in json.chars() {
-        if is_hidden(c) {
+        if c > '\u{1f}' && is_hidden(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 let _ = write!(out, "\\u{unit:04x}");
@@ -224,6 +224,7 @@ mod tests {
         }
         assert!(matches!(escape("plain"), Cow::Borrowed(_)));
         assert!(matches!(reveal("plain  text"), Cow::Borrowed(_)));
+        assert!(matches!(reveal("three   spaces stay"), Cow::Borrowed(_)), "a run of three needs no work");
         assert!(matches!(escape_json(r#"{"a":"b"}"#), Cow::Borrowed(_)));
     }
 
@@ -324,5 +325,10 @@ mod tests {
         assert!(escaped.contains("\\udb40\\udc41"), "a surrogate pair: {escaped}");
         let back: serde_json::Value = serde_json::from_str(&escaped).expect("still JSON");
         assert_eq!(back, value);
+        // The text's own whitespace (a log line's end) is no string content: it stays.
+        let line = format!("{text}\n");
+        assert_eq!(escape_json(&line), format!("{escaped}\n"));
+        assert_eq!(escape_json("{\"a\":\t\"\u{202e}\"}\r\n"), "{\"a\":\t\"\\u202e\"}\r\n");
+        assert_eq!(escape_json("\u{1f}\u{7f}"), "\u{1f}\\u007f", "C0 is left alone, DEL is not");
     }
 }

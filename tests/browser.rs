@@ -859,8 +859,8 @@ async fn a_notification_link_shows_the_request_and_its_button_approves() {
 }
 
 /// Issue #19: `mediatord pair` prints a URL; opened in Chromium it signs that browser in as the
-/// device (the code gone from the address bar and from history, the credential in a cookie no
-/// script can read), and an approval from it is audited under the device's name.
+/// device (the code gone from the address bar and from history, the credential in this origin's
+/// storage and in no cookie), and an approval from it is audited under the device's name.
 #[tokio::test]
 async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_under_the_devices_name() {
     const TOKEN: &str = "operator-token";
@@ -901,7 +901,7 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
         !here.as_str().contains(&code) && here.fragment().is_none(),
         "the code left the address bar: {here}"
     );
-    assert_eq!(page.js("return document.cookie").await, "", "the credential is HttpOnly");
+    assert_eq!(page.js("return document.cookie").await, "", "no cookie at all");
     assert_eq!(page.js("return sessionStorage.getItem('mediatord.token')").await, Value::Null);
     let device_id = page.js("return localStorage.getItem('mediatord.device')").await;
     let device_id = device_id.as_str().expect("the device id is known").to_owned();
@@ -953,6 +953,114 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
     assert_eq!(entry["voterDeviceName"], "Test phone", "{entry}");
     assert_eq!(entry["ballots"][0]["deviceName"], "Test phone", "{entry}");
     assert!(page.console_problems().await.is_empty(), "the console stayed clean");
+}
+
+/// A web server of another program on the same host, on another port (a dev server): it
+/// serves `page` at every path and keeps the head of every request it receives.
+async fn other_server(page: String) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (seen, page) = (seen.clone(), page.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65_536 {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                seen.lock().expect("lock").push(String::from_utf8_lossy(&head).into_owned());
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, heads)
+}
+
+/// Issue #27, finding 7: the device's credential stays with the daemon's origin. Cookies ignore
+/// ports, so a credential in a cookie reached every server on the host and went with an `<img>`
+/// from any of their pages; kept in the origin's storage and sent as a bearer, it does neither:
+/// a dev server on another port receives no credential, and its page's image of the daemon's
+/// event stream is refused, registering nothing.
+#[tokio::test]
+async fn the_devices_credential_reaches_no_server_on_another_port_and_no_page_of_theirs_uses_it() {
+    const TOKEN: &str = "operator-token";
+    let _one = ONE_BROWSER.lock().await;
+    let (d, driver) = start(&["--token", TOKEN]).await;
+    let http = support::http();
+    let issued: Value = http
+        .post(d.url("/devices/pairing"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "Laptop"}))
+        .send()
+        .await
+        .expect("pairing")
+        .json()
+        .await
+        .expect("json");
+    let url = issued["url"].as_str().expect("url").to_owned();
+
+    let page = driver.open(DESKTOP).await;
+    page.client.goto(&url).await.expect("navigate");
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    page.until("signed in", "document.querySelector('.whoami')?.textContent.includes('Laptop')").await;
+    page.client.goto("about:blank").await.expect("leave the app");
+    // A session the app never saw, so nothing but the probe below could open its stream.
+    let created = http
+        .post(d.url("/session"))
+        .bearer_auth(TOKEN)
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("create");
+    let sid =
+        created.json::<Value>().await.expect("json")["sessionId"].as_str().expect("sessionId").to_owned();
+
+    // Another server on the same host name, another port: the same browser visits its page,
+    // which shows an image of the daemon's event stream.
+    let probe = format!(
+        "<!doctype html><title>dev server</title><img src=\"http://127.0.0.1:{}/session/{sid}/events\" \
+         onerror=\"document.title='refused'\" onload=\"document.title='loaded'\">",
+        d.port
+    );
+    let (port, heads) = other_server(probe).await;
+    page.client.goto(&format!("http://127.0.0.1:{port}/")).await.expect("navigate");
+    page.until("the image refused", "document.title === 'refused'").await;
+    let heads = heads.lock().expect("lock").clone();
+    assert!(!heads.is_empty(), "the other server was visited");
+    for head in &heads {
+        assert!(!head.to_ascii_lowercase().contains("mediatord_device"), "a credential reached it:\n{head}");
+        assert!(!head.contains("dev-"), "{head}");
+    }
+    let status: Value = http
+        .get(d.url(&format!("/session/{sid}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (&status["subscribers"], &status["clientCount"]),
+        (&json!(0), &json!(1)),
+        "the image opened no stream: {status}"
+    );
+    // Where the credential is: this origin's storage, which no other origin can read.
+    page.client.goto(&format!("{}/", d.base)).await.expect("back to the app");
+    let kept = page.js("return localStorage.getItem('mediatord.deviceCredential')").await;
+    assert!(kept.as_str().is_some_and(|c| c.starts_with("dev-")), "{kept}");
 }
 
 /// Issue #19: the operator's Devices page pairs another device with a QR code on screen; the

@@ -2,10 +2,12 @@
 // credentials.
 //
 // - A paired device (opened on `<daemon>/#pair=<code>`): the code is exchanged once for a device
-//   credential that the daemon sets as an HttpOnly cookie, which no script here can read (the
-//   exchange asks for the cookie only, so the credential is never in this page's hands). The code
-//   leaves the address bar and the history entry before anything else happens. The device's id is
-//   its client id; the daemon fills it in, so this page sends none.
+//   credential, kept in localStorage and sent only as `Authorization: Bearer`. localStorage is
+//   scoped to this exact origin (scheme, host and port), where a cookie would reach every server on
+//   the same host name, whatever its port (docs/operations.md, "The browser's credential"); the
+//   page's strict CSP (scripts from this origin only) is what keeps other scripts from reading it.
+//   The code leaves the address bar and the history entry before anything else happens. The
+//   device's id is its client id; the daemon fills it in, so this page sends none.
 // - Otherwise a client id: a stable random id per browser, kept in localStorage and sent as
 //   X-Qwen-Client-Id, so the daemon attributes this browser's votes and prompts to it.
 // - The operator's token, when the daemon has one and this browser is not a paired device: pasted
@@ -16,8 +18,10 @@ import { h } from './dom.js';
 
 const CLIENT_KEY = 'mediatord.clientId';
 const TOKEN_KEY = 'mediatord.token';
-/** The paired device's id (not its credential: that is the cookie). */
+/** The paired device's id. */
 const DEVICE_KEY = 'mediatord.device';
+/** The paired device's credential, `<device id>.<secret>`. */
+const CREDENTIAL_KEY = 'mediatord.deviceCredential';
 /** The daemon's root: this module's directory's parent (assets live in assets/). */
 const ROOT = new URL('../', import.meta.url);
 
@@ -58,21 +62,22 @@ function storedToken() {
   }
 }
 
-function storedDevice() {
+function storedCredential() {
   try {
-    return localStorage.getItem(DEVICE_KEY);
+    return localStorage.getItem(CREDENTIAL_KEY);
   } catch {
     return null;
   }
 }
 
-/** Headers that identify and authorise this browser on every API call (the cookie goes by itself). */
+/** Headers that identify and authorise this browser on every API call. */
 export function authHeaders() {
   const headers = {};
   const token = storedToken();
-  if (token) headers.Authorization = `Bearer ${token}`;
-  // A paired browser is its device: the daemon takes the client id from the cookie.
-  if (token || !storedDevice()) headers['X-Qwen-Client-Id'] = getClientId();
+  const credential = token ? null : storedCredential();
+  if (token || credential) headers.Authorization = `Bearer ${token || credential}`;
+  // A paired browser is its device: the daemon takes the client id from its credential.
+  if (!credential) headers['X-Qwen-Client-Id'] = getClientId();
   return headers;
 }
 
@@ -90,10 +95,11 @@ export function setIdentity(identity) {
   return identity?.kind === 'device' ? identity.deviceId : getClientId();
 }
 
-/** Forgets the device (its cookie was refused: revoked, or cleared by the daemon). */
+/** Forgets the device (its credential was refused: revoked). */
 export function forgetDevice() {
   try {
     localStorage.removeItem(DEVICE_KEY);
+    localStorage.removeItem(CREDENTIAL_KEY);
   } catch {
     // nothing stored
   }
@@ -110,7 +116,7 @@ function ownName() {
 /**
  * When the page was opened on a pairing URL (`#pair=<code>`): removes the code from the address bar
  * and from this history entry at once, then exchanges it. Resolves to null (no code), to
- * `{device}` (paired: the cookie is set), or to `{error}` (the text to show).
+ * `{device}` (paired: the credential is kept), or to `{error}` (the text to show).
  */
 export async function pairFromUrl() {
   const match = /^#pair=([0-9A-Za-z]{1,128})$/.exec(location.hash);
@@ -121,8 +127,8 @@ export async function pairFromUrl() {
     res = await fetch(new URL('devices/pair', ROOT), {
       method: 'POST',
       headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
-      body: JSON.stringify({ code: match[1], name: ownName(), cookieOnly: true }),
-      credentials: 'same-origin',
+      body: JSON.stringify({ code: match[1], name: ownName() }),
+      credentials: 'omit',
       cache: 'no-store',
     });
   } catch (err) {
@@ -138,11 +144,12 @@ export async function pairFromUrl() {
   }
   signOut();
   try {
+    localStorage.setItem(CREDENTIAL_KEY, body.token);
     localStorage.setItem(DEVICE_KEY, body.deviceId);
   } catch {
-    // The cookie is what signs in; the id is learned again from the daemon.
+    return { error: 'This browser refused to keep the credential (storage is off): it cannot stay paired.' };
   }
-  return { device: body };
+  return { device: { deviceId: body.deviceId, role: body.role, name: body.name } };
 }
 
 export function hasToken() {

@@ -52,7 +52,7 @@ fn config(dir: &Path) -> StoreConfig {
 }
 
 fn flush(store: &SqliteStore) -> Res<()> {
-    store.flush().blocking_recv().map_err(|_| "the store's writer stopped while filling".into())
+    store.flush().wait_blocking().map_err(|e| format!("the store's writer failed while filling: {e}").into())
 }
 
 fn now_ms() -> u64 {

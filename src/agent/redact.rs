@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(Redactor::default().redact(KEY), KEY);
         assert_eq!(Redactor::new(&[("A".into(), "1234567".into())]).redact("1234567"), "1234567");
         assert_eq!(Redactor::new(&[("A".into(), "12345678".into())]).redact("x12345678"), "x[redacted]");
-        assert!(!format!("{r:?}").contains(KEY), "its Debug shows no secret");
+        assert_eq!(format!("{r:?}"), "Redactor { secrets: 5 }", "its Debug shows how many, not one of them");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use self::shell::ShellOutcome;
 use crate::acp::method;
 use crate::agent::{AgentHandle, sandbox};
 use crate::config::{AgentSpec, Config, SessionScope};
-use crate::devices::Devices;
+use crate::devices::{Device, Devices, RevokeError, StreamLimits};
 use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
@@ -208,7 +208,8 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
         let notifier =
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
-        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl));
+        let stream_limits = StreamLimits::leaving_a_quarter(config.connection_cap(), config.max_subscribers);
+        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl, stream_limits));
         Arc::new(Daemon {
             devices,
             store,
@@ -257,6 +258,17 @@ impl Daemon {
         let mut all: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         all
+    }
+
+    /// Revokes a paired device once the store has it (`Devices::revoke`), then takes it out of
+    /// every live session's clients and voters: a revoked device never counts toward a quorum,
+    /// and a pending request it was holding up is decided by the votes left.
+    pub async fn revoke_device(&self, id: &str) -> Result<Device, RevokeError> {
+        let device = self.devices.revoke(id).await?;
+        for session in self.all_sessions() {
+            session.forget_voter(id);
+        }
+        Ok(device)
     }
 
     /// Removes a session from the tables at once (DELETE), so it is 404 from now on.
@@ -821,23 +833,23 @@ impl Daemon {
         let workspaces = running.iter().collect::<std::collections::HashSet<_>>().len();
         let stats = &self.bus_stats;
         let agent = program_state(&self.config.default_agent().command.program);
+        let store = self.store.stats();
         Snapshot {
             active_prompts: sessions.iter().filter(|s| s.has_active_prompt()).count(),
             agent,
             agents,
             pending_permissions: sessions.iter().map(|s| s.permissions().pending_count()).sum(),
             sessions: sessions.len(),
-            status: "ok",
-            store: {
-                let st = self.store.stats();
-                crate::metrics::StoreFigures {
-                    durable: st.durable,
-                    db_bytes: st.db_bytes,
-                    events_written: st.events_written,
-                    events_dropped: st.events_dropped,
-                    gaps: st.gaps,
-                    writes_dropped: st.writes_dropped,
-                }
+            status: if store.lost_writes() { "degraded" } else { "ok" },
+            store: crate::metrics::StoreFigures {
+                durable: store.durable,
+                db_bytes: store.db_bytes,
+                events_written: store.events_written,
+                events_dropped: store.events_dropped,
+                gaps: store.gaps,
+                writes_dropped: store.writes_dropped,
+                writes_failed: store.writes_failed,
+                commits_failed: store.commits_failed,
             },
             subscribers: stats.subscribers.load(Ordering::Relaxed),
             uptime: self.started.elapsed(),

@@ -10,7 +10,7 @@
 //! [`Mediator`] ([`Host`]). It reaches its agent only through [`acp::Agent`], so its unit tests
 //! run on a fake agent and no process.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -69,6 +69,9 @@ enum Origin {
 #[derive(Debug, Default)]
 struct Clients {
     seen: HashMap<String, (u64, Origin)>,
+    /// Registered ids that may not vote (paired observers): registered like any client, never
+    /// counted among the voters.
+    observers: HashSet<String>,
 }
 
 impl Clients {
@@ -91,6 +94,7 @@ impl Clients {
                 && let Some(oldest) = class.min_by_key(|(_, (seen, _))| *seen).map(|(k, _)| k.clone())
             {
                 self.seen.remove(&oldest);
+                self.observers.remove(&oldest);
             }
         }
         self.seen.insert(id.to_owned(), (now, origin));
@@ -324,6 +328,21 @@ impl Session {
         lock(&self.clients).touch(client_id, Origin::Named)
     }
 
+    /// Registers (or refreshes) a client that may not vote (a paired observer): it is a client of
+    /// the session, never one of its voters.
+    pub fn touch_observer(&self, client_id: &str) -> u64 {
+        let mut clients = lock(&self.clients);
+        clients.observers.insert(client_id.to_owned());
+        clients.touch(client_id, Origin::Named)
+    }
+
+    /// `client_id` may vote no more (a revoked device): it leaves the session's clients and the
+    /// voters of its pending requests.
+    pub fn forget_voter(&self, client_id: &str) {
+        self.remove_client(client_id);
+        self.permissions().voter_gone(client_id);
+    }
+
     /// Registers a client id the daemon minted for a caller that sent none (`POST /session`
     /// without a client id); returns its last-seen time.
     pub fn touch_minted_client(&self, client_id: &str) -> u64 {
@@ -335,7 +354,9 @@ impl Session {
     }
 
     pub fn remove_client(&self, client_id: &str) -> bool {
-        lock(&self.clients).seen.remove(client_id).is_some()
+        let mut clients = lock(&self.clients);
+        clients.observers.remove(client_id);
+        clients.seen.remove(client_id).is_some()
     }
 
     pub fn client_ids(&self) -> Vec<String> {
@@ -682,12 +703,19 @@ impl Host for Session {
         self.current_tag().and_then(|t| t.originator.clone())
     }
 
+    /// The registered clients that may vote now: not the observers (a revoked device is no
+    /// longer registered).
     fn voters(&self) -> Vec<String> {
-        self.client_ids()
+        let clients = lock(&self.clients);
+        let mut ids: Vec<String> =
+            clients.seen.keys().filter(|id| !clients.observers.contains(*id)).cloned().collect();
+        ids.sort();
+        ids
     }
 
     fn is_voter(&self, client_id: &str) -> bool {
-        self.has_client(client_id)
+        let clients = lock(&self.clients);
+        clients.seen.contains_key(client_id) && !clients.observers.contains(client_id)
     }
 
     fn announced_tool_call(&self, tool_call: &Value) -> Value {
@@ -1398,5 +1426,34 @@ mod tests {
         let resolved = f.until("permission_resolved").await;
         assert_eq!(resolved.last().expect("resolved").1["resolvedBy"], "cancel");
         assert!(!f.session.is_ending(), "a cancel does not end the session");
+    }
+
+    /// Issue #27, finding 3: consensus counts the identities that may vote now. An observer that
+    /// opened the stream (or sent a heartbeat) is a client, not a voter; a voter that leaves (a
+    /// revoked device) takes its place in the quorum and its vote with it, so the one left decides.
+    #[tokio::test]
+    async fn consensus_counts_only_voters_and_a_voter_that_leaves_lets_the_rest_decide() {
+        let mut f = fixture(5, Policy::Consensus);
+        f.session.touch_client("alice");
+        f.session.touch_observer("dev-observer");
+        f.session.touch_client("dev-voter");
+        assert_eq!(f.session.voters(), ["alice", "dev-voter"]);
+        assert!(!f.session.is_voter("dev-observer"));
+        assert!(f.session.has_client("dev-observer"), "still a client of the session");
+        f.session.enqueue(text_prompt("ask")).expect("queued");
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let session = f.session.clone();
+        let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
+        let request = tokio::spawn(async move { session.request_permission(asked).await });
+        let raised = f.until("permission_request").await;
+        let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
+        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        assert_eq!(f.session.permissions().vote(&request_id, Some("alice"), true, &vote), Ok(()));
+        assert!(f.session.permissions().is_pending(&request_id), "one of two voters: partial");
+        f.session.forget_voter("dev-voter");
+        let answer = tokio::time::timeout(WAIT, request).await.expect("answered").expect("task");
+        assert_eq!(answer, json!({"outcome": {"outcome": "selected", "optionId": "ok"}}));
+        assert!(!f.session.has_client("dev-voter"));
+        assert_eq!(f.session.voters(), ["alice"]);
     }
 }

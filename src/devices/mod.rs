@@ -8,13 +8,22 @@
 //! - Each device has a [`Role`]: a voter acts like any client; an observer reads and subscribes.
 //! - Revoking a device removes it from the table (its next request is refused) and fires its
 //!   [`Device::revoked`] token, which ends its open event streams at once.
+//! - Pairing and revoking are security decisions: each is on disk (its store [`Ack`]) before it
+//!   takes effect in memory, and a write the store refuses leaves both as they were (the code
+//!   unused, the device paired) and says so (`PairError::Store`, `RevokeError::Store`).
+//! - A device's event streams are bounded (`streams`): per device, per device and session, and
+//!   for all devices together, which leaves the rest of the connections to the operator.
+//! - Device names are checked (`names`): no controls, bidi overrides, invisible characters or
+//!   stacks of combining marks, so a name cannot pass for another or paint over its neighbours.
 //!
 //! On the `permission` floor, persisting through `store` like workspace rules; only `http` turns
 //! a header or a cookie into a [`Device`].
 
+mod names;
 mod pairing;
 pub mod qr;
 mod role;
+mod streams;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -25,18 +34,21 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+pub use self::names::{MAX_COMBINING_MARKS, MAX_NAME_CHARS, neutralised};
 use self::pairing::{CODE_BYTES, Codes, Grant};
 pub use self::pairing::{CodeError, FAILURE_WINDOW as PAIRING_FAILURE_WINDOW};
 pub use self::role::Role;
+use self::streams::Streams;
+pub use self::streams::{
+    MAX_STREAMS_PER_DEVICE, MAX_STREAMS_PER_DEVICE_AND_SESSION, StreamLimit, StreamLimits, StreamPermit,
+};
 use crate::clock::now_ms;
-use crate::store::{Store, StoredDevice};
+use crate::store::{Store, StoredDevice, WriteError};
 use crate::sync::lock;
 
 /// Devices paired at once. qwen serve caps its paired devices too; 256 is far beyond a team's
 /// phones and browsers and keeps `GET /devices` one small page.
 pub const MAX_DEVICES: usize = 256;
-/// Longest device name, in characters.
-pub const MAX_NAME_CHARS: usize = 64;
 /// A device's last-seen time is written to the store at most this often (it is kept exactly in
 /// memory): a request per second from a phone must not be a write per second.
 const SEEN_WRITE_INTERVAL_MS: u64 = 60_000;
@@ -78,10 +90,27 @@ pub enum PairError {
     TooManyCodes,
     #[error("{MAX_DEVICES} devices are paired already: revoke one first")]
     TooManyDevices,
-    #[error("A device name is 1 to {MAX_NAME_CHARS} characters, without control characters")]
+    #[error(
+        "A device name is 1 to {MAX_NAME_CHARS} characters, without control, formatting or invisible \
+         characters (such as right-to-left overrides and zero-width spaces), spaces other than the \
+         plain one, or more than {MAX_COMBINING_MARKS} combining marks on one character"
+    )]
     InvalidName,
     #[error("the operating system's random number generator failed")]
     NoRandomness,
+    /// The store did not take the new device: nothing was paired, and the code still works.
+    #[error("{0}")]
+    Store(WriteError),
+}
+
+/// Why a revocation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevokeError {
+    #[error("no paired device has this id")]
+    NotFound,
+    /// The store did not take the revocation: the device is still paired.
+    #[error("{0}")]
+    Store(WriteError),
 }
 
 /// A pairing code just issued.
@@ -103,15 +132,20 @@ struct Entry {
 #[derive(Default)]
 struct Table {
     devices: HashMap<Arc<str>, Entry>,
+    /// Pairings whose device is being written: they hold a place under [`MAX_DEVICES`].
+    pairing: usize,
     codes: Codes,
 }
 
 /// The paired devices and the pairing codes. One table behind a `std::sync::Mutex`: every
-/// critical section is a lookup or an insert, with nothing awaited under it.
+/// critical section is a lookup or an insert, with nothing awaited under it (a store write is
+/// awaited between two of them).
 pub struct Devices {
     store: Arc<dyn Store>,
     code_ttl: Duration,
     table: Mutex<Table>,
+    /// The devices' open event streams (their own lock: counted on every stream's open and end).
+    streams: Arc<Streams>,
 }
 
 impl std::fmt::Debug for Devices {
@@ -127,38 +161,42 @@ fn random_hex(n: usize) -> Option<String> {
     Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// A name as given, trimmed, or `InvalidName` (`names`).
+pub fn valid_name(name: &str) -> Result<String, PairError> {
+    names::valid_name(name).map_err(|names::InvalidName| PairError::InvalidName)
+}
+
 fn hash(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// A name as given, trimmed; `Err` when empty, too long or holding control characters.
-pub fn valid_name(name: &str) -> Result<String, PairError> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-        return Err(PairError::InvalidName);
-    }
-    Ok(name.to_owned())
-}
-
-/// Whether `credential` has a device credential's shape (so an `Authorization` header carrying
-/// one is judged as a device, never as the operator's token).
+/// Whether `credential` has exactly a device credential's shape, `dev-<16 hex>.<64 hex>` (so an
+/// `Authorization` header carrying one is judged as a device first; the perimeter still tries the
+/// operator's token when no device has it, so an operator token of any shape works).
 pub fn is_device_credential(credential: &str) -> bool {
-    credential.starts_with(ID_PREFIX) && credential.contains('.')
+    let hex =
+        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    credential
+        .strip_prefix(ID_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(id, secret)| hex(id, ID_BYTES * 2) && hex(secret, SECRET_BYTES * 2))
 }
 
 impl Devices {
     /// The table, loaded from `store` (an unreadable store starts with none, and says so); codes
-    /// live `code_ttl` (`--pairing-code-ttl-ms`).
-    pub fn new(store: Arc<dyn Store>, code_ttl: Duration) -> Devices {
+    /// live `code_ttl` (`--pairing-code-ttl-ms`); devices' event streams are bounded by `limits`.
+    pub fn new(store: Arc<dyn Store>, code_ttl: Duration, limits: StreamLimits) -> Devices {
         let mut table = Table::default();
         match store.devices() {
             Ok(devices) => {
                 for d in devices {
                     let Some(role) = Role::parse(&d.role) else { continue };
                     let id: Arc<str> = Arc::from(d.device_id.as_str());
+                    // A name recorded before names were checked as they are now is shown
+                    // neutralised, never as it was.
                     let device = Device {
                         id: id.clone(),
-                        name: Arc::from(d.name.as_str()),
+                        name: Arc::from(neutralised(&d.name).as_str()),
                         role,
                         created_at: d.created_at,
                         last_seen_at: d.last_seen_at,
@@ -170,7 +208,7 @@ impl Devices {
             }
             Err(e) => tracing::error!(error = %e, "cannot read the paired devices; none is signed in"),
         }
-        Devices { store, code_ttl, table: Mutex::new(table) }
+        Devices { store, code_ttl, table: Mutex::new(table), streams: Arc::new(Streams::new(limits)) }
     }
 
     /// A one-time code for a device to be called `name` (or what it calls itself) with `role`.
@@ -185,42 +223,67 @@ impl Devices {
     }
 
     /// Exchanges `code` from `peer` for a new device and its credential (returned once, never
-    /// kept). The operator's name for it wins over the one it gives itself. The store write is
-    /// queued; the caller flushes it before answering, so an answered pairing survives a restart.
-    pub fn pair(&self, code: &str, name: Option<&str>, peer: IpAddr) -> Result<(Device, String), PairError> {
+    /// kept). The operator's name for it wins over the one it gives itself. The device is on disk
+    /// before it exists in memory and before this returns; when there is no room for it, or the
+    /// store refuses it, the code is given back unused.
+    pub async fn pair(
+        &self,
+        code: &str,
+        name: Option<&str>,
+        peer: IpAddr,
+    ) -> Result<(Device, String), PairError> {
         let own_name = name.map(valid_name).transpose()?;
-        let mut table = lock(&self.table);
-        let grant = table.codes.take(code, peer, Instant::now()).map_err(|e| match e {
-            CodeError::Invalid => PairError::InvalidCode,
-            CodeError::Throttled => PairError::Throttled,
-        })?;
-        if table.devices.len() >= MAX_DEVICES {
-            return Err(PairError::TooManyDevices);
-        }
         let (Some(id), Some(secret)) = (random_hex(ID_BYTES), random_hex(SECRET_BYTES)) else {
             return Err(PairError::NoRandomness);
         };
+        let taken = {
+            let mut table = lock(&self.table);
+            let taken = table.codes.take(code, peer, Instant::now()).map_err(|e| match e {
+                CodeError::Invalid => PairError::InvalidCode,
+                CodeError::Throttled => PairError::Throttled,
+            })?;
+            if table.devices.len() + table.pairing >= MAX_DEVICES {
+                table.codes.give_back(taken);
+                return Err(PairError::TooManyDevices);
+            }
+            table.pairing += 1;
+            taken
+        };
         let id: Arc<str> = Arc::from(format!("{ID_PREFIX}{id}"));
-        let name =
-            grant.name.or(own_name).unwrap_or_else(|| format!("device {}", &id[ID_PREFIX.len()..][..4]));
+        let name = taken
+            .grant
+            .name
+            .clone()
+            .or(own_name)
+            .unwrap_or_else(|| format!("device {}", &id[ID_PREFIX.len()..][..4]));
         let now = now_ms();
+        let role = taken.grant.role;
+        let secret_hash = hash(&secret);
+        let written = self
+            .store
+            .put_device(&StoredDevice {
+                device_id: id.to_string(),
+                name: name.clone(),
+                role: role.as_str().to_owned(),
+                secret_hash,
+                created_at: now,
+                last_seen_at: Some(now),
+            })
+            .await;
+        let mut table = lock(&self.table);
+        table.pairing -= 1;
+        if let Err(e) = written {
+            table.codes.give_back(taken);
+            return Err(PairError::Store(e));
+        }
         let device = Device {
             id: id.clone(),
             name: Arc::from(name.as_str()),
-            role: grant.role,
+            role,
             created_at: now,
             last_seen_at: Some(now),
             revoked: CancellationToken::new(),
         };
-        let secret_hash = hash(&secret);
-        self.store.put_device(&StoredDevice {
-            device_id: id.to_string(),
-            name,
-            role: grant.role.as_str().to_owned(),
-            secret_hash,
-            created_at: now,
-            last_seen_at: Some(now),
-        });
         table.devices.insert(id.clone(), Entry { device: device.clone(), secret_hash, seen_written: now });
         Ok((device, format!("{id}.{secret}")))
     }
@@ -251,35 +314,137 @@ impl Devices {
         out
     }
 
-    /// Revokes `id`: refused from its next request on, its streams ended now. `None` when no
-    /// such device is paired.
-    pub fn revoke(&self, id: &str) -> Option<Device> {
-        let entry = lock(&self.table).devices.remove(id)?;
+    /// Revokes `id` once the store has it: refused from its next request on, its streams ended
+    /// now. Until the store answers, the device works as before; when the store refuses, it stays
+    /// paired.
+    pub async fn revoke(&self, id: &str) -> Result<Device, RevokeError> {
+        if !lock(&self.table).devices.contains_key(id) {
+            return Err(RevokeError::NotFound);
+        }
+        self.store.revoke_device(id, now_ms()).await.map_err(RevokeError::Store)?;
+        // Two revocations of one device may both have been written; the first here ends it.
+        let entry = lock(&self.table).devices.remove(id).ok_or(RevokeError::NotFound)?;
         entry.device.revoked.cancel();
-        self.store.revoke_device(id, now_ms());
-        Some(entry.device)
+        Ok(entry.device)
+    }
+
+    /// A place for one more event stream of `device` on `session_id`, held until the permit is
+    /// dropped (the stream ends), or the limit it would pass.
+    pub fn open_stream(&self, device: &Device, session_id: &str) -> Result<StreamPermit, StreamLimit> {
+        self.streams.open(&device.id, session_id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use serde_json::Value;
 
     use super::*;
-    use crate::store::MemoryStore;
+    use crate::store::{
+        Ack, AuditPage, AuditQuery, AuditRecord, MemoryStore, ReadError, SessionRecord, SessionState,
+        StoreStats, StoredEvent, StoredRule,
+    };
+
+    const LIMITS: StreamLimits = StreamLimits { all_devices: 192, per_session: 48 };
 
     fn devices() -> Devices {
-        Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(120))
+        Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(120), LIMITS)
     }
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-    #[test]
-    fn a_code_pairs_one_device_whose_credential_is_256_bits_and_stored_hashed() {
+    /// A store whose acknowledged writes fail while `failing` is set (a busy or full disk), and
+    /// that remembers the devices it took.
+    #[derive(Debug, Default)]
+    struct Disk {
+        failing: AtomicBool,
+        devices: Mutex<Vec<String>>,
+        revoked: Mutex<Vec<String>>,
+        /// What `devices()` reads back.
+        stored: Mutex<Vec<StoredDevice>>,
+        /// Last-seen writes.
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Disk {
+        fn answer(&self) -> Ack {
+            Ack::ready(if self.failing.load(Ordering::Relaxed) {
+                Err(WriteError("database is locked".into()))
+            } else {
+                Ok(())
+            })
+        }
+    }
+
+    impl Store for Disk {
+        fn durable(&self) -> bool {
+            true
+        }
+        fn session_started(&self, _: &SessionRecord, _: u64, _: bool) {}
+        fn append_events(&self, _: &Arc<str>, _: u64, _: Vec<bytes::Bytes>) {}
+        fn session_ended(&self, _: &str, _: SessionState, _: &str, _: u64, _: u64) {}
+        fn audit(&self, _: AuditRecord) {}
+        fn put_workspace_rule(&self, _: &str, _: &str, _: &Value) -> Ack {
+            self.answer()
+        }
+        fn delete_workspace_rule(&self, _: &str, _: &str) -> Ack {
+            self.answer()
+        }
+        fn put_device(&self, device: &StoredDevice) -> Ack {
+            let ack = self.answer();
+            if !self.failing.load(Ordering::Relaxed) {
+                lock(&self.devices).push(device.device_id.clone());
+            }
+            ack
+        }
+        fn device_seen(&self, id: &str, _: u64) {
+            lock(&self.seen).push(id.to_owned());
+        }
+        fn revoke_device(&self, id: &str, _: u64) -> Ack {
+            let ack = self.answer();
+            if !self.failing.load(Ordering::Relaxed) {
+                lock(&self.revoked).push(id.to_owned());
+            }
+            ack
+        }
+        fn flush(&self) -> Ack {
+            self.answer()
+        }
+        fn query_audit(&self, _: &AuditQuery) -> Result<AuditPage, ReadError> {
+            Ok(AuditPage::default())
+        }
+        fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
+            Ok(lock(&self.stored).clone())
+        }
+        fn sessions(&self, _: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn session(&self, _: &str) -> Result<Option<SessionRecord>, ReadError> {
+            Ok(None)
+        }
+        fn events(&self, _: &str, _: u64, _: usize) -> Result<Vec<StoredEvent>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
+            Ok(None)
+        }
+        fn stats(&self) -> StoreStats {
+            StoreStats::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_code_pairs_one_device_whose_credential_is_256_bits_and_stored_hashed() {
         let d = devices();
         let issued = d.issue_code(Some("phone"), Role::Observer).expect("code");
         assert_eq!(issued.code.len(), CODE_BYTES * 2);
-        let (device, credential) = d.pair(&issued.code, Some("ignored"), PEER).expect("paired");
+        let (device, credential) = d.pair(&issued.code, Some("ignored"), PEER).await.expect("paired");
         assert_eq!((&*device.name, device.role), ("phone", Role::Observer));
         let (id, secret) = credential.split_once('.').expect("id.secret");
         assert_eq!((id, secret.len()), (&*device.id, SECRET_BYTES * 2));
@@ -288,32 +453,152 @@ mod tests {
         assert_eq!(d.authenticate(&credential).map(|x| x.id), Some(device.id.clone()));
         assert!(d.authenticate(&format!("{id}.{}", "0".repeat(64))).is_none(), "wrong secret");
         assert!(d.authenticate(secret).is_none(), "no id");
-        assert_eq!(d.pair(&issued.code, None, PEER).err(), Some(PairError::InvalidCode), "single use");
+        assert_eq!(d.pair(&issued.code, None, PEER).await.err(), Some(PairError::InvalidCode), "single use");
     }
 
     #[test]
-    fn a_device_names_itself_only_when_the_operator_did_not() {
+    fn only_the_exact_shape_of_a_device_credential_is_one() {
+        let id = "dev-0123456789abcdef";
+        let secret = "ab".repeat(SECRET_BYTES);
+        assert!(is_device_credential(&format!("{id}.{secret}")));
+        for not in [
+            "dev-ops.2026-operator-token".to_owned(),
+            format!("{id}.{}", &secret[1..]),
+            format!("{id}.{secret}0"),
+            format!("dev-0123456789abcde.{secret}"),
+            format!("dev-0123456789ABCDEF.{secret}"),
+            format!("{id}.{}", secret.replace('a', "g")),
+            format!("{id}{secret}"),
+            format!("xev-0123456789abcdef.{secret}"),
+        ] {
+            assert!(!is_device_credential(&not), "{not}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_device_names_itself_only_when_the_operator_did_not() {
         let d = devices();
         let code = d.issue_code(None, Role::Voter).expect("code").code;
-        assert_eq!(&*d.pair(&code, Some("  laptop "), PEER).expect("paired").0.name, "laptop");
+        assert_eq!(&*d.pair(&code, Some("  laptop "), PEER).await.expect("paired").0.name, "laptop");
         let code = d.issue_code(None, Role::Voter).expect("code").code;
-        assert!(d.pair(&code, None, PEER).expect("paired").0.name.starts_with("device "));
+        assert!(d.pair(&code, None, PEER).await.expect("paired").0.name.starts_with("device "));
         assert_eq!(d.issue_code(Some(""), Role::Voter).err(), Some(PairError::InvalidName));
         assert_eq!(d.issue_code(Some("a\nb"), Role::Voter).err(), Some(PairError::InvalidName));
         assert_eq!(d.issue_code(Some(&"x".repeat(65)), Role::Voter).err(), Some(PairError::InvalidName));
+        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        assert_eq!(d.pair(&code, Some("op\u{202E}era"), PEER).await.err(), Some(PairError::InvalidName));
+        assert!(d.pair(&code, Some("ok"), PEER).await.is_ok(), "a refused name does not use the code up");
+    }
+
+    #[tokio::test]
+    async fn revoking_refuses_the_credential_and_fires_the_streams_token() {
+        let d = devices();
+        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
+        let ended = device.revoked();
+        assert!(!ended.is_cancelled());
+        assert!(d.revoke(&device.id).await.is_ok());
+        assert!(ended.is_cancelled());
+        assert!(d.authenticate(&credential).is_none());
+        assert_eq!(d.revoke(&device.id).await.err(), Some(RevokeError::NotFound), "already gone");
+        assert!(d.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_last_seen_time_is_written_at_most_once_a_minute() {
+        let disk = Arc::new(Disk::default());
+        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
+        for _ in 0..3 {
+            assert!(d.authenticate(&credential).is_some());
+        }
+        assert!(lock(&disk.seen).is_empty(), "seen at pairing, a moment ago");
+        lock(&d.table).devices.get_mut(&device.id).expect("entry").seen_written -= SEEN_WRITE_INTERVAL_MS;
+        assert!(d.authenticate(&credential).is_some());
+        assert!(d.authenticate(&credential).is_some());
+        assert_eq!(*lock(&disk.seen), [device.id.to_string()], "once, then not again for a minute");
     }
 
     #[test]
-    fn revoking_refuses_the_credential_and_fires_the_streams_token() {
+    fn a_code_expires_its_lifetime_after_it_is_issued() {
         let d = devices();
+        let before = now_ms();
+        let issued = d.issue_code(None, Role::Voter).expect("code");
+        let after = now_ms();
+        assert!((before + 120_000..=after + 120_000).contains(&issued.expires_at), "{}", issued.expires_at);
+    }
+
+    #[tokio::test]
+    async fn a_pairing_in_flight_holds_its_place_under_the_cap() {
+        let d = devices();
+        for _ in 0..MAX_DEVICES - 1 {
+            let code = d.issue_code(None, Role::Observer).expect("code").code;
+            d.pair(&code, None, PEER).await.expect("paired");
+        }
+        // One more is being written (its store write not answered yet): no room is left.
+        lock(&d.table).pairing = 1;
         let code = d.issue_code(None, Role::Voter).expect("code").code;
-        let (device, credential) = d.pair(&code, None, PEER).expect("paired");
-        let ended = device.revoked();
-        assert!(!ended.is_cancelled());
-        assert!(d.revoke(&device.id).is_some());
-        assert!(ended.is_cancelled());
+        assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices));
+        lock(&d.table).pairing = 0;
+        assert!(d.pair(&code, None, PEER).await.is_ok(), "the last place, once it is free");
+    }
+
+    #[tokio::test]
+    async fn a_pairing_refused_for_room_does_not_use_its_code_up() {
+        let d = devices();
+        for _ in 0..MAX_DEVICES {
+            let code = d.issue_code(None, Role::Observer).expect("code").code;
+            d.pair(&code, None, PEER).await.expect("paired");
+        }
+        let code = d.issue_code(Some("late"), Role::Voter).expect("code").code;
+        assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices));
+        assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices), "still unused");
+        let first = d.list()[0].id.clone();
+        d.revoke(&first).await.expect("revoked");
+        let (device, _) = d.pair(&code, None, PEER).await.expect("the same code, once there is room");
+        assert_eq!(&*device.name, "late");
+        assert_eq!(d.list().len(), MAX_DEVICES);
+    }
+
+    #[tokio::test]
+    async fn a_pairing_or_revocation_the_store_refuses_changes_nothing() {
+        let disk = Arc::new(Disk::default());
+        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let code = d.issue_code(Some("phone"), Role::Voter).expect("code").code;
+        disk.failing.store(true, Ordering::Relaxed);
+        let refused = d.pair(&code, None, PEER).await.err();
+        assert_eq!(refused, Some(PairError::Store(WriteError("database is locked".into()))));
+        assert!(d.list().is_empty(), "not paired in memory either");
+        assert_eq!(lock(&d.table).pairing, 0);
+        disk.failing.store(false, Ordering::Relaxed);
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("the code still works");
+        assert_eq!(*lock(&disk.devices), [device.id.to_string()]);
+        disk.failing.store(true, Ordering::Relaxed);
+        let refused = d.revoke(&device.id).await.err();
+        assert_eq!(refused, Some(RevokeError::Store(WriteError("database is locked".into()))));
+        assert!(!device.revoked().is_cancelled(), "its streams go on");
+        assert!(d.authenticate(&credential).is_some(), "still paired");
+        disk.failing.store(false, Ordering::Relaxed);
+        d.revoke(&device.id).await.expect("revoked");
+        assert_eq!(*lock(&disk.revoked), [device.id.to_string()]);
         assert!(d.authenticate(&credential).is_none());
-        assert!(d.revoke(&device.id).is_none(), "already gone");
-        assert!(d.list().is_empty());
+    }
+
+    #[test]
+    fn a_name_stored_before_the_checks_is_loaded_neutralised() {
+        let disk = Arc::new(Disk::default());
+        let secret = "ab".repeat(SECRET_BYTES);
+        lock(&disk.stored).push(StoredDevice {
+            device_id: "dev-0123456789abcdef".into(),
+            name: "admin\u{202E}enohp".into(),
+            role: "voter".into(),
+            secret_hash: hash(&secret),
+            created_at: 1,
+            last_seen_at: None,
+        });
+        let d = Devices::new(disk, Duration::from_secs(120), LIMITS);
+        let device = d.authenticate(&format!("dev-0123456789abcdef.{secret}")).expect("loaded");
+        assert_eq!(&*device.name, "admin\u{FFFD}enohp");
     }
 }

@@ -1,5 +1,6 @@
-//! One-time pairing codes and the per-peer limit on exchanging them. Pure bookkeeping over an
-//! explicit `now`, so expiry and the limit are unit-tested without a clock.
+//! One-time pairing codes and the limits on wrong ones (`crate::throttle`: per client and in all).
+//! Pure bookkeeping over an explicit `now`, so expiry and the limits are unit-tested without a
+//! clock.
 //!
 //! Codes stay in memory, never in the store: one lives `--pairing-code-ttl-ms` (120 s), a
 //! restart that forgets it costs one more `mediatord pair`, and the disk then never holds a
@@ -12,19 +13,28 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::role::Role;
+use crate::throttle::{Budget, Failures};
 
 /// Codes waiting to be exchanged at once: pairing is a person at a terminal, a handful at most;
 /// past this, issuing is refused until some are used or expire.
 pub(super) const MAX_PENDING_CODES: usize = 32;
-/// Failed exchanges a peer may make per [`FAILURE_WINDOW`]. A code has 128 random bits, so the
+/// Wrong codes one client may present per [`FAILURE_WINDOW`]. A code has 128 random bits, so the
 /// limit is not what protects it; it keeps a scanner from spending the daemon's time, and a
 /// person who mistypes twice is never in its way. The same figure as GitHub's device flow
 /// tolerates before `slow_down`.
 pub(super) const MAX_FAILURES_PER_WINDOW: u32 = 10;
+/// Wrong codes all clients together may present per window: what spreading guesses over many
+/// addresses can buy at most (a right code is never refused by it).
+pub(super) const MAX_FAILURES_ALL_PER_WINDOW: u32 = 100;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
-/// Peers whose failures are counted at once; past it an unknown peer is refused (as throttled)
-/// until the window frees slots, so the table stays bounded under a flood of addresses.
+/// Clients whose failures are counted at once (`crate::throttle`).
 const MAX_TRACKED_PEERS: usize = 1024;
+const BUDGET: Budget = Budget {
+    per_client: MAX_FAILURES_PER_WINDOW,
+    global: MAX_FAILURES_ALL_PER_WINDOW,
+    window: FAILURE_WINDOW,
+    max_clients: MAX_TRACKED_PEERS,
+};
 /// Random bytes in a code: 128 bits.
 pub(super) const CODE_BYTES: usize = 16;
 
@@ -33,7 +43,7 @@ pub(super) const CODE_BYTES: usize = 16;
 pub enum CodeError {
     /// Wrong, used or expired: indistinguishable on purpose.
     Invalid,
-    /// This peer failed too often lately.
+    /// Wrong, from a client (or from everyone together) that failed too often lately.
     Throttled,
 }
 
@@ -44,18 +54,25 @@ pub(super) struct Grant {
     pub(super) role: Role,
 }
 
+/// A code taken for an exchange, until the device it pays for is on disk (or is given back).
 #[derive(Debug)]
-struct Pending {
-    grant: Grant,
+pub(super) struct Pending {
+    pub(super) grant: Grant,
+    digest: [u8; 32],
     expires: Instant,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Codes {
     /// By SHA-256 of the code: the table never holds a usable code.
     pending: HashMap<[u8; 32], Pending>,
-    /// Per peer: (window start, failures in it).
-    failures: HashMap<IpAddr, (Instant, u32)>,
+    failures: Failures,
+}
+
+impl Default for Codes {
+    fn default() -> Codes {
+        Codes { pending: HashMap::new(), failures: Failures::new(BUDGET) }
+    }
 }
 
 pub(super) fn digest(code: &str) -> [u8; 32] {
@@ -69,42 +86,26 @@ impl Codes {
         if self.pending.len() >= MAX_PENDING_CODES {
             return false;
         }
-        self.pending.insert(digest(code), Pending { grant, expires: now + ttl });
+        let digest = digest(code);
+        self.pending.insert(digest, Pending { grant, digest, expires: now + ttl });
         true
     }
 
-    /// Takes `code` (single use) for `peer`. A throttled peer is refused before the code is looked
-    /// at, so even the right code waits for the window.
-    pub(super) fn take(&mut self, code: &str, peer: IpAddr, now: Instant) -> Result<Grant, CodeError> {
-        if self.throttled(peer, now) {
-            return Err(CodeError::Throttled);
-        }
+    /// Takes `code` (single use) for `peer`. The right code is always taken: a wrong one from
+    /// another client (or a flood of them) never locks a code's holder out. Only a wrong code is
+    /// counted, and refused as throttled once its client's or everyone's budget is spent.
+    pub(super) fn take(&mut self, code: &str, peer: IpAddr, now: Instant) -> Result<Pending, CodeError> {
         match self.pending.remove(&digest(code)) {
-            Some(p) if p.expires > now => Ok(p.grant),
-            _ => Err(if self.failed(peer, now) { CodeError::Invalid } else { CodeError::Throttled }),
+            Some(p) if p.expires > now => Ok(p),
+            _ if self.failures.throttled(peer, now) => Err(CodeError::Throttled),
+            _ => Err(if self.failures.failed(peer, now) { CodeError::Invalid } else { CodeError::Throttled }),
         }
     }
 
-    fn throttled(&self, peer: IpAddr, now: Instant) -> bool {
-        self.failures.get(&peer).is_some_and(|(since, n)| {
-            now.duration_since(*since) < FAILURE_WINDOW && *n >= MAX_FAILURES_PER_WINDOW
-        })
-    }
-
-    /// Counts a failure; `false` when the peer is now over its limit (or cannot be tracked).
-    fn failed(&mut self, peer: IpAddr, now: Instant) -> bool {
-        if self.failures.len() >= MAX_TRACKED_PEERS && !self.failures.contains_key(&peer) {
-            self.failures.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
-            if self.failures.len() >= MAX_TRACKED_PEERS {
-                return false;
-            }
-        }
-        let entry = self.failures.entry(peer).or_insert((now, 0));
-        if now.duration_since(entry.0) >= FAILURE_WINDOW {
-            *entry = (now, 0);
-        }
-        entry.1 += 1;
-        entry.1 <= MAX_FAILURES_PER_WINDOW
+    /// Puts a taken code back, unused: what it was to pay for did not happen (no room, or the
+    /// disk refused the device). It keeps its expiry.
+    pub(super) fn give_back(&mut self, taken: Pending) {
+        self.pending.insert(taken.digest, taken);
     }
 }
 
@@ -128,8 +129,8 @@ mod tests {
         let mut codes = Codes::default();
         assert!(codes.issue("c0de", grant(), now, TTL));
         assert!(codes.pending.keys().all(|k| *k == digest("c0de")));
-        assert_eq!(codes.take("c0de", peer(1), now), Ok(grant()));
-        assert_eq!(codes.take("c0de", peer(1), now), Err(CodeError::Invalid), "single use");
+        assert_eq!(codes.take("c0de", peer(1), now).map(|p| p.grant), Ok(grant()));
+        assert_eq!(codes.take("c0de", peer(1), now).err(), Some(CodeError::Invalid), "single use");
     }
 
     #[test]
@@ -137,10 +138,23 @@ mod tests {
         let now = Instant::now();
         let mut codes = Codes::default();
         codes.issue("late", grant(), now, TTL);
-        assert_eq!(codes.take("late", peer(1), now + TTL), Err(CodeError::Invalid));
-        assert_eq!(codes.take("never", peer(1), now), Err(CodeError::Invalid));
+        assert_eq!(codes.take("late", peer(1), now + TTL).err(), Some(CodeError::Invalid));
+        assert_eq!(codes.take("never", peer(1), now).err(), Some(CodeError::Invalid));
         codes.issue("edge", grant(), now, TTL);
         assert!(codes.take("edge", peer(1), now + TTL - Duration::from_millis(1)).is_ok());
+    }
+
+    #[test]
+    fn a_code_given_back_works_again_until_its_own_expiry() {
+        let now = Instant::now();
+        let mut codes = Codes::default();
+        codes.issue("c0de", grant(), now, TTL);
+        let taken = codes.take("c0de", peer(1), now).expect("taken");
+        assert_eq!(codes.take("c0de", peer(1), now).err(), Some(CodeError::Invalid), "taken meanwhile");
+        codes.give_back(taken);
+        let again = codes.take("c0de", peer(2), now + TTL - Duration::from_millis(1)).expect("given back");
+        codes.give_back(again);
+        assert_eq!(codes.take("c0de", peer(2), now + TTL).err(), Some(CodeError::Invalid), "expired");
     }
 
     #[test]
@@ -149,14 +163,48 @@ mod tests {
         let mut codes = Codes::default();
         codes.issue("good", grant(), now, TTL * 10);
         for i in 0..MAX_FAILURES_PER_WINDOW {
-            assert_eq!(codes.take("bad", peer(1), now), Err(CodeError::Invalid), "failure {i}");
+            assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Invalid), "failure {i}");
         }
-        assert_eq!(codes.take("bad", peer(1), now), Err(CodeError::Throttled));
-        // Even the right code waits: the throttle is checked first, and the code stays usable.
-        assert_eq!(codes.take("good", peer(1), now), Err(CodeError::Throttled));
-        assert!(codes.take("bad", peer(2), now).is_err_and(|e| e == CodeError::Invalid), "per peer");
+        assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Throttled));
+        assert_eq!(codes.take("bad", peer(2), now).err(), Some(CodeError::Invalid), "per peer");
         let later = now + FAILURE_WINDOW;
-        assert_eq!(codes.take("good", peer(1), later), Ok(grant()));
+        assert_eq!(codes.take("bad", peer(1), later).err(), Some(CodeError::Invalid), "a new window");
+        // The right code is taken whoever failed before, even from the throttled address (behind
+        // a proxy, everyone's).
+        assert_eq!(codes.take("good", peer(1), now).map(|p| p.grant), Ok(grant()));
+    }
+
+    #[test]
+    fn a_throttled_clients_further_guesses_do_not_spend_everyones_budget() {
+        let now = Instant::now();
+        let mut codes = Codes::default();
+        for _ in 0..MAX_FAILURES_PER_WINDOW {
+            assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Invalid));
+        }
+        for _ in 0..MAX_FAILURES_ALL_PER_WINDOW {
+            assert_eq!(codes.take("bad", peer(1), now).err(), Some(CodeError::Throttled));
+        }
+        assert_eq!(
+            codes.take("bad", peer(2), now).err(),
+            Some(CodeError::Invalid),
+            "others keep their answer"
+        );
+    }
+
+    #[test]
+    fn wrong_codes_spread_over_addresses_spend_the_global_budget_and_the_right_code_still_works() {
+        let now = Instant::now();
+        let mut codes = Codes::default();
+        codes.issue("good", grant(), now, TTL);
+        let mut refused = 0;
+        for i in 0..MAX_FAILURES_ALL_PER_WINDOW + 20 {
+            let addr = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
+            if codes.take("bad", addr, now).err() == Some(CodeError::Throttled) {
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 20, "past the global budget every wrong code is throttled");
+        assert_eq!(codes.take("good", peer(9), now).map(|p| p.grant), Ok(grant()));
     }
 
     #[test]

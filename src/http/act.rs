@@ -36,16 +36,19 @@ const MAX_PAGE_CHARS: usize = 64 * 1024;
 const REVIEWED_FIELD: &[u8] = b"reviewed=1";
 
 /// The live link `token` leads to, or the refusal: an unknown token is the same 404 as an unknown
-/// route; a peer that presented too many unknown tokens gets 429 until its window passes.
+/// route; a client that presented too many unknown tokens (or everyone together) gets 429 for the
+/// next unknown one until the window passes. A live token is looked up first and always served,
+/// so nobody's bogus tokens lock a link's holder out (issue #27, finding 5).
 fn live_link(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
     let links = d.notifier.links();
     let now = Instant::now();
     let ip = peer.0.ip();
-    if links.is_throttled(ip, now) {
-        return Err(ApiError::TooManyLinkAttempts);
-    }
     let unknown = || {
-        if links.unknown_attempt(ip, now) { ApiError::RouteNotFound } else { ApiError::TooManyLinkAttempts }
+        if links.is_throttled(ip, now) || !links.unknown_attempt(ip, now) {
+            ApiError::TooManyLinkAttempts
+        } else {
+            ApiError::RouteNotFound
+        }
     };
     if !well_formed(token) {
         return Err(unknown());

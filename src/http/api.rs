@@ -62,6 +62,7 @@ const VOTE_ERRORS: &[&str] = &[
     "permission_already_resolved",
     "invalid_option_id",
     "permission_forbidden",
+    "store_unavailable",
 ];
 
 api! {
@@ -109,12 +110,12 @@ api! {
             .body("RuleRequest")
             .ok(&[(201, Json("WorkspaceRuleCreated"))])
             .headers(&[ClientId])
-            .errors(&["invalid_json", "invalid_cwd", "workspace_mismatch", "invalid_client_id", "invalid_rule"]);
+            .errors(&["invalid_json", "invalid_cwd", "workspace_mismatch", "invalid_client_id", "invalid_rule", "store_unavailable"]);
     delete "/workspace/{*rest}" => history::workspace_delete,
         Operation::new("deleteWorkspaceRule", "permissions", "Remove a workspace permission rule")
             .doc_path("/workspace/{cwd}/permission-rules/{ruleId}")
             .ok(NO_CONTENT)
-            .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found"]);
+            .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found", "store_unavailable"]);
     get "/audit" => history::audit,
         Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §14)")
             .ok(&[(200, Json("AuditPage"))])
@@ -175,7 +176,7 @@ api! {
         Operation::new("events", "events", "The session's event stream (SSE, docs/protocol.md §5)")
             .ok(&[(200, EventStream)])
             .headers(&[ClientId, LastEventId])
-            .errors(&["session_not_found", "invalid_client_id", "subscriber_limit_exceeded"]);
+            .errors(&["session_not_found", "invalid_client_id", "subscriber_limit_exceeded", "stream_limit_exceeded"]);
     post "/session/{id}/permission/{request_id}" => permissions::vote,
         Operation::new("vote", "permissions", "Vote on a pending permission request (docs/protocol.md §8)")
             .body("Vote")
@@ -248,11 +249,11 @@ api! {
             .operator()
             .errors(&["invalid_json", "invalid_device", "pairing_unavailable"]);
     post "/devices/pair" => devices::pair,
-        Operation::new("pair", "devices", "Exchange a pairing code for a device credential (also set as an HttpOnly cookie); no token: the code is the credential")
+        Operation::new("pair", "devices", "Exchange a pairing code for a device credential (in the body only, never a cookie); no token: the code is the credential")
             .body("PairRequest")
             .ok(&[(200, Json("Paired"))])
             .no_auth()
-            .errors(&["invalid_json", "invalid_device", "invalid_pairing_code", "too_many_pairing_attempts", "pairing_unavailable"]);
+            .errors(&["invalid_json", "invalid_device", "invalid_pairing_code", "too_many_pairing_attempts", "pairing_unavailable", "store_unavailable"]);
     get "/devices" => devices::list,
         Operation::new("listDevices", "devices", "The paired devices (operator token only)")
             .ok(&[(200, Json("DeviceList"))])
@@ -261,7 +262,7 @@ api! {
         Operation::new("revokeDevice", "devices", "Revoke a device: 401 on its next request, its event streams end at once (operator token only)")
             .ok(NO_CONTENT)
             .operator()
-            .errors(&["device_not_found"]);
+            .errors(&["device_not_found", "store_unavailable"]);
     // Served by the catch-all row above, documented under its own path.
     @also
     get "/workspace/{*rest}",

@@ -11,6 +11,13 @@
 //! - **JSON for hyper's own answers**: hyper answers a request it cannot parse (a bad request line
 //!   or header, a head over [`MAX_HEAD_BYTES`]) by itself, with an empty body; [`ConnIo`] puts the
 //!   daemon's `{error, code}` answer in its place.
+//! - **Lingering close**: a request answered before its body was read (`413 body_too_large`, a
+//!   401 at the perimeter) closes the connection; closing a socket with unread bytes makes the
+//!   kernel reset it, and a client that sends its whole body before reading (Python's
+//!   `http.client` and `requests`) then gets a broken pipe instead of the answer. So, as nginx's
+//!   lingering close does, the daemon shuts its side for writing after the answer and reads and
+//!   discards what the client still sends, at most [`LINGER_MAX_BYTES`] for at most
+//!   [`LINGER_TIME`], before it closes.
 //!
 //! The connection's requests are tracked by [`Phase`], shared by the IO (which enforces the read
 //! deadline) and the service (which sees each request start and its response end).
@@ -50,6 +57,15 @@ pub(super) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// memory without bound (50 connections × 10 MiB used to pin 500 MB).
 pub(super) const MAX_BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
 
+/// Bytes a lingering close reads and discards at most: a body several times the 10 MiB cap (a
+/// client's oversized upload is usually just over it), read into a small buffer, never kept.
+pub(super) const LINGER_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// How long a lingering close waits for the client's bytes at most (nginx's `lingering_time`
+/// is 30 s; a client that sends 64 MiB in 10 s on loopback or a LAN has long finished).
+pub(super) const LINGER_TIME: Duration = Duration::from_secs(10);
+/// The buffer a lingering close reads into.
+const LINGER_BUFFER: usize = 16 * 1024;
+
 /// The connection deadlines and the body budget, shared by every connection.
 #[derive(Debug, Clone)]
 pub(super) struct Limits {
@@ -77,7 +93,8 @@ where
 {
     let phase = Arc::new(Phase::new(limits.header_timeout, limits.idle_timeout));
     let io = TokioIo::new(ConnIo::new(io, phase.clone()));
-    let service = ConnService { router: TowerToHyperService::new(router), peer, phase, limits };
+    let service =
+        ConnService { router: TowerToHyperService::new(router), peer, phase: phase.clone(), limits };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
@@ -87,14 +104,43 @@ where
         // The read deadline is `ConnIo`'s; hyper's own would need a timer and cannot tell a
         // connection that idles from one that trickles its head.
         .header_read_timeout(None);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => return,
-        () = stop.cancelled() => {}
+    let mut conn = builder.serve_connection(io, service);
+    let done = tokio::select! {
+        done = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => done,
+        () = stop.cancelled() => {
+            Pin::new(&mut conn).graceful_shutdown();
+            std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)).await
+        }
+    };
+    let mut io = conn.into_parts().io.into_inner();
+    if done.is_ok() && phase.unread_body.load(std::sync::atomic::Ordering::Acquire) && !stop.is_cancelled() {
+        tokio::select! {
+            () = linger(&mut io.inner) => {}
+            () = stop.cancelled() => {}
+        }
     }
-    conn.as_mut().graceful_shutdown();
-    let _ = conn.await;
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+}
+
+/// Nginx's lingering close: the answer is written; shut the write side (the client reads the
+/// answer and the end of it), then read and discard what the client still sends, until it closes
+/// or the bounds are reached, so closing does not reset the connection under the answer.
+async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; LINGER_BUFFER];
+    let mut drained = 0usize;
+    let _ = tokio::time::timeout(LINGER_TIME, async {
+        while drained < LINGER_MAX_BYTES {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
 }
 
 /// What a connection is doing, as far as its read deadline is concerned.
@@ -102,6 +148,9 @@ where
 struct Phase {
     header_timeout: Duration,
     idle_timeout: Duration,
+    /// A request body was dropped before its end: the client may still be sending it, and the
+    /// connection's close lingers ([`linger`]).
+    unread_body: std::sync::atomic::AtomicBool,
     /// Await-free critical sections only, all on the connection's own task.
     state: Mutex<PhaseState>,
 }
@@ -140,7 +189,7 @@ impl Phase {
             head_started: None,
             read_waker: None,
         };
-        Phase { header_timeout, idle_timeout, state: Mutex::new(state) }
+        Phase { header_timeout, idle_timeout, unread_body: Default::default(), state: Mutex::new(state) }
     }
 
     /// The deadline of a read now, if one applies; without one, `waker` is woken when one may.
@@ -410,6 +459,8 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
                 timer: None,
                 budget: limits.body_budget.clone(),
                 held: None,
+                ended: false,
+                phase: self.phase.clone(),
             })
         });
         req.extensions_mut().insert(ConnectInfo(self.peer));
@@ -467,6 +518,18 @@ struct RequestBody {
     timer: Option<Pin<Box<Sleep>>>,
     budget: Arc<Semaphore>,
     held: Option<OwnedSemaphorePermit>,
+    /// Read to its end.
+    ended: bool,
+    /// Told when the body is dropped unread.
+    phase: Arc<Phase>,
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        if !self.ended && !hyper::body::Body::is_end_stream(&self.inner) {
+            self.phase.unread_body.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
 }
 
 impl RequestBody {
@@ -500,7 +563,10 @@ impl hyper::body::Body for RequestBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.ended = true;
+                Poll::Ready(None)
+            }
             Poll::Pending => {
                 let deadline = this.deadline;
                 let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));

@@ -1,7 +1,7 @@
 //! Handlers of the `devices` tag (`docs/protocol.md#15-devices`): issue a pairing code (the
 //! operator), exchange it for a device credential (anyone holding the code), list and revoke.
-//! Writes to the store are flushed before answering, so an answered pairing or revocation
-//! survives a restart.
+//! A pairing or a revocation is on disk before it is answered (`devices::Devices`), or answered
+//! `503 store_unavailable` and not done.
 
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
@@ -74,10 +74,10 @@ pub(super) async fn create_pairing(
     .into_response())
 }
 
-/// `POST /devices/pair {code, name?, cookieOnly?}` → `{deviceId, token, role, name}` and the device
-/// cookie (`token: null` with `cookieOnly: true`). A
-/// wrong, used or expired code is one answer, `401 invalid_pairing_code`, counted against the
-/// peer's limit.
+/// `POST /devices/pair {code, name?}` → `{deviceId, token, role, name}`. A wrong, used or
+/// expired code is one answer, `401 invalid_pairing_code`, counted against the client's limit.
+/// The credential is in the body only, never in a cookie (`super::auth`); `cookieOnly`, which
+/// asked for a cookie alone before, is ignored.
 pub(super) async fn pair(
     State(d): State<AppState>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
@@ -85,23 +85,15 @@ pub(super) async fn pair(
 ) -> ApiResult {
     let code = body.get("code").and_then(Value::as_str).unwrap_or("");
     let name = optional_str(&body, "name")?;
-    let (device, credential) = d.devices.pair(code, name, peer.ip())?;
-    let _ = d.store.flush().await;
+    let (device, credential) = d.devices.pair(code, name, peer.ip()).await?;
     tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
-    let mut answer = json!({
+    let answer = json!({
         "deviceId": &*device.id,
         "token": credential,
         "role": device.role.as_str(),
         "name": &*device.name,
     });
-    // The web app asks for the cookie alone, so the credential never reaches a script.
-    if body.get("cookieOnly") == Some(&Value::Bool(true)) {
-        answer["token"] = Value::Null;
-    }
     let mut response = Json(answer).into_response();
-    if let Some(cookie) = auth::set_cookie(&credential, auth::secure_cookie(&d.config)) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
     // The credential is in this body: no cache may keep it.
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
@@ -115,8 +107,7 @@ pub(super) async fn list(State(d): State<AppState>) -> Json<Value> {
 
 /// `DELETE /devices/{id}`: refused from its next request on; its event streams end now.
 pub(super) async fn revoke(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
-    let device = d.devices.revoke(&id).ok_or(ApiError::DeviceNotFound)?;
-    let _ = d.store.flush().await;
+    let device = d.revoke_device(&id).await?;
     tracing::info!(device_id = %device.id, "a device was revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }

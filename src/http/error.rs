@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::daemon::{CreateError, ResumeError, SessionError};
-use crate::devices::{PAIRING_FAILURE_WINDOW, PairError};
+use crate::devices::{PAIRING_FAILURE_WINDOW, PairError, RevokeError, StreamLimit};
 use crate::permission::{RuleError, VoteError};
 
 /// `Retry-After` for 503s caused by load (seconds).
@@ -144,10 +144,6 @@ pub enum ApiError {
     ReadOnlyDevice,
     #[error("Only the operator's token may do this, not a paired device")]
     OperatorRequired,
-    #[error(
-        "A request signed in by the device cookie that changes something must come from this daemon's own page (its Origin)"
-    )]
-    OriginRequired,
     #[error("Invalid or expired pairing code")]
     InvalidPairingCode,
     #[error("Too many failed pairing attempts from this address; retry later")]
@@ -158,6 +154,13 @@ pub enum ApiError {
     InvalidDevice(String),
     #[error("No paired device has this id")]
     DeviceNotFound,
+    /// An acknowledged write (`docs/operations.md#durability`) the state database did not take:
+    /// nothing was changed. The text says what was not done.
+    #[error("{0}")]
+    StoreUnavailable(String),
+    /// A device's event stream past one of its bounds (`devices::StreamLimit`).
+    #[error("Too many event streams: {reason}; close one first")]
+    StreamLimitExceeded { reason: String, scope: &'static str, limit: usize },
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -268,12 +271,13 @@ impl ApiError {
             ApiError::ClientIdMismatch { device_id: s() },
             ApiError::ReadOnlyDevice,
             ApiError::OperatorRequired,
-            ApiError::OriginRequired,
             ApiError::InvalidPairingCode,
             ApiError::TooManyPairingAttempts,
             ApiError::PairingUnavailable(s()),
             ApiError::InvalidDevice(s()),
             ApiError::DeviceNotFound,
+            ApiError::StoreUnavailable(s()),
+            ApiError::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
         ]
     }
 
@@ -285,10 +289,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
-            Self::ClientIdMismatch { .. }
-            | Self::ReadOnlyDevice
-            | Self::OperatorRequired
-            | Self::OriginRequired => StatusCode::FORBIDDEN,
+            Self::ClientIdMismatch { .. } | Self::ReadOnlyDevice | Self::OperatorRequired => {
+                StatusCode::FORBIDDEN
+            }
             Self::PairingUnavailable(_) => StatusCode::CONFLICT,
             Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
             Self::DeviceNotFound => StatusCode::NOT_FOUND,
@@ -331,10 +334,12 @@ impl ApiError {
             | Self::DaemonDraining
             | Self::PromptQueueFull { .. }
             | Self::AgentExited(_)
-            | Self::BodyBudgetExceeded => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::BodyBudgetExceeded
+            | Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. }
+            | Self::StreamLimitExceeded { .. }
             | Self::TooManyLinkAttempts
             | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
@@ -399,12 +404,13 @@ impl ApiError {
             Self::ClientIdMismatch { .. } => "client_id_mismatch",
             Self::ReadOnlyDevice => "read_only_device",
             Self::OperatorRequired => "operator_required",
-            Self::OriginRequired => "origin_required",
             Self::InvalidPairingCode => "invalid_pairing_code",
             Self::TooManyPairingAttempts => "too_many_pairing_attempts",
             Self::PairingUnavailable(_) => "pairing_unavailable",
             Self::InvalidDevice(_) => "invalid_device",
             Self::DeviceNotFound => "device_not_found",
+            Self::StoreUnavailable(_) => "store_unavailable",
+            Self::StreamLimitExceeded { .. } => "stream_limit_exceeded",
         }
     }
 
@@ -435,6 +441,10 @@ impl ApiError {
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
             Self::ClientIdMismatch { device_id } => body["deviceId"] = json!(device_id),
+            Self::StreamLimitExceeded { scope, limit, .. } => {
+                body["scope"] = json!(scope);
+                body["limit"] = json!(limit);
+            }
             _ => {}
         }
         body
@@ -452,6 +462,8 @@ impl IntoResponse for ApiError {
             ApiError::SessionLimitExceeded { .. }
             | ApiError::PromptQueueFull { .. }
             | ApiError::SubscriberLimitExceeded { .. }
+            | ApiError::StreamLimitExceeded { .. }
+            | ApiError::StoreUnavailable(_)
             | ApiError::TooManyLinkAttempts
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
@@ -507,7 +519,38 @@ impl From<PairError> for ApiError {
             }
             PairError::InvalidName => ApiError::InvalidDevice(e.to_string()),
             PairError::NoRandomness => ApiError::Internal,
+            PairError::Store(e) => {
+                ApiError::store_unavailable("The device was not paired (the code still works)", &e)
+            }
         }
+    }
+}
+
+impl From<RevokeError> for ApiError {
+    fn from(e: RevokeError) -> ApiError {
+        match e {
+            RevokeError::NotFound => ApiError::DeviceNotFound,
+            RevokeError::Store(e) => {
+                ApiError::store_unavailable("The device was not revoked (it is still paired)", &e)
+            }
+        }
+    }
+}
+
+impl From<StreamLimit> for ApiError {
+    fn from(e: StreamLimit) -> ApiError {
+        ApiError::StreamLimitExceeded { reason: e.to_string(), scope: e.scope(), limit: e.limit() }
+    }
+}
+
+impl ApiError {
+    /// `503 store_unavailable`: `what` was not done, because the state database did not take it.
+    /// The store's own error is logged, not answered (it may name paths).
+    pub fn store_unavailable(what: &str, e: &crate::store::WriteError) -> ApiError {
+        tracing::error!(error = %e, "{what}: the state database did not take the write");
+        ApiError::StoreUnavailable(format!(
+            "{what}: the state database did not take the write (busy, full or failing); retry later"
+        ))
     }
 }
 
@@ -571,6 +614,7 @@ impl From<RuleError> for ApiError {
         match e {
             RuleError::Invalid(reason) => ApiError::InvalidRule(reason),
             RuleError::NotFound => ApiError::RuleNotFound,
+            RuleError::Store(e) => ApiError::store_unavailable("The workspace rule was not changed", &e),
         }
     }
 }

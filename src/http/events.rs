@@ -5,11 +5,14 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, PathParams, client_id};
+use crate::devices::StreamPermit;
 
 /// Largest `Last-Event-ID` honoured (JavaScript's safe integer range).
 const MAX_EVENT_ID: u64 = (1 << 53) - 1;
@@ -29,28 +32,25 @@ pub(super) async fn events(
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
-    // A device's stream ends the moment the device is revoked (the operator's streams are not
-    // wrapped: nothing is added to their path).
-    let revoked = caller.as_ref().and_then(|c| c.device()).map(|device| device.revoked());
     let client = client_id(&headers)?;
+    // A device's stream holds a place of its bounds (`devices::StreamLimits`) until it ends, and
+    // ends the moment the device is revoked. The operator's streams are not wrapped: nothing is
+    // added to their path.
+    let device = match caller.as_ref().and_then(|c| c.device()) {
+        Some(device) => Some((d.devices.open_stream(device, &id)?, device.revoked())),
+        None => None,
+    };
     let body = match d.session(&id) {
         Ok(s) => {
             let sub = s.subscribe(last_event_id(&headers))?;
             if let Some(c) = &client {
-                s.touch_client(c);
+                super::auth::touch(&s, c, caller.as_deref());
             }
-            let stream = sub.into_body(d.streams_end.clone());
-            match revoked {
-                Some(revoked) => Body::from_stream(stream.take_until(revoked.cancelled_owned())),
-                None => Body::from_stream(stream),
-            }
+            device_bounded(sub.into_body(d.streams_end.clone()), device)
         }
         // Not live: a session of the history is replayed from the store, then the stream ends.
         Err(not_live) => match d.history(&id, last_event_id(&headers)).await {
-            Ok(replay) => match revoked {
-                Some(revoked) => Body::from_stream(replay.take_until(revoked.cancelled_owned())),
-                None => Body::from_stream(replay),
-            },
+            Ok(replay) => device_bounded(replay, device),
             Err(_) => return Err(not_live.into()),
         },
     };
@@ -60,4 +60,24 @@ pub(super) async fn events(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The body of `stream`; for a device, ending when it is revoked and holding its stream's place
+/// until then.
+fn device_bounded<S, T, E>(stream: S, device: Option<(StreamPermit, CancellationToken)>) -> Body
+where
+    S: Stream<Item = Result<T, E>> + Send + 'static,
+    T: Into<Bytes> + 'static,
+    E: Into<axum::BoxError> + 'static,
+{
+    match device {
+        // The closure owns the permit: it is freed when the body is dropped.
+        Some((permit, revoked)) => {
+            Body::from_stream(stream.take_until(revoked.cancelled_owned()).map(move |item| {
+                let _held = &permit;
+                item
+            }))
+        }
+        None => Body::from_stream(stream),
+    }
 }

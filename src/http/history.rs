@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::now_ms;
 use crate::permission::parse_rule;
-use crate::store::{AuditOutcome, AuditQuery, Cursor};
+use crate::store::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -40,11 +40,12 @@ fn bad(text: String) -> ApiError {
     ApiError::InvalidParameter(text)
 }
 
-/// A time parameter: milliseconds since the Unix epoch.
+/// A time parameter: milliseconds since the Unix epoch, at most [`MAX_TIME_MS`].
 fn millis(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
     v.map(|v| {
-        v.parse::<u64>()
-            .map_err(|_| bad(format!("{name} must be milliseconds since the Unix epoch, got {v:?}")))
+        v.parse::<u64>().ok().filter(|t| *t <= MAX_TIME_MS).ok_or_else(|| {
+            bad(format!("{name} must be milliseconds since the Unix epoch, 0 to {MAX_TIME_MS}, got {v:?}"))
+        })
     })
     .transpose()
 }
@@ -70,18 +71,16 @@ fn audit_query(uri: &Uri) -> Result<AuditQuery, ApiError> {
             _ => return Err(bad(format!("limit must be 1 to {MAX_AUDIT_PAGE}, got {l:?}"))),
         },
     };
+    let (since, until) = (millis("since", p.since.as_deref())?, millis("until", p.until.as_deref())?);
+    if let (Some(s), Some(u)) = (since, until)
+        && s > u
+    {
+        return Err(bad(format!("since ({s}) is after until ({u}): the window is empty")));
+    }
     // A workspace is matched as the daemon stores it: canonical.
     let workspace =
         p.workspace.map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned()));
-    Ok(AuditQuery {
-        workspace,
-        session_id: p.session_id,
-        since: millis("since", p.since.as_deref())?,
-        until: millis("until", p.until.as_deref())?,
-        outcome,
-        cursor,
-        limit,
-    })
+    Ok(AuditQuery { workspace, session_id: p.session_id, since, until, outcome, cursor, limit })
 }
 
 /// `GET /audit`: decisions and pending requests, newest first, filtered, a page at a time.
@@ -150,13 +149,12 @@ pub(super) async fn workspace_post(
     let workspace = d.workspace(&cwd)?;
     let client = client_id(&headers)?;
     let rule = parse_rule(&body, &workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
-    let wire = d.workspace_rules(&workspace).add(rule, "")?;
-    let _ = d.store.flush().await;
+    let wire = d.workspace_rules(&workspace).add(rule, "").await?;
     Ok((StatusCode::CREATED, Json(json!({"rule": wire, "workspace": workspace.to_string_lossy()})))
         .into_response())
 }
 
-/// `DELETE /workspace/:cwd/permission-rules/:ruleId`.
+/// `DELETE /workspace/:cwd/permission-rules/:ruleId`: answered once the removal is on disk.
 pub(super) async fn workspace_delete(
     State(d): State<AppState>,
     PathParams(raw): PathParams<String>,
@@ -165,8 +163,7 @@ pub(super) async fn workspace_delete(
         return Err(ApiError::MethodNotAllowed);
     };
     let workspace = d.workspace(&cwd)?;
-    d.workspace_rules(&workspace).remove(&rule_id)?;
-    let _ = d.store.flush().await;
+    d.workspace_rules(&workspace).remove(&rule_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -218,6 +215,12 @@ mod tests {
             "/audit?cursor=zz",
             "/audit?limit=0",
             "/audit?limit=501",
+            "/audit?since=9223372036854775808",
+            "/audit?since=18446744073709551615",
+            "/audit?until=9007199254740992",
+            "/audit?since=-1",
+            "/audit?since=5&until=4",
+            "/audit?cursor=cffffffffffffffff",
         ] {
             assert!(matches!(q(bad), Err(ApiError::InvalidParameter(_))), "{bad}");
         }

@@ -424,7 +424,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["status"],
             "properties": {
-                "status": {"const": "ok"},
+                "status": {"enum": ["ok", "degraded"], "description": "`degraded` once the store lost a write other than an event since the start (`store.writesDropped`, `writesFailed` or `commitsFailed` above 0); the shallow `/health` says `ok` whenever the daemon answers"},
                 "sessions": int, "workspaces": int, "agents": int, "pendingPermissions": int,
                 "activePrompts": int, "subscribers": int, "uptimeMs": int,
                 "notifications": {
@@ -442,7 +442,7 @@ fn schemas() -> Value {
                     "type": "object",
                     "properties": {
                         "durable": boolean, "dbBytes": int, "eventsWritten": int, "eventsDropped": int, "gaps": int,
-                        "writesDropped": int,
+                        "writesDropped": int, "writesFailed": int, "commitsFailed": int,
                     },
                     "description": "The durable state: the database's size on disk, and how its writer keeps up (docs/protocol.md §14)",
                 },
@@ -685,7 +685,7 @@ fn device_schemas() -> Value {
             "required": ["code"],
             "properties": {
                 "code": string, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
-                "cookieOnly": {"type": "boolean", "description": "Answer `token: null`: the credential goes only into the HttpOnly cookie (what the web app asks)"},
+                "cookieOnly": {"type": "boolean", "description": "Ignored: the credential is never a cookie (cookies ignore ports, docs/operations.md#the-browsers-credential)"},
             },
         },
         "Paired": {
@@ -693,7 +693,7 @@ fn device_schemas() -> Value {
             "required": ["deviceId", "token", "role", "name"],
             "properties": {
                 "deviceId": string,
-                "token": {"type": ["string", "null"], "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (the cookie set with this answer serves browsers)"},
+                "token": {"type": "string", "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (browsers keep it in the daemon's origin's storage; it is never a cookie)"},
                 "role": {"enum": ["voter", "observer"]}, "name": string,
             },
         },

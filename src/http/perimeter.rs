@@ -40,7 +40,7 @@ pub struct Perimeter {
     devices: Arc<Devices>,
     /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
     access: HashMap<(&'static str, &'static str), Access>,
-    /// Whether the device cookie gets `Secure` (`--public-url` is `https://`).
+    /// Whether the old device cookie is cleared with `Secure` (`--public-url` is `https://`).
     secure_cookie: bool,
 }
 
@@ -138,41 +138,32 @@ impl Perimeter {
         }
     }
 
-    /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit.
+    /// Constant-time comparison of SHA-256 digests: equal-length inputs, no early exit. Without a
+    /// token, any bearer is the operator's (the loopback-only daemon ignores it, as always).
     fn operator_token_ok(&self, presented: &str) -> bool {
         let Some(expected) = &self.token_digest else { return true };
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         bool::from(digest.ct_eq(&expected.0)) && !presented.is_empty()
     }
 
-    /// Who the request is, or `Err(cookie_presented)` for the uniform 401. A bearer credential
-    /// shaped like a device's is judged as one; any other bearer is the operator's token (ignored
-    /// on a daemon without one, as always); a bad bearer fails even beside a good cookie.
-    fn caller(&self, headers: &HeaderMap) -> Result<Caller, bool> {
-        let cookie = auth::cookie(headers);
-        let device = |credential: &str, by_cookie: bool| {
-            self.devices
-                .authenticate(credential)
-                .map(|device| Caller::Device { device, by_cookie })
-                .ok_or(cookie.is_some())
+    /// Who the request is, or `Err` for the uniform 401. A bearer with a device credential's
+    /// exact shape is a device when one has it; otherwise (any other bearer, or a device-shaped
+    /// one no device has) it is judged as the operator's token, so an operator token of any
+    /// shape works (issue #27, finding 16). On a daemon without a token, anyone but a failing
+    /// device is the operator, as always. No cookie is a credential (`super::auth`).
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ()> {
+        let Some(presented) = auth::bearer(headers) else {
+            return if self.token_digest.is_none() { Ok(Caller::Operator) } else { Err(()) };
         };
-        if let Some(presented) = auth::bearer(headers) {
-            if is_device_credential(presented) {
-                return device(presented, false);
+        if is_device_credential(presented) {
+            if let Some(device) = self.devices.authenticate(presented) {
+                return Ok(Caller::Device(device));
             }
-            if self.token_digest.is_some() {
-                return if self.operator_token_ok(presented) {
-                    Ok(Caller::Operator)
-                } else {
-                    Err(cookie.is_some())
-                };
+            if self.token_digest.is_none() {
+                return Err(());
             }
         }
-        match cookie {
-            Some(credential) => device(credential, true),
-            None if self.token_digest.is_none() => Ok(Caller::Operator),
-            None => Err(false),
-        }
+        if self.operator_token_ok(presented) { Ok(Caller::Operator) } else { Err(()) }
     }
 
     /// Who may call the route `req` matched; `None` for no route (its 404 or 405 follows).
@@ -218,17 +209,13 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let mut origins = headers.get_all(header::ORIGIN).iter();
-    let mut own_origin = false;
     let origin = match (origins.next(), origins.next()) {
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
         (Some(value), None) => match value.to_str() {
             // The daemon's own pages: let through, and granted no CORS headers (none is needed).
-            Ok(o) if p.own_origin(o, &req) => {
-                own_origin = true;
-                None
-            }
+            Ok(o) if p.own_origin(o, &req) => None,
             Ok(o) if o != "null" && p.origins.allows(o) => Some(value.clone()),
             _ => return refuse(origin_denied(value), None),
         },
@@ -245,43 +232,42 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
         return with_cors(preflight, origin.as_ref());
     }
     let access = p.access(&req);
+    let old_cookie = auth::has_old_cookie(req.headers());
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
         let caller = match p.caller(req.headers()) {
             Ok(caller) => caller,
-            Err(cookie_presented) => {
-                let mut response = refuse(ApiError::Unauthorized, origin.as_ref());
-                if cookie_presented {
-                    response.headers_mut().insert(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
-                }
-                return response;
+            Err(()) => {
+                return forget_old_cookie(refuse(ApiError::Unauthorized, origin.as_ref()), old_cookie, &p);
             }
         };
-        if let Caller::Device { device, by_cookie } = &caller
-            && let Err(e) = device_may(&mut req, device, *by_cookie, own_origin, access)
+        if let Caller::Device(device) = &caller
+            && let Err(e) = device_may(&mut req, device, access)
         {
-            return with_cors(e.into_response(), origin.as_ref());
+            return forget_old_cookie(with_cors(e.into_response(), origin.as_ref()), old_cookie, &p);
         }
         req.extensions_mut().insert(caller);
     }
     let response = next.run(req).await;
-    with_cors(response, origin.as_ref())
+    forget_old_cookie(with_cors(response, origin.as_ref()), old_cookie, &p)
+}
+
+/// A browser still holding the device cookie of an earlier version is told to forget it.
+fn forget_old_cookie(mut response: Response, old_cookie: bool, p: &Perimeter) -> Response {
+    if old_cookie {
+        response.headers_mut().append(header::SET_COOKIE, auth::clear_cookie(p.secure_cookie));
+    }
+    response
 }
 
 /// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):
-/// by cookie, a state-changing request comes from the daemon's own page; its client id is its
-/// device id (a different one is refused, none is filled in); its role allows the route.
+/// its client id is its device id (a different one is refused, none is filled in); its role
+/// allows the route.
 fn device_may(
     req: &mut Request,
     device: &crate::devices::Device,
-    by_cookie: bool,
-    own_origin: bool,
     access: Option<Access>,
 ) -> Result<(), ApiError> {
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if by_cookie && !safe && !own_origin {
-        return Err(ApiError::OriginRequired);
-    }
     let headers = req.headers_mut();
     for name in ["x-qwen-client-id", "x-client-id"] {
         let claimed = headers.get(name).map(|v| v.as_bytes());
@@ -328,4 +314,178 @@ fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {
         h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::config::TokenDigest;
+    use crate::devices::{Role, StreamLimits};
+    use crate::store::MemoryStore;
+
+    const TOKEN: &str = "dev-ops.2026-operator";
+    const PORT: u16 = 7776;
+
+    fn perimeter(token: Option<&str>) -> (Perimeter, Arc<Devices>) {
+        let mut config = Config::for_tests(Path::new("/"));
+        config.token_digest = token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into()));
+        config.public_url = Some("https://Mediator.example/m".into());
+        let limits = StreamLimits { all_devices: 8, per_session: 8 };
+        let devices =
+            Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
+        // No route table: these tests judge callers, hosts and origins, not a route's access.
+        (Perimeter::new(&config, PORT, devices.clone(), &[]), devices)
+    }
+
+    async fn paired(devices: &Devices, role: Role) -> (crate::devices::Device, String) {
+        let code = devices.issue_code(Some("phone"), role).expect("code").code;
+        devices.pair(&code, None, IpAddr::V4(Ipv4Addr::LOCALHOST)).await.expect("paired")
+    }
+
+    fn headers(bearer: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(b) = bearer {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {b}")).expect("header"));
+        }
+        h
+    }
+
+    fn is_operator(caller: Result<Caller, ()>) -> bool {
+        matches!(caller, Ok(Caller::Operator))
+    }
+
+    fn request(method: Method, host: &str, client: Option<&str>) -> Request {
+        let mut req = Request::builder().method(method).uri("/x").header(header::HOST, host);
+        if let Some(c) = client {
+            req = req.header("x-qwen-client-id", c);
+        }
+        req.body(Body::empty()).expect("request")
+    }
+
+    #[tokio::test]
+    async fn the_caller_is_the_operator_by_token_a_device_by_its_credential_and_anyone_else_is_refused() {
+        let (p, devices) = perimeter(Some(TOKEN));
+        assert!(
+            is_operator(p.caller(&headers(Some(TOKEN)))),
+            "a device-shaped prefix is still the operator's token"
+        );
+        assert!(p.caller(&headers(Some("dev-ops.2026-wrong"))).is_err());
+        assert!(p.caller(&headers(None)).is_err());
+        assert!(p.caller(&headers(Some(""))).is_err());
+        let (device, credential) = paired(&devices, Role::Voter).await;
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(d)) if d.id == device.id));
+        let (id, _) = credential.split_once('.').expect("id.secret");
+        let forged = format!("{id}.{}", "0".repeat(64));
+        assert!(p.caller(&headers(Some(&forged))).is_err(), "a device-shaped bearer no device has");
+        // An operator token of exactly a device credential's shape still signs the operator in.
+        let shaped = format!("dev-{}.{}", "a".repeat(16), "b".repeat(64));
+        let (p2, _) = perimeter(Some(&shaped));
+        assert!(is_operator(p2.caller(&headers(Some(&shaped)))));
+    }
+
+    #[tokio::test]
+    async fn without_a_token_anyone_is_the_operator_but_a_failing_device() {
+        let (p, devices) = perimeter(None);
+        assert!(is_operator(p.caller(&headers(None))));
+        assert!(is_operator(p.caller(&headers(Some("anything")))));
+        let (_, credential) = paired(&devices, Role::Observer).await;
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(_))));
+        let (id, _) = credential.split_once('.').expect("id.secret");
+        assert!(p.caller(&headers(Some(&format!("{id}.{}", "1".repeat(64))))).is_err());
+    }
+
+    #[test]
+    fn an_empty_token_is_never_the_operators() {
+        let (p, _) = perimeter(Some(""));
+        assert!(!p.operator_token_ok(""));
+    }
+
+    #[tokio::test]
+    async fn a_device_acts_as_its_own_client_id_within_its_role() {
+        let (_, devices) = perimeter(Some(TOKEN));
+        let (voter, _) = paired(&devices, Role::Voter).await;
+        let (observer, _) = paired(&devices, Role::Observer).await;
+        let mut req = request(Method::POST, "127.0.0.1:7776", None);
+        req.headers_mut().insert("x-client-id", HeaderValue::from_static(""));
+        assert!(device_may(&mut req, &voter, Some(Access::Write)).is_ok());
+        assert_eq!(req.headers().get("x-qwen-client-id").map(|v| v.as_bytes()), Some(voter.id.as_bytes()));
+        assert!(req.headers().get("x-client-id").is_none());
+        let mut same = request(Method::POST, "127.0.0.1:7776", Some(&voter.id));
+        assert!(device_may(&mut same, &voter, Some(Access::Write)).is_ok());
+        let mut other = request(Method::POST, "127.0.0.1:7776", Some("alice"));
+        assert!(matches!(
+            device_may(&mut other, &voter, Some(Access::Write)),
+            Err(ApiError::ClientIdMismatch { .. })
+        ));
+        let mut alias = request(Method::POST, "127.0.0.1:7776", None);
+        alias.headers_mut().insert("x-client-id", HeaderValue::from_static("alice"));
+        assert!(matches!(
+            device_may(&mut alias, &voter, Some(Access::Read)),
+            Err(ApiError::ClientIdMismatch { .. })
+        ));
+        let mut admin = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(matches!(
+            device_may(&mut admin, &voter, Some(Access::Operator)),
+            Err(ApiError::OperatorRequired)
+        ));
+        let mut write = request(Method::POST, "127.0.0.1:7776", None);
+        assert!(matches!(
+            device_may(&mut write, &observer, Some(Access::Write)),
+            Err(ApiError::ReadOnlyDevice)
+        ));
+        let mut read = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(device_may(&mut read, &observer, Some(Access::Read)).is_ok());
+        let mut unrouted = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(device_may(&mut unrouted, &observer, None).is_ok(), "no route: its 404 follows");
+    }
+
+    #[test]
+    fn hosts_and_origins_are_the_daemons_own_or_refused() {
+        let (p, _) = perimeter(Some(TOKEN));
+        for ok in [
+            "127.0.0.1:7776",
+            "LOCALHOST:7776",
+            "[::1]:7776",
+            "host.docker.internal:7776",
+            "mediator.example",
+        ] {
+            assert!(p.check_host(&request(Method::GET, ok, None)).is_ok(), "{ok}");
+        }
+        for bad in ["127.0.0.1:7777", "127.0.0.1", "evil.example:7776"] {
+            assert!(
+                matches!(p.check_host(&request(Method::GET, bad, None)), Err(ApiError::HostNotAllowed)),
+                "{bad}"
+            );
+        }
+        let mut two = request(Method::GET, "127.0.0.1:7776", None);
+        two.headers_mut().append(header::HOST, HeaderValue::from_static("127.0.0.1:7776"));
+        assert!(matches!(p.check_host(&two), Err(ApiError::InvalidHost)));
+        let req = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(p.own_origin("http://127.0.0.1:7776", &req));
+        assert!(p.own_origin("https://mediator.example", &req), "the public URL's origin");
+        assert!(!p.own_origin("http://127.0.0.1:3000", &req), "another port is another origin");
+        assert!(!p.own_origin("https://127.0.0.1:7776", &req));
+        let rebinding = request(Method::GET, "evil.example:7776", None);
+        assert!(!p.own_origin("http://evil.example:7776", &rebinding));
+    }
+
+    #[test]
+    fn the_loopback_peer_is_read_from_the_socket_only() {
+        let addr = |ip: &str| Some(SocketAddr::new(ip.parse().expect("ip"), 1));
+        assert!(is_loopback_peer(addr("127.0.0.1")));
+        assert!(is_loopback_peer(addr("127.9.9.9")));
+        assert!(is_loopback_peer(addr("::1")));
+        assert!(is_loopback_peer(addr("::ffff:127.0.0.1")));
+        assert!(!is_loopback_peer(addr("10.0.0.1")));
+        assert!(!is_loopback_peer(addr("::ffff:10.0.0.1")));
+        assert!(!is_loopback_peer(addr("2001:db8::1")));
+        assert!(!is_loopback_peer(None));
+    }
 }

@@ -13,7 +13,8 @@ use super::error::ApiError;
 use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
 use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
-use crate::permission::{Choice, Effect, Remember, Via, Vote, parse_rule};
+use crate::daemon::Session;
+use crate::permission::{Choice, Effect, Remember, RuleError, Via, Vote, parse_rule};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -72,9 +73,40 @@ pub(super) async fn vote(
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session(&id)?;
-    let device = caller.as_ref().and_then(|c| c.device()).map(|d| &*d.name);
+    cast(&s, caller.as_deref(), peer, &request_id, client.as_deref(), &vote).await
+}
+
+/// Casts a REST vote. A decision remembered for the workspace is answered once its rule is on
+/// disk; when the store refuses it, `503 store_unavailable` says the decision stands but is not
+/// remembered (`docs/operations.md#durability`).
+async fn cast(
+    s: &Session,
+    caller: Option<&Caller>,
+    peer: std::net::SocketAddr,
+    request_id: &str,
+    client: Option<&str>,
+    vote: &Vote,
+) -> ApiResult {
+    let device = caller.and_then(Caller::device).map(|d| &*d.name);
     let loopback = is_loopback_peer(Some(peer));
-    s.permissions().vote_as(&request_id, client.as_deref(), device, loopback, &vote, Via::Rest)?;
+    let remembered =
+        s.permissions().vote_remembered(request_id, client, device, loopback, vote, Via::Rest)?;
+    if let Some(remembered) = remembered {
+        match remembered.outcome().await {
+            Ok(()) => {}
+            Err(RuleError::Store(e)) => {
+                return Err(ApiError::store_unavailable(
+                    "The decision was applied, but remembering it for the workspace failed",
+                    &e,
+                ));
+            }
+            // The workspace's rules are full: the decision stands unremembered, as a session's
+            // does at its cap.
+            Err(other) => {
+                tracing::warn!(error = %other, "a decision remembered for the workspace added no rule")
+            }
+        }
+    }
     Ok(Json(json!({})).into_response())
 }
 
@@ -88,10 +120,7 @@ pub(super) async fn legacy_vote(
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session_with_request(&request_id)?;
-    let device = caller.as_ref().and_then(|c| c.device()).map(|d| &*d.name);
-    let loopback = is_loopback_peer(Some(peer));
-    s.permissions().vote_as(&request_id, client.as_deref(), device, loopback, &vote, Via::Rest)?;
-    Ok(Json(json!({})).into_response())
+    cast(&s, caller.as_deref(), peer, &request_id, client.as_deref(), &vote).await
 }
 
 pub(super) async fn list_permissions(

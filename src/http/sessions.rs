@@ -1,12 +1,13 @@
 //! Handlers of the `sessions` tag: create or attach, list, status, context, close, model, detach,
 //! heartbeat (`docs/protocol.md#3-routes`, `docs/protocol.md#4-agents-workspaces-and-sessions`).
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::{ApiError, ClientIdProblem};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
@@ -223,11 +224,12 @@ pub(super) async fn detach(
 
 pub(super) async fn heartbeat(
     State(d): State<AppState>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
     let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;
-    let seen = s.touch_client(&client);
+    let seen = super::auth::touch(&s, &client, caller.as_deref());
     Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::sync::lock;
+use crate::throttle::{Budget, Failures};
 
 /// Links kept at most (a forgotten token answers like an unknown one). 4096 = 64 pending requests
 /// (a session's cap) × 4 options × 16 targets, for a busy session.
@@ -29,14 +30,23 @@ pub(super) const MAX_LINKS: usize = 4096;
 pub(super) const MAX_LINKS_PER_REQUEST: usize = 256;
 /// A token's length in hex characters (32 random bytes).
 pub(super) const TOKEN_HEX_LEN: usize = 64;
-/// Unknown tokens one peer address may present per window before `/act/` answers it 429: a real
-/// user mistypes a link a few times, a scanner thousands; the token space (2^256) makes guessing
-/// hopeless anyway, this keeps a scanner from costing CPU and log lines.
+/// Unknown tokens one client may present per window before `/act/` answers it 429: a real user
+/// mistypes a link a few times, a scanner thousands; the token space (2^256) makes guessing
+/// hopeless anyway, this keeps a scanner from costing CPU and log lines. A live token is never
+/// refused by it (`crate::throttle`).
 const MAX_UNKNOWN_PER_WINDOW: u32 = 20;
+/// Unknown tokens all clients together may present per window: what spreading guesses over
+/// addresses can buy at most.
+const MAX_UNKNOWN_ALL_PER_WINDOW: u32 = 200;
 const UNKNOWN_WINDOW: Duration = Duration::from_secs(60);
-/// Peer addresses tracked for that limit; when full, the table is cleared (a flood of distinct
-/// addresses is beyond what a per-address limit can help with).
+/// Clients tracked for that limit at once.
 const MAX_TRACKED_PEERS: usize = 1024;
+const UNKNOWN_BUDGET: Budget = Budget {
+    per_client: MAX_UNKNOWN_PER_WINDOW,
+    global: MAX_UNKNOWN_ALL_PER_WINDOW,
+    window: UNKNOWN_WINDOW,
+    max_clients: MAX_TRACKED_PEERS,
+};
 
 /// What a link decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +89,6 @@ struct Table {
     /// Links kept per session and per request (entries leave at zero).
     per_session: HashMap<String, usize>,
     per_request: HashMap<String, usize>,
-    unknown: HashMap<IpAddr, (Instant, u32)>,
 }
 
 impl Table {
@@ -133,6 +142,16 @@ impl Table {
 #[derive(Default)]
 pub struct Links {
     table: Mutex<Table>,
+    /// Unknown tokens presented, per client and in all.
+    unknown: Mutex<Unknown>,
+}
+
+struct Unknown(Failures);
+
+impl Default for Unknown {
+    fn default() -> Unknown {
+        Unknown(Failures::new(UNKNOWN_BUDGET))
+    }
 }
 
 impl std::fmt::Debug for Links {
@@ -223,26 +242,17 @@ impl Links {
         self.len() == 0
     }
 
-    /// Counts an unknown token from `peer`; whether it is still within its allowance.
+    /// Counts an unknown token from `peer`; whether it is still within its client's and
+    /// everyone's allowance.
     pub fn unknown_attempt(&self, peer: IpAddr, now: Instant) -> bool {
-        let mut t = lock(&self.table);
-        if t.unknown.len() >= MAX_TRACKED_PEERS && !t.unknown.contains_key(&peer) {
-            t.unknown.clear();
-        }
-        let entry = t.unknown.entry(peer).or_insert((now, 0));
-        if now.duration_since(entry.0) >= UNKNOWN_WINDOW {
-            *entry = (now, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
-        entry.1 <= MAX_UNKNOWN_PER_WINDOW
+        lock(&self.unknown).0.failed(peer, now)
     }
 
-    /// Whether `peer` is past its allowance of unknown tokens (checked before any lookup, so a
-    /// scanner gets 429s without costing lookups).
+    /// Whether an unknown token from `peer` would be refused now: its client's or everyone's
+    /// allowance is spent. Asked only once a token turned out unknown: a live one is always
+    /// served, so no client locks another out (behind a proxy, every client is the proxy).
     pub fn is_throttled(&self, peer: IpAddr, now: Instant) -> bool {
-        lock(&self.table).unknown.get(&peer).is_some_and(|(since, n)| {
-            now.duration_since(*since) < UNKNOWN_WINDOW && *n > MAX_UNKNOWN_PER_WINDOW
-        })
+        lock(&self.unknown).0.throttled(peer, now)
     }
 }
 
@@ -376,6 +386,21 @@ mod tests {
     }
 
     #[test]
+    fn a_link_can_be_expired_alone_and_the_table_says_when_it_is_empty() {
+        let links = Links::default();
+        assert!(links.is_empty());
+        let (a, b) = (links.mint(link("r", "a")).expect("token"), links.mint(link("r", "b")).expect("token"));
+        assert!(!links.is_empty());
+        links.expire(&a);
+        assert_eq!(
+            (links.get(&a), links.get(&b).map(|l| l.option_id)),
+            (Err(LinkError::Expired), Ok("b".into()))
+        );
+        links.expire(&"0".repeat(64));
+        assert_eq!(links.len(), 2, "an unknown token expires nothing");
+    }
+
+    #[test]
     fn its_debug_shows_a_count_and_no_token() {
         let links = Links::default();
         let token = links.mint(link("r", "o")).expect("token");
@@ -387,14 +412,13 @@ mod tests {
     #[test]
     fn unknown_tokens_are_limited_per_peer_and_window() {
         let links = Links::default();
-        let (peer, other) = ("127.0.0.1".parse().expect("ip"), "127.0.0.2".parse().expect("ip"));
+        let (peer, other) = ("10.0.0.1".parse().expect("ip"), "10.0.0.2".parse().expect("ip"));
         let t0 = Instant::now();
         for _ in 0..MAX_UNKNOWN_PER_WINDOW {
             assert!(links.unknown_attempt(peer, t0));
         }
-        assert!(!links.is_throttled(peer, t0));
-        assert!(!links.unknown_attempt(peer, t0));
         assert!(links.is_throttled(peer, t0));
+        assert!(!links.unknown_attempt(peer, t0));
         assert!(!links.is_throttled(other, t0), "per peer");
         assert!(!links.is_throttled(peer, t0 + UNKNOWN_WINDOW), "per window");
         assert!(links.unknown_attempt(peer, t0 + UNKNOWN_WINDOW));

@@ -19,9 +19,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide};
+use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide, standing};
 use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
-use super::workspace::WorkspaceRules;
+use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
 use crate::config::Policy;
 use crate::event::EventKind;
@@ -490,6 +490,21 @@ impl<'a> Permissions<'a> {
         vote: &Vote,
         via: Via,
     ) -> Result<(), VoteError> {
+        self.vote_remembered(request_id, client_id, device_name, loopback_peer, vote, via).map(drop)
+    }
+
+    /// [`Permissions::vote_as`], and when the vote decided and asked to remember the decision
+    /// for the workspace, the rule on its way to the disk: it applies once written, and the
+    /// voter's answer waits for it (`docs/operations.md#durability`).
+    pub fn vote_remembered(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        device_name: Option<&str>,
+        loopback_peer: bool,
+        vote: &Vote,
+        via: Via,
+    ) -> Result<Option<Remembered>, VoteError> {
         let host = self.host;
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else {
@@ -553,7 +568,7 @@ impl<'a> Permissions<'a> {
         }
         match decision {
             Decision::Decided(choice) => {
-                let Some(pending) = take_pending(&mut st, request_id) else { return Ok(()) };
+                let Some(pending) = take_pending(&mut st, request_id) else { return Ok(None) };
                 let voter = client_id.map(str::to_owned);
                 let resolution = Resolution {
                     by: ResolvedBy::Vote,
@@ -563,8 +578,7 @@ impl<'a> Permissions<'a> {
                     remember,
                     via: Some(via),
                 };
-                self.finish(&mut st, request_id, pending, &choice, resolution);
-                Ok(())
+                Ok(self.finish(&mut st, request_id, pending, &choice, resolution))
             }
             Decision::Partial { votes_received, votes_needed, quorum, tallies } => {
                 if let Some(voter) = client_id {
@@ -577,7 +591,7 @@ impl<'a> Permissions<'a> {
                         "votesNeeded": votes_needed, "quorum": quorum, "optionTallies": tallies,
                     }),
                 );
-                Ok(())
+                Ok(None)
             }
             Decision::Forbidden(reason) => {
                 if pending.forbidden.first_time(client_id) {
@@ -588,6 +602,26 @@ impl<'a> Permissions<'a> {
                     host.publish(EventKind::PermissionForbidden, &data);
                 }
                 Err(VoteError::Forbidden(reason))
+            }
+        }
+    }
+
+    /// `client_id` may vote no more (a revoked device): it leaves the voters of every pending
+    /// consensus request, its earlier vote with it, and a request whose remaining votes now reach
+    /// the smaller quorum is decided by them.
+    pub fn voter_gone(self, client_id: &str) {
+        let mut st = self.mediator.lock();
+        for id in st.order.clone() {
+            let Some(pending) = st.pending.get_mut(&id) else { continue };
+            let voters = &mut pending.issued.voters_at_issue;
+            if pending.issued.policy != Policy::Consensus || !voters.iter().any(|v| v == client_id) {
+                continue;
+            }
+            voters.retain(|v| v != client_id);
+            pending.votes.remove(client_id);
+            let Some(choice) = standing(&pending.issued, &pending.votes) else { continue };
+            if let Some(pending) = take_pending(&mut st, &id) {
+                self.finish(&mut st, &id, pending, &choice, Resolution::without_vote(ResolvedBy::Vote));
             }
         }
     }
@@ -663,7 +697,8 @@ impl<'a> Permissions<'a> {
     }
 
     /// Answers the agent, records the decision, publishes `permission_resolved`, and remembers it as
-    /// a rule when asked (or when the option's kind is `*_always`).
+    /// a rule when asked (or when the option's kind is `*_always`). A rule remembered for the
+    /// workspace applies once it is on disk: what it becomes is returned.
     fn finish(
         self,
         st: &mut State,
@@ -671,7 +706,7 @@ impl<'a> Permissions<'a> {
         pending: Pending,
         choice: &Choice,
         resolution: Resolution,
-    ) {
+    ) -> Option<Remembered> {
         let (host, workspace) = (self.host, &self.mediator.workspace);
         let resolved_at = now_ms();
         let record = self.audit_record(request_id, &pending, Some((choice, &resolution, resolved_at)));
@@ -733,25 +768,26 @@ impl<'a> Permissions<'a> {
                     resolution.voter.clone(),
                     now_ms(),
                 );
-                let added = match (rule, scope) {
+                match (rule, scope) {
+                    // Announced to every live session of the workspace, this one included, once
+                    // on disk: each then publishes `policy_updated` and re-checks its pending
+                    // requests.
                     (Some(rule), Remember::Workspace) => {
-                        self.mediator.workspace_rules.add(rule, host.session_id()).is_ok()
+                        return Some(self.mediator.workspace_rules.remember(rule));
                     }
                     (Some(rule), _) if st.rules.len() < rules::MAX_RULES_PER_SESSION => {
                         st.rules.push(rule);
-                        true
+                        self.publish_rules(st);
+                        // A remembered rule is an added rule: it also answers identical requests
+                        // already pending (an agent may ask for parallel tool calls at once). No
+                        // recursion: those are resolved by rule, which never remembers.
+                        self.apply_rules_to_pending(st);
                     }
-                    _ => false,
-                };
-                if added {
-                    self.publish_rules(st);
-                    // A remembered rule is an added rule: it also answers identical requests
-                    // already pending (an agent may ask for parallel tool calls at once). No
-                    // recursion: those are resolved by rule, which never remembers.
-                    self.apply_rules_to_pending(st);
+                    _ => {}
                 }
             }
         }
+        None
     }
 }
 
@@ -1209,7 +1245,9 @@ mod tests {
     }
 
     /// `"remember": "workspace"` makes the remembered rule a workspace rule, not the session's,
-    /// and it answers the identical request already waiting.
+    /// once it is on disk; announced (the daemon announces to every session of the workspace, this
+    /// fixture's announcement does nothing, so the test tells the session), it answers the
+    /// identical request already waiting.
     #[tokio::test]
     async fn a_decision_remembered_for_the_workspace_becomes_a_workspace_rule() {
         let f = fixture(Policy::FirstResponder, None);
@@ -1221,8 +1259,14 @@ mod tests {
             choice: Choice::Option("opt-allow_always".into()),
             remember: Remember::Workspace,
         };
-        f.permissions().vote(&id, None, true, &remembered).expect("vote");
+        let written = f
+            .permissions()
+            .vote_remembered(&id, None, None, true, &remembered, Via::Rest)
+            .expect("vote")
+            .expect("a rule on its way to the disk");
+        written.outcome().await.expect("on disk");
         assert_eq!(f.permissions().list_rules(), Vec::<Value>::new(), "not a session rule");
+        f.permissions().workspace_rules_changed();
         let workspace = f.mediator.workspace_rules.list();
         assert_eq!(workspace.len(), 1, "{workspace:?}");
         assert_eq!(f.host.last(EventKind::PolicyUpdated)["workspaceRules"], json!(workspace));
@@ -1245,6 +1289,7 @@ mod tests {
             .mediator
             .workspace_rules
             .add(rule(json!({"effect": "allow", "kinds": ["edit"], "paths": ["src/**"]})), "s2")
+            .await
             .expect("rule");
         assert_eq!(f.permissions().pending_count(), 1, "nothing happens until the session is told");
         f.permissions().workspace_rules_changed();

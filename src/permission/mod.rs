@@ -17,4 +17,4 @@ mod workspace;
 pub use mediator::{Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, Via, Vote, VoteError};
 pub use policy::{Choice, ForbidReason};
 pub use rules::{Effect, RuleError, parse_rule};
-pub use workspace::{Announce, WorkspaceRules};
+pub use workspace::{Announce, Remembered, WorkspaceRules};

@@ -119,9 +119,52 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Ballot
     }
 }
 
+/// Consensus: the choice the votes cast so far carry on their own, if one reaches the quorum. What
+/// decides a request when its voters shrink (a voter that may vote no more leaves, its vote with
+/// it) rather than when a ballot arrives.
+pub fn standing(issued: &Issued, votes: &BTreeMap<String, Choice>) -> Option<Choice> {
+    if issued.policy != Policy::Consensus {
+        return None;
+    }
+    let mut tallies: BTreeMap<&str, (usize, &Choice)> = BTreeMap::new();
+    for choice in votes.values() {
+        tallies.entry(choice.option_id()).or_insert((0, choice)).0 += 1;
+    }
+    let quorum = issued.quorum();
+    tallies.into_values().find(|(n, _)| *n >= quorum).map(|(_, choice)| choice.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_standing_votes_decide_once_they_reach_the_quorum_of_the_voters_left() {
+        let allow = Choice::Option("allow_once".into());
+        let deny = Choice::Option("reject_once".into());
+        let votes = |cast: &[(&str, &Choice)]| -> BTreeMap<String, Choice> {
+            cast.iter().map(|(v, c)| ((*v).to_owned(), (*c).clone())).collect()
+        };
+        // Two voters: a quorum of two; alice's vote alone stands once bob has left.
+        let two = issued(Policy::Consensus, None, &["alice", "bob"], None);
+        assert_eq!(standing(&two, &votes(&[("alice", &allow)])), None);
+        let one = issued(Policy::Consensus, None, &["alice"], None);
+        assert_eq!(standing(&one, &votes(&[("alice", &allow)])), Some(allow.clone()));
+        assert_eq!(standing(&one, &votes(&[])), None);
+        // Three left of five: a quorum of two.
+        let three = issued(Policy::Consensus, None, &["a", "b", "c"], None);
+        assert_eq!(standing(&three, &votes(&[("a", &allow), ("b", &deny)])), None);
+        assert_eq!(
+            standing(&three, &votes(&[("a", &deny), ("b", &allow), ("c", &deny)])),
+            Some(deny.clone())
+        );
+        // A configured quorum stays what it was.
+        let fixed = issued(Policy::Consensus, None, &["alice"], Some(2));
+        assert_eq!(standing(&fixed, &votes(&[("alice", &allow)])), None);
+        // Only consensus counts votes.
+        let first = issued(Policy::FirstResponder, None, &["alice"], None);
+        assert_eq!(standing(&first, &votes(&[("alice", &allow)])), None);
+    }
 
     fn issued(policy: Policy, originator: Option<&str>, voters: &[&str], quorum: Option<usize>) -> Issued {
         Issued {
@@ -241,7 +284,7 @@ mod tests {
             ),
             (
                 "consensus: 1 of 1 decides",
-                issued(Consensus, None, &["a"], None),
+                issued(Policy::Consensus, None, &["a"], None),
                 prior(&[]),
                 Some("a"),
                 false,
@@ -250,7 +293,7 @@ mod tests {
             ),
             (
                 "consensus: first of 3 is partial",
-                issued(Consensus, None, &["a", "b", "c"], None),
+                issued(Policy::Consensus, None, &["a", "b", "c"], None),
                 prior(&[]),
                 Some("a"),
                 false,
@@ -264,7 +307,7 @@ mod tests {
             ),
             (
                 "consensus: second matching of 3 decides",
-                issued(Consensus, None, &["a", "b", "c"], None),
+                issued(Policy::Consensus, None, &["a", "b", "c"], None),
                 prior(&[("a", "allow")]),
                 Some("b"),
                 false,
@@ -273,7 +316,7 @@ mod tests {
             ),
             (
                 "consensus: split 2 of 3 stays partial",
-                issued(Consensus, None, &["a", "b", "c"], None),
+                issued(Policy::Consensus, None, &["a", "b", "c"], None),
                 prior(&[("a", "allow")]),
                 Some("b"),
                 false,
@@ -287,7 +330,7 @@ mod tests {
             ),
             (
                 "consensus: M=2 split waits (quorum 2)",
-                issued(Consensus, None, &["a", "b"], None),
+                issued(Policy::Consensus, None, &["a", "b"], None),
                 prior(&[("a", "deny")]),
                 Some("b"),
                 false,
@@ -301,7 +344,7 @@ mod tests {
             ),
             (
                 "consensus: a re-vote replaces the earlier one",
-                issued(Consensus, None, &["a", "b", "c"], None),
+                issued(Policy::Consensus, None, &["a", "b", "c"], None),
                 prior(&[("a", "deny")]),
                 Some("a"),
                 false,
@@ -315,7 +358,7 @@ mod tests {
             ),
             (
                 "consensus: configured quorum 1 decides at once",
-                issued(Consensus, None, &["a", "b", "c"], Some(1)),
+                issued(Policy::Consensus, None, &["a", "b", "c"], Some(1)),
                 prior(&[]),
                 Some("c"),
                 false,
@@ -324,7 +367,7 @@ mod tests {
             ),
             (
                 "consensus: configured quorum 3 of 3 waits for all",
-                issued(Consensus, None, &["a", "b", "c"], Some(3)),
+                issued(Policy::Consensus, None, &["a", "b", "c"], Some(3)),
                 prior(&[("a", "allow")]),
                 Some("b"),
                 false,
@@ -338,7 +381,7 @@ mod tests {
             ),
             (
                 "consensus: late joiner refused",
-                issued(Consensus, None, &["a", "b"], None),
+                issued(Policy::Consensus, None, &["a", "b"], None),
                 prior(&[]),
                 Some("late"),
                 true,
@@ -347,7 +390,7 @@ mod tests {
             ),
             (
                 "consensus: anonymous refused",
-                issued(Consensus, None, &["a", "b"], None),
+                issued(Policy::Consensus, None, &["a", "b"], None),
                 prior(&[]),
                 None,
                 true,
@@ -374,7 +417,7 @@ mod tests {
             ),
             (
                 "cancel escape: consensus outsider",
-                issued(Consensus, None, &["a", "b"], None),
+                issued(Policy::Consensus, None, &["a", "b"], None),
                 prior(&[("a", "allow")]),
                 Some("x"),
                 false,

@@ -42,6 +42,9 @@ pub enum RuleError {
     Invalid(String),
     #[error("rule not found")]
     NotFound,
+    /// A workspace rule's write (or removal) the store did not take: nothing changed.
+    #[error("{0}")]
+    Store(crate::store::WriteError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

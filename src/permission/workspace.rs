@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use super::rules::{self, CompiledRule, RuleError};
-use crate::store::Store;
+use crate::store::{Store, WriteError};
 use crate::sync::lock;
 
 /// Called after a change with the id of the session that made it (`""` for none): tells the
@@ -22,9 +23,30 @@ pub type Announce = Box<dyn Fn(&Path, &str) + Send + Sync>;
 
 pub struct WorkspaceRules {
     workspace: PathBuf,
-    rules: Mutex<Arc<Vec<CompiledRule>>>,
+    rules: Mutex<Rules>,
     store: Arc<dyn Store>,
     announce: Announce,
+}
+
+/// The list and the adds under way. Await-free critical sections only.
+struct Rules {
+    /// Copied on write: matching holds a snapshot, no lock.
+    list: Arc<Vec<CompiledRule>>,
+    /// Adds whose rule is being written: each holds a place under the cap.
+    adding: usize,
+}
+
+/// A remembered decision's rule on its way to the disk (`WorkspaceRules::remember`): resolves
+/// once it is on disk and applies, or with why it is not (then it applies nowhere).
+#[derive(Debug)]
+pub struct Remembered(oneshot::Receiver<Result<(), RuleError>>);
+
+impl Remembered {
+    pub async fn outcome(self) -> Result<(), RuleError> {
+        self.0
+            .await
+            .unwrap_or_else(|_| Err(RuleError::Store(WriteError("the rule's write was dropped".into()))))
+    }
 }
 
 impl std::fmt::Debug for WorkspaceRules {
@@ -53,7 +75,8 @@ impl WorkspaceRules {
             })
             .take(rules::MAX_RULES_PER_SESSION)
             .collect();
-        WorkspaceRules { workspace, rules: Mutex::new(Arc::new(compiled)), store, announce }
+        let rules = Rules { list: Arc::new(compiled), adding: 0 };
+        WorkspaceRules { workspace, rules: Mutex::new(rules), store, announce }
     }
 
     pub fn workspace(&self) -> &Path {
@@ -62,47 +85,93 @@ impl WorkspaceRules {
 
     /// The rules now, oldest first.
     pub fn snapshot(&self) -> Arc<Vec<CompiledRule>> {
-        lock(&self.rules).clone()
+        lock(&self.rules).list.clone()
     }
 
     pub fn list(&self) -> Vec<Value> {
         self.snapshot().iter().filter_map(|r| serde_json::to_value(&r.rule).ok()).collect()
     }
 
-    /// Adds a rule (at most [`rules::MAX_RULES_PER_SESSION`] per workspace), records it, and
-    /// announces it to every live session of the workspace but `from_session`. Returns its wire
-    /// object.
-    pub fn add(&self, rule: CompiledRule, from_session: &str) -> Result<Value, RuleError> {
+    /// Adds a rule (at most [`rules::MAX_RULES_PER_SESSION`] per workspace) once it is on disk,
+    /// and announces it to every live session of the workspace but `from_session`. Returns its
+    /// wire object; when the store refuses it, the rule applies nowhere.
+    pub async fn add(&self, rule: CompiledRule, from_session: &str) -> Result<Value, RuleError> {
+        let written = self.write(&rule)?.await;
+        self.apply(rule, written, from_session)
+    }
+
+    /// A decision remembered for the workspace, from the mediator's vote (which cannot wait): the
+    /// rule is written now and applies, announced to every live session of the workspace
+    /// (`from_session`'s too), once it is on disk. The voter's answer waits on the returned
+    /// [`Remembered`].
+    pub fn remember(self: &Arc<Self>, rule: CompiledRule) -> Remembered {
+        let (tx, rx) = oneshot::channel();
+        match self.write(&rule) {
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+            Ok(ack) => {
+                let rules = self.clone();
+                tokio::spawn(async move {
+                    let written = ack.await;
+                    let _ = tx.send(rules.apply(rule, written, "").map(drop));
+                });
+            }
+        }
+        Remembered(rx)
+    }
+
+    /// Holds a place for `rule` under the cap and hands it to the store.
+    fn write(&self, rule: &CompiledRule) -> Result<crate::store::Ack, RuleError> {
+        let mut rules = lock(&self.rules);
+        if rules.list.len() + rules.adding >= rules::MAX_RULES_PER_SESSION {
+            return Err(RuleError::Invalid(format!(
+                "at most {} rules per workspace",
+                rules::MAX_RULES_PER_SESSION
+            )));
+        }
+        rules.adding += 1;
+        let wire = serde_json::to_value(&rule.rule).unwrap_or(Value::Null);
+        Ok(self.store.put_workspace_rule(&self.workspace.to_string_lossy(), &rule.rule.rule_id, &wire))
+    }
+
+    /// The store answered `written` for `rule`: it applies (and is announced) only when on disk.
+    fn apply(
+        &self,
+        rule: CompiledRule,
+        written: Result<(), WriteError>,
+        from_session: &str,
+    ) -> Result<Value, RuleError> {
         let wire = serde_json::to_value(&rule.rule).unwrap_or(Value::Null);
         {
             let mut rules = lock(&self.rules);
-            if rules.len() >= rules::MAX_RULES_PER_SESSION {
-                return Err(RuleError::Invalid(format!(
-                    "at most {} rules per workspace",
-                    rules::MAX_RULES_PER_SESSION
-                )));
-            }
-            let mut next = Vec::with_capacity(rules.len() + 1);
-            next.extend(rules.iter().cloned());
-            next.push(rule.clone());
-            *rules = Arc::new(next);
+            rules.adding -= 1;
+            written.map_err(RuleError::Store)?;
+            let mut next = Vec::with_capacity(rules.list.len() + 1);
+            next.extend(rules.list.iter().cloned());
+            next.push(rule);
+            rules.list = Arc::new(next);
         }
-        self.store.put_workspace_rule(&self.workspace.to_string_lossy(), &rule.rule.rule_id, &wire);
         (self.announce)(&self.workspace, from_session);
         Ok(wire)
     }
 
-    pub fn remove(&self, rule_id: &str) -> Result<(), RuleError> {
+    /// Removes a rule once its removal is on disk; until then it goes on applying, and when the
+    /// store refuses, it stays.
+    pub async fn remove(&self, rule_id: &str) -> Result<(), RuleError> {
+        if !self.snapshot().iter().any(|r| r.rule.rule_id == rule_id) {
+            return Err(RuleError::NotFound);
+        }
+        self.store
+            .delete_workspace_rule(&self.workspace.to_string_lossy(), rule_id)
+            .await
+            .map_err(RuleError::Store)?;
         {
             let mut rules = lock(&self.rules);
-            if !rules.iter().any(|r| r.rule.rule_id == rule_id) {
-                return Err(RuleError::NotFound);
-            }
             let next: Vec<CompiledRule> =
-                rules.iter().filter(|r| r.rule.rule_id != rule_id).cloned().collect();
-            *rules = Arc::new(next);
+                rules.list.iter().filter(|r| r.rule.rule_id != rule_id).cloned().collect();
+            rules.list = Arc::new(next);
         }
-        self.store.delete_workspace_rule(&self.workspace.to_string_lossy(), rule_id);
         (self.announce)(&self.workspace, "");
         Ok(())
     }

@@ -1,10 +1,14 @@
 //! The [`Store`] trait and the records that cross it.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use super::decide::{AuditOutcome, AuditQuery, Cursor};
 
@@ -131,6 +135,82 @@ pub struct StoreStats {
     pub commits: u64,
     /// Writes other than events that could not be queued (the writer was stuck).
     pub writes_dropped: u64,
+    /// Writes other than events that were queued but lost: the transaction holding them failed
+    /// (the database busy past its timeout, the disk full or failing). Their events are counted
+    /// in `events_dropped` and recorded as gaps.
+    pub writes_failed: u64,
+    /// Transactions that failed (each lost every write it held).
+    pub commits_failed: u64,
+}
+
+impl StoreStats {
+    /// Whether a write other than an event was lost since the start: dropped at the queue, or in a
+    /// failed transaction. `/health?deep=1` then says `degraded`.
+    pub fn lost_writes(&self) -> bool {
+        self.writes_dropped > 0 || self.writes_failed > 0 || self.commits_failed > 0
+    }
+}
+
+/// Why a write the caller waits on ([`Ack`]) is not on disk. Nothing of it was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the state database did not take the write: {0}")]
+pub struct WriteError(pub String);
+
+/// A write the caller waits on before it acknowledges anything (`docs/operations.md#durability`):
+/// resolves once the transaction holding it is committed, or with the reason it is not (then none
+/// of it is on disk, and the caller must not apply it either).
+#[derive(Debug)]
+#[must_use = "an acknowledged write is applied and answered only once its Ack resolves Ok"]
+pub struct Ack(AckState);
+
+#[derive(Debug)]
+enum AckState {
+    Waiting(oneshot::Receiver<Result<(), WriteError>>),
+    Done(Option<Result<(), WriteError>>),
+}
+
+/// The writer's end of an [`Ack`].
+pub(super) type Acker = oneshot::Sender<Result<(), WriteError>>;
+
+impl Ack {
+    /// An ack and the end the writer answers it through.
+    pub(super) fn pair() -> (Acker, Ack) {
+        let (tx, rx) = oneshot::channel();
+        (tx, Ack(AckState::Waiting(rx)))
+    }
+
+    /// An ack already answered (a store with no disk, or a write refused before it was queued).
+    pub fn ready(result: Result<(), WriteError>) -> Ack {
+        Ack(AckState::Done(Some(result)))
+    }
+
+    /// Waits for the answer on a thread that may block (never on the async runtime).
+    pub fn wait_blocking(self) -> Result<(), WriteError> {
+        match self.0 {
+            AckState::Waiting(rx) => rx
+                .blocking_recv()
+                .unwrap_or_else(|_| Err(WriteError("the store's writer has stopped".into()))),
+            AckState::Done(result) => {
+                result.unwrap_or_else(|| Err(WriteError("this write was already answered".into())))
+            }
+        }
+    }
+}
+
+impl Future for Ack {
+    type Output = Result<(), WriteError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.0 {
+            AckState::Waiting(rx) => Pin::new(rx).poll(cx).map(|answer| {
+                // The writer dropped it unanswered: it stopped (the store is being dropped).
+                answer.unwrap_or_else(|_| Err(WriteError("the store's writer has stopped".into())))
+            }),
+            AckState::Done(result) => Poll::Ready(
+                result.take().unwrap_or_else(|| Err(WriteError("this write was already answered".into()))),
+            ),
+        }
+    }
 }
 
 /// Why a read failed.
@@ -140,6 +220,12 @@ pub struct ReadError(pub String);
 
 /// What the daemon and the mediator keep and read. Writes never block (they are queued for the
 /// writer, in order); reads block and belong off the async runtime.
+///
+/// Two kinds of writes (`docs/operations.md#durability`): the security decisions a caller
+/// acknowledges (a device paired or revoked, a workspace rule added or deleted) return an [`Ack`],
+/// and the caller applies them in memory and answers only once it resolves `Ok`; the records
+/// written behind (events, sessions, the audit, last-seen times) return nothing, and a loss is
+/// counted ([`StoreStats`]) and recorded (gaps) instead.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Whether anything survives a restart (`false` for `--ephemeral`).
     fn durable(&self) -> bool;
@@ -159,18 +245,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// with the same request id.
     fn audit(&self, record: AuditRecord);
 
-    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value);
-    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str);
+    /// A workspace rule is added (acknowledged: apply it once the [`Ack`] resolves `Ok`).
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack;
+    /// A workspace rule is deleted (acknowledged).
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack;
 
-    /// A device was paired.
-    fn put_device(&self, device: &StoredDevice);
-    /// A device was last seen at `at` (written now and then, not per request).
+    /// A device is paired (acknowledged).
+    fn put_device(&self, device: &StoredDevice) -> Ack;
+    /// A device was last seen at `at` (written now and then, not per request; behind).
     fn device_seen(&self, device_id: &str, at: u64);
-    /// A device was revoked: its row is kept, marked, and never loaded again.
-    fn revoke_device(&self, device_id: &str, at: u64);
+    /// A device is revoked: its row is kept, marked, and never loaded again (acknowledged).
+    fn revoke_device(&self, device_id: &str, at: u64) -> Ack;
 
-    /// Resolves once every write handed over before it is committed.
-    fn flush(&self) -> tokio::sync::oneshot::Receiver<()>;
+    /// Resolves once every write handed over before it is committed (`Err` when the transaction
+    /// holding the flush failed).
+    fn flush(&self) -> Ack;
 
     // Reads: blocking.
     fn query_audit(&self, query: &AuditQuery) -> Result<AuditPage, ReadError>;

@@ -69,7 +69,8 @@ impl Cursor {
         format!("c{:x}", self.0)
     }
 
-    /// `None` for anything [`Cursor::encode`] did not produce.
+    /// `None` for anything [`Cursor::encode`] did not produce: positions are SQLite row ids, at
+    /// most `i64::MAX` (a larger one would wrap negative where it is bound).
     pub fn decode(s: &str) -> Option<Cursor> {
         let hex = s.strip_prefix('c')?;
         if hex.is_empty()
@@ -78,8 +79,18 @@ impl Cursor {
         {
             return None;
         }
-        u64::from_str_radix(hex, 16).ok().map(Cursor)
+        u64::from_str_radix(hex, 16).ok().filter(|n| i64::try_from(*n).is_ok()).map(Cursor)
     }
+}
+
+/// The latest time an audit query may name, in ms since the Unix epoch: JavaScript's largest safe
+/// integer (as for event ids), the year 287396; a larger one would wrap negative in SQLite's
+/// signed integers and select everything (issue #27, finding 14).
+pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
+
+/// `ms` as SQLite binds it, never wrapped: past `i64::MAX` it stays `i64::MAX`.
+pub(super) fn sql_int(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// Finds gaps in each session's recorded ids: the writer sees every event it was handed, in id
@@ -114,6 +125,21 @@ impl GapTracker {
     /// Whether an id at or below the last recorded one is a duplicate (never re-recorded).
     pub(super) fn is_duplicate(&self, session_id: &str, id: u64) -> bool {
         self.last.get(session_id).is_some_and(|last| id <= *last)
+    }
+
+    /// What the tracker knows of `session_id` now, to [`restore`](GapTracker::restore) when the
+    /// transaction about to record its events fails.
+    pub(super) fn mark(&self, session_id: &str) -> Option<u64> {
+        self.last.get(session_id).copied()
+    }
+
+    /// Puts back what [`mark`](GapTracker::mark) saw: the events observed since were not recorded,
+    /// so the next one recorded (or the session's end) finds them missing, as a gap.
+    pub(super) fn restore(&mut self, session_id: Arc<str>, mark: Option<u64>) {
+        match mark {
+            Some(last) => self.last.insert(session_id, last),
+            None => self.last.remove(&session_id),
+        };
     }
 }
 
@@ -166,7 +192,7 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_refuse_anything_else() {
-        for n in [0, 1, 15, 16, 255, u64::MAX] {
+        for n in [0, 1, 15, 16, 255, i64::MAX as u64] {
             assert_eq!(Cursor::decode(&Cursor(n).encode()), Some(Cursor(n)), "{n}");
         }
         assert_eq!(Cursor(255).encode(), "cff");
@@ -186,7 +212,7 @@ mod tests {
         ] {
             assert_eq!(Cursor::decode(bad), None, "{bad:?}");
         }
-        assert_eq!(Cursor::decode("cffffffffffffffff"), Some(Cursor(u64::MAX)));
+        assert_eq!(Cursor::decode("cffffffffffffffff"), None, "past the largest row id");
     }
 
     #[test]
@@ -219,6 +245,41 @@ mod tests {
         t.start(s.clone(), 41);
         assert_eq!(t.observe(&s, 43), Some((42, 42)));
         assert!(!t.is_duplicate("other", 1));
+    }
+
+    #[test]
+    fn events_of_a_failed_transaction_become_a_gap_once_restored() {
+        let mut t = GapTracker::default();
+        let s = arc("s");
+        t.start(s.clone(), 0);
+        assert_eq!(t.observe(&s, 1), None);
+        let before = t.mark("s");
+        assert_eq!(before, Some(1));
+        // Ids 2 and 3 go into a transaction that fails.
+        assert_eq!(t.observe(&s, 2), None);
+        assert_eq!(t.observe(&s, 3), None);
+        t.restore(s.clone(), before);
+        assert!(!t.is_duplicate("s", 2));
+        assert_eq!(t.observe(&s, 4), Some((2, 3)));
+        // A session the failed transaction started is forgotten again.
+        let n = arc("n");
+        let unseen = t.mark("n");
+        assert_eq!(unseen, None);
+        t.start(n.clone(), 7);
+        t.restore(n.clone(), unseen);
+        assert_eq!(t.mark("n"), None);
+        assert_eq!(t.end("n", 9), None);
+    }
+
+    #[test]
+    fn cursors_and_times_never_wrap_negative() {
+        assert_eq!(Cursor::decode("c7fffffffffffffff"), Some(Cursor(i64::MAX as u64)));
+        assert_eq!(Cursor::decode("c8000000000000000"), None);
+        assert_eq!(Cursor::decode("cffffffffffffffff"), None);
+        assert_eq!(sql_int(5), 5);
+        assert_eq!(sql_int(i64::MAX as u64), i64::MAX);
+        assert_eq!(sql_int(i64::MAX as u64 + 1), i64::MAX);
+        assert_eq!(sql_int(u64::MAX), i64::MAX);
     }
 
     #[test]

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::api::{
-    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredDevice,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredDevice,
     StoredEvent, StoredRule,
 };
 use super::decide::{AuditQuery, Cursor, audit_selects};
@@ -59,21 +58,29 @@ impl Store for MemoryStore {
         audit.entries.push_back((seq, record));
     }
 
-    fn put_workspace_rule(&self, _: &str, _: &str, _: &Value) {}
+    // Nothing is promised to survive the process: every acknowledged write is done at once (the
+    // caller's own table is the only copy).
+    fn put_workspace_rule(&self, _: &str, _: &str, _: &Value) -> Ack {
+        Ack::ready(Ok(()))
+    }
 
-    fn delete_workspace_rule(&self, _: &str, _: &str) {}
+    fn delete_workspace_rule(&self, _: &str, _: &str) -> Ack {
+        Ack::ready(Ok(()))
+    }
 
     // Devices live in the daemon's table only (`crate::devices`): none survives the process.
-    fn put_device(&self, _: &StoredDevice) {}
+    fn put_device(&self, _: &StoredDevice) -> Ack {
+        Ack::ready(Ok(()))
+    }
 
     fn device_seen(&self, _: &str, _: u64) {}
 
-    fn revoke_device(&self, _: &str, _: u64) {}
+    fn revoke_device(&self, _: &str, _: u64) -> Ack {
+        Ack::ready(Ok(()))
+    }
 
-    fn flush(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        let _ = tx.send(());
-        rx
+    fn flush(&self) -> Ack {
+        Ack::ready(Ok(()))
     }
 
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {

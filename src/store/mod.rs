@@ -30,10 +30,10 @@ mod sqlite;
 use std::sync::Arc;
 
 pub use self::api::{
-    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule, WriteError,
 };
-pub use self::decide::{AuditOutcome, AuditQuery, Cursor, outcome_of};
+pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;
 pub use self::memory::MemoryStore;
 pub use self::sqlite::{OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, db_path, open_read_only};

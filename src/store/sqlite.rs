@@ -12,6 +12,12 @@
 //!   queue; past that an event is dropped and counted, and the writer, seeing the next id of that
 //!   session skip, records a gap marker `(from, to)` (or at the session's end, a trailing one). The
 //!   other writes (audit, sessions, rules) have their own bound, [`QUEUE_CONTROL_RESERVE`].
+//! - **Failed transactions.** When a transaction fails (the database busy past
+//!   [`BUSY_TIMEOUT`], the disk full or failing), nothing of it is on disk: the writes a caller
+//!   waits on (an [`Ack`]: devices paired and revoked, workspace rules added and deleted) are
+//!   answered with the error, so the caller neither applies nor acknowledges them; the others are
+//!   counted (`writes_failed`, `commits_failed`), and its events become a gap, as if the queue had
+//!   had no room for them.
 //! - **Reads** use their own read-only connection (WAL lets it read while the writer writes),
 //!   called from `spawn_blocking`.
 //! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
@@ -28,13 +34,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::api::{
-    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule,
+    Ack, Acker, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig,
+    StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -65,6 +70,10 @@ const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
 /// them: a commit per 10 ms rather than per burst of a few events, for at most 10 ms more between
 /// an event and its commit (the promise allows a second).
 const LINGER: Duration = Duration::from_millis(10);
+/// How long a statement waits for another process's lock on the database before its transaction
+/// fails: long enough for a backup or an `sqlite3` shell's short write, short enough that a caller
+/// waiting on an [`Ack`] hears of a stuck database within seconds.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often retention runs (and once just after boot).
 const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 /// Rows deleted per retention statement, so one pass never holds the write lock for long.
@@ -188,12 +197,14 @@ enum Op {
         rule_id: String,
         rule: String,
         at: u64,
+        ack: Acker,
     },
     DeleteRule {
         workspace: String,
         rule_id: String,
+        ack: Acker,
     },
-    PutDevice(StoredDevice),
+    PutDevice(StoredDevice, Acker),
     DeviceSeen {
         device_id: String,
         at: u64,
@@ -201,10 +212,28 @@ enum Op {
     RevokeDevice {
         device_id: String,
         at: u64,
+        ack: Acker,
     },
-    Flush(oneshot::Sender<()>),
+    Flush(Acker),
     /// The store is dropped: commit what is queued, close the connection, end the thread.
     Stop,
+}
+
+impl Op {
+    /// The write is not taken (the queue is full, the writer gone): the caller waiting on it hears
+    /// why.
+    fn refuse(self, why: &str) {
+        match self {
+            Op::PutRule { ack, .. }
+            | Op::DeleteRule { ack, .. }
+            | Op::PutDevice(_, ack)
+            | Op::RevokeDevice { ack, .. }
+            | Op::Flush(ack) => {
+                let _ = ack.send(Err(WriteError(why.to_owned())));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What the publishers and the writer share: the queue's event budget and the counters.
@@ -219,6 +248,8 @@ struct Shared {
     gaps: AtomicU64,
     commits: AtomicU64,
     writes_dropped: AtomicU64,
+    writes_failed: AtomicU64,
+    commits_failed: AtomicU64,
 }
 
 pub struct SqliteStore {
@@ -230,6 +261,8 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
+    /// The state directory's lock (`dir::lock`), held while the store lives.
+    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -308,6 +341,7 @@ impl SqliteStore {
     /// Opens (creating, migrating, recovering) the database of `state_dir`, and starts its writer.
     pub fn open(state_dir: &Path, config: &StoreConfig) -> Result<SqliteStore, OpenError> {
         dir::prepare(state_dir)?;
+        let lock = dir::lock(state_dir)?;
         let path = db_path(state_dir);
         let err = sqlite_error(&path);
         // Created 0600 before SQLite sees it (SQLite gives its -wal and -shm files the same mode).
@@ -323,7 +357,7 @@ impl SqliteStore {
         }
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         let mut conn = Connection::open(&path).map_err(&err)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
         // WAL: readers never block the writer; NORMAL: see the file's doc for what it costs.
         conn.pragma_update(None, "journal_mode", "WAL").map_err(&err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(&err)?;
@@ -334,7 +368,7 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(&err)?;
-        read.busy_timeout(Duration::from_secs(5)).map_err(&err)?;
+        read.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::default());
         let writer = Writer {
@@ -355,23 +389,33 @@ impl SqliteStore {
             writer: Mutex::new(Some(writer)),
             shared,
             read: Mutex::new(read),
+            _lock: lock,
         })
     }
 
     /// Queues a write other than an event; counted when [`QUEUE_CONTROL_RESERVE`] of them wait
-    /// already (the writer is stuck).
+    /// already (the writer is stuck), and its [`Ack`], if any, answered with the reason.
     fn send(&self, op: Op) {
         let control = &self.shared.queued_control;
-        let what = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
-            "the store's queue is full"
-        } else if self.tx.send(op).is_err() {
-            "the store's writer has stopped"
+        let (what, op) = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
+            ("the store's queue is full", op)
         } else {
-            return;
+            match self.tx.send(op) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(op)) => ("the store's writer has stopped", op),
+            }
         };
         control.fetch_sub(1, Ordering::Relaxed);
         self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
         tracing::error!("{what}: a write to the state database was dropped");
+        op.refuse(what);
+    }
+
+    /// Queues a write the caller waits on.
+    fn send_acked(&self, op: impl FnOnce(Acker) -> Op) -> Ack {
+        let (acker, ack) = Ack::pair();
+        self.send(op(acker));
+        ack
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
@@ -426,35 +470,38 @@ impl Store for SqliteStore {
         self.send(Op::Audit(record));
     }
 
-    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) {
-        self.send(Op::PutRule {
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
+        self.send_acked(|ack| Op::PutRule {
             workspace: workspace.to_owned(),
             rule_id: rule_id.to_owned(),
             rule: rule.to_string(),
             at: crate::clock::now_ms(),
-        });
+            ack,
+        })
     }
 
-    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) {
-        self.send(Op::DeleteRule { workspace: workspace.to_owned(), rule_id: rule_id.to_owned() });
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack {
+        self.send_acked(|ack| Op::DeleteRule {
+            workspace: workspace.to_owned(),
+            rule_id: rule_id.to_owned(),
+            ack,
+        })
     }
 
-    fn put_device(&self, device: &StoredDevice) {
-        self.send(Op::PutDevice(device.clone()));
+    fn put_device(&self, device: &StoredDevice) -> Ack {
+        self.send_acked(|ack| Op::PutDevice(device.clone(), ack))
     }
 
     fn device_seen(&self, device_id: &str, at: u64) {
         self.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
     }
 
-    fn revoke_device(&self, device_id: &str, at: u64) {
-        self.send(Op::RevokeDevice { device_id: device_id.to_owned(), at });
+    fn revoke_device(&self, device_id: &str, at: u64) -> Ack {
+        self.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
     }
 
-    fn flush(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Op::Flush(tx));
-        rx
+    fn flush(&self) -> Ack {
+        self.send_acked(Op::Flush)
     }
 
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
@@ -600,6 +647,8 @@ impl Store for SqliteStore {
             gaps: s.gaps.load(Ordering::Relaxed),
             commits: s.commits.load(Ordering::Relaxed),
             writes_dropped: s.writes_dropped.load(Ordering::Relaxed),
+            writes_failed: s.writes_failed.load(Ordering::Relaxed),
+            commits_failed: s.commits_failed.load(Ordering::Relaxed),
         }
     }
 }
@@ -616,6 +665,21 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
         end_reason: r.get(6)?,
         last_event_id: r.get::<_, i64>(7)? as u64,
     })
+}
+
+/// What one transaction took off the queue: the [`Ack`]s to answer when it ends, and what it
+/// held, to count and to put back as a gap if it fails.
+#[derive(Default)]
+struct Taken {
+    acks: Vec<Acker>,
+    /// Writes other than events (flushes are not writes).
+    control: u64,
+    events: u64,
+    /// What the gap tracker knew of each session before this transaction recorded its events, in
+    /// the order taken (restored in reverse).
+    marks: Vec<(Arc<str>, Option<u64>)>,
+    /// The store was dropped: this is the last transaction.
+    stop: bool,
 }
 
 /// The writer thread: owns the write connection.
@@ -639,14 +703,10 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            if let Some(first) = first {
-                match self.batch(first) {
-                    Ok(true) => {}
-                    Ok(false) => return,
-                    Err(e) => {
-                        tracing::error!(error = %e, "the state database write failed; this batch is lost")
-                    }
-                }
+            if let Some(first) = first
+                && !self.batch(first)
+            {
+                return;
             }
             if Instant::now() >= next_maintenance {
                 if let Err(e) = self.maintain() {
@@ -657,36 +717,121 @@ impl Writer {
         }
     }
 
-    /// One transaction: `first` and whatever else is queued, within the batch bounds. `false` once
-    /// the store has been dropped.
-    fn batch(&mut self, first: Op) -> rusqlite::Result<bool> {
+    /// One transaction: `first` and whatever else is queued, within the batch bounds; then every
+    /// [`Ack`] it took is answered: `Ok` once committed, the error when it failed (and then what it
+    /// held is counted as lost, its events as a gap). `false` once the store has been dropped.
+    fn batch(&mut self, first: Op) -> bool {
         if matches!(first, Op::Events { .. } | Op::Audit(_)) {
             // Events arrive in bursts, audit records in pairs (raised, decided): a moment's wait
             // lets the next ones join this transaction, so a steady stream costs a commit per
-            // LINGER, not per burst (the publishers never wait: they only queue). Rules and
-            // flushes, which a caller waits on, go at once.
+            // LINGER, not per burst (the publishers never wait: they only queue). Rules, devices
+            // and flushes, which a caller waits on, go at once.
             std::thread::sleep(LINGER);
         }
+        let mut taken = Taken::default();
+        let written = self.write(first, &mut taken);
+        if written.is_err() {
+            // What was queued meanwhile fails with it rather than wait out the lock's timeout
+            // once each: a revocation queued behind a hundred audit records hears at once.
+            for _ in 0..BATCH_MAX_OPS {
+                let Ok(op) = self.rx.try_recv() else { break };
+                Writer::unwritten(&self.shared, op, &mut taken);
+            }
+        }
+        let answer = match written {
+            Ok(written) => {
+                self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                self.shared.events_written.fetch_add(written, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing of the transaction is on disk. The sessions it recorded events of go
+                // back to where they were, so the next event recorded (or their end) writes the
+                // lost ids as a gap.
+                for (session_id, mark) in taken.marks.drain(..).rev() {
+                    self.gaps.restore(session_id, mark);
+                }
+                let s = &*self.shared;
+                s.commits_failed.fetch_add(1, Ordering::Relaxed);
+                s.writes_failed.fetch_add(taken.control, Ordering::Relaxed);
+                s.events_dropped.fetch_add(taken.events, Ordering::Relaxed);
+                tracing::error!(
+                    error = %e, writes = taken.control, events = taken.events,
+                    "a transaction on the state database failed: its writes are lost (counted in writesFailed), \
+                     and the requests waiting on them were refused"
+                );
+                Err(WriteError(e.to_string()))
+            }
+        };
+        for ack in taken.acks {
+            let _ = ack.send(answer.clone());
+        }
+        !taken.stop
+    }
+
+    /// An op taken off the queue and never written (its transaction failed): counted, its ack
+    /// kept for the answer.
+    fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
+        match op {
+            Op::Events { frames, .. } => {
+                let len: usize = frames.iter().map(Bytes::len).sum();
+                shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
+                shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                // The gap tracker never saw them: the next event recorded finds them missing.
+                taken.events += frames.len() as u64;
+            }
+            Op::Stop => taken.stop = true,
+            op => {
+                shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+                match op {
+                    Op::PutRule { ack, .. }
+                    | Op::DeleteRule { ack, .. }
+                    | Op::PutDevice(_, ack)
+                    | Op::RevokeDevice { ack, .. } => {
+                        taken.control += 1;
+                        taken.acks.push(ack);
+                    }
+                    Op::Flush(ack) => taken.acks.push(ack),
+                    _ => taken.control += 1,
+                }
+            }
+        }
+    }
+
+    /// Writes `first` and what follows it in the queue in one transaction and commits it; returns
+    /// the events recorded. What it took off the queue is in `taken`, whether it succeeds or not.
+    fn write(&mut self, first: Op, taken: &mut Taken) -> rusqlite::Result<u64> {
         let started = Instant::now();
-        let tx = self.conn.transaction()?;
-        let mut flushes = Vec::new();
+        // Immediate: the write lock is taken first, so a database another process holds fails
+        // here, before anything is taken off the queue but `first`.
+        let tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                Writer::unwritten(&self.shared, first, taken);
+                return Err(e);
+            }
+        };
         // The run being built per session this transaction; written when it is full, when the
         // session's ids skip or it ends, and at the commit.
         let mut runs: Vec<(Arc<str>, RunBuilder)> = Vec::new();
         let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
         let mut next = Some(first);
-        let mut stop = false;
         while let Some(op) = next.take() {
             ops += 1;
             if !matches!(op, Op::Events { .. } | Op::Stop) {
                 // Sent through `send`, which counted it (`Stop` comes from the drop, uncounted).
                 self.shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+                if !matches!(op, Op::Flush(_)) {
+                    taken.control += 1;
+                }
             }
             match op {
                 Op::Events { session_id, first_id, frames } => {
                     let len: usize = frames.iter().map(Bytes::len).sum();
                     self.shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
                     self.shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                    taken.events += frames.len() as u64;
+                    taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
                     bytes += len;
                     ops += frames.len().saturating_sub(1);
                     let mut slot = runs.iter().position(|(s, _)| *s == session_id);
@@ -729,7 +874,9 @@ impl Writer {
                             after_id as i64, resumed
                         ],
                     )?;
-                    self.gaps.start(Arc::from(record.session_id.as_str()), after_id);
+                    let session_id: Arc<str> = Arc::from(record.session_id.as_str());
+                    taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
+                    self.gaps.start(session_id, after_id);
                 }
                 Op::SessionEnded { session_id, state, reason, last_id, at } => {
                     if let Some(i) = runs.iter().position(|(s, _)| **s == *session_id) {
@@ -737,6 +884,7 @@ impl Writer {
                         insert_run(&tx, &sid, &run)?;
                         set_last_event_id(&tx, &sid, run.last)?;
                     }
+                    taken.marks.push((Arc::from(session_id.as_str()), self.gaps.mark(&session_id)));
                     if let Some((from, to)) = self.gaps.end(&session_id, last_id) {
                         insert_gap(&tx, &session_id, from, to)?;
                         self.shared.gaps.fetch_add(1, Ordering::Relaxed);
@@ -762,19 +910,22 @@ impl Writer {
                         r.entry.to_string(),
                     ])?;
                 }
-                Op::PutRule { workspace, rule_id, rule, at } => {
+                Op::PutRule { workspace, rule_id, rule, at, ack } => {
+                    taken.acks.push(ack);
                     tx.execute(
                         "INSERT OR REPLACE INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES (?1, ?2, ?3, ?4)",
                         params![workspace, rule_id, at as i64, rule],
                     )?;
                 }
-                Op::DeleteRule { workspace, rule_id } => {
+                Op::DeleteRule { workspace, rule_id, ack } => {
+                    taken.acks.push(ack);
                     tx.execute(
                         "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
                         params![workspace, rule_id],
                     )?;
                 }
-                Op::PutDevice(d) => {
+                Op::PutDevice(d, ack) => {
+                    taken.acks.push(ack);
                     tx.execute(
                         "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -794,16 +945,20 @@ impl Writer {
                         params![device_id, at as i64],
                     )?;
                 }
-                Op::RevokeDevice { device_id, at } => {
+                Op::RevokeDevice { device_id, at, ack } => {
+                    taken.acks.push(ack);
                     tx.execute(
                         "UPDATE devices SET revoked_at = ?2 WHERE device_id = ?1 AND revoked_at IS NULL",
                         params![device_id, at as i64],
                     )?;
                 }
-                Op::Flush(done) => flushes.push(done),
-                Op::Stop => stop = true,
+                Op::Flush(ack) => taken.acks.push(ack),
+                Op::Stop => taken.stop = true,
             }
-            if !stop && ops < BATCH_MAX_OPS && bytes < BATCH_MAX_BYTES && started.elapsed() < COMMIT_INTERVAL
+            if !taken.stop
+                && ops < BATCH_MAX_OPS
+                && bytes < BATCH_MAX_BYTES
+                && started.elapsed() < COMMIT_INTERVAL
             {
                 next = self.rx.try_recv().ok();
             }
@@ -813,12 +968,7 @@ impl Writer {
             set_last_event_id(&tx, session_id, run.last)?;
         }
         tx.commit()?;
-        self.shared.commits.fetch_add(1, Ordering::Relaxed);
-        self.shared.events_written.fetch_add(written, Ordering::Relaxed);
-        for done in flushes {
-            let _ = done.send(());
-        }
-        Ok(!stop)
+        Ok(written)
     }
 
     /// Retention: the newest `--history-events` events per session; ended sessions, their events and
@@ -994,11 +1144,11 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
     )?;
     let rows = stmt.query_map(
         params![
-            q.cursor.map(|c| c.0 as i64),
+            q.cursor.map(|c| decide::sql_int(c.0)),
             q.workspace,
             q.session_id,
-            q.since.map(|t| t as i64),
-            q.until.map(|t| t as i64),
+            q.since.map(decide::sql_int),
+            q.until.map(decide::sql_int),
             q.outcome.map(AuditOutcome::as_str),
             (limit + 1) as i64,
         ],
@@ -1222,12 +1372,14 @@ mod tests {
             created_at: 10,
             last_seen_at: Some(10),
         };
-        store.put_device(&device("dev-a", 1));
-        store.put_device(&device("dev-b", 2));
+        let (a, b) = (store.put_device(&device("dev-a", 1)), store.put_device(&device("dev-b", 2)));
         store.device_seen("dev-a", 99);
         store.device_seen("dev-a", 50);
-        store.revoke_device("dev-b", 100);
+        let revoked = store.revoke_device("dev-b", 100);
         flushed(&store).await;
+        for ack in [a, b, revoked] {
+            assert_eq!(ack.await, Ok(()));
+        }
         drop(store);
         let store = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
         let a = StoredDevice { last_seen_at: Some(99), ..device("dev-a", 1) };
@@ -1285,6 +1437,56 @@ mod tests {
         })
         .await;
         flushed(&store).await;
+    }
+
+    /// Issue #27, finding 1: a transaction that fails (here another process holds the write lock
+    /// past [`BUSY_TIMEOUT`]) is not acknowledged: every write a caller waits on hears the error,
+    /// the others are counted, and its events come back as a gap once the writer can write again.
+    #[tokio::test]
+    async fn a_failed_transaction_refuses_its_acks_counts_its_writes_and_leaves_a_gap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        store.append_events(&sid, 1, vec![Bytes::from("frame 1"), Bytes::from("frame 2")]);
+        flushed(&store).await;
+        let other = Connection::open(db_path(&state)).expect("open");
+        other.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        store.append_events(&sid, 3, vec![Bytes::from("frame 3"), Bytes::from("frame 4")]);
+        store.audit(audit("lost", now(), None));
+        let device = StoredDevice {
+            device_id: "dev-a".into(),
+            name: "a".into(),
+            role: "voter".into(),
+            secret_hash: [1; 32],
+            created_at: 1,
+            last_seen_at: None,
+        };
+        let paired = store.put_device(&device);
+        let flush = store.flush();
+        let refused = tokio::time::timeout(Duration::from_secs(30), paired).await.expect("answered in time");
+        assert!(refused.as_ref().is_err_and(|e| e.0.contains("locked")), "{refused:?}");
+        assert!(tokio::time::timeout(Duration::from_secs(30), flush).await.expect("in time").is_err());
+        let stats = store.stats();
+        assert!(stats.commits_failed >= 1, "{stats:?}");
+        assert_eq!((stats.writes_failed, stats.events_dropped), (2, 2), "the audit record and the device");
+        assert!(stats.lost_writes());
+        other.execute_batch("ROLLBACK").expect("unlock");
+        store.append_events(&sid, 5, vec![Bytes::from("frame 5")]);
+        store.session_ended("s", SessionState::Closed, "closed_by_client", 5, now());
+        flushed(&store).await;
+        let frame = |id: u64| StoredEvent::Frame { id, frame: Bytes::from(format!("frame {id}")) };
+        assert_eq!(
+            store.events("s", 0, 100).expect("read"),
+            [frame(1), frame(2), StoredEvent::Gap { from: 3, to: 4 }, frame(5)]
+        );
+        assert_eq!(store.devices().expect("read"), [], "the refused device is not on disk");
+        assert_eq!(
+            store.query_audit(&AuditQuery { limit: 10, ..AuditQuery::default() }).expect("read").entries,
+            Vec::<Value>::new()
+        );
+        assert_eq!(store.put_device(&device).await, Ok(()), "and the next write goes through");
     }
 
     #[tokio::test]

@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("path", 0),
     ("sync", 0),
     ("service", 0),
+    ("throttle", 0),
     ("text", 0),
     ("present", 0),
     ("log_throttle", 0),

@@ -518,7 +518,9 @@ async fn the_client_commands_help_says_how_to_use_them_and_lists_the_keys() {
 struct Relay {
     port: u16,
     cut: tokio::sync::watch::Sender<u32>,
-    accepted: tokio::sync::watch::Receiver<u32>,
+    /// Connections on which the daemon has begun to answer (for an event stream: it is open, its
+    /// subscription made).
+    answered: tokio::sync::watch::Receiver<u32>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -527,10 +529,11 @@ impl Relay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let (cut, cuts) = tokio::sync::watch::channel(0u32);
-        let (count, accepted) = tokio::sync::watch::channel(0u32);
+        let (answers, answered) = tokio::sync::watch::channel(0u32);
+        let answers = std::sync::Arc::new(answers);
         let task = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
-                count.send_modify(|n| *n += 1);
+                let answers = answers.clone();
                 let mut cuts = cuts.clone();
                 cuts.mark_unchanged();
                 tokio::spawn(async move {
@@ -561,6 +564,19 @@ impl Relay {
                     {
                         return;
                     }
+                    // The answer's first bytes, relayed and counted.
+                    let mut first = vec![0u8; 16 * 1024];
+                    let n = tokio::select! {
+                        read = outbound.read(&mut first) => match read {
+                            Ok(n) if n > 0 => n,
+                            _ => return,
+                        },
+                        _ = cuts.changed() => return,
+                    };
+                    if inbound.write_all(&first[..n]).await.is_err() {
+                        return;
+                    }
+                    answers.send_modify(|n| *n += 1);
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
                         _ = cuts.changed() => {} // both sockets dropped: the connection is cut
@@ -568,7 +584,7 @@ impl Relay {
                 });
             }
         });
-        Relay { port, cut, accepted, task }
+        Relay { port, cut, answered, task }
     }
 }
 
@@ -588,27 +604,29 @@ async fn a_dropped_stream_is_resumed_with_no_gap_and_no_duplicate() {
         let sid = sid.clone();
         async move { run(&["watch", &sid, "--url", &url]).await }
     });
-    // The watch holds two connections: the capabilities call, then its stream.
+    // The watch makes two connections, both answered: the capabilities call, then its stream.
     let deadline = Instant::now() + WAIT;
-    while *relay.accepted.borrow() < 2 {
+    while *relay.answered.borrow() < 2 {
         assert!(Instant::now() < deadline, "the watch never connected");
         if watch.is_finished() {
             panic!("the watch ended: {:?}", watch.await);
         }
-        let _ = tokio::time::timeout(Duration::from_millis(200), relay.accepted.changed()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), relay.answered.changed()).await;
     }
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     d.turn(&sid, &mut sse, Some("alice"), "before the cut").await;
     // Every connection the watch holds now (the capabilities call, the stream) is cut; the events
     // published while it reconnects must reach it all the same.
-    let before = *relay.accepted.borrow();
+    let before = *relay.answered.borrow();
     relay.cut.send_modify(|n| *n += 1);
     d.turn(&sid, &mut sse, Some("alice"), "stream 200").await;
     d.turn(&sid, &mut sse, Some("alice"), "after the cut").await;
+    // The session is closed only once the watch's new stream is open (the daemon answered it):
+    // a stream asked for after the close would find no session.
     let deadline = Instant::now() + WAIT;
-    while *relay.accepted.borrow() <= before {
+    while *relay.answered.borrow() <= before {
         assert!(Instant::now() < deadline, "the watch never reconnected");
-        tokio::time::timeout(WAIT, relay.accepted.changed())
+        tokio::time::timeout(WAIT, relay.answered.changed())
             .await
             .expect("a reconnect")
             .expect("relay alive");
@@ -673,7 +691,9 @@ async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
 #[tokio::test]
 async fn without_a_session_attach_lists_live_and_past_sessions_and_opens_the_one_picked() {
     let state = tempfile::tempdir().expect("tempdir");
-    let d = Daemon::start(&["--state-dir", state.path().to_str().expect("utf-8")]);
+    // A directory the daemon creates itself (0700): it refuses one others may read.
+    let state_dir = state.path().join("state");
+    let d = Daemon::start(&["--state-dir", state_dir.to_str().expect("utf-8")]);
     let past = d.join("alice").await;
     assert_eq!(d.prompt(&past, Some("alice"), "a turn of the past").await.status, 200);
     assert_eq!(d.delete(&format!("/session/{past}")).await.status, 204);

@@ -284,3 +284,45 @@ fn zero_connection_timeouts_are_refused() {
         assert!(stderr.contains(flag), "{stderr}");
     }
 }
+
+/// Issue #27: a client that sends its whole body before it reads (Python's `http.client`, and
+/// `requests` on top of it) reads the refusal of an oversized body, and of a body sent without the
+/// token, instead of a broken pipe: the daemon lingers, reading and discarding what is still
+/// coming, before it closes.
+#[tokio::test]
+async fn a_client_that_sends_its_whole_body_first_reads_the_refusal() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let script = r#"
+import http.client, sys
+port, token = int(sys.argv[1]), sys.argv[2]
+for size, auth in [(11 * 1024 * 1024, True), (30 * 1024 * 1024, True), (2 * 1024 * 1024, False)]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Bearer " + token
+    try:
+        c.request("POST", "/session", body=b"x" * size, headers=headers)
+        r = c.getresponse()
+        print(r.status, r.read().decode())
+    except Exception as e:
+        print("error", type(e).__name__, e)
+    c.close()
+"#;
+    let run = tokio::process::Command::new("python3")
+        .args(["-c", script, &d.port.to_string(), TOKEN])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(WAIT, run).await.expect("python ends in time").expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            r#"413 {"code":"body_too_large","error":"Request body too large"}"#,
+            r#"413 {"code":"body_too_large","error":"Request body too large"}"#,
+            r#"401 {"error":"Unauthorized"}"#,
+        ],
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

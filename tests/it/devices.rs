@@ -1,6 +1,6 @@
 //! Paired devices (issue #19, `docs/protocol.md#15-devices`), through the real binary: `mediatord
 //! pair` prints a URL and its QR code, the code is exchanged for a credential that works by header
-//! and by cookie, the device's identity is bound to it (votes are its own, a forged client id is
+//! (never by cookie), the device's identity is bound to it (votes are its own, a forged client id is
 //! refused), observers only read, revocation ends access and streams at once, codes are one-time,
 //! short-lived and rate-limited, and pairings survive a restart.
 
@@ -84,7 +84,7 @@ async fn identity(req: reqwest::RequestBuilder) -> Value {
 }
 
 #[tokio::test]
-async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_are_its_own_until_revoked() {
+async fn a_paired_device_is_its_credential_by_header_and_its_votes_are_its_own_until_revoked() {
     let d = Daemon::start(&["--token", TOKEN]);
     let (url, _) = pair_cli(&d, &["--name", "Ada's phone"]).await;
     assert!(url.starts_with(&format!("{}/#pair=", d.base)), "{url}");
@@ -93,7 +93,7 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
 
     let answer = exchange(&d, &code).await;
     assert_eq!(answer.status, 200, "{}", answer.text);
-    let set_cookie = answer.header("set-cookie").expect("the device cookie").to_owned();
+    assert_eq!(answer.header("set-cookie"), None, "never a cookie: cookies ignore ports");
     let device_id = answer.body["deviceId"].as_str().expect("deviceId").to_owned();
     let credential = answer.body["token"].as_str().expect("token").to_owned();
     assert_eq!(
@@ -101,19 +101,17 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
         (Some("voter"), Some("Ada's phone"))
     );
     assert_eq!(answer.header("cache-control"), Some("no-store"));
-    assert!(set_cookie.starts_with(&format!("mediatord_device={credential};")), "{set_cookie}");
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set_cookie.contains(attribute), "{attribute} missing: {set_cookie}");
-    }
-    assert!(!set_cookie.contains("Secure"), "no Secure over plain http: {set_cookie}");
     let secret = credential.split_once('.').expect("id.secret").1;
     assert_eq!(secret.len(), 64, "256 bits in hex");
 
-    // The credential works in the header and in the cookie; either way it is that device.
+    // The credential works in the header, never in a cookie (issue #27, finding 7).
     let by_header = identity(dev(http().get(d.url("/capabilities")), &credential)).await;
-    let by_cookie = identity(cookie(http().get(d.url("/capabilities")), &credential)).await;
     let expected = json!({"kind": "device", "deviceId": device_id, "name": "Ada's phone", "role": "voter", "scope": ["read", "write"]});
-    assert_eq!((by_header, by_cookie), (expected.clone(), expected));
+    assert_eq!(by_header, expected);
+    let by_cookie = send(cookie(http().get(d.url("/capabilities")), &credential)).await;
+    assert_eq!(by_cookie.status, 401, "a cookie is no credential");
+    let cleared = by_cookie.header("set-cookie").expect("the old cookie is cleared");
+    assert!(cleared.starts_with("mediatord_device=;") && cleared.contains("Max-Age=0"), "{cleared}");
     let listed = send(op(http().get(d.url("/devices")))).await.ok();
     assert_eq!(listed["devices"][0]["deviceId"], json!(device_id));
 
@@ -179,17 +177,13 @@ async fn a_paired_device_is_its_credential_by_header_and_cookie_and_its_votes_ar
     assert_eq!(entry["ballots"][0]["clientId"], json!(device_id));
 
     // Revoked with `mediatord devices revoke`: the open stream ends at once, the next request is
-    // 401, and the cookie's 401 also tells the browser to forget it.
+    // 401.
     let (status, out, err) = cli(&d, &["devices", "revoke", &device_id]).await;
     assert_eq!(status, 0, "{out}{err}");
     tokio::time::timeout(WAIT, device_stream.rest()).await.expect("the revoked device's stream ends");
     assert!(device_stream.ended);
     let refused = send(dev(http().get(d.url("/capabilities")), &credential)).await;
     assert_eq!((refused.status, refused.text.as_str()), (401, r#"{"error":"Unauthorized"}"#));
-    let refused = send(cookie(http().get(d.url("/capabilities")), &credential)).await;
-    assert_eq!(refused.status, 401);
-    let cleared = refused.header("set-cookie").expect("the cookie is cleared");
-    assert!(cleared.starts_with("mediatord_device=;") && cleared.contains("Max-Age=0"), "{cleared}");
     // The operator's own stream is untouched by it.
     let (_, out, _) = cli(&d, &["devices"]).await;
     assert!(!out.contains(&device_id), "revoked devices are not listed: {out}");
@@ -219,14 +213,16 @@ async fn a_reused_an_expired_and_a_wrong_code_get_one_answer_and_failures_are_ra
     for refused in [&expired, &wrong, &empty] {
         assert_eq!((refused.status, refused.text.as_str()), (401, reused.text.as_str()), "byte for byte");
     }
-    // Four failures so far; ten are allowed per minute and peer, then 429, even for a good code.
+    // Four failures so far; ten are allowed per minute and client, then a wrong code is 429.
     for _ in 4..10 {
         assert_eq!(exchange(&d, "guess").await.status, 401);
     }
-    let good = issue().await["code"].as_str().expect("code").to_owned();
-    let limited = exchange(&d, &good).await;
+    let limited = exchange(&d, "guess").await;
     assert_eq!((limited.status, limited.body["code"].as_str()), (429, Some("too_many_pairing_attempts")));
     assert_eq!(limited.header("retry-after"), Some("60"), "the window, not a guess");
+    // A right code is never throttled (issue #27: the throttled address may be everyone's).
+    let good = issue().await["code"].as_str().expect("code").to_owned();
+    assert_eq!(exchange(&d, &good).await.status, 200);
 }
 
 #[tokio::test]
@@ -277,29 +273,24 @@ async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules
     }
 }
 
+/// A browser still holding the cookie an earlier version set: the cookie signs nobody in, and any
+/// answer tells the browser to forget it (with `Secure` behind an `https://` public URL, as it was
+/// set).
 #[tokio::test]
-async fn a_cookie_changes_something_only_from_the_daemons_own_origin() {
+async fn the_old_device_cookie_signs_nobody_in_and_is_cleared() {
     let d = Daemon::start(&["--token", TOKEN]);
     let (_, credential) = paired(&d, "browser", "voter").await;
-    let heartbeat = |origin: Option<String>| {
-        let mut req = cookie(http().post(d.url("/session/nope/heartbeat")), &credential);
-        if let Some(origin) = origin {
-            req = req.header("Origin", origin);
-        }
-        send(req)
-    };
-    let bare = heartbeat(None).await;
-    assert_eq!((bare.status, bare.body["code"].as_str()), (403, Some("origin_required")));
-    let own = heartbeat(Some(d.base.clone())).await;
+    let refused =
+        send(cookie(http().post(d.url("/session/nope/heartbeat")), &credential).header("Origin", &d.base))
+            .await;
+    assert_eq!(refused.status, 401);
+    let by_operator = send(cookie(op(http().get(d.url("/capabilities"))), &credential)).await;
+    assert_eq!(by_operator.status, 200);
     assert_eq!(
-        (own.status, own.body["code"].as_str()),
-        (404, Some("session_not_found")),
-        "past the perimeter"
+        by_operator.header("set-cookie"),
+        Some("mediatord_device=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/")
     );
-    // Reading needs no Origin; the same request by bearer (not a browser's ambient credential) neither.
-    assert_eq!(send(cookie(http().get(d.url("/capabilities")), &credential)).await.status, 200);
-    let by_bearer = send(dev(http().post(d.url("/session/nope/heartbeat")), &credential)).await;
-    assert_eq!(by_bearer.body["code"].as_str(), Some("session_not_found"));
+    assert_eq!(send(op(http().get(d.url("/capabilities")))).await.header("set-cookie"), None);
 }
 
 #[tokio::test]
@@ -370,15 +361,20 @@ async fn the_terminal_qr_code_decodes_to_the_printed_url() {
 }
 
 #[tokio::test]
-async fn behind_an_https_public_url_the_cookie_is_secure_and_the_pairing_url_is_the_public_one() {
+async fn behind_an_https_public_url_the_pairing_url_is_the_public_one_and_the_old_cookie_is_cleared_secure() {
     let d = Daemon::start(&["--token", TOKEN, "--public-url", "https://agents.example.net/m"]);
     let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({}))).await.ok();
     let url = issued["url"].as_str().expect("url");
     assert!(url.starts_with("https://agents.example.net/m/#pair="), "{url}");
     assert!(issued["qrSvg"].as_str().is_some_and(|svg| svg.contains("<svg")), "{issued}");
     let answer = exchange(&d, &code_of(url)).await;
-    let set_cookie = answer.header("set-cookie").expect("the cookie");
-    assert!(set_cookie.ends_with("; Secure"), "{set_cookie}");
+    assert_eq!((answer.status, answer.header("set-cookie")), (200, None));
+    let old = send(cookie(op(http().get(d.url("/capabilities"))), "x")).await;
+    assert!(
+        old.header("set-cookie").is_some_and(|c| c.ends_with("; Secure")),
+        "{:?}",
+        old.header("set-cookie")
+    );
 }
 
 #[tokio::test]
@@ -397,10 +393,10 @@ async fn without_a_token_devices_still_have_their_own_identity_and_can_be_revoke
         204
     );
     assert_eq!(send(dev(http().get(d.url("/capabilities")), &credential)).await.status, 401);
-    // A wrong bearer is refused even beside a good cookie (and an operator bearer is not needed here).
-    let (_, other) = paired_no_token(&d).await;
-    let mixed = send(cookie(http().get(d.url("/capabilities")), &other).bearer_auth("dev-0.00")).await;
-    assert_eq!(mixed.status, 401);
+    // A device credential no device has is refused, even without a token (it is not the operator).
+    let (other_id, other) = paired_no_token(&d).await;
+    assert_eq!(send(http().delete(d.url(&format!("/devices/{other_id}")))).await.status, 204);
+    assert_eq!(send(dev(http().get(d.url("/capabilities")), &other)).await.status, 401);
 }
 
 async fn paired_no_token(d: &Daemon) -> (String, String) {
@@ -410,4 +406,203 @@ async fn paired_no_token(d: &Daemon) -> (String, String) {
         body["deviceId"].as_str().expect("deviceId").to_owned(),
         body["token"].as_str().expect("token").to_owned(),
     )
+}
+
+/// Issue #27, finding 2: one device cannot take every connection. A device holds a few event
+/// streams per session and a few more in all, all devices together three quarters of the
+/// connections and of a session's streams; the operator keeps the rest, and revokes.
+#[tokio::test]
+async fn a_devices_streams_are_bounded_and_the_operator_keeps_room_to_revoke_it() {
+    // 16 connections: devices together hold 12 streams at most; 8 per session: devices 6.
+    let d = Daemon::start(&[
+        "--token",
+        TOKEN,
+        "--max-connections",
+        "16",
+        "--max-subscribers",
+        "8",
+        "--session-scope",
+        "thread",
+    ]);
+    let (watcher_id, watcher) = paired(&d, "watcher", "observer").await;
+    let (_, other) = paired(&d, "other", "observer").await;
+    let mut sessions = Vec::new();
+    for _ in 0..6 {
+        let created = send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op")).await.ok();
+        sessions.push(created["sessionId"].as_str().expect("sessionId").to_owned());
+    }
+    let open = |credential: &str, sid: &str| {
+        dev(http().get(d.url(&format!("/session/{sid}/events"))), credential).send()
+    };
+    let refused = |res: reqwest::Response| async move {
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        (status, body["code"].clone(), body["scope"].clone(), body["limit"].clone())
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(open(&watcher, &sessions[0]).await.expect("stream"));
+    }
+    assert!(held.iter().all(|r| r.status() == 200));
+    let third = open(&watcher, &sessions[0]).await.expect("answer");
+    assert_eq!(
+        refused(third).await,
+        (429, json!("stream_limit_exceeded"), json!("device_session"), json!(2))
+    );
+    for sid in &sessions[1..4] {
+        for _ in 0..2 {
+            let res = open(&watcher, sid).await.expect("stream");
+            assert_eq!(res.status(), 200);
+            held.push(res);
+        }
+    }
+    let ninth = open(&watcher, &sessions[4]).await.expect("answer");
+    assert_eq!(refused(ninth).await, (429, json!("stream_limit_exceeded"), json!("device"), json!(8)));
+    // The other device fills what is left of the devices' share: 4 more streams.
+    for sid in &sessions[4..6] {
+        for _ in 0..2 {
+            let res = open(&other, sid).await.expect("stream");
+            assert_eq!(res.status(), 200);
+            held.push(res);
+        }
+    }
+    let over = open(&other, &sessions[0]).await.expect("answer");
+    assert_eq!(refused(over).await, (429, json!("stream_limit_exceeded"), json!("devices"), json!(12)));
+    // Twelve streams are open; the operator still reaches the daemon, follows a session and
+    // revokes the device.
+    let operator = Sse::connect(&d, &sessions[0], &[("Authorization", format!("Bearer {TOKEN}"))]).await;
+    assert_eq!(send(op(http().delete(d.url(&format!("/devices/{watcher_id}"))))).await.status, 204);
+    // Its streams ended, their places are free again.
+    let mut ended = 0;
+    for res in held.drain(..8) {
+        let mut sse = Sse::from_response(res);
+        sse.rest().await;
+        ended += 1;
+    }
+    assert_eq!(ended, 8);
+    let again = open(&other, &sessions[0]).await.expect("stream");
+    assert_eq!(again.status(), 200);
+    drop(operator);
+}
+
+/// Issue #27, finding 3: `consensus` counts the identities that may vote now. An observer that
+/// opens the stream and heartbeats, and a voter revoked since it joined, are not voters: alice,
+/// the only one left, decides alone.
+#[tokio::test]
+async fn consensus_counts_neither_observers_nor_revoked_devices() {
+    let d = Daemon::start(&["--token", TOKEN, "--permission-policy", "consensus"]);
+    let created = send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "alice")).await.ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let (_, observer) = paired(&d, "watcher", "observer").await;
+    let (voter_id, voter) = paired(&d, "old phone", "voter").await;
+    let heartbeat = format!("/session/{sid}/heartbeat");
+    assert_eq!(send(dev(http().post(d.url(&heartbeat)), &observer)).await.status, 200);
+    let _watching = Sse::connect(&d, &sid, &[("Authorization", format!("Bearer {observer}"))]).await;
+    assert_eq!(send(dev(http().post(d.url(&heartbeat)), &voter)).await.status, 200);
+    assert_eq!(send(op(http().delete(d.url(&format!("/devices/{voter_id}"))))).await.status, 204);
+    let mut sse = Sse::connect(&d, &sid, &[("Authorization", format!("Bearer {TOKEN}"))]).await;
+    let prompt = op(http().post(d.url(&format!("/session/{sid}/prompt"))))
+        .header("X-Qwen-Client-Id", "alice")
+        .header("Prefer", "respond-async")
+        .json(&json!({"prompt": [{"type": "text", "text": "write consensus.txt yes"}]}));
+    assert_eq!(send(prompt).await.status, 202);
+    let raised = sse.until_type("permission_request").await;
+    let rid = raised.last().expect("request").payload()["requestId"].as_str().expect("id").to_owned();
+    let vote = op(http().post(d.url(&format!("/session/{sid}/permission/{rid}"))))
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&selected("allow_once"));
+    assert_eq!(send(vote).await.status, 200);
+    let events = sse.until_type("permission_resolved").await;
+    assert!(events.iter().all(|e| e.event != "permission_partial_vote"), "alice's vote alone decides");
+    let resolved = events.last().expect("resolved").payload();
+    assert_eq!(
+        (resolved["resolvedBy"].as_str(), resolved["voterClientId"].as_str()),
+        (Some("vote"), Some("alice"))
+    );
+    let audit = send(op(http().get(d.url(&format!("/session/{sid}/permissions?audit=1"))))).await.ok();
+    assert_eq!(audit["audit"][0]["votersAtIssue"], json!(["alice"]));
+}
+
+/// Issue #27, finding 5: wrong pairing codes cannot lock out the holder of a right one (behind a
+/// same-host proxy every client is 127.0.0.1), and spreading wrong ones over 127/8 buys nothing.
+#[tokio::test]
+async fn wrong_pairing_codes_neither_lock_out_a_right_one_nor_multiply_over_loopback_addresses() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let code = send(op(http().post(d.url("/devices/pairing"))).json(&json!({}))).await.ok()["code"]
+        .as_str()
+        .expect("code")
+        .to_owned();
+    let from = |last: u8| {
+        reqwest::Client::builder()
+            .no_proxy()
+            .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+            .build()
+            .expect("client")
+    };
+    let mut answers = Vec::new();
+    for last in 1..=11u8 {
+        let wrong = from(last + 1).post(d.url("/devices/pair")).json(&json!({"code": "0".repeat(32)}));
+        answers.push(send(wrong).await.status);
+    }
+    assert_eq!(answers, [401, 401, 401, 401, 401, 401, 401, 401, 401, 401, 429], "127/8 is one client");
+    let right = send(from(1).post(d.url("/devices/pair")).json(&json!({"code": code}))).await;
+    assert_eq!(right.status, 200, "the right code is never throttled: {}", right.text);
+}
+
+/// Issue #27, finding 15: a name that could pass for another (a right-to-left override, a
+/// zero-width space, a stack of combining marks) is refused, from the operator and from the
+/// device.
+#[tokio::test]
+async fn names_that_could_impersonate_are_refused() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    for name in ["admin\u{202E}enohp", "ali\u{200B}ce", "Z\u{0301}\u{0302}\u{0303}\u{0304}", "a\u{00A0}b"] {
+        let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({"name": name}))).await;
+        assert_eq!((issued.status, issued.body["code"].as_str()), (400, Some("invalid_device")), "{name:?}");
+    }
+    let code = send(op(http().post(d.url("/devices/pairing"))).json(&json!({}))).await.ok()["code"]
+        .as_str()
+        .expect("code")
+        .to_owned();
+    let own = send(
+        http().post(d.url("/devices/pair")).json(&json!({"code": code, "name": "op\u{2066}era\u{2069}"})),
+    )
+    .await;
+    assert_eq!((own.status, own.body["code"].as_str()), (400, Some("invalid_device")));
+    assert_eq!(exchange(&d, &code).await.status, 200, "a refused name did not use the code up");
+}
+
+/// Issue #27, finding 16: an operator token that starts like a device credential is still the
+/// operator's token.
+#[tokio::test]
+async fn an_operator_token_shaped_like_a_device_credential_still_signs_the_operator_in() {
+    let token = "dev-ops.2026-rotating-operator-token";
+    let d = Daemon::start(&["--token", token]);
+    let me = send(http().get(d.url("/capabilities")).bearer_auth(token)).await.ok();
+    assert_eq!(me["identity"]["kind"], "operator");
+    assert_eq!(send(http().get(d.url("/devices")).bearer_auth(token)).await.status, 200);
+    assert_eq!(send(http().get(d.url("/devices")).bearer_auth("dev-ops.2026-wrong")).await.status, 401);
+}
+
+/// A pairing refused because 256 devices are paired does not use its code up: once one is revoked,
+/// the same code pairs.
+#[tokio::test]
+async fn a_pairing_refused_for_room_keeps_its_code() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let mut first = String::new();
+    for i in 0..256 {
+        let (id, _) = paired(&d, &format!("d{i}"), "observer").await;
+        if i == 0 {
+            first = id;
+        }
+    }
+    let code =
+        send(op(http().post(d.url("/devices/pairing"))).json(&json!({"name": "late"}))).await.ok()["code"]
+            .as_str()
+            .expect("code")
+            .to_owned();
+    let full = exchange(&d, &code).await;
+    assert_eq!((full.status, full.body["code"].as_str()), (409, Some("pairing_unavailable")));
+    assert_eq!(send(op(http().delete(d.url(&format!("/devices/{first}"))))).await.status, 204);
+    let late = exchange(&d, &code).await.ok();
+    assert_eq!(late["name"], "late");
 }

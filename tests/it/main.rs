@@ -12,6 +12,7 @@ mod attach;
 mod bench_smoke;
 mod connections;
 mod devices;
+mod durability;
 mod echo;
 mod events;
 mod fanout;

@@ -581,3 +581,38 @@ async fn a_flood_of_dropped_notifications_is_logged_a_few_times_with_counts() {
     }
     drop(stuck);
 }
+
+/// Issue #27, finding 5: behind a same-host proxy every client is 127.0.0.1. Bogus tokens from
+/// there spend that client's allowance (429 for the next bogus one), but a live link still
+/// decides; and spreading bogus tokens over 127/8 is one client, not many.
+#[tokio::test]
+async fn bogus_action_tokens_neither_lock_out_a_live_link_nor_multiply_over_loopback_addresses() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/hook"), "clientId": "phone"}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "write proxied.txt through-the-proxy").await;
+    let allow = hook.next().await.link("allow_once");
+    let from = |last: u8| {
+        reqwest::Client::builder()
+            .no_proxy()
+            .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+            .build()
+            .expect("client")
+    };
+    let mut answers = Vec::new();
+    for i in 0..21u8 {
+        let bogus = d.url(&format!("/act/{i:064x}"));
+        answers.push(send(from(2 + i).post(bogus)).await.status);
+    }
+    let mut expected = vec![404; 20];
+    expected.push(429);
+    assert_eq!(answers, expected, "127/8 is one client");
+    let decided = send(from(1).post(&allow)).await;
+    assert_eq!(decided.status, 200, "a live link is never throttled: {}", decided.text);
+    sse.until_type("turn_complete").await;
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("proxied.txt")).expect("written"),
+        "through-the-proxy"
+    );
+}

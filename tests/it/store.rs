@@ -450,7 +450,43 @@ fn a_state_dir_others_may_write_to_refuses_the_boot() {
     let s = state.to_str().expect("utf-8");
     let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
     assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("group or others may write") && stderr.contains("chmod 700"), "{stderr}");
+    assert!(stderr.contains("group or others may read or write") && stderr.contains("chmod 700"), "{stderr}");
+}
+
+/// Issue #27: the docs say the state directory is `0700`; one that others may read (`0755`) was
+/// accepted. It is refused now, like one they may write to.
+#[test]
+fn a_state_dir_others_may_read_refuses_the_boot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let s = state.to_str().expect("utf-8");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has mode 0755") && stderr.contains("chmod 700"), "{stderr}");
+}
+
+/// Issue #27, finding 13: a second daemon on a state directory in use refuses to boot (exit 2,
+/// saying why) instead of marking the first one's pending requests abandoned; the first goes on.
+#[tokio::test]
+async fn a_second_daemon_on_a_state_dir_in_use_refuses_to_boot_and_the_first_goes_on() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write later.txt still pending").await;
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let state = home.state.to_str().expect("utf-8");
+    let ws = home.workspace.to_str().expect("utf-8");
+    let (status, stderr) =
+        serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", state, "--workspace", ws], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is in use by another mediatord"), "{stderr}");
+    let audit = d.get(&format!("/audit?sessionId={sid}")).await.ok();
+    assert_eq!(audit["entries"][0]["status"], "pending", "{audit}");
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
 }
 
 #[test]
@@ -481,4 +517,30 @@ fn a_database_from_a_newer_mediatord_refuses_the_boot() {
     let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--state-dir", s], &[]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
+}
+
+/// Issue #27, finding 14: a time past 2^63 wrapped negative in SQLite and selected every entry.
+/// Times and cursors are checked for their range (`400 invalid_parameter`), and the store binds
+/// none of them wrapped.
+#[tokio::test]
+async fn audit_times_and_cursors_out_of_range_are_refused_not_wrapped() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    decided_request(&d, &sid, &mut sse, "ranged.txt").await;
+    let all = eventually(&d, "/audit", |b| b["entries"].as_array().is_some_and(|e| !e.is_empty())).await;
+    assert_eq!(all["entries"].as_array().map(Vec::len), Some(1));
+    for query in [
+        "since=9223372036854775808",
+        "since=18446744073709551615",
+        "until=9007199254740992",
+        "since=10&until=9",
+        "cursor=c8000000000000000",
+    ] {
+        let (status, body) = d.get(&format!("/audit?{query}")).await.pair();
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_parameter")), "{query}: {body}");
+    }
+    let latest = d.get("/audit?since=9007199254740991").await.ok();
+    assert_eq!(latest["entries"], json!([]), "the latest time selects nothing");
 }

@@ -43,7 +43,8 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 #[tokio::test]
 async fn the_audit_shows_an_agents_escape_sequences_as_text_in_the_table_and_the_json_lines() {
     let state = tempfile::tempdir().expect("tempdir");
-    let state_dir = state.path().to_str().expect("utf-8").to_owned();
+    // A directory the daemon creates itself (0700): it refuses one others may read.
+    let state_dir = state.path().join("state").to_str().expect("utf-8").to_owned();
     let d = Daemon::start(&["--state-dir", &state_dir]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
@@ -160,4 +161,18 @@ async fn an_agents_stderr_reaches_the_log_escaped() {
     let line = log.lines().find(|l| l.contains("booting")).expect("the line");
     assert_inert("the daemon's log", line);
     assert!(line.contains(r"booting\r\u{85}\u{202e}done\u{1b}[2J"), "{line}");
+}
+
+#[tokio::test]
+async fn a_json_log_writes_an_agents_bidi_and_c1_characters_as_escapes_and_keeps_their_value() {
+    let agent =
+        format!("sh -c 'printf \"booting\\302\\205\\342\\200\\256done\\n\" >&2; exec {} demo-agent'", bin());
+    let d = Daemon::start(&["--agent", &agent, "--log-format", "json"]);
+    d.join("alice").await;
+    let log = wait_stderr(&d, "booting").await;
+    let line = log.lines().find(|l| l.contains("booting")).expect("the line");
+    assert_inert("the daemon's JSON log", line);
+    assert!(line.contains(r"booting\u0085\u202edone"), "{line}");
+    let entry: Value = serde_json::from_str(line).expect("a JSON line");
+    assert_eq!(entry["fields"]["message"], "booting\u{85}\u{202e}done", "the value is kept");
 }
