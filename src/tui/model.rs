@@ -963,6 +963,69 @@ mod tests {
         ev(&mut s, 4, "session_died", json!({"data": {"exitCode": 3}}));
         assert!(!s.running() && s.queued().is_empty() && s.pending().is_empty());
         assert_eq!(s.ended.as_deref(), Some("the agent exited (exit 3): this session has ended"));
+        let Some(Entry::Note { level, .. }) = s.items.back().map(|i| &i.entry) else { panic!("a note") };
+        assert_eq!(*level, Level::Error, "a death is an error");
+        let mut s = Session::new("s", None);
+        ev(&mut s, 1, "session_closed", json!({"data": {"closedBy": "alice"}}));
+        assert_eq!(entries(&s), [Entry::Note { text: "session closed by alice".into(), level: Level::Info }]);
+    }
+
+    #[test]
+    fn shell_results_gaps_and_a_recorded_session_are_shown() {
+        let mut s = Session::new("s", None);
+        s.replaying = true;
+        ev(
+            &mut s,
+            1,
+            "user_shell_command",
+            json!({"data": {"shellId": "sh", "command": "ls", "originatorClientId": "alice"}}),
+        );
+        ev(
+            &mut s,
+            2,
+            "user_shell_result",
+            json!({"data": {"shellId": "sh", "exitCode": 0, "output": "a\n"}}),
+        );
+        ev(&mut s, 3, "user_shell_result", json!({"data": {"shellId": "other", "exitCode": 1}}));
+        assert_eq!(
+            entries(&s),
+            [Entry::Shell {
+                shell_id: "sh".into(),
+                command: "ls".into(),
+                who: Some("alice".into()),
+                result: Some(json!({"shellId": "sh", "exitCode": 0, "output": "a\n"})),
+            }]
+        );
+        ev(
+            &mut s,
+            10,
+            "state_resync_required",
+            json!({"data": {"lastDeliveredId": 3, "earliestAvailableId": 10}}),
+        );
+        ev(&mut s, 20, "history_gap", json!({"data": {"fromId": 11, "toId": 19}}));
+        s.apply("replay_complete", None, &json!({"data": {"replayedCount": 20, "sessionState": "closed"}}));
+        let recorded = "this session is closed: its history is shown, it runs no more";
+        assert_eq!(
+            entries(&s)[1..],
+            [
+                Entry::Note {
+                    text: "events 4–9 are no longer held by the daemon: they are missing above".into(),
+                    level: Level::Warn
+                },
+                Entry::Note {
+                    text: "events 11–19 were not recorded: they are missing above".into(),
+                    level: Level::Warn
+                },
+                Entry::Note { text: recorded.into(), level: Level::Info },
+            ]
+        );
+        assert!(!s.replaying);
+        assert_eq!(s.ended.as_deref(), Some(recorded));
+        // A live session's replay says nothing and ends nothing.
+        let mut s = Session::new("s", None);
+        s.replaying = true;
+        s.apply("replay_complete", None, &json!({"data": {"replayedCount": 0}}));
+        assert!(!s.replaying && s.ended.is_none() && s.items.is_empty());
     }
 
     #[test]
@@ -1085,6 +1148,35 @@ mod tests {
         assert_counted(&s);
     }
 
+    #[test]
+    fn tool_calls_are_forgotten_exactly_past_their_bounds() {
+        // The count: MAX_TOOL_CALLS are remembered, one more forgets the first.
+        let mut s = Session::new("s", None);
+        for i in 0..MAX_TOOL_CALLS {
+            ev(&mut s, i as u64 + 1, "session_update", tool_call(&format!("t{i}"), ""));
+        }
+        assert_eq!(s.tools.len(), MAX_TOOL_CALLS);
+        ev(&mut s, MAX_TOOL_CALLS as u64 + 1, "session_update", tool_call("last", ""));
+        assert_eq!(s.tools.len(), MAX_TOOL_CALLS);
+        assert!(!s.tools.contains_key("t0") && s.tools.contains_key("t1"));
+
+        // The bytes: two calls of exactly MAX_TOOL_BYTES stay; a third, however small, forgets one.
+        let mut s = Session::new("s", None);
+        ev(&mut s, 1, "session_update", tool_call("t0", "x"));
+        let overhead = s.tool_bytes - 1; // what a call with a one-byte text adds beyond it
+        let rest = MAX_TOOL_BYTES - s.tool_bytes - overhead;
+        ev(&mut s, 2, "session_update", tool_call("t1", &"y".repeat(rest)));
+        assert_eq!((s.tools.len(), s.tool_bytes), (2, MAX_TOOL_BYTES), "exactly at the bound");
+        ev(&mut s, 3, "session_update", tool_call("t2", ""));
+        assert!(!s.tools.contains_key("t0") && s.tools.contains_key("t1") && s.tools.contains_key("t2"));
+
+        // One call past the bound alone is remembered (it is one event).
+        let mut s = Session::new("s", None);
+        ev(&mut s, 1, "session_update", tool_call("big", &"z".repeat(MAX_TOOL_BYTES + 1)));
+        assert!(s.tools.contains_key("big") && s.tool_bytes > MAX_TOOL_BYTES);
+        assert_counted(&s);
+    }
+
     fn request(id: &str, text: &str) -> Value {
         json!({"promptId": "p", "data": {"requestId": id, "toolCall": {"toolCallId": id, "title": "t", "rawInput": {"content": text}}, "options": [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}]}})
     }
@@ -1116,6 +1208,72 @@ mod tests {
         assert!((0..n).all(|i| s.permission(&format!("q{i}")).is_some()));
         assert_eq!(s.pending().len(), n + 1);
         assert_counted(&s);
+    }
+
+    #[test]
+    fn requests_are_forgotten_exactly_past_their_bounds() {
+        let resolved = |id: &str| json!({"data": {"requestId": id, "outcome": {"outcome": "selected", "optionId": "allow_once"}, "resolvedBy": "vote"}});
+        // The count: MAX_PERMISSIONS are remembered; one more forgets the oldest decided one, or
+        // the oldest when none is decided.
+        let mut s = Session::new("s", None);
+        let mut id = 0;
+        for i in 0..MAX_PERMISSIONS {
+            id += 1;
+            ev(&mut s, id, "permission_request", request(&format!("r{i}"), ""));
+        }
+        id += 1;
+        ev(&mut s, id, "permission_resolved", resolved("r5"));
+        assert_eq!(s.permissions.len(), MAX_PERMISSIONS);
+        id += 1;
+        ev(&mut s, id, "permission_request", request("next", ""));
+        assert_eq!(s.permissions.len(), MAX_PERMISSIONS);
+        assert!(s.permission("r5").is_none() && s.permission("r0").is_some(), "the decided one went");
+        id += 1;
+        ev(&mut s, id, "permission_request", request("last", ""));
+        assert!(s.permission("r0").is_none() && s.permission("r1").is_some(), "then the oldest");
+        assert_counted(&s);
+
+        // The bytes: requests of exactly MAX_DECIDED_BYTES stay; past it the oldest decided goes.
+        let mut s = Session::new("s", None);
+        ev(&mut s, 1, "permission_request", request("r0", "x"));
+        ev(&mut s, 2, "permission_resolved", resolved("r0"));
+        let overhead = s.permission_bytes - 1;
+        let rest = MAX_DECIDED_BYTES - s.permission_bytes - overhead;
+        ev(&mut s, 3, "permission_request", request("r1", &"y".repeat(rest)));
+        assert_eq!(s.permission_bytes, MAX_DECIDED_BYTES);
+        assert!(s.permission("r0").is_some(), "exactly at the bound");
+        ev(&mut s, 4, "permission_request", request("r2", ""));
+        assert!(s.permission("r0").is_none() && s.permission("r1").is_some() && s.permission("r2").is_some());
+        assert_counted(&s);
+    }
+
+    #[test]
+    fn a_turn_error_ends_the_turn_with_its_message_and_a_partial_vote_is_kept() {
+        let mut s = Session::new("s", None);
+        ev(&mut s, 1, "session_update", echo("p1", "alice", "go"));
+        ev(&mut s, 2, "session_update", echo("p2", "alice", "next"));
+        ev(
+            &mut s,
+            3,
+            "turn_error",
+            json!({"data": {"promptId": "p1", "code": "agent_error", "message": "the model said no"}}),
+        );
+        assert_eq!(
+            entries(&s)[1],
+            Entry::TurnEnd { stop_reason: "error".into(), error: Some("the model said no".into()) }
+        );
+        assert!(s.running() && s.queued().is_empty(), "the next prompt's turn started");
+        ev(&mut s, 4, "turn_error", json!({"data": {"promptId": "p2", "code": "agent_exited"}}));
+        assert_eq!(
+            entries(&s)[3],
+            Entry::TurnEnd { stop_reason: "error".into(), error: Some("agent_exited".into()) }
+        );
+        assert!(!s.running());
+
+        ev(&mut s, 5, "permission_request", request("r", ""));
+        let partial = json!({"requestId": "r", "votesReceived": 1, "quorum": 2});
+        ev(&mut s, 6, "permission_partial_vote", json!({"data": partial}));
+        assert_eq!(s.permission("r").and_then(|p| p.partial.clone()), Some(partial));
     }
 
     #[test]

@@ -229,7 +229,9 @@ async fn hostile_agent_output_is_shown_as_text_and_the_terminal_survives() {
     t.keys(&["v"]);
     let whole = t.until("the whole request", |s| s.contains("the whole request")).await;
     assert!(whole.contains("$ \\u{1b}]0;pwned-title\\u{7}"), "{whole}");
+    // Esc, then r once it has closed the box: an Esc and an r read at once are Alt-r.
     t.keys(&["Escape"]);
+    t.until("the whole request put away", |s| !s.contains("the whole request")).await;
     t.keys(&["r"]);
     t.until("the card decided", |s| s.contains("decided: Reject")).await;
     t.keys(&["Enter", "t"]);
