@@ -488,4 +488,189 @@ mod tests {
         assert!(!is_loopback_peer(addr("2001:db8::1")));
         assert!(!is_loopback_peer(None));
     }
+
+    /// The middleware itself, on a small router of its own: a row per kind of access and per
+    /// method, so the route table's access column is judged here too, not only in `it`.
+    mod middleware {
+        use axum::Router;
+        use axum::routing::{any, get};
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+
+        use super::*;
+        use crate::config::Origins;
+
+        const APP: &str = "http://app.example";
+
+        static OPERATIONS: [Operation; 7] = [
+            Operation { method: "get", route: "/public", ..Operation::new("public", "t", "s").no_auth() },
+            Operation { method: "get", route: "/read", ..Operation::new("read", "t", "s") },
+            Operation { method: "post", route: "/write", ..Operation::new("write", "t", "s") },
+            Operation { method: "delete", route: "/admin", ..Operation::new("admin", "t", "s").operator() },
+            Operation { method: "patch", route: "/write", ..Operation::new("patch", "t", "s") },
+            Operation { method: "put", route: "/write", ..Operation::new("put", "t", "s") },
+            Operation { method: "get", route: "/health", ..Operation::new("health", "t", "s") },
+        ];
+
+        fn app(token: Option<&str>, require_auth: bool) -> (Router, Arc<Devices>) {
+            let mut config = Config::for_tests(Path::new("/"));
+            config.token_digest = token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into()));
+            config.require_auth = require_auth;
+            config.allow_origins = Origins::List(vec![APP.to_owned()]);
+            let limits = StreamLimits { all_devices: 8, per_session: 8 };
+            let devices =
+                Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
+            let p = Arc::new(Perimeter::new(&config, PORT, devices.clone(), &OPERATIONS));
+            let ok = || async { "ok" };
+            let router = Router::new()
+                .route("/public", get(ok))
+                .route("/read", get(ok))
+                .route("/write", any(ok))
+                .route("/admin", any(ok))
+                .route("/health", get(ok))
+                .layer(axum::middleware::from_fn_with_state(p, check));
+            (router, devices)
+        }
+
+        struct Sent {
+            status: u16,
+            headers: HeaderMap,
+            body: String,
+        }
+
+        struct Call<'a> {
+            method: Method,
+            path: &'a str,
+            bearer: Option<&'a str>,
+            origin: Option<&'a str>,
+            peer: &'a str,
+            cookie: bool,
+        }
+
+        fn call(method: Method, path: &str) -> Call<'_> {
+            Call { method, path, bearer: None, origin: None, peer: "10.0.0.7", cookie: false }
+        }
+
+        impl Call<'_> {
+            async fn send(self, app: &Router) -> Sent {
+                let mut req = Request::builder()
+                    .method(self.method)
+                    .uri(self.path)
+                    .header(header::HOST, format!("127.0.0.1:{PORT}"));
+                if let Some(b) = self.bearer {
+                    req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
+                }
+                if let Some(o) = self.origin {
+                    req = req.header(header::ORIGIN, o);
+                }
+                if self.cookie {
+                    req = req.header(header::COOKIE, "mediatord_device=old");
+                }
+                let mut req = req.body(Body::empty()).expect("request");
+                let peer = SocketAddr::new(self.peer.parse().expect("ip"), 40000);
+                req.extensions_mut().insert(ConnectInfo(Peer(peer)));
+                let response = app.clone().oneshot(req).await.expect("infallible");
+                let status = response.status().as_u16();
+                let headers = response.headers().clone();
+                let bytes = response.into_body().collect().await.expect("body").to_bytes();
+                Sent { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+            }
+        }
+
+        fn code(sent: &Sent) -> String {
+            serde_json::from_str::<serde_json::Value>(&sent.body)
+                .ok()
+                .and_then(|v| v["code"].as_str().or(v["error"].as_str()).map(str::to_owned))
+                .unwrap_or_else(|| sent.body.clone())
+        }
+
+        #[tokio::test]
+        async fn each_route_is_judged_by_its_access_and_each_caller_by_its_credential() {
+            let (app, devices) = app(Some(TOKEN), false);
+            let (_, voter) = paired(&devices, Role::Voter).await;
+            let (_, observer) = paired(&devices, Role::Observer).await;
+            let sent = call(Method::GET, "/public").send(&app).await;
+            assert_eq!((sent.status, sent.body.as_str()), (200, "ok"), "public: no credential needed");
+            let sent = call(Method::GET, "/read").send(&app).await;
+            assert_eq!((sent.status, code(&sent)), (401, "Unauthorized".into()));
+            assert_eq!(sent.headers.get(header::CONNECTION).map(|v| v.as_bytes()), Some(&b"close"[..]));
+            let sent = Call { bearer: Some(TOKEN), ..call(Method::GET, "/read") }.send(&app).await;
+            assert_eq!((sent.status, sent.body.as_str()), (200, "ok"));
+            let sent = Call { bearer: Some(&observer), ..call(Method::GET, "/read") }.send(&app).await;
+            assert_eq!(sent.status, 200, "an observer reads");
+            for method in [Method::POST, Method::PATCH, Method::PUT] {
+                let sent =
+                    Call { bearer: Some(&observer), ..call(method.clone(), "/write") }.send(&app).await;
+                assert_eq!((sent.status, code(&sent)), (403, "read_only_device".into()), "{method}");
+                let sent = Call { bearer: Some(&voter), ..call(method.clone(), "/write") }.send(&app).await;
+                assert_eq!((sent.status, sent.body.as_str()), (200, "ok"), "{method}");
+            }
+            let sent = Call { bearer: Some(&voter), ..call(Method::DELETE, "/admin") }.send(&app).await;
+            assert_eq!((sent.status, code(&sent)), (403, "operator_required".into()));
+            let sent = Call { bearer: Some(TOKEN), ..call(Method::DELETE, "/admin") }.send(&app).await;
+            assert_eq!((sent.status, sent.body.as_str()), (200, "ok"));
+        }
+
+        #[tokio::test]
+        async fn health_is_open_only_to_a_loopback_peer_and_only_without_require_auth() {
+            let (open, _) = app(Some(TOKEN), false);
+            let loopback = |path| Call { peer: "127.0.0.1", ..call(Method::GET, path) };
+            let sent = loopback("/health").send(&open).await;
+            assert_eq!((sent.status, sent.body.as_str()), (200, "ok"));
+            assert_eq!(call(Method::GET, "/health").send(&open).await.status, 401, "from another host");
+            assert_eq!(loopback("/read").send(&open).await.status, 401, "only /health is open");
+            let (closed, _) = app(Some(TOKEN), true);
+            assert_eq!(loopback("/health").send(&closed).await.status, 401, "--require-auth");
+        }
+
+        #[tokio::test]
+        async fn origins_are_the_daemons_own_allowed_with_cors_or_refused_by_name() {
+            let (app, _) = app(Some(TOKEN), false);
+            let from =
+                |origin| Call { bearer: Some(TOKEN), origin: Some(origin), ..call(Method::GET, "/read") };
+            let own = from("http://127.0.0.1:7776").send(&app).await;
+            assert_eq!((own.status, own.body.as_str()), (200, "ok"));
+            assert!(
+                own.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none(),
+                "its own pages need none"
+            );
+            let allowed = from(APP).send(&app).await;
+            assert_eq!((allowed.status, allowed.body.as_str()), (200, "ok"));
+            assert_eq!(
+                allowed.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).map(|v| v.as_bytes()),
+                Some(APP.as_bytes())
+            );
+            assert_eq!(allowed.headers.get(header::VARY).map(|v| v.as_bytes()), Some(&b"Origin"[..]));
+            for (origin, shown) in [
+                ("http://evil.example", "origin http://evil.example is not allowed"),
+                ("null", "Origin null"),
+                ("not an origin", "this origin is not allowed"),
+            ] {
+                let sent = from(origin).send(&app).await;
+                assert_eq!((sent.status, code(&sent)), (403, "origin_denied".into()), "{origin}");
+                assert!(sent.body.contains(shown), "{origin}: {}", sent.body);
+                assert!(sent.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+                assert_eq!(sent.headers.get_all(header::VARY).iter().count(), 1, "{origin}: one Vary");
+            }
+            let preflight = Call { origin: Some(APP), ..call(Method::OPTIONS, "/read") }.send(&app).await;
+            assert_eq!(preflight.status, 204);
+            assert_eq!(
+                preflight.headers.get(header::ACCESS_CONTROL_ALLOW_METHODS).map(|v| v.as_bytes()),
+                Some(ALLOW_METHODS.as_bytes())
+            );
+            let no_origin = Call { bearer: Some(TOKEN), ..call(Method::OPTIONS, "/read") }.send(&app).await;
+            assert_ne!(no_origin.status, 204, "a preflight needs an origin");
+        }
+
+        #[tokio::test]
+        async fn the_old_cookie_is_cleared_on_every_answer() {
+            let (app, _) = app(Some(TOKEN), false);
+            for bearer in [Some(TOKEN), None] {
+                let sent = Call { bearer, cookie: true, ..call(Method::GET, "/read") }.send(&app).await;
+                let cleared =
+                    sent.headers.get(header::SET_COOKIE).map(|v| v.to_str().unwrap_or("").to_owned());
+                assert!(cleared.is_some_and(|c| c.starts_with("mediatord_device=; Max-Age=0")), "{bearer:?}");
+            }
+        }
+    }
 }
