@@ -1088,6 +1088,35 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_counts_the_bytes_of_its_texts_and_values() {
+        let o = |s: &str| Some(s.to_owned());
+        let cases = [
+            (Entry::Prompt { prompt_id: o("pp"), who: o("www"), text: "ttttt".into() }, 10),
+            (Entry::Message { prompt_id: o("pp"), text: "ttt".into() }, 5),
+            (Entry::Thought { prompt_id: None, text: "ttt".into() }, 3),
+            (Entry::Content { kind: "image".into() }, 5),
+            (Entry::Tool { id: "t1".into() }, 2),
+            (Entry::Plan { entries: vec![json!({"content": "abc"}), json!(1)] }, 7 + 3 + 8),
+            (Entry::Permission { request_id: "rr".into() }, 2),
+            (
+                Entry::Shell {
+                    shell_id: "s".into(),
+                    command: "ls -l".into(),
+                    who: o("al"),
+                    result: Some(json!({"output": "xyz"})),
+                },
+                1 + 5 + 2 + 6 + 3,
+            ),
+            (Entry::TurnEnd { stop_reason: "error".into(), error: o("bad") }, 8),
+            (Entry::Note { text: "note".into(), level: Level::Info }, 4),
+        ];
+        for (entry, bytes) in cases {
+            assert_eq!(size(&entry), bytes, "{entry:?}");
+        }
+        assert_eq!(value_size(&json!({"a": [null, true, 1, "xy"]})), 1 + 8 + 8 + 8 + 2);
+    }
+
+    #[test]
     fn the_timeline_is_bounded_in_bytes_by_dropping_its_oldest_entries() {
         const MIB: usize = 1024 * 1024;
         let mut s = Session::new("s", None);
