@@ -188,6 +188,24 @@ pub struct ServeArgs {
     /// Keep nothing on disk: no history, the audit and rules in memory only
     #[arg(long)]
     pub ephemeral: bool,
+    /// Keep the durable state in PostgreSQL instead of --state-dir, shared by every daemon given
+    /// the same URL (a fleet: docs/operations.md#a-fleet), e.g. postgres://mediatord@db/mediatord
+    #[arg(
+        long,
+        env = "MEDIATORD_STORE",
+        hide_env_values = true,
+        value_name = "URL",
+        conflicts_with = "ephemeral"
+    )]
+    pub store: Option<Secret>,
+    /// How the other daemons of a fleet reach this one (http://host:port) [default: the listening
+    /// URL, which only daemons on the same machine can use]
+    #[arg(long, env = "MEDIATORD_NODE_URL", hide_env_values = true, value_name = "URL")]
+    pub node_url: Option<String>,
+    /// A daemon of a fleet that stops renewing its lease for this long is dead, and its sessions
+    /// are marked so [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub node_lease_ms: Option<u64>,
     /// Events kept per session in the history (the newest) [default: 100000]
     #[arg(long, value_name = "N")]
     pub history_events: Option<u64>,
@@ -229,8 +247,9 @@ pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Op
 
 /// Environment variables the daemon reads that hold a secret: they are removed from the
 /// environment of every process the daemon starts (agents, their guards, session shell commands),
-/// so nothing the agent runs can read the token and vote on its own permission requests.
-pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN"];
+/// so nothing the agent runs can read the token and vote on its own permission requests, nor
+/// reach a fleet's database (`--store`'s URL may hold its password; `PGPASSWORD` is the driver's).
+pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE", "PGPASSWORD"];
 
 /// A secret as given on the command line or in the environment; its `Debug` never shows it.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -442,6 +461,13 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `--pairing-code-ttl-ms`: how long a device pairing code stays usable.
     pub pairing_code_ttl: Duration,
+    /// `--store`: the PostgreSQL URL of a fleet's shared state; `None`: `state_dir` (or memory).
+    /// It may hold the database's password: its `Debug` never shows it.
+    pub store: Option<Secret>,
+    /// `--node-url`: how the fleet's other daemons reach this one; `None`: the listening URL.
+    pub node_url: Option<String>,
+    /// `--node-lease-ms`.
+    pub node_lease: Duration,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -468,6 +494,57 @@ struct FileSettings {
     /// slash) are resolved against it, so the file means the same whatever directory the daemon
     /// is started from.
     dir: PathBuf,
+}
+
+/// The default of `--node-lease-ms`: three renewals (every third of it) may fail in a row before
+/// a daemon is counted dead, and a dead one's sessions are reported within ten seconds.
+pub const DEFAULT_NODE_LEASE_MS: u64 = 10_000;
+/// The shortest lease: renewals every third of it must fit a database round trip under load.
+const MIN_NODE_LEASE_MS: u64 = 1_000;
+
+/// `--store`, `--node-url` and `--node-lease-ms`, checked (docs/operations.md#a-fleet).
+fn fleet_settings(
+    args: &ServeArgs,
+    file: &FileSettings,
+    ephemeral: bool,
+) -> Result<(Option<Secret>, Option<String>, u64), ConfigError> {
+    let store = match &args.store {
+        Some(s) => Some(s.clone()),
+        None => file.string("store")?.map(Secret::from),
+    };
+    if let Some(url) = store.as_ref().map(Secret::expose) {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return refuse("--store takes a PostgreSQL URL: postgres://user@host[:port]/database");
+        }
+        if ephemeral {
+            return refuse("--store and --ephemeral exclude each other");
+        }
+    }
+    let node_url = match &args.node_url {
+        Some(u) => Some(u.clone()),
+        None => file.string("nodeUrl")?,
+    };
+    let node_url = match node_url {
+        None => None,
+        Some(_) if store.is_none() => {
+            return refuse("--node-url needs --store (a fleet shares one PostgreSQL)");
+        }
+        Some(u) if !u.to_ascii_lowercase().starts_with("http://") => {
+            return refuse("--node-url is http://host:port: the daemons relay to each other in plain HTTP");
+        }
+        Some(u) => Some(
+            notify::parse_public_url(&u)
+                .map_err(|_| ConfigError(format!("malformed --node-url {u:?}: expected http://host:port")))?,
+        ),
+    };
+    let lease = match args.node_lease_ms {
+        Some(n) => n,
+        None => file.number("nodeLeaseMs")?.unwrap_or(DEFAULT_NODE_LEASE_MS),
+    };
+    if lease < MIN_NODE_LEASE_MS {
+        return refuse(format!("--node-lease-ms is at least {MIN_NODE_LEASE_MS}"));
+    }
+    Ok((store, node_url, lease))
 }
 
 /// The members of the config file's top-level object.
@@ -508,6 +585,9 @@ const SERVE_KEYS: &[&str] = &[
     "notify",
     "publicUrl",
     "pairingCodeTtlMs",
+    "store",
+    "nodeUrl",
+    "nodeLeaseMs",
     "sandbox",
     "sandboxWritable",
 ];
@@ -1289,6 +1369,9 @@ impl Config {
             }
         };
 
+        let (store, node_url, node_lease_ms) = fleet_settings(args, &file, ephemeral)?;
+        // With a shared store the state directory holds nothing.
+        let state_dir = if store.is_some() { None } else { state_dir };
         let notify = notify::targets(&args.notify, file.values.get("notify"))?;
         let public_url = match &args.public_url {
             Some(u) => Some(u.clone()),
@@ -1336,6 +1419,9 @@ impl Config {
             notify,
             public_url,
             pairing_code_ttl: Duration::from_millis(pairing_ms),
+            store,
+            node_url,
+            node_lease: Duration::from_millis(node_lease_ms),
             warnings,
         })
     }
@@ -1462,9 +1548,11 @@ mod tests {
     #[test]
     fn debug_output_never_shows_the_token_or_its_digest() {
         let token = "debug-redaction-token-5b1e";
+        let password = "debug-redaction-db-password-77c2";
         let dir = std::env::temp_dir();
         let args = ServeArgs {
             token: Some(Secret::from(token.to_owned())),
+            store: Some(Secret::from(format!("postgres://mediatord:{password}@db.internal/fleet"))),
             agent: vec!["demo".into()],
             workspace: vec![dir.to_string_lossy().into_owned()],
             ..ServeArgs::default()
@@ -1474,6 +1562,7 @@ mod tests {
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         for shown in [format!("{args:?}"), format!("{config:?}"), format!("{config:#?}")] {
             assert!(!shown.contains(token), "the token is shown: {shown}");
+            assert!(!shown.contains(password), "the database's password is shown: {shown}");
             assert!(!shown.contains(&hex), "the digest is shown: {shown}");
             assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
             assert!(shown.contains("<redacted>"), "{shown}");

@@ -33,6 +33,8 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`fleet`]: several daemons sharing one PostgreSQL: this daemon's lease, and what the others
+//!   announce applied here (the relay to the daemon holding a session is in [`http`]).
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
 //!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
 //! - [`devices`]: paired devices: one-time pairing codes, per-device credentials (stored
@@ -67,6 +69,7 @@ pub mod demo_agent;
 pub mod devices;
 pub mod event;
 pub mod exec;
+pub mod fleet;
 pub mod http;
 pub mod log_throttle;
 pub mod metrics;

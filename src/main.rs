@@ -638,6 +638,7 @@ fn main() -> ExitCode {
                 state_dir: config.state_dir.clone(),
                 events_per_session: config.history_events,
                 max_age_days: config.history_days,
+                url: config.store.as_ref().map(|url| url.expose().to_owned()),
             };
             // Before the runtime's first task: a state directory or database the daemon must not
             // use refuses the boot like a bad flag does.

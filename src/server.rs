@@ -2,7 +2,7 @@
 //! drains, the second kills every process group the daemon started and exits 1), and what a panic
 //! does (the same, with status 101).
 //!
-//! The top floor: it wires `config`, `daemon` and `http` together and knows no HTTP library itself.
+//! The top floor: it wires `config`, `daemon`, `fleet` and `http` together and knows no HTTP library itself.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -61,6 +61,13 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
     #[cfg(debug_assertions)]
     panic_on_sigusr2()?;
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
+    // A fleet (`--store postgres://…`): joined before the first request, so the sessions this
+    // daemon starts are in the directory as its own.
+    let node_url =
+        daemon.config.node_url.clone().unwrap_or_else(|| format!("http://{shown}:{}", local.port()));
+    crate::fleet::start(daemon.clone(), node_url, daemon.config.node_lease)
+        .await
+        .map_err(|e| io::Error::other(format!("cannot join the fleet: {e}")))?;
     daemon.notifier.set_listening_url(&format!("http://{shown}:{}", local.port()));
     if !daemon.config.notify.is_empty() && daemon.config.public_url.is_none() && local.ip().is_unspecified() {
         tracing::warn!(

@@ -48,7 +48,12 @@ pub struct Filled {
 
 fn config(dir: &Path) -> StoreConfig {
     // Retention off while filling: every event stays.
-    StoreConfig { state_dir: Some(dir.to_path_buf()), events_per_session: u64::MAX, max_age_days: 0 }
+    StoreConfig {
+        state_dir: Some(dir.to_path_buf()),
+        events_per_session: u64::MAX,
+        max_age_days: 0,
+        url: None,
+    }
 }
 
 fn flush(store: &SqliteStore) -> Res<()> {

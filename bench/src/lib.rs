@@ -14,6 +14,7 @@
 pub mod api;
 pub mod bigdb;
 pub mod direct;
+pub mod fleet;
 pub mod procs;
 pub mod report;
 pub mod scenarios;

@@ -5,6 +5,7 @@
 //!                         [--sdk SDK_DAEMON_MODULE --sdk-reader bench/sdk-reader.mjs]
 //!                         [--out docs/benchmarks.md] [--runs N] [--events N] [--qwen-events N]
 //! mediatord-bench smoke --mediatord BIN
+//! mediatord-bench fleet --mediatord BIN --store postgres://… [--runs N] [--events N]
 //! ```
 
 use std::path::PathBuf;
@@ -17,7 +18,8 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--sdk SDK_DAEMON_MODULE --sdk-reader bench/sdk-reader.mjs]\n       \
                      [--out FILE] [--runs N] [--events N] [--qwen-events N] [--subscribers 1,10,100]\n       \
                      [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory] [--mediatord-args 'ARGS']\n       \
-                     mediatord-bench smoke --mediatord BIN";
+                     mediatord-bench smoke --mediatord BIN\n       \
+                     mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
     let mut sdk_script: Option<PathBuf> = None;
     let mut plan = if command == "smoke" { Plan::smoke() } else { Plan::full() };
     let mut out: Option<PathBuf> = None;
+    let mut store: Option<String> = None;
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -61,6 +64,10 @@ fn main() -> ExitCode {
             }
             "--mediatord-args" => {
                 tools.mediatord_args = value.split_whitespace().map(str::to_owned).collect();
+                Ok(())
+            }
+            "--store" => {
+                store = Some(value.clone());
                 Ok(())
             }
             "--out" => {
@@ -122,6 +129,29 @@ fn main() -> ExitCode {
                 eprintln!("bench: wrote {}", path.display());
             }
             if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        "fleet" => {
+            let Some(store) = store else {
+                eprintln!("fleet needs --store (bench/fleet.sh makes a throwaway PostgreSQL)\n{USAGE}");
+                return ExitCode::from(2);
+            };
+            let events = plan.events.min(20_000);
+            match runtime.block_on(mediatord_bench::fleet::run(
+                &tools,
+                &store,
+                plan.runs,
+                plan.permissions,
+                events,
+            )) {
+                Ok(report) => {
+                    print!("{}", report.markdown());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("fleet: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         "smoke" => {
             let tools = tools.clone();

@@ -141,7 +141,7 @@ async fn open_streams(api: &Api, session: &str, client: Option<&str>, count: usi
 }
 
 /// A fresh session for one run: a new session on the running agent (`thread` scope).
-async fn fresh_session(api: &Api, daemon: &Daemon) -> Res<crate::api::Created> {
+pub async fn fresh_session(api: &Api, daemon: &Daemon) -> Res<crate::api::Created> {
     api.create(&daemon.workspace, Some("thread")).await
 }
 
@@ -155,6 +155,19 @@ pub async fn relay(
     timeout: Duration,
 ) -> Res<RelayRun> {
     let created = fresh_session(api, daemon).await?;
+    relay_on(api, &created, subscribers, directive, expected, timeout).await
+}
+
+/// [`relay`] on a session already created (on whichever daemon of a fleet): `api` may be
+/// another daemon, which relays.
+pub async fn relay_on(
+    api: &Api,
+    created: &crate::api::Created,
+    subscribers: usize,
+    directive: &str,
+    expected: u64,
+    timeout: Duration,
+) -> Res<RelayRun> {
     let client = created.client_id.as_deref();
     let deadline = Instant::now() + timeout;
     let streams = open_streams(api, &created.session_id, client, subscribers).await?;
@@ -248,6 +261,17 @@ pub struct PermissionRun {
 
 pub async fn permissions(api: &Api, daemon: &Daemon, k: usize, timeout: Duration) -> Res<PermissionRun> {
     let created = fresh_session(api, daemon).await?;
+    permissions_on(api, &created, k, timeout).await
+}
+
+/// [`permissions`] on a session already created: streamed and voted through `api`, which in a
+/// fleet may be another daemon than the one holding the session.
+pub async fn permissions_on(
+    api: &Api,
+    created: &crate::api::Created,
+    k: usize,
+    timeout: Duration,
+) -> Res<PermissionRun> {
     let session = created.session_id.clone();
     let client = created.client_id.as_deref();
     let deadline = tokio::time::Instant::now() + timeout;

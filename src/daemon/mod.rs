@@ -313,6 +313,18 @@ impl Daemon {
         rules
     }
 
+    /// A workspace's rules as the store holds them now (another daemon of the fleet changed them):
+    /// its table entry takes them, or, before any session used the workspace, they wait there.
+    pub fn replace_workspace_rules(&self, workspace: &Path, stored: Vec<Value>) {
+        let rules = lock(&self.workspace_rules).get(workspace).cloned();
+        match rules {
+            Some(rules) => rules.replace(&stored),
+            None => {
+                lock(&self.stored_rules).insert(workspace.to_path_buf(), stored);
+            }
+        }
+    }
+
     /// The workspace a client names in a `/workspace/:cwd/...` route: canonical, and one the
     /// daemon accepts.
     pub fn workspace(&self, cwd: &str) -> Result<PathBuf, CreateError> {
@@ -369,6 +381,7 @@ impl Daemon {
                 id
             }
         };
+        self.registered().await;
         Ok(Created { session, attached, client_id })
     }
 
@@ -587,6 +600,16 @@ impl Daemon {
         Ok(session)
     }
 
+    /// In a fleet, waits until what this daemon handed the store (a session just started, as its
+    /// own) is committed, so that the id answered is in the directory the other daemons relay by
+    /// before the caller can take it to one of them. A failed commit is not the create's failure:
+    /// the session runs here, and is relayed to once a later commit records it.
+    async fn registered(&self) {
+        if self.store.shared() {
+            let _ = self.store.flush().await;
+        }
+    }
+
     /// A session that is not live (dormant or closed), as the history knows it.
     pub async fn recorded_session(&self, id: &str) -> Result<Option<SessionRecord>, ResumeError> {
         // What this daemon handed the writer (a close a moment ago, its last events) is read back.
@@ -725,6 +748,7 @@ impl Daemon {
             self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout, claim).await?;
         drop(discard);
         tracing::info!(session_id = %id, agent = %name, workspace = %cwd.display(), after, "session resumed");
+        self.registered().await;
         Ok((session, true))
     }
 

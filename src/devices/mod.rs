@@ -43,7 +43,7 @@ pub use self::streams::{
     MAX_STREAMS_PER_DEVICE, MAX_STREAMS_PER_DEVICE_AND_SESSION, StreamLimit, StreamLimits, StreamPermit,
 };
 use crate::clock::now_ms;
-use crate::store::{Store, StoredDevice, WriteError};
+use crate::store::{Notice, Store, StoredDevice, WriteError};
 use crate::sync::lock;
 
 /// Devices paired at once. qwen serve caps its paired devices too; 256 is far beyond a team's
@@ -146,7 +146,20 @@ pub struct Devices {
     table: Mutex<Table>,
     /// The devices' open event streams (their own lock: counted on every stream's open and end).
     streams: Arc<Streams>,
+    /// When an unknown credential last made the table be read again ([`Devices::reload_for_unknown`]).
+    last_miss_reload: Mutex<Option<Instant>>,
+    /// Woken when a code issued on another daemon of the fleet arrives ([`Devices::heard`]).
+    learned: tokio::sync::Notify,
 }
+
+/// How long an exchange of a code this daemon does not know waits for the fleet's notice of it:
+/// a notice takes milliseconds once its transaction commits, and the issuing daemon answers only
+/// after that commit.
+const CODE_NOTICE_WAIT: Duration = Duration::from_millis(500);
+
+/// The least time between two reads of the devices for unknown credentials: a device just paired
+/// elsewhere is found within it, and wrong credentials cost at most ten reads a second.
+pub const MISS_RELOAD_GAP: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for Devices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -208,7 +221,14 @@ impl Devices {
             }
             Err(e) => tracing::error!(error = %e, "cannot read the paired devices; none is signed in"),
         }
-        Devices { store, code_ttl, table: Mutex::new(table), streams: Arc::new(Streams::new(limits)) }
+        Devices {
+            store,
+            code_ttl,
+            table: Mutex::new(table),
+            streams: Arc::new(Streams::new(limits)),
+            last_miss_reload: Mutex::new(None),
+            learned: tokio::sync::Notify::new(),
+        }
     }
 
     /// A one-time code for a device to be called `name` (or what it calls itself) with `role`.
@@ -216,10 +236,18 @@ impl Devices {
         let name = name.map(valid_name).transpose()?;
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
         let now = Instant::now();
-        if !lock(&self.table).codes.issue(&code, Grant { name, role }, now, self.code_ttl) {
+        if !lock(&self.table).codes.issue(&code, Grant { name: name.clone(), role }, now, self.code_ttl) {
             return Err(PairError::TooManyCodes);
         }
-        Ok(Issued { code, expires_at: now_ms() + self.code_ttl.as_millis() as u64 })
+        let expires_at = now_ms() + self.code_ttl.as_millis() as u64;
+        // The fleet's other daemons take it too (a store of one daemon ignores this).
+        self.store.announce(&Notice::PairingCode {
+            digest: pairing::digest(&code),
+            name,
+            role: role.as_str().to_owned(),
+            expires_at,
+        });
+        Ok(Issued { code, expires_at })
     }
 
     /// Exchanges `code` from `peer` for a new device and its credential (returned once, never
@@ -236,6 +264,11 @@ impl Devices {
         let (Some(id), Some(secret)) = (random_hex(ID_BYTES), random_hex(SECRET_BYTES)) else {
             return Err(PairError::NoRandomness);
         };
+        if self.store.shared() && !lock(&self.table).codes.knows(code, Instant::now()) {
+            // A code issued on another daemon of the fleet a moment ago: its notice may still be
+            // on its way here. A wrong code waits this long too, which only slows a guesser.
+            let _ = tokio::time::timeout(CODE_NOTICE_WAIT, self.learned.notified()).await;
+        }
         let taken = {
             let mut table = lock(&self.table);
             let taken = table.codes.take(code, peer, Instant::now()).map_err(|e| match e {
@@ -259,6 +292,17 @@ impl Devices {
         let now = now_ms();
         let role = taken.grant.role;
         let secret_hash = hash(&secret);
+        // Used once in the whole fleet: a daemon that claimed it first wins, and for this one
+        // the code is used (a store of one daemon answers Ok at once).
+        if let Err(e) = self.store.claim_pairing_code(&taken.digest).await {
+            let mut table = lock(&self.table);
+            table.pairing -= 1;
+            if e.is_claimed_already() {
+                return Err(PairError::InvalidCode);
+            }
+            table.codes.give_back(taken);
+            return Err(PairError::Store(e));
+        }
         let written = self
             .store
             .put_device(&StoredDevice {
@@ -326,6 +370,82 @@ impl Devices {
         let entry = lock(&self.table).devices.remove(id).ok_or(RevokeError::NotFound)?;
         entry.device.revoked.cancel();
         Ok(entry.device)
+    }
+
+    /// What another daemon of the fleet announced about pairing codes: one issued there works
+    /// here until its expiry; one used there is gone here.
+    pub fn heard(&self, notice: &Notice) {
+        let mut table = lock(&self.table);
+        match notice {
+            Notice::PairingCode { digest, name, role, expires_at } => {
+                let Some(role) = Role::parse(role) else { return };
+                let now = Instant::now();
+                let left = Duration::from_millis(expires_at.saturating_sub(now_ms())).min(self.code_ttl);
+                let grant = Grant { name: name.as_deref().and_then(|n| valid_name(n).ok()), role };
+                table.codes.learn(*digest, grant, now, now + left);
+                self.learned.notify_waiters();
+            }
+            Notice::PairingCodeUsed { digest } => table.codes.forget(digest),
+            _ => {}
+        }
+    }
+
+    /// Reads the paired devices again (another daemon of the fleet paired or revoked one): a new
+    /// one signs in from now on, and one no longer there is revoked here as it was there (its
+    /// streams end). Returns those. Blocking: call it off the async runtime.
+    pub fn reload(&self) -> Result<Vec<Device>, crate::store::ReadError> {
+        self.read_again(true)
+    }
+
+    /// Reads the paired devices again for a credential this daemon does not know, which a device
+    /// paired on another daemon of the fleet a moment ago may present before its notice arrives.
+    /// Only adds (a revocation is the notice's to apply, with its votes). At most once per
+    /// [`MISS_RELOAD_GAP`], so wrong credentials cannot make every request a database read.
+    /// `false` when it did not read. Blocking: call it off the async runtime.
+    pub fn reload_for_unknown(&self) -> bool {
+        {
+            let mut last = lock(&self.last_miss_reload);
+            if last.is_some_and(|at| at.elapsed() < MISS_RELOAD_GAP) {
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        self.read_again(false).is_ok()
+    }
+
+    fn read_again(&self, remove_gone: bool) -> Result<Vec<Device>, crate::store::ReadError> {
+        let stored = self.store.devices()?;
+        let mut table = lock(&self.table);
+        let mut gone: Vec<Arc<str>> = table.devices.keys().cloned().collect();
+        for d in stored {
+            gone.retain(|id| **id != *d.device_id);
+            if table.devices.contains_key(d.device_id.as_str()) {
+                continue;
+            }
+            let Some(role) = Role::parse(&d.role) else { continue };
+            let id: Arc<str> = Arc::from(d.device_id.as_str());
+            let device = Device {
+                id: id.clone(),
+                name: Arc::from(neutralised(&d.name).as_str()),
+                role,
+                created_at: d.created_at,
+                last_seen_at: d.last_seen_at,
+                revoked: CancellationToken::new(),
+            };
+            let seen_written = d.last_seen_at.unwrap_or(0);
+            table.devices.insert(id, Entry { device, secret_hash: d.secret_hash, seen_written });
+        }
+        let mut revoked = Vec::new();
+        if !remove_gone {
+            gone.clear();
+        }
+        for id in gone {
+            if let Some(entry) = table.devices.remove(&id) {
+                entry.device.revoked.cancel();
+                revoked.push(entry.device);
+            }
+        }
+        Ok(revoked)
     }
 
     /// A place for one more event stream of `device` on `session_id`, held until the permit is

@@ -4,7 +4,10 @@
 //!
 //! Codes stay in memory, never in the store: one lives `--pairing-code-ttl-ms` (120 s), a
 //! restart that forgets it costs one more `mediatord pair`, and the disk then never holds a
-//! credential that is still usable — not even hashed.
+//! credential that is still usable — not even hashed. In a fleet a code's digest is announced to
+//! the other daemons (kept in their memory too), and a code is claimed in the store when it is
+//! used, so it works once on any of them (`Store::claim_pairing_code`): only used codes' digests
+//! are written.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -58,7 +61,7 @@ pub(super) struct Grant {
 #[derive(Debug)]
 pub(super) struct Pending {
     pub(super) grant: Grant,
-    digest: [u8; 32],
+    pub(super) digest: [u8; 32],
     expires: Instant,
 }
 
@@ -89,6 +92,27 @@ impl Codes {
         let digest = digest(code);
         self.pending.insert(digest, Pending { grant, digest, expires: now + ttl });
         true
+    }
+
+    /// Keeps a code another daemon of the fleet issued, by the digest it announced; `false` when
+    /// [`MAX_PENDING_CODES`] are live here.
+    pub(super) fn learn(&mut self, digest: [u8; 32], grant: Grant, now: Instant, expires: Instant) -> bool {
+        self.pending.retain(|_, p| p.expires > now);
+        if self.pending.len() >= MAX_PENDING_CODES {
+            return false;
+        }
+        self.pending.insert(digest, Pending { grant, digest, expires });
+        true
+    }
+
+    /// Whether `code` is waiting here (unexpired), without taking it or counting anything.
+    pub(super) fn knows(&self, code: &str, now: Instant) -> bool {
+        self.pending.get(&digest(code)).is_some_and(|p| p.expires > now)
+    }
+
+    /// Drops a code another daemon of the fleet took.
+    pub(super) fn forget(&mut self, digest: &[u8; 32]) {
+        self.pending.remove(digest);
     }
 
     /// Takes `code` (single use) for `peer`. The right code is always taken: a wrong one from
@@ -205,6 +229,24 @@ mod tests {
         }
         assert_eq!(refused, 20, "past the global budget every wrong code is throttled");
         assert_eq!(codes.take("good", peer(9), now).map(|p| p.grant), Ok(grant()));
+    }
+
+    #[test]
+    fn a_code_learnt_from_the_fleet_works_until_its_expiry_and_not_once_forgotten() {
+        let now = Instant::now();
+        let mut codes = Codes::default();
+        assert!(codes.learn(digest("far"), grant(), now, now + TTL));
+        assert!(codes.take("far", peer(1), now + TTL).is_err(), "expired");
+        assert!(codes.learn(digest("far"), grant(), now, now + TTL));
+        assert!(codes.knows("far", now) && !codes.knows("far", now + TTL) && !codes.knows("near", now));
+        assert_eq!(codes.take("far", peer(1), now).map(|p| p.grant), Ok(grant()));
+        assert!(codes.learn(digest("used"), grant(), now, now + TTL));
+        codes.forget(&digest("used"));
+        assert_eq!(codes.take("used", peer(1), now).err(), Some(CodeError::Invalid));
+        for i in 0..MAX_PENDING_CODES {
+            assert!(codes.learn(digest(&format!("c{i}")), grant(), now, now + TTL));
+        }
+        assert!(!codes.learn(digest("one-more"), grant(), now, now + TTL), "bounded like issued ones");
     }
 
     #[test]

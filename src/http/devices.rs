@@ -63,6 +63,10 @@ pub(super) async fn create_pairing(
             .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
     };
     let issued = d.devices.issue_code(name, role)?;
+    // In a fleet the code is shown once every daemon can have heard of it (its notice committed).
+    if d.store.shared() {
+        let _ = d.store.flush().await;
+    }
     let url = format!("{}/#pair={}", base_url(&d, host), issued.code);
     Ok(Json(json!({
         "code": issued.code,

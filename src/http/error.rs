@@ -158,6 +158,11 @@ pub enum ApiError {
     /// nothing was changed. The text says what was not done.
     #[error("{0}")]
     StoreUnavailable(String),
+    /// The fleet's daemon holding the session cannot be reached (`http/relay.rs`).
+    #[error(
+        "The daemon holding this session cannot be reached; retry, or replay its history once the fleet marks it lost"
+    )]
+    NodeUnavailable,
     /// A device's event stream past one of its bounds (`devices::StreamLimit`).
     #[error("Too many event streams: {reason}; close one first")]
     StreamLimitExceeded { reason: String, scope: &'static str, limit: usize },
@@ -277,6 +282,7 @@ impl ApiError {
             ApiError::InvalidDevice(s()),
             ApiError::DeviceNotFound,
             ApiError::StoreUnavailable(s()),
+            ApiError::NodeUnavailable,
             ApiError::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
         ]
     }
@@ -335,7 +341,8 @@ impl ApiError {
             | Self::PromptQueueFull { .. }
             | Self::AgentExited(_)
             | Self::BodyBudgetExceeded
-            | Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::StoreUnavailable(_)
+            | Self::NodeUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
             Self::SubscriberLimitExceeded { .. }
@@ -410,6 +417,7 @@ impl ApiError {
             Self::InvalidDevice(_) => "invalid_device",
             Self::DeviceNotFound => "device_not_found",
             Self::StoreUnavailable(_) => "store_unavailable",
+            Self::NodeUnavailable => "node_unavailable",
             Self::StreamLimitExceeded { .. } => "stream_limit_exceeded",
         }
     }
@@ -464,6 +472,7 @@ impl IntoResponse for ApiError {
             | ApiError::SubscriberLimitExceeded { .. }
             | ApiError::StreamLimitExceeded { .. }
             | ApiError::StoreUnavailable(_)
+            | ApiError::NodeUnavailable
             | ApiError::TooManyLinkAttempts
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

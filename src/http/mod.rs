@@ -16,6 +16,7 @@
 //!   `prompts`, `events`, `permissions`; `shell`, the session shell's gates; `act`, the
 //!   notifications' action links.
 //! - [`web`]: the web app at `/` and `/assets/`, embedded at build time from `web/`.
+//! - `relay`: a request for a session another daemon of the fleet holds, passed to it.
 //! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
 //!   pairing, listing and revoking devices.
 //! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
@@ -40,6 +41,7 @@ pub mod openapi;
 pub mod perimeter;
 mod permissions;
 mod prompts;
+mod relay;
 mod sessions;
 mod shell;
 pub mod web;
@@ -62,11 +64,17 @@ use crate::metrics::Metrics;
 /// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace
 /// span. Tests drive it with `oneshot`, no socket needed.
 pub fn app(daemon: AppState, port: u16) -> Router {
-    let perimeter =
-        Arc::new(perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS));
-    api::router()
-        .fallback(error::not_found)
-        .method_not_allowed_fallback(error::method_not_allowed)
+    let perimeter = Arc::new(
+        perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS)
+            .with_relay_proof(daemon.store.fleet_secret().map(relay::proof)),
+    );
+    let mut router =
+        api::router().fallback(error::not_found).method_not_allowed_fallback(error::method_not_allowed);
+    // In a fleet, inside the perimeter: a request is checked where it arrives, then relayed.
+    if let Some(relay) = relay::Relay::new(daemon.clone()) {
+        router = router.layer(axum::middleware::from_fn_with_state(Arc::new(relay), relay::relay));
+    }
+    router
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(perimeter, perimeter::check))
         .layer(axum::middleware::from_fn_with_state(daemon.metrics.clone(), count_request))

@@ -264,6 +264,10 @@ fn operation(op: &Operation) -> Value {
         codes.push("invalid_query");
     }
     codes.extend(op.errors);
+    // In a fleet, a request for a session another daemon holds is relayed there (`relay.rs`).
+    if op.route.starts_with("/session/{id}") || op.route == "/permission/{request_id}" {
+        codes.push("node_unavailable");
+    }
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
     for code in codes {
         let status = error_status(code);

@@ -42,6 +42,9 @@ pub struct Perimeter {
     access: HashMap<(&'static str, &'static str), Access>,
     /// Whether the old device cookie is cleared with `Secure` (`--public-url` is `https://`).
     secure_cookie: bool,
+    /// In a fleet, what a daemon relaying a request presents (`super::relay::proof`); `None`
+    /// alone, where a relayed request is refused.
+    relay_proof: Option<[u8; 32]>,
 }
 
 /// Says whether a token is set, never anything about it (not even its digest).
@@ -107,7 +110,14 @@ impl Perimeter {
             devices,
             access,
             secure_cookie,
+            relay_proof: None,
         }
+    }
+
+    /// The proof the fleet's daemons relay requests with.
+    pub(super) fn with_relay_proof(mut self, proof: Option<[u8; 32]>) -> Perimeter {
+        self.relay_proof = proof;
+        self
     }
 
     /// Whether `origin` is this daemon's own: `--public-url`'s, or `http://` and the authority the
@@ -207,9 +217,17 @@ pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
 }
 
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
+    // A request another daemon of the fleet relays had its Origin and Host checked there, against
+    // the same configuration; its caller is still checked here (`super::relay`).
+    let relayed = match super::relay::presented(req.headers(), p.relay_proof.as_ref()) {
+        None => false,
+        Some(true) => true,
+        Some(false) => return refuse(ApiError::Unauthorized, None),
+    };
     let headers = req.headers();
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let origin = match (origins.next(), origins.next()) {
+        _ if relayed => None,
         (None, _) => None,
         // Two origins cannot both be the page's: refused, whatever they say.
         (Some(_), Some(_)) => return refuse(ApiError::OriginDenied(None), None),
@@ -220,7 +238,7 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
             _ => return refuse(origin_denied(value), None),
         },
     };
-    if let Err(e) = p.check_host(&req) {
+    if !relayed && let Err(e) = p.check_host(&req) {
         return refuse(e, origin.as_ref());
     }
     if origin.is_some() && req.method() == Method::OPTIONS {
@@ -235,7 +253,18 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
     let old_cookie = auth::has_old_cookie(req.headers());
     let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
     if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
-        let caller = match p.caller(req.headers()) {
+        let mut caller = p.caller(req.headers());
+        if caller.is_err()
+            && p.relay_proof.is_some()
+            && auth::bearer(req.headers()).is_some_and(is_device_credential)
+        {
+            // In a fleet, a device paired on another daemon a moment ago (`Devices::reload_for_unknown`).
+            let devices = p.devices.clone();
+            if tokio::task::spawn_blocking(move || devices.reload_for_unknown()).await.unwrap_or(false) {
+                caller = p.caller(req.headers());
+            }
+        }
+        let caller = match caller {
             Ok(caller) => caller,
             Err(()) => {
                 return forget_old_cookie(refuse(ApiError::Unauthorized, origin.as_ref()), old_cookie, &p);

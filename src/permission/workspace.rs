@@ -156,6 +156,19 @@ impl WorkspaceRules {
         Ok(wire)
     }
 
+    /// Takes the rules the store holds now (another daemon of the fleet changed them), and
+    /// announces them to the workspace's live sessions. An add or a remove of this daemon's own
+    /// still in flight applies after it, as it would have.
+    pub fn replace(&self, stored: &[Value]) {
+        let compiled: Vec<CompiledRule> = stored
+            .iter()
+            .filter_map(|r| rules::from_stored(r, &self.workspace))
+            .take(rules::MAX_RULES_PER_SESSION)
+            .collect();
+        lock(&self.rules).list = Arc::new(compiled);
+        (self.announce)(&self.workspace, "");
+    }
+
     /// Removes a rule once its removal is on disk; until then it goes on applying, and when the
     /// store refuses, it stays.
     pub async fn remove(&self, rule_id: &str) -> Result<(), RuleError> {

@@ -213,6 +213,34 @@ impl Future for Ack {
     }
 }
 
+/// A pairing code another daemon sharing the store claimed first: it is used.
+pub const CODE_ALREADY_CLAIMED: &str = "the pairing code was used already";
+
+impl WriteError {
+    /// Whether the write was a pairing code's claim that lost to another daemon's.
+    pub fn is_claimed_already(&self) -> bool {
+        self.0 == CODE_ALREADY_CLAIMED
+    }
+}
+
+/// What the daemons sharing a store tell each other (`docs/operations.md#a-fleet`): decisions
+/// that take effect everywhere at once. Only a shared store ([`Store::take_notices`]) has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// A device was paired or revoked somewhere: read the devices again.
+    Devices,
+    /// A workspace's rules changed somewhere: read them again.
+    Rules { workspace: String },
+    /// A pairing code was issued somewhere: its SHA-256, what it pays for, when it expires
+    /// (milliseconds since the Unix epoch). Never the code itself.
+    PairingCode { digest: [u8; 32], name: Option<String>, role: String, expires_at: u64 },
+    /// A pairing code was used somewhere.
+    PairingCodeUsed { digest: [u8; 32] },
+    /// Notices may have been missed (the listening connection was lost, or its queue was full):
+    /// read everything the notices stand for again.
+    Resync,
+}
+
 /// Why a read failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the state database could not be read: {0}")]
@@ -273,10 +301,64 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The first id a session's history still holds (after retention), if any.
     fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError>;
     fn stats(&self) -> StoreStats;
+
+    // The fleet (`docs/operations.md#a-fleet`): only a store several daemons share answers these
+    // with anything; a store of one daemon keeps the defaults.
+
+    /// Whether other daemons share this store.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// This daemon joins the fleet as `node_url` (how the others reach it): its lease starts, the
+    /// sessions it owns are recorded as its, and what an earlier run at the same URL left live is
+    /// marked dormant. Before any session starts.
+    fn join(&self, node_url: &str, lease_ms: u64) -> Result<(), ReadError> {
+        let _ = (node_url, lease_ms);
+        Ok(())
+    }
+    /// Renews this daemon's lease for `lease_ms`, and marks the live sessions of daemons whose
+    /// lease ran out dormant (`node_lost`), their pending requests abandoned. Returns those
+    /// sessions' ids. Blocking.
+    fn renew_lease(&self, lease_ms: u64) -> Result<Vec<String>, ReadError> {
+        let _ = lease_ms;
+        Ok(Vec::new())
+    }
+    /// The URL of the other daemon holding live session `session_id` under a valid lease, if one
+    /// does. Blocking.
+    fn owner(&self, session_id: &str) -> Result<Option<String>, ReadError> {
+        let _ = session_id;
+        Ok(None)
+    }
+    /// The session a permission request belongs to, from the audit (for the vote route that names
+    /// no session). Blocking.
+    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
+        let _ = request_id;
+        Ok(None)
+    }
+    /// The secret the daemons sharing the store prove themselves to each other with (relayed
+    /// requests); `None` alone.
+    fn fleet_secret(&self) -> Option<[u8; 32]> {
+        None
+    }
+    /// Tells every other daemon sharing the store (behind, like the audit).
+    fn announce(&self, notice: &Notice) {
+        let _ = notice;
+    }
+    /// Claims a pairing code for good before its device is written (acknowledged): `Err` with
+    /// [`CODE_ALREADY_CLAIMED`] when another daemon claimed it first.
+    fn claim_pairing_code(&self, digest: &[u8; 32]) -> Ack {
+        let _ = digest;
+        Ack::ready(Ok(()))
+    }
+    /// What the other daemons announce, in commit order (taken once; `None` alone).
+    fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        None
+    }
 }
 
-/// Where and how long the state is kept, from the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and how long the state is kept, from the command line. Its `Debug` shows `url`
+/// without its password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// `None`: `--ephemeral`.
     pub state_dir: Option<PathBuf>,
@@ -284,4 +366,17 @@ pub struct StoreConfig {
     pub events_per_session: u64,
     /// `--history-days`: ended sessions, their events and audit entries older than this go.
     pub max_age_days: u64,
+    /// `--store postgres://…`: the state in PostgreSQL, shared by a fleet (`state_dir` unused).
+    pub url: Option<String>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("state_dir", &self.state_dir)
+            .field("events_per_session", &self.events_per_session)
+            .field("max_age_days", &self.max_age_days)
+            .field("url", &self.url.as_deref().map(super::decide::shown))
+            .finish()
+    }
 }

@@ -1,6 +1,7 @@
 //! The store's decisions, pure: where a session's history has a gap, what a paging cursor says,
-//! what retention removes, which audit entries a query selects. Both stores and the writer use
-//! them; their tests are tables, and `cargo mutants -f src/store/decide.rs` checks they bite.
+//! what retention removes, which audit entries a query selects, what of a database URL a message
+//! may show. Both stores and the writer use them; their tests are tables, and `cargo mutants -f
+//! src/store/decide.rs` checks they bite.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -182,6 +183,25 @@ pub fn outcome_of(resolved_by: &str, selected: bool) -> AuditOutcome {
     }
 }
 
+/// The URL without its password, for messages: the password of the userinfo goes, and so do the
+/// query's parameters (`?password=…` is libpq's too).
+pub(super) fn shown(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, "?…"),
+        None => (url, ""),
+    };
+    match (base.find("://"), base.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &base[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}@{}{query}", &base[..scheme + 3], &base[at + 1..])
+        }
+        _ if base.contains("://") => format!("{base}{query}"),
+        // `key=value` form: it may hold a password anywhere.
+        _ => "(a connection string)".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +375,15 @@ mod tests {
         assert_eq!(outcome_of("vote", true), AuditOutcome::Selected);
         assert_eq!(outcome_of("rule", false), AuditOutcome::Cancelled);
         assert_eq!(outcome_of("cancel", false), AuditOutcome::Cancelled);
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_password() {
+        assert_eq!(shown("postgres://me:s3cret@db:5432/m"), "postgres://me@db:5432/m");
+        assert_eq!(shown("postgres://db/m"), "postgres://db/m");
+        assert_eq!(shown("host=/run/postgresql password=x"), "(a connection string)");
+        assert_eq!(shown("postgres://me@db/m?password=s3cret&sslmode=disable"), "postgres://me@db/m?…");
+        assert_eq!(shown("postgres://db/m?user=me&password=s3cret"), "postgres://db/m?…");
+        assert_eq!(shown("postgres://me:p@ss@db/m"), "postgres://me@db/m", "an @ in the password");
     }
 }

@@ -4,6 +4,11 @@
 //! - `api`: [`Store`] and the records that cross it.
 //! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, one writer
 //!   thread with group commit, one read connection; the only file that knows `rusqlite`.
+//! - `postgres`: [`PgStore`], `--store postgres://…`: the same writer and queue in PostgreSQL,
+//!   shared by a fleet of daemons (the session directory, leases, notices); the only file that
+//!   knows `tokio_postgres`.
+//! - `queue`: the writer's queue both databases share: the writes, their bounds and counters,
+//!   what a failed transaction answers and counts.
 //! - `memory`: [`MemoryStore`], for `--ephemeral`: no history, a bounded in-memory audit.
 //! - `dir`: where the state lives, and the permission checks that refuse a boot.
 //! - `chunk`: how a run of consecutive events is kept as one row (encoding, splitting, trimming).
@@ -15,8 +20,7 @@
 //!
 //! The relay never waits for the disk: [`Store::append_events`] and every other write is a
 //! non-blocking hand-off to the writer; reads ([`Store::audit`], [`Store::events`], ...) block and
-//! are called off the async runtime (`spawn_blocking`). A server database serving several daemons
-//! would be one more implementation of the same trait. Paired devices (issue #19) are one table
+//! are called off the async runtime (`spawn_blocking`). Paired devices (issue #19) are one table
 //! (a migration in `sqlite.rs`) and four methods, in the same shape as workspace rules;
 //! notification action tokens (issue #20) will be another.
 
@@ -25,22 +29,28 @@ mod chunk;
 mod decide;
 mod dir;
 mod memory;
+mod postgres;
+mod queue;
 mod sqlite;
 
 use std::sync::Arc;
 
 pub use self::api::{
-    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule, WriteError,
+    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionRecord, SessionState, Store,
+    StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;
 pub use self::memory::MemoryStore;
+pub use self::postgres::{PG_SCHEMA_VERSION, PgStore};
 pub use self::sqlite::{OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, db_path, open_read_only};
 
-/// Opens the store `config` asks for: [`MemoryStore`] for `--ephemeral`, else the state
-/// directory's database (created if missing, migrated, checked).
+/// Opens the store `config` asks for: PostgreSQL for `--store postgres://…`, [`MemoryStore`] for
+/// `--ephemeral`, else the state directory's database (created if missing, migrated, checked).
 pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
+    if let Some(url) = &config.url {
+        return Ok(Arc::new(PgStore::open(url, config)?));
+    }
     match &config.state_dir {
         None => Ok(Arc::new(MemoryStore::default())),
         Some(dir) => Ok(Arc::new(SqliteStore::open(dir, config)?)),

@@ -28,8 +28,8 @@
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,38 +38,22 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use serde_json::Value;
 
 use super::api::{
-    Ack, Acker, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig,
-    StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
 use super::dir::{self, StateDirError};
+use super::queue::{
+    BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, LINGER, Op, Queue, Shared, Taken, finish, unwritten,
+};
 use crate::sync::lock;
 
 /// The schema this build writes. A database whose migrations table says more was written by a
 /// newer mediatord, and this one refuses to boot on it rather than misread it.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// The database file inside the state directory.
 const DB_FILE: &str = "state.db";
-/// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
-/// benchmark drives (about 30 k events/s) — a disk stall shorter than that loses nothing.
-const QUEUE_EVENTS: usize = 65_536;
-/// Bytes of event frames queued at most (the same bound as one session's replay ring).
-const QUEUE_BYTES: usize = 64 * 1024 * 1024;
-/// Writes other than events queued at most (audit, sessions, rules, flushes): those arrive at the
-/// pace of people and agents' tool calls, far below this.
-const QUEUE_CONTROL_RESERVE: usize = 4096;
-/// A transaction holds at most this many writes...
-const BATCH_MAX_OPS: usize = 16_384;
-/// ...or this many frame bytes...
-const BATCH_MAX_BYTES: usize = 16 * 1024 * 1024;
-/// ...or stays open at most this long, so the newest committed event is never older than this
-/// plus one commit while the disk keeps up (the kill -9 promise allows one second).
-const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
-/// How long the writer lets events (and audit records) gather before it starts a transaction for
-/// them: a commit per 10 ms rather than per burst of a few events, for at most 10 ms more between
-/// an event and its commit (the promise allows a second).
-const LINGER: Duration = Duration::from_millis(10);
 /// How long a statement waits for another process's lock on the database before its transaction
 /// fails: long enough for a backup or an `sqlite3` shell's short write, short enough that a caller
 /// waiting on an [`Ack`] hears of a stuck database within seconds.
@@ -154,6 +138,12 @@ const MIGRATIONS: &[&str] = &[
         SELECT session_id, id, COALESCE(gap_to, id), frame, NULL FROM events;
     DROP TABLE events;
     ALTER TABLE event_runs RENAME TO events;",
+    // 4: the fleet's tables (`postgres.rs`), kept here too so one version number means one schema
+    // in both databases; a daemon alone on SQLite leaves them empty.
+    "ALTER TABLE sessions ADD COLUMN owner TEXT;
+    CREATE TABLE nodes(node_url TEXT PRIMARY KEY, lease_until INTEGER NOT NULL, started_at INTEGER NOT NULL);
+    CREATE TABLE pairing_claims(digest BLOB PRIMARY KEY, claimed_at INTEGER NOT NULL);
+    CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);",
 ];
 
 /// Why the store cannot be opened: the boot is refused (exit status 2).
@@ -169,96 +159,16 @@ pub enum OpenError {
     TooNew { path: PathBuf, found: u32, supported: u32 },
     #[error("cannot open the state database {path}: {reason}")]
     Sqlite { path: PathBuf, reason: String },
-}
-
-/// A write for the writer thread.
-enum Op {
-    /// A burst of consecutive events, `first_id` on.
-    Events {
-        session_id: Arc<str>,
-        first_id: u64,
-        frames: Vec<Bytes>,
-    },
-    SessionStarted {
-        record: SessionRecord,
-        after_id: u64,
-        resumed: bool,
-    },
-    SessionEnded {
-        session_id: String,
-        state: SessionState,
-        reason: String,
-        last_id: u64,
-        at: u64,
-    },
-    Audit(AuditRecord),
-    PutRule {
-        workspace: String,
-        rule_id: String,
-        rule: String,
-        at: u64,
-        ack: Acker,
-    },
-    DeleteRule {
-        workspace: String,
-        rule_id: String,
-        ack: Acker,
-    },
-    PutDevice(StoredDevice, Acker),
-    DeviceSeen {
-        device_id: String,
-        at: u64,
-    },
-    RevokeDevice {
-        device_id: String,
-        at: u64,
-        ack: Acker,
-    },
-    Flush(Acker),
-    /// The store is dropped: commit what is queued, close the connection, end the thread.
-    Stop,
-}
-
-impl Op {
-    /// The write is not taken (the queue is full, the writer gone): the caller waiting on it hears
-    /// why.
-    fn refuse(self, why: &str) {
-        match self {
-            Op::PutRule { ack, .. }
-            | Op::DeleteRule { ack, .. }
-            | Op::PutDevice(_, ack)
-            | Op::RevokeDevice { ack, .. }
-            | Op::Flush(ack) => {
-                let _ = ack.send(Err(WriteError(why.to_owned())));
-            }
-            _ => {}
-        }
-    }
-}
-
-/// What the publishers and the writer share: the queue's event budget and the counters.
-#[derive(Debug, Default)]
-struct Shared {
-    queued_events: AtomicUsize,
-    queued_bytes: AtomicUsize,
-    /// Writes other than events in the channel (bounded by [`QUEUE_CONTROL_RESERVE`]).
-    queued_control: AtomicUsize,
-    events_written: AtomicU64,
-    events_dropped: AtomicU64,
-    gaps: AtomicU64,
-    commits: AtomicU64,
-    writes_dropped: AtomicU64,
-    writes_failed: AtomicU64,
-    commits_failed: AtomicU64,
+    #[error("cannot use the state database {url}: {reason}")]
+    Postgres { url: String, reason: String },
 }
 
 pub struct SqliteStore {
     path: PathBuf,
-    /// Never blocks; bounded by the counters in [`Shared`], checked before each send.
-    tx: Sender<Op>,
+    /// Never blocks; bounded by the counters in its `Shared`, checked before each send.
+    queue: Queue,
     /// The writer thread, joined on drop so its connection is closed when the store is gone.
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    shared: Arc<Shared>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
     /// The state directory's lock (`dir::lock`), held while the store lives.
@@ -385,37 +295,11 @@ impl SqliteStore {
             .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
         Ok(SqliteStore {
             path: path.clone(),
-            tx,
+            queue: Queue { tx, shared },
             writer: Mutex::new(Some(writer)),
-            shared,
             read: Mutex::new(read),
             _lock: lock,
         })
-    }
-
-    /// Queues a write other than an event; counted when [`QUEUE_CONTROL_RESERVE`] of them wait
-    /// already (the writer is stuck), and its [`Ack`], if any, answered with the reason.
-    fn send(&self, op: Op) {
-        let control = &self.shared.queued_control;
-        let (what, op) = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
-            ("the store's queue is full", op)
-        } else {
-            match self.tx.send(op) {
-                Ok(()) => return,
-                Err(std::sync::mpsc::SendError(op)) => ("the store's writer has stopped", op),
-            }
-        };
-        control.fetch_sub(1, Ordering::Relaxed);
-        self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
-        tracing::error!("{what}: a write to the state database was dropped");
-        op.refuse(what);
-    }
-
-    /// Queues a write the caller waits on.
-    fn send_acked(&self, op: impl FnOnce(Acker) -> Op) -> Ack {
-        let (acker, ack) = Ack::pair();
-        self.send(op(acker));
-        ack
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
@@ -426,7 +310,7 @@ impl SqliteStore {
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         // A blocking send: the writer drains the queue first, so this waits at most for it.
-        if self.tx.send(Op::Stop).is_ok()
+        if self.queue.tx.send(Op::Stop).is_ok()
             && let Some(writer) = lock(&self.writer).take()
         {
             let _ = writer.join();
@@ -440,24 +324,15 @@ impl Store for SqliteStore {
     }
 
     fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool) {
-        self.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
+        self.queue.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
     }
 
     fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
-        let shared = &*self.shared;
-        let (count, len) = (frames.len(), frames.iter().map(Bytes::len).sum::<usize>());
-        let events = shared.queued_events.fetch_add(count, Ordering::Relaxed);
-        let bytes = shared.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        let op = Op::Events { session_id: session_id.clone(), first_id, frames };
-        if events + count > QUEUE_EVENTS || bytes + len > QUEUE_BYTES || self.tx.send(op).is_err() {
-            shared.queued_events.fetch_sub(count, Ordering::Relaxed);
-            shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-            shared.events_dropped.fetch_add(count as u64, Ordering::Relaxed);
-        }
+        self.queue.append_events(session_id, first_id, frames);
     }
 
     fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64) {
-        self.send(Op::SessionEnded {
+        self.queue.send(Op::SessionEnded {
             session_id: session_id.to_owned(),
             state,
             reason: reason.to_owned(),
@@ -467,11 +342,11 @@ impl Store for SqliteStore {
     }
 
     fn audit(&self, record: AuditRecord) {
-        self.send(Op::Audit(record));
+        self.queue.send(Op::Audit(record));
     }
 
     fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
-        self.send_acked(|ack| Op::PutRule {
+        self.queue.send_acked(|ack| Op::PutRule {
             workspace: workspace.to_owned(),
             rule_id: rule_id.to_owned(),
             rule: rule.to_string(),
@@ -481,7 +356,7 @@ impl Store for SqliteStore {
     }
 
     fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack {
-        self.send_acked(|ack| Op::DeleteRule {
+        self.queue.send_acked(|ack| Op::DeleteRule {
             workspace: workspace.to_owned(),
             rule_id: rule_id.to_owned(),
             ack,
@@ -489,19 +364,19 @@ impl Store for SqliteStore {
     }
 
     fn put_device(&self, device: &StoredDevice) -> Ack {
-        self.send_acked(|ack| Op::PutDevice(device.clone(), ack))
+        self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
     }
 
     fn device_seen(&self, device_id: &str, at: u64) {
-        self.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
+        self.queue.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
     }
 
     fn revoke_device(&self, device_id: &str, at: u64) -> Ack {
-        self.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
+        self.queue.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
     }
 
     fn flush(&self) -> Ack {
-        self.send_acked(Op::Flush)
+        self.queue.send_acked(Op::Flush)
     }
 
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
@@ -638,18 +513,7 @@ impl Store for SqliteStore {
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
-        let s = &*self.shared;
-        StoreStats {
-            durable: true,
-            db_bytes: size(&self.path) + size(Path::new(&wal)),
-            events_written: s.events_written.load(Ordering::Relaxed),
-            events_dropped: s.events_dropped.load(Ordering::Relaxed),
-            gaps: s.gaps.load(Ordering::Relaxed),
-            commits: s.commits.load(Ordering::Relaxed),
-            writes_dropped: s.writes_dropped.load(Ordering::Relaxed),
-            writes_failed: s.writes_failed.load(Ordering::Relaxed),
-            commits_failed: s.commits_failed.load(Ordering::Relaxed),
-        }
+        self.queue.stats(size(&self.path) + size(Path::new(&wal)))
     }
 }
 
@@ -665,21 +529,6 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
         end_reason: r.get(6)?,
         last_event_id: r.get::<_, i64>(7)? as u64,
     })
-}
-
-/// What one transaction took off the queue: the [`Ack`]s to answer when it ends, and what it
-/// held, to count and to put back as a gap if it fails.
-#[derive(Default)]
-struct Taken {
-    acks: Vec<Acker>,
-    /// Writes other than events (flushes are not writes).
-    control: u64,
-    events: u64,
-    /// What the gap tracker knew of each session before this transaction recorded its events, in
-    /// the order taken (restored in reverse).
-    marks: Vec<(Arc<str>, Option<u64>)>,
-    /// The store was dropped: this is the last transaction.
-    stop: bool,
 }
 
 /// The writer thread: owns the write connection.
@@ -735,67 +584,12 @@ impl Writer {
             // once each: a revocation queued behind a hundred audit records hears at once.
             for _ in 0..BATCH_MAX_OPS {
                 let Ok(op) = self.rx.try_recv() else { break };
-                Writer::unwritten(&self.shared, op, &mut taken);
+                unwritten(&self.shared, op, &mut taken);
             }
         }
-        let answer = match written {
-            Ok(written) => {
-                self.shared.commits.fetch_add(1, Ordering::Relaxed);
-                self.shared.events_written.fetch_add(written, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                // Nothing of the transaction is on disk. The sessions it recorded events of go
-                // back to where they were, so the next event recorded (or their end) writes the
-                // lost ids as a gap.
-                for (session_id, mark) in taken.marks.drain(..).rev() {
-                    self.gaps.restore(session_id, mark);
-                }
-                let s = &*self.shared;
-                s.commits_failed.fetch_add(1, Ordering::Relaxed);
-                s.writes_failed.fetch_add(taken.control, Ordering::Relaxed);
-                s.events_dropped.fetch_add(taken.events, Ordering::Relaxed);
-                tracing::error!(
-                    error = %e, writes = taken.control, events = taken.events,
-                    "a transaction on the state database failed: its writes are lost (counted in writesFailed), \
-                     and the requests waiting on them were refused"
-                );
-                Err(WriteError(e.to_string()))
-            }
-        };
-        for ack in taken.acks {
-            let _ = ack.send(answer.clone());
-        }
-        !taken.stop
-    }
-
-    /// An op taken off the queue and never written (its transaction failed): counted, its ack
-    /// kept for the answer.
-    fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
-        match op {
-            Op::Events { frames, .. } => {
-                let len: usize = frames.iter().map(Bytes::len).sum();
-                shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
-                shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-                // The gap tracker never saw them: the next event recorded finds them missing.
-                taken.events += frames.len() as u64;
-            }
-            Op::Stop => taken.stop = true,
-            op => {
-                shared.queued_control.fetch_sub(1, Ordering::Relaxed);
-                match op {
-                    Op::PutRule { ack, .. }
-                    | Op::DeleteRule { ack, .. }
-                    | Op::PutDevice(_, ack)
-                    | Op::RevokeDevice { ack, .. } => {
-                        taken.control += 1;
-                        taken.acks.push(ack);
-                    }
-                    Op::Flush(ack) => taken.acks.push(ack),
-                    _ => taken.control += 1,
-                }
-            }
-        }
+        // Nothing of a failed transaction is on disk: `finish` answers, counts, and puts the
+        // gap tracker back.
+        !finish(&self.shared, &mut self.gaps, taken, written)
     }
 
     /// Writes `first` and what follows it in the queue in one transaction and commits it; returns
@@ -807,7 +601,7 @@ impl Writer {
         let tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
-                Writer::unwritten(&self.shared, first, taken);
+                unwritten(&self.shared, first, taken);
                 return Err(e);
             }
         };
@@ -952,7 +746,9 @@ impl Writer {
                         params![device_id, at as i64],
                     )?;
                 }
-                Op::Flush(ack) => taken.acks.push(ack),
+                // One daemon alone on its database: no other can claim a code first, nor needs telling.
+                Op::Flush(ack) | Op::ClaimCode { ack, .. } => taken.acks.push(ack),
+                Op::Announce(_) => {}
                 Op::Stop => taken.stop = true,
             }
             if !taken.stop
@@ -1171,9 +967,15 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::queue::QUEUE_CONTROL_RESERVE;
 
     fn config(dir: &Path) -> StoreConfig {
-        StoreConfig { state_dir: Some(dir.to_path_buf()), events_per_session: 1000, max_age_days: 30 }
+        StoreConfig {
+            state_dir: Some(dir.to_path_buf()),
+            events_per_session: 1000,
+            max_age_days: 30,
+            url: None,
+        }
     }
 
     fn record(id: &str) -> SessionRecord {
@@ -1433,7 +1235,7 @@ mod tests {
         assert!((bound - 1..=bound).contains(&dropped), "{dropped} dropped of {sent}");
         other.execute_batch("ROLLBACK").expect("unlock");
         until("the writer never drained its queue", Duration::from_secs(30), || {
-            store.shared.queued_control.load(Ordering::Relaxed) == 0
+            store.queue.shared.queued_control.load(Ordering::Relaxed) == 0
         })
         .await;
         flushed(&store).await;

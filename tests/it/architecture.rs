@@ -6,6 +6,8 @@
 //! - a cycle between files (through `crate::`, `super::` and `self::` paths);
 //! - `axum`, `tower_http` or `hyper` named outside `src/http/` (hyper's client also in
 //!   `src/notify/deliver.rs`);
+//! - a database driver (`rusqlite`, `tokio_postgres`, `deadpool_postgres`, `postgres_types`) named
+//!   outside `src/store/`;
 //! - a top-level module that has not been given a floor.
 //!
 //! Paths are read from the code with comments and string literals blanked out, so a doc link or a
@@ -38,9 +40,13 @@ const FLOORS: &[(&str, u8)] = &[
     ("devices", 2),
     ("daemon", 3),
     ("http", 4),
+    ("fleet", 4),
     ("server", 5),
     ("tui", 5),
 ];
+
+/// Database drivers: only the store may name one (the rest of the daemon sees `store::Store`).
+const STORE_CRATES: [&str; 4] = ["rusqlite", "tokio_postgres", "deadpool_postgres", "postgres_types"];
 
 /// Crates only the HTTP floor may name.
 const HTTP_CRATES: [&str; 3] = ["axum", "tower_http", "hyper"];
@@ -357,6 +363,11 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} names `{krate}`: only src/http/ may"));
             }
         }
+        for krate in STORE_CRATES {
+            if !file.starts_with("store") && !paths_from(&code, krate).is_empty() {
+                errors.push(format!("{name} names `{krate}`: only src/store/ may"));
+            }
+        }
         if file == Path::new("main.rs") {
             continue; // the binary: above every floor, and it imports through `mediatord::`
         }
@@ -488,7 +499,8 @@ fn the_checker_refuses_an_upward_import_a_cross_import_and_axum_outside_http() {
         file("metrics.rs", "use crate::daemon::Daemon;"),
         file("permission/mediator.rs", "fn f() { crate::agent::AgentHandle::start(); }"),
         file("daemon/mod.rs", "use axum::Router; use crate::http::app;"),
-        file("agent/mod.rs", ""),
+        file("agent/mod.rs", "fn f() { let _ = tokio_postgres::connect; }"),
+        file("store/postgres.rs", "use tokio_postgres::Client;"),
         file("http/mod.rs", "use axum::Router;"),
         file("exec.rs", "use crate::sync::lock;"),
         file("sync.rs", ""),
@@ -505,7 +517,8 @@ fn the_checker_refuses_an_upward_import_a_cross_import_and_axum_outside_http() {
         has("daemon/mod.rs imports crate::http::app: nothing but server and tui import http"),
         "{errors:#?}"
     );
-    assert_eq!(errors.len(), 4, "leaves may use leaves, http may use axum: {errors:#?}");
+    assert!(has("agent/mod.rs names `tokio_postgres`: only src/store/ may"), "{errors:#?}");
+    assert_eq!(errors.len(), 5, "leaves may use leaves, http may use axum, store a driver: {errors:#?}");
 }
 
 #[test]

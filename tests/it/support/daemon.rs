@@ -48,6 +48,32 @@ fn private_home(cmd: &mut Command, env: &[(&str, &str)]) -> tempfile::TempDir {
     home
 }
 
+/// `args` as this test crate runs them: unchanged against SQLite; against PostgreSQL
+/// (`tests/it_postgres.rs`, [`super::POSTGRES`]) each `--state-dir DIR` becomes a `--store` URL of
+/// the shared cluster's database for `DIR`, so a daemon restarted on the same directory finds the
+/// same state, as it would on disk.
+fn against_the_backend(args: &[&str]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if super::POSTGRES && *arg == "--state-dir" {
+            let dir = it.next().expect("--state-dir DIR");
+            let pg = super::postgres::Postgres::shared();
+            let name = super::postgres::database_for(Path::new(dir));
+            out.push("--store".to_owned());
+            out.push(pg.database(&name));
+            // A daemon restarted on the same directory is the same node of the fleet (as one
+            // restarted with the same --node-url is): it takes back at once what it left live.
+            // Nobody relays to it (it is alone), so the address only names it.
+            out.push("--node-url".to_owned());
+            out.push(format!("http://{name}.invalid:1"));
+        } else {
+            out.push((*arg).to_owned());
+        }
+    }
+    out
+}
+
 /// Runs `mediatord serve` with `args` and returns its exit status and stderr, for boot refusals.
 pub(crate) fn serve_refusal(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
     let mut cmd = Command::new(bin());
@@ -119,10 +145,13 @@ impl Daemon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").arg("--port").arg("0");
         // Nothing durable unless the test asks for a state directory of its own.
-        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral") {
+        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral" || *a == "--store")
+            && !env.iter().any(|(k, _)| *k == "MEDIATORD_STORE")
+        {
             cmd.arg("--ephemeral");
         }
-        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
+        let args = against_the_backend(args);
+        cmd.args(&args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN").env_remove("MEDIATORD_STATE_DIR");
         let _home = private_home(&mut cmd, env);
         cmd.env("RUST_LOG", "info");

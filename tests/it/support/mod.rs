@@ -7,6 +7,7 @@
 
 mod client;
 mod daemon;
+pub(crate) mod postgres;
 pub(crate) mod quickstart;
 mod raw;
 mod receiver;
@@ -22,6 +23,25 @@ pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;
 pub(crate) use tmux::*;
+
+/// Whether this test crate runs the store's suites against PostgreSQL: `tests/it_postgres.rs`
+/// does (the crate's name says which crate this support is compiled into).
+pub(crate) const POSTGRES: bool = same(env!("CARGO_CRATE_NAME"), "it_postgres");
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Upper bound for any single wait in a test. Generous: only a failing test ever waits this long,
 /// and 20 s was once too short for 96 MiB of agent output on a two-core machine at load 30.

@@ -1,0 +1,445 @@
+//! The relay (`docs/operations.md#a-fleet`): a request for a session another daemon of the fleet
+//! holds is passed to that daemon at the HTTP edge, whatever its method, body, stream or upgrade,
+//! so a load balancer may send any request to any daemon.
+//!
+//! - **Where.** Inside the perimeter: the daemon that receives a request checks its Origin, Host
+//!   and credential first, as for any request; only then is it relayed. A request that is not for
+//!   a session (`/session/{id}/…`, or the vote route that names only the request) is never
+//!   relayed, and the target is only ever a daemon the store lists as holding that session under a
+//!   valid lease (`Store::owner`), never an address a request names: this is no open proxy.
+//! - **Who.** The relayed request keeps the caller's own `Authorization`, and the daemon holding
+//!   the session authenticates it again against the same token and the same paired devices (the
+//!   store is shared): who the caller is and what its role allows is never taken on another
+//!   daemon's word. What the relaying daemon vouches for is only what it already checked, Origin
+//!   and Host (against the same configuration), with a proof derived from the fleet's secret in
+//!   the store ([`proof`], `x-mediatord-relay`); a request with a wrong proof is the uniform 401.
+//!   A relayed request is never relayed again.
+//! - **How.** One HTTP/1.1 connection per relayed request (hyper's client), the request's body
+//!   streamed as it arrives and the answer's streamed back (SSE included); a `101 Switching
+//!   Protocols` joins the two upgraded connections byte for byte. An owner that cannot be
+//!   reached is `503 node_unavailable`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hmac::{Hmac, Mac};
+use hyper_util::rt::TokioIo;
+use sha2::Sha256;
+
+use super::error::ApiError;
+use crate::daemon::Daemon;
+
+/// The daemon (not `extract::AppState`, the same type: this file stays free of the extractors,
+/// which the perimeter that imports it is below).
+type AppState = Arc<Daemon>;
+
+/// The header a relaying daemon proves itself with (hex of [`proof`]).
+pub(super) const RELAY_HEADER: &str = "x-mediatord-relay";
+/// How long connecting to the owner and its answer's head may take. Its body (a stream) is not
+/// bounded here: the owner's own deadlines apply to it.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Lookups of a permission request's session before it is called unknown, [`LOOKUP_GAP`] apart:
+/// together longer than a writer's commit interval and linger (`store/queue.rs`: 100 + 10 ms).
+const LOOKUPS: u32 = 4;
+const LOOKUP_GAP: Duration = Duration::from_millis(100);
+/// Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the request.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+];
+
+/// What a relaying daemon presents: HMAC-SHA256 of a fixed label under the fleet's secret, so the
+/// secret itself never leaves the store and the daemons' memory.
+pub(super) fn proof(secret: [u8; 32]) -> [u8; 32] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes a key of any length");
+    mac.update(b"mediatord relay v1");
+    mac.finalize().into_bytes().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `headers` carry a relay proof at all, and whether it is `expected`.
+pub(super) fn presented(headers: &HeaderMap, expected: Option<&[u8; 32]>) -> Option<bool> {
+    use subtle::ConstantTimeEq;
+    let value = headers.get(RELAY_HEADER)?;
+    let Some(expected) = expected else { return Some(false) };
+    let wanted = hex(expected);
+    Some(value.as_bytes().len() == wanted.len() && bool::from(value.as_bytes().ct_eq(wanted.as_bytes())))
+}
+
+/// The relay's state: the daemon (its sessions and store) and the proof it sends.
+#[derive(Debug)]
+pub(super) struct Relay {
+    daemon: AppState,
+    proof: HeaderValue,
+}
+
+impl Relay {
+    /// `None` when the daemon's store is not shared: nothing is ever relayed.
+    pub(super) fn new(daemon: AppState) -> Option<Relay> {
+        let secret = daemon.store.fleet_secret()?;
+        let proof = HeaderValue::from_str(&hex(&proof(secret))).ok()?;
+        Some(Relay { daemon, proof })
+    }
+}
+
+/// The session a request is for, by its route; `Err` with a request id for the vote route that
+/// names no session.
+fn target(req: &Request) -> Option<Result<String, String>> {
+    let route = req.extensions().get::<MatchedPath>()?.as_str();
+    let mut segments = req.uri().path().split('/').skip(1);
+    if route.starts_with("/session/{id}") {
+        segments.nth(1).map(|id| Ok(id.to_owned()))
+    } else if route == "/permission/{request_id}" {
+        segments.nth(1).map(|id| Err(id.to_owned()))
+    } else {
+        None
+    }
+}
+
+/// The session of permission request `request_id`, from the audit. The holder writes a request's
+/// record behind (within its writer's commit interval), and a client may vote the moment the
+/// event reaches it: a request not found yet is looked up again, [`LOOKUPS`] times in all.
+async fn session_of_request(daemon: &AppState, request_id: String) -> Option<String> {
+    for attempt in 0..LOOKUPS {
+        if attempt > 0 {
+            tokio::time::sleep(LOOKUP_GAP).await;
+        }
+        let (store, id) = (daemon.store.clone(), request_id.clone());
+        match tokio::task::spawn_blocking(move || store.session_of_request(&id)).await {
+            Ok(Ok(Some(session))) => return Some(session),
+            Ok(Ok(None)) => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The middleware: a request for a session this daemon does not hold, which another daemon of
+/// the fleet holds, goes there; everything else goes on here.
+pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: Next) -> Response {
+    if req.headers().contains_key(RELAY_HEADER) {
+        // Relayed to here (the perimeter checked the proof): answered here, whatever happens.
+        return next.run(req).await;
+    }
+    let Some(target) = target(&req) else { return next.run(req).await };
+    let daemon = &relay.daemon;
+    let session_id = match target {
+        Ok(id) if daemon.session(&id).is_ok() => return next.run(req).await,
+        Ok(id) => id,
+        Err(request_id) => {
+            if daemon.session_with_request(&request_id).is_ok() {
+                return next.run(req).await;
+            }
+            match session_of_request(daemon, request_id).await {
+                Some(id) => id,
+                None => return next.run(req).await,
+            }
+        }
+    };
+    let store = daemon.store.clone();
+    let owner = match tokio::task::spawn_blocking(move || store.owner(&session_id)).await {
+        Ok(Ok(Some(owner))) => owner,
+        // Nobody else holds it (or the directory cannot be read): this daemon answers, from the
+        // history if it has one.
+        _ => return next.run(req).await,
+    };
+    match forward(&owner, relay.proof.clone(), req).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::warn!(node = %owner, error = %e, "cannot relay a request to the daemon holding its session");
+            ApiError::NodeUnavailable.into_response()
+        }
+    }
+}
+
+/// Sends `req` to `base` (`http://host:port`) and streams its answer back; joins the two
+/// connections when it switches protocols.
+pub(super) async fn forward(base: &str, proof: HeaderValue, mut req: Request) -> Result<Response, String> {
+    let authority = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/').to_owned();
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let upgrade = is_upgrade(req.headers());
+    let downstream = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let (parts, body) = req.into_parts();
+    let mut out = axum::http::Request::builder()
+        .method(parts.method)
+        .uri(Uri::try_from(path).map_err(|e| e.to_string())?)
+        .version(axum::http::Version::HTTP_11)
+        .body(body)
+        .map_err(|e| e.to_string())?;
+    *out.headers_mut() = end_to_end(&parts.headers, upgrade);
+    let host = HeaderValue::from_str(&authority).map_err(|e| e.to_string())?;
+    out.headers_mut().insert(header::HOST, host);
+    out.headers_mut().insert(HeaderName::from_static(RELAY_HEADER), proof);
+
+    let connect = async {
+        let stream = tokio::net::TcpStream::connect(&authority).await.map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "a relayed connection ended with an error");
+            }
+        });
+        sender.send_request(out).await.map_err(|e| e.to_string())
+    };
+    let mut answer = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| "the daemon holding the session did not answer in time".to_owned())??;
+    if answer.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(downstream) = downstream
+    {
+        let upstream = hyper::upgrade::on(&mut answer);
+        tokio::spawn(async move {
+            let (Ok(down), Ok(up)) = (downstream.await, upstream.await) else { return };
+            let (mut down, mut up) = (TokioIo::new(down), TokioIo::new(up));
+            let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+        });
+    }
+    let (mut parts, body) = answer.into_parts();
+    let upgraded = parts.status == StatusCode::SWITCHING_PROTOCOLS;
+    parts.headers = end_to_end(&parts.headers, upgraded);
+    Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// Whether a request asks to switch protocols (`Connection: upgrade` with an `Upgrade`).
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        && headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// `headers` without the hop-by-hop ones (those `Connection` names too); an upgrade keeps its
+/// `Connection: upgrade` and `Upgrade`.
+fn end_to_end(headers: &HeaderMap, upgrade: bool) -> HeaderMap {
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty() && t != "upgrade")
+        .collect();
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n) || named.iter().any(|c| c == n) || n == RELAY_HEADER || n == "host" {
+            continue;
+        }
+        if n == "upgrade" && !upgrade {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    if upgrade {
+        out.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use axum::Router;
+    use axum::routing::{any, get};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// Serves `router` on a loopback port with upgrades on (as a daemon that serves an upgrade
+    /// route does), until the test ends.
+    async fn serve(router: Router) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            loop {
+                let Ok((io, _)) = listener.accept().await else { return };
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(io), service)
+                        .with_upgrades(),
+                );
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// An "owner": echoes what it was asked, and speaks a byte-echo protocol after `101`.
+    fn owner() -> Router {
+        async fn echo(req: Request) -> Response {
+            let seen = serde_json::json!({
+                "method": req.method().as_str(),
+                "path": req.uri().to_string(),
+                "authorization": req.headers().get("authorization").and_then(|v| v.to_str().ok()),
+                "relay": req.headers().get(RELAY_HEADER).and_then(|v| v.to_str().ok()),
+                "keepAlive": req.headers().contains_key("keep-alive"),
+                "secretHop": req.headers().contains_key("x-secret-hop"),
+                "body": String::from_utf8_lossy(&axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default()),
+            });
+            axum::Json(seen).into_response()
+        }
+        async fn upgrade(mut req: Request) -> Response {
+            let on = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                let Ok(io) = on.await else { return };
+                let mut io = TokioIo::new(io);
+                let mut buf = [0u8; 64];
+                while let Ok(n) = io.read(&mut buf).await {
+                    if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header(header::CONNECTION, "upgrade")
+                .header(header::UPGRADE, "echo")
+                .body(Body::empty())
+                .unwrap_or_default()
+        }
+        async fn stream() -> Response {
+            let chunks = futures_util::stream::iter(["data: 1\n\n", "data: 2\n\n"].map(Ok::<_, Infallible>));
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(chunks))
+                .unwrap_or_default()
+        }
+        Router::new()
+            .route("/upgrade", get(upgrade))
+            .route("/stream", get(stream))
+            .route("/{*rest}", any(echo))
+    }
+
+    /// A relaying daemon: forwards everything to `to`.
+    fn relaying(to: String) -> Router {
+        Router::new().fallback(move |req: Request| {
+            let to = to.clone();
+            async move {
+                forward(&to, HeaderValue::from_static("proof"), req)
+                    .await
+                    .unwrap_or_else(|_| ApiError::NodeUnavailable.into_response())
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_request_keeps_its_method_path_body_and_credential_and_loses_its_hop_by_hop_headers() {
+        let entry = serve(relaying(serve(owner()).await)).await;
+        let (status, body) = raw(
+            &entry,
+            "POST /session/s1/prompt?x=1 HTTP/1.1\r\nHost: lb\r\nAuthorization: Bearer dev-1.s\r\n\
+             Connection: close, x-secret-hop\r\nKeep-Alive: timeout=5\r\nX-Secret-Hop: 1\r\n\
+             Content-Length: 5\r\n\r\nhello",
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let seen: serde_json::Value =
+            serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap_or_default();
+        assert_eq!(seen["method"], "POST");
+        assert_eq!(seen["path"], "/session/s1/prompt?x=1");
+        assert_eq!(
+            seen["authorization"], "Bearer dev-1.s",
+            "the caller's own credential, checked again there"
+        );
+        assert_eq!(seen["relay"], "proof");
+        assert_eq!(seen["body"], "hello");
+        assert_eq!(seen["keepAlive"], false);
+        assert_eq!(seen["secretHop"], false, "a header Connection names is hop-by-hop");
+    }
+
+    #[tokio::test]
+    async fn an_event_stream_is_streamed_back() {
+        let entry = serve(relaying(serve(owner()).await)).await;
+        let (status, body) =
+            raw(&entry, "GET /stream HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n").await;
+        assert_eq!(status, 200);
+        assert!(
+            body.contains("text/event-stream") && body.contains("data: 1") && body.contains("data: 2"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_upgrade_joins_the_two_connections() {
+        let entry = serve(relaying(serve(owner()).await)).await;
+        let mut io =
+            tokio::net::TcpStream::connect(entry.trim_start_matches("http://")).await.expect("connect");
+        io.write_all(b"GET /upgrade HTTP/1.1\r\nHost: lb\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+            .await
+            .expect("write");
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            assert_eq!(io.read(&mut byte).await.expect("read"), 1, "the head: {head:?}");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 101"), "{head}");
+        assert!(head.contains("upgrade: echo"), "{head}");
+        for word in [&b"ping"[..], b"pong, through two daemons"] {
+            io.write_all(word).await.expect("write");
+            let mut back = vec![0u8; word.len()];
+            io.read_exact(&mut back).await.expect("echo");
+            assert_eq!(back, word);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_owner_that_cannot_be_reached_is_503_node_unavailable() {
+        let gone = {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            format!("http://{}", l.local_addr().expect("addr"))
+        };
+        let entry = serve(relaying(gone)).await;
+        let (status, body) =
+            raw(&entry, "GET /session/x HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n").await;
+        assert_eq!(status, 503);
+        assert!(body.contains("node_unavailable"), "{body}");
+    }
+
+    #[test]
+    fn a_proof_is_checked_in_full() {
+        let p = proof([1; 32]);
+        let mut h = HeaderMap::new();
+        assert_eq!(presented(&h, Some(&p)), None);
+        h.insert(RELAY_HEADER, HeaderValue::from_str(&hex(&p)).expect("hex"));
+        assert_eq!(presented(&h, Some(&p)), Some(true));
+        assert_eq!(presented(&h, None), Some(false), "a daemon alone takes no relayed request");
+        assert_eq!(presented(&h, Some(&proof([2; 32]))), Some(false));
+        h.insert(RELAY_HEADER, HeaderValue::from_str(&hex(&p)[..63]).expect("hex"));
+        assert_eq!(presented(&h, Some(&p)), Some(false));
+    }
+
+    /// Sends `request` as is; the status and everything read until the connection closes.
+    async fn raw(base: &str, request: &str) -> (u16, String) {
+        let mut io =
+            tokio::net::TcpStream::connect(base.trim_start_matches("http://")).await.expect("connect");
+        io.write_all(request.as_bytes()).await.expect("write");
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), io.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, text)
+    }
+}

@@ -1,0 +1,1300 @@
+//! [`PgStore`]: the state in PostgreSQL (`--store postgres://…`), shared by every daemon of a
+//! fleet (`docs/operations.md#a-fleet`); the only file that knows `tokio_postgres` and
+//! `deadpool_postgres`.
+//!
+//! - **The same writer as SQLite's.** Writes go through the same queue ([`super::queue`]), with
+//!   the same bounds, gap marking and group commit: one writer thread takes what is queued (after
+//!   [`LINGER`] for events and audit records) and commits it as one transaction, runs of events
+//!   as one row each (`chunk.rs`). An acknowledged write ([`Ack`]) is answered once its
+//!   transaction commits, or with the error (the database down, restarting, unreachable): then
+//!   nothing of it is on disk and the caller neither applies nor acknowledges it.
+//! - **Its own runtime.** The driver runs on a small tokio runtime the store owns (one worker), so
+//!   the store is opened before the daemon's runtime and blocking reads can wait on it from any
+//!   thread (they are called from `spawn_blocking`, and once at boot).
+//! - **Notices.** Decisions that take effect everywhere (a device paired or revoked, a workspace
+//!   rule added or removed, a pairing code issued or used) are sent with `pg_notify` inside the
+//!   transaction that writes them, so a daemon hears of one exactly when it is committed. One
+//!   connection per daemon `LISTEN`s, reconnecting after a loss and then asking for a full re-read
+//!   ([`Notice::Resync`]).
+//! - **The directory.** `nodes` holds each daemon's URL and lease, `sessions.owner` who holds a
+//!   live session. Leases are compared on the database's clock, so the daemons' clocks need not
+//!   agree.
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::{Value, json};
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::api::{
+    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionRecord, SessionState, Store,
+    StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
+};
+use super::chunk::{self, RunBuilder};
+use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker, shown};
+use super::queue::{
+    BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, LINGER, Op, Queue, Shared, Taken, finish, unwritten,
+};
+use super::sqlite::OpenError;
+use crate::sync::lock;
+
+/// The schema this build writes; the same numbers mean the same tables as SQLite's
+/// (`sqlite.rs`), written in PostgreSQL's types.
+pub const PG_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions and their events, the audit trail, workspace rules.
+    "CREATE TABLE sessions(
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        ended_at BIGINT,
+        state TEXT NOT NULL,
+        end_reason TEXT,
+        last_event_id BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_workspace ON sessions(workspace, created_at);
+    CREATE INDEX sessions_live ON sessions(state) WHERE state = 'live';
+    CREATE TABLE events(
+        session_id TEXT NOT NULL,
+        id BIGINT NOT NULL,
+        frame BYTEA,
+        gap_to BIGINT,
+        PRIMARY KEY(session_id, id)
+    );
+    CREATE TABLE audit(
+        seq BIGSERIAL PRIMARY KEY,
+        request_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        requested_at BIGINT NOT NULL,
+        outcome TEXT NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE INDEX audit_requested ON audit(requested_at);
+    CREATE INDEX audit_session ON audit(session_id, seq);
+    CREATE INDEX audit_pending ON audit(outcome) WHERE outcome = 'pending';
+    CREATE TABLE workspace_rules(
+        workspace TEXT NOT NULL,
+        rule_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        seq BIGSERIAL,
+        rule TEXT NOT NULL,
+        PRIMARY KEY(workspace, rule_id)
+    );",
+    // 2: paired devices, the secret only as its SHA-256.
+    "CREATE TABLE devices(
+        device_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        secret_hash BYTEA NOT NULL,
+        created_at BIGINT NOT NULL,
+        last_seen_at BIGINT,
+        revoked_at BIGINT
+    );",
+    // 3: events as runs (`chunk.rs`), one row per run of consecutive events.
+    "CREATE TABLE event_runs(
+        session_id TEXT NOT NULL,
+        first_id BIGINT NOT NULL,
+        last_id BIGINT NOT NULL,
+        frames BYTEA,
+        sizes BYTEA,
+        codec SMALLINT NOT NULL DEFAULT 0,
+        PRIMARY KEY(session_id, last_id)
+    );
+    INSERT INTO event_runs(session_id, first_id, last_id, frames, sizes)
+        SELECT session_id, id, COALESCE(gap_to, id), frame, NULL FROM events;
+    DROP TABLE events;
+    ALTER TABLE event_runs RENAME TO events;",
+    // 4: the fleet: who holds each live session, each daemon's lease, the pairing codes used,
+    // the secret the daemons prove themselves to each other with.
+    "ALTER TABLE sessions ADD COLUMN owner TEXT;
+    CREATE TABLE nodes(
+        node_url TEXT PRIMARY KEY,
+        lease_until BIGINT NOT NULL,
+        started_at BIGINT NOT NULL
+    );
+    CREATE TABLE pairing_claims(digest BYTEA PRIMARY KEY, claimed_at BIGINT NOT NULL);
+    CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL);",
+];
+
+/// The channel every notice is sent on.
+const CHANNEL: &str = "mediatord";
+/// Notices queued for the daemon at most; past this they are dropped and a [`Notice::Resync`]
+/// follows (a re-read of everything they stand for), so nothing is missed, only coalesced.
+const NOTICE_QUEUE: usize = 1024;
+/// Connections in the pool: the writer's, the lease's, and reads (each from a blocking thread).
+const POOL_SIZE: usize = 8;
+/// How long a read, a connection, or a transaction may take before it fails: long enough for a
+/// busy database, short enough that a caller waiting on an [`Ack`] hears of a dead one in seconds
+/// (SQLite's `BUSY_TIMEOUT` is the same figure).
+const DB_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the listener waits before connecting again after losing its connection.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+/// How often retention runs (as SQLite's: once a minute, and once after boot).
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+/// A lock number of the fleet's own: migrations and retention run on one daemon at a time.
+const ADVISORY_LOCK: i64 = 0x6d65_6469_6174;
+/// The database's clock, in milliseconds since the Unix epoch (leases are compared on it).
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+pub struct PgStore {
+    queue: Queue,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The driver's runtime (the writer, the reads, the listener run on it).
+    rt: Arc<tokio::runtime::Runtime>,
+    pool: Pool,
+    /// This daemon's URL in the fleet, once it joined ([`Store::join`]).
+    node: Arc<OnceLock<String>>,
+    secret: [u8; 32],
+    notices: Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
+    /// The database's size, read by each retention pass (once a minute, and after boot).
+    db_bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("node", &self.node.get()).finish_non_exhaustive()
+    }
+}
+
+fn pg_error(e: impl std::fmt::Display) -> String {
+    // The driver's text (`db error: …`, `error connecting to server: …`) carries no password: the
+    // URL is parsed into a config once and never printed.
+    e.to_string()
+}
+
+fn open_error(url_shown: &str) -> impl Fn(String) -> OpenError + '_ {
+    move |reason| OpenError::Postgres { url: url_shown.to_owned(), reason }
+}
+
+impl PgStore {
+    /// Connects to `url`, migrates the schema (one daemon at a time), reads or creates the fleet's
+    /// secret, and starts the writer and the listener.
+    pub fn open(url: &str, config: &StoreConfig) -> Result<PgStore, OpenError> {
+        let shown = shown(url);
+        let err = open_error(&shown);
+        let mut pg_config = tokio_postgres::Config::from_str(url).map_err(|e| err(pg_error(e)))?;
+        // libpq's variable, so the password stays out of the URL (and the process list).
+        if pg_config.get_password().is_none()
+            && let Ok(password) = std::env::var("PGPASSWORD")
+        {
+            pg_config.password(password);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("store-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        let manager = Manager::from_config(
+            pg_config.clone(),
+            NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(DB_TIMEOUT))
+            .create_timeout(Some(DB_TIMEOUT))
+            .recycle_timeout(Some(DB_TIMEOUT))
+            .build()
+            .map_err(|e| err(pg_error(e)))?;
+        let secret = rt.block_on(prepare(&pool)).map_err(&err)?;
+        let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(NOTICE_QUEUE);
+        let node: Arc<OnceLock<String>> = Arc::default();
+        rt.spawn(listen(pg_config, notice_tx, node.clone()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let rt = Arc::new(rt);
+        let db_bytes: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let writer = Writer {
+            rt: rt.clone(),
+            pool: pool.clone(),
+            rx,
+            shared: shared.clone(),
+            gaps: GapTracker::default(),
+            node: node.clone(),
+            events_per_session: config.events_per_session,
+            max_age_days: config.max_age_days,
+            db_bytes: db_bytes.clone(),
+        };
+        let writer = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| err(e.to_string()))?;
+        Ok(PgStore {
+            queue: Queue { tx, shared },
+            writer: Mutex::new(Some(writer)),
+            rt,
+            pool,
+            node,
+            secret,
+            notices: Mutex::new(Some(notice_rx)),
+            db_bytes,
+        })
+    }
+
+    /// Runs `f` on the driver's runtime with a pooled connection and waits for it, at most
+    /// [`DB_TIMEOUT`]. From any thread (a blocking one, or once at boot): it waits on a plain
+    /// channel, never on the runtime it is called from.
+    fn read<T, F, Fut>(&self, f: F) -> Result<T, ReadError>
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let pool = self.pool.clone();
+        self.rt.spawn(async move {
+            let work = async {
+                let client = pool.get().await.map_err(pg_error)?;
+                f(client).await.map_err(pg_error)
+            };
+            let answer = match tokio::time::timeout(DB_TIMEOUT, work).await {
+                Ok(answer) => answer,
+                Err(_) => Err("the database did not answer in time".to_owned()),
+            };
+            let _ = tx.send(answer);
+        });
+        rx.recv().map_err(|_| ReadError("the store's runtime has stopped".into()))?.map_err(ReadError)
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if self.queue.tx.send(Op::Stop).is_ok()
+            && let Some(writer) = lock(&self.writer).take()
+        {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Migrations (under the fleet's advisory lock, so two daemons starting at once do not both
+/// apply one), and the fleet's secret (created by the first daemon).
+async fn prepare(pool: &Pool) -> Result<[u8; 32], String> {
+    let mut client = pool.get().await.map_err(pg_error)?;
+    client.execute("SELECT pg_advisory_lock($1)", &[&ADVISORY_LOCK]).await.map_err(pg_error)?;
+    let migrated = migrate(&mut client).await;
+    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&ADVISORY_LOCK]).await;
+    migrated?;
+    let mut fresh = [0u8; 32];
+    getrandom::fill(&mut fresh).map_err(|e| e.to_string())?;
+    client
+        .execute(
+            "INSERT INTO fleet_secret(id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+            &[&&fresh[..]],
+        )
+        .await
+        .map_err(pg_error)?;
+    let row =
+        client.query_one("SELECT secret FROM fleet_secret WHERE id = 1", &[]).await.map_err(pg_error)?;
+    let secret: Vec<u8> = row.get(0);
+    <[u8; 32]>::try_from(secret.as_slice())
+        .map_err(|_| "the fleet's secret in the database is damaged".into())
+}
+
+async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), String> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .await
+        .map_err(pg_error)?;
+    let row = client
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[])
+        .await
+        .map_err(pg_error)?;
+    let found = row.get::<_, i32>(0) as u32;
+    if found > PG_SCHEMA_VERSION {
+        return Err(format!(
+            "schema version {found}, newer than this mediatord supports ({PG_SCHEMA_VERSION}): it was written by a \
+             newer mediatord. Run that version"
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = client.transaction().await.map_err(pg_error)?;
+        tx.batch_execute(sql).await.map_err(pg_error)?;
+        tx.execute(
+            "INSERT INTO schema_migrations(version, applied_at) VALUES ($1, $2)",
+            &[&(i as i32 + 1), &(crate::clock::now_ms() as i64)],
+        )
+        .await
+        .map_err(pg_error)?;
+        tx.commit().await.map_err(pg_error)?;
+    }
+    Ok(())
+}
+
+/// A notice as sent on [`CHANNEL`]: a small JSON object naming the daemon that sent it, so a
+/// daemon skips its own.
+fn encode_notice(from: &str, notice: &Notice) -> String {
+    let hex = |d: &[u8; 32]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let body = match notice {
+        Notice::Devices => json!({"k": "devices"}),
+        Notice::Rules { workspace } => json!({"k": "rules", "workspace": workspace}),
+        Notice::PairingCode { digest, name, role, expires_at } => {
+            json!({"k": "code", "digest": hex(digest), "name": name, "role": role, "expiresAt": expires_at})
+        }
+        Notice::PairingCodeUsed { digest } => json!({"k": "used", "digest": hex(digest)}),
+        Notice::Resync => json!({"k": "resync"}),
+    };
+    json!({"from": from, "n": body}).to_string()
+}
+
+/// A notice from [`CHANNEL`], and the daemon that sent it; `None` for anything else (a payload
+/// another program sent is ignored, never trusted further than its shape).
+fn decode_notice(payload: &str) -> Option<(String, Notice)> {
+    let v: Value = serde_json::from_str(payload).ok()?;
+    let from = v["from"].as_str()?.to_owned();
+    let n = &v["n"];
+    let digest = |n: &Value| -> Option<[u8; 32]> {
+        let s = n["digest"].as_str()?;
+        if s.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(s.get(i * 2..i * 2 + 2)?, 16).ok()?;
+        }
+        Some(out)
+    };
+    let notice = match n["k"].as_str()? {
+        "devices" => Notice::Devices,
+        "rules" => Notice::Rules { workspace: n["workspace"].as_str()?.to_owned() },
+        "code" => Notice::PairingCode {
+            digest: digest(n)?,
+            name: n["name"].as_str().map(str::to_owned),
+            role: n["role"].as_str()?.to_owned(),
+            expires_at: n["expiresAt"].as_u64()?,
+        },
+        "used" => Notice::PairingCodeUsed { digest: digest(n)? },
+        "resync" => Notice::Resync,
+        _ => return None,
+    };
+    Some((from, notice))
+}
+
+/// Hands `notice` to the daemon; when its queue is full, remembers to ask for a re-read.
+fn deliver(tx: &tokio::sync::mpsc::Sender<Notice>, missed: &mut bool, notice: Notice) {
+    if *missed && tx.try_send(Notice::Resync).is_ok() {
+        *missed = false;
+    }
+    if tx.try_send(notice).is_err() {
+        *missed = true;
+    }
+}
+
+/// The listening connection: `LISTEN`s on [`CHANNEL`] and hands every notice another daemon
+/// sent to `tx`; after a lost connection, connects again every [`LISTEN_RETRY`] and then asks
+/// for a re-read (what was said meanwhile is lost to it). Ends when the daemon's end is dropped.
+async fn listen(
+    config: tokio_postgres::Config,
+    tx: tokio::sync::mpsc::Sender<Notice>,
+    node: Arc<OnceLock<String>>,
+) {
+    use futures_util::StreamExt;
+    let mut missed = false;
+    let mut first = true;
+    while !tx.is_closed() {
+        let connected = tokio::time::timeout(DB_TIMEOUT, config.connect(NoTls)).await;
+        let Ok(Ok((client, mut connection))) = connected else {
+            tokio::time::sleep(LISTEN_RETRY).await;
+            continue;
+        };
+        // The connection's own task reads it: each notice is decoded and handed over as it
+        // arrives (never queued here), and the task ends when the connection is lost.
+        let (to_daemon, me) = (tx.clone(), node.clone());
+        let mut reader = tokio::spawn(async move {
+            let mut missed = false;
+            let mut stream = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = stream.next().await {
+                let AsyncMessage::Notification(n) = message else { continue };
+                let Some((from, notice)) = decode_notice(n.payload()) else { continue };
+                if me.get().is_some_and(|me| *me == from) {
+                    continue;
+                }
+                deliver(&to_daemon, &mut missed, notice);
+                if to_daemon.is_closed() {
+                    break;
+                }
+            }
+        });
+        if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
+            if !first {
+                deliver(&tx, &mut missed, Notice::Resync);
+            }
+            first = false;
+            let _ = (&mut reader).await;
+        }
+        reader.abort();
+        drop(client);
+        tokio::time::sleep(LISTEN_RETRY).await;
+    }
+}
+
+impl Store for PgStore {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool) {
+        self.queue.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
+    }
+
+    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
+        self.queue.append_events(session_id, first_id, frames);
+    }
+
+    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64) {
+        self.queue.send(Op::SessionEnded {
+            session_id: session_id.to_owned(),
+            state,
+            reason: reason.to_owned(),
+            last_id,
+            at,
+        });
+    }
+
+    fn audit(&self, record: AuditRecord) {
+        self.queue.send(Op::Audit(record));
+    }
+
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
+        self.queue.send_acked(|ack| Op::PutRule {
+            workspace: workspace.to_owned(),
+            rule_id: rule_id.to_owned(),
+            rule: rule.to_string(),
+            at: crate::clock::now_ms(),
+            ack,
+        })
+    }
+
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack {
+        self.queue.send_acked(|ack| Op::DeleteRule {
+            workspace: workspace.to_owned(),
+            rule_id: rule_id.to_owned(),
+            ack,
+        })
+    }
+
+    fn put_device(&self, device: &StoredDevice) -> Ack {
+        self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
+    }
+
+    fn device_seen(&self, device_id: &str, at: u64) {
+        self.queue.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
+    }
+
+    fn revoke_device(&self, device_id: &str, at: u64) -> Ack {
+        self.queue.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
+    }
+
+    fn flush(&self) -> Ack {
+        self.queue.send_acked(Op::Flush)
+    }
+
+    fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
+        let q = q.clone();
+        self.read(move |c| async move {
+            let limit = q.limit.max(1);
+            let rows = c
+                .query(
+                    "SELECT seq, entry FROM audit
+                     WHERE ($1::BIGINT IS NULL OR seq < $1) AND ($2::TEXT IS NULL OR workspace = $2)
+                       AND ($3::TEXT IS NULL OR session_id = $3) AND ($4::BIGINT IS NULL OR requested_at >= $4)
+                       AND ($5::BIGINT IS NULL OR requested_at < $5) AND ($6::TEXT IS NULL OR outcome = $6)
+                     ORDER BY seq DESC LIMIT $7",
+                    &[
+                        &q.cursor.map(|c| decide::sql_int(c.0)),
+                        &q.workspace,
+                        &q.session_id,
+                        &q.since.map(decide::sql_int),
+                        &q.until.map(decide::sql_int),
+                        &q.outcome.map(AuditOutcome::as_str),
+                        &((limit + 1) as i64),
+                    ],
+                )
+                .await?;
+            let mut page = AuditPage::default();
+            let mut last = None;
+            for row in rows {
+                let (seq, entry): (i64, String) = (row.get(0), row.get(1));
+                if page.entries.len() == limit {
+                    page.next_cursor = last.map(|s: i64| Cursor(s as u64));
+                    break;
+                }
+                page.entries.push(serde_json::from_str(&entry).unwrap_or(Value::Null));
+                last = Some(seq);
+            }
+            Ok(page)
+        })
+    }
+
+    fn workspace_rules(&self) -> Result<Vec<StoredRule>, ReadError> {
+        self.read(|c| async move {
+            let rows =
+                c.query("SELECT workspace, rule FROM workspace_rules ORDER BY created_at, seq", &[]).await?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|r| {
+                    let rule = serde_json::from_str(r.get::<_, &str>(1)).ok()?;
+                    Some(StoredRule { workspace: r.get(0), rule })
+                })
+                .collect())
+        })
+    }
+
+    fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
+        self.read(|c| async move {
+            let rows = c
+                .query(
+                    "SELECT device_id, name, role, secret_hash, created_at, last_seen_at FROM devices
+                     WHERE revoked_at IS NULL ORDER BY created_at, device_id",
+                    &[],
+                )
+                .await?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|r| {
+                    // A hash of another length cannot match any secret: such a row is skipped.
+                    let secret_hash = <[u8; 32]>::try_from(r.get::<_, &[u8]>(3)).ok()?;
+                    Some(StoredDevice {
+                        device_id: r.get(0),
+                        name: r.get(1),
+                        role: r.get(2),
+                        secret_hash,
+                        created_at: r.get::<_, i64>(4) as u64,
+                        last_seen_at: r.get::<_, Option<i64>>(5).map(|v| v as u64),
+                    })
+                })
+                .collect())
+        })
+    }
+
+    fn sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
+        let workspace = workspace.map(str::to_owned);
+        self.read(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+                     FROM sessions WHERE ($1::TEXT IS NULL OR workspace = $1) ORDER BY created_at, session_id",
+                    &[&workspace],
+                )
+                .await?;
+            Ok(rows.iter().map(session_row).collect())
+        })
+    }
+
+    fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
+        let id = session_id.to_owned();
+        self.read(move |c| async move {
+            let row = c
+                .query_opt(
+                    "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+                     FROM sessions WHERE session_id = $1",
+                    &[&id],
+                )
+                .await?;
+            Ok(row.as_ref().map(session_row))
+        })
+    }
+
+    fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
+        let id = session_id.to_owned();
+        self.read(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT first_id, last_id, frames, sizes, codec FROM events
+                     WHERE session_id = $1 AND last_id > $2 ORDER BY last_id LIMIT $3",
+                    &[&id, &(after as i64), &(limit as i64)],
+                )
+                .await?;
+            let mut out = Vec::new();
+            for r in rows {
+                if out.len() >= limit {
+                    break;
+                }
+                let first = r.get::<_, i64>(0) as u64;
+                let last = r.get::<_, i64>(1) as u64;
+                let Some(frames) = r.get::<_, Option<Vec<u8>>>(2) else {
+                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+                    continue;
+                };
+                let sizes: Option<&[u8]> = r.get(3);
+                let count = (last + 1).saturating_sub(first);
+                let decoded = chunk::decode(i64::from(r.get::<_, i16>(4)), frames)
+                    .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
+                let Some((frames, ranges)) = decoded else {
+                    tracing::warn!(session_id = %id, first, last, "a damaged run of recorded events: replayed as a gap");
+                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+                    continue;
+                };
+                let frames = Bytes::from(frames);
+                for (event_id, range) in (first..).zip(ranges) {
+                    if event_id > after && out.len() < limit {
+                        out.push(StoredEvent::Frame { id: event_id, frame: frames.slice(range) });
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError> {
+        let id = session_id.to_owned();
+        self.read(move |c| async move {
+            let row = c
+                .query_opt(
+                    "SELECT first_id FROM events WHERE session_id = $1 ORDER BY last_id LIMIT 1",
+                    &[&id],
+                )
+                .await?;
+            Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+        })
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.queue.stats(self.db_bytes.load(Ordering::Relaxed))
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn join(&self, node_url: &str, lease_ms: u64) -> Result<(), ReadError> {
+        let url = node_url.to_owned();
+        let _ = self.node.set(url.clone());
+        self.read(move |mut c| async move {
+            let tx = c.transaction().await?;
+            let sql = format!(
+                "INSERT INTO nodes(node_url, lease_until, started_at) VALUES ($1, {NOW_MS} + $2, {NOW_MS})
+                 ON CONFLICT (node_url) DO UPDATE SET lease_until = excluded.lease_until, started_at = excluded.started_at"
+            );
+            tx.execute(&sql, &[&url, &(lease_ms as i64)]).await?;
+            // What an earlier run at this URL left live ended with it.
+            let left = tx
+                .query(
+                    "UPDATE sessions SET state = 'dormant', end_reason = 'daemon_stopped', ended_at = $2
+                     WHERE state = 'live' AND owner = $1 RETURNING session_id",
+                    &[&url, &(crate::clock::now_ms() as i64)],
+                )
+                .await?;
+            let ids: Vec<String> = left.iter().map(|r| r.get(0)).collect();
+            abandon_pending(&tx, &ids).await?;
+            tx.commit().await
+        })
+    }
+
+    fn renew_lease(&self, lease_ms: u64) -> Result<Vec<String>, ReadError> {
+        let Some(url) = self.node.get().cloned() else { return Ok(Vec::new()) };
+        self.read(move |mut c| async move {
+            let tx = c.transaction().await?;
+            tx.execute(
+                &format!("UPDATE nodes SET lease_until = {NOW_MS} + $2 WHERE node_url = $1"),
+                &[&url, &(lease_ms as i64)],
+            )
+            .await?;
+            let lost = tx
+                .query(
+                    &format!(
+                        "UPDATE sessions s SET state = 'dormant', end_reason = 'node_lost', ended_at = $1
+                         WHERE s.state = 'live' AND s.owner IS NOT NULL AND NOT EXISTS (
+                           SELECT 1 FROM nodes n WHERE n.node_url = s.owner AND n.lease_until >= {NOW_MS})
+                         RETURNING s.session_id"
+                    ),
+                    &[&(crate::clock::now_ms() as i64)],
+                )
+                .await?;
+            let ids: Vec<String> = lost.iter().map(|r| r.get(0)).collect();
+            abandon_pending(&tx, &ids).await?;
+            tx.commit().await?;
+            Ok(ids)
+        })
+    }
+
+    fn owner(&self, session_id: &str) -> Result<Option<String>, ReadError> {
+        let Some(me) = self.node.get().cloned() else { return Ok(None) };
+        let id = session_id.to_owned();
+        self.read(move |c| async move {
+            let row = c
+                .query_opt(
+                    &format!(
+                        "SELECT s.owner FROM sessions s JOIN nodes n ON n.node_url = s.owner
+                         WHERE s.session_id = $1 AND s.state = 'live' AND s.owner <> $2
+                           AND n.lease_until >= {NOW_MS}"
+                    ),
+                    &[&id, &me],
+                )
+                .await?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
+        let id = request_id.to_owned();
+        self.read(move |c| async move {
+            let row = c.query_opt("SELECT session_id FROM audit WHERE request_id = $1", &[&id]).await?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn fleet_secret(&self) -> Option<[u8; 32]> {
+        Some(self.secret)
+    }
+
+    fn announce(&self, notice: &Notice) {
+        let from = self.node.get().cloned().unwrap_or_default();
+        self.queue.send(Op::Announce(encode_notice(&from, notice)));
+    }
+
+    fn claim_pairing_code(&self, digest: &[u8; 32]) -> Ack {
+        let digest = *digest;
+        self.queue.send_acked(|ack| Op::ClaimCode { digest, ack })
+    }
+
+    fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        lock(&self.notices).take()
+    }
+}
+
+/// Marks the pending requests of `sessions` abandoned, as SQLite's recovery does at boot.
+async fn abandon_pending(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sessions: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    if sessions.is_empty() {
+        return Ok(());
+    }
+    let now = crate::clock::now_ms() as i64;
+    tx.execute(
+        "UPDATE audit SET outcome = 'abandoned', entry = (entry::jsonb || jsonb_build_object(
+            'status', 'abandoned', 'resolvedBy', 'abandoned', 'abandonedAt', $2::BIGINT))::text
+         WHERE outcome = 'pending' AND session_id = ANY($1)",
+        &[&sessions, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+fn session_row(r: &tokio_postgres::Row) -> SessionRecord {
+    let state: &str = r.get(5);
+    SessionRecord {
+        session_id: r.get(0),
+        workspace: r.get(1),
+        agent: r.get(2),
+        created_at: r.get::<_, i64>(3) as u64,
+        ended_at: r.get::<_, Option<i64>>(4).map(|v| v as u64),
+        state: SessionState::parse(state).unwrap_or(SessionState::Dormant),
+        end_reason: r.get(6),
+        last_event_id: r.get::<_, i64>(7) as u64,
+    }
+}
+
+/// The writer thread: takes the queue in batches and writes each on the driver's runtime.
+struct Writer {
+    rt: Arc<tokio::runtime::Runtime>,
+    pool: Pool,
+    rx: Receiver<Op>,
+    shared: Arc<Shared>,
+    gaps: GapTracker,
+    node: Arc<OnceLock<String>>,
+    events_per_session: u64,
+    max_age_days: u64,
+    /// The database's size, as the last retention pass read it.
+    db_bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let mut next_maintenance = Instant::now();
+        loop {
+            let wait = next_maintenance.saturating_duration_since(Instant::now());
+            let first = match self.rx.recv_timeout(wait) {
+                Ok(op) => Some(op),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if let Some(first) = first
+                && !self.batch(first)
+            {
+                return;
+            }
+            if Instant::now() >= next_maintenance {
+                let (pool, keep, days) = (self.pool.clone(), self.events_per_session, self.max_age_days);
+                let done = self.rt.block_on(async {
+                    tokio::time::timeout(MAINTENANCE_INTERVAL, maintain(&pool, keep, days)).await
+                });
+                match done {
+                    Ok(Ok(size)) => self.db_bytes.store(size, Ordering::Relaxed),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "retention on the state database failed"),
+                    Err(_) => tracing::warn!("retention on the state database took longer than its interval"),
+                }
+                next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
+            }
+        }
+    }
+
+    /// One transaction, as SQLite's writer makes them (`sqlite.rs`: `Writer::batch`).
+    fn batch(&mut self, first: Op) -> bool {
+        if matches!(first, Op::Events { .. } | Op::Audit(_)) {
+            std::thread::sleep(LINGER);
+        }
+        let mut taken = Taken::default();
+        let written = {
+            let pool = self.pool.clone();
+            let rt = self.rt.clone();
+            rt.block_on(async {
+                match tokio::time::timeout(DB_TIMEOUT, self.write(&pool, first, &mut taken)).await {
+                    Ok(written) => written,
+                    Err(_) => Err("the database did not commit in time".to_owned()),
+                }
+            })
+        };
+        if written.is_err() {
+            for _ in 0..BATCH_MAX_OPS {
+                let Ok(op) = self.rx.try_recv() else { break };
+                unwritten(&self.shared, op, &mut taken);
+            }
+        }
+        !finish(&self.shared, &mut self.gaps, taken, written)
+    }
+
+    /// Writes `first` and what follows it in one transaction. What it took off the queue is in
+    /// `taken` whatever happens; `first` is in it even when no connection could be had.
+    async fn write(&mut self, pool: &Pool, first: Op, taken: &mut Taken) -> Result<u64, String> {
+        let mut client = match pool.get().await {
+            Ok(client) => client,
+            Err(e) => {
+                unwritten(&self.shared, first, taken);
+                return Err(pg_error(e));
+            }
+        };
+        let tx = match client.transaction().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                unwritten(&self.shared, first, taken);
+                return Err(pg_error(e));
+            }
+        };
+        let started = Instant::now();
+        let owner = self.node.get().cloned();
+        let mut runs: Vec<(Arc<str>, RunBuilder)> = Vec::new();
+        let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
+        let mut next = Some(first);
+        // The claims this transaction lost: answered apart, the rest of it commits.
+        let mut lost_claims = Vec::new();
+        while let Some(op) = next.take() {
+            ops += 1;
+            if !matches!(op, Op::Events { .. } | Op::Stop) {
+                self.shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+                if !matches!(op, Op::Flush(_)) {
+                    taken.control += 1;
+                }
+            }
+            let step: Result<(), tokio_postgres::Error> = async {
+                match op {
+                    Op::Events { session_id, first_id, frames } => {
+                        let len: usize = frames.iter().map(Bytes::len).sum();
+                        self.shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
+                        self.shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                        taken.events += frames.len() as u64;
+                        taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
+                        bytes += len;
+                        ops += frames.len().saturating_sub(1);
+                        let mut slot = runs.iter().position(|(s, _)| *s == session_id);
+                        for (id, frame) in (first_id..).zip(&frames) {
+                            if self.gaps.is_duplicate(&session_id, id) {
+                                continue;
+                            }
+                            let gap = self.gaps.observe(&session_id, id);
+                            if let Some((from, to)) = gap {
+                                insert_gap(&tx, &session_id, from, to).await?;
+                                self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+                            }
+                            match slot.map(|i| &mut runs[i].1) {
+                                Some(run) if gap.is_none() && run.takes(id) => run.push(id, frame),
+                                Some(run) => {
+                                    let done = std::mem::replace(run, RunBuilder::new(id, frame));
+                                    insert_run(&tx, &session_id, &done).await?;
+                                }
+                                None => {
+                                    runs.push((session_id.clone(), RunBuilder::new(id, frame)));
+                                    slot = Some(runs.len() - 1);
+                                }
+                            }
+                            written += 1;
+                        }
+                    }
+                    Op::SessionStarted { record, after_id, resumed } => {
+                        if !resumed {
+                            tx.execute("DELETE FROM events WHERE session_id = $1", &[&record.session_id]).await?;
+                            runs.retain(|(s, _)| **s != *record.session_id);
+                        }
+                        tx.execute(
+                            "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id, owner)
+                             VALUES ($1, $2, $3, $4, NULL, 'live', NULL, $5, $7)
+                             ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
+                               created_at = CASE WHEN $6 THEN sessions.created_at ELSE excluded.created_at END,
+                               ended_at = NULL, state = 'live', end_reason = NULL,
+                               last_event_id = excluded.last_event_id, owner = excluded.owner",
+                            &[
+                                &record.session_id,
+                                &record.workspace,
+                                &record.agent,
+                                &(record.created_at as i64),
+                                &(after_id as i64),
+                                &resumed,
+                                &owner,
+                            ],
+                        )
+                        .await?;
+                        let session_id: Arc<str> = Arc::from(record.session_id.as_str());
+                        taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
+                        self.gaps.start(session_id, after_id);
+                    }
+                    Op::SessionEnded { session_id, state, reason, last_id, at } => {
+                        if let Some(i) = runs.iter().position(|(s, _)| **s == *session_id) {
+                            let (sid, run) = runs.swap_remove(i);
+                            insert_run(&tx, &sid, &run).await?;
+                            set_last_event_id(&tx, &sid, run.last).await?;
+                        }
+                        taken.marks.push((Arc::from(session_id.as_str()), self.gaps.mark(&session_id)));
+                        if let Some((from, to)) = self.gaps.end(&session_id, last_id) {
+                            insert_gap(&tx, &session_id, from, to).await?;
+                            self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tx.execute(
+                            "UPDATE sessions SET state = $2, end_reason = $3, ended_at = $4,
+                               last_event_id = GREATEST(last_event_id, $5) WHERE session_id = $1",
+                            &[&session_id, &state.as_str(), &reason, &(at as i64), &(last_id as i64)],
+                        )
+                        .await?;
+                    }
+                    Op::Audit(r) => {
+                        tx.execute(
+                            "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
+                             VALUES ($1, $2, $3, $4, $5, $6)
+                             ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
+                            &[
+                                &r.request_id,
+                                &r.session_id,
+                                &r.workspace,
+                                &(r.requested_at as i64),
+                                &r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
+                                &r.entry.to_string(),
+                            ],
+                        )
+                        .await?;
+                    }
+                    Op::PutRule { workspace, rule_id, rule, at, ack } => {
+                        taken.acks.push(ack);
+                        tx.execute(
+                            "INSERT INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES ($1, $2, $3, $4)
+                             ON CONFLICT (workspace, rule_id) DO UPDATE SET created_at = excluded.created_at, rule = excluded.rule",
+                            &[&workspace, &rule_id, &(at as i64), &rule],
+                        )
+                        .await?;
+                        notify(&tx, &owner, &Notice::Rules { workspace }).await?;
+                    }
+                    Op::DeleteRule { workspace, rule_id, ack } => {
+                        taken.acks.push(ack);
+                        tx.execute(
+                            "DELETE FROM workspace_rules WHERE workspace = $1 AND rule_id = $2",
+                            &[&workspace, &rule_id],
+                        )
+                        .await?;
+                        notify(&tx, &owner, &Notice::Rules { workspace }).await?;
+                    }
+                    Op::PutDevice(d, ack) => {
+                        taken.acks.push(ack);
+                        tx.execute(
+                            "INSERT INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
+                             VALUES ($1, $2, $3, $4, $5, $6)
+                             ON CONFLICT (device_id) DO UPDATE SET name = excluded.name, role = excluded.role,
+                               secret_hash = excluded.secret_hash, created_at = excluded.created_at,
+                               last_seen_at = excluded.last_seen_at",
+                            &[
+                                &d.device_id,
+                                &d.name,
+                                &d.role,
+                                &&d.secret_hash[..],
+                                &(d.created_at as i64),
+                                &d.last_seen_at.map(|v| v as i64),
+                            ],
+                        )
+                        .await?;
+                        notify(&tx, &owner, &Notice::Devices).await?;
+                    }
+                    Op::DeviceSeen { device_id, at } => {
+                        tx.execute(
+                            "UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE device_id = $1",
+                            &[&device_id, &(at as i64)],
+                        )
+                        .await?;
+                    }
+                    Op::RevokeDevice { device_id, at, ack } => {
+                        taken.acks.push(ack);
+                        tx.execute(
+                            "UPDATE devices SET revoked_at = $2 WHERE device_id = $1 AND revoked_at IS NULL",
+                            &[&device_id, &(at as i64)],
+                        )
+                        .await?;
+                        notify(&tx, &owner, &Notice::Devices).await?;
+                    }
+                    Op::ClaimCode { digest, ack } => {
+                        let claimed = tx
+                            .execute(
+                                "INSERT INTO pairing_claims(digest, claimed_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                                &[&&digest[..], &(crate::clock::now_ms() as i64)],
+                            )
+                            .await?;
+                        if claimed == 1 {
+                            taken.acks.push(ack);
+                            notify(&tx, &owner, &Notice::PairingCodeUsed { digest }).await?;
+                        } else {
+                            lost_claims.push(ack);
+                        }
+                    }
+                    Op::Announce(payload) => {
+                        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await?;
+                    }
+                    Op::Flush(ack) => taken.acks.push(ack),
+                    Op::Stop => taken.stop = true,
+                }
+                Ok(())
+            }
+            .await;
+            step.map_err(pg_error)?;
+            if !taken.stop
+                && ops < BATCH_MAX_OPS
+                && bytes < BATCH_MAX_BYTES
+                && started.elapsed() < COMMIT_INTERVAL
+            {
+                next = self.rx.try_recv().ok();
+            }
+        }
+        for (session_id, run) in &runs {
+            insert_run(&tx, session_id, run).await.map_err(pg_error)?;
+            set_last_event_id(&tx, session_id, run.last).await.map_err(pg_error)?;
+        }
+        tx.commit().await.map_err(pg_error)?;
+        for ack in lost_claims {
+            let _ = ack.send(Err(WriteError(CODE_ALREADY_CLAIMED.into())));
+        }
+        Ok(written)
+    }
+}
+
+/// Sends `notice` to every daemon listening, when the transaction commits.
+async fn notify(
+    tx: &deadpool_postgres::Transaction<'_>,
+    from: &Option<String>,
+    notice: &Notice,
+) -> Result<(), tokio_postgres::Error> {
+    let payload = encode_notice(from.as_deref().unwrap_or(""), notice);
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.map(drop)
+}
+
+async fn insert_gap(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    from: u64,
+    to: u64,
+) -> Result<(), tokio_postgres::Error> {
+    tx.execute(
+        "INSERT INTO events(session_id, first_id, last_id, frames, sizes) VALUES ($1, $2, $3, NULL, NULL)
+         ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = NULL, sizes = NULL",
+        &[&session_id, &(from as i64), &(to as i64)],
+    )
+    .await
+    .map(drop)
+}
+
+async fn insert_run(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    run: &RunBuilder,
+) -> Result<(), tokio_postgres::Error> {
+    let (codec, blob) = chunk::encode(&run.frames);
+    tx.execute(
+        "INSERT INTO events(session_id, first_id, last_id, frames, sizes, codec) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = excluded.frames,
+           sizes = excluded.sizes, codec = excluded.codec",
+        &[&session_id, &(run.first as i64), &(run.last as i64), &blob, &run.sizes(), &(codec as i16)],
+    )
+    .await
+    .map(drop)
+}
+
+async fn set_last_event_id(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    id: u64,
+) -> Result<(), tokio_postgres::Error> {
+    tx.execute(
+        "UPDATE sessions SET last_event_id = GREATEST(last_event_id, $2) WHERE session_id = $1",
+        &[&session_id, &(id as i64)],
+    )
+    .await
+    .map(drop)
+}
+
+/// Cuts the run (or gap) that straddles `cutoff` so that the session keeps no event below it, as
+/// SQLite's retention does (`sqlite.rs`: `trim_run`).
+async fn trim_run(
+    client: &deadpool_postgres::Object,
+    session_id: &str,
+    cutoff: u64,
+) -> Result<(), tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT first_id, last_id, frames, sizes, codec FROM events
+             WHERE session_id = $1 AND last_id >= $2 ORDER BY last_id LIMIT 1",
+            &[&session_id, &(cutoff as i64)],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(()) };
+    let (first, last) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+    if first >= cutoff {
+        return Ok(());
+    }
+    let Some(frames) = row.get::<_, Option<Vec<u8>>>(2) else {
+        client
+            .execute(
+                "UPDATE events SET first_id = $3 WHERE session_id = $1 AND last_id = $2",
+                &[&session_id, &(last as i64), &(cutoff as i64)],
+            )
+            .await?;
+        return Ok(());
+    };
+    let sizes: Option<Vec<u8>> = row.get(3);
+    let trimmed = chunk::decode(i64::from(row.get::<_, i16>(4)), frames).and_then(|frames| {
+        chunk::trim_front(first, last, frames.len(), sizes.as_deref(), cutoff)
+            .map(|(sizes, start)| (frames, sizes, start))
+    });
+    match trimmed {
+        Some((frames, sizes, start)) => {
+            let (codec, blob) = chunk::encode(&frames[start..]);
+            client
+                .execute(
+                    "UPDATE events SET first_id = $3, frames = $4, sizes = $5, codec = $6
+                     WHERE session_id = $1 AND last_id = $2",
+                    &[&session_id, &(last as i64), &(cutoff as i64), &blob, &sizes, &(codec as i16)],
+                )
+                .await?;
+        }
+        None => {
+            tracing::warn!(session_id, first, last, "a damaged run of recorded events: kept as a gap");
+            client
+                .execute(
+                    "UPDATE events SET first_id = $3, frames = NULL, sizes = NULL, codec = 0
+                     WHERE session_id = $1 AND last_id = $2",
+                    &[&session_id, &(last as i64), &(cutoff as i64)],
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Retention, by one daemon of the fleet at a time (the advisory lock; the others skip the pass):
+/// each session's newest `--history-events`, then what `--history-days` ages out. Returns the
+/// database's size.
+async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<u64, String> {
+    let client = pool.get().await.map_err(pg_error)?;
+    let locked: bool = client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&(ADVISORY_LOCK + 1)])
+        .await
+        .map_err(pg_error)?
+        .get(0);
+    let size = client
+        .query_one("SELECT pg_database_size(current_database())", &[])
+        .await
+        .map_err(pg_error)?
+        .get::<_, i64>(0) as u64;
+    if !locked {
+        return Ok(size);
+    }
+    let work = async {
+        let sessions = client.query("SELECT session_id, last_event_id FROM sessions", &[]).await?;
+        for row in sessions {
+            let (id, last): (String, i64) = (row.get(0), row.get(1));
+            let cutoff = decide::events_cutoff(last as u64, keep);
+            if cutoff > 0 {
+                client
+                    .execute(
+                        "DELETE FROM events WHERE session_id = $1 AND last_id < $2",
+                        &[&id, &(cutoff as i64)],
+                    )
+                    .await?;
+                trim_run(&client, &id, cutoff).await?;
+            }
+        }
+        if let Some(before) = decide::age_cutoff(crate::clock::now_ms(), days) {
+            let before = before as i64;
+            client
+                .execute(
+                    "DELETE FROM events WHERE session_id IN (SELECT session_id FROM sessions
+                       WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live')",
+                    &[&before],
+                )
+                .await?;
+            client
+                .execute(
+                    "DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live'",
+                    &[&before],
+                )
+                .await?;
+            client
+                .execute("DELETE FROM audit WHERE requested_at < $1 AND outcome <> 'pending'", &[&before])
+                .await?;
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    }
+    .await;
+    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&(ADVISORY_LOCK + 1)]).await;
+    work.map_err(pg_error).map(|()| size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_round_trips_and_a_foreign_payload_is_ignored() {
+        let notices = [
+            Notice::Devices,
+            Notice::Rules { workspace: "/w".into() },
+            Notice::PairingCode {
+                digest: [7; 32],
+                name: Some("phone".into()),
+                role: "voter".into(),
+                expires_at: 9,
+            },
+            Notice::PairingCode { digest: [0; 32], name: None, role: "observer".into(), expires_at: 1 },
+            Notice::PairingCodeUsed { digest: [255; 32] },
+            Notice::Resync,
+        ];
+        for n in notices {
+            assert_eq!(decode_notice(&encode_notice("http://a:1", &n)), Some(("http://a:1".into(), n)));
+        }
+        for foreign in [
+            "",
+            "hello",
+            "{}",
+            r#"{"from":"x","n":{"k":"nope"}}"#,
+            r#"{"from":"x","n":{"k":"used","digest":"00"}}"#,
+        ] {
+            assert_eq!(decode_notice(foreign), None, "{foreign}");
+        }
+    }
+}

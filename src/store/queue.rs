@@ -1,0 +1,274 @@
+//! The writer's queue, shared by the stores with a writer of their own ([`super::SqliteStore`],
+//! [`super::PgStore`]): the writes ([`Op`]), the bounds checked before each send, the counters, and
+//! what a failed transaction leaves to answer and count ([`Taken`], [`unwritten`], [`finish`]).
+//! The backends differ only in how they write a batch.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::api::{
+    Ack, Acker, AuditRecord, SessionRecord, SessionState, StoreStats, StoredDevice, WriteError,
+};
+use super::decide::GapTracker;
+
+/// Events queued for the writer at most: 64 Ki events is several seconds of the fastest stream the
+/// benchmark drives (about 30 k events/s) — a disk stall shorter than that loses nothing.
+pub(super) const QUEUE_EVENTS: usize = 65_536;
+/// Bytes of event frames queued at most (the same bound as one session's replay ring).
+pub(super) const QUEUE_BYTES: usize = 64 * 1024 * 1024;
+/// Writes other than events queued at most (audit, sessions, rules, flushes): those arrive at the
+/// pace of people and agents' tool calls, far below this.
+pub(super) const QUEUE_CONTROL_RESERVE: usize = 4096;
+/// A transaction holds at most this many writes...
+pub(super) const BATCH_MAX_OPS: usize = 16_384;
+/// ...or this many frame bytes...
+pub(super) const BATCH_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// ...or stays open at most this long, so the newest committed event is never older than this
+/// plus one commit while the disk keeps up (the kill -9 promise allows one second).
+pub(super) const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
+/// How long the writer lets events (and audit records) gather before it starts a transaction for
+/// them: a commit per 10 ms rather than per burst of a few events, for at most 10 ms more between
+/// an event and its commit (the promise allows a second).
+pub(super) const LINGER: Duration = Duration::from_millis(10);
+/// A write for the writer thread.
+pub(super) enum Op {
+    /// A burst of consecutive events, `first_id` on.
+    Events {
+        session_id: Arc<str>,
+        first_id: u64,
+        frames: Vec<Bytes>,
+    },
+    SessionStarted {
+        record: SessionRecord,
+        after_id: u64,
+        resumed: bool,
+    },
+    SessionEnded {
+        session_id: String,
+        state: SessionState,
+        reason: String,
+        last_id: u64,
+        at: u64,
+    },
+    Audit(AuditRecord),
+    PutRule {
+        workspace: String,
+        rule_id: String,
+        rule: String,
+        at: u64,
+        ack: Acker,
+    },
+    DeleteRule {
+        workspace: String,
+        rule_id: String,
+        ack: Acker,
+    },
+    PutDevice(StoredDevice, Acker),
+    DeviceSeen {
+        device_id: String,
+        at: u64,
+    },
+    RevokeDevice {
+        device_id: String,
+        at: u64,
+        ack: Acker,
+    },
+    Flush(Acker),
+    /// A pairing code is claimed for good (`Store::claim_pairing_code`): answered `Err` when a
+    /// daemon sharing the store claimed it first. Only a shared store is sent one.
+    ClaimCode {
+        digest: [u8; 32],
+        ack: Acker,
+    },
+    /// A message for every daemon sharing the store, sent when the transaction holding it commits
+    /// (`Store::announce`). Only a shared store is sent one.
+    Announce(String),
+    /// The store is dropped: commit what is queued, close the connection, end the thread.
+    Stop,
+}
+
+impl Op {
+    /// The write is not taken (the queue is full, the writer gone): the caller waiting on it hears
+    /// why.
+    pub(super) fn refuse(self, why: &str) {
+        match self {
+            Op::PutRule { ack, .. }
+            | Op::DeleteRule { ack, .. }
+            | Op::PutDevice(_, ack)
+            | Op::RevokeDevice { ack, .. }
+            | Op::ClaimCode { ack, .. }
+            | Op::Flush(ack) => {
+                let _ = ack.send(Err(WriteError(why.to_owned())));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What the publishers and the writer share: the queue's event budget and the counters.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    pub(super) queued_events: AtomicUsize,
+    pub(super) queued_bytes: AtomicUsize,
+    /// Writes other than events in the channel (bounded by [`QUEUE_CONTROL_RESERVE`]).
+    pub(super) queued_control: AtomicUsize,
+    pub(super) events_written: AtomicU64,
+    pub(super) events_dropped: AtomicU64,
+    pub(super) gaps: AtomicU64,
+    pub(super) commits: AtomicU64,
+    pub(super) writes_dropped: AtomicU64,
+    pub(super) writes_failed: AtomicU64,
+    pub(super) commits_failed: AtomicU64,
+}
+
+/// The publishers' end of the writer's channel. Never blocks; bounded by the counters in
+/// [`Shared`], checked before each send.
+#[derive(Debug)]
+pub(super) struct Queue {
+    pub(super) tx: Sender<Op>,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Queue {
+    /// Queues a write other than an event; counted when [`QUEUE_CONTROL_RESERVE`] of them wait
+    /// already (the writer is stuck), and its [`Ack`], if any, answered with the reason.
+    pub(super) fn send(&self, op: Op) {
+        let control = &self.shared.queued_control;
+        let (what, op) = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
+            ("the store's queue is full", op)
+        } else {
+            match self.tx.send(op) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(op)) => ("the store's writer has stopped", op),
+            }
+        };
+        control.fetch_sub(1, Ordering::Relaxed);
+        self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("{what}: a write to the state database was dropped");
+        op.refuse(what);
+    }
+
+    /// Queues a write the caller waits on.
+    pub(super) fn send_acked(&self, op: impl FnOnce(Acker) -> Op) -> Ack {
+        let (acker, ack) = Ack::pair();
+        self.send(op(acker));
+        ack
+    }
+
+    /// A burst of events; dropped and counted (the writer then records a gap) when the queue has
+    /// no room for it.
+    pub(super) fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
+        let shared = &*self.shared;
+        let (count, len) = (frames.len(), frames.iter().map(Bytes::len).sum::<usize>());
+        let events = shared.queued_events.fetch_add(count, Ordering::Relaxed);
+        let bytes = shared.queued_bytes.fetch_add(len, Ordering::Relaxed);
+        let op = Op::Events { session_id: session_id.clone(), first_id, frames };
+        if events + count > QUEUE_EVENTS || bytes + len > QUEUE_BYTES || self.tx.send(op).is_err() {
+            shared.queued_events.fetch_sub(count, Ordering::Relaxed);
+            shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            shared.events_dropped.fetch_add(count as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The figures, with the backend's size on disk.
+    pub(super) fn stats(&self, db_bytes: u64) -> StoreStats {
+        let s = &*self.shared;
+        StoreStats {
+            durable: true,
+            db_bytes,
+            events_written: s.events_written.load(Ordering::Relaxed),
+            events_dropped: s.events_dropped.load(Ordering::Relaxed),
+            gaps: s.gaps.load(Ordering::Relaxed),
+            commits: s.commits.load(Ordering::Relaxed),
+            writes_dropped: s.writes_dropped.load(Ordering::Relaxed),
+            writes_failed: s.writes_failed.load(Ordering::Relaxed),
+            commits_failed: s.commits_failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What one transaction took off the queue: the [`Ack`]s to answer when it ends, and what it
+/// held, to count and to put back as a gap if it fails.
+#[derive(Default)]
+pub(super) struct Taken {
+    pub(super) acks: Vec<Acker>,
+    /// Writes other than events (flushes are not writes).
+    pub(super) control: u64,
+    pub(super) events: u64,
+    /// What the gap tracker knew of each session before this transaction recorded its events, in
+    /// the order taken (restored in reverse).
+    pub(super) marks: Vec<(Arc<str>, Option<u64>)>,
+    /// The store was dropped: this is the last transaction.
+    pub(super) stop: bool,
+}
+
+/// An op taken off the queue and never written (its transaction failed): counted, its ack
+/// kept for the answer.
+pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
+    match op {
+        Op::Events { frames, .. } => {
+            let len: usize = frames.iter().map(Bytes::len).sum();
+            shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
+            shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            // The gap tracker never saw them: the next event recorded finds them missing.
+            taken.events += frames.len() as u64;
+        }
+        Op::Stop => taken.stop = true,
+        op => {
+            shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+            match op {
+                Op::PutRule { ack, .. }
+                | Op::DeleteRule { ack, .. }
+                | Op::PutDevice(_, ack)
+                | Op::RevokeDevice { ack, .. }
+                | Op::ClaimCode { ack, .. } => {
+                    taken.control += 1;
+                    taken.acks.push(ack);
+                }
+                Op::Flush(ack) => taken.acks.push(ack),
+                _ => taken.control += 1,
+            }
+        }
+    }
+}
+
+/// A transaction ended with `written` (the events it recorded, or its error): every [`Ack`] it
+/// took is answered (`Ok` once committed, the error when it failed); a failure is counted, and
+/// the sessions it recorded events of go back to where they were in `gaps`, so the next event
+/// recorded (or their end) writes the lost ids as a gap. Returns whether the store was dropped.
+pub(super) fn finish<E: std::fmt::Display>(
+    shared: &Shared,
+    gaps: &mut GapTracker,
+    mut taken: Taken,
+    written: Result<u64, E>,
+) -> bool {
+    let answer = match written {
+        Ok(written) => {
+            shared.commits.fetch_add(1, Ordering::Relaxed);
+            shared.events_written.fetch_add(written, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            for (session_id, mark) in taken.marks.drain(..).rev() {
+                gaps.restore(session_id, mark);
+            }
+            shared.commits_failed.fetch_add(1, Ordering::Relaxed);
+            shared.writes_failed.fetch_add(taken.control, Ordering::Relaxed);
+            shared.events_dropped.fetch_add(taken.events, Ordering::Relaxed);
+            tracing::error!(
+                error = %e, writes = taken.control, events = taken.events,
+                "a transaction on the state database failed: its writes are lost (counted in writesFailed), \
+                 and the requests waiting on them were refused"
+            );
+            Err(WriteError(e.to_string()))
+        }
+    };
+    for ack in taken.acks {
+        let _ = ack.send(answer.clone());
+    }
+    taken.stop
+}

@@ -1,0 +1,334 @@
+//! A fleet (issue #33, `docs/operations.md#a-fleet`): two or three real daemons on one throwaway
+//! PostgreSQL (`support::postgres`), a client talking to whichever it likes.
+
+use serde_json::{Value, json};
+
+use crate::support::postgres::Postgres;
+use crate::support::*;
+
+/// The lease the daemons of these tests hold: the shortest allowed, so a killed daemon is dead
+/// within a second or so.
+const LEASE_MS: &str = "1000";
+
+struct Fleet {
+    workspace: std::path::PathBuf,
+    store: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn new(pg: &Postgres) -> Fleet {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+        Fleet { workspace, store: pg.fresh_database(), _dir: dir }
+    }
+
+    /// A daemon of the fleet, with `args` more.
+    fn daemon(&self, args: &[&str]) -> Daemon {
+        let mut full = vec!["--store", self.store.as_str(), "--node-lease-ms", LEASE_MS];
+        full.extend(args);
+        Daemon::start_with(&self.workspace, &full, &[])
+    }
+
+    fn sessions_path(&self) -> String {
+        format!("/workspace/{}/sessions?include=ended", self.workspace.to_string_lossy().replace('/', "%2F"))
+    }
+}
+
+fn alice() -> Vec<(&'static str, String)> {
+    vec![("X-Qwen-Client-Id", "alice".into())]
+}
+
+#[tokio::test]
+async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_dies_b_replays_it_dead() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+
+    // Streamed, prompted and voted on through B.
+    let mut sse = Sse::connect(&b, &sid, &alice()).await;
+    let request = b.raise(&sid, &mut sse, Some("alice"), "write through-b.txt hello").await;
+    let rid = request_id(&request);
+    let vote = b.vote(&sid, &rid, Some("alice"), selected("allow_once")).await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    let turn = sse.until_type("turn_complete").await;
+    assert!(turn.iter().any(|e| e.event == "permission_resolved"), "{turn:?}");
+    assert_eq!(
+        std::fs::read_to_string(fleet.workspace.join("through-b.txt")).expect("the file A's agent wrote"),
+        "hello"
+    );
+    // B's audit has the decision, made on A (once A's writer committed it: written behind).
+    let audit =
+        eventually(&b, &format!("/audit?sessionId={sid}"), |v| v["entries"][0]["status"] == "selected").await;
+    let entry = &audit["entries"][0];
+    assert_eq!(
+        (entry["requestId"].as_str(), entry["status"].as_str()),
+        (Some(rid.as_str()), Some("selected"))
+    );
+    assert_eq!(entry["voterClientId"], "alice");
+
+    // A dies: B marks its session lost once A's lease runs out, and replays its history.
+    drop(sse);
+    drop(a);
+    let listed = eventually(&b, &fleet.sessions_path(), |v| {
+        v["sessions"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["sessionId"] == sid.as_str() && s["state"] == "dormant"))
+    })
+    .await;
+    let record = listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .cloned();
+    assert_eq!(record.as_ref().map(|r| r["endReason"].clone()), Some(json!("node_lost")), "{listed}");
+    let replay = Sse::connect(&b, &sid, &last_event_id(0)).await.rest().await;
+    assert!(replay.iter().any(|e| e.event == "permission_resolved"), "the history replays: {replay:?}");
+    let done = find(&replay, "replay_complete");
+    assert_eq!(done["sessionState"], "dormant", "reported dead, not live: {done}");
+    // Its pending-free audit is still there on B.
+    assert_eq!(b.get(&format!("/audit?sessionId={sid}")).await.ok()["entries"][0]["status"], "selected");
+}
+
+/// Polls `path` on `d` until `ok` holds (bounded by [`WAIT`]); the last body.
+async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let body = d.get(path).await.ok();
+        if ok(&body) {
+            return body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{path} never satisfied the test: {body}");
+        // Polling the daemon's answer for a lease to run out (a real second), bounded above.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+const TOKEN: &str = "fleet-operator-secret";
+
+fn op(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    req.bearer_auth(TOKEN)
+}
+
+#[tokio::test]
+async fn a_code_from_a_pairs_on_b_the_device_works_on_b_and_revoked_on_b_loses_its_stream_on_a_at_once() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&["--token", TOKEN]);
+    let b = fleet.daemon(&["--token", TOKEN]);
+    let issued =
+        send(op(http().post(a.url("/devices/pairing"))).json(&json!({"name": "phone", "role": "voter"})))
+            .await
+            .ok();
+    let code = issued["code"].as_str().expect("code").to_owned();
+    // The code from A is exchanged on B, once in the whole fleet.
+    let paired = send(http().post(b.url("/devices/pair")).json(&json!({"code": code}))).await.ok();
+    let (device_id, credential) = (
+        paired["deviceId"].as_str().expect("deviceId").to_owned(),
+        paired["token"].as_str().expect("token").to_owned(),
+    );
+    let again = send(http().post(a.url("/devices/pair")).json(&json!({"code": code}))).await;
+    assert_eq!(
+        (again.status, again.body["code"].as_str()),
+        (401, Some("invalid_pairing_code")),
+        "{}",
+        again.text
+    );
+    // The device works on both.
+    for d in [&a, &b] {
+        let caps = send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.ok();
+        assert_eq!(caps["identity"]["deviceId"], device_id.as_str(), "{caps}");
+    }
+    // Its stream on A ends the moment B revokes it.
+    let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    let res = http()
+        .get(a.url(&format!("/session/{sid}/events")))
+        .bearer_auth(&credential)
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(res.status(), 200);
+    let mut stream = Sse::from_response(res);
+    assert_eq!(send(op(http().delete(b.url(&format!("/devices/{device_id}"))))).await.status, 204);
+    let rest = stream.rest().await;
+    assert!(rest.iter().all(|e| e.event != "session_closed"), "the stream ended, not the session: {rest:?}");
+    for d in [&a, &b] {
+        assert_eq!(send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.status, 401);
+    }
+}
+
+#[tokio::test]
+async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_without_a_session_is_relayed()
+{
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+    let rules =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    let created = b
+        .post(&rules, Some("alice"), json!({"effect": "allow", "kinds": ["edit"], "paths": ["ruled*"]}))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    // A hears of it and tells its session at once.
+    let update = sse.until_type("policy_updated").await;
+    assert_eq!(update.last().expect("policy_updated").payload()["workspaceRules"][0]["effect"], "allow");
+    let events = a.turn(&sid, &mut sse, Some("alice"), "write ruled.txt by rule").await;
+    assert_eq!(find(&events, "permission_resolved")["resolvedBy"], "rule");
+    assert_eq!(std::fs::read_to_string(fleet.workspace.join("ruled.txt")).expect("written"), "by rule");
+    // A request no rule answers, voted on B through the route that names only the request.
+    let request = a.raise(&sid, &mut sse, Some("alice"), "write other.txt voted").await;
+    let vote = b.legacy_vote(&request_id(&request), Some("alice"), selected("allow_once")).await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(fleet.workspace.join("other.txt")).expect("written"), "voted");
+}
+
+#[tokio::test]
+async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_on_the_owner_too() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&["--token", TOKEN]);
+    let b = fleet.daemon(&["--token", TOKEN]);
+    let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    // Through B without a credential: B refuses it before any relay.
+    assert_eq!(send(http().get(b.url(&format!("/session/{sid}")))).await.status, 401);
+    // Claiming to be a relaying daemon does not help.
+    let forged = http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", "00".repeat(32));
+    assert_eq!(send(op(forged)).await.status, 401);
+    // Through B with the token: relayed, and answered by A.
+    let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
+    assert_eq!(got["sessionId"], sid.as_str());
+}
+
+/// The database restarting under load: requests waiting on it fail with a clear `503
+/// store_unavailable` while it is down, work again once it is back, and nothing acknowledged is
+/// lost. A cluster of its own: stopping it must not disturb the other tests.
+#[tokio::test]
+async fn the_database_restarting_under_load_gives_clear_503s_then_recovers_and_loses_nothing_acknowledged() {
+    let pg = Postgres::start();
+    let fleet = Fleet::new(&pg);
+    let a = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+    let rules =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    let add = |n: usize| {
+        let body = json!({"effect": "deny", "kinds": ["execute"], "paths": [format!("load-{n}")]});
+        let path = rules.clone();
+        let url = a.url(&path);
+        async move { send(as_client(http().post(url).json(&body), Some("alice"))).await }
+    };
+    // Load: rules added one after another (each acknowledged only once committed), and prompts
+    // streaming events, while the database stops and starts again.
+    let mut acknowledged = Vec::new();
+    for n in 0..5 {
+        let reply = add(n).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned());
+    }
+    a.prompt_async(&sid, Some("alice"), "hello before").await;
+    pg.stop();
+    let mut refused = 0;
+    for n in 5..10 {
+        let reply = add(n).await;
+        match reply.status {
+            201 => acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned()),
+            503 => {
+                assert_eq!(reply.body["code"], "store_unavailable", "{}", reply.text);
+                assert!(reply.header("retry-after").is_some(), "a 503 says when to retry");
+                refused += 1;
+            }
+            other => panic!("a rule added while the database is down: {other} {}", reply.text),
+        }
+    }
+    assert!(refused > 0, "the database is down: at least one write is refused");
+    // The session goes on meanwhile: its turn ends, its events are streamed (recorded later as a gap).
+    a.prompt_async(&sid, Some("alice"), "hello during").await;
+    sse.until_type("turn_complete").await;
+    pg.start_again();
+    // Back: the next acknowledged write works (the pool connects again), within a bounded wait.
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut n = 10;
+    loop {
+        let reply = add(n).await;
+        n += 1;
+        if reply.status == 201 {
+            acknowledged.push(reply.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned());
+            break;
+        }
+        assert_eq!(reply.body["code"], "store_unavailable", "{}", reply.text);
+        assert!(std::time::Instant::now() < deadline, "the store never recovered");
+    }
+    // Nothing acknowledged is lost: a daemon started afresh on the database has every rule.
+    drop(sse);
+    drop(a);
+    let b = fleet.daemon(&[]);
+    let listed = b.get(&rules).await.ok();
+    let kept: Vec<&str> =
+        listed["rules"].as_array().expect("rules").iter().filter_map(|r| r["ruleId"].as_str()).collect();
+    for id in &acknowledged {
+        assert!(kept.contains(&id.as_str()), "acknowledged rule {id} lost: {listed}");
+    }
+}
+
+#[test]
+fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_is_never_shown() {
+    let pg = Postgres::shared();
+    let url = pg.fresh_database();
+    let name = url.rsplit('/').next().expect("database").to_owned();
+    pg.sql(
+        &name,
+        "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
+         INSERT INTO schema_migrations VALUES (99, 0);",
+    );
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
+    // A database that cannot be reached refuses the boot too, naming it without its password.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let url = format!("postgres://mediatord:hunter2@127.0.0.1:{closed}/nowhere");
+    let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("postgres://mediatord@127.0.0.1:{closed}/nowhere")), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let url = fleet.store.clone();
+    let d = Daemon::start_with(
+        &fleet.workspace,
+        &["--node-lease-ms", LEASE_MS],
+        &[("MEDIATORD_STORE", url.as_str()), ("PGPASSWORD", "not-for-agents")],
+    );
+    assert!(
+        d.get("/health?deep=1").await.ok()["store"]["durable"] == true,
+        "the store came from the environment"
+    );
+    let sid = d.join("alice").await;
+    let pid = agent_pid(&d, &sid).await;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the agent's environment");
+    let names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| kv.split(|b| *b == b'=').next())
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "HOME"), "the agent's environment was read: {names:?}");
+    for var in ["MEDIATORD_STORE", "PGPASSWORD"] {
+        assert!(!names.iter().any(|n| n == var), "the agent sees {var}");
+    }
+}
