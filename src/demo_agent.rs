@@ -69,6 +69,8 @@ refuses to write.
   edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
   mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
   showcase                      a thought, a plan, Markdown, a tool call
+  hostile                       escape sequences, bidi overrides and a 1 MiB line in every kind
+                                of update a client shows (tests that clients escape them)
   shell <command...>            ask permission for a command (never run;   `shell rm -rf build`
                                 the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
@@ -609,6 +611,7 @@ enum Directive<'a> {
         id: &'a str,
     },
     Showcase,
+    Hostile,
     Shell {
         command: &'a str,
     },
@@ -710,6 +713,7 @@ fn parse_directive(text: &str) -> Directive<'_> {
             None => Directive::Usage("usage: mode <mode-id>"),
         },
         "showcase" => Directive::Showcase,
+        "hostile" => Directive::Hostile,
         "fswrite" => match first_and_tail(rest) {
             Some((path, text)) => Directive::FsWrite { path, text },
             None => Directive::Usage("usage: fswrite <path> <text...>"),
@@ -895,6 +899,14 @@ The workspace holds **three** entries; `src/` is the *interesting* one.\n\n\
 ```sh\ncargo test --workspace\n```\n\n\
 > Ask me to `write` a file to see a permission request.\n";
 
+/// What `hostile` writes: set the window title (OSC 0 and 2), write the clipboard (OSC 52), clear
+/// the screen and home the cursor (CSI), ring the bell, switch off the cursor and the alternate
+/// screen (DECTCEM, 1049), return the carriage, a C1 "next line", a right-to-left override that
+/// reverses a file name, a zero-width space; then a visible end mark.
+pub const HOSTILE: &str = "\u{1b}]0;pwned-title\u{7}\u{1b}]2;pwned-title\u{1b}\\\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}[2J\u{1b}[H\u{1b}[?25l\u{1b}[?1049l\r\u{85}\u{202e}gnp.exe\u{200b} HOSTILE-END";
+/// The length of `hostile`'s unbroken line.
+const HOSTILE_LINE_BYTES: usize = 1024 * 1024;
+
 /// The turn ended because it was cancelled (by `session/cancel` or by a `cancelled` permission
 /// outcome).
 struct Cancelled;
@@ -960,6 +972,7 @@ impl Turn {
             Directive::Edit { path, text } => self.write(path, text, true).await?,
             Directive::Mode { id } => self.switch_mode(id).await,
             Directive::Showcase => self.showcase().await,
+            Directive::Hostile => self.hostile().await,
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
             Directive::Options { count } => self.options(count).await?,
@@ -1267,6 +1280,28 @@ impl Turn {
         }
     }
 
+    /// `hostile`: what a compromised or confused agent could write to take over a client's
+    /// terminal or mislead its reader, in every kind of update: [`HOSTILE`] in a thought, a plan
+    /// entry, a tool call's title, command and output, and a message; then a line of 1 MiB.
+    async fn hostile(&self) {
+        self.update(
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": HOSTILE}}),
+        )
+        .await;
+        self.update(json!({"sessionUpdate": "plan", "entries": [{"content": HOSTILE, "priority": "high", "status": "pending"}]})).await;
+        let id = self.new_tool_call_id();
+        self.update(json!({
+            "sessionUpdate": "tool_call", "toolCallId": id, "title": HOSTILE, "kind": "execute",
+            "status": "completed", "rawInput": {"command": HOSTILE},
+            "content": [{"type": "content", "content": {"type": "text", "text": HOSTILE}}]
+        }))
+        .await;
+        self.chunk(&format!("{HOSTILE}\n\n")).await;
+        let mut line = "M".repeat(HOSTILE_LINE_BYTES);
+        line.push_str(" END-OF-THE-MEGABYTE\n");
+        self.chunk(&line).await;
+    }
+
     async fn shell(&self, command: &str) -> Result<(), Cancelled> {
         let tool_call =
             json!({"title": format!("Run {command}"), "kind": "execute", "rawInput": {"command": command}});
@@ -1549,6 +1584,7 @@ mod tests {
             "edit",
             "mode",
             "showcase",
+            "hostile",
         ] {
             assert!(DIRECTIVES_HELP.lines().any(|l| l.trim_start().starts_with(word)), "{word}");
         }

@@ -12,11 +12,12 @@
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle
-//! beside the house (imported by main only): demo_agent ─► acp   service
+//!                                log_throttle  present
+//! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
-//! - Nothing imports [`http`] but [`server`]; only [`http`] knows axum, tower-http and hyper.
+//! - Nothing imports [`http`] but [`server`] and the terminal client [`tui`] (its `client`);
+//!   only [`http`] knows axum, tower-http and hyper.
 //! - [`permission`] and [`agent`] share a floor and never import each other: the session (in
 //!   [`daemon`]) joins them, through the traits in [`acp`] and [`permission::Host`].
 //! - Leaves import nothing from the crate but other leaves.
@@ -49,12 +50,16 @@
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
 //! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
 //!   (blank runs and invisible characters made visible) for a person who decides on it.
+//! - [`present`]: what a permission request holds, in the order a reviewer reads it, bounded:
+//!   the one presentation of a request every door renders.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
+//! - [`tui`]: the terminal client: `mediatord attach` (full screen), `watch` and `approve`, a
+//!   client of the HTTP API through `http::client` (imported by main only).
 //! - [`service`]: `mediatord service install --user`: the systemd user unit the package ships,
 //!   written for a binary installed anywhere.
 
@@ -75,9 +80,11 @@ pub mod metrics;
 pub mod notify;
 pub mod path;
 pub mod permission;
+pub mod present;
 pub mod server;
 pub mod service;
 pub mod store;
 pub mod sync;
 pub mod text;
 pub mod throttle;
+pub mod tui;

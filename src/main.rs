@@ -44,6 +44,16 @@ enum Command {
     /// Be an editor's ACP agent on stdio and join a running daemon's shared session over its
     /// `/acp` WebSocket, reconnecting and resuming without losing an update (docs/clients.md).
     Connect(mediatord::http::connect::ConnectArgs),
+    /// Follow a session full-screen in this terminal: its transcript replayed then live, its
+    /// permission requests answered with single keys, prompts typed. Without a session, pick one.
+    #[command(after_help = attach_help())]
+    Attach(AttachArgs),
+    /// Print a session's events as lines (replayed from the start, then live, until it ends).
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
+    /// Answer a session's pending permission request (the oldest, unless one is named).
+    #[command(after_help = APPROVE_HELP)]
+    Approve(ApproveArgs),
     /// Run the built-in demo ACP agent on stdin/stdout (what `--agent demo` starts).
     #[command(after_help = DIRECTIVES_HELP)]
     DemoAgent(DemoArgs),
@@ -72,18 +82,158 @@ enum Command {
 /// How `pair` and `devices` reach the running daemon.
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
-    /// The daemon's listening address
-    #[arg(
-        long,
-        env = "MEDIATORD_URL",
-        hide_env_values = true,
-        value_name = "URL",
-        default_value = "http://127.0.0.1:7776"
-    )]
-    url: String,
+    /// The daemon's listening address [default: http://127.0.0.1:7776]
+    #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
+    url: Option<String>,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
+}
+
+/// How `attach`, `watch` and `approve` reach the daemon, and as whom.
+#[derive(Debug, clap::Args)]
+struct ClientArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// A paired device's credential (`mediatord pair`); wins over the token. Prefer the
+    /// environment or --device-file: a flag shows in the process list
+    #[arg(long, env = "MEDIATORD_DEVICE", hide_env_values = true, value_name = "CREDENTIAL")]
+    device: Option<String>,
+    /// A file holding a paired device's credential
+    #[arg(long, env = "MEDIATORD_DEVICE_FILE", hide_env_values = true, value_name = "PATH")]
+    device_file: Option<std::path::PathBuf>,
+    /// The client id the operator's token prompts and votes as [default: tui:$USER]; a device is
+    /// its device id
+    #[arg(long, env = "MEDIATORD_CLIENT_ID", hide_env_values = true, value_name = "ID")]
+    client_id: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct AttachArgs {
+    /// The session to follow [default: pick from a list, or --workspace/--agent's shared session]
+    session: Option<String>,
+    /// Create or join the shared session of this agent (a name from `GET /agents`)
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Create or join the shared session of this workspace
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct WatchArgs {
+    /// The session
+    session: String,
+    /// Print each event's JSON envelope, one per line
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct ApproveArgs {
+    /// The session
+    session: String,
+    /// The request [default: the oldest pending one]
+    request: Option<String>,
+    /// The option: a kind (allow_once, allow_always, reject_once, reject_always) or an option id
+    #[arg(long, value_name = "OPTION")]
+    option: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// How `attach` is used, for its --help (its keys follow, from the client's own `?` table).
+const ATTACH_USE: &str = "\
+Examples:
+  mediatord attach                          pick a session (live or past) of the local daemon
+  mediatord attach demo-7f3c2a1e-...        follow this session
+  mediatord attach --workspace ~/src/app    create or join that workspace's shared session
+  ssh -L 7776:127.0.0.1:7776 host           then `mediatord attach` here follows the daemon there
+
+The operator token comes from MEDIATORD_TOKEN (you vote and prompt as --client-id); a paired
+device's credential from MEDIATORD_DEVICE or --device-file (an observer device sees the cards
+without their keys). Quitting leaves the session running.";
+
+/// `attach --help`'s closing text: its use, then the keys the client's `?` shows.
+fn attach_help() -> String {
+    format!("{ATTACH_USE}\n\nKeys (? shows them in the client):\n{}", mediatord::tui::keys_text())
+}
+
+/// How `watch` is used, for its --help.
+const WATCH_HELP: &str = "\
+Each line is `<event id> <type> <what it says>`, escaped (a control character or bidi override
+arrives as \\u{...}); --json prints each event's envelope as the daemon sent it, one per line.
+A dropped connection is resumed with no gap and no repeat. Exit status: 0 when the session ends
+(or was already history), 1 when the daemon cannot be reached or refuses.
+
+Examples:
+  mediatord watch demo-7f3c2a1e-...
+  mediatord watch demo-7f3c2a1e-... --json | jq -c 'select(.type == \"permission_request\")'";
+
+/// How `approve` is used, for its --help.
+const APPROVE_HELP: &str = "\
+OPTION is an option id the request offers, or a kind: the first option of that kind is chosen.
+It prints what it decided. Exit status: 0 when the vote was taken, 1 when no request is pending,
+the request offers no such option, or the daemon refuses (an observer device may not vote).
+
+Examples:
+  mediatord approve demo-7f3c2a1e-... --option allow_once
+  mediatord approve demo-7f3c2a1e-... 4b2e9c0a-... --option reject_once";
+
+/// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
+/// credential read from its file when given, the operator's client id defaulted from $USER.
+fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connection, ExitCode> {
+    let device = match (&args.device, &args.device_file) {
+        (Some(d), _) => Some(d.clone()),
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            Ok(text) => Some(text.trim().to_owned()),
+            Err(e) => {
+                say(&format!("mediatord {command}: cannot read {}: {e}", path.display()));
+                return Err(ExitCode::from(2));
+            }
+        },
+        (None, None) => None,
+    };
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
+    Ok(mediatord::tui::Connection {
+        url: mediatord::http::client::daemon_url(args.daemon.url.as_deref()),
+        token: args.daemon.token.clone(),
+        device: device.filter(|d| !d.is_empty()),
+        client_id: Some(
+            args.client_id.clone().unwrap_or_else(|| mediatord::tui::default_client_id(user.as_deref())),
+        ),
+    })
+}
+
+/// Runs one of the terminal client's commands on a small runtime of its own.
+fn client_command(
+    command: &str,
+    run: impl std::future::Future<Output = Result<Option<String>, String>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            say(&format!("mediatord {command}: cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(run);
+    runtime.shutdown_background();
+    match outcome {
+        Ok(Some(line)) => {
+            let _ = writeln!(io::stdout(), "{line}");
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => {
+            say(&format!("mediatord {command}: {}", text::escape(&e)));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -131,12 +281,16 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    match runtime.block_on(mediatord::http::client::call(&args.url, method, path, token, body.as_ref())) {
+    let url = mediatord::http::client::daemon_url(args.url.as_deref());
+    let target = mediatord::http::client::Target::new(&url, token, None).map_err(|e| {
+        say(&format!("mediatord {command}: {}", text::escape(&e)));
+        ExitCode::from(2)
+    })?;
+    match runtime.block_on(target.call(method, path, body.as_ref())) {
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
             say(&format!(
-                "mediatord {command}: the daemon at {} refused the token (set MEDIATORD_TOKEN to its operator token)",
-                args.url
+                "mediatord {command}: the daemon at {url} refused the token (set MEDIATORD_TOKEN to its operator token)",
             ));
             Err(ExitCode::FAILURE)
         }
@@ -146,7 +300,8 @@ fn daemon_call(
             Err(ExitCode::FAILURE)
         }
         Err(e) => {
-            say(&format!("mediatord {command}: {}", text::escape(&e.to_string())));
+            let why = mediatord::http::client::unanswered(&e);
+            say(&format!("mediatord {command}: {}", text::escape(&why)));
             Err(ExitCode::FAILURE)
         }
     }
@@ -547,6 +702,37 @@ fn main() -> ExitCode {
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
         Command::Connect(args) => mediatord::http::connect::main(args),
+        Command::Attach(args) => {
+            let conn = match connection("attach", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            let opts = mediatord::tui::AttachOptions {
+                session: args.session,
+                agent: args.agent,
+                workspace: args.workspace,
+                no_color: std::env::var("NO_COLOR").ok(),
+            };
+            client_command("attach", async { mediatord::tui::attach(conn, opts).await.map(|()| None) })
+        }
+        Command::Watch(args) => {
+            let conn = match connection("watch", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            client_command("watch", async {
+                mediatord::tui::watch(conn, args.session, args.json).await.map(|()| None)
+            })
+        }
+        Command::Approve(args) => {
+            let conn = match connection("approve", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            client_command("approve", async {
+                mediatord::tui::approve(conn, args.session, args.request, args.option).await.map(Some)
+            })
+        }
         Command::Service(ServiceArgs { action: ServiceAction::Install(args) }) => {
             match mediatord::service::install_user_here(&args) {
                 Ok(report) => {

@@ -491,6 +491,40 @@ async fn reject_leaves_no_file() {
     assert!(!d.workspace.join("denied.txt").exists(), "a rejected write writes nothing");
 }
 
+/// Issue #31: a terminal client (`mediatord attach`, in tmux) and the web app on the same
+/// session; the web app decides, and the terminal's card shows who did instead of its keys.
+#[tokio::test]
+async fn a_decision_in_the_web_app_replaces_the_keys_on_the_terminal_clients_card() {
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    let t = support::Tmux::run(
+        &[support::bin(), "attach", sid, "--url", &d.base, "--client-id", "tui:tester"],
+        &[],
+        80,
+        24,
+    );
+    t.until("the session, live", |s| s.contains(" live ")).await;
+    page.prompt("write from-the-web.txt decided in the browser").await;
+    t.until("the terminal's card with its keys", |s| {
+        s.contains("[a] Allow once") && s.contains("a allow once")
+    })
+    .await;
+    let web = page.client_id().await;
+    page.click("Allow once", &card_button("Allow once")).await;
+    let screen = t
+        .until("who decided, on the terminal", |s| s.contains(&format!("decided: Allow once, by {web}")))
+        .await;
+    assert!(!screen.contains("[a]") && !screen.contains("a allow once"), "{screen}");
+    page.finished_turn("the turn").await;
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("from-the-web.txt")).expect("written"),
+        "decided in the browser"
+    );
+    t.keys(&["q"]);
+    let after = t.exited().await;
+    assert!(after.contains("EXIT=0"), "{after}");
+}
+
 #[tokio::test]
 async fn stop_cancels_a_long_stream() {
     let on = OnSession::phone(&[]).await;

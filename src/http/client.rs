@@ -1,19 +1,49 @@
-//! The command line's client for a running daemon (`mediatord pair`, `mediatord devices`): one
-//! JSON request over plain HTTP/1.1, with the operator's token. Plain HTTP only: these commands
-//! run on the daemon's machine, against its listening address.
+//! The command line's client for a running daemon (`mediatord pair`, `devices`, `attach`, `watch`,
+//! `approve`): JSON requests over plain HTTP/1.1 with a credential and a client id, and a session's
+//! event stream read frame by frame. Plain HTTP only: these commands run on the daemon's machine
+//! (or at the end of an SSH tunnel to it), against its listening address.
 
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, BodyDataStream};
 use axum::http::{Method, Request, header};
+use futures_util::StreamExt as _;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-/// Largest answer read: a device list of 256 devices is a few tens of KiB.
+/// Where the command line finds the daemon when told nothing: the default listening address.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7776";
+/// Largest answer read by `pair` and `devices`: a device list of 256 devices is a few tens of KiB.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
-/// The whole exchange's deadline: the daemon answers these routes at once.
+/// Largest answer read for a session's state (its pending requests, a listing of every session):
+/// 64 pending requests of up to an agent line each would be more, but a request that large is
+/// also on the event stream, which the terminal client reads first.
+pub const MAX_STATE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest event frame read from a stream: an event holds at most one agent line (64 MiB,
+/// `MAX_AGENT_LINE`) re-serialised in its envelope, which can grow with escapes.
+pub const MAX_EVENT_BYTES: usize = 96 * 1024 * 1024;
+/// The whole exchange's deadline: the daemon answers these routes at once (a prompt is sent with
+/// `Prefer: respond-async`).
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an event stream may say nothing before it counts as dropped: the daemon sends a
+/// heartbeat after 15 s of silence, so three missed ones.
+pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
+
+/// The daemon's URL: the one given (`--url`, `MEDIATORD_URL`), else [`DEFAULT_URL`]. Every command
+/// that reaches a daemon (`pair`, `devices`, `attach`, `watch`, `approve`) resolves it here and
+/// only here, so finding the local daemon by other means changes this function alone.
+pub fn daemon_url(given: Option<&str>) -> String {
+    given.map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL).trim_end_matches('/').to_owned()
+}
+
+/// A call that got no answer (`why` names the address), said with what to do: most often the
+/// daemon is not running, or listens at another address.
+pub fn unanswered(why: &str) -> String {
+    format!(
+        "{why}. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
+    )
+}
 
 /// `http://host[:port][/prefix]` split into (authority, host, port, prefix).
 fn parse(url: &str) -> Result<(String, String, u16, String), String> {
@@ -34,58 +64,311 @@ fn parse(url: &str) -> Result<(String, String, u16, String), String> {
     Ok((authority.to_owned(), host.to_owned(), port, prefix.trim_end_matches('/').to_owned()))
 }
 
-/// `method path` on the daemon at `base`, with `token` as the bearer and `body` as JSON: the
-/// status and the parsed answer (`null` when empty or not JSON), or why there is none.
-pub async fn call(
-    base: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> Result<(u16, Value), String> {
-    let (authority, host, port, prefix) = parse(base)?;
-    let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
-    let exchange = async {
-        let stream = TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| format!("cannot reach the daemon at {base}: {e}"))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-        let driver = tokio::spawn(connection);
-        let text = body.map(Value::to_string).unwrap_or_default();
+/// `text` as one path segment: every byte but the unreserved ones percent-encoded.
+pub fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A daemon and who calls it: its URL, the credential sent as the bearer (the operator's token or
+/// a device's), and the client id sent as `X-Qwen-Client-Id` (none for a device: the daemon uses
+/// its device id).
+#[derive(Clone)]
+pub struct Target {
+    url: String,
+    authority: String,
+    host: String,
+    port: u16,
+    prefix: String,
+    credential: Option<String>,
+    client_id: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("credential", &self.credential.as_ref().map(|_| "…"))
+            .field("client_id", &self.client_id)
+            .finish()
+    }
+}
+
+/// Why an event stream could not be opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpenError {
+    /// The daemon answered with this status and body.
+    Refused(u16, Value),
+    /// No answer (unreachable, reset, timed out).
+    Unreachable(String),
+}
+
+impl Target {
+    /// `credential` is sent as `Authorization: Bearer …` when present (trimmed; empty is none).
+    pub fn new(url: &str, credential: Option<&str>, client_id: Option<&str>) -> Result<Target, String> {
+        let (authority, host, port, prefix) = parse(url)?;
+        Ok(Target {
+            url: url.to_owned(),
+            authority,
+            host,
+            port,
+            prefix,
+            credential: credential.map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned),
+            client_id: client_id.map(str::to_owned),
+        })
+    }
+
+    /// The URL the target was made with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The client id sent, if any.
+    pub fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        extra: &[(&str, &str)],
+        body: String,
+    ) -> Result<Request<Body>, String> {
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("{prefix}{path}"))
-            .header(header::HOST, authority.as_str())
-            .header(header::ACCEPT, "application/json")
+            .uri(format!("{}{path}", self.prefix))
+            .header(header::HOST, self.authority.as_str())
             .header(header::CONTENT_TYPE, "application/json")
-            .header(header::CONTENT_LENGTH, text.len());
-        if let Some(token) = token {
+            .header(header::CONTENT_LENGTH, body.len());
+        if let Some(token) = &self.credential {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        let request = request.body(Body::from(text)).map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await.map_err(|e| e.to_string());
-        let result = match response {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let bytes = axum::body::to_bytes(Body::new(response.into_body()), MAX_RESPONSE_BYTES)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+        if let Some(id) = &self.client_id {
+            request = request.header("x-qwen-client-id", id.as_str());
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        request.body(Body::from(body)).map_err(|e| e.to_string())
+    }
+
+    /// Sends `request` on a fresh connection: the response and the task driving the connection
+    /// (aborted by the caller once it has read what it wants).
+    async fn send(
+        &self,
+        request: Request<Body>,
+    ) -> Result<(axum::http::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), String> {
+        let stream = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("cannot reach the daemon at {}: {e}", self.url))?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        match sender.send_request(request).await {
+            Ok(response) => Ok((response, driver)),
+            Err(e) => {
+                driver.abort();
+                Err(format!("the daemon at {} did not answer: {e}", self.url))
             }
-            Err(e) => Err(e),
+        }
+    }
+
+    /// `method path` with `body` as JSON and `extra` headers: the status and the parsed answer
+    /// (`null` when empty or not JSON), read up to `limit` bytes; or why there is none.
+    pub async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        extra: &[(&str, &str)],
+        body: Option<&Value>,
+        limit: usize,
+    ) -> Result<(u16, Value), String> {
+        let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+        let text = body.map(Value::to_string).unwrap_or_default();
+        let request =
+            self.request(method, path, &[&[("accept", "application/json")], extra].concat(), text)?;
+        let exchange = async {
+            let (response, driver) = self.send(request).await?;
+            let status = response.status().as_u16();
+            let read = axum::body::to_bytes(Body::new(response.into_body()), limit).await;
+            driver.abort();
+            let bytes = read.map_err(|e| format!("the daemon's answer could not be read: {e}"))?;
+            Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
         };
-        driver.abort();
-        result
-    };
-    tokio::time::timeout(TIMEOUT, exchange)
-        .await
-        .map_err(|_| format!("the daemon at {base} did not answer"))?
+        tokio::time::timeout(TIMEOUT, exchange)
+            .await
+            .map_err(|_| format!("the daemon at {} did not answer", self.url))?
+    }
+
+    /// [`Target::call_with`] without extra headers, reading at most 1 MiB.
+    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+        self.call_with(method, path, &[], body, MAX_RESPONSE_BYTES).await
+    }
+
+    /// Opens `GET /session/{id}/events`, replaying after `last_event_id` when given.
+    pub async fn events(&self, session_id: &str, last_event_id: Option<u64>) -> Result<Events, OpenError> {
+        let path = format!("/session/{}/events", segment(session_id));
+        let last = last_event_id.map(|id| id.to_string());
+        let mut extra = vec![("accept", "text/event-stream")];
+        if let Some(last) = &last {
+            extra.push(("last-event-id", last.as_str()));
+        }
+        let request =
+            self.request(Method::GET, &path, &extra, String::new()).map_err(OpenError::Unreachable)?;
+        let (response, driver) = tokio::time::timeout(TIMEOUT, self.send(request))
+            .await
+            .map_err(|_| OpenError::Unreachable(format!("the daemon at {} did not answer", self.url)))?
+            .map_err(OpenError::Unreachable)?;
+        let status = response.status().as_u16();
+        let body = Body::new(response.into_body());
+        if status != 200 {
+            let bytes = tokio::time::timeout(TIMEOUT, axum::body::to_bytes(body, MAX_RESPONSE_BYTES)).await;
+            driver.abort();
+            let answer = match bytes {
+                Ok(Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                _ => Value::Null,
+            };
+            return Err(OpenError::Refused(status, answer));
+        }
+        Ok(Events { body: body.into_data_stream(), frames: Frames::new(MAX_EVENT_BYTES), driver })
+    }
+}
+
+/// One frame of an event stream: a session event (with its `id`) or a frame about the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub id: Option<u64>,
+    /// The `event:` name (`message` when none was given).
+    pub event: String,
+    /// The `data:` lines, joined by newlines.
+    pub data: String,
+}
+
+/// An open event stream. Dropping it closes the connection.
+#[derive(Debug)]
+pub struct Events {
+    body: BodyDataStream,
+    frames: Frames,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl Events {
+    /// The next frame; `None` when the stream ended; an error when it broke, went silent for
+    /// [`STREAM_SILENCE`], or sent a frame larger than [`MAX_EVENT_BYTES`].
+    pub async fn next(&mut self) -> Option<Result<Frame, String>> {
+        loop {
+            if let Some(frame) = self.frames.next_frame() {
+                return Some(frame);
+            }
+            match tokio::time::timeout(STREAM_SILENCE, self.body.next()).await {
+                Err(_) => return Some(Err("the event stream went silent".to_owned())),
+                Ok(None) => return None,
+                Ok(Some(Err(e))) => return Some(Err(format!("the event stream broke: {e}"))),
+                Ok(Some(Ok(bytes))) => self.frames.push(&bytes),
+            }
+        }
+    }
+}
+
+/// The `text/event-stream` reader: bytes in, frames out, one frame at most `max` bytes.
+#[derive(Debug)]
+pub struct Frames {
+    buf: Vec<u8>,
+    /// Where the next line starts in `buf`.
+    at: usize,
+    id: Option<u64>,
+    event: Option<String>,
+    data: Option<String>,
+    /// Bytes of the frame being read.
+    size: usize,
+    max: usize,
+    failed: bool,
+}
+
+impl Frames {
+    pub fn new(max: usize) -> Frames {
+        Frames { buf: Vec::new(), at: 0, id: None, event: None, data: None, size: 0, max, failed: false }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole frame in what was pushed, or an error once a frame passes the bound (after
+    /// which nothing more is read).
+    pub fn next_frame(&mut self) -> Option<Result<Frame, String>> {
+        if self.failed {
+            return None;
+        }
+        loop {
+            let Some(end) = memchr::memchr(b'\n', &self.buf[self.at..]).map(|i| self.at + i) else {
+                if self.size + self.buf.len() - self.at > self.max {
+                    self.failed = true;
+                    return Some(Err(format!("an event of more than {} bytes", self.max)));
+                }
+                self.buf.drain(..self.at);
+                self.at = 0;
+                return None;
+            };
+            let mut line = &self.buf[self.at..end];
+            self.at = end + 1;
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            self.size += line.len() + 1;
+            if self.size > self.max {
+                self.failed = true;
+                return Some(Err(format!("an event of more than {} bytes", self.max)));
+            }
+            if line.is_empty() {
+                self.size = 0;
+                let (id, event, data) = (self.id.take(), self.event.take(), self.data.take());
+                if let Some(data) = data {
+                    return Some(Ok(Frame {
+                        id,
+                        event: event.unwrap_or_else(|| "message".to_owned()),
+                        data,
+                    }));
+                }
+                continue;
+            }
+            let line = String::from_utf8_lossy(line);
+            let (field, value) = match line.split_once(':') {
+                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                None => (line.as_ref(), ""),
+            };
+            match field {
+                "id" => self.id = value.parse().ok(),
+                "event" => self.event = Some(value.to_owned()),
+                "data" => match &mut self.data {
+                    Some(data) => {
+                        data.push('\n');
+                        data.push_str(value);
+                    }
+                    None => self.data = Some(value.to_owned()),
+                },
+                _ => {} // a comment (`: heartbeat`), `retry:`, or a field this reader ignores
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::*;
 
     #[test]
     fn urls_split_into_authority_host_port_and_prefix() {
@@ -98,5 +381,56 @@ mod tests {
         assert_eq!(p("http://localhost"), Ok(("localhost".into(), "localhost".into(), 80, "".into())));
         assert!(p("https://x").is_err());
         assert!(p("http://:1").is_err());
+    }
+
+    #[test]
+    fn the_url_is_the_one_given_else_the_default() {
+        assert_eq!(daemon_url(None), DEFAULT_URL);
+        assert_eq!(daemon_url(Some("  ")), DEFAULT_URL);
+        assert_eq!(daemon_url(Some("http://127.0.0.1:9/")), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn a_segment_escapes_everything_but_unreserved_bytes() {
+        assert_eq!(segment("demo-1.a_b~"), "demo-1.a_b~");
+        assert_eq!(segment("a/b c?é"), "a%2Fb%20c%3F%C3%A9");
+    }
+
+    #[test]
+    fn the_debug_form_hides_the_credential() {
+        let t = Target::new("http://127.0.0.1:1", Some("dev-1.secret"), Some("me")).expect("target");
+        assert!(!format!("{t:?}").contains("secret"));
+    }
+
+    fn all(frames: &mut Frames) -> Vec<Result<Frame, String>> {
+        std::iter::from_fn(|| frames.next_frame()).collect()
+    }
+
+    #[test]
+    fn frames_are_read_across_chunks_with_ids_names_and_comments() {
+        let mut f = Frames::new(1024);
+        f.push(b"retry: 3000\n\n: heartbeat\n\nid: 7\nevent: session_update\nda");
+        assert_eq!(all(&mut f), vec![]);
+        f.push(b"ta: {\"a\":1}\r\n\r\nevent: replay_complete\ndata: x\ndata: y\n\n");
+        let frame = |id, event: &str, data: &str| Ok(Frame { id, event: event.into(), data: data.into() });
+        assert_eq!(
+            all(&mut f),
+            vec![frame(Some(7), "session_update", "{\"a\":1}"), frame(None, "replay_complete", "x\ny")]
+        );
+        f.push(b"data:no space\n\n");
+        assert_eq!(all(&mut f), vec![frame(None, "message", "no space")]);
+    }
+
+    #[test]
+    fn a_frame_past_the_bound_is_an_error_and_ends_the_reading() {
+        let mut f = Frames::new(20);
+        f.push(b"data: 0123456789\n\n");
+        assert_eq!(all(&mut f).len(), 1, "18 bytes in two lines pass a bound of 20: {f:?}");
+        f.push(b"data: 0123456789abcdef");
+        assert!(matches!(f.next_frame(), Some(Err(_))), "an unfinished line past the bound");
+        assert_eq!(f.next_frame(), None);
+        let mut f = Frames::new(20);
+        f.push(b"data: 01234\ndata: 56789\n\n");
+        assert!(matches!(f.next_frame(), Some(Err(_))), "a frame of several lines past the bound");
     }
 }

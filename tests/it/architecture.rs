@@ -1,8 +1,8 @@
 //! The floor plan, enforced (`docs/architecture.md`): reads `src/**/*.rs` and fails on
 //!
 //! - an import that goes up a floor, or across between `permission` and `agent`;
-//! - an import of `http` from anywhere but `server`, or of `demo_agent` or `service` from inside the
-//!   library;
+//! - an import of `http` from anywhere but `server` and the terminal client `tui` (which may use
+//!   `http::client` only), or of `demo_agent`, `service` or `tui` from inside the library;
 //! - a cycle between files (through `crate::`, `super::` and `self::` paths);
 //! - `axum`, `tower_http` or `hyper` named outside `src/http/` (hyper's client also in
 //!   `src/notify/deliver.rs`);
@@ -29,6 +29,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("service", 0),
     ("throttle", 0),
     ("text", 0),
+    ("present", 0),
     ("log_throttle", 0),
     ("acp", 1),
     ("store", 1),
@@ -42,6 +43,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("fleet", 4),
     ("http", 5),
     ("server", 6),
+    ("tui", 6),
 ];
 
 /// Database drivers: only the store may name one (the rest of the daemon sees `store::Store`).
@@ -402,8 +404,17 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} imports {shown}: no such floor"));
                 continue;
             };
-            if target_top == "http" && top != "server" {
-                errors.push(format!("{name} imports {shown}: nothing but server imports http"));
+            if target_top == "http" && top == "tui" {
+                if import.target.get(1).map(String::as_str) != Some("client") {
+                    errors
+                        .push(format!("{name} imports {shown}: the terminal client uses only http::client"));
+                }
+            } else if target_top == "http" && top != "server" {
+                errors.push(format!("{name} imports {shown}: nothing but server and tui import http"));
+            } else if target_top == "tui" {
+                errors.push(format!(
+                    "{name} imports {shown}: the terminal client is the binary's, not the daemon's"
+                ));
             } else if target_top == "demo_agent" {
                 errors.push(format!("{name} imports {shown}: the demo agent is a program of its own"));
             } else if target_top == "service" {
@@ -503,9 +514,37 @@ fn the_checker_refuses_an_upward_import_a_cross_import_and_axum_outside_http() {
         "{errors:#?}"
     );
     assert!(has("daemon/mod.rs names `axum`"), "{errors:#?}");
-    assert!(has("daemon/mod.rs imports crate::http::app: nothing but server imports http"), "{errors:#?}");
+    assert!(
+        has("daemon/mod.rs imports crate::http::app: nothing but server and tui import http"),
+        "{errors:#?}"
+    );
     assert!(has("agent/mod.rs names `tokio_postgres`: only src/store/ may"), "{errors:#?}");
     assert_eq!(errors.len(), 5, "leaves may use leaves, http may use axum, store a driver: {errors:#?}");
+}
+
+#[test]
+fn the_checker_lets_the_terminal_client_use_the_http_client_only_and_nobody_use_it() {
+    let sources = vec![
+        file("tui/mod.rs", "mod run;"),
+        file(
+            "tui/run.rs",
+            "use crate::http::client::Target; use crate::http::api::routes; use crate::text::escape;",
+        ),
+        file("daemon/mod.rs", "use crate::tui::attach;"),
+        file("http/mod.rs", ""),
+        file("text.rs", ""),
+    ];
+    let errors = violations(&sources);
+    let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+    assert!(
+        has("tui/run.rs imports crate::http::api::routes: the terminal client uses only http::client"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("daemon/mod.rs imports crate::tui::attach: the terminal client is the binary's"),
+        "{errors:#?}"
+    );
+    assert_eq!(errors.len(), 2, "tui may use http::client and leaves: {errors:#?}");
 }
 
 #[test]

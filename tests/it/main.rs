@@ -10,6 +10,7 @@ mod acp_http;
 mod agent_output;
 mod agents;
 mod architecture;
+mod attach;
 mod bench_smoke;
 mod connect;
 mod connections;

@@ -16,6 +16,7 @@ mod raw;
 mod receiver;
 pub(crate) mod scrape;
 mod sse;
+mod tmux;
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub(crate) use proxy::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;
+pub(crate) use tmux::*;
 
 /// Whether this test crate runs the store's suites against PostgreSQL: `tests/it_postgres.rs`
 /// does (the crate's name says which crate this support is compiled into).
