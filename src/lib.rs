@@ -12,7 +12,7 @@
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle
+//!                                log_throttle  tls
 //! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
@@ -39,6 +39,8 @@
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
+//! - [`tls`]: the listener's certificate (loaded, checked, reloaded on SIGHUP) and the trust of the
+//!   notification client.
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
@@ -74,3 +76,4 @@ pub mod store;
 pub mod sync;
 pub mod text;
 pub mod throttle;
+pub mod tls;

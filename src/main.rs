@@ -493,7 +493,15 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let outcome = runtime.block_on(mediatord::server::run(config, store));
+            // A certificate pair that cannot serve refuses the boot like a bad flag does.
+            let tls = match config.tls.as_ref().map(mediatord::tls::ServerCert::load).transpose() {
+                Ok(tls) => tls,
+                Err(e) => {
+                    say(&format!("mediatord: {e}"));
+                    return ExitCode::from(2);
+                }
+            };
+            let outcome = runtime.block_on(mediatord::server::run(config, store, tls));
             // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
             // pipe or a hung file system must not hold the exit (nor make a second signal useless).
             runtime.shutdown_background();

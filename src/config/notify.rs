@@ -1,8 +1,8 @@
 //! Notification targets (`--notify URL`, `serve.notify` in the config file) and `--public-url`,
 //! validated at boot (`docs/notifications.md`).
 //!
-//! Only `http://` targets are accepted: the daemon carries no TLS client (see
-//! `docs/notifications.md#https-targets` for why, and what to do instead).
+//! Targets are `http://` or `https://` (the daemon's TLS client trusts the system's roots and
+//! `SSL_CERT_FILE`/`SSL_CERT_DIR`, `crate::tls`).
 
 use std::time::Duration;
 
@@ -46,11 +46,16 @@ pub enum NotifyFormat {
     Ntfy,
 }
 
-/// An `http://host[:port]/path` URL, split.
+/// An `http(s)://host[:port]/path` URL, split.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TargetUrl {
-    /// `host:port` (IPv6 in brackets), for the `Host` header and the connection.
+    /// `https://`: the request goes over TLS, and the server's certificate must be trusted.
+    pub tls: bool,
+    /// `host:port` (IPv6 in brackets), for logs and the connection.
     pub authority: String,
+    /// The `Host` header: the authority without the scheme's default port (80, 443), as
+    /// browsers and curl send it.
+    pub host_header: String,
     /// The host as it is connected to (no brackets).
     pub host: String,
     pub port: u16,
@@ -61,7 +66,7 @@ pub struct TargetUrl {
 /// Only the authority: a path may carry a secret (an ntfy topic is a password).
 impl std::fmt::Debug for TargetUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}/…", self.authority)
+        write!(f, "{}://{}/…", if self.tls { "https" } else { "http" }, self.authority)
     }
 }
 
@@ -103,21 +108,19 @@ impl NotifyTarget {
     }
 }
 
-/// `http://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
+/// `http(s)://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
 pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
     let bad = |why: &str| Err(ConfigError(format!("notification target {}: {why}", shown_url(raw))));
     if raw.len() > MAX_URL {
         return bad(&format!("longer than {MAX_URL} bytes"));
     }
     let lower = raw.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return bad(
-            "https targets are not supported (the daemon has no TLS client): use an http:// receiver \
-             on loopback or your network, e.g. a self-hosted ntfy; see docs/notifications.md",
-        );
-    }
-    let Some(rest) = lower.strip_prefix("http://").map(|_| &raw["http://".len()..]) else {
-        return bad("expected http://host[:port]/path");
+    let (tls, rest) = if lower.starts_with("https://") {
+        (true, &raw["https://".len()..])
+    } else if lower.starts_with("http://") {
+        (false, &raw["http://".len()..])
+    } else {
+        return bad("expected http(s)://host[:port]/path");
     };
     if raw.bytes().any(|b| b.is_ascii_control() || b == b' ') || rest.contains('#') {
         return bad("spaces, control characters and fragments are not allowed");
@@ -130,13 +133,18 @@ pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
     if authority.contains('@') {
         return bad("user info in the URL is not allowed: put credentials in the target's headers");
     }
-    let Some((host, port)) = split_host_port(authority) else { return bad("malformed host or port") };
+    let default_port = if tls { 443 } else { 80 };
+    let Some((host, port)) = split_host_port(authority, default_port) else {
+        return bad("malformed host or port");
+    };
     let shown_host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
-    Ok(TargetUrl { authority: format!("{shown_host}:{port}"), host, port, path })
+    let host_header = if port == default_port { shown_host.clone() } else { format!("{shown_host}:{port}") };
+    Ok(TargetUrl { tls, authority: format!("{shown_host}:{port}"), host_header, host, port, path })
 }
 
-/// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port; 80 by default).
-fn split_host_port(authority: &str) -> Option<(String, u16)> {
+/// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port; `default_port`
+/// without one).
+fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6.split_once(']')?;
         let port = match after {
@@ -158,7 +166,7 @@ fn split_host_port(authority: &str) -> Option<(String, u16)> {
         return None;
     }
     let port = match port {
-        None => 80,
+        None => default_port,
         Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
     };
     Some((host, port))
@@ -192,7 +200,7 @@ pub(super) fn parse_public_url(raw: &str) -> Result<String, ConfigError> {
         return bad();
     }
     let authority = rest.split('/').next().unwrap_or("");
-    if authority.contains('@') || split_host_port(authority).is_none() {
+    if authority.contains('@') || split_host_port(authority, 80).is_none() {
         return bad();
     }
     Ok(raw.trim_end_matches('/').to_owned())
@@ -292,7 +300,7 @@ pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, 
         && (topic.is_empty() || topic.contains(['/', '?']) || topic.len() > MAX_NTFY_TOPIC)
     {
         return refuse(format!(
-            "{at}: an ntfy target's URL is the server and the topic, http://host[:port]/<topic> (one path segment)"
+            "{at}: an ntfy target's URL is the server and the topic, http(s)://host[:port]/<topic> (one path segment)"
         ));
     }
     target.secret = match string("secret")? {
@@ -362,15 +370,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn target_urls_are_split_and_https_is_refused_with_a_reason() {
+    fn target_urls_are_split_with_their_scheme_and_default_port() {
         let u = parse_target_url("http://127.0.0.1:8080/hook?x=1").expect("valid");
         assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/hook?x=1"));
+        assert_eq!((u.tls, u.host_header.as_str()), (false, "127.0.0.1:8080"));
         let u = parse_target_url("http://[::1]:9/").expect("valid");
         assert_eq!((u.authority.as_str(), u.host.as_str()), ("[::1]:9", "::1"));
         let u = parse_target_url("http://ntfy.lan").expect("valid");
-        assert_eq!((u.port, u.path.as_str()), (80, "/"));
-        let e = parse_target_url("https://ntfy.sh/secret-topic").expect_err("https").0;
-        assert!(e.contains("https targets are not supported"), "{e}");
+        assert_eq!((u.port, u.path.as_str(), u.host_header.as_str()), (80, "/", "ntfy.lan"));
+        let u = parse_target_url("HTTPS://ntfy.sh/secret-topic").expect("https");
+        assert_eq!((u.tls, u.port, u.host_header.as_str()), (true, 443, "ntfy.sh"));
+        assert_eq!(u.authority, "ntfy.sh:443");
+        assert!(!format!("{u:?}").contains("secret-topic"), "{u:?}");
+        assert_eq!(format!("{u:?}"), "https://ntfy.sh:443/…");
+        let u = parse_target_url("https://hooks.example:8443/x").expect("https");
+        assert_eq!((u.port, u.host_header.as_str()), (8443, "hooks.example:8443"));
+        let u = parse_target_url("http://hooks.example:443/x").expect("http on 443");
+        assert_eq!((u.tls, u.host_header.as_str()), (false, "hooks.example:443"));
+        let e = parse_target_url("ftp://ntfy.sh/secret-topic").expect_err("ftp").0;
+        assert!(e.contains("expected http(s)://"), "{e}");
         assert!(!e.contains("secret-topic"), "the path is never shown: {e}");
         for bad in [
             "ftp://x/",

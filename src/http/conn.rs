@@ -125,7 +125,7 @@ where
 /// Nginx's lingering close: the answer is written; shut the write side (the client reads the
 /// answer and the end of it), then read and discard what the client still sends, until it closes
 /// or the bounds are reached, so closing does not reset the connection under the answer.
-async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
+pub(super) async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     if io.shutdown().await.is_err() {
         return;

@@ -28,6 +28,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("throttle", 0),
     ("text", 0),
     ("log_throttle", 0),
+    ("tls", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),

@@ -32,4 +32,5 @@ mod sessions;
 mod shell;
 mod store;
 mod terminal;
+mod tls;
 mod web;

@@ -5,6 +5,7 @@
 //! Every wait is bounded by [`WAIT`] and fails with a message saying what it waited for; nothing
 //! here sleeps in place of synchronisation.
 
+mod ca;
 mod client;
 mod daemon;
 pub(crate) mod quickstart;
@@ -15,6 +16,7 @@ mod sse;
 
 use std::time::Duration;
 
+pub(crate) use ca::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use raw::*;
