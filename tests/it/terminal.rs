@@ -43,7 +43,8 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 #[tokio::test]
 async fn the_audit_shows_an_agents_escape_sequences_as_text_in_the_table_and_the_json_lines() {
     let state = tempfile::tempdir().expect("tempdir");
-    let state_dir = state.path().to_str().expect("utf-8").to_owned();
+    // A directory the daemon creates itself (0700): it refuses one others may read.
+    let state_dir = state.path().join("state").to_str().expect("utf-8").to_owned();
     let d = Daemon::start(&["--state-dir", &state_dir]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
