@@ -16,7 +16,9 @@ use crate::tls::TlsFiles;
 
 mod notify;
 mod sandbox;
-pub use self::notify::{MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url};
+pub use self::notify::{
+    MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format, telegram_chat_id,
+};
 pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
@@ -164,10 +166,11 @@ pub struct ServeArgs {
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
-    /// Send notifications of permission requests to this http(s):// URL as JSON; repeatable. Targets
-    /// with settings (events, ntfy format, a signing secret, clientId, headers, reminders) go in
-    /// the config file's serve.notify list (docs/notifications.md)
-    #[arg(long = "notify", value_name = "URL")]
+    /// Send notifications of permission requests to this http(s):// URL; repeatable. A prefix
+    /// chooses the format: ntfy+, slack+, discord+, telegram+ (json+ is the default). Targets with
+    /// settings (events, a signing secret, clientId, headers, reminders) go in the config file's
+    /// serve.notify list (docs/notifications.md)
+    #[arg(long = "notify", value_name = "[FORMAT+]URL")]
     pub notify: Vec<String>,
     /// The daemon's address as the notified person's device reaches it: the base of action links
     /// (`<public-url>/act/<token>`) [default: the listening URL]

@@ -5,6 +5,7 @@
 //!   and one worker task per target, reminders, and the figures.
 //! - `links`: the action links' tokens, stored hashed, single use, shared fairly among sessions.
 //! - `format`: the JSON document and the ntfy body; what a request asks, as a person reads it.
+//! - `services`: each format's body; Slack, Discord and Telegram messages.
 //! - `deliver`: one POST with hyper's client, signed, with retries.
 //!
 //! On the floor of `permission` and `agent` (below `daemon`, which hands it events): it imports only
@@ -16,6 +17,7 @@
 mod deliver;
 mod format;
 mod links;
+mod services;
 
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
@@ -369,11 +371,13 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         actions: &actions,
         client_id: target.config.client_id.as_deref(),
     };
-    let body = format::body(target.config.format, &target.config.url, &notice).to_string();
+    let body = services::body(target.config.format, &target.config.url, &notice).to_string();
     // ntfy takes JSON publishes at its root, the topic in the body.
     let path = match target.config.format {
-        NotifyFormat::Json => target.config.url.path.as_str(),
         NotifyFormat::Ntfy => "/",
+        NotifyFormat::Json | NotifyFormat::Slack | NotifyFormat::Discord | NotifyFormat::Telegram => {
+            target.config.url.path.as_str()
+        }
     };
     let outcome =
         deliver::deliver(shared.tls.as_ref(), &target.config, path, job.kind.as_str(), &delivery_id, body)

@@ -691,3 +691,92 @@ async fn an_https_receiver_the_daemon_does_not_trust_is_refused_logged_counted_a
     sse.until_type("turn_complete").await;
     assert_eq!(std::fs::read_to_string(d.workspace.join("still-decided.txt")).expect("written"), "yes");
 }
+
+/// The link of a button labelled `label` in a Slack, Discord or Telegram body.
+fn service_link(format: &str, body: &serde_json::Value, label: &str) -> String {
+    let found = match format {
+        "slack" => body["blocks"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["type"] == "actions"))
+            .and_then(|b| b["elements"].as_array())
+            .and_then(|e| e.iter().find(|e| e["text"]["text"] == label))
+            .and_then(|e| e["url"].as_str())
+            .map(str::to_owned),
+        "discord" => body["embeds"][0]["fields"][0]["value"].as_str().and_then(|links| {
+            links
+                .lines()
+                .find(|l| l.starts_with(&format!("[{label}](<")))
+                .and_then(|l| l.split_once("(<"))
+                .map(|(_, rest)| rest.trim_end_matches(">)").to_owned())
+        }),
+        "telegram" => body["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r[0]["text"] == label))
+            .and_then(|r| r[0]["url"].as_str())
+            .map(str::to_owned),
+        _ => None,
+    };
+    found.unwrap_or_else(|| panic!("no {label:?} button in the {format} body: {body:#}"))
+}
+
+#[tokio::test]
+async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_decides_through_its_page() {
+    let mut slack = Receiver::start(&[]).await;
+    let mut discord = Receiver::start(&[]).await;
+    let mut telegram = Receiver::start(&[]).await;
+    let targets = [
+        format!("slack+{}", slack.url("/services/T000/B000/secret")),
+        format!("discord+{}", discord.url("/api/webhooks/1/secret")),
+        format!("telegram+{}", telegram.url("/bot1:secret/sendMessage?chat_id=42")),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for t in &targets {
+        args.extend(["--notify", t.as_str()]);
+    }
+    let d = Daemon::start(&args);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write by-chat.txt from-the-chat").await;
+
+    let got = [
+        ("slack", slack.next().await),
+        ("discord", discord.next().await),
+        ("telegram", telegram.next().await),
+    ];
+    assert_eq!(got[0].1.path, "/services/T000/B000/secret");
+    assert_eq!(got[1].1.path, "/api/webhooks/1/secret");
+    assert_eq!(got[2].1.path, "/bot1:secret/sendMessage?chat_id=42");
+    assert_eq!(got[2].1.body["chat_id"], "42");
+    assert_eq!(got[1].1.body["allowed_mentions"], json!({"parse": []}));
+    let mut allow = Vec::new();
+    for (format, delivery) in &got {
+        assert_eq!(delivery.header("content-type"), "application/json", "{format}");
+        let text = delivery.body.to_string();
+        assert!(text.contains("by-chat.txt"), "{format} names what is asked: {text}");
+        assert!(
+            text.contains("cancelled in 5 min") && text.contains(" UTC"),
+            "{format} says when, for a person: {text}"
+        );
+        assert!(!text.contains("Z\""), "{format}: no ISO stamps for people: {text}");
+        let link = service_link(format, &delivery.body, "Allow once");
+        assert!(link.starts_with(&format!("{}/act/", d.base)), "{link}");
+        // The service opens the button's URL in a browser: the page shows the request and a form.
+        let page = send(http().get(&link)).await;
+        assert_eq!(page.status, 200, "{format}: {}", page.text);
+        assert!(page.text.contains("by-chat.txt") && page.text.contains(r#"method="post""#), "{format}");
+        allow.push(link);
+    }
+    assert_eq!(d.pending(&sid).await.len(), 1, "opening the pages decided nothing");
+
+    // The person taps the page's button (a POST of the same link) in, say, Telegram.
+    let (status, body) = post_link(&allow[2]).await.pair();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["requestId"], request["requestId"]);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("by-chat.txt")).expect("written"), "from-the-chat");
+    for used_elsewhere in &allow[..2] {
+        assert_eq!(post_link(used_elsewhere).await.status, 410, "the request is decided");
+    }
+    let err = d.stderr();
+    assert!(!err.contains("secret"), "no target path reaches the log: {err}");
+}
