@@ -12,7 +12,7 @@
 //!                                    ├─► agent ────────► acp
 //!                                    └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle  tls
+//!                                log_throttle  tls  discovery
 //! beside the house (imported by main only): demo_agent ─► acp   service
 //! ```
 //!
@@ -39,6 +39,8 @@
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
+//! - [`discovery`]: the daemon's `daemon.json` in its state directory, and the one lookup the
+//!   command line uses to find the local daemon.
 //! - [`tls`]: the listener's certificate (loaded, checked, reloaded on SIGHUP) and the trust of the
 //!   notification client.
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
@@ -62,6 +64,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo_agent;
 pub mod devices;
+pub mod discovery;
 pub mod event;
 pub mod exec;
 pub mod http;

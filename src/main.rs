@@ -69,15 +69,14 @@ enum Command {
 /// How `pair` and `devices` reach the running daemon.
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
-    /// The daemon's listening address
-    #[arg(
-        long,
-        env = "MEDIATORD_URL",
-        hide_env_values = true,
-        value_name = "URL",
-        default_value = "http://127.0.0.1:7776"
-    )]
-    url: String,
+    /// The daemon's listening address [default: the one the running daemon wrote to its state
+    /// directory, else http://127.0.0.1:7776]
+    #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
+    url: Option<String>,
+    /// The state directory of the daemon to find, as `serve --state-dir` [default:
+    /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
@@ -128,12 +127,17 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    match runtime.block_on(mediatord::http::client::call(&args.url, method, path, token, body.as_ref())) {
+    let env = |k: &str| std::env::var(k).ok();
+    let state_dir = args.state_dir.clone().or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    });
+    let daemon = mediatord::discovery::locate(args.url.as_deref(), state_dir.as_deref());
+    match runtime.block_on(mediatord::http::client::call(&daemon, method, path, token, body.as_ref())) {
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
             say(&format!(
                 "mediatord {command}: the daemon at {} refused the token (set MEDIATORD_TOKEN to its operator token)",
-                args.url
+                daemon.url
             ));
             Err(ExitCode::FAILURE)
         }

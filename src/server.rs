@@ -5,6 +5,7 @@
 //! The top floor: it wires `config`, `daemon` and `http` together and knows no HTTP library itself.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
+use crate::discovery::Advert;
 use crate::store::Store;
 use crate::tls::{Reloaded, ServerCert};
 
@@ -47,9 +49,14 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
     let signals = Signals::install()?;
+    let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
+    let advert = config.state_dir.clone().map(|dir| {
+        let fingerprint = tls.as_ref().map(|c| c.fingerprint());
+        (dir, Advert::new(tls.is_some(), &shown, local.port(), fingerprint))
+    });
     let server_tls = match &tls {
         Some(cert) => {
-            reload_on_sighup(cert.clone())?;
+            reload_on_sighup(cert.clone(), advert.clone())?;
             Some(cert.server_config().map_err(io::Error::other)?)
         }
         None => None,
@@ -69,7 +76,6 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     }
     #[cfg(debug_assertions)]
     panic_on_sigusr2()?;
-    let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
     daemon.notifier.set_listening_url(&format!("{scheme}://{shown}:{}", local.port()));
     if !daemon.config.notify.is_empty() && daemon.config.public_url.is_none() && local.ip().is_unspecified() {
         tracing::warn!(
@@ -77,6 +83,16 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
             local.port()
         );
     }
+    // Where `mediatord pair` and `devices` find this daemon (`discovery::locate`), written before
+    // the startup line so a script that read the line finds it; removed when `_published` drops
+    // at the end of this function.
+    let _published = advert.as_ref().and_then(|(dir, advert)| match advert.publish(dir) {
+        Ok(published) => Some(published),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write {}: mediatord pair and devices will need --url", crate::discovery::FILE);
+            None
+        }
+    });
     // The one line on stdout, for scripts (`--port 0`). A closed stdout loses it rather than
     // failing the daemon (`println!` would panic).
     let mut stdout = io::stdout().lock();
@@ -121,7 +137,7 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
 
 /// SIGHUP reads the certificate pair again: new handshakes get the new one, open connections keep
 /// theirs; a pair that fails its checks is logged and the one in use stays.
-fn reload_on_sighup(cert: Arc<ServerCert>) -> io::Result<()> {
+fn reload_on_sighup(cert: Arc<ServerCert>, advert: Option<(PathBuf, Advert)>) -> io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
@@ -130,6 +146,12 @@ fn reload_on_sighup(cert: Arc<ServerCert>) -> io::Result<()> {
             let cert = cert.clone();
             match tokio::task::spawn_blocking(move || cert.reload()).await {
                 Ok(Ok(Reloaded::Changed { fingerprint })) => {
+                    if let Some((dir, advert)) = &advert {
+                        let renewed = Advert { fingerprint: Some(fingerprint.clone()), ..advert.clone() };
+                        if let Err(e) = renewed.write(dir) {
+                            tracing::warn!(error = %e, "cannot rewrite {}", crate::discovery::FILE);
+                        }
+                    }
                     tracing::info!(%fingerprint, "SIGHUP: reloaded the TLS certificate; new connections use it")
                 }
                 Ok(Ok(Reloaded::Unchanged)) => {

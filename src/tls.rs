@@ -4,8 +4,10 @@
 //!   boot (a bad or mismatched pair refuses the boot), then handed to every new handshake through
 //!   a resolver whose pair [`ServerCert::reload`] swaps on SIGHUP, so connections already open keep
 //!   the session they negotiated and new ones get the new certificate;
-//! - the trust of the notification client ([`client_config`]): the system's roots as OpenSSL finds
-//!   them, `SSL_CERT_FILE` and `SSL_CERT_DIR` included, for receivers behind a private CA.
+//! - the trust of the notification client ([`client_trust`]): the system's roots as OpenSSL finds
+//!   them, `SSL_CERT_FILE` and `SSL_CERT_DIR` included, for receivers behind a private CA;
+//! - the command line's trust in the local daemon ([`pinned_client`]): exactly the certificate it
+//!   advertised by fingerprint.
 //!
 //! A leaf: it knows rustls and the file system, nothing of the crate.
 
@@ -195,6 +197,77 @@ pub fn client_trust() -> Result<ClientTrust, TlsError> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(ClientTrust { config: Arc::new(config), roots: added, problems })
+}
+
+/// Trusts exactly the certificate whose SHA-256 is `fingerprint` (and checks the handshake's
+/// signatures as usual): what the command line uses for the daemon that advertised it in its own
+/// state directory (`crate::discovery`), whatever name or CA the certificate has.
+#[derive(Debug)]
+struct Pinned {
+    fingerprint: String,
+    provider: Arc<CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        if fingerprint_of(end_entity).eq_ignore_ascii_case(&self.fingerprint) {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A client that trusts only the certificate with this SHA-256 fingerprint ([`Pinned`]).
+pub fn pinned_client(fingerprint: &str) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let provider = provider();
+    let verifier = Pinned { fingerprint: fingerprint.to_owned(), provider: provider.clone() };
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Settings(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// Why a TLS connection failed, if the reason is the server's certificate (unknown issuer, wrong

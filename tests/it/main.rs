@@ -11,6 +11,7 @@ mod architecture;
 mod bench_smoke;
 mod connections;
 mod devices;
+mod discovery;
 mod durability;
 mod echo;
 mod events;
