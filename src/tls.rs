@@ -370,4 +370,20 @@ mod tests {
         let der = CertificateDer::from_pem_file(&files.cert).expect("der");
         assert_eq!(fingerprint, fingerprint_of(&der));
     }
+
+    #[test]
+    fn only_a_certificate_the_client_refused_is_a_certificate_problem() {
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        assert_eq!(certificate_problem(&refused).as_deref(), Some("UnknownIssuer"));
+        let expired =
+            std::io::Error::other(rustls::Error::InvalidCertificate(rustls::CertificateError::Expired));
+        assert_eq!(certificate_problem(&expired).as_deref(), Some("Expired"));
+        // A handshake that failed for another reason, or a network error, is worth a retry.
+        let other = std::io::Error::other(rustls::Error::HandshakeNotComplete);
+        assert_eq!(certificate_problem(&other), None);
+        assert_eq!(certificate_problem(&std::io::Error::from(std::io::ErrorKind::ConnectionReset)), None);
+    }
 }
