@@ -575,4 +575,14 @@ mod tests {
         assert!(e.contains("chat_id=<chat>") && !e.contains("bot1:AA"), "the token is never shown: {e}");
         assert!(target_from_url("telegram+https://api.telegram.org/bot1:AA/sendMessage?chat_id=7").is_ok());
     }
+
+    #[test]
+    fn an_ntfy_topic_may_be_as_long_as_ntfy_allows_and_no_longer() {
+        let at_limit = format!("ntfy+https://ntfy.sh/{}", "t".repeat(MAX_NTFY_TOPIC));
+        assert_eq!(target_from_url(&at_limit).expect("64 characters").format, NotifyFormat::Ntfy);
+        let over = format!("ntfy+https://ntfy.sh/{}", "t".repeat(MAX_NTFY_TOPIC + 1));
+        let e = target_from_url(&over).expect_err("65 characters").0;
+        assert!(e.contains("an ntfy target's URL is the server and the topic"), "{e}");
+        assert!(target_from_url("ntfy+https://ntfy.sh/a").is_ok());
+    }
 }
