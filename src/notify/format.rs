@@ -169,8 +169,6 @@ pub(super) struct Message {
     pub(super) lines: Vec<String>,
     /// ntfy's scale: 3 default, 4 high, 5 urgent.
     pub(super) priority: u8,
-    /// The request is not shown whole: its approving options are decided from their page only.
-    pub(super) partial: bool,
 }
 
 /// "in 5 min (at 20:39 UTC)": how long from `now_ms` to `at_ms`, for a person, with the clock
@@ -222,7 +220,7 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             }
             lines.push(workspace);
             lines.push(expiry);
-            Message { title, lines, priority: if n.reminder > 0 { 5 } else { 4 }, partial: !summary.whole }
+            Message { title, lines, priority: if n.reminder > 0 { 5 } else { 4 } }
         }
         EventKind::TurnComplete => {
             let reason = n.data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
@@ -230,7 +228,6 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 title: "The agent finished its turn",
                 lines: vec![stop_reason(reason).to_owned(), workspace],
                 priority: 3,
-                partial: false,
             }
         }
         EventKind::TurnError => {
@@ -239,14 +236,12 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 title: "The agent's turn failed",
                 lines: vec![error.into_owned(), workspace],
                 priority: 4,
-                partial: false,
             }
         }
         _ => Message {
             title: "The agent exited",
             lines: vec!["The session ended.".to_owned(), workspace],
             priority: 4,
-            partial: false,
         },
     }
 }
@@ -561,5 +556,25 @@ mod tests {
         let review: Vec<bool> =
             j["options"].as_array().expect("options").iter().map(|o| o["needsReview"] == true).collect();
         assert_eq!(review, [true, true, false, false]);
+    }
+
+    #[test]
+    fn a_reminder_is_urgent_and_each_event_has_its_own_title() {
+        let data = request();
+        let mut n = notice(EventKind::PermissionRequest, &data, &[]);
+        let first = message(&n);
+        assert_eq!((first.title, first.priority), ("The agent needs permission", 4));
+        n.reminder = 1;
+        let again = message(&n);
+        assert_eq!((again.title, again.priority), ("Reminder: the agent still needs permission", 5));
+        let failed = json!({"message": "the model is down"});
+        let m = message(&notice(EventKind::TurnError, &failed, &[]));
+        assert_eq!(
+            (m.title, m.lines[0].as_str(), m.priority),
+            ("The agent's turn failed", "the model is down", 4)
+        );
+        let died = json!({});
+        let m = message(&notice(EventKind::SessionDied, &died, &[]));
+        assert_eq!((m.title, m.lines[0].as_str()), ("The agent exited", "The session ended."));
     }
 }
