@@ -12,9 +12,13 @@ use clap::Args;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::tls::TlsFiles;
+
 mod notify;
 mod sandbox;
-pub use self::notify::{MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url};
+pub use self::notify::{
+    MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format, telegram_chat_id,
+};
 pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
@@ -162,15 +166,23 @@ pub struct ServeArgs {
     /// Log format on stderr; the level comes from RUST_LOG (default info) [default: text]
     #[arg(long, value_name = "text|json")]
     pub log_format: Option<String>,
-    /// Send notifications of permission requests to this http:// URL as JSON; repeatable. Targets
-    /// with settings (events, ntfy format, a signing secret, clientId, headers, reminders) go in
-    /// the config file's serve.notify list (docs/notifications.md)
-    #[arg(long = "notify", value_name = "URL")]
+    /// Send notifications of permission requests to this http(s):// URL; repeatable. A prefix
+    /// chooses the format: ntfy+, slack+, discord+, telegram+ (json+ is the default). Targets with
+    /// settings (events, a signing secret, clientId, headers, reminders) go in the config file's
+    /// serve.notify list (docs/notifications.md)
+    #[arg(long = "notify", value_name = "[FORMAT+]URL")]
     pub notify: Vec<String>,
     /// The daemon's address as the notified person's device reaches it: the base of action links
     /// (`<public-url>/act/<token>`) [default: the listening URL]
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// Serve https with this certificate (PEM: the leaf, then any intermediates); needs --tls-key.
+    /// SIGHUP reloads the pair
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// A device pairing code (`mediatord pair`) may be exchanged for this long after it is issued
     /// [default: 120000]
     #[arg(long, value_name = "MS")]
@@ -459,6 +471,8 @@ pub struct Config {
     pub notify: Vec<NotifyTarget>,
     /// `--public-url` without a trailing `/`; `None`: the listening URL.
     pub public_url: Option<String>,
+    /// `--tls-cert`/`--tls-key`: the listener speaks https; `None`: plain http.
+    pub tls: Option<TlsFiles>,
     /// `--pairing-code-ttl-ms`: how long a device pairing code stays usable.
     pub pairing_code_ttl: Duration,
     /// `--store`: the PostgreSQL URL of a fleet's shared state; `None`: `state_dir` (or memory).
@@ -584,6 +598,8 @@ const SERVE_KEYS: &[&str] = &[
     "historyDays",
     "notify",
     "publicUrl",
+    "tlsCert",
+    "tlsKey",
     "pairingCodeTtlMs",
     "store",
     "nodeUrl",
@@ -1379,6 +1395,20 @@ impl Config {
         }
         .map(|u| notify::parse_public_url(&u))
         .transpose()?;
+        let tls_cert =
+            args.tls_cert.as_ref().map(|p| cwd.join(p)).or(file.string("tlsCert")?.map(|p| file.dir.join(p)));
+        let tls_key =
+            args.tls_key.as_ref().map(|p| cwd.join(p)).or(file.string("tlsKey")?.map(|p| file.dir.join(p)));
+        let tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return refuse("--tls-cert needs --tls-key (serve.tlsKey): the certificate's private key");
+            }
+            (None, Some(_)) => {
+                return refuse("--tls-key needs --tls-cert (serve.tlsCert): the certificate it belongs to");
+            }
+        };
 
         Ok(Config {
             hostname,
@@ -1418,6 +1448,7 @@ impl Config {
             },
             notify,
             public_url,
+            tls,
             pairing_code_ttl: Duration::from_millis(pairing_ms),
             store,
             node_url,

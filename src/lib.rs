@@ -12,7 +12,7 @@
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle  present
+//!                                log_throttle  present  tls  discovery
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -45,6 +45,10 @@
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.
 //! - [`acp`]: JSON-RPC frames, ACP method names and error codes, the two role traits.
 //! - [`clock`]: wall-clock milliseconds and ISO-8601 text.
+//! - [`discovery`]: the daemon's `daemon.json` in its state directory, and the one lookup the
+//!   command line uses to find the local daemon.
+//! - [`tls`]: the listener's certificate (loaded, checked, reloaded on SIGHUP) and the trust of the
+//!   notification client.
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
@@ -70,6 +74,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo_agent;
 pub mod devices;
+pub mod discovery;
 pub mod door;
 pub mod event;
 pub mod exec;
@@ -87,4 +92,5 @@ pub mod store;
 pub mod sync;
 pub mod text;
 pub mod throttle;
+pub mod tls;
 pub mod tui;

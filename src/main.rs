@@ -82,9 +82,14 @@ enum Command {
 /// How `pair` and `devices` reach the running daemon.
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
-    /// The daemon's listening address [default: http://127.0.0.1:7776]
+    /// The daemon's listening address [default: the one the running daemon wrote to its state
+    /// directory, else http://127.0.0.1:7776]
     #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
     url: Option<String>,
+    /// The state directory of the daemon to find, as `serve --state-dir` [default:
+    /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
     #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
@@ -184,6 +189,16 @@ Examples:
   mediatord approve demo-7f3c2a1e-... --option allow_once
   mediatord approve demo-7f3c2a1e-... 4b2e9c0a-... --option reject_once";
 
+/// Where the running daemon is: `--url`, else what it wrote to its state directory, else the
+/// default address (`mediatord::discovery::locate`).
+fn locate(args: &DaemonArgs) -> mediatord::discovery::Located {
+    let env = |k: &str| std::env::var(k).ok();
+    let state_dir = args.state_dir.clone().or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    });
+    mediatord::discovery::locate(args.url.as_deref(), state_dir.as_deref())
+}
+
 /// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
 /// credential read from its file when given, the operator's client id defaulted from $USER.
 fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connection, ExitCode> {
@@ -200,7 +215,7 @@ fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connec
     };
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
     Ok(mediatord::tui::Connection {
-        url: mediatord::http::client::daemon_url(args.daemon.url.as_deref()),
+        url: locate(&args.daemon).url,
         token: args.daemon.token.clone(),
         device: device.filter(|d| !d.is_empty()),
         client_id: Some(
@@ -281,11 +296,14 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let url = mediatord::http::client::daemon_url(args.url.as_deref());
-    let target = mediatord::http::client::Target::new(&url, token, None).map_err(|e| {
-        say(&format!("mediatord {command}: {}", text::escape(&e)));
-        ExitCode::from(2)
-    })?;
+    let daemon = locate(&args);
+    let url = daemon.url.clone();
+    let target = mediatord::http::client::Target::new(&url, token, None)
+        .map(|t| t.pinned(daemon.fingerprint.clone()))
+        .map_err(|e| {
+            say(&format!("mediatord {command}: {}", text::escape(&e)));
+            ExitCode::from(2)
+        })?;
     match runtime.block_on(target.call(method, path, body.as_ref())) {
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
@@ -652,7 +670,15 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let outcome = runtime.block_on(mediatord::server::run(config, store));
+            // A certificate pair that cannot serve refuses the boot like a bad flag does.
+            let tls = match config.tls.as_ref().map(mediatord::tls::ServerCert::load).transpose() {
+                Ok(tls) => tls,
+                Err(e) => {
+                    say(&format!("mediatord: {e}"));
+                    return ExitCode::from(2);
+                }
+            };
+            let outcome = runtime.block_on(mediatord::server::run(config, store, tls));
             // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
             // pipe or a hung file system must not hold the exit (nor make a second signal useless).
             runtime.shutdown_background();

@@ -5,6 +5,7 @@
 //! The top floor: it wires `config`, `daemon`, `fleet` and `http` together and knows no HTTP library itself.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,7 +14,9 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
+use crate::discovery::Advert;
 use crate::store::Store;
+use crate::tls::{Reloaded, ServerCert};
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
 const HTTP_DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -22,9 +25,9 @@ const STORE_FLUSH_GRACE: Duration = Duration::from_secs(5);
 /// Exit status after a panic: Rust's own for a panicking program (`docs/protocol.md#15-exit-status`).
 const PANIC_EXIT_STATUS: i32 = 101;
 
-/// Binds, prints the startup line, serves until the first signal's drain completes. Returns the
-/// process exit code.
-pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
+/// Binds, prints the startup line, serves (https with `tls`, loaded and checked by the caller
+/// before the boot) until the first signal's drain completes. Returns the process exit code.
+pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCert>>) -> io::Result<i32> {
     let host = config.hostname.trim_start_matches('[').trim_end_matches(']').to_owned();
     let listener = TcpListener::bind((host.as_str(), config.port)).await.map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
@@ -46,6 +49,19 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
     let signals = Signals::install()?;
+    let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
+    let advert = config.state_dir.clone().map(|dir| {
+        let fingerprint = tls.as_ref().map(|c| c.fingerprint());
+        (dir, Advert::new(tls.is_some(), &shown, local.port(), fingerprint))
+    });
+    let server_tls = match &tls {
+        Some(cert) => {
+            reload_on_sighup(cert.clone(), advert.clone())?;
+            Some(cert.server_config().map_err(io::Error::other)?)
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     // Agents run as the daemon's user: without this, anything an agent runs could read the token
     // from /proc/<daemon>/environ or attach to the daemon with ptrace. Children become dumpable
     // again when they exec, so this is the daemon's alone.
@@ -60,31 +76,46 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
     }
     #[cfg(debug_assertions)]
     panic_on_sigusr2()?;
-    let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
     // A fleet (`--store postgres://…`): joined before the first request, so the sessions this
     // daemon starts are in the directory as its own.
     let node_url =
-        daemon.config.node_url.clone().unwrap_or_else(|| format!("http://{shown}:{}", local.port()));
+        daemon.config.node_url.clone().unwrap_or_else(|| format!("{scheme}://{shown}:{}", local.port()));
     crate::fleet::start(daemon.clone(), node_url, daemon.config.node_lease)
         .await
         .map_err(|e| io::Error::other(format!("cannot join the fleet: {e}")))?;
-    daemon.notifier.set_listening_url(&format!("http://{shown}:{}", local.port()));
+    daemon.notifier.set_listening_url(&format!("{scheme}://{shown}:{}", local.port()));
     if !daemon.config.notify.is_empty() && daemon.config.public_url.is_none() && local.ip().is_unspecified() {
         tracing::warn!(
-            "notification links point at http://{shown}:{}, which no device can reach: set --public-url",
+            "notification links point at {scheme}://{shown}:{}, which no device can reach: set --public-url",
             local.port()
         );
     }
+    // Where `mediatord pair` and `devices` find this daemon (`discovery::locate`), written before
+    // the startup line so a script that read the line finds it; removed when `_published` drops
+    // at the end of this function.
+    let _published = advert.as_ref().and_then(|(dir, advert)| match advert.publish(dir) {
+        Ok(published) => Some(published),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write {}: mediatord pair and devices will need --url", crate::discovery::FILE);
+            None
+        }
+    });
     // The one line on stdout, for scripts (`--port 0`). A closed stdout loses it rather than
     // failing the daemon (`println!` would panic).
     let mut stdout = io::stdout().lock();
-    let _ = writeln!(stdout, "mediatord listening on http://{shown}:{}", local.port())
+    let _ = writeln!(stdout, "mediatord listening on {scheme}://{shown}:{}", local.port())
         .and_then(|()| stdout.flush());
     drop(stdout);
     // Only the program: an agent's arguments may carry credentials, and logs travel further.
     let programs: Vec<String> =
         daemon.config.agents.iter().map(|a| format!("{}={}", a.name, a.command.program)).collect();
-    tracing::info!(address = %local, agents = %programs.join(" "), "mediatord started");
+    match &tls {
+        Some(cert) => tracing::info!(
+            address = %local, agents = %programs.join(" "), fingerprint = %cert.fingerprint(),
+            "mediatord started (https)"
+        ),
+        None => tracing::info!(address = %local, agents = %programs.join(" "), "mediatord started"),
+    }
 
     let drained = tokio_util::sync::CancellationToken::new();
     let killed = Arc::new(AtomicBool::new(false));
@@ -93,6 +124,7 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
         listener,
         max_connections,
         daemon,
+        server_tls,
         drained.clone().cancelled_owned(),
     ));
     drained.cancelled().await;
@@ -108,6 +140,36 @@ pub async fn run(config: Config, store: Arc<dyn Store>) -> io::Result<i32> {
         std::future::pending::<()>().await;
     }
     Ok(0)
+}
+
+/// SIGHUP reads the certificate pair again: new handshakes get the new one, open connections keep
+/// theirs; a pair that fails its checks is logged and the one in use stays.
+fn reload_on_sighup(cert: Arc<ServerCert>, advert: Option<(PathBuf, Advert)>) -> io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            // Reading two small files: short enough for the runtime, but off it all the same.
+            let cert = cert.clone();
+            match tokio::task::spawn_blocking(move || cert.reload()).await {
+                Ok(Ok(Reloaded::Changed { fingerprint })) => {
+                    if let Some((dir, advert)) = &advert {
+                        let renewed = Advert { fingerprint: Some(fingerprint.clone()), ..advert.clone() };
+                        if let Err(e) = renewed.write(dir) {
+                            tracing::warn!(error = %e, "cannot rewrite {}", crate::discovery::FILE);
+                        }
+                    }
+                    tracing::info!(%fingerprint, "SIGHUP: reloaded the TLS certificate; new connections use it")
+                }
+                Ok(Ok(Reloaded::Unchanged)) => {
+                    tracing::info!("SIGHUP: the TLS certificate files are unchanged")
+                }
+                Ok(Err(e)) => tracing::warn!("SIGHUP: {e}; still serving the previous certificate"),
+                Err(e) => tracing::warn!(error = %e, "SIGHUP: the certificate reload did not finish"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// SIGTERM and SIGINT, either of which drains (the first) or kills (the second).

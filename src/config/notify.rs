@@ -1,8 +1,8 @@
 //! Notification targets (`--notify URL`, `serve.notify` in the config file) and `--public-url`,
 //! validated at boot (`docs/notifications.md`).
 //!
-//! Only `http://` targets are accepted: the daemon carries no TLS client (see
-//! `docs/notifications.md#https-targets` for why, and what to do instead).
+//! Targets are `http://` or `https://` (the daemon's TLS client trusts the system's roots and
+//! `SSL_CERT_FILE`/`SSL_CERT_DIR`, `crate::tls`).
 
 use std::time::Duration;
 
@@ -44,13 +44,55 @@ pub enum NotifyFormat {
     Json,
     /// An ntfy publish body (JSON, to the server's root, with the topic from the URL's path).
     Ntfy,
+    /// A Slack incoming-webhook message: Block Kit, with link buttons to the action pages.
+    Slack,
+    /// A Discord webhook execution: one embed, the action pages as links.
+    Discord,
+    /// A Telegram Bot API `sendMessage`, with an inline keyboard of URL buttons.
+    Telegram,
 }
 
-/// An `http://host[:port]/path` URL, split.
+impl NotifyFormat {
+    /// Every format, by the name `format` and the `name+https://` prefix use.
+    pub const ALL: [(&'static str, NotifyFormat); 5] = [
+        ("json", NotifyFormat::Json),
+        ("ntfy", NotifyFormat::Ntfy),
+        ("slack", NotifyFormat::Slack),
+        ("discord", NotifyFormat::Discord),
+        ("telegram", NotifyFormat::Telegram),
+    ];
+
+    pub fn parse(name: &str) -> Option<NotifyFormat> {
+        NotifyFormat::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+
+    pub fn name(self) -> &'static str {
+        NotifyFormat::ALL.iter().find(|(_, f)| *f == self).map_or("json", |(n, _)| n)
+    }
+}
+
+/// `ntfy+https://ntfy.sh/topic` → (`Some(Ntfy)`, `https://ntfy.sh/topic`); a URL without a known
+/// `name+` before its scheme is returned whole.
+pub fn split_format(raw: &str) -> (Option<NotifyFormat>, &str) {
+    if let Some((name, rest)) = raw.split_once('+')
+        && !name.contains(':')
+        && let Some(format) = NotifyFormat::parse(&name.to_ascii_lowercase())
+    {
+        return (Some(format), rest);
+    }
+    (None, raw)
+}
+
+/// An `http(s)://host[:port]/path` URL, split.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TargetUrl {
-    /// `host:port` (IPv6 in brackets), for the `Host` header and the connection.
+    /// `https://`: the request goes over TLS, and the server's certificate must be trusted.
+    pub tls: bool,
+    /// `host:port` (IPv6 in brackets), for logs and the connection.
     pub authority: String,
+    /// The `Host` header: the authority without the scheme's default port (80, 443), as
+    /// browsers and curl send it.
+    pub host_header: String,
     /// The host as it is connected to (no brackets).
     pub host: String,
     pub port: u16,
@@ -61,7 +103,7 @@ pub struct TargetUrl {
 /// Only the authority: a path may carry a secret (an ntfy topic is a password).
 impl std::fmt::Debug for TargetUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}/…", self.authority)
+        write!(f, "{}://{}/…", if self.tls { "https" } else { "http" }, self.authority)
     }
 }
 
@@ -103,21 +145,19 @@ impl NotifyTarget {
     }
 }
 
-/// `http://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
+/// `http(s)://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
 pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
     let bad = |why: &str| Err(ConfigError(format!("notification target {}: {why}", shown_url(raw))));
     if raw.len() > MAX_URL {
         return bad(&format!("longer than {MAX_URL} bytes"));
     }
     let lower = raw.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return bad(
-            "https targets are not supported (the daemon has no TLS client): use an http:// receiver \
-             on loopback or your network, e.g. a self-hosted ntfy; see docs/notifications.md",
-        );
-    }
-    let Some(rest) = lower.strip_prefix("http://").map(|_| &raw["http://".len()..]) else {
-        return bad("expected http://host[:port]/path");
+    let (tls, rest) = if lower.starts_with("https://") {
+        (true, &raw["https://".len()..])
+    } else if lower.starts_with("http://") {
+        (false, &raw["http://".len()..])
+    } else {
+        return bad("expected http(s)://host[:port]/path");
     };
     if raw.bytes().any(|b| b.is_ascii_control() || b == b' ') || rest.contains('#') {
         return bad("spaces, control characters and fragments are not allowed");
@@ -130,13 +170,18 @@ pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
     if authority.contains('@') {
         return bad("user info in the URL is not allowed: put credentials in the target's headers");
     }
-    let Some((host, port)) = split_host_port(authority) else { return bad("malformed host or port") };
+    let default_port = if tls { 443 } else { 80 };
+    let Some((host, port)) = split_host_port(authority, default_port) else {
+        return bad("malformed host or port");
+    };
     let shown_host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
-    Ok(TargetUrl { authority: format!("{shown_host}:{port}"), host, port, path })
+    let host_header = if port == default_port { shown_host.clone() } else { format!("{shown_host}:{port}") };
+    Ok(TargetUrl { tls, authority: format!("{shown_host}:{port}"), host_header, host, port, path })
 }
 
-/// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port; 80 by default).
-fn split_host_port(authority: &str) -> Option<(String, u16)> {
+/// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port; `default_port`
+/// without one).
+fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6.split_once(']')?;
         let port = match after {
@@ -158,7 +203,7 @@ fn split_host_port(authority: &str) -> Option<(String, u16)> {
         return None;
     }
     let port = match port {
-        None => 80,
+        None => default_port,
         Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
     };
     Some((host, port))
@@ -192,7 +237,7 @@ pub(super) fn parse_public_url(raw: &str) -> Result<String, ConfigError> {
         return bad();
     }
     let authority = rest.split('/').next().unwrap_or("");
-    if authority.contains('@') || split_host_port(authority).is_none() {
+    if authority.contains('@') || split_host_port(authority, 80).is_none() {
         return bad();
     }
     Ok(raw.trim_end_matches('/').to_owned())
@@ -282,19 +327,23 @@ pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, 
     if let Some(events) = map.get("events").filter(|v| !v.is_null()) {
         target.events = parse_events(events, &at)?;
     }
-    target.format = match string("format")? {
-        None | Some("json") => NotifyFormat::Json,
-        Some("ntfy") => NotifyFormat::Ntfy,
-        Some(other) => return refuse(format!("{at}.format {other:?}: expected json or ntfy")),
-    };
-    let topic = target.url.path.trim_start_matches('/');
-    if target.format == NotifyFormat::Ntfy
-        && (topic.is_empty() || topic.contains(['/', '?']) || topic.len() > MAX_NTFY_TOPIC)
-    {
-        return refuse(format!(
-            "{at}: an ntfy target's URL is the server and the topic, http://host[:port]/<topic> (one path segment)"
-        ));
+    match string("format")? {
+        None => {}
+        Some(name) => match NotifyFormat::parse(name) {
+            Some(format) if split_format(url).0.is_some_and(|f| f != format) => {
+                return refuse(format!(
+                    "{at}: format {name:?} and the URL's {}+ prefix disagree",
+                    split_format(url).0.map_or("", |f| f.name())
+                ));
+            }
+            Some(format) => target.format = format,
+            None => {
+                let names: Vec<&str> = NotifyFormat::ALL.iter().map(|(n, _)| *n).collect();
+                return refuse(format!("{at}.format {name:?}: expected one of {}", names.join(", ")));
+            }
+        },
     }
+    check_format_url(&target, &at)?;
     target.secret = match string("secret")? {
         None => None,
         Some("") => return refuse(format!("{at}.secret must not be empty")),
@@ -324,16 +373,56 @@ pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, 
 }
 
 /// A target given only as a URL (`--notify URL`): JSON, permission requests, no secret.
-pub(super) fn target_from_url(url: &str) -> Result<NotifyTarget, ConfigError> {
-    Ok(NotifyTarget {
+/// A target from its URL, `format+` prefix included (`ntfy+https://ntfy.sh/topic`).
+pub(super) fn target_from_url(raw: &str) -> Result<NotifyTarget, ConfigError> {
+    let (format, url) = split_format(raw);
+    let target = NotifyTarget {
         url: parse_target_url(url)?,
         events: vec![EventKind::PermissionRequest],
-        format: NotifyFormat::Json,
+        format: format.unwrap_or(NotifyFormat::Json),
         secret: None,
         client_id: None,
         headers: Vec::new(),
         remind_after: None,
-    })
+    };
+    check_format_url(&target, &format!("notification target {}", shown_url(url)))?;
+    Ok(target)
+}
+
+/// What a format needs of its URL: ntfy, the topic as the one path segment; Telegram, a
+/// `chat_id` in the query (the bot token is in the path, `/bot<token>/sendMessage`).
+fn check_format_url(target: &NotifyTarget, at: &str) -> Result<(), ConfigError> {
+    match target.format {
+        NotifyFormat::Ntfy => {
+            let topic = target.url.path.trim_start_matches('/');
+            if topic.is_empty() || topic.contains(['/', '?']) || topic.len() > MAX_NTFY_TOPIC {
+                return refuse(format!(
+                    "{at}: an ntfy target's URL is the server and the topic, http(s)://host[:port]/<topic> (one path segment)"
+                ));
+            }
+        }
+        NotifyFormat::Telegram => {
+            if telegram_chat_id(&target.url).is_none() {
+                return refuse(format!(
+                    "{at}: a telegram target's URL is https://api.telegram.org/bot<token>/sendMessage?chat_id=<chat>"
+                ));
+            }
+        }
+        NotifyFormat::Json | NotifyFormat::Slack | NotifyFormat::Discord => {}
+    }
+    Ok(())
+}
+
+/// The `chat_id` of a Telegram target's URL query: a number (`-100…` for a group) or `@channel`.
+pub fn telegram_chat_id(url: &TargetUrl) -> Option<&str> {
+    let query = url.path.split_once('?')?.1;
+    let id = query.split('&').find_map(|kv| kv.strip_prefix("chat_id="))?;
+    let number = id.strip_prefix('-').unwrap_or(id);
+    let valid = (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
+        || id
+            .strip_prefix('@')
+            .is_some_and(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    valid.then_some(id)
 }
 
 /// `--notify` flags win over the file's list (as every list option does).
@@ -362,15 +451,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn target_urls_are_split_and_https_is_refused_with_a_reason() {
+    fn target_urls_are_split_with_their_scheme_and_default_port() {
         let u = parse_target_url("http://127.0.0.1:8080/hook?x=1").expect("valid");
         assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/hook?x=1"));
+        assert_eq!((u.tls, u.host_header.as_str()), (false, "127.0.0.1:8080"));
         let u = parse_target_url("http://[::1]:9/").expect("valid");
         assert_eq!((u.authority.as_str(), u.host.as_str()), ("[::1]:9", "::1"));
         let u = parse_target_url("http://ntfy.lan").expect("valid");
-        assert_eq!((u.port, u.path.as_str()), (80, "/"));
-        let e = parse_target_url("https://ntfy.sh/secret-topic").expect_err("https").0;
-        assert!(e.contains("https targets are not supported"), "{e}");
+        assert_eq!((u.port, u.path.as_str(), u.host_header.as_str()), (80, "/", "ntfy.lan"));
+        let u = parse_target_url("HTTPS://ntfy.sh/secret-topic").expect("https");
+        assert_eq!((u.tls, u.port, u.host_header.as_str()), (true, 443, "ntfy.sh"));
+        assert_eq!(u.authority, "ntfy.sh:443");
+        assert!(!format!("{u:?}").contains("secret-topic"), "{u:?}");
+        assert_eq!(format!("{u:?}"), "https://ntfy.sh:443/…");
+        let u = parse_target_url("https://hooks.example:8443/x").expect("https");
+        assert_eq!((u.port, u.host_header.as_str()), (8443, "hooks.example:8443"));
+        let u = parse_target_url("http://hooks.example:443/x").expect("http on 443");
+        assert_eq!((u.tls, u.host_header.as_str()), (false, "hooks.example:443"));
+        let e = parse_target_url("ftp://ntfy.sh/secret-topic").expect_err("ftp").0;
+        assert!(e.contains("expected http(s)://"), "{e}");
         assert!(!e.contains("secret-topic"), "the path is never shown: {e}");
         for bad in [
             "ftp://x/",
@@ -406,7 +505,10 @@ mod tests {
         assert!(e.contains("did you mean permission_request?"), "{e}");
         let e = err(json!({"url": "http://h/", "evnts": []}));
         assert!(e.contains("did you mean serve.notify[2].events?"), "{e}");
-        assert!(err(json!({"url": "http://h/", "format": "xml"})).contains("json or ntfy"));
+        assert!(
+            err(json!({"url": "http://h/", "format": "xml"}))
+                .contains("expected one of json, ntfy, slack, discord, telegram")
+        );
         assert!(err(json!({"url": "http://h/", "format": "ntfy"})).contains("topic"));
         assert!(err(json!({"url": "http://h/a/b", "format": "ntfy"})).contains("topic"));
         assert!(err(json!({"url": "http://h/", "headers": {"Host": "x"}})).contains("may set"));
@@ -423,5 +525,64 @@ mod tests {
         for bad in ["m.example.net", "http://u@h/", "http://h/?q", "ftp://h"] {
             assert!(parse_public_url(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_format_prefix_chooses_the_format_and_leaves_the_url() {
+        assert_eq!(split_format("ntfy+https://ntfy.sh/t"), (Some(NotifyFormat::Ntfy), "https://ntfy.sh/t"));
+        assert_eq!(split_format("Slack+https://h/x"), (Some(NotifyFormat::Slack), "https://h/x"));
+        assert_eq!(split_format("discord+http://h/x"), (Some(NotifyFormat::Discord), "http://h/x"));
+        assert_eq!(split_format("json+http://h/x"), (Some(NotifyFormat::Json), "http://h/x"));
+        // A plus elsewhere, or an unknown name, is part of the URL.
+        assert_eq!(split_format("https://h/a+b"), (None, "https://h/a+b"));
+        assert_eq!(split_format("gotify+https://h/x"), (None, "gotify+https://h/x"));
+        assert_eq!(split_format("http://h:1/ntfy+x"), (None, "http://h:1/ntfy+x"));
+        for (name, format) in NotifyFormat::ALL {
+            assert_eq!(NotifyFormat::parse(name), Some(format));
+            assert_eq!(format.name(), name);
+        }
+        assert_eq!(NotifyFormat::parse("Ntfy"), None, "names are lower case");
+
+        let t = target_from_url("ntfy+https://ntfy.sh/agent-7f3c").expect("ntfy");
+        assert_eq!((t.format, t.url.tls, t.url.path.as_str()), (NotifyFormat::Ntfy, true, "/agent-7f3c"));
+        let e = target_from_url("ntfy+https://ntfy.sh/").expect_err("no topic").0;
+        assert!(e.contains("an ntfy target's URL is the server and the topic"), "{e}");
+        let e = target_from_url("gotify+https://h/x").expect_err("unknown prefix").0;
+        assert!(e.contains("expected http(s)://"), "{e}");
+        let e =
+            parse_target(&json!({"url": "slack+https://h/x", "format": "discord"}), 0).expect_err("both").0;
+        assert!(e.contains("disagree"), "{e}");
+        let t = parse_target(&json!({"url": "slack+https://h/x", "format": "slack"}), 0).expect("agree");
+        assert_eq!(t.format, NotifyFormat::Slack);
+        let e = parse_target(&json!({"url": "https://h/x", "format": "pushover"}), 0).expect_err("unknown").0;
+        assert!(e.contains("expected one of json, ntfy, slack, discord, telegram"), "{e}");
+    }
+
+    #[test]
+    fn a_telegram_target_needs_a_chat_id_in_its_query() {
+        let url = |q: &str| {
+            parse_target_url(&format!("https://api.telegram.org/bot1:AA/sendMessage{q}")).expect("url")
+        };
+        assert_eq!(telegram_chat_id(&url("?chat_id=12345")), Some("12345"));
+        assert_eq!(telegram_chat_id(&url("?x=1&chat_id=-1001234")), Some("-1001234"));
+        assert_eq!(telegram_chat_id(&url("?chat_id=@my_channel")), Some("@my_channel"));
+        for bad in ["", "?chat_id=", "?chat_id=-", "?chat_id=12a", "?chat_id=@", "?chat_id=@a-b", "?chatid=1"]
+        {
+            assert_eq!(telegram_chat_id(&url(bad)), None, "{bad}");
+        }
+        let e =
+            target_from_url("telegram+https://api.telegram.org/bot1:AA/sendMessage").expect_err("no chat").0;
+        assert!(e.contains("chat_id=<chat>") && !e.contains("bot1:AA"), "the token is never shown: {e}");
+        assert!(target_from_url("telegram+https://api.telegram.org/bot1:AA/sendMessage?chat_id=7").is_ok());
+    }
+
+    #[test]
+    fn an_ntfy_topic_may_be_as_long_as_ntfy_allows_and_no_longer() {
+        let at_limit = format!("ntfy+https://ntfy.sh/{}", "t".repeat(MAX_NTFY_TOPIC));
+        assert_eq!(target_from_url(&at_limit).expect("64 characters").format, NotifyFormat::Ntfy);
+        let over = format!("ntfy+https://ntfy.sh/{}", "t".repeat(MAX_NTFY_TOPIC + 1));
+        let e = target_from_url(&over).expect_err("65 characters").0;
+        assert!(e.contains("an ntfy target's URL is the server and the topic"), "{e}");
+        assert!(target_from_url("ntfy+https://ntfy.sh/a").is_ok());
     }
 }

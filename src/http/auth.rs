@@ -89,9 +89,10 @@ pub(super) fn clear_cookie(config_secure: bool) -> HeaderValue {
     })
 }
 
-/// Whether cookies this daemon clears get `Secure`: when `--public-url` is `https://`.
+/// Whether cookies this daemon clears get `Secure`: when it serves https, or `--public-url` is
+/// `https://`.
 pub(super) fn secure_cookie(config: &Config) -> bool {
-    config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
+    config.tls.is_some() || config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
 }
 
 #[cfg(test)]
@@ -138,11 +139,14 @@ mod tests {
     }
 
     #[test]
-    fn cookies_are_cleared_secure_only_behind_an_https_public_url() {
+    fn cookies_are_cleared_secure_only_behind_an_https_public_url_or_listener() {
         let mut config = Config::for_tests(std::path::Path::new("/"));
         assert!(!secure_cookie(&config));
         config.public_url = Some("http://phone.example:7776".into());
         assert!(!secure_cookie(&config));
+        config.tls = Some(crate::tls::TlsFiles { cert: "c.pem".into(), key: "k.pem".into() });
+        assert!(secure_cookie(&config), "the daemon itself serves https");
+        config.tls = None;
         config.public_url = Some("https://mediator.example".into());
         assert!(secure_cookie(&config));
     }

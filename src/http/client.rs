@@ -1,7 +1,8 @@
 //! The command line's client for a running daemon (`mediatord pair`, `devices`, `attach`, `watch`,
-//! `approve`): JSON requests over plain HTTP/1.1 with a credential and a client id, and a session's
-//! event stream read frame by frame. Plain HTTP only: these commands run on the daemon's machine
-//! (or at the end of an SSH tunnel to it), against its listening address.
+//! `approve`): JSON requests over HTTP/1.1 with a credential and a client id, and a session's
+//! event stream read frame by frame, to where [`crate::discovery::locate`] found the daemon. Over
+//! https it trusts the certificate the daemon advertised (by fingerprint), else the system's roots
+//! and `SSL_CERT_FILE`/`SSL_CERT_DIR`.
 
 use std::time::Duration;
 
@@ -10,10 +11,11 @@ use axum::http::{Method, Request, header};
 use futures_util::StreamExt as _;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-/// Where the command line finds the daemon when told nothing: the default listening address.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:7776";
+use crate::discovery::Located;
+
 /// Largest answer read by `pair` and `devices`: a device list of 256 devices is a few tens of KiB.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Largest answer read for a session's state (its pending requests, a listing of every session):
@@ -30,13 +32,6 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// heartbeat after 15 s of silence, so three missed ones.
 pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
 
-/// The daemon's URL: the one given (`--url`, `MEDIATORD_URL`), else [`DEFAULT_URL`]. Every command
-/// that reaches a daemon (`pair`, `devices`, `attach`, `watch`, `approve`) resolves it here and
-/// only here, so finding the local daemon by other means changes this function alone.
-pub fn daemon_url(given: Option<&str>) -> String {
-    given.map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL).trim_end_matches('/').to_owned()
-}
-
 /// A call that got no answer (`why` names the address), said with what to do: most often the
 /// daemon is not running, or listens at another address.
 pub fn unanswered(why: &str) -> String {
@@ -45,23 +40,29 @@ pub fn unanswered(why: &str) -> String {
     )
 }
 
-/// `http://host[:port][/prefix]` split into (authority, host, port, prefix).
-fn parse(url: &str) -> Result<(String, String, u16, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: the daemon's URL must start with http:// (its listening address)"))?;
+/// `http(s)://host[:port][/prefix]` split into (https, authority, host, port, prefix).
+fn parse(url: &str) -> Result<(bool, String, String, u16, String), String> {
+    let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => {
+            return Err(format!(
+                "{url}: the daemon's URL must start with http:// or https:// (its listening address)"
+            ));
+        }
+    };
     let (authority, prefix) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !p.contains(']') => {
             (h, p.parse::<u16>().map_err(|_| format!("{url}: {p:?} is not a port"))?)
         }
-        _ => (authority, 80),
+        _ => (authority, if https { 443 } else { 80 }),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() {
         return Err(format!("{url}: no host"));
     }
-    Ok((authority.to_owned(), host.to_owned(), port, prefix.trim_end_matches('/').to_owned()))
+    Ok((https, authority.to_owned(), host.to_owned(), port, prefix.trim_end_matches('/').to_owned()))
 }
 
 /// `text` as one path segment: every byte but the unreserved ones percent-encoded.
@@ -84,6 +85,10 @@ pub struct Target {
     host: String,
     port: u16,
     prefix: String,
+    https: bool,
+    /// The SHA-256 fingerprint of the certificate the daemon advertised in its state dir: over
+    /// https, trusted instead of the system's roots.
+    fingerprint: Option<String>,
     credential: Option<String>,
     client_id: Option<String>,
 }
@@ -110,16 +115,24 @@ pub enum OpenError {
 impl Target {
     /// `credential` is sent as `Authorization: Bearer …` when present (trimmed; empty is none).
     pub fn new(url: &str, credential: Option<&str>, client_id: Option<&str>) -> Result<Target, String> {
-        let (authority, host, port, prefix) = parse(url)?;
+        let (https, authority, host, port, prefix) = parse(url)?;
         Ok(Target {
             url: url.to_owned(),
             authority,
             host,
             port,
             prefix,
+            https,
+            fingerprint: None,
             credential: credential.map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned),
             client_id: client_id.map(str::to_owned),
         })
+    }
+
+    /// Over https, trust exactly the certificate with this fingerprint (the one the daemon
+    /// advertised in its state dir); `None` keeps the system's roots.
+    pub fn pinned(self, fingerprint: Option<String>) -> Target {
+        Target { fingerprint, ..self }
     }
 
     /// The URL the target was made with.
@@ -166,11 +179,22 @@ impl Target {
         let stream = TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(|e| format!("cannot reach the daemon at {}: {e}", self.url))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        let (mut sender, driver) = if self.https {
+            let config = match &self.fingerprint {
+                Some(fingerprint) => crate::tls::pinned_client(fingerprint),
+                None => crate::tls::client_trust().map(|t| t.config),
+            }
+            .map_err(|e| e.to_string())?;
+            let name =
+                rustls::pki_types::ServerName::try_from(self.host.clone()).map_err(|e| e.to_string())?;
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, stream)
+                .await
+                .map_err(|e| format!("cannot reach the daemon at {} over https: {e}", self.url))?;
+            handshake(stream).await?
+        } else {
+            handshake(stream).await?
+        };
         match sender.send_request(request).await {
             Ok(response) => Ok((response, driver)),
             Err(e) => {
@@ -366,6 +390,30 @@ impl Frames {
     }
 }
 
+/// An HTTP/1.1 client connection on `stream`, and the task driving it.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+) -> Result<(hyper::client::conn::http1::SendRequest<Body>, tokio::task::JoinHandle<()>), String> {
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok((sender, driver))
+}
+
+/// `method path` on the daemon `at`, with `token` as the bearer and `body` as JSON: the status
+/// and the parsed answer (`null` when empty or not JSON), or why there is none (`pair`, `devices`).
+pub async fn call(
+    at: &Located,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, Value), String> {
+    Target::new(&at.url, token, None)?.pinned(at.fingerprint.clone()).call(method, path, body).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,19 +423,17 @@ mod tests {
         let p = parse;
         assert_eq!(
             p("http://127.0.0.1:7776"),
-            Ok(("127.0.0.1:7776".into(), "127.0.0.1".into(), 7776, "".into()))
+            Ok((false, "127.0.0.1:7776".into(), "127.0.0.1".into(), 7776, "".into()))
         );
-        assert_eq!(p("http://[::1]:80/pre/"), Ok(("[::1]:80".into(), "::1".into(), 80, "/pre".into())));
-        assert_eq!(p("http://localhost"), Ok(("localhost".into(), "localhost".into(), 80, "".into())));
-        assert!(p("https://x").is_err());
+        assert_eq!(
+            p("http://[::1]:80/pre/"),
+            Ok((false, "[::1]:80".into(), "::1".into(), 80, "/pre".into()))
+        );
+        assert_eq!(p("http://localhost"), Ok((false, "localhost".into(), "localhost".into(), 80, "".into())));
+        assert_eq!(p("https://x"), Ok((true, "x".into(), "x".into(), 443, "".into())));
+        assert_eq!(p("https://x:7776"), Ok((true, "x:7776".into(), "x".into(), 7776, "".into())));
+        assert!(p("ftp://x").is_err());
         assert!(p("http://:1").is_err());
-    }
-
-    #[test]
-    fn the_url_is_the_one_given_else_the_default() {
-        assert_eq!(daemon_url(None), DEFAULT_URL);
-        assert_eq!(daemon_url(Some("  ")), DEFAULT_URL);
-        assert_eq!(daemon_url(Some("http://127.0.0.1:9/")), "http://127.0.0.1:9");
     }
 
     #[test]

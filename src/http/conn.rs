@@ -130,7 +130,7 @@ where
 /// Nginx's lingering close: the answer is written and the write side shut (by hyper: the client
 /// reads the answer and the end of it); read and discard what the client still sends, until it
 /// closes or the bounds are reached, so closing does not reset the connection under the answer.
-async fn linger<I: AsyncRead + Unpin>(io: &mut I) {
+pub(super) async fn linger<I: AsyncRead + Unpin>(io: &mut I) {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; LINGER_BUFFER];
     let mut drained = 0usize;

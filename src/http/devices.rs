@@ -37,12 +37,13 @@ fn optional_str<'a>(body: &'a Value, key: &str) -> Result<Option<&'a str>, ApiEr
 }
 
 /// Where the pairing URL points: `--public-url`, else the address the operator reached the daemon
-/// at (what `mediatord pair` was pointed to).
+/// at (what `mediatord pair` was pointed to), https when the daemon serves it.
 fn base_url(d: &AppState, req_host: Option<&str>) -> String {
+    let scheme = if d.config.tls.is_some() { "https" } else { "http" };
     match (&d.config.public_url, req_host) {
         (Some(public), _) => public.clone(),
-        (None, Some(host)) => format!("http://{host}"),
-        (None, None) => String::from("http://127.0.0.1"),
+        (None, Some(host)) => format!("{scheme}://{host}"),
+        (None, None) => format!("{scheme}://127.0.0.1"),
     }
 }
 

@@ -114,6 +114,9 @@ pub enum ApiError {
     UriTooLong,
     #[error("The request head did not arrive in time")]
     HeaderTimeout,
+    /// Plain http sent to the TLS listener; written before any handshake, as nginx's 497 is.
+    #[error("This port speaks https: use https:// in the URL")]
+    HttpsRequired,
     #[error("The request body did not arrive in time")]
     BodyTimeout,
     #[error("Too many request bodies are being received at once; retry later")]
@@ -294,6 +297,7 @@ impl ApiError {
             ApiError::HeadersTooLarge,
             ApiError::UriTooLong,
             ApiError::HeaderTimeout,
+            ApiError::HttpsRequired,
             ApiError::BodyTimeout,
             ApiError::BodyBudgetExceeded,
             ApiError::InvalidPath,
@@ -385,7 +389,8 @@ impl ApiError {
             | Self::BadRequest
             | Self::InvalidPath
             | Self::InvalidQuery
-            | Self::InvalidParameter(_) => StatusCode::BAD_REQUEST,
+            | Self::InvalidParameter(_)
+            | Self::HttpsRequired => StatusCode::BAD_REQUEST,
             Self::ResumeUnsupported { .. } => StatusCode::CONFLICT,
             Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -460,6 +465,7 @@ impl ApiError {
             Self::HeadersTooLarge => "headers_too_large",
             Self::UriTooLong => "uri_too_long",
             Self::HeaderTimeout => "header_timeout",
+            Self::HttpsRequired => "https_required",
             Self::BodyTimeout => "body_timeout",
             Self::BodyBudgetExceeded => "body_budget_exceeded",
             Self::InvalidPath => "invalid_path",

@@ -98,6 +98,14 @@ impl axum::serve::Listener for LimitedListener {
     }
 }
 
+impl LimitedStream {
+    /// The next bytes without taking them (the TLS listener reads a connection's first byte
+    /// before it chooses between a handshake and a plain-http refusal).
+    pub(super) async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await
+    }
+}
+
 impl AsyncRead for LimitedStream {
     fn poll_read(
         mut self: Pin<&mut Self>,

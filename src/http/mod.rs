@@ -10,6 +10,8 @@
 //! - [`perimeter`]: Origin → Host → bearer; the socket [`Peer`].
 //! - `listener`: `--max-connections` at accept; `--writer-idle-timeout-ms` on every connection's
 //!   writes.
+//! - `handshake`: the TLS handshake of one connection (`--tls-cert`), and the answer to plain http
+//!   on the https port.
 //! - `conn`: one connection under its deadlines, the request-body budget, JSON for hyper's own
 //!   answers.
 //! - one handler file per OpenAPI tag: `daemon` (health, capabilities, metrics), `sessions`,
@@ -40,6 +42,7 @@ mod devices;
 pub mod error;
 mod events;
 mod extract;
+mod handshake;
 mod history;
 mod listener;
 pub mod openapi;
@@ -104,11 +107,13 @@ pub async fn serve(
     listener: TcpListener,
     max_connections: usize,
     daemon: AppState,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::Listener;
 
     let limits = conn::Limits::new(&daemon.config);
+    let https = tls.map(|config| handshake::Https::new(config, daemon.config.header_timeout));
     let write_idle = daemon.config.writer_idle_timeout;
     let metrics = daemon.metrics.clone();
     let app = app(daemon, listener.local_addr()?.port());
@@ -122,7 +127,18 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        connections.spawn(conn::serve(io, Peer(addr), app.clone(), limits.clone(), stop.clone()));
+        let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
+        match &https {
+            None => connections.spawn(conn::serve(io, Peer(addr), app, limits, stop)),
+            Some(https) => {
+                let https = https.clone();
+                connections.spawn(async move {
+                    if let Some(tls) = https.accept(io).await {
+                        conn::serve(tls, Peer(addr), app, limits, stop).await;
+                    }
+                })
+            }
+        };
     }
     drop(listener);
     stop.cancel();

@@ -1,7 +1,10 @@
-//! One delivery: an HTTP/1.1 POST over plain TCP with hyper's client, signed when the target has a
-//! secret, tried up to [`MAX_ATTEMPTS`] times. The only file of the crate outside `src/http/`
-//! that names hyper: this is the daemon's one outgoing HTTP client.
+//! One delivery: an HTTP/1.1 POST with hyper's client, over TCP or, for an `https://` target, TLS
+//! (rustls, trusting [`crate::tls::client_trust`]), signed when the target has a secret, tried up
+//! to [`MAX_ATTEMPTS`] times; a certificate the client does not trust is not retried. The only
+//! file of the crate outside `src/http/` that names hyper: this is the daemon's one outgoing HTTP
+//! client.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
@@ -9,6 +12,7 @@ use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderName, HeaderValue,
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use sha2::Sha256;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::config::NotifyTarget;
@@ -31,6 +35,24 @@ pub(super) enum Outcome {
     Refused { status: u16 },
     /// Every attempt failed on the network, timed out or got a 5xx; the last reason.
     Failed { reason: String, attempts: u32 },
+    /// The target's certificate is not trusted (unknown issuer, another name, expired): not
+    /// retried, since only its owner or the daemon's trust store can change that.
+    Untrusted { reason: String },
+}
+
+/// Why one attempt got no status.
+#[derive(Debug)]
+enum AttemptError {
+    /// Worth another try (connect refused, reset, a timeout).
+    Transient(String),
+    /// The server's certificate, as [`Outcome::Untrusted`].
+    Untrusted(String),
+}
+
+impl From<String> for AttemptError {
+    fn from(reason: String) -> AttemptError {
+        AttemptError::Transient(reason)
+    }
 }
 
 /// `sha256=<hex>` of the HMAC-SHA256 of `body` under `secret`.
@@ -49,6 +71,7 @@ pub(super) fn signature(secret: &str, body: &[u8]) -> String {
 /// Sends `body` to `path` on `target`'s server with its headers and the mediatord ones, retrying
 /// as documented.
 pub(super) async fn deliver(
+    tls: Option<&Arc<rustls::ClientConfig>>,
     target: &NotifyTarget,
     path: &str,
     event: &str,
@@ -72,18 +95,17 @@ pub(super) async fn deliver(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let reason = match tokio::time::timeout(
-            ATTEMPT_TIMEOUT,
-            attempt(target, path, &headers, body.clone()),
-        )
-        .await
-        {
-            Ok(Ok(status)) if (200..300).contains(&status) => return Outcome::Sent { status, attempts },
-            Ok(Ok(status)) if status < 500 => return Outcome::Refused { status },
-            Ok(Ok(status)) => format!("HTTP {status}"),
-            Ok(Err(e)) => e,
-            Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
-        };
+        let reason =
+            match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(tls, target, path, &headers, body.clone()))
+                .await
+            {
+                Ok(Ok(status)) if (200..300).contains(&status) => return Outcome::Sent { status, attempts },
+                Ok(Ok(status)) if status < 500 => return Outcome::Refused { status },
+                Ok(Ok(status)) => format!("HTTP {status}"),
+                Ok(Err(AttemptError::Untrusted(reason))) => return Outcome::Untrusted { reason },
+                Ok(Err(AttemptError::Transient(e))) => e,
+                Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
+            };
         if attempts >= MAX_ATTEMPTS {
             return Outcome::Failed { reason, attempts };
         }
@@ -93,14 +115,44 @@ pub(super) async fn deliver(
 
 /// One POST; the status it got, or why none.
 async fn attempt(
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    target: &NotifyTarget,
+    path: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: String,
+) -> Result<u16, AttemptError> {
+    let url = &target.url;
+    let stream =
+        TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
+    if !url.tls {
+        return Ok(exchange(stream, target, path, headers, body).await?);
+    }
+    let Some(config) = tls else {
+        return Err(AttemptError::Untrusted("the daemon has no TLS client settings".to_owned()));
+    };
+    let name = rustls::pki_types::ServerName::try_from(url.host.clone()).map_err(|_| {
+        AttemptError::Untrusted(format!("{:?} is not a name a certificate can be for", url.host))
+    })?;
+    let stream = tokio_rustls::TlsConnector::from(config.clone()).connect(name, stream).await.map_err(|e| {
+        match crate::tls::certificate_problem(&e) {
+            Some(why) => AttemptError::Untrusted(format!(
+                "the receiver's certificate is not trusted ({why}): trust its CA with SSL_CERT_FILE or SSL_CERT_DIR"
+            )),
+            None => AttemptError::Transient(format!("TLS handshake: {e}")),
+        }
+    })?;
+    Ok(exchange(stream, target, path, headers, body).await?)
+}
+
+/// The POST itself, on a connected stream.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     target: &NotifyTarget,
     path: &str,
     headers: &[(HeaderName, HeaderValue)],
     body: String,
 ) -> Result<u16, String> {
     let url = &target.url;
-    let stream =
-        TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
@@ -111,7 +163,7 @@ async fn attempt(
     let mut request = Request::builder()
         .method(Method::POST)
         .uri(path)
-        .header(HOST, url.authority.as_str())
+        .header(HOST, url.host_header.as_str())
         .header(CONTENT_TYPE, "application/json")
         .header(CONTENT_LENGTH, body.len())
         .header(USER_AGENT, concat!("mediatord/", env!("CARGO_PKG_VERSION")))

@@ -1,11 +1,12 @@
 //! What a target receives: mediatord's JSON document, or an ntfy publish body
-//! (`docs/notifications.md#what-a-target-receives`). Pure functions of the event and the links
+//! (`docs/notifications.md#what-a-target-receives`); and the words every format shows a person
+//! ([`message`]; `services` builds the Slack, Discord and Telegram messages from them). Pure functions of the event and the links
 //! minted for it, tested as such.
 
 use serde_json::{Value, json};
 
 use crate::clock::iso8601;
-use crate::config::{NotifyFormat, TargetUrl};
+use crate::config::TargetUrl;
 use crate::event::EventKind;
 use crate::text::reveal;
 
@@ -160,15 +161,92 @@ fn expires_at(data: &Value) -> Option<u64> {
     data.get("expiresAt").and_then(Value::as_u64)
 }
 
-/// The body for `format`, and its `Content-Type` is always JSON.
-pub(super) fn body(format: NotifyFormat, url: &TargetUrl, n: &Notice<'_>) -> Value {
-    match format {
-        NotifyFormat::Json => json_body(n),
-        NotifyFormat::Ntfy => ntfy_body(url, n),
+/// What a notification says to a person, whatever carries it: a title, the lines under it, and
+/// how urgent it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Message {
+    pub(super) title: &'static str,
+    pub(super) lines: Vec<String>,
+    /// ntfy's scale: 3 default, 4 high, 5 urgent.
+    pub(super) priority: u8,
+}
+
+/// "in 5 min (at 20:39 UTC)": how long from `now_ms` to `at_ms`, for a person, with the clock
+/// time beside it. The daemon has no time-zone database, so the clock time is UTC and says so.
+pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
+    let minutes = at_ms.saturating_sub(now_ms).div_ceil(60_000);
+    let left = match minutes {
+        0 => "now".to_owned(),
+        1 => "in 1 min".to_owned(),
+        m if m < 120 => format!("in {m} min"),
+        m => format!("in {} h {} min", m / 60, m % 60),
+    };
+    let clock = iso8601(at_ms);
+    // `2026-11-22T20:39:19.849Z` → `20:39`.
+    let hh_mm = clock.get(11..16).unwrap_or("");
+    format!("{left} (at {hh_mm} UTC)")
+}
+
+/// How a turn ended, in words (`end_turn` is the protocol's, not a person's).
+pub(super) fn stop_reason(reason: &str) -> &'static str {
+    match reason {
+        "end_turn" => "The agent is done and waits for you.",
+        "max_tokens" => "The agent stopped: it reached its output limit.",
+        "max_turn_requests" => "The agent stopped: it reached its limit of steps for one turn.",
+        "refusal" => "The agent refused to go on.",
+        "cancelled" => "The turn was cancelled.",
+        _ => "The agent stopped.",
     }
 }
 
-fn json_body(n: &Notice<'_>) -> Value {
+pub(super) fn message(n: &Notice<'_>) -> Message {
+    let workspace = format!("in {}", n.workspace);
+    match n.kind {
+        EventKind::PermissionRequest => {
+            let tool_call = n.data.get("toolCall").cloned().unwrap_or_else(|| json!({}));
+            let expiry = match expires_at(n.data) {
+                Some(at) => format!("Unanswered, it is cancelled {}.", when(at, n.sent_at)),
+                None => "It waits until someone answers.".to_owned(),
+            };
+            let title = if n.reminder > 0 {
+                "Reminder: the agent still needs permission"
+            } else {
+                "The agent needs permission"
+            };
+            let summary = summary(&tool_call);
+            let mut lines = vec![summary.line];
+            if !summary.whole {
+                lines.push("Too long to show here: Review opens all of it.".to_owned());
+            }
+            lines.push(workspace);
+            lines.push(expiry);
+            Message { title, lines, priority: if n.reminder > 0 { 5 } else { 4 } }
+        }
+        EventKind::TurnComplete => {
+            let reason = n.data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
+            Message {
+                title: "The agent finished its turn",
+                lines: vec![stop_reason(reason).to_owned(), workspace],
+                priority: 3,
+            }
+        }
+        EventKind::TurnError => {
+            let error = reveal(n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed"));
+            Message {
+                title: "The agent's turn failed",
+                lines: vec![error.into_owned(), workspace],
+                priority: 4,
+            }
+        }
+        _ => Message {
+            title: "The agent exited",
+            lines: vec!["The session ended.".to_owned(), workspace],
+            priority: 4,
+        },
+    }
+}
+
+pub(super) fn json_body(n: &Notice<'_>) -> Value {
     let mut body = json!({
         "event": n.kind.as_str(),
         "deliveryId": n.delivery_id,
@@ -257,48 +335,21 @@ enum Button<'a> {
     Review(&'a Action),
 }
 
-fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
+pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let topic = ntfy_topic(url);
-    let workspace = format!("in {}", n.workspace);
-    let (title, message, priority, tags) = match n.kind {
-        EventKind::PermissionRequest => {
-            let tool_call = n.data.get("toolCall").cloned().unwrap_or_else(|| json!({}));
-            let expiry = match expires_at(n.data) {
-                Some(at) => format!("Unanswered, it is cancelled at {} (UTC).", iso8601(at)),
-                None => "It waits until someone answers.".to_owned(),
-            };
-            let title = if n.reminder > 0 {
-                "Reminder: the agent still needs permission"
-            } else {
-                "The agent needs permission"
-            };
-            let summary = summary(&tool_call);
-            let review = if summary.whole { "" } else { "\nToo long to show here: Review opens all of it." };
-            let message = format!("{}{review}\n{workspace}\n{expiry}", summary.line);
-            // 4 = high; a reminder goes to 5 = urgent (ntfy's scale).
-            (title, message, if n.reminder > 0 { 5 } else { 4 }, json!(["lock"]))
-        }
-        EventKind::TurnComplete => {
-            let reason = n.data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
-            (
-                "The agent finished its turn",
-                format!("Stop reason: {reason}\n{workspace}"),
-                3,
-                json!(["white_check_mark"]),
-            )
-        }
-        EventKind::TurnError => {
-            let error = reveal(n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed"));
-            ("The agent's turn failed", format!("{error}\n{workspace}"), 4, json!(["warning"]))
-        }
-        _ => ("The agent exited", format!("The session ended\n{workspace}"), 4, json!(["skull"])),
+    let m = message(n);
+    let tags = match n.kind {
+        EventKind::PermissionRequest => "lock",
+        EventKind::TurnComplete => "white_check_mark",
+        EventKind::TurnError => "warning",
+        _ => "skull",
     };
     let mut body = json!({
         "topic": topic,
-        "title": title,
-        "message": message,
-        "priority": priority,
-        "tags": tags,
+        "title": m.title,
+        "message": m.lines.join("\n"),
+        "priority": m.priority,
+        "tags": [tags],
     });
     let buttons: Vec<Value> = ntfy_buttons(n.actions)
         .into_iter()
@@ -470,7 +521,7 @@ mod tests {
                 .iter()
                 .all(|x| x["action"] == "http" && x["method"] == "POST")
         );
-        assert!(b["message"].as_str().expect("message").contains("cancelled at 2026-11-22T20:39:19.849Z"));
+        assert!(b["message"].as_str().expect("message").contains("(at 20:39 UTC)"), "{b}");
         let done = json!({"stopReason": "end_turn"});
         let b = ntfy_body(&target, &notice(EventKind::TurnComplete, &done, &[]));
         assert!(b.get("actions").is_none());
@@ -505,5 +556,25 @@ mod tests {
         let review: Vec<bool> =
             j["options"].as_array().expect("options").iter().map(|o| o["needsReview"] == true).collect();
         assert_eq!(review, [true, true, false, false]);
+    }
+
+    #[test]
+    fn a_reminder_is_urgent_and_each_event_has_its_own_title() {
+        let data = request();
+        let mut n = notice(EventKind::PermissionRequest, &data, &[]);
+        let first = message(&n);
+        assert_eq!((first.title, first.priority), ("The agent needs permission", 4));
+        n.reminder = 1;
+        let again = message(&n);
+        assert_eq!((again.title, again.priority), ("Reminder: the agent still needs permission", 5));
+        let failed = json!({"message": "the model is down"});
+        let m = message(&notice(EventKind::TurnError, &failed, &[]));
+        assert_eq!(
+            (m.title, m.lines[0].as_str(), m.priority),
+            ("The agent's turn failed", "the model is down", 4)
+        );
+        let died = json!({});
+        let m = message(&notice(EventKind::SessionDied, &died, &[]));
+        assert_eq!((m.title, m.lines[0].as_str()), ("The agent exited", "The session ended."));
     }
 }

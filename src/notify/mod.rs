@@ -5,6 +5,7 @@
 //!   and one worker task per target, reminders, and the figures.
 //! - `links`: the action links' tokens, stored hashed, single use, shared fairly among sessions.
 //! - `format`: the JSON document and the ntfy body; what a request asks, as a person reads it.
+//! - `services`: each format's body; Slack, Discord and Telegram messages.
 //! - `deliver`: one POST with hyper's client, signed, with retries.
 //!
 //! On the floor of `permission` and `agent` (below `daemon`, which hands it events): it imports only
@@ -16,6 +17,7 @@
 mod deliver;
 mod format;
 mod links;
+mod services;
 
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
@@ -86,12 +88,15 @@ enum Line {
     Dropped,
     /// A delivery ended (sent, refused, failed).
     Delivered,
+    /// A delivery was refused by the daemon itself: the target's certificate is not trusted.
+    Untrusted,
 }
 
 #[derive(Debug, Default)]
 struct TargetLog {
     dropped: SharedLogThrottle,
     delivered: SharedLogThrottle,
+    untrusted: SharedLogThrottle,
 }
 
 impl TargetLog {
@@ -99,6 +104,7 @@ impl TargetLog {
         match line {
             Line::Dropped => &self.dropped,
             Line::Delivered => &self.delivered,
+            Line::Untrusted => &self.untrusted,
         }
     }
 }
@@ -118,6 +124,8 @@ struct Shared {
     open: Mutex<HashSet<String>>,
     /// `--public-url`, or the listening URL once bound.
     base: OnceLock<String>,
+    /// The TLS client's settings, when a target is `https://` (the roots are read once, at boot).
+    tls: Option<Arc<rustls::ClientConfig>>,
     counters: Counters,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
@@ -146,7 +154,7 @@ impl Notifier {
     /// The notifier for `targets`; starts one worker per target (inside a tokio runtime).
     /// `public_url` is `--public-url`.
     pub fn new(targets: Vec<NotifyTarget>, public_url: Option<String>, metrics: Arc<Metrics>) -> Notifier {
-        let targets = targets
+        let targets: Vec<Target> = targets
             .into_iter()
             .enumerate()
             .map(|(index, config)| Target {
@@ -157,11 +165,13 @@ impl Notifier {
                 log: TargetLog::default(),
             })
             .collect();
+        let tls = targets.iter().any(|t| t.config.url.tls).then(client_tls).flatten();
         let shared = Arc::new(Shared {
             targets,
             links: Links::default(),
             open: Mutex::new(HashSet::new()),
             base: OnceLock::new(),
+            tls,
             counters: Counters::default(),
             metrics,
             stop: CancellationToken::new(),
@@ -279,6 +289,28 @@ impl Shared {
     }
 }
 
+/// The TLS client's settings for `https://` targets, its problems logged; `None` if it cannot be
+/// built (every https delivery is then refused as untrusted, and says so).
+fn client_tls() -> Option<Arc<rustls::ClientConfig>> {
+    match crate::tls::client_trust() {
+        Ok(trust) => {
+            for problem in &trust.problems {
+                tracing::warn!("notification TLS client: {problem}");
+            }
+            if trust.roots == 0 {
+                tracing::warn!(
+                    "notification TLS client: no trusted root certificates (system store, SSL_CERT_FILE, SSL_CERT_DIR); https targets will be refused"
+                );
+            }
+            Some(trust.config)
+        }
+        Err(e) => {
+            tracing::error!("notification TLS client: {e}; https targets will be refused");
+            None
+        }
+    }
+}
+
 /// Whether a `line` about `target` is logged in full now; the rest of its second is counted and
 /// summed up in one line when the second is over ([`SharedLogThrottle`]).
 fn log_admits(target: &Target, line: Line) -> bool {
@@ -296,6 +328,10 @@ fn log_held_back(index: usize, host: &str, line: Line, n: u64) {
         Line::Delivered => tracing::info!(
             target = index, %host, count = n,
             "{n} more deliveries ended in the last second (not logged one by one; see the notification metrics)"
+        ),
+        Line::Untrusted => tracing::warn!(
+            target = index, %host, count = n,
+            "{n} more notifications not sent in the last second: the target's certificate is not trusted"
         ),
     }
 }
@@ -335,16 +371,21 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         actions: &actions,
         client_id: target.config.client_id.as_deref(),
     };
-    let body = format::body(target.config.format, &target.config.url, &notice).to_string();
+    let body = services::body(target.config.format, &target.config.url, &notice).to_string();
     // ntfy takes JSON publishes at its root, the topic in the body.
     let path = match target.config.format {
-        NotifyFormat::Json => target.config.url.path.as_str(),
         NotifyFormat::Ntfy => "/",
+        NotifyFormat::Json | NotifyFormat::Slack | NotifyFormat::Discord | NotifyFormat::Telegram => {
+            target.config.url.path.as_str()
+        }
     };
-    let outcome = deliver::deliver(&target.config, path, job.kind.as_str(), &delivery_id, body).await;
+    let outcome =
+        deliver::deliver(shared.tls.as_ref(), &target.config, path, job.kind.as_str(), &delivery_id, body)
+            .await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
-    let log = log_admits(target, Line::Delivered);
+    let line = if matches!(outcome, Outcome::Untrusted { .. }) { Line::Untrusted } else { Line::Delivered };
+    let log = log_admits(target, line);
     match outcome {
         Outcome::Sent { status, attempts } => {
             shared.counters.sent.fetch_add(1, Ordering::Relaxed);
@@ -365,6 +406,13 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
             shared.metrics.notification("failed", took);
             if log {
                 tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
+            }
+        }
+        Outcome::Untrusted { reason } => {
+            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.notification("untrusted", took);
+            if log {
+                tracing::warn!(target = target.index, %host, %event, delivery_id, "notification not sent: {reason}");
             }
         }
     }

@@ -31,6 +31,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("text", 0),
     ("present", 0),
     ("log_throttle", 0),
+    ("tls", 0),
+    ("discovery", 0),
     ("acp", 1),
     ("store", 1),
     ("agent", 2),

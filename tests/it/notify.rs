@@ -291,10 +291,10 @@ async fn action_links_need_no_bearer_token_but_keep_the_host_check() {
 #[test]
 fn malformed_targets_refuse_the_boot_with_a_reason() {
     let (status, err) =
-        serve_refusal(&["--agent", "demo", "--notify", "https://ntfy.sh/my-secret-topic"], &[]);
+        serve_refusal(&["--agent", "demo", "--notify", "https://user:pw@ntfy.sh/my-secret-topic"], &[]);
     assert_eq!(status.code(), Some(2));
-    assert!(err.contains("https targets are not supported"), "{err}");
-    assert!(!err.contains("my-secret-topic"), "the topic is a secret: {err}");
+    assert!(err.contains("user info in the URL is not allowed"), "{err}");
+    assert!(!err.contains("my-secret-topic") && !err.contains("pw"), "the topic is a secret: {err}");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("c.json");
@@ -615,4 +615,168 @@ async fn bogus_action_tokens_neither_lock_out_a_live_link_nor_multiply_over_loop
         std::fs::read_to_string(d.workspace.join("proxied.txt")).expect("written"),
         "through-the-proxy"
     );
+}
+
+/// A daemon notifying `targets`, whose TLS client trusts only the CA in `ca_file` (OpenSSL's
+/// `SSL_CERT_FILE`, which replaces the system's roots).
+fn daemon_trusting(targets: serde_json::Value, ca_file: &std::path::Path) -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let config = workspace.join("mediatord.json");
+    std::fs::write(&config, json!({"serve": {"notify": targets}}).to_string()).expect("write config");
+    let env = [("SSL_CERT_FILE", ca_file.to_str().expect("utf-8")), ("SSL_CERT_DIR", "")];
+    let d = Daemon::start_with(&workspace, &["--config", config.to_str().expect("utf-8")], &env);
+    (d, dir)
+}
+
+#[tokio::test]
+async fn an_https_receiver_trusted_through_ssl_cert_file_gets_the_request_and_its_link_decides() {
+    let ca = TestCa::new();
+    let trust = tempfile::tempdir().expect("tempdir");
+    let mut hook = Receiver::start_https(&ca).await;
+    let (d, _dir) =
+        daemon_trusting(json!([{"url": hook.url("/hook"), "clientId": "phone"}]), &ca.pem_file(trust.path()));
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write over-https.txt from-afar").await;
+
+    let got = hook.next().await;
+    assert_eq!(got.path, "/hook");
+    assert_eq!(got.body["requestId"], request["requestId"]);
+    assert_eq!(got.header("host"), hook.base.trim_start_matches("https://"), "Host names the receiver");
+    let (status, body) = post_link(&got.link("allow_once")).await.pair();
+    assert_eq!(status, 200, "{body}");
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("over-https.txt")).expect("written"), "from-afar");
+    d.wait_for_metrics("the delivery counted as sent", |m| {
+        m.get("mediatord_notifications_total", &[("outcome", "sent")]) == 1.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_https_receiver_the_daemon_does_not_trust_is_refused_logged_counted_and_mediation_goes_on() {
+    let (trusted, stranger) = (TestCa::new(), TestCa::named("a CA nobody installed"));
+    let trust = tempfile::tempdir().expect("tempdir");
+    let mut untrusted = Receiver::start_https(&stranger).await;
+    let mut plain = Receiver::start(&[]).await;
+    let (d, _dir) = daemon_trusting(
+        json!([{"url": untrusted.url("/secret-topic")}, {"url": plain.url("/")}]),
+        &trusted.pem_file(trust.path()),
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write still-decided.txt yes").await;
+
+    // The other target is served; the untrusted one is logged once, named by host only, and counted.
+    assert_eq!(plain.next().await.body["requestId"], request["requestId"]);
+    let err = wait_stderr(&d, "notification not sent").await;
+    let line = err.lines().find(|l| l.contains("notification not sent")).expect("the line");
+    assert!(line.contains("certificate is not trusted") && line.contains("UnknownIssuer"), "{line}");
+    assert!(line.contains("SSL_CERT_FILE"), "the line says how to fix it: {line}");
+    assert!(!err.contains("secret-topic"), "the target's path never reaches the log");
+    let metrics = d
+        .wait_for_metrics("an untrusted delivery", |m| {
+            m.get("mediatord_notifications_total", &[("outcome", "untrusted")]) == 1.0
+        })
+        .await;
+    assert_eq!(metrics.get("mediatord_notifications_total", &[("outcome", "failed")]), 0.0);
+    // Counted once its attempts are over; a retry would have connected again before that.
+    assert_eq!(untrusted.accepted(), 1, "a certificate error is not retried");
+    assert!(untrusted.try_next().is_none(), "nothing reached the untrusted receiver");
+
+    // Mediation goes on: the request is decided as usual.
+    let rid = request_id(&request);
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("still-decided.txt")).expect("written"), "yes");
+}
+
+/// The link of a button labelled `label` in a Slack, Discord or Telegram body.
+fn service_link(format: &str, body: &serde_json::Value, label: &str) -> String {
+    let found = match format {
+        "slack" => body["blocks"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["type"] == "actions"))
+            .and_then(|b| b["elements"].as_array())
+            .and_then(|e| e.iter().find(|e| e["text"]["text"] == label))
+            .and_then(|e| e["url"].as_str())
+            .map(str::to_owned),
+        "discord" => body["embeds"][0]["fields"][0]["value"].as_str().and_then(|links| {
+            links
+                .lines()
+                .find(|l| l.starts_with(&format!("[{label}](<")))
+                .and_then(|l| l.split_once("(<"))
+                .map(|(_, rest)| rest.trim_end_matches(">)").to_owned())
+        }),
+        "telegram" => body["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r[0]["text"] == label))
+            .and_then(|r| r[0]["url"].as_str())
+            .map(str::to_owned),
+        _ => None,
+    };
+    found.unwrap_or_else(|| panic!("no {label:?} button in the {format} body: {body:#}"))
+}
+
+#[tokio::test]
+async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_decides_through_its_page() {
+    let mut slack = Receiver::start(&[]).await;
+    let mut discord = Receiver::start(&[]).await;
+    let mut telegram = Receiver::start(&[]).await;
+    let targets = [
+        format!("slack+{}", slack.url("/services/T000/B000/secret")),
+        format!("discord+{}", discord.url("/api/webhooks/1/secret")),
+        format!("telegram+{}", telegram.url("/bot1:secret/sendMessage?chat_id=42")),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for t in &targets {
+        args.extend(["--notify", t.as_str()]);
+    }
+    let d = Daemon::start(&args);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write by-chat.txt from-the-chat").await;
+
+    let got = [
+        ("slack", slack.next().await),
+        ("discord", discord.next().await),
+        ("telegram", telegram.next().await),
+    ];
+    assert_eq!(got[0].1.path, "/services/T000/B000/secret");
+    assert_eq!(got[1].1.path, "/api/webhooks/1/secret");
+    assert_eq!(got[2].1.path, "/bot1:secret/sendMessage?chat_id=42");
+    assert_eq!(got[2].1.body["chat_id"], "42");
+    assert_eq!(got[1].1.body["allowed_mentions"], json!({"parse": []}));
+    let mut allow = Vec::new();
+    for (format, delivery) in &got {
+        assert_eq!(delivery.header("content-type"), "application/json", "{format}");
+        let text = delivery.body.to_string();
+        assert!(text.contains("by-chat.txt"), "{format} names what is asked: {text}");
+        assert!(
+            text.contains("cancelled in 5 min") && text.contains(" UTC"),
+            "{format} says when, for a person: {text}"
+        );
+        assert!(!text.contains("Z\""), "{format}: no ISO stamps for people: {text}");
+        let link = service_link(format, &delivery.body, "Allow once");
+        assert!(link.starts_with(&format!("{}/act/", d.base)), "{link}");
+        // The service opens the button's URL in a browser: the page shows the request and a form.
+        let page = send(http().get(&link)).await;
+        assert_eq!(page.status, 200, "{format}: {}", page.text);
+        assert!(page.text.contains("by-chat.txt") && page.text.contains(r#"method="post""#), "{format}");
+        allow.push(link);
+    }
+    assert_eq!(d.pending(&sid).await.len(), 1, "opening the pages decided nothing");
+
+    // The person taps the page's button (a POST of the same link) in, say, Telegram.
+    let (status, body) = post_link(&allow[2]).await.pair();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["requestId"], request["requestId"]);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("by-chat.txt")).expect("written"), "from-the-chat");
+    for used_elsewhere in &allow[..2] {
+        assert_eq!(post_link(used_elsewhere).await.status, 410, "the request is decided");
+    }
+    let err = d.stderr();
+    assert!(!err.contains("secret"), "no target path reaches the log: {err}");
 }

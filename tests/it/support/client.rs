@@ -14,6 +14,19 @@ pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
+/// A client that trusts only `ca_pem` (a CA the test made), over rustls.
+pub(crate) fn https_trusting(ca_pem: &str) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA PEM");
+    reqwest::Client::builder()
+        .no_proxy()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("https client")
+}
+
 /// A response as a test sees it: status, headers, and the body as JSON (`Null` when it is empty or
 /// not JSON; `text` keeps it as sent).
 #[derive(Debug)]
@@ -81,16 +94,24 @@ pub(crate) fn request_id(request: &Value) -> String {
 }
 
 impl Daemon {
+    /// The client for this daemon: plain, or trusting its test CA when it serves https.
+    pub(crate) fn client(&self) -> reqwest::Client {
+        match &self.ca {
+            Some(ca) => https_trusting(ca),
+            None => http(),
+        }
+    }
+
     pub(crate) async fn get(&self, path: &str) -> Reply {
-        send(http().get(self.url(path))).await
+        send(self.client().get(self.url(path))).await
     }
 
     pub(crate) async fn post(&self, path: &str, client: Option<&str>, body: Value) -> Reply {
-        send(as_client(http().post(self.url(path)).json(&body), client)).await
+        send(as_client(self.client().post(self.url(path)).json(&body), client)).await
     }
 
     pub(crate) async fn delete(&self, path: &str) -> Reply {
-        send(http().delete(self.url(path))).await
+        send(self.client().delete(self.url(path))).await
     }
 
     /// `POST /session` as `client` with `body`; returns the 200's body.
@@ -112,7 +133,8 @@ impl Daemon {
 
     /// `POST /session/:id/prompt` with `Prefer: respond-async` and any body; the raw reply.
     pub(crate) async fn post_async(&self, sid: &str, client: Option<&str>, body: Value) -> Reply {
-        let req = http().post(self.url(&format!("/session/{sid}/prompt"))).header("Prefer", "respond-async");
+        let req =
+            self.client().post(self.url(&format!("/session/{sid}/prompt"))).header("Prefer", "respond-async");
         send(as_client(req.json(&body), client)).await
     }
 

@@ -29,6 +29,9 @@ pub(crate) struct Daemon {
     pub(crate) port: u16,
     pub(crate) base: String,
     pub(crate) workspace: PathBuf,
+    /// The PEM of the only CA the test's clients trust, for a daemon serving https
+    /// ([`Daemon::trusting`]).
+    pub(crate) ca: Option<String>,
     stderr: Arc<Mutex<String>>,
     _dir: Option<tempfile::TempDir>,
     /// `XDG_STATE_HOME` and `HOME` of the daemon (unless the test set them): no daemon under test
@@ -200,20 +203,30 @@ impl Daemon {
                 panic!("daemon printed no listening line; stderr:\n{}", stderr.lock().expect("lock"));
             }
         };
-        let port: u16 = line
-            .strip_prefix("mediatord listening on http://")
-            .and_then(|rest| rest.rsplit_once(':'))
+        let (scheme, rest) = line
+            .strip_prefix("mediatord listening on ")
+            .and_then(|url| url.split_once("://"))
+            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"));
+        let port: u16 = rest
+            .rsplit_once(':')
             .and_then(|(_, p)| p.parse().ok())
             .unwrap_or_else(|| panic!("unexpected startup line {line:?}"));
         Daemon {
             child: Some(child),
             port,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("{scheme}://127.0.0.1:{port}"),
             workspace: std::fs::canonicalize(cwd).expect("canonical cwd"),
+            ca: None,
             stderr,
             _dir: None,
             _home,
         }
+    }
+
+    /// The test's clients of this daemon trust `ca_pem` (and nothing else).
+    pub(crate) fn trusting(mut self, ca_pem: &str) -> Daemon {
+        self.ca = Some(ca_pem.to_owned());
+        self
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

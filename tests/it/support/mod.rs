@@ -6,6 +6,7 @@
 //! here sleeps in place of synchronisation.
 
 mod acp;
+mod ca;
 mod client;
 mod daemon;
 mod editor;
@@ -21,6 +22,7 @@ mod tmux;
 use std::time::Duration;
 
 pub(crate) use acp::*;
+pub(crate) use ca::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use editor::*;

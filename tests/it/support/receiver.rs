@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Daemon, WAIT};
+use super::{Daemon, TestCa, WAIT};
 
 /// How the receiver answers one request.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +55,8 @@ pub(crate) struct Receiver {
     pub(crate) base: String,
     rx: mpsc::UnboundedReceiver<Delivery>,
     hanging: Arc<Mutex<usize>>,
+    /// Connections accepted (https receivers only): a refused handshake is still one.
+    accepted: Arc<Mutex<usize>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -92,7 +94,67 @@ impl Receiver {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Receiver { base, rx, hanging, task }
+        Receiver { base, rx, hanging, accepted: Arc::default(), task }
+    }
+
+    /// A receiver serving https with a leaf of `ca` for `localhost` and 127.0.0.1; its `base` is
+    /// `https://localhost:<port>`, so the daemon checks the certificate against a name.
+    pub(crate) async fn start_https(ca: &TestCa) -> Receiver {
+        use hyper_util::rt::TokioIo;
+        use hyper_util::service::TowerToHyperService;
+        use rustls::pki_types::pem::PemObject;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (crt, key) = ca.leaf(dir.path(), "receiver");
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&crt)
+            .expect("cert")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("certs");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
+        let port = listener.local_addr().expect("addr").port();
+        let (seen, rx) = mpsc::unbounded_channel();
+        let hanging = Arc::new(Mutex::new(0));
+        let shared = Shared { script: Arc::new(Mutex::new(VecDeque::new())), seen, hanging: hanging.clone() };
+        let app = axum::Router::new().fallback(axum::routing::post(record)).with_state(shared);
+        let accepted = Arc::new(Mutex::new(0));
+        let counted = accepted.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { continue };
+                *counted.lock().expect("accepted") += 1;
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    // A client that refuses our certificate ends its handshake here.
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = TowerToHyperService::new(app);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Receiver { base: format!("https://localhost:{port}"), rx, hanging, accepted, task }
+    }
+
+    /// Connections accepted so far (https receivers).
+    pub(crate) fn accepted(&self) -> usize {
+        *self.accepted.lock().expect("accepted")
+    }
+
+    /// Whether a request arrived since the last [`Receiver::next`], without waiting.
+    pub(crate) fn try_next(&mut self) -> Option<Delivery> {
+        self.rx.try_recv().ok()
     }
 
     /// `base` + `path`: a target URL.

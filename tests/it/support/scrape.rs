@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Daemon, WAIT, http};
+use super::{Daemon, WAIT};
 
 /// `(series name, labels, value)`.
 type Sample = (String, Vec<(String, String)>, f64);
@@ -52,7 +52,7 @@ impl Scrape {
 impl Daemon {
     /// `GET /metrics`, parsed.
     pub(crate) async fn scrape(&self) -> Scrape {
-        let res = http().get(self.url("/metrics")).send().await.expect("scrape");
+        let res = self.client().get(self.url("/metrics")).send().await.expect("scrape");
         assert_eq!(res.status(), 200);
         let ct = res.headers()["content-type"].to_str().expect("ascii").to_owned();
         assert!(ct.starts_with("application/openmetrics-text"), "content type {ct}");

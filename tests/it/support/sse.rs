@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Daemon, WAIT, http};
+use super::{Daemon, WAIT};
 
 /// The receive buffer asked for on a [`Sse::paused`] socket (the kernel doubles it): small, so a
 /// stream that is not read stalls the daemon's writes after a few hundred KiB at most.
@@ -57,7 +57,7 @@ impl Sse {
 
     /// The `/session/:id/events` response, whatever its status, its body unread.
     pub(crate) async fn request(d: &Daemon, session: &str, headers: &[(&str, String)]) -> reqwest::Response {
-        let mut req = http().get(d.url(&format!("/session/{session}/events")));
+        let mut req = d.client().get(d.url(&format!("/session/{session}/events")));
         for (k, v) in headers {
             req = req.header(*k, v);
         }
