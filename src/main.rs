@@ -296,7 +296,7 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let daemon = locate(&args);
+    let daemon = locate(args);
     let url = daemon.url.clone();
     let target = mediatord::http::client::Target::new(&url, token, None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))
