@@ -21,16 +21,26 @@ async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_run
     for file in ["a.txt", "b.txt", "c.txt"] {
         rids.push(decided_request(&d, &sid, &mut sse, file).await);
     }
-    // The same trail through the command line, read-only while the daemon runs.
-    let out = std::process::Command::new(bin())
-        .args(["audit", "--json", "--state-dir", home.state.to_str().expect("utf-8")])
-        .output()
-        .expect("mediatord audit");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    // The same trail through the command line, read-only while the daemon runs. Audit entries are
+    // written behind (docs/protocol.md#145-durability-promise: committed within about 110 ms), so
+    // the newest may not be on disk the moment its turn completes: read until all three are, for
+    // at most 100 reads.
+    let mut lines: Vec<Value> = Vec::new();
+    for _ in 0..100 {
+        let out = std::process::Command::new(bin())
+            .args(["audit", "--json", "--state-dir", home.state.to_str().expect("utf-8")])
+            .output()
+            .expect("mediatord audit");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        lines = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect();
+        if lines.len() >= rids.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let got: Vec<&str> = lines.iter().map(|e| e["requestId"].as_str().expect("id")).collect();
     assert_eq!(got, [rids[2].as_str(), rids[1].as_str(), rids[0].as_str()]);
     let table = std::process::Command::new(bin())
