@@ -272,3 +272,45 @@ pub(super) fn finish<E: std::fmt::Display>(
     }
     taken.stop
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::api::Ack;
+
+    /// A write the queue does not take is answered with why, whichever kind of acknowledged write
+    /// it is; an unacknowledged one (an event, an audit record) has nobody to tell.
+    #[test]
+    fn a_refused_write_tells_its_waiter_why() {
+        let acked: [fn(Acker) -> Op; 5] = [
+            |ack| Op::PutRule { workspace: "/w".into(), rule_id: "r".into(), rule: "{}".into(), at: 1, ack },
+            |ack| Op::DeleteRule { workspace: "/w".into(), rule_id: "r".into(), ack },
+            |ack| Op::RevokeDevice { device_id: "dev-1".into(), at: 1, ack },
+            |ack| Op::ClaimCode { digest: [0; 32], ack },
+            Op::Flush,
+        ];
+        for make in acked {
+            let (acker, ack) = Ack::pair();
+            make(acker).refuse("the queue is full");
+            assert_eq!(ack.wait_blocking(), Err(WriteError("the queue is full".into())));
+        }
+        Op::Stop.refuse("nobody waits");
+    }
+
+    #[test]
+    fn an_ack_answers_what_the_writer_said_or_that_it_stopped() {
+        let (acker, ack) = Ack::pair();
+        let _ = acker.send(Ok(()));
+        assert_eq!(ack.wait_blocking(), Ok(()));
+        let (acker, ack) = Ack::pair();
+        let _ = acker.send(Err(WriteError("disk full".into())));
+        assert_eq!(ack.wait_blocking(), Err(WriteError("disk full".into())));
+        let (acker, ack) = Ack::pair();
+        drop(acker);
+        assert_eq!(ack.wait_blocking(), Err(WriteError("the store's writer has stopped".into())));
+        assert_eq!(
+            Ack::ready(Err(WriteError("no disk".into()))).wait_blocking(),
+            Err(WriteError("no disk".into()))
+        );
+    }
+}
