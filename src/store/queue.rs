@@ -313,4 +313,53 @@ mod tests {
             Err(WriteError("no disk".into()))
         );
     }
+
+    fn queue() -> (Queue, std::sync::mpsc::Receiver<Op>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (Queue { tx, shared: Arc::default() }, rx)
+    }
+
+    fn frames(sizes: &[usize]) -> Vec<Bytes> {
+        sizes.iter().map(|n| Bytes::from(vec![b'x'; *n])).collect()
+    }
+
+    /// A burst that fits to the last event and the last byte is queued; one more event or one
+    /// more byte is dropped whole and counted, and takes nothing from the budget. The bounds are
+    /// the documented ones (docs/protocol.md's bounds table: 65 536 events, 64 MiB).
+    #[test]
+    fn a_burst_is_queued_up_to_exactly_the_event_and_byte_bounds() {
+        let sid: Arc<str> = Arc::from("s");
+        let (q, rx) = queue();
+        q.shared.queued_events.store(65_536 - 2, Ordering::Relaxed);
+        q.append_events(&sid, 1, frames(&[1, 1]));
+        assert_eq!((q.shared.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped), (65_536, 0));
+        q.append_events(&sid, 3, frames(&[1]));
+        assert_eq!((q.shared.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped), (65_536, 1));
+        assert_eq!(rx.try_iter().count(), 1, "only the burst that fit was sent");
+
+        let (q, rx) = queue();
+        q.shared.queued_bytes.store(64 * 1024 * 1024 - 10, Ordering::Relaxed);
+        q.append_events(&sid, 1, frames(&[4, 6]));
+        assert_eq!(
+            (q.shared.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (64 * 1024 * 1024, 0)
+        );
+        q.append_events(&sid, 3, frames(&[1]));
+        assert_eq!(
+            (q.shared.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (64 * 1024 * 1024, 1)
+        );
+        assert_eq!(q.shared.queued_events.load(Ordering::Relaxed), 2);
+        assert_eq!(rx.try_iter().count(), 1);
+
+        let (q, rx) = queue();
+        drop(rx);
+        q.append_events(&sid, 1, frames(&[3, 3]));
+        assert_eq!(
+            (q.shared.queued_events.load(Ordering::Relaxed), q.shared.queued_bytes.load(Ordering::Relaxed)),
+            (0, 0),
+            "a burst the stopped writer cannot take gives its budget back"
+        );
+        assert_eq!(q.stats(0).events_dropped, 2);
+    }
 }
