@@ -129,6 +129,26 @@ struct Entry {
     seen_written: u64,
 }
 
+impl Entry {
+    /// A device as the store keeps it, keyed by its id; `None` for a role this version does not
+    /// know. A name recorded before names were checked as they are now is shown neutralised,
+    /// never as it was.
+    fn from_stored(d: &StoredDevice) -> Option<(Arc<str>, Entry)> {
+        let role = Role::parse(&d.role)?;
+        let id: Arc<str> = Arc::from(d.device_id.as_str());
+        let device = Device {
+            id: id.clone(),
+            name: Arc::from(neutralised(&d.name).as_str()),
+            role,
+            created_at: d.created_at,
+            last_seen_at: d.last_seen_at,
+            revoked: CancellationToken::new(),
+        };
+        let entry = Entry { device, secret_hash: d.secret_hash, seen_written: d.last_seen_at.unwrap_or(0) };
+        Some((id, entry))
+    }
+}
+
 #[derive(Default)]
 struct Table {
     devices: HashMap<Arc<str>, Entry>,
@@ -202,21 +222,8 @@ impl Devices {
         let mut table = Table::default();
         match store.devices() {
             Ok(devices) => {
-                for d in devices {
-                    let Some(role) = Role::parse(&d.role) else { continue };
-                    let id: Arc<str> = Arc::from(d.device_id.as_str());
-                    // A name recorded before names were checked as they are now is shown
-                    // neutralised, never as it was.
-                    let device = Device {
-                        id: id.clone(),
-                        name: Arc::from(neutralised(&d.name).as_str()),
-                        role,
-                        created_at: d.created_at,
-                        last_seen_at: d.last_seen_at,
-                        revoked: CancellationToken::new(),
-                    };
-                    let seen_written = d.last_seen_at.unwrap_or(0);
-                    table.devices.insert(id, Entry { device, secret_hash: d.secret_hash, seen_written });
+                for (id, entry) in devices.iter().filter_map(Entry::from_stored) {
+                    table.devices.insert(id, entry);
                 }
             }
             Err(e) => tracing::error!(error = %e, "cannot read the paired devices; none is signed in"),
@@ -422,18 +429,9 @@ impl Devices {
             if table.devices.contains_key(d.device_id.as_str()) {
                 continue;
             }
-            let Some(role) = Role::parse(&d.role) else { continue };
-            let id: Arc<str> = Arc::from(d.device_id.as_str());
-            let device = Device {
-                id: id.clone(),
-                name: Arc::from(neutralised(&d.name).as_str()),
-                role,
-                created_at: d.created_at,
-                last_seen_at: d.last_seen_at,
-                revoked: CancellationToken::new(),
-            };
-            let seen_written = d.last_seen_at.unwrap_or(0);
-            table.devices.insert(id, Entry { device, secret_hash: d.secret_hash, seen_written });
+            if let Some((id, entry)) = Entry::from_stored(&d) {
+                table.devices.insert(id, entry);
+            }
         }
         let mut revoked = Vec::new();
         if !remove_gone {
