@@ -183,6 +183,11 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1)
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Advertise the daemon on the LAN over mDNS (`_mediatord._tcp`: its port, https or not, its
+    /// version and certificate fingerprint), so `mediatord pair`, `attach`, `connect`… on other
+    /// machines find it. Needs a LAN address (--hostname)
+    #[arg(long)]
+    pub mdns: bool,
     /// A device pairing code (`mediatord pair`) may be exchanged for this long after it is issued
     /// [default: 120000]
     #[arg(long, value_name = "MS")]
@@ -473,6 +478,8 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `--tls-cert`/`--tls-key`: the listener speaks https; `None`: plain http.
     pub tls: Option<TlsFiles>,
+    /// `--mdns`: advertise `_mediatord._tcp` on the LAN (`discovery::mdns`).
+    pub mdns: bool,
     /// `--pairing-code-ttl-ms`: how long a device pairing code stays usable.
     pub pairing_code_ttl: Duration,
     /// `--store`: the PostgreSQL URL of a fleet's shared state; `None`: `state_dir` (or memory).
@@ -600,6 +607,7 @@ const SERVE_KEYS: &[&str] = &[
     "publicUrl",
     "tlsCert",
     "tlsKey",
+    "mdns",
     "pairingCodeTtlMs",
     "store",
     "nodeUrl",
@@ -1395,6 +1403,12 @@ impl Config {
         }
         .map(|u| notify::parse_public_url(&u))
         .transpose()?;
+        let mdns = args.mdns || file.flag("mdns")?;
+        if mdns && is_loopback_host(&hostname) {
+            return refuse(format!(
+                "--mdns advertises the daemon on the LAN, but it listens on {hostname} (loopback), which no other machine reaches: set --hostname to a LAN address (0.0.0.0 for all), or drop --mdns"
+            ));
+        }
         let tls_cert =
             args.tls_cert.as_ref().map(|p| cwd.join(p)).or(file.string("tlsCert")?.map(|p| file.dir.join(p)));
         let tls_key =
@@ -1449,6 +1463,7 @@ impl Config {
             notify,
             public_url,
             tls,
+            mdns,
             pairing_code_ttl: Duration::from_millis(pairing_ms),
             store,
             node_url,

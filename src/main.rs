@@ -83,9 +83,13 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
     /// The daemon's listening address [default: the one the running daemon wrote to its state
-    /// directory, else http://127.0.0.1:7776]
+    /// directory, else a daemon found on the LAN over mDNS, else http://127.0.0.1:7776]
     #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
     url: Option<String>,
+    /// Do not look for a daemon on the LAN (mDNS) when none on this machine wrote its state
+    /// directory
+    #[arg(long, env = "MEDIATORD_NO_MDNS", value_parser = clap::builder::BoolishValueParser::new())]
+    no_mdns: bool,
     /// The state directory of the daemon to find, as `serve --state-dir` [default:
     /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
@@ -189,14 +193,27 @@ Examples:
   mediatord approve demo-7f3c2a1e-... --option allow_once
   mediatord approve demo-7f3c2a1e-... 4b2e9c0a-... --option reject_once";
 
-/// Where the running daemon is: `--url`, else what it wrote to its state directory, else the
-/// default address (`mediatord::discovery::locate`).
-fn locate(args: &DaemonArgs) -> mediatord::discovery::Located {
+/// Where the running daemon is: `--url`, else what it wrote to its state directory, else a daemon
+/// on the LAN, else the default address (`mediatord::discovery::locate`). A daemon found on the
+/// LAN is named on stderr before anything is sent to it: any machine there can answer.
+fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
     let env = |k: &str| std::env::var(k).ok();
     let state_dir = args.state_dir.clone().or_else(|| {
         mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
     });
-    mediatord::discovery::locate(args.url.as_deref(), state_dir.as_deref())
+    let located = mediatord::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
+    if let mediatord::discovery::Source::Lan(name) = &located.source {
+        say(&format!(
+            "mediatord {command}: found {} on the LAN (mDNS) at {}{}; --url names another",
+            text::escape(name),
+            text::escape(&located.url),
+            located
+                .fingerprint
+                .as_ref()
+                .map_or(String::new(), |fp| format!(", certificate {}", text::escape(fp)))
+        ));
+    }
+    located
 }
 
 /// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
@@ -214,8 +231,10 @@ fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connec
         (None, None) => None,
     };
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
+    let daemon = locate(command, &args.daemon);
     Ok(mediatord::tui::Connection {
-        url: locate(&args.daemon).url,
+        url: daemon.url,
+        fingerprint: daemon.fingerprint,
         token: args.daemon.token.clone(),
         device: device.filter(|d| !d.is_empty()),
         client_id: Some(
@@ -296,7 +315,7 @@ fn daemon_call(
         ExitCode::FAILURE
     })?;
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let daemon = locate(args);
+    let daemon = locate(command, args);
     let url = daemon.url.clone();
     let target = mediatord::http::client::Target::new(&url, token, None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))

@@ -54,9 +54,23 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
         let fingerprint = tls.as_ref().map(|c| c.fingerprint());
         (dir, Advert::new(tls.is_some(), &shown, local.port(), fingerprint))
     });
+    // On the LAN (`--mdns`): published before the startup line, like the state dir's advert, and
+    // withdrawn (goodbye packets) when `announcer` drops at the end of this function.
+    let announcer = if config.mdns {
+        let record = crate::discovery::mdns::Record {
+            port: local.port(),
+            https: tls.is_some(),
+            fingerprint: tls.as_ref().map(|c| c.fingerprint()),
+        };
+        let announcer =
+            crate::discovery::mdns::Announcer::start(local.ip(), record).map_err(io::Error::other)?;
+        Some(Arc::new(announcer))
+    } else {
+        None
+    };
     let server_tls = match &tls {
         Some(cert) => {
-            reload_on_sighup(cert.clone(), advert.clone())?;
+            reload_on_sighup(cert.clone(), advert.clone(), announcer.as_ref().map(Arc::downgrade))?;
             Some(cert.server_config().map_err(io::Error::other)?)
         }
         None => None,
@@ -133,6 +147,7 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     // Everything the sessions recorded while ending (their terminal events, `dormant`) is on disk
     // before the process exits.
     let _ = tokio::time::timeout(STORE_FLUSH_GRACE, store.flush()).await;
+    drop(announcer);
     tracing::info!("mediatord stopped");
     // A second signal that came while the drain was finishing wins: its kill is under way, and
     // the signal watcher exits with status 1 once it is done.
@@ -144,7 +159,11 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
 
 /// SIGHUP reads the certificate pair again: new handshakes get the new one, open connections keep
 /// theirs; a pair that fails its checks is logged and the one in use stays.
-fn reload_on_sighup(cert: Arc<ServerCert>, advert: Option<(PathBuf, Advert)>) -> io::Result<()> {
+fn reload_on_sighup(
+    cert: Arc<ServerCert>,
+    advert: Option<(PathBuf, Advert)>,
+    announcer: Option<std::sync::Weak<crate::discovery::mdns::Announcer>>,
+) -> io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
@@ -158,6 +177,11 @@ fn reload_on_sighup(cert: Arc<ServerCert>, advert: Option<(PathBuf, Advert)>) ->
                         if let Err(e) = renewed.write(dir) {
                             tracing::warn!(error = %e, "cannot rewrite {}", crate::discovery::FILE);
                         }
+                    }
+                    if let Some(announcer) = announcer.as_ref().and_then(std::sync::Weak::upgrade)
+                        && let Err(e) = announcer.renew(&fingerprint)
+                    {
+                        tracing::warn!("SIGHUP: {e}; the LAN still hears the previous fingerprint");
                     }
                     tracing::info!(%fingerprint, "SIGHUP: reloaded the TLS certificate; new connections use it")
                 }

@@ -54,9 +54,19 @@ const MAX_TURN_ENDS: usize = 1024;
 /// `mediatord connect`'s command line.
 #[derive(Debug, clap::Args)]
 pub struct ConnectArgs {
-    /// The daemon: `http://HOST:PORT` (its `/acp` is used), or a `ws://` URL
-    #[arg(value_name = "URL", env = "MEDIATORD_URL", default_value = "http://127.0.0.1:7776")]
-    pub url: String,
+    /// The daemon: `http(s)://HOST:PORT` (its `/acp` is used), or a `ws(s)://` URL [default: the
+    /// one the running daemon wrote to its state directory, else a daemon found on the LAN over
+    /// mDNS, else http://127.0.0.1:7776]
+    #[arg(value_name = "URL", env = "MEDIATORD_URL")]
+    pub url: Option<String>,
+    /// The state directory of the daemon to find, as `serve --state-dir` [default:
+    /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Do not look for a daemon on the LAN (mDNS) when none on this machine wrote its state
+    /// directory
+    #[arg(long, env = "MEDIATORD_NO_MDNS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_mdns: bool,
     /// Join this session when the editor asks for a new one (resumed if it is dormant)
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
@@ -91,7 +101,16 @@ pub fn main(args: ConnectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let relay = match Relay::new(&args) {
+    let env = |k: &str| std::env::var(k).ok();
+    let state_dir = args.state_dir.clone().or_else(|| {
+        crate::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    });
+    let daemon = crate::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
+    if let crate::discovery::Source::Lan(name) = &daemon.source {
+        // Named before anything is sent: any machine on the LAN can answer a browse.
+        say(&format!("found {} on the LAN (mDNS) at {}; a URL argument names another", name, daemon.url));
+    }
+    let relay = match Relay::new(&args, &daemon) {
         Ok(relay) => relay,
         Err(e) => {
             say(&e);
@@ -160,6 +179,8 @@ struct Asked {
 
 struct Relay {
     url: String,
+    /// The certificate the daemon advertised (state dir or mDNS), trusted exactly over `wss://`.
+    fingerprint: Option<String>,
     credential: Option<String>,
     client_id: Option<String>,
     join: Option<String>,
@@ -181,7 +202,7 @@ struct Relay {
 }
 
 impl Relay {
-    fn new(args: &ConnectArgs) -> Result<Relay, String> {
+    fn new(args: &ConnectArgs, daemon: &crate::discovery::Located) -> Result<Relay, String> {
         let credential = match (&args.device, &args.device_file, &args.token) {
             (Some(d), _, _) => Some(d.trim().to_owned()),
             (None, Some(path), _) => Some(
@@ -194,7 +215,8 @@ impl Relay {
         }
         .filter(|c| !c.is_empty());
         Ok(Relay {
-            url: acp_url(&args.url)?,
+            url: acp_url(&daemon.url)?,
+            fingerprint: daemon.fingerprint.clone(),
             credential,
             // A device acts as its device id (the daemon refuses any other); the operator's editor
             // gets one of its own, kept across reconnects.
@@ -280,7 +302,8 @@ impl Relay {
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_DAEMON_MESSAGE))
             .max_frame_size(Some(MAX_DAEMON_MESSAGE));
-        match tokio_tungstenite::connect_async_with_config(request, Some(config), false).await {
+        let stream = self.transport(request.uri()).await?;
+        match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
             Ok((socket, _)) => Ok(socket),
             Err(tungstenite::Error::Http(res)) => {
                 let status = res.status().as_u16();
@@ -294,6 +317,34 @@ impl Relay {
                 }
             }
             Err(e) => Err(Dial::Retry(e.to_string())),
+        }
+    }
+
+    /// A connection to the daemon, over TLS for `wss://`: trusting the certificate the daemon
+    /// advertised (state dir or mDNS) when it did, else the system's roots and `SSL_CERT_FILE`.
+    async fn transport(&self, uri: &tokio_tungstenite::tungstenite::http::Uri) -> Result<Transport, Dial> {
+        let tls = uri.scheme_str() == Some("wss");
+        let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .map_err(|e| Dial::Retry(format!("cannot reach {host}:{port}: {e}")))?;
+        if !tls {
+            return Ok(tokio_util::either::Either::Left(tcp));
+        }
+        let config = match &self.fingerprint {
+            Some(fingerprint) => crate::tls::pinned_client(fingerprint),
+            None => crate::tls::client_trust().map(|t| t.config),
+        }
+        .map_err(|e| Dial::Refused(e.to_string()))?;
+        let name = rustls::pki_types::ServerName::try_from(host).map_err(|e| Dial::Refused(e.to_string()))?;
+        match tokio_rustls::TlsConnector::from(config).connect(name, tcp).await {
+            Ok(stream) => Ok(tokio_util::either::Either::Right(stream)),
+            // Trying again cannot change the certificate: say so at once.
+            Err(e) => match crate::tls::certificate_problem(&e) {
+                Some(why) => Err(Dial::Refused(format!("the daemon's certificate is not trusted: {why}"))),
+                None => Err(Dial::Retry(format!("TLS: {e}"))),
+            },
         }
     }
 
@@ -736,7 +787,10 @@ impl Relay {
     }
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+/// A plain or TLS connection to the daemon.
+type Transport =
+    tokio_util::either::Either<tokio::net::TcpStream, tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+type Socket = tokio_tungstenite::WebSocketStream<Transport>;
 
 /// Why a connection attempt failed.
 enum Dial {
@@ -751,14 +805,12 @@ fn acp_url(url: &str) -> Result<String, String> {
     let url = url.trim().trim_end_matches('/');
     let ws = if let Some(rest) = url.strip_prefix("http://") {
         format!("ws://{rest}")
-    } else if url.starts_with("ws://") {
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if url.starts_with("ws://") || url.starts_with("wss://") {
         url.to_owned()
-    } else if url.starts_with("https://") || url.starts_with("wss://") {
-        return Err(format!(
-            "{url}: mediatord connect speaks plain ws:// only (no TLS stack in the binary); reach a TLS daemon through a local tunnel"
-        ));
     } else {
-        return Err(format!("{url}: expected http://HOST:PORT or ws://HOST:PORT/acp"));
+        return Err(format!("{url}: expected http(s)://HOST:PORT or ws(s)://HOST:PORT/acp"));
     };
     Ok(if ws.ends_with("/acp") { ws } else { format!("{ws}/acp") })
 }
@@ -788,7 +840,8 @@ mod tests {
         assert_eq!(acp_url("http://127.0.0.1:7776").as_deref(), Ok("ws://127.0.0.1:7776/acp"));
         assert_eq!(acp_url("http://h:1/").as_deref(), Ok("ws://h:1/acp"));
         assert_eq!(acp_url("ws://h:1/acp").as_deref(), Ok("ws://h:1/acp"));
-        assert!(acp_url("https://h").is_err_and(|e| e.contains("ws:// only")));
+        assert_eq!(acp_url("https://h:1").as_deref(), Ok("wss://h:1/acp"));
+        assert_eq!(acp_url("wss://h/acp").as_deref(), Ok("wss://h/acp"));
         assert!(acp_url("h:1").is_err());
     }
 

@@ -21,6 +21,9 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 #[derive(Clone, Default)]
 pub struct Connection {
     pub url: String,
+    /// The certificate to trust over https, as the daemon advertised it (its state dir, or mDNS);
+    /// `None`: the system's roots.
+    pub fingerprint: Option<String>,
     /// The operator's token (`MEDIATORD_TOKEN`).
     pub token: Option<String>,
     /// A paired device's credential (`MEDIATORD_DEVICE`, or read from `--device-file`); wins over
@@ -67,10 +70,11 @@ pub(crate) struct Identity {
 impl Connection {
     /// The target to call, with the credential and client id to send.
     pub(crate) fn target(&self) -> Result<Target, String> {
-        match &self.device {
+        let target = match &self.device {
             Some(device) => Target::new(&self.url, Some(device), None),
             None => Target::new(&self.url, self.token.as_deref(), self.client_id.as_deref()),
-        }
+        };
+        target.map(|t| t.pinned(self.fingerprint.clone()))
     }
 }
 
@@ -246,6 +250,7 @@ mod tests {
     fn a_device_credential_wins_and_sends_no_client_id() {
         let c = Connection {
             url: "http://127.0.0.1:1".into(),
+            fingerprint: None,
             token: Some("op".into()),
             device: Some("dev-1.s".into()),
             client_id: Some("tui:me".into()),

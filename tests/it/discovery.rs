@@ -1,6 +1,9 @@
-//! Finding the local daemon (`src/discovery.rs`): the running daemon writes its URL (and, over
-//! https, its certificate's fingerprint) to `daemon.json` in its state directory, and `mediatord
-//! pair` and `devices` go there instead of assuming http://127.0.0.1:7776.
+//! Finding the daemon (`src/discovery/`): the running daemon writes its URL (and, over https, its
+//! certificate's fingerprint) to `daemon.json` in its state directory, and `mediatord pair`,
+//! `devices`, `attach`, `watch`, `approve` and `connect` go there instead of assuming
+//! http://127.0.0.1:7776; with `--mdns` it advertises itself on the LAN, and they browse for it
+//! there when no daemon on this machine wrote its file. The LAN is a network namespace each test
+//! makes ([`Lan`]): nothing goes out on the machine's own network.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,6 +20,8 @@ async fn cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     cmd.args(args)
         .env_remove("MEDIATORD_URL")
         .env_remove("MEDIATORD_STATE_DIR")
+        // Outside a test's own network namespace, never a browse on the machine's LAN.
+        .env("MEDIATORD_NO_MDNS", "1")
         .env("MEDIATORD_TOKEN", TOKEN)
         .env("HOME", home.path())
         .env("XDG_STATE_HOME", home.path())
@@ -110,4 +115,224 @@ async fn over_https_the_command_line_trusts_the_certificate_the_daemon_advertise
     let (code, _, err) = cli(&["devices"], &[("MEDIATORD_STATE_DIR", state_dir)]).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("over https"), "{err}");
+}
+
+#[tokio::test]
+async fn watch_and_approve_trust_the_certificate_the_daemon_advertised() {
+    let ca = TestCa::new();
+    let root = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(root.path(), "server");
+    let state = root.path().join("state");
+    let state_dir = state.to_str().expect("utf-8");
+    let (crt, key) = (crt.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    let _d =
+        Daemon::start(&["--token", TOKEN, "--state-dir", state_dir, "--tls-cert", crt, "--tls-key", key]);
+    // The daemon answers (no such session): the connection was made, over the pinned certificate.
+    let (code, _, err) =
+        cli(&["approve", "no-such-session", "--option", "allow_once"], &[("MEDIATORD_STATE_DIR", state_dir)])
+            .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("over https") && err.contains("404"), "{err}");
+    // Without the file, the same command cannot trust the daemon: the pin made the difference.
+    let url = advert(&state)["url"].as_str().expect("url").to_owned();
+    let (code, _, err) =
+        cli(&["approve", "no-such-session", "--option", "allow_once", "--url", &url], &[]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("UnknownIssuer"), "{err}");
+}
+
+/// A LAN of the test's own: a network namespace (`unshare -n`) held by a process waiting on its
+/// stdin, with a veth pair up and multicast routed through it. Commands run in it through
+/// `nsenter`; dropping the `Lan` closes the holder's stdin and the namespace goes with it.
+struct Lan {
+    holder: tokio::process::Child,
+    pid: u32,
+    /// The daemon's address on this LAN.
+    address: &'static str,
+}
+
+/// The namespace's setup: loopback up, a veth pair `lan0`/`lan1` with an address on `lan0`,
+/// multicast on, and multicast routed through `lan0` (an mDNS responder and browser on the same
+/// host meet through the kernel's multicast loopback).
+const LAN_SETUP: &str = "set -e
+ip link set lo up
+ip link add lan0 type veth peer name lan1
+ip addr add 10.77.0.1/24 dev lan0
+ip link set lan0 multicast on
+ip link set lan1 up
+ip link set lan0 up
+ip route add 224.0.0.0/4 dev lan0
+echo ready
+exec cat";
+
+impl Lan {
+    async fn new() -> Lan {
+        use tokio::io::AsyncBufReadExt;
+        let mut holder = tokio::process::Command::new("unshare")
+            .args(["-n", "sh", "-c", LAN_SETUP])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("unshare (util-linux; the test runs as root, as CI does)");
+        let pid = holder.id().expect("pid");
+        let mut out = tokio::io::BufReader::new(holder.stdout.take().expect("stdout")).lines();
+        let ready = tokio::time::timeout(WAIT, out.next_line()).await.expect("set up in time").expect("read");
+        assert_eq!(ready.as_deref(), Some("ready"), "the namespace's setup failed (needs root, ip, veth)");
+        Lan { holder, pid, address: "10.77.0.1" }
+    }
+
+    /// `program args…` inside the namespace, with a fresh HOME and nothing pointing at a daemon.
+    fn command(&self, home: &Path, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("nsenter");
+        cmd.args(["-t", &self.pid.to_string(), "-n", "--"])
+            .args(args)
+            .env_remove("MEDIATORD_URL")
+            .env_remove("MEDIATORD_STATE_DIR")
+            .env_remove("MEDIATORD_NO_MDNS")
+            .env_remove("MEDIATORD_TOKEN")
+            .env("HOME", home)
+            .env("XDG_STATE_HOME", home)
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// A command of ours in the namespace: (exit code, stdout, stderr).
+    async fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let home = tempfile::tempdir().expect("tempdir");
+        let mut cmd = self.command(home.path(), &[&[bin()], args].concat());
+        cmd.env("MEDIATORD_TOKEN", TOKEN);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `mediatord serve --mdns` on every address of the namespace, with a state directory of its
+    /// own (which the commands are not shown): the daemon and its port.
+    async fn serve(&self, state: &Path, extra: &[&str]) -> (tokio::process::Child, u16) {
+        use tokio::io::AsyncBufReadExt;
+        let state = state.to_str().expect("utf-8");
+        let home = state; // the daemon's own; nothing else reads it
+        let args = [
+            &[bin(), "serve", "--mdns", "--hostname", "0.0.0.0", "--port", "0", "--agent", "demo"][..],
+            &["--token", TOKEN, "--state-dir", state],
+            extra,
+        ]
+        .concat();
+        let mut daemon = self
+            .command(Path::new(home), &args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the daemon");
+        let mut out = tokio::io::BufReader::new(daemon.stdout.take().expect("stdout")).lines();
+        let line = tokio::time::timeout(WAIT, out.next_line()).await.expect("starts in time").expect("read");
+        let line = line.expect("the startup line");
+        let port = line.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        (daemon, port)
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        let _ = self.holder.start_kill();
+    }
+}
+
+/// Ends a daemon as a person would (SIGTERM) and waits for it.
+async fn stop(mut daemon: tokio::process::Child) {
+    let pid = daemon.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal");
+    let status = tokio::time::timeout(WAIT, daemon.wait()).await.expect("stops in time").expect("wait");
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn pair_and_devices_find_a_daemon_on_the_lan_over_mdns_and_say_so() {
+    let lan = Lan::new().await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let (daemon, port) = lan.serve(&root.path().join("state"), &[]).await;
+    let at = format!("http://{}:{port}", lan.address);
+
+    // No state directory tells these commands anything: the LAN does.
+    let (code, out, err) = lan.cli(&["pair", "--name", "phone"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("on the LAN (mDNS) at {at}")), "it says where it went: {err}");
+    assert!(out.contains(&format!("{at}/#pair=")), "{out}");
+    let (code, out, err) = lan.cli(&["devices"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("phone") || out.starts_with("ID"), "{out}");
+
+    // --no-mdns (or MEDIATORD_NO_MDNS) keeps to this machine: the default address, where nothing
+    // listens in this namespace.
+    let (code, _, err) = lan.cli(&["devices", "--no-mdns"], &[]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("127.0.0.1:7776") && !err.contains("mDNS"), "{err}");
+    let (code, _, err) = lan.cli(&["devices"], &[("MEDIATORD_NO_MDNS", "1")]).await;
+    assert!(code == 1 && err.contains("127.0.0.1:7776"), "{err}");
+
+    // A stopped daemon is no longer found.
+    stop(daemon).await;
+    let (code, _, err) = lan.cli(&["devices"], &[]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("mDNS") && err.contains("127.0.0.1:7776"), "{err}");
+}
+
+#[tokio::test]
+async fn over_https_the_lan_advert_carries_the_fingerprint_and_connect_pins_it() {
+    let lan = Lan::new().await;
+    let ca = TestCa::new();
+    let root = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(root.path(), "server");
+    let (crt, key) = (crt.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    let (daemon, port) = lan.serve(&root.path().join("state"), &["--tls-cert", crt, "--tls-key", key]).await;
+    let der =
+        <rustls::pki_types::CertificateDer<'_> as rustls::pki_types::pem::PemObject>::from_pem_file(crt)
+            .expect("der");
+    let fingerprint = mediatord::tls::fingerprint_of(&der);
+    let at = format!("https://{}:{port}", lan.address);
+
+    // The test's CA is in no trust store these commands read: only the advertised pin lets them in.
+    let (code, out, err) = lan.cli(&["devices"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("at {at}, certificate {fingerprint}")), "{err}");
+    assert!(out.starts_with("ID"), "{out}");
+    let (code, _, err) = lan.cli(&["devices", "--url", &at], &[]).await;
+    assert_eq!(code, 1, "the same daemon without the pin is not trusted: {err}");
+    assert!(err.contains("UnknownIssuer"), "{err}");
+
+    // `connect`, found the same way, speaks ACP over wss:// to the pinned daemon.
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut editor = lan
+        .command(home.path(), &[bin(), "connect"])
+        .env("MEDIATORD_TOKEN", TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn connect");
+    let hello = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
+    let mut stdin = editor.stdin.take().expect("stdin");
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, format!("{hello}\n").as_bytes()).await.expect("write");
+    let mut out = tokio::io::BufReader::new(editor.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    tokio::time::timeout(WAIT, tokio::io::AsyncBufReadExt::read_line(&mut out, &mut line))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    let answer: serde_json::Value = serde_json::from_str(&line).expect("JSON-RPC");
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    drop(stdin);
+    let done = tokio::time::timeout(WAIT, editor.wait_with_output()).await.expect("ends").expect("wait");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(err.contains(&format!("on the LAN (mDNS) at {at}")), "{err}");
+    assert!(done.status.success(), "{err}");
+    stop(daemon).await;
 }

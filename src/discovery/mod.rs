@@ -1,11 +1,15 @@
 //! Finding the local daemon. The running daemon writes where it listens to `daemon.json` in its
 //! state directory ([`Advert::publish`]): its URL as a client on this machine reaches it, its pid,
 //! and, when it serves https, the SHA-256 fingerprint of its certificate, which the command line
-//! then trusts exactly (the file is the daemon's own, 0600 in a 0700 directory). [`locate`] is
-//! the one lookup every front door on this machine uses (`mediatord pair`, `devices`): an explicit
-//! URL wins, then a live daemon's file, then the documented default.
+//! then trusts exactly (the file is the daemon's own, 0600 in a 0700 directory). With `--mdns` it
+//! also advertises itself on the LAN ([`mdns`]). [`locate`] is the one lookup every command that
+//! talks to a daemon uses (`mediatord pair`, `devices`, `attach`, `watch`, `approve`, `connect`):
+//! an explicit URL wins, then a live daemon's file, then a daemon found on the LAN, then the
+//! documented default.
 //!
-//! A leaf: files and a pid, nothing of the crate.
+//! A leaf: files, a pid and multicast DNS, nothing of the crate.
+
+pub mod mdns;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -39,12 +43,14 @@ pub struct Located {
     pub source: Source,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// `--url` or `MEDIATORD_URL`.
     Explicit,
     /// A running daemon's `daemon.json`.
     StateDir,
+    /// A daemon that answered an mDNS browse on the LAN, by the instance name it advertised.
+    Lan(String),
     /// [`DEFAULT_URL`]: no URL given and no running daemon advertised one.
     Default,
 }
@@ -131,8 +137,9 @@ fn alive(pid: u32) -> bool {
 }
 
 /// The daemon a command on this machine talks to: `explicit` (`--url`, `MEDIATORD_URL`) if
-/// given; else the advert in `state_dir` of a daemon still running; else [`DEFAULT_URL`].
-pub fn locate(explicit: Option<&str>, state_dir: Option<&Path>) -> Located {
+/// given; else the advert in `state_dir` of a daemon still running; else, when `lan` allows, the
+/// first daemon an mDNS browse finds within [`mdns::BROWSE_TIME`]; else [`DEFAULT_URL`].
+pub fn locate(explicit: Option<&str>, state_dir: Option<&Path>, lan: bool) -> Located {
     if let Some(url) = explicit.map(|u| u.trim().trim_end_matches('/')).filter(|u| !u.is_empty()) {
         // An explicit URL that is the advertised one still gets the advertised certificate.
         let advert = state_dir.and_then(|d| read(&d.join(FILE))).filter(|a| a.url == url && alive(a.pid));
@@ -144,6 +151,9 @@ pub fn locate(explicit: Option<&str>, state_dir: Option<&Path>) -> Located {
     }
     if let Some(advert) = state_dir.and_then(|d| read(&d.join(FILE))).filter(|a| alive(a.pid)) {
         return Located { url: advert.url, fingerprint: advert.fingerprint, source: Source::StateDir };
+    }
+    if lan && let Some(found) = mdns::browse(mdns::BROWSE_TIME) {
+        return Located { url: found.url, fingerprint: found.fingerprint, source: Source::Lan(found.name) };
     }
     Located { url: DEFAULT_URL.to_owned(), fingerprint: None, source: Source::Default }
 }
@@ -171,9 +181,9 @@ mod tests {
     #[test]
     fn the_lookup_prefers_an_explicit_url_then_a_live_daemons_file_then_the_default() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let none = locate(None, Some(dir.path()));
+        let none = locate(None, Some(dir.path()), false);
         assert_eq!(none, Located { url: DEFAULT_URL.into(), fingerprint: None, source: Source::Default });
-        assert_eq!(locate(None, None).source, Source::Default);
+        assert_eq!(locate(None, None, false).source, Source::Default);
 
         let live = Advert {
             url: "https://127.0.0.1:4321".into(),
@@ -182,16 +192,20 @@ mod tests {
         };
         write(dir.path(), &live);
         assert_eq!(
-            locate(None, Some(dir.path())),
+            locate(None, Some(dir.path()), false),
             Located { url: live.url.clone(), fingerprint: Some("AB:CD".into()), source: Source::StateDir }
         );
-        assert_eq!(locate(Some("  "), Some(dir.path())).source, Source::StateDir, "an empty URL is none");
-        let explicit = locate(Some("http://127.0.0.1:9"), Some(dir.path()));
+        assert_eq!(
+            locate(Some("  "), Some(dir.path()), false).source,
+            Source::StateDir,
+            "an empty URL is none"
+        );
+        let explicit = locate(Some("http://127.0.0.1:9"), Some(dir.path()), false);
         assert_eq!(
             (explicit.url.as_str(), explicit.fingerprint, explicit.source),
             ("http://127.0.0.1:9", None, Source::Explicit)
         );
-        let same = locate(Some("https://127.0.0.1:4321"), Some(dir.path()));
+        let same = locate(Some("https://127.0.0.1:4321"), Some(dir.path()), false);
         assert_eq!(
             (same.fingerprint.as_deref(), same.source),
             (Some("AB:CD"), Source::Explicit),
@@ -200,13 +214,13 @@ mod tests {
 
         // A daemon killed outright left its file: ignored.
         write(dir.path(), &Advert { pid: NO_SUCH_PID, ..live.clone() });
-        assert_eq!(locate(None, Some(dir.path())).source, Source::Default);
-        assert_eq!(locate(Some("https://127.0.0.1:4321"), Some(dir.path())).fingerprint, None);
+        assert_eq!(locate(None, Some(dir.path()), false).source, Source::Default);
+        assert_eq!(locate(Some("https://127.0.0.1:4321"), Some(dir.path()), false).fingerprint, None);
         // Not an advert: ignored.
         for junk in ["", "{}", "[1]", r#"{"url": "ftp://x", "pid": 1}"#, r#"{"url": "http://x", "pid": -1}"#]
         {
             std::fs::write(dir.path().join(FILE), junk).expect("write");
-            assert_eq!(locate(None, Some(dir.path())).source, Source::Default, "{junk}");
+            assert_eq!(locate(None, Some(dir.path()), false).source, Source::Default, "{junk}");
         }
     }
 
