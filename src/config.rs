@@ -172,6 +172,11 @@ pub struct ServeArgs {
     /// serve.notify list (docs/notifications.md)
     #[arg(long = "notify", value_name = "[FORMAT+]URL")]
     pub notify: Vec<String>,
+    /// Signs what is sent to every notification target that names no secret of its own (all the
+    /// --notify ones): `X-Mediatord-Signature`. Prefer the environment: a flag shows in the
+    /// process list
+    #[arg(long, env = "MEDIATORD_NOTIFY_SECRET", hide_env_values = true, value_name = "SECRET")]
+    pub notify_secret: Option<String>,
     /// The daemon's address as the notified person's device reaches it: the base of action links
     /// (`<public-url>/act/<token>`) [default: the listening URL]
     #[arg(long, value_name = "URL")]
@@ -604,6 +609,7 @@ const SERVE_KEYS: &[&str] = &[
     "historyEvents",
     "historyDays",
     "notify",
+    "notifySecret",
     "publicUrl",
     "tlsCert",
     "tlsKey",
@@ -1396,7 +1402,11 @@ impl Config {
         let (store, node_url, node_lease_ms) = fleet_settings(args, &file, ephemeral)?;
         // With a shared store the state directory holds nothing.
         let state_dir = if store.is_some() { None } else { state_dir };
-        let notify = notify::targets(&args.notify, file.values.get("notify"))?;
+        let notify = notify::targets(
+            &args.notify,
+            file.values.get("notify"),
+            args.notify_secret.clone().or(file.string("notifySecret")?).as_deref(),
+        )?;
         let public_url = match &args.public_url {
             Some(u) => Some(u.clone()),
             None => file.string("publicUrl")?,

@@ -426,8 +426,20 @@ pub fn telegram_chat_id(url: &TargetUrl) -> Option<&str> {
 }
 
 /// `--notify` flags win over the file's list (as every list option does).
-pub(super) fn targets(flags: &[String], file: Option<&Value>) -> Result<Vec<NotifyTarget>, ConfigError> {
-    let targets: Vec<NotifyTarget> = if !flags.is_empty() {
+/// The targets of `--notify` (which replace the file's list) or of the config file; `secret`
+/// (`MEDIATORD_NOTIFY_SECRET`) signs every one that names no secret of its own: a `--notify`
+/// target has no other way to be signed.
+pub(super) fn targets(
+    flags: &[String],
+    file: Option<&Value>,
+    secret: Option<&str>,
+) -> Result<Vec<NotifyTarget>, ConfigError> {
+    if secret.is_some_and(str::is_empty) {
+        return refuse(
+            "MEDIATORD_NOTIFY_SECRET (--notify-secret) is empty: unset it, or give the receiver's secret",
+        );
+    }
+    let mut targets: Vec<NotifyTarget> = if !flags.is_empty() {
         flags.iter().map(|u| target_from_url(u)).collect::<Result<_, _>>()?
     } else {
         match file {
@@ -440,6 +452,9 @@ pub(super) fn targets(flags: &[String], file: Option<&Value>) -> Result<Vec<Noti
     };
     if targets.len() > MAX_TARGETS {
         return refuse(format!("at most {MAX_TARGETS} notification targets"));
+    }
+    for target in targets.iter_mut().filter(|t| t.secret.is_none()) {
+        target.secret = secret.map(|s| Secret::from(s.to_owned()));
     }
     Ok(targets)
 }
@@ -584,5 +599,24 @@ mod tests {
         let e = target_from_url(&over).expect_err("65 characters").0;
         assert!(e.contains("an ntfy target's URL is the server and the topic"), "{e}");
         assert!(target_from_url("ntfy+https://ntfy.sh/a").is_ok());
+    }
+
+    #[test]
+    fn the_environments_secret_signs_every_target_that_names_none() {
+        let flags = ["http://127.0.0.1:9/a".to_owned(), "http://127.0.0.1:9/b".to_owned()];
+        let signed = targets(&flags, None, Some("env-secret")).expect("valid");
+        let secrets: Vec<Option<&str>> =
+            signed.iter().map(|t| t.secret.as_ref().map(Secret::expose)).collect();
+        assert_eq!(secrets, [Some("env-secret"), Some("env-secret")]);
+        assert!(targets(&flags, None, None).expect("valid").iter().all(|t| t.secret.is_none()));
+
+        let file = json!([{"url": "http://127.0.0.1:9/", "secret": "own"}, "http://127.0.0.1:9/"]);
+        let mixed = targets(&[], Some(&file), Some("env-secret")).expect("valid");
+        let secrets: Vec<Option<&str>> =
+            mixed.iter().map(|t| t.secret.as_ref().map(Secret::expose)).collect();
+        assert_eq!(secrets, [Some("own"), Some("env-secret")], "a target's own secret wins");
+
+        let e = targets(&flags, None, Some("")).expect_err("empty").0;
+        assert!(e.contains("MEDIATORD_NOTIFY_SECRET"), "{e}");
     }
 }

@@ -780,3 +780,96 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
     let err = d.stderr();
     assert!(!err.contains("secret"), "no target path reaches the log: {err}");
 }
+
+/// Issue #29: the signed-receiver recipe of docs/notifications.md, pasted as written into a shell
+/// (`webhook-run`, with `receiver.py` beside it), verifies a real delivery, and its printed link
+/// decides. Two changes only, so nothing listens on a fixed port: a free port for the receiver's
+/// `8787`, and `--port 0` for the daemon.
+#[tokio::test]
+async fn the_documented_signed_receiver_recipe_run_as_written_verifies_a_delivery_and_its_link_decides() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (cwd, bin_dir, home) = (root.path().join("work"), root.path().join("bin"), root.path().join("home"));
+    for dir in [&cwd, &bin_dir, &home] {
+        std::fs::create_dir(dir).expect("mkdir");
+    }
+    std::os::unix::fs::symlink(bin(), bin_dir.join("mediatord")).expect("symlink");
+    std::fs::write(cwd.join("receiver.py"), recipe("webhook-receiver.py")).expect("write receiver");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let script = recipe("webhook-run");
+    assert!(script.contains("8787") && script.contains("mediatord serve"), "{script}");
+    let script =
+        script.replace("8787", &port.to_string()).replace("mediatord serve", "mediatord serve --port 0");
+
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(&script).current_dir(&cwd).env("PATH", path).env("HOME", &home).env("RUST_LOG", "warn");
+    for var in ["XDG_STATE_HOME", "MEDIATORD_STATE_DIR", "MEDIATORD_NOTIFY_SECRET", "MEDIATORD_TOKEN"] {
+        cmd.env_remove(var);
+    }
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut shell = Group(cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("bash"));
+    // The receiver and the daemon share the shell's stdout: the daemon's startup line, then what
+    // the receiver prints.
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let stdout = shell.0.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let base = loop {
+        if let Some(url) = line(&mut lines).await.strip_prefix("mediatord listening on ") {
+            break url.to_owned();
+        }
+    };
+
+    let created = send(http().post(format!("{base}/session")).json(&json!({}))).await.ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let prompt = tokio::spawn(send(
+        http()
+            .post(format!("{base}/session/{sid}/prompt"))
+            .json(&text_prompt("write recipe.txt as-documented")),
+    ));
+    // The receiver prints only what it verified (it answers 401 to anything else).
+    let summary = loop {
+        let l = line(&mut lines).await;
+        if !l.starts_with("listening on") {
+            break l;
+        }
+    };
+    assert!(summary.contains("recipe.txt"), "{summary}");
+    let allow = line(&mut lines).await;
+    let url = allow.trim().strip_prefix("Allow once: curl -X POST ").expect("the Allow once line").to_owned();
+    assert_eq!(post_link(&url).await.status, 200);
+    assert_eq!(prompt.await.expect("prompt").status, 200, "the turn ends");
+    assert_eq!(std::fs::read_to_string(cwd.join("recipe.txt")).expect("written"), "as-documented");
+}
+
+/// A shell in a process group of its own, the group killed when the test ends, passed or not (the
+/// receiver and the daemon it started included).
+struct Group(std::process::Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(group) = i32::try_from(self.0.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_documented_receiver_without_its_secret_says_what_to_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("receiver.py");
+    std::fs::write(&script, recipe("webhook-receiver.py")).expect("write receiver");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("0")
+        .env_remove("MEDIATORD_NOTIFY_SECRET")
+        .output()
+        .expect("python3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim(), "receiver.py: set MEDIATORD_NOTIFY_SECRET to the secret the daemon signs with");
+}
