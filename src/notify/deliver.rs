@@ -1,4 +1,4 @@
-//! One delivery: an HTTP/1.1 POST with hyper's client, over TCP or, for an `https://` target, TLS
+//! One delivery: an HTTP/1.1 request (a POST; a PATCH for a Discord update) with hyper's client, over TCP or, for an `https://` target, TLS
 //! (rustls, trusting [`crate::tls::client_trust`]), signed when the target has a secret, tried up
 //! to [`MAX_ATTEMPTS`] times; a certificate the client does not trust is not retried. The only
 //! file of the crate outside `src/http/` that names hyper: this is the daemon's one outgoing HTTP
@@ -22,15 +22,25 @@ pub(super) const MAX_ATTEMPTS: u32 = 3;
 /// One attempt (connect, send, status line) at most: a webhook answers in well under a second,
 /// and a hanging receiver must not hold its target's queue for long.
 pub(super) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of a receiver's answer kept: Telegram's and Discord's name the message sent (a few
+/// hundred bytes of JSON, more with a long text echoed back), to update it once decided.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// Waits before the second and the third attempt: a restarting receiver is usually back within
 /// seconds, and a person waiting for a notification should not wait for a long schedule.
 const BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_secs(2)];
 
+/// The request's method: every delivery is a POST but a Discord message's update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verb {
+    Post,
+    Patch,
+}
+
 /// How a delivery ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Outcome {
-    /// A 2xx.
-    Sent { status: u16, attempts: u32 },
+    /// A 2xx, and the start of its body (at most [`MAX_ANSWER_BYTES`]).
+    Sent { status: u16, attempts: u32, answer: Vec<u8> },
     /// A status that retrying cannot change (4xx, or a 1xx/3xx this client does not follow).
     Refused { status: u16 },
     /// Every attempt failed on the network, timed out or got a 5xx; the last reason.
@@ -73,6 +83,7 @@ pub(super) fn signature(secret: &str, body: &[u8]) -> String {
 pub(super) async fn deliver(
     tls: Option<&Arc<rustls::ClientConfig>>,
     target: &NotifyTarget,
+    method: Verb,
     path: &str,
     event: &str,
     delivery_id: &str,
@@ -95,17 +106,21 @@ pub(super) async fn deliver(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let reason =
-            match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(tls, target, path, &headers, body.clone()))
-                .await
-            {
-                Ok(Ok(status)) if (200..300).contains(&status) => return Outcome::Sent { status, attempts },
-                Ok(Ok(status)) if status < 500 => return Outcome::Refused { status },
-                Ok(Ok(status)) => format!("HTTP {status}"),
-                Ok(Err(AttemptError::Untrusted(reason))) => return Outcome::Untrusted { reason },
-                Ok(Err(AttemptError::Transient(e))) => e,
-                Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
-            };
+        let reason = match tokio::time::timeout(
+            ATTEMPT_TIMEOUT,
+            attempt(tls, target, method, path, &headers, body.clone()),
+        )
+        .await
+        {
+            Ok(Ok((status, answer))) if (200..300).contains(&status) => {
+                return Outcome::Sent { status, attempts, answer };
+            }
+            Ok(Ok((status, _))) if status < 500 => return Outcome::Refused { status },
+            Ok(Ok((status, _))) => format!("HTTP {status}"),
+            Ok(Err(AttemptError::Untrusted(reason))) => return Outcome::Untrusted { reason },
+            Ok(Err(AttemptError::Transient(e))) => e,
+            Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
+        };
         if attempts >= MAX_ATTEMPTS {
             return Outcome::Failed { reason, attempts };
         }
@@ -113,19 +128,20 @@ pub(super) async fn deliver(
     }
 }
 
-/// One POST; the status it got, or why none.
+/// One request; the status it got and its body's start, or why none.
 async fn attempt(
     tls: Option<&Arc<rustls::ClientConfig>>,
     target: &NotifyTarget,
+    method: Verb,
     path: &str,
     headers: &[(HeaderName, HeaderValue)],
     body: String,
-) -> Result<u16, AttemptError> {
+) -> Result<(u16, Vec<u8>), AttemptError> {
     let url = &target.url;
     let stream =
         TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
     if !url.tls {
-        return Ok(exchange(stream, target, path, headers, body).await?);
+        return Ok(exchange(stream, target, method, path, headers, body).await?);
     }
     let Some(config) = tls else {
         return Err(AttemptError::Untrusted("the daemon has no TLS client settings".to_owned()));
@@ -141,17 +157,18 @@ async fn attempt(
             None => AttemptError::Transient(format!("TLS handshake: {e}")),
         }
     })?;
-    Ok(exchange(stream, target, path, headers, body).await?)
+    Ok(exchange(stream, target, method, path, headers, body).await?)
 }
 
-/// The POST itself, on a connected stream.
+/// The request itself, on a connected stream.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
     target: &NotifyTarget,
+    method: Verb,
     path: &str,
     headers: &[(HeaderName, HeaderValue)],
     body: String,
-) -> Result<u16, String> {
+) -> Result<(u16, Vec<u8>), String> {
     let url = &target.url;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -161,7 +178,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let driver = tokio::spawn(connection);
     let _abort = AbortOnDrop(driver);
     let mut request = Request::builder()
-        .method(Method::POST)
+        .method(match method {
+            Verb::Post => Method::POST,
+            Verb::Patch => Method::PATCH,
+        })
         .uri(path)
         .header(HOST, url.host_header.as_str())
         .header(CONTENT_TYPE, "application/json")
@@ -173,7 +193,24 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         request.headers_mut().append(name.clone(), value.clone());
     }
     let response = sender.send_request(request).await.map_err(|e| format!("send: {e}"))?;
-    Ok(response.status().as_u16())
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut answer = Vec::new();
+    // The body is read only while it fits: the rest of a longer one is not needed.
+    while answer.len() < MAX_ANSWER_BYTES {
+        let frame =
+            std::future::poll_fn(|cx| hyper::body::Body::poll_frame(std::pin::Pin::new(&mut body), cx));
+        match frame.await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    answer.extend_from_slice(&data[..data.len().min(MAX_ANSWER_BYTES - answer.len())]);
+                }
+            }
+            // The status is what decides; an answer cut short is only an answer not understood.
+            Some(Err(_)) | None => break,
+        }
+    }
+    Ok((status, answer))
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);

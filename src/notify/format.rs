@@ -246,6 +246,59 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
     }
 }
 
+/// What a decision did, in words: "Allowed once by phone (a notification's link)", "Rejected by a
+/// rule", "Nobody answered in time: cancelled". `request` is the decided request's event, for the
+/// chosen option's kind and name.
+pub(super) fn decision(resolved: &Value, request: &Value) -> String {
+    let option_id = resolved.pointer("/outcome/optionId").and_then(Value::as_str);
+    let option = option_id.and_then(|id| {
+        request
+            .get("options")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|o| o.get("optionId").and_then(Value::as_str) == Some(id))
+    });
+    let kind = option.and_then(|o| o.get("kind")).and_then(Value::as_str).unwrap_or_default();
+    let chose = match kind {
+        "allow_once" => "Allowed once".to_owned(),
+        "allow_always" => "Always allowed".to_owned(),
+        "reject_once" => "Rejected".to_owned(),
+        "reject_always" => "Always rejected".to_owned(),
+        _ => {
+            let name =
+                option.and_then(|o| o.get("name")).and_then(Value::as_str).or(option_id).unwrap_or("?");
+            format!("Chose “{}”", option_name(name))
+        }
+    };
+    match resolved.get("resolvedBy").and_then(Value::as_str).unwrap_or_default() {
+        "vote" => {
+            let who = resolved.get("voterClientId").and_then(Value::as_str).map(reveal);
+            let by = who.map_or_else(String::new, |w| format!(" by {w}"));
+            let via = if resolved.get("via").and_then(Value::as_str) == Some("link") {
+                " (a notification's link)"
+            } else {
+                ""
+            };
+            format!("{chose}{by}{via}")
+        }
+        "rule" => format!("{chose} by a rule"),
+        "timeout" => "Nobody answered in time: cancelled".to_owned(),
+        "session_closed" => "The session ended before anyone answered".to_owned(),
+        _ => "Cancelled".to_owned(),
+    }
+}
+
+/// The message a decided request's notification becomes: what was decided, and what had been
+/// asked.
+pub(super) fn decided(resolved: &Value, request: &Value, workspace: &str) -> Message {
+    let asked = summary(request.get("toolCall").unwrap_or(&Value::Null));
+    Message {
+        title: "Decided",
+        lines: vec![decision(resolved, request), asked.line, format!("in {workspace}")],
+        priority: 2,
+    }
+}
+
 pub(super) fn json_body(n: &Notice<'_>) -> Value {
     let mut body = json!({
         "event": n.kind.as_str(),
@@ -364,6 +417,13 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
         .collect();
     if !buttons.is_empty() {
         body["actions"] = Value::Array(buttons);
+    }
+    // ntfy (2.16 and later) replaces the notification of a sequence with its next message: the
+    // decision, published under the same id (`services::update`). Older servers show it beside.
+    if n.kind == EventKind::PermissionRequest
+        && let Some(id) = n.data.get("requestId").and_then(Value::as_str)
+    {
+        body["sequence_id"] = json!(id);
     }
     body
 }
@@ -576,5 +636,41 @@ mod tests {
         let died = json!({});
         let m = message(&notice(EventKind::SessionDied, &died, &[]));
         assert_eq!((m.title, m.lines[0].as_str()), ("The agent exited", "The session ended."));
+    }
+
+    #[test]
+    fn a_decision_is_said_in_words_with_who_and_how() {
+        let request = json!({"options": [
+            {"optionId": "a1", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "a2", "name": "Always", "kind": "allow_always"},
+            {"optionId": "r1", "name": "No", "kind": "reject_once"},
+            {"optionId": "r2", "name": "Never", "kind": "reject_always"},
+            {"optionId": "x", "name": "Patch\u{202e}it", "kind": "apply_patch"},
+        ], "toolCall": {"kind": "edit", "title": "Write a.txt"}});
+        let vote = |option: &str, via: &str| {
+            json!({"outcome": {"outcome": "selected", "optionId": option}, "resolvedBy": "vote",
+                   "voterClientId": "phone", "via": via})
+        };
+        assert_eq!(decision(&vote("a1", "link"), &request), "Allowed once by phone (a notification's link)");
+        assert_eq!(decision(&vote("a2", "rest"), &request), "Always allowed by phone");
+        assert_eq!(decision(&vote("r1", "rest"), &request), "Rejected by phone");
+        assert_eq!(decision(&vote("r2", "rest"), &request), "Always rejected by phone");
+        assert_eq!(decision(&vote("x", "rest"), &request), "Chose “Patch\\u{202e}it” by phone");
+        assert_eq!(decision(&vote("gone", "rest"), &request), "Chose “gone” by phone");
+        let anonymous = json!({"outcome": {"optionId": "a1"}, "resolvedBy": "vote"});
+        assert_eq!(decision(&anonymous, &request), "Allowed once");
+        let rule = json!({"outcome": {"optionId": "r1"}, "resolvedBy": "rule", "ruleId": "x"});
+        assert_eq!(decision(&rule, &request), "Rejected by a rule");
+        let cancelled = json!({"outcome": {"outcome": "cancelled"}, "resolvedBy": "timeout"});
+        assert_eq!(decision(&cancelled, &request), "Nobody answered in time: cancelled");
+        assert_eq!(
+            decision(&json!({"resolvedBy": "session_closed"}), &request),
+            "The session ended before anyone answered"
+        );
+        assert_eq!(decision(&json!({"resolvedBy": "cancel"}), &request), "Cancelled");
+
+        let m = decided(&vote("a1", "link"), &request, "/w");
+        assert_eq!((m.title, m.priority), ("Decided", 2));
+        assert_eq!(m.lines, ["Allowed once by phone (a notification's link)", "edit: Write a.txt", "in /w"]);
     }
 }

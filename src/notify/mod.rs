@@ -19,7 +19,7 @@ mod format;
 mod links;
 mod services;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,12 +29,13 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use self::deliver::Outcome;
+use self::deliver::{Outcome, Verb};
 pub use self::format::Asked;
 use self::format::approves;
 use self::format::{Action, Notice};
 pub use self::links::{Link, LinkError, Links, well_formed};
-use crate::config::{NotifyFormat, NotifyTarget};
+use self::services::Posted;
+use crate::config::NotifyTarget;
 use crate::event::EventKind;
 use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::{Metrics, NotifyCounts};
@@ -49,6 +50,9 @@ pub const QUEUE_PER_TARGET: usize = 256;
 const MAX_OPEN_REQUESTS: usize = 4096;
 /// Reminders per request and target at most: escalation, not a stream.
 const MAX_REMINDERS: u32 = 3;
+/// Posted messages remembered per request, to update when it is decided: one per target and
+/// notification (the first and its reminders).
+const MAX_POSTED_PER_REQUEST: usize = 64;
 /// Options of one request a notification lists and links at most (the mediator refuses requests
 /// with more, `permission::MAX_OPTIONS_PER_REQUEST`; this keeps a notification bounded by itself).
 const MAX_OPTIONS_LINKED: usize = 16;
@@ -66,7 +70,13 @@ struct Job {
     /// A permission request whose id is in `Shared::open` (false only when that set was full):
     /// only a tracked request can be known to be decided.
     tracked: bool,
+    /// For a decision (`PermissionResolved`): the message it updates, and the request's job.
+    update: Option<(Posted, Arc<Job>)>,
 }
+
+/// A message a target's service posted for a request: the target's index, the message, and the
+/// request's job.
+type Sent = (usize, Posted, Arc<Job>);
 
 /// One target with its queue. The queue is a `VecDeque` behind a mutex (await-free critical
 /// sections; the publisher only pushes) plus a `Notify` that wakes the target's one worker.
@@ -122,6 +132,10 @@ struct Shared {
     links: Links,
     /// Pending permission requests by id.
     open: Mutex<HashSet<String>>,
+    /// The messages services said they posted for pending requests (target, message, the
+    /// request's job), by request id: updated with the decision, then forgotten. Only requests in
+    /// `open` have entries, so it is bounded as `open` is.
+    posted: Mutex<HashMap<String, Vec<Sent>>>,
     /// `--public-url`, or the listening URL once bound.
     base: OnceLock<String>,
     /// The TLS client's settings, when a target is `https://` (the roots are read once, at boot).
@@ -170,6 +184,7 @@ impl Notifier {
             targets,
             links: Links::default(),
             open: Mutex::new(HashSet::new()),
+            posted: Mutex::new(HashMap::new()),
             base: OnceLock::new(),
             tls,
             counters: Counters::default(),
@@ -227,6 +242,21 @@ impl Notifier {
                 if let Some(id) = request_id() {
                     lock(&s.open).remove(id);
                     s.links.expire_request(id);
+                    // The messages that asked now say what was decided, where the service can edit.
+                    let posted = lock(&s.posted).remove(id).unwrap_or_default();
+                    for (index, message, request) in posted {
+                        let job = Arc::new(Job {
+                            kind,
+                            session_id: source.session_id.to_owned(),
+                            workspace: source.workspace.display().to_string(),
+                            data: data.clone(),
+                            at: Instant::now(),
+                            reminder: 0,
+                            tracked: false,
+                            update: Some((message, request)),
+                        });
+                        s.push(&s.targets[index], job);
+                    }
                 }
                 return;
             }
@@ -256,6 +286,7 @@ impl Notifier {
             at: Instant::now(),
             reminder: 0,
             tracked,
+            update: None,
         });
         for target in s.targets.iter().filter(|t| t.config.wants(kind)) {
             s.push(target, job.clone());
@@ -351,6 +382,34 @@ async fn run_target(shared: Arc<Shared>, index: usize) {
     }
 }
 
+/// The request a job sends: the method, the path on the target's server and the body.
+fn request_for(target: &Target, job: &Job, notice: &Notice<'_>) -> Option<(Verb, String, String)> {
+    let (format, url) = (target.config.format, &target.config.url);
+    if let Some((posted, request)) = &job.update {
+        let message = format::decided(&job.data, &request.data, &job.workspace);
+        let (verb, path, body) = services::update(url, posted, &message)?;
+        return Some((verb, path, body.to_string()));
+    }
+    let body = services::body(format, url, notice).to_string();
+    Some((Verb::Post, services::path(format, url, job.kind == EventKind::PermissionRequest), body))
+}
+
+/// Remembers the message a service posted for a pending request, to update it once decided.
+fn remember(shared: &Shared, target: &Target, job: &Arc<Job>, request_id: &str, answer: &[u8]) {
+    let Some(posted) = services::posted(target.config.format, request_id, answer) else { return };
+    // Under `open`'s lock: a decision that removed the request has taken its entries already, and
+    // one coming after finds this one.
+    let open = lock(&shared.open);
+    if !open.contains(request_id) {
+        return;
+    }
+    let mut all = lock(&shared.posted);
+    let entries = all.entry(request_id.to_owned()).or_default();
+    if entries.len() < MAX_POSTED_PER_REQUEST {
+        entries.push((target.index, posted, job.clone()));
+    }
+}
+
 async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
     let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default().to_owned();
     let is_request = job.kind == EventKind::PermissionRequest;
@@ -371,23 +430,26 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         actions: &actions,
         client_id: target.config.client_id.as_deref(),
     };
-    let body = services::body(target.config.format, &target.config.url, &notice).to_string();
-    // ntfy takes JSON publishes at its root, the topic in the body.
-    let path = match target.config.format {
-        NotifyFormat::Ntfy => "/",
-        NotifyFormat::Json | NotifyFormat::Slack | NotifyFormat::Discord | NotifyFormat::Telegram => {
-            target.config.url.path.as_str()
-        }
-    };
-    let outcome =
-        deliver::deliver(shared.tls.as_ref(), &target.config, path, job.kind.as_str(), &delivery_id, body)
-            .await;
+    let Some((verb, path, body)) = request_for(target, job, &notice) else { return };
+    let outcome = deliver::deliver(
+        shared.tls.as_ref(),
+        &target.config,
+        verb,
+        &path,
+        job.kind.as_str(),
+        &delivery_id,
+        body,
+    )
+    .await;
     let took = job.at.elapsed();
     let (host, event) = (&target.config.url.authority, job.kind);
     let line = if matches!(outcome, Outcome::Untrusted { .. }) { Line::Untrusted } else { Line::Delivered };
     let log = log_admits(target, line);
     match outcome {
-        Outcome::Sent { status, attempts } => {
+        Outcome::Sent { status, attempts, answer } => {
+            if is_request && job.tracked {
+                remember(shared, target, job, &request_id, &answer);
+            }
             shared.counters.sent.fetch_add(1, Ordering::Relaxed);
             shared.metrics.notification("sent", took);
             if log {
@@ -442,6 +504,7 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
         at: Instant::now(),
         reminder: job.reminder + 1,
         tracked: true,
+        update: None,
     });
     shared.push(&shared.targets[index], again);
 }
@@ -483,6 +546,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::config::NotifyFormat;
 
     fn target(events: Vec<EventKind>) -> NotifyTarget {
         crate::config::NotifyTarget {
@@ -526,6 +590,7 @@ mod tests {
             at: Instant::now(),
             reminder: 0,
             tracked: true,
+            update: None,
         }
     }
 

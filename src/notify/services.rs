@@ -9,6 +9,7 @@
 
 use serde_json::{Value, json};
 
+use super::deliver::Verb;
 use super::format::{self, Action, Message, Notice, approves};
 use crate::config::{NotifyFormat, TargetUrl, telegram_chat_id};
 
@@ -28,6 +29,93 @@ pub(super) fn body(format: NotifyFormat, url: &TargetUrl, n: &Notice<'_>) -> Val
         NotifyFormat::Slack => slack(n),
         NotifyFormat::Discord => discord(n),
         NotifyFormat::Telegram => telegram(url, n),
+    }
+}
+
+/// A message a service said it posted, to update once the request is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Posted {
+    /// `sendMessage`'s `result.message_id`.
+    Telegram(i64),
+    /// The webhook's message `id` (posted with `?wait=true`).
+    Discord(String),
+    /// The request's id, sent as the ntfy message's `sequence_id`.
+    Ntfy(String),
+}
+
+/// Where a request's notification is posted: Discord answers with the message only when asked to
+/// wait (`?wait=true`), and ntfy takes JSON at its root.
+pub(super) fn path(format: NotifyFormat, url: &TargetUrl, request: bool) -> String {
+    match format {
+        NotifyFormat::Ntfy => "/".to_owned(),
+        NotifyFormat::Discord if request => {
+            let sep = if url.path.contains('?') { '&' } else { '?' };
+            format!("{}{sep}wait=true", url.path)
+        }
+        _ => url.path.clone(),
+    }
+}
+
+/// The message a service posted, from its answer to a request's notification: Telegram's
+/// `{"ok": true, "result": {"message_id": N}}`, Discord's message object; ntfy's is the request's
+/// own id. Slack's incoming webhooks answer `ok` and cannot edit: `None`, as for JSON.
+pub(super) fn posted(format: NotifyFormat, request_id: &str, answer: &[u8]) -> Option<Posted> {
+    let parsed = || serde_json::from_slice::<Value>(answer).ok();
+    match format {
+        NotifyFormat::Telegram => parsed()?.pointer("/result/message_id")?.as_i64().map(Posted::Telegram),
+        NotifyFormat::Discord => {
+            let id = parsed()?.get("id")?.as_str()?.to_owned();
+            // A snowflake: digits only, so it is safe in the update's path.
+            (!id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()))
+                .then_some(Posted::Discord(id))
+        }
+        NotifyFormat::Ntfy => Some(Posted::Ntfy(request_id.to_owned())),
+        NotifyFormat::Json | NotifyFormat::Slack => None,
+    }
+}
+
+/// The request that turns a posted notification into its decision, `m` (the buttons gone):
+/// Telegram's `editMessageText` (beside `sendMessage` in the target's URL), Discord's
+/// `PATCH /webhooks/{id}/{token}/messages/{message_id}`, ntfy's publish under the same sequence id.
+pub(super) fn update(url: &TargetUrl, posted: &Posted, m: &Message) -> Option<(Verb, String, Value)> {
+    let text = format!("{}\n{}", m.title, m.lines.join("\n"));
+    match posted {
+        Posted::Telegram(message_id) => {
+            let base = url.path.split('?').next().unwrap_or_default();
+            let method = base.strip_suffix("/sendMessage")?;
+            let body = json!({
+                "chat_id": telegram_chat_id(url).unwrap_or(""),
+                "message_id": message_id,
+                "text": text,
+                "link_preview_options": {"is_disabled": true},
+            });
+            Some((Verb::Post, format!("{method}/editMessageText"), body))
+        }
+        Posted::Discord(message_id) => {
+            let base = url.path.split('?').next().unwrap_or_default().trim_end_matches('/');
+            let embed = json!({
+                "title": m.title,
+                "description": m.lines.iter().map(|l| discord_escape(l)).collect::<Vec<_>>().join("\n"),
+                "color": DISCORD_DONE,
+            });
+            let body = json!({
+                "content": fallback(m),
+                "embeds": [embed],
+                "allowed_mentions": {"parse": []},
+            });
+            Some((Verb::Patch, format!("{base}/messages/{message_id}"), body))
+        }
+        Posted::Ntfy(sequence_id) => {
+            let body = json!({
+                "topic": format::ntfy_topic(url),
+                "sequence_id": sequence_id,
+                "title": m.title,
+                "message": m.lines.join("\n"),
+                "priority": m.priority,
+                "tags": ["white_check_mark"],
+            });
+            Some((Verb::Post, "/".to_owned(), body))
+        }
     }
 }
 
@@ -421,5 +509,78 @@ mod tests {
             "The agent stopped: it reached its limit of steps for one turn."
         );
         assert_eq!(format::stop_reason("something new"), "The agent stopped.");
+    }
+
+    #[test]
+    fn a_request_is_posted_where_its_service_answers_with_the_message() {
+        let discord = url("https://discord.com/api/webhooks/1/tok");
+        assert_eq!(path(NotifyFormat::Discord, &discord, true), "/api/webhooks/1/tok?wait=true");
+        assert_eq!(path(NotifyFormat::Discord, &discord, false), "/api/webhooks/1/tok");
+        let threaded = url("https://discord.com/api/webhooks/1/tok?thread_id=9");
+        assert_eq!(path(NotifyFormat::Discord, &threaded, true), "/api/webhooks/1/tok?thread_id=9&wait=true");
+        assert_eq!(path(NotifyFormat::Ntfy, &url("https://ntfy.sh/topic"), true), "/");
+        let hook = url("https://h.example/hook");
+        assert_eq!(path(NotifyFormat::Json, &hook, true), "/hook");
+        assert_eq!(path(NotifyFormat::Slack, &hook, true), "/hook");
+    }
+
+    #[test]
+    fn the_posted_message_is_read_from_each_services_answer() {
+        let telegram = br#"{"ok": true, "result": {"message_id": 42, "chat": {"id": 7}}}"#;
+        assert_eq!(posted(NotifyFormat::Telegram, "r1", telegram), Some(Posted::Telegram(42)));
+        assert_eq!(posted(NotifyFormat::Telegram, "r1", br#"{"ok": false}"#), None);
+        let discord = br#"{"id": "1234567890123456789", "content": "x"}"#;
+        assert_eq!(
+            posted(NotifyFormat::Discord, "r1", discord),
+            Some(Posted::Discord("1234567890123456789".into()))
+        );
+        for forged in
+            [&br#"{"id": "12/../../x"}"#[..], br#"{"id": ""}"#, br#"{"id": "123456789012345678901"}"#, b"{"]
+        {
+            assert_eq!(
+                posted(NotifyFormat::Discord, "r1", forged),
+                None,
+                "{}",
+                String::from_utf8_lossy(forged)
+            );
+        }
+        assert_eq!(posted(NotifyFormat::Ntfy, "r1", b""), Some(Posted::Ntfy("r1".into())));
+        assert_eq!(posted(NotifyFormat::Slack, "r1", b"ok"), None);
+        assert_eq!(posted(NotifyFormat::Json, "r1", telegram), None);
+    }
+
+    #[test]
+    fn a_decision_edits_the_message_and_drops_its_buttons() {
+        let m = Message {
+            title: "Decided",
+            lines: vec!["Allowed once by phone".into(), "execute: Run — git push".into()],
+            priority: 2,
+        };
+        let telegram = url("https://api.telegram.org/bot123:abc/sendMessage?chat_id=-100");
+        let (verb, path, body) = update(&telegram, &Posted::Telegram(42), &m).expect("update");
+        assert_eq!((verb, path.as_str()), (Verb::Post, "/bot123:abc/editMessageText"));
+        assert_eq!(body["chat_id"], "-100");
+        assert_eq!(body["message_id"], 42);
+        assert_eq!(body["text"], "Decided\nAllowed once by phone\nexecute: Run — git push");
+        assert!(body.get("reply_markup").is_none(), "the buttons go");
+        // A Telegram URL that is not sendMessage's has no edit beside it.
+        assert_eq!(update(&url("https://h.example/hook"), &Posted::Telegram(1), &m), None);
+
+        let discord = url("https://discord.com/api/webhooks/1/tok?thread_id=9");
+        let (verb, path, body) = update(&discord, &Posted::Discord("55".into()), &m).expect("update");
+        assert_eq!((verb, path.as_str()), (Verb::Patch, "/api/webhooks/1/tok/messages/55"));
+        assert_eq!(body["content"], "Decided: Allowed once by phone");
+        assert_eq!(body["embeds"][0]["color"], DISCORD_DONE);
+        assert!(body["embeds"][0].get("fields").is_none(), "the links go");
+        assert_eq!(body["allowed_mentions"], json!({"parse": []}));
+
+        let ntfy = url("https://ntfy.sh/topic");
+        let (verb, path, body) = update(&ntfy, &Posted::Ntfy("r1".into()), &m).expect("update");
+        assert_eq!((verb, path.as_str()), (Verb::Post, "/"));
+        assert_eq!(body["sequence_id"], "r1");
+        assert_eq!(body["topic"], "topic");
+        assert_eq!(body["priority"], 2);
+        assert!(body.get("actions").is_none());
+        conforms(&body, &doc(NTFY_DOC), "$").expect("ntfy's documented shape");
     }
 }

@@ -744,7 +744,7 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
         ("telegram", telegram.next().await),
     ];
     assert_eq!(got[0].1.path, "/services/T000/B000/secret");
-    assert_eq!(got[1].1.path, "/api/webhooks/1/secret");
+    assert_eq!(got[1].1.path, "/api/webhooks/1/secret?wait=true", "Discord answers with the message");
     assert_eq!(got[2].1.path, "/bot1:secret/sendMessage?chat_id=42");
     assert_eq!(got[2].1.body["chat_id"], "42");
     assert_eq!(got[1].1.body["allowed_mentions"], json!({"parse": []}));
@@ -779,6 +779,63 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
     }
     let err = d.stderr();
     assert!(!err.contains("secret"), "no target path reaches the log: {err}");
+}
+
+/// Issue #30: a decision made elsewhere edits the message that asked, where the service allows it:
+/// Telegram's `editMessageText` with the `message_id` `sendMessage` answered, Discord's webhook
+/// message `PATCH`ed by the id `?wait=true` answered, ntfy's publish under the request's sequence
+/// id; the buttons go, and the text says what was decided. Slack's incoming webhook cannot edit.
+#[tokio::test]
+async fn a_decision_made_elsewhere_edits_the_telegram_discord_and_ntfy_messages_that_asked() {
+    let mut telegram =
+        Receiver::start(&[Answer::Json(r#"{"ok": true, "result": {"message_id": 42}}"#)]).await;
+    let mut discord = Receiver::start(&[Answer::Json(r#"{"id": "777", "content": "…"}"#)]).await;
+    let mut ntfy = Receiver::start(&[]).await;
+    let mut slack = Receiver::start(&[]).await;
+    let targets = [
+        format!("telegram+{}", telegram.url("/bot1:tok/sendMessage?chat_id=42")),
+        format!("discord+{}", discord.url("/api/webhooks/1/tok")),
+        format!("ntfy+{}", ntfy.url("/approvals")),
+        format!("slack+{}", slack.url("/services/T/B/x")),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for t in &targets {
+        args.extend(["--notify", t.as_str()]);
+    }
+    let d = Daemon::start(&args);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write edited.txt yes").await;
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let asked = [telegram.next().await, discord.next().await, ntfy.next().await, slack.next().await];
+    assert_eq!(asked[2].body["sequence_id"], rid.as_str(), "ntfy's message is numbered by the request");
+    assert!(asked[0].body["reply_markup"].is_object());
+
+    // Decided elsewhere: alice votes in the web app.
+    let vote = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+
+    let edit = telegram.next().await;
+    assert_eq!((edit.method.as_str(), edit.path.as_str()), ("POST", "/bot1:tok/editMessageText"));
+    assert_eq!((edit.body["chat_id"].clone(), edit.body["message_id"].clone()), (json!("42"), json!(42)));
+    let text = edit.body["text"].as_str().expect("text");
+    assert!(text.starts_with("Decided\nAllowed once by alice\n") && text.contains("edited.txt"), "{text}");
+    assert!(edit.body.get("reply_markup").is_none(), "the buttons are gone: {}", edit.body);
+
+    let patch = discord.next().await;
+    assert_eq!((patch.method.as_str(), patch.path.as_str()), ("PATCH", "/api/webhooks/1/tok/messages/777"));
+    assert_eq!(patch.body["content"], "Decided: Allowed once by alice");
+    assert!(patch.body["embeds"][0].get("fields").is_none(), "the links are gone: {}", patch.body);
+
+    let replaced = ntfy.next().await;
+    assert_eq!(replaced.body["sequence_id"], rid.as_str());
+    assert_eq!(replaced.body["title"], "Decided");
+    assert!(replaced.body.get("actions").is_none(), "{}", replaced.body);
+    assert!(replaced.body["message"].as_str().expect("message").starts_with("Allowed once by alice"));
+
+    // Slack's incoming webhooks cannot edit: its message stays, and nothing more is sent there
+    // (the other three were sent after the decision, by the same notifier, before this check).
+    assert!(slack.try_next().is_none());
 }
 
 /// Issue #29: the signed-receiver recipe of docs/notifications.md, pasted as written into a shell

@@ -1,12 +1,13 @@
 //! A notification target for tests: an HTTP server on a loopback port that records every request
-//! it gets and answers from a script (a status, or never), then 200.
+//! it gets (any method) and answers from a script (a status, a JSON body, or never), then 200.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -16,6 +17,8 @@ use super::{Daemon, TestCa, WAIT};
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Answer {
     Status(u16),
+    /// 200 with this JSON body (what Telegram's or Discord's API answers, say).
+    Json(&'static str),
     /// Never answers (until the test ends).
     Hang,
 }
@@ -23,6 +26,7 @@ pub(crate) enum Answer {
 /// One request a receiver got.
 #[derive(Debug, Clone)]
 pub(crate) struct Delivery {
+    pub(crate) method: Method,
     pub(crate) path: String,
     pub(crate) headers: HeaderMap,
     pub(crate) raw: Vec<u8>,
@@ -66,15 +70,22 @@ impl Drop for Receiver {
     }
 }
 
-async fn record(State(s): State<Shared>, uri: Uri, headers: HeaderMap, raw: Bytes) -> StatusCode {
+async fn record(
+    State(s): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
     let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-    let _ = s.seen.send(Delivery { path: uri.to_string(), headers, raw: raw.to_vec(), body });
+    let _ = s.seen.send(Delivery { method, path: uri.to_string(), headers, raw: raw.to_vec(), body });
     let answer = s.script.lock().expect("script").pop_front().unwrap_or(Answer::Status(200));
     match answer {
-        Answer::Status(code) => StatusCode::from_u16(code).expect("status"),
+        Answer::Status(code) => StatusCode::from_u16(code).expect("status").into_response(),
+        Answer::Json(text) => ([("content-type", "application/json")], text).into_response(),
         Answer::Hang => {
             *s.hanging.lock().expect("hanging") += 1;
-            std::future::pending::<StatusCode>().await
+            std::future::pending::<Response>().await
         }
     }
 }
@@ -90,7 +101,7 @@ impl Receiver {
             seen,
             hanging: hanging.clone(),
         };
-        let app = axum::Router::new().fallback(axum::routing::post(record)).with_state(shared);
+        let app = axum::Router::new().fallback(record).with_state(shared);
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -126,7 +137,7 @@ impl Receiver {
         let (seen, rx) = mpsc::unbounded_channel();
         let hanging = Arc::new(Mutex::new(0));
         let shared = Shared { script: Arc::new(Mutex::new(VecDeque::new())), seen, hanging: hanging.clone() };
-        let app = axum::Router::new().fallback(axum::routing::post(record)).with_state(shared);
+        let app = axum::Router::new().fallback(record).with_state(shared);
         let accepted = Arc::new(Mutex::new(0));
         let counted = accepted.clone();
         let task = tokio::spawn(async move {
