@@ -17,7 +17,8 @@ use crate::tls::TlsFiles;
 mod notify;
 mod sandbox;
 pub use self::notify::{
-    MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format, telegram_chat_id,
+    Escalation, MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format,
+    telegram_chat_id,
 };
 pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
@@ -143,6 +144,10 @@ pub struct ServeArgs {
     /// [default: 300000]
     #[arg(long, value_name = "MS")]
     pub permission_timeout_ms: Option<u64>,
+    /// With a notification target for permission requests, they wait this long instead (someone
+    /// away from the desk needs longer than 5 minutes); 0 = wait forever [default: 3600000]
+    #[arg(long, value_name = "MS")]
+    pub notified_permission_timeout_ms: Option<u64>,
     /// Enable POST /session/:id/shell (also needs a token)
     #[arg(long)]
     pub enable_session_shell: bool,
@@ -598,6 +603,7 @@ const SERVE_KEYS: &[&str] = &[
     "permissionPolicy",
     "consensusQuorum",
     "permissionTimeoutMs",
+    "notifiedPermissionTimeoutMs",
     "enableSessionShell",
     "shellTimeoutMs",
     "headerTimeoutMs",
@@ -1402,11 +1408,16 @@ impl Config {
         let (store, node_url, node_lease_ms) = fleet_settings(args, &file, ephemeral)?;
         // With a shared store the state directory holds nothing.
         let state_dir = if store.is_some() { None } else { state_dir };
+        // A request someone is told about waits for a person who may be away: the notified
+        // timeout replaces the desk's one (`/capabilities` reports the one in force).
+        let notified_ms = ms(args.notified_permission_timeout_ms, "notifiedPermissionTimeoutMs", 3_600_000)?;
         let notify = notify::targets(
             &args.notify,
             file.values.get("notify"),
             args.notify_secret.clone().or(file.string("notifySecret")?).as_deref(),
         )?;
+        let notified = notify.iter().any(|t| t.wants(crate::event::EventKind::PermissionRequest));
+        let perm_ms = if notified { notified_ms } else { perm_ms };
         let public_url = match &args.public_url {
             Some(u) => Some(u.clone()),
             None => file.string("publicUrl")?,
@@ -1623,6 +1634,31 @@ mod tests {
             assert!(!shown.contains(&format!("{:?}", &digest[..4])), "digest bytes are shown: {shown}");
             assert!(shown.contains("<redacted>"), "{shown}");
         }
+    }
+
+    /// Issue #30: a request someone is notified of waits for the notified timeout (an hour unless
+    /// set; 0 forever), a request nobody is told about for the desk's.
+    #[test]
+    fn notified_requests_wait_for_the_notified_timeout() {
+        let dir = std::env::temp_dir();
+        let timeout = |notify: &[&str], notified: Option<u64>, desk: Option<u64>| {
+            let args = ServeArgs {
+                agent: vec!["demo".into()],
+                workspace: vec![dir.to_string_lossy().into_owned()],
+                notify: notify.iter().map(|s| (*s).to_owned()).collect(),
+                notified_permission_timeout_ms: notified,
+                permission_timeout_ms: desk,
+                ephemeral: true,
+                ..ServeArgs::default()
+            };
+            Config::from_args(&args).expect("valid settings").permission_timeout
+        };
+        let hook = ["http://127.0.0.1:9/hook"];
+        assert_eq!(timeout(&[], None, None), Some(Duration::from_secs(300)));
+        assert_eq!(timeout(&hook, None, None), Some(Duration::from_secs(3600)));
+        assert_eq!(timeout(&hook, Some(0), None), None, "0 waits forever");
+        assert_eq!(timeout(&hook, Some(7000), Some(1000)), Some(Duration::from_secs(7)));
+        assert_eq!(timeout(&[], Some(7000), Some(1000)), Some(Duration::from_secs(1)));
     }
 
     #[test]

@@ -32,7 +32,10 @@ const EVENTS: &[(&str, EventKind)] = &[
     ("session_died", EventKind::SessionDied),
 ];
 /// Keys of one target object in the config file.
-const TARGET_KEYS: &[&str] = &["url", "events", "format", "secret", "clientId", "headers", "remindAfterMs"];
+const TARGET_KEYS: &[&str] =
+    &["url", "events", "format", "secret", "clientId", "headers", "remindAfterMs", "escalate"];
+/// Keys of a target's `escalate` object.
+const ESCALATE_KEYS: &[&str] = &["afterMs", "to"];
 /// Headers a target may not set: the daemon writes them (or they frame the request).
 const RESERVED_HEADERS: &[&str] =
     &["host", "content-length", "content-type", "transfer-encoding", "connection", "user-agent"];
@@ -111,7 +114,7 @@ impl std::fmt::Debug for TargetUrl {
 #[derive(Clone)]
 pub struct NotifyTarget {
     pub url: TargetUrl,
-    /// Never empty.
+    /// Empty only for a target that hears nothing but what another target escalates to it.
     pub events: Vec<EventKind>,
     pub format: NotifyFormat,
     /// Signs each body (`X-Mediatord-Signature`) when set.
@@ -122,6 +125,16 @@ pub struct NotifyTarget {
     pub headers: Vec<(String, Secret)>,
     /// Send a permission request again while it is still pending, this long after the last time.
     pub remind_after: Option<Duration>,
+    /// Hand a request still pending this long after this target was first told to another target.
+    pub escalate: Option<Escalation>,
+}
+
+/// `escalate`: after `after`, a request nobody has decided goes to target `to` as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Escalation {
+    pub after: Duration,
+    /// The index of the target in `serve.notify`.
+    pub to: usize,
 }
 
 /// Never the path, the secret or a header's value.
@@ -135,6 +148,7 @@ impl std::fmt::Debug for NotifyTarget {
             .field("client_id", &self.client_id)
             .field("headers", &self.headers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
             .field("remind_after", &self.remind_after)
+            .field("escalate", &self.escalate)
             .finish()
     }
 }
@@ -260,9 +274,6 @@ fn parse_events(v: &Value, at: &str) -> Result<Vec<EventKind>, ConfigError> {
             out.push(*kind);
         }
     }
-    if out.is_empty() {
-        return refuse(format!("{at}.events must name at least one event"));
-    }
     Ok(out)
 }
 
@@ -357,6 +368,27 @@ pub(super) fn parse_target(entry: &Value, index: usize) -> Result<NotifyTarget, 
     if let Some(headers) = map.get("headers").filter(|v| !v.is_null()) {
         target.headers = parse_headers(headers, &at)?;
     }
+    target.escalate = match map.get("escalate") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(e)) => {
+            if let Some(key) = e.keys().find(|k| !ESCALATE_KEYS.contains(&k.as_str())) {
+                return refuse(format!(
+                    "config file: unknown key {at}.escalate.{key}; known keys: afterMs, to"
+                ));
+            }
+            let after = e.get("afterMs").and_then(Value::as_u64).filter(|ms| *ms >= MIN_REMIND_AFTER_MS);
+            let to = e.get("to").and_then(Value::as_u64).and_then(|i| usize::try_from(i).ok());
+            match (after, to) {
+                (Some(ms), Some(to)) => Some(Escalation { after: Duration::from_millis(ms), to }),
+                _ => {
+                    return refuse(format!(
+                        "{at}.escalate: expected {{\"afterMs\": at least {MIN_REMIND_AFTER_MS}, \"to\": the index of another target}}"
+                    ));
+                }
+            }
+        }
+        Some(_) => return refuse(format!("{at}.escalate must be an object {{afterMs, to}}")),
+    };
     target.remind_after = match map.get("remindAfterMs") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
@@ -384,6 +416,7 @@ pub(super) fn target_from_url(raw: &str) -> Result<NotifyTarget, ConfigError> {
         client_id: None,
         headers: Vec::new(),
         remind_after: None,
+        escalate: None,
     };
     check_format_url(&target, &format!("notification target {}", shown_url(url)))?;
     Ok(target)
@@ -452,6 +485,22 @@ pub(super) fn targets(
     };
     if targets.len() > MAX_TARGETS {
         return refuse(format!("at most {MAX_TARGETS} notification targets"));
+    }
+    for (i, target) in targets.iter().enumerate() {
+        if let Some(e) = target.escalate
+            && (e.to == i || e.to >= targets.len())
+        {
+            return refuse(format!(
+                "serve.notify[{i}].escalate.to: {} is not another target (0 to {}, not {i})",
+                e.to,
+                targets.len() - 1
+            ));
+        }
+        if target.events.is_empty() && !targets.iter().any(|t| t.escalate.is_some_and(|e| e.to == i)) {
+            return refuse(format!(
+                "serve.notify[{i}].events is empty and no target escalates to it: name at least one event"
+            ));
+        }
     }
     for target in targets.iter_mut().filter(|t| t.secret.is_none()) {
         target.secret = secret.map(|s| Secret::from(s.to_owned()));
@@ -618,5 +667,40 @@ mod tests {
 
         let e = targets(&flags, None, Some("")).expect_err("empty").0;
         assert!(e.contains("MEDIATORD_NOTIFY_SECRET"), "{e}");
+    }
+
+    #[test]
+    fn escalation_names_another_target_and_only_an_escalation_target_may_hear_nothing_else() {
+        let file = json!([
+            {"url": "http://127.0.0.1:9/a", "escalate": {"afterMs": 600000, "to": 1}},
+            {"url": "http://127.0.0.1:9/b", "events": []},
+        ]);
+        let parsed = targets(&[], Some(&file), None).expect("valid");
+        assert_eq!(parsed[0].escalate, Some(Escalation { after: Duration::from_secs(600), to: 1 }));
+        assert!(parsed[1].events.is_empty() && parsed[1].escalate.is_none());
+
+        let refused = |file: Value| targets(&[], Some(&file), None).expect_err("refused").0;
+        let e = refused(json!([{"url": "http://127.0.0.1:9/a", "escalate": {"afterMs": 600000, "to": 0}}]));
+        assert!(e.contains("escalate.to: 0 is not another target"), "{e}");
+        let e = refused(json!([{"url": "http://127.0.0.1:9/a", "escalate": {"afterMs": 600000, "to": 1}}]));
+        assert!(e.contains("escalate.to: 1 is not another target"), "{e}");
+        let e = refused(json!(["http://127.0.0.1:9/a", {"url": "http://127.0.0.1:9/b", "events": []}]));
+        assert!(e.contains("events is empty and no target escalates to it"), "{e}");
+        for bad in [
+            json!({"afterMs": 999, "to": 1}),
+            json!({"to": 1}),
+            json!({"afterMs": 1000}),
+            json!({"afterMs": 1000, "to": -1}),
+        ] {
+            let e =
+                refused(json!([{"url": "http://127.0.0.1:9/a", "escalate": bad}, "http://127.0.0.1:9/b"]));
+            assert!(e.contains("escalate: expected"), "{e}");
+        }
+        let e = refused(
+            json!([{"url": "http://127.0.0.1:9/a", "escalate": {"afterMs": 1000, "to": 1, "then": 2}}, "http://127.0.0.1:9/b"]),
+        );
+        assert!(e.contains("unknown key serve.notify[0].escalate.then"), "{e}");
+        let e = refused(json!([{"url": "http://127.0.0.1:9/a", "escalate": 1}, "http://127.0.0.1:9/b"]));
+        assert!(e.contains("escalate must be an object"), "{e}");
     }
 }

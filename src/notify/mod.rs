@@ -35,7 +35,7 @@ use self::format::approves;
 use self::format::{Action, Notice};
 pub use self::links::{Link, LinkError, Links, well_formed};
 use self::services::Posted;
-use crate::config::NotifyTarget;
+use crate::config::{Escalation, NotifyTarget};
 use crate::event::EventKind;
 use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::{Metrics, NotifyCounts};
@@ -72,6 +72,9 @@ struct Job {
     tracked: bool,
     /// For a decision (`PermissionResolved`): the message it updates, and the request's job.
     update: Option<(Posted, Arc<Job>)>,
+    /// A request handed on by another target's `escalate`: not escalated again (two targets
+    /// escalating to each other would ping-pong).
+    escalated: bool,
 }
 
 /// A message a target's service posted for a request: the target's index, the message, and the
@@ -254,6 +257,7 @@ impl Notifier {
                             reminder: 0,
                             tracked: false,
                             update: Some((message, request)),
+                            escalated: false,
                         });
                         s.push(&s.targets[index], job);
                     }
@@ -287,6 +291,7 @@ impl Notifier {
             reminder: 0,
             tracked,
             update: None,
+            escalated: false,
         });
         for target in s.targets.iter().filter(|t| t.config.wants(kind)) {
             s.push(target, job.clone());
@@ -483,8 +488,41 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         && job.reminder < MAX_REMINDERS
         && let Some(after) = target.config.remind_after
     {
-        tokio::spawn(remind(shared.clone(), target.index, job.clone(), request_id, after));
+        tokio::spawn(remind(shared.clone(), target.index, job.clone(), request_id.clone(), after));
     }
+    if is_request
+        && job.tracked
+        && job.reminder == 0
+        && !job.escalated
+        && let Some(escalation) = target.config.escalate
+    {
+        tokio::spawn(escalate(shared.clone(), escalation, job.clone(), request_id));
+    }
+}
+
+/// After `escalation.after`, hands the request to the escalation's target if it is still pending:
+/// there it is a first notification, with its own links and reminders.
+async fn escalate(shared: Arc<Shared>, escalation: Escalation, job: Arc<Job>, request_id: String) {
+    tokio::select! {
+        () = tokio::time::sleep(escalation.after) => {}
+        () = shared.stop.cancelled() => return,
+    }
+    let Some(to) = shared.targets.get(escalation.to) else { return };
+    if !shared.is_open(&request_id) {
+        return;
+    }
+    let handed = Arc::new(Job {
+        kind: job.kind,
+        session_id: job.session_id.clone(),
+        workspace: job.workspace.clone(),
+        data: job.data.clone(),
+        at: Instant::now(),
+        reminder: 0,
+        tracked: true,
+        update: None,
+        escalated: true,
+    });
+    shared.push(to, handed);
 }
 
 /// After `after`, queues the request again for the same target if it is still pending.
@@ -505,6 +543,7 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
         reminder: job.reminder + 1,
         tracked: true,
         update: None,
+        escalated: job.escalated,
     });
     shared.push(&shared.targets[index], again);
 }
@@ -557,6 +596,7 @@ mod tests {
             client_id: None,
             headers: Vec::new(),
             remind_after: None,
+            escalate: None,
         }
     }
 
@@ -591,6 +631,7 @@ mod tests {
             reminder: 0,
             tracked: true,
             update: None,
+            escalated: false,
         }
     }
 

@@ -754,7 +754,8 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
         let text = delivery.body.to_string();
         assert!(text.contains("by-chat.txt"), "{format} names what is asked: {text}");
         assert!(
-            text.contains("cancelled in 5 min") && text.contains(" UTC"),
+            // A notified request waits for the notified timeout, an hour by default.
+            text.contains("cancelled in 60 min") && text.contains(" UTC"),
             "{format} says when, for a person: {text}"
         );
         assert!(!text.contains("Z\""), "{format}: no ISO stamps for people: {text}");
@@ -836,6 +837,43 @@ async fn a_decision_made_elsewhere_edits_the_telegram_discord_and_ntfy_messages_
     // Slack's incoming webhooks cannot edit: its message stays, and nothing more is sent there
     // (the other three were sent after the decision, by the same notifier, before this check).
     assert!(slack.try_next().is_none());
+}
+
+/// Issue #30: a request nobody decides within `escalate.afterMs` of its first notification goes
+/// to a second target as well (one that hears nothing else), with links of its own that decide; a
+/// request decided before then is never handed on.
+#[tokio::test]
+async fn a_request_left_undecided_is_escalated_to_a_second_target_whose_link_decides() {
+    let mut first = Receiver::start(&[]).await;
+    let mut second = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(
+        json!([
+            {"url": first.url("/first"), "escalate": {"afterMs": 1000, "to": 1}},
+            {"url": second.url("/second"), "events": []},
+        ]),
+        &[],
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+
+    // Decided at once: never escalated.
+    let decided = d.raise(&sid, &mut sse, Some("alice"), "write quick.txt 1").await;
+    assert_eq!(first.next().await.body["requestId"], decided["requestId"]);
+    let rid = decided["requestId"].as_str().expect("requestId");
+    assert_eq!(d.vote(&sid, rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+
+    // Left alone: escalated after a second, to the target that hears nothing else.
+    let waiting = d.raise(&sid, &mut sse, Some("alice"), "write escalated.txt 2").await;
+    assert_eq!(first.next().await.body["requestId"], waiting["requestId"]);
+    let handed = second.next().await;
+    assert_eq!(handed.path, "/second");
+    assert_eq!(handed.body["requestId"], waiting["requestId"], "the quick request was never handed on");
+    assert_eq!(handed.body["event"], "permission_request");
+    let link = handed.link("allow_once");
+    assert_eq!(post_link(&link).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("escalated.txt")).expect("written"), "2");
 }
 
 /// Issue #29: the signed-receiver recipe of docs/notifications.md, pasted as written into a shell
