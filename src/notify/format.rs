@@ -171,9 +171,21 @@ pub(super) struct Message {
     pub(super) priority: u8,
 }
 
-/// "in 5 min (at 20:39 UTC)": how long from `now_ms` to `at_ms`, for a person, with the clock
-/// time beside it. The daemon has no time-zone database, so the clock time is UTC and says so.
+/// The zone clock times are said in: the daemon's system zone (`TZ`, else `/etc/localtime`), read
+/// once; UTC when neither names one. The daemon runs where its person works, most often.
+fn zone() -> &'static jiff::tz::TimeZone {
+    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
+    ZONE.get_or_init(jiff::tz::TimeZone::system)
+}
+
+/// "in 5 min (at 21:39 CET)": how long from `now_ms` to `at_ms`, for a person, with the clock
+/// time beside it in the daemon's zone ([`when_in`]).
 pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
+    when_in(at_ms, now_ms, zone())
+}
+
+/// [`when`] in the zone `tz`, named by its abbreviation (or offset) so a reader elsewhere can tell.
+pub(super) fn when_in(at_ms: u64, now_ms: u64, tz: &jiff::tz::TimeZone) -> String {
     let minutes = at_ms.saturating_sub(now_ms).div_ceil(60_000);
     let left = match minutes {
         0 => "now".to_owned(),
@@ -181,10 +193,14 @@ pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
         m if m < 120 => format!("in {m} min"),
         m => format!("in {} h {} min", m / 60, m % 60),
     };
-    let clock = iso8601(at_ms);
-    // `2026-11-22T20:39:19.849Z` → `20:39`.
-    let hh_mm = clock.get(11..16).unwrap_or("");
-    format!("{left} (at {hh_mm} UTC)")
+    let clock = i64::try_from(at_ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.to_zoned_datetime(tz.clone()).strftime("%H:%M %Z").to_string());
+    match clock {
+        Some(clock) => format!("{left} (at {clock})"),
+        None => left,
+    }
 }
 
 /// How a turn ended, in words (`end_turn` is the protocol's, not a person's).
@@ -581,7 +597,7 @@ mod tests {
                 .iter()
                 .all(|x| x["action"] == "http" && x["method"] == "POST")
         );
-        assert!(b["message"].as_str().expect("message").contains("(at 20:39 UTC)"), "{b}");
+        assert!(b["message"].as_str().expect("message").contains(" min (at "), "{b}");
         let done = json!({"stopReason": "end_turn"});
         let b = ntfy_body(&target, &notice(EventKind::TurnComplete, &done, &[]));
         assert!(b.get("actions").is_none());

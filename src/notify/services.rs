@@ -333,6 +333,13 @@ mod tests {
         }
     }
 
+    /// How [`notice`]'s request expiry reads, in this machine's zone: "in 5 min (at 20:39 UTC)".
+    fn in_5_min() -> String {
+        let text = format::when(1_795_379_959_849, 1_795_379_959_849 - 5 * 60_000);
+        assert!(text.starts_with("in 5 min (at "), "{text}");
+        text
+    }
+
     fn url(raw: &str) -> TargetUrl {
         crate::config::parse_target_url(raw).expect("url")
     }
@@ -388,7 +395,7 @@ mod tests {
         );
         assert_eq!(
             blocks[2]["elements"][0]["text"],
-            "in /w\nUnanswered, it is cancelled in 5 min (at 20:39 UTC)."
+            format!("in /w\nUnanswered, it is cancelled {}.", in_5_min())
         );
         let buttons = blocks[3]["elements"].as_array().expect("buttons");
         let shown: Vec<(&str, &str, &str)> = buttons
@@ -474,7 +481,10 @@ mod tests {
         assert!(b.get("parse_mode").is_none(), "plain text: nothing in it is markup");
         assert_eq!(
             b["text"],
-            "The agent needs permission\nexecute: Run — make *deploy*\nin /w\nUnanswered, it is cancelled in 5 min (at 20:39 UTC)."
+            format!(
+                "The agent needs permission\nexecute: Run — make *deploy*\nin /w\nUnanswered, it is cancelled {}.",
+                in_5_min()
+            )
         );
         assert_eq!(
             b["reply_markup"]["inline_keyboard"],
@@ -493,14 +503,23 @@ mod tests {
     #[test]
     fn times_are_said_as_a_person_would() {
         let at = 1_795_379_959_849; // 20:39:19 UTC
-        assert_eq!(format::when(at, at), "now (at 20:39 UTC)");
-        assert_eq!(format::when(at, at + 1), "now (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 1), "in 1 min (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 60_000), "in 1 min (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 60_001), "in 2 min (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 119 * 60_000), "in 119 min (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 120 * 60_000), "in 2 h 0 min (at 20:39 UTC)");
-        assert_eq!(format::when(at, at - 125 * 60_000), "in 2 h 5 min (at 20:39 UTC)");
+        let utc = jiff::tz::TimeZone::UTC;
+        let when = |at, now| format::when_in(at, now, &utc);
+        assert_eq!(when(at, at), "now (at 20:39 UTC)");
+        let east = jiff::tz::TimeZone::fixed(jiff::tz::offset(1));
+        assert_eq!(format::when_in(at, at - 60_000, &east), "in 1 min (at 21:39 +01)");
+        assert_eq!(
+            format::when_in(u64::MAX, at, &utc).split(" (").count(),
+            1,
+            "no clock beyond the calendar"
+        );
+        assert_eq!(when(at, at + 1), "now (at 20:39 UTC)");
+        assert_eq!(when(at, at - 1), "in 1 min (at 20:39 UTC)");
+        assert_eq!(when(at, at - 60_000), "in 1 min (at 20:39 UTC)");
+        assert_eq!(when(at, at - 60_001), "in 2 min (at 20:39 UTC)");
+        assert_eq!(when(at, at - 119 * 60_000), "in 119 min (at 20:39 UTC)");
+        assert_eq!(when(at, at - 120 * 60_000), "in 2 h 0 min (at 20:39 UTC)");
+        assert_eq!(when(at, at - 125 * 60_000), "in 2 h 5 min (at 20:39 UTC)");
         assert_eq!(format::stop_reason("end_turn"), "The agent is done and waits for you.");
         assert_eq!(format::stop_reason("cancelled"), "The turn was cancelled.");
         assert_eq!(format::stop_reason("refusal"), "The agent refused to go on.");

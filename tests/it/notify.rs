@@ -733,7 +733,10 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
     for t in &targets {
         args.extend(["--notify", t.as_str()]);
     }
-    let d = Daemon::start(&args);
+    // Clock times are said in the daemon's zone.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let d = Daemon::start_with(&workspace, &args, &[("TZ", "Europe/Paris")]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write by-chat.txt from-the-chat").await;
@@ -755,7 +758,7 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
         assert!(text.contains("by-chat.txt"), "{format} names what is asked: {text}");
         assert!(
             // A notified request waits for the notified timeout, an hour by default.
-            text.contains("cancelled in 60 min") && text.contains(" UTC"),
+            text.contains("cancelled in 60 min ") && (text.contains(" CET") || text.contains(" CEST")),
             "{format} says when, for a person: {text}"
         );
         assert!(!text.contains("Z\""), "{format}: no ISO stamps for people: {text}");
