@@ -88,7 +88,7 @@ struct DaemonArgs {
     url: Option<String>,
     /// Do not look for a daemon on the LAN (mDNS) when none on this machine wrote its state
     /// directory
-    #[arg(long, env = "MEDIATORD_NO_MDNS", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "MEDIATORD_NO_MDNS", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     no_mdns: bool,
     /// The state directory of the daemon to find, as `serve --state-dir` [default:
     /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]

@@ -65,7 +65,7 @@ pub struct ConnectArgs {
     pub state_dir: Option<PathBuf>,
     /// Do not look for a daemon on the LAN (mDNS) when none on this machine wrote its state
     /// directory
-    #[arg(long, env = "MEDIATORD_NO_MDNS", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "MEDIATORD_NO_MDNS", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub no_mdns: bool,
     /// Join this session when the editor asks for a new one (resumed if it is dormant)
     #[arg(long, value_name = "ID")]

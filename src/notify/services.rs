@@ -469,6 +469,22 @@ mod tests {
         let lines = value.lines().count();
         assert!((1..16).contains(&lines), "whole links only: {lines}");
         assert!(value.lines().all(|l| l.ends_with(">)")));
+
+        // Five links of 204 characters and their four newlines fill the field exactly: all five
+        // are kept, and a sixth is not.
+        let exact: Vec<Action> = (0..6)
+            .map(|i| Action {
+                option_id: format!("o{i}"),
+                name: "n".repeat(10),
+                kind: "allow_once".into(),
+                url: Some(format!("https://m.example/act/{}", "t".repeat(166))),
+                needs_review: false,
+            })
+            .collect();
+        let b = discord(&notice(EventKind::PermissionRequest, &data, &exact));
+        let value = b["embeds"][0]["fields"][0]["value"].as_str().expect("links");
+        assert_eq!(value.lines().next().map(|l| l.chars().count()), Some(204));
+        assert_eq!((value.lines().count(), value.chars().count()), (5, DISCORD_FIELD_MAX_CHARS));
     }
 
     #[test]
