@@ -203,7 +203,9 @@ fn discord(n: &Notice<'_>) -> Value {
     let mut links = String::new();
     for (a, url) in linked(n.actions) {
         let line = format!("[{}](<{url}>)", discord_escape(&label(a)));
-        if links.chars().count() + line.chars().count() + 1 > DISCORD_FIELD_MAX_CHARS {
+        // The line, and the newline before it unless it is the first.
+        let needed = links.chars().count() + usize::from(!links.is_empty()) + line.chars().count();
+        if needed > DISCORD_FIELD_MAX_CHARS {
             break;
         }
         if !links.is_empty() {
@@ -485,6 +487,26 @@ mod tests {
         let value = b["embeds"][0]["fields"][0]["value"].as_str().expect("links");
         assert_eq!(value.lines().next().map(|l| l.chars().count()), Some(204));
         assert_eq!((value.lines().count(), value.chars().count()), (5, DISCORD_FIELD_MAX_CHARS));
+
+        // One link as long as the field is kept; one character longer, none is.
+        let links = |count: usize, url_chars: usize| {
+            let a: Vec<Action> = (0..count)
+                .map(|i| Action {
+                    option_id: format!("o{i}"),
+                    name: "n".repeat(10),
+                    kind: "allow_once".into(),
+                    url: Some("u".repeat(url_chars)),
+                    needs_review: false,
+                })
+                .collect();
+            discord(&notice(EventKind::PermissionRequest, &data, &a))["embeds"][0]["fields"][0]["value"]
+                .as_str()
+                .map(|v| v.chars().count())
+        };
+        assert_eq!(links(1, DISCORD_FIELD_MAX_CHARS - 16), Some(DISCORD_FIELD_MAX_CHARS));
+        assert_eq!(links(1, DISCORD_FIELD_MAX_CHARS - 15), None);
+        // Two links of 512 characters need 1025 with their newline: the second is left out.
+        assert_eq!(links(2, 512 - 16), Some(512));
     }
 
     #[test]
