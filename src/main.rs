@@ -36,6 +36,10 @@ enum Command {
     /// Print the permission audit trail, newest first, from the state database (read-only; works
     /// while the daemon runs, or not).
     Audit(AuditArgs),
+    /// Copy the state database into a new file with SQLite's online backup: safe while the daemon
+    /// runs (one consistent snapshot), or not. Restore: stop the daemon, put the copy in place of
+    /// `state.db` (docs/operations.md#backups).
+    Backup(BackupArgs),
     /// Pair a phone or a browser: ask the running daemon for a one-time code, and print its URL
     /// and the same URL as a QR code to scan.
     Pair(PairArgs),
@@ -430,14 +434,58 @@ struct AuditArgs {
     cursor: Option<String>,
 }
 
+/// `mediatord backup`'s arguments.
+#[derive(Debug, clap::Args)]
+struct BackupArgs {
+    /// The new file to write (refused when it exists)
+    #[arg(value_name = "DEST")]
+    dest: std::path::PathBuf,
+    /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+}
+
+/// The state directory a command reads: `--state-dir`, else the default; `None` (said on stderr,
+/// as `command`'s) when there is neither.
+fn state_dir_of(arg: Option<&std::path::Path>, command: &str) -> Option<std::path::PathBuf> {
+    let env = |k: &str| std::env::var(k).ok();
+    let dir = arg.map(std::path::Path::to_path_buf).or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    });
+    if dir.is_none() {
+        say(&format!(
+            "mediatord {command}: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME"
+        ));
+    }
+    dir
+}
+
+/// `mediatord backup`: 0, or 2 when there is nothing to copy or the copy cannot be written.
+fn backup(args: &BackupArgs) -> ExitCode {
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "backup") else {
+        return ExitCode::from(2);
+    };
+    if !mediatord::store::db_path(&dir).exists() {
+        say(&format!("mediatord backup: no state database in {} (pass --state-dir)", dir.display()));
+        return ExitCode::from(2);
+    }
+    match mediatord::store::backup(&dir, &args.dest) {
+        Ok(bytes) => {
+            let _ =
+                writeln!(io::stdout(), "mediatord backup: {bytes} bytes written to {}", args.dest.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            say(&format!("mediatord backup: {}", text::escape(&e.to_string())));
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
 fn audit(args: &AuditArgs) -> ExitCode {
     use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
-    let env = |k: &str| std::env::var(k).ok();
-    let Some(dir) = args.state_dir.clone().or_else(|| {
-        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    }) else {
-        say("mediatord audit: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME");
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "audit") else {
         return ExitCode::from(2);
     };
     let outcome = match args.outcome.as_deref().map(|o| (o, AuditOutcome::parse(o))) {
@@ -725,6 +773,7 @@ fn main() -> ExitCode {
         }
         Command::Man { subcommand } => man_page(subcommand.as_deref()),
         Command::Audit(args) => audit(&args),
+        Command::Backup(args) => backup(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
         Command::Connect(args) => mediatord::http::connect::main(args),

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use super::api::{
     Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule,
+    StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -168,7 +168,7 @@ pub struct SqliteStore {
     /// Never blocks; bounded by the counters in its `Shared`, checked before each send.
     queue: Queue,
     /// The writer thread, joined on drop so its connection is closed when the store is gone.
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
     /// The state directory's lock (`dir::lock`), held while the store lives.
@@ -379,6 +379,20 @@ impl Store for SqliteStore {
         self.queue.send_acked(Op::Flush)
     }
 
+    fn close(&self) -> Result<(), WriteError> {
+        let Some(writer) = lock(&self.writer).take() else {
+            return Err(WriteError("the store was closed already".into()));
+        };
+        // The writer commits what is queued before the stop, then checkpoints.
+        if self.queue.tx.send(Op::Stop).is_err() {
+            return Err(WriteError("the store's writer has stopped".into()));
+        }
+        match writer.join() {
+            Ok(result) => result.map_err(WriteError),
+            Err(_) => Err(WriteError("the store's writer panicked".into())),
+        }
+    }
+
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
         self.read(|c| query_audit_on(c, q))
     }
@@ -542,7 +556,8 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self) {
+    /// Writes until the store stops, then checkpoints: `Err` says why the WAL was left as it is.
+    fn run(mut self) -> Result<(), String> {
         // Retention's first pass runs once the daemon is up, not in the way of its boot.
         let mut next_maintenance = Instant::now();
         loop {
@@ -550,12 +565,12 @@ impl Writer {
             let first = match self.rx.recv_timeout(wait) {
                 Ok(op) => Some(op),
                 Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return self.checkpoint(),
             };
             if let Some(first) = first
                 && !self.batch(first)
             {
-                return;
+                return self.checkpoint();
             }
             if Instant::now() >= next_maintenance {
                 if let Err(e) = self.maintain() {
@@ -564,6 +579,20 @@ impl Writer {
                 next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
             }
         }
+    }
+
+    /// Folds the WAL into the database file and empties it, so that a stopped daemon leaves one
+    /// whole file: a copy of `state.db` alone then has every commit (a WAL left beside it held
+    /// most of them). Waits for a reader still in a transaction up to [`BUSY_TIMEOUT`].
+    fn checkpoint(&self) -> Result<(), String> {
+        let busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        if busy != 0 {
+            return Err("a reader kept the WAL busy: it was not checkpointed".into());
+        }
+        Ok(())
     }
 
     /// One transaction: `first` and whatever else is queued, within the batch bounds; then every
@@ -898,6 +927,80 @@ fn insert_frames(
 fn set_last_event_id(tx: &rusqlite::Transaction<'_>, session_id: &str, id: u64) -> rusqlite::Result<()> {
     tx.prepare_cached("UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1")?
         .execute(params![session_id, id as i64])?;
+    Ok(())
+}
+
+/// How many times a backup's copy is tried again while the daemon's writer holds a lock SQLite
+/// will not read past (a checkpoint's moment), and how long it waits between tries: 50 × 100 ms,
+/// the writer's [`BUSY_TIMEOUT`].
+const BACKUP_TRIES: u32 = 50;
+const BACKUP_RETRY: Duration = Duration::from_millis(100);
+
+/// `mediatord backup`: copies a state directory's database into a new file `dest` with SQLite's
+/// online backup API, whether a daemon is running on it or not (`docs/operations.md#backups`).
+/// Returns the copy's size in bytes.
+///
+/// Safe beside a running daemon: the copy is one read transaction of its own (every page in one
+/// step, so a commit cannot make it start over and it is one consistent snapshot, WAL included);
+/// a reader takes no write lock and the state directory's `flock` only keeps a second daemon out.
+/// `dest` is written whole or not at all: into a temporary file beside it, checked, synced, then
+/// linked to its name, which must not exist yet.
+pub fn backup(state_dir: &Path, dest: &Path) -> Result<u64, OpenError> {
+    dir::check(state_dir)?;
+    let path = db_path(state_dir);
+    let failed = |reason: String| OpenError::Sqlite { path: dest.to_path_buf(), reason };
+    if dest.exists() {
+        return Err(failed("it exists already: name a new file".into()));
+    }
+    let source =
+        Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(sqlite_error(&path))?;
+    source.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error(&path))?;
+    let mut partial = dest.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", std::process::id()));
+    let partial = PathBuf::from(partial);
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|e| failed(e.to_string()))?;
+    let copied = copy_database(&source, &partial);
+    let linked = copied.and_then(|()| {
+        std::fs::File::open(&partial).and_then(|f| f.sync_all()).map_err(|e| e.to_string())?;
+        // A link, not a rename: it fails when `dest` appeared meanwhile instead of replacing it.
+        std::fs::hard_link(&partial, dest).map_err(|e| e.to_string())
+    });
+    let _ = std::fs::remove_file(&partial);
+    linked.map_err(failed)?;
+    if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+    }
+    std::fs::metadata(dest).map(|m| m.len()).map_err(|e| failed(e.to_string()))
+}
+
+/// Copies `source` into the empty database file `to`, as a rollback-journal database (one file,
+/// no WAL beside it), and checks the copy.
+fn copy_database(source: &Connection, to: &Path) -> Result<(), String> {
+    let mut copy = Connection::open(to).map_err(|e| e.to_string())?;
+    {
+        let backup = rusqlite::backup::Backup::new(source, &mut copy).map_err(|e| e.to_string())?;
+        let mut tries = 0;
+        loop {
+            match backup.step(-1).map_err(|e| e.to_string())? {
+                rusqlite::backup::StepResult::Done => break,
+                _ if tries >= BACKUP_TRIES => return Err("the database stayed locked: try again".into()),
+                _ => {
+                    tries += 1;
+                    std::thread::sleep(BACKUP_RETRY);
+                }
+            }
+        }
+    }
+    copy.pragma_update(None, "journal_mode", "DELETE").map_err(|e| e.to_string())?;
+    let check: String = copy.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if check != "ok" {
+        return Err(format!("the copy failed its check: {check}"));
+    }
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::store::{Home, decided_request};
+use crate::store::{Home, decided_request, eventually, stop};
 use crate::support::{Daemon, Sse, bin, selected, serve_refusal};
 
 #[tokio::test]
@@ -50,6 +50,99 @@ async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_run
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.starts_with("REQUESTED"), "{text}");
     assert_eq!(text.matches("vote:alice").count(), 3, "{text}");
+}
+
+/// `mediatord audit --json` on a state directory: its entries.
+fn audit_lines(state: &Path) -> Vec<Value> {
+    let out = std::process::Command::new(bin())
+        .args(["audit", "--json", "--limit", "1000", "--state-dir", state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+/// A fresh state directory (0700) beside `home`'s holding `db` as its `state.db`, alone.
+fn state_dir_with(home: &Home, name: &str, db: &Path) -> std::path::PathBuf {
+    let dir = home.state.with_file_name(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::copy(db, dir.join("state.db")).expect("copy");
+    dir
+}
+
+/// Issue #29: after a clean stop a 737 KB `state.db-wal` stayed beside `state.db`, and a copy of
+/// `state.db` alone had lost 10 of 11 audit entries. The stop checkpoints the WAL now.
+#[tokio::test]
+async fn after_a_clean_stop_state_db_copied_alone_has_every_audit_entry() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let mut rids = Vec::new();
+    for n in 0..11 {
+        rids.push(decided_request(&d, &sid, &mut sse, &format!("f{n}.txt")).await);
+    }
+    drop(sse);
+    stop(d);
+    let wal = home.state.join("state.db-wal");
+    let wal_len = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert_eq!(wal_len, 0, "the WAL is checkpointed and emptied at a clean stop");
+
+    let copy = state_dir_with(&home, "copy", &home.state.join("state.db"));
+    let lines = audit_lines(&copy);
+    let mut got: Vec<&str> = lines.iter().map(|e| e["requestId"].as_str().expect("id")).collect();
+    got.reverse();
+    assert_eq!(got, rids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(lines.iter().all(|e| e["status"] == "selected"), "decided, not pending: {lines:?}");
+}
+
+#[tokio::test]
+async fn mediatord_backup_copies_a_running_daemons_database_whole_and_never_over_a_file() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let mut rids = Vec::new();
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        rids.push(decided_request(&d, &sid, &mut sse, file).await);
+    }
+    // Committed (the daemon's own reads see them) before the copy is taken.
+    eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 3))
+        .await;
+    let dest = home.state.with_file_name("backup.db");
+    let state = home.state.to_str().expect("utf-8");
+    let backup = |dest: &Path| {
+        std::process::Command::new(bin())
+            .args(["backup", dest.to_str().expect("utf-8"), "--state-dir", state])
+            .output()
+            .expect("mediatord backup")
+    };
+    let out = backup(&dest);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bytes written to"), "{out:?}");
+    assert_eq!(std::fs::metadata(&dest).expect("the copy").permissions().mode() & 0o777, 0o600);
+    let names: Vec<String> = std::fs::read_dir(dest.parent().expect("parent"))
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("partial") || n.starts_with("backup.db-")), "{names:?}");
+
+    let restored = state_dir_with(&home, "restored", &dest);
+    let got: Vec<String> =
+        audit_lines(&restored).iter().map(|e| e["requestId"].as_str().expect("id").to_owned()).collect();
+    assert_eq!(got, [rids[2].clone(), rids[1].clone(), rids[0].clone()]);
+
+    // The daemon is untouched by it, and a second backup never writes over the first.
+    assert_eq!(d.get("/health").await.status, 200);
+    let before = std::fs::read(&dest).expect("read");
+    let again = backup(&dest);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"), "{again:?}");
+    assert_eq!(std::fs::read(&dest).expect("read"), before);
 }
 
 #[test]
