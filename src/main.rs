@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use mediatord::agent::guard::{self, GuardArgs};
 use mediatord::agent::sandbox;
+use mediatord::audit;
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
 use mediatord::service::{ServiceAction, ServiceArgs};
@@ -420,12 +421,16 @@ struct AuditArgs {
     /// Only this outcome: pending, selected, cancelled, timed_out, abandoned
     #[arg(long, value_name = "OUTCOME")]
     outcome: Option<String>,
-    /// Requested at or after (ms since the Unix epoch)
-    #[arg(long, value_name = "MS")]
-    since: Option<u64>,
-    /// Requested before (ms since the Unix epoch)
-    #[arg(long, value_name = "MS")]
-    until: Option<u64>,
+    /// Requested at or after: an age (30m, 1h, 2d, 1w), a UTC date or time (2026-11-22,
+    /// 2026-11-22T20:39), or ms since the Unix epoch
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// Requested before: a UTC date or time, an age, or ms since the Unix epoch
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+    /// Show each device's id beside its name
+    #[arg(long)]
+    ids: bool,
     /// Entries to print [default: 50]
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -506,14 +511,27 @@ fn audit(args: &AuditArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let now = mediatord::clock::now_ms();
+    let mut window = [None, None];
+    for (slot, (flag, given)) in window.iter_mut().zip([("--since", &args.since), ("--until", &args.until)]) {
+        match given.as_deref().map(|g| mediatord::audit::parse_since(g, now)) {
+            None => {}
+            Some(Ok(at)) => *slot = Some(at),
+            Some(Err(e)) => {
+                say(&format!("mediatord audit: {flag}: {}", text::escape(&e)));
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let [since, until] = window;
     let query = AuditQuery {
         workspace: args
             .workspace
             .clone()
             .map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned())),
         session_id: args.session_id.clone(),
-        since: args.since,
-        until: args.until,
+        since,
+        until,
         outcome,
         cursor,
         limit: args.limit.unwrap_or(50).clamp(1, 10_000),
@@ -544,24 +562,21 @@ fn audit(args: &AuditArgs) -> ExitCode {
     } else {
         let _ = writeln!(
             out,
-            "{:<24}  {:<10}  {:<14}  {:<36}  {:>9}  TOOL",
-            "REQUESTED", "STATUS", "DECIDED BY", "SESSION", "LATENCY"
+            "{:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  WHAT",
+            "REQUESTED", "DECISION", "BY", "HOW", "POLICY", "SESSION"
         );
         for e in &page.entries {
             let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
-            let latency = e["latencyMs"].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
-            let voter = e["voterDeviceName"].as_str().or(e["voterClientId"].as_str());
-            let by = match (e["resolvedBy"].as_str(), voter) {
-                (Some("vote"), Some(voter)) => format!("vote:{}", text::escape(voter)),
-                (Some(_), _) => cell(&e["resolvedBy"]),
-                (None, _) => "-".to_owned(),
-            };
-            let tool = format!("{} {}", cell(&e["toolCall"]["kind"]), cell(&e["toolCall"]["title"]));
+            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
             let _ = writeln!(
                 out,
-                "{at:<24}  {:<10}  {by:<14}  {:<36}  {latency:>9}  {tool}",
-                cell(&e["status"]),
+                "{at:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  {}",
+                text::escape(&audit::decision(e)),
+                or_dash(text::escape(&audit::who(e, args.ids)).into_owned()),
+                or_dash(audit::how(e).to_owned()),
+                cell(&e["policy"]),
                 cell(&e["sessionId"]),
+                text::escape(&audit::what(e)),
             );
         }
     }

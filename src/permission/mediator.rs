@@ -131,6 +131,15 @@ pub enum Remember {
 }
 
 impl Remember {
+    /// As the audit entry's `remembered` names it; `None` for a decision not remembered.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Remember::No => None,
+            Remember::Session => Some("session"),
+            Remember::Workspace => Some("workspace"),
+        }
+    }
+
     /// The wider of two scopes.
     pub fn max_scope(self, other: Remember) -> Remember {
         match (self, other) {
@@ -801,12 +810,8 @@ impl<'a> Permissions<'a> {
         // (for the session: an agent's "always" never reaches the workspace on its own).
         if let Choice::Option(id) = choice {
             let kind = rules::option_kind(&pending.options, id).unwrap_or("");
-            let always = matches!(kind, "allow_always" | "reject_always");
-            let scope = match resolution.remember {
-                Remember::No if always => Remember::Session,
-                scope => scope,
-            };
-            if scope != Remember::No && resolution.by == ResolvedBy::Vote {
+            let scope = remembered_scope(&pending.options, choice, &resolution);
+            if scope != Remember::No {
                 let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
                 let rule = rules::remembered_rule(
                     &pending.facts,
@@ -883,6 +888,7 @@ impl Permissions<'_> {
             "voterDeviceName": resolved.and_then(|(_, r, _)| r.voter_device_name.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
             "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
+            "remembered": resolved.and_then(|(choice, r, _)| remembered_scope(&pending.options, choice, r).as_str()),
             "ballots": pending.ballots,
         });
         AuditRecord {
@@ -893,6 +899,20 @@ impl Permissions<'_> {
             outcome: Some(outcome).filter(|o| *o != AuditOutcome::Pending),
             entry,
         }
+    }
+}
+
+/// Where a decision is remembered as a rule: where the deciding vote asked, or for the session
+/// when it chose an `*_always` option; never for a decision no vote made.
+fn remembered_scope(options: &[Value], choice: &Choice, resolution: &Resolution) -> Remember {
+    let Choice::Option(id) = choice else { return Remember::No };
+    if resolution.by != ResolvedBy::Vote {
+        return Remember::No;
+    }
+    let always = matches!(rules::option_kind(options, id), Some("allow_always" | "reject_always"));
+    match resolution.remember {
+        Remember::No if always => Remember::Session,
+        scope => scope,
     }
 }
 

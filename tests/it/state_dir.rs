@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::store::{Home, decided_request, eventually, stop};
-use crate::support::{Daemon, Sse, bin, selected, serve_refusal};
+use crate::support::{Daemon, Sse, bin, http, selected, send, serve_refusal};
 
 #[tokio::test]
 async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_runs() {
@@ -49,7 +49,9 @@ async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_run
         .expect("mediatord audit");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.starts_with("REQUESTED"), "{text}");
-    assert_eq!(text.matches("vote:alice").count(), 3, "{text}");
+    let allowed =
+        |l: &&str| l.contains("Allowed once") && l.contains("operator · alice") && l.contains("vote");
+    assert_eq!(text.lines().filter(allowed).count(), 3, "{text}");
 }
 
 /// `mediatord audit --json` on a state directory: its entries.
@@ -143,6 +145,92 @@ async fn mediatord_backup_copies_a_running_daemons_database_whole_and_never_over
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"), "{again:?}");
     assert_eq!(std::fs::read(&dest).expect("read"), before);
+}
+
+/// Issue #29: `mediatord audit` printed `selected vote:my phone` for both an allowed write and a
+/// rejected deploy, and `--since` took only epoch milliseconds. Decisions read in words now, with
+/// the device by its name, the same in the table and in the CSV export.
+#[tokio::test]
+async fn the_audit_reads_each_decision_in_words_in_the_table_and_the_csv_export() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let (device_id, credential) = d.pair_device(None, "my phone", "voter").await;
+    let joined =
+        send(http().post(d.url("/session")).bearer_auth(&credential).json(&serde_json::json!({}))).await;
+    assert_eq!(joined.status, 200, "{}", joined.text);
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let decide = async |sse: &mut Sse, prompt: &str, voter: Option<&str>, body: Value| {
+        let request = d.raise(&sid, sse, Some("alice"), prompt).await;
+        let rid = request["requestId"].as_str().expect("requestId").to_owned();
+        let path = format!("/session/{sid}/permission/{rid}");
+        let reply = match voter {
+            Some(credential) => send(http().post(d.url(&path)).bearer_auth(credential).json(&body)).await,
+            None => d.vote(&sid, &rid, Some("alice"), body).await,
+        };
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        sse.until_type("turn_complete").await;
+    };
+    decide(&mut sse, "write a.txt x", Some(&credential), selected("allow_once")).await;
+    decide(&mut sse, "shell =HYPERLINK(\"http://x\") && ./deploy.sh --prod", None, selected("reject_once"))
+        .await;
+    decide(&mut sse, "write b.txt y", None, serde_json::json!({"decision": "allow-session"})).await;
+    eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 3))
+        .await;
+
+    let csv = d.get("/audit?format=csv").await;
+    assert_eq!(csv.status, 200, "{}", csv.text);
+    assert_eq!(csv.headers["content-type"], "text/csv; charset=utf-8");
+    assert_eq!(csv.headers["content-disposition"], "attachment; filename=\"mediatord-audit.csv\"");
+    let rows: Vec<&str> = csv.text.split("\r\n").collect();
+    assert!(rows[0].starts_with("requested_at,decision,who,device_id,client_id,how,"), "{}", rows[0]);
+    assert_eq!(rows.len(), 5, "a header, three rows, and the last line's end: {rows:?}");
+    assert!(rows[1].contains(",Allowed for this session,operator · alice,,alice,vote,edit,"), "{}", rows[1]);
+    assert!(rows[2].contains(",Rejected,operator · alice,,alice,vote,execute,"), "{}", rows[2]);
+    assert!(rows[2].contains(",\"'=HYPERLINK(\"\"http://x\"\") && ./deploy.sh --prod\","), "{}", rows[2]);
+    assert!(
+        rows[3].contains(&format!(",Allowed once,my phone,{device_id},{device_id},vote,edit,")),
+        "{}",
+        rows[3]
+    );
+    let json = d.get("/audit?format=json&limit=2").await;
+    assert_eq!(json.headers["content-disposition"], "attachment; filename=\"mediatord-audit.json\"");
+    assert_eq!(json.body.as_array().map(Vec::len), Some(2), "{}", json.text);
+    assert_eq!(json.body[0]["remembered"], "session");
+    assert!(
+        json.headers.contains_key("x-mediatord-next-cursor"),
+        "the third is left out: {:?}",
+        json.headers
+    );
+
+    let state = home.state.to_str().expect("utf-8");
+    let table = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(["audit", "--state-dir", state])
+            .args(args)
+            .output()
+            .expect("mediatord audit");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, text, _) = table(&["--since", "1h"]);
+    assert_eq!(status, Some(0));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("REQUESTED") && lines[0].contains("DECISION"), "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[1].contains("Allowed for this session") && lines[1].contains("operator · alice"), "{text}");
+    assert!(lines[2].contains("Rejected ") && lines[2].contains("./deploy.sh --prod"), "{text}");
+    assert!(lines[3].contains("Allowed once") && lines[3].contains("my phone"), "{text}");
+    assert!(!text.contains(&device_id), "ids on demand only: {text}");
+    assert!(table(&["--ids"]).1.contains(&format!("my phone ({device_id})")));
+    let (_, future, _) = table(&["--since", "2999-01-01"]);
+    assert_eq!(future.lines().count(), 1, "only the header: {future}");
+    let (status, _, stderr) = table(&["--since", "yesterday"]);
+    assert_eq!(status, Some(2));
+    assert!(stderr.contains("--since") && stderr.contains("2d"), "{stderr}");
 }
 
 #[test]
