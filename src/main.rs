@@ -41,6 +41,9 @@ enum Command {
     /// runs (one consistent snapshot), or not. Restore: stop the daemon, put the copy in place of
     /// `state.db` (docs/operations.md#backups).
     Backup(BackupArgs),
+    /// Print a recorded session's transcript as Markdown (who asked what, what the agent answered
+    /// and did, what was decided) or as JSON, from the state database (read-only).
+    Transcript(TranscriptArgs),
     /// Pair a phone or a browser: ask the running daemon for a one-time code, and print its URL
     /// and the same URL as a QR code to scan.
     Pair(PairArgs),
@@ -487,6 +490,103 @@ fn backup(args: &BackupArgs) -> ExitCode {
     }
 }
 
+/// `mediatord transcript`'s arguments.
+#[derive(Debug, clap::Args)]
+struct TranscriptArgs {
+    /// The session's id
+    #[arg(value_name = "SESSION")]
+    session: String,
+    /// `md` (Markdown) or `json` (`{session, events}`)
+    #[arg(long, value_name = "FORMAT", default_value = "md", value_parser = ["md", "json"])]
+    format: String,
+    /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+}
+
+/// Recorded items read per query while a transcript is gathered.
+const TRANSCRIPT_PAGE: usize = 1000;
+
+/// `mediatord transcript`: 0, or 2 for a session the history does not have or a database it cannot
+/// read.
+fn transcript(args: &TranscriptArgs) -> ExitCode {
+    use mediatord::store::{AuditQuery, StoredEvent};
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "transcript") else {
+        return ExitCode::from(2);
+    };
+    let fail = |e: String| {
+        say(&format!("mediatord transcript: {}", text::escape(&e)));
+        ExitCode::from(2)
+    };
+    if !mediatord::store::db_path(&dir).exists() {
+        return fail(format!("no state database in {} (pass --state-dir)", dir.display()));
+    }
+    let db = match mediatord::store::open_read_only(&dir) {
+        Ok(db) => db,
+        Err(e) => return fail(e.to_string()),
+    };
+    let record = match db.session(&args.session) {
+        Ok(Some(record)) => record,
+        Ok(None) => return fail(format!("no session {:?} in the history", args.session)),
+        Err(e) => return fail(e.to_string()),
+    };
+    // The history is bounded by retention (`--history-events` per session), so is this.
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = match db.events(&args.session, after, TRANSCRIPT_PAGE) {
+            Ok(page) => page,
+            Err(e) => return fail(e.to_string()),
+        };
+        let Some(last) = page.last() else { break };
+        after = last.last_id();
+        for item in page {
+            match item {
+                StoredEvent::Frame { frame, .. } => events.extend(mediatord::transcript::envelope(&frame)),
+                StoredEvent::Gap { from, to } => events.push(serde_json::json!({
+                    "type": "history_gap", "data": {"sessionId": args.session, "fromId": from, "toId": to},
+                })),
+            }
+        }
+    }
+    let head = mediatord::transcript::Head {
+        session_id: record.session_id.clone(),
+        workspace: record.workspace.clone(),
+        agent: record.agent.clone(),
+        created_at: mediatord::clock::iso8601(record.created_at),
+        ended_at: record.ended_at.map(mediatord::clock::iso8601),
+        state: record.state.as_str().to_owned(),
+        end_reason: record.end_reason.clone(),
+    };
+    let mut out = io::stdout().lock();
+    let written = if args.format == "json" {
+        let doc = mediatord::transcript::json(&head, events);
+        writeln!(out, "{}", text::escape_json(&doc.to_string()))
+    } else {
+        let query =
+            AuditQuery { session_id: Some(args.session.clone()), limit: 10_000, ..AuditQuery::default() };
+        let names = db
+            .query_audit(&query)
+            .map(|page| {
+                page.entries
+                    .iter()
+                    .filter_map(|e| {
+                        Some((
+                            e["voterClientId"].as_str()?.to_owned(),
+                            e["voterDeviceName"].as_str()?.to_owned(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        write!(out, "{}", mediatord::transcript::markdown(&head, &events, &names))
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
 /// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
 fn audit(args: &AuditArgs) -> ExitCode {
     use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
@@ -789,6 +889,7 @@ fn main() -> ExitCode {
         Command::Man { subcommand } => man_page(subcommand.as_deref()),
         Command::Audit(args) => audit(&args),
         Command::Backup(args) => backup(&args),
+        Command::Transcript(args) => transcript(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
         Command::Connect(args) => mediatord::http::connect::main(args),

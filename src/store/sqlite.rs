@@ -458,60 +458,11 @@ impl Store for SqliteStore {
     }
 
     fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
-        self.read(|c| {
-            c.prepare_cached(
-                "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
-                 FROM sessions WHERE session_id = ?1",
-            )?
-            .query_row([session_id], session_row)
-            .optional()
-        })
+        self.read(|c| session_on(c, session_id))
     }
 
     fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
-        self.read(|c| {
-            // Runs are disjoint, so ordering by last_id orders them by id; each yields one item
-            // at least, so `limit` rows are enough.
-            let mut stmt = c.prepare_cached(
-                "SELECT first_id, last_id, frames, sizes, codec FROM events
-                 WHERE session_id = ?1 AND last_id > ?2 ORDER BY last_id LIMIT ?3",
-            )?;
-            let mut rows = stmt.query(params![session_id, after as i64, limit as i64])?;
-            let mut out = Vec::new();
-            while let Some(r) = rows.next()?
-                && out.len() < limit
-            {
-                let first = r.get::<_, i64>(0)? as u64;
-                let last = r.get::<_, i64>(1)? as u64;
-                let Some(frames) = r.get::<_, Option<Vec<u8>>>(2)? else {
-                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
-                    continue;
-                };
-                let sizes = r.get_ref(3)?.as_blob_or_null()?;
-                let count = (last + 1).saturating_sub(first);
-                let decoded = chunk::decode(r.get(4)?, frames)
-                    .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
-                let Some((frames, ranges)) = decoded else {
-                    // A damaged row (the disk, or a hand edit): its events cannot be read, so the
-                    // replay says so with a gap, as for events never recorded, and goes on.
-                    tracing::warn!(
-                        session_id,
-                        first,
-                        last,
-                        "a damaged run of recorded events: replayed as a gap"
-                    );
-                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
-                    continue;
-                };
-                let frames = Bytes::from(frames);
-                for (id, range) in (first..).zip(ranges) {
-                    if id > after && out.len() < limit {
-                        out.push(StoredEvent::Frame { id, frame: frames.slice(range) });
-                    }
-                }
-            }
-            Ok(out)
-        })
+        self.read(|c| events_on(c, session_id, after, limit))
     }
 
     fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError> {
@@ -529,6 +480,60 @@ impl Store for SqliteStore {
         wal.push("-wal");
         self.queue.stats(size(&self.path) + size(Path::new(&wal)))
     }
+}
+
+fn session_on(c: &Connection, session_id: &str) -> rusqlite::Result<Option<SessionRecord>> {
+    c.prepare_cached(
+        "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+         FROM sessions WHERE session_id = ?1",
+    )?
+    .query_row([session_id], session_row)
+    .optional()
+}
+
+/// Up to `limit` recorded items of a session after id `after`, in order (`Store::events`).
+fn events_on(
+    c: &Connection,
+    session_id: &str,
+    after: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredEvent>> {
+    // Runs are disjoint, so ordering by last_id orders them by id; each yields one item
+    // at least, so `limit` rows are enough.
+    let mut stmt = c.prepare_cached(
+        "SELECT first_id, last_id, frames, sizes, codec FROM events
+         WHERE session_id = ?1 AND last_id > ?2 ORDER BY last_id LIMIT ?3",
+    )?;
+    let mut rows = stmt.query(params![session_id, after as i64, limit as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()?
+        && out.len() < limit
+    {
+        let first = r.get::<_, i64>(0)? as u64;
+        let last = r.get::<_, i64>(1)? as u64;
+        let Some(frames) = r.get::<_, Option<Vec<u8>>>(2)? else {
+            out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+            continue;
+        };
+        let sizes = r.get_ref(3)?.as_blob_or_null()?;
+        let count = (last + 1).saturating_sub(first);
+        let decoded = chunk::decode(r.get(4)?, frames)
+            .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
+        let Some((frames, ranges)) = decoded else {
+            // A damaged row (the disk, or a hand edit): its events cannot be read, so the
+            // replay says so with a gap, as for events never recorded, and goes on.
+            tracing::warn!(session_id, first, last, "a damaged run of recorded events: replayed as a gap");
+            out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+            continue;
+        };
+        let frames = Bytes::from(frames);
+        for (id, range) in (first..).zip(ranges) {
+            if id > after && out.len() < limit {
+                out.push(StoredEvent::Frame { id, frame: frames.slice(range) });
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -1029,6 +1034,16 @@ pub struct ReadOnly {
 impl ReadOnly {
     pub fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
         query_audit_on(&self.conn, q).map_err(read_error)
+    }
+
+    /// A session's record, for `mediatord transcript`.
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
+        session_on(&self.conn, session_id).map_err(read_error)
+    }
+
+    /// Up to `limit` recorded items of a session after id `after`, in order (as `Store::events`).
+    pub fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
+        events_on(&self.conn, session_id, after, limit).map_err(read_error)
     }
 }
 

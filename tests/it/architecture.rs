@@ -31,6 +31,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("text", 0),
     ("present", 0),
     ("audit", 0),
+    ("transcript", 0),
     ("log_throttle", 0),
     ("tls", 0),
     ("discovery", 0),

@@ -102,6 +102,55 @@ async fn after_a_clean_stop_state_db_copied_alone_has_every_audit_entry() {
     assert!(lines.iter().all(|e| e["status"] == "selected"), "decided, not pending: {lines:?}");
 }
 
+/// Issue #29: a session's transcript, exported from the command line as Markdown and as JSON.
+#[tokio::test]
+async fn mediatord_transcript_prints_a_recorded_session_as_markdown_or_json() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let rid = decided_request(&d, &sid, &mut sse, "a.txt").await;
+    drop(sse);
+    stop(d);
+    let state = home.state.to_str().expect("utf-8");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .arg("transcript")
+            .args(args)
+            .args(["--state-dir", state])
+            .output()
+            .expect("mediatord transcript");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, md, stderr) = run(&[&sid]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
+    assert!(md.contains("(daemon_shutdown)"), "{md}");
+    assert!(md.contains("## Prompt from alice\n\nwrite a.txt x\n"), "{md}");
+    assert!(md.contains("> Permission asked: "), "{md}");
+    assert!(md.contains("> Decision: allow_once, by alice"), "{md}");
+
+    let (status, json, _) = run(&[&sid, "--format", "json"]);
+    assert_eq!(status, Some(0));
+    let doc: Value = serde_json::from_str(&json).expect("one JSON document");
+    assert_eq!(doc["session"]["sessionId"], sid.as_str());
+    assert_eq!(doc["session"]["state"], "dormant");
+    let events = doc["events"].as_array().expect("events");
+    let ids: Vec<u64> = events.iter().filter_map(|e| e["id"].as_u64()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]) && !ids.is_empty(), "in id order: {ids:?}");
+    assert!(
+        events.iter().any(|e| e["type"] == "permission_resolved" && e["data"]["requestId"] == rid.as_str())
+    );
+
+    let (status, _, stderr) = run(&["never-was"]);
+    assert_eq!(status, Some(2));
+    assert!(stderr.contains("no session \"never-was\" in the history"), "{stderr}");
+}
+
 #[tokio::test]
 async fn mediatord_backup_copies_a_running_daemons_database_whole_and_never_over_a_file() {
     let home = Home::new();
