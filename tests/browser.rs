@@ -1618,7 +1618,7 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     page.click("the device's name", "//button[contains(@class,'identity')]").await;
     page.until(
         "the id shown",
-        &format!("document.querySelector('.identity-id:not([hidden])')?.textContent.includes('{device_id}')"),
+        &format!("document.querySelector('.identity .identity-id')?.textContent.includes('{device_id}')"),
     )
     .await;
 

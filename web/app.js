@@ -9,6 +9,7 @@ import { clock, h, icon, replace, svgImage } from './dom.js';
 import { EventStream } from './sse.js';
 import { showAudit } from './audit.js';
 import { findPast, showHistory, showPast } from './history.js';
+import { identityEl } from './names.js';
 import { addPending, apply, createSession, pending } from './state.js';
 import { SessionView } from './view.js';
 
@@ -227,7 +228,7 @@ async function showDevices() {
     try {
       const { devices } = await api('GET', 'devices');
       replace(list, devices.length ? devices.map((dv) => h('li', { class: 'device', dataset: { deviceId: dv.deviceId } },
-        h('span', { class: 'device-name' }, dv.name),
+        h('span', { class: 'device-name' }, identityEl(dv.name, dv.deviceId)),
         h('span', { class: 'hint' }, ` ${dv.role}${dv.lastSeenAt ? `, last seen ${clock(dv.lastSeenAt)}` : ''} `),
         h('button', {
           type: 'button', class: 'ghost', 'aria-label': `Revoke ${dv.name}`,

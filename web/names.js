@@ -10,16 +10,20 @@ export function identity(name, id, withId = false) {
 }
 
 /**
- * An identity on screen: its name, and its id on demand (a click or a tap shows it, again hides
- * it; the title has it for a pointer).
+ * An identity on screen: its name, and its id on demand (a click or a tap adds it, another takes
+ * it away; the title has it for a pointer). Until asked, the element's text is the name alone.
  */
 export function identityEl(name, id) {
   if (!name || name === id) return h('span', { class: 'identity' }, id || '');
-  const idEl = h('span', { class: 'identity-id', hidden: true }, ` (${id})`);
-  return h('button', {
-    type: 'button', class: 'identity', title: id, 'aria-label': `${name}: show the id`,
+  const idEl = h('span', { class: 'identity-id' }, ` (${id})`);
+  const el = h('button', {
+    type: 'button', class: 'identity', title: id, 'aria-label': `${name}: show the id`, 'aria-expanded': 'false',
     onclick: () => {
-      idEl.hidden = !idEl.hidden;
+      const show = !idEl.isConnected;
+      if (show) el.append(idEl);
+      else idEl.remove();
+      el.setAttribute('aria-expanded', String(show));
     },
-  }, name, idEl);
+  }, name);
+  return el;
 }
