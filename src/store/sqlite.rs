@@ -1237,6 +1237,78 @@ mod tests {
         assert_eq!(store.events("s", 4, 100).expect("read"), []);
     }
 
+    /// A state directory (0700) beside `dir`'s holding `db` alone as its `state.db`, read-only.
+    fn alone(dir: &Path, name: &str, db: &Path) -> ReadOnly {
+        let copy = dir.join(name);
+        std::fs::create_dir(&copy).expect("mkdir");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::copy(db, copy.join(DB_FILE)).expect("copy");
+        open_read_only(&copy).expect("open the copy")
+    }
+
+    fn audit_ids(db: &ReadOnly) -> Vec<String> {
+        let page = db.query_audit(&AuditQuery { limit: 100, ..AuditQuery::default() }).expect("read");
+        page.entries.iter().map(|e| e["requestId"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    #[test]
+    fn close_checkpoints_the_wal_so_the_database_file_alone_has_every_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for i in 0..20 {
+            store.audit(audit(&format!("r{i:02}"), t0 + i, Some(AuditOutcome::Selected)));
+        }
+        assert_eq!(store.close(), Ok(()));
+        let wal = std::fs::metadata(state.join("state.db-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0, "the WAL is folded into state.db and truncated");
+        let ids = audit_ids(&alone(dir.path(), "copy", &db_path(&state)));
+        assert_eq!(ids, (0..20).rev().map(|i| format!("r{i:02}")).collect::<Vec<_>>());
+        assert!(store.close().is_err(), "a second close says it was closed");
+        store.audit(audit("late", t0, None));
+        drop(store);
+    }
+
+    #[test]
+    fn backup_copies_every_commit_beside_a_running_store_and_never_over_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for i in 0..5 {
+            store.audit(audit(&format!("b{i}"), t0 + i, Some(AuditOutcome::Selected)));
+        }
+        store.flush().wait_blocking().expect("committed");
+        assert!(
+            std::fs::metadata(state.join("state.db-wal")).expect("a WAL").len() > 0,
+            "commits are in the WAL"
+        );
+        let dest = dir.path().join("backup.db");
+        let bytes = backup(&state, &dest).expect("backup");
+        assert_eq!(bytes, std::fs::metadata(&dest).expect("the copy").len());
+        assert_eq!(std::fs::metadata(&dest).expect("the copy").permissions().mode() & 0o777, 0o600);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["backup.db", "state"], "one file: no WAL, no partial copy beside it");
+        assert_eq!(audit_ids(&alone(dir.path(), "restored", &dest)), ["b4", "b3", "b2", "b1", "b0"]);
+
+        let before = std::fs::read(&dest).expect("read");
+        let again = backup(&state, &dest).expect_err("the file exists");
+        assert!(again.to_string().contains("exists already"), "{again}");
+        assert_eq!(std::fs::read(&dest).expect("read"), before);
+        // The store goes on writing and reading.
+        store.audit(audit("after", t0 + 9, None));
+        store.flush().wait_blocking().expect("committed");
+        assert_eq!(
+            store.query_audit(&AuditQuery { limit: 1, ..AuditQuery::default() }).expect("read").entries[0]["requestId"],
+            "after"
+        );
+    }
+
     #[tokio::test]
     async fn the_audit_pages_newest_first_and_pending_requests_are_abandoned_on_reopen() {
         let dir = tempfile::tempdir().expect("tempdir");
