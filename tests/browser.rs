@@ -1524,6 +1524,11 @@ async fn a_permission_card_shows_blank_runs_and_invisible_characters_for_what_th
     assert_eq!(marks, json!(["⟪300 spaces⟫", "\\u{202e}"]));
 }
 
+/// Keeps each file the page offers as a download (`URL.createObjectURL`'s blob) in `window.blobs`,
+/// emptied on each call; the wrapper is installed once per page.
+const CAPTURE_DOWNLOADS: &str = "if (!window.blobs) { const make = URL.createObjectURL; \
+    URL.createObjectURL = (b) => { window.blobs.push(b); return make(b); }; } window.blobs = []; return true";
+
 /// Issue #29: after a restart the app said "No live session", and a session's old address said it
 /// "has ended or does not exist", though the daemon still had its history and its audit. The app
 /// lists past sessions and opens their transcript now, and has an audit page with the decisions in
@@ -1623,7 +1628,7 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     .await;
 
     // Export CSV: what the click downloads is the daemon's CSV of the same entries.
-    page.js("window.blobs = []; const make = URL.createObjectURL; URL.createObjectURL = (b) => { window.blobs.push(b); return make(b); }; return true").await;
+    page.js(CAPTURE_DOWNLOADS).await;
     page.click("Export CSV", "//button[@data-export='csv']").await;
     page.until("the download", "window.blobs.length === 1").await;
     let csv = page.js("return window.blobs[0].text()").await;
@@ -1635,6 +1640,23 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
         lines[2].contains(&format!(",Allowed once,my phone,{device_id},{device_id},vote,edit,")),
         "{csv}"
     );
+    // The transcript exported as Markdown names the phone by its name and id; Resume brings the
+    // session back live (the demo agent supports session/load).
+    page.client.goto(&format!("{}/#/h/{sid}", d.base)).await.expect("navigate");
+    page.until("the past session", "document.querySelector('.past-banner')").await;
+    page.until("the replay", "document.querySelector('.conn')?.textContent === 'history'").await;
+    page.js(CAPTURE_DOWNLOADS).await;
+    page.click("Export Markdown", "//button[@data-export='md']").await;
+    page.until("the Markdown", "window.blobs.length === 1").await;
+    let md = page.js("return window.blobs[0].text()").await;
+    let md = md.as_str().expect("text");
+    assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
+    assert!(md.contains("## Prompt from alice\n\nwrite notes.txt hello"), "{md}");
+    assert!(md.contains(&format!("> Decision: allow_once, by my phone ({device_id})")), "{md}");
+    assert!(md.contains("> Decision: reject_once, by alice"), "{md}");
+    page.click("Resume", "//button[text()='Resume']").await;
+    page.live(&sid).await;
+    assert_eq!(page.client.current_url().await.expect("url").fragment(), Some(&*format!("/s/{sid}")));
     // Only the 404s that told the app the session is not live (so it looked in the history).
     let problems: Vec<String> = page
         .console_problems()
