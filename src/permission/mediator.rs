@@ -983,6 +983,44 @@ mod tests {
     use super::*;
     use crate::sync::lock;
 
+    /// The audit's `remembered`: where the deciding vote asked, for the session when it chose an
+    /// `*_always` option, and never for a decision no vote made.
+    #[test]
+    fn a_decision_is_remembered_where_the_vote_asked_or_for_the_session_when_always() {
+        let options = [
+            json!({"optionId": "a1", "kind": "allow_once"}),
+            json!({"optionId": "aa", "kind": "allow_always"}),
+            json!({"optionId": "ra", "kind": "reject_always"}),
+        ];
+        let by = |by, remember| Resolution { remember, ..Resolution::without_vote(by) };
+        let pick = |id: &str| Choice::Option(id.to_owned());
+        let cases = [
+            (pick("a1"), by(ResolvedBy::Vote, Remember::No), Remember::No),
+            (pick("a1"), by(ResolvedBy::Vote, Remember::Session), Remember::Session),
+            (pick("a1"), by(ResolvedBy::Vote, Remember::Workspace), Remember::Workspace),
+            (pick("aa"), by(ResolvedBy::Vote, Remember::No), Remember::Session),
+            (pick("ra"), by(ResolvedBy::Vote, Remember::No), Remember::Session),
+            (pick("aa"), by(ResolvedBy::Vote, Remember::Workspace), Remember::Workspace),
+            (pick("gone"), by(ResolvedBy::Vote, Remember::No), Remember::No),
+            (pick("aa"), by(ResolvedBy::Rule, Remember::No), Remember::No),
+            (pick("a1"), by(ResolvedBy::Rule, Remember::Session), Remember::No),
+            (Choice::Cancel, by(ResolvedBy::Vote, Remember::Session), Remember::No),
+        ];
+        for (choice, resolution, scope) in cases {
+            assert_eq!(
+                remembered_scope(&options, &choice, &resolution),
+                scope,
+                "{choice:?} {:?} {:?}",
+                resolution.by,
+                resolution.remember
+            );
+        }
+        assert_eq!(
+            [Remember::No, Remember::Session, Remember::Workspace].map(Remember::as_str),
+            [None, Some("session"), Some("workspace")]
+        );
+    }
+
     #[test]
     fn vote_bodies_parse_into_typed_votes() {
         let selected = |id: &str| Vote::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
