@@ -1596,6 +1596,16 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     page.client.goto(&format!("{}/#/history", d.base)).await.expect("navigate");
     let item = format!("li.past-session[data-session-id='{sid}'] a");
     page.until("the past session listed", &format!("document.querySelector(\"{item}\")")).await;
+    // Filtered by date: none started after tomorrow; all again without the filter.
+    let filter = |name: &str, value: &str| {
+        format!(
+            "const el = document.querySelector('.filters [name={name}]'); el.value = '{value}'; el.dispatchEvent(new Event('change')); return true"
+        )
+    };
+    page.js(&filter("since", "2999-01-01")).await;
+    page.until("nothing listed", "document.querySelectorAll('li.past-session').length === 0").await;
+    page.js(&filter("since", "")).await;
+    page.until("listed again", &format!("document.querySelector(\"{item}\")")).await;
     page.client.find(Locator::Css(&item)).await.expect("the link").click().await.expect("click");
     page.until(
         "the transcript again",
@@ -1606,6 +1616,14 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     // The audit page: both decisions in words, the device by its name, no sideways scroll.
     page.client.goto(&format!("{}/#/audit", d.base)).await.expect("navigate");
     page.until("two decisions", "document.querySelectorAll('li.audit-entry').length === 2").await;
+    page.js(&filter("outcome", "pending")).await;
+    page.until(
+        "no pending decision",
+        "document.querySelector('.audit-view [role=status]')?.textContent === 'No decision matches.'",
+    )
+    .await;
+    page.js(&filter("outcome", "")).await;
+    page.until("two decisions again", "document.querySelectorAll('li.audit-entry').length === 2").await;
     let rows = page
         .js("return [...document.querySelectorAll('li.audit-entry')].map((li) => [li.dataset.decision, li.querySelector('.audit-decision').innerText])")
         .await;
