@@ -11,16 +11,23 @@ use serde_json::Value;
 use crate::store::{Home, decided_request, eventually, stop};
 use crate::support::{Daemon, Sse, bin, http, selected, send, serve_refusal};
 
-#[tokio::test]
-async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_runs() {
-    let home = Home::new();
+/// A daemon on `home`'s state directory with a session of alice's, and one write request per file
+/// raised and allowed by her, in order: (the daemon, the session, alice's stream, the request ids).
+async fn with_decisions(home: &Home, files: &[&str]) -> (Daemon, String, Sse, Vec<String>) {
     let d = home.start(&[]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
     let mut rids = Vec::new();
-    for file in ["a.txt", "b.txt", "c.txt"] {
+    for file in files {
         rids.push(decided_request(&d, &sid, &mut sse, file).await);
     }
+    (d, sid, sse, rids)
+}
+
+#[tokio::test]
+async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_runs() {
+    let home = Home::new();
+    let (_d, _sid, _sse, rids) = with_decisions(&home, &["a.txt", "b.txt", "c.txt"]).await;
     // The same trail through the command line, read-only while the daemon runs. Audit entries are
     // written behind (docs/protocol.md#145-durability-promise: committed within about 110 ms), so
     // the newest may not be on disk the moment its turn completes: read until all three are, for
@@ -81,13 +88,9 @@ fn state_dir_with(home: &Home, name: &str, db: &Path) -> std::path::PathBuf {
 #[tokio::test]
 async fn after_a_clean_stop_state_db_copied_alone_has_every_audit_entry() {
     let home = Home::new();
-    let d = home.start(&[]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
-    let mut rids = Vec::new();
-    for n in 0..11 {
-        rids.push(decided_request(&d, &sid, &mut sse, &format!("f{n}.txt")).await);
-    }
+    let files: Vec<String> = (0..11).map(|n| format!("f{n}.txt")).collect();
+    let (d, _sid, sse, rids) =
+        with_decisions(&home, &files.iter().map(String::as_str).collect::<Vec<_>>()).await;
     drop(sse);
     stop(d);
     let wal = home.state.join("state.db-wal");
@@ -106,10 +109,8 @@ async fn after_a_clean_stop_state_db_copied_alone_has_every_audit_entry() {
 #[tokio::test]
 async fn mediatord_transcript_prints_a_recorded_session_as_markdown_or_json() {
     let home = Home::new();
-    let d = home.start(&[]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
-    let rid = decided_request(&d, &sid, &mut sse, "a.txt").await;
+    let (d, sid, sse, rids) = with_decisions(&home, &["a.txt"]).await;
+    let rid = &rids[0];
     drop(sse);
     stop(d);
     let state = home.state.to_str().expect("utf-8");
@@ -154,13 +155,7 @@ async fn mediatord_transcript_prints_a_recorded_session_as_markdown_or_json() {
 #[tokio::test]
 async fn mediatord_backup_copies_a_running_daemons_database_whole_and_never_over_a_file() {
     let home = Home::new();
-    let d = home.start(&[]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
-    let mut rids = Vec::new();
-    for file in ["a.txt", "b.txt", "c.txt"] {
-        rids.push(decided_request(&d, &sid, &mut sse, file).await);
-    }
+    let (d, _sid, _sse, rids) = with_decisions(&home, &["a.txt", "b.txt", "c.txt"]).await;
     // Committed (the daemon's own reads see them) before the copy is taken.
     eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 3))
         .await;
