@@ -50,6 +50,10 @@ pub const QUEUE_PER_TARGET: usize = 256;
 const MAX_OPEN_REQUESTS: usize = 4096;
 /// Reminders per request and target at most: escalation, not a stream.
 const MAX_REMINDERS: u32 = 3;
+/// Decisions remembered for a notification still being sent when its request was decided (its
+/// service's answer, naming the message to edit, comes after): the last 1024, far more than the
+/// deliveries a target has in flight (one at a time) over 16 targets.
+const MAX_RECENTLY_DECIDED: usize = 1024;
 /// Posted messages remembered per request, to update when it is decided: one per target and
 /// notification (the first and its reminders).
 const MAX_POSTED_PER_REQUEST: usize = 64;
@@ -139,6 +143,10 @@ struct Shared {
     /// request's job), by request id: updated with the decision, then forgotten. Only requests in
     /// `open` have entries, so it is bounded as `open` is.
     posted: Mutex<HashMap<String, Vec<Sent>>>,
+    /// The decisions of tracked requests, newest last, by request id: a notification whose
+    /// service answers after its request was decided is edited at once. Written under `open`'s
+    /// lock, so a delivery finds its request in one or the other.
+    decided: Mutex<VecDeque<(String, Arc<Job>)>>,
     /// `--public-url`, or the listening URL once bound.
     base: OnceLock<String>,
     /// The TLS client's settings, when a target is `https://` (the roots are read once, at boot).
@@ -188,6 +196,7 @@ impl Notifier {
             links: Links::default(),
             open: Mutex::new(HashSet::new()),
             posted: Mutex::new(HashMap::new()),
+            decided: Mutex::new(VecDeque::new()),
             base: OnceLock::new(),
             tls,
             counters: Counters::default(),
@@ -243,7 +252,27 @@ impl Notifier {
         match kind {
             EventKind::PermissionResolved => {
                 if let Some(id) = request_id() {
-                    lock(&s.open).remove(id);
+                    let decision = Arc::new(Job {
+                        kind,
+                        session_id: source.session_id.to_owned(),
+                        workspace: source.workspace.display().to_string(),
+                        data: data.clone(),
+                        at: Instant::now(),
+                        reminder: 0,
+                        tracked: false,
+                        update: None,
+                        escalated: false,
+                    });
+                    {
+                        let mut open = lock(&s.open);
+                        if open.remove(id) {
+                            let mut decided = lock(&s.decided);
+                            if decided.len() >= MAX_RECENTLY_DECIDED {
+                                decided.pop_front();
+                            }
+                            decided.push_back((id.to_owned(), decision));
+                        }
+                    }
                     s.links.expire_request(id);
                     // The messages that asked now say what was decided, where the service can edit.
                     let posted = lock(&s.posted).remove(id).unwrap_or_default();
@@ -402,10 +431,27 @@ fn request_for(target: &Target, job: &Job, notice: &Notice<'_>) -> Option<(Verb,
 /// Remembers the message a service posted for a pending request, to update it once decided.
 fn remember(shared: &Shared, target: &Target, job: &Arc<Job>, request_id: &str, answer: &[u8]) {
     let Some(posted) = services::posted(target.config.format, request_id, answer) else { return };
-    // Under `open`'s lock: a decision that removed the request has taken its entries already, and
-    // one coming after finds this one.
+    // Under `open`'s lock: a decision that removed the request has taken its entries already (and
+    // is in `decided`: the message is edited now), and one coming after finds this one.
     let open = lock(&shared.open);
     if !open.contains(request_id) {
+        let decision =
+            lock(&shared.decided).iter().rev().find(|(id, _)| id == request_id).map(|(_, d)| d.clone());
+        drop(open);
+        if let Some(decision) = decision {
+            let edit = Arc::new(Job {
+                kind: decision.kind,
+                session_id: decision.session_id.clone(),
+                workspace: decision.workspace.clone(),
+                data: decision.data.clone(),
+                at: Instant::now(),
+                reminder: 0,
+                tracked: false,
+                update: Some((posted, job.clone())),
+                escalated: false,
+            });
+            shared.push(target, edit);
+        }
         return;
     }
     let mut all = lock(&shared.posted);
