@@ -135,6 +135,7 @@ api! {
             .errors(&[
                 "session_not_found", "resume_unsupported", "invalid_cwd", "workspace_mismatch", "unknown_agent",
                 "session_limit_exceeded", "init_timeout", "agent_start_failed", "daemon_draining",
+                "session_held_elsewhere",
             ]);
     get "/session/{id}" => sessions::get_session,
         Operation::new("getSession", "sessions", "A session's status")

@@ -277,6 +277,13 @@ impl Relay {
         {
             headers.insert("x-qwen-client-id", v);
         }
+        // In a fleet, the daemon reached relays the whole connection to the one holding this
+        // session, so the editor's agent is never started twice (`docs/protocol.md#173`).
+        if let Some(session) = self.session_for_upgrade()
+            && let Ok(v) = HeaderValue::from_str(session)
+        {
+            headers.insert("acp-session-id", v);
+        }
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_DAEMON_MESSAGE))
             .max_frame_size(Some(MAX_DAEMON_MESSAGE));
@@ -295,6 +302,12 @@ impl Relay {
             }
             Err(e) => Err(Dial::Retry(e.to_string())),
         }
+    }
+
+    /// The session the connection is for: the one `--session` joins, else the first attached (by
+    /// id, so each reconnect names the same one).
+    fn session_for_upgrade(&self) -> Option<&str> {
+        self.join.as_deref().or_else(|| self.sessions.keys().min().map(String::as_str))
     }
 
     /// Serves one connection: resumes first (after a reconnect), then relays both ways.

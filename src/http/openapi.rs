@@ -232,7 +232,7 @@ pub fn document(operations: &[Operation]) -> Value {
                     "name": "Acp-Session-Id",
                     "in": "header",
                     "required": false,
-                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`.",
+                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade, the session the connection is for (in a fleet, the upgrade is relayed to the daemon holding it).",
                     "schema": {"type": "string"},
                 },
             },
@@ -285,7 +285,7 @@ fn operation(op: &Operation) -> Value {
     }
     codes.extend(op.errors);
     // In a fleet, a request for a session another daemon holds is relayed there (`relay.rs`).
-    if op.route.starts_with("/session/{id}") || op.route == "/permission/{request_id}" {
+    if super::relay::relayed_route(op.method, op.route) {
         codes.push("node_unavailable");
     }
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
