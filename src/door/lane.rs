@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -171,14 +171,9 @@ impl Lane {
 
     /// Converts one batch of the stream into messages.
     fn convert(&mut self, batch: &[u8]) {
-        // The batch's `session/update` messages are written into one allocation, each split off
-        // it (and freed with the last one sent): room for all of them, since the SSE framing an
-        // update loses (its `id:`, `event:` and `data:` lines) is longer than the JSON-RPC head it
-        // gains. Not kept between batches: an idle lane holds no buffer.
-        let mut updates = BytesMut::with_capacity(batch.len());
         for frame in split_frames(batch) {
             match EventFrame::read(frame) {
-                Piece::Event(e) => self.event(&e, &mut updates),
+                Piece::Event(e) => self.event(&e),
                 Piece::Keepalive => self.push(Out::Keepalive),
                 Piece::Unknown => {
                     tracing::warn!(session_id = %self.session.id, "an unreadable frame on a session stream")
@@ -187,7 +182,7 @@ impl Lane {
         }
     }
 
-    fn event(&mut self, e: &EventFrame<'_>, updates: &mut BytesMut) {
+    fn event(&mut self, e: &EventFrame<'_>) {
         if let Some(id) = e.id {
             self.cursor = id;
         }
@@ -199,8 +194,7 @@ impl Lane {
                 && e.originator_text().is_some_and(|o| self.shared.is_me(o))
                 && memchr::memmem::find(e.data, ECHO_MARK).is_some();
             if !own_echo {
-                let json = wire::session_update_in(updates, e.data);
-                self.event_message(json, None, e, true);
+                self.event_message(wire::session_update(e.data), None, e, true);
             }
             return;
         }

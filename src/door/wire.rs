@@ -45,22 +45,12 @@ const ENVELOPE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_mediatord/event","p
 /// A `session/update` notification whose params are an agent's update as the bus holds it (the
 /// hot path: one copy of the data, no parse).
 pub fn session_update(data: &[u8]) -> Bytes {
-    session_update_in(&mut BytesMut::new(), data)
+    let mut out = BytesMut::with_capacity(UPDATE_HEAD.len() + data.len() + 1);
+    out.extend_from_slice(UPDATE_HEAD);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"}");
+    out.freeze()
 }
-
-/// [`session_update`] written at the end of `buf` and split off it: the messages of one batch of
-/// events share one allocation (reserve the batch's size first), where one each cost a `malloc`
-/// and a `free` per update per connection.
-pub fn session_update_in(buf: &mut BytesMut, data: &[u8]) -> Bytes {
-    buf.reserve(UPDATE_OVERHEAD + data.len());
-    buf.extend_from_slice(UPDATE_HEAD);
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"}");
-    buf.split().freeze()
-}
-
-/// What [`session_update`] adds to an update's data.
-pub const UPDATE_OVERHEAD: usize = UPDATE_HEAD.len() + 1;
 
 /// `_qwen/notify {kind, data, eventId?, promptId?, originatorClientId?}`: one of the daemon's own
 /// events (everything but `session_update`), in the shape `@qwen-code/sdk` reads on `acp-ws`.
@@ -147,11 +137,6 @@ mod tests {
             br#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","_meta":{"x":[1, 2]}}}"#;
         let update = session_update(data);
         assert!(update.ends_with(br#"{"x":[1, 2]}}}}"#), "data byte for byte");
-        assert_eq!(update.len(), data.len() + UPDATE_OVERHEAD);
-        // Written into a shared buffer, each message is whole and the buffer keeps nothing.
-        let mut buf = BytesMut::with_capacity(2 * update.len());
-        let (one, two) = (session_update_in(&mut buf, data), session_update_in(&mut buf, b"{}"));
-        assert_eq!((one, parse(&two)["params"].clone(), buf.len()), (update.clone(), json!({}), 0));
         assert_eq!(parse(&update)["params"]["update"]["_meta"]["x"], json!([1, 2]));
         let n = daemon_event(
             "turn_complete",
