@@ -805,6 +805,27 @@ mod tests {
         assert!(acp_url("h:1").is_err());
     }
 
+    #[tokio::test]
+    async fn the_upgrade_names_the_session_joined_else_the_first_attached() {
+        let args = ConnectArgs {
+            url: "http://h:1".into(),
+            session: None,
+            agent: None,
+            client_id: Some("c".into()),
+            token: None,
+            device: None,
+            device_file: None,
+            reconnect_timeout: 1,
+        };
+        let mut relay = Relay::new(&args).expect("relay");
+        assert_eq!(relay.session_for_upgrade(), None, "nothing to name before a session");
+        relay.sessions.insert("s-b".into(), (Value::Null, 3));
+        relay.sessions.insert("s-a".into(), (Value::Null, 1));
+        assert_eq!(relay.session_for_upgrade(), Some("s-a"), "the same one at every reconnect");
+        relay.join = Some("s-z".into());
+        assert_eq!(relay.session_for_upgrade(), Some("s-z"));
+    }
+
     #[test]
     fn meta_is_added_without_losing_what_was_there() {
         let p = with_event_ids(json!({"protocolVersion": 1, "_meta": {"x": 1}}));
