@@ -93,6 +93,25 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
     assert_eq!(b.get(&format!("/audit?sessionId={sid}")).await.ok()["entries"][0]["status"], "selected");
 }
 
+/// A live daemon renews its lease often enough (a third of it) never to lose its sessions: after
+/// several leases, A's session is still A's, relayed to by B. (Waiting out leases is the behaviour
+/// under test here, not a stand-in for synchronisation.)
+#[tokio::test]
+async fn a_live_daemon_keeps_its_sessions_lease_after_lease() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let lease = std::time::Duration::from_millis(LEASE_MS.parse().expect("ms"));
+    tokio::time::sleep(lease * 4).await;
+    let listed = b.get(&fleet.sessions_path()).await.ok();
+    let record =
+        listed["sessions"].as_array().and_then(|s| s.iter().find(|s| s["sessionId"] == sid.as_str()));
+    assert_eq!(record.map(|r| r["state"].clone()), Some(json!("live")), "{listed}");
+    assert_eq!(b.get(&format!("/session/{sid}")).await.ok()["sessionId"], sid.as_str(), "relayed to A");
+}
+
 /// No split brain over `/acp`: a daemon that does not hold a session never starts an agent of its
 /// own on it; an ACP client that reached it is told which daemon does.
 #[tokio::test]
