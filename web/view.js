@@ -7,6 +7,7 @@
 import { clock, h, icon, replace, shortPath } from './dom.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
+import { renderPresented } from './present.js';
 import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
 
@@ -161,7 +162,7 @@ function ruleText(rule) {
 
 export class SessionView {
   /**
-   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), setModel(id), setMode(id),
+   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), presented(requestId, all), setModel(id), setMode(id),
    * loadRules(), removeRule(ruleId), loadAudit(), back(), announce(text).
    */
   constructor(s, actions) {
@@ -524,34 +525,63 @@ export class SessionView {
     const buttons = options.map((o) => {
       const tally = h('span', { class: 'tally' });
       const kindClass = String(o.kind || '').startsWith('allow') ? 'allow' : String(o.kind || '').startsWith('reject') ? 'reject' : '';
+      const always = String(o.kind || '').endsWith('_always') ? 'always' : '';
+      const meaning = h('span', { class: 'option-meaning' });
       const button = h('button', {
-        type: 'button', class: ['option', kindClass],
+        type: 'button', class: ['option', kindClass, always],
         onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
-      }, h('span', { class: 'option-name' }, shown(String(o.name ?? o.optionId))), tally);
-      return { option: o, button, tally };
+      }, h('span', { class: 'option-name' }, always ? icon('repeat') : null, shown(String(o.name ?? o.optionId))), tally, meaning);
+      return { option: o, button, tally, meaning };
     });
     const kinds = new Set(options.map((o) => o.kind));
     const shorthands = [];
     if (kinds.has('allow_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'allow-session' }) }, 'Allow for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'allow-session' }) },
+        'Allow for this session', h('span', { class: 'option-meaning' }, 'This daemon allows matching calls until the session ends; the agent is told “once”.')));
     }
     if (kinds.has('reject_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'deny-session' }) }, 'Deny for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'deny-session' }) },
+        'Deny for this session', h('span', { class: 'option-meaning' }, 'This daemon rejects matching calls until the session ends.')));
     }
     const policy = h('p', { class: 'policy' });
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
+    // The summary until the daemon's presentation arrives (`present`).
+    const body = h('div', { class: 'card-body' }, toolBody(call, this.s.summary.workspaceCwd));
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
       h('h3', { id: titleId }, icon('shield'), ' ', shown(title)),
       h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
         call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
-      toolBody(call, this.s.summary.workspaceCwd),
+      body,
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
       shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,
       error,
     );
-    return { el, title, buttons, shorthands, policy, error };
+    const card = { el, title, body, buttons, shorthands, policy, error };
+    this.present(perm, card, false);
+    return card;
+  }
+
+  /**
+   * Shows the request as the daemon presents it (every section, bounded unless `all`), in place of
+   * the summary the card starts with; each option's button says what choosing it does. A request
+   * decided meanwhile keeps the summary (its card is about to go).
+   */
+  async present(perm, card, all) {
+    let presented;
+    try {
+      presented = await this.actions.presented(perm.requestId, all);
+    } catch {
+      return;
+    }
+    if (!presented || this.cards.get(perm.requestId) !== card) return;
+    replace(card.body, renderPresented(presented, () => this.present(perm, card, true)));
+    card.body.dataset.presented = all ? 'all' : 'card';
+    for (const b of card.buttons) {
+      const option = (presented.options || []).find((o) => o.optionId === b.option.optionId);
+      b.meaning.textContent = option?.meaning || '';
+    }
   }
 
   updateCard(perm, card) {
