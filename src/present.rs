@@ -597,7 +597,8 @@ pub fn plain(request: &Request, max_chars: usize) -> (String, bool) {
             lines.push(format!("{indent}  {}{cut}", l.text));
         }
         if s.omitted_lines > 0 {
-            lines.push(format!("{indent}  … ({} more lines)", s.omitted_lines));
+            let plural = if s.omitted_lines == 1 { "" } else { "s" };
+            lines.push(format!("{indent}  … ({} more line{plural})", s.omitted_lines));
         }
     };
     for s in &request.sections {
@@ -609,32 +610,33 @@ pub fn plain(request: &Request, max_chars: usize) -> (String, bool) {
             push_section(&mut lines, s, "  ");
         }
     }
+    let total = lines.iter().map(|l| l.chars().count()).sum::<usize>() + lines.len().saturating_sub(1);
+    if total <= max_chars {
+        return (lines.join("\n"), request.whole());
+    }
+    let room = max_chars.saturating_sub(PLAIN_MORE.chars().count() + 1);
     let mut out = String::new();
     let mut used = 0;
-    let total = lines.len();
-    for (i, line) in lines.into_iter().enumerate() {
-        let len = line.chars().count() + usize::from(i > 0);
-        // The last line needs no room for the note; any other must leave room for it.
-        let room =
-            if i + 1 == total { max_chars } else { max_chars.saturating_sub(PLAIN_MORE.chars().count() + 1) };
+    for line in &lines {
+        let len = line.chars().count() + usize::from(!out.is_empty());
         if used + len > room {
-            if out.is_empty() {
-                // Not even the first line fits: as much of it as leaves room for the note.
-                out.push_str(cut(&line, room).0);
-            }
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(PLAIN_MORE);
-            return (out, false);
+            break;
         }
-        if i > 0 {
+        if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&line);
+        out.push_str(line);
         used += len;
     }
-    (out, request.whole())
+    if out.is_empty() {
+        // Not even the first line fits: as much of it as leaves room for the note.
+        out.push_str(lines.first().map_or("", |l| cut(l, room).0));
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(PLAIN_MORE);
+    (out, false)
 }
 
 /// The tool call a request is about: the request's `toolCall` laid over what the agent announced
@@ -871,6 +873,96 @@ mod tests {
         assert_eq!(texts(&r.sections[0]), ["$ ls⟪300 spaces⟫&& curl x | sh"]);
         assert_eq!(r.title, "ls⟪300 spaces⟫&& curl x | sh");
         assert!(r.whole());
+    }
+
+    /// Whole means nothing was left out anywhere: one cut line, one omitted line, a cut title,
+    /// tool, option name or option section each make the request not whole.
+    #[test]
+    fn whole_is_false_when_anything_anywhere_was_left_out() {
+        let bounds = Bounds { lines_per_section: 2, chars_per_line: 5 };
+        let whole = |call: Value, options: Value| request(&call, &options, bounds).whole();
+        assert!(whole(json!({"title": "short", "rawInput": {"content": "a\nb\n"}}), json!([])));
+        assert!(!whole(json!({"title": "short", "rawInput": {"content": "a\nb\nc\n"}}), json!([])));
+        assert!(!whole(json!({"title": "short", "rawInput": {"content": "abcdef\n"}}), json!([])));
+        assert!(!whole(json!({"title": "longer"}), json!([])));
+        assert!(!whole(json!({"kind": "execute"}), json!([])));
+        assert!(!whole(json!({"_meta": {"toolName": "Bashful"}}), json!([])));
+        assert!(!whole(json!({"_meta": {"claudeCode": {"toolName": "Bashful"}}}), json!([])));
+        assert!(!whole(json!({}), json!([{"optionId": "a", "name": "Allow it", "kind": "allow_once"}])));
+        assert!(!whole(json!({}), json!([{"optionId": "a", "name": "ok", "data": {"note": "a\nb\nc"}}])));
+        assert!(whole(json!({}), json!([{"optionId": "a", "name": "ok", "data": {"note": "a\nb"}}])));
+        // Each section says so itself too.
+        let r = request(
+            &json!({"rawInput": {"content": "a\nb\nc\n", "file_text": "abcdef"}}),
+            &json!([]),
+            bounds,
+        );
+        assert_eq!(r.sections.iter().map(Section::whole).collect::<Vec<_>>(), [false, false]);
+        let r = request(&json!({"rawInput": {"content": "a\n"}}), &json!([]), bounds);
+        assert!(r.sections[0].whole());
+    }
+
+    #[test]
+    fn each_known_kind_says_what_choosing_it_does() {
+        assert_eq!(meaning("allow_once"), Some("Allows this call only."));
+        assert_eq!(meaning("reject_once"), Some("Rejects this call only."));
+        assert!(
+            meaning("allow_always").is_some_and(|m| m.starts_with("Allows this call and tells the agent"))
+        );
+        assert!(
+            meaning("reject_always").is_some_and(|m| m.starts_with("Rejects this call and tells the agent"))
+        );
+        assert_eq!(meaning("modify"), None);
+        let r = request(
+            &json!({}),
+            &json!([{"optionId": "x", "name": "X", "kind": "reject_once"}]),
+            Bounds::CARD,
+        );
+        assert_eq!(r.choices[0].meaning, Some("Rejects this call only."));
+    }
+
+    #[test]
+    fn shown_chars_counts_every_shown_character() {
+        let r = request(
+            &json!({"kind": "edit", "title": "Wé", "_meta": {"toolName": "T"}, "rawInput": {"content": "ab\n"}}),
+            &json!([{"optionId": "o", "name": "Ok", "kind": "allow_once", "data": {"diff": "@@ x\n+y\n"}}]),
+            Bounds::ALL,
+        );
+        // kind 4 + title 2 + tool 1 + option name 2 + "rawInput.content" 16 + "ab" 2
+        // + "data.diff" 9 + "@@ x" 4 + "+y" 2.
+        assert_eq!(r.shown_chars(), 4 + 2 + 1 + 2 + 16 + 2 + 9 + 4 + 2);
+    }
+
+    #[test]
+    fn plain_text_is_bounded_at_a_line_and_says_there_is_more() {
+        let call = json!({"kind": "edit", "title": "Write a", "_meta": {"toolName": "Write"},
+                          "content": [{"type": "diff", "path": "/w/a", "oldText": null, "newText": "one\ntwo\n"}]});
+        let options = json!([{"optionId": "p", "name": "Apply", "kind": "allow_once", "data": {"diff": "@@ -0,0 +1 @@\n+x\n"}}]);
+        let r = request(&call, &options, Bounds::CARD);
+        let full = "edit: Write a (Write)\nnew file /w/a:\n  @@ -0,0 +1,2 @@\n  +one\n  +two\noption Apply:\n  data.diff:\n    @@ -0,0 +1 @@\n    +x";
+        assert_eq!(plain(&r, 1000), (full.to_owned(), true));
+        assert_eq!(plain(&r, full.chars().count()), (full.to_owned(), true), "exactly enough room");
+        // One less: lines are dropped whole, and the note ends the text, within the bound.
+        let (cut, whole) = plain(&r, full.chars().count() - 1);
+        assert!(!whole);
+        assert!(cut.ends_with(&format!("\n{PLAIN_MORE}")), "{cut}");
+        assert!(cut.chars().count() < full.chars().count(), "{cut}");
+        assert!(cut.starts_with("edit: Write a (Write)\nnew file /w/a:\n"), "{cut}");
+        // Not even the first line fits: as much of it as leaves room for the note.
+        let (tiny, _) = plain(&r, PLAIN_MORE.chars().count() + 5);
+        assert_eq!(tiny, format!("edit\n{PLAIN_MORE}"));
+        // What the card left out is said in the text, and the text is not whole.
+        let long = request(
+            &json!({"title": "t", "rawInput": {"content": "a\nb\nc\n", "cmd": "abcdefgh"}}),
+            &json!([]),
+            Bounds { lines_per_section: 2, chars_per_line: 5 },
+        );
+        let (text, whole) = plain(&long, 1000);
+        assert!(!whole);
+        assert_eq!(
+            text,
+            "other: t\ncommand:\n  $ abcde … (3 more characters)\nrawInput.content:\n  a\n  b\n  … (1 more line)"
+        );
     }
 
     #[test]
