@@ -204,11 +204,12 @@ fn state_dir(args: &DaemonArgs) -> Option<std::path::PathBuf> {
     })
 }
 
-/// How the address a command could not reach was chosen, and how to choose another.
-fn how_found(args: &DaemonArgs, source: mediatord::discovery::Source) -> String {
+/// How the address a command could not reach was chosen, and how to choose another; nothing
+/// when it was given (`--url`).
+fn how_found(args: &DaemonArgs, source: mediatord::discovery::Source) -> Option<String> {
     use mediatord::discovery::Source;
-    match source {
-        Source::Explicit => "the address is the one --url (or MEDIATORD_URL) gave".to_owned(),
+    Some(match source {
+        Source::Explicit => return None,
         Source::StateDir => "the address is the one the daemon wrote to its state directory; it may have stopped without removing it".to_owned(),
         Source::Default => {
             let dir = state_dir(args).map_or_else(|| "(none: no HOME)".to_owned(), |d| d.display().to_string());
@@ -216,7 +217,7 @@ fn how_found(args: &DaemonArgs, source: mediatord::discovery::Source) -> String 
                 "no running daemon wrote its address to the state directory {dir}, so the default address was tried: give a daemon started elsewhere its --url, or its --state-dir"
             )
         }
-    }
+    })
 }
 
 /// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
@@ -339,8 +340,8 @@ fn daemon_call(
         }
         Err(e) => {
             let why = mediatord::http::client::unanswered(&e);
-            let found = how_found(args, daemon.source);
-            say(&format!("mediatord {command}: {} ({})", text::escape(&why), text::escape(&found)));
+            let found = how_found(args, daemon.source).map_or_else(String::new, |f| format!(" ({f})"));
+            say(&format!("mediatord {command}: {}{}", text::escape(&why), text::escape(&found)));
             Err(ExitCode::FAILURE)
         }
     }

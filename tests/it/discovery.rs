@@ -129,7 +129,10 @@ async fn the_daemon_flags_follow_a_subcommand_and_an_unreachable_daemon_says_how
 
     let (code, _, err) = cli(&["pair", "--url", "http://127.0.0.1:1"], &[]).await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("127.0.0.1:1") && err.contains("the one --url (or MEDIATORD_URL) gave"), "{err}");
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("--url (or MEDIATORD_URL) names another address"),
+        "{err}"
+    );
     // An address a daemon left behind in its state directory.
     let root = tempfile::tempdir().expect("tempdir");
     // The pid of a live process (this test's): a dead one's file is ignored.
