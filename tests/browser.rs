@@ -939,6 +939,8 @@ async fn a_printed_pairing_url_signs_the_browser_in_and_its_approval_is_audited_
         "document.querySelector('section.card h3')?.textContent.includes('paired.txt')",
     )
     .await;
+    // What a person reads before deciding (and no request for it left in flight to be refused).
+    page.until("the card as the daemon presents it", PRESENTED).await;
     page.click("Allow once", &card_button("Allow once")).await;
     page.until("the card resolved", NO_CARD).await;
     let record = page.until("the record", RESOLVED_RECORD).await;
