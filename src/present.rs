@@ -949,6 +949,11 @@ mod tests {
         assert!(cut.chars().count() < full.chars().count(), "{cut}");
         assert!(cut.starts_with("edit: Write a (Write)\nnew file /w/a:\n"), "{cut}");
         // Not even the first line fits: as much of it as leaves room for the note.
+        // A line's separator counts: room for the first three lines' characters and one newline
+        // is room for two lines.
+        let three = "edit: Write a (Write)".len() + "new file /w/a:".len() + "  @@ -0,0 +1,2 @@".len();
+        let (two, _) = plain(&r, three + 1 + PLAIN_MORE.chars().count() + 1);
+        assert_eq!(two, format!("edit: Write a (Write)\nnew file /w/a:\n{PLAIN_MORE}"));
         let (tiny, _) = plain(&r, PLAIN_MORE.chars().count() + 5);
         assert_eq!(tiny, format!("edit\n{PLAIN_MORE}"));
         // What the card left out is said in the text, and the text is not whole.
