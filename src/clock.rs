@@ -34,8 +34,93 @@ pub fn iso8601(ms: u64) -> String {
     )
 }
 
+/// A UTC date or time as a person types it — `2026-11-22`, `2026-11-22T20:39`,
+/// `2026-11-22T20:39:19` or `2026-11-22 20:39:19`, an optional trailing `Z` — as milliseconds since
+/// the UNIX epoch (days-from-civil, the inverse of [`iso8601`]). `None` for anything else, or a
+/// date out of range (month 13, day 32, a year before 1970 or after 9999).
+pub fn parse_utc(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z').unwrap_or(text);
+    let (date, time) = match text.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (text, None),
+    };
+    let number = |s: &str, len: usize| {
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<i64>().ok()).flatten()
+    };
+    let mut parts = date.split('-');
+    let (year, month, day) =
+        (number(parts.next()?, 4)?, number(parts.next()?, 2)?, number(parts.next()?, 2)?);
+    if parts.next().is_some() || !(1970..=9999).contains(&year) || !(1..=12).contains(&month) {
+        return None;
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=days_in_month).contains(&day) {
+        return None;
+    }
+    let seconds = match time {
+        None => 0,
+        Some(t) => {
+            let mut parts = t.split(':');
+            let (h, m) = (number(parts.next()?, 2)?, number(parts.next()?, 2)?);
+            let s = parts.next().map_or(Some(0), |s| number(s, 2))?;
+            if parts.next().is_some() || h > 23 || m > 59 || s > 59 {
+                return None;
+            }
+            h * 3600 + m * 60 + s
+        }
+    };
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from((days * 86_400 + seconds) * 1000).ok()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates_and_times_parse_to_the_milliseconds_iso8601_prints() {
+        for ms in [0, 951_782_400_000, 1_795_379_959_000, 1_795_305_600_000, 253_402_300_799_000] {
+            let printed = super::iso8601(ms);
+            assert_eq!(super::parse_utc(&printed[..19]), Some(ms), "{printed}");
+            assert_eq!(super::parse_utc(&format!("{}Z", &printed[..19])), Some(ms), "{printed}");
+        }
+        assert_eq!(super::parse_utc("2026-11-22"), Some(1_795_305_600_000));
+        assert_eq!(super::parse_utc("2026-11-22 20:39"), Some(1_795_379_940_000));
+        assert_eq!(super::parse_utc("2000-02-29"), Some(951_782_400_000));
+        for bad in [
+            "",
+            "2026",
+            "2026-11",
+            "2026-13-01",
+            "2026-00-01",
+            "2026-11-31",
+            "2026-02-29",
+            "1900-02-29",
+            "1969-12-31",
+            "2026-1-22",
+            "2026-11-22T24:00",
+            "2026-11-22T20:60",
+            "2026-11-22T20:39:60",
+            "2026-11-22T20",
+            "2026-11-22T20:39:19:00",
+            "2026-11-22-01",
+            "+026-11-22",
+            "2026-11-22x",
+        ] {
+            assert_eq!(super::parse_utc(bad), None, "{bad:?}");
+        }
+    }
+
     #[test]
     fn iso8601_formats_utc_with_milliseconds() {
         assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");

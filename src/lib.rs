@@ -12,7 +12,7 @@
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
 //! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle  present  tls  discovery
+//!                                log_throttle  present  tls  discovery  audit  transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -56,6 +56,9 @@
 //!   (blank runs and invisible characters made visible) for a person who decides on it.
 //! - [`present`]: what a permission request holds, in the order a reviewer reads it, bounded:
 //!   the one presentation of a request every door renders.
+//! - [`audit`]: how an audit entry reads: the decision in words, who and how, one identity shown
+//!   one way, the CSV export's row, `--since` as a person types it.
+//! - [`transcript`]: a recorded session as Markdown or JSON, for `mediatord transcript`.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
@@ -69,6 +72,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod audit;
 pub mod clock;
 pub mod config;
 pub mod daemon;
@@ -93,4 +97,5 @@ pub mod sync;
 pub mod text;
 pub mod throttle;
 pub mod tls;
+pub mod transcript;
 pub mod tui;

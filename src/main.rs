@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use mediatord::agent::guard::{self, GuardArgs};
 use mediatord::agent::sandbox;
+use mediatord::audit;
 use mediatord::config::{Config, LogFormat, SERVE_HELP, ServeArgs};
 use mediatord::demo_agent::{self, DIRECTIVES_HELP, DemoArgs};
 use mediatord::service::{ServiceAction, ServiceArgs};
@@ -36,6 +37,13 @@ enum Command {
     /// Print the permission audit trail, newest first, from the state database (read-only; works
     /// while the daemon runs, or not).
     Audit(AuditArgs),
+    /// Copy the state database into a new file with SQLite's online backup: safe while the daemon
+    /// runs (one consistent snapshot), or not. Restore: stop the daemon, put the copy in place of
+    /// `state.db` (docs/operations.md#backups).
+    Backup(BackupArgs),
+    /// Print a recorded session's transcript as Markdown (who asked what, what the agent answered
+    /// and did, what was decided) or as JSON, from the state database (read-only).
+    Transcript(TranscriptArgs),
     /// Pair a phone or a browser: ask the running daemon for a one-time code, and print its URL
     /// and the same URL as a QR code to scan.
     Pair(PairArgs),
@@ -438,12 +446,16 @@ struct AuditArgs {
     /// Only this outcome: pending, selected, cancelled, timed_out, abandoned
     #[arg(long, value_name = "OUTCOME")]
     outcome: Option<String>,
-    /// Requested at or after (ms since the Unix epoch)
-    #[arg(long, value_name = "MS")]
-    since: Option<u64>,
-    /// Requested before (ms since the Unix epoch)
-    #[arg(long, value_name = "MS")]
-    until: Option<u64>,
+    /// Requested at or after: an age (30m, 1h, 2d, 1w), a UTC date or time (2026-11-22,
+    /// 2026-11-22T20:39), or ms since the Unix epoch
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// Requested before: a UTC date or time, an age, or ms since the Unix epoch
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+    /// Show each device's id beside its name
+    #[arg(long)]
+    ids: bool,
     /// Entries to print [default: 50]
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -452,14 +464,155 @@ struct AuditArgs {
     cursor: Option<String>,
 }
 
+/// `mediatord backup`'s arguments.
+#[derive(Debug, clap::Args)]
+struct BackupArgs {
+    /// The new file to write (refused when it exists)
+    #[arg(value_name = "DEST")]
+    dest: std::path::PathBuf,
+    /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+}
+
+/// The state directory a command reads: `--state-dir`, else the default; `None` (said on stderr,
+/// as `command`'s) when there is neither.
+fn state_dir_of(arg: Option<&std::path::Path>, command: &str) -> Option<std::path::PathBuf> {
+    let env = |k: &str| std::env::var(k).ok();
+    let dir = arg.map(std::path::Path::to_path_buf).or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    });
+    if dir.is_none() {
+        say(&format!(
+            "mediatord {command}: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME"
+        ));
+    }
+    dir
+}
+
+/// `mediatord backup`: 0, or 2 when there is nothing to copy or the copy cannot be written.
+fn backup(args: &BackupArgs) -> ExitCode {
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "backup") else {
+        return ExitCode::from(2);
+    };
+    if !mediatord::store::db_path(&dir).exists() {
+        say(&format!("mediatord backup: no state database in {} (pass --state-dir)", dir.display()));
+        return ExitCode::from(2);
+    }
+    match mediatord::store::backup(&dir, &args.dest) {
+        Ok(bytes) => {
+            let _ =
+                writeln!(io::stdout(), "mediatord backup: {bytes} bytes written to {}", args.dest.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            say(&format!("mediatord backup: {}", text::escape(&e.to_string())));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `mediatord transcript`'s arguments.
+#[derive(Debug, clap::Args)]
+struct TranscriptArgs {
+    /// The session's id
+    #[arg(value_name = "SESSION")]
+    session: String,
+    /// `md` (Markdown) or `json` (`{session, events}`)
+    #[arg(long, value_name = "FORMAT", default_value = "md", value_parser = ["md", "json"])]
+    format: String,
+    /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
+    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+}
+
+/// Recorded items read per query while a transcript is gathered.
+const TRANSCRIPT_PAGE: usize = 1000;
+
+/// `mediatord transcript`: 0, or 2 for a session the history does not have or a database it cannot
+/// read.
+fn transcript(args: &TranscriptArgs) -> ExitCode {
+    use mediatord::store::{AuditQuery, StoredEvent};
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "transcript") else {
+        return ExitCode::from(2);
+    };
+    let fail = |e: String| {
+        say(&format!("mediatord transcript: {}", text::escape(&e)));
+        ExitCode::from(2)
+    };
+    if !mediatord::store::db_path(&dir).exists() {
+        return fail(format!("no state database in {} (pass --state-dir)", dir.display()));
+    }
+    let db = match mediatord::store::open_read_only(&dir) {
+        Ok(db) => db,
+        Err(e) => return fail(e.to_string()),
+    };
+    let record = match db.session(&args.session) {
+        Ok(Some(record)) => record,
+        Ok(None) => return fail(format!("no session {:?} in the history", args.session)),
+        Err(e) => return fail(e.to_string()),
+    };
+    // The history is bounded by retention (`--history-events` per session), so is this.
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = match db.events(&args.session, after, TRANSCRIPT_PAGE) {
+            Ok(page) => page,
+            Err(e) => return fail(e.to_string()),
+        };
+        let Some(last) = page.last() else { break };
+        after = last.last_id();
+        for item in page {
+            match item {
+                StoredEvent::Frame { frame, .. } => events.extend(mediatord::transcript::envelope(&frame)),
+                StoredEvent::Gap { from, to } => events.push(serde_json::json!({
+                    "type": "history_gap", "data": {"sessionId": args.session, "fromId": from, "toId": to},
+                })),
+            }
+        }
+    }
+    let head = mediatord::transcript::Head {
+        session_id: record.session_id.clone(),
+        workspace: record.workspace.clone(),
+        agent: record.agent.clone(),
+        created_at: mediatord::clock::iso8601(record.created_at),
+        ended_at: record.ended_at.map(mediatord::clock::iso8601),
+        state: record.state.as_str().to_owned(),
+        end_reason: record.end_reason.clone(),
+    };
+    let mut out = io::stdout().lock();
+    let written = if args.format == "json" {
+        let doc = mediatord::transcript::json(&head, events);
+        writeln!(out, "{}", text::escape_json(&doc.to_string()))
+    } else {
+        let query =
+            AuditQuery { session_id: Some(args.session.clone()), limit: 10_000, ..AuditQuery::default() };
+        let names = db
+            .query_audit(&query)
+            .map(|page| {
+                page.entries
+                    .iter()
+                    .filter_map(|e| {
+                        Some((
+                            e["voterClientId"].as_str()?.to_owned(),
+                            e["voterDeviceName"].as_str()?.to_owned(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        write!(out, "{}", mediatord::transcript::markdown(&head, &events, &names))
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
 /// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
 fn audit(args: &AuditArgs) -> ExitCode {
     use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
-    let env = |k: &str| std::env::var(k).ok();
-    let Some(dir) = args.state_dir.clone().or_else(|| {
-        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    }) else {
-        say("mediatord audit: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME");
+    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "audit") else {
         return ExitCode::from(2);
     };
     let outcome = match args.outcome.as_deref().map(|o| (o, AuditOutcome::parse(o))) {
@@ -480,14 +633,27 @@ fn audit(args: &AuditArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let now = mediatord::clock::now_ms();
+    let mut window = [None, None];
+    for (slot, (flag, given)) in window.iter_mut().zip([("--since", &args.since), ("--until", &args.until)]) {
+        match given.as_deref().map(|g| mediatord::audit::parse_since(g, now)) {
+            None => {}
+            Some(Ok(at)) => *slot = Some(at),
+            Some(Err(e)) => {
+                say(&format!("mediatord audit: {flag}: {}", text::escape(&e)));
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let [since, until] = window;
     let query = AuditQuery {
         workspace: args
             .workspace
             .clone()
             .map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned())),
         session_id: args.session_id.clone(),
-        since: args.since,
-        until: args.until,
+        since,
+        until,
         outcome,
         cursor,
         limit: args.limit.unwrap_or(50).clamp(1, 10_000),
@@ -518,24 +684,21 @@ fn audit(args: &AuditArgs) -> ExitCode {
     } else {
         let _ = writeln!(
             out,
-            "{:<24}  {:<10}  {:<14}  {:<36}  {:>9}  TOOL",
-            "REQUESTED", "STATUS", "DECIDED BY", "SESSION", "LATENCY"
+            "{:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  WHAT",
+            "REQUESTED", "DECISION", "BY", "HOW", "POLICY", "SESSION"
         );
         for e in &page.entries {
             let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
-            let latency = e["latencyMs"].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
-            let voter = e["voterDeviceName"].as_str().or(e["voterClientId"].as_str());
-            let by = match (e["resolvedBy"].as_str(), voter) {
-                (Some("vote"), Some(voter)) => format!("vote:{}", text::escape(voter)),
-                (Some(_), _) => cell(&e["resolvedBy"]),
-                (None, _) => "-".to_owned(),
-            };
-            let tool = format!("{} {}", cell(&e["toolCall"]["kind"]), cell(&e["toolCall"]["title"]));
+            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
             let _ = writeln!(
                 out,
-                "{at:<24}  {:<10}  {by:<14}  {:<36}  {latency:>9}  {tool}",
-                cell(&e["status"]),
+                "{at:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  {}",
+                text::escape(&audit::decision(e)),
+                or_dash(text::escape(&audit::who(e, args.ids)).into_owned()),
+                or_dash(audit::how(e).to_owned()),
+                cell(&e["policy"]),
                 cell(&e["sessionId"]),
+                text::escape(&audit::what(e)),
             );
         }
     }
@@ -747,6 +910,8 @@ fn main() -> ExitCode {
         }
         Command::Man { subcommand } => man_page(subcommand.as_deref()),
         Command::Audit(args) => audit(&args),
+        Command::Backup(args) => backup(&args),
+        Command::Transcript(args) => transcript(&args),
         Command::Pair(args) => pair(&args),
         Command::Devices(args) => devices(&args),
         Command::Connect(args) => mediatord::http::connect::main(args),

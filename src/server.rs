@@ -20,7 +20,7 @@ use crate::tls::{Reloaded, ServerCert};
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
 const HTTP_DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// How long the exit waits for the store's last commit.
+/// How long the exit waits for the store's last commit and checkpoint.
 const STORE_FLUSH_GRACE: Duration = Duration::from_secs(5);
 /// Exit status after a panic: Rust's own for a panicking program (`docs/protocol.md#15-exit-status`).
 const PANIC_EXIT_STATUS: i32 = 101;
@@ -145,8 +145,13 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     // Streams and turns have ended; give in-flight HTTP exchanges a moment, then leave regardless.
     let _ = tokio::time::timeout(HTTP_DRAIN_GRACE, server).await;
     // Everything the sessions recorded while ending (their terminal events, `dormant`) is on disk
-    // before the process exits.
-    let _ = tokio::time::timeout(STORE_FLUSH_GRACE, store.flush()).await;
+    // before the process exits, and the database is one whole file (the WAL checkpointed).
+    let closing = tokio::task::spawn_blocking(move || store.close());
+    match tokio::time::timeout(STORE_FLUSH_GRACE, closing).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the state database was not closed cleanly"),
+        Ok(Err(_)) | Err(_) => tracing::warn!("the state database did not close in time"),
+    }
     tracing::info!("mediatord stopped");
     // A second signal that came while the drain was finishing wins: its kill is under way, and
     // the signal watcher exits with status 1 once it is done.

@@ -673,7 +673,9 @@ async fn the_mode_switcher_lets_edits_through_without_asking() {
 
 /// The pictures of docs/screenshots/ (README), at phone and desktop size: `phone.png`, a session
 /// with Markdown, a thought, a plan and tool calls; `phone-approval.png` and `desktop.png`, the same
-/// session with a pending edit (its diff, one button per option) beside the session list.
+/// session with a pending edit (its diff, one button per option) beside the session list;
+/// `phone-audit.png`, the audit page once the edit is decided; `phone-history.png`, the session
+/// read from the history after a restart.
 #[tokio::test]
 async fn screenshots() {
     let _one = ONE_BROWSER.lock().await;
@@ -681,7 +683,9 @@ async fn screenshots() {
     let workspace = std::fs::canonicalize(dir.path()).expect("canonical").join("my-app");
     std::fs::create_dir(&workspace).expect("workspace");
     std::fs::write(workspace.join("README.md"), "# my-app\nA small demo.\n").expect("seed a file");
-    let d = Daemon::start_with(&workspace, &[], &[]);
+    let state = dir.path().join("state");
+    let state_arg = ["--state-dir", state.to_str().expect("utf-8")];
+    let mut d = Daemon::start_with(&workspace, &state_arg, &[]);
     let driver = Driver::start().await;
     let sid = d.join("alice").await;
     d.prompt(&sid, Some("alice"), "showcase").await;
@@ -712,6 +716,26 @@ async fn screenshots() {
     desktop.load(&d, &format!("#/s/{sid}")).await;
     desktop.until("the pending card", PRESENTED).await;
     desktop.screenshot(&out.join("desktop.png")).await;
+
+    // The audit page with the edit decided, and the history after a restart.
+    let rid = d.first_pending(&sid).await["requestId"].as_str().expect("requestId").to_owned();
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), json!({"decision": "allow-session"})).await.status, 200);
+    phone.load(&d, "#/audit").await;
+    phone.until("the decision", "document.querySelector('li.audit-entry[data-decision=allow]')").await;
+    phone.screenshot(&out.join("phone-audit.png")).await;
+    drop(desktop);
+    d.signal(rustix::process::Signal::TERM);
+    assert!(d.wait_exit(WAIT).success());
+    let d = Daemon::start_with(&workspace, &state_arg, &[]);
+    phone.load(&d, &format!("#/h/{sid}")).await;
+    phone
+        .until(
+            "the transcript",
+            "document.querySelector('.past-banner') && document.querySelector('.transcript .plan')",
+        )
+        .await;
+    phone.js("document.querySelector('.scroller').scrollTop = 0; return true").await;
+    phone.screenshot(&out.join("phone-history.png")).await;
     std::fs::write(out.join("bundle.txt"), format!("{}\n", mediatord::http::web::BUNDLE_HASH))
         .expect("bundle.txt");
     eprintln!("screenshots in {}", out.display());
@@ -1696,4 +1720,165 @@ async fn an_error_creating_a_session_stays_through_the_lists_refresh() {
         )
         .await;
     assert_eq!(after, json!(said), "the error outlives the redraw");
+}
+
+/// Keeps each file the page offers as a download (`URL.createObjectURL`'s blob) in `window.blobs`,
+/// emptied on each call; the wrapper is installed once per page.
+const CAPTURE_DOWNLOADS: &str = "if (!window.blobs) { const make = URL.createObjectURL; \
+    URL.createObjectURL = (b) => { window.blobs.push(b); return make(b); }; } window.blobs = []; return true";
+
+/// Issue #29: after a restart the app said "No live session", and a session's old address said it
+/// "has ended or does not exist", though the daemon still had its history and its audit. The app
+/// lists past sessions and opens their transcript now, and has an audit page with the decisions in
+/// words, under the device's name, exported as CSV.
+#[tokio::test]
+async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and_audits_its_decisions() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let workspace = root.join("ws");
+    std::fs::create_dir(&workspace).expect("workspace");
+    let state = root.join("state");
+    let xdg = root.join("xdg");
+    let (state_arg, xdg_env) = (state.to_str().expect("utf-8"), xdg.to_str().expect("utf-8"));
+    let start_daemon = || {
+        Daemon::start_with(
+            &workspace,
+            &["--state-dir", state_arg],
+            &[("XDG_STATE_HOME", xdg_env), ("HOME", xdg_env)],
+        )
+    };
+    let mut d = start_daemon();
+    let http = support::http();
+    let sid = d.join("alice").await;
+    let (device_id, credential) = d.pair_device(None, "my phone", "voter").await;
+    let joined =
+        http.post(d.url("/session")).bearer_auth(&credential).json(&json!({})).send().await.expect("join");
+    assert_eq!(joined.status(), 200);
+    let mut sse = support::Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    for (prompt, voter, option) in [
+        ("write notes.txt hello", Some(&credential), "allow_once"),
+        ("shell rm -rf build && ./deploy.sh --prod", None, "reject_once"),
+    ] {
+        let request = d.raise(&sid, &mut sse, Some("alice"), prompt).await;
+        let rid = request["requestId"].as_str().expect("requestId").to_owned();
+        let path = format!("/session/{sid}/permission/{rid}");
+        let vote = match voter {
+            Some(credential) => http.post(d.url(&path)).bearer_auth(credential),
+            None => http.post(d.url(&path)).header("X-Qwen-Client-Id", "alice"),
+        };
+        let answered = vote.json(&support::selected(option)).send().await.expect("vote");
+        assert_eq!(answered.status(), 200);
+        sse.until_type("turn_complete").await;
+    }
+    drop(sse);
+    d.signal(rustix::process::Signal::TERM);
+    assert!(d.wait_exit(WAIT).success());
+    let d = start_daemon();
+    let driver = Driver::start().await;
+    let page = driver.open(PHONE).await;
+
+    // The session's old address opens its transcript from the history.
+    page.load(&d, &format!("#/s/{sid}")).await;
+    page.until("the past session's banner", "document.querySelector('.past-banner')").await;
+    page.until(
+        "the transcript replayed",
+        "document.querySelector('.transcript')?.textContent.includes('write notes.txt hello') \
+         && document.querySelector('.transcript').textContent.includes('./deploy.sh --prod')",
+    )
+    .await;
+    let text = page.js("return document.body.innerText").await;
+    assert!(!text.as_str().unwrap_or("").contains("has ended or does not exist"), "{text}");
+
+    // The list of past sessions has it, and opens it.
+    page.client.goto(&format!("{}/#/history", d.base)).await.expect("navigate");
+    let item = format!("li.past-session[data-session-id='{sid}'] a");
+    page.until("the past session listed", &format!("document.querySelector(\"{item}\")")).await;
+    // Filtered by date: none started after tomorrow; all again without the filter.
+    let filter = |name: &str, value: &str| {
+        format!(
+            "const el = document.querySelector('.filters [name={name}]'); el.value = '{value}'; el.dispatchEvent(new Event('change')); return true"
+        )
+    };
+    page.js(&filter("since", "2999-01-01")).await;
+    page.until("nothing listed", "document.querySelectorAll('li.past-session').length === 0").await;
+    page.js(&filter("since", "")).await;
+    page.until("listed again", &format!("document.querySelector(\"{item}\")")).await;
+    page.client.find(Locator::Css(&item)).await.expect("the link").click().await.expect("click");
+    page.until(
+        "the transcript again",
+        "document.querySelector('.transcript')?.textContent.includes('write notes.txt hello')",
+    )
+    .await;
+
+    // The audit page: both decisions in words, the device by its name, no sideways scroll.
+    page.client.goto(&format!("{}/#/audit", d.base)).await.expect("navigate");
+    page.until("two decisions", "document.querySelectorAll('li.audit-entry').length === 2").await;
+    page.js(&filter("outcome", "pending")).await;
+    page.until(
+        "no pending decision",
+        "document.querySelector('.audit-view [role=status]')?.textContent === 'No decision matches.'",
+    )
+    .await;
+    page.js(&filter("outcome", "")).await;
+    page.until("two decisions again", "document.querySelectorAll('li.audit-entry').length === 2").await;
+    let rows = page
+        .js("return [...document.querySelectorAll('li.audit-entry')].map((li) => [li.dataset.decision, li.querySelector('.audit-decision').innerText])")
+        .await;
+    assert_eq!(
+        rows,
+        json!([
+            ["reject", "Rejected by operator · alice · vote"],
+            ["allow", "Allowed once by my phone · vote"]
+        ])
+    );
+    let wide =
+        page.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth").await;
+    assert_eq!(wide, json!(0), "the audit page scrolls sideways on a phone");
+    // The device's id on demand.
+    page.click("the device's name", "//button[contains(@class,'identity')]").await;
+    page.until(
+        "the id shown",
+        &format!("document.querySelector('.identity .identity-id')?.textContent.includes('{device_id}')"),
+    )
+    .await;
+
+    // Export CSV: what the click downloads is the daemon's CSV of the same entries.
+    page.js(CAPTURE_DOWNLOADS).await;
+    page.click("Export CSV", "//button[@data-export='csv']").await;
+    page.until("the download", "window.blobs.length === 1").await;
+    let csv = page.js("return window.blobs[0].text()").await;
+    let csv = csv.as_str().expect("text");
+    let lines: Vec<&str> = csv.split("\r\n").collect();
+    assert!(lines[0].starts_with("requested_at,decision,who,device_id,"), "{csv}");
+    assert!(lines[1].contains(",Rejected,operator · alice,,alice,vote,execute,"), "{csv}");
+    assert!(
+        lines[2].contains(&format!(",Allowed once,my phone,{device_id},{device_id},vote,edit,")),
+        "{csv}"
+    );
+    // The transcript exported as Markdown names the phone by its name and id; Resume brings the
+    // session back live (the demo agent supports session/load).
+    page.client.goto(&format!("{}/#/h/{sid}", d.base)).await.expect("navigate");
+    page.until("the past session", "document.querySelector('.past-banner')").await;
+    page.until("the replay", "document.querySelector('.conn')?.textContent === 'history'").await;
+    page.js(CAPTURE_DOWNLOADS).await;
+    page.click("Export Markdown", "//button[@data-export='md']").await;
+    page.until("the Markdown", "window.blobs.length === 1").await;
+    let md = page.js("return window.blobs[0].text()").await;
+    let md = md.as_str().expect("text");
+    assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
+    assert!(md.contains("## Prompt from alice\n\nwrite notes.txt hello"), "{md}");
+    assert!(md.contains(&format!("> Decision: allow_once, by my phone ({device_id})")), "{md}");
+    assert!(md.contains("> Decision: reject_once, by alice"), "{md}");
+    page.click("Resume", "//button[text()='Resume']").await;
+    page.live(&sid).await;
+    assert_eq!(page.client.current_url().await.expect("url").fragment(), Some(&*format!("/s/{sid}")));
+    // Only the 404s that told the app the session is not live (so it looked in the history).
+    let problems: Vec<String> = page
+        .console_problems()
+        .await
+        .into_iter()
+        .filter(|p| !(p.contains(&format!("/session/{sid}")) && p.contains("404")))
+        .collect();
+    assert_eq!(problems, Vec::<String>::new());
 }

@@ -61,5 +61,38 @@ export async function api(method, path, { body, headers = {} } = {}) {
   return parsed;
 }
 
+/**
+ * Fetches `path` with this browser's credential and saves the answer as the file `filename` (an
+ * export: the credential is a header, so a plain link could not carry it). Rejects like `api`.
+ */
+export async function download(path, filename) {
+  const res = await fetch(url(path), {
+    headers: { ...authHeaders() }, signal: AbortSignal.timeout(TIMEOUT_MS), credentials: 'same-origin', cache: 'no-store',
+  });
+  if (!res.ok) {
+    let body = null;
+    try {
+      body = await res.json();
+    } catch {
+      body = null;
+    }
+    if (res.status === 401) events.dispatchEvent(new Event('unauthorized'));
+    throw new ApiError(res.status, body);
+  }
+  saveFile(await res.blob(), filename);
+}
+
+/** Offers `blob` as a download named `filename`. */
+export function saveFile(blob, filename) {
+  const href = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = href;
+  a.download = filename;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 60_000);
+}
+
 /** Where API-wide happenings are announced ('unauthorized'). */
 export const events = new EventTarget();

@@ -7,6 +7,9 @@ import { ApiError, api, events as apiEvents, sessionPath } from './api.js';
 import { forgetDevice, getClientId, hasDevice, hasToken, pairFromUrl, setIdentity, signInPanel, signOut } from './auth.js';
 import { clock, h, icon, replace, svgImage } from './dom.js';
 import { EventStream } from './sse.js';
+import { showAudit } from './audit.js';
+import { findPast, showHistory, showPast } from './history.js';
+import { identityEl } from './names.js';
 import { addPending, apply, createSession, pending } from './state.js';
 import { SessionView } from './view.js';
 
@@ -140,6 +143,8 @@ function renderList() {
     h('h1', {}, icon('logo'), ' mediatord'),
     h('p', { class: 'hint whoami' }, who),
     operator ? h('a', { class: 'ghost button', href: '#/devices' }, 'Devices') : null,
+    h('a', { class: 'ghost button', href: '#/history' }, 'History'),
+    h('a', { class: 'ghost button', href: '#/audit' }, 'Audit'),
     hasToken() ? h('button', { type: 'button', class: 'ghost', onclick: () => { signOut(); location.reload(); } }, 'Sign out') : null,
     state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null);
   const sections = workspaces.map((w) => {
@@ -150,6 +155,7 @@ function renderList() {
       sessions.length
         ? h('ul', { class: 'sessions' }, sessions.map((s) => sessionLink(s)))
         : h('p', { class: 'hint' }, 'No live session.'),
+      h('p', {}, h('a', { class: 'past-link', href: `#/history?ws=${encodeURIComponent(w.cwd)}` }, 'Past sessions')),
       createForm(w.cwd));
   });
   replace(sidebar, header, sections);
@@ -212,6 +218,11 @@ function route() {
   if (m) return openSession(decodeURIComponent(m[1]));
   if (state.current) leave();
   if (location.hash === '#/devices') return showDevices();
+  if (location.hash === '#/audit') return elsewhere(() => showAudit(main, { workspaces: workspacesOf() }));
+  const history = /^#\/history(?:\?ws=(.*))?$/.exec(location.hash);
+  if (history) return elsewhere(() => showHistory(main, { workspaces: workspacesOf(), ws: history[1] ? decodeURIComponent(history[1]) : null }));
+  const past = /^#\/h\/(.+)$/.exec(location.hash);
+  if (past) return openPast(decodeURIComponent(past[1]));
   const sessions = [...state.lists.values()].flat();
   if (WIDE.matches && sessions.length) {
     const first = sessions.find((s) => pendingOf(s)) || sessions[0];
@@ -235,7 +246,7 @@ async function showDevices() {
     try {
       const { devices } = await api('GET', 'devices');
       replace(list, devices.length ? devices.map((dv) => h('li', { class: 'device', dataset: { deviceId: dv.deviceId } },
-        h('span', { class: 'device-name' }, dv.name),
+        h('span', { class: 'device-name' }, identityEl(dv.name, dv.deviceId)),
         h('span', { class: 'hint' }, ` ${dv.role}${dv.lastSeenAt ? `, last seen ${clock(dv.lastSeenAt)}` : ''} `),
         h('button', {
           type: 'button', class: 'ghost', 'aria-label': `Revoke ${dv.name}`,
@@ -284,6 +295,45 @@ async function showDevices() {
   markReady();
 }
 
+function workspacesOf() {
+  return state.caps.workspaces || [{ cwd: state.caps.workspaceCwd, primary: true }];
+}
+
+/** A page other than a session's (history, audit): the list beside it on a wide screen. */
+async function elsewhere(render) {
+  document.body.dataset.view = 'session';
+  renderList();
+  await render();
+  markReady();
+}
+
+/** A session that is not live, read-only from the history (`#/h/<id>`). */
+async function openPast(id) {
+  document.body.dataset.view = 'session';
+  renderList();
+  replace(main, h('div', { class: 'empty' }, h('p', { role: 'status' }, 'Reading the session’s history…')));
+  const summary = await findPast(id, workspacesOf()).catch(() => null);
+  if (location.hash !== `#/h/${encodeURIComponent(id)}` && location.hash !== `#/h/${id}`) return;
+  if (!summary) {
+    replace(main, h('div', { class: 'empty' }, h('p', { role: 'alert' }, 'This session is not in the history (it never was, or retention removed it).'),
+      h('a', { href: '#/history' }, 'Past sessions')));
+    markReady();
+    return;
+  }
+  await showPast(main, summary, {
+    me,
+    onResumed: async (sid) => {
+      await refreshList();
+      location.hash = `#/s/${encodeURIComponent(sid)}`;
+    },
+    back: () => {
+      location.hash = '#/history';
+    },
+    announce,
+  });
+  markReady();
+}
+
 function leave() {
   const entry = state.open.get(state.current);
   entry?.stream?.stop();
@@ -314,7 +364,12 @@ async function openSession(id) {
     } catch (err) {
       if (state.current !== id) return;
       state.current = null;
-      replace(main, h('div', { class: 'empty' }, h('p', { role: 'alert' }, err.status === 404 ? 'This session has ended or does not exist.' : `Could not open the session: ${err.message}`),
+      // Not live: the history may have it (after a restart, a session's address still opens it).
+      if (err.status === 404) {
+        location.replace(`#/h/${encodeURIComponent(id)}`);
+        return;
+      }
+      replace(main, h('div', { class: 'empty' }, h('p', { role: 'alert' }, `Could not open the session: ${err.message}`),
         h('a', { href: '#/' }, 'Back to the sessions')));
       refreshList().catch(() => {});
       markReady();

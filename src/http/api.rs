@@ -118,7 +118,7 @@ api! {
             .errors(&["invalid_cwd", "workspace_mismatch", "rule_not_found", "store_unavailable"]);
     get "/audit" => history::audit,
         Operation::new("audit", "permissions", "The permission audit trail, newest first, with filters and cursor paging (docs/protocol.md §14)")
-            .ok(&[(200, Json("AuditPage"))])
+            .ok(&[(200, Body::AuditExport("AuditPage"))])
             .query(&[
                 ("workspace", "a workspace (canonical path)"),
                 ("sessionId", "a session id"),
@@ -126,7 +126,8 @@ api! {
                 ("until", "requested before (ms since the Unix epoch)"),
                 ("outcome", "`pending`, `selected`, `cancelled`, `timed_out` or `abandoned`"),
                 ("cursor", "the previous page's `nextCursor`"),
-                ("limit", "entries per page, 1-500 (default 50)"),
+                ("limit", "entries per page, 1-500 (default 50); in an export 1-5000 (default 5000)"),
+                ("format", "`csv` or `json`: the entries as a download instead of a page"),
             ])
             .errors(&["invalid_query", "invalid_parameter"]);
     post "/session/{id}/resume" => history::resume,

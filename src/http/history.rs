@@ -6,10 +6,10 @@
 
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
@@ -23,6 +23,10 @@ type ApiResult = Result<Response, ApiError>;
 const DEFAULT_AUDIT_PAGE: usize = 50;
 /// Its largest page: one answer stays well under a megabyte of JSON for typical entries.
 const MAX_AUDIT_PAGE: usize = 500;
+/// The most entries one export (`?format=csv|json`) holds, and its default: an answer of a few
+/// megabytes for typical entries, built in memory once. More are reached with the cursor the
+/// answer's `X-Mediatord-Next-Cursor` header gives.
+const MAX_AUDIT_EXPORT: usize = 5000;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -34,6 +38,18 @@ struct AuditParams {
     outcome: Option<String>,
     cursor: Option<String>,
     limit: Option<String>,
+    format: Option<String>,
+}
+
+/// What `GET /audit` answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AuditFormat {
+    /// A page: `{entries, nextCursor, durable}`.
+    Page,
+    /// A download: RFC 4180 CSV, one row per entry (`audit::CSV_HEADER`).
+    Csv,
+    /// A download: a JSON array of the entries.
+    Json,
 }
 
 fn bad(text: String) -> ApiError {
@@ -50,9 +66,16 @@ fn millis(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
     .transpose()
 }
 
-/// The audit query a request's parameters ask for.
-fn audit_query(uri: &Uri) -> Result<AuditQuery, ApiError> {
+/// The audit query a request's parameters ask for, and the answer's format.
+fn audit_query(uri: &Uri) -> Result<(AuditQuery, AuditFormat), ApiError> {
     let Query(p) = Query::<AuditParams>::try_from_uri(uri).map_err(|_| ApiError::InvalidQuery)?;
+    let format = match p.format.as_deref() {
+        None => AuditFormat::Page,
+        Some("csv") => AuditFormat::Csv,
+        Some("json") => AuditFormat::Json,
+        Some(f) => return Err(bad(format!("format must be csv or json, got {f:?}"))),
+    };
+    let max = if format == AuditFormat::Page { MAX_AUDIT_PAGE } else { MAX_AUDIT_EXPORT };
     let outcome = match p.outcome.as_deref() {
         None => None,
         Some(o) => Some(AuditOutcome::parse(o).ok_or_else(|| {
@@ -65,10 +88,11 @@ fn audit_query(uri: &Uri) -> Result<AuditQuery, ApiError> {
         Some(c) => Some(Cursor::decode(c).ok_or_else(|| bad("cursor is not one this daemon gave".into()))?),
     };
     let limit = match p.limit.as_deref() {
-        None => DEFAULT_AUDIT_PAGE,
+        None if format == AuditFormat::Page => DEFAULT_AUDIT_PAGE,
+        None => MAX_AUDIT_EXPORT,
         Some(l) => match l.parse::<usize>() {
-            Ok(n) if (1..=MAX_AUDIT_PAGE).contains(&n) => n,
-            _ => return Err(bad(format!("limit must be 1 to {MAX_AUDIT_PAGE}, got {l:?}"))),
+            Ok(n) if (1..=max).contains(&n) => n,
+            _ => return Err(bad(format!("limit must be 1 to {max}, got {l:?}"))),
         },
     };
     let (since, until) = (millis("since", p.since.as_deref())?, millis("until", p.until.as_deref())?);
@@ -80,12 +104,12 @@ fn audit_query(uri: &Uri) -> Result<AuditQuery, ApiError> {
     // A workspace is matched as the daemon stores it: canonical.
     let workspace =
         p.workspace.map(|w| std::fs::canonicalize(&w).map_or(w, |c| c.to_string_lossy().into_owned()));
-    Ok(AuditQuery { workspace, session_id: p.session_id, since, until, outcome, cursor, limit })
+    Ok((AuditQuery { workspace, session_id: p.session_id, since, until, outcome, cursor, limit }, format))
 }
 
 /// `GET /audit`: decisions and pending requests, newest first, filtered, a page at a time.
 pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
-    let query = audit_query(&uri)?;
+    let (query, format) = audit_query(&uri)?;
     let store = d.store.clone();
     let page = tokio::task::spawn_blocking(move || store.query_audit(&query))
         .await
@@ -94,13 +118,39 @@ pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
             tracing::error!(error = %e, "GET /audit");
             ApiError::Internal
         })?;
-    Ok(Json(json!({
-        "entries": page.entries,
-        "nextCursor": page.next_cursor.map(Cursor::encode),
-        "durable": d.store.durable(),
-    }))
-    .into_response())
+    let next = page.next_cursor.map(Cursor::encode);
+    let (body, content_type, file) = match format {
+        AuditFormat::Page => {
+            return Ok(Json(
+                json!({"entries": page.entries, "nextCursor": next, "durable": d.store.durable()}),
+            )
+            .into_response());
+        }
+        AuditFormat::Csv => {
+            let mut csv = String::from(crate::audit::CSV_HEADER);
+            page.entries.iter().for_each(|e| csv.push_str(&crate::audit::csv_line(e)));
+            (csv, "text/csv; charset=utf-8", "mediatord-audit.csv")
+        }
+        AuditFormat::Json => {
+            (Value::Array(page.entries).to_string(), "application/json", "mediatord-audit.json")
+        }
+    };
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+        ],
+        body,
+    )
+        .into_response();
+    if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+        response.headers_mut().insert(NEXT_CURSOR, next);
+    }
+    Ok(response)
 }
+
+/// An export's header naming the cursor of the entries it left out (the export was full).
+const NEXT_CURSOR: &str = "x-mediatord-next-cursor";
 
 /// What a `/workspace/{*rest}` path names: the workspace and what follows it.
 pub(super) enum WorkspacePath {
@@ -199,7 +249,7 @@ mod tests {
 
     #[test]
     fn audit_queries_are_checked() {
-        let q = |s: &str| audit_query(&s.parse::<Uri>().expect("uri"));
+        let q = |s: &str| audit_query(&s.parse::<Uri>().expect("uri")).map(|(query, _)| query);
         let all = q("/audit").expect("no filters");
         assert_eq!(all.limit, DEFAULT_AUDIT_PAGE);
         let full =
@@ -221,8 +271,25 @@ mod tests {
             "/audit?since=-1",
             "/audit?since=5&until=4",
             "/audit?cursor=cffffffffffffffff",
+            "/audit?format=xml",
+            "/audit?format=csv&limit=5001",
         ] {
             assert!(matches!(q(bad), Err(ApiError::InvalidParameter(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_export_is_a_bounded_download_of_the_same_filters() {
+        let q = |s: &str| audit_query(&s.parse::<Uri>().expect("uri")).expect("valid");
+        assert_eq!(q("/audit").1, AuditFormat::Page);
+        let (csv, format) = q("/audit?format=csv&sessionId=s");
+        assert_eq!(
+            (format, csv.limit, csv.session_id.as_deref()),
+            (AuditFormat::Csv, MAX_AUDIT_EXPORT, Some("s"))
+        );
+        let (json, format) = q("/audit?format=json&limit=5000");
+        assert_eq!((format, json.limit), (AuditFormat::Json, MAX_AUDIT_EXPORT));
+        assert_eq!(q("/audit?format=csv&limit=7").0.limit, 7);
+        assert_eq!(q("/audit?limit=500").0.limit, MAX_AUDIT_PAGE);
     }
 }

@@ -32,6 +32,9 @@ pub enum Body {
     Asset,
     /// A small `text/html` page.
     Html,
+    /// `GET /audit`: a page as JSON with this component schema, or with `format` a download (CSV,
+    /// or a JSON array of the entries).
+    AuditExport(&'static str),
 }
 
 /// Request headers an operation reads.
@@ -383,6 +386,23 @@ fn success(body: Body) -> Value {
         Body::Html => json!({
             "description": "A page (no script; strict Content-Security-Policy)",
             "content": {"text/html": {"schema": {"type": "string"}}},
+        }),
+        Body::AuditExport(schema) => json!({
+            "description": "Without `format`, a page. With `format=csv` or `format=json`, a download \
+                (`Content-Disposition: attachment`) of up to 5000 entries: RFC 4180 CSV with a header \
+                row (a cell a spreadsheet would read as a formula starts with `'`), or a JSON array of \
+                the entries; `X-Mediatord-Next-Cursor` names the cursor of those left out.",
+            "headers": {"X-Mediatord-Next-Cursor": {
+                "description": "The cursor to export the entries this download left out (it was full)",
+                "schema": {"type": "string"},
+            }},
+            "content": {
+                "application/json": {"schema": {"oneOf": [
+                    {"$ref": format!("#/components/schemas/{schema}")},
+                    {"type": "array", "items": {"type": "object"}},
+                ]}},
+                "text/csv": {"schema": {"type": "string"}},
+            },
         }),
     }
 }

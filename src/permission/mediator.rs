@@ -131,6 +131,15 @@ pub enum Remember {
 }
 
 impl Remember {
+    /// As the audit entry's `remembered` names it; `None` for a decision not remembered.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Remember::No => None,
+            Remember::Session => Some("session"),
+            Remember::Workspace => Some("workspace"),
+        }
+    }
+
     /// The wider of two scopes.
     pub fn max_scope(self, other: Remember) -> Remember {
         match (self, other) {
@@ -801,12 +810,8 @@ impl<'a> Permissions<'a> {
         // (for the session: an agent's "always" never reaches the workspace on its own).
         if let Choice::Option(id) = choice {
             let kind = rules::option_kind(&pending.options, id).unwrap_or("");
-            let always = matches!(kind, "allow_always" | "reject_always");
-            let scope = match resolution.remember {
-                Remember::No if always => Remember::Session,
-                scope => scope,
-            };
-            if scope != Remember::No && resolution.by == ResolvedBy::Vote {
+            let scope = remembered_scope(&pending.options, choice, &resolution);
+            if scope != Remember::No {
                 let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
                 let rule = rules::remembered_rule(
                     &pending.facts,
@@ -883,6 +888,7 @@ impl Permissions<'_> {
             "voterDeviceName": resolved.and_then(|(_, r, _)| r.voter_device_name.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
             "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
+            "remembered": resolved.and_then(|(choice, r, _)| remembered_scope(&pending.options, choice, r).as_str()),
             "ballots": pending.ballots,
         });
         AuditRecord {
@@ -893,6 +899,20 @@ impl Permissions<'_> {
             outcome: Some(outcome).filter(|o| *o != AuditOutcome::Pending),
             entry,
         }
+    }
+}
+
+/// Where a decision is remembered as a rule: where the deciding vote asked, or for the session
+/// when it chose an `*_always` option; never for a decision no vote made.
+fn remembered_scope(options: &[Value], choice: &Choice, resolution: &Resolution) -> Remember {
+    let Choice::Option(id) = choice else { return Remember::No };
+    if resolution.by != ResolvedBy::Vote {
+        return Remember::No;
+    }
+    let always = matches!(rules::option_kind(options, id), Some("allow_always" | "reject_always"));
+    match resolution.remember {
+        Remember::No if always => Remember::Session,
+        scope => scope,
     }
 }
 
@@ -962,6 +982,44 @@ mod tests {
 
     use super::*;
     use crate::sync::lock;
+
+    /// The audit's `remembered`: where the deciding vote asked, for the session when it chose an
+    /// `*_always` option, and never for a decision no vote made.
+    #[test]
+    fn a_decision_is_remembered_where_the_vote_asked_or_for_the_session_when_always() {
+        let options = [
+            json!({"optionId": "a1", "kind": "allow_once"}),
+            json!({"optionId": "aa", "kind": "allow_always"}),
+            json!({"optionId": "ra", "kind": "reject_always"}),
+        ];
+        let by = |by, remember| Resolution { remember, ..Resolution::without_vote(by) };
+        let pick = |id: &str| Choice::Option(id.to_owned());
+        let cases = [
+            (pick("a1"), by(ResolvedBy::Vote, Remember::No), Remember::No),
+            (pick("a1"), by(ResolvedBy::Vote, Remember::Session), Remember::Session),
+            (pick("a1"), by(ResolvedBy::Vote, Remember::Workspace), Remember::Workspace),
+            (pick("aa"), by(ResolvedBy::Vote, Remember::No), Remember::Session),
+            (pick("ra"), by(ResolvedBy::Vote, Remember::No), Remember::Session),
+            (pick("aa"), by(ResolvedBy::Vote, Remember::Workspace), Remember::Workspace),
+            (pick("gone"), by(ResolvedBy::Vote, Remember::No), Remember::No),
+            (pick("aa"), by(ResolvedBy::Rule, Remember::No), Remember::No),
+            (pick("a1"), by(ResolvedBy::Rule, Remember::Session), Remember::No),
+            (Choice::Cancel, by(ResolvedBy::Vote, Remember::Session), Remember::No),
+        ];
+        for (choice, resolution, scope) in cases {
+            assert_eq!(
+                remembered_scope(&options, &choice, &resolution),
+                scope,
+                "{choice:?} {:?} {:?}",
+                resolution.by,
+                resolution.remember
+            );
+        }
+        assert_eq!(
+            [Remember::No, Remember::Session, Remember::Workspace].map(Remember::as_str),
+            [None, Some("session"), Some("workspace")]
+        );
+    }
 
     #[test]
     fn vote_bodies_parse_into_typed_votes() {

@@ -288,6 +288,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Resolves once every write handed over before it is committed (`Err` when the transaction
     /// holding the flush failed).
     fn flush(&self) -> Ack;
+    /// The daemon stops: commits what is queued, leaves the files whole and ends the writer
+    /// (SQLite: the WAL checkpointed into `state.db` and truncated, so that file alone has every
+    /// commit, `docs/operations.md#backups`). Later writes are lost. Blocking.
+    fn close(&self) -> Result<(), WriteError> {
+        self.flush().wait_blocking()
+    }
 
     // Reads: blocking.
     fn query_audit(&self, query: &AuditQuery) -> Result<AuditPage, ReadError>;

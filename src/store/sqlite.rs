@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use super::api::{
     Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule,
+    StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -168,7 +168,7 @@ pub struct SqliteStore {
     /// Never blocks; bounded by the counters in its `Shared`, checked before each send.
     queue: Queue,
     /// The writer thread, joined on drop so its connection is closed when the store is gone.
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
     /// The state directory's lock (`dir::lock`), held while the store lives.
@@ -379,6 +379,20 @@ impl Store for SqliteStore {
         self.queue.send_acked(Op::Flush)
     }
 
+    fn close(&self) -> Result<(), WriteError> {
+        let Some(writer) = lock(&self.writer).take() else {
+            return Err(WriteError("the store was closed already".into()));
+        };
+        // The writer commits what is queued before the stop, then checkpoints.
+        if self.queue.tx.send(Op::Stop).is_err() {
+            return Err(WriteError("the store's writer has stopped".into()));
+        }
+        match writer.join() {
+            Ok(result) => result.map_err(WriteError),
+            Err(_) => Err(WriteError("the store's writer panicked".into())),
+        }
+    }
+
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
         self.read(|c| query_audit_on(c, q))
     }
@@ -444,60 +458,11 @@ impl Store for SqliteStore {
     }
 
     fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
-        self.read(|c| {
-            c.prepare_cached(
-                "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
-                 FROM sessions WHERE session_id = ?1",
-            )?
-            .query_row([session_id], session_row)
-            .optional()
-        })
+        self.read(|c| session_on(c, session_id))
     }
 
     fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
-        self.read(|c| {
-            // Runs are disjoint, so ordering by last_id orders them by id; each yields one item
-            // at least, so `limit` rows are enough.
-            let mut stmt = c.prepare_cached(
-                "SELECT first_id, last_id, frames, sizes, codec FROM events
-                 WHERE session_id = ?1 AND last_id > ?2 ORDER BY last_id LIMIT ?3",
-            )?;
-            let mut rows = stmt.query(params![session_id, after as i64, limit as i64])?;
-            let mut out = Vec::new();
-            while let Some(r) = rows.next()?
-                && out.len() < limit
-            {
-                let first = r.get::<_, i64>(0)? as u64;
-                let last = r.get::<_, i64>(1)? as u64;
-                let Some(frames) = r.get::<_, Option<Vec<u8>>>(2)? else {
-                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
-                    continue;
-                };
-                let sizes = r.get_ref(3)?.as_blob_or_null()?;
-                let count = (last + 1).saturating_sub(first);
-                let decoded = chunk::decode(r.get(4)?, frames)
-                    .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
-                let Some((frames, ranges)) = decoded else {
-                    // A damaged row (the disk, or a hand edit): its events cannot be read, so the
-                    // replay says so with a gap, as for events never recorded, and goes on.
-                    tracing::warn!(
-                        session_id,
-                        first,
-                        last,
-                        "a damaged run of recorded events: replayed as a gap"
-                    );
-                    out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
-                    continue;
-                };
-                let frames = Bytes::from(frames);
-                for (id, range) in (first..).zip(ranges) {
-                    if id > after && out.len() < limit {
-                        out.push(StoredEvent::Frame { id, frame: frames.slice(range) });
-                    }
-                }
-            }
-            Ok(out)
-        })
+        self.read(|c| events_on(c, session_id, after, limit))
     }
 
     fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError> {
@@ -515,6 +480,60 @@ impl Store for SqliteStore {
         wal.push("-wal");
         self.queue.stats(size(&self.path) + size(Path::new(&wal)))
     }
+}
+
+fn session_on(c: &Connection, session_id: &str) -> rusqlite::Result<Option<SessionRecord>> {
+    c.prepare_cached(
+        "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id
+         FROM sessions WHERE session_id = ?1",
+    )?
+    .query_row([session_id], session_row)
+    .optional()
+}
+
+/// Up to `limit` recorded items of a session after id `after`, in order (`Store::events`).
+fn events_on(
+    c: &Connection,
+    session_id: &str,
+    after: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredEvent>> {
+    // Runs are disjoint, so ordering by last_id orders them by id; each yields one item
+    // at least, so `limit` rows are enough.
+    let mut stmt = c.prepare_cached(
+        "SELECT first_id, last_id, frames, sizes, codec FROM events
+         WHERE session_id = ?1 AND last_id > ?2 ORDER BY last_id LIMIT ?3",
+    )?;
+    let mut rows = stmt.query(params![session_id, after as i64, limit as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()?
+        && out.len() < limit
+    {
+        let first = r.get::<_, i64>(0)? as u64;
+        let last = r.get::<_, i64>(1)? as u64;
+        let Some(frames) = r.get::<_, Option<Vec<u8>>>(2)? else {
+            out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+            continue;
+        };
+        let sizes = r.get_ref(3)?.as_blob_or_null()?;
+        let count = (last + 1).saturating_sub(first);
+        let decoded = chunk::decode(r.get(4)?, frames)
+            .and_then(|f| chunk::split(f.len(), sizes, count).map(|ranges| (f, ranges)));
+        let Some((frames, ranges)) = decoded else {
+            // A damaged row (the disk, or a hand edit): its events cannot be read, so the
+            // replay says so with a gap, as for events never recorded, and goes on.
+            tracing::warn!(session_id, first, last, "a damaged run of recorded events: replayed as a gap");
+            out.push(StoredEvent::Gap { from: first.max(after + 1), to: last });
+            continue;
+        };
+        let frames = Bytes::from(frames);
+        for (id, range) in (first..).zip(ranges) {
+            if id > after && out.len() < limit {
+                out.push(StoredEvent::Frame { id, frame: frames.slice(range) });
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -542,7 +561,8 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self) {
+    /// Writes until the store stops, then checkpoints: `Err` says why the WAL was left as it is.
+    fn run(mut self) -> Result<(), String> {
         // Retention's first pass runs once the daemon is up, not in the way of its boot.
         let mut next_maintenance = Instant::now();
         loop {
@@ -550,12 +570,12 @@ impl Writer {
             let first = match self.rx.recv_timeout(wait) {
                 Ok(op) => Some(op),
                 Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return self.checkpoint(),
             };
             if let Some(first) = first
                 && !self.batch(first)
             {
-                return;
+                return self.checkpoint();
             }
             if Instant::now() >= next_maintenance {
                 if let Err(e) = self.maintain() {
@@ -564,6 +584,20 @@ impl Writer {
                 next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
             }
         }
+    }
+
+    /// Folds the WAL into the database file and empties it, so that a stopped daemon leaves one
+    /// whole file: a copy of `state.db` alone then has every commit (a WAL left beside it held
+    /// most of them). Waits for a reader still in a transaction up to [`BUSY_TIMEOUT`].
+    fn checkpoint(&self) -> Result<(), String> {
+        let busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        if busy != 0 {
+            return Err("a reader kept the WAL busy: it was not checkpointed".into());
+        }
+        Ok(())
     }
 
     /// One transaction: `first` and whatever else is queued, within the batch bounds; then every
@@ -901,6 +935,80 @@ fn set_last_event_id(tx: &rusqlite::Transaction<'_>, session_id: &str, id: u64) 
     Ok(())
 }
 
+/// How many times a backup's copy is tried again while the daemon's writer holds a lock SQLite
+/// will not read past (a checkpoint's moment), and how long it waits between tries: 50 × 100 ms,
+/// the writer's [`BUSY_TIMEOUT`].
+const BACKUP_TRIES: u32 = 50;
+const BACKUP_RETRY: Duration = Duration::from_millis(100);
+
+/// `mediatord backup`: copies a state directory's database into a new file `dest` with SQLite's
+/// online backup API, whether a daemon is running on it or not (`docs/operations.md#backups`).
+/// Returns the copy's size in bytes.
+///
+/// Safe beside a running daemon: the copy is one read transaction of its own (every page in one
+/// step, so a commit cannot make it start over and it is one consistent snapshot, WAL included);
+/// a reader takes no write lock and the state directory's `flock` only keeps a second daemon out.
+/// `dest` is written whole or not at all: into a temporary file beside it, checked, synced, then
+/// linked to its name, which must not exist yet.
+pub fn backup(state_dir: &Path, dest: &Path) -> Result<u64, OpenError> {
+    dir::check(state_dir)?;
+    let path = db_path(state_dir);
+    let failed = |reason: String| OpenError::Sqlite { path: dest.to_path_buf(), reason };
+    if dest.exists() {
+        return Err(failed("it exists already: name a new file".into()));
+    }
+    let source =
+        Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(sqlite_error(&path))?;
+    source.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error(&path))?;
+    let mut partial = dest.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", std::process::id()));
+    let partial = PathBuf::from(partial);
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|e| failed(e.to_string()))?;
+    let copied = copy_database(&source, &partial);
+    let linked = copied.and_then(|()| {
+        std::fs::File::open(&partial).and_then(|f| f.sync_all()).map_err(|e| e.to_string())?;
+        // A link, not a rename: it fails when `dest` appeared meanwhile instead of replacing it.
+        std::fs::hard_link(&partial, dest).map_err(|e| e.to_string())
+    });
+    let _ = std::fs::remove_file(&partial);
+    linked.map_err(failed)?;
+    if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+    }
+    std::fs::metadata(dest).map(|m| m.len()).map_err(|e| failed(e.to_string()))
+}
+
+/// Copies `source` into the empty database file `to`, as a rollback-journal database (one file,
+/// no WAL beside it), and checks the copy.
+fn copy_database(source: &Connection, to: &Path) -> Result<(), String> {
+    let mut copy = Connection::open(to).map_err(|e| e.to_string())?;
+    {
+        let backup = rusqlite::backup::Backup::new(source, &mut copy).map_err(|e| e.to_string())?;
+        let mut tries = 0;
+        loop {
+            match backup.step(-1).map_err(|e| e.to_string())? {
+                rusqlite::backup::StepResult::Done => break,
+                _ if tries >= BACKUP_TRIES => return Err("the database stayed locked: try again".into()),
+                _ => {
+                    tries += 1;
+                    std::thread::sleep(BACKUP_RETRY);
+                }
+            }
+        }
+    }
+    copy.pragma_update(None, "journal_mode", "DELETE").map_err(|e| e.to_string())?;
+    let check: String = copy.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if check != "ok" {
+        return Err(format!("the copy failed its check: {check}"));
+    }
+    Ok(())
+}
+
 /// Opens a state directory's database read-only, for `mediatord audit` (while a daemon runs, or
 /// not). Checks the directory like a boot does.
 pub fn open_read_only(state_dir: &Path) -> Result<ReadOnly, OpenError> {
@@ -926,6 +1034,16 @@ pub struct ReadOnly {
 impl ReadOnly {
     pub fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
         query_audit_on(&self.conn, q).map_err(read_error)
+    }
+
+    /// A session's record, for `mediatord transcript`.
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, ReadError> {
+        session_on(&self.conn, session_id).map_err(read_error)
+    }
+
+    /// Up to `limit` recorded items of a session after id `after`, in order (as `Store::events`).
+    pub fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
+        events_on(&self.conn, session_id, after, limit).map_err(read_error)
     }
 }
 
@@ -1117,6 +1235,78 @@ mod tests {
         assert_eq!(store.events("s", 1, 2).expect("read"), [frame(2), frame(3)]);
         assert_eq!(store.events("s", 3, 100).expect("read"), [frame(4)]);
         assert_eq!(store.events("s", 4, 100).expect("read"), []);
+    }
+
+    /// A state directory (0700) beside `dir`'s holding `db` alone as its `state.db`, read-only.
+    fn alone(dir: &Path, name: &str, db: &Path) -> ReadOnly {
+        let copy = dir.join(name);
+        std::fs::create_dir(&copy).expect("mkdir");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::copy(db, copy.join(DB_FILE)).expect("copy");
+        open_read_only(&copy).expect("open the copy")
+    }
+
+    fn audit_ids(db: &ReadOnly) -> Vec<String> {
+        let page = db.query_audit(&AuditQuery { limit: 100, ..AuditQuery::default() }).expect("read");
+        page.entries.iter().map(|e| e["requestId"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    #[test]
+    fn close_checkpoints_the_wal_so_the_database_file_alone_has_every_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for i in 0..20 {
+            store.audit(audit(&format!("r{i:02}"), t0 + i, Some(AuditOutcome::Selected)));
+        }
+        assert_eq!(store.close(), Ok(()));
+        let wal = std::fs::metadata(state.join("state.db-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0, "the WAL is folded into state.db and truncated");
+        let ids = audit_ids(&alone(dir.path(), "copy", &db_path(&state)));
+        assert_eq!(ids, (0..20).rev().map(|i| format!("r{i:02}")).collect::<Vec<_>>());
+        assert!(store.close().is_err(), "a second close says it was closed");
+        store.audit(audit("late", t0, None));
+        drop(store);
+    }
+
+    #[test]
+    fn backup_copies_every_commit_beside_a_running_store_and_never_over_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        let t0 = now();
+        for i in 0..5 {
+            store.audit(audit(&format!("b{i}"), t0 + i, Some(AuditOutcome::Selected)));
+        }
+        store.flush().wait_blocking().expect("committed");
+        assert!(
+            std::fs::metadata(state.join("state.db-wal")).expect("a WAL").len() > 0,
+            "commits are in the WAL"
+        );
+        let dest = dir.path().join("backup.db");
+        let bytes = backup(&state, &dest).expect("backup");
+        assert_eq!(bytes, std::fs::metadata(&dest).expect("the copy").len());
+        assert_eq!(std::fs::metadata(&dest).expect("the copy").permissions().mode() & 0o777, 0o600);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["backup.db", "state"], "one file: no WAL, no partial copy beside it");
+        assert_eq!(audit_ids(&alone(dir.path(), "restored", &dest)), ["b4", "b3", "b2", "b1", "b0"]);
+
+        let before = std::fs::read(&dest).expect("read");
+        let again = backup(&state, &dest).expect_err("the file exists");
+        assert!(again.to_string().contains("exists already"), "{again}");
+        assert_eq!(std::fs::read(&dest).expect("read"), before);
+        // The store goes on writing and reading.
+        store.audit(audit("after", t0 + 9, None));
+        store.flush().wait_blocking().expect("committed");
+        assert_eq!(
+            store.query_audit(&AuditQuery { limit: 1, ..AuditQuery::default() }).expect("read").entries[0]["requestId"],
+            "after"
+        );
     }
 
     #[tokio::test]

@@ -30,6 +30,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("throttle", 0),
     ("text", 0),
     ("present", 0),
+    ("audit", 0),
+    ("transcript", 0),
     ("log_throttle", 0),
     ("tls", 0),
     ("discovery", 0),

@@ -8,19 +8,26 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::store::{Home, decided_request};
-use crate::support::{Daemon, Sse, bin, selected, serve_refusal};
+use crate::store::{Home, decided_request, eventually, stop};
+use crate::support::{Daemon, Sse, bin, http, selected, send, serve_refusal};
 
-#[tokio::test]
-async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_runs() {
-    let home = Home::new();
+/// A daemon on `home`'s state directory with a session of alice's, and one write request per file
+/// raised and allowed by her, in order: (the daemon, the session, alice's stream, the request ids).
+async fn with_decisions(home: &Home, files: &[&str]) -> (Daemon, String, Sse, Vec<String>) {
     let d = home.start(&[]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
     let mut rids = Vec::new();
-    for file in ["a.txt", "b.txt", "c.txt"] {
+    for file in files {
         rids.push(decided_request(&d, &sid, &mut sse, file).await);
     }
+    (d, sid, sse, rids)
+}
+
+#[tokio::test]
+async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_runs() {
+    let home = Home::new();
+    let (_d, _sid, _sse, rids) = with_decisions(&home, &["a.txt", "b.txt", "c.txt"]).await;
     // The same trail through the command line, read-only while the daemon runs. Audit entries are
     // written behind (docs/protocol.md#145-durability-promise: committed within about 110 ms), so
     // the newest may not be on disk the moment its turn completes: read until all three are, for
@@ -49,7 +56,225 @@ async fn mediatord_audit_reads_the_trail_from_the_state_dir_while_the_daemon_run
         .expect("mediatord audit");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.starts_with("REQUESTED"), "{text}");
-    assert_eq!(text.matches("vote:alice").count(), 3, "{text}");
+    let allowed =
+        |l: &&str| l.contains("Allowed once") && l.contains("operator · alice") && l.contains("vote");
+    assert_eq!(text.lines().filter(allowed).count(), 3, "{text}");
+}
+
+/// `mediatord audit --json` on a state directory: its entries.
+fn audit_lines(state: &Path) -> Vec<Value> {
+    let out = std::process::Command::new(bin())
+        .args(["audit", "--json", "--limit", "1000", "--state-dir", state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+/// A fresh state directory (0700) beside `home`'s holding `db` as its `state.db`, alone.
+fn state_dir_with(home: &Home, name: &str, db: &Path) -> std::path::PathBuf {
+    let dir = home.state.with_file_name(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::copy(db, dir.join("state.db")).expect("copy");
+    dir
+}
+
+/// Issue #29: after a clean stop a 737 KB `state.db-wal` stayed beside `state.db`, and a copy of
+/// `state.db` alone had lost 10 of 11 audit entries. The stop checkpoints the WAL now.
+#[tokio::test]
+async fn after_a_clean_stop_state_db_copied_alone_has_every_audit_entry() {
+    let home = Home::new();
+    let files: Vec<String> = (0..11).map(|n| format!("f{n}.txt")).collect();
+    let (d, _sid, sse, rids) =
+        with_decisions(&home, &files.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    drop(sse);
+    stop(d);
+    let wal = home.state.join("state.db-wal");
+    let wal_len = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert_eq!(wal_len, 0, "the WAL is checkpointed and emptied at a clean stop");
+
+    let copy = state_dir_with(&home, "copy", &home.state.join("state.db"));
+    let lines = audit_lines(&copy);
+    let mut got: Vec<&str> = lines.iter().map(|e| e["requestId"].as_str().expect("id")).collect();
+    got.reverse();
+    assert_eq!(got, rids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(lines.iter().all(|e| e["status"] == "selected"), "decided, not pending: {lines:?}");
+}
+
+/// Issue #29: a session's transcript, exported from the command line as Markdown and as JSON.
+#[tokio::test]
+async fn mediatord_transcript_prints_a_recorded_session_as_markdown_or_json() {
+    let home = Home::new();
+    let (d, sid, sse, rids) = with_decisions(&home, &["a.txt"]).await;
+    let rid = &rids[0];
+    drop(sse);
+    stop(d);
+    let state = home.state.to_str().expect("utf-8");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .arg("transcript")
+            .args(args)
+            .args(["--state-dir", state])
+            .output()
+            .expect("mediatord transcript");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, md, stderr) = run(&[&sid]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
+    assert!(md.contains("(daemon_shutdown)"), "{md}");
+    assert!(md.contains("## Prompt from alice\n\nwrite a.txt x\n"), "{md}");
+    assert!(md.contains("> Permission asked: "), "{md}");
+    assert!(md.contains("> Decision: allow_once, by alice"), "{md}");
+
+    let (status, json, _) = run(&[&sid, "--format", "json"]);
+    assert_eq!(status, Some(0));
+    let doc: Value = serde_json::from_str(&json).expect("one JSON document");
+    assert_eq!(doc["session"]["sessionId"], sid.as_str());
+    assert_eq!(doc["session"]["state"], "dormant");
+    let events = doc["events"].as_array().expect("events");
+    let ids: Vec<u64> = events.iter().filter_map(|e| e["id"].as_u64()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]) && !ids.is_empty(), "in id order: {ids:?}");
+    assert!(
+        events.iter().any(|e| e["type"] == "permission_resolved" && e["data"]["requestId"] == rid.as_str())
+    );
+
+    let (status, _, stderr) = run(&["never-was"]);
+    assert_eq!(status, Some(2));
+    assert!(stderr.contains("no session \"never-was\" in the history"), "{stderr}");
+}
+
+#[tokio::test]
+async fn mediatord_backup_copies_a_running_daemons_database_whole_and_never_over_a_file() {
+    let home = Home::new();
+    let (d, _sid, _sse, rids) = with_decisions(&home, &["a.txt", "b.txt", "c.txt"]).await;
+    // Committed (the daemon's own reads see them) before the copy is taken.
+    eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 3))
+        .await;
+    let dest = home.state.with_file_name("backup.db");
+    let state = home.state.to_str().expect("utf-8");
+    let backup = |dest: &Path| {
+        std::process::Command::new(bin())
+            .args(["backup", dest.to_str().expect("utf-8"), "--state-dir", state])
+            .output()
+            .expect("mediatord backup")
+    };
+    let out = backup(&dest);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bytes written to"), "{out:?}");
+    assert_eq!(std::fs::metadata(&dest).expect("the copy").permissions().mode() & 0o777, 0o600);
+    let names: Vec<String> = std::fs::read_dir(dest.parent().expect("parent"))
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("partial") || n.starts_with("backup.db-")), "{names:?}");
+
+    let restored = state_dir_with(&home, "restored", &dest);
+    let got: Vec<String> =
+        audit_lines(&restored).iter().map(|e| e["requestId"].as_str().expect("id").to_owned()).collect();
+    assert_eq!(got, [rids[2].clone(), rids[1].clone(), rids[0].clone()]);
+
+    // The daemon is untouched by it, and a second backup never writes over the first.
+    assert_eq!(d.get("/health").await.status, 200);
+    let before = std::fs::read(&dest).expect("read");
+    let again = backup(&dest);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"), "{again:?}");
+    assert_eq!(std::fs::read(&dest).expect("read"), before);
+}
+
+/// Issue #29: `mediatord audit` printed `selected vote:my phone` for both an allowed write and a
+/// rejected deploy, and `--since` took only epoch milliseconds. Decisions read in words now, with
+/// the device by its name, the same in the table and in the CSV export.
+#[tokio::test]
+async fn the_audit_reads_each_decision_in_words_in_the_table_and_the_csv_export() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let (device_id, credential) = d.pair_device(None, "my phone", "voter").await;
+    let joined =
+        send(http().post(d.url("/session")).bearer_auth(&credential).json(&serde_json::json!({}))).await;
+    assert_eq!(joined.status, 200, "{}", joined.text);
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    let decide = async |sse: &mut Sse, prompt: &str, voter: Option<&str>, body: Value| {
+        let request = d.raise(&sid, sse, Some("alice"), prompt).await;
+        let rid = request["requestId"].as_str().expect("requestId").to_owned();
+        let path = format!("/session/{sid}/permission/{rid}");
+        let reply = match voter {
+            Some(credential) => send(http().post(d.url(&path)).bearer_auth(credential).json(&body)).await,
+            None => d.vote(&sid, &rid, Some("alice"), body).await,
+        };
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        sse.until_type("turn_complete").await;
+    };
+    decide(&mut sse, "write a.txt x", Some(&credential), selected("allow_once")).await;
+    decide(&mut sse, "shell =HYPERLINK(\"http://x\") && ./deploy.sh --prod", None, selected("reject_once"))
+        .await;
+    decide(&mut sse, "write b.txt y", None, serde_json::json!({"decision": "allow-session"})).await;
+    eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 3))
+        .await;
+
+    let csv = d.get("/audit?format=csv").await;
+    assert_eq!(csv.status, 200, "{}", csv.text);
+    assert_eq!(csv.headers["content-type"], "text/csv; charset=utf-8");
+    assert_eq!(csv.headers["content-disposition"], "attachment; filename=\"mediatord-audit.csv\"");
+    let rows: Vec<&str> = csv.text.split("\r\n").collect();
+    assert!(rows[0].starts_with("requested_at,decision,who,device_id,client_id,how,"), "{}", rows[0]);
+    assert_eq!(rows.len(), 5, "a header, three rows, and the last line's end: {rows:?}");
+    assert!(rows[1].contains(",Allowed for this session,operator · alice,,alice,vote,edit,"), "{}", rows[1]);
+    assert!(rows[2].contains(",Rejected,operator · alice,,alice,vote,execute,"), "{}", rows[2]);
+    assert!(rows[2].contains(",\"'=HYPERLINK(\"\"http://x\"\") && ./deploy.sh --prod\","), "{}", rows[2]);
+    assert!(
+        rows[3].contains(&format!(",Allowed once,my phone,{device_id},{device_id},vote,edit,")),
+        "{}",
+        rows[3]
+    );
+    let json = d.get("/audit?format=json&limit=2").await;
+    assert_eq!(json.headers["content-disposition"], "attachment; filename=\"mediatord-audit.json\"");
+    assert_eq!(json.body.as_array().map(Vec::len), Some(2), "{}", json.text);
+    assert_eq!(json.body[0]["remembered"], "session");
+    assert!(
+        json.headers.contains_key("x-mediatord-next-cursor"),
+        "the third is left out: {:?}",
+        json.headers
+    );
+
+    let state = home.state.to_str().expect("utf-8");
+    let table = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(["audit", "--state-dir", state])
+            .args(args)
+            .output()
+            .expect("mediatord audit");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, text, _) = table(&["--since", "1h"]);
+    assert_eq!(status, Some(0));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("REQUESTED") && lines[0].contains("DECISION"), "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[1].contains("Allowed for this session") && lines[1].contains("operator · alice"), "{text}");
+    assert!(lines[2].contains("Rejected ") && lines[2].contains("./deploy.sh --prod"), "{text}");
+    assert!(lines[3].contains("Allowed once") && lines[3].contains("my phone"), "{text}");
+    assert!(!text.contains(&device_id), "ids on demand only: {text}");
+    assert!(table(&["--ids"]).1.contains(&format!("my phone ({device_id})")));
+    let (_, future, _) = table(&["--since", "2999-01-01"]);
+    assert_eq!(future.lines().count(), 1, "only the header: {future}");
+    let (status, _, stderr) = table(&["--since", "yesterday"]);
+    assert_eq!(status, Some(2));
+    assert!(stderr.contains("--since") && stderr.contains("2d"), "{stderr}");
 }
 
 #[test]

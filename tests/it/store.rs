@@ -46,7 +46,7 @@ impl Home {
 }
 
 /// SIGTERM, and the exit it causes (the drain records every session as dormant).
-fn stop(mut d: Daemon) {
+pub(crate) fn stop(mut d: Daemon) {
     d.signal(rustix::process::Signal::TERM);
     let status = d.wait_exit(WAIT);
     assert!(status.success(), "daemon exit: {status:?}\n{}", d.stderr());
@@ -54,7 +54,7 @@ fn stop(mut d: Daemon) {
 
 /// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
 /// which land a moment after the request that caused them.
-async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
         let body = d.get(path).await.ok();

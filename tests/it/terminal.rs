@@ -85,7 +85,7 @@ async fn the_audit_shows_an_agents_escape_sequences_as_text_in_the_table_and_the
         rows[1].ends_with(r"execute Run \u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{85}\u{202e}gnp.exe\u{200b}\u{1b}]52;c;cHduZWQ=\u{7}\nforged row"),
         "the title, escaped, on its row:\n{table}"
     );
-    assert!(rows[1].contains("vote:alice"), "{table}");
+    assert!(rows[1].contains("Rejected") && rows[1].contains("operator · alice"), "{table}");
 }
 
 /// A daemon (or anything at `MEDIATORD_URL`) whose answers carry hostile text: what `mediatord

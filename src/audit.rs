@@ -1,0 +1,366 @@
+//! How an audit entry reads (`docs/protocol.md#142-the-audit-trail`): the decision in words, who
+//! decided and how, what was asked; one identity shown one way; the CSV export's row; and the
+//! `--since` a person types. The one reading of an entry `mediatord audit` and `GET
+//! /audit?format=csv` share; the web app's twin is `web/audit.js` (and `web/names.js` for names).
+//!
+//! A leaf: it reads the entry's wire object (`serde_json::Value`) and imports only other leaves.
+
+use serde_json::Value;
+
+/// One identity, shown the same way everywhere: its name when it has one, else its id; the id
+/// beside the name on demand (`with_id`). A paired device is `my phone`, or
+/// `my phone (dev-483570d70212a2be)`; a client without a name is its id.
+pub fn identity(name: Option<&str>, id: &str, with_id: bool) -> String {
+    match name.filter(|n| !n.is_empty()) {
+        Some(name) if with_id && !id.is_empty() && name != id => format!("{name} ({id})"),
+        Some(name) => name.to_owned(),
+        None => id.to_owned(),
+    }
+}
+
+/// The kind of the option an entry's decision chose (`allow_once`, …), if it chose one.
+fn chosen_kind(e: &Value) -> Option<&str> {
+    let chosen = e["outcome"]["optionId"].as_str()?;
+    let options = e["options"].as_array()?;
+    options.iter().find(|o| o["optionId"].as_str() == Some(chosen))?["kind"].as_str()
+}
+
+/// The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`,
+/// `Rejected`, `Allowed by rule`, `Timed out`, `Cancelled`, ….
+pub fn decision(e: &Value) -> String {
+    let by = e["resolvedBy"].as_str().unwrap_or("");
+    match e["status"].as_str().unwrap_or("") {
+        "pending" => "Pending".into(),
+        "timed_out" => "Timed out".into(),
+        "abandoned" => "Abandoned (the daemon stopped)".into(),
+        "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
+        "cancelled" => "Cancelled".into(),
+        "selected" => {
+            let kind = chosen_kind(e).unwrap_or("");
+            let allow = kind.starts_with("allow");
+            if by == "rule" {
+                return if allow { "Allowed by rule" } else { "Rejected by rule" }.into();
+            }
+            let remembered = e["remembered"].as_str().unwrap_or("");
+            let words = match (kind, remembered) {
+                ("allow_always", "workspace") => "Always allowed in this workspace",
+                ("allow_always", _) => "Always allowed",
+                ("reject_always", "workspace") => "Always rejected in this workspace",
+                ("reject_always", _) => "Always rejected",
+                ("allow_once", "workspace") => "Allowed for this workspace",
+                ("allow_once", "session") => "Allowed for this session",
+                ("allow_once", _) => "Allowed once",
+                ("reject_once", "workspace") => "Rejected for this workspace",
+                ("reject_once", "session") => "Rejected for this session",
+                ("reject_once", _) => "Rejected",
+                _ => return format!("Chose {}", e["outcome"]["optionId"].as_str().unwrap_or("an option")),
+            };
+            words.into()
+        }
+        other => other.to_owned(),
+    }
+}
+
+/// How it was decided: `vote`, `link` (a notification's action link), `ACP` (an editor's
+/// answer), `rule`, `timeout`, `cancel`, `session end`, `abandoned`; empty while pending.
+pub fn how(e: &Value) -> &'static str {
+    match (e["resolvedBy"].as_str().unwrap_or(""), e["via"].as_str().unwrap_or("")) {
+        ("vote", "link") => "link",
+        ("vote", "acp") => "ACP",
+        ("vote", _) => "vote",
+        ("rule", _) => "rule",
+        ("timeout", _) => "timeout",
+        ("cancel", _) => "cancel",
+        ("session_closed", _) => "session end",
+        ("abandoned", _) => "abandoned",
+        _ => "",
+    }
+}
+
+/// Who decided, in a few words: a device by its name (with its id when `with_id`), the operator's
+/// client by its id, a rule by its id; empty when nobody did.
+pub fn who(e: &Value, with_id: bool) -> String {
+    let client = e["voterClientId"].as_str().unwrap_or("");
+    match e["resolvedBy"].as_str().unwrap_or("") {
+        "vote" => match e["voterDeviceName"].as_str() {
+            Some(name) => identity(Some(name), client, with_id),
+            None => format!("operator · {client}"),
+        },
+        "rule" => format!("rule {}", e["ruleId"].as_str().unwrap_or("")),
+        _ => String::new(),
+    }
+}
+
+/// What was asked: the tool's kind and title, then its command or paths.
+pub fn what(e: &Value) -> String {
+    let tool = &e["toolCall"];
+    let mut out = [tool["kind"].as_str(), tool["title"].as_str()]
+        .into_iter()
+        .flatten()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let target = match tool["command"].as_str() {
+        Some(command) if !command.is_empty() => command.to_owned(),
+        _ => paths(e),
+    };
+    if !target.is_empty() && !out.contains(&target) {
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&target);
+    }
+    out
+}
+
+fn paths(e: &Value) -> String {
+    let paths = e["toolCall"]["paths"].as_array().map(Vec::as_slice).unwrap_or_default();
+    paths.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
+}
+
+/// The CSV export's columns (`GET /audit?format=csv`), one line.
+pub const CSV_HEADER: &str = "requested_at,decision,who,device_id,client_id,how,tool,title,command,paths,\
+policy,session_id,workspace,request_id,status,resolved_at,latency_ms,rule_id\r\n";
+
+/// One entry as a CSV line (RFC 4180, CRLF) under [`CSV_HEADER`]; times as ISO-8601 UTC.
+pub fn csv_line(e: &Value) -> String {
+    let time = |v: &Value| v.as_u64().map(crate::clock::iso8601).unwrap_or_default();
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    let device_id = if e["voterDeviceName"].is_string() { text(&e["voterClientId"]) } else { String::new() };
+    let cells = [
+        time(&e["issuedAt"]),
+        decision(e),
+        who(e, false),
+        device_id,
+        text(&e["voterClientId"]),
+        how(e).to_owned(),
+        text(&e["toolCall"]["kind"]),
+        text(&e["toolCall"]["title"]),
+        text(&e["toolCall"]["command"]),
+        paths(e),
+        text(&e["policy"]),
+        text(&e["sessionId"]),
+        text(&e["workspace"]),
+        text(&e["requestId"]),
+        text(&e["status"]),
+        time(&e["resolvedAt"]),
+        e["latencyMs"].as_u64().map(|ms| ms.to_string()).unwrap_or_default(),
+        text(&e["ruleId"]),
+    ];
+    let mut line = cells.iter().map(|c| csv_cell(c)).collect::<Vec<_>>().join(",");
+    line.push_str("\r\n");
+    line
+}
+
+/// A cell as CSV writes it, safe to open in a spreadsheet: one that a spreadsheet would take for
+/// a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return: OWASP's "CSV
+/// injection") gets a leading `'`, and one holding a comma, a quote or a line break is quoted with
+/// its quotes doubled.
+pub fn csv_cell(cell: &str) -> String {
+    let formula = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let cell = if formula { format!("'{cell}") } else { cell.to_owned() };
+    if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
+}
+
+/// `--since` as a person types it, relative to `now` (milliseconds since the UNIX epoch): an age
+/// (`90s`, `30m`, `1h`, `2d`, `1w`), a UTC date or time (`2026-11-22`, `2026-11-22T20:39`), or
+/// milliseconds since the epoch (all digits, as before).
+pub fn parse_since(text: &str, now: u64) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse::<u64>().map_err(|_| format!("{text:?} is too large"));
+    }
+    if let Some(unit) = text.chars().last()
+        && let Some(scale) = match unit {
+            's' => Some(1_000u64),
+            'm' => Some(60_000),
+            'h' => Some(3_600_000),
+            'd' => Some(86_400_000),
+            'w' => Some(604_800_000),
+            _ => None,
+        }
+        && let Ok(n) = text[..text.len() - 1].parse::<u64>()
+    {
+        return n
+            .checked_mul(scale)
+            .map(|age| now.saturating_sub(age))
+            .ok_or_else(|| format!("{text:?} is too long ago"));
+    }
+    crate::clock::parse_utc(text).ok_or_else(|| {
+        format!("{text:?} is not an age (90s, 30m, 1h, 2d, 1w), a UTC date (2026-11-22, 2026-11-22T20:39) or epoch milliseconds")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn entry(status: &str, by: Option<&str>, chosen: Option<&str>, remembered: Option<&str>) -> Value {
+        json!({
+            "requestId": "r1", "sessionId": "s1", "workspace": "/ws", "policy": "first-responder",
+            "toolCall": {"kind": "edit", "title": "Write notes/a.txt", "paths": ["/ws/notes/a.txt"], "command": null},
+            "options": [
+                {"optionId": "a1", "kind": "allow_once", "name": "Allow"},
+                {"optionId": "aa", "kind": "allow_always", "name": "Always"},
+                {"optionId": "r1", "kind": "reject_once", "name": "Reject"},
+                {"optionId": "ra", "kind": "reject_always", "name": "Never"},
+                {"optionId": "odd", "kind": "modify_request", "name": "Modify"},
+            ],
+            "status": status, "resolvedBy": by,
+            "outcome": chosen.map(|id| json!({"outcome": "selected", "optionId": id})),
+            "remembered": remembered, "issuedAt": 1_795_379_959_849u64,
+        })
+    }
+
+    #[test]
+    fn every_decision_reads_in_words() {
+        let cases = [
+            (entry("selected", Some("vote"), Some("a1"), None), "Allowed once"),
+            (entry("selected", Some("vote"), Some("a1"), Some("session")), "Allowed for this session"),
+            (entry("selected", Some("vote"), Some("a1"), Some("workspace")), "Allowed for this workspace"),
+            (entry("selected", Some("vote"), Some("aa"), Some("session")), "Always allowed"),
+            (
+                entry("selected", Some("vote"), Some("aa"), Some("workspace")),
+                "Always allowed in this workspace",
+            ),
+            (entry("selected", Some("vote"), Some("r1"), None), "Rejected"),
+            (entry("selected", Some("vote"), Some("r1"), Some("session")), "Rejected for this session"),
+            (entry("selected", Some("vote"), Some("r1"), Some("workspace")), "Rejected for this workspace"),
+            (entry("selected", Some("vote"), Some("ra"), Some("session")), "Always rejected"),
+            (
+                entry("selected", Some("vote"), Some("ra"), Some("workspace")),
+                "Always rejected in this workspace",
+            ),
+            (entry("selected", Some("rule"), Some("a1"), None), "Allowed by rule"),
+            (entry("selected", Some("rule"), Some("r1"), None), "Rejected by rule"),
+            (entry("selected", Some("vote"), Some("odd"), None), "Chose odd"),
+            (entry("selected", Some("vote"), Some("gone"), None), "Chose gone"),
+            (entry("timed_out", Some("timeout"), None, None), "Timed out"),
+            (entry("cancelled", Some("cancel"), None, None), "Cancelled"),
+            (entry("cancelled", Some("session_closed"), None, None), "Cancelled (the session ended)"),
+            (entry("abandoned", Some("abandoned"), None, None), "Abandoned (the daemon stopped)"),
+            (entry("pending", None, None, None), "Pending"),
+            (entry("later", None, None, None), "later"),
+        ];
+        for (e, words) in cases {
+            assert_eq!(decision(&e), words, "{e}");
+        }
+    }
+
+    #[test]
+    fn who_and_how_name_the_device_the_operator_the_rule() {
+        let mut e = entry("selected", Some("vote"), Some("a1"), None);
+        e["voterClientId"] = json!("dev-483570d70212a2be");
+        e["voterDeviceName"] = json!("my phone");
+        assert_eq!(who(&e, false), "my phone");
+        assert_eq!(who(&e, true), "my phone (dev-483570d70212a2be)");
+        assert_eq!(how(&e), "vote");
+        e["via"] = json!("link");
+        assert_eq!(how(&e), "link");
+        e["via"] = json!("acp");
+        assert_eq!(how(&e), "ACP");
+        e["via"] = json!("rest");
+        assert_eq!(how(&e), "vote");
+        e["voterDeviceName"] = Value::Null;
+        e["voterClientId"] = json!("alice");
+        assert_eq!(who(&e, true), "operator · alice");
+        let mut rule = entry("selected", Some("rule"), Some("a1"), None);
+        rule["ruleId"] = json!("rule-7");
+        assert_eq!((who(&rule, false).as_str(), how(&rule)), ("rule rule-7", "rule"));
+        for (by, words) in [
+            ("timeout", "timeout"),
+            ("cancel", "cancel"),
+            ("session_closed", "session end"),
+            ("abandoned", "abandoned"),
+        ] {
+            let e = entry("cancelled", Some(by), None, None);
+            assert_eq!((how(&e), who(&e, true).as_str()), (words, ""));
+        }
+        assert_eq!(how(&entry("pending", None, None, None)), "");
+    }
+
+    #[test]
+    fn an_identity_is_its_name_with_the_id_on_demand() {
+        assert_eq!(identity(Some("my phone"), "dev-1", false), "my phone");
+        assert_eq!(identity(Some("my phone"), "dev-1", true), "my phone (dev-1)");
+        assert_eq!(identity(None, "dev-1", true), "dev-1");
+        assert_eq!(identity(Some(""), "dev-1", false), "dev-1");
+        assert_eq!(identity(Some("alice"), "alice", true), "alice");
+        assert_eq!(identity(Some("my phone"), "", true), "my phone");
+    }
+
+    #[test]
+    fn what_names_the_tool_then_its_command_or_paths() {
+        let e = entry("pending", None, None, None);
+        assert_eq!(what(&e), "edit Write notes/a.txt: /ws/notes/a.txt");
+        let mut run = e.clone();
+        run["toolCall"] =
+            json!({"kind": "execute", "title": "Run", "paths": ["/ws"], "command": "rm -rf build"});
+        assert_eq!(what(&run), "execute Run: rm -rf build");
+        run["toolCall"]["title"] = json!("rm -rf build");
+        assert_eq!(what(&run), "execute rm -rf build", "a title that is the command is not repeated");
+        assert_eq!(what(&json!({"toolCall": {"paths": ["/a", "/b"]}})), "/a /b");
+        assert_eq!(what(&json!({})), "");
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_and_formulas_defused() {
+        assert_eq!(csv_cell("plain"), "plain");
+        assert_eq!(csv_cell(""), "");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_cell("cr\rhere"), "\"cr\rhere\"");
+        for formula in ["=1+1", "+1", "-1", "@SUM(A1)", "\tx"] {
+            assert_eq!(csv_cell(formula), format!("'{formula}"), "{formula:?}");
+        }
+        assert_eq!(csv_cell("\rx"), "\"'\rx\"");
+        assert_eq!(csv_cell("=HYPERLINK(\"x\",\"y\")"), "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\"");
+        assert_eq!(csv_cell("a=b"), "a=b", "only a leading sign is a formula");
+    }
+
+    #[test]
+    fn a_csv_line_has_every_column_of_the_header() {
+        let mut e = entry("selected", Some("vote"), Some("r1"), None);
+        e["toolCall"]["command"] = json!("=cmd|' /C calc'!A0, then more");
+        e["voterClientId"] = json!("dev-1");
+        e["voterDeviceName"] = json!("my phone");
+        e["resolvedAt"] = json!(1_795_379_960_000u64);
+        e["latencyMs"] = json!(151);
+        let line = csv_line(&e);
+        assert!(line.ends_with("\r\n"));
+        assert!(line.starts_with(
+            "2026-11-22T20:39:19.849Z,Rejected,my phone,dev-1,dev-1,vote,edit,Write notes/a.txt,"
+        ));
+        assert!(line.contains(",\"'=cmd|' /C calc'!A0, then more\","), "{line}");
+        assert!(
+            line.contains(",first-responder,s1,/ws,r1,selected,2026-11-22T20:39:20.000Z,151,\r\n"),
+            "{line}"
+        );
+        let columns = |l: &str| l.trim_end().split(',').count();
+        let plain = csv_line(&entry("pending", None, None, None));
+        assert_eq!(columns(&plain), columns(CSV_HEADER));
+        assert!(plain.starts_with("2026-11-22T20:39:19.849Z,Pending,,,,,edit,"), "{plain}");
+    }
+
+    #[test]
+    fn since_takes_an_age_a_date_or_epoch_milliseconds() {
+        let now = 1_795_379_959_849;
+        assert_eq!(parse_since("1700000000000", now), Ok(1_700_000_000_000));
+        assert_eq!(parse_since("90s", now), Ok(now - 90_000));
+        assert_eq!(parse_since("30m", now), Ok(now - 1_800_000));
+        assert_eq!(parse_since("1h", now), Ok(now - 3_600_000));
+        assert_eq!(parse_since(" 2d ", now), Ok(now - 172_800_000));
+        assert_eq!(parse_since("1w", now), Ok(now - 604_800_000));
+        assert_eq!(parse_since("0h", now), Ok(now));
+        assert_eq!(parse_since("100000w", now), Ok(0), "before the epoch is the epoch");
+        assert_eq!(parse_since("2026-11-22", now), Ok(1_795_305_600_000));
+        assert_eq!(parse_since("2026-11-22T20:39", now), Ok(1_795_379_940_000));
+        for bad in ["", "h", "1y", "-1h", "1.5h", "yesterday", "2026-11-31", "99999999999999999999"] {
+            assert!(parse_since(bad, now).is_err(), "{bad:?}");
+        }
+        assert!(parse_since("99999999999999999w", now).is_err());
+    }
+}
