@@ -954,6 +954,10 @@ mod tests {
         let three = "edit: Write a (Write)".len() + "new file /w/a:".len() + "  @@ -0,0 +1,2 @@".len();
         let (two, _) = plain(&r, three + 1 + PLAIN_MORE.chars().count() + 1);
         assert_eq!(two, format!("edit: Write a (Write)\nnew file /w/a:\n{PLAIN_MORE}"));
+        // Room for exactly two lines and their newline holds both.
+        let exact = "edit: Write a (Write)\nnew file /w/a:".chars().count();
+        let (fits, _) = plain(&r, exact + 1 + PLAIN_MORE.chars().count());
+        assert_eq!(fits, two);
         let (tiny, _) = plain(&r, PLAIN_MORE.chars().count() + 5);
         assert_eq!(tiny, format!("edit\n{PLAIN_MORE}"));
         // What the card left out is said in the text, and the text is not whole.
