@@ -7,6 +7,7 @@
 import { clock, h, icon, replace, shortPath } from './dom.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
+import { marked, renderPresented } from './present.js';
 import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
 
@@ -161,7 +162,7 @@ function ruleText(rule) {
 
 export class SessionView {
   /**
-   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), setModel(id), setMode(id),
+   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), presented(requestId, all), setModel(id), setMode(id),
    * loadRules(), removeRule(ruleId), loadAudit(), back(), announce(text).
    */
   constructor(s, actions) {
@@ -524,34 +525,68 @@ export class SessionView {
     const buttons = options.map((o) => {
       const tally = h('span', { class: 'tally' });
       const kindClass = String(o.kind || '').startsWith('allow') ? 'allow' : String(o.kind || '').startsWith('reject') ? 'reject' : '';
+      const always = String(o.kind || '').endsWith('_always') ? 'always' : '';
       const button = h('button', {
-        type: 'button', class: ['option', kindClass],
+        type: 'button', class: ['option', kindClass, always],
         onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
-      }, h('span', { class: 'option-name' }, shown(String(o.name ?? o.optionId))), tally);
+      }, h('span', { class: 'option-name' }, always ? icon('repeat') : null, shown(String(o.name ?? o.optionId))), tally);
       return { option: o, button, tally };
     });
     const kinds = new Set(options.map((o) => o.kind));
     const shorthands = [];
     if (kinds.has('allow_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'allow-session' }) }, 'Allow for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'allow-session' }) },
+        h('span', { class: 'option-name' }, 'Allow for this session')));
     }
     if (kinds.has('reject_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'deny-session' }) }, 'Deny for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'deny-session' }) },
+        h('span', { class: 'option-name' }, 'Deny for this session')));
     }
     const policy = h('p', { class: 'policy' });
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
+    // The summary until the daemon's presentation arrives (`present`).
+    const body = h('div', { class: 'card-body' }, toolBody(call, this.s.summary.workspaceCwd));
+    // What the choices that look alike do: the agent's "always" and this daemon's "for this session".
+    const meanings = h('ul', { class: 'option-meanings' });
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
       h('h3', { id: titleId }, icon('shield'), ' ', shown(title)),
       h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
         call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
-      toolBody(call, this.s.summary.workspaceCwd),
+      body,
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
       shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,
+      meanings,
       error,
     );
-    return { el, title, buttons, shorthands, policy, error };
+    const card = { el, title, body, buttons, shorthands, policy, error, meanings, kinds };
+    this.present(perm, card, false);
+    return card;
+  }
+
+  /**
+   * Shows the request as the daemon presents it (every section, bounded unless `all`), in place of
+   * the summary the card starts with; each option's button says what choosing it does. A request
+   * decided meanwhile keeps the summary (its card is about to go).
+   */
+  async present(perm, card, all) {
+    let presented;
+    try {
+      presented = await this.actions.presented(perm.requestId, all);
+    } catch {
+      return;
+    }
+    if (!presented || this.cards.get(perm.requestId) !== card) return;
+    replace(card.body, renderPresented(presented, () => this.present(perm, card, true), this.s.summary.workspaceCwd));
+    card.body.dataset.presented = all ? 'all' : 'card';
+    const always = (presented.options || []).filter((o) => String(o.kind).endsWith('_always') && o.meaning);
+    const session = [];
+    if (card.kinds.has('allow_once')) session.push(['Allow for this session', 'This daemon allows matching calls until the session ends; the agent is told “once” and remembers nothing.']);
+    if (card.kinds.has('reject_once')) session.push(['Deny for this session', 'This daemon rejects matching calls until the session ends.']);
+    replace(card.meanings,
+      always.map((o) => h('li', {}, h('strong', {}, marked(o.name)), ': ', o.meaning)),
+      always.length ? session.map(([name, meaning]) => h('li', {}, h('strong', {}, name), ': ', meaning)) : null);
   }
 
   updateCard(perm, card) {
