@@ -854,6 +854,13 @@ async fn allow_for_this_session_makes_a_rule_that_the_page_lists_and_removes() {
     page.click("Rules & decisions", "//button[normalize-space() = 'Rules & decisions']").await;
     page.until("the rule listed", "document.querySelector('ul.rules li .effect-allow')").await;
     page.until("the decisions", "document.querySelectorAll('.audit tbody tr').length === 2").await;
+    // Each decision in words (issue #29), newest first: the rule's, then this browser's choice.
+    let decided = page
+        .js("return [...document.querySelectorAll('.audit tbody tr')].map((tr) => tr.children[2].textContent + ' / ' + tr.children[3].textContent)")
+        .await;
+    let decided: Vec<&str> = decided.as_array().expect("rows").iter().filter_map(|v| v.as_str()).collect();
+    assert!(decided.len() == 2 && decided[0].starts_with("Allowed by rule / rule "), "{decided:?}");
+    assert_eq!(decided[1], "Allowed for this session / you", "{decided:?}");
     let rules = d.get(&format!("/session/{sid}/permission-rules")).await;
     assert_eq!(rules.body["rules"].as_array().map(Vec::len), Some(1), "{}", rules.text);
     page.click("Remove", "//ul[contains(@class, 'rules')]//button[normalize-space() = 'Remove']").await;

@@ -5,8 +5,10 @@
 // details survive updates.
 
 import { clock, h, icon, replace, shortPath } from './dom.js';
+import { decision } from './audit.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
+import { identity } from './names.js';
 import { marked, renderPresented } from './present.js';
 import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
@@ -54,10 +56,16 @@ function appendPlain(container, view, text) {
 
 let nextId = 0;
 
-/** Who a client id is, as this browser says it. */
+/**
+ * Paired devices' names by client id, as the decisions this browser has read name them (a device
+ * votes and prompts as its id; the audit entry carries its name). Only ever filled by renderAudit.
+ */
+const deviceNames = new Map();
+
+/** Who a client id is, as this browser says it: a paired device by its name and id (names.js). */
 function who(s, clientId) {
   if (!clientId) return 'a client without an id';
-  return clientId === s.me ? 'you' : clientId;
+  return clientId === s.me ? 'you' : identity(deviceNames.get(clientId), clientId, true);
 }
 
 const KIND_LABEL = {
@@ -349,7 +357,7 @@ export class SessionView {
     el.dataset.state = turn.state === 'running' ? 'running' : turn.stopReason || turn.state;
     if (turn.user.length) {
       replace(user,
-        h('p', { class: 'who' }, icon('user'), ' ', turn.originator === this.s.me ? 'You' : turn.originator || 'A client without an id'),
+        h('p', { class: 'who' }, icon('user'), ' ', turn.originator === this.s.me ? 'You' : turn.originator ? who(this.s, turn.originator) : 'A client without an id'),
         turn.user.map((b) => contentBlock(b, false)));
     }
     for (const item of turn.items) {
@@ -691,10 +699,10 @@ export class SessionView {
     replace(this.audit, h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, ['When', 'Tool call', 'Decision', 'By', 'Policy'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, entries.slice().reverse().map((a) => {
-        const option = a.outcome?.outcome === 'selected' ? a.outcome.optionId : 'cancelled';
+        if (a.voterDeviceName && a.voterClientId) deviceNames.set(a.voterClientId, a.voterDeviceName);
         const by = a.resolvedBy === 'vote' ? who(this.s, a.voterClientId) : a.resolvedBy === 'rule' ? `rule ${a.ruleId}` : a.resolvedBy;
         return h('tr', {}, h('td', {}, clock(a.resolvedAt)), h('td', {}, shown(a.toolCall?.title || a.toolCall?.toolCallId || '')),
-          h('td', {}, option), h('td', {}, by), h('td', {}, a.policy || ''));
+          h('td', {}, decision(a)), h('td', {}, by), h('td', {}, a.policy || ''));
       })))));
   }
 
