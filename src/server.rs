@@ -123,12 +123,26 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     // Only the program: an agent's arguments may carry credentials, and logs travel further.
     let programs: Vec<String> =
         daemon.config.agents.iter().map(|a| format!("{}={}", a.name, a.command.program)).collect();
+    // Where the state is and where notifications go, so a newcomer reading the log knows what to
+    // back up and whom the daemon will call; a target shows its scheme and authority only (its
+    // path may be a secret topic, its user-info a password: `TargetUrl`'s `Debug`).
+    let state = match (&daemon.config.state_dir, &daemon.config.store) {
+        (Some(dir), _) => dir.display().to_string(),
+        (None, Some(_)) => "PostgreSQL (--store)".to_owned(),
+        (None, None) => "none (--ephemeral: nothing is kept)".to_owned(),
+    };
+    let targets: Vec<String> =
+        daemon.config.notify.iter().map(|t| format!("{}+{:?}", t.format.name(), t.url)).collect();
+    let targets = if targets.is_empty() { "none".to_owned() } else { targets.join(" ") };
     match &tls {
         Some(cert) => tracing::info!(
-            address = %local, agents = %programs.join(" "), fingerprint = %cert.fingerprint(),
-            "mediatord started (https)"
+            address = %local, agents = %programs.join(" "), state = %state, notify = %targets,
+            fingerprint = %cert.fingerprint(), "mediatord started (https)"
         ),
-        None => tracing::info!(address = %local, agents = %programs.join(" "), "mediatord started"),
+        None => tracing::info!(
+            address = %local, agents = %programs.join(" "), state = %state, notify = %targets,
+            "mediatord started"
+        ),
     }
 
     let drained = tokio_util::sync::CancellationToken::new();

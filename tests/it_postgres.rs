@@ -11,6 +11,8 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
+#[path = "it/connect.rs"]
+mod connect;
 #[path = "it/devices.rs"]
 mod devices;
 #[path = "it/store.rs"]

@@ -4,7 +4,7 @@
 // where it stopped (Last-Event-ID), so nothing is shown twice.
 
 import { ApiError, api, events as apiEvents, sessionPath } from './api.js';
-import { forgetDevice, getClientId, hasToken, pairFromUrl, setIdentity, signInPanel, signOut } from './auth.js';
+import { forgetDevice, getClientId, hasDevice, hasToken, pairFromUrl, setIdentity, signInPanel, signOut } from './auth.js';
 import { clock, h, icon, replace, svgImage } from './dom.js';
 import { EventStream } from './sse.js';
 import { showAudit } from './audit.js';
@@ -35,6 +35,8 @@ const state = {
   firstRender: true,
   /** A line for the header after pairing (or why pairing failed). */
   notice: null,
+  /** workspace cwd → why creating a session there failed, kept across the list's refreshes. */
+  createErrors: new Map(),
 };
 
 const sidebar = h('nav', { class: 'sidebar', 'aria-label': 'Workspaces and sessions' });
@@ -86,10 +88,22 @@ function fatal(err) {
 
 function showSignIn(rejected) {
   // The panel's own check answers 401 for a wrong token: the panel on screen says so itself.
-  if (app.querySelector('form.signin')) return;
+  if (app.querySelector('form.signin, .revoked')) return;
+  // A paired device refused: revoked (or its daemon forgot it). Its person has no operator token:
+  // say what happened and how to pair again, with the token form one tap away for the operator.
+  const wasDevice = hasDevice();
   forgetDevice();
   clearInterval(state.listTimer);
   for (const entry of state.open.values()) entry.stream?.stop();
+  if (wasDevice) {
+    replace(app, h('div', { class: 'empty revoked' }, h('h1', {}, 'mediatord'),
+      h('h2', {}, 'This device is no longer paired'),
+      h('p', { role: 'alert' }, 'The daemon refused this device’s credential: it was revoked, or the daemon no longer knows it.'),
+      h('p', {}, 'To use this device again, pair it anew: on the daemon’s machine run ', h('code', {}, 'mediatord pair'),
+        ' (or open Devices in the app there), then open the link or scan the code with this device.'),
+      h('button', { type: 'button', class: 'ghost', onclick: () => { replace(app); showSignIn(false); } }, 'I have the operator token')));
+    return;
+  }
   replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'),
     state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null,
     signInPanel({
@@ -171,9 +185,12 @@ function sessionLink(summary) {
 function createForm(cwd) {
   const agents = state.agents.length ? state.agents : [{ name: 'default', default: true }];
   const select = h('select', { name: 'agent' }, agents.map((a) => h('option', { value: a.name, selected: a.default }, a.default ? `${a.name} (default)` : a.name)));
-  const error = h('p', { class: 'form-error', role: 'alert' });
+  // The list is redrawn every few seconds: the error lives in `state`, so it stays until the next
+  // attempt (an agent that cannot start is not fixed by waiting).
+  const error = h('p', { class: 'form-error', role: 'alert' }, state.createErrors.get(cwd) || '');
   const create = async (scope) => {
     error.textContent = '';
+    state.createErrors.delete(cwd);
     try {
       const body = { cwd, sessionScope: scope };
       if (state.agents.length) body.agent = select.value;
@@ -181,6 +198,7 @@ function createForm(cwd) {
       await refreshList();
       location.hash = `#/s/${encodeURIComponent(created.sessionId)}`;
     } catch (err) {
+      state.createErrors.set(cwd, err.message);
       error.textContent = err.message;
     }
   };
@@ -383,6 +401,7 @@ function makeSession(summary) {
     sendPrompt: (text) => api('POST', sessionPath(id, '/prompt'), { body: { prompt: [{ type: 'text', text }] }, headers: { Prefer: 'respond-async' } }),
     cancel: () => run('Stop', () => api('POST', sessionPath(id, '/cancel'))),
     vote: (requestId, body) => api('POST', sessionPath(id, `/permission/${encodeURIComponent(requestId)}`), { body }),
+    presented: (requestId, all) => api('GET', sessionPath(id, `/permission/${encodeURIComponent(requestId)}${all ? '?all=1' : ''}`)),
     setModel: (modelId) => run('Model', () => api('POST', sessionPath(id, '/model'), { body: { modelId } })),
     setMode: (modeId) => run('Mode', () => api('POST', sessionPath(id, '/mode'), { body: { modeId } })),
     loadRules: () => run('Rules', async () => {

@@ -152,6 +152,11 @@ export async function pairFromUrl() {
   return { device: { deviceId: body.deviceId, role: body.role, name: body.name } };
 }
 
+/** Whether this browser holds a paired device's credential. */
+export function hasDevice() {
+  return Boolean(storedCredential());
+}
+
 export function hasToken() {
   return Boolean(storedToken());
 }

@@ -5,8 +5,11 @@
 // details survive updates.
 
 import { clock, h, icon, replace, shortPath } from './dom.js';
+import { decision } from './audit.js';
 import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
+import { identity } from './names.js';
+import { marked, renderPresented } from './present.js';
 import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
 
@@ -53,10 +56,16 @@ function appendPlain(container, view, text) {
 
 let nextId = 0;
 
-/** Who a client id is, as this browser says it. */
+/**
+ * Paired devices' names by client id, as the decisions this browser has read name them (a device
+ * votes and prompts as its id; the audit entry carries its name). Only ever filled by renderAudit.
+ */
+const deviceNames = new Map();
+
+/** Who a client id is, as this browser says it: a paired device by its name and id (names.js). */
 function who(s, clientId) {
   if (!clientId) return 'a client without an id';
-  return clientId === s.me ? 'you' : clientId;
+  return clientId === s.me ? 'you' : identity(deviceNames.get(clientId), clientId, true);
 }
 
 const KIND_LABEL = {
@@ -161,7 +170,7 @@ function ruleText(rule) {
 
 export class SessionView {
   /**
-   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), setModel(id), setMode(id),
+   * `actions`: sendPrompt(text), cancel(), vote(requestId, body), presented(requestId, all), setModel(id), setMode(id),
    * loadRules(), removeRule(ruleId), loadAudit(), back(), announce(text).
    */
   constructor(s, actions) {
@@ -348,7 +357,7 @@ export class SessionView {
     el.dataset.state = turn.state === 'running' ? 'running' : turn.stopReason || turn.state;
     if (turn.user.length) {
       replace(user,
-        h('p', { class: 'who' }, icon('user'), ' ', turn.originator === this.s.me ? 'You' : turn.originator || 'A client without an id'),
+        h('p', { class: 'who' }, icon('user'), ' ', turn.originator === this.s.me ? 'You' : turn.originator ? who(this.s, turn.originator) : 'A client without an id'),
         turn.user.map((b) => contentBlock(b, false)));
     }
     for (const item of turn.items) {
@@ -524,34 +533,68 @@ export class SessionView {
     const buttons = options.map((o) => {
       const tally = h('span', { class: 'tally' });
       const kindClass = String(o.kind || '').startsWith('allow') ? 'allow' : String(o.kind || '').startsWith('reject') ? 'reject' : '';
+      const always = String(o.kind || '').endsWith('_always') ? 'always' : '';
       const button = h('button', {
-        type: 'button', class: ['option', kindClass],
+        type: 'button', class: ['option', kindClass, always],
         onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
-      }, h('span', { class: 'option-name' }, shown(String(o.name ?? o.optionId))), tally);
+      }, h('span', { class: 'option-name' }, always ? icon('repeat') : null, shown(String(o.name ?? o.optionId))), tally);
       return { option: o, button, tally };
     });
     const kinds = new Set(options.map((o) => o.kind));
     const shorthands = [];
     if (kinds.has('allow_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'allow-session' }) }, 'Allow for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'allow-session' }) },
+        h('span', { class: 'option-name' }, 'Allow for this session')));
     }
     if (kinds.has('reject_once')) {
-      shorthands.push(h('button', { type: 'button', class: 'ghost', onclick: () => this.vote(perm, { decision: 'deny-session' }) }, 'Deny for this session'));
+      shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'deny-session' }) },
+        h('span', { class: 'option-name' }, 'Deny for this session')));
     }
     const policy = h('p', { class: 'policy' });
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
+    // The summary until the daemon's presentation arrives (`present`).
+    const body = h('div', { class: 'card-body' }, toolBody(call, this.s.summary.workspaceCwd));
+    // What the choices that look alike do: the agent's "always" and this daemon's "for this session".
+    const meanings = h('ul', { class: 'option-meanings' });
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
       h('h3', { id: titleId }, icon('shield'), ' ', shown(title)),
       h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
         call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
-      toolBody(call, this.s.summary.workspaceCwd),
+      body,
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
       shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,
+      meanings,
       error,
     );
-    return { el, title, buttons, shorthands, policy, error };
+    const card = { el, title, body, buttons, shorthands, policy, error, meanings, kinds };
+    this.present(perm, card, false);
+    return card;
+  }
+
+  /**
+   * Shows the request as the daemon presents it (every section, bounded unless `all`), in place of
+   * the summary the card starts with; each option's button says what choosing it does. A request
+   * decided meanwhile keeps the summary (its card is about to go).
+   */
+  async present(perm, card, all) {
+    let presented;
+    try {
+      presented = await this.actions.presented(perm.requestId, all);
+    } catch {
+      return;
+    }
+    if (!presented || this.cards.get(perm.requestId) !== card) return;
+    replace(card.body, renderPresented(presented, () => this.present(perm, card, true), this.s.summary.workspaceCwd));
+    card.body.dataset.presented = all ? 'all' : 'card';
+    const always = (presented.options || []).filter((o) => String(o.kind).endsWith('_always') && o.meaning);
+    const session = [];
+    if (card.kinds.has('allow_once')) session.push(['Allow for this session', 'This daemon allows matching calls until the session ends; the agent is told “once” and remembers nothing.']);
+    if (card.kinds.has('reject_once')) session.push(['Deny for this session', 'This daemon rejects matching calls until the session ends.']);
+    replace(card.meanings,
+      always.map((o) => h('li', {}, h('strong', {}, marked(o.name)), ': ', o.meaning)),
+      always.length ? session.map(([name, meaning]) => h('li', {}, h('strong', {}, name), ': ', meaning)) : null);
   }
 
   updateCard(perm, card) {
@@ -656,10 +699,10 @@ export class SessionView {
     replace(this.audit, h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, ['When', 'Tool call', 'Decision', 'By', 'Policy'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, entries.slice().reverse().map((a) => {
-        const option = a.outcome?.outcome === 'selected' ? a.outcome.optionId : 'cancelled';
+        if (a.voterDeviceName && a.voterClientId) deviceNames.set(a.voterClientId, a.voterDeviceName);
         const by = a.resolvedBy === 'vote' ? who(this.s, a.voterClientId) : a.resolvedBy === 'rule' ? `rule ${a.ruleId}` : a.resolvedBy;
         return h('tr', {}, h('td', {}, clock(a.resolvedAt)), h('td', {}, shown(a.toolCall?.title || a.toolCall?.toolCallId || '')),
-          h('td', {}, option), h('td', {}, by), h('td', {}, a.policy || ''));
+          h('td', {}, decision(a)), h('td', {}, by), h('td', {}, a.policy || ''));
       })))));
   }
 

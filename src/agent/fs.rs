@@ -155,6 +155,9 @@ fn read_confined(workspace: &Path, path: &Path) -> Result<String, RpcError> {
 
 fn write_confined(workspace: &Path, path: &Path, content: &[u8]) -> Result<(), RpcError> {
     let root = open_workspace(workspace, path)?;
+    if let Ok(rel) = path.strip_prefix(workspace) {
+        make_folders(&root, rel);
+    }
     let found = locate(&root, workspace, path)?;
     let mode = match found.kind {
         Kind::Missing => None,
@@ -175,6 +178,31 @@ fn write_confined(workspace: &Path, path: &Path, content: &[u8]) -> Result<(), R
         let _ = rustix::fs::fsync(dir);
     }
     Ok(())
+}
+
+/// Creates the folders of `rel` (relative to the workspace `root`) that do not exist yet, as a
+/// write to `notes/a.txt` is expected to: an agent's write tool makes its file's folder. Only
+/// along real directories, one component at a time, each made and opened relative to the one
+/// before without following a symlink; at a symlink, a `..` or any error it stops and leaves
+/// the path to [`locate`], which refuses what it must, so nothing is ever made outside.
+fn make_folders(root: &OwnedFd, rel: &Path) {
+    let Some(parent) = rel.parent() else { return };
+    if !parent.components().all(|c| matches!(c, Component::Normal(_))) {
+        return;
+    }
+    let Ok(mut dir) = root.try_clone() else { return };
+    for component in parent.components() {
+        let Component::Normal(name) = component else { return };
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(_) => return,
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+            Ok(next) => dir = next,
+            Err(_) => return,
+        }
+    }
 }
 
 /// A temp file beside the target, in the same directory (by descriptor), that removes itself on
@@ -672,8 +700,10 @@ mod tests {
     async fn write_refuses_bad_targets_and_leaves_no_temp_files() {
         let d = dirs();
         fs::create_dir(d.ws.join("dir")).expect("mkdir");
-        let missing_parent = write(&d.ws, &d.ws.join("no/such.txt"), "x").await.expect_err("no parent");
-        assert_eq!((missing_parent.code, kind(&missing_parent)), (RESOURCE_NOT_FOUND, Some("not_found")));
+        fs::write(d.ws.join("plain"), "p").expect("write fixture");
+        let file_as_folder =
+            write(&d.ws, &d.ws.join("plain/such.txt"), "x").await.expect_err("a file as folder");
+        assert_eq!((file_as_folder.code, kind(&file_as_folder)), (RESOURCE_NOT_FOUND, Some("not_found")));
         let directory = write(&d.ws, &d.ws.join("dir"), "x").await.expect_err("directory");
         assert_eq!(kind(&directory), Some("not_a_file"));
         let dot_dot = write(&d.ws, &d.ws.join("no/../x.txt"), "x").await.expect_err("dot dot");
@@ -682,8 +712,27 @@ mod tests {
         assert_eq!(relative.as_ref().err().and_then(kind), Some("invalid_path"));
         let no_content = write_text_file(&d.ws, &json!({"path": path_str(&d.ws.join("x"))})).await;
         assert_eq!(no_content.as_ref().err().and_then(kind), Some("invalid_params"));
-        assert_eq!(dir_names(&d.ws), ["dir"]);
+        assert_eq!(dir_names(&d.ws), ["dir", "plain"]);
         assert!(dir_names(&d.ws.join("dir")).is_empty());
+    }
+
+    /// `demo-agent --help`'s own example, `write notes/a.txt hi`, failed with "…/notes/a.txt does
+    /// not exist" (issue #29): a write makes its file's missing folders, inside the workspace only.
+    #[tokio::test]
+    async fn write_makes_the_missing_folders_of_its_file() {
+        let d = dirs();
+        write(&d.ws, &d.ws.join("notes/a.txt"), "hi").await.expect("written");
+        assert_eq!(fs::read_to_string(d.ws.join("notes/a.txt")).ok().as_deref(), Some("hi"));
+        write(&d.ws, &d.ws.join("notes/deep/er/b.txt"), "b").await.expect("written");
+        assert_eq!(fs::read_to_string(d.ws.join("notes/deep/er/b.txt")).ok().as_deref(), Some("b"));
+        // Not through a symlink to outside, and not past a `..`: nothing is made there.
+        symlink(&d.outside, d.ws.join("out")).expect("symlink");
+        let error = write(&d.ws, &d.ws.join("out/new/c.txt"), "x").await.expect_err("outside");
+        assert_eq!(kind(&error), Some("path_outside_workspace"));
+        let error = write(&d.ws, &d.ws.join("made/../../outside/d/e.txt"), "x").await.expect_err("dot dot");
+        assert_eq!(kind(&error), Some("invalid_path"));
+        assert!(dir_names(&d.outside).is_empty());
+        assert_eq!(dir_names(&d.ws), ["notes", "out"]);
     }
 
     #[tokio::test]

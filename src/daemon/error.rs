@@ -93,6 +93,9 @@ pub enum ResumeError {
     /// Starting the agent or loading the session failed as a create would.
     #[error(transparent)]
     Create(#[from] CreateError),
+    /// Another daemon of the fleet holds it live, at `node_url`: this one starts no agent on it.
+    #[error("session {session_id} is held by the daemon at {node_url}")]
+    HeldElsewhere { session_id: String, node_url: String },
     /// The history could not be read.
     #[error("{0}")]
     Store(String),

@@ -684,15 +684,30 @@ impl Daemon {
         }
     }
 
+    /// The other daemon of the fleet whose agent holds live session `id` under a valid lease, if
+    /// one does (`docs/protocol.md#173-any-daemon-answers-any-route`); always `None` alone.
+    pub async fn held_elsewhere(&self, id: &str) -> Result<Option<String>, ReadError> {
+        if !self.store.shared() {
+            return Ok(None);
+        }
+        let store = self.store.clone();
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.owner(&id)).await.map_err(|e| ReadError(e.to_string()))?
+    }
+
     /// `POST /session/:id/resume`: brings a dormant (or closed) session back on a fresh agent with
     /// ACP `session/load`, under the same id, its event ids continuing. A live session is returned
-    /// as it is (`false`).
+    /// as it is (`false`). A session another daemon of the fleet holds is refused with that
+    /// daemon's URL: two agents on one session would each answer its prompts (a split brain).
     pub async fn resume(self: &Arc<Self>, id: &str) -> Result<(Arc<Session>, bool), ResumeError> {
         if let Ok(s) = self.session(id) {
             return Ok((s, false));
         }
         if self.is_draining() {
             return Err(CreateError::Draining.into());
+        }
+        if let Some(node_url) = self.held_elsewhere(id).await.map_err(|e| ResumeError::Store(e.0))? {
+            return Err(ResumeError::HeldElsewhere { session_id: id.to_owned(), node_url });
         }
         let record = self
             .recorded_session(id)

@@ -16,7 +16,7 @@ use super::lane::Lane;
 use crate::acp::{PROTOCOL_VERSION, RequestId};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
-use crate::daemon::{CreateRequest, EndReason, Prompt, Session};
+use crate::daemon::{CreateRequest, EndReason, Prompt, ResumeError, Session, SessionError};
 use crate::permission::{RuleError, Via, Vote};
 
 /// `_meta` key naming a configured agent for `session/new`.
@@ -180,7 +180,10 @@ impl Connection {
         self.may_write()?;
         let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
         if let Some(id) = meta(params, META_QWEN_SESSION).and_then(Value::as_str) {
-            let session = self.daemon().session(id).map_err(Failure::Session)?;
+            let session = match self.daemon().session(id) {
+                Ok(s) => s,
+                Err(e) => return Err(self.not_here(id, e).await),
+            };
             let lane = self.attach(&session, &client, None)?;
             return Ok((created(&session, &client, true, lane.cursor()), lane));
         }
@@ -232,7 +235,7 @@ impl Connection {
                 Ok((s, _)) => s,
                 Err(e) => return Reply::Now(Err(Failure::Resume(e))),
             },
-            Err(e) => return Reply::Now(Err(Failure::Session(e))),
+            Err(e) => return Reply::Now(Err(self.not_here(&session_id, e).await)),
         };
         let after = match (replay, meta(params, META_AFTER).and_then(Value::as_u64)) {
             (_, Some(after)) => Some(after),
@@ -359,7 +362,10 @@ impl Connection {
         })?;
         let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
         let session = match params.get("sessionId").and_then(Value::as_str) {
-            Some(id) => self.daemon().session(id).map_err(Failure::Session)?,
+            Some(id) => match self.daemon().session(id) {
+                Ok(s) => s,
+                Err(e) => return Err(self.not_here(id, e).await),
+            },
             None => self.daemon().session_with_request(request_id).map_err(Failure::Vote)?,
         };
         session.touch_client(&client);
@@ -408,6 +414,17 @@ impl Connection {
             "workspaceCwd": s.workspace.to_string_lossy(),
             "state": {"models": s.models(), "modes": s.modes(), "configOptions": config_options},
         }))
+    }
+
+    /// Why session `id`, not live here, cannot be used: in a fleet, the daemon holding it (whose
+    /// agent alone may serve it: this door starts no second one), else `why`.
+    async fn not_here(&self, id: &str, why: SessionError) -> Failure {
+        match self.daemon().held_elsewhere(id).await {
+            Ok(Some(node_url)) => {
+                Failure::Resume(ResumeError::HeldElsewhere { session_id: id.to_owned(), node_url })
+            }
+            _ => Failure::Session(why),
+        }
     }
 
     /// The attached session a write names, if this connection may write.

@@ -7,10 +7,11 @@
 //! casts the vote through the mediator's normal vote path, as the target's `clientId`, marked
 //! `via: "link"`.
 //!
-//! The page shows the pending request whole, as the mediator holds it (every fact revealed: blank
-//! runs and invisible characters made visible, nothing cut), so what its button approves is what
-//! the person read. A link whose notification could not show the whole request decides only from
-//! its page ([`Link::needs_review`]).
+//! The page shows the pending request as every door does ([`present`]: its sections in the same
+//! order, every text revealed), bounded as a card with "Show all" (`?all=1`) when it is longer.
+//! Its button sends `reviewed=1` only when the page showed the request whole, so what it approves
+//! is what the person read: a link whose notification could not show the whole request decides
+//! only from a page that did ([`Link::needs_review`]). Refusals are pages too for a browser.
 
 use std::time::Instant;
 
@@ -22,10 +23,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::extract::{AppState, PathParams};
+use super::extract::{AppState, Flags, PathParams};
 use super::perimeter::{Peer, is_loopback_peer};
-use crate::notify::{Asked, Link, LinkError, well_formed};
+use crate::notify::{Link, LinkError, well_formed};
 use crate::permission::{Choice, Via, Vote, VoteError};
+use crate::present::{self, Bounds, Tone};
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
 const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -60,49 +62,71 @@ fn live_link(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
     }
 }
 
-/// What the link's request asks, while it awaits a decision; expires the link when it does not.
-fn asked(d: &AppState, token: &str, link: &Link) -> Option<Asked> {
+/// The link's request as a person reads it ([`present`]), within `bounds`, while it awaits a
+/// decision; expires the link when it does not.
+fn asked(d: &AppState, token: &str, link: &Link, bounds: Bounds) -> Option<present::Request> {
     let request =
         d.session(&link.session_id).ok().and_then(|s| s.permissions().pending_request(&link.request_id));
     if request.is_none() {
         d.notifier.links().expire(token);
     }
-    request.map(|r| Asked::of(r.get("toolCall").unwrap_or(&Value::Null)))
+    request.map(|r| {
+        present::request(
+            r.get("toolCall").unwrap_or(&Value::Null),
+            r.get("options").unwrap_or(&Value::Null),
+            bounds,
+        )
+    })
 }
 
-/// `GET /act/{token}`: what the agent wants, whole, the option, and a button that POSTs here.
+/// Whether the answer is for a browser (a page rather than the API's JSON).
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
+}
+
+/// `GET /act/{token}[?all=1]`: what the agent wants, as every door shows it (bounded as a card, or
+/// all of it), the option, and a button that POSTs here.
 pub(super) async fn confirm(
     State(d): State<AppState>,
     ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
     PathParams(token): PathParams<String>,
+    q: Flags,
 ) -> Response {
+    let html = wants_html(&headers);
+    let bounds = if q.all() { Bounds::ALL } else { Bounds::CARD };
     let (link, asked) = match live_link(&d, peer, &token) {
-        Ok(link) => match asked(&d, &token, &link) {
+        Ok(link) => match asked(&d, &token, &link, bounds) {
             Some(asked) => (link, asked),
-            None => return ApiError::LinkExpired.into_response(),
+            None => return refusal(ApiError::LinkExpired, html),
         },
-        Err(e) => return e.into_response(),
+        Err(e) => return refusal(e, html),
     };
+    let app = app_link(&link.session_id);
     if asked.shown_chars() > MAX_PAGE_CHARS {
         let text = format!(
             "The agent asks to {}, with a request of {} characters: too long to show here. Open the web app to read it whole and decide.",
             asked.kind,
             asked.shown_chars()
         );
-        return page(StatusCode::OK, "Decide a permission request", &[text], None);
+        return page(StatusCode::OK, "Decide a permission request", &paragraph(&text), &app);
     }
-    let mut paragraphs = vec![format!("The agent asks to {}: {}", asked.kind, asked.title)];
-    if let Some(command) = &asked.command {
-        paragraphs.push(format!("Command: {command}"));
+    let mut body = request_html(&asked, &link.option_id);
+    if asked.whole() {
+        body.push_str(&form(&link.option_name, true));
+    } else if link.needs_review {
+        body.push_str(
+            r#"<p class="note">Part of the request is left out above. Read all of it to decide.</p><p><a class="button" href="?all=1">Show all</a></p>"#,
+        );
+    } else {
+        body.push_str(&form(&link.option_name, false));
+        body.push_str(r#"<p><a href="?all=1">Show all</a></p>"#);
     }
-    if !asked.paths.is_empty() {
-        paragraphs.push(format!("Paths: {}", asked.paths.join(", ")));
-    }
-    page(StatusCode::OK, "Decide a permission request", &paragraphs, Some(&link.option_name))
+    page(StatusCode::OK, "Decide a permission request", &body, &app)
 }
 
 /// `POST /act/{token}`: casts the link's vote. JSON answers (what ntfy's buttons and scripts read),
-/// or, on success, a page for a browser's form (`Accept: text/html`).
+/// or pages for a browser's form (`Accept: text/html`), the refusals included.
 pub(super) async fn act(
     State(d): State<AppState>,
     ConnectInfo(peer): ConnectInfo<Peer>,
@@ -110,18 +134,22 @@ pub(super) async fn act(
     PathParams(token): PathParams<String>,
     body: Bytes,
 ) -> Response {
-    let html =
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    let html = wants_html(&headers);
     let reviewed = body.split(|b| *b == b'&').any(|field| field == REVIEWED_FIELD);
     match cast(&d, peer, &token, reviewed) {
-        Ok(link) if html => page(StatusCode::OK, "Done", &[format!("Answered: {}.", link.option_name)], None),
+        Ok(link) if html => page(
+            StatusCode::OK,
+            "Done",
+            &paragraph(&format!("Answered: {}.", link.option_name)),
+            &app_link(&link.session_id),
+        ),
         Ok(link) => Json(json!({
             "sessionId": link.session_id, "requestId": link.request_id, "optionId": link.option_id, "via": "link",
         }))
         .into_response(),
         // Errors are the API's JSON, like every other answer (an unknown token's 404 is any
-        // unknown URL's).
-        Err(e) => e.into_response(),
+        // unknown URL's), or the same refusal as a page.
+        Err(e) => refusal(e, html),
     }
 }
 
@@ -130,7 +158,7 @@ pub(super) async fn act(
 /// show the request), and stays usable.
 fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
-    let asked = asked(d, token, &link).ok_or(ApiError::LinkExpired)?;
+    let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
     if link.needs_review && !(reviewed && asked.shown_chars() <= MAX_PAGE_CHARS) {
         return Err(ApiError::LinkNeedsReview);
     }
@@ -172,20 +200,138 @@ fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, A
     }
 }
 
-/// A minimal page, one `<p>` per paragraph; `button` adds the form that POSTs to this same URL.
-fn page(status: StatusCode, title: &str, paragraphs: &[String], button: Option<&str>) -> Response {
-    let form = button.map_or_else(String::new, |label| {
-        format!(
-            r#"<form method="post"><input type="hidden" name="reviewed" value="1"><button type="submit">{}</button></form>"#,
-            escape(label)
-        )
-    });
-    let text: String = paragraphs.iter().map(|p| format!("<p>{}</p>", escape(p))).collect();
+/// A refusal: the API's JSON, or for a browser the same status (and headers) with a page saying
+/// what happened in words.
+fn refusal(e: ApiError, html: bool) -> Response {
+    if !html {
+        return e.into_response();
+    }
+    let (title, text) = match &e {
+        ApiError::LinkExpired => (
+            "This link was used",
+            "This link has already been used, or its request was decided, timed out or its session ended. Nothing more to do here.".to_owned(),
+        ),
+        ApiError::RouteNotFound => ("Unknown link", "This link is not known here: it may be mistyped or too old.".to_owned()),
+        ApiError::TooManyLinkAttempts => {
+            ("Too many attempts", "Too many unknown links came from here. Try again in a minute.".to_owned())
+        }
+        ApiError::LinkNeedsReview => (
+            "Read the request first",
+            "This answer approves something the notification could not show whole: open the link, read the request, and decide there.".to_owned(),
+        ),
+        other => ("Not answered", format!("{} ({}).", other.body()["error"].as_str().unwrap_or("refused"), other.code())),
+    };
+    let json = e.into_response();
+    let mut response = page(json.status(), title, &paragraph(&text), "../");
+    for (name, value) in json.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            response.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    response
+}
+
+/// Where the web app shows `session_id`, relative to `/act/{token}` (so it holds behind a proxy's
+/// sub-path too).
+fn app_link(session_id: &str) -> String {
+    let mut out = String::from("../#/s/");
+    for b in session_id.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn paragraph(text: &str) -> String {
+    format!("<p>{}</p>", escape(text))
+}
+
+/// The request's sections in [`present`]'s order, then the link's option with what it carries.
+fn request_html(asked: &present::Request, option_id: &str) -> String {
+    let mut out = String::new();
+    let tool = asked.tool.as_ref().map_or_else(String::new, |t| format!(" with {}", escape(t)));
+    out.push_str(&format!(
+        r#"<p class="what">The agent asks to <strong>{}</strong>{tool}:</p><p class="title">{}</p>"#,
+        escape(&asked.kind),
+        escape(&asked.title)
+    ));
+    for s in &asked.sections {
+        out.push_str(&section_html(s));
+    }
+    for c in &asked.choices {
+        if c.option_id != option_id {
+            continue;
+        }
+        out.push_str(&format!(
+            r#"<p class="option">This link answers <strong>{}</strong> ({}).</p>"#,
+            escape(&c.name),
+            escape(&c.kind)
+        ));
+        if let Some(meaning) = c.meaning {
+            out.push_str(&format!(r#"<p class="note">{}</p>"#, escape(meaning)));
+        }
+        for s in &c.sections {
+            out.push_str(&section_html(s));
+        }
+    }
+    out
+}
+
+fn section_html(s: &present::Section) -> String {
+    let mut out = format!(r#"<section><h2>{}</h2><pre>"#, escape(&s.heading));
+    for l in &s.lines {
+        let class = match l.tone {
+            Tone::Plain => "plain",
+            Tone::Added => "added",
+            Tone::Removed => "removed",
+            Tone::Hunk => "hunk",
+            Tone::Note => "note",
+        };
+        out.push_str(&format!(r#"<span class="{class}">{}"#, escape(&l.text)));
+        if l.cut_chars > 0 {
+            out.push_str(&format!(r#"<span class="cut"> … {} more characters</span>"#, l.cut_chars));
+        }
+        out.push_str("</span>\n");
+    }
+    out.push_str("</pre>");
+    if s.omitted_lines > 0 {
+        out.push_str(&format!(r#"<p class="cut">… {} more lines</p>"#, s.omitted_lines));
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The form that POSTs the link's answer; `reviewed` only when the page showed the request whole.
+fn form(label: &str, reviewed: bool) -> String {
+    let field = if reviewed { r#"<input type="hidden" name="reviewed" value="1">"# } else { "" };
+    format!(r#"<form method="post">{field}<button type="submit">{}</button></form>"#, escape(label))
+}
+
+/// Pages share one look: readable on a phone, light or dark as the device is, the app one tap away.
+const PAGE_STYLE: &str = "\
+:root{color-scheme:light dark;--muted:#6b7280;--add:#dcfce7;--del:#fee2e2;--code:#f3f4f6;--accent:#2563eb}\
+@media (prefers-color-scheme:dark){:root{--add:#14532d;--del:#7f1d1d;--code:#1f2937;--accent:#60a5fa}}\
+body{font:16px/1.5 system-ui,sans-serif;margin:0 auto;padding:1rem;max-width:48rem}\
+header{display:flex;justify-content:space-between;align-items:center;border-bottom:1px solid var(--muted);padding-bottom:.5rem}\
+header a{font-weight:600;text-decoration:none;color:var(--accent)}\
+h1{font-size:1.3rem}h2{font-size:.85rem;font-family:ui-monospace,monospace;color:var(--muted);margin:.8rem 0 .2rem;overflow-wrap:anywhere}\
+p{overflow-wrap:anywhere}.title{font-weight:600}.note,.cut{color:var(--muted);font-size:.9rem}\
+pre{background:var(--code);padding:.5rem 0;border-radius:8px;white-space:pre-wrap;overflow-wrap:anywhere;font:14px/1.4 ui-monospace,monospace;margin:0}\
+pre>span{display:block;padding:0 .75rem}.added{background:var(--add)}.removed{background:var(--del)}.hunk,.note{color:var(--muted)}\
+button,a.button{display:inline-block;font-size:1.1rem;padding:.7em 1.4em;border-radius:10px;border:2px solid var(--accent);background:var(--accent);color:#fff;text-decoration:none;margin-top:1rem}";
+
+/// A page: the header with a link into the app (`app`, relative to this URL), the title, `body`
+/// (HTML made here, every text in it escaped).
+fn page(status: StatusCode, title: &str, body: &str, app: &str) -> Response {
     let html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <title>mediatord — {title}</title><style>body{{font:16px system-ui,sans-serif;margin:2em;max-width:40em}}\
-         p{{overflow-wrap:anywhere}}button{{font-size:1.2em;padding:.6em 1.2em}}</style></head><body><h1>{title}</h1>{text}{form}</body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>mediatord — {title}</title><style>{PAGE_STYLE}</style></head><body>\
+         <header><a href=\"{app}\">mediatord</a><a href=\"{app}\">Open the app</a></header><h1>{title}</h1>{body}</body></html>",
         title = escape(title),
+        app = escape(app),
     );
     let mut response = (status, html).into_response();
     let h = response.headers_mut();

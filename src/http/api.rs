@@ -136,6 +136,7 @@ api! {
             .errors(&[
                 "session_not_found", "resume_unsupported", "invalid_cwd", "workspace_mismatch", "unknown_agent",
                 "session_limit_exceeded", "init_timeout", "agent_start_failed", "daemon_draining",
+                "session_held_elsewhere",
             ]);
     get "/session/{id}" => sessions::get_session,
         Operation::new("getSession", "sessions", "A session's status")
@@ -184,6 +185,11 @@ api! {
             .ok(&[(200, Json("Empty"))])
             .headers(&[ClientId])
             .errors(VOTE_ERRORS);
+    get "/session/{id}/permission/{request_id}" => permissions::presented,
+        Operation::new("presentPermission", "permissions", "A pending permission request as a person reads it: every section the card shows, bounded unless `?all=1` (docs/protocol.md §3.15)")
+            .ok(&[(200, Json("PresentedRequest"))])
+            .query(&[("all", "`1`, `true` or `yes`: every line and character, nothing left out")])
+            .errors(&["session_not_found", "permission_request_not_found"]);
     post "/permission/{request_id}" => permissions::legacy_vote,
         Operation::new("legacyVote", "permissions", "Vote, the session found from the request id")
             .body("Vote")

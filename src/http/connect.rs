@@ -299,6 +299,13 @@ impl Relay {
         {
             headers.insert("x-qwen-client-id", v);
         }
+        // In a fleet, the daemon reached relays the whole connection to the one holding this
+        // session, so the editor's agent is never started twice (`docs/protocol.md#173`).
+        if let Some(session) = self.session_for_upgrade()
+            && let Ok(v) = HeaderValue::from_str(session)
+        {
+            headers.insert("acp-session-id", v);
+        }
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_DAEMON_MESSAGE))
             .max_frame_size(Some(MAX_DAEMON_MESSAGE));
@@ -346,6 +353,12 @@ impl Relay {
                 None => Err(Dial::Retry(format!("TLS: {e}"))),
             },
         }
+    }
+
+    /// The session the connection is for: the one `--session` joins, else the first attached (by
+    /// id, so each reconnect names the same one).
+    fn session_for_upgrade(&self) -> Option<&str> {
+        self.join.as_deref().or_else(|| self.sessions.keys().min().map(String::as_str))
     }
 
     /// Serves one connection: resumes first (after a reconnect), then relays both ways.
@@ -843,6 +856,34 @@ mod tests {
         assert_eq!(acp_url("https://h:1").as_deref(), Ok("wss://h:1/acp"));
         assert_eq!(acp_url("wss://h/acp").as_deref(), Ok("wss://h/acp"));
         assert!(acp_url("h:1").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_upgrade_names_the_session_joined_else_the_first_attached() {
+        let args = ConnectArgs {
+            url: Some("http://h:1".into()),
+            state_dir: None,
+            no_mdns: true,
+            session: None,
+            agent: None,
+            client_id: Some("c".into()),
+            token: None,
+            device: None,
+            device_file: None,
+            reconnect_timeout: 1,
+        };
+        let daemon = crate::discovery::Located {
+            url: "http://h:1".into(),
+            fingerprint: None,
+            source: crate::discovery::Source::Explicit,
+        };
+        let mut relay = Relay::new(&args, &daemon).expect("relay");
+        assert_eq!(relay.session_for_upgrade(), None, "nothing to name before a session");
+        relay.sessions.insert("s-b".into(), (Value::Null, 3));
+        relay.sessions.insert("s-a".into(), (Value::Null, 1));
+        assert_eq!(relay.session_for_upgrade(), Some("s-a"), "the same one at every reconnect");
+        relay.join = Some("s-z".into());
+        assert_eq!(relay.session_for_upgrade(), Some("s-z"));
     }
 
     #[test]

@@ -132,6 +132,12 @@ pub enum ApiError {
         "The session's agent cannot load a session (it does not advertise loadSession), so it cannot be resumed"
     )]
     ResumeUnsupported { agent: String },
+    /// Another daemon of the fleet holds the session live (`daemon::ResumeError::HeldElsewhere`):
+    /// nothing was started here. Its URL says where the session is served.
+    #[error(
+        "Session {session_id} is held by another daemon of the fleet ({node_url}): connect there, or through a daemon that relays to it"
+    )]
+    SessionHeldElsewhere { session_id: String, node_url: String },
     #[error("This link was used, or its permission request was decided or expired")]
     LinkExpired,
     #[error("Too many unknown links from this address; retry later")]
@@ -304,6 +310,7 @@ impl ApiError {
             ApiError::InvalidQuery,
             ApiError::InvalidParameter(s()),
             ApiError::ResumeUnsupported { agent: s() },
+            ApiError::SessionHeldElsewhere { session_id: s(), node_url: s() },
             ApiError::LinkExpired,
             ApiError::TooManyLinkAttempts,
             ApiError::LinkNeedsReview,
@@ -391,7 +398,7 @@ impl ApiError {
             | Self::InvalidQuery
             | Self::InvalidParameter(_)
             | Self::HttpsRequired => StatusCode::BAD_REQUEST,
-            Self::ResumeUnsupported { .. } => StatusCode::CONFLICT,
+            Self::ResumeUnsupported { .. } | Self::SessionHeldElsewhere { .. } => StatusCode::CONFLICT,
             Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -472,6 +479,7 @@ impl ApiError {
             Self::InvalidQuery => "invalid_query",
             Self::InvalidParameter(_) => "invalid_parameter",
             Self::ResumeUnsupported { .. } => "resume_unsupported",
+            Self::SessionHeldElsewhere { .. } => "session_held_elsewhere",
             Self::LinkExpired => "link_expired",
             Self::TooManyLinkAttempts => "too_many_link_attempts",
             Self::LinkNeedsReview => "link_needs_review",
@@ -532,6 +540,10 @@ impl ApiError {
             }
             Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
             Self::ResumeUnsupported { agent } => body["agent"] = json!(agent),
+            Self::SessionHeldElsewhere { session_id, node_url } => {
+                body["sessionId"] = json!(session_id);
+                body["nodeUrl"] = json!(node_url);
+            }
             Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
             Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
             Self::ClientIdMismatch { device_id } => body["deviceId"] = json!(device_id),
@@ -730,6 +742,9 @@ impl From<ResumeError> for ApiError {
         match e {
             ResumeError::NotFound { session_id } => ApiError::SessionNotFound { session_id },
             ResumeError::Unsupported { agent } => ApiError::ResumeUnsupported { agent },
+            ResumeError::HeldElsewhere { session_id, node_url } => {
+                ApiError::SessionHeldElsewhere { session_id, node_url }
+            }
             ResumeError::Create(e) => e.into(),
             ResumeError::Store(e) => {
                 tracing::error!(error = %e, "resume: the history could not be read");

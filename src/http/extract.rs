@@ -108,12 +108,13 @@ where
     }
 }
 
-/// The query flags some routes take (`?deep=1`, `?audit=1`); each is on when `1`, `true` or `yes`.
+/// The query flags some routes take (`?deep=1`, `?audit=1`, `?all=1`); each is on when `1`, `true` or `yes`.
 /// Other parameters are ignored; one given twice, or not text once decoded, is `400 invalid_query`.
 #[derive(Debug, Deserialize)]
 pub(super) struct Flags {
     deep: Option<String>,
     audit: Option<String>,
+    all: Option<String>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Flags {
@@ -131,6 +132,10 @@ impl Flags {
 
     pub(super) fn audit(&self) -> bool {
         truthy(self.audit.as_deref())
+    }
+
+    pub(super) fn all(&self) -> bool {
+        truthy(self.all.as_deref())
     }
 }
 

@@ -235,7 +235,7 @@ pub fn document(operations: &[Operation]) -> Value {
                     "name": "Acp-Session-Id",
                     "in": "header",
                     "required": false,
-                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`.",
+                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade, the session the connection is for (in a fleet, the upgrade is relayed to the daemon holding it).",
                     "schema": {"type": "string"},
                 },
             },
@@ -288,7 +288,7 @@ fn operation(op: &Operation) -> Value {
     }
     codes.extend(op.errors);
     // In a fleet, a request for a session another daemon holds is relayed there (`relay.rs`).
-    if op.route.starts_with("/session/{id}") || op.route == "/permission/{request_id}" {
+    if super::relay::relayed_route(op.method, op.route) {
         codes.push("node_unavailable");
     }
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
@@ -716,10 +716,59 @@ fn schemas() -> Value {
             },
         },
     });
+    if let (Some(all), Value::Object(presented)) = (schemas.as_object_mut(), presented_schemas()) {
+        all.extend(presented);
+    }
     if let (Some(all), Value::Object(devices)) = (schemas.as_object_mut(), device_schemas()) {
         all.extend(devices);
     }
     schemas
+}
+
+/// A request as a person reads it (apart, like [`device_schemas`], for the macro's recursion).
+fn presented_schemas() -> Value {
+    let string = json!({"type": "string"});
+    json!({
+        "PresentedRequest": {
+            "type": "object",
+            "description": "A pending request as a person reads it (src/present.rs): every text already revealed (nothing in it is a control, bidi or invisible character), bounded as a card unless `?all=1`",
+            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole"],
+            "properties": {
+                "requestId": string, "sessionId": string, "kind": string, "title": string,
+                "tool": {"type": ["string", "null"], "description": "The agent's own name for the tool"},
+                "sections": {"type": "array", "items": {"$ref": "#/components/schemas/PresentedSection"}},
+                "options": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["optionId", "shownId", "name", "kind", "sections", "meaning", "whole"],
+                    "properties": {
+                        "optionId": {"type": "string", "description": "As the agent sent it: the id a vote sends back"},
+                        "shownId": string, "name": string, "kind": string,
+                        "sections": {"type": "array", "items": {"$ref": "#/components/schemas/PresentedSection"}},
+                        "meaning": {"type": ["string", "null"], "description": "What choosing it does, for the four known kinds"},
+                        "whole": {"type": "boolean"},
+                    },
+                }},
+                "whole": {"type": "boolean", "description": "Nothing was left out: no line, no character"},
+            },
+        },
+        "PresentedSection": {
+            "type": "object",
+            "required": ["heading", "lines", "omittedLines"],
+            "properties": {
+                "heading": string,
+                "lines": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["tone", "text", "cutChars"],
+                    "properties": {
+                        "tone": {"enum": ["plain", "added", "removed", "hunk", "note"]},
+                        "text": string,
+                        "cutChars": {"type": "integer", "minimum": 0, "description": "Characters of the line left out"},
+                    },
+                }},
+                "omittedLines": {"type": "integer", "minimum": 0, "description": "Lines of the section left out"},
+            },
+        }
+    })
 }
 
 /// The `devices` tag's schemas (apart: one `json!` of every schema exceeds the macro's recursion

@@ -15,6 +15,7 @@ use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
 use crate::daemon::Session;
 use crate::permission::{RuleError, Via, Vote, parse_rule};
+use crate::present::{self, Bounds};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -89,6 +90,30 @@ pub(super) async fn legacy_vote(
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session_with_request(&request_id)?;
     cast(&s, caller.as_deref(), peer, &request_id, client.as_deref(), &vote).await
+}
+
+/// `GET /session/{id}/permission/{requestId}[?all=1]`: a pending request as a person reads it
+/// ([`crate::present`]): what the web app's card shows, bounded as a card unless `all`.
+pub(super) async fn presented(
+    State(d): State<AppState>,
+    PathParams((id, request_id)): PathParams<(String, String)>,
+    q: Flags,
+) -> ApiResult {
+    let s = d.session(&id)?;
+    let request = s.permissions().pending_request(&request_id).ok_or(ApiError::PermissionRequestNotFound)?;
+    let bounds = if q.all() { Bounds::ALL } else { Bounds::CARD };
+    let shown = present::request(
+        request.get("toolCall").unwrap_or(&Value::Null),
+        request.get("options").unwrap_or(&Value::Null),
+        bounds,
+    );
+    let mut body = serde_json::to_value(&shown).map_err(|e| {
+        tracing::error!(error = %e, "GET /session/:id/permission/:request_id");
+        ApiError::Internal
+    })?;
+    body["requestId"] = json!(request_id);
+    body["sessionId"] = json!(id);
+    Ok(Json(body).into_response())
 }
 
 pub(super) async fn list_permissions(

@@ -4,8 +4,8 @@
 //!
 //! - **Where.** Inside the perimeter: the daemon that receives a request checks its Origin, Host
 //!   and credential first, as for any request; only then is it relayed. A request that is not for
-//!   a session (`/session/{id}/…`, or the vote route that names only the request) is never
-//!   relayed, and the target is only ever a daemon the store lists as holding that session under a
+//!   a session (`/session/{id}/…`, the vote route that names only the request, or an `/acp`
+//!   WebSocket upgrade naming its session in `Acp-Session-Id`) is never relayed, and the target is only ever a daemon the store lists as holding that session under a
 //!   valid lease (`Store::owner`), never an address a request names: this is no open proxy.
 //! - **Who.** The relayed request keeps the caller's own `Authorization`, and the daemon holding
 //!   the session authenticates it again against the same token and the same paired devices (the
@@ -96,8 +96,22 @@ impl Relay {
     }
 }
 
+/// `Acp-Session-Id` on an `/acp` WebSocket upgrade: the session the connection is for.
+const ACP_SESSION_HEADER: &str = "acp-session-id";
+
+/// Whether a request of `method` (lowercase) and `route` may be relayed (its operation documents
+/// `node_unavailable`): what [`target`] looks at.
+pub(super) fn relayed_route(method: &str, route: &str) -> bool {
+    route.starts_with("/session/{id}")
+        || route == "/permission/{request_id}"
+        || (route == "/acp" && method == "get")
+}
+
 /// The session a request is for, by its route; `Err` with a request id for the vote route that
-/// names no session.
+/// names no session. An `/acp` WebSocket is one connection that may attach any session: it is for
+/// the session its upgrade names in `Acp-Session-Id` (`mediatord connect` names the one it
+/// joins), and relayed whole; an upgrade that names none, and Streamable HTTP's requests (whose
+/// connection lives on the daemon that opened it), are served here.
 fn target(req: &Request) -> Option<Result<String, String>> {
     let route = req.extensions().get::<MatchedPath>()?.as_str();
     let mut segments = req.uri().path().split('/').skip(1);
@@ -105,6 +119,9 @@ fn target(req: &Request) -> Option<Result<String, String>> {
         segments.nth(1).map(|id| Ok(id.to_owned()))
     } else if route == "/permission/{request_id}" {
         segments.nth(1).map(|id| Err(id.to_owned()))
+    } else if route == "/acp" && is_upgrade(req.headers()) {
+        let id = req.headers().get(ACP_SESSION_HEADER)?.to_str().ok()?.trim();
+        (!id.is_empty()).then(|| Ok(id.to_owned()))
     } else {
         None
     }
@@ -416,6 +433,48 @@ mod tests {
             raw(&entry, "GET /session/x HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n").await;
         assert_eq!(status, 503);
         assert!(body.contains("node_unavailable"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn only_a_session_route_or_an_acp_upgrade_naming_its_session_is_for_a_session() {
+        use tower::ServiceExt;
+        async fn show(req: Request) -> String {
+            format!("{:?}", target(&req))
+        }
+        let app = Router::new()
+            .route("/session/{id}", any(show))
+            .route("/session/{id}/events", any(show))
+            .route("/permission/{request_id}", any(show))
+            .route("/acp", any(show))
+            .route("/health", any(show));
+        let upgrade = [("connection", "keep-alive, Upgrade"), ("upgrade", "websocket")];
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: [Case<'_>; 8] = [
+            ("GET", "/session/s1", &[], r#"Some(Ok("s1"))"#),
+            ("GET", "/session/s2/events", &[], r#"Some(Ok("s2"))"#),
+            ("POST", "/permission/r1", &[], r#"Some(Err("r1"))"#),
+            ("GET", "/health", &[], "None"),
+            ("GET", "/acp", &[("acp-session-id", " s3 "), upgrade[0], upgrade[1]], r#"Some(Ok("s3"))"#),
+            // Streamable HTTP's requests belong to the daemon holding their connection.
+            ("POST", "/acp", &[("acp-session-id", "s3")], "None"),
+            ("GET", "/acp", &[("acp-session-id", "s3"), ("upgrade", "websocket")], "None"),
+            ("GET", "/acp", &[("acp-session-id", " "), upgrade[0], upgrade[1]], "None"),
+        ];
+        for (method, path, headers, want) in cases {
+            let mut req = Request::builder().method(method).uri(path);
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let res = app.clone().oneshot(req.body(Body::empty()).expect("request")).await.expect("answer");
+            let got = axum::body::to_bytes(res.into_body(), 1024).await.expect("body");
+            assert_eq!(String::from_utf8_lossy(&got), want, "{method} {path} {headers:?}");
+        }
+        assert!(relayed_route("get", "/acp") && !relayed_route("post", "/acp"));
+        assert!(
+            relayed_route("post", "/session/{id}/prompt")
+                && relayed_route("post", "/permission/{request_id}")
+        );
+        assert!(!relayed_route("get", "/health") && !relayed_route("post", "/session"));
     }
 
     #[test]

@@ -336,3 +336,35 @@ async fn over_https_the_lan_advert_carries_the_fingerprint_and_connect_pins_it()
     assert!(done.status.success(), "{err}");
     stop(daemon).await;
 }
+
+/// Issue #29: `mediatord devices revoke ID --url …` was refused (the flag worked only before the
+/// subcommand), and a daemon not found was "connection refused" with no word on how it was looked
+/// for. The flags follow any subcommand; an unreachable daemon's message says where the address
+/// came from and how to give another.
+#[tokio::test]
+async fn the_daemon_flags_follow_a_subcommand_and_an_unreachable_daemon_says_how_it_was_found() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let url = format!("http://127.0.0.1:{}", d.port);
+    let (device_id, _) = d.pair_device(Some(TOKEN), "phone", "voter").await;
+    let (code, _, err) = cli(&["devices", "revoke", &device_id, "--url", &url], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(&["devices", "list", "--url", &url], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(&device_id), "revoked: {out}");
+
+    let (code, _, err) = cli(&["pair", "--url", "http://127.0.0.1:1"], &[]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("--url (or MEDIATORD_URL) names another address"),
+        "{err}"
+    );
+    // An address a daemon left behind in its state directory.
+    let root = tempfile::tempdir().expect("tempdir");
+    // The pid of a live process (this test's): a dead one's file is ignored.
+    let advert = format!(r#"{{"url": "http://127.0.0.1:1", "pid": {}}}"#, std::process::id());
+    std::fs::write(root.path().join("daemon.json"), advert).expect("write");
+    let state_dir = root.path().to_str().expect("utf-8");
+    let (code, _, err) = cli(&["devices", "--state-dir", state_dir], &[]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("wrote to its state directory; it may have stopped"), "{err}");
+}

@@ -93,6 +93,96 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
     assert_eq!(b.get(&format!("/audit?sessionId={sid}")).await.ok()["entries"][0]["status"], "selected");
 }
 
+/// A live daemon renews its lease often enough (a third of it) never to lose its sessions: after
+/// several leases, A's session is still A's, relayed to by B. (Waiting out leases is the behaviour
+/// under test here, not a stand-in for synchronisation.)
+#[tokio::test]
+async fn a_live_daemon_keeps_its_sessions_lease_after_lease() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let lease = std::time::Duration::from_millis(LEASE_MS.parse().expect("ms"));
+    tokio::time::sleep(lease * 4).await;
+    let listed = b.get(&fleet.sessions_path()).await.ok();
+    let record =
+        listed["sessions"].as_array().and_then(|s| s.iter().find(|s| s["sessionId"] == sid.as_str()));
+    assert_eq!(record.map(|r| r["state"].clone()), Some(json!("live")), "{listed}");
+    assert_eq!(b.get(&format!("/session/{sid}")).await.ok()["sessionId"], sid.as_str(), "relayed to A");
+}
+
+/// No split brain over `/acp`: a daemon that does not hold a session never starts an agent of its
+/// own on it; an ACP client that reached it is told which daemon does.
+#[tokio::test]
+async fn an_acp_load_on_b_of_a_session_a_holds_starts_no_second_agent_and_names_a() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let (mut ws, _) = AcpWs::ready(&b, &[]).await;
+    let cwd = fleet.workspace.to_string_lossy().into_owned();
+    for (method, params) in [
+        ("session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []})),
+        ("session/resume", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []})),
+        ("session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {"qwen-code/sessionId": sid}})),
+    ] {
+        let answer = ws.call(method, params).await;
+        let error = &answer["error"];
+        assert_eq!(
+            (error["code"].as_i64(), error["data"]["code"].as_str(), error["data"]["httpStatus"].as_u64()),
+            (Some(-32004), Some("session_held_elsewhere"), Some(409)),
+            "{method}: {answer}"
+        );
+        assert_eq!(error["data"]["nodeUrl"], a.base.as_str(), "{method} names the daemon holding it");
+        assert_eq!(error["data"]["sessionId"], sid.as_str());
+    }
+    // B started no agent; the session is A's alone, and still answers there.
+    let agents = b.get("/agents").await.ok();
+    assert_eq!(agents["agents"][0]["running"], false, "{agents}");
+    assert_eq!(a.get(&format!("/session/{sid}")).await.ok()["sessionId"], sid.as_str());
+}
+
+/// `/acp` through any daemon: an editor's `mediatord connect` to B, joining a session A holds,
+/// names it on its upgrade, and B relays the whole connection to A: the editor is asked, its
+/// answer is A's vote, A's agent writes the file, and B never starts an agent.
+#[tokio::test]
+async fn an_editor_connected_to_b_joining_a_session_on_a_is_relayed_to_a_and_its_vote_writes_the_file() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut editor = Editor::start(&b.base, &["--client-id", "zed", "--session", &sid], &[]);
+    let joined = editor.open_session(&fleet.workspace).await;
+    assert_eq!(joined, sid, "--session joins A's session");
+    let turn = editor
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write relayed-acp.txt through b"}]}),
+        )
+        .await;
+    let ask = editor.until(|m| is_request(m, "session/request_permission")).await;
+    editor
+        .send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}))
+        .await;
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(fleet.workspace.join("relayed-acp.txt")).expect("written by A's agent"),
+        "through b"
+    );
+    let audit = a.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(
+        (audit["audit"][0]["voterClientId"].clone(), audit["audit"][0]["via"].clone()),
+        (json!("zed"), json!("acp")),
+        "{audit}"
+    );
+    assert_eq!(b.get("/agents").await.ok()["agents"][0]["running"], false, "B started no agent");
+    assert!(editor.close().await.success());
+}
+
 /// Polls `path` on `d` until `ok` holds (bounded by [`WAIT`]); the last body.
 async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = std::time::Instant::now() + WAIT;

@@ -272,3 +272,42 @@ async fn the_example_config_file_boots_the_daemon() {
     assert_eq!(caps["policy"]["permission"], settings["serve"]["permissionPolicy"]);
     d.create(Some("alice"), json!({})).await;
 }
+
+/// Issue #29: the help named `gemini --experimental-acp`, a flag Gemini CLI has deprecated for
+/// `--acp` (its own `--help`: "deprecated, use --acp instead").
+#[test]
+fn the_help_names_the_current_gemini_flag() {
+    let (code, help, _) = run(&["--help"], &[]);
+    assert_eq!(code, Some(0));
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("gemini --acp"), "{help}");
+    assert!(!help.contains("experimental-acp"), "{help}");
+}
+
+/// Issue #29: the startup log named neither the state directory nor the notification targets. It
+/// names both, each target as its format, scheme and authority only: a topic in the path is a
+/// password, and so is a query's token (user-info is refused at boot).
+#[tokio::test]
+async fn the_startup_log_names_the_state_directory_and_the_notification_targets_without_secrets() {
+    let (_guard, root) = dir();
+    let state = root.join("state");
+    let state_dir = state.to_str().expect("utf-8");
+    let d = Daemon::start(&[
+        "--state-dir",
+        state_dir,
+        "--notify",
+        "https://ntfy.example.net/secret-topic/x?auth=tok3n",
+        "--notify",
+        "http://127.0.0.1:9/hook",
+    ]);
+    let log = wait_stderr(&d, "mediatord started").await;
+    let line = log.lines().find(|l| l.contains("mediatord started")).expect("the startup line");
+    assert!(line.contains(&format!("state={state_dir}")), "{line}");
+    assert!(line.contains("notify=json+https://ntfy.example.net:443/… json+http://127.0.0.1:9/…"), "{line}");
+    for secret in ["secret-topic", "tok3n", "hook"] {
+        assert!(!log.contains(secret), "{secret} in {log}");
+    }
+    let e = Daemon::start(&["--ephemeral"]);
+    let log = wait_stderr(&e, "mediatord started").await;
+    assert!(log.contains("state=none (--ephemeral: nothing is kept) notify=none"), "{log}");
+}

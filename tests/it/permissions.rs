@@ -783,3 +783,62 @@ fn wall_ms() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     since.expect("clock after 1970").as_millis() as u64
 }
+
+/// Issue #29: a write's text was never on the card, only its path. The daemon presents a pending
+/// request as every door shows it (`src/present.rs`): the file text as a diff (the demo agent sends
+/// it as real agents do), bounded as a card with what was left out counted, all of it with
+/// `?all=1`, and what each option does in words; a decided request is no longer presented.
+#[tokio::test]
+async fn a_pending_request_is_presented_with_the_text_it_would_write() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let text: String = (0..50).map(|i| format!("line {i}  \n")).collect();
+    let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write notes/long.txt {text}")).await;
+    let rid = request_id(&request);
+
+    let card = d.get(&format!("/session/{sid}/permission/{rid}")).await.ok();
+    let path = d.workspace.join("notes/long.txt").display().to_string();
+    let headings: Vec<&str> = card["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .map(|s| s["heading"].as_str().expect("heading"))
+        .collect();
+    assert_eq!(headings, ["locations", &format!("new file {path}"), "rawInput"]);
+    assert_eq!((card["kind"].as_str(), card["title"].as_str()), (Some("edit"), Some("Write notes/long.txt")));
+    let diff = &card["sections"][1];
+    assert_eq!(diff["lines"][0], json!({"tone": "hunk", "text": "@@ -0,0 +1,50 @@", "cutChars": 0}));
+    // Trailing blanks are visible: a whitespace-only change cannot hide.
+    assert_eq!(
+        diff["lines"][1],
+        json!({"tone": "added", "text": "+line 0⟪2 trailing blanks⟫", "cutChars": 0})
+    );
+    assert_eq!(diff["lines"].as_array().map(Vec::len), Some(40));
+    assert_eq!((diff["omittedLines"].as_u64(), card["whole"].as_bool()), (Some(11), Some(false)));
+    let meanings: Vec<(&str, &str)> = card["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .map(|o| (o["optionId"].as_str().expect("id"), o["meaning"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(meanings[0], ("allow_once", "Allows this call only."));
+    assert!(
+        meanings[1].1.starts_with("Allows this call and tells the agent to allow such calls"),
+        "{meanings:?}"
+    );
+
+    let all = d.get(&format!("/session/{sid}/permission/{rid}?all=1")).await.ok();
+    assert_eq!(all["sections"][1]["lines"].as_array().map(Vec::len), Some(51));
+    assert_eq!((all["sections"][1]["omittedLines"].as_u64(), all["whole"].as_bool()), (Some(0), Some(true)));
+    assert_eq!(all["sections"][1]["lines"][50]["text"], "+line 49⟪2 trailing blanks⟫");
+
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+    sse.until_type("turn_complete").await;
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("notes/long.txt")).expect("written, its folder made"),
+        text
+    );
+    let gone = d.get(&format!("/session/{sid}/permission/{rid}")).await;
+    assert_eq!((gone.status, gone.body["code"].as_str()), (404, Some("permission_request_not_found")));
+}
