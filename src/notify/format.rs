@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::clock::iso8601;
 use crate::config::TargetUrl;
 use crate::event::EventKind;
+use crate::present;
 use crate::text::reveal;
 
 /// ntfy shows at most three action buttons.
@@ -17,6 +18,12 @@ const NTFY_MAX_ACTIONS: usize = 3;
 const MAX_SUMMARY_CHARS: usize = 300;
 /// Paths named in a summary at most; more make the summary partial, like a cut.
 const MAX_SUMMARY_PATHS: usize = 3;
+/// The card's sections a notification shows under its summary (`present::plain`: a write's text
+/// as a diff, the command and its folder, an option's patch…), cut at a line's end with a note
+/// that the link shows the rest. 600 characters of at most 4 bytes each, with the summary and
+/// the rest, stay under the smallest body a service takes whole (ntfy's 4096 bytes; Slack's
+/// context text 3000 characters; Telegram's and Discord's 4096).
+const MAX_DETAIL_CHARS: usize = 600;
 /// The longest option name on a button or in the JSON document's `options` (revealed, then cut
 /// with `…`): the name is a label, the option's `kind` what it does.
 const MAX_OPTION_NAME_CHARS: usize = 64;
@@ -147,6 +154,16 @@ pub(super) fn summary(tool_call: &Value) -> Summary {
     Summary { line, whole }
 }
 
+/// What the card shows beyond the summary, as plain text within [`MAX_DETAIL_CHARS`]: the same
+/// sections in the same order as every other door (`src/present.rs`), without the first line
+/// (kind and title, which the summary has). `None` when there is nothing beyond it.
+pub(super) fn details(tool_call: &Value, options: &Value) -> Option<String> {
+    let request = present::request(tool_call, options, present::Bounds::CARD);
+    let (text, _) = present::plain(&request, MAX_DETAIL_CHARS);
+    let (_, sections) = text.split_once('\n')?;
+    Some(sections.to_owned())
+}
+
 /// An option's name as a button shows it: revealed, cut to [`MAX_OPTION_NAME_CHARS`].
 pub(super) fn option_name(name: &str) -> String {
     let shown = reveal(name);
@@ -233,6 +250,9 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             let mut lines = vec![summary.line];
             if !summary.whole {
                 lines.push("Too long to show here: Review opens all of it.".to_owned());
+            }
+            if let Some(details) = details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)) {
+                lines.push(details);
             }
             lines.push(workspace);
             lines.push(expiry);
@@ -337,6 +357,7 @@ pub(super) fn json_body(n: &Notice<'_>) -> Value {
     body["requestId"] = n.data.get("requestId").cloned().unwrap_or(Value::Null);
     body["summary"] = json!(summary.line);
     body["summaryWhole"] = json!(summary.whole);
+    body["details"] = json!(details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)));
     body["toolCall"] = json!({
         "toolCallId": tool_call.get("toolCallId"),
         "kind": tool_call.get("kind"),
@@ -488,6 +509,34 @@ mod tests {
         let s = summary(tool_call);
         assert!(s.whole, "{s:?}");
         s.line
+    }
+
+    /// Issue #29: a notification shows what the card shows (the text a write would write, an
+    /// option's patch), not only the path; bounded, with the rest behind the link.
+    #[test]
+    fn a_notification_shows_the_cards_sections_under_its_summary_bounded() {
+        let mut data = request();
+        data["toolCall"]["content"] =
+            json!([{"type": "diff", "path": "/w/notes.txt", "oldText": null, "newText": "hello\nworld"}]);
+        data["options"] = json!([{"optionId": "p", "name": "Apply patch", "kind": "allow_once",
+                                  "data": {"diff": "--- a\n+++ b\n-old line\n+new line"}}]);
+        let m = message(&notice(EventKind::PermissionRequest, &data, &[]));
+        let text = m.lines.join("\n");
+        assert_eq!(m.lines[0], "edit: Write notes.txt — /w/notes.txt", "{text}");
+        for shown in ["+hello", "+world", "option Apply patch:", "+new line", "-old line"] {
+            assert!(text.contains(shown), "{shown:?} in {text}");
+        }
+        assert!(!text.contains(present::PLAIN_MORE), "{text}");
+        let json = json_body(&notice(EventKind::PermissionRequest, &data, &[]));
+        assert!(json["details"].as_str().is_some_and(|d| d.contains("+hello")), "{json}");
+        // A long text is cut within the bound and says the link shows the rest.
+        let long: String = (0..200).map(|i| format!("line {i}\n")).collect();
+        data["toolCall"]["content"][0]["newText"] = json!(long);
+        let cut = details(&data["toolCall"], &data["options"]).expect("details");
+        assert!(cut.chars().count() <= MAX_DETAIL_CHARS, "{}", cut.chars().count());
+        assert!(cut.ends_with(present::PLAIN_MORE), "{cut}");
+        // Nothing beyond the summary: no empty line.
+        assert_eq!(details(&json!({"kind": "read", "title": "Read"}), &Value::Null), None);
     }
 
     #[test]

@@ -397,7 +397,10 @@ mod tests {
         );
         assert_eq!(
             blocks[2]["elements"][0]["text"],
-            format!("in /w\nUnanswered, it is cancelled {}.", in_5_min())
+            format!(
+                "command:\n  $ echo &lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;\nin /w\nUnanswered, it is cancelled {}.",
+                in_5_min()
+            )
         );
         let buttons = blocks[3]["elements"].as_array().expect("buttons");
         let shown: Vec<(&str, &str, &str)> = buttons
@@ -520,7 +523,7 @@ mod tests {
         assert_eq!(
             b["text"],
             format!(
-                "The agent needs permission\nexecute: Run — make *deploy*\nin /w\nUnanswered, it is cancelled {}.",
+                "The agent needs permission\nexecute: Run — make *deploy*\ncommand:\n  $ make *deploy*\nin /w\nUnanswered, it is cancelled {}.",
                 in_5_min()
             )
         );

@@ -198,6 +198,8 @@ async fn ntfy_targets_get_a_publish_body_whose_buttons_decide() {
     assert_eq!(b["title"], "The agent needs permission");
     assert_eq!(b["priority"], 4);
     assert!(b["message"].as_str().expect("message").contains("by-ntfy.txt"), "{b}");
+    // What the write would write, as on every card (issue #29), not only its path.
+    assert!(b["message"].as_str().expect("message").contains("+tapped"), "{b}");
     assert!(b["tags"].is_array());
     let actions = b["actions"].as_array().expect("actions");
     let labels: Vec<&str> = actions.iter().filter_map(|a| a["label"].as_str()).collect();
