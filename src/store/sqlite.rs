@@ -1260,6 +1260,11 @@ mod tests {
         for i in 0..20 {
             store.audit(audit(&format!("r{i:02}"), t0 + i, Some(AuditOutcome::Selected)));
         }
+        // The store's own reader has the WAL open, as in a daemon that served a read: closing the
+        // writer's connection alone (not the last) then leaves the WAL as it is.
+        store.flush().wait_blocking().expect("committed");
+        let read = store.query_audit(&AuditQuery { limit: 100, ..AuditQuery::default() }).expect("read");
+        assert_eq!(read.entries.len(), 20);
         assert_eq!(store.close(), Ok(()));
         let wal = std::fs::metadata(state.join("state.db-wal")).map_or(0, |m| m.len());
         assert_eq!(wal, 0, "the WAL is folded into state.db and truncated");
