@@ -15,6 +15,8 @@ use crate::config::{NotifyFormat, TargetUrl, telegram_chat_id};
 
 /// Buttons in a Slack `actions` block at most (Block Kit's limit is 25).
 const SLACK_MAX_BUTTONS: usize = 25;
+/// Block Kit's limit on one text object (a section's text, a context element's).
+const SLACK_TEXT_MAX_CHARS: usize = 3000;
 /// Discord's limit on one embed field's value.
 const DISCORD_FIELD_MAX_CHARS: usize = 1024;
 /// The embed's colour: amber for a request waiting on someone, grey for the rest.
@@ -136,15 +138,33 @@ fn slack_escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
+/// [`slack_escape`]d and within [`SLACK_TEXT_MAX_CHARS`]: escaping can make a text up to five
+/// times longer than the bound it was cut to, so the cut is made after it, never inside an
+/// entity, and ends with `…` (the action page shows everything).
+fn slack_text(text: &str) -> String {
+    let escaped = slack_escape(text);
+    if escaped.chars().count() <= SLACK_TEXT_MAX_CHARS {
+        return escaped;
+    }
+    let mut cut: String = escaped.chars().take(SLACK_TEXT_MAX_CHARS - 1).collect();
+    if let Some(amp) = cut.rfind('&')
+        && !cut[amp..].contains(';')
+    {
+        cut.truncate(amp);
+    }
+    cut.push('…');
+    cut
+}
+
 fn slack(n: &Notice<'_>) -> Value {
     let m = format::message(n);
     let (first, rest) = m.lines.split_first().map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
     let mut blocks = vec![
         json!({"type": "header", "text": {"type": "plain_text", "text": m.title}}),
-        json!({"type": "section", "text": {"type": "mrkdwn", "text": slack_escape(first)}}),
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": slack_text(first)}}),
     ];
     if !rest.is_empty() {
-        let context = slack_escape(&rest.join("\n"));
+        let context = slack_text(&rest.join("\n"));
         blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]}));
     }
     let buttons: Vec<Value> = linked(n.actions)
@@ -381,6 +401,24 @@ mod tests {
                         .unwrap_or_else(|e| panic!("{format:?} {kind:?}: {e}\n{ours:#}"));
                 }
             }
+        }
+    }
+
+    /// Escaping happens after the notification's bounds were applied: a text of `&`, `<` and `>`
+    /// grows fivefold. Block Kit refuses a text object past 3000 characters, so the cut is made
+    /// after escaping, at an entity's edge.
+    #[test]
+    fn slack_texts_stay_within_block_kits_limit_after_escaping() {
+        assert_eq!(slack_text("a & b"), "a &amp; b");
+        let fits = "&".repeat(SLACK_TEXT_MAX_CHARS / 5);
+        assert_eq!(slack_text(&fits).chars().count(), SLACK_TEXT_MAX_CHARS, "exactly the limit is whole");
+        assert!(!slack_text(&fits).ends_with('…'));
+        for text in ["&".repeat(700), "<".repeat(2000), format!("x{}", "&".repeat(700))] {
+            let shown = slack_text(&text);
+            assert!(shown.chars().count() <= SLACK_TEXT_MAX_CHARS, "{}", shown.chars().count());
+            let body = shown.strip_suffix('…').expect("cut, and says so");
+            let entities = body.trim_start_matches('x').replace("&amp;", "").replace("&lt;", "");
+            assert_eq!(entities, "", "only whole entities: {body}");
         }
     }
 
