@@ -81,6 +81,39 @@ struct Job {
     escalated: bool,
 }
 
+impl Job {
+    /// A job for an event a session just published: a first send, untracked, no edit.
+    fn of(kind: EventKind, source: Source<'_>, data: &Value) -> Job {
+        Job {
+            kind,
+            session_id: source.session_id.to_owned(),
+            workspace: source.workspace.display().to_string(),
+            data: data.clone(),
+            at: Instant::now(),
+            reminder: 0,
+            tracked: false,
+            update: None,
+            escalated: false,
+        }
+    }
+
+    /// The same event as a fresh job (a reminder, an escalation, an edit): first send,
+    /// untracked, no edit; the callers set what differs.
+    fn again(&self) -> Job {
+        Job {
+            kind: self.kind,
+            session_id: self.session_id.clone(),
+            workspace: self.workspace.clone(),
+            data: self.data.clone(),
+            at: Instant::now(),
+            reminder: 0,
+            tracked: false,
+            update: None,
+            escalated: false,
+        }
+    }
+}
+
 /// A message a target's service posted for a request: the target's index, the message, and the
 /// request's job.
 type Sent = (usize, Posted, Arc<Job>);
@@ -252,17 +285,7 @@ impl Notifier {
         match kind {
             EventKind::PermissionResolved => {
                 if let Some(id) = request_id() {
-                    let decision = Arc::new(Job {
-                        kind,
-                        session_id: source.session_id.to_owned(),
-                        workspace: source.workspace.display().to_string(),
-                        data: data.clone(),
-                        at: Instant::now(),
-                        reminder: 0,
-                        tracked: false,
-                        update: None,
-                        escalated: false,
-                    });
+                    let decision = Arc::new(Job::of(kind, source, data));
                     {
                         let mut open = lock(&s.open);
                         if open.remove(id) {
@@ -277,17 +300,8 @@ impl Notifier {
                     // The messages that asked now say what was decided, where the service can edit.
                     let posted = lock(&s.posted).remove(id).unwrap_or_default();
                     for (index, message, request) in posted {
-                        let job = Arc::new(Job {
-                            kind,
-                            session_id: source.session_id.to_owned(),
-                            workspace: source.workspace.display().to_string(),
-                            data: data.clone(),
-                            at: Instant::now(),
-                            reminder: 0,
-                            tracked: false,
-                            update: Some((message, request)),
-                            escalated: false,
-                        });
+                        let job =
+                            Arc::new(Job { update: Some((message, request)), ..Job::of(kind, source, data) });
                         s.push(&s.targets[index], job);
                     }
                 }
@@ -311,17 +325,7 @@ impl Notifier {
                 tracked = open.insert(id.to_owned());
             }
         }
-        let job = Arc::new(Job {
-            kind,
-            session_id: source.session_id.to_owned(),
-            workspace: source.workspace.display().to_string(),
-            data: data.clone(),
-            at: Instant::now(),
-            reminder: 0,
-            tracked,
-            update: None,
-            escalated: false,
-        });
+        let job = Arc::new(Job { tracked, ..Job::of(kind, source, data) });
         for target in s.targets.iter().filter(|t| t.config.wants(kind)) {
             s.push(target, job.clone());
         }
@@ -439,17 +443,7 @@ fn remember(shared: &Shared, target: &Target, job: &Arc<Job>, request_id: &str, 
             lock(&shared.decided).iter().rev().find(|(id, _)| id == request_id).map(|(_, d)| d.clone());
         drop(open);
         if let Some(decision) = decision {
-            let edit = Arc::new(Job {
-                kind: decision.kind,
-                session_id: decision.session_id.clone(),
-                workspace: decision.workspace.clone(),
-                data: decision.data.clone(),
-                at: Instant::now(),
-                reminder: 0,
-                tracked: false,
-                update: Some((posted, job.clone())),
-                escalated: false,
-            });
+            let edit = Arc::new(Job { update: Some((posted, job.clone())), ..decision.again() });
             shared.push(target, edit);
         }
         return;
@@ -557,17 +551,7 @@ async fn escalate(shared: Arc<Shared>, escalation: Escalation, job: Arc<Job>, re
     if !shared.is_open(&request_id) {
         return;
     }
-    let handed = Arc::new(Job {
-        kind: job.kind,
-        session_id: job.session_id.clone(),
-        workspace: job.workspace.clone(),
-        data: job.data.clone(),
-        at: Instant::now(),
-        reminder: 0,
-        tracked: true,
-        update: None,
-        escalated: true,
-    });
+    let handed = Arc::new(Job { tracked: true, escalated: true, ..job.again() });
     shared.push(to, handed);
 }
 
@@ -580,17 +564,8 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
     if !shared.is_open(&request_id) {
         return;
     }
-    let again = Arc::new(Job {
-        kind: job.kind,
-        session_id: job.session_id.clone(),
-        workspace: job.workspace.clone(),
-        data: job.data.clone(),
-        at: Instant::now(),
-        reminder: job.reminder + 1,
-        tracked: true,
-        update: None,
-        escalated: job.escalated,
-    });
+    let again =
+        Arc::new(Job { reminder: job.reminder + 1, tracked: true, escalated: job.escalated, ..job.again() });
     shared.push(&shared.targets[index], again);
 }
 
