@@ -174,6 +174,24 @@ struct Page {
 }
 
 impl Page {
+    /// Opens the app at `base` and waits for the operator's sign-in form: its Token field.
+    async fn token_field(&self, base: &str) -> fantoccini::elements::Element {
+        self.client.goto(&format!("{base}/")).await.expect("navigate");
+        self.client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
+            .await
+            .expect("the Token field")
+    }
+
+    /// Signs in at `base` with the operator's `token`, as a person types it, until the app is up.
+    async fn sign_in(&self, base: &str, token: &str) {
+        self.token_field(base).await.send_keys(token).await.expect("type");
+        self.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
+        self.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    }
+
     /// Runs `body` (a function body that may `return`) in the page.
     async fn js(&self, body: &str) -> Value {
         self.client.execute(body, vec![]).await.unwrap_or_else(|e| panic!("script failed: {e}\n{body}"))
@@ -771,14 +789,7 @@ async fn with_a_token_the_page_asks_for_it_and_never_puts_it_in_a_url() {
     let _one = ONE_BROWSER.lock().await;
     let (d, driver) = start(&["--token", "correct-horse"]).await;
     let page = driver.open(PHONE).await;
-    page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
-    let token = page
-        .client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
-        .await
-        .expect("the Token field");
+    let token = page.token_field(&d.base).await;
     let text = page.until("the explanation", "document.querySelector('form.signin')?.innerText").await;
     assert!(text.as_str().expect("text").contains("Never put it in a URL"), "{text}");
     token.send_keys("wrong").await.expect("type");
@@ -1111,17 +1122,7 @@ async fn the_operators_devices_page_pairs_another_browser_and_revokes_it() {
     let _one = ONE_BROWSER.lock().await;
     let (d, driver) = start(&["--token", TOKEN]).await;
     let operator = driver.open(DESKTOP).await;
-    operator.client.goto(&format!("{}/", d.base)).await.expect("navigate");
-    let token = operator
-        .client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
-        .await
-        .expect("the Token field");
-    token.send_keys(TOKEN).await.expect("type");
-    operator.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
-    operator.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    operator.sign_in(&d.base, TOKEN).await;
     operator.click("Devices", "//a[normalize-space() = 'Devices']").await;
     operator
         .until("the devices page", "document.querySelector('.devices-view h2')?.textContent === 'Devices'")
@@ -1247,17 +1248,7 @@ impl FourClients {
 
         // The web app, signed in with the operator's token, shows the session.
         let web = driver.open(DESKTOP).await;
-        web.client.goto(&format!("{}/", d.base)).await.expect("navigate");
-        let token = web
-            .client
-            .wait()
-            .at_most(WAIT)
-            .for_element(Locator::XPath("//input[@id = //label[normalize-space() = 'Token']/@for]"))
-            .await
-            .expect("the Token field");
-        token.send_keys(FOUR_TOKEN).await.expect("type");
-        web.click("Sign in", "//button[normalize-space() = 'Sign in']").await;
-        web.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+        web.sign_in(&d.base, FOUR_TOKEN).await;
         web.open_session(&sid).await;
 
         // A phone paired as a device: the pairing URL signs it in with a credential of its own.
