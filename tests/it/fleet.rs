@@ -25,9 +25,39 @@ impl Fleet {
 
     /// A daemon of the fleet, with `args` more.
     fn daemon(&self, args: &[&str]) -> Daemon {
+        self.daemon_with(args, &[])
+    }
+
+    /// A daemon of the fleet, with `args` and `env` more.
+    fn daemon_with(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut full = vec!["--store", self.store.as_str(), "--node-lease-ms", LEASE_MS];
         full.extend(args);
-        Daemon::start_with(&self.workspace, &full, &[])
+        Daemon::start_with(&self.workspace, &full, env)
+    }
+
+    /// The database's name (for `Postgres::sql`).
+    fn database(&self) -> String {
+        self.store.rsplit('/').next().expect("a database name").to_owned()
+    }
+
+    /// Polls the directory until session `sid`'s row reads `want` (`state|owner`), bounded by
+    /// [`WAIT`]: what one daemon wrote behind, committed.
+    async fn until_recorded(&self, db: &str, sid: &str, want: &str) {
+        let pg = Postgres::shared();
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let row = pg.sql(
+                db,
+                &format!(
+                    "SELECT state || '|' || COALESCE(owner, '') FROM sessions WHERE session_id = '{sid}'"
+                ),
+            );
+            if row.starts_with(want) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "session {sid} never recorded {want:?}: {row}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling another daemon's writer
+        }
     }
 
     fn sessions_path(&self) -> String {
@@ -181,6 +211,94 @@ async fn an_editor_connected_to_b_joining_a_session_on_a_is_relayed_to_a_and_its
     );
     assert_eq!(b.get("/agents").await.ok()["agents"][0]["running"], false, "B started no agent");
     assert!(editor.close().await.success());
+}
+
+/// Rounds of the race below: each is a fresh chance for both daemons to pass a check before
+/// either acts on it.
+const RACES: usize = 12;
+
+/// No split brain on resume: two daemons resuming the same closed session at the same moment,
+/// round after round. Each round exactly one starts an agent on it: its answer says `resumed`,
+/// the session is live in its tables and not the other's, and the directory names it; the other
+/// is told which daemon holds the session (`409 session_held_elsewhere`), or, relayed there, is
+/// handed the live session (`resumed: false`).
+#[tokio::test]
+async fn two_daemons_resuming_one_session_at_once_start_exactly_one_agent_on_it() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let db = fleet.database();
+    // One agent's state for both hosts (the demo agent's transcripts, which its `session/load`
+    // reads, beside `XDG_STATE_HOME`), as a fleet that resumes sessions on other hosts needs.
+    let agents = tempfile::tempdir().expect("tempdir");
+    let shared = [("XDG_STATE_HOME", agents.path().to_str().expect("utf-8"))];
+    let a = fleet.daemon_with(&[], &shared);
+    let b = fleet.daemon_with(&[], &shared);
+    let sid = a.join("alice").await;
+    assert_eq!(a.prompt(&sid, Some("alice"), "hello").await.status, 200, "a transcript to load");
+    let mut holder = &a;
+    let resume = format!("/session/{sid}/resume");
+    for round in 0..RACES {
+        assert_eq!(holder.delete(&format!("/session/{sid}")).await.status, 204, "round {round}");
+        fleet.until_recorded(&db, &sid, "closed|").await;
+        let (on_a, on_b) = tokio::join!(a.post(&resume, None, json!({})), b.post(&resume, None, json!({})));
+        let shown =
+            format!("round {round}: A {} {} / B {} {}", on_a.status, on_a.text, on_b.status, on_b.text);
+        let started = |r: &Reply| r.status == 200 && r.body["resumed"] == true;
+        let (winner, loser, lost) = match (started(&on_a), started(&on_b)) {
+            (true, false) => (&a, &b, on_b),
+            (false, true) => (&b, &a, on_a),
+            _ => panic!("exactly one daemon starts an agent on the session: {shown}"),
+        };
+        match lost.status {
+            409 => {
+                assert_eq!(lost.body["code"], "session_held_elsewhere", "{shown}");
+                assert_eq!(lost.body["nodeUrl"], winner.base.as_str(), "{shown}");
+            }
+            200 => assert_eq!(lost.body["resumed"], false, "relayed to the winner: {shown}"),
+            _ => panic!("the loser is told who holds it, or relayed there: {shown}"),
+        }
+        let live = |d: &Daemon| {
+            let url = d.url("/health?deep=1");
+            async move { send(http().get(url)).await.ok()["sessions"].as_u64() }
+        };
+        assert_eq!((live(winner).await, live(loser).await), (Some(1), Some(0)), "{shown}");
+        assert_eq!(
+            pg.sql(&db, &format!("SELECT state || '|' || owner FROM sessions WHERE session_id = '{sid}'")),
+            format!("live|{}", winner.base),
+            "{shown}"
+        );
+        holder = winner;
+    }
+}
+
+/// A resume whose agent cannot load the session gives its claim back: the session is recorded as
+/// it was, and another daemon resumes it at once.
+#[tokio::test]
+async fn a_resume_that_fails_releases_the_session_for_another_daemon() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let db = fleet.database();
+    let no_load = format!("demo={} demo-agent --no-load-session", bin());
+    let a = fleet.daemon(&["--agent", &no_load]);
+    let b = fleet.daemon(&[]);
+    let sid = b.join("alice").await;
+    assert_eq!(b.prompt(&sid, Some("alice"), "hello").await.status, 200, "a transcript to load");
+    assert_eq!(b.delete(&format!("/session/{sid}")).await.status, 204);
+    fleet.until_recorded(&db, &sid, "closed|").await;
+    let refused = a.post(&format!("/session/{sid}/resume"), None, json!({})).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (409, Some("resume_unsupported")),
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        pg.sql(&db, &format!("SELECT state || '|' || end_reason FROM sessions WHERE session_id = '{sid}'")),
+        "closed|closed_by_client",
+        "recorded as it was"
+    );
+    let resumed = b.post(&format!("/session/{sid}/resume"), None, json!({})).await.ok();
+    assert_eq!(resumed["resumed"], true, "{resumed}");
 }
 
 /// Polls `path` on `d` until `ok` holds (bounded by [`WAIT`]); the last body.
