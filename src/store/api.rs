@@ -366,6 +366,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = previous;
         Ok(())
     }
+    /// This daemon's URL in the fleet, once it joined; `None` alone.
+    fn node_url(&self) -> Option<String> {
+        None
+    }
+    /// Whether `node_url` is another daemon of the fleet whose lease holds (a Streamable HTTP
+    /// `/acp` connection's home, which its requests are relayed to). Blocking.
+    fn live_node(&self, node_url: &str) -> Result<bool, ReadError> {
+        let _ = node_url;
+        Ok(false)
+    }
     /// The session a permission request belongs to, from the audit (for the vote route that names
     /// no session). Blocking.
     fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {

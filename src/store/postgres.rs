@@ -808,6 +808,27 @@ impl Store for PgStore {
         })
     }
 
+    fn node_url(&self) -> Option<String> {
+        self.node.get().cloned()
+    }
+
+    fn live_node(&self, node_url: &str) -> Result<bool, ReadError> {
+        let Some(me) = self.node.get().cloned() else { return Ok(false) };
+        let url = node_url.to_owned();
+        self.read(move |c| async move {
+            let row = c
+                .query_one(
+                    &format!(
+                        "SELECT EXISTS(SELECT 1 FROM nodes WHERE node_url = $1 AND node_url <> $2
+                           AND lease_until >= {NOW_MS})"
+                    ),
+                    &[&url, &me],
+                )
+                .await?;
+            Ok(row.get(0))
+        })
+    }
+
     fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
         let id = request_id.to_owned();
         self.read(move |c| async move {

@@ -301,6 +301,112 @@ async fn a_resume_that_fails_releases_the_session_for_another_daemon() {
     assert_eq!(resumed["resumed"], true, "{resumed}");
 }
 
+/// One Streamable HTTP `/acp` message to `d` (`POST`), on connection `conn` (none: `initialize`)
+/// and naming `session` in `Acp-Session-Id`.
+async fn acp_post(d: &Daemon, conn: Option<&str>, session: Option<&str>, message: Value) -> Reply {
+    let mut req = http().post(d.url("/acp")).json(&message);
+    if let Some(c) = conn {
+        req = req.header("Acp-Connection-Id", c);
+    }
+    if let Some(s) = session {
+        req = req.header("Acp-Session-Id", s);
+    }
+    send(req).await
+}
+
+/// A Streamable HTTP stream from `d`: connection `conn`'s own, or its session's.
+async fn acp_stream(d: &Daemon, conn: &str, session: Option<&str>) -> reqwest::Response {
+    let mut req =
+        http().get(d.url("/acp")).header("Accept", "text/event-stream").header("Acp-Connection-Id", conn);
+    if let Some(s) = session {
+        req = req.header("Acp-Session-Id", s);
+    }
+    req.send().await.expect("an /acp stream")
+}
+
+/// The next JSON-RPC message on `sse` that `done` accepts.
+async fn acp_until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> Value {
+    sse.until(|e| done(&e.data)).await.pop().expect("a match").data
+}
+
+/// `/acp` over Streamable HTTP through any daemon: a client that only ever talks to B, for a
+/// session A holds. Its `initialize` names the session, so the connection is opened on A (its id
+/// names A); every later request of the connection (its streams, its prompt, its answer to the
+/// permission request, its close) is relayed to A by that id. A's agent writes the file, and B
+/// never starts an agent. A connection opened on B is B's the same way, through A.
+#[tokio::test]
+async fn a_streamable_http_acp_client_of_b_drives_a_session_on_a_and_its_vote_writes_the_file() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let opened = acp_post(&b, None, Some(&sid), init.clone()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let conn = opened.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    assert_eq!(
+        opened.body["result"]["agentCapabilities"]["_meta"]["mediatord"]["connectionId"],
+        conn.as_str()
+    );
+    // The connection lives on A: A finds it by its id (B's own table never had it).
+    let on_a = acp_stream(&a, &conn, None).await;
+    assert_eq!(on_a.status(), 200, "the connection is A's");
+    drop(on_a);
+
+    let mut conn_stream = Sse::from_response(reopened(&b, &conn, None).await);
+    let load = json!({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": sid, "cwd": fleet.workspace, "mcpServers": []}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), load).await.status, 202);
+    let loaded = acp_until(&mut conn_stream, |m| m["id"] == 1 && m.get("method").is_none()).await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let res = acp_stream(&b, &conn, Some(&sid)).await;
+    assert_eq!(res.status(), 200);
+    let mut session_stream = Sse::from_response(res);
+    let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "write relayed-http.txt over streamable http"}]}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), prompt).await.status, 202);
+    let ask = acp_until(&mut session_stream, |m| is_request(m, "session/request_permission")).await;
+    let vote = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), vote).await.status, 202);
+    let answer = acp_until(&mut session_stream, |m| m["id"] == 2 && m.get("method").is_none()).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(fleet.workspace.join("relayed-http.txt")).expect("written by A's agent"),
+        "over streamable http"
+    );
+    let audit = a.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(audit["audit"][0]["via"], "acp", "{audit}");
+    assert_eq!(b.get("/agents").await.ok()["agents"][0]["running"], false, "B started no agent");
+    let closed = send(http().delete(b.url("/acp")).header("Acp-Connection-Id", &conn)).await;
+    assert_eq!(closed.status, 202, "{}", closed.text);
+    assert!(session_stream.rest().await.is_empty(), "its streams end");
+    assert_eq!(acp_stream(&a, &conn, None).await.status(), 404, "gone from A");
+
+    // The other way round: a connection opened on B (naming no session) lives on B, and its
+    // requests through A are B's.
+    let on_b = acp_post(&b, None, None, init).await;
+    let conn_b = on_b.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    assert_eq!(acp_post(&a, Some(&conn_b), None, list).await.status, 202);
+    let mut b_stream = Sse::from_response(reopened(&a, &conn_b, None).await);
+    let listed = acp_until(&mut b_stream, |m| m["id"] == 1).await;
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+}
+
+/// Opens connection `conn`'s stream on `d` once the previous one has been given back (`409`
+/// while it is handed back).
+async fn reopened(d: &Daemon, conn: &str, session: Option<&str>) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let res = acp_stream(d, conn, session).await;
+        if res.status() != 409 {
+            assert_eq!(res.status(), 200);
+            return res;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stream was never given back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling for the hand-back
+    }
+}
+
 /// Polls `path` on `d` until `ok` holds (bounded by [`WAIT`]); the last body.
 async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = std::time::Instant::now() + WAIT;
