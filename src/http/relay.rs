@@ -197,6 +197,9 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
             // Only a daemon the store lists as a live one of the fleet, never an address a
             // request names: this is no open proxy. A connection whose home is this daemon, or
             // a dead one, is answered here (`acp_connection_not_found` when it is not here).
+            if daemon.store.node_url().as_deref() == Some(node_url.as_str()) {
+                return next.run(req).await;
+            }
             let store = daemon.store.clone();
             let url = node_url.clone();
             match tokio::task::spawn_blocking(move || store.live_node(&url)).await {

@@ -763,7 +763,7 @@ impl Store for PgStore {
             // A statement of its own, so its snapshot is taken after the lock: a lease renewed
             // while this claim waited counts.
             let owner_alive = match owner.as_deref() {
-                Some(o) if o != me => {
+                Some(o) => {
                     tx.query_one(
                         &format!("SELECT EXISTS(SELECT 1 FROM nodes WHERE node_url = $1 AND lease_until >= {NOW_MS})"),
                         &[&o],
@@ -771,7 +771,7 @@ impl Store for PgStore {
                     .await?
                     .get::<_, bool>(0)
                 }
-                _ => false,
+                None => false,
             };
             let live = record.state == SessionState::Live;
             if let Some(holder) = decide::kept_by(live, owner.as_deref(), owner_alive, &me) {

@@ -392,6 +392,44 @@ async fn a_streamable_http_acp_client_of_b_drives_a_session_on_a_and_its_vote_wr
     assert!(listed["result"]["sessions"].is_array(), "{listed}");
 }
 
+/// A Streamable HTTP connection dies with the daemon it lives on: once that daemon's lease has run
+/// out, another daemon answers the connection's requests itself (`404 acp_connection_not_found`,
+/// as for any connection it does not know) instead of relaying them to a dead address.
+#[tokio::test]
+async fn a_streamable_http_connection_whose_daemon_died_is_not_found_elsewhere_once_its_lease_ran_out() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let opened = acp_post(&a, None, None, init).await;
+    let conn = opened.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    assert_eq!(
+        acp_post(&b, Some(&conn), None, list.clone()).await.status,
+        202,
+        "relayed to A while it lives"
+    );
+    drop(a);
+    // Until A's lease runs out B still relays to it, and says it cannot reach it (503).
+    let deadline = std::time::Instant::now() + WAIT;
+    let gone = loop {
+        let reply = acp_post(&b, Some(&conn), None, list.clone()).await;
+        if reply.status != 503 {
+            break reply;
+        }
+        assert_eq!(reply.body["code"], "node_unavailable", "{}", reply.text);
+        assert!(std::time::Instant::now() < deadline, "B relays to a dead daemon past its lease");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // polling for a lease to run out (a real second)
+    };
+    assert_eq!(
+        (gone.status, gone.body["code"].as_str()),
+        (404, Some("acp_connection_not_found")),
+        "{}",
+        gone.text
+    );
+}
+
 /// Opens connection `conn`'s stream on `d` once the previous one has been given back (`409`
 /// while it is handed back).
 async fn reopened(d: &Daemon, conn: &str, session: Option<&str>) -> reqwest::Response {
