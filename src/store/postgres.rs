@@ -210,7 +210,13 @@ impl PgStore {
         let secret = rt.block_on(prepare(&pool)).map_err(&err)?;
         let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(NOTICE_QUEUE);
         let node: Arc<OnceLock<String>> = Arc::default();
-        rt.spawn(listen(pg_config, notice_tx, node.clone()));
+        // Listening before the daemon serves anything: a notice sent once it answered (a pairing
+        // code issued on another daemon a moment after this one started) is heard.
+        let (listening_tx, listening) = std::sync::mpsc::sync_channel(1);
+        rt.spawn(listen(pg_config, notice_tx, node.clone(), listening_tx));
+        if listening.recv_timeout(DB_TIMEOUT).is_err() {
+            tracing::warn!("not listening for the fleet's notices yet: they are read again once it is");
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::default());
         let rt = Arc::new(rt);
@@ -400,6 +406,7 @@ async fn listen(
     config: tokio_postgres::Config,
     tx: tokio::sync::mpsc::Sender<Notice>,
     node: Arc<OnceLock<String>>,
+    listening: std::sync::mpsc::SyncSender<()>,
 ) {
     use futures_util::StreamExt;
     let mut missed = false;
@@ -429,7 +436,9 @@ async fn listen(
             }
         });
         if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
-            if !first {
+            // The first time, `open` may have stopped waiting for it: then whatever was announced
+            // before is read again, as after a reconnection.
+            if !first || listening.try_send(()).is_err() {
                 deliver(&tx, &mut missed, Notice::Resync);
             }
             first = false;
