@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected};
+use crate::support::{self, Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected};
 
 /// A workspace and a state directory that outlive the daemons of one test.
 pub(crate) struct Home {
@@ -55,15 +55,7 @@ pub(crate) fn stop(mut d: Daemon) {
 /// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
 /// which land a moment after the request that caused them.
 pub(crate) async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let body = d.get(path).await.ok();
-        if ok(&body) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "GET {path} never satisfied the test: {body}");
-        tokio::time::sleep(Duration::from_millis(25)).await; // polling what a background writer commits
-    }
+    support::eventually(|| d.client().get(d.url(path)), ok).await
 }
 
 /// Every event of a replay, read to the stream's end.

@@ -32,9 +32,33 @@ pub(crate) use receiver::*;
 pub(crate) use sse::*;
 pub(crate) use tmux::*;
 
-/// Whether this test crate runs the store's suites against PostgreSQL: `tests/it_postgres.rs`
-/// does (the crate's name says which crate this support is compiled into).
-pub(crate) const POSTGRES: bool = same(env!("CARGO_CRATE_NAME"), "it_postgres");
+/// Where a daemon under test keeps its state when the test asks for nothing (no `--state-dir`,
+/// `--store` or `--ephemeral`): the crate's name says which crate this support is compiled into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// `tests/it`: `--ephemeral`, the memory store (nothing durable unless the test asks).
+    Memory,
+    /// `tests/it_sqlite.rs`: a fresh temporary `--state-dir` of its own, SQLite.
+    Sqlite,
+    /// `tests/it_postgres.rs`: a fresh database of the shared throwaway cluster; and every
+    /// `--state-dir DIR` a test names becomes that cluster's database for `DIR`.
+    Postgres,
+}
+
+/// The backend of this test crate.
+pub(crate) const BACKEND: Backend = {
+    let name = env!("CARGO_CRATE_NAME");
+    if same(name, "it_postgres") {
+        Backend::Postgres
+    } else if same(name, "it_sqlite") {
+        Backend::Sqlite
+    } else {
+        Backend::Memory
+    }
+};
+
+/// Whether this test crate runs its suites against PostgreSQL (`tests/it_postgres.rs`).
+pub(crate) const POSTGRES: bool = matches!(BACKEND, Backend::Postgres);
 
 const fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
