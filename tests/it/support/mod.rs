@@ -78,3 +78,16 @@ const fn same(a: &str, b: &str) -> bool {
 /// Upper bound for any single wait in a test. Generous: only a failing test ever waits this long,
 /// and 20 s was once too short for 96 MiB of agent output on a two-core machine at load 30.
 pub(crate) const WAIT: Duration = Duration::from_secs(45);
+
+/// Runs `sql` (statements both SQLite and PostgreSQL take) on the database of the state
+/// directory `state`, as another program would while no daemon runs on it: its `state.db`, or
+/// in a run against PostgreSQL the cluster's database that stands for it.
+pub(crate) fn state_sql(state: &std::path::Path, sql: &str) {
+    if POSTGRES {
+        let pg = postgres::Postgres::shared();
+        pg.sql(&postgres::database_for(state), sql);
+    } else {
+        let db = rusqlite::Connection::open(state.join("state.db")).expect("open state.db");
+        db.execute_batch(sql).expect("run the SQL");
+    }
+}
