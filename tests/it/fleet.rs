@@ -654,6 +654,7 @@ fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_
     let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("postgres://mediatord@127.0.0.1:{closed}/nowhere")), "{stderr}");
+    assert!(stderr.contains("error connecting to server"), "the driver's reason: {stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
