@@ -553,6 +553,10 @@ async fn a_client_joining_a_session_is_asked_about_the_request_already_pending()
     let (mut ws, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "late")]).await;
     let resumed = ws.call("session/resume", json!({"sessionId": sid, "cwd": d.workspace})).await;
     assert_eq!(resumed["result"]["_meta"]["mediatord"]["clientId"], "late", "{resumed}");
+    // With no replay the stream starts at the newest event.
+    let start = &resumed["result"]["_meta"]["mediatord"]["startEventId"];
+    assert!(start.as_u64().is_some_and(|s| s >= 2), "{resumed}");
+    assert_eq!(*start, resumed["result"]["_meta"]["mediatord"]["lastEventId"]);
     // Asked before the answer, which follows what the lane had to say when it opened.
     let ask = ws.seen.iter().find(|m| is_request(m, "session/request_permission")).cloned();
     let ask = ask.expect("asked on joining");
@@ -789,4 +793,49 @@ async fn a_devices_session_permission_vote_decides_and_is_audited_with_its_name(
         (json!("acp"), json!("laptop")),
         "{audit}"
     );
+}
+
+/// A session the daemon recorded and no longer runs is listed once, as dormant (a live one once,
+/// as live); `session/load` brings it back for a client that may write, and not for an observer
+/// (it may read, not start an agent).
+#[tokio::test]
+async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_may_write() {
+    let home = crate::store::Home::new();
+    let first = home.start(&["--token", TOKEN]);
+    let (_, watcher) = first.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let op = format!("Bearer {TOKEN}");
+    let (mut ws, _) = AcpWs::ready(&first, &[("Authorization", &op)]).await;
+    let sid = new_session(&mut ws, &first).await;
+    let listed = ws.call("session/list", json!({})).await;
+    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
+        .collect();
+    assert_eq!(states, [(json!(sid), json!("live"))], "{listed}");
+    // A turn, so the agent has a transcript to load the session from.
+    assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
+    drop(ws);
+    crate::store::stop(first);
+
+    let second = home.start(&["--token", TOKEN]);
+    let (mut observer, _) = AcpWs::ready(&second, &[("Authorization", &format!("Bearer {watcher}"))]).await;
+    let listed = observer.call("session/list", json!({})).await;
+    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
+        .collect();
+    assert_eq!(states, [(json!(sid), json!("dormant"))], "{listed}");
+    let load = json!({"sessionId": sid, "cwd": second.workspace, "mcpServers": []});
+    let refused = observer.call("session/load", load.clone()).await;
+    assert_eq!(refused["error"]["data"]["code"], "session_not_found", "{refused}");
+    let status = |d: &Daemon| send(http().get(d.url(&format!("/session/{sid}"))).bearer_auth(TOKEN));
+    assert_eq!(status(&second).await.status, 404, "an observer started no agent");
+    let (mut writer, _) = AcpWs::ready(&second, &[("Authorization", &op)]).await;
+    let loaded = writer.call("session/load", load).await;
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
+    assert_eq!(status(&second).await.status, 200);
 }

@@ -226,3 +226,46 @@ async fn streamable_http_refusals_are_stable_codes() {
     .await;
     assert_eq!(no_token.status, 401);
 }
+
+/// A request's `Acp-Session-Id` must name the session its params name: one that differs is
+/// refused as a parameter error, one that agrees is served.
+#[tokio::test]
+async fn the_session_header_must_agree_with_the_params_session() {
+    let d = Daemon::start(&[]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
+    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let other = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), Some("another")).await;
+    let (_, refused) = until(&mut conn_stream, answer_to(other)).await;
+    assert_eq!(
+        (refused["error"]["code"].clone(), refused["error"]["data"]["code"].clone()),
+        (json!(-32602), json!("invalid_parameter")),
+        "{refused}"
+    );
+    let same = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), Some(&sid)).await;
+    let (_, served) = until(&mut conn_stream, answer_to(same)).await;
+    assert_eq!(served["result"]["sessionId"], sid.as_str(), "{served}");
+    let none = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), None).await;
+    let (_, served) = until(&mut conn_stream, answer_to(none)).await;
+    assert_eq!(served["result"]["sessionId"], sid.as_str(), "{served}");
+}
+
+/// Over Streamable HTTP `session/load`'s answer comes down the connection's own stream (as every
+/// answer to a request about no running turn does), and the replay down the session's.
+#[tokio::test]
+async fn session_load_over_http_is_answered_on_the_connection_stream_and_replays_on_the_sessions() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("rest").await;
+    assert_eq!(d.prompt(&sid, Some("rest"), "stream 3").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let load = acp.request("session/load", json!({"sessionId": sid, "cwd": d.workspace}), None).await;
+    let (_, loaded) = until(&mut conn_stream, answer_to(load)).await;
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
+    let mut session_stream = Sse::from_response(acp.stream(Some(&sid), &[]).await);
+    let (replayed, _) = until(&mut session_stream, |m| is_event(m, "replay_complete")).await;
+    let updates = replayed.iter().filter(|e| e.data["method"] == "session/update").count();
+    assert_eq!(updates, 4, "the echo and three chunks: {replayed:#?}");
+}
