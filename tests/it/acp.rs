@@ -839,3 +839,18 @@ async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_
     assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
     assert_eq!(status(&second).await.status, 200);
 }
+
+/// A WebSocket client whose session stream falls `--subscriber-queue` events behind is evicted:
+/// it is told (`client_evicted`), then the socket closes with 4001 so it reconnects and resumes.
+#[tokio::test]
+async fn a_websocket_client_left_behind_is_told_it_was_evicted_and_closed_with_4001() {
+    let d = Daemon::start(&["--subscriber-queue", "64"]);
+    let (mut ws, _) = AcpWs::ready_small_buffer(&d).await;
+    let sid = new_session(&mut ws, &d).await;
+    // From here on the client reads nothing until the turn is over (a blocking prompt's answer).
+    assert_eq!(d.prompt(&sid, Some("rest"), "stream 20000").await.status, 200);
+    let ended = ws.end().await;
+    assert_eq!(ended, Ended::Closed(4001, "client_evicted: reconnect and session/load to resume".into()));
+    let evicted = ws.seen.iter().filter(|m| is_event(m, "client_evicted")).count();
+    assert_eq!(evicted, 1, "told once, before the close");
+}
