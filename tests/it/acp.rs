@@ -849,7 +849,8 @@ async fn a_websocket_client_left_behind_is_told_it_was_evicted_and_closed_with_4
     let sid = new_session(&mut ws, &d).await;
     // From here on the client reads nothing until the turn is over (a blocking prompt's answer).
     assert_eq!(d.prompt(&sid, Some("rest"), "stream 20000").await.status, 200);
-    let ended = ws.end().await;
+    // Bounded as a whole: a socket left open sends pings, which `end` reads past.
+    let ended = tokio::time::timeout(WAIT, ws.end()).await.expect("the socket closes");
     assert_eq!(ended, Ended::Closed(4001, "client_evicted: reconnect and session/load to resume".into()));
     let evicted = ws.seen.iter().filter(|m| is_event(m, "client_evicted")).count();
     assert_eq!(evicted, 1, "told once, before the close");
