@@ -580,6 +580,8 @@ pub(super) enum Reply {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -593,5 +595,189 @@ mod tests {
         for odd in ["", ".", "x.!!", "x.//8"] {
             assert_eq!(home_of(odd), None, "{odd:?}");
         }
+    }
+
+    /// A connection on a daemon with nothing started (no agent, no session), and the ids the door
+    /// was told to forget.
+    fn connection(transport: Transport, caller: Caller) -> (Arc<Connection>, Arc<Mutex<Vec<String>>>) {
+        let dir = tempfile::tempdir().expect("workspace");
+        let daemon = Daemon::new(crate::config::Config::for_tests(dir.path()));
+        let forgotten = Arc::new(Mutex::new(Vec::new()));
+        let seen = forgotten.clone();
+        let forget: Forget = Box::new(move |id: &str| lock(&seen).push(id.to_owned()));
+        let render: Render = |f| RpcError::new(-32000, format!("{f:?}"));
+        (Connection::new(daemon, render, forget, caller, transport, true), forgotten)
+    }
+
+    fn operator(client_id: Option<&str>) -> Caller {
+        Caller {
+            owner: Owner::Operator,
+            client_id: client_id.map(str::to_owned),
+            device_name: None,
+            observer: false,
+        }
+    }
+
+    fn queued(rx: &mut mpsc::Receiver<Bytes>) -> Vec<Value> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|b| serde_json::from_slice(&b).expect("every message is JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_streamable_http_connection_with_no_stream_open_past_the_limit_is_idle() {
+        let limit = Duration::from_secs(300);
+        let (http, _) = connection(Transport::Http, operator(None));
+        let last = lock(&http.activity).last;
+        assert!(!http.idle_since(last + limit, limit), "idle for exactly the limit is not yet idle");
+        assert!(!http.idle_since(last + limit / 2, limit));
+        assert!(http.idle_since(last + limit + Duration::from_millis(1), limit));
+        http.stream_opened();
+        let opened = lock(&http.activity).last;
+        assert!(opened >= last, "opening a stream is activity");
+        assert!(!http.idle_since(opened + limit * 2, limit), "a stream is open");
+        http.stream_opened();
+        http.stream_closed();
+        assert!(!http.idle_since(opened + limit * 2, limit), "one of two streams is still open");
+        http.stream_closed();
+        let closed = lock(&http.activity).last;
+        assert!(!http.idle_since(closed + limit, limit), "idle counts from the last stream's close");
+        assert!(http.idle_since(closed + limit * 2, limit));
+        http.stream_closed();
+        assert!(http.idle_since(closed + limit * 2, limit), "a close too many counts no stream below none");
+
+        let (ws, _) = connection(Transport::WebSocket, operator(None));
+        let last = lock(&ws.activity).last;
+        assert!(!ws.idle_since(last + limit * 2, limit), "a WebSocket ends with its socket, never idle");
+    }
+
+    #[test]
+    fn a_message_is_activity() {
+        let (conn, _) = connection(Transport::Http, operator(None));
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap_or(now);
+        lock(&conn.activity).last = long_ago;
+        conn.receive(b"{not json", Ctx::default());
+        assert!(lock(&conn.activity).last >= now, "the message touched the connection");
+    }
+
+    #[test]
+    fn a_message_of_exactly_ten_mib_is_read_and_one_byte_more_is_refused_unread() {
+        let (conn, _) = connection(Transport::WebSocket, operator(None));
+        let mut rx = conn.take_messages().expect("the queue");
+        let mut text = vec![b'x'; 10 << 20];
+        conn.receive(&text, Ctx::default());
+        text.push(b'x');
+        conn.receive(&text, Ctx::default());
+        conn.receive(b"x", Ctx::default());
+        let kinds: Vec<(Value, Value)> = queued(&mut rx)
+            .iter()
+            .map(|m| (m["error"]["code"].clone(), m["error"]["data"]["errorKind"].clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (json!(-32700), json!("parse_error")),
+                (json!(-32600), json!("message_too_large")),
+                (json!(-32700), json!("parse_error")),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_latest_messages_peer_is_the_connections_loopback() {
+        let (conn, _) = connection(Transport::Http, operator(None));
+        conn.receive(b"x", Ctx { loopback: false, session_header: None });
+        assert!(!conn.shared.loopback());
+        conn.receive(b"x", Ctx { loopback: true, session_header: None });
+        assert!(conn.shared.loopback());
+    }
+
+    #[test]
+    fn a_client_id_is_bound_once_and_a_different_claim_is_refused() {
+        let (conn, _) = connection(Transport::WebSocket, operator(None));
+        assert!(matches!(conn.client_id(Some("bad id")), Err(Failure::InvalidParams(_))));
+        assert_eq!(conn.client_id(Some("ada")).expect("bound"), "ada");
+        assert!(!conn.shared.minted.load(Ordering::Relaxed));
+        assert_eq!(conn.client_id(Some("ada")).expect("the same claim"), "ada");
+        assert_eq!(conn.client_id(None).expect("no claim"), "ada");
+        assert!(
+            matches!(conn.client_id(Some("bob")), Err(Failure::ClientIdMismatch(bound)) if bound == "ada")
+        );
+
+        let (named, _) = connection(Transport::WebSocket, operator(Some("op")));
+        assert!(
+            matches!(named.client_id(Some("ada")), Err(Failure::ClientIdMismatch(bound)) if bound == "op")
+        );
+        assert_eq!(named.client_id(Some("op")).expect("its own"), "op");
+
+        let (minted, _) = connection(Transport::WebSocket, operator(None));
+        let id = minted.client_id(None).expect("minted");
+        assert!(id.starts_with("acp-") && crate::daemon::valid_client_id(&id), "{id}");
+        assert!(minted.shared.minted.load(Ordering::Relaxed));
+        assert_eq!(minted.client_id(None).expect("the same"), id);
+    }
+
+    #[test]
+    fn an_observer_may_not_write_and_a_devices_name_is_its_own() {
+        let device = Caller {
+            owner: Owner::Device("dev-1".into()),
+            client_id: Some("dev-1".into()),
+            device_name: Some("wall screen".into()),
+            observer: true,
+        };
+        let (watcher, _) = connection(Transport::WebSocket, device);
+        assert!(matches!(watcher.may_write(), Err(Failure::ReadOnly)));
+        assert_eq!(watcher.device_name().as_deref(), Some("wall screen"));
+        assert_eq!(watcher.owner(), &Owner::Device("dev-1".into()));
+        let (op, _) = connection(Transport::WebSocket, operator(None));
+        assert!(op.may_write().is_ok());
+        assert_eq!(op.device_name(), None);
+    }
+
+    #[test]
+    fn the_flags_asked_at_initialize_are_the_lanes() {
+        let (conn, _) = connection(Transport::WebSocket, operator(None));
+        assert_eq!((conn.shared.echo_own(), conn.shared.envelope()), (false, false));
+        conn.set_flags(true, false);
+        assert_eq!((conn.shared.echo_own(), conn.shared.envelope()), (true, false));
+        conn.set_flags(false, true);
+        assert_eq!((conn.shared.echo_own(), conn.shared.envelope()), (false, true));
+    }
+
+    #[test]
+    fn the_message_queue_is_lent_to_one_stream_and_given_back_until_the_close() {
+        let (conn, forgotten) = connection(Transport::Http, operator(None));
+        let rx = conn.take_messages().expect("the queue");
+        assert!(conn.take_messages().is_none(), "one stream drains it at a time");
+        conn.park_messages(rx);
+        let rx = conn.take_messages().expect("given back");
+        assert!(!conn.is_closed());
+        let closed = conn.closed();
+        conn.close();
+        assert!(conn.is_closed() && closed.is_cancelled());
+        assert_eq!(*lock(&forgotten), [conn.id().to_owned()], "the door forgets it");
+        conn.park_messages(rx);
+        assert!(conn.take_messages().is_none(), "a closed connection takes nothing back");
+        conn.close();
+        assert_eq!(lock(&forgotten).len(), 1, "closed once");
+    }
+
+    #[test]
+    fn a_client_that_lets_its_queue_fill_is_closed() {
+        let (conn, _) = connection(Transport::WebSocket, operator(None));
+        let mut rx = conn.take_messages().expect("the queue");
+        for _ in 0..MESSAGE_QUEUE {
+            conn.send(Bytes::from_static(b"{}"));
+        }
+        assert!(!conn.is_closed(), "a full queue is not yet an overflow");
+        conn.send(Bytes::from_static(b"{}"));
+        assert!(conn.is_closed());
+        assert_eq!(queued(&mut rx).len(), MESSAGE_QUEUE);
+    }
+
+    #[test]
+    fn transports_are_named_as_initialize_reports_them() {
+        assert_eq!((Transport::WebSocket.as_str(), Transport::Http.as_str()), ("websocket", "http"));
     }
 }

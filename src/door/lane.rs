@@ -107,7 +107,7 @@ impl Lane {
         replies: mpsc::Receiver<Deferred>,
         stop: CancellationToken,
     ) -> Lane {
-        Lane {
+        let mut lane = Lane {
             session,
             shared,
             source,
@@ -119,7 +119,13 @@ impl Lane {
             asked: HashSet::new(),
             stop: Box::pin(stop.cancelled_owned()),
             done: false,
+        };
+        // A stream with no replay has no `replay_complete` to wait for: the requests pending now
+        // are asked at once (the ones raised from here on come down the stream).
+        if !replaying {
+            lane.sweep();
         }
+        lane
     }
 
     pub fn session_id(&self) -> &str {

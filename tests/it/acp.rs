@@ -491,3 +491,367 @@ async fn under_local_only_a_loopback_connection_is_asked_and_decides() {
     assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(d.workspace.join("local.txt")).expect("written"), "near");
 }
+
+/// The user messages of `ws`'s updates so far: the echoes of prompts, their texts.
+fn echoes(ws: &AcpWs) -> Vec<String> {
+    ws.updates()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A plain client is not sent back the echo of its own prompt (it knows what it sent, as over
+/// stdio), but is sent everyone else's; a client that asks at `initialize` gets its own too.
+#[tokio::test]
+async fn an_acp_client_is_sent_the_echo_of_its_own_prompt_only_when_it_asked_for_it() {
+    let d = Daemon::start(&[]);
+    let (mut plain, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "plain")]).await;
+    let mut echoing = AcpWs::open(&d, &[("X-Qwen-Client-Id", "echoing")]).await;
+    let init = json!({"protocolVersion": 1, "_meta": {"mediatord/echoOwnPrompts": true}});
+    assert_eq!(echoing.call("initialize", init).await["result"]["protocolVersion"], 1);
+    let sid = new_session(&mut plain, &d).await;
+    echoing.call("session/resume", json!({"sessionId": sid, "cwd": d.workspace})).await;
+    assert_eq!(
+        plain.call("session/prompt", prompt(&sid, "from plain")).await["result"]["stopReason"],
+        "end_turn"
+    );
+    echoing.until(|m| is_event(m, "turn_complete")).await;
+    assert_eq!(
+        echoing.call("session/prompt", prompt(&sid, "from echoing")).await["result"]["stopReason"],
+        "end_turn"
+    );
+    plain.until(|m| is_event(m, "turn_complete")).await;
+    assert_eq!(echoes(&plain), ["from echoing"]);
+    assert_eq!(echoes(&echoing), ["from plain", "from echoing"]);
+}
+
+/// `session/cancel` sent as ACP sends it, a notification, cancels the turn: the agent is told,
+/// the request it was waiting on is resolved `cancel`, and the prompt is answered `cancelled`.
+#[tokio::test]
+async fn a_session_cancel_notification_cancels_the_turn_and_its_pending_request() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write never.txt no")).await;
+    ws.until(|m| is_request(m, "session/request_permission")).await;
+    ws.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})).await;
+    let resolved = ws.until(|m| is_event(m, "permission_resolved")).await;
+    assert_eq!(resolved["params"]["data"]["resolvedBy"], "cancel", "{resolved}");
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "cancelled");
+    assert!(!d.workspace.join("never.txt").exists());
+}
+
+/// A client that joins a session without its history (`session/resume`) while a request is
+/// pending is asked about it at once: it may be the one who decides.
+#[tokio::test]
+async fn a_client_joining_a_session_is_asked_about_the_request_already_pending() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("rest").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let raised = d.raise(&sid, &mut sse, Some("rest"), "write joined.txt late").await;
+    let (mut ws, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "late")]).await;
+    let resumed = ws.call("session/resume", json!({"sessionId": sid, "cwd": d.workspace})).await;
+    assert_eq!(resumed["result"]["_meta"]["mediatord"]["clientId"], "late", "{resumed}");
+    // With no replay the stream starts at the newest event.
+    let start = &resumed["result"]["_meta"]["mediatord"]["startEventId"];
+    assert!(start.as_u64().is_some_and(|s| s >= 2), "{resumed}");
+    assert_eq!(*start, resumed["result"]["_meta"]["mediatord"]["lastEventId"]);
+    // Asked before the answer, which follows what the lane had to say when it opened.
+    let ask = ws.seen.iter().find(|m| is_request(m, "session/request_permission")).cloned();
+    let ask = ask.expect("asked on joining");
+    assert_eq!(ask["params"]["_meta"]["mediatord/requestId"], raised["requestId"]);
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("joined.txt")).expect("written"), "late");
+}
+
+/// Leaving a session (`_qwen/session/detach`) with a prompt of this connection still running
+/// answers that prompt at once: its session is gone for this client.
+#[tokio::test]
+async fn detaching_answers_the_prompt_still_running_with_session_not_found() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write left.txt behind")).await;
+    ws.until(|m| is_request(m, "session/request_permission")).await;
+    let detach = ws.request("_qwen/session/detach", json!({"sessionId": sid})).await;
+    let cut = ws.answer(turn).await;
+    assert_eq!(
+        (cut["error"]["code"].clone(), cut["error"]["data"]["code"].clone()),
+        (json!(-32002), json!("session_not_found")),
+        "{cut}"
+    );
+    assert_eq!(ws.answer(detach).await["result"], json!({}));
+    let again = ws.call("session/prompt", prompt(&sid, "hello")).await;
+    assert_eq!(again["error"]["data"]["code"], "session_not_attached");
+}
+
+/// `_qwen/session/detach` from a connection that never attached the session takes its client id
+/// off the session (a client registered over REST leaves through its ACP twin).
+#[tokio::test]
+async fn detaching_a_session_never_attached_here_takes_the_client_off_it() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("twin").await;
+    let (mut ws, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "twin")]).await;
+    let clients = |listed: &Value| listed["result"]["sessions"][0]["clientCount"].clone();
+    assert_eq!(clients(&ws.call("session/list", json!({})).await), 1);
+    assert_eq!(ws.call("_qwen/session/detach", json!({"sessionId": sid})).await["result"], json!({}));
+    assert_eq!(clients(&ws.call("session/list", json!({})).await), 0);
+}
+
+/// Waits on `sse` for the echo of prompt `text`: it is published when the prompt is queued.
+async fn queued_echo(sse: &mut Sse, text: &str) {
+    sse.until(|e| e.event == "session_update" && e.payload()["update"]["content"]["text"] == text).await;
+}
+
+/// A prompt whose turn the agent's exit cut short is answered with the REST twin's error.
+#[tokio::test]
+async fn a_prompt_cut_short_by_the_agents_exit_is_answered_agent_exited() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let cut = ws.call("session/prompt", prompt(&sid, "crash 3")).await;
+    assert_eq!(
+        (cut["error"]["code"].clone(), cut["error"]["data"]["code"].clone()),
+        (json!(-32005), json!("agent_exited")),
+        "{cut}"
+    );
+}
+
+/// `session/close` ends the session for everyone: a prompt another connection had queued is
+/// answered `session_not_found`, and that connection sees the session closed.
+#[tokio::test]
+async fn closing_a_session_ends_it_for_every_client_and_answers_their_queued_prompts() {
+    let d = Daemon::start(&[]);
+    let (mut a, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let (mut b, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "bob")]).await;
+    let sid = new_session(&mut a, &d).await;
+    b.call("session/resume", json!({"sessionId": sid, "cwd": d.workspace})).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    a.request("session/prompt", prompt(&sid, "write held.txt up")).await;
+    a.until(|m| is_request(m, "session/request_permission")).await;
+    let queued = a.request("session/prompt", prompt(&sid, "never runs")).await;
+    queued_echo(&mut sse, "never runs").await;
+    assert_eq!(b.call("session/close", json!({"sessionId": sid})).await["result"], json!({}));
+    let cut = a.answer(queued).await;
+    assert_eq!(cut["error"]["data"]["code"], "session_not_found", "{cut}");
+    let closed = a.until(|m| is_event(m, "session_closed")).await;
+    assert_eq!(
+        (closed["params"]["data"]["reason"].clone(), closed["params"]["data"]["closedBy"].clone()),
+        (json!("closed_by_client"), json!("bob")),
+        "{closed}"
+    );
+    assert_eq!(d.get(&format!("/session/{sid}")).await.status, 404);
+}
+
+/// A prompt queued when the daemon begins to drain never runs and is answered `daemon_draining`.
+#[tokio::test]
+async fn a_prompt_queued_when_the_daemon_drains_is_answered_daemon_draining() {
+    let mut d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    ws.request("session/prompt", prompt(&sid, "write held.txt up")).await;
+    ws.until(|m| is_request(m, "session/request_permission")).await;
+    let queued = ws.request("session/prompt", prompt(&sid, "never runs")).await;
+    queued_echo(&mut sse, "never runs").await;
+    d.signal(rustix::process::Signal::TERM);
+    let cut = ws.answer(queued).await;
+    assert_eq!(
+        (cut["error"]["code"].clone(), cut["error"]["data"]["code"].clone()),
+        (json!(-32005), json!("daemon_draining")),
+        "{cut}"
+    );
+    assert!(d.wait_exit(WAIT).success());
+}
+
+/// Over one WebSocket `session/load`'s answer follows the history it replays, as an agent over
+/// stdio sends it, and carries the session's models and modes.
+#[tokio::test]
+async fn session_load_answers_after_its_replay_with_the_sessions_models_and_modes() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("rest").await;
+    assert_eq!(d.prompt(&sid, Some("rest"), "stream 5").await.status, 200);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let load =
+        ws.request("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    let loaded = ws.answer(load).await;
+    assert_eq!(ws.updates().len(), 6, "the echo and five chunks, before the answer: {:#?}", ws.seen);
+    assert_eq!(loaded["result"]["modes"]["currentModeId"], "default", "{loaded}");
+    assert_eq!(loaded["result"]["models"]["currentModelId"], "demo-fast");
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["startEventId"], 0);
+    let last = loaded["result"]["_meta"]["mediatord"]["lastEventId"].as_u64().expect("lastEventId");
+    assert!(last >= 7, "the replay's events were published: {loaded}");
+}
+
+/// `session/list` lists a live session once, with its summary.
+#[tokio::test]
+async fn session_list_lists_a_live_session_once() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let listed = ws.call("session/list", json!({"cwd": d.workspace})).await;
+    let sessions = listed["result"]["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(
+        (sessions[0]["sessionId"].clone(), sessions[0]["state"].clone(), sessions[0]["clientCount"].clone()),
+        (json!(sid), json!("live"), json!(1))
+    );
+}
+
+/// `session/new`'s parameters are checked: an empty `cwd` is refused as a parameter, not taken as
+/// a path; an empty `modelServiceId` is none, and a model the agent refuses fails the create (no
+/// silent default model).
+#[tokio::test]
+async fn session_new_refuses_an_empty_cwd_and_a_model_the_agent_refuses() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let empty = ws.call("session/new", json!({"cwd": ""})).await;
+    assert_eq!(
+        (empty["error"]["code"].clone(), empty["error"]["data"]["code"].clone()),
+        (json!(-32602), json!("invalid_parameter")),
+        "{empty}"
+    );
+    let unknown =
+        ws.call("session/new", json!({"cwd": d.workspace, "modelServiceId": "no-such-model"})).await;
+    assert_eq!(unknown["error"]["data"]["code"], "agent_error", "{unknown}");
+    let none = ws.call("session/new", json!({"cwd": d.workspace, "modelServiceId": ""})).await;
+    assert_eq!(none["result"]["models"]["currentModelId"], "demo-fast", "{none}");
+}
+
+/// A prompt id the client chooses is a plain, short one not already in flight on the connection.
+#[tokio::test]
+async fn a_client_chosen_prompt_id_is_refused_when_malformed_or_in_flight() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let with_id = |text: &str, id: &str| json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}], "_meta": {"mediatord/promptId": id}});
+    let bad = ws.call("session/prompt", with_id("hello", "not plain")).await;
+    assert_eq!(bad["error"]["data"]["code"], "invalid_parameter", "{bad}");
+    let first = ws.request("session/prompt", with_id("write id.txt x", "p-1")).await;
+    ws.until(|m| is_request(m, "session/request_permission")).await;
+    let twice = ws.call("session/prompt", with_id("hello", "p-1")).await;
+    assert_eq!(twice["error"]["data"]["code"], "invalid_parameter", "{twice}");
+    ws.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})).await;
+    let answer = ws.answer(first).await;
+    assert_eq!(answer["result"]["promptId"], "p-1", "{answer}");
+}
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    u64::try_from(since.as_millis()).expect("ms fit u64")
+}
+
+/// `@qwen-code/sdk`'s session methods: the heartbeat says who and when, the context is the
+/// session's state, and a config option the agent never announced is refused.
+#[tokio::test]
+async fn the_qwen_session_methods_answer_with_the_sessions_state() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "qwen")]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let before = now_ms();
+    let beat = ws.call("_qwen/session/heartbeat", json!({"sessionId": sid})).await;
+    assert_eq!(
+        (beat["result"]["sessionId"].clone(), beat["result"]["clientId"].clone()),
+        (json!(sid), json!("qwen"))
+    );
+    let seen = beat["result"]["lastSeenAt"].as_u64().expect("lastSeenAt, in ms since the epoch");
+    assert!((before..=now_ms()).contains(&seen), "{beat}");
+    let context = ws.call("_qwen/session/context", json!({"sessionId": sid})).await;
+    assert_eq!(
+        (context["result"]["v"].clone(), context["result"]["sessionId"].clone()),
+        (json!(1), json!(sid)),
+        "{context}"
+    );
+    assert_eq!(context["result"]["state"]["modes"]["currentModeId"], "default");
+    assert_eq!(context["result"]["state"]["models"]["currentModelId"], "demo-fast");
+    let option =
+        ws.call("session/set_config_option", json!({"sessionId": sid, "configId": "x", "value": "y"})).await;
+    assert_eq!(option["error"]["data"]["code"], "config_options_unsupported", "{option}");
+}
+
+/// `session/permission` (`@qwen-code/sdk`'s vote) decides as a REST vote does, and a device's
+/// vote is audited with its name.
+#[tokio::test]
+async fn a_devices_session_permission_vote_decides_and_is_audited_with_its_name() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (_, credential) = d.pair_device(Some(TOKEN), "laptop", "voter").await;
+    let (mut ws, _) = AcpWs::ready(&d, &[("Authorization", &format!("Bearer {credential}"))]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write voted.txt yes")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    let rid = ask["params"]["_meta"]["mediatord/requestId"].clone();
+    let vote = json!({"sessionId": sid, "requestId": rid, "outcome": {"outcome": "selected", "optionId": "allow_once"}});
+    assert_eq!(ws.call("session/permission", vote).await["result"], json!({}));
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("voted.txt")).expect("written"), "yes");
+    let audit =
+        send(http().get(d.url(&format!("/session/{sid}/permissions?audit=1"))).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(
+        (audit["audit"][0]["via"].clone(), audit["audit"][0]["voterDeviceName"].clone()),
+        (json!("acp"), json!("laptop")),
+        "{audit}"
+    );
+}
+
+/// A session the daemon recorded and no longer runs is listed once, as dormant (a live one once,
+/// as live); `session/load` brings it back for a client that may write, and not for an observer
+/// (it may read, not start an agent).
+#[tokio::test]
+async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_may_write() {
+    let home = crate::store::Home::new();
+    let first = home.start(&["--token", TOKEN]);
+    let (_, watcher) = first.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let op = format!("Bearer {TOKEN}");
+    let (mut ws, _) = AcpWs::ready(&first, &[("Authorization", &op)]).await;
+    let sid = new_session(&mut ws, &first).await;
+    let listed = ws.call("session/list", json!({})).await;
+    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
+        .collect();
+    assert_eq!(states, [(json!(sid), json!("live"))], "{listed}");
+    // A turn, so the agent has a transcript to load the session from.
+    assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
+    drop(ws);
+    crate::store::stop(first);
+
+    let second = home.start(&["--token", TOKEN]);
+    let (mut observer, _) = AcpWs::ready(&second, &[("Authorization", &format!("Bearer {watcher}"))]).await;
+    let listed = observer.call("session/list", json!({})).await;
+    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
+        .collect();
+    assert_eq!(states, [(json!(sid), json!("dormant"))], "{listed}");
+    let load = json!({"sessionId": sid, "cwd": second.workspace, "mcpServers": []});
+    let refused = observer.call("session/load", load.clone()).await;
+    assert_eq!(refused["error"]["data"]["code"], "session_not_found", "{refused}");
+    let status = |d: &Daemon| send(http().get(d.url(&format!("/session/{sid}"))).bearer_auth(TOKEN));
+    assert_eq!(status(&second).await.status, 404, "an observer started no agent");
+    let (mut writer, _) = AcpWs::ready(&second, &[("Authorization", &op)]).await;
+    let loaded = writer.call("session/load", load).await;
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
+    assert_eq!(status(&second).await.status, 200);
+}
+
+/// A WebSocket client whose session stream falls `--subscriber-queue` events behind is evicted:
+/// it is told (`client_evicted`), then the socket closes with 4001 so it reconnects and resumes.
+#[tokio::test]
+async fn a_websocket_client_left_behind_is_told_it_was_evicted_and_closed_with_4001() {
+    let d = Daemon::start(&["--subscriber-queue", "64"]);
+    let (mut ws, _) = AcpWs::ready_small_buffer(&d).await;
+    let sid = new_session(&mut ws, &d).await;
+    // From here on the client reads nothing until the turn is over (a blocking prompt's answer).
+    assert_eq!(d.prompt(&sid, Some("rest"), "stream 20000").await.status, 200);
+    // Bounded as a whole: a socket left open sends pings, which `end` reads past.
+    let ended = tokio::time::timeout(WAIT, ws.end()).await.expect("the socket closes");
+    assert_eq!(ended, Ended::Closed(4001, "client_evicted: reconnect and session/load to resume".into()));
+    let evicted = ws.seen.iter().filter(|m| is_event(m, "client_evicted")).count();
+    assert_eq!(evicted, 1, "told once, before the close");
+}

@@ -226,3 +226,72 @@ async fn streamable_http_refusals_are_stable_codes() {
     .await;
     assert_eq!(no_token.status, 401);
 }
+
+/// A request's `Acp-Session-Id` must name the session its params name: one that differs is
+/// refused as a parameter error, one that agrees is served.
+#[tokio::test]
+async fn the_session_header_must_agree_with_the_params_session() {
+    let d = Daemon::start(&[]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
+    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let other = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), Some("another")).await;
+    let (_, refused) = until(&mut conn_stream, answer_to(other)).await;
+    assert_eq!(
+        (refused["error"]["code"].clone(), refused["error"]["data"]["code"].clone()),
+        (json!(-32602), json!("invalid_parameter")),
+        "{refused}"
+    );
+    let same = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), Some(&sid)).await;
+    let (_, served) = until(&mut conn_stream, answer_to(same)).await;
+    assert_eq!(served["result"]["sessionId"], sid.as_str(), "{served}");
+    let none = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), None).await;
+    let (_, served) = until(&mut conn_stream, answer_to(none)).await;
+    assert_eq!(served["result"]["sessionId"], sid.as_str(), "{served}");
+}
+
+/// Over Streamable HTTP `session/load`'s answer comes down the connection's own stream (as every
+/// answer to a request about no running turn does), and the replay down the session's.
+#[tokio::test]
+async fn session_load_over_http_is_answered_on_the_connection_stream_and_replays_on_the_sessions() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("rest").await;
+    assert_eq!(d.prompt(&sid, Some("rest"), "stream 3").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let load = acp.request("session/load", json!({"sessionId": sid, "cwd": d.workspace}), None).await;
+    let (_, loaded) = until(&mut conn_stream, answer_to(load)).await;
+    assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
+    let mut session_stream = Sse::from_response(acp.stream(Some(&sid), &[]).await);
+    let (replayed, _) = until(&mut session_stream, |m| is_event(m, "replay_complete")).await;
+    let updates = replayed.iter().filter(|e| e.data["method"] == "session/update").count();
+    assert_eq!(updates, 4, "the echo and three chunks: {replayed:#?}");
+}
+
+/// A session stream opened with `Last-Event-ID` replays from there, and a request still pending is
+/// asked in the replay's order: right after the `permission_request` event that raised it, never
+/// ahead of the events before it.
+#[tokio::test]
+async fn a_resumed_session_stream_asks_about_a_pending_request_right_after_its_replayed_event() {
+    let d = Daemon::start(&[]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
+    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write resumed.txt again"}]});
+    let turn = acp.request("session/prompt", prompt, Some(&sid)).await;
+    d.first_pending(&sid).await;
+    let res = acp.stream(Some(&sid), &[("Last-Event-ID", "0".to_owned())]).await;
+    let mut stream = Sse::from_response(res);
+    let (seen, ask) = until(&mut stream, |m| is_request(m, "session/request_permission")).await;
+    let raised = seen.len().checked_sub(2).map(|at| &seen[at].data);
+    assert!(raised.is_some_and(|m| is_event(m, "permission_request")), "{seen:#?}");
+    let vote = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    assert_eq!(acp.post(&vote, Some(&sid)).await.status, 202);
+    let (_, answer) = until(&mut stream, answer_to(turn)).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("resumed.txt")).expect("written"), "again");
+}
