@@ -800,7 +800,7 @@ async fn a_devices_session_permission_vote_decides_and_is_audited_with_its_name(
 /// (it may read, not start an agent).
 #[tokio::test]
 async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_may_write() {
-    let home = crate::store::Home::new();
+    let home = crate::support::Home::new();
     let first = home.start(&["--token", TOKEN]);
     let (_, watcher) = first.pair_device(Some(TOKEN), "wall screen", "observer").await;
     let op = format!("Bearer {TOKEN}");
@@ -817,7 +817,7 @@ async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_
     // A turn, so the agent has a transcript to load the session from.
     assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
     drop(ws);
-    crate::store::stop(first);
+    crate::support::stop(first);
 
     let second = home.start(&["--token", TOKEN]);
     let (mut observer, _) = AcpWs::ready(&second, &[("Authorization", &format!("Bearer {watcher}"))]).await;

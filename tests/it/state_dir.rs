@@ -8,8 +8,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::store::{Home, decided_request, eventually, stop};
+use crate::store::{decided_request, eventually};
 use crate::support::{Daemon, Sse, bin, http, selected, send, serve_refusal};
+use crate::support::{Home, stop};
 
 /// A daemon on `home`'s state directory with a session of alice's, and one write request per file
 /// raised and allowed by her, in order: (the daemon, the session, alice's stream, the request ids).

@@ -8,49 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected};
-
-/// A workspace and a state directory that outlive the daemons of one test.
-pub(crate) struct Home {
-    _dir: tempfile::TempDir,
-    pub(crate) workspace: PathBuf,
-    pub(crate) state: PathBuf,
-    xdg: PathBuf,
-}
-
-impl Home {
-    pub(crate) fn new() -> Home {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(dir.path()).expect("canonical");
-        let workspace = root.join("ws");
-        std::fs::create_dir(&workspace).expect("workspace");
-        Home { workspace, state: root.join("state"), xdg: root.join("xdg"), _dir: dir }
-    }
-
-    /// A daemon on this home's state directory, plus `args`.
-    pub(crate) fn start(&self, args: &[&str]) -> Daemon {
-        let mut full = vec!["--state-dir", self.state.to_str().expect("utf-8")];
-        full.extend(args);
-        let xdg = self.xdg.to_str().expect("utf-8");
-        Daemon::start_with(&self.workspace, &full, &[("XDG_STATE_HOME", xdg), ("HOME", xdg)])
-    }
-
-    fn cwd(&self) -> String {
-        self.workspace.to_string_lossy().into_owned()
-    }
-
-    /// `/workspace/<cwd>/<rest>` with the cwd URL-encoded.
-    fn workspace_path(&self, rest: &str) -> String {
-        format!("/workspace/{}/{rest}", self.cwd().replace('/', "%2F"))
-    }
-}
-
-/// SIGTERM, and the exit it causes (the drain records every session as dormant).
-pub(crate) fn stop(mut d: Daemon) {
-    d.signal(rustix::process::Signal::TERM);
-    let status = d.wait_exit(WAIT);
-    assert!(status.success(), "daemon exit: {status:?}\n{}", d.stderr());
-}
+use crate::support::{self, Daemon, Event, Home, Sse, WAIT, bin, ids, last_event_id, selected, stop};
 
 /// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
 /// which land a moment after the request that caused them.
