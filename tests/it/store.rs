@@ -3,7 +3,6 @@
 //! keeps its transcripts), stops or kills one, starts the next on the same directory, and looks at
 //! what survived.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
