@@ -333,6 +333,7 @@ async fn run_websocket(
     // Once the daemon drains, nothing more is read; the lanes deliver what their sessions
     // published (each ends after its session's terminal event) and then the socket closes.
     let mut draining = false;
+    let mut peer_closed = false;
     let close: Option<(u16, &'static str)> = loop {
         if draining && lanes.is_empty() && messages.is_empty() && new_lanes.is_empty() {
             break Some((CLOSE_GOING_AWAY, "the daemon is shutting down"));
@@ -361,7 +362,12 @@ async fn run_websocket(
                     Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
                         Woke::Nothing
                     }
-                    Some(Ok(Message::Close(_))) | None => Woke::End(None),
+                    // The library has queued its answering close: it is flushed below.
+                    Some(Ok(Message::Close(_))) => {
+                        peer_closed = true;
+                        Woke::End(None)
+                    }
+                    None => Woke::End(None),
                     Some(Err(e)) => Woke::End(Some(close_for(&e))),
                 }
             }
@@ -396,6 +402,9 @@ async fn run_websocket(
     if let Some((code, reason)) = close {
         let frame = CloseFrame { code: code.into(), reason: Utf8Bytes::from_static(reason) };
         let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.send(Message::Close(Some(frame)))).await;
+    } else if peer_closed {
+        // The close handshake (RFC 6455 §5.5.1): the client's close is answered with its code.
+        let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.flush()).await;
     }
 }
 
@@ -421,17 +430,12 @@ fn gather(
     let mut next = Some(first);
     let mut close = None;
     while let Some(out) = next.take() {
-        match out {
-            Out::Message { json, .. } => {
-                bytes += json.len();
-                count += 1;
-                frames.push_text(&json);
-            }
-            Out::Keepalive => {}
-            Out::Evicted => {
-                close = Some((CLOSE_EVICTED, "client_evicted: reconnect and session/load to resume"));
-                break;
-            }
+        if let Some(parts) = out.parts() {
+            bytes += frames.push_text(&parts);
+            count += 1;
+        } else if out == Out::Evicted {
+            close = Some((CLOSE_EVICTED, "client_evicted: reconnect and session/load to resume"));
+            break;
         }
         if count >= WS_BATCH_MESSAGES || bytes >= WS_BATCH_BYTES {
             break;
@@ -508,19 +512,21 @@ impl Stream for Lanes {
 
 /// One SSE frame: `id:` when the message came from an event, then the message on one `data:` line.
 fn sse_frame(out: &Out) -> Option<Bytes> {
-    match out {
-        Out::Message { json, event_id } => {
-            let mut f = BytesMut::with_capacity(json.len() + 32);
-            if let Some(id) = event_id {
+    match (out.parts(), out) {
+        (Some(parts), _) => {
+            let mut f = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 32);
+            if let Some(id) = out.event_id() {
                 f.extend_from_slice(format!("id: {id}\n").as_bytes());
             }
             f.extend_from_slice(b"data: ");
-            f.extend_from_slice(json);
+            for part in parts {
+                f.extend_from_slice(part);
+            }
             f.extend_from_slice(b"\n\n");
             Some(f.freeze())
         }
-        Out::Keepalive => Some(Bytes::from_static(b": heartbeat\n\n")),
-        Out::Evicted => None,
+        (None, Out::Keepalive) => Some(Bytes::from_static(b": heartbeat\n\n")),
+        (None, _) => None,
     }
 }
 

@@ -28,9 +28,10 @@ impl Frames {
         Frames { buf: Vec::new(), keep }
     }
 
-    /// Appends one text frame holding `payload`.
-    pub(super) fn push_text(&mut self, payload: &[u8]) {
-        let len = payload.len();
+    /// Appends one text frame whose payload is `parts`, one after the other; returns the
+    /// payload's length.
+    pub(super) fn push_text(&mut self, parts: &[&[u8]]) -> usize {
+        let len = parts.iter().map(|p| p.len()).sum();
         self.buf.reserve(len + 10);
         self.buf.push(FIN_TEXT);
         if len < usize::from(LEN_16) {
@@ -43,7 +44,10 @@ impl Frames {
             self.buf.push(LEN_64);
             self.buf.extend_from_slice(&(len as u64).to_be_bytes());
         }
-        self.buf.extend_from_slice(payload);
+        for part in parts {
+            self.buf.extend_from_slice(part);
+        }
+        len
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -89,7 +93,7 @@ mod tests {
         for len in LENGTHS {
             let text = payload(len);
             let mut ours = Frames::new(usize::MAX);
-            ours.push_text(&text);
+            ours.push_text(&[&text[..len / 2], &text[len / 2..]]);
             let mut theirs = Vec::new();
             Frame::message(text, OpCode::Data(Data::Text), true)
                 .format(&mut theirs)
@@ -104,7 +108,7 @@ mod tests {
         let sent: Vec<String> =
             LENGTHS.iter().map(|&len| String::from_utf8(payload(len)).expect("ASCII")).collect();
         for text in &sent {
-            frames.push_text(text.as_bytes());
+            frames.push_text(&[text.as_bytes()]);
         }
         let mut client = WebSocket::from_raw_socket(Cursor::new(frames.bytes().to_vec()), Role::Client, None);
         for text in &sent {
@@ -117,11 +121,11 @@ mod tests {
     #[test]
     fn a_buffer_grown_past_its_keep_is_given_back_and_a_smaller_one_is_reused() {
         let mut frames = Frames::new(1024);
-        frames.push_text(&payload(100));
+        frames.push_text(&[&payload(100)]);
         frames.clear();
         assert!(frames.is_empty());
         assert!(frames.buf.capacity() >= 110, "kept for the next batch");
-        frames.push_text(&payload(5000));
+        frames.push_text(&[&payload(5000)]);
         frames.clear();
         assert_eq!(frames.buf.capacity(), 0, "a burst's buffer is not held by an idle connection");
     }
