@@ -32,7 +32,7 @@ use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
@@ -451,7 +451,10 @@ fn gather(
 
 /// Writes a batch's frames in one write. What the library owes the client first (a pong it
 /// queued while reading) is flushed whole, so its frames and the daemon's never interleave.
-async fn write_frames(socket: &mut Socket, frames: &Frames) -> Result<(), ()> {
+async fn write_frames<S>(socket: &mut WebSocketStream<S>, frames: &Frames) -> Result<(), ()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     if frames.is_empty() {
         return Ok(());
     }
@@ -700,7 +703,47 @@ pub(super) async fn delete(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Cursor;
+
+    use tokio::io::AsyncReadExt;
+    use tokio_tungstenite::tungstenite::protocol::WebSocket;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+
     use super::*;
+
+    /// A pong the library began writing while it read (the socket took only part of it) is
+    /// finished before the daemon's own frames go out: the client reads the pong, then the
+    /// message, each whole.
+    #[tokio::test]
+    async fn the_daemons_frames_follow_a_pong_the_library_began_whole() {
+        // A socket that takes 16 bytes at a time, until its peer reads them.
+        let (server, client) = tokio::io::duplex(16);
+        let (mut client, mut client_out) = tokio::io::split(client);
+        let mut socket = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let payload = vec![b'p'; 100];
+        let mut ping = Frame::ping(payload.clone());
+        ping.header_mut().mask = Some([1, 2, 3, 4]);
+        let mut sent = Vec::new();
+        ping.format(&mut sent).expect("a frame formats");
+        let writer = tokio::spawn(async move { client_out.write_all(&sent).await.map(|()| client_out) });
+        assert!(matches!(socket.next().await, Some(Ok(Message::Ping(_)))));
+        let _client_out = writer.await.expect("the writer").expect("the ping went in");
+        // Reading on, the library writes the first 16 bytes of its pong, then waits.
+        assert!(socket.next().now_or_never().is_none(), "nothing more to read");
+        let reader = tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            client.read_to_end(&mut bytes).await.expect("read");
+            bytes
+        });
+        let mut frames = Frames::new(WS_WRITE_BUFFER);
+        frames.push_text(&[br#"{"jsonrpc":"2.0","method":"x"}"#]);
+        write_frames(&mut socket, &frames).await.expect("written");
+        drop(socket);
+        let bytes = reader.await.expect("the reader");
+        let mut read = WebSocket::from_raw_socket(Cursor::new(bytes), Role::Client, None);
+        assert_eq!(read.read().expect("the pong"), Message::Pong(payload.into()));
+        assert_eq!(read.read().expect("the message"), Message::text(r#"{"jsonrpc":"2.0","method":"x"}"#));
+    }
 
     #[test]
     fn failures_render_with_their_rest_code_and_status() {
