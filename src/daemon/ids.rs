@@ -6,10 +6,15 @@
 //! hostile one may answer the id of a session another agent recorded: the id is *claimed* before
 //! anything is written under it, and stays claimed until its session's record is final, so no
 //! create, resume or late write of one session can land on another's live table entry or history.
+//!
+//! In a fleet a recorded session is also claimed in the store before an agent is resumed on it
+//! ([`StoreClaim`], `Store::claim_session`): the directory's row, taken atomically, so of two
+//! daemons resuming one session at once exactly one starts an agent (no split brain).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use crate::store::{SessionRecord, Store};
 use crate::sync::lock;
 
 /// Longest session id accepted from an agent. Agents answer UUIDs (36 bytes); 256 leaves room for
@@ -54,6 +59,68 @@ impl Claims {
 impl Drop for Claim {
     fn drop(&mut self) {
         lock(&self.claims.ids).remove(&self.id);
+    }
+}
+
+/// A recorded session this daemon claimed in the store to resume it (`Store::claim_session`): the
+/// directory says this daemon holds it. Kept once the session is started (its own records take
+/// over from there); released when the start fails, so the session is recorded as it was and
+/// another daemon may take it: awaited by [`StoreClaim::release`], or in the background when the
+/// claim is dropped half way (the request that made it was cancelled).
+#[derive(Debug)]
+pub(crate) struct StoreClaim {
+    store: Arc<dyn Store>,
+    /// The record as it was before the claim.
+    previous: SessionRecord,
+    /// Whether it is still to be kept or released (false once either happened).
+    armed: bool,
+}
+
+impl StoreClaim {
+    pub(crate) fn new(store: Arc<dyn Store>, previous: SessionRecord) -> StoreClaim {
+        StoreClaim { store, previous, armed: true }
+    }
+
+    /// The session as recorded before the claim.
+    pub(crate) fn record(&self) -> &SessionRecord {
+        &self.previous
+    }
+
+    /// The session started: the claim stays.
+    pub(crate) fn keep(mut self) {
+        self.armed = false;
+    }
+
+    /// The start failed: the session goes back to how it was recorded, before the caller hears
+    /// of the failure (so a retry on another daemon finds it free).
+    pub(crate) async fn release(mut self) {
+        self.armed = false;
+        if self.store.shared() {
+            let (store, previous) = (self.store.clone(), self.previous.clone());
+            let _ = tokio::task::spawn_blocking(move || put_back(store.as_ref(), &previous)).await;
+        }
+    }
+}
+
+fn put_back(store: &dyn Store, previous: &SessionRecord) {
+    if let Err(e) = store.release_session(previous) {
+        tracing::warn!(
+            session_id = %previous.session_id,
+            error = %e,
+            "cannot release a session whose resume failed: the directory shows it held here until this daemon restarts"
+        );
+    }
+}
+
+impl Drop for StoreClaim {
+    fn drop(&mut self) {
+        if !self.armed || !self.store.shared() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (store, previous) = (self.store.clone(), self.previous.clone());
+            rt.spawn_blocking(move || put_back(store.as_ref(), &previous));
+        }
     }
 }
 

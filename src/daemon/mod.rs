@@ -36,7 +36,7 @@ use self::bus::{Bus, BusStats};
 pub use self::error::{CreateError, ResumeError, SessionError};
 pub use self::frames::{EventFrame, Piece, split as split_frames};
 pub use self::history::HistoryStream;
-use self::ids::{Claim, Claims};
+use self::ids::{Claim, Claims, StoreClaim};
 pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
@@ -49,7 +49,7 @@ use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
-use crate::store::{AuditQuery, ReadError, SessionRecord, SessionState, Store, StoreStats};
+use crate::store::{AuditQuery, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreStats};
 use crate::sync::lock;
 
 /// One configured agent as `GET /agents` shows it: never its arguments or environment.
@@ -87,6 +87,7 @@ const DECISION_PAGES: usize = 4;
 pub const AGENT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 type CreateFuture = Shared<BoxFuture<'static, Result<Arc<Session>, CreateError>>>;
+type ResumeFuture = Shared<BoxFuture<'static, Result<Arc<Session>, ResumeError>>>;
 
 enum DefaultSlot {
     Empty,
@@ -117,6 +118,9 @@ pub struct Daemon {
     /// an id is free, so two sessions never share one (`ids`).
     claims: Arc<Claims>,
     slots: Mutex<HashMap<SlotKey, AgentSlot>>,
+    /// The resumes under way, by session id: a second resume of one waits for the first. An entry
+    /// lives as long as its resume (so they are bounded by the requests in flight).
+    resuming: Mutex<HashMap<String, ResumeFuture>>,
     /// Each agent's latest `initialize` answer, by agent name: kept after its process stops, so
     /// `GET /agents` can say what an agent is once it has been started.
     reported: Mutex<HashMap<String, Arc<Value>>>,
@@ -222,6 +226,7 @@ impl Daemon {
             sessions: Mutex::new(HashMap::new()),
             claims: Arc::default(),
             slots: Mutex::new(HashMap::new()),
+            resuming: Mutex::default(),
             reported: Mutex::new(HashMap::new()),
             creating: AtomicUsize::new(0),
             draining: CancellationToken::new(),
@@ -697,8 +702,14 @@ impl Daemon {
 
     /// `POST /session/:id/resume`: brings a dormant (or closed) session back on a fresh agent with
     /// ACP `session/load`, under the same id, its event ids continuing. A live session is returned
-    /// as it is (`false`). A session another daemon of the fleet holds is refused with that
-    /// daemon's URL: two agents on one session would each answer its prompts (a split brain).
+    /// as it is (`false`). In a fleet the session is claimed in the store first, atomically
+    /// (`Store::claim_session`): one another daemon holds is refused with that daemon's URL, and of
+    /// two daemons resuming it at once only one starts an agent, since two agents on one session
+    /// would each answer its prompts (a split brain).
+    ///
+    /// Concurrent resumes of one session on this daemon wait for the first (as single-scope
+    /// creates do), which runs as a task of its own: a client that goes away never leaves a
+    /// resume, or its claim, half done.
     pub async fn resume(self: &Arc<Self>, id: &str) -> Result<(Arc<Session>, bool), ResumeError> {
         if let Ok(s) = self.session(id) {
             return Ok((s, false));
@@ -706,29 +717,94 @@ impl Daemon {
         if self.is_draining() {
             return Err(CreateError::Draining.into());
         }
-        if let Some(node_url) = self.held_elsewhere(id).await.map_err(|e| ResumeError::Store(e.0))? {
-            return Err(ResumeError::HeldElsewhere { session_id: id.to_owned(), node_url });
-        }
-        let record = self
-            .recorded_session(id)
-            .await?
-            .ok_or_else(|| ResumeError::NotFound { session_id: id.to_owned() })?;
-        let cwd = self.resolve_cwd(Some(&record.workspace))?;
-        let spec = self.config.agent(&record.agent).ok_or_else(|| CreateError::UnknownAgent {
-            name: record.agent.clone(),
-            known: self.config.agent_names(),
-        })?;
-        let name = spec.name.clone();
+        let (resume, first) = {
+            let mut resuming = lock(&self.resuming);
+            match resuming.get(id) {
+                Some(resume) => (resume.clone(), false),
+                None => {
+                    let (daemon, sid) = (self.clone(), id.to_owned());
+                    let task = tokio::spawn(async move {
+                        let result = daemon.resume_here(&sid).await;
+                        lock(&daemon.resuming).remove(&sid);
+                        result
+                    });
+                    let resume: ResumeFuture =
+                        async move { task.await.unwrap_or(Err(CreateError::Internal.into())) }
+                            .boxed()
+                            .shared();
+                    resuming.insert(id.to_owned(), resume.clone());
+                    (resume, true)
+                }
+            }
+        };
+        resume.await.map(|s| (s, first))
+    }
+
+    /// [`Daemon::resume`]'s work: the id claimed here, the session claimed in the store, an agent
+    /// started and the session loaded on it; the store's claim released if that fails.
+    async fn resume_here(self: &Arc<Self>, id: &str) -> Result<Arc<Session>, ResumeError> {
         let Some(claim) = self.claims.claim(id) else {
-            // Another request resumed it meanwhile (or its previous life is still ending).
+            // Resumed a moment ago, or its previous life is still ending.
             if let Ok(s) = self.session(id) {
-                return Ok((s, false));
+                return Ok(s);
             }
             return Err(CreateError::AgentStartFailed(format!(
                 "session {id} is being started or ended by another request; try again"
             ))
             .into());
         };
+        let held = self.claim_recorded(id).await?;
+        match self.load(id, held.record(), claim).await {
+            Ok(session) => {
+                let after = held.record().last_event_id;
+                held.keep();
+                tracing::info!(session_id = %id, agent = %session.agent_name, workspace = %session.workspace.display(), after, "session resumed");
+                self.registered().await;
+                Ok(session)
+            }
+            Err(e) => {
+                held.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Claims recorded session `id` in the store for this daemon (see [`Daemon::resume`]).
+    async fn claim_recorded(&self, id: &str) -> Result<StoreClaim, ResumeError> {
+        // What this daemon handed the writer (a close a moment ago, its last events) is read back.
+        let _ = self.store.flush().await;
+        let store = self.store.clone();
+        let sid = id.to_owned();
+        // The guard is made where the claim is, so a claim whose caller went away meanwhile is
+        // released by the guard's drop, never left behind.
+        let claimed = tokio::task::spawn_blocking(move || {
+            store.claim_session(&sid).map(|claim| match claim {
+                SessionClaim::Claimed(record) => Ok(StoreClaim::new(store.clone(), record)),
+                SessionClaim::HeldBy(node_url) => {
+                    Err(ResumeError::HeldElsewhere { session_id: sid, node_url })
+                }
+                SessionClaim::Unknown => Err(ResumeError::NotFound { session_id: sid }),
+            })
+        })
+        .await;
+        claimed
+            .map_err(|e| ResumeError::Store(e.to_string()))?
+            .map_err(|e| ResumeError::Store(e.to_string()))?
+    }
+
+    /// Starts an agent on claimed session `id` (recorded as `record`) and loads it.
+    async fn load(
+        self: &Arc<Self>,
+        id: &str,
+        record: &SessionRecord,
+        claim: Claim,
+    ) -> Result<Arc<Session>, ResumeError> {
+        let cwd = self.resolve_cwd(Some(&record.workspace))?;
+        let spec = self.config.agent(&record.agent).ok_or_else(|| CreateError::UnknownAgent {
+            name: record.agent.clone(),
+            known: self.config.agent_names(),
+        })?;
+        let name = spec.name.clone();
         let cap = self.config.session_cap();
         let live = lock(&self.sessions).len();
         let reserved = self.creating.fetch_add(1, Ordering::AcqRel);
@@ -760,14 +836,13 @@ impl Daemon {
         };
         let after = record.last_event_id;
         let recent = self.recent_frames(id, after).await;
+        // From here on the session's own records (started now, ended when it ends) are its row's.
         let (bus, mediator) = self.session_parts(id, &cwd, &name, after, recent, true);
         let result = if result.is_object() { result } else { json!({}) };
         let session =
             self.start_session(id, &cwd, &name, &agent, bus, mediator, result, timeout, claim).await?;
         drop(discard);
-        tracing::info!(session_id = %id, agent = %name, workspace = %cwd.display(), after, "session resumed");
-        self.registered().await;
-        Ok((session, true))
+        Ok(session)
     }
 
     /// The newest recorded frames of a session, consecutive and ending at `last_id` (at most a

@@ -173,9 +173,10 @@ pub struct Devices {
 }
 
 /// How long an exchange of a code this daemon does not know waits for the fleet's notice of it:
-/// a notice takes milliseconds once its transaction commits, and the issuing daemon answers only
-/// after that commit.
-const CODE_NOTICE_WAIT: Duration = Duration::from_millis(500);
+/// the issuing daemon answers only after the notice's commit, and a notice takes milliseconds from
+/// there, but three hops (the database, this daemon's listener, the task applying notices) on a
+/// loaded host took longer than half a second in the tests.
+const CODE_NOTICE_WAIT: Duration = Duration::from_secs(2);
 
 /// The least time between two reads of the devices for unknown credentials: a device just paired
 /// elsewhere is found within it, and wrong credentials cost at most ten reads a second.
@@ -271,10 +272,21 @@ impl Devices {
         let (Some(id), Some(secret)) = (random_hex(ID_BYTES), random_hex(SECRET_BYTES)) else {
             return Err(PairError::NoRandomness);
         };
-        if self.store.shared() && !lock(&self.table).codes.knows(code, Instant::now()) {
+        if self.store.shared() {
             // A code issued on another daemon of the fleet a moment ago: its notice may still be
             // on its way here. A wrong code waits this long too, which only slows a guesser.
-            let _ = tokio::time::timeout(CODE_NOTICE_WAIT, self.learned.notified()).await;
+            let deadline = tokio::time::Instant::now() + CODE_NOTICE_WAIT;
+            loop {
+                // Listening before looking, so a notice heard in between is not missed.
+                let learned = self.learned.notified();
+                tokio::pin!(learned);
+                learned.as_mut().enable();
+                if lock(&self.table).codes.knows(code, Instant::now())
+                    || tokio::time::timeout_at(deadline, learned).await.is_err()
+                {
+                    break;
+                }
+            }
         }
         let taken = {
             let mut table = lock(&self.table);

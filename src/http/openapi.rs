@@ -228,14 +228,14 @@ pub fn document(operations: &[Operation]) -> Value {
                     "name": "Acp-Connection-Id",
                     "in": "header",
                     "required": false,
-                    "description": "The ACP connection (from the `initialize` answer's header); absent only on `initialize` and a WebSocket upgrade.",
+                    "description": "The ACP connection (from the `initialize` answer's header); absent only on `initialize` and a WebSocket upgrade. In a fleet it names the daemon the connection lives on, and any daemon relays the request there.",
                     "schema": {"type": "string"},
                 },
                 "AcpSessionId": {
                     "name": "Acp-Session-Id",
                     "in": "header",
                     "required": false,
-                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade, the session the connection is for (in a fleet, the upgrade is relayed to the daemon holding it).",
+                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade or an `initialize`, the session the connection is for (in a fleet, the upgrade or the `initialize` is relayed to the daemon holding it, where the connection then lives).",
                     "schema": {"type": "string"},
                 },
             },
@@ -288,7 +288,7 @@ fn operation(op: &Operation) -> Value {
     }
     codes.extend(op.errors);
     // In a fleet, a request for a session another daemon holds is relayed there (`relay.rs`).
-    if super::relay::relayed_route(op.method, op.route) {
+    if super::relay::relayed_route(op.route) {
         codes.push("node_unavailable");
     }
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();

@@ -4,9 +4,12 @@
 //!
 //! - **Where.** Inside the perimeter: the daemon that receives a request checks its Origin, Host
 //!   and credential first, as for any request; only then is it relayed. A request that is not for
-//!   a session (`/session/{id}/…`, the vote route that names only the request, or an `/acp`
-//!   WebSocket upgrade naming its session in `Acp-Session-Id`) is never relayed, and the target is only ever a daemon the store lists as holding that session under a
-//!   valid lease (`Store::owner`), never an address a request names: this is no open proxy.
+//!   a session (`/session/{id}/…`, the vote route that names only the request, an `/acp`
+//!   WebSocket upgrade or Streamable HTTP `initialize` naming its session in `Acp-Session-Id`)
+//!   or for a Streamable HTTP `/acp` connection living elsewhere (its id names its home,
+//!   `door::home_of`) is never relayed, and the target is only ever a daemon the store lists as
+//!   holding that session under a valid lease (`Store::owner`), or as a live daemon of the fleet
+//!   (`Store::live_node`), never an address a request names alone: this is no open proxy.
 //! - **Who.** The relayed request keeps the caller's own `Authorization`, and the daemon holding
 //!   the session authenticates it again against the same token and the same paired devices (the
 //!   store is shared): who the caller is and what its role allows is never taken on another
@@ -24,7 +27,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
@@ -96,32 +99,56 @@ impl Relay {
     }
 }
 
-/// `Acp-Session-Id` on an `/acp` WebSocket upgrade: the session the connection is for.
+/// `Acp-Session-Id` on an `/acp` WebSocket upgrade or `initialize`: the session the connection is
+/// for.
 const ACP_SESSION_HEADER: &str = "acp-session-id";
+/// `Acp-Connection-Id` on a Streamable HTTP `/acp` request: the connection, which names its home.
+const ACP_CONNECTION_HEADER: &str = "acp-connection-id";
 
-/// Whether a request of `method` (lowercase) and `route` may be relayed (its operation documents
-/// `node_unavailable`): what [`target`] looks at.
-pub(super) fn relayed_route(method: &str, route: &str) -> bool {
-    route.starts_with("/session/{id}")
-        || route == "/permission/{request_id}"
-        || (route == "/acp" && method == "get")
+/// Whether a request of `route` may be relayed (its operation documents `node_unavailable`): what
+/// [`target`] looks at.
+pub(super) fn relayed_route(route: &str) -> bool {
+    route.starts_with("/session/{id}") || route == "/permission/{request_id}" || route == "/acp"
 }
 
-/// The session a request is for, by its route; `Err` with a request id for the vote route that
-/// names no session. An `/acp` WebSocket is one connection that may attach any session: it is for
-/// the session its upgrade names in `Acp-Session-Id` (`mediatord connect` names the one it
-/// joins), and relayed whole; an upgrade that names none, and Streamable HTTP's requests (whose
-/// connection lives on the daemon that opened it), are served here.
-fn target(req: &Request) -> Option<Result<String, String>> {
+/// Where a request goes, when it may go elsewhere.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// To the daemon holding this session.
+    Session(String),
+    /// To the daemon holding the session of this permission request (the vote route that names
+    /// no session).
+    Request(String),
+    /// To the daemon a Streamable HTTP `/acp` connection lives on (its id names it).
+    Home(String),
+}
+
+/// Where a request may go, by its route. `/acp`: a WebSocket is one connection that may attach
+/// any session, relayed whole to the daemon holding the session its upgrade names in
+/// `Acp-Session-Id` (`mediatord connect` names the one it joins). A Streamable HTTP connection
+/// lives on the daemon that answered its `initialize`, and its id names that daemon: every later
+/// request naming it goes there; an `initialize` that names a session in `Acp-Session-Id` goes to
+/// the daemon holding that session, so the connection lives where its session does. The rest is
+/// served here.
+fn target(req: &Request) -> Option<Target> {
     let route = req.extensions().get::<MatchedPath>()?.as_str();
     let mut segments = req.uri().path().split('/').skip(1);
+    let header = |name: &str| {
+        let value = req.headers().get(name)?.to_str().ok()?.trim();
+        (!value.is_empty()).then(|| value.to_owned())
+    };
     if route.starts_with("/session/{id}") {
-        segments.nth(1).map(|id| Ok(id.to_owned()))
+        segments.nth(1).map(|id| Target::Session(id.to_owned()))
     } else if route == "/permission/{request_id}" {
-        segments.nth(1).map(|id| Err(id.to_owned()))
-    } else if route == "/acp" && is_upgrade(req.headers()) {
-        let id = req.headers().get(ACP_SESSION_HEADER)?.to_str().ok()?.trim();
-        (!id.is_empty()).then(|| Ok(id.to_owned()))
+        segments.nth(1).map(|id| Target::Request(id.to_owned()))
+    } else if route != "/acp" {
+        None
+    } else if is_upgrade(req.headers()) {
+        header(ACP_SESSION_HEADER).map(Target::Session)
+    } else if let Some(connection) = header(ACP_CONNECTION_HEADER) {
+        crate::door::home_of(&connection).map(Target::Home)
+    } else if req.method() == Method::POST {
+        header(ACP_SESSION_HEADER).map(Target::Session)
     } else {
         None
     }
@@ -155,15 +182,29 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
     let Some(target) = target(&req) else { return next.run(req).await };
     let daemon = &relay.daemon;
     let session_id = match target {
-        Ok(id) if daemon.session(&id).is_ok() => return next.run(req).await,
-        Ok(id) => id,
-        Err(request_id) => {
+        Target::Session(id) if daemon.session(&id).is_ok() => return next.run(req).await,
+        Target::Session(id) => id,
+        Target::Request(request_id) => {
             if daemon.session_with_request(&request_id).is_ok() {
                 return next.run(req).await;
             }
             match session_of_request(daemon, request_id).await {
                 Some(id) => id,
                 None => return next.run(req).await,
+            }
+        }
+        Target::Home(node_url) => {
+            // Only a daemon the store lists as a live one of the fleet, never an address a
+            // request names: this is no open proxy. A connection whose home is this daemon, or
+            // a dead one, is answered here (`acp_connection_not_found` when it is not here).
+            if daemon.store.node_url().as_deref() == Some(node_url.as_str()) {
+                return next.run(req).await;
+            }
+            let store = daemon.store.clone();
+            let url = node_url.clone();
+            match tokio::task::spawn_blocking(move || store.live_node(&url)).await {
+                Ok(Ok(true)) => return relay_to(&relay, &node_url, req).await,
+                _ => return next.run(req).await,
             }
         }
     };
@@ -174,7 +215,12 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
         // history if it has one.
         _ => return next.run(req).await,
     };
-    match forward(&owner, relay.proof.clone(), req).await {
+    relay_to(&relay, &owner, req).await
+}
+
+/// Passes `req` to the daemon at `owner`; `503 node_unavailable` when it cannot be reached.
+async fn relay_to(relay: &Relay, owner: &str, req: Request) -> Response {
+    match forward(owner, relay.proof.clone(), req).await {
         Ok(response) => response,
         Err(e) => {
             tracing::warn!(node = %owner, error = %e, "cannot relay a request to the daemon holding its session");
@@ -436,7 +482,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn only_a_session_route_or_an_acp_upgrade_naming_its_session_is_for_a_session() {
+    async fn only_a_session_route_an_acp_session_or_an_acp_connection_naming_its_home_goes_elsewhere() {
         use tower::ServiceExt;
         async fn show(req: Request) -> String {
             format!("{:?}", target(&req))
@@ -448,17 +494,40 @@ mod tests {
             .route("/acp", any(show))
             .route("/health", any(show));
         let upgrade = [("connection", "keep-alive, Upgrade"), ("upgrade", "websocket")];
+        let homed = format!(
+            "c1.{}",
+            base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, "http://a:1")
+        );
+        let homed = homed.as_str();
         type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
-        let cases: [Case<'_>; 8] = [
-            ("GET", "/session/s1", &[], r#"Some(Ok("s1"))"#),
-            ("GET", "/session/s2/events", &[], r#"Some(Ok("s2"))"#),
-            ("POST", "/permission/r1", &[], r#"Some(Err("r1"))"#),
-            ("GET", "/health", &[], "None"),
-            ("GET", "/acp", &[("acp-session-id", " s3 "), upgrade[0], upgrade[1]], r#"Some(Ok("s3"))"#),
-            // Streamable HTTP's requests belong to the daemon holding their connection.
-            ("POST", "/acp", &[("acp-session-id", "s3")], "None"),
-            ("GET", "/acp", &[("acp-session-id", "s3"), ("upgrade", "websocket")], "None"),
+        let cases: [Case<'_>; 14] = [
+            ("GET", "/session/s1", &[], r#"Some(Session("s1"))"#),
+            ("GET", "/session/s2/events", &[], r#"Some(Session("s2"))"#),
+            ("POST", "/permission/r1", &[], r#"Some(Request("r1"))"#),
+            ("GET", "/health", &[("acp-session-id", "s3")], "None"),
+            ("GET", "/acp", &[("acp-session-id", " s3 "), upgrade[0], upgrade[1]], r#"Some(Session("s3"))"#),
             ("GET", "/acp", &[("acp-session-id", " "), upgrade[0], upgrade[1]], "None"),
+            // Streamable HTTP: a connection's requests go to its home, whatever session they name.
+            (
+                "POST",
+                "/acp",
+                &[("acp-connection-id", homed), ("acp-session-id", "s3")],
+                r#"Some(Home("http://a:1"))"#,
+            ),
+            (
+                "GET",
+                "/acp",
+                &[("acp-connection-id", homed), ("acp-session-id", "s3")],
+                r#"Some(Home("http://a:1"))"#,
+            ),
+            ("DELETE", "/acp", &[("acp-connection-id", homed)], r#"Some(Home("http://a:1"))"#),
+            // A connection of a daemon alone names no home.
+            ("POST", "/acp", &[("acp-connection-id", "c1"), ("acp-session-id", "s3")], "None"),
+            // `initialize` (no connection yet) goes where the session it names is.
+            ("POST", "/acp", &[("acp-session-id", "s3")], r#"Some(Session("s3"))"#),
+            ("POST", "/acp", &[], "None"),
+            ("GET", "/acp", &[("acp-session-id", "s3")], "None"),
+            ("GET", "/acp", &[("acp-session-id", "s3"), ("upgrade", "websocket")], "None"),
         ];
         for (method, path, headers, want) in cases {
             let mut req = Request::builder().method(method).uri(path);
@@ -469,12 +538,9 @@ mod tests {
             let got = axum::body::to_bytes(res.into_body(), 1024).await.expect("body");
             assert_eq!(String::from_utf8_lossy(&got), want, "{method} {path} {headers:?}");
         }
-        assert!(relayed_route("get", "/acp") && !relayed_route("post", "/acp"));
-        assert!(
-            relayed_route("post", "/session/{id}/prompt")
-                && relayed_route("post", "/permission/{request_id}")
-        );
-        assert!(!relayed_route("get", "/health") && !relayed_route("post", "/session"));
+        assert!(relayed_route("/acp") && relayed_route("/session/{id}/prompt"));
+        assert!(relayed_route("/session/{id}") && relayed_route("/permission/{request_id}"));
+        assert!(!relayed_route("/health") && !relayed_route("/session") && !relayed_route("/sessions"));
     }
 
     #[test]

@@ -241,6 +241,19 @@ pub enum Notice {
     Resync,
 }
 
+/// What [`Store::claim_session`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionClaim {
+    /// The session is this daemon's now, recorded live as its own: an agent may be started on it.
+    /// The record is as it was before the claim (what the agent loads, and what
+    /// [`Store::release_session`] puts back when the start fails).
+    Claimed(SessionRecord),
+    /// Another daemon of the fleet holds it live, under a lease that still holds, at this URL.
+    HeldBy(String),
+    /// The history has no such session.
+    Unknown,
+}
+
 /// Why a read failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the state database could not be read: {0}")]
@@ -334,6 +347,34 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn owner(&self, session_id: &str) -> Result<Option<String>, ReadError> {
         let _ = session_id;
         Ok(None)
+    }
+    /// Claims recorded session `session_id` for this daemon before an agent is started on it
+    /// (`POST /session/{id}/resume`, ACP `session/load`): atomically, so of two daemons resuming it
+    /// at once exactly one gets [`SessionClaim::Claimed`] and the other the winner's URL. A store
+    /// of one daemon has nobody to race: the daemon's own id claims (`daemon/ids.rs`) are the
+    /// whole claim, and this only reads the record. Blocking.
+    fn claim_session(&self, session_id: &str) -> Result<SessionClaim, ReadError> {
+        Ok(match self.session(session_id)? {
+            Some(record) => SessionClaim::Claimed(record),
+            None => SessionClaim::Unknown,
+        })
+    }
+    /// Undoes a claim whose agent never started: the session is recorded as it was (`previous`,
+    /// what [`SessionClaim::Claimed`] returned), so another daemon may take it. Only while this
+    /// daemon still holds it. Blocking.
+    fn release_session(&self, previous: &SessionRecord) -> Result<(), ReadError> {
+        let _ = previous;
+        Ok(())
+    }
+    /// This daemon's URL in the fleet, once it joined; `None` alone.
+    fn node_url(&self) -> Option<String> {
+        None
+    }
+    /// Whether `node_url` is another daemon of the fleet whose lease holds (a Streamable HTTP
+    /// `/acp` connection's home, which its requests are relayed to). Blocking.
+    fn live_node(&self, node_url: &str) -> Result<bool, ReadError> {
+        let _ = node_url;
+        Ok(false)
     }
     /// The session a permission request belongs to, from the audit (for the vote route that names
     /// no session). Blocking.

@@ -183,6 +183,21 @@ pub fn outcome_of(resolved_by: &str, selected: bool) -> AuditOutcome {
     }
 }
 
+/// Who keeps a recorded session when daemon `me` claims it to start an agent on it
+/// (`Store::claim_session`, under the row's lock): another daemon, when the session is live there
+/// under a lease that still holds; else nobody, and `me` may take it. A session `me` itself is
+/// recorded as holding live is one its earlier life left (the daemon's own table, checked first,
+/// does not have it), and one whose holder's lease ran out is no daemon's: one agent per session,
+/// in the whole fleet.
+pub(super) fn kept_by<'a>(
+    live: bool,
+    owner: Option<&'a str>,
+    owner_alive: bool,
+    me: &str,
+) -> Option<&'a str> {
+    owner.filter(|o| live && owner_alive && *o != me)
+}
+
 /// The URL without its password, for messages: the password of the userinfo goes, and so do the
 /// query's parameters (`?password=…` is libpq's too).
 pub(super) fn shown(url: &str) -> String {
@@ -208,6 +223,28 @@ mod tests {
 
     fn arc(s: &str) -> Arc<str> {
         Arc::from(s)
+    }
+
+    #[test]
+    fn a_session_is_kept_only_by_another_live_daemon_whose_lease_holds() {
+        type Case<'a> = (bool, Option<&'a str>, bool, Option<&'a str>);
+        let cases: [Case<'_>; 8] = [
+            (true, Some("http://a"), true, Some("http://a")),
+            // Its holder's lease ran out: nobody's.
+            (true, Some("http://a"), false, None),
+            // Not live (dormant, closed): nobody's, whoever held it last.
+            (false, Some("http://a"), true, None),
+            (false, Some("http://a"), false, None),
+            // Recorded as this daemon's own: what its earlier life left.
+            (true, Some("http://me"), true, None),
+            // Never owned (a store of one daemon, or written before the fleet).
+            (true, None, true, None),
+            (false, None, false, None),
+            (true, Some("http://b"), true, Some("http://b")),
+        ];
+        for (live, owner, alive, want) in cases {
+            assert_eq!(kept_by(live, owner, alive, "http://me"), want, "{live} {owner:?} {alive}");
+        }
     }
 
     #[test]

@@ -33,8 +33,8 @@ use serde_json::{Value, json};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::api::{
-    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionRecord, SessionState, Store,
-    StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
+    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
+    SessionState, Store, StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker, shown};
@@ -210,7 +210,13 @@ impl PgStore {
         let secret = rt.block_on(prepare(&pool)).map_err(&err)?;
         let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(NOTICE_QUEUE);
         let node: Arc<OnceLock<String>> = Arc::default();
-        rt.spawn(listen(pg_config, notice_tx, node.clone()));
+        // Listening before the daemon serves anything: a notice sent once it answered (a pairing
+        // code issued on another daemon a moment after this one started) is heard.
+        let (listening_tx, listening) = std::sync::mpsc::sync_channel(1);
+        rt.spawn(listen(pg_config, notice_tx, node.clone(), listening_tx));
+        if listening.recv_timeout(DB_TIMEOUT).is_err() {
+            tracing::warn!("not listening for the fleet's notices yet: they are read again once it is");
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::default());
         let rt = Arc::new(rt);
@@ -400,6 +406,7 @@ async fn listen(
     config: tokio_postgres::Config,
     tx: tokio::sync::mpsc::Sender<Notice>,
     node: Arc<OnceLock<String>>,
+    listening: std::sync::mpsc::SyncSender<()>,
 ) {
     use futures_util::StreamExt;
     let mut missed = false;
@@ -429,7 +436,9 @@ async fn listen(
             }
         });
         if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
-            if !first {
+            // The first time, `open` may have stopped waiting for it: then whatever was announced
+            // before is read again, as after a reconnection.
+            if !first || listening.try_send(()).is_err() {
                 deliver(&tx, &mut missed, Notice::Resync);
             }
             first = false;
@@ -736,6 +745,96 @@ impl Store for PgStore {
                 )
                 .await?;
             Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn claim_session(&self, session_id: &str) -> Result<SessionClaim, ReadError> {
+        let Some(me) = self.node.get().cloned() else {
+            return Err(ReadError("this daemon has not joined the fleet yet".into()));
+        };
+        let id = session_id.to_owned();
+        self.read(move |mut c| async move {
+            let tx = c.transaction().await?;
+            // The row's lock: a second claim waits here for the first to commit, then reads
+            // what it wrote (READ COMMITTED returns the newest version of a locked row).
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id, owner
+                     FROM sessions WHERE session_id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .await?
+            else {
+                return Ok(SessionClaim::Unknown);
+            };
+            let record = session_row(&row);
+            let owner: Option<String> = row.get(8);
+            // A statement of its own, so its snapshot is taken after the lock: a lease renewed
+            // while this claim waited counts.
+            let owner_alive = match owner.as_deref() {
+                Some(o) => {
+                    tx.query_one(
+                        &format!("SELECT EXISTS(SELECT 1 FROM nodes WHERE node_url = $1 AND lease_until >= {NOW_MS})"),
+                        &[&o],
+                    )
+                    .await?
+                    .get::<_, bool>(0)
+                }
+                None => false,
+            };
+            let live = record.state == SessionState::Live;
+            if let Some(holder) = decide::kept_by(live, owner.as_deref(), owner_alive, &me) {
+                return Ok(SessionClaim::HeldBy(holder.to_owned()));
+            }
+            tx.execute(
+                "UPDATE sessions SET state = 'live', owner = $2, ended_at = NULL, end_reason = NULL
+                 WHERE session_id = $1",
+                &[&id, &me],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(SessionClaim::Claimed(record))
+        })
+    }
+
+    fn release_session(&self, previous: &SessionRecord) -> Result<(), ReadError> {
+        let Some(me) = self.node.get().cloned() else { return Ok(()) };
+        let previous = previous.clone();
+        self.read(move |c| async move {
+            c.execute(
+                "UPDATE sessions SET state = $3, end_reason = $4, ended_at = $5, owner = NULL
+                 WHERE session_id = $1 AND owner = $2 AND state = 'live'",
+                &[
+                    &previous.session_id,
+                    &me,
+                    &previous.state.as_str(),
+                    &previous.end_reason,
+                    &previous.ended_at.map(|v| v as i64),
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn node_url(&self) -> Option<String> {
+        self.node.get().cloned()
+    }
+
+    fn live_node(&self, node_url: &str) -> Result<bool, ReadError> {
+        let Some(me) = self.node.get().cloned() else { return Ok(false) };
+        let url = node_url.to_owned();
+        self.read(move |c| async move {
+            let row = c
+                .query_one(
+                    &format!(
+                        "SELECT EXISTS(SELECT 1 FROM nodes WHERE node_url = $1 AND node_url <> $2
+                           AND lease_until >= {NOW_MS})"
+                    ),
+                    &[&url, &me],
+                )
+                .await?;
+            Ok(row.get(0))
         })
     }
 

@@ -149,9 +149,9 @@ async fn a_session_the_daemon_no_longer_has_ends_connect_with_an_error_the_edito
     let pending = editor.request("session/prompt", prompt(&sid, "hello")).await;
     let refused = editor.answer(pending).await;
     assert_eq!(refused["error"]["data"]["code"], "session_not_attached", "{refused}");
-    // The daemon is reached again after a drop, but the session cannot be resumed (closed, and
-    // --ephemeral keeps no history): connect says so on stderr and exits 1, so the editor sees its
-    // agent end.
+    // The daemon is reached again after a drop, but the session cannot be resumed (closed: on
+    // any store, a closed session is never resumed): connect says so on stderr and exits 1, so
+    // the editor sees its agent end.
     proxy.cut();
     assert_eq!(editor.exits().await.code(), Some(1));
 }

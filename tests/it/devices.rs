@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Reply, Sse, WAIT, bin, http, request_id, selected, send};
+use crate::support::{Daemon, Reply, Sse, WAIT, bin, eventually, http, request_id, selected, send};
 
 const TOKEN: &str = "operator-secret";
 
@@ -160,8 +160,14 @@ async fn a_paired_device_is_its_credential_by_header_and_its_votes_are_its_own_u
         op_stream.until_type("permission_resolved").await.last().expect("resolved").payload().clone();
     assert_eq!(resolved["voterClientId"], json!(device_id), "{resolved}");
 
-    // The audit names the device and its name, on the ballot and as the deciding voter.
-    let audit = send(op(http().get(d.url("/audit")))).await.ok();
+    // The audit names the device and its name, on the ballot and as the deciding voter (once
+    // the decision is recorded: the audit is written behind the vote's answer).
+    let decided = |b: &Value| {
+        b["entries"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["requestId"] == json!(rid) && e["status"] == "selected"))
+    };
+    let audit = eventually(|| op(http().get(d.url("/audit"))), decided).await;
     let entry = audit["entries"]
         .as_array()
         .expect("entries")

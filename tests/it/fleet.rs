@@ -25,9 +25,39 @@ impl Fleet {
 
     /// A daemon of the fleet, with `args` more.
     fn daemon(&self, args: &[&str]) -> Daemon {
+        self.daemon_with(args, &[])
+    }
+
+    /// A daemon of the fleet, with `args` and `env` more.
+    fn daemon_with(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut full = vec!["--store", self.store.as_str(), "--node-lease-ms", LEASE_MS];
         full.extend(args);
-        Daemon::start_with(&self.workspace, &full, &[])
+        Daemon::start_with(&self.workspace, &full, env)
+    }
+
+    /// The database's name (for `Postgres::sql`).
+    fn database(&self) -> String {
+        self.store.rsplit('/').next().expect("a database name").to_owned()
+    }
+
+    /// Polls the directory until session `sid`'s row reads `want` (`state|owner`), bounded by
+    /// [`WAIT`]: what one daemon wrote behind, committed.
+    async fn until_recorded(&self, db: &str, sid: &str, want: &str) {
+        let pg = Postgres::shared();
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let row = pg.sql(
+                db,
+                &format!(
+                    "SELECT state || '|' || COALESCE(owner, '') FROM sessions WHERE session_id = '{sid}'"
+                ),
+            );
+            if row.starts_with(want) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "session {sid} never recorded {want:?}: {row}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling another daemon's writer
+        }
     }
 
     fn sessions_path(&self) -> String {
@@ -181,6 +211,238 @@ async fn an_editor_connected_to_b_joining_a_session_on_a_is_relayed_to_a_and_its
     );
     assert_eq!(b.get("/agents").await.ok()["agents"][0]["running"], false, "B started no agent");
     assert!(editor.close().await.success());
+}
+
+/// Rounds of the race below: each is a fresh chance for both daemons to pass a check before
+/// either acts on it.
+const RACES: usize = 12;
+
+/// No split brain on resume: two daemons resuming the same closed session at the same moment,
+/// round after round. Each round exactly one starts an agent on it: its answer says `resumed`,
+/// the session is live in its tables and not the other's, and the directory names it; the other
+/// is told which daemon holds the session (`409 session_held_elsewhere`), or, relayed there, is
+/// handed the live session (`resumed: false`).
+#[tokio::test]
+async fn two_daemons_resuming_one_session_at_once_start_exactly_one_agent_on_it() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let db = fleet.database();
+    // One agent's state for both hosts (the demo agent's transcripts, which its `session/load`
+    // reads, beside `XDG_STATE_HOME`), as a fleet that resumes sessions on other hosts needs.
+    let agents = tempfile::tempdir().expect("tempdir");
+    let shared = [("XDG_STATE_HOME", agents.path().to_str().expect("utf-8"))];
+    let a = fleet.daemon_with(&[], &shared);
+    let b = fleet.daemon_with(&[], &shared);
+    let sid = a.join("alice").await;
+    assert_eq!(a.prompt(&sid, Some("alice"), "hello").await.status, 200, "a transcript to load");
+    let mut holder = &a;
+    let resume = format!("/session/{sid}/resume");
+    for round in 0..RACES {
+        assert_eq!(holder.delete(&format!("/session/{sid}")).await.status, 204, "round {round}");
+        fleet.until_recorded(&db, &sid, "closed|").await;
+        let (on_a, on_b) = tokio::join!(a.post(&resume, None, json!({})), b.post(&resume, None, json!({})));
+        let shown =
+            format!("round {round}: A {} {} / B {} {}", on_a.status, on_a.text, on_b.status, on_b.text);
+        let started = |r: &Reply| r.status == 200 && r.body["resumed"] == true;
+        let (winner, loser, lost) = match (started(&on_a), started(&on_b)) {
+            (true, false) => (&a, &b, on_b),
+            (false, true) => (&b, &a, on_a),
+            _ => panic!("exactly one daemon starts an agent on the session: {shown}"),
+        };
+        match lost.status {
+            409 => {
+                assert_eq!(lost.body["code"], "session_held_elsewhere", "{shown}");
+                assert_eq!(lost.body["nodeUrl"], winner.base.as_str(), "{shown}");
+            }
+            200 => assert_eq!(lost.body["resumed"], false, "relayed to the winner: {shown}"),
+            _ => panic!("the loser is told who holds it, or relayed there: {shown}"),
+        }
+        let live = |d: &Daemon| {
+            let url = d.url("/health?deep=1");
+            async move { send(http().get(url)).await.ok()["sessions"].as_u64() }
+        };
+        assert_eq!((live(winner).await, live(loser).await), (Some(1), Some(0)), "{shown}");
+        assert_eq!(
+            pg.sql(&db, &format!("SELECT state || '|' || owner FROM sessions WHERE session_id = '{sid}'")),
+            format!("live|{}", winner.base),
+            "{shown}"
+        );
+        holder = winner;
+    }
+}
+
+/// A resume whose agent cannot load the session gives its claim back: the session is recorded as
+/// it was, and another daemon resumes it at once.
+#[tokio::test]
+async fn a_resume_that_fails_releases_the_session_for_another_daemon() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let db = fleet.database();
+    let no_load = format!("demo={} demo-agent --no-load-session", bin());
+    let a = fleet.daemon(&["--agent", &no_load]);
+    let b = fleet.daemon(&[]);
+    let sid = b.join("alice").await;
+    assert_eq!(b.prompt(&sid, Some("alice"), "hello").await.status, 200, "a transcript to load");
+    assert_eq!(b.delete(&format!("/session/{sid}")).await.status, 204);
+    fleet.until_recorded(&db, &sid, "closed|").await;
+    let refused = a.post(&format!("/session/{sid}/resume"), None, json!({})).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (409, Some("resume_unsupported")),
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        pg.sql(&db, &format!("SELECT state || '|' || end_reason FROM sessions WHERE session_id = '{sid}'")),
+        "closed|closed_by_client",
+        "recorded as it was"
+    );
+    let resumed = b.post(&format!("/session/{sid}/resume"), None, json!({})).await.ok();
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+}
+
+/// One Streamable HTTP `/acp` message to `d` (`POST`), on connection `conn` (none: `initialize`)
+/// and naming `session` in `Acp-Session-Id`.
+async fn acp_post(d: &Daemon, conn: Option<&str>, session: Option<&str>, message: Value) -> Reply {
+    let mut req = http().post(d.url("/acp")).json(&message);
+    if let Some(c) = conn {
+        req = req.header("Acp-Connection-Id", c);
+    }
+    if let Some(s) = session {
+        req = req.header("Acp-Session-Id", s);
+    }
+    send(req).await
+}
+
+/// A Streamable HTTP stream from `d`: connection `conn`'s own, or its session's.
+async fn acp_stream(d: &Daemon, conn: &str, session: Option<&str>) -> reqwest::Response {
+    let mut req =
+        http().get(d.url("/acp")).header("Accept", "text/event-stream").header("Acp-Connection-Id", conn);
+    if let Some(s) = session {
+        req = req.header("Acp-Session-Id", s);
+    }
+    req.send().await.expect("an /acp stream")
+}
+
+/// The next JSON-RPC message on `sse` that `done` accepts.
+async fn acp_until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> Value {
+    sse.until(|e| done(&e.data)).await.pop().expect("a match").data
+}
+
+/// `/acp` over Streamable HTTP through any daemon: a client that only ever talks to B, for a
+/// session A holds. Its `initialize` names the session, so the connection is opened on A (its id
+/// names A); every later request of the connection (its streams, its prompt, its answer to the
+/// permission request, its close) is relayed to A by that id. A's agent writes the file, and B
+/// never starts an agent. A connection opened on B is B's the same way, through A.
+#[tokio::test]
+async fn a_streamable_http_acp_client_of_b_drives_a_session_on_a_and_its_vote_writes_the_file() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let opened = acp_post(&b, None, Some(&sid), init.clone()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let conn = opened.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    assert_eq!(
+        opened.body["result"]["agentCapabilities"]["_meta"]["mediatord"]["connectionId"],
+        conn.as_str()
+    );
+    // The connection lives on A: A finds it by its id (B's own table never had it).
+    let on_a = acp_stream(&a, &conn, None).await;
+    assert_eq!(on_a.status(), 200, "the connection is A's");
+    drop(on_a);
+
+    let mut conn_stream = Sse::from_response(reopened(&b, &conn, None).await);
+    let load = json!({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": sid, "cwd": fleet.workspace, "mcpServers": []}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), load).await.status, 202);
+    let loaded = acp_until(&mut conn_stream, |m| m["id"] == 1 && m.get("method").is_none()).await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let res = acp_stream(&b, &conn, Some(&sid)).await;
+    assert_eq!(res.status(), 200);
+    let mut session_stream = Sse::from_response(res);
+    let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "write relayed-http.txt over streamable http"}]}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), prompt).await.status, 202);
+    let ask = acp_until(&mut session_stream, |m| is_request(m, "session/request_permission")).await;
+    let vote = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    assert_eq!(acp_post(&b, Some(&conn), Some(&sid), vote).await.status, 202);
+    let answer = acp_until(&mut session_stream, |m| m["id"] == 2 && m.get("method").is_none()).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(fleet.workspace.join("relayed-http.txt")).expect("written by A's agent"),
+        "over streamable http"
+    );
+    let audit = a.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(audit["audit"][0]["via"], "acp", "{audit}");
+    assert_eq!(b.get("/agents").await.ok()["agents"][0]["running"], false, "B started no agent");
+    let closed = send(http().delete(b.url("/acp")).header("Acp-Connection-Id", &conn)).await;
+    assert_eq!(closed.status, 202, "{}", closed.text);
+    assert!(session_stream.rest().await.is_empty(), "its streams end");
+    assert_eq!(acp_stream(&a, &conn, None).await.status(), 404, "gone from A");
+
+    // The other way round: a connection opened on B (naming no session) lives on B, and its
+    // requests through A are B's.
+    let on_b = acp_post(&b, None, None, init).await;
+    let conn_b = on_b.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    assert_eq!(acp_post(&a, Some(&conn_b), None, list).await.status, 202);
+    let mut b_stream = Sse::from_response(reopened(&a, &conn_b, None).await);
+    let listed = acp_until(&mut b_stream, |m| m["id"] == 1).await;
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+}
+
+/// A Streamable HTTP connection dies with the daemon it lives on: once that daemon's lease has run
+/// out, another daemon answers the connection's requests itself (`404 acp_connection_not_found`,
+/// as for any connection it does not know) instead of relaying them to a dead address.
+#[tokio::test]
+async fn a_streamable_http_connection_whose_daemon_died_is_not_found_elsewhere_once_its_lease_ran_out() {
+    let pg = Postgres::shared();
+    let fleet = Fleet::new(pg);
+    let a = fleet.daemon(&[]);
+    let b = fleet.daemon(&[]);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let opened = acp_post(&a, None, None, init).await;
+    let conn = opened.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    assert_eq!(
+        acp_post(&b, Some(&conn), None, list.clone()).await.status,
+        202,
+        "relayed to A while it lives"
+    );
+    drop(a);
+    // Until A's lease runs out B still relays to it, and says it cannot reach it (503).
+    let deadline = std::time::Instant::now() + WAIT;
+    let gone = loop {
+        let reply = acp_post(&b, Some(&conn), None, list.clone()).await;
+        if reply.status != 503 {
+            break reply;
+        }
+        assert_eq!(reply.body["code"], "node_unavailable", "{}", reply.text);
+        assert!(std::time::Instant::now() < deadline, "B relays to a dead daemon past its lease");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // polling for a lease to run out (a real second)
+    };
+    assert_eq!(
+        (gone.status, gone.body["code"].as_str()),
+        (404, Some("acp_connection_not_found")),
+        "{}",
+        gone.text
+    );
+}
+
+/// Opens connection `conn`'s stream on `d` once the previous one has been given back (`409`
+/// while it is handed back).
+async fn reopened(d: &Daemon, conn: &str, session: Option<&str>) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let res = acp_stream(d, conn, session).await;
+        if res.status() != 409 {
+            assert_eq!(res.status(), 200);
+            return res;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stream was never given back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling for the hand-back
+    }
 }
 
 /// Polls `path` on `d` until `ok` holds (bounded by [`WAIT`]); the last body.
@@ -392,6 +654,7 @@ fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_
     let (status, stderr) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", &url], &[]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("postgres://mediatord@127.0.0.1:{closed}/nowhere")), "{stderr}");
+    assert!(stderr.contains("error connecting to server"), "the driver's reason: {stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 

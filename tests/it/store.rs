@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected};
+use crate::support::{self, Daemon, Event, Sse, WAIT, bin, ids, last_event_id, selected};
 
 /// A workspace and a state directory that outlive the daemons of one test.
 pub(crate) struct Home {
@@ -55,15 +55,7 @@ pub(crate) fn stop(mut d: Daemon) {
 /// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
 /// which land a moment after the request that caused them.
 pub(crate) async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let body = d.get(path).await.ok();
-        if ok(&body) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "GET {path} never satisfied the test: {body}");
-        tokio::time::sleep(Duration::from_millis(25)).await; // polling what a background writer commits
-    }
+    support::eventually(|| d.client().get(d.url(path)), ok).await
 }
 
 /// Every event of a replay, read to the stream's end.
@@ -327,10 +319,50 @@ async fn a_dormant_session_replays_across_a_restart_and_resumes_with_continuing_
     assert_eq!(again["resumed"], false, "a live session is not resumed twice");
     stop(d);
 
-    // The resumed turn is part of the history too.
+    // The resumed turn is part of the history too, after the whole of what came before it.
     let d = home.start(&[]);
     let all = replay(&d, &sid, &last_event_id(last + 1)).await;
     assert_eq!(ids(&all).first().copied(), Some(last + 2));
+    let whole = ids(&replay(&d, &sid, &[]).await);
+    assert_eq!(whole, (1..=*whole.last().expect("ids")).collect::<Vec<_>>(), "the resume kept the history");
+}
+
+/// A session's history as one recorded row standing for every event, from id 1 to its last: its
+/// frames kept but unreadable (`damaged`: an unknown codec), or none (a gap marker: the writer
+/// had no room for them), rewritten in the database while no daemon runs.
+fn rewrite_as_one_row(home: &Home, sid: &str, damaged: bool) {
+    let last_row = format!("(SELECT MAX(last_id) FROM events WHERE session_id = '{sid}')");
+    let (frames, codec) = if damaged { ("frames", 9) } else { ("NULL", 0) };
+    support::state_sql(
+        &home.state,
+        &format!(
+            "UPDATE events SET first_id = 1, frames = {frames}, codec = {codec}
+               WHERE session_id = '{sid}' AND last_id = {last_row};
+             DELETE FROM events WHERE session_id = '{sid}' AND last_id < {last_row};"
+        ),
+    );
+}
+
+/// A replay from a `Last-Event-ID` inside events the history cannot give back (a run it cannot
+/// read, or a gap it recorded): one `history_gap` naming only what follows the cursor, then the
+/// end of the replay.
+#[tokio::test]
+async fn a_replay_from_inside_an_unreadable_run_or_a_gap_names_only_what_follows_the_cursor() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let last = *ids(&streamed(&d, &sid, 20).await).last().expect("ids") + 1; // and session_closed
+    stop(d);
+    for damaged in [true, false] {
+        rewrite_as_one_row(&home, &sid, damaged);
+        let d = home.start(&[]);
+        let replayed = replay(&d, &sid, &last_event_id(5)).await;
+        let kinds: Vec<&str> = replayed.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(kinds, ["history_gap", "replay_complete"], "damaged: {damaged}");
+        let gap = replayed[0].payload();
+        assert_eq!((gap["fromId"].as_u64(), gap["toId"].as_u64()), (Some(6), Some(last)), "{gap}");
+        stop(d);
+    }
 }
 
 #[tokio::test]

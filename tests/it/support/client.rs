@@ -65,6 +65,24 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Reply {
     Reply { status, headers, text, body }
 }
 
+/// Sends the request `make` builds until its `200` body satisfies `ok` (bounded by [`WAIT`]), and
+/// returns that body. For what a durable store writes behind its answer (`docs/protocol.md#145-durability-promise`:
+/// the audit, session records), read back a moment later; the memory store's first answer holds.
+pub(crate) async fn eventually(
+    make: impl Fn() -> reqwest::RequestBuilder,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let body = send(make()).await.ok();
+        if ok(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "never satisfied the test within {WAIT:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(25)).await; // polling what a background writer commits
+    }
+}
+
 /// Adds `X-Qwen-Client-Id` when there is a client id.
 pub(crate) fn as_client(req: reqwest::RequestBuilder, client: Option<&str>) -> reqwest::RequestBuilder {
     match client {

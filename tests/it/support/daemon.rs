@@ -34,6 +34,9 @@ pub(crate) struct Daemon {
     pub(crate) ca: Option<String>,
     stderr: Arc<Mutex<String>>,
     _dir: Option<tempfile::TempDir>,
+    /// The store of a daemon whose test asked for none ([`OwnStore`]); after `child` (the drop
+    /// kills the daemon first), so a database is dropped only once nothing writes to it.
+    _own_store: Option<OwnStore>,
     /// `XDG_STATE_HOME` and `HOME` of the daemon (unless the test set them): no daemon under test
     /// ever finds the user's real state directory.
     _home: tempfile::TempDir,
@@ -49,6 +52,29 @@ fn private_home(cmd: &mut Command, env: &[(&str, &str)]) -> tempfile::TempDir {
         }
     }
     home
+}
+
+/// The durable store of a daemon whose test asked for none (no `--state-dir`, `--store` or
+/// `--ephemeral`), by this crate's [`super::BACKEND`]: the decision suites then reach a real
+/// database on each backend (`tests/it/durable.rs`). `tests/it`'s daemons stay `--ephemeral`.
+enum OwnStore {
+    /// A fresh temporary `--state-dir` (SQLite).
+    Dir(tempfile::TempDir),
+    /// A fresh database of the shared throwaway cluster, dropped with the guard.
+    Database(super::postgres::Throwaway),
+}
+
+impl OwnStore {
+    /// `None` for the memory store (`--ephemeral`).
+    fn new() -> Option<OwnStore> {
+        match super::BACKEND {
+            super::Backend::Memory => None,
+            super::Backend::Sqlite => Some(OwnStore::Dir(tempfile::tempdir().expect("tempdir"))),
+            super::Backend::Postgres => {
+                Some(OwnStore::Database(super::postgres::Postgres::shared().throwaway_database()))
+            }
+        }
+    }
 }
 
 /// `args` as this test crate runs them: unchanged against SQLite; against PostgreSQL
@@ -147,12 +173,16 @@ impl Daemon {
     fn spawn(cwd: &Path, args: &[&str], env: &[(&str, &str)], stderr_to: StderrTo) -> Daemon {
         let mut cmd = Command::new(bin());
         cmd.arg("serve").arg("--port").arg("0");
-        // Nothing durable unless the test asks for a state directory of its own.
-        if !args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral" || *a == "--store")
-            && !env.iter().any(|(k, _)| *k == "MEDIATORD_STORE")
-        {
-            cmd.arg("--ephemeral");
-        }
+        let asked = args.iter().any(|a| *a == "--state-dir" || *a == "--ephemeral" || *a == "--store")
+            || env.iter().any(|(k, _)| *k == "MEDIATORD_STORE");
+        let own_store = if asked { None } else { OwnStore::new() };
+        match &own_store {
+            // A directory the daemon makes itself, with the mode it insists on.
+            Some(OwnStore::Dir(dir)) => cmd.arg("--state-dir").arg(dir.path().join("state")),
+            Some(OwnStore::Database(db)) => cmd.arg("--store").arg(&db.url),
+            None if asked => &mut cmd,
+            None => cmd.arg("--ephemeral"),
+        };
         let args = against_the_backend(args);
         cmd.args(&args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN").env_remove("MEDIATORD_STATE_DIR");
@@ -219,6 +249,7 @@ impl Daemon {
             ca: None,
             stderr,
             _dir: None,
+            _own_store: own_store,
             _home,
         }
     }

@@ -32,9 +32,33 @@ pub(crate) use receiver::*;
 pub(crate) use sse::*;
 pub(crate) use tmux::*;
 
-/// Whether this test crate runs the store's suites against PostgreSQL: `tests/it_postgres.rs`
-/// does (the crate's name says which crate this support is compiled into).
-pub(crate) const POSTGRES: bool = same(env!("CARGO_CRATE_NAME"), "it_postgres");
+/// Where a daemon under test keeps its state when the test asks for nothing (no `--state-dir`,
+/// `--store` or `--ephemeral`): the crate's name says which crate this support is compiled into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// `tests/it`: `--ephemeral`, the memory store (nothing durable unless the test asks).
+    Memory,
+    /// `tests/it_sqlite.rs`: a fresh temporary `--state-dir` of its own, SQLite.
+    Sqlite,
+    /// `tests/it_postgres.rs`: a fresh database of the shared throwaway cluster; and every
+    /// `--state-dir DIR` a test names becomes that cluster's database for `DIR`.
+    Postgres,
+}
+
+/// The backend of this test crate.
+pub(crate) const BACKEND: Backend = {
+    let name = env!("CARGO_CRATE_NAME");
+    if same(name, "it_postgres") {
+        Backend::Postgres
+    } else if same(name, "it_sqlite") {
+        Backend::Sqlite
+    } else {
+        Backend::Memory
+    }
+};
+
+/// Whether this test crate runs its suites against PostgreSQL (`tests/it_postgres.rs`).
+pub(crate) const POSTGRES: bool = matches!(BACKEND, Backend::Postgres);
 
 const fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -54,3 +78,16 @@ const fn same(a: &str, b: &str) -> bool {
 /// Upper bound for any single wait in a test. Generous: only a failing test ever waits this long,
 /// and 20 s was once too short for 96 MiB of agent output on a two-core machine at load 30.
 pub(crate) const WAIT: Duration = Duration::from_secs(45);
+
+/// Runs `sql` (statements both SQLite and PostgreSQL take) on the database of the state
+/// directory `state`, as another program would while no daemon runs on it: its `state.db`, or
+/// in a run against PostgreSQL the cluster's database that stands for it.
+pub(crate) fn state_sql(state: &std::path::Path, sql: &str) {
+    if POSTGRES {
+        let pg = postgres::Postgres::shared();
+        pg.sql(&postgres::database_for(state), sql);
+    } else {
+        let db = rusqlite::Connection::open(state.join("state.db")).expect("open state.db");
+        db.execute_batch(sql).expect("run the SQL");
+    }
+}

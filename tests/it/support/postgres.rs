@@ -227,9 +227,23 @@ impl Postgres {
         self.database(&format!("t{}_{n}", std::process::id()))
     }
 
+    /// A database of its own for one daemon that asked for no store (`support::Backend::Postgres`),
+    /// dropped when the guard is: hundreds of daemons each leave one, at about 7 MB apiece.
+    pub(crate) fn throwaway_database(&'static self) -> Throwaway {
+        let url = self.fresh_database();
+        let name = url.rsplit_once('/').map(|(_, name)| name.to_owned()).expect("a database name");
+        Throwaway { pg: self, name, url }
+    }
+
     /// Runs SQL on `database` with `psql`, returning its unaligned output.
     pub(crate) fn sql(&self, database: &str, sql: &str) -> String {
-        let out = Command::new(self.bin.join("psql"))
+        let out = self.psql(database, sql).expect("psql");
+        assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn psql(&self, database: &str, sql: &str) -> std::io::Result<std::process::Output> {
+        Command::new(self.bin.join("psql"))
             .args([
                 "-h",
                 "127.0.0.1",
@@ -244,9 +258,6 @@ impl Postgres {
                 sql,
             ])
             .output()
-            .expect("psql");
-        assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 }
 
@@ -257,6 +268,26 @@ impl Drop for Postgres {
             control.0.take();
         }
         let _ = self.keeper.wait();
+    }
+}
+
+/// A database of the shared cluster for one daemon: its `--store` URL, and the database dropped
+/// when the guard is (after the daemon, which [`super::Daemon`] kills first).
+pub(crate) struct Throwaway {
+    pg: &'static Postgres,
+    name: String,
+    pub(crate) url: String,
+}
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        // FORCE: the killed daemon's connections may not have been noticed gone yet. Never a
+        // panic here (it may run while a failed test unwinds): a database left behind goes with
+        // the cluster's directory when the tests end.
+        let _ = self.pg.psql("postgres", &format!("DROP DATABASE {} WITH (FORCE)", self.name));
+        if let Ok(mut made) = self.pg.made.lock() {
+            made.retain(|m| *m != self.name);
+        }
     }
 }
 
