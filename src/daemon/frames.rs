@@ -100,8 +100,8 @@ fn with_id(frame: &[u8]) -> Option<EventFrame<'_>> {
     let (id_text, rest) = line(frame, b"id: ")?;
     let (kind, rest) = line(rest, b"event: ")?;
     let body = rest.strip_prefix(b"data: ")?;
-    let id: u64 = std::str::from_utf8(id_text).ok()?.parse().ok()?;
-    let kind = std::str::from_utf8(kind).ok()?;
+    let id = decimal(id_text)?;
+    let kind = kind_text(kind)?;
     // The head repeats the id and the type: `{"id":N,"v":1,"type":"K","data":`.
     let after_head = body
         .strip_prefix(br#"{"id":"#)?
@@ -121,10 +121,30 @@ fn with_id(frame: &[u8]) -> Option<EventFrame<'_>> {
     Some(EventFrame { id: Some(id), kind, data: middle, prompt_id, originator })
 }
 
+/// The event id's digits as the bus writes them (no sign, no spaces) as a number.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// The event type as text: `session_update`, the type of nearly every frame, is recognised
+/// without a UTF-8 check.
+fn kind_text(kind: &[u8]) -> Option<&str> {
+    const UPDATE: &str = "session_update";
+    if kind == UPDATE.as_bytes() { Some(UPDATE) } else { std::str::from_utf8(kind).ok() }
+}
+
 /// `event: K\ndata: {"data":D,"type":"K","v":1}` (serde_json writes an object's keys sorted).
 fn without_id(frame: &[u8]) -> Option<EventFrame<'_>> {
     let (kind, rest) = line(frame, b"event: ")?;
-    let kind = std::str::from_utf8(kind).ok()?;
+    let kind = kind_text(kind)?;
     let body = rest.strip_prefix(b"data: ")?.strip_prefix(br#"{"data":"#)?;
     let tail = [br#","type":""#.as_slice(), kind.as_bytes(), br#"","v":1}"#].concat();
     let data = body.strip_suffix(tail.as_slice())?;
@@ -194,6 +214,20 @@ mod tests {
             Piece::Event(e) => e,
             other => panic!("not an event: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_id_is_read_as_its_digits_and_nothing_else_is_one() {
+        assert_eq!(decimal(b"0"), Some(0));
+        assert_eq!(decimal(b"42"), Some(42));
+        assert_eq!(decimal(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(decimal(b"18446744073709551616"), None, "past u64");
+        for not in [&b""[..], b"+1", b"-1", b"1 ", b"1a", b"\xff"] {
+            assert_eq!(decimal(not), None, "{not:?}");
+        }
+        assert_eq!(kind_text(b"session_update"), Some("session_update"));
+        assert_eq!(kind_text(b"turn_complete"), Some("turn_complete"));
+        assert_eq!(kind_text(b"\xff"), None);
     }
 
     #[test]

@@ -46,11 +46,36 @@ pub enum Out {
     /// A JSON-RPC message, and the id of the event it came from (the SSE `id:`, the envelope's
     /// `eventId`), if any.
     Message { json: Bytes, event_id: Option<u64> },
+    /// A `session/update` notification of the agent's update `params`, which shares the bytes of
+    /// the session's stream: the transport writes the message around it
+    /// ([`wire::session_update_parts`]), so the update is copied once, into the socket's buffer.
+    /// The stream's next batch is read once these bytes are let go (as an SSE stream's).
+    Update { params: Bytes, event_id: Option<u64> },
     /// The stream is alive and has nothing to say (a heartbeat).
     Keepalive,
     /// The stream fell too far behind and was cut (`client_evicted`, already sent as a message):
     /// the client lost events and must resume (`Last-Event-ID`, `session/load`).
     Evicted,
+}
+
+impl Out {
+    /// The message in its pieces, to be written one after the other; `None` for what is no
+    /// message.
+    pub fn parts(&self) -> Option<[&[u8]; 3]> {
+        match self {
+            Out::Message { json, .. } => Some([json, b"", b""]),
+            Out::Update { params, .. } => Some(wire::session_update_parts(params)),
+            Out::Keepalive | Out::Evicted => None,
+        }
+    }
+
+    /// The id of the event the message came from, if any.
+    pub fn event_id(&self) -> Option<u64> {
+        match self {
+            Out::Message { event_id, .. } | Out::Update { event_id, .. } => *event_id,
+            Out::Keepalive | Out::Evicted => None,
+        }
+    }
 }
 
 /// An answer waiting for the stream: released once the lane has delivered event `gate`.
@@ -176,10 +201,10 @@ impl Lane {
     }
 
     /// Converts one batch of the stream into messages.
-    fn convert(&mut self, batch: &[u8]) {
+    fn convert(&mut self, batch: &Bytes) {
         for frame in split_frames(batch) {
             match EventFrame::read(frame) {
-                Piece::Event(e) => self.event(&e),
+                Piece::Event(e) => self.event(&e, batch),
                 Piece::Keepalive => self.push(Out::Keepalive),
                 Piece::Unknown => {
                     tracing::warn!(session_id = %self.session.id, "an unreadable frame on a session stream")
@@ -188,7 +213,8 @@ impl Lane {
         }
     }
 
-    fn event(&mut self, e: &EventFrame<'_>) {
+    /// Queues what event `e` gives (`batch`: the stream's bytes it was read from).
+    fn event(&mut self, e: &EventFrame<'_>, batch: &Bytes) {
         if let Some(id) = e.id {
             self.cursor = id;
         }
@@ -199,8 +225,15 @@ impl Lane {
                 && !self.shared.envelope()
                 && e.originator_text().is_some_and(|o| self.shared.is_me(o))
                 && memchr::memmem::find(e.data, ECHO_MARK).is_some();
-            if !own_echo {
+            if own_echo {
+                return;
+            }
+            if self.shared.envelope() {
                 self.event_message(wire::session_update(e.data), None, e, true);
+            } else {
+                // `e.data` was read out of `batch` (a sub-slice of it, never a copy).
+                let params = batch.slice_ref(e.data);
+                self.ready.push_back((Out::Update { params, event_id: e.id }, None));
             }
             return;
         }

@@ -42,14 +42,21 @@ const UPDATE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update","param
 const NOTIFY_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_qwen/notify","params":{"kind":""#;
 const ENVELOPE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"_mediatord/event","params":{"sessionId":"#;
 
-/// A `session/update` notification whose params are an agent's update as the bus holds it (the
-/// hot path: one copy of the data, no parse).
+/// A `session/update` notification whose params are an agent's update as the bus holds it (no
+/// parse).
 pub fn session_update(data: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(UPDATE_HEAD.len() + data.len() + 1);
-    out.extend_from_slice(UPDATE_HEAD);
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"}");
+    let parts = session_update_parts(data);
+    let mut out = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.extend_from_slice(part);
+    }
     out.freeze()
+}
+
+/// [`session_update`] in its three pieces, for a transport that writes them where they go (the
+/// hot path: the update is not copied into a message of its own first).
+pub fn session_update_parts(data: &[u8]) -> [&[u8]; 3] {
+    [UPDATE_HEAD, data, b"}"]
 }
 
 /// `_qwen/notify {kind, data, eventId?, promptId?, originatorClientId?}`: one of the daemon's own
@@ -137,6 +144,7 @@ mod tests {
             br#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","_meta":{"x":[1, 2]}}}"#;
         let update = session_update(data);
         assert!(update.ends_with(br#"{"x":[1, 2]}}}}"#), "data byte for byte");
+        assert_eq!(session_update_parts(data).concat(), update.to_vec(), "the pieces make the message");
         assert_eq!(parse(&update)["params"]["update"]["_meta"]["x"], json!([1, 2]));
         let n = daemon_event(
             "turn_complete",

@@ -23,20 +23,30 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
+use hyper::upgrade::{OnUpgrade, Upgraded};
+use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, RawBody, client_id};
 use super::perimeter::{BEARER_SUBPROTOCOL, Peer, is_loopback_peer};
+use super::wsframe::Frames;
 use crate::acp::{Frame, RpcError};
 use crate::devices::StreamPermit;
 use crate::door::{self, Connection, Ctx, Door, Failure, Lane, Out, Owner, Transport, wire};
@@ -57,9 +67,9 @@ const WS_BATCH_BYTES: usize = 256 * 1024;
 /// every socket and zeroed on each read): a client sends prompts and answers, small messages; a
 /// larger one grows it as it arrives, up to `MAX_MESSAGE_BYTES`.
 const WS_READ_BUFFER: usize = 4 * 1024;
-/// Bytes the library gathers before writing to the socket (its default is 128 KiB); a batch is
-/// flushed at its end anyway. The buffer keeps its largest size, so this is also about what an
-/// idle connection holds after a burst.
+/// The frames of one batch are gathered in one buffer, kept between batches up to this size (a
+/// larger one, after a burst, is given back): about what an idle connection holds. The library's
+/// own write buffer only carries its pings, pongs and closes.
 const WS_WRITE_BUFFER: usize = 64 * 1024;
 /// Silence after which an SSE stream of `/acp` gets a `: heartbeat` (like `/session/:id/events`).
 const SSE_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -153,8 +163,14 @@ pub(super) async fn get(
     let (mut parts, _body) = req.into_parts();
     let loopback = is_loopback_peer(Some(peer));
     let caller = caller.map(|Extension(c)| c);
-    if let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        return upgrade_to_websocket(&d, &door, caller.as_ref(), &parts.headers, loopback, upgrade);
+    // Kept before axum's check of the upgrade takes it: the daemon runs the socket itself.
+    let on_upgrade = parts.extensions.get::<OnUpgrade>().cloned();
+    if let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await
+        && let Some(on_upgrade) = on_upgrade
+        && let Some(key) = parts.headers.get(header::SEC_WEBSOCKET_KEY)
+    {
+        let handshake = Handshake { upgrade, on_upgrade, accept: derive_accept_key(key.as_bytes()) };
+        return upgrade_to_websocket(&d, &door, caller.as_ref(), &parts.headers, loopback, handshake);
     }
     let headers = &parts.headers;
     let accepts = headers
@@ -204,6 +220,27 @@ fn device_place(d: &AppState, caller: Option<&Caller>) -> Result<Option<StreamPe
     }
 }
 
+/// A WebSocket upgrade axum checked (`GET`, `Connection`, `Upgrade`, version 13, a key), taken
+/// over by the daemon: it answers the handshake and runs the socket (`run_websocket`).
+struct Handshake {
+    upgrade: WebSocketUpgrade,
+    on_upgrade: OnUpgrade,
+    /// `Sec-WebSocket-Accept` for the client's key.
+    accept: String,
+}
+
+/// The WebSocket library's settings: the bounds on what a client sends, as axum applied them.
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(WS_READ_BUFFER)
+        .max_message_size(Some(door::MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(door::MAX_MESSAGE_BYTES))
+}
+
+/// The socket of one `/acp` WebSocket: the library reads the client's frames and writes the
+/// control frames; the daemon writes its text frames itself (`wsframe`).
+type Socket = WebSocketStream<TokioIo<Upgraded>>;
+
 /// Accepts the upgrade: the connection is opened first (so a refusal is a plain HTTP error), its
 /// id goes in `Acp-Connection-Id`, and a subprotocol the client offered is chosen, never the one
 /// carrying its token.
@@ -213,7 +250,7 @@ fn upgrade_to_websocket(
     caller: Option<&Caller>,
     headers: &HeaderMap,
     loopback: bool,
-    upgrade: WebSocketUpgrade,
+    handshake: Handshake,
 ) -> Result<Response, ApiError> {
     let place = device_place(d, caller)?;
     let conn =
@@ -221,6 +258,7 @@ fn upgrade_to_websocket(
             Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
             _ => ApiError::Internal,
         })?;
+    let Handshake { upgrade, on_upgrade, accept } = handshake;
     let offered: Vec<String> = upgrade
         .requested_protocols()
         .filter_map(|v| v.to_str().ok())
@@ -228,23 +266,33 @@ fn upgrade_to_websocket(
         .map(|p| p.trim().to_owned())
         .filter(|p| !p.is_empty() && !p.starts_with(BEARER_SUBPROTOCOL))
         .collect();
+    let protocol = upgrade.protocols(offered).selected_protocol().cloned();
     let revoked = caller.and_then(Caller::device).map(|d| d.revoked());
     let shutdown = d.streams_end.clone();
     let id = HeaderValue::from_str(conn.id()).ok();
-    let failed = conn.clone();
-    let mut response = upgrade
-        .protocols(offered)
-        .read_buffer_size(WS_READ_BUFFER)
-        .write_buffer_size(WS_WRITE_BUFFER)
-        .max_message_size(door::MAX_MESSAGE_BYTES)
-        .max_frame_size(door::MAX_MESSAGE_BYTES)
-        .on_failed_upgrade(move |_| failed.close())
-        .on_upgrade(move |socket| async move {
-            run_websocket(socket, conn, loopback, shutdown, revoked).await;
-            drop(place);
-        });
+    let accept = HeaderValue::from_str(&accept).map_err(|_| ApiError::Internal)?;
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let socket =
+                    WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(ws_config()))
+                        .await;
+                run_websocket(socket, conn, loopback, shutdown, revoked).await;
+            }
+            Err(_) => conn.close(),
+        }
+        drop(place);
+    });
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    if let Some(protocol) = protocol {
+        h.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol);
+    }
     if let Some(id) = id {
-        response.headers_mut().insert(CONNECTION_HEADER, id);
+        h.insert(CONNECTION_HEADER, id);
     }
     Ok(response)
 }
@@ -266,7 +314,7 @@ enum Woke {
 /// revocation. One task owns the socket whole (no split halves and their lock per message): it
 /// reads only while waiting, and writes after.
 async fn run_websocket(
-    mut socket: WebSocket,
+    mut socket: Socket,
     conn: Arc<Connection>,
     loopback: bool,
     shutdown: CancellationToken,
@@ -277,6 +325,7 @@ async fn run_websocket(
         return;
     };
     let mut lanes = Lanes::default();
+    let mut frames = Frames::new(WS_WRITE_BUFFER);
     let closed = conn.closed();
     let revoked = revoked.unwrap_or_default();
     let mut ping = tokio::time::interval_at(Instant::now() + WS_PING_INTERVAL, WS_PING_INTERVAL);
@@ -284,6 +333,7 @@ async fn run_websocket(
     // Once the daemon drains, nothing more is read; the lanes deliver what their sessions
     // published (each ends after its session's terminal event) and then the socket closes.
     let mut draining = false;
+    let mut peer_closed = false;
     let close: Option<(u16, &'static str)> = loop {
         if draining && lanes.is_empty() && messages.is_empty() && new_lanes.is_empty() {
             break Some((CLOSE_GOING_AWAY, "the daemon is shutting down"));
@@ -301,7 +351,7 @@ async fn run_websocket(
                 Woke::Nothing
             }
             () = revoked.cancelled() => Woke::End(Some((CLOSE_POLICY, "this device was revoked"))),
-            frame = socket.recv(), if !draining => {
+            frame = socket.next(), if !draining => {
                 heard = Instant::now();
                 match frame {
                     Some(Ok(Message::Text(text))) => {
@@ -309,8 +359,15 @@ async fn run_websocket(
                         Woke::Nothing
                     }
                     // Binary frames are ignored (the RFD); pings are answered by the library.
-                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))) => Woke::Nothing,
-                    Some(Ok(Message::Close(_))) | None => Woke::End(None),
+                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                        Woke::Nothing
+                    }
+                    // The library has queued its answering close: it is flushed below.
+                    Some(Ok(Message::Close(_))) => {
+                        peer_closed = true;
+                        Woke::End(None)
+                    }
+                    None => Woke::End(None),
                     Some(Err(e)) => Woke::End(Some(close_for(&e))),
                 }
             }
@@ -329,54 +386,56 @@ async fn run_websocket(
                     break None;
                 }
             }
-            Woke::Write(first) => match write_batch(&mut socket, first, &mut messages, &mut lanes).await {
-                Ok(None) => {}
-                Ok(Some(code)) => break Some(code),
-                Err(()) => break None,
-            },
+            Woke::Write(first) => {
+                let close = gather(&mut frames, first, &mut messages, &mut lanes);
+                let written = write_frames(&mut socket, &frames).await;
+                frames.clear();
+                match (written, close) {
+                    (Ok(()), None) => {}
+                    (Ok(()), Some(code)) => break Some(code),
+                    (Err(()), _) => break None,
+                }
+            }
         }
     };
     conn.close();
     if let Some((code, reason)) = close {
-        let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason) };
+        let frame = CloseFrame { code: code.into(), reason: Utf8Bytes::from_static(reason) };
         let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.send(Message::Close(Some(frame)))).await;
+    } else if peer_closed {
+        // The close handshake (RFC 6455 §5.5.1): the client's close is answered with its code.
+        let _ = tokio::time::timeout(WS_PING_INTERVAL, socket.flush()).await;
     }
 }
 
 /// Which close a receive error deserves.
-fn close_for(e: &axum::Error) -> (u16, &'static str) {
-    let text = e.to_string();
-    if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("too big") {
-        (CLOSE_TOO_BIG, "a message is larger than 10 MiB")
-    } else {
-        (CLOSE_SILENT, "not a WebSocket frame the daemon reads")
+fn close_for(e: &WsError) -> (u16, &'static str) {
+    match e {
+        WsError::Capacity(CapacityError::MessageTooLong { .. }) => {
+            (CLOSE_TOO_BIG, "a message is larger than 10 MiB")
+        }
+        _ => (CLOSE_SILENT, "not a WebSocket frame the daemon reads"),
     }
 }
 
-/// Writes `first` and whatever else is ready without waiting, up to a batch, then flushes. Returns
-/// the close a lane asked for, or `Err` when the socket failed.
-async fn write_batch(
-    sink: &mut WebSocket,
+/// Frames `first` and whatever else is ready without waiting, up to a batch. Returns the close a
+/// lane asked for.
+fn gather(
+    frames: &mut Frames,
     first: Out,
     messages: &mut tokio::sync::mpsc::Receiver<Bytes>,
     lanes: &mut Lanes,
-) -> Result<Option<(u16, &'static str)>, ()> {
+) -> Option<(u16, &'static str)> {
     let (mut count, mut bytes) = (0usize, 0usize);
     let mut next = Some(first);
     let mut close = None;
     while let Some(out) = next.take() {
-        match out {
-            Out::Message { json, .. } => {
-                bytes += json.len();
-                count += 1;
-                let text = Utf8Bytes::try_from(json).map_err(|_| ())?;
-                sink.feed(Message::Text(text)).await.map_err(|_| ())?;
-            }
-            Out::Keepalive => {}
-            Out::Evicted => {
-                close = Some((CLOSE_EVICTED, "client_evicted: reconnect and session/load to resume"));
-                break;
-            }
+        if let Some(parts) = out.parts() {
+            bytes += frames.push_text(&parts);
+            count += 1;
+        } else if out == Out::Evicted {
+            close = Some((CLOSE_EVICTED, "client_evicted: reconnect and session/load to resume"));
+            break;
         }
         if count >= WS_BATCH_MESSAGES || bytes >= WS_BATCH_BYTES {
             break;
@@ -387,8 +446,22 @@ async fn write_batch(
         };
     }
     lanes.rotate();
-    sink.flush().await.map_err(|_| ())?;
-    Ok(close)
+    close
+}
+
+/// Writes a batch's frames in one write. What the library owes the client first (a pong it
+/// queued while reading) is flushed whole, so its frames and the daemon's never interleave.
+async fn write_frames<S>(socket: &mut WebSocketStream<S>, frames: &Frames) -> Result<(), ()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if frames.is_empty() {
+        return Ok(());
+    }
+    socket.flush().await.map_err(|_| ())?;
+    let io = socket.get_mut();
+    io.write_all(frames.bytes()).await.map_err(|_| ())?;
+    io.flush().await.map_err(|_| ())
 }
 
 /// A WebSocket's attached sessions, polled in turn. Within a batch the lane that last had something
@@ -442,19 +515,21 @@ impl Stream for Lanes {
 
 /// One SSE frame: `id:` when the message came from an event, then the message on one `data:` line.
 fn sse_frame(out: &Out) -> Option<Bytes> {
-    match out {
-        Out::Message { json, event_id } => {
-            let mut f = BytesMut::with_capacity(json.len() + 32);
-            if let Some(id) = event_id {
+    match (out.parts(), out) {
+        (Some(parts), _) => {
+            let mut f = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 32);
+            if let Some(id) = out.event_id() {
                 f.extend_from_slice(format!("id: {id}\n").as_bytes());
             }
             f.extend_from_slice(b"data: ");
-            f.extend_from_slice(json);
+            for part in parts {
+                f.extend_from_slice(part);
+            }
             f.extend_from_slice(b"\n\n");
             Some(f.freeze())
         }
-        Out::Keepalive => Some(Bytes::from_static(b": heartbeat\n\n")),
-        Out::Evicted => None,
+        (None, Out::Keepalive) => Some(Bytes::from_static(b": heartbeat\n\n")),
+        (None, _) => None,
     }
 }
 
@@ -628,7 +703,47 @@ pub(super) async fn delete(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Cursor;
+
+    use tokio::io::AsyncReadExt;
+    use tokio_tungstenite::tungstenite::protocol::WebSocket;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+
     use super::*;
+
+    /// A pong the library began writing while it read (the socket took only part of it) is
+    /// finished before the daemon's own frames go out: the client reads the pong, then the
+    /// message, each whole.
+    #[tokio::test]
+    async fn the_daemons_frames_follow_a_pong_the_library_began_whole() {
+        // A socket that takes 16 bytes at a time, until its peer reads them.
+        let (server, client) = tokio::io::duplex(16);
+        let (mut client, mut client_out) = tokio::io::split(client);
+        let mut socket = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let payload = vec![b'p'; 100];
+        let mut ping = Frame::ping(payload.clone());
+        ping.header_mut().mask = Some([1, 2, 3, 4]);
+        let mut sent = Vec::new();
+        ping.format(&mut sent).expect("a frame formats");
+        let writer = tokio::spawn(async move { client_out.write_all(&sent).await.map(|()| client_out) });
+        assert!(matches!(socket.next().await, Some(Ok(Message::Ping(_)))));
+        let _client_out = writer.await.expect("the writer").expect("the ping went in");
+        // Reading on, the library writes the first 16 bytes of its pong, then waits.
+        assert!(socket.next().now_or_never().is_none(), "nothing more to read");
+        let reader = tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            client.read_to_end(&mut bytes).await.expect("read");
+            bytes
+        });
+        let mut frames = Frames::new(WS_WRITE_BUFFER);
+        frames.push_text(&[br#"{"jsonrpc":"2.0","method":"x"}"#]);
+        write_frames(&mut socket, &frames).await.expect("written");
+        drop(socket);
+        let bytes = reader.await.expect("the reader");
+        let mut read = WebSocket::from_raw_socket(Cursor::new(bytes), Role::Client, None);
+        assert_eq!(read.read().expect("the pong"), Message::Pong(payload.into()));
+        assert_eq!(read.read().expect("the message"), Message::text(r#"{"jsonrpc":"2.0","method":"x"}"#));
+    }
 
     #[test]
     fn failures_render_with_their_rest_code_and_status() {

@@ -24,7 +24,7 @@
 //! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
 //! - [`connect`]: `mediatord connect`, ACP over stdio relayed to a daemon's `/acp` WebSocket.
 //! - `acp`: `/acp`, the ACP transports (WebSocket, Streamable HTTP) onto the ACP door
-//!   (`crate::door`).
+//!   (`crate::door`); `wsframe`: the text frames its WebSockets write.
 //!
 //! Imports `door`, `daemon`, `permission` (vote and rule types), `notify` (the action links),
 //! `config` and the leaves. Nothing imports
@@ -53,6 +53,7 @@ mod relay;
 mod sessions;
 mod shell;
 pub mod web;
+mod wsframe;
 
 use std::future::Future;
 use std::sync::Arc;

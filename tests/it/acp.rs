@@ -3,6 +3,8 @@
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
 use crate::support::*;
 
@@ -154,6 +156,85 @@ async fn a_message_over_the_size_bound_closes_the_socket_with_1009() {
     );
     // The daemon serves on.
     assert_eq!(d.get("/health").await.status, 200);
+}
+
+/// The daemon writes its text frames itself, a batch in one write, and the WebSocket library its
+/// pongs: pings sent while a burst is written are each answered with their payload, between whole
+/// frames, and every message of the burst arrives whole and in order.
+#[tokio::test]
+async fn pings_during_a_burst_are_answered_between_whole_frames_and_nothing_is_torn() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    // Fewer than the ring holds: a slow reader is never evicted.
+    d.prompt_async(&sid, Some("rest"), "stream 5000").await;
+    let pings: Vec<Vec<u8>> = (0..50u8).map(|i| vec![b'p', i]).collect();
+    for ping in &pings {
+        ws.ping(ping).await;
+        ws.next().await.expect("a message of the burst");
+    }
+    ws.until(|m| is_event(m, "turn_complete")).await;
+    // Answered after every ping was read, so after every pong was written.
+    assert_eq!(ws.call("session/list", json!({})).await["result"]["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(ws.pongs, pings);
+    let texts: Vec<String> = ws.updates()[1..].iter().map(|u| u["content"]["text"].to_string()).collect();
+    let expected: Vec<String> = (0..5000).map(|i| format!("\"tok{i} \"")).collect();
+    assert_eq!(texts, expected);
+}
+
+/// A message in fragments (a text frame, then continuations) is one message.
+#[tokio::test]
+async fn a_fragmented_message_is_read_as_one() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let text = r#"{"jsonrpc":"2.0","id":"frag","method":"session/list","params":{}}"#.as_bytes();
+    let (a, rest) = text.split_at(10);
+    let (b, c) = rest.split_at(20);
+    ws.send_frame(Frame::message(a.to_vec(), OpCode::Data(Data::Text), false)).await;
+    ws.send_frame(Frame::message(b.to_vec(), OpCode::Data(Data::Continue), false)).await;
+    ws.send_frame(Frame::message(c.to_vec(), OpCode::Data(Data::Continue), true)).await;
+    let answer = ws.until(|m| m["id"] == "frag").await;
+    assert_eq!(answer["result"], json!({"sessions": []}), "{answer}");
+}
+
+/// A client's frame must be masked (RFC 6455 §5.1): an unmasked one closes the socket with 4002.
+#[tokio::test]
+async fn an_unmasked_frame_from_the_client_closes_with_4002() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let text = br#"{"jsonrpc":"2.0","id":77,"method":"session/list"}"#;
+    let mut frame = vec![0x81, u8::try_from(text.len()).expect("short")];
+    frame.extend_from_slice(text);
+    ws.send_raw(&frame).await;
+    assert_eq!(ws.end().await, Ended::Closed(4002, "not a WebSocket frame the daemon reads".into()));
+    assert!(ws.seen.iter().all(|m| m["id"] != 77), "the unmasked request was not served: {:#?}", ws.seen);
+}
+
+/// A text frame must be UTF-8: one that is not closes the socket with 4002, unanswered.
+#[tokio::test]
+async fn a_text_frame_that_is_not_utf8_closes_with_4002() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    ws.send_frame(Frame::message(b"{\"x\":\"\xff\xfe\"}".to_vec(), OpCode::Data(Data::Text), true)).await;
+    assert_eq!(ws.end().await, Ended::Closed(4002, "not a WebSocket frame the daemon reads".into()));
+}
+
+/// The close handshake (RFC 6455 §5.5.1): a client's close is answered with a close of the same
+/// code, and the connection ends.
+#[tokio::test]
+async fn a_close_from_the_client_is_answered_with_a_close_and_the_connection_ends() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let id = ws.connection_id.clone();
+    ws.close(1000, "bye").await;
+    let ended = ws.end().await;
+    assert!(matches!(ended, Ended::Closed(1000, _)), "{ended:?}");
+    // The connection is gone: its id no longer names one.
+    let stream = send(
+        http().get(d.url("/acp")).header("accept", "text/event-stream").header("acp-connection-id", &id),
+    )
+    .await;
+    assert_eq!(stream.status, 404);
 }
 
 const TOKEN: &str = "acp-operator-secret";

@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 
 use super::{Daemon, WAIT};
 
@@ -36,6 +38,8 @@ pub(crate) struct AcpWs {
     /// The subprotocol the daemon chose, if any.
     pub(crate) protocol: Option<String>,
     pub(crate) ended: Option<Ended>,
+    /// The payloads of the pongs received, in order.
+    pub(crate) pongs: Vec<Vec<u8>>,
 }
 
 impl AcpWs {
@@ -74,7 +78,16 @@ impl AcpWs {
             .to_owned();
         let protocol =
             response.headers().get("sec-websocket-protocol").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        Ok(AcpWs { socket, next_id: 1, seen: Vec::new(), read: 0, connection_id, protocol, ended: None })
+        Ok(AcpWs {
+            socket,
+            next_id: 1,
+            seen: Vec::new(),
+            read: 0,
+            connection_id,
+            protocol,
+            ended: None,
+            pongs: Vec::new(),
+        })
     }
 
     /// Opens `/acp` over a socket with a small receive buffer (the kernel doubles it), so a client
@@ -105,6 +118,7 @@ impl AcpWs {
             connection_id,
             protocol: None,
             ended: None,
+            pongs: Vec::new(),
         };
         let init = ws.call("initialize", json!({"protocolVersion": 1})).await;
         (ws, init["result"].clone())
@@ -124,6 +138,32 @@ impl AcpWs {
     /// Sends `text`, which the daemon may refuse by closing the socket before it is all written.
     pub(crate) async fn send_text_refused(&mut self, text: impl Into<String>) {
         let _ = self.socket.send(Message::Text(text.into().into())).await;
+    }
+
+    /// Sends one frame as it is (the library masks it, as a client must).
+    pub(crate) async fn send_frame(&mut self, frame: Frame) {
+        self.socket.send(Message::Frame(frame)).await.expect("send");
+    }
+
+    /// Sends a ping with `payload`.
+    pub(crate) async fn ping(&mut self, payload: &[u8]) {
+        self.socket.send(Message::Ping(payload.to_vec().into())).await.expect("ping");
+    }
+
+    /// Sends a close frame with `code` and `reason`.
+    pub(crate) async fn close(&mut self, code: u16, reason: &str) {
+        let frame = CloseFrame { code: code.into(), reason: reason.to_owned().into() };
+        self.socket.send(Message::Close(Some(frame))).await.expect("close");
+    }
+
+    /// Writes `bytes` on the socket under the WebSocket library (a frame no client library would
+    /// send: unmasked, say).
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let tokio_tungstenite::MaybeTlsStream::Plain(tcp) = self.socket.get_mut() else {
+            panic!("a plain socket");
+        };
+        tcp.write_all(bytes).await.expect("write");
     }
 
     pub(crate) async fn send(&mut self, message: &Value) {
@@ -181,6 +221,7 @@ impl AcpWs {
                     );
                     return None;
                 }
+                Some(Ok(Message::Pong(payload))) => self.pongs.push(payload.to_vec()),
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => {
                     self.ended = Some(Ended::Dropped);
