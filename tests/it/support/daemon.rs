@@ -33,6 +33,10 @@ pub(crate) struct Daemon {
     /// ([`Daemon::trusting`]).
     pub(crate) ca: Option<String>,
     stderr: Arc<Mutex<String>>,
+    /// Disconnected once the stderr reader has read to the end (the daemon and every process that
+    /// shares its stderr gone): [`Daemon::wait_exit`] waits for it, so a test reading the daemon's
+    /// last lines after its exit finds them. `None` when stderr is not read.
+    stderr_read: Option<std::sync::mpsc::Receiver<()>>,
     _dir: Option<tempfile::TempDir>,
     /// The store of a daemon whose test asked for none ([`OwnStore`]); after `child` (the drop
     /// kills the daemon first), so a database is dropped only once nothing writes to it.
@@ -192,12 +196,16 @@ impl Daemon {
             cmd.env(k, v);
         }
         let stderr = Arc::new(Mutex::new(String::new()));
+        let mut stderr_read = None;
         let mut child = match stderr_to {
             StderrTo::Test => {
                 let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn mediatord");
                 let sink = stderr.clone();
                 let pipe = child.stderr.take().expect("stderr");
+                let (read_tx, read_rx) = std::sync::mpsc::channel::<()>();
+                stderr_read = Some(read_rx);
                 std::thread::spawn(move || {
+                    let _read = read_tx;
                     for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                         let mut s = sink.lock().expect("stderr lock");
                         s.push_str(&line);
@@ -248,6 +256,7 @@ impl Daemon {
             workspace: std::fs::canonicalize(cwd).expect("canonical cwd"),
             ca: None,
             stderr,
+            stderr_read,
             _dir: None,
             _own_store: own_store,
             _home,
@@ -284,6 +293,11 @@ impl Daemon {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = child.try_wait().expect("try_wait") {
+                // Its last lines may still be in the pipe; bounded, for an agent that outlived it
+                // holding the same stderr (a test of that fails on its own terms).
+                if let Some(read) = self.stderr_read.take() {
+                    let _ = read.recv_timeout(WAIT);
+                }
                 return status;
             }
             if Instant::now() > deadline {
