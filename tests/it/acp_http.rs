@@ -226,3 +226,86 @@ async fn streamable_http_refusals_are_stable_codes() {
     .await;
     assert_eq!(no_token.status, 401);
 }
+
+/// A refused stream's status and error code (a stream that opened instead is not read: `null`).
+async fn refusal(res: reqwest::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    if status == 200 {
+        return (status, Value::Null);
+    }
+    (status, res.json::<Value>().await.expect("an error body")["code"].clone())
+}
+
+#[tokio::test]
+async fn a_session_stream_opened_before_session_load_waits_for_it_and_carries_the_replay() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello before load").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    // The transport RFD's reconnect, as the official SDK does it: the session's stream first ...
+    let res = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut session_stream = Sse::from_response(res);
+    assert_eq!(acp.stream(Some(&sid), &[]).await.status(), 409, "one stream per session, waiting or not");
+    // ... then `session/load`: answered on the connection's stream, its replay on the waiting one.
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let load = acp.request("session/load", load, Some(&sid)).await;
+    let (_, answer) = until(&mut conn_stream, answer_to(load)).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    let echo = |m: &Value| {
+        m["method"] == "session/update"
+            && m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+            && m["params"]["update"]["content"]["text"] == "hello before load"
+    };
+    until(&mut session_stream, echo).await;
+    until(&mut session_stream, |m| is_event(m, "turn_complete")).await;
+    // Live events follow the replay on the same stream.
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello after load").await.status, 200);
+    until(&mut session_stream, |m| m["params"]["update"]["content"]["text"] == "hello after load").await;
+}
+
+#[tokio::test]
+async fn a_session_stream_before_the_attach_is_refused_for_an_unknown_session_and_ends_with_its_connection() {
+    let d = Daemon::start(&[]);
+    let (acp, _) = HttpAcp::open(&d, None).await;
+    assert_eq!(
+        refusal(acp.stream(Some("no-such-session"), &[]).await).await,
+        (404, json!("session_not_found"))
+    );
+    let sid = d.join("alice").await;
+    let res = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(res.status(), 200);
+    let mut waiting = Sse::from_response(res);
+    // The connection ends before it attached the session: the waiting stream ends with it.
+    assert_eq!(send(acp.req(http().delete(d.url("/acp")))).await.status, 202);
+    assert!(waiting.rest().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_observer_may_not_open_the_stream_of_a_recorded_session_it_could_not_load() {
+    const TOKEN: &str = "acp-http-observer";
+    let state = tempfile::tempdir().expect("tempdir");
+    // A directory the daemon creates itself (0700): a recorded session outlives its agent there.
+    let dir = state.path().join("state");
+    let d = Daemon::start(&["--token", TOKEN, "--state-dir", dir.to_str().expect("utf-8")]);
+    let (_, credential) = d.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let create = async |body: Value| {
+        let req = http().post(d.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op");
+        send(req.json(&body)).await.ok()["sessionId"].as_str().expect("sessionId").to_owned()
+    };
+    let live = create(json!({})).await;
+    let closed = create(json!({"sessionScope": "thread"})).await;
+    assert_ne!(live, closed);
+    let ended = send(http().delete(d.url(&format!("/session/{closed}"))).bearer_auth(TOKEN)).await;
+    assert!(ended.status < 300, "{}", ended.text);
+    let (observer, _) = HttpAcp::open(&d, Some(&credential)).await;
+    // A live session it may attach: its stream waits for the attach.
+    assert_eq!(observer.stream(Some(&live), &[]).await.status(), 200);
+    // A recorded one `session/load` would have to bring back, which an observer may not do.
+    assert_eq!(refusal(observer.stream(Some(&closed), &[]).await).await, (403, json!("read_only_device")));
+    // The operator's connection may: that stream waits.
+    let (operator, _) = HttpAcp::open(&d, Some(TOKEN)).await;
+    assert_eq!(operator.stream(Some(&closed), &[]).await.status(), 200);
+}
