@@ -309,3 +309,59 @@ async fn an_observer_may_not_open_the_stream_of_a_recorded_session_it_could_not_
     let (operator, _) = HttpAcp::open(&d, Some(TOKEN)).await;
     assert_eq!(operator.stream(Some(&closed), &[]).await.status(), 200);
 }
+
+#[tokio::test]
+async fn a_waiting_session_stream_its_client_left_frees_its_place() {
+    let d = Daemon::start(&[]);
+    let (acp, _) = HttpAcp::open(&d, None).await;
+    let sid = d.join("alice").await;
+    let first = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(first.status(), 200);
+    drop(first);
+    // Its place is freed once the daemon finds the client gone: until then the session is busy.
+    let reopened = reopen_waiting(&acp, &sid).await;
+    let mut waiting = Sse::from_response(reopened);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let mut acp = acp;
+    acp.request("session/load", load, Some(&sid)).await;
+    until(&mut waiting, |m| is_event(m, "replay_complete")).await;
+}
+
+/// Opens `sid`'s stream before its attach, once the last one is given back (`409` until then).
+async fn reopen_waiting(acp: &HttpAcp<'_>, sid: &str) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let res = acp.stream(Some(sid), &[]).await;
+        if res.status() == 200 {
+            return res;
+        }
+        assert_eq!(res.status(), 409, "{}", res.text().await.unwrap_or_default());
+        assert!(std::time::Instant::now() < deadline, "the waiting place was never freed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // polling for the hand-back
+    }
+}
+
+#[tokio::test]
+async fn waiting_session_streams_count_toward_a_connections_sessions() {
+    let d = Daemon::start(&["--max-sessions", "80"]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    // One session attached, the rest of the bound waiting: 64 in all.
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    until(&mut conn_stream, answer_to(new)).await;
+    let mut open = Vec::new();
+    for _ in 1..64 {
+        let sid = d.create(Some("alice"), json!({"sessionScope": "thread"})).await["sessionId"]
+            .as_str()
+            .expect("sessionId")
+            .to_owned();
+        let res = acp.stream(Some(&sid), &[]).await;
+        assert_eq!(res.status(), 200);
+        open.push(res);
+    }
+    let one_more = d.create(Some("alice"), json!({"sessionScope": "thread"})).await["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    assert_eq!(refusal(acp.stream(Some(&one_more), &[]).await).await, (429, json!("too_many_sessions")));
+}
