@@ -365,3 +365,19 @@ async fn waiting_session_streams_count_toward_a_connections_sessions() {
         .to_owned();
     assert_eq!(refusal(acp.stream(Some(&one_more), &[]).await).await, (429, json!("too_many_sessions")));
 }
+
+#[tokio::test]
+async fn last_event_id_on_a_stream_opened_before_session_load_starts_the_replay_there() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello before load").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let res = acp.stream(Some(&sid), &[("Last-Event-ID", "2".to_owned())]).await;
+    assert_eq!(res.status(), 200);
+    let mut waiting = Sse::from_response(res);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    acp.request("session/load", load, Some(&sid)).await;
+    let (replayed, _) = until(&mut waiting, |m| is_event(m, "turn_complete")).await;
+    let ids: Vec<u64> = replayed.iter().filter_map(|e| e.id).collect();
+    assert_eq!(ids.first(), Some(&3), "the replay starts after the Last-Event-ID: {ids:?}");
+}
