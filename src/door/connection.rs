@@ -304,9 +304,10 @@ impl Connection {
         }
     }
 
-    /// Gives back a lane whose stream ended (the client may open it again).
+    /// Gives back a lane whose stream ended (the client may open it again). A stopped lane is
+    /// not: the session's entry now holds its successor (re-attached) or is gone.
     pub fn park_lane(&self, lane: Lane) {
-        if self.is_closed() {
+        if self.is_closed() || lane.is_stopped() {
             return;
         }
         if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {

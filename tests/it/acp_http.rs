@@ -381,3 +381,24 @@ async fn last_event_id_on_a_stream_opened_before_session_load_starts_the_replay_
     let ids: Vec<u64> = replayed.iter().filter_map(|e| e.id).collect();
     assert_eq!(ids.first(), Some(&3), "the replay starts after the Last-Event-ID: {ids:?}");
 }
+
+#[tokio::test]
+async fn a_session_loaded_again_on_its_connection_streams_on_a_reopened_stream() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let first = acp.request("session/load", load.clone(), Some(&sid)).await;
+    until(&mut conn_stream, answer_to(first)).await;
+    let mut stream = Sse::from_response(acp.stream(Some(&sid), &[]).await);
+    until(&mut stream, |m| is_event(m, "replay_complete")).await;
+    // Loaded again: the old stream ends, and a new one carries the session.
+    let again = acp.request("session/load", load, Some(&sid)).await;
+    until(&mut conn_stream, answer_to(again)).await;
+    stream.rest().await;
+    let res = reopen_waiting(&acp, &sid).await;
+    let mut reopened = Sse::from_response(res);
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello again").await.status, 200);
+    until(&mut reopened, |m| m["params"]["update"]["content"]["text"] == "hello again").await;
+}
