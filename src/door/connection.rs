@@ -295,8 +295,8 @@ impl Connection {
         true
     }
 
-    /// A stream that waited for `session_id`'s attach ended: its place is free again (if the
-    /// lane was handed over meanwhile, the stream's own guard has given it back).
+    /// A stream that waited for `session_id`'s attach ended: its place is free again (a lane
+    /// handed over meanwhile, the stream gives back with [`Connection::park_lane`]).
     pub fn stop_waiting(&self, session_id: &str) {
         let mut waiting = lock(&self.waiting);
         if waiting.get(session_id).is_some_and(oneshot::Sender::is_closed) {

@@ -522,7 +522,10 @@ struct WaitGuard {
 
 impl Drop for WaitGuard {
     fn drop(&mut self) {
-        drop(self.lane.take());
+        // A lane handed over as the stream ended is given back, not dropped with the receiver.
+        if let Some(Ok(lane)) = self.lane.take().map(|mut rx| rx.try_recv()) {
+            self.conn.park_lane(lane);
+        }
         self.conn.stop_waiting(&self.session_id);
         self.conn.stream_closed();
     }
