@@ -7,7 +7,9 @@
 //! events and the answers that must follow them go on each attached session's [`Lane`].
 //!
 //! A WebSocket connection hands both to the socket's writer; a Streamable HTTP connection parks
-//! them until the client opens the matching `GET /acp` stream.
+//! them until the client opens the matching `GET /acp` stream, or hands a lane to the stream of
+//! its session opened before the attach (the transport RFD's reconnect: the stream, then
+//! `session/load`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::failure::{Failure, Render};
@@ -129,6 +131,10 @@ pub struct Connection {
     lanes_tx: mpsc::Sender<Lane>,
     lanes_rx: Mutex<Option<mpsc::Receiver<Lane>>>,
     attached: Mutex<HashMap<String, Attached>>,
+    /// Streamable HTTP: the session streams opened before their session was attached, by session
+    /// id; the attach hands the lane over. With `attached`, at most
+    /// [`MAX_SESSIONS_PER_CONNECTION`] in all. Lock order: `attached`, then this.
+    waiting: Mutex<HashMap<String, oneshot::Sender<Lane>>>,
     calls: Arc<Semaphore>,
     closed: CancellationToken,
     activity: Mutex<Activity>,
@@ -183,6 +189,7 @@ impl Connection {
             lanes_tx,
             lanes_rx: Mutex::new(Some(lanes_rx)),
             attached: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
             calls: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
             closed: CancellationToken::new(),
             activity: Mutex::new(Activity { last: Instant::now(), streams: 0 }),
@@ -231,34 +238,76 @@ impl Connection {
     }
 
     /// Streamable HTTP: the lane of `session_id`, for its `GET /acp` stream; `last_event_id`
-    /// restarts it there. `Err(true)`: another stream has it; `Err(false)`: not attached.
-    pub fn take_lane(&self, session_id: &str, last_event_id: Option<u64>) -> Result<Lane, bool> {
+    /// restarts it there. With `wait`, a session not attached yet gets a [`SessionStream::Pending`]
+    /// that its attach fulfils (the caller has checked that the connection may attach it).
+    pub fn take_lane(
+        &self,
+        session_id: &str,
+        last_event_id: Option<u64>,
+        wait: bool,
+    ) -> Result<SessionStream, NoStream> {
         let mut attached = lock(&self.attached);
-        let entry = attached.get_mut(session_id).ok_or(false)?;
-        let mut lane = entry.parked.take().ok_or(true)?;
-        if let Some(after) = last_event_id {
-            let Some(session) = entry.session.upgrade() else {
-                entry.parked = Some(lane);
-                return Err(false);
-            };
-            match session.subscribe(Some(after)) {
-                Ok(sub) => {
-                    let cursor = sub.cursor();
-                    let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
-                    lane.restart(source, cursor, true);
-                }
-                Err(_) => {
-                    entry.parked = Some(lane);
-                    return Err(false);
-                }
+        let Some(entry) = attached.get_mut(session_id) else {
+            if !wait {
+                return Err(NoStream::NotAttached);
             }
+            let mut waiting = lock(&self.waiting);
+            if waiting.contains_key(session_id) {
+                return Err(NoStream::Busy);
+            }
+            if attached.len() + waiting.len() >= MAX_SESSIONS_PER_CONNECTION {
+                return Err(NoStream::TooManySessions);
+            }
+            let (tx, rx) = oneshot::channel();
+            waiting.insert(session_id.to_owned(), tx);
+            return Ok(SessionStream::Pending(rx));
+        };
+        let mut lane = entry.parked.take().ok_or(NoStream::Busy)?;
+        if let Some(after) = last_event_id
+            && !self.restart(&mut lane, entry, after)
+        {
+            entry.parked = Some(lane);
+            return Err(NoStream::NotAttached);
         }
-        Ok(lane)
+        Ok(SessionStream::Ready(lane))
     }
 
-    /// Gives back a lane whose stream ended (the client may open it again).
+    /// A lane a stream waited for ([`SessionStream::Pending`]), restarted after `last_event_id`
+    /// if given; `None` (the lane parked again) when the session is gone or the ring cannot.
+    pub fn lane_arrived(&self, mut lane: Lane, last_event_id: Option<u64>) -> Option<Lane> {
+        let Some(after) = last_event_id else { return Some(lane) };
+        let mut attached = lock(&self.attached);
+        let entry = attached.get_mut(lane.session_id())?;
+        if self.restart(&mut lane, entry, after) {
+            return Some(lane);
+        }
+        entry.parked = Some(lane);
+        None
+    }
+
+    /// Restarts `lane` after event `after` from a new subscription of its session.
+    fn restart(&self, lane: &mut Lane, entry: &Attached, after: u64) -> bool {
+        let Some(session) = entry.session.upgrade() else { return false };
+        let Ok(sub) = session.subscribe(Some(after)) else { return false };
+        let cursor = sub.cursor();
+        let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
+        lane.restart(source, cursor, true);
+        true
+    }
+
+    /// A stream that waited for `session_id`'s attach ended: its place is free again (a lane
+    /// handed over meanwhile, the stream gives back with [`Connection::park_lane`]).
+    pub fn stop_waiting(&self, session_id: &str) {
+        let mut waiting = lock(&self.waiting);
+        if waiting.get(session_id).is_some_and(oneshot::Sender::is_closed) {
+            waiting.remove(session_id);
+        }
+    }
+
+    /// Gives back a lane whose stream ended (the client may open it again). A stopped lane is
+    /// not: the session's entry now holds its successor (re-attached) or is gone.
     pub fn park_lane(&self, lane: Lane) {
-        if self.is_closed() {
+        if self.is_closed() || lane.is_stopped() {
             return;
         }
         if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {
@@ -517,9 +566,18 @@ impl Connection {
     pub(super) fn deliver(&self, lane: Lane) {
         match self.transport {
             Transport::Http => {
-                if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {
-                    entry.parked = Some(lane);
-                }
+                let mut attached = lock(&self.attached);
+                let Some(entry) = attached.get_mut(lane.session_id()) else { return };
+                let waiter = lock(&self.waiting).remove(lane.session_id());
+                let lane = match waiter {
+                    Some(stream) => match stream.send(lane) {
+                        Ok(()) => return,
+                        // The stream that waited has just ended: parked for the next.
+                        Err(lane) => lane,
+                    },
+                    None => lane,
+                };
+                entry.parked = Some(lane);
             }
             // The channel holds as many lanes as a connection may attach.
             Transport::WebSocket => {
@@ -550,6 +608,8 @@ impl Connection {
         }
         self.closed.cancel();
         let attached: Vec<Attached> = lock(&self.attached).drain().map(|(_, a)| a).collect();
+        // Streams still waiting for an attach end (their sender gone).
+        lock(&self.waiting).clear();
         let minted = self.shared.minted.load(Ordering::Relaxed);
         for a in attached {
             a.stop.cancel();
@@ -560,6 +620,29 @@ impl Connection {
         (self.forget)(&self.shared.id);
         tracing::debug!(connection = %self.shared.id, "ACP connection closed");
     }
+}
+
+/// What a session's `GET /acp` stream gets ([`Connection::take_lane`]).
+#[derive(Debug)]
+pub enum SessionStream {
+    /// The attached session's lane.
+    Ready(Lane),
+    /// The session is not attached yet: its lane comes when it is (`session/load`, `session/new`
+    /// attaching it, `session/resume`), or the sender is dropped when the connection closes.
+    Pending(oneshot::Receiver<Lane>),
+}
+
+/// Why a session's `GET /acp` stream cannot open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoStream {
+    /// Another stream has (or waits for) the session's lane.
+    Busy,
+    /// The connection has not attached the session (or it is gone, or `Last-Event-ID` cannot be
+    /// served from its ring).
+    NotAttached,
+    /// The connection's attached sessions and waiting streams are at
+    /// [`MAX_SESSIONS_PER_CONNECTION`].
+    TooManySessions,
 }
 
 /// What the door does when a connection closes (takes it off its table).

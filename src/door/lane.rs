@@ -112,6 +112,9 @@ pub struct Lane {
     /// The pending requests this lane has asked the client to decide (by mediator request id).
     asked: HashSet<String>,
     stop: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The same signal, to ask: a stopped lane was replaced (the session attached again) or
+    /// detached, and is never handed to a stream again.
+    stopped: CancellationToken,
     done: bool,
 }
 
@@ -142,6 +145,7 @@ impl Lane {
             cursor: after,
             replaying,
             asked: HashSet::new(),
+            stopped: stop.clone(),
             stop: Box::pin(stop.cancelled_owned()),
             done: false,
         };
@@ -155,6 +159,11 @@ impl Lane {
 
     pub fn session_id(&self) -> &str {
         &self.session.id
+    }
+
+    /// Whether the lane was stopped: its session was attached again (a new lane) or detached.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.is_cancelled()
     }
 
     /// The id of the last event this lane converted.

@@ -259,6 +259,26 @@ impl Connection {
         }
     }
 
+    /// Whether this connection may attach session `session_id` (the check of a session stream
+    /// opened before its `session/load`): a live session, or, for a connection that may write, a
+    /// recorded one `session/load` would bring back. Refused as the load would be: not found, held
+    /// by another daemon of the fleet, or `read_only_device` for an observer (who may read a
+    /// recorded session's history but not bring it back).
+    pub async fn may_attach(&self, session_id: &str) -> Result<(), Failure> {
+        let why = match self.daemon().session(session_id) {
+            Ok(_) => return Ok(()),
+            Err(why) => why,
+        };
+        match self.not_here(session_id, why).await {
+            Failure::Session(why) => match self.daemon().recorded_session(session_id).await {
+                Ok(Some(_)) => self.may_write(),
+                Ok(None) => Err(Failure::Session(why)),
+                Err(e) => Err(Failure::Resume(e)),
+            },
+            held_elsewhere => Err(held_elsewhere),
+        }
+    }
+
     /// `session/list`: the live sessions of a workspace (`cwd`, or every workspace), then the
     /// recorded ones that are not live.
     async fn session_list(&self, params: &Value) -> Result<Value, Failure> {

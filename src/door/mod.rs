@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use self::connection::{
-    Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, Transport, home_of,
+    Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, NoStream,
+    SessionStream, Transport, home_of,
 };
 pub use self::failure::{Failure, Render};
 pub use self::lane::{Lane, Out};

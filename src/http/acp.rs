@@ -49,7 +49,9 @@ use super::perimeter::{BEARER_SUBPROTOCOL, Peer, is_loopback_peer};
 use super::wsframe::Frames;
 use crate::acp::{Frame, RpcError};
 use crate::devices::StreamPermit;
-use crate::door::{self, Connection, Ctx, Door, Failure, Lane, Out, Owner, Transport, wire};
+use crate::door::{
+    self, Connection, Ctx, Door, Failure, Lane, NoStream, Out, Owner, SessionStream, Transport, wire,
+};
 
 /// `Acp-Connection-Id`: which connection a request or stream belongs to.
 const CONNECTION_HEADER: &str = "acp-connection-id";
@@ -73,6 +75,10 @@ const WS_READ_BUFFER: usize = 4 * 1024;
 const WS_WRITE_BUFFER: usize = 64 * 1024;
 /// Silence after which an SSE stream of `/acp` gets a `: heartbeat` (like `/session/:id/events`).
 const SSE_HEARTBEAT: Duration = Duration::from_secs(15);
+/// How long a session's stream opened before its session is attached waits for the attach: as
+/// long as a connection nobody uses is kept ([`door::HTTP_IDLE`]), since a `session/load` that
+/// brings a session back starts an agent first, which has no bound of its own.
+const ATTACH_WAIT: Duration = door::HTTP_IDLE;
 
 /// WebSocket close codes (4000–4999 are the application's).
 const CLOSE_GOING_AWAY: u16 = 1001;
@@ -86,7 +92,12 @@ const CLOSE_SILENT: u16 = 4002;
 /// The door's failure as a JSON-RPC error: `message` and `data` (`code`, `httpStatus`, context) as
 /// the REST twin's error body; `code` from the status.
 pub(super) fn render(f: &Failure) -> RpcError {
-    let api: ApiError = match f.clone() {
+    rpc_error(&api_error(f.clone()))
+}
+
+/// The door's failure as the REST twin's error.
+fn api_error(f: Failure) -> ApiError {
+    match f {
         Failure::Create(e) => e.into(),
         Failure::Session(e) => e.into(),
         Failure::Vote(e) => e.into(),
@@ -108,8 +119,7 @@ pub(super) fn render(f: &Failure) -> RpcError {
             "The decision was applied, but remembering it for the workspace failed",
             &e,
         ),
-    };
-    rpc_error(&api)
+    }
 }
 
 fn rpc_error(api: &ApiError) -> RpcError {
@@ -188,14 +198,33 @@ pub(super) async fn get(
     let body = match header_text(headers, SESSION_HEADER) {
         Some(session_id) => {
             let last_event_id = super::events::last_event_id(headers);
-            let lane = conn.take_lane(session_id, last_event_id).map_err(|busy| {
-                if busy {
-                    ApiError::AcpStreamBusy
-                } else {
+            // A stream may open before its session is attached (the transport RFD's reconnect
+            // opens it, then POSTs `session/load`): if this connection may attach the session, it
+            // waits for the attach.
+            let taken = match conn.take_lane(session_id, last_event_id, false) {
+                Err(NoStream::NotAttached) => {
+                    conn.may_attach(session_id).await.map_err(api_error)?;
+                    conn.take_lane(session_id, last_event_id, true)
+                }
+                taken => taken,
+            };
+            let start = taken.map_err(|no| match no {
+                NoStream::Busy => ApiError::AcpStreamBusy,
+                NoStream::NotAttached => {
                     ApiError::AcpSessionNotAttached { session_id: session_id.to_owned() }
                 }
+                NoStream::TooManySessions => {
+                    ApiError::AcpTooManySessions { limit: door::MAX_SESSIONS_PER_CONNECTION }
+                }
             })?;
-            Body::from_stream(session_stream(conn, lane, revoked, place))
+            Body::from_stream(session_stream(
+                conn,
+                session_id.to_owned(),
+                start,
+                last_event_id,
+                revoked,
+                place,
+            ))
         }
         None => {
             let messages = conn.take_messages().ok_or(ApiError::AcpStreamBusy)?;
@@ -541,6 +570,13 @@ struct LaneGuard {
     _place: Option<StreamPermit>,
 }
 
+impl LaneGuard {
+    fn new(conn: Arc<Connection>, lane: Lane, place: Option<StreamPermit>) -> LaneGuard {
+        conn.stream_opened();
+        LaneGuard { conn, lane: Some(lane), _place: place }
+    }
+}
+
 impl Drop for LaneGuard {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
@@ -550,24 +586,78 @@ impl Drop for LaneGuard {
     }
 }
 
-/// A session's SSE stream on a Streamable HTTP connection.
+/// A session's stream waiting for its session's attach; counts the stream open, and frees the
+/// session's waiting place when it ends without the lane.
+struct WaitGuard {
+    conn: Arc<Connection>,
+    session_id: String,
+    lane: Option<tokio::sync::oneshot::Receiver<Lane>>,
+    place: Option<StreamPermit>,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        // A lane handed over as the stream ended is given back, not dropped with the receiver.
+        if let Some(Ok(lane)) = self.lane.take().map(|mut rx| rx.try_recv()) {
+            self.conn.park_lane(lane);
+        }
+        self.conn.stop_waiting(&self.session_id);
+        self.conn.stream_closed();
+    }
+}
+
+/// Where a session's stream is.
+enum Phase {
+    Waiting(WaitGuard),
+    Streaming(LaneGuard),
+}
+
+/// A session's SSE stream on a Streamable HTTP connection: the lane's messages, after waiting
+/// (with heartbeats, for at most [`ATTACH_WAIT`]) for the attach when the session was not
+/// attached yet. Ends with the connection, the device's revocation, or a wait that ran out.
 fn session_stream(
     conn: Arc<Connection>,
-    lane: Lane,
+    session_id: String,
+    start: SessionStream,
+    last_event_id: Option<u64>,
     revoked: Option<CancellationToken>,
     place: Option<StreamPermit>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    conn.stream_opened();
     let ended = end_signal(&conn, revoked);
-    let guard = LaneGuard { conn, lane: Some(lane), _place: place };
-    futures_util::stream::unfold((guard, ended), |(mut guard, ended)| async move {
+    let phase = match start {
+        SessionStream::Ready(lane) => Phase::Streaming(LaneGuard::new(conn, lane, place)),
+        SessionStream::Pending(lane) => {
+            conn.stream_opened();
+            Phase::Waiting(WaitGuard { conn, session_id, lane: Some(lane), place })
+        }
+    };
+    let deadline = Instant::now() + ATTACH_WAIT;
+    futures_util::stream::unfold((phase, ended), move |(phase, ended)| async move {
+        let mut guard = match phase {
+            Phase::Streaming(guard) => guard,
+            Phase::Waiting(mut wait) => {
+                let waiting = wait.lane.as_mut()?;
+                let lane = tokio::select! {
+                    () = ended.cancelled() => return None,
+                    () = tokio::time::sleep_until(deadline) => return None,
+                    // An error: the connection closed.
+                    lane = waiting => lane.ok()?,
+                    () = tokio::time::sleep(SSE_HEARTBEAT) => {
+                        let beat = sse_frame(&Out::Keepalive)?;
+                        return Some((Ok(beat), (Phase::Waiting(wait), ended)));
+                    }
+                };
+                let lane = wait.conn.lane_arrived(lane, last_event_id)?;
+                LaneGuard::new(wait.conn.clone(), lane, wait.place.take())
+            }
+        };
         let lane = guard.lane.as_mut()?;
         let out = tokio::select! {
             () = ended.cancelled() => return None,
             out = lane.next() => out?,
         };
         let frame = sse_frame(&out)?;
-        Some((Ok(frame), (guard, ended)))
+        Some((Ok(frame), (Phase::Streaming(guard), ended)))
     })
 }
 

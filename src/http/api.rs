@@ -278,6 +278,7 @@ api! {
             .errors(&[
                 "not_acceptable", "invalid_client_id", "acp_connection_required", "acp_connection_not_found",
                 "acp_connection_limit", "acp_stream_busy", "session_not_attached", "stream_limit_exceeded",
+                "session_not_found", "read_only_device", "session_held_elsewhere", "too_many_sessions",
             ]);
     post "/acp" => acp::post,
         Operation::new("acpMessage", "acp", "One JSON-RPC message to the daemon as an ACP agent: `initialize` (no `Acp-Connection-Id`) answers 200 with its result and the connection's `Acp-Connection-Id`; any other message names its connection and is accepted (202), its answer arriving on a stream (docs/protocol.md §16)")

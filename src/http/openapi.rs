@@ -235,7 +235,7 @@ pub fn document(operations: &[Operation]) -> Value {
                     "name": "Acp-Session-Id",
                     "in": "header",
                     "required": false,
-                    "description": "A session the connection attached: on `GET /acp`, its stream; on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade or an `initialize`, the session the connection is for (in a fleet, the upgrade or the `initialize` is relayed to the daemon holding it, where the connection then lives).",
+                    "description": "A session of the connection: on `GET /acp`, its stream (one it attached, or one it may attach, whose stream waits for the `session/load` or `session/resume`); on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade or an `initialize`, the session the connection is for (in a fleet, the upgrade or the `initialize` is relayed to the daemon holding it, where the connection then lives).",
                     "schema": {"type": "string"},
                 },
             },

@@ -13,7 +13,7 @@ import { createHttpStream } from '@agentclientprotocol/sdk/experimental/http-cli
 import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
 import { DaemonClient } from '@qwen-code/sdk/daemon';
 import { negotiateTransport } from '@qwen-code/sdk/daemon/transports';
-import { BASE_URL, T, WORKSPACE, api, waitForFile, withTimeout, workspaceFile } from './lib.mjs';
+import { BASE_URL, T, WORKSPACE, api, until, waitForFile, withTimeout, workspaceFile } from './lib.mjs';
 
 const WS_URL = `${BASE_URL.replace(/^http/, 'ws')}/acp`;
 
@@ -72,6 +72,53 @@ test('the ACP TypeScript SDK over Streamable HTTP: a WRITE turn, its permission 
   const done = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`), 'http');
   assertWrote('http', done);
   await waitForFile(done.file, 'written over http');
+});
+
+test('the ACP TypeScript SDK over Streamable HTTP: a fresh connection loads a session, gets its history, and writes', async () => {
+  // The first connection makes the session and its history, then ends (an editor restarting).
+  const first = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`), 'http-first');
+  assertWrote('http-first', first);
+  await waitForFile(first.file, 'written over http-first');
+  const sessionId = first.session.sessionId;
+
+  // A fresh connection: the SDK opens the session's stream (GET with Acp-Session-Id) before it
+  // POSTs session/load, as the transport RFD's reconnect flow does.
+  const file = workspaceFile('http-load');
+  const updates = [];
+  const asked = [];
+  const app = client({ name: 'e2e-http-load' })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      if (params.sessionId === sessionId) updates.push(params.update);
+    })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      asked.push(params);
+      const allow = params.options.find((o) => o.kind === 'allow_once');
+      return { outcome: { outcome: 'selected', optionId: allow.optionId } };
+    });
+  const replayed = () => JSON.stringify(updates).includes(path.basename(first.file));
+  const run = app.connectWith(createHttpStream(`${BASE_URL}/acp`), async (ctx) => {
+    const init = await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    assert.equal(init.agentCapabilities.loadSession, true);
+    await ctx.request(methods.agent.session.load, { sessionId, cwd: WORKSPACE, mcpServers: [] });
+    // The answer comes on the connection's stream, the replay on the session's: wait for it.
+    await until(replayed, T.request, () => `the replayed first turn: ${JSON.stringify(updates)}`);
+    const replay = updates.length;
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: 'text', text: `write ${path.basename(file)} written after session/load` }],
+    });
+    return { replay, result };
+  });
+  const done = await withTimeout(run, T.turn, 'initialize, session/load and a WRITE turn over a fresh connection');
+  const history = updates.slice(0, done.replay);
+  assert.ok(
+    history.some((u) => u.sessionUpdate === 'tool_call'),
+    `the first turn's tool call was replayed: ${JSON.stringify(history.map((u) => u.sessionUpdate))}`,
+  );
+  assert.equal(done.result.stopReason, 'end_turn', JSON.stringify(done.result));
+  assert.equal(asked.length, 1, `one permission request (the first turn's was decided): ${JSON.stringify(asked)}`);
+  assert.equal(asked[0].sessionId, sessionId);
+  await waitForFile(file, 'written after session/load');
 });
 
 test('the ACP TypeScript SDK over stdio through `mediatord connect`: a WRITE turn, its permission allowed, the file on disk', async () => {

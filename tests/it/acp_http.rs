@@ -294,4 +294,178 @@ async fn a_resumed_session_stream_asks_about_a_pending_request_right_after_its_r
     let (_, answer) = until(&mut stream, answer_to(turn)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(d.workspace.join("resumed.txt")).expect("written"), "again");
+/// A refused stream's status and error code (a stream that opened instead is not read: `null`).
+async fn refusal(res: reqwest::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    if status == 200 {
+        return (status, Value::Null);
+    }
+    (status, res.json::<Value>().await.expect("an error body")["code"].clone())
+}
+
+#[tokio::test]
+async fn a_session_stream_opened_before_session_load_waits_for_it_and_carries_the_replay() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello before load").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    // The transport RFD's reconnect, as the official SDK does it: the session's stream first ...
+    let res = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut session_stream = Sse::from_response(res);
+    assert_eq!(acp.stream(Some(&sid), &[]).await.status(), 409, "one stream per session, waiting or not");
+    // ... then `session/load`: answered on the connection's stream, its replay on the waiting one.
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let load = acp.request("session/load", load, Some(&sid)).await;
+    let (_, answer) = until(&mut conn_stream, answer_to(load)).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    let echo = |m: &Value| {
+        m["method"] == "session/update"
+            && m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+            && m["params"]["update"]["content"]["text"] == "hello before load"
+    };
+    until(&mut session_stream, echo).await;
+    until(&mut session_stream, |m| is_event(m, "turn_complete")).await;
+    // Live events follow the replay on the same stream.
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello after load").await.status, 200);
+    until(&mut session_stream, |m| m["params"]["update"]["content"]["text"] == "hello after load").await;
+}
+
+#[tokio::test]
+async fn a_session_stream_before_the_attach_is_refused_for_an_unknown_session_and_ends_with_its_connection() {
+    let d = Daemon::start(&[]);
+    let (acp, _) = HttpAcp::open(&d, None).await;
+    assert_eq!(
+        refusal(acp.stream(Some("no-such-session"), &[]).await).await,
+        (404, json!("session_not_found"))
+    );
+    let sid = d.join("alice").await;
+    let res = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(res.status(), 200);
+    let mut waiting = Sse::from_response(res);
+    // The connection ends before it attached the session: the waiting stream ends with it.
+    assert_eq!(send(acp.req(http().delete(d.url("/acp")))).await.status, 202);
+    assert!(waiting.rest().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_observer_may_not_open_the_stream_of_a_recorded_session_it_could_not_load() {
+    const TOKEN: &str = "acp-http-observer";
+    let state = tempfile::tempdir().expect("tempdir");
+    // A directory the daemon creates itself (0700): a recorded session outlives its agent there.
+    let dir = state.path().join("state");
+    let d = Daemon::start(&["--token", TOKEN, "--state-dir", dir.to_str().expect("utf-8")]);
+    let (_, credential) = d.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let create = async |body: Value| {
+        let req = http().post(d.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op");
+        send(req.json(&body)).await.ok()["sessionId"].as_str().expect("sessionId").to_owned()
+    };
+    let live = create(json!({})).await;
+    let closed = create(json!({"sessionScope": "thread"})).await;
+    assert_ne!(live, closed);
+    let ended = send(http().delete(d.url(&format!("/session/{closed}"))).bearer_auth(TOKEN)).await;
+    assert!(ended.status < 300, "{}", ended.text);
+    let (observer, _) = HttpAcp::open(&d, Some(&credential)).await;
+    // A live session it may attach: its stream waits for the attach.
+    assert_eq!(observer.stream(Some(&live), &[]).await.status(), 200);
+    // A recorded one `session/load` would have to bring back, which an observer may not do.
+    assert_eq!(refusal(observer.stream(Some(&closed), &[]).await).await, (403, json!("read_only_device")));
+    // The operator's connection may: that stream waits.
+    let (operator, _) = HttpAcp::open(&d, Some(TOKEN)).await;
+    assert_eq!(operator.stream(Some(&closed), &[]).await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_waiting_session_stream_its_client_left_frees_its_place() {
+    let d = Daemon::start(&[]);
+    let (acp, _) = HttpAcp::open(&d, None).await;
+    let sid = d.join("alice").await;
+    let first = acp.stream(Some(&sid), &[]).await;
+    assert_eq!(first.status(), 200);
+    drop(first);
+    // Its place is freed once the daemon finds the client gone: until then the session is busy.
+    let reopened = reopen_waiting(&acp, &sid).await;
+    let mut waiting = Sse::from_response(reopened);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let mut acp = acp;
+    acp.request("session/load", load, Some(&sid)).await;
+    until(&mut waiting, |m| is_event(m, "replay_complete")).await;
+}
+
+/// Opens `sid`'s stream before its attach, once the last one is given back (`409` until then).
+async fn reopen_waiting(acp: &HttpAcp<'_>, sid: &str) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let res = acp.stream(Some(sid), &[]).await;
+        if res.status() == 200 {
+            return res;
+        }
+        assert_eq!(res.status(), 409, "{}", res.text().await.unwrap_or_default());
+        assert!(std::time::Instant::now() < deadline, "the waiting place was never freed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // polling for the hand-back
+    }
+}
+
+#[tokio::test]
+async fn waiting_session_streams_count_toward_a_connections_sessions() {
+    let d = Daemon::start(&["--max-sessions", "80"]);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    // One session attached, the rest of the bound waiting: 64 in all.
+    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
+    until(&mut conn_stream, answer_to(new)).await;
+    let mut open = Vec::new();
+    for _ in 1..64 {
+        let sid = d.create(Some("alice"), json!({"sessionScope": "thread"})).await["sessionId"]
+            .as_str()
+            .expect("sessionId")
+            .to_owned();
+        let res = acp.stream(Some(&sid), &[]).await;
+        assert_eq!(res.status(), 200);
+        open.push(res);
+    }
+    let one_more = d.create(Some("alice"), json!({"sessionScope": "thread"})).await["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    assert_eq!(refusal(acp.stream(Some(&one_more), &[]).await).await, (429, json!("too_many_sessions")));
+}
+
+#[tokio::test]
+async fn last_event_id_on_a_stream_opened_before_session_load_starts_the_replay_there() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello before load").await.status, 200);
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let res = acp.stream(Some(&sid), &[("Last-Event-ID", "2".to_owned())]).await;
+    assert_eq!(res.status(), 200);
+    let mut waiting = Sse::from_response(res);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    acp.request("session/load", load, Some(&sid)).await;
+    let (replayed, _) = until(&mut waiting, |m| is_event(m, "turn_complete")).await;
+    let ids: Vec<u64> = replayed.iter().filter_map(|e| e.id).collect();
+    assert_eq!(ids.first(), Some(&3), "the replay starts after the Last-Event-ID: {ids:?}");
+}
+
+#[tokio::test]
+async fn a_session_loaded_again_on_its_connection_streams_on_a_reopened_stream() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let (mut acp, _) = HttpAcp::open(&d, None).await;
+    let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
+    let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
+    let first = acp.request("session/load", load.clone(), Some(&sid)).await;
+    until(&mut conn_stream, answer_to(first)).await;
+    let mut stream = Sse::from_response(acp.stream(Some(&sid), &[]).await);
+    until(&mut stream, |m| is_event(m, "replay_complete")).await;
+    // Loaded again: the old stream ends, and a new one carries the session.
+    let again = acp.request("session/load", load, Some(&sid)).await;
+    until(&mut conn_stream, answer_to(again)).await;
+    stream.rest().await;
+    let res = reopen_waiting(&acp, &sid).await;
+    let mut reopened = Sse::from_response(res);
+    assert_eq!(d.prompt(&sid, Some("alice"), "hello again").await.status, 200);
+    until(&mut reopened, |m| m["params"]["update"]["content"]["text"] == "hello again").await;
 }
