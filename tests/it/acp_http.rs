@@ -294,6 +294,8 @@ async fn a_resumed_session_stream_asks_about_a_pending_request_right_after_its_r
     let (_, answer) = until(&mut stream, answer_to(turn)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(d.workspace.join("resumed.txt")).expect("written"), "again");
+}
+
 /// A refused stream's status and error code (a stream that opened instead is not read: `null`).
 async fn refusal(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
