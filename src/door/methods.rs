@@ -218,8 +218,9 @@ impl Connection {
 
     /// `session/load` (`replay`: the session's events so far, then the answer) and
     /// `session/resume` (no replay): attaches a live session, or first brings a dormant one back
-    /// on a fresh agent (`POST /session/:id/resume`). `_meta["mediatord/afterEventId"]` replays
-    /// only what followed that event (a client resuming by cursor).
+    /// on a fresh agent (`POST /session/:id/resume`; not for an observer, which may not bring it
+    /// back: `read_only_device`). `_meta["mediatord/afterEventId"]` replays only what followed
+    /// that event (a client resuming by cursor).
     async fn session_load(self: &Arc<Self>, params: &Value, replay: bool) -> Reply {
         let session_id = match string(params, "sessionId") {
             Ok(id) => id.to_owned(),
@@ -235,7 +236,15 @@ impl Connection {
                 Ok((s, _)) => s,
                 Err(e) => return Reply::Now(Err(Failure::Resume(e))),
             },
-            Err(e) => return Reply::Now(Err(self.not_here(&session_id, e).await)),
+            // An observer: bringing a recorded session back is a write, refused as REST's
+            // `POST /session/:id/resume` refuses it.
+            Err(why) => {
+                let refused = match self.recorded_here(&session_id, why).await {
+                    Ok(()) => Failure::ReadOnly,
+                    Err(e) => e,
+                };
+                return Reply::Now(Err(refused));
+            }
         };
         let after = match (replay, meta(params, META_AFTER).and_then(Value::as_u64)) {
             (_, Some(after)) => Some(after),
@@ -265,13 +274,21 @@ impl Connection {
     /// by another daemon of the fleet, or `read_only_device` for an observer (who may read a
     /// recorded session's history but not bring it back).
     pub async fn may_attach(&self, session_id: &str) -> Result<(), Failure> {
-        let why = match self.daemon().session(session_id) {
-            Ok(_) => return Ok(()),
-            Err(why) => why,
-        };
-        match self.not_here(session_id, why).await {
-            Failure::Session(why) => match self.daemon().recorded_session(session_id).await {
-                Ok(Some(_)) => self.may_write(),
+        match self.daemon().session(session_id) {
+            Ok(_) => Ok(()),
+            Err(why) => {
+                self.recorded_here(session_id, why).await?;
+                self.may_write()
+            }
+        }
+    }
+
+    /// Whether session `id`, not live (`why`), is one this daemon could bring back: recorded, and
+    /// held by no other daemon of the fleet. Else why not: held elsewhere, or `why`.
+    async fn recorded_here(&self, id: &str, why: SessionError) -> Result<(), Failure> {
+        match self.not_here(id, why).await {
+            Failure::Session(why) => match self.daemon().recorded_session(id).await {
+                Ok(Some(_)) => Ok(()),
                 Ok(None) => Err(Failure::Session(why)),
                 Err(e) => Err(Failure::Resume(e)),
             },

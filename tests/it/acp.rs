@@ -876,9 +876,19 @@ async fn a_devices_session_permission_vote_decides_and_is_audited_with_its_name(
     );
 }
 
-/// A session the daemon recorded and no longer runs is listed once, as dormant (a live one once,
-/// as live); `session/load` brings it back for a client that may write, and not for an observer
-/// (it may read, not start an agent).
+/// `session/list`'s sessions as (id, state) pairs, in the order listed.
+fn listed_states(listed: &Value) -> Vec<(Value, Value)> {
+    listed["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
+        .collect()
+}
+
+/// A recorded session is listed once, as `dormant`; an observer device may not bring it back
+/// (`read_only_device`, as REST's `POST /session/{id}/resume` answers it), a client that may
+/// write may.
 #[tokio::test]
 async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_may_write() {
     let home = crate::support::Home::new();
@@ -888,13 +898,7 @@ async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_
     let (mut ws, _) = AcpWs::ready(&first, &[("Authorization", &op)]).await;
     let sid = new_session(&mut ws, &first).await;
     let listed = ws.call("session/list", json!({})).await;
-    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
-        .collect();
-    assert_eq!(states, [(json!(sid), json!("live"))], "{listed}");
+    assert_eq!(listed_states(&listed), [(json!(sid), json!("live"))], "{listed}");
     // A turn, so the agent has a transcript to load the session from.
     assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
     drop(ws);
@@ -903,18 +907,21 @@ async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_
     let second = home.start(&["--token", TOKEN]);
     let (mut observer, _) = AcpWs::ready(&second, &[("Authorization", &format!("Bearer {watcher}"))]).await;
     let listed = observer.call("session/list", json!({})).await;
-    let states: Vec<(Value, Value)> = listed["result"]["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .map(|s| (s["sessionId"].clone(), s["state"].clone()))
-        .collect();
-    assert_eq!(states, [(json!(sid), json!("dormant"))], "{listed}");
+    assert_eq!(listed_states(&listed), [(json!(sid), json!("dormant"))], "{listed}");
     let load = json!({"sessionId": sid, "cwd": second.workspace, "mcpServers": []});
     let refused = observer.call("session/load", load.clone()).await;
-    assert_eq!(refused["error"]["data"]["code"], "session_not_found", "{refused}");
+    assert_eq!(
+        (refused["error"]["code"].clone(), refused["error"]["data"]["code"].clone()),
+        (json!(-32003), json!("read_only_device")),
+        "{refused}"
+    );
+    let rest = send(http().post(second.url(&format!("/session/{sid}/resume"))).bearer_auth(&watcher)).await;
+    assert_eq!((rest.status, rest.body["code"].clone()), (403, json!("read_only_device")), "{}", rest.text);
     let status = |d: &Daemon| send(http().get(d.url(&format!("/session/{sid}"))).bearer_auth(TOKEN));
     assert_eq!(status(&second).await.status, 404, "an observer started no agent");
+    let unknown =
+        observer.call("session/load", json!({"sessionId": "no-such-session", "cwd": second.workspace})).await;
+    assert_eq!(unknown["error"]["data"]["code"], "session_not_found", "{unknown}");
     let (mut writer, _) = AcpWs::ready(&second, &[("Authorization", &op)]).await;
     let loaded = writer.call("session/load", load).await;
     assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
