@@ -147,7 +147,7 @@ async fn a_session_stream_resumes_with_last_event_id_and_a_second_stream_is_refu
     // The client left mid-turn (the agent streams 40 updates a second); the stream is given back
     // once the daemon's next write finds it gone. Reopened at the last id the client handled, it
     // carries on from there: nothing lost, nothing twice, and the turn's answer at its end.
-    let reopened = reopen(&acp, &sid, resume_at).await;
+    let reopened = reopen(&acp, &sid, Some(resume_at)).await;
     let mut second = Sse::from_response(reopened);
     let (rest, answer) = until(&mut second, answer_to(turn)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
@@ -161,12 +161,13 @@ async fn a_session_stream_resumes_with_last_event_id_and_a_second_stream_is_refu
     assert_eq!(texts, expected);
 }
 
-/// Reopens a session's stream once the previous one has been given back (its body dropped a moment
-/// ago): `409` means it is still being handed back.
-async fn reopen(acp: &HttpAcp<'_>, sid: &str, last: u64) -> reqwest::Response {
+/// Reopens a session's stream (after event `last`, when given) once the previous one has been
+/// given back (its body dropped a moment ago): `409` means it is still being handed back.
+async fn reopen(acp: &HttpAcp<'_>, sid: &str, last: Option<u64>) -> reqwest::Response {
+    let headers: Vec<(&str, String)> = last.map(|id| ("Last-Event-ID", id.to_string())).into_iter().collect();
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let res = acp.stream(Some(sid), &[("Last-Event-ID", last.to_string())]).await;
+        let res = acp.stream(Some(sid), &headers).await;
         if res.status() == 200 {
             return res;
         }
@@ -388,26 +389,12 @@ async fn a_waiting_session_stream_its_client_left_frees_its_place() {
     assert_eq!(first.status(), 200);
     drop(first);
     // Its place is freed once the daemon finds the client gone: until then the session is busy.
-    let reopened = reopen_waiting(&acp, &sid).await;
+    let reopened = reopen(&acp, &sid, None).await;
     let mut waiting = Sse::from_response(reopened);
     let load = json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []});
     let mut acp = acp;
     acp.request("session/load", load, Some(&sid)).await;
     until(&mut waiting, |m| is_event(m, "replay_complete")).await;
-}
-
-/// Opens `sid`'s stream before its attach, once the last one is given back (`409` until then).
-async fn reopen_waiting(acp: &HttpAcp<'_>, sid: &str) -> reqwest::Response {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let res = acp.stream(Some(sid), &[]).await;
-        if res.status() == 200 {
-            return res;
-        }
-        assert_eq!(res.status(), 409, "{}", res.text().await.unwrap_or_default());
-        assert!(std::time::Instant::now() < deadline, "the waiting place was never freed");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // polling for the hand-back
-    }
 }
 
 #[tokio::test]
@@ -466,7 +453,7 @@ async fn a_session_loaded_again_on_its_connection_streams_on_a_reopened_stream()
     let again = acp.request("session/load", load, Some(&sid)).await;
     until(&mut conn_stream, answer_to(again)).await;
     stream.rest().await;
-    let res = reopen_waiting(&acp, &sid).await;
+    let res = reopen(&acp, &sid, None).await;
     let mut reopened = Sse::from_response(res);
     assert_eq!(d.prompt(&sid, Some("alice"), "hello again").await.status, 200);
     until(&mut reopened, |m| m["params"]["update"]["content"]["text"] == "hello again").await;
