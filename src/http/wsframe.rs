@@ -129,4 +129,28 @@ mod tests {
         frames.clear();
         assert_eq!(frames.buf.capacity(), 0, "a burst's buffer is not held by an idle connection");
     }
+
+    #[test]
+    fn push_text_answers_the_payload_length_and_a_batch_is_empty_only_when_cleared() {
+        let mut frames = Frames::new(usize::MAX);
+        assert!(frames.is_empty());
+        for len in LENGTHS {
+            let text = payload(len);
+            assert_eq!(frames.push_text(&[&text[..len / 3], &text[len / 3..]]), len);
+            assert!(!frames.is_empty(), "a frame of {len} bytes was pushed");
+        }
+        frames.clear();
+        assert!(frames.is_empty());
+    }
+
+    #[test]
+    fn a_frame_reserves_about_its_own_size_and_a_buffer_of_exactly_keep_bytes_is_kept() {
+        let mut frames = Frames::new(usize::MAX);
+        frames.push_text(&[&payload(100)]);
+        let grown = frames.buf.capacity();
+        assert!((102..220).contains(&grown), "{grown} bytes reserved for a 102-byte frame");
+        frames.keep = grown;
+        frames.clear();
+        assert_eq!(frames.buf.capacity(), grown, "a buffer of exactly `keep` bytes is kept");
+    }
 }
