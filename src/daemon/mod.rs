@@ -519,6 +519,7 @@ impl Daemon {
                 session.end(EndReason::Closed { closed_by: None });
                 return Err(CreateError::from_call(e, method::SESSION_SET_MODEL, timeout));
             }
+            session.note_model(&model);
         }
         tracing::info!(session_id = %session_id, agent = %name, workspace = %cwd.display(), "session created");
         Ok(session)

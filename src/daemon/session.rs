@@ -622,6 +622,13 @@ impl Session {
         Ok(result_object(&result))
     }
 
+    /// Notes the model the agent switched a new session to before any client saw it (a create's
+    /// `modelServiceId`): the session's state says it, and no `model_switched` is published
+    /// (nothing was switched from, as far as any client knows).
+    pub(crate) fn note_model(&self, model: &str) {
+        set_current(&mut lock(&self.state).models, "currentModelId", model);
+    }
+
     /// Switches the session's mode (`session/set_mode`) to one the agent announced, then publishes
     /// a `current_mode_update` (ACP does not ask the agent to send one for a change the client
     /// made). Returns the agent's result object (`{}` when it sent none).
