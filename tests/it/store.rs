@@ -382,6 +382,10 @@ async fn after_kill_9_the_history_is_a_gap_free_prefix_missing_at_most_the_last_
     );
     let streamed_before: Vec<u64> = received.iter().map(|(id, _)| *id).collect();
     assert!(got.iter().zip(&streamed_before).all(|(a, b)| a == b), "the same events as streamed");
+    // The session never ended: its record knows its last event from the commits alone (what a
+    // resume continues the ids after).
+    let listed = d.get(&format!("{}?include=ended", home.workspace_path("sessions"))).await.ok();
+    assert_eq!(listed["sessions"][0]["lastEventId"], k, "{listed}");
 }
 
 #[tokio::test]

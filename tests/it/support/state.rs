@@ -46,10 +46,7 @@ impl StateLock {
         let (client, connection) =
             tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
         tokio::spawn(connection);
-        client
-            .batch_execute(&format!("BEGIN; LOCK TABLE {tables} IN EXCLUSIVE MODE"))
-            .await
-            .expect("lock");
+        client.batch_execute(&format!("BEGIN; LOCK TABLE {tables} IN EXCLUSIVE MODE")).await.expect("lock");
         StateLock::Postgres(client)
     }
 
