@@ -491,6 +491,11 @@ fn op(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 #[tokio::test]
 async fn a_code_from_a_pairs_on_b_the_device_works_on_b_and_revoked_on_b_loses_its_stream_on_a_at_once() {
     let (_fleet, a, b) = Fleet::two(&["--token", TOKEN]);
+    // Each daemon listened for the fleet's notices before it served (a boot does not go on
+    // without, bar a database slower than its timeout, which says so).
+    for d in [&a, &b] {
+        assert!(!d.stderr().contains("not listening for the fleet's notices yet"), "{}", d.stderr());
+    }
     let issued =
         send(op(http().post(a.url("/devices/pairing"))).json(&json!({"name": "phone", "role": "voter"})))
             .await
@@ -562,8 +567,9 @@ async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_w
 }
 
 #[tokio::test]
-async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_on_the_owner_too() {
-    let (_fleet, a, b) = Fleet::two(&["--token", TOKEN]);
+async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_and_a_stranger_is_401_on_the_owner_too()
+ {
+    let (fleet, a, b) = Fleet::two(&["--token", TOKEN]);
     let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
         .as_str()
         .expect("sessionId")
@@ -576,6 +582,26 @@ async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_o
     // Through B with the token: relayed, and answered by A.
     let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
     assert_eq!(got["sessionId"], sid.as_str());
+    // What B presented is the proof keyed by the secret the database holds for the fleet, which
+    // any daemon sharing it (and nothing else) can make: A takes it as relayed.
+    let secret = Postgres::shared().sql(&fleet.database(), "SELECT encode(secret, 'hex') FROM fleet_secret");
+    let proven =
+        http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", relay_proof(&secret));
+    assert_eq!(send(op(proven)).await.ok()["sessionId"], sid.as_str());
+}
+
+/// The proof a relaying daemon presents for a fleet whose secret is `secret_hex`: HMAC-SHA256 of
+/// the protocol's label under it, in hex (`src/http/relay.rs`).
+fn relay_proof(secret_hex: &str) -> String {
+    use hmac::Mac;
+    let secret: Vec<u8> = (0..secret_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    assert_eq!(secret.len(), 32, "the fleet's secret: {secret_hex}");
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&secret).expect("a key");
+    mac.update(b"mediatord relay v1");
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The database restarting under load: requests waiting on it fail with a clear `503
