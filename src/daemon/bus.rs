@@ -15,6 +15,11 @@
 //! holds is its cursor, a waker and that one batch: memory for streams is the ring plus a small
 //! constant per stream, whatever the streams' speed or their replays.
 //!
+//! A stream that re-frames events (an ACP connection's lane) takes marked batches
+//! ([`Subscription::into_marked`]): the same bytes, with each frame's end, id and [`Shape`] (where
+//! its parts lie, noted as the frame was written), so no event is read back out of its bytes once
+//! per connection.
+//!
 //! A stream falls behind only when the ring moves past its cursor (`ring_overrun`) or its live lag
 //! passes `--subscriber-queue` (`lag_limit`); it then gets a terminal `client_evicted` and ends.
 
@@ -28,8 +33,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::Stream;
 use futures_util::task::AtomicWaker;
+use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -37,6 +42,7 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::frames::{Mark, Marked, Shape};
 use crate::event::EventKind;
 use crate::store::Store;
 use crate::sync::lock;
@@ -78,7 +84,7 @@ struct Inner {
     /// The id the next event gets; ids start at 1.
     next_id: u64,
     /// The newest events, oldest first. Their ids are consecutive and the last is `next_id - 1`.
-    ring: VecDeque<Bytes>,
+    ring: VecDeque<Stored>,
     ring_bytes: usize,
     /// How many events the ring holds when full: `ring_events`, or fewer while the byte cap is
     /// what trims it. A stream may lag at most this far, so its warning threshold is set by it.
@@ -87,6 +93,14 @@ struct Inner {
     closed: bool,
     /// The current turn's envelope fields, escaped once.
     tag_json: TagJson,
+}
+
+/// An event in the ring: its frame, and where its parts lie in it (`None` for a frame the ring
+/// started with, read back from the history: a marked stream reads those from their bytes).
+#[derive(Debug)]
+struct Stored {
+    frame: Bytes,
+    shape: Option<Shape>,
 }
 
 impl Inner {
@@ -186,7 +200,8 @@ impl Bus {
                 break;
             }
             ring_bytes += frame.len();
-            ring.push_front(frame);
+            // Read back from the history: a marked stream reads these few from their bytes.
+            ring.push_front(Stored { frame, shape: None });
         }
         stats.ring_bytes.fetch_add(ring_bytes as u64, Ordering::Relaxed);
         Arc::new(Bus {
@@ -244,7 +259,6 @@ impl Bus {
         tag: &PromptTag,
         terminal: bool,
     ) -> Option<u64> {
-        let kind = kind.as_str();
         // One timestamp for a burst (the time the daemon published it), formatted once.
         let mut tail = BytesMut::with_capacity(48);
         tail.extend_from_slice(b",\"_meta\":{\"serverTimestamp\":");
@@ -262,7 +276,7 @@ impl Bus {
         let events = events.into_iter();
         let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
         for data in events {
-            let frame = frame(inner.next_id, kind, data, tag_json, &tail);
+            let (frame, shape) = frame(inner.next_id, kind, data, tag_json, &tail);
             if self.history.is_some() {
                 recorded.push(frame.clone());
             }
@@ -270,16 +284,16 @@ impl Bus {
             count += 1;
             added += frame.len();
             inner.ring_bytes += frame.len();
-            inner.ring.push_back(frame);
+            inner.ring.push_back(Stored { frame, shape });
             while inner.ring.len() > self.limits.ring_events {
-                let old = inner.ring.pop_front().map_or(0, |old| old.len());
+                let old = inner.ring.pop_front().map_or(0, |old| old.frame.len());
                 inner.ring_bytes -= old;
                 dropped += old;
                 inner.room = self.limits.ring_events;
             }
             // The newest event always stays, however large.
             while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
-                let old = inner.ring.pop_front().map_or(0, |old| old.len());
+                let old = inner.ring.pop_front().map_or(0, |old| old.frame.len());
                 inner.ring_bytes -= old;
                 dropped += old;
                 inner.room = inner.ring.len();
@@ -365,6 +379,7 @@ impl Bus {
             preamble: Some(preamble.freeze()),
             replay,
             warning: LagWarning::default(),
+            marked: false,
         })
     }
 }
@@ -372,34 +387,45 @@ impl Bus {
 /// `,"promptId":..,"originatorClientId":..` of the envelope, kept for the last tag seen: a turn
 /// publishes thousands of events under one tag, and escaping its ids once is enough.
 #[derive(Default)]
-struct TagJson {
+pub(super) struct TagJson {
     tag: PromptTag,
+    json: Tag,
+}
+
+/// A tag's JSON, and where its two strings lie in it (`(0, 0)`: absent).
+#[derive(Default)]
+pub(super) struct Tag {
     json: String,
+    prompt: (u32, u32),
+    originator: (u32, u32),
 }
 
 impl TagJson {
-    fn get(&mut self, tag: &PromptTag) -> &str {
+    pub(super) fn get(&mut self, tag: &PromptTag) -> &Tag {
         if self.tag.prompt_id != tag.prompt_id || self.tag.originator != tag.originator {
             let mut json = String::with_capacity(128);
-            if let Some(p) = &tag.prompt_id {
-                json.push_str(",\"promptId\":");
-                json.push_str(&json_string(p));
-            }
-            if let Some(o) = &tag.originator {
-                json.push_str(",\"originatorClientId\":");
-                json.push_str(&json_string(o));
-            }
-            *self = TagJson { tag: tag.clone(), json };
+            let mut string = |key: &str, value: &Option<String>| {
+                let Some(value) = value else { return (0, 0) };
+                json.push_str(key);
+                let start = json.len();
+                json.push_str(&json_string(value));
+                (start as u32, json.len() as u32)
+            };
+            let prompt = string(",\"promptId\":", &tag.prompt_id);
+            let originator = string(",\"originatorClientId\":", &tag.originator);
+            *self = TagJson { tag: tag.clone(), json: Tag { json, prompt, originator } };
         }
         &self.json
     }
 }
 
 /// One event's SSE frame: `id`, `event`, and the envelope on one `data:` line, ending with `tail`
-/// (`_meta` and the blank line). Written by hand (no `format!`): this runs once per agent update,
-/// and the formatting machinery was a tenth of the daemon's time in `perf`. Sized up front so it
-/// is built without a reallocation.
-pub(super) fn frame(id: u64, kind: &str, data: &str, tag_json: &str, tail: &[u8]) -> Bytes {
+/// (`_meta` and the blank line), and where its parts lie in it. Written by hand (no `format!`):
+/// this runs once per agent update, and the formatting machinery was a tenth of the daemon's time
+/// in `perf`. Sized up front so it is built without a reallocation.
+pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
+    let kind = event.as_str();
+    let tag_json = &tag.json;
     let mut f = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + tail.len() + 96);
     f.extend_from_slice(b"id: ");
     push_u64(&mut f, id);
@@ -417,9 +443,28 @@ pub(super) fn frame(id: u64, kind: &str, data: &str, tag_json: &str, tail: &[u8]
     if memchr::memchr(b'\r', data.as_bytes()).is_some() {
         f[start..].iter_mut().filter(|b| **b == b'\r').for_each(|b| *b = b' ');
     }
+    let end = f.len();
     f.extend_from_slice(tag_json.as_bytes());
     f.extend_from_slice(tail);
-    f.freeze()
+    // A frame past 4 GiB (never: an agent's line is bounded far below) has no shape and is read
+    // back from its bytes.
+    let at = |n: usize| u32::try_from(n).ok();
+    let within = |(from, to): (u32, u32)| -> Option<(u32, u32)> {
+        if (from, to) == (0, 0) {
+            Some((0, 0))
+        } else {
+            Some((at(end + from as usize)?, at(end + to as usize)?))
+        }
+    };
+    let shape = (|| {
+        Some(Shape {
+            kind,
+            data: (at(start)?, at(end)?),
+            prompt: within(tag.prompt)?,
+            originator: within(tag.originator)?,
+        })
+    })();
+    (f.freeze(), shape)
 }
 
 /// `n` in decimal.
@@ -502,8 +547,8 @@ struct Replay {
 /// What a stream takes from the ring in one go.
 #[derive(Debug)]
 enum Take {
-    /// Frames to write.
-    Batch(Bytes),
+    /// Frames to write (marked if the stream is).
+    Batch(Marked),
     /// Nothing new.
     Idle,
     /// The stream is over, after this last frame (an eviction) if any.
@@ -521,6 +566,8 @@ pub struct Subscription {
     preamble: Option<Bytes>,
     replay: Option<Replay>,
     warning: LagWarning,
+    /// Its batches carry their frames' [`Mark`]s ([`Subscription::into_marked`]).
+    marked: bool,
 }
 
 impl Drop for Subscription {
@@ -582,21 +629,31 @@ impl Subscription {
         let start = (self.cursor + 1 - front) as usize;
         let available = upto.saturating_sub(self.cursor) as usize;
         let (mut count, mut bytes) = (0usize, 0usize);
-        for frame in inner.ring.range(start..start + available) {
-            if count > 0 && bytes + frame.len() > BATCH_BYTES {
+        for stored in inner.ring.range(start..start + available) {
+            if count > 0 && bytes + stored.frame.len() > BATCH_BYTES {
                 break;
             }
             count += 1;
-            bytes += frame.len();
+            bytes += stored.frame.len();
         }
         let replay_done = self.replay.filter(|r| self.cursor + count as u64 == r.until);
         if count == 0 && warning.is_none() && replay_done.is_none() {
             let over = (inner.closed && self.cursor >= head) || stop_at.is_some_and(|s| self.cursor >= s);
             return if over { Take::End(None) } else { Take::Idle };
         }
+        // A marked stream's batch notes where each frame ends and, for the ring's, its id and shape.
+        let first = self.cursor + 1;
+        let mut marks = Vec::with_capacity(if self.marked { count + 2 } else { 0 });
+        let mut mark = |end: usize, event: Option<(u64, Shape)>| {
+            if self.marked {
+                marks.push(Mark { end, event });
+            }
+        };
         let batch = if count == 1 && warning.is_none() && replay_done.is_none() {
             // One frame alone goes out as the ring's own bytes, uncopied.
-            inner.ring[start].clone()
+            let stored = &inner.ring[start];
+            mark(stored.frame.len(), stored.shape.map(|s| (first, s)));
+            stored.frame.clone()
         } else {
             let complete = replay_done.map(|r| {
                 idless_frame(
@@ -608,12 +665,15 @@ impl Subscription {
             let mut out = BytesMut::with_capacity(bytes + extra);
             if let Some(w) = &warning {
                 out.extend_from_slice(w);
+                mark(out.len(), None);
             }
-            for frame in inner.ring.range(start..start + count) {
-                out.extend_from_slice(frame);
+            for (id, stored) in (first..).zip(inner.ring.range(start..start + count)) {
+                out.extend_from_slice(&stored.frame);
+                mark(out.len(), stored.shape.map(|s| (id, s)));
             }
             if let Some(c) = &complete {
                 out.extend_from_slice(c);
+                mark(out.len(), None);
             }
             out.freeze()
         };
@@ -628,7 +688,7 @@ impl Subscription {
         if count > 0 {
             bus.stats.delivered.fetch_add(count as u64, Ordering::Relaxed);
         }
-        Take::Batch(batch)
+        Take::Batch(Marked { bytes: batch, marks })
     }
 
     /// The `client_evicted` frame that ends this stream, counted and logged.
@@ -653,6 +713,18 @@ impl Subscription {
         self,
         shutdown: CancellationToken,
     ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+        self.into_stream(shutdown).map(|batch| Ok(batch.bytes))
+    }
+
+    /// [`Subscription::into_body`] for a stream that re-frames the events (the ACP door): each
+    /// batch comes with where its frames end and, for the ring's events, their parts, so the
+    /// events are not read back out of the bytes once per connection.
+    pub fn into_marked(mut self, shutdown: CancellationToken) -> impl Stream<Item = Marked> + Send {
+        self.marked = true;
+        self.into_stream(shutdown)
+    }
+
+    fn into_stream(self, shutdown: CancellationToken) -> EventStream {
         let published = self.bus.published.clone().notified_owned();
         EventStream {
             sub: self,
@@ -714,10 +786,18 @@ struct EventStream {
 }
 
 impl EventStream {
-    fn hand(&mut self, batch: Bytes) -> Poll<Option<Result<Bytes, Infallible>>> {
+    fn hand(&mut self, batch: Marked) -> Poll<Option<Marked>> {
         self.last_write = Instant::now();
         self.flight.busy.store(true, Ordering::Release);
-        Poll::Ready(Some(Ok(Bytes::from_owner(InFlight { batch, flight: self.flight.clone() }))))
+        let Marked { bytes, marks } = batch;
+        let bytes = Bytes::from_owner(InFlight { batch: bytes, flight: self.flight.clone() });
+        Poll::Ready(Some(Marked { bytes, marks }))
+    }
+
+    /// Stream-local frames (`retry`, a heartbeat, an eviction): marked as a whole, read back.
+    fn notice(&self, bytes: Bytes) -> Marked {
+        let marks = if self.sub.marked { vec![Mark { end: bytes.len(), event: None }] } else { Vec::new() };
+        Marked { bytes, marks }
     }
 
     /// Whether the connection still writes the last batch (registering to hear when it is done).
@@ -741,11 +821,12 @@ impl EventStream {
 }
 
 impl Stream for EventStream {
-    type Item = Result<Bytes, Infallible>;
+    type Item = Marked;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(preamble) = this.sub.preamble.take() {
+            let preamble = this.notice(preamble);
             return this.hand(preamble);
         }
         loop {
@@ -769,6 +850,7 @@ impl Stream for EventStream {
                 Take::End(last) => {
                     this.done = true;
                     if let Some(frame) = last {
+                        let frame = this.notice(frame);
                         return this.hand(frame);
                     }
                     return Poll::Ready(None);
@@ -783,7 +865,8 @@ impl Stream for EventStream {
                 continue;
             }
             if this.heartbeat_due(cx) {
-                return this.hand(Bytes::from_static(HEARTBEAT));
+                let beat = this.notice(Bytes::from_static(HEARTBEAT));
+                return this.hand(beat);
             }
             return Poll::Pending;
         }
@@ -1014,7 +1097,7 @@ mod tests {
         // Ids 1..=9 out of the way, so every frame below has a two-digit id and the same envelope.
         publish(&b, 9);
         assert_eq!(ids(&chunk(&mut stream).await.expect("1..=9")), (1..=9).collect::<Vec<_>>());
-        let last_len = |b: &Bus| lock(&b.inner).ring.back().map(Bytes::len).expect("a frame");
+        let last_len = |b: &Bus| lock(&b.inner).ring.back().map(|s| s.frame.len()).expect("a frame");
         let padded =
             |b: &Bus, n: usize| b.publish(SessionUpdate, &json!({"t": "x".repeat(n)}), &PromptTag::default());
         padded(&b, 0);
@@ -1183,6 +1266,70 @@ mod tests {
         assert!(!LagWarning::default().check(0, 0), "no lag, no warning");
     }
 
+    /// A marked stream's batches are the SSE stream's bytes, and its marks read the same events as
+    /// reading the bytes back would: through a resume past the ring (`state_resync_required` in
+    /// the preamble), its replay and `replay_complete`, a lag warning, tags that need escapes, a
+    /// single frame sent uncopied, and the eviction that ends it.
+    #[tokio::test(start_paused = true)]
+    async fn a_marked_streams_marks_read_what_its_bytes_say() {
+        use super::super::frames::{EventFrame, Piece, split};
+        let b = Bus::new("s1".into(), limits(6, 4, 10), Arc::default());
+        let tagged = PromptTag { prompt_id: Some("p\"1".into()), originator: Some("c\\".into()) };
+        b.publish(SessionUpdate, &json!({"t": "a\n\nb", "promptId": "x"}), &tagged);
+        publish(&b, 7);
+        let sub = b.subscribe(Some(0)).expect("subscribe");
+        let mut stream = Box::pin(sub.into_marked(CancellationToken::new()));
+        let mut next =
+            async || tokio::time::timeout(WAIT, stream.next()).await.expect("a batch or the end in time");
+        let mut read = Vec::new();
+        let mut check = |batch: &Marked| {
+            assert_eq!(
+                batch.marks.last().map(|m| m.end),
+                Some(batch.bytes.len()),
+                "the marks cover the batch"
+            );
+            let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
+            let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
+            assert_eq!(by_marks, by_bytes);
+            read.extend(by_marks.iter().filter_map(|p| match p {
+                Piece::Event(e) => Some((e.id, e.kind.to_owned())),
+                _ => None,
+            }));
+        };
+        for _ in 0..2 {
+            check(&next().await.expect("the preamble, then the replay"));
+        }
+        b.publish(TurnComplete, &json!({"stopReason": "end_turn"}), &tagged);
+        check(&next().await.expect("one frame alone"));
+        publish(&b, 3); // a lag of 3 of 4: warned
+        check(&next().await.expect("a warned batch"));
+        publish(&b, 5); // past the lag limit: evicted
+        check(&next().await.expect("the eviction"));
+        assert!(next().await.is_none(), "an evicted stream ends");
+        let kinds: Vec<&str> = read.iter().map(|(_, k)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "state_resync_required",
+                "session_update",
+                "session_update",
+                "session_update",
+                "session_update",
+                "session_update",
+                "session_update",
+                "replay_complete",
+                "turn_complete",
+                "slow_client_warning",
+                "session_update",
+                "session_update",
+                "session_update",
+                "client_evicted",
+            ]
+        );
+        let ids: Vec<u64> = read.iter().filter_map(|(id, _)| *id).collect();
+        assert_eq!(ids, [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_lagging_stream_is_warned_once_per_crossing() {
         let stats = Arc::new(BusStats::default());
@@ -1321,7 +1468,7 @@ mod tests {
         let b = Bus::new("s1".into(), limits(2, 2, 10), stats.clone());
         publish(&b, 5);
         let inner = lock(&b.inner);
-        let held: usize = inner.ring.iter().map(Bytes::len).sum();
+        let held: usize = inner.ring.iter().map(|s| s.frame.len()).sum();
         assert_eq!((inner.ring.len(), inner.ring_bytes), (2, held));
         assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), held as u64);
     }
@@ -1470,7 +1617,8 @@ mod tests {
     fn frames_are_written_by_hand_as_format_would() {
         for id in [0, 1, 9, 10, 4567, u64::MAX] {
             let tail = b",\"_meta\":{\"serverTimestamp\":1795379959849}}\n\n";
-            let got = frame(id, "turn_complete", "{\"a\":1}", ",\"promptId\":\"p\"", tail);
+            let tag = PromptTag { prompt_id: Some("p".into()), originator: None };
+            let (got, _) = frame(id, TurnComplete, "{\"a\":1}", TagJson::default().get(&tag), tail);
             let want = format!(
                 "id: {id}\nevent: turn_complete\ndata: {{\"id\":{id},\"v\":1,\"type\":\"turn_complete\",\"data\":{{\"a\":1}},\"promptId\":\"p\",\"_meta\":{{\"serverTimestamp\":1795379959849}}}}\n\n"
             );
@@ -1510,6 +1658,6 @@ mod tests {
         let b = bus(10, 10);
         b.publish_raw(SessionUpdate, "{\"a\":\r1}", &PromptTag::default());
         let inner = b.inner.lock().expect("lock");
-        assert!(!inner.ring[0].contains(&b'\r'));
+        assert!(!inner.ring[0].frame.contains(&b'\r'));
     }
 }

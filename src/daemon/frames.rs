@@ -3,9 +3,11 @@
 //!
 //! The bus serialises an event once, as a complete SSE frame, and every stream (live, replayed
 //! from the ring, or from the history) carries those exact bytes. A door that needs the event's
-//! parts takes them back out of the frame with [`EventFrame::read`]: the layout is fixed by the bus,
-//! so the parts are found by position and a few byte searches, without parsing the JSON again
-//! (this runs once per event per ACP connection). [`split`] cuts a stream's batch into its frames.
+//! parts reads a marked batch ([`Marked::pieces`]): an event the bus published comes with its
+//! [`Shape`], the offsets noted as the frame was written, so nothing is searched; anything else
+//! (the stream's own notices, frames the ring started with from the history) is read back out of
+//! its bytes with [`EventFrame::read`]: the layout is fixed by the bus, so the parts are found by
+//! position and a few byte searches, without parsing the JSON again.
 //!
 //! Why it is unambiguous: the event's data is one valid JSON value, and in JSON a `"` inside a
 //! string is always escaped, so the envelope's own keys after the data (`,"promptId":"…"`,
@@ -33,10 +35,71 @@ pub struct EventFrame<'a> {
     pub kind: &'a str,
     /// The event's data: one JSON value, byte for byte as published.
     pub data: &'a [u8],
-    /// The prompt the event belongs to, if any (JSON text of a string, quotes included).
-    pub prompt_id: Option<&'a str>,
+    /// The prompt the event belongs to, if any (JSON text of a string, quotes included: the bus
+    /// wrote it from a `String`, so it is UTF-8; it is checked only where it is read as text).
+    pub prompt_id: Option<&'a [u8]>,
     /// The client id of that prompt's sender, if any (JSON text of a string, quotes included).
-    pub originator: Option<&'a str>,
+    pub originator: Option<&'a [u8]>,
+}
+
+/// Where a published event's parts lie in its frame (byte offsets from the frame's start), noted
+/// by the bus as it writes the frame and kept beside it in the ring. A stream that re-frames
+/// events (the ACP door's lanes) takes the parts from here: the bus writes a frame once, and
+/// reading it back would cost once per event per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// The event type (a word-sized field: with a one-byte kind here, copying a shape through a
+    /// batch stalled on store forwarding, a quarter of a marked stream's time in `perf`).
+    pub(super) kind: &'static str,
+    pub(super) data: (u32, u32),
+    /// The tags as JSON strings, quotes included; `(0, 0)` when the event has none.
+    pub(super) prompt: (u32, u32),
+    pub(super) originator: (u32, u32),
+}
+
+impl Shape {
+    /// Event `id`'s parts in `frame`, the frame this shape was noted for. `Unknown` if the
+    /// offsets do not fit it (never for a frame of the bus's).
+    pub fn read(self, frame: &[u8], id: u64) -> Piece<'_> {
+        let span = |(from, to): (u32, u32)| frame.get(from as usize..to as usize);
+        let tag = |at: (u32, u32)| if at == (0, 0) { Some(None) } else { span(at).map(Some) };
+        let parts = (span(self.data), tag(self.prompt), tag(self.originator));
+        let (Some(data), Some(prompt_id), Some(originator)) = parts else { return Piece::Unknown };
+        Piece::Event(EventFrame { id: Some(id), kind: self.kind, data, prompt_id, originator })
+    }
+}
+
+/// One frame of a marked batch ([`Marked`]): where it ends in the batch, and, for an event
+/// taken from the ring, its id and [`Shape`]. Stream-local frames (`retry`, heartbeats, notices)
+/// have none and are read with [`EventFrame::read`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub end: usize,
+    pub event: Option<(u64, Shape)>,
+}
+
+/// A stream's batch with its frames marked: what a re-framing stream reads instead of the bare
+/// SSE bytes (`Subscription::into_marked`).
+#[derive(Debug, Clone, Default)]
+pub struct Marked {
+    pub bytes: bytes::Bytes,
+    /// One per frame, in order; empty for a stream that is not marked.
+    pub marks: Vec<Mark>,
+}
+
+impl Marked {
+    /// The batch's frames read: an event by its shape, anything else from its bytes (a mark
+    /// without an event may cover several stream-local frames: `retry` and a notice).
+    pub fn pieces(&self) -> impl Iterator<Item = Piece<'_>> + '_ {
+        let mut start = 0;
+        self.marks.iter().flat_map(move |m| {
+            let bytes = self.bytes.get(start..m.end).unwrap_or_default();
+            start = m.end;
+            let shaped = m.event.map(|(id, shape)| shape.read(bytes, id));
+            let read = shaped.is_none().then(|| split(bytes).map(EventFrame::read));
+            shaped.into_iter().chain(read.into_iter().flatten())
+        })
+    }
 }
 
 /// `,"_meta":{"serverTimestamp":` — the start of every id'd frame's tail.
@@ -57,17 +120,18 @@ impl<'a> EventFrame<'a> {
 
     /// [`EventFrame::prompt_id`] without its quotes (ids the daemon mints need no escapes).
     pub fn prompt_id_text(&self) -> Option<&'a str> {
-        self.prompt_id.map(unquote)
+        self.prompt_id.map(unquote).and_then(|p| std::str::from_utf8(p).ok())
     }
 
-    /// [`EventFrame::originator`] without its quotes (client ids are `[A-Za-z0-9._:-]`).
-    pub fn originator_text(&self) -> Option<&'a str> {
-        self.originator.map(unquote)
+    /// Whether the event's prompt was sent by `client` (client ids are `[A-Za-z0-9._:-]`, so the
+    /// tag's text needs no unescaping). Bytes are compared: this runs per update per connection.
+    pub fn is_from(&self, client: &str) -> bool {
+        self.originator.is_some_and(|o| unquote(o) == client.as_bytes())
     }
 }
 
-fn unquote(s: &str) -> &str {
-    s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s)
+fn unquote(s: &[u8]) -> &[u8] {
+    s.strip_prefix(b"\"").and_then(|s| s.strip_suffix(b"\"")).unwrap_or(s)
 }
 
 /// The blank line that ends a frame (a searcher built once: this runs per event per ACP connection).
@@ -75,7 +139,7 @@ static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
 
 /// Cuts `batch` (what a stream yields: whole frames, each ending with a blank line) into frames.
-pub fn split(batch: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+pub(super) fn split(batch: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         if at >= batch.len() {
@@ -154,10 +218,10 @@ fn without_id(frame: &[u8]) -> Option<EventFrame<'_>> {
 /// Takes `key` and the JSON string after it off the end of `middle`, if that is how it ends. Reads
 /// from the end, so the cost is the tag's length, not the event's (this runs per event per ACP
 /// connection).
-fn take_tag<'a>(middle: &mut &'a [u8], key: &[u8]) -> Option<&'a str> {
+fn take_tag<'a>(middle: &mut &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     let open = last_string_start(middle)?;
     let before = middle[..open].strip_suffix(key)?;
-    let text = std::str::from_utf8(&middle[open..]).ok()?;
+    let text = &middle[open..];
     *middle = before;
     Some(text)
 }
@@ -180,12 +244,28 @@ fn last_string_start(s: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bus::{PromptTag, TagJson};
     use super::*;
     use crate::event::EventKind;
     use bytes::Bytes;
     use serde_json::json;
 
-    /// A frame as the bus writes it, with a tag.
+    /// A frame as the bus writes it, with a tag, and the shape it notes beside it.
+    fn shaped(
+        id: u64,
+        kind: EventKind,
+        data: &str,
+        prompt: Option<&str>,
+        originator: Option<&str>,
+    ) -> (Bytes, Option<Shape>) {
+        let tag =
+            PromptTag { prompt_id: prompt.map(str::to_owned), originator: originator.map(str::to_owned) };
+        let tail = b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n";
+        super::super::bus::frame(id, kind, data, TagJson::default().get(&tag), tail)
+    }
+
+    /// A frame as the bus writes it, with a tag; and its shape reads the same parts as the reader
+    /// finds in its bytes (every frame of these tests).
     fn written(
         id: u64,
         kind: EventKind,
@@ -193,20 +273,10 @@ mod tests {
         prompt: Option<&str>,
         originator: Option<&str>,
     ) -> Bytes {
-        let mut tag = String::new();
-        if let Some(p) = prompt {
-            tag.push_str(&format!(",\"promptId\":{}", serde_json::to_string(p).expect("json")));
-        }
-        if let Some(o) = originator {
-            tag.push_str(&format!(",\"originatorClientId\":{}", serde_json::to_string(o).expect("json")));
-        }
-        super::super::bus::frame(
-            id,
-            kind.as_str(),
-            data,
-            &tag,
-            b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n",
-        )
+        let (frame, shape) = shaped(id, kind, data, prompt, originator);
+        let shape = shape.expect("a frame under 4 GiB has a shape");
+        assert_eq!(shape.read(&frame, id), EventFrame::read(&frame), "{data} {prompt:?} {originator:?}");
+        frame
     }
 
     fn event(frame: &[u8]) -> EventFrame<'_> {
@@ -238,7 +308,8 @@ mod tests {
         assert_eq!(e.id, Some(42));
         assert_eq!(e.kind, "session_update");
         assert_eq!(std::str::from_utf8(e.data).ok(), Some(data));
-        assert_eq!((e.prompt_id_text(), e.originator_text()), (Some("p-1"), Some("alice")));
+        assert_eq!(e.prompt_id_text(), Some("p-1"));
+        assert!(e.is_from("alice") && !e.is_from("alic") && !e.is_from("\"alice\""));
         let untagged = written(7, EventKind::TurnComplete, "{}", None, None);
         let e = event(&untagged);
         assert_eq!(
@@ -246,7 +317,11 @@ mod tests {
             (Some(7), "turn_complete", &b"{}"[..], None, None)
         );
         let prompt_only = written(8, EventKind::TurnComplete, "{}", Some("p"), None);
-        assert_eq!((event(&prompt_only).prompt_id, event(&prompt_only).originator), (Some("\"p\""), None));
+        assert_eq!(
+            (event(&prompt_only).prompt_id, event(&prompt_only).originator),
+            (Some(&b"\"p\""[..]), None)
+        );
+        assert!(!event(&prompt_only).is_from("p"), "no originator, from nobody");
     }
 
     /// Data that carries the envelope's own keys as structure, or as text, is not mistaken for
@@ -269,7 +344,9 @@ mod tests {
                 let f = written(3, EventKind::SessionUpdate, data, prompt, originator);
                 let e = event(&f);
                 assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{data} {prompt:?} {originator:?}");
-                assert_eq!((e.prompt_id_text(), e.originator_text()), (prompt, originator), "{data}");
+                assert_eq!(e.prompt_id_text(), prompt, "{data}");
+                let quoted = originator.map(|o| serde_json::to_string(o).expect("json"));
+                assert_eq!(e.originator, quoted.as_deref().map(str::as_bytes), "{data}");
             }
         }
     }
@@ -284,8 +361,8 @@ mod tests {
                 assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{prompt:?} {originator:?} {data}");
                 let quoted = |t: &str| serde_json::to_string(t).expect("json");
                 assert_eq!(
-                    (e.prompt_id.map(str::to_owned), e.originator.map(str::to_owned)),
-                    (Some(quoted(prompt)), Some(quoted(originator)))
+                    (e.prompt_id.map(<[u8]>::to_vec), e.originator.map(<[u8]>::to_vec)),
+                    (Some(quoted(prompt).into_bytes()), Some(quoted(originator).into_bytes()))
                 );
             }
         }

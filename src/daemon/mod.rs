@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::bus::Subscription;
 use self::bus::{Bus, BusStats};
 pub use self::error::{CreateError, ResumeError, SessionError};
-pub use self::frames::{EventFrame, Piece, split as split_frames};
+pub use self::frames::{EventFrame, Marked, Piece};
 pub use self::history::HistoryStream;
 use self::ids::{Claim, Claims, StoreClaim};
 pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
@@ -519,6 +519,7 @@ impl Daemon {
                 session.end(EndReason::Closed { closed_by: None });
                 return Err(CreateError::from_call(e, method::SESSION_SET_MODEL, timeout));
             }
+            session.note_model(&model);
         }
         tracing::info!(session_id = %session_id, agent = %name, workspace = %cwd.display(), "session created");
         Ok(session)

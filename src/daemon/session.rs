@@ -13,10 +13,11 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use memchr::memmem;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -446,12 +447,17 @@ impl Session {
     /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus
     /// publish for a burst (this is the agent reader's path).
     fn publish_updates<'a>(&self, params: impl Iterator<Item = &'a RawValue> + Clone) {
+        // A cheap byte test first: this runs for every streamed chunk, so the searchers are built
+        // once (building one was as costly as the search).
+        static TOOL_CALL: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new("tool_call"));
+        static MODE: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new("current_mode_update"));
         for p in params.clone() {
-            // A cheap byte test first: this runs for every streamed chunk.
-            if memchr::memmem::find(p.get().as_bytes(), b"tool_call").is_some() {
+            if TOOL_CALL.find(p.get().as_bytes()).is_some() {
                 self.track_tool_call(p);
             }
-            if memchr::memmem::find(p.get().as_bytes(), b"current_mode_update").is_some() {
+            if MODE.find(p.get().as_bytes()).is_some() {
                 self.track_mode(p);
             }
         }
@@ -620,6 +626,13 @@ impl Session {
         set_current(&mut lock(&self.state).models, "currentModelId", model);
         self.publish(EventKind::ModelSwitched, &json!({"sessionId": self.id, "modelId": model}));
         Ok(result_object(&result))
+    }
+
+    /// Notes the model the agent switched a new session to before any client saw it (a create's
+    /// `modelServiceId`): the session's state says it, and no `model_switched` is published
+    /// (nothing was switched from, as far as any client knows).
+    pub(crate) fn note_model(&self, model: &str) {
+        set_current(&mut lock(&self.state).models, "currentModelId", model);
     }
 
     /// Switches the session's mode (`session/set_mode`) to one the agent announced, then publishes

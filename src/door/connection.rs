@@ -290,7 +290,7 @@ impl Connection {
         let Some(session) = entry.session.upgrade() else { return false };
         let Ok(sub) = session.subscribe(Some(after)) else { return false };
         let cursor = sub.cursor();
-        let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
+        let source = Box::pin(sub.into_marked(self.daemon().streams_end.clone()));
         lane.restart(source, cursor, true);
         true
     }
@@ -517,7 +517,7 @@ impl Connection {
     ) -> Result<Lane, Failure> {
         let sub = session.subscribe(after).map_err(Failure::Session)?;
         let cursor = sub.cursor();
-        let source = Box::pin(sub.into_body(self.daemon().streams_end.clone()));
+        let source = Box::pin(sub.into_marked(self.daemon().streams_end.clone()));
         let (tx, rx) = mpsc::channel(MAX_CALLS_IN_FLIGHT);
         let stop = self.closed.child_token();
         let lane = Lane::new(

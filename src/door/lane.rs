@@ -19,7 +19,6 @@
 //! mediator's pending bound).
 
 use std::collections::{HashSet, VecDeque};
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,7 +34,7 @@ use super::failure::Failure;
 use super::shared::Shared;
 use super::wire;
 use crate::acp::RequestId;
-use crate::daemon::{EventFrame, Piece, Session, SessionError, split_frames};
+use crate::daemon::{EventFrame, Marked, Piece, Session, SessionError};
 
 /// Byte sequence that marks the daemon's echo of a prompt (`update._meta.source`).
 const ECHO_MARK: &[u8] = br#""source":"bridge-echo""#;
@@ -92,8 +91,9 @@ enum Settle {
     Prompt(String),
 }
 
-/// The SSE bytes of a session's stream (a live subscription's body).
-pub(super) type Source = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
+/// A session's stream: a live subscription's batches, their frames marked
+/// ([`crate::daemon::Subscription::into_marked`]).
+pub(super) type Source = Pin<Box<dyn Stream<Item = Marked> + Send>>;
 
 /// One attached session's outbound stream on one connection.
 pub struct Lane {
@@ -210,10 +210,10 @@ impl Lane {
     }
 
     /// Converts one batch of the stream into messages.
-    fn convert(&mut self, batch: &Bytes) {
-        for frame in split_frames(batch) {
-            match EventFrame::read(frame) {
-                Piece::Event(e) => self.event(&e, batch),
+    fn convert(&mut self, batch: &Marked) {
+        for piece in batch.pieces() {
+            match piece {
+                Piece::Event(e) => self.event(&e, &batch.bytes),
                 Piece::Keepalive => self.push(Out::Keepalive),
                 Piece::Unknown => {
                     tracing::warn!(session_id = %self.session.id, "an unreadable frame on a session stream")
@@ -232,7 +232,7 @@ impl Lane {
             // learns which of its prompts the daemon took (`mediatord connect` drops them).
             let own_echo = !self.shared.echo_own()
                 && !self.shared.envelope()
-                && e.originator_text().is_some_and(|o| self.shared.is_me(o))
+                && self.shared.client_id().is_some_and(|me| e.is_from(me))
                 && memchr::memmem::find(e.data, ECHO_MARK).is_some();
             if own_echo {
                 return;
@@ -390,7 +390,7 @@ impl Stream for Lane {
                 continue;
             }
             match this.source.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(batch))) => this.convert(&batch),
+                Poll::Ready(Some(batch)) => this.convert(&batch),
                 // The session ended (its terminal event was the last) or the daemon is stopping:
                 // what is still owed goes out, then the lane ends.
                 Poll::Ready(None) => this.done = true,

@@ -86,9 +86,9 @@ impl Shared {
         self.loopback.load(Ordering::Relaxed)
     }
 
-    /// Whether `client_id` is the one this connection acts as.
-    pub(super) fn is_me(&self, client_id: &str) -> bool {
-        self.client.get().is_some_and(|c| c == client_id)
+    /// The client id this connection acts as, once known.
+    pub(super) fn client_id(&self) -> Option<&str> {
+        self.client.get().map(String::as_str)
     }
 
     /// The client id to ask permission requests of: none for an observer, or before one is known.
@@ -171,9 +171,9 @@ mod tests {
     #[test]
     fn a_voter_is_known_and_not_an_observer() {
         let s = shared(false);
-        assert_eq!((s.voter(), s.is_me("alice")), (None, false), "no client id yet");
+        assert_eq!((s.voter(), s.client_id()), (None, None), "no client id yet");
         s.client.set("alice".into()).expect("set once");
-        assert_eq!((s.voter(), s.is_me("alice"), s.is_me("bob")), (Some("alice".into()), true, false));
+        assert_eq!((s.voter(), s.client_id()), (Some("alice".into()), Some("alice")));
         let o = shared(true);
         o.client.set("dev-1".into()).expect("set once");
         assert_eq!(o.voter(), None, "an observer is never asked");

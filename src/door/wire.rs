@@ -66,8 +66,8 @@ pub fn daemon_event(
     kind: &str,
     data: &[u8],
     event_id: Option<u64>,
-    prompt_id: Option<&str>,
-    originator: Option<&str>,
+    prompt_id: Option<&[u8]>,
+    originator: Option<&[u8]>,
 ) -> Bytes {
     let mut out = BytesMut::with_capacity(NOTIFY_HEAD.len() + kind.len() + data.len() + 160);
     out.extend_from_slice(NOTIFY_HEAD);
@@ -80,11 +80,11 @@ pub fn daemon_event(
     }
     if let Some(p) = prompt_id {
         out.extend_from_slice(br#","promptId":"#);
-        out.extend_from_slice(p.as_bytes());
+        out.extend_from_slice(p);
     }
     if let Some(o) = originator {
         out.extend_from_slice(br#","originatorClientId":"#);
-        out.extend_from_slice(o.as_bytes());
+        out.extend_from_slice(o);
     }
     out.extend_from_slice(b"}}");
     out.freeze()
@@ -93,7 +93,7 @@ pub fn daemon_event(
 /// `_mediatord/event {sessionId, eventId, promptId?, message}`: `message` (one of the above) with
 /// the session and the id of the event it came from (and the prompt it belongs to), for a client
 /// that resumes by cursor (`mediatord connect`). `prompt_id` is a JSON string, quotes included.
-pub fn envelope(session_id: &str, event_id: u64, prompt_id: Option<&str>, message: &[u8]) -> Bytes {
+pub fn envelope(session_id: &str, event_id: u64, prompt_id: Option<&[u8]>, message: &[u8]) -> Bytes {
     let session = serde_json::to_string(session_id).unwrap_or_default();
     let mut out = BytesMut::with_capacity(ENVELOPE_HEAD.len() + session.len() + message.len() + 96);
     out.extend_from_slice(ENVELOPE_HEAD);
@@ -102,7 +102,7 @@ pub fn envelope(session_id: &str, event_id: u64, prompt_id: Option<&str>, messag
     out.extend_from_slice(event_id.to_string().as_bytes());
     if let Some(p) = prompt_id {
         out.extend_from_slice(br#","promptId":"#);
-        out.extend_from_slice(p.as_bytes());
+        out.extend_from_slice(p);
     }
     out.extend_from_slice(br#","message":"#);
     out.extend_from_slice(message);
@@ -150,8 +150,8 @@ mod tests {
             "turn_complete",
             br#"{"stopReason":"end_turn"}"#,
             Some(9),
-            Some("\"p\""),
-            Some("\"c\""),
+            Some(&b"\"p\""[..]),
+            Some(&b"\"c\""[..]),
         );
         assert_eq!(
             parse(&n),
@@ -161,7 +161,7 @@ mod tests {
         );
         let bare = daemon_event("replay_complete", b"{}", None, None, None);
         assert_eq!(parse(&bare)["params"], json!({"kind": "replay_complete", "data": {}}));
-        let wrapped = parse(&envelope("s\"1", 4, Some("\"p\""), &update));
+        let wrapped = parse(&envelope("s\"1", 4, Some(&b"\"p\""[..]), &update));
         assert_eq!(wrapped["params"]["message"], parse(&update));
         assert_eq!(
             (wrapped["params"]["sessionId"].clone(), wrapped["params"]["eventId"].clone()),

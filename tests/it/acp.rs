@@ -799,6 +799,14 @@ async fn session_new_refuses_an_empty_cwd_and_a_model_the_agent_refuses() {
     assert_eq!(unknown["error"]["data"]["code"], "agent_error", "{unknown}");
     let none = ws.call("session/new", json!({"cwd": d.workspace, "modelServiceId": ""})).await;
     assert_eq!(none["result"]["models"]["currentModelId"], "demo-fast", "{none}");
+    // A new session (a thread: the workspace's default one exists) is on the model it asked for.
+    let smart = ws
+        .call(
+            "session/new",
+            json!({"cwd": d.workspace, "modelServiceId": "demo-smart", "sessionScope": "thread"}),
+        )
+        .await;
+    assert_eq!(smart["result"]["models"]["currentModelId"], "demo-smart", "{smart}");
 }
 
 /// A prompt id the client chooses is a plain, short one not already in flight on the connection.

@@ -458,6 +458,10 @@ async fn create_with_a_known_model_works() {
     let d = Daemon::start(&[]);
     let created = d.create(Some("alice"), json!({"modelServiceId": "demo-smart"})).await;
     let sid = created["sessionId"].as_str().expect("sessionId");
+    // The session's state names the model it was created with, not the agent's default.
+    assert_eq!(created["models"]["currentModelId"], "demo-smart", "{created}");
+    let described = d.get(&format!("/session/{sid}/context")).await;
+    assert_eq!(described.body["state"]["models"]["currentModelId"], "demo-smart", "{}", described.body);
     assert_eq!(d.prompt(sid, Some("alice"), "hi").await.body["stopReason"], "end_turn");
 }
 
