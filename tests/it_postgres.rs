@@ -8,8 +8,9 @@
 //! - **The decision suites** (`tests/it/durable.rs`): the same list `tests/it_sqlite.rs` runs on
 //!   SQLite.
 //! - **The store's own suites**, whose every daemon names a `--state-dir`: `store.rs` (what
-//!   survives a restart) and `durability.rs` (a decision the database cannot take is refused and
-//!   changes nothing). On SQLite `tests/it` already runs them as they are.
+//!   survives a restart, and the store's interface driven as the daemon drives it) and
+//!   `durability.rs` (a decision the database cannot take is refused and changes nothing). On
+//!   SQLite `tests/it` already runs them as they are.
 //!
 //! What stays out: what only SQLite has (`state_dir.rs`: the directory's modes and lock, its
 //! file, a newer schema; `terminal.rs` and `discovery.rs`: `mediatord audit`, `devices` and

@@ -470,6 +470,7 @@ impl Actor {
         // Reap wrappers' leftovers too: the group outlives its leader. Killing also unlists it.
         self.process.kill_group();
         self.process.reap_strays().await;
+        self.process.stderr_drained().await;
         let exit = ExitInfo::from_status(status);
         let tail = self.process.stderr_tail.last_lines(2048);
         self.metrics.agent_exit(match (expected, exit.signal) {

@@ -8,6 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -23,6 +24,9 @@ pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
 /// Longest stderr line forwarded to the log; longer lines are cut (the rest of the line is read
 /// and dropped, never held).
 const STDERR_LINE_MAX: usize = 8 * 1024;
+/// How long an exit waits for the last of the agent's stderr once the agent and its group are
+/// gone (the pipe then closes at once; a holder that escaped the group would keep it open).
+const STDERR_DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// The last bytes the agent wrote to stderr.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +69,8 @@ pub(crate) struct AgentProcess {
     /// The guard's group (the guard leads it; the agent and its children are in it).
     group: Option<ProcessGroup>,
     pub(crate) stderr_tail: StderrTail,
+    /// The stderr forwarder: done once it has read the pipe to its end.
+    stderr_read: tokio::task::JoinHandle<()>,
     /// The confinement's private temporary directory: dropped (removed) after `group` (killed).
     _sandbox: sandbox::Prepared,
 }
@@ -160,7 +166,7 @@ pub(crate) fn spawn(
     let tail = StderrTail::default();
     let forward_tail = tail.clone();
     let workspace = cwd.display().to_string();
-    tokio::spawn(async move {
+    let stderr_read = tokio::spawn(async move {
         let mut reader = BufReader::new(stderr);
         let mut buf = Vec::with_capacity(256);
         loop {
@@ -181,7 +187,7 @@ pub(crate) fn spawn(
         }
     });
     Ok((
-        AgentProcess { child, pid, group, stderr_tail: tail, _sandbox: confined },
+        AgentProcess { child, pid, group, stderr_tail: tail, stderr_read, _sandbox: confined },
         AgentPipes { stdin, stdout },
     ))
 }
@@ -207,6 +213,13 @@ async fn skip_line(reader: &mut (impl AsyncBufRead + Unpin)) -> io::Result<()> {
 }
 
 impl AgentProcess {
+    /// Waits (at most [`STDERR_DRAIN_WAIT`]) until the forwarder has read the agent's stderr to its
+    /// end, so an exit's message quotes its last lines: the guard writes its hint about a refused
+    /// write after the agent exits, and the reap can come before the forwarder has read it.
+    pub(crate) async fn stderr_drained(&mut self) {
+        let _ = tokio::time::timeout(STDERR_DRAIN_WAIT, &mut self.stderr_read).await;
+    }
+
     /// Kills the whole group at once (only the first call does anything) and unlists it.
     pub(crate) fn kill_group(&mut self) {
         if let Some(group) = &mut self.group {

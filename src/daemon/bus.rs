@@ -1661,3 +1661,147 @@ mod tests {
         assert!(!inner.ring[0].frame.contains(&b'\r'));
     }
 }
+
+/// The frames the bus writes, read back (`frames.rs`): what was published comes back whole, by the
+/// reader and by the frame's shape alike. Here, not in `frames.rs`, so the reader stays below the
+/// bus (the bus hands out shapes; the reader knows nothing of the writer).
+#[cfg(test)]
+mod read_back {
+    use super::super::frames::{EventFrame, Piece, Shape, split};
+    use super::*;
+    use serde_json::json;
+
+    /// A frame as the bus writes it, with a tag, and the shape it notes beside it.
+    fn shaped(
+        id: u64,
+        kind: EventKind,
+        data: &str,
+        prompt: Option<&str>,
+        originator: Option<&str>,
+    ) -> (Bytes, Option<Shape>) {
+        let tag =
+            PromptTag { prompt_id: prompt.map(str::to_owned), originator: originator.map(str::to_owned) };
+        let tail = b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n";
+        frame(id, kind, data, TagJson::default().get(&tag), tail)
+    }
+
+    /// A frame as the bus writes it, with a tag; and its shape reads the same parts as the reader
+    /// finds in its bytes (every frame of these tests).
+    fn written(
+        id: u64,
+        kind: EventKind,
+        data: &str,
+        prompt: Option<&str>,
+        originator: Option<&str>,
+    ) -> Bytes {
+        let (frame, shape) = shaped(id, kind, data, prompt, originator);
+        let shape = shape.expect("a frame under 4 GiB has a shape");
+        assert_eq!(shape.read(&frame, id), EventFrame::read(&frame), "{data} {prompt:?} {originator:?}");
+        frame
+    }
+
+    fn event(frame: &[u8]) -> EventFrame<'_> {
+        match EventFrame::read(frame) {
+            Piece::Event(e) => e,
+            other => panic!("not an event: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_id_frame_gives_back_what_was_published() {
+        let data = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk"}}"#;
+        let f = written(42, EventKind::SessionUpdate, data, Some("p-1"), Some("alice"));
+        let e = event(&f);
+        assert_eq!(e.id, Some(42));
+        assert_eq!(e.kind, "session_update");
+        assert_eq!(std::str::from_utf8(e.data).ok(), Some(data));
+        assert_eq!(e.prompt_id_text(), Some("p-1"));
+        assert!(e.is_from("alice") && !e.is_from("alic") && !e.is_from("\"alice\""));
+        let untagged = written(7, EventKind::TurnComplete, "{}", None, None);
+        let e = event(&untagged);
+        assert_eq!(
+            (e.id, e.kind, e.data, e.prompt_id, e.originator),
+            (Some(7), "turn_complete", &b"{}"[..], None, None)
+        );
+        let prompt_only = written(8, EventKind::TurnComplete, "{}", Some("p"), None);
+        assert_eq!(
+            (event(&prompt_only).prompt_id, event(&prompt_only).originator),
+            (Some(&b"\"p\""[..]), None)
+        );
+        assert!(!event(&prompt_only).is_from("p"), "no originator, from nobody");
+    }
+
+    /// Data that carries the envelope's own keys as structure, or as text, is not mistaken for
+    /// the tag, with or without a tag after it.
+    #[test]
+    fn data_that_looks_like_the_envelope_stays_data() {
+        let tricky = [
+            r#"{"a":1,"originatorClientId":"x"}"#,
+            r#"{"a":1,"promptId":"p","originatorClientId":"x"}"#,
+            r#"{"t":"\",\"originatorClientId\":\"x\""}"#,
+            r#"{"m":",\"_meta\":{\"serverTimestamp\":1}}"}"#,
+            r#"{"_meta":{"serverTimestamp":5}}"#,
+            r#""a string, \"promptId\":\"q\"""#,
+            r#"[1,"x"]"#,
+        ];
+        for data in tricky {
+            for (prompt, originator) in
+                [(None, None), (Some("p"), None), (None, Some("o")), (Some("p"), Some("o"))]
+            {
+                let f = written(3, EventKind::SessionUpdate, data, prompt, originator);
+                let e = event(&f);
+                assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{data} {prompt:?} {originator:?}");
+                assert_eq!(e.prompt_id_text(), prompt, "{data}");
+                let quoted = originator.map(|o| serde_json::to_string(o).expect("json"));
+                assert_eq!(e.originator, quoted.as_deref().map(str::as_bytes), "{data}");
+            }
+        }
+    }
+
+    /// Tags whose text needs escapes (quotes, backslashes at the end) are read whole.
+    #[test]
+    fn escaped_tags_are_read_whole() {
+        for (prompt, originator) in [("a\"b", "c\\"), ("\\", "\"\\\""), ("", "x")] {
+            for data in [r#"{"a":"\\"}"#, r#""s\"""#, "{}"] {
+                let f = written(9, EventKind::SessionUpdate, data, Some(prompt), Some(originator));
+                let e = event(&f);
+                assert_eq!(std::str::from_utf8(e.data).ok(), Some(data), "{prompt:?} {originator:?} {data}");
+                let quoted = |t: &str| serde_json::to_string(t).expect("json");
+                assert_eq!(
+                    (e.prompt_id.map(<[u8]>::to_vec), e.originator.map(<[u8]>::to_vec)),
+                    (Some(quoted(prompt).into_bytes()), Some(quoted(originator).into_bytes()))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn idless_frames_and_keepalives() {
+        let f = idless_frame(EventKind::ReplayComplete, &json!({"replayedCount": 2}));
+        let e = event(&f);
+        assert_eq!((e.id, e.kind, e.data), (None, "replay_complete", &br#"{"replayedCount":2}"#[..]));
+        assert_eq!(EventFrame::read(b": heartbeat\n\n"), Piece::Keepalive);
+        assert_eq!(EventFrame::read(RETRY), Piece::Keepalive);
+        assert_eq!(EventFrame::read(b"id: x\nevent: a\ndata: {}\n\n"), Piece::Unknown);
+        assert_eq!(EventFrame::read(b"garbage"), Piece::Unknown);
+        // A frame whose head does not repeat its own id and type is not the bus's.
+        let mismatched = b"id: 1\nevent: a\ndata: {\"id\":2,\"v\":1,\"type\":\"a\",\"data\":{},\"_meta\":{\"serverTimestamp\":1}}\n\n";
+        assert_eq!(EventFrame::read(mismatched), Piece::Unknown);
+    }
+
+    #[test]
+    fn a_batch_splits_into_its_frames() {
+        let a = written(1, EventKind::SessionUpdate, "{}", None, None);
+        let b = written(
+            2,
+            EventKind::TurnComplete,
+            r#"{"x":"a\n\nb"}"#.replace("\n", "\\n").as_str(),
+            None,
+            None,
+        );
+        let batch = [&a[..], b": heartbeat\n\n", &b[..]].concat();
+        let frames: Vec<&[u8]> = split(&batch).collect();
+        assert_eq!(frames, vec![&a[..], b": heartbeat\n\n", &b[..]]);
+        assert_eq!(split(b"").count(), 0);
+    }
+}

@@ -1396,4 +1396,28 @@ mod tests {
             assert_eq!(decode_notice(foreign), None, "{foreign}");
         }
     }
+
+    /// The daemon's queue of notices full: the notice that did not fit is dropped, remembered, and
+    /// the next one that fits comes after a [`Notice::Resync`] (a re-read of everything notices
+    /// stand for); with nothing missed, a notice comes alone.
+    #[test]
+    fn a_notice_the_full_queue_dropped_is_made_up_for_by_a_resync_before_the_next() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let mut missed = false;
+        let rules = || Notice::Rules { workspace: "/w".into() };
+        deliver(&tx, &mut missed, Notice::Devices);
+        deliver(&tx, &mut missed, rules());
+        assert!(!missed);
+        deliver(&tx, &mut missed, Notice::PairingCodeUsed { digest: [1; 32] });
+        assert!(missed, "dropped, and remembered");
+        assert_eq!((rx.try_recv(), rx.try_recv()), (Ok(Notice::Devices), Ok(rules())));
+        assert!(rx.try_recv().is_err(), "the dropped notice is not queued");
+
+        deliver(&tx, &mut missed, Notice::Devices);
+        assert!(!missed);
+        assert_eq!((rx.try_recv(), rx.try_recv()), (Ok(Notice::Resync), Ok(Notice::Devices)));
+        deliver(&tx, &mut missed, rules());
+        assert_eq!(rx.try_recv(), Ok(rules()), "one resync only");
+        assert!(rx.try_recv().is_err());
+    }
 }

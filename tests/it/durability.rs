@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Daemon, Reply, http, send};
+use crate::support::{Daemon, Reply, StateLock, http, send};
 
 const TOKEN: &str = "operator-secret";
 
@@ -47,42 +47,6 @@ async fn rule_ids(d: &Daemon, workspace: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Another process holding the lock the daemon's writes to `state` need, until it is dropped.
-enum LockHolder {
-    /// `BEGIN EXCLUSIVE` on the state directory's database.
-    Sqlite(rusqlite::Connection),
-    /// A transaction holding `EXCLUSIVE` (every write waits; reads go on) on the tables the
-    /// decisions write, in the database `state` stands for (`support::postgres::database_for`).
-    Postgres(tokio_postgres::Client),
-}
-
-impl LockHolder {
-    async fn take(state: &std::path::Path) -> LockHolder {
-        if !support::POSTGRES {
-            let other = rusqlite::Connection::open(state.join("state.db")).expect("open the database");
-            other.execute_batch("BEGIN EXCLUSIVE").expect("lock");
-            return LockHolder::Sqlite(other);
-        }
-        let pg = support::postgres::Postgres::shared();
-        let url = pg.database(&support::postgres::database_for(state));
-        let (client, connection) =
-            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
-        tokio::spawn(connection);
-        client
-            .batch_execute("BEGIN; LOCK TABLE devices, workspace_rules, pairing_claims IN EXCLUSIVE MODE")
-            .await
-            .expect("lock");
-        LockHolder::Postgres(client)
-    }
-
-    async fn release(self) {
-        match self {
-            LockHolder::Sqlite(other) => other.execute_batch("ROLLBACK").expect("unlock"),
-            LockHolder::Postgres(other) => other.batch_execute("ROLLBACK").await.expect("unlock"),
-        }
-    }
-}
-
 fn assert_refused(reply: &Reply, what: &str) {
     assert_eq!(
         (reply.status, reply.body["code"].as_str(), reply.header("retry-after")),
@@ -113,7 +77,7 @@ async fn decisions_the_locked_database_cannot_take_are_refused_and_change_nothin
     assert_eq!((healthy["status"].as_str(), &healthy["store"]["writesFailed"]), (Some("ok"), &json!(0)));
 
     // Another process takes the write lock and keeps it.
-    let other = LockHolder::take(&state).await;
+    let other = StateLock::take(&state, "devices, workspace_rules, pairing_claims").await;
     let revoke = send(op(http().delete(d.url(&format!("/devices/{device_id}")))));
     let delete = send(op(http().delete(d.url(&format!("{}/{rule_id}", rules_path(&workspace))))));
     let pair = exchange(&d, &waiting_code);

@@ -23,6 +23,18 @@ impl Fleet {
         Fleet { workspace, store: pg.fresh_database(), _dir: dir }
     }
 
+    /// A fleet on the cluster every test of this process shares.
+    fn shared() -> Fleet {
+        Fleet::new(Postgres::shared())
+    }
+
+    /// A fleet on the shared cluster, and two daemons of it, A and B, each with `args` more.
+    fn two(args: &[&str]) -> (Fleet, Daemon, Daemon) {
+        let fleet = Fleet::shared();
+        let (a, b) = (fleet.daemon(args), fleet.daemon(args));
+        (fleet, a, b)
+    }
+
     /// A daemon of the fleet, with `args` more.
     fn daemon(&self, args: &[&str]) -> Daemon {
         self.daemon_with(args, &[])
@@ -71,10 +83,7 @@ fn alice() -> Vec<(&'static str, String)> {
 
 #[tokio::test]
 async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_dies_b_replays_it_dead() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
 
     // Streamed, prompted and voted on through B.
@@ -128,10 +137,7 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
 /// under test here, not a stand-in for synchronisation.)
 #[tokio::test]
 async fn a_live_daemon_keeps_its_sessions_lease_after_lease() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
     let lease = std::time::Duration::from_millis(LEASE_MS.parse().expect("ms"));
     tokio::time::sleep(lease * 4).await;
@@ -146,10 +152,7 @@ async fn a_live_daemon_keeps_its_sessions_lease_after_lease() {
 /// own on it; an ACP client that reached it is told which daemon does.
 #[tokio::test]
 async fn an_acp_load_on_b_of_a_session_a_holds_starts_no_second_agent_and_names_a() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
     let (mut ws, _) = AcpWs::ready(&b, &[]).await;
     let cwd = fleet.workspace.to_string_lossy().into_owned();
@@ -179,10 +182,7 @@ async fn an_acp_load_on_b_of_a_session_a_holds_starts_no_second_agent_and_names_
 /// answer is A's vote, A's agent writes the file, and B never starts an agent.
 #[tokio::test]
 async fn an_editor_connected_to_b_joining_a_session_on_a_is_relayed_to_a_and_its_vote_writes_the_file() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
     let mut editor = Editor::start(&b.base, &["--client-id", "zed", "--session", &sid], &[]);
     let joined = editor.open_session(&fleet.workspace).await;
@@ -336,10 +336,7 @@ async fn acp_until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> Value
 /// never starts an agent. A connection opened on B is B's the same way, through A.
 #[tokio::test]
 async fn a_streamable_http_acp_client_of_b_drives_a_session_on_a_and_its_vote_writes_the_file() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
     let opened = acp_post(&b, None, Some(&sid), init.clone()).await;
@@ -397,10 +394,7 @@ async fn a_streamable_http_acp_client_of_b_drives_a_session_on_a_and_its_vote_wr
 /// as for any connection it does not know) instead of relaying them to a dead address.
 #[tokio::test]
 async fn a_streamable_http_connection_whose_daemon_died_is_not_found_elsewhere_once_its_lease_ran_out() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (_fleet, a, b) = Fleet::two(&[]);
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
     let opened = acp_post(&a, None, None, init).await;
     let conn = opened.header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
@@ -459,6 +453,35 @@ async fn eventually(d: &Daemon, path: &str, ok: impl Fn(&Value) -> bool) -> Valu
     }
 }
 
+/// Retention runs on one daemon of a fleet at a time (an advisory lock), and each pass gives its
+/// lock back: a daemon started while another lives (whose own pass ran at its boot) trims the
+/// fleet's history at its boot, here a session the other daemon recorded.
+#[tokio::test]
+async fn a_daemon_started_while_another_lives_runs_retention_on_the_fleets_history() {
+    let fleet = Fleet::shared();
+    let a = fleet.daemon(&[]);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+    a.turn(&sid, &mut sse, Some("alice"), "stream 30").await;
+    drop(sse);
+    assert_eq!(a.delete(&format!("/session/{sid}")).await.status, 204);
+    let whole = ids(&Sse::connect(&a, &sid, &[]).await.rest().await);
+    let last = *whole.last().expect("a history");
+    assert_eq!(whole, (1..=last).collect::<Vec<_>>(), "A keeps the whole history");
+
+    let b = fleet.daemon(&["--history-events", "10"]);
+    let deadline = std::time::Instant::now() + WAIT;
+    let kept = loop {
+        let kept = ids(&Sse::connect(&b, &sid, &[]).await.rest().await);
+        if kept.len() <= 10 {
+            break kept;
+        }
+        assert!(std::time::Instant::now() < deadline, "B's retention never ran: {} events kept", kept.len());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await; // polling a background pass
+    };
+    assert_eq!(kept, (last - 9..=last).collect::<Vec<_>>());
+}
+
 const TOKEN: &str = "fleet-operator-secret";
 
 fn op(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -467,10 +490,12 @@ fn op(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 
 #[tokio::test]
 async fn a_code_from_a_pairs_on_b_the_device_works_on_b_and_revoked_on_b_loses_its_stream_on_a_at_once() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&["--token", TOKEN]);
-    let b = fleet.daemon(&["--token", TOKEN]);
+    let (_fleet, a, b) = Fleet::two(&["--token", TOKEN]);
+    // Each daemon listened for the fleet's notices before it served (a boot does not go on
+    // without, bar a database slower than its timeout, which says so).
+    for d in [&a, &b] {
+        assert!(!d.stderr().contains("not listening for the fleet's notices yet"), "{}", d.stderr());
+    }
     let issued =
         send(op(http().post(a.url("/devices/pairing"))).json(&json!({"name": "phone", "role": "voter"})))
             .await
@@ -518,10 +543,7 @@ async fn a_code_from_a_pairs_on_b_the_device_works_on_b_and_revoked_on_b_loses_i
 #[tokio::test]
 async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_without_a_session_is_relayed()
 {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&[]);
-    let b = fleet.daemon(&[]);
+    let (fleet, a, b) = Fleet::two(&[]);
     let sid = a.join("alice").await;
     let mut sse = Sse::connect(&a, &sid, &alice()).await;
     let rules =
@@ -545,11 +567,9 @@ async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_w
 }
 
 #[tokio::test]
-async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_on_the_owner_too() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
-    let a = fleet.daemon(&["--token", TOKEN]);
-    let b = fleet.daemon(&["--token", TOKEN]);
+async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_and_a_stranger_is_401_on_the_owner_too()
+ {
+    let (fleet, a, b) = Fleet::two(&["--token", TOKEN]);
     let sid = send(op(http().post(a.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
         .as_str()
         .expect("sessionId")
@@ -562,6 +582,26 @@ async fn a_relayed_request_with_a_wrong_proof_is_refused_and_a_stranger_is_401_o
     // Through B with the token: relayed, and answered by A.
     let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
     assert_eq!(got["sessionId"], sid.as_str());
+    // What B presented is the proof keyed by the secret the database holds for the fleet, which
+    // any daemon sharing it (and nothing else) can make: A takes it as relayed.
+    let secret = Postgres::shared().sql(&fleet.database(), "SELECT encode(secret, 'hex') FROM fleet_secret");
+    let proven =
+        http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", relay_proof(&secret));
+    assert_eq!(send(op(proven)).await.ok()["sessionId"], sid.as_str());
+}
+
+/// The proof a relaying daemon presents for a fleet whose secret is `secret_hex`: HMAC-SHA256 of
+/// the protocol's label under it, in hex (`src/http/relay.rs`).
+fn relay_proof(secret_hex: &str) -> String {
+    use hmac::Mac;
+    let secret: Vec<u8> = (0..secret_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    assert_eq!(secret.len(), 32, "the fleet's secret: {secret_hex}");
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&secret).expect("a key");
+    mac.update(b"mediatord relay v1");
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The database restarting under load: requests waiting on it fail with a clear `503
@@ -660,8 +700,7 @@ fn a_postgres_database_from_a_newer_mediatord_refuses_the_boot_and_its_password_
 
 #[tokio::test]
 async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
-    let pg = Postgres::shared();
-    let fleet = Fleet::new(pg);
+    let fleet = Fleet::shared();
     let url = fleet.store.clone();
     let d = Daemon::start_with(
         &fleet.workspace,

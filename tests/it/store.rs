@@ -1,13 +1,20 @@
 //! The durable state through the real binary (`docs/protocol.md#14-durable-state`): each test runs
 //! daemons on a temporary `--state-dir` (and a temporary `XDG_STATE_HOME`, where the demo agent
 //! keeps its transcripts), stops or kills one, starts the next on the same directory, and looks at
-//! what survived.
+//! what survived. The last part drives the store's interface itself, as the daemon does, on the
+//! same backend: writes that share one transaction, and a transaction that fails.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use mediatord::store::{SessionRecord, SessionState, Store, StoredDevice, StoredEvent};
 use serde_json::{Value, json};
 
-use crate::support::{self, Daemon, Event, Home, Sse, WAIT, bin, ids, last_event_id, selected, stop};
+use crate::support::{
+    self, Daemon, Event, Home, Sse, StateLock, WAIT, bin, ids, last_event_id, selected, stop,
+};
 
 /// Polls `GET path` (bounded) until `ok` holds for its body; returns it. For the store's writes,
 /// which land a moment after the request that caused them.
@@ -375,6 +382,10 @@ async fn after_kill_9_the_history_is_a_gap_free_prefix_missing_at_most_the_last_
     );
     let streamed_before: Vec<u64> = received.iter().map(|(id, _)| *id).collect();
     assert!(got.iter().zip(&streamed_before).all(|(a, b)| a == b), "the same events as streamed");
+    // The session never ended: its record knows its last event from the commits alone (what a
+    // resume continues the ids after).
+    let listed = d.get(&format!("{}?include=ended", home.workspace_path("sessions"))).await.ok();
+    assert_eq!(listed["sessions"][0]["lastEventId"], k, "{listed}");
 }
 
 #[tokio::test]
@@ -433,4 +444,174 @@ async fn audit_times_and_cursors_out_of_range_are_refused_not_wrapped() {
     }
     let latest = d.get("/audit?since=9007199254740991").await.ok();
     assert_eq!(latest["entries"], json!([]), "the latest time selects nothing");
+}
+
+// The store's interface (`mediatord::store::Store`), driven as the daemon drives it, on this
+// crate's backend: what the writer makes of writes that share one transaction, and of one that
+// fails. Plain tests: the store's writer and reads block, off any async runtime.
+
+/// A session's record as the daemon starts it.
+fn started(session_id: &str) -> SessionRecord {
+    SessionRecord {
+        session_id: session_id.into(),
+        workspace: "/ws".into(),
+        agent: "demo".into(),
+        created_at: 1,
+        ended_at: None,
+        state: SessionState::Live,
+        end_reason: None,
+        last_event_id: 0,
+    }
+}
+
+/// Event `id` of `session` as its SSE frame, `pad` bytes of data long at least.
+fn frame(session: &str, id: u64, pad: usize) -> Bytes {
+    Bytes::from(format!("id: {id}\nevent: agent_message_chunk\ndata: {session}-{id}-{}\n\n", "x".repeat(pad)))
+}
+
+/// Hands the store the events `ids` of `session`, in one burst, as the bus does.
+fn append(store: &dyn Store, session: &str, ids: std::ops::RangeInclusive<u64>, pad: usize) {
+    let frames = ids.clone().map(|id| frame(session, id, pad)).collect();
+    store.append_events(&Arc::from(session), *ids.start(), frames);
+}
+
+/// What the history gives back of `session`, every item.
+fn history(store: &dyn Store, session: &str) -> Vec<StoredEvent> {
+    store.events(session, 0, 100_000).expect("read the history")
+}
+
+/// The history `session` should have: these frames, `pad` bytes each, and these gaps.
+fn expected(session: &str, items: &[(u64, u64, bool)], pad: usize) -> Vec<StoredEvent> {
+    let mut out = Vec::new();
+    for &(from, to, recorded) in items {
+        if recorded {
+            out.extend((from..=to).map(|id| StoredEvent::Frame { id, frame: frame(session, id, pad) }));
+        } else {
+            out.push(StoredEvent::Gap { from, to });
+        }
+    }
+    out
+}
+
+fn flushed(store: &dyn Store) {
+    store.flush().wait_blocking().expect("flushed");
+}
+
+/// Hands the store what `hand` writes while another connection holds the lock the writer's first
+/// transaction waits on (`tables` on PostgreSQL; the whole database on SQLite), then lets it go and
+/// waits for all of it to be committed. Nothing the writer is handed can be committed before the
+/// lock goes, so whatever `hand` writes after the first write is queued by then and taken together,
+/// in one transaction (the next one, or the first when it has time left).
+fn while_the_writer_waits(state: &Path, store: &dyn Store, tables: &str, hand: impl FnOnce()) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let lock = rt.block_on(StateLock::take(state, tables));
+    hand();
+    rt.block_on(lock.release());
+    flushed(store);
+}
+
+/// Two sessions' events and lifecycles interleaved in one transaction (a session starting while
+/// another's run is open, bursts of both at once, one ending while the other goes on): each
+/// session's history is its own events, complete and in order, after a restart.
+#[test]
+fn two_sessions_whose_writes_share_a_transaction_each_replay_whole_after_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let store = support::open_store(&state);
+    while_the_writer_waits(&state, &*store, "sessions", || {
+        store.session_started(&started("a"), 0, false);
+        append(&*store, "a", 1..=3, 0);
+        store.session_started(&started("b"), 0, false);
+        append(&*store, "b", 1..=3, 0);
+        append(&*store, "a", 4..=6, 0);
+        append(&*store, "b", 4..=5, 0);
+        store.session_ended("b", SessionState::Closed, "closed_by_client", 5, 2);
+        append(&*store, "a", 7..=9, 0);
+        store.session_ended("a", SessionState::Dormant, "daemon_shutdown", 9, 3);
+    });
+    drop(store);
+
+    let store = support::open_store(&state);
+    assert_eq!(history(&*store, "a"), expected("a", &[(1, 9, true)], 0));
+    assert_eq!(history(&*store, "b"), expected("b", &[(1, 5, true)], 0));
+    let last = |id: &str| store.session(id).expect("read").expect("recorded").last_event_id;
+    assert_eq!((last("a"), last("b")), (9, 5));
+}
+
+/// Within one transaction, a burst after ids the writer never got (the queue had no room for
+/// them) starts a run of its own after the gap, and a burst past a run's size bound (64 KiB)
+/// goes on in the next run: the history is the frames byte for byte, and the gap where it was.
+#[test]
+fn bursts_after_a_gap_and_past_a_runs_size_replay_byte_for_byte_with_the_gap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let store = support::open_store(&state);
+    // 20 frames of about 8 KiB: 160 KiB, past the bound twice.
+    let pad = 8 * 1024;
+    while_the_writer_waits(&state, &*store, "sessions", || {
+        store.session_started(&started("s"), 0, false);
+        append(&*store, "s", 1..=3, pad);
+        // 4..=6 dropped at the queue: never handed to the writer.
+        append(&*store, "s", 7..=26, pad);
+        store.session_ended("s", SessionState::Closed, "closed_by_client", 26, 2);
+    });
+    drop(store);
+
+    let store = support::open_store(&state);
+    assert_eq!(history(&*store, "s"), expected("s", &[(1, 3, true), (4, 6, false), (7, 26, true)], pad));
+}
+
+/// A transaction holding events fails (the database holds the events table's lock past the
+/// writer's timeout): its events are counted dropped, exactly as many as it held, and the history
+/// records them as one gap before what came after.
+#[test]
+fn the_events_of_a_failed_transaction_are_counted_dropped_and_recorded_as_a_gap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let store = support::open_store(&state);
+    store.session_started(&started("s"), 0, false);
+    flushed(&*store);
+    let before = store.stats();
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let lock = rt.block_on(StateLock::take(&state, "events"));
+    append(&*store, "s", 1..=5, 0);
+    // Resolves once the transaction holding the events has ended, failed (this one may fail
+    // with it, or come after it).
+    let _ = store.flush().wait_blocking();
+    let failed = store.stats();
+    rt.block_on(lock.release());
+    assert!(failed.commits_failed > before.commits_failed, "{failed:?}");
+    assert_eq!(failed.events_dropped - before.events_dropped, 5, "{failed:?}");
+    assert_eq!(failed.events_written, before.events_written, "{failed:?}");
+
+    append(&*store, "s", 6..=8, 0);
+    store.session_ended("s", SessionState::Closed, "closed_by_client", 8, 2);
+    flushed(&*store);
+    assert_eq!(store.stats().events_written - before.events_written, 3);
+    assert_eq!(history(&*store, "s"), expected("s", &[(1, 5, false), (6, 8, true)], 0));
+}
+
+/// A device's last sighting is recorded, and only ever moves forward.
+#[test]
+fn a_devices_last_sighting_is_recorded_and_only_moves_forward() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let store = support::open_store(&state);
+    let device = StoredDevice {
+        device_id: "dev-a".into(),
+        name: "phone".into(),
+        role: "voter".into(),
+        secret_hash: [1; 32],
+        created_at: 10,
+        last_seen_at: Some(10),
+    };
+    store.put_device(&device).wait_blocking().expect("paired");
+    store.device_seen("dev-a", 99);
+    store.device_seen("dev-a", 50);
+    flushed(&*store);
+    drop(store);
+
+    let store = support::open_store(&state);
+    assert_eq!(store.devices().expect("read"), [StoredDevice { last_seen_at: Some(99), ..device }]);
 }

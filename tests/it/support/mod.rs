@@ -18,6 +18,7 @@ mod raw;
 mod receiver;
 pub(crate) mod scrape;
 mod sse;
+mod state;
 mod tmux;
 
 use std::time::Duration;
@@ -32,6 +33,7 @@ pub(crate) use proxy::*;
 pub(crate) use raw::*;
 pub(crate) use receiver::*;
 pub(crate) use sse::*;
+pub(crate) use state::*;
 pub(crate) use tmux::*;
 
 /// Where a daemon under test keeps its state when the test asks for nothing (no `--state-dir`,
