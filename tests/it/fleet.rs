@@ -177,6 +177,31 @@ async fn an_acp_load_on_b_of_a_session_a_holds_starts_no_second_agent_and_names_
     assert_eq!(a.get(&format!("/session/{sid}")).await.ok()["sessionId"], sid.as_str());
 }
 
+/// An observer device (paired on A, known fleet-wide) that asks B to load a session A holds is told
+/// where the session lives, as a client that may write is: B has nothing to refuse on its own
+/// account, the session is not B's to serve.
+#[tokio::test]
+async fn an_observers_acp_load_on_b_of_a_session_a_holds_names_a() {
+    let (fleet, a, b) = Fleet::two(&["--token", TOKEN]);
+    let (_, credential) = a.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let created = send(
+        http().post(a.url("/session")).bearer_auth(TOKEN).header("X-Qwen-Client-Id", "op").json(&json!({})),
+    )
+    .await
+    .ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let bearer = format!("Bearer {credential}");
+    let (mut watcher, _) = AcpWs::ready(&b, &[("Authorization", &bearer)]).await;
+    let cwd = fleet.workspace.to_string_lossy().into_owned();
+    let answer = watcher.call("session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []})).await;
+    let error = &answer["error"];
+    assert_eq!(
+        (error["code"].as_i64(), error["data"]["code"].as_str(), error["data"]["nodeUrl"].as_str()),
+        (Some(-32004), Some("session_held_elsewhere"), Some(a.base.as_str())),
+        "{answer}"
+    );
+}
+
 /// `/acp` through any daemon: an editor's `mediatord connect` to B, joining a session A holds,
 /// names it on its upgrade, and B relays the whole connection to A: the editor is asked, its
 /// answer is A's vote, A's agent writes the file, and B never starts an agent.
