@@ -203,8 +203,11 @@ impl AcpWs {
         if self.ended.is_some() {
             return None;
         }
+        // One deadline for the whole wait: the daemon's pings are read here too, and a timeout
+        // per frame would let them keep a wait for a message that never comes going forever.
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let frame = match tokio::time::timeout(WAIT, self.socket.next()).await {
+            let frame = match tokio::time::timeout_at(deadline, self.socket.next()).await {
                 Ok(frame) => frame,
                 Err(_) => panic!("no message within {WAIT:?}; seen: {:#?}", self.seen),
             };
