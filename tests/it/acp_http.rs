@@ -61,6 +61,14 @@ impl<'a> HttpAcp<'a> {
         id
     }
 
+    /// `session/new` in the daemon's workspace, answered down the connection's stream
+    /// `conn_stream`; the new session's id.
+    async fn new_session(&mut self, conn_stream: &mut Sse) -> String {
+        let new = self.request("session/new", json!({"cwd": self.d.workspace}), None).await;
+        let (_, created) = until(conn_stream, answer_to(new)).await;
+        created["result"]["sessionId"].as_str().expect("sessionId").to_owned()
+    }
+
     /// Opens a stream: the connection's, or a session's; with extra headers.
     async fn stream(&self, session: Option<&str>, headers: &[(&str, String)]) -> reqwest::Response {
         let mut req = self.req(http().get(self.d.url("/acp"))).header("Accept", "text/event-stream");
@@ -129,9 +137,7 @@ async fn a_session_stream_resumes_with_last_event_id_and_a_second_stream_is_refu
     let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
     let busy = acp.stream(None, &[]).await;
     assert_eq!(busy.status(), 409);
-    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
-    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
-    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let sid = acp.new_session(&mut conn_stream).await;
     let mut first = Sse::from_response(acp.stream(Some(&sid), &[]).await);
     assert_eq!(acp.stream(Some(&sid), &[]).await.status(), 409);
     let turn = acp
@@ -235,9 +241,7 @@ async fn the_session_header_must_agree_with_the_params_session() {
     let d = Daemon::start(&[]);
     let (mut acp, _) = HttpAcp::open(&d, None).await;
     let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
-    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
-    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
-    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let sid = acp.new_session(&mut conn_stream).await;
     let other = acp.request("_qwen/session/heartbeat", json!({"sessionId": sid}), Some("another")).await;
     let (_, refused) = until(&mut conn_stream, answer_to(other)).await;
     assert_eq!(
@@ -279,9 +283,7 @@ async fn a_resumed_session_stream_asks_about_a_pending_request_right_after_its_r
     let d = Daemon::start(&[]);
     let (mut acp, _) = HttpAcp::open(&d, None).await;
     let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
-    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
-    let (_, created) = until(&mut conn_stream, answer_to(new)).await;
-    let sid = created["result"]["sessionId"].as_str().expect("sessionId").to_owned();
+    let sid = acp.new_session(&mut conn_stream).await;
     let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write resumed.txt again"}]});
     let turn = acp.request("session/prompt", prompt, Some(&sid)).await;
     d.first_pending(&sid).await;
@@ -403,8 +405,7 @@ async fn waiting_session_streams_count_toward_a_connections_sessions() {
     let (mut acp, _) = HttpAcp::open(&d, None).await;
     let mut conn_stream = Sse::from_response(acp.stream(None, &[]).await);
     // One session attached, the rest of the bound waiting: 64 in all.
-    let new = acp.request("session/new", json!({"cwd": d.workspace}), None).await;
-    until(&mut conn_stream, answer_to(new)).await;
+    acp.new_session(&mut conn_stream).await;
     let mut open = Vec::new();
     for _ in 1..64 {
         let sid = d.create(Some("alice"), json!({"sessionScope": "thread"})).await["sessionId"]
