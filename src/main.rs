@@ -369,7 +369,12 @@ fn daemon_call(
         }
         Err(e) => {
             let why = mediatord::http::client::unanswered(&e);
-            let found = how_found(args, &daemon.source).map_or_else(String::new, |f| format!(" ({f})"));
+            // How the address was found matters only when nothing answered there.
+            let found = match e {
+                mediatord::http::client::NoAnswer::Unreachable(_) => how_found(args, &daemon.source),
+                mediatord::http::client::NoAnswer::Untrusted(_) => None,
+            }
+            .map_or_else(String::new, |f| format!(" ({f})"));
             say(&format!("mediatord {command}: {}{}", text::escape(&why), text::escape(&found)));
             Err(ExitCode::FAILURE)
         }
