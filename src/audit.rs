@@ -26,8 +26,18 @@ fn chosen_kind(e: &Value) -> Option<&str> {
 }
 
 /// The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`,
-/// `Rejected`, `Allowed by rule`, `Timed out`, `Cancelled`, ….
+/// `Rejected`, `Allowed by rule`, `Timed out`, `Cancelled`, …; for a request that reached outside
+/// the session's workspace (`outsideWorkspace`), what every door said of it, after the decision:
+/// `Allowed once (outside the workspace: it will be refused)`.
 pub fn decision(e: &Value) -> String {
+    let words = decided(e);
+    match e["outsideWorkspace"].as_array() {
+        Some(paths) if !paths.is_empty() => format!("{words} ({})", crate::present::OUTSIDE_WORKSPACE),
+        _ => words,
+    }
+}
+
+fn decided(e: &Value) -> String {
     let by = e["resolvedBy"].as_str().unwrap_or("");
     match e["status"].as_str().unwrap_or("") {
         "pending" => "Pending".into(),
@@ -247,6 +257,18 @@ mod tests {
         for (e, words) in cases {
             assert_eq!(decision(&e), words, "{e}");
         }
+    }
+
+    #[test]
+    fn a_request_outside_the_workspace_says_so_after_its_decision() {
+        let mut e = entry("selected", Some("vote"), Some("a1"), None);
+        e["outsideWorkspace"] = json!(["/outside.txt"]);
+        assert_eq!(decision(&e), "Allowed once (outside the workspace: it will be refused)");
+        e["outsideWorkspace"] = json!([]);
+        assert_eq!(decision(&e), "Allowed once");
+        let mut pending = entry("pending", None, None, None);
+        pending["outsideWorkspace"] = json!(["/etc/passwd"]);
+        assert_eq!(decision(&pending), "Pending (outside the workspace: it will be refused)");
     }
 
     #[test]

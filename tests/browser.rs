@@ -1538,6 +1538,35 @@ async fn a_permission_card_shows_blank_runs_and_invisible_characters_for_what_th
     assert_eq!(marks, json!(["⟪300 spaces⟫", "\\u{202e}"]));
 }
 
+/// Issue #44: a request outside the session's workspace is marked on the web app's card, first,
+/// in the words every door uses; a request inside is not.
+#[tokio::test]
+async fn a_card_outside_the_workspace_says_first_that_it_will_be_refused() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    on.d.prompt_async(&on.sid, Some("alice"), "write ../outside.txt never").await;
+    page.until("the card as the daemon presents it", PRESENTED).await;
+    let outside = on.d.workspace.parent().expect("a parent").join("outside.txt");
+    let warning = page
+        .until(
+            "the warning",
+            "document.querySelector('section.card .present-warning[role=alert]')?.textContent",
+        )
+        .await;
+    assert_eq!(
+        warning,
+        format!("Outside the workspace: it will be refused, whatever is answered ({}).", outside.display())
+    );
+    let first =
+        page.js("return document.querySelector('section.card .card-body').firstElementChild.className").await;
+    assert_eq!(first, "present-warning", "the warning comes before the request");
+    page.click("Reject", &card_button("Reject")).await;
+    page.until("no card", NO_CARD).await;
+    on.d.prompt_async(&on.sid, Some("alice"), "write inside.txt fine").await;
+    page.until("the next card as the daemon presents it", PRESENTED).await;
+    assert_eq!(page.js("return document.querySelectorAll('.present-warning').length").await, 0);
+}
+
 /// JS: the lines the last card shows that have a box on screen (rendered, not hidden), as text.
 const CARD_LINES: &str = "[...[...document.querySelectorAll('section.card')].pop().querySelectorAll('.present-section pre > span')].filter((s) => s.getClientRects().length > 0).map((s) => s.textContent.replace(/\\n$/, ''))";
 

@@ -17,8 +17,19 @@ function chosenKind(e) {
   return (e.options || []).find((o) => o.optionId === id)?.kind || '';
 }
 
-/** The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, … */
+/** What every door said of a request that reached outside the session's workspace (src/present.rs). */
+const OUTSIDE_WORKSPACE = 'outside the workspace: it will be refused';
+
+/**
+ * The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, …;
+ * for a request outside the workspace (`outsideWorkspace`), `Allowed once (outside the workspace: …)`.
+ */
 export function decision(e) {
+  const words = decided(e);
+  return e.outsideWorkspace?.length ? `${words} (${OUTSIDE_WORKSPACE})` : words;
+}
+
+function decided(e) {
   const by = e.resolvedBy || '';
   switch (e.status) {
     case 'pending': return 'Pending';

@@ -732,7 +732,7 @@ fn presented_schemas() -> Value {
         "PresentedRequest": {
             "type": "object",
             "description": "A pending request as a person reads it (src/present.rs): every text already revealed (nothing in it is a control, bidi or invisible character), bounded as a card unless `?all=1`",
-            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole"],
+            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole", "warning"],
             "properties": {
                 "requestId": string, "sessionId": string, "kind": string, "title": string,
                 "tool": {"type": ["string", "null"], "description": "The agent's own name for the tool"},
@@ -749,6 +749,7 @@ fn presented_schemas() -> Value {
                     },
                 }},
                 "whole": {"type": "boolean", "description": "Nothing was left out: no line, no character"},
+                "warning": {"type": ["string", "null"], "description": "What to read first: for a request whose locations lie outside the session's workspace, that it will be refused whatever is answered (docs/protocol.md 8.5)"},
             },
         },
         "PresentedSection": {

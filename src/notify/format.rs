@@ -248,6 +248,7 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             };
             let summary = summary(&tool_call);
             let mut lines = vec![summary.line];
+            lines.extend(present::outside_warning(n.data));
             if !summary.whole {
                 lines.push("Too long to show here: Review opens all of it.".to_owned());
             }
@@ -328,11 +329,11 @@ pub(super) fn decision(resolved: &Value, request: &Value) -> String {
 /// asked.
 pub(super) fn decided(resolved: &Value, request: &Value, workspace: &str) -> Message {
     let asked = summary(request.get("toolCall").unwrap_or(&Value::Null));
-    Message {
-        title: "Decided",
-        lines: vec![decision(resolved, request), asked.line, format!("in {workspace}")],
-        priority: 2,
+    let mut decision = decision(resolved, request);
+    if present::outside_warning(request).is_some() {
+        decision.push_str(&format!(" ({})", present::OUTSIDE_WORKSPACE));
     }
+    Message { title: "Decided", lines: vec![decision, asked.line, format!("in {workspace}")], priority: 2 }
 }
 
 pub(super) fn json_body(n: &Notice<'_>) -> Value {
@@ -358,6 +359,9 @@ pub(super) fn json_body(n: &Notice<'_>) -> Value {
     body["summary"] = json!(summary.line);
     body["summaryWhole"] = json!(summary.whole);
     body["details"] = json!(details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)));
+    if let Some(warning) = present::outside_warning(n.data) {
+        body["warning"] = json!(warning);
+    }
     body["toolCall"] = json!({
         "toolCallId": tool_call.get("toolCallId"),
         "kind": tool_call.get("kind"),
@@ -509,6 +513,33 @@ mod tests {
         let s = summary(tool_call);
         assert!(s.whole, "{s:?}");
         s.line
+    }
+
+    /// Issue #44: a request outside the workspace says so under its summary (and in the JSON
+    /// document), and its decided message says it after the decision.
+    #[test]
+    fn a_request_outside_the_workspace_says_it_will_be_refused_before_and_after_the_decision() {
+        let mut data = request();
+        data["outsideWorkspace"] = json!(["/outside.txt"]);
+        let m = message(&notice(EventKind::PermissionRequest, &data, &[]));
+        let warning = "Outside the workspace: it will be refused, whatever is answered (/outside.txt).";
+        assert_eq!(m.lines[..2], ["edit: Write notes.txt — /w/notes.txt".to_owned(), warning.to_owned()]);
+        assert_eq!(json_body(&notice(EventKind::PermissionRequest, &data, &[]))["warning"], warning);
+        data["options"] = json!([{"optionId": "a1", "name": "Allow", "kind": "allow_once"}]);
+        let vote = json!({"outcome": {"optionId": "a1"}, "resolvedBy": "vote", "voterClientId": "phone"});
+        assert_eq!(
+            decided(&vote, &data, "/w").lines[0],
+            "Allowed once by phone (outside the workspace: it will be refused)"
+        );
+        // Inside, nothing is added.
+        let inside = request();
+        assert!(
+            !message(&notice(EventKind::PermissionRequest, &inside, &[]))
+                .lines
+                .join("\n")
+                .contains("Outside")
+        );
+        assert!(json_body(&notice(EventKind::PermissionRequest, &inside, &[])).get("warning").is_none());
     }
 
     /// Issue #29: a notification shows what the card shows (the text a write would write, an

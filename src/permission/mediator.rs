@@ -375,6 +375,7 @@ impl<'a> Permissions<'a> {
         };
         let request_id = uuid::Uuid::new_v4().to_string();
         let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
+        let outside = rules::outside_workspace(&facts, &m.workspace);
         let mut data = json!({
             "requestId": request_id,
             "sessionId": host.session_id(),
@@ -384,6 +385,9 @@ impl<'a> Permissions<'a> {
         });
         if let Some(at) = expires_at {
             data["expiresAt"] = json!(at);
+        }
+        if !outside.is_empty() {
+            data["outsideWorkspace"] = json!(outside);
         }
         let (reply, mut rx) = oneshot::channel();
         {
@@ -863,7 +867,7 @@ impl Permissions<'_> {
             .map(|(choice, r, _)| outcome_of(r.by.as_str(), matches!(choice, Choice::Option(_))))
             .unwrap_or(AuditOutcome::Pending);
         let workspace = m.workspace.to_string_lossy().into_owned();
-        let entry = json!({
+        let mut entry = json!({
             "requestId": request_id,
             "sessionId": self.host.session_id(),
             "workspace": workspace,
@@ -891,6 +895,9 @@ impl Permissions<'_> {
             "remembered": resolved.and_then(|(choice, r, _)| remembered_scope(&pending.options, choice, r).as_str()),
             "ballots": pending.ballots,
         });
+        if let Some(outside) = pending.data.get("outsideWorkspace") {
+            entry["outsideWorkspace"] = outside.clone();
+        }
         AuditRecord {
             request_id: request_id.to_owned(),
             session_id: self.host.session_id().to_owned(),

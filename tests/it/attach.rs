@@ -122,6 +122,28 @@ async fn a_decision_made_elsewhere_replaces_the_keys_with_who_decided() {
     assert_restored(&t, &t.exited().await);
 }
 
+/// Issue #44: a request outside the session's workspace is marked on the terminal client's card,
+/// in the words every door uses, before anyone decides.
+#[tokio::test]
+async fn a_card_outside_the_workspace_says_it_will_be_refused() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let t = Tmux::run(&[bin(), "attach", &sid, "--url", &d.base, "--client-id", ME], &[], 160, 24);
+    t.until("the live session", |s| s.contains(" live ")).await;
+    d.prompt_async(&sid, Some("alice"), "write ../outside.txt never").await;
+    let outside = d.workspace.parent().expect("a parent").join("outside.txt");
+    let warning =
+        format!("⚠ Outside the workspace: it will be refused, whatever is answered ({}).", outside.display());
+    t.until("the card with its warning", |s| s.contains("[a] Allow once") && s.contains(&warning)).await;
+    d.prompt_async(&sid, Some("alice"), "write inside.txt fine").await;
+    t.keys(&["r"]);
+    let screen =
+        t.until("the next card", |s| s.contains("Write inside.txt") && s.contains("[a] Allow once")).await;
+    assert!(!screen.contains("⚠"), "a write inside the workspace is not marked: {screen}");
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
 #[tokio::test]
 async fn resizing_keeps_the_layout_and_q_gives_the_terminal_back() {
     let d = Daemon::start(&[]);
