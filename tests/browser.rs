@@ -1909,3 +1909,69 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
         .collect();
     assert_eq!(problems, Vec::<String>::new());
 }
+
+/// Issue #44: a past session's page said "The daemon shut down" at the time the page was opened,
+/// not when it happened, and showed empty Model and Mode selects. Its notes carry the times the
+/// daemon recorded, and the selects show the model and mode its events last named (disabled).
+#[tokio::test]
+async fn a_past_session_shows_its_recorded_times_and_its_last_model_and_mode() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let workspace = root.join("ws");
+    std::fs::create_dir(&workspace).expect("workspace");
+    let (state, xdg) = (root.join("state"), root.join("xdg"));
+    let (state_arg, xdg_env) = (state.to_str().expect("utf-8"), xdg.to_str().expect("utf-8"));
+    let start_daemon = || {
+        Daemon::start_with(
+            &workspace,
+            &["--state-dir", state_arg],
+            &[("XDG_STATE_HOME", xdg_env), ("HOME", xdg_env)],
+        )
+    };
+    let mut d = start_daemon();
+    let sid = d.join("alice").await;
+    let mut sse = support::Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    d.post(&format!("/session/{sid}/mode"), Some("alice"), json!({"modeId": "plan"})).await.ok();
+    d.post(&format!("/session/{sid}/model"), Some("alice"), json!({"modelId": "demo-smart"})).await.ok();
+    let switched = sse.until_type("model_switched").await;
+    let at = |e: &support::Event| e.data["_meta"]["serverTimestamp"].as_u64().expect("serverTimestamp");
+    let mode_at =
+        at(switched.iter().find(|e| e.payload()["update"]["currentModeId"] == "plan").expect("mode"));
+    d.signal(rustix::process::Signal::TERM);
+    let closed = sse.until_type("session_closed").await;
+    let closed = closed.last().expect("session_closed");
+    assert_eq!(closed.payload()["reason"], "daemon_shutdown");
+    let closed_at = at(closed);
+    assert!(d.wait_exit(WAIT).success());
+    let d = start_daemon();
+    let driver = Driver::start().await;
+    let page = driver.open(DESKTOP).await;
+    page.load(&d, &format!("#/h/{sid}")).await;
+    page.until("the past session's banner", "document.querySelector('.past-banner')").await;
+    let notes = page
+        .until(
+            "the notes replayed",
+            "(() => { const n = [...document.querySelectorAll('.transcript .note')].map((li) => \
+             [li.querySelector('time')?.getAttribute('datetime'), li.textContent]); \
+             return n.some(([, t]) => t.includes('The daemon shut down')) && n; })()",
+        )
+        .await;
+    // What the page's `<time datetime>` says: `Date#toISOString`, as the daemon's own clock writes it.
+    let iso = |ms: u64| json!(mediatord::clock::iso8601(ms));
+    let notes = notes.as_array().expect("notes");
+    let dated = |needle: &str| {
+        notes.iter().find(|n| n[1].as_str().is_some_and(|t| t.contains(needle))).map(|n| n[0].clone())
+    };
+    assert_eq!(dated("The daemon shut down"), Some(iso(closed_at)), "{notes:?}");
+    assert_eq!(dated("Mode: plan"), Some(iso(mode_at)), "{notes:?}");
+    // The selects show what the events named last, and cannot be changed.
+    let selects = page
+        .js("return ['model', 'mode'].map((k) => { const s = document.querySelector(`.controls select[id^=${k}-]`); \
+             return [s.value, [...s.options].map((o) => o.textContent), s.disabled, s.parentElement.hidden]; })")
+        .await;
+    assert_eq!(
+        selects,
+        json!([["demo-smart", ["demo-smart"], true, false], ["plan", ["plan"], true, false]])
+    );
+}
