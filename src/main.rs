@@ -708,25 +708,7 @@ fn audit(args: &AuditArgs) -> ExitCode {
             let _ = writeln!(out, "{}", text::escape_json(&entry.to_string()));
         }
     } else {
-        let _ = writeln!(
-            out,
-            "{:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  WHAT",
-            "REQUESTED", "DECISION", "BY", "HOW", "POLICY", "SESSION"
-        );
-        for e in &page.entries {
-            let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
-            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
-            let _ = writeln!(
-                out,
-                "{at:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  {}",
-                text::escape(&audit::decision(e)),
-                or_dash(text::escape(&audit::who(e, args.ids)).into_owned()),
-                or_dash(audit::how(e).to_owned()),
-                cell(&e["policy"]),
-                cell(&e["sessionId"]),
-                text::escape(&audit::what(e)),
-            );
-        }
+        let _ = write!(out, "{}", audit::table(&page.entries, args.ids));
     }
     if let Some(next) = page.next_cursor {
         let _ = writeln!(io::stderr(), "more: mediatord audit --cursor {}", next.encode());

@@ -905,6 +905,16 @@ async fn a_notification_link_shows_the_request_and_its_button_approves() {
     let events = sse.until_type("turn_complete").await;
     assert_eq!(support::find(&events, "permission_resolved")["via"], "link");
     assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+
+    // Issue #44: the audit page said "operator · · link" for a link of a target without a client id.
+    page.client.goto(&format!("{}/#/audit", d.base)).await.expect("navigate");
+    let decided = page
+        .until(
+            "the decision on the audit page",
+            "document.querySelector('li.audit-entry .audit-decision')?.innerText",
+        )
+        .await;
+    assert_eq!(decided, "Allowed once by operator · link");
 }
 
 /// Issue #19: `mediatord pair` prints a URL; opened in Chromium it signs that browser in as the

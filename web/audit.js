@@ -67,10 +67,15 @@ export function how(e) {
   }
 }
 
+/** The operator's client by its id, or `operator` alone when the vote named none (a link to a target without a clientId). */
+function operator(e) {
+  return e.voterClientId ? `operator · ${reveal(e.voterClientId)}` : 'operator';
+}
+
 /** Who decided, as an element: a device by its name (its id on demand), the operator's client, a rule. */
 function whoEl(e) {
   if (e.resolvedBy === 'vote') {
-    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, `operator · ${reveal(e.voterClientId || '')}`);
+    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, operator(e));
   }
   if (e.resolvedBy === 'rule') return h('span', {}, `rule ${e.ruleId || ''}`);
   return null;
@@ -78,7 +83,7 @@ function whoEl(e) {
 
 /** The words of `whoEl`, for text. */
 export function who(e, withId = false) {
-  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : `operator · ${e.voterClientId || ''}`;
+  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : operator(e);
   if (e.resolvedBy === 'rule') return `rule ${e.ruleId || ''}`;
   return '';
 }

@@ -355,3 +355,59 @@ fn a_database_from_a_newer_mediatord_refuses_the_boot() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
 }
+
+/// Issue #44: a vote through a notification's link (to a target without a `clientId`) read
+/// "operator · " in `mediatord audit` and the CSV, and a long voter id pushed the table's columns
+/// out of line. The link's voter is `operator`, and every column is as wide as its widest cell.
+#[tokio::test]
+async fn a_link_vote_reads_operator_and_a_long_voter_id_keeps_the_audit_table_in_line() {
+    let home = Home::new();
+    let mut hook = crate::support::Receiver::start(&[]).await;
+    let config = home.state.with_file_name("mediatord.json");
+    let targets = serde_json::json!({"serve": {"notify": [{"url": hook.url("/hook")}]}});
+    std::fs::write(&config, targets.to_string()).expect("write config");
+    let d = home.start(&["--config", config.to_str().expect("utf-8")]);
+    let long = "connect-5f0c9e59-46d7-4b3b-8d59-64fd0f1b40c2";
+    let sid = d.join(long).await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", long.into())]).await;
+    d.raise(&sid, &mut sse, Some(long), "write linked.txt x").await;
+    let link = hook.next().await.link("allow_once");
+    assert_eq!(send(http().post(&link)).await.status, 200);
+    sse.until_type("turn_complete").await;
+    let request = d.raise(&sid, &mut sse, Some(long), "write voted.txt y").await;
+    let rid = request["requestId"].as_str().expect("requestId");
+    d.vote(&sid, rid, Some(long), selected("reject_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    crate::support::eventually(
+        || http().get(d.url("/audit")),
+        |a: &Value| {
+            a["entries"]
+                .as_array()
+                .is_some_and(|e| e.len() == 2 && e.iter().all(|e| e["status"] == "selected"))
+        },
+    )
+    .await;
+
+    let csv = send(http().get(d.url("/audit?format=csv"))).await.text;
+    assert!(csv.contains(",Allowed once,operator,,,link,edit,"), "{csv}");
+    assert!(csv.contains(&format!(",Rejected,operator · {long},,{long},vote,edit,")), "{csv}");
+    let out = std::process::Command::new(bin())
+        .args(["audit", "--state-dir", home.state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(lines[2].contains("Allowed once  operator  ") && lines[2].contains(" link "), "{table}");
+    assert!(!lines[2].contains("operator · "), "no dangling separator: {table}");
+    // Every row's POLICY and SESSION columns start where the header's do (in terminal columns).
+    let column = |line: &str, needle: &str| {
+        let at = line.find(needle).unwrap_or_else(|| panic!("{needle} in {line}"));
+        line[..at].chars().count()
+    };
+    assert!(lines[1].contains(&format!("operator · {long}  vote ")), "{table}");
+    for line in &lines[1..] {
+        assert_eq!(column(line, "first-responder"), column(lines[0], "POLICY"), "{table}");
+        assert_eq!(column(line, &sid), column(lines[0], "SESSION"), "{table}");
+    }
+}
