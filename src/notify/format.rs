@@ -188,17 +188,10 @@ pub(super) struct Message {
     pub(super) priority: u8,
 }
 
-/// The zone clock times are said in: the daemon's system zone (`TZ`, else `/etc/localtime`), read
-/// once; UTC when neither names one. The daemon runs where its person works, most often.
-fn zone() -> &'static jiff::tz::TimeZone {
-    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
-    ZONE.get_or_init(jiff::tz::TimeZone::system)
-}
-
 /// "in 5 min (at 21:39 CET)": how long from `now_ms` to `at_ms`, for a person, with the clock
 /// time beside it in the daemon's zone ([`when_in`]).
 pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
-    when_in(at_ms, now_ms, zone())
+    when_in(at_ms, now_ms, crate::clock::zone())
 }
 
 /// [`when`] in the zone `tz`, named by its abbreviation (or offset) so a reader elsewhere can tell.

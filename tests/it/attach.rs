@@ -743,3 +743,27 @@ async fn without_a_session_attach_lists_live_and_past_sessions_and_opens_the_one
     t.keys(&["q"]);
     assert_restored(&t, &t.exited().await);
 }
+
+/// Issue #44: the picker showed a session's start as `2026-11-28T22:46:34.126`, and `attach`
+/// opened on the replay's last card, decided long before. The start is said in words, and a card
+/// raised and decided in the replay stays in the transcript, not in front.
+#[tokio::test]
+async fn the_picker_says_when_in_words_and_a_replay_leaves_no_decided_card_in_front() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write decided.txt before").await;
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("allow_once")).await.ok();
+    sse.until_type("turn_complete").await;
+
+    let t = Tmux::run(&[bin(), "attach", "--url", &d.base, "--client-id", ME], &[], 160, 24);
+    let list = t.until("the list", |s| s.contains(&sid)).await;
+    let row = list.lines().find(|l| l.contains(&sid)).expect("the session's row");
+    assert!(row.ends_with("· started just now"), "{list}");
+    t.keys(&["Down", "Enter"]);
+    let screen =
+        t.until("the replay, live", |s| s.contains("wrote decided.txt") && s.contains(" live ")).await;
+    assert!(!screen.contains("decided:") && !screen.contains("[a]"), "no card in front:\n{screen}");
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
