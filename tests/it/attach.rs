@@ -681,7 +681,7 @@ async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
     let sid = d.join("alice").await;
     assert_eq!(d.prompt(&sid, Some("alice"), "showcase").await.status, 200);
     std::fs::write(d.workspace.join("notes.txt"), "Hello from the demo\n").expect("write notes.txt");
-    d.prompt_async(&sid, Some("alice"), "edit notes.txt Hello from the terminal").await;
+    d.prompt_async(&sid, Some("alice"), "write notes.txt Hello from the terminal").await;
     let t = attach(&d, &sid, &[]);
     let screen = t
         .until("the card with its diff", |s| {
