@@ -418,6 +418,10 @@ fn schemas() -> Value {
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
         "pendingPermissions": {"type": "integer", "minimum": 0, "description": "Permission requests waiting for a decision"},
+        "state": {"enum": ["live", "dormant", "closed"], "description": "live: this daemon runs it; dormant (ended by a shutdown, a crash, its agent's death or a lost fleet node: resumable; GET /session/{id} answers it too) or closed (by a client; listed with include=ended only): read from the history, with the fields below instead of the live ones (docs/protocol.md 3.4, 14.3)"},
+        "endedAt": {"type": ["string", "null"], "format": "date-time"},
+        "endReason": {"type": ["string", "null"], "description": "closed_by_client, daemon_shutdown, daemon_stopped, agent_exited, node_lost"},
+        "lastEventId": {"type": "integer", "minimum": 0, "description": "The id of its last recorded event"},
     });
     let mut status_props = summary_props.clone();
     status_props["subscribers"] = int.clone();
