@@ -807,7 +807,10 @@ fn man_page(subcommand: Option<&str>) -> ExitCode {
             }
         },
     };
-    match clap_mangen::Man::new(page).render(&mut std::io::stdout()) {
+    // The footer names the program and its version on every page; clap_mangen would take the
+    // subcommand's own name and version (`serve ` on mediatord-serve(1): no version of its own).
+    let source = format!("mediatord {}", env!("CARGO_PKG_VERSION"));
+    match clap_mangen::Man::new(page).source(source).render(&mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mediatord man: {e}");
