@@ -460,6 +460,10 @@ struct AuditArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// A state database file to read instead of a state directory's: a copy `mediatord backup`
+    /// wrote, or a `state.db` (a file given as --state-dir is read the same way)
+    #[arg(long, value_name = "FILE", conflicts_with = "state_dir")]
+    state_db: Option<std::path::PathBuf>,
     /// Print the entries as JSON lines (one object per entry) instead of a table
     #[arg(long)]
     json: bool,
@@ -499,6 +503,36 @@ struct BackupArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+}
+
+/// The state database a reading command (`audit`, `transcript`) opens, read-only: `--state-db
+/// FILE`; else `--state-dir` (its `state.db`, or, when it names a file, that file: a backup given
+/// where the directory was expected); else the default state directory's. On failure it has said
+/// why on stderr, as `command`'s, and the exit status is 2.
+fn read_database(
+    dir: Option<&std::path::Path>,
+    file: Option<&std::path::Path>,
+    command: &str,
+) -> Result<mediatord::store::ReadOnly, ExitCode> {
+    let fail = |e: String| {
+        say(&format!("mediatord {command}: {}", text::escape(&e)));
+        ExitCode::from(2)
+    };
+    let file = file.or(dir.filter(|d| d.is_file()));
+    let opened = match file {
+        Some(file) => mediatord::store::open_read_only_file(file),
+        None => {
+            let dir = state_dir_of(dir, command).ok_or(ExitCode::from(2))?;
+            if !mediatord::store::db_path(&dir).exists() {
+                return Err(fail(format!(
+                    "no state database in {} (has the daemon run with this --state-dir? A backup file: --state-db FILE)",
+                    dir.display()
+                )));
+            }
+            mediatord::store::open_read_only(&dir)
+        }
+    };
+    opened.map_err(|e| fail(e.to_string()))
 }
 
 /// The state directory a command reads: `--state-dir`, else the default; `None` (said on stderr,
@@ -550,6 +584,10 @@ struct TranscriptArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// A state database file to read instead of a state directory's: a copy `mediatord backup`
+    /// wrote, or a `state.db` (a file given as --state-dir is read the same way)
+    #[arg(long, value_name = "FILE", conflicts_with = "state_dir")]
+    state_db: Option<std::path::PathBuf>,
 }
 
 /// Recorded items read per query while a transcript is gathered.
@@ -559,19 +597,13 @@ const TRANSCRIPT_PAGE: usize = 1000;
 /// read.
 fn transcript(args: &TranscriptArgs) -> ExitCode {
     use mediatord::store::{AuditQuery, StoredEvent};
-    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "transcript") else {
-        return ExitCode::from(2);
+    let db = match read_database(args.state_dir.as_deref(), args.state_db.as_deref(), "transcript") {
+        Ok(db) => db,
+        Err(code) => return code,
     };
     let fail = |e: String| {
         say(&format!("mediatord transcript: {}", text::escape(&e)));
         ExitCode::from(2)
-    };
-    if !mediatord::store::db_path(&dir).exists() {
-        return fail(format!("no state database in {} (pass --state-dir)", dir.display()));
-    }
-    let db = match mediatord::store::open_read_only(&dir) {
-        Ok(db) => db,
-        Err(e) => return fail(e.to_string()),
     };
     let record = match db.session(&args.session) {
         Ok(Some(record)) => record,
@@ -638,9 +670,6 @@ fn transcript(args: &TranscriptArgs) -> ExitCode {
 /// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
 fn audit(args: &AuditArgs) -> ExitCode {
     use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
-    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "audit") else {
-        return ExitCode::from(2);
-    };
     let outcome = match args.outcome.as_deref().map(|o| (o, AuditOutcome::parse(o))) {
         None => None,
         Some((_, Some(o))) => Some(o),
@@ -684,20 +713,14 @@ fn audit(args: &AuditArgs) -> ExitCode {
         cursor,
         limit: args.limit.unwrap_or(50).clamp(1, 10_000),
     };
-    if !mediatord::store::db_path(&dir).exists() {
-        say(&format!(
-            "mediatord audit: no state database in {} (has the daemon run with this --state-dir?)",
-            dir.display()
-        ));
-        return ExitCode::from(2);
-    }
-    let page = match mediatord::store::open_read_only(&dir)
-        .map_err(|e| e.to_string())
-        .and_then(|db| db.query_audit(&query).map_err(|e| e.to_string()))
-    {
+    let db = match read_database(args.state_dir.as_deref(), args.state_db.as_deref(), "audit") {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
+    let page = match db.query_audit(&query) {
         Ok(page) => page,
         Err(e) => {
-            say(&format!("mediatord audit: {}", text::escape(&e)));
+            say(&format!("mediatord audit: {}", text::escape(&e.to_string())));
             return ExitCode::from(2);
         }
     };

@@ -159,6 +159,11 @@ pub enum OpenError {
     TooNew { path: PathBuf, found: u32, supported: u32 },
     #[error("cannot open the state database {path}: {reason}")]
     Sqlite { path: PathBuf, reason: String },
+    #[error(
+        "{path} is not a mediatord state database: {why} (give a state directory, its state.db, or a \
+         copy `mediatord backup` wrote)"
+    )]
+    NotADatabase { path: PathBuf, why: &'static str },
     #[error("cannot use the state database {url}: {reason}")]
     Postgres { url: String, reason: String },
 }
@@ -1013,14 +1018,43 @@ fn copy_database(source: &Connection, to: &Path) -> Result<(), String> {
 /// not). Checks the directory like a boot does.
 pub fn open_read_only(state_dir: &Path) -> Result<ReadOnly, OpenError> {
     dir::check(state_dir)?;
-    let path = db_path(state_dir);
-    let err = sqlite_error(&path);
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    open_read_only_file(&db_path(state_dir))
+}
+
+/// The first 16 bytes of every SQLite database file (the file format's header string).
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Opens the state database file `path` read-only: a state directory's `state.db`, or a copy
+/// `mediatord backup` wrote (one file, no WAL beside it). A file that is not an SQLite database,
+/// or one without mediatord's tables, is refused as [`OpenError::NotADatabase`], saying which.
+pub fn open_read_only_file(path: &Path) -> Result<ReadOnly, OpenError> {
+    let not_ours = |why| OpenError::NotADatabase { path: path.to_path_buf(), why };
+    let mut header = [0u8; 16];
+    match std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header)) {
+        Ok(()) if &header == SQLITE_HEADER => {}
+        Ok(()) => return Err(not_ours("it is not an SQLite database")),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(not_ours("it is not an SQLite database (too short)"));
+        }
+        Err(e) => return Err(OpenError::Sqlite { path: path.to_path_buf(), reason: e.to_string() }),
+    }
+    let err = sqlite_error(path);
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    let ours: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&err)?;
+    if !ours {
+        return Err(not_ours("an SQLite database without mediatord's tables"));
+    }
     let found: u32 = conn
         .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
         .map_err(&err)?;
     if found > SCHEMA_VERSION {
-        return Err(OpenError::TooNew { path: path.clone(), found, supported: SCHEMA_VERSION });
+        return Err(OpenError::TooNew { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
     }
     Ok(ReadOnly { conn })
 }
