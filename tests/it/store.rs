@@ -301,7 +301,7 @@ async fn a_dormant_session_answers_get_session_with_its_state_and_end_reason() {
     let sid = d.join("alice").await;
     let last = *ids(&streamed(&d, &sid, 3).await).last().expect("ids");
     let live = d.get(&format!("/session/{sid}")).await.ok();
-    assert_eq!((live["state"].as_str(), live["subscribers"].as_u64()), (Some("live"), Some(0)), "{live}");
+    assert_eq!((live["state"].as_str(), live["pendingPrompts"].as_u64()), (Some("live"), Some(0)), "{live}");
     // A session a client closed is gone, as in qwen serve.
     let closed = d.create(Some("bob"), json!({"sessionScope": "thread"})).await["sessionId"]
         .as_str()
