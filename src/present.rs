@@ -702,6 +702,11 @@ mod tests {
             outside_warning(&json!({"outsideWorkspace": ["/etc/passwd"]})).as_deref(),
             Some("Outside the workspace: it will be refused, whatever is answered (/etc/passwd).")
         );
+        // Exactly as many as a warning names: all of them, nothing counted.
+        assert_eq!(
+            outside_warning(&json!({"outsideWorkspace": ["/a", "/b", "/c"]})).as_deref(),
+            Some("Outside the workspace: it will be refused, whatever is answered (/a, /b, /c).")
+        );
         let many = json!({"outsideWorkspace": ["/a", "/b\u{202e}", "/c", "/d", "/e"]});
         assert_eq!(
             outside_warning(&many).as_deref(),

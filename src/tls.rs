@@ -463,5 +463,13 @@ mod tests {
         assert!(!problem.a_ca_helps);
         let pinned = certificate_words(&rustls::CertificateError::ApplicationVerificationFailure);
         assert!(pinned.why.contains("not the certificate that was pinned"), "{pinned}");
+        let issuer = certificate_words(&rustls::CertificateError::Other(rustls::OtherError(Arc::new(
+            webpki::Error::EndEntityUsedAsCa,
+        ))));
+        assert!(issuer.why.starts_with("its chain uses a certificate that is not a CA"), "{issuer}");
+        let other = certificate_words(&rustls::CertificateError::Other(rustls::OtherError(Arc::new(
+            webpki::Error::PathLenConstraintViolated,
+        ))));
+        assert!(other.why.starts_with("the TLS library refused it ("), "{other}");
     }
 }

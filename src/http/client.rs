@@ -509,6 +509,39 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_is_kept_and_none_keeps_the_systems_roots() {
+        let t = Target::new("https://127.0.0.1:1", None, None).expect("target");
+        assert_eq!(t.fingerprint, None);
+        let pinned = t.pinned(Some("AB:CD".to_owned()));
+        assert_eq!(pinned.fingerprint.as_deref(), Some("AB:CD"));
+        assert_eq!(pinned.pinned(None).fingerprint, None);
+    }
+
+    /// Issue #44: a certificate not trusted is the daemon's answer, not a daemon that is down.
+    #[test]
+    fn no_answer_asks_whether_the_daemon_runs_and_an_untrusted_certificate_says_what_to_do() {
+        let down = unanswered(&NoAnswer::Unreachable("cannot reach the daemon at http://h:1".to_owned()));
+        assert_eq!(
+            down,
+            "cannot reach the daemon at http://h:1. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
+        );
+        let problem =
+            |why: &str, a_ca_helps| crate::tls::CertificateProblem { why: why.to_owned(), a_ca_helps };
+        let unknown = untrusted("https://localhost:7776", false, &problem("it was issued by X", true));
+        assert_eq!(
+            unknown,
+            "the daemon at https://localhost:7776 answered, but its certificate is not trusted: it was issued by X; trust its CA with SSL_CERT_FILE, or use the URL in daemon.json (pinned: that exact certificate is trusted, whatever issued it)"
+        );
+        assert_eq!(unanswered(&NoAnswer::Untrusted(unknown.clone())), unknown, "nothing added");
+        let ca = untrusted("https://h:1", false, &problem("it is a CA certificate", false));
+        assert!(ca.ends_with("; no CA this machine trusts can change that: use the URL in daemon.json (pinned: that exact certificate is trusted, whatever it is), or give the daemon a certificate a CA issued (docs/operations.md#https)"), "{ca}");
+        let pinned =
+            untrusted("https://h:1", true, &problem("it is not the certificate that was pinned", false));
+        assert!(pinned.contains("not trusted: it is not the certificate that was pinned; the pin is the fingerprint the daemon advertised"), "{pinned}");
+        assert_eq!(String::from(NoAnswer::Untrusted("x".to_owned())), "x");
+    }
+
+    #[test]
     fn the_debug_form_hides_the_credential() {
         let t = Target::new("http://127.0.0.1:1", Some("dev-1.secret"), Some("me")).expect("target");
         assert!(!format!("{t:?}").contains("secret"));
