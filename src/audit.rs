@@ -33,6 +33,7 @@ pub fn decision(e: &Value) -> String {
         "pending" => "Pending".into(),
         "timed_out" => "Timed out".into(),
         "abandoned" => "Abandoned (the daemon stopped)".into(),
+        "refused" => "Refused: an agent is never a client of the daemon".into(),
         "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
         "cancelled" => "Cancelled".into(),
         "selected" => {
@@ -73,6 +74,7 @@ pub fn how(e: &Value) -> &'static str {
         ("cancel", _) => "cancel",
         ("session_closed", _) => "session end",
         ("abandoned", _) => "abandoned",
+        ("daemon", _) => "daemon",
         _ => "",
     }
 }

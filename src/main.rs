@@ -841,6 +841,11 @@ fn main() -> ExitCode {
                 }
             };
             init_logging(config.log_format, "info");
+            // The token and the store's URL are in the configuration now: erased from the
+            // process's initial environment before any thread or agent exists.
+            if let Err(e) = mediatord::environ::erase_secrets() {
+                tracing::warn!(error = %e, "could not erase the token from the daemon's initial environment");
+            }
             for warning in &config.warnings {
                 tracing::warn!("{warning}");
             }

@@ -37,7 +37,7 @@ pub use self::error::{CreateError, ResumeError, SessionError};
 pub use self::frames::{EventFrame, Marked, Piece};
 pub use self::history::HistoryStream;
 use self::ids::{Claim, Claims, StoreClaim};
-pub use self::session::{Accepted, EndReason, Prompt, Session, valid_client_id};
+pub use self::session::{Accepted, EndReason, Enrol, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
 use crate::acp::method;
@@ -262,6 +262,14 @@ impl Daemon {
         self.draining.is_cancelled()
     }
 
+    /// The workspace and agent name of the agent whose guard is process `pid` (the daemon's
+    /// child); `None` for any other child (a session shell command's guard).
+    pub fn agent_of_process(&self, pid: u32) -> Option<(PathBuf, String)> {
+        lock(&self.slots).iter().find_map(|((cwd, name), slot)| {
+            slot.agent.as_ref().filter(|a| a.pid() == Some(pid)).map(|_| (cwd.clone(), name.clone()))
+        })
+    }
+
     pub fn all_sessions(&self) -> Vec<Arc<Session>> {
         let mut all: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
@@ -380,12 +388,12 @@ impl Daemon {
         };
         let client_id = match request.client_id {
             Some(id) => {
-                session.touch_client(&id);
+                session.register(&id, Enrol::Voter);
                 id
             }
             None => {
                 let id = format!("client-{}", uuid::Uuid::new_v4());
-                session.touch_minted_client(&id);
+                session.register(&id, Enrol::Minted);
                 id
             }
         };

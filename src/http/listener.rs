@@ -99,6 +99,11 @@ impl axum::serve::Listener for LimitedListener {
 }
 
 impl LimitedStream {
+    /// The daemon's end of the connection.
+    pub(super) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     /// The next bytes without taking them (the TLS listener reads a connection's first byte
     /// before it chooses between a handshake and a plain-http refusal).
     pub(super) async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {

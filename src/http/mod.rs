@@ -73,13 +73,15 @@ use crate::metrics::Metrics;
 /// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace
 /// span. Tests drive it with `oneshot`, no socket needed.
 pub fn app(daemon: AppState, port: u16) -> Router {
+    let desk = crate::desk::Desk::new(daemon.clone());
     let perimeter = Arc::new(
-        perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS)
-            .with_relay_proof(daemon.store.fleet_secret().map(relay::proof)),
+        perimeter::Perimeter::new(&daemon.config, port, desk.clone(), api::OPERATIONS)
+            .with_fleet_secret(daemon.store.fleet_secret()),
     );
-    let door = crate::door::Door::new(daemon.clone(), acp::render);
+    let door = crate::door::Door::new(desk.clone());
     let mut router = api::router()
         .layer(axum::Extension(door))
+        .layer(axum::Extension(desk))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
     // In a fleet, inside the perimeter: a request is checked where it arrives, then relayed.
@@ -129,17 +131,24 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
-        match &https {
-            None => connections.spawn(conn::serve(io, Peer(addr), app, limits, stop)),
-            Some(https) => {
-                let https = https.clone();
-                connections.spawn(async move {
+        let https = https.clone();
+        connections.spawn(async move {
+            // Who is at the other end, once per connection and before a byte is read: a process
+            // the daemon started is refused at the perimeter (`crate::peer`).
+            let origin = match io.local_addr() {
+                Ok(local) => crate::peer::identify(local, addr, std::process::id()),
+                Err(_) => crate::peer::Origin::Gone,
+            };
+            let peer = Peer { addr, origin };
+            match https {
+                None => conn::serve(io, peer, app, limits, stop).await,
+                Some(https) => {
                     if let Some(tls) = https.accept(io).await {
-                        conn::serve(tls, Peer(addr), app, limits, stop).await;
+                        conn::serve(tls, peer, app, limits, stop).await;
                     }
-                })
+                }
             }
-        };
+        });
     }
     drop(listener);
     stop.cancel();

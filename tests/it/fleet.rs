@@ -607,26 +607,45 @@ async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_
     // Through B with the token: relayed, and answered by A.
     let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
     assert_eq!(got["sessionId"], sid.as_str());
-    // What B presented is the proof keyed by the secret the database holds for the fleet, which
-    // any daemon sharing it (and nothing else) can make: A takes it as relayed.
+    // What B presented is a vouch keyed by the secret the database holds for the fleet, which
+    // any daemon sharing it (and nothing else) can make, for one request: A takes it as relayed,
+    // once, and for that request only.
     let secret = Postgres::shared().sql(&fleet.database(), "SELECT encode(secret, 'hex') FROM fleet_secret");
-    let proven =
-        http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", relay_proof(&secret));
+    let path = format!("/session/{sid}");
+    let vouch = relay_vouch(&secret, "GET", &path, "00112233445566778899aabbccddeeff");
+    let proven = http().get(a.url(&path)).header("x-mediatord-relay", &vouch);
     assert_eq!(send(op(proven)).await.ok()["sessionId"], sid.as_str());
+    let replayed = http().get(a.url(&path)).header("x-mediatord-relay", &vouch);
+    assert_eq!(send(op(replayed)).await.status, 401, "a vouch is taken once");
+    let elsewhere =
+        relay_vouch(&secret, "GET", &format!("{path}/context"), "ffeeddccbbaa99887766554433221100");
+    let moved = http().get(a.url(&path)).header("x-mediatord-relay", &elsewhere);
+    assert_eq!(send(op(moved)).await.status, 401, "a vouch for another request");
 }
 
-/// The proof a relaying daemon presents for a fleet whose secret is `secret_hex`: HMAC-SHA256 of
-/// the protocol's label under it, in hex (`src/http/relay.rs`).
-fn relay_proof(secret_hex: &str) -> String {
+/// The vouch a relaying daemon of the fleet whose secret is `secret_hex` sends for a request of
+/// `method` on `path` from a caller not on its loopback, now, with `nonce_hex`
+/// (`src/http/relay.rs`'s `Vouch`): `v2.<ms>.<nonce>.0.<mac>`, the MAC HMAC-SHA256 over the
+/// length-prefixed label, method and path, then the time, the nonce and the locality.
+fn relay_vouch(secret_hex: &str, method: &str, path: &str, nonce_hex: &str) -> String {
     use hmac::Mac;
-    let secret: Vec<u8> = (0..secret_hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).expect("hex"))
-        .collect();
+    let bytes = |hex: &str| -> Vec<u8> {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
+    };
+    let secret = bytes(secret_hex);
     assert_eq!(secret.len(), 32, "the fleet's secret: {secret_hex}");
+    let at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&secret).expect("a key");
-    mac.update(b"mediatord relay v1");
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    for part in [b"mediatord relay v2".as_slice(), method.as_bytes(), path.as_bytes()] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac.update(&at.to_be_bytes());
+    mac.update(&bytes(nonce_hex));
+    mac.update(&[0]);
+    let mac: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("v2.{at}.{nonce_hex}.0.{mac}")
 }
 
 /// The database restarting under load: requests waiting on it fail with a clear `503
@@ -748,4 +767,56 @@ async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
     for var in ["MEDIATORD_STORE", "PGPASSWORD"] {
         assert!(!names.iter().any(|n| n == var), "the agent sees {var}");
     }
+}
+
+/// Issue #41, finding 5: under `local-only`, a vote relayed by another daemon of the fleet counts
+/// as local only when that daemon vouches that its own caller was on its loopback. A client in
+/// another network namespace, refused on B's own session, is refused on A's session through B
+/// too (it was accepted: A took B's loopback connection for the client's). A client on C's
+/// loopback still decides either through C. B listens only where the namespace reaches it.
+#[tokio::test]
+async fn local_only_refuses_a_remote_vote_relayed_over_loopback_and_takes_a_vouched_local_one() {
+    const TOKEN: &str = "fleet-local-only";
+    let ns = crate::support::netns::Netns::new();
+    let fleet = Fleet::shared();
+    let common = ["--permission-policy", "local-only", "--token", TOKEN];
+    let a = fleet.daemon(&common);
+    let c = fleet.daemon(&common);
+    let mut b_args = common.to_vec();
+    b_args.extend(["--hostname", ns.host_ip.as_str()]);
+    let b = fleet.daemon(&b_args);
+    let b_url = format!("http://{}:{}", ns.host_ip, b.port);
+    let as_alice = |req: reqwest::RequestBuilder| req.bearer_auth(TOKEN).header("X-Qwen-Client-Id", "alice");
+    let created = |reply: Reply| reply.ok()["sessionId"].as_str().expect("sessionId").to_owned();
+    let on_b = created(send(as_alice(http().post(format!("{b_url}/session"))).json(&json!({}))).await);
+    let on_a = created(send(as_alice(http().post(a.url("/session"))).json(&json!({}))).await);
+    let bearer = format!("Bearer {TOKEN}");
+    for (holder, sid) in [("A", on_a), ("B", on_b)] {
+        let far = [("Authorization", bearer.as_str()), ("X-Qwen-Client-Id", "far")];
+        let heartbeat = ns.curl("POST", &format!("{b_url}/session/{sid}/heartbeat"), &far, None);
+        assert_eq!(heartbeat.0, 200, "{holder}: {}", heartbeat.1);
+        let mut sse = Sse::connect(&c, &sid, &[("Authorization", bearer.clone())]).await;
+        let prompt = as_alice(http().post(c.url(&format!("/session/{sid}/prompt"))))
+            .header("Prefer", "respond-async")
+            .json(&text_prompt("write far.txt x"));
+        assert_eq!(send(prompt).await.status, 202, "{holder}");
+        let raised = sse.until_type("permission_request").await;
+        let rid = request_id(raised.last().expect("request").payload());
+        let body = selected("allow_once").to_string();
+        let vote = ns.curl("POST", &format!("{b_url}/session/{sid}/permission/{rid}"), &far, Some(&body));
+        let answer: Value = serde_json::from_str(&vote.1).unwrap_or(Value::Null);
+        assert_eq!(
+            (vote.0, answer["code"].as_str(), answer["reason"].as_str()),
+            (403, Some("permission_forbidden"), Some("remote_not_allowed")),
+            "the far client's vote on {holder}'s session through B: {}",
+            vote.1
+        );
+        let near = as_alice(http().post(c.url(&format!("/session/{sid}/permission/{rid}"))))
+            .json(&selected("reject_once"));
+        let near = send(near).await;
+        assert_eq!(near.status, 200, "{holder}: {}", near.text);
+        let resolved = sse.until_type("permission_resolved").await;
+        assert_eq!(resolved.last().expect("resolved").payload()["voterClientId"], "alice", "{holder}");
+    }
+    assert!(!fleet.workspace.join("far.txt").exists(), "nothing the far client asked for was written");
 }

@@ -14,6 +14,7 @@ mod attach;
 mod bench_smoke;
 mod connect;
 mod connections;
+mod desk;
 mod devices;
 mod discovery;
 mod durability;

@@ -11,6 +11,7 @@ mod client;
 mod daemon;
 mod editor;
 mod home;
+pub(crate) mod netns;
 pub(crate) mod postgres;
 mod proxy;
 pub(crate) mod quickstart;
