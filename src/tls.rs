@@ -121,7 +121,9 @@ impl ServerCert {
             .map_err(|e| TlsError::Settings(e.to_string()))?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/2 first (a browser then holds its event streams on one connection), HTTP/1.1 for
+        // everyone else, and for WebSocket upgrades.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
 }
