@@ -127,7 +127,7 @@ mod tests {
         let peer = std::net::IpAddr::from([127, 0, 0, 1]);
         let mut paired = Vec::new();
         for role in [Role::Voter, Role::Observer] {
-            let code = devices.issue_code(None, role).expect("code").code;
+            let code = devices.issue_code(None, role).await.expect("code").code;
             paired.push(devices.pair(&code, None, peer).await.expect("paired").0);
         }
         assert!(Caller::Operator.device().is_none());

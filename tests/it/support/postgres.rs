@@ -243,6 +243,17 @@ impl Postgres {
     }
 
     fn psql(&self, database: &str, sql: &str) -> std::io::Result<std::process::Output> {
+        self.psql_as("mediatord", database, sql)
+    }
+
+    /// Runs `sql` on `database` as `role` (the cluster trusts every role on loopback), whatever
+    /// the outcome: what another program connected as that role would see.
+    pub(crate) fn psql_as(
+        &self,
+        role: &str,
+        database: &str,
+        sql: &str,
+    ) -> std::io::Result<std::process::Output> {
         Command::new(self.bin.join("psql"))
             .args([
                 "-h",
@@ -250,7 +261,7 @@ impl Postgres {
                 "-p",
                 &self.port.to_string(),
                 "-U",
-                "mediatord",
+                role,
                 "-At",
                 "-d",
                 database,
