@@ -15,6 +15,12 @@
 //!   is the same request to the editor, and withdraws those decided while it was away;
 //! - with `--session` an editor's `session/new` joins that session, with `--agent` it picks the agent.
 //!
+//! It passes the editor only what the daemon may ask of it: the editor's `initialize` goes without
+//! its `fs` and `terminal` capabilities, and a request of the daemon's other than those in
+//! [`EDITOR_ANSWERS`] is answered `-32601` here. The real daemon asks nothing else; an impostor
+//! (an mDNS answer, a planted `daemon.json`, a man in the middle on plain http) would have the
+//! editor run its commands and write its files.
+//!
 //! When resuming cannot be exact (the session is gone, the daemon's ring no longer holds the
 //! resume point, the credential was revoked) it answers what is owed with an error, says why on
 //! stderr, and exits 1: the editor sees its agent end, which it can act on.
@@ -50,6 +56,16 @@ const MAX_ASKED: usize = 256;
 /// Turn ends remembered for this editor's prompts whose answer has not come (the daemon's answer
 /// follows the turn's end at once; this only spans a reconnect).
 const MAX_TURN_ENDS: usize = 1024;
+
+/// The daemon's requests the editor is asked (each under the relay's own id, [`Relay::ask`]). Any
+/// other request of the daemon is answered `-32601` and never reaches the editor.
+const EDITOR_ANSWERS: &[&str] = &[crate::acp::method::SESSION_REQUEST_PERMISSION];
+/// The editor's client capabilities that are never offered to the daemon: the editor's files and
+/// terminals are its machine's, and the daemon's agents have their own.
+const LOCAL_CAPABILITIES: &[&str] = &["fs", "terminal"];
+/// Methods of refused daemon requests said on stderr (once each), at most: an impostor's flood of
+/// made-up methods fills no log.
+const MAX_REFUSALS_SAID: usize = 16;
 
 /// `mediatord connect`'s command line.
 #[derive(Debug, clap::Args)]
@@ -199,6 +215,9 @@ struct Relay {
     /// The editor's line reader just refused a line: it ends its stream once after an error (then
     /// reads on), which is not the editor closing its side.
     refused_line: bool,
+    /// Methods of the daemon's requests refused so far and said on stderr (bounded by
+    /// [`MAX_REFUSALS_SAID`]).
+    refused_methods: Vec<String>,
 }
 
 impl Relay {
@@ -237,6 +256,7 @@ impl Relay {
             next_asked: 1,
             generation: 0,
             refused_line: false,
+            refused_methods: Vec::new(),
         })
     }
 
@@ -467,6 +487,7 @@ impl Relay {
                 let (method, joined) = self.rewrite(&method, &mut params);
                 let session = params.get("sessionId").and_then(Value::as_str).map(str::to_owned);
                 if method == "initialize" {
+                    without_local_capabilities(&mut params);
                     self.init = Some(params.clone());
                     params = with_event_ids(params);
                 }
@@ -616,6 +637,11 @@ impl Relay {
     /// A message of the daemon's own (inside an event envelope, or not).
     async fn message(&mut self, m: Value, prompt: Option<&str>) -> Result<Vec<String>, End> {
         let method = m.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if let Some(id) = m.get("id")
+            && !EDITOR_ANSWERS.contains(&method.as_str())
+        {
+            return Ok(vec![self.refuse(id, &method)]);
+        }
         match method.as_str() {
             "session/update" => {
                 let echo =
@@ -714,6 +740,23 @@ impl Relay {
         m["id"] = json!(ours);
         self.send_editor(&m).await;
         Vec::new()
+    }
+
+    /// The answer to a request of the daemon's the editor is never asked ([`EDITOR_ANSWERS`]); the
+    /// first of each method is said on stderr.
+    fn refuse(&mut self, id: &Value, method: &str) -> String {
+        if self.refused_methods.len() < MAX_REFUSALS_SAID && !self.refused_methods.iter().any(|m| m == method)
+        {
+            self.refused_methods.push(method.to_owned());
+            say(&format!(
+                "refused the daemon's {} request: only permission requests are passed to the editor \
+                 (a mediatord daemon sends no other; is {} the daemon you meant?)",
+                crate::text::escape(method),
+                self.url
+            ));
+        }
+        let error = json!({"code": -32601, "message": format!("mediatord connect does not pass {method} to the editor")});
+        json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()
     }
 
     /// A request was decided (or withdrawn by the daemon): the editor's is withdrawn too, unless it
@@ -826,6 +869,16 @@ fn acp_url(url: &str) -> Result<String, String> {
         return Err(format!("{url}: expected http(s)://HOST:PORT or ws(s)://HOST:PORT/acp"));
     };
     Ok(if ws.ends_with("/acp") { ws } else { format!("{ws}/acp") })
+}
+
+/// An `initialize`'s params without the capabilities that would let the daemon act on the editor's
+/// machine ([`LOCAL_CAPABILITIES`]).
+fn without_local_capabilities(params: &mut Value) {
+    if let Some(caps) = params.get_mut("clientCapabilities").and_then(Value::as_object_mut) {
+        for name in LOCAL_CAPABILITIES {
+            caps.remove(*name);
+        }
+    }
 }
 
 /// `params` with the daemon asked for event ids (what resuming by cursor needs).
