@@ -208,6 +208,9 @@ Examples:
 fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
     let located =
         mediatord::discovery::locate(args.url.as_deref(), state_dir(args).as_deref(), !args.no_mdns);
+    if let Some(why) = &located.ignored {
+        say(&format!("mediatord {command}: {why}"));
+    }
     if let mediatord::discovery::Source::Lan(name) = &located.source {
         say(&format!(
             "mediatord {command}: found {} on the LAN (mDNS) at {}{}; --url names another",

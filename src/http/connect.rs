@@ -122,6 +122,9 @@ pub fn main(args: ConnectArgs) -> ExitCode {
         crate::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
     });
     let daemon = crate::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
+    if let Some(why) = &daemon.ignored {
+        say(why);
+    }
     if let crate::discovery::Source::Lan(name) = &daemon.source {
         // Named before anything is sent: any machine on the LAN can answer a browse.
         say(&format!("found {} on the LAN (mDNS) at {}; a URL argument names another", name, daemon.url));
@@ -929,6 +932,7 @@ mod tests {
             url: "http://h:1".into(),
             fingerprint: None,
             source: crate::discovery::Source::Explicit,
+            ignored: None,
         };
         let mut relay = Relay::new(&args, &daemon).expect("relay");
         assert_eq!(relay.session_for_upgrade(), None, "nothing to name before a session");
