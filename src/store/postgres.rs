@@ -179,10 +179,57 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn pg_error(e: impl std::fmt::Display) -> String {
-    // The driver's text (`db error: …`, `error connecting to server: …`) carries no password: the
-    // URL is parsed into a config once and never printed.
-    e.to_string()
+/// An error of the driver or the pool, with every cause it wraps: `db error` alone hides the
+/// server's reason, which is its cause (`FATAL: password authentication failed for user …`), as
+/// `invalid configuration` hides `password missing`. The driver's text carries no password: the
+/// URL is parsed into a config once and never printed.
+fn pg_error(e: impl std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    // The server's DETAIL and HINT lines, on the one line of a boot refusal or a log.
+    text.replace('\n', "; ")
+}
+
+/// Why the first connection failed, in the server's words where it gave some, and what to check:
+/// where the password comes from (`PGPASSWORD`, or the URL), the URL's user or database.
+fn connect_reason(e: &deadpool_postgres::PoolError) -> String {
+    use tokio_postgres::error::SqlState;
+    let text = pg_error(e);
+    let db = match e {
+        deadpool_postgres::PoolError::Backend(pg) => pg.as_db_error(),
+        _ => None,
+    };
+    let url = "postgres://USER:PASSWORD@HOST:PORT/DATABASE";
+    let hint = match db.map(|d| d.code()) {
+        Some(c) if *c == SqlState::INVALID_PASSWORD => format!(
+            "the password is PGPASSWORD's in the daemon's environment, or the URL's ({url}): check it is the URL's USER's"
+        ),
+        Some(c) if *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+            format!(
+                "check the URL's USER ({url}), and that the server's pg_hba.conf lets it in from this host"
+            )
+        }
+        Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {
+            format!("create the database (createdb -O USER DATABASE), or name another in the URL ({url})")
+        }
+        _ if text.contains("password missing") => {
+            return format!(
+                "the server asks for a password and none was given: set PGPASSWORD in the daemon's environment (or put it in the URL: {url}) [{text}]"
+            );
+        }
+        _ => return text,
+    };
+    // The server's own words (`FATAL: …`), then what to check.
+    let said = db.map_or(text, |d| format!("the server said {}: {}", d.severity(), d.message()));
+    format!("{said}; {hint}")
 }
 
 fn open_error(url_shown: &str) -> impl Fn(String) -> OpenError + '_ {
@@ -301,7 +348,7 @@ impl Drop for PgStore {
 /// Migrations (under the fleet's advisory lock, so two daemons starting at once do not both
 /// apply one), and the fleet's secret (created by the first daemon).
 async fn prepare(pool: &Pool) -> Result<[u8; 32], String> {
-    let mut client = pool.get().await.map_err(pg_error)?;
+    let mut client = pool.get().await.map_err(|e| connect_reason(&e))?;
     client.execute("SELECT pg_advisory_lock($1)", &[&ADVISORY_LOCK]).await.map_err(pg_error)?;
     let migrated = migrate(&mut client).await;
     let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&ADVISORY_LOCK]).await;

@@ -858,3 +858,43 @@ async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
         assert!(!names.iter().any(|n| n == var), "the agent sees {var}");
     }
 }
+
+/// Issue 44, item 2: a database that asks for a password said "db error" to a wrong one and
+/// "invalid configuration" to none. A cluster of its own with password authentication: a missing
+/// password, a wrong one in `PGPASSWORD` and a wrong one in the URL each refuse the boot with the
+/// server's own words where it gave some and where the password comes from, never the password
+/// itself; the right one boots.
+#[tokio::test]
+async fn a_wrong_or_missing_database_password_is_refused_in_the_servers_words_with_where_it_comes_from() {
+    let pg = Postgres::with_password("right-horse");
+    let url = pg.database("passworded");
+    let refusal = |url: &str, env: &[(&str, &str)]| {
+        let (status, err) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", url], env);
+        assert_eq!(status.code(), Some(2), "{err}");
+        err
+    };
+    let none = refusal(&url, &[]);
+    assert!(
+        none.contains("the server asks for a password and none was given")
+            && none.contains("set PGPASSWORD")
+            && none.contains("postgres://USER:PASSWORD@HOST:PORT/DATABASE"),
+        "{none}"
+    );
+    let wrong = refusal(&url, &[("PGPASSWORD", "wrong-horse")]);
+    assert!(
+        wrong.contains(r#"the server said FATAL: password authentication failed for user "mediatord""#)
+            && wrong.contains("the password is PGPASSWORD's"),
+        "{wrong}"
+    );
+    assert!(!wrong.contains("wrong-horse") && !wrong.contains("db error"), "{wrong}");
+    let in_url = url.replacen("mediatord@", "mediatord:wrong-horse@", 1);
+    let wrong = refusal(&in_url, &[]);
+    assert!(wrong.contains("password authentication failed") && !wrong.contains("wrong-horse"), "{wrong}");
+    let stranger = url.replacen("mediatord@", "nobody@", 1);
+    let unknown = refusal(&stranger, &[("PGPASSWORD", "right-horse")]);
+    assert!(unknown.contains("password authentication failed for user \"nobody\""), "{unknown}");
+    // The right password boots.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start_with(dir.path(), &["--store", &url], &[("PGPASSWORD", "right-horse")]);
+    assert_eq!(d.get("/health?deep=1").await.ok()["store"]["durable"], true);
+}
