@@ -771,15 +771,17 @@ fn say(line: &str) {
 /// would, then escaped ([`text::escape`]), so a session id, an agent's stderr line or a device name
 /// can neither forge a line nor drive the terminal that shows the log.
 fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
-    use tracing_subscriber::field::MakeExt as _;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
         let shown = format!("{value:?}");
         match field.name() {
             "message" => write!(w, "{}", text::escape(&shown)),
-            name => write!(w, "{name}={}", text::escape(&shown)),
+            // What a library logging through `log` adds (its target, module, and the source file
+            // on the machine that built it): the line's target says the first already.
+            name if name.starts_with("log.") => Ok(()),
+            // Each field after its own space, so one left out leaves none.
+            name => write!(w, " {name}={}", text::escape(&shown)),
         }
     })
-    .delimited(" ")
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {

@@ -139,6 +139,8 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// The session setting that keeps the server's NOTICEs off every connection of the store.
+const QUIET: &str = "-c client_min_messages=warning";
 /// The channel every notice is sent on.
 const CHANNEL: &str = "mediatord";
 /// Notices queued for the daemon at most; past this they are dropped and a [`Notice::Resync`]
@@ -249,6 +251,13 @@ impl PgStore {
         {
             pg_config.password(password);
         }
+        // The server's NOTICEs (`relation … already exists, skipping` at every boot but the
+        // first) are not the daemon's news: the driver would log each at INFO. Warnings still come.
+        let options = match pg_config.get_options() {
+            Some(given) => format!("{given} {QUIET}"),
+            None => QUIET.to_owned(),
+        };
+        pg_config.options(&options);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("store-pg")

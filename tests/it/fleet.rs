@@ -898,3 +898,18 @@ async fn a_wrong_or_missing_database_password_is_refused_in_the_servers_words_wi
     let d = Daemon::start_with(dir.path(), &["--store", &url], &[("PGPASSWORD", "right-horse")]);
     assert_eq!(d.get("/health?deep=1").await.ok()["store"]["durable"], true);
 }
+
+/// Issue 44, item 12: each daemon after the first logged PostgreSQL's NOTICE "relation
+/// schema_migrations already exists, skipping" at INFO, with a source path of the build machine.
+/// A daemon joining a migrated database says nothing of it, and no log line names a source file.
+#[tokio::test]
+async fn a_daemon_joining_a_migrated_database_logs_no_notice_and_no_build_path() {
+    let (_fleet, a, b) = Fleet::two(&[]);
+    for d in [&a, &b] {
+        assert_eq!(d.get("/health").await.status, 200);
+        let log = d.stderr();
+        for needle in ["already exists", "NOTICE", "log.file", ".rs:", "registry/src"] {
+            assert!(!log.contains(needle), "{needle:?} in:\n{log}");
+        }
+    }
+}
