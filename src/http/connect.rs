@@ -105,6 +105,10 @@ pub struct ConnectArgs {
     /// How long to keep trying to reach the daemon again after losing it (seconds)
     #[arg(long, value_name = "SECONDS", default_value = "300")]
     pub reconnect_timeout: u64,
+    /// How long to wait, once the editor closed its input, for the answers to what it had sent
+    /// (seconds); what is still unanswered then is answered with an error and said on stderr
+    #[arg(long, value_name = "SECONDS", default_value = "60")]
+    pub finish_timeout: u64,
 }
 
 /// Runs `mediatord connect` until the editor closes its input (0) or the daemon cannot be reached
@@ -136,7 +140,9 @@ pub fn main(args: ConnectArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(relay.run(Duration::from_secs(args.reconnect_timeout)));
+    let code = runtime.block_on(
+        relay.run(Duration::from_secs(args.reconnect_timeout), Duration::from_secs(args.finish_timeout)),
+    );
     // The read of stdin is a blocking thread that may still wait for a line the editor will never
     // send (connect gave up): do not wait for it.
     runtime.shutdown_background();
@@ -221,6 +227,10 @@ struct Relay {
     /// Methods of the daemon's requests refused so far and said on stderr (bounded by
     /// [`MAX_REFUSALS_SAID`]).
     refused_methods: Vec<String>,
+    /// The editor closed its input with answers still owed: until when they are waited for.
+    finishing: Option<tokio::time::Instant>,
+    /// How long they are waited for (`--finish-timeout`).
+    finish_for: Duration,
 }
 
 impl Relay {
@@ -260,10 +270,13 @@ impl Relay {
             generation: 0,
             refused_line: false,
             refused_methods: Vec::new(),
+            finishing: None,
+            finish_for: Duration::ZERO,
         })
     }
 
-    async fn run(mut self, reconnect_for: Duration) -> ExitCode {
+    async fn run(mut self, reconnect_for: Duration, finish_for: Duration) -> ExitCode {
+        self.finish_for = finish_for;
         let mut editor =
             FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(MAX_EDITOR_LINE));
         loop {
@@ -277,6 +290,12 @@ impl Relay {
                     return ExitCode::SUCCESS;
                 }
                 End::Fatal(why) => return self.fail(&why).await,
+                // Nobody will send anything more: what is owed is not worth a reconnect.
+                End::Lost(why) if self.finishing.is_some() => {
+                    self.drop_owed(&format!("the connection to the daemon was lost ({why})")).await;
+                    let _ = self.stdout.flush().await;
+                    return ExitCode::SUCCESS;
+                }
                 End::Lost(why) => {
                     say(&format!("lost the daemon ({why}); connecting again"));
                     self.lost().await;
@@ -434,7 +453,12 @@ impl Relay {
                     Some(Err(e)) => return End::Lost(e.to_string()),
                     None => return End::Lost("the connection ended".into()),
                 },
-                line = editor.next(), if resuming == 0 => match line {
+                () = sleep_until_some(self.finishing) => {
+                    self.drop_owed(&format!("the editor closed its input {:?} ago", self.finish_for)).await;
+                    let _ = sink.send(Message::Close(None)).await;
+                    return End::EditorClosed;
+                }
+                line = editor.next(), if resuming == 0 && self.finishing.is_none() => match line {
                     Some(Ok(line)) => {
                         if let Some(text) = self.on_editor_line(&line).await
                             && sink.send(Message::Text(text.into())).await.is_err()
@@ -448,11 +472,66 @@ impl Relay {
                     }
                     None if std::mem::take(&mut self.refused_line) => {}
                     Some(Err(LinesCodecError::Io(_))) | None => {
-                        let _ = sink.send(Message::Close(None)).await;
-                        return End::EditorClosed;
+                        let owed = self.owed();
+                        if owed == 0 {
+                            let _ = sink.send(Message::Close(None)).await;
+                            return End::EditorClosed;
+                        }
+                        // What it sent is finished: its answers still go to its output.
+                        say(&format!(
+                            "the editor closed its input; waiting up to {:?} for the answers to its {owed} request(s) still open",
+                            self.finish_for
+                        ));
+                        self.finishing = Some(tokio::time::Instant::now() + self.finish_for);
                     }
                 },
             }
+            if self.finishing.is_some() && self.owed() == 0 {
+                let _ = sink.send(Message::Close(None)).await;
+                return End::EditorClosed;
+            }
+        }
+    }
+
+    /// The editor's requests not answered yet: sent on this connection, or prompts sent on an
+    /// earlier one that the relay answers from their turn's end.
+    fn owed(&self) -> usize {
+        let sent = self.up.values().filter(|up| matches!(up, Up::Editor { .. })).count();
+        let generation = self.generation;
+        sent + self.prompts.values().filter(|p| p.generation < generation).count()
+    }
+
+    /// The ids of the editor's requests not answered yet, each once (a prompt sent on this
+    /// connection is both in flight and remembered), forgotten here: the caller answers them.
+    fn take_owed(&mut self) -> Vec<Value> {
+        let mut ids: Vec<Value> = Vec::new();
+        let in_flight = self.up.drain().filter_map(|(_, up)| match up {
+            Up::Editor { id, .. } => Some(id),
+            _ => None,
+        });
+        for id in in_flight.chain(self.prompts.drain().map(|(_, p)| p.id)) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
+    /// Answers what the editor is still owed with an error, and says so on stderr: `why` it will
+    /// not come.
+    async fn drop_owed(&mut self, why: &str) {
+        let ids = self.take_owed();
+        if ids.is_empty() {
+            return;
+        }
+        let shown: Vec<String> = ids.iter().map(Value::to_string).collect();
+        say(&format!(
+            "dropped the editor's request(s) {} unanswered: {why}",
+            crate::text::escape(&shown.join(", "))
+        ));
+        for id in ids {
+            let error = json!({"code": -32603, "message": format!("mediatord connect stopped before the answer: {why}"), "data": {"code": "connection_lost"}});
+            self.send_editor(&json!({"jsonrpc": "2.0", "id": id, "error": error})).await;
         }
     }
 
@@ -820,16 +899,7 @@ impl Relay {
     /// Gives up: answers everything owed with an error, says why, exits 1.
     async fn fail(&mut self, why: &str) -> ExitCode {
         say(why);
-        let owed: Vec<Value> = self
-            .up
-            .drain()
-            .filter_map(|(_, up)| match up {
-                Up::Editor { id, .. } => Some(id),
-                _ => None,
-            })
-            .chain(self.prompts.drain().map(|(_, p)| p.id))
-            .collect();
-        for id in owed {
+        for id in self.take_owed() {
             let error = json!({"code": -32603, "message": format!("mediatord connect stopped: {why}"), "data": {"code": "connection_lost"}});
             self.send_editor(&json!({"jsonrpc": "2.0", "id": id, "error": error})).await;
         }
@@ -843,6 +913,14 @@ impl Relay {
         if self.stdout.write_all(line.as_bytes()).await.is_err() || self.stdout.flush().await.is_err() {
             // The editor is gone; the next read of its input ends the relay.
         }
+    }
+}
+
+/// Resolves at `deadline`, never without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -927,6 +1005,7 @@ mod tests {
             device: None,
             device_file: None,
             reconnect_timeout: 1,
+            finish_timeout: 1,
         };
         let daemon = crate::discovery::Located {
             url: "http://h:1".into(),

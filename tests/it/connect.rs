@@ -266,3 +266,39 @@ async fn an_impostor_daemons_terminal_and_file_requests_never_reach_the_editor()
     }
     assert!(editor.close().await.success());
 }
+
+/// Issue 44, item 11: connect exited 0 at the end of its input without answering a request the
+/// editor had sent (a script piping one prompt got nothing). It finishes what was sent: the
+/// answer, and every update of the turn before it, still reach the editor's output.
+#[tokio::test]
+async fn an_editor_that_closes_its_input_after_a_prompt_still_gets_the_turn_and_its_answer() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "stream 20 40")).await;
+    editor.close_input();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(editor.chunks(), tokens(20));
+    assert!(editor.exits().await.success());
+}
+
+/// The wait is bounded (`--finish-timeout`): a turn that does not end by then is answered with
+/// an error saying why, and connect exits.
+#[tokio::test]
+async fn what_the_editor_is_still_owed_past_the_finish_timeout_is_answered_with_an_error() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed", "--finish-timeout", "1"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
+    running(&d, &sid).await;
+    editor.close_input();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["error"]["data"]["code"], "connection_lost", "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().is_some_and(|m| m.contains("the editor closed its input")),
+        "{answer}"
+    );
+    assert_eq!(editor.seen.iter().filter(|m| m["id"] == turn).count(), 1, "answered once");
+    assert!(editor.exits().await.success());
+}
