@@ -22,6 +22,9 @@ pub enum EventKind {
     PermissionForbidden,
     PermissionAlreadyResolved,
     PolicyUpdated,
+    /// A process the daemon started (this session's agent, or something it ran) tried to act as
+    /// a client of the daemon, and was refused (`crate::peer`).
+    AgentRefusedAsClient,
     /// Terminal: the session was closed (by a client or the shutdown); always the last event.
     SessionClosed,
     /// Terminal: the agent process exited; always the last event.
@@ -54,6 +57,7 @@ impl EventKind {
             EventKind::PermissionForbidden => "permission_forbidden",
             EventKind::PermissionAlreadyResolved => "permission_already_resolved",
             EventKind::PolicyUpdated => "policy_updated",
+            EventKind::AgentRefusedAsClient => "agent_refused_as_client",
             EventKind::SessionClosed => "session_closed",
             EventKind::SessionDied => "session_died",
             EventKind::ClientEvicted => "client_evicted",

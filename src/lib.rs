@@ -7,12 +7,13 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► door ─► daemon ─► permission ─┬─► store
-//!                                            ├─► devices ────┘
-//!                                            ├─► agent ────────► acp
-//!                                            └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle  present  tls  discovery  audit  transcript
+//! main.rs ─► server ─► http ─► door ─► desk ─► daemon ─► permission ─┬─► store
+//!                              └──────────────┘                ├─► devices ────┘
+//!                                                              ├─► agent ────────► acp
+//!                                                              └─► notify
+//! leaves, usable from any floor: clock  sync  path  peer  environ  event  exec  metrics  config
+//!                                throttle  text  log_throttle  present  tls  discovery  audit
+//!                                transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -31,6 +32,9 @@
 //!   transports.
 //! - [`door`]: the ACP door: the daemon as the ACP agent to the editors and SDKs on `/acp`, on the
 //!   same sessions, bus and mediator as REST.
+//! - [`desk`]: the front desk every door calls: who may be served at all (never a process the
+//!   daemon started), what a caller may do, registration with its role, a device's bounds, the
+//!   vote; one error type every door renders.
 //! - [`daemon`]: the tables (sessions, one agent per workspace, limits, drain); sessions with
 //!   their prompt FIFO and turn runner; the event bus; the session shell.
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
@@ -60,6 +64,9 @@
 //!   one way, the CSV export's row, `--since` as a person types it.
 //! - [`transcript`]: a recorded session as Markdown or JSON, for `mediatord transcript`.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
+//! - [`peer`]: who is at the other end of an accepted connection: another host, this host, or a
+//!   process the daemon started.
+//! - [`environ`]: the daemon's secrets erased from its own initial environment once read.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
@@ -77,9 +84,11 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod demo_agent;
+pub mod desk;
 pub mod devices;
 pub mod discovery;
 pub mod door;
+pub mod environ;
 pub mod event;
 pub mod exec;
 pub mod fleet;
@@ -88,6 +97,7 @@ pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
 pub mod path;
+pub mod peer;
 pub mod permission;
 pub mod present;
 pub mod server;

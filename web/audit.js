@@ -35,6 +35,7 @@ function decided(e) {
     case 'pending': return 'Pending';
     case 'timed_out': return 'Timed out';
     case 'abandoned': return 'Abandoned (the daemon stopped)';
+    case 'refused': return 'Refused: an agent is never a client of the daemon';
     case 'cancelled': return by === 'session_closed' ? 'Cancelled (the session ended)' : 'Cancelled';
     case 'selected': {
       const kind = chosenKind(e);
@@ -62,7 +63,7 @@ export function how(e) {
   switch (e.resolvedBy) {
     case 'vote': return e.via === 'link' ? 'link' : e.via === 'acp' ? 'ACP' : 'vote';
     case 'session_closed': return 'session end';
-    case 'rule': case 'timeout': case 'cancel': case 'abandoned': return e.resolvedBy;
+    case 'rule': case 'timeout': case 'cancel': case 'abandoned': case 'daemon': return e.resolvedBy;
     default: return '';
   }
 }
@@ -137,7 +138,7 @@ export async function showAudit(main, { workspaces }) {
   const workspace = h('select', { name: 'workspace' }, h('option', { value: '' }, 'All workspaces'),
     workspaces.map((w) => h('option', { value: w.cwd }, w.cwd)));
   const outcome = h('select', { name: 'outcome' }, [['', 'Any'], ['selected', 'Decided'], ['pending', 'Pending'],
-    ['timed_out', 'Timed out'], ['cancelled', 'Cancelled'], ['abandoned', 'Abandoned']].map(([v, t]) => h('option', { value: v }, t)));
+    ['timed_out', 'Timed out'], ['cancelled', 'Cancelled'], ['abandoned', 'Abandoned'], ['refused', 'Refused (an agent as a client)']].map(([v, t]) => h('option', { value: v }, t)));
   const since = h('input', { type: 'date', name: 'since' });
   const until = h('input', { type: 'date', name: 'until' });
   const filters = () => ({ workspace: workspace.value, outcome: outcome.value, since: since.value, until: until.value });

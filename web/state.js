@@ -263,6 +263,9 @@ export function apply(s, env, id) {
       s.stale.add('pending');
       break;
     }
+    case 'agent_refused_as_client':
+      note(s, `The agent tried to act as a client of the daemon, and was refused: ${data.attempt || ''}`, 'error');
+      break;
     case 'policy_updated':
       s.rules = Array.isArray(data.rules) ? data.rules : [];
       s.stale.add('rules');

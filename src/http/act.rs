@@ -15,18 +15,21 @@
 
 use std::time::Instant;
 
-use axum::Json;
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::extract::{AppState, Flags, PathParams};
-use super::perimeter::{Peer, is_loopback_peer};
+use super::perimeter::{Local, Peer};
+use crate::desk::{Caller, Desk, Refusal, Who};
 use crate::notify::{Link, LinkError, well_formed};
-use crate::permission::{Choice, Via, Vote, VoteError};
+use crate::permission::{Choice, Via, Vote};
 use crate::present::{self, Bounds, Tone};
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
@@ -44,7 +47,7 @@ const REVIEWED_FIELD: &[u8] = b"reviewed=1";
 fn live_link(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
     let links = d.notifier.links();
     let now = Instant::now();
-    let ip = peer.0.ip();
+    let ip = peer.addr.ip();
     let unknown = || {
         if links.is_throttled(ip, now) || !links.unknown_attempt(ip, now) {
             ApiError::TooManyLinkAttempts
@@ -130,14 +133,16 @@ pub(super) async fn confirm(
 /// or pages for a browser's form (`Accept: text/html`), the refusals included.
 pub(super) async fn act(
     State(d): State<AppState>,
+    Extension(desk): Extension<Arc<Desk>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
+    Extension(Local(local)): Extension<Local>,
     headers: HeaderMap,
     PathParams(token): PathParams<String>,
     body: Bytes,
 ) -> Response {
     let html = wants_html(&headers);
     let reviewed = body.split(|b| *b == b'&').any(|field| field == REVIEWED_FIELD);
-    match cast(&d, peer, &token, reviewed) {
+    match cast(&d, &desk, peer, local, &token, reviewed).await {
         Ok(link) if html => page(
             StatusCode::OK,
             "Done",
@@ -157,7 +162,14 @@ pub(super) async fn act(
 /// Casts the link's vote. `reviewed`: the `POST` came from the link's page (its form field), which
 /// showed the request whole; a link that needs it refuses without it (and when the page could not
 /// show the request), and stays usable.
-fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, ApiError> {
+async fn cast(
+    d: &AppState,
+    desk: &Desk,
+    peer: Peer,
+    local: bool,
+    token: &str,
+    reviewed: bool,
+) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
     let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
     if link.needs_review && !(reviewed && asked.shown_chars() <= MAX_PAGE_CHARS) {
@@ -172,24 +184,16 @@ fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, A
             return Err(ApiError::LinkExpired);
         }
     };
-    if let Some(client) = &link.client_id {
-        // The link's holder acts as that client, as a client naming itself in its header does.
-        session.touch_client(client);
-    }
+    // The link's holder acts as its target's client id, as a client naming itself does.
+    let caller =
+        Caller { client: link.client_id.clone(), minted: false, who: Who::Link, local, via: Via::Link };
     let vote = Vote::Outcome {
         choice: Choice::Option(link.option_id.clone()),
         remember: crate::permission::Remember::No,
     };
-    let loopback = is_loopback_peer(Some(peer.0));
-    match session.permissions().vote_via(
-        &link.request_id,
-        link.client_id.as_deref(),
-        loopback,
-        &vote,
-        Via::Link,
-    ) {
+    match desk.vote(&session, &caller, &link.request_id, &vote).await {
         Ok(()) => Ok(link),
-        Err(VoteError::NotFound | VoteError::AlreadyResolved { .. }) => {
+        Err(Refusal::PermissionRequestNotFound | Refusal::PermissionAlreadyResolved { .. }) => {
             links.expire(token);
             Err(ApiError::LinkExpired)
         }

@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 
 /// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
-const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
+const PERIMETER: &[&str] =
+    &["agent_not_a_client", "unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
 
 /// What a success response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,29 +53,8 @@ pub enum Header {
     AcpSessionId,
 }
 
-/// Who may call an operation (`docs/protocol.md#23-bearer-token`, `docs/operations.md#devices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No credential: the web app's files, action links, the pairing exchange.
-    Public,
-    /// The operator and every paired device, observers included.
-    Read,
-    /// The operator and voter devices: observers get `403 read_only_device`.
-    Write,
-    /// The operator's token only: devices get `403 operator_required`.
-    Operator,
-}
-
-impl Access {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Access::Public => "public",
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Operator => "operator",
-        }
-    }
-}
+/// Who may call an operation: the desk's judgement (`crate::desk::Access`).
+pub use crate::desk::Access;
 
 /// One documented operation.
 #[derive(Debug, Clone, Copy)]

@@ -260,6 +260,18 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 priority: 3,
             }
         }
+        EventKind::AgentRefusedAsClient => {
+            let attempt = reveal(n.data.get("attempt").and_then(Value::as_str).unwrap_or(""));
+            Message {
+                title: "The agent tried to act as a client of the daemon",
+                lines: vec![
+                    format!("Refused: {attempt}"),
+                    "An agent is never a client of the daemon that mediates it: it may not approve its own requests.".to_owned(),
+                    workspace,
+                ],
+                priority: 5,
+            }
+        }
         EventKind::TurnError => {
             let error = reveal(n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed"));
             Message {
@@ -428,7 +440,7 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let tags = match n.kind {
         EventKind::PermissionRequest => "lock",
         EventKind::TurnComplete => "white_check_mark",
-        EventKind::TurnError => "warning",
+        EventKind::TurnError | EventKind::AgentRefusedAsClient => "warning",
         _ => "skull",
     };
     let mut body = json!({

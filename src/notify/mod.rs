@@ -310,7 +310,8 @@ impl Notifier {
             EventKind::PermissionRequest
             | EventKind::TurnComplete
             | EventKind::TurnError
-            | EventKind::SessionDied => {}
+            | EventKind::SessionDied
+            | EventKind::AgentRefusedAsClient => {}
             _ => return,
         }
         if !s.targets.iter().any(|t| t.config.wants(kind)) {

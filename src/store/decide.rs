@@ -34,15 +34,19 @@ pub enum AuditOutcome {
     TimedOut,
     /// The daemon stopped or died while it was pending: found so at the next start.
     Abandoned,
+    /// Not a request of the agent's: a process the daemon started tried to act as its client,
+    /// and was refused (`crate::desk`).
+    Refused,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 5] = [
+    pub const ALL: [AuditOutcome; 6] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
         AuditOutcome::TimedOut,
         AuditOutcome::Abandoned,
+        AuditOutcome::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +56,7 @@ impl AuditOutcome {
             AuditOutcome::Cancelled => "cancelled",
             AuditOutcome::TimedOut => "timed_out",
             AuditOutcome::Abandoned => "abandoned",
+            AuditOutcome::Refused => "refused",
         }
     }
 

@@ -233,6 +233,8 @@ async fn local_only_accepts_a_vote_from_a_loopback_peer() {
 /// An in-process daemon behind [`mediatord::http::app`], reached with `oneshot` and a mocked socket peer;
 /// no traffic leaves the process.
 mod in_process {
+    use mediatord::peer::Origin;
+
     use super::*;
 
     /// The port the Host allowlist is built for; nothing listens on it.
@@ -240,7 +242,10 @@ mod in_process {
 
     pub(super) fn router(daemon: &mediatord::http::AppState, peer: &str) -> axum::Router {
         let peer: SocketAddr = peer.parse().expect("socket address");
-        mediatord::http::app(daemon.clone(), PORT).layer(MockConnectInfo(mediatord::http::Peer(peer)))
+        // A process of this host (loopback) or of another; never one the daemon started.
+        let origin = if peer.ip().is_loopback() { Origin::Local } else { Origin::Remote };
+        mediatord::http::app(daemon.clone(), PORT)
+            .layer(MockConnectInfo(mediatord::http::Peer { addr: peer, origin }))
     }
 
     pub(super) fn request(
