@@ -93,7 +93,9 @@ pub enum PairError {
     #[error(
         "A device name is 1 to {MAX_NAME_CHARS} characters, without control, formatting or invisible \
          characters (such as right-to-left overrides and zero-width spaces), spaces other than the \
-         plain one, or more than {MAX_COMBINING_MARKS} combining marks on one character"
+         plain one, more than {MAX_COMBINING_MARKS} combining marks on one character, or letters of \
+         two scripts (such as a Cyrillic 'а' among Latin letters; Latin beside Chinese, Japanese or \
+         Korean is fine)"
     )]
     InvalidName,
     #[error("the operating system's random number generator failed")]
