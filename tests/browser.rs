@@ -1904,7 +1904,7 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     let md = page.js("return window.blobs[0].text()").await;
     let md = md.as_str().expect("text");
     assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
-    assert!(md.contains("## Prompt from alice\n\nwrite notes.txt hello"), "{md}");
+    assert!(md.contains("## Prompt from alice\n\n    write notes.txt hello\n"), "{md}");
     assert!(md.contains(&format!("> Decision: allow_once, by my phone ({device_id})")), "{md}");
     assert!(md.contains("> Decision: reject_once, by alice"), "{md}");
     page.click("Resume", "//button[text()='Resume']").await;
