@@ -110,26 +110,35 @@ impl Driver {
 
     /// A new browser context (its own profile) with a viewport of `size` CSS pixels.
     async fn open(&self, size: (u32, u32)) -> Page {
+        self.open_with(size, &[]).await
+    }
+
+    /// [`Driver::open`], with Chromium given `extra` arguments too.
+    async fn open_with(&self, size: (u32, u32), extra: &[String]) -> Page {
         let profile = tempfile::tempdir_in(self.home.path()).expect("profile dir");
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--hide-scrollbars",
+            "--force-color-profile=srgb",
+            "--lang=en-US",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        args.extend_from_slice(extra);
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
             json!({
-                "args": [
-                    "--headless=new",
-                    "--no-sandbox",
-                    "--disable-dev-shm-usage",
-                    "--disable-gpu",
-                    "--no-first-run",
-                    "--no-default-browser-check",
-                    "--disable-extensions",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--hide-scrollbars",
-                    "--force-color-profile=srgb",
-                    "--lang=en-US",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
+                "args": args,
                 "mobileEmulation": {"deviceMetrics": {"width": size.0, "height": size.1, "pixelRatio": 1.0}},
             }),
         );
@@ -1983,5 +1992,103 @@ async fn a_past_session_shows_its_recorded_times_and_its_last_model_and_mode() {
     assert_eq!(
         selects,
         json!([["demo-smart", ["demo-smart"], true, false], ["plan", ["plan"], true, false]])
+    );
+}
+
+/// How many sessions one page follows at once in the HTTP/2 test: twice what a browser's six
+/// HTTP/1.1 connections per origin can hold.
+const H2_SESSIONS: usize = 12;
+
+/// Issue #45: a browser opens at most six HTTP/1.1 connections per origin and each event stream
+/// holds one, so a page following more sessions starved itself. Over https the daemon offers h2 by
+/// ALPN: one page opens twelve sessions' event streams, all open at once, each carries its prompt's
+/// turn, and the page's requests went over h2. (Over plain http the same page stops at six open
+/// streams: the `until` below then fails, as it did before HTTP/2.)
+#[tokio::test]
+async fn over_https_one_page_follows_twelve_sessions_live_over_http2() {
+    let ca = support::TestCa::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(dir.path(), "server");
+    let d = Daemon::start(&[
+        "--session-scope",
+        "thread",
+        "--tls-cert",
+        crt.to_str().expect("utf-8"),
+        "--tls-key",
+        key.to_str().expect("utf-8"),
+    ]);
+    assert!(d.base.starts_with("https://"), "{}", d.base);
+    // Chromium trusts the daemon's key and nothing else of the test's: its public key's SHA-256 is
+    // pinned (the test's CA is not put in the browser's trust store).
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(&key).expect("key")).expect("key pem");
+    let pin = {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(key.public_key_der()))
+    };
+    let driver = Driver::start().await;
+    let page = driver.open_with((1280, 800), &[format!("--ignore-certificate-errors-spki-list={pin}")]).await;
+    page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    page.js(&format!(
+        r#"
+        const n = {H2_SESSIONS};
+        const headers = {{ 'Content-Type': 'application/json', 'X-Qwen-Client-Id': 'h2-page' }};
+        window.h2 = {{ sids: [], open: 0, turns: new Array(n).fill(false), errors: [] }};
+        (async () => {{
+          for (let i = 0; i < n; i++) {{
+            const res = await fetch('/session', {{ method: 'POST', headers, body: '{{}}' }});
+            if (!res.ok) throw new Error(`POST /session: ${{res.status}}`);
+            window.h2.sids.push((await res.json()).sessionId);
+          }}
+          window.h2.sids.forEach(async (sid, i) => {{
+            try {{
+              const res = await fetch(`/session/${{sid}}/events`, {{ headers: {{ 'X-Qwen-Client-Id': 'h2-page', 'Last-Event-ID': '0' }} }});
+              if (!res.ok) throw new Error(`events ${{i}}: ${{res.status}}`);
+              window.h2.open += 1;
+              const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+              let text = '';
+              for (;;) {{
+                const {{ value, done }} = await reader.read();
+                if (done) throw new Error(`stream ${{i}} ended`);
+                text += value;
+                if (text.includes('event: turn_complete')) window.h2.turns[i] = true;
+              }}
+            }} catch (e) {{ window.h2.errors.push(String(e)); }}
+          }});
+        }})().catch((e) => window.h2.errors.push(String(e)));
+        "#
+    ))
+    .await;
+    page.until(
+        "twelve event streams open at once",
+        &format!("window.h2.errors.length === 0 && window.h2.open === {H2_SESSIONS}"),
+    )
+    .await;
+    page.js(
+        r#"
+        window.h2.sids.forEach((sid, i) => fetch(`/session/${sid}/prompt`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-Qwen-Client-Id': 'h2-page', Prefer: 'respond-async' },
+          body: JSON.stringify({ prompt: [{ type: 'text', text: `hello ${i}` }] }),
+        }).then((res) => { if (!res.ok) window.h2.errors.push(`prompt ${i}: ${res.status}`); }));
+        "#,
+    )
+    .await;
+    page.until(
+        "every stream carried its turn",
+        "window.h2.turns.every(Boolean) || window.h2.errors.length > 0",
+    )
+    .await;
+    assert_eq!(page.js("return window.h2.errors").await, json!([]));
+    assert_eq!(page.js("return window.h2.open").await, json!(H2_SESSIONS), "every stream still open");
+    let protocols = page
+        .js("return [...new Set(performance.getEntriesByType('resource').filter((e) => e.name.includes('/session')).map((e) => e.nextHopProtocol))]")
+        .await;
+    assert_eq!(protocols, json!(["h2"]), "the page's requests to the daemon went over HTTP/2");
+    assert_eq!(
+        page.console_problems().await,
+        Vec::<String>::new(),
+        "the app loaded over https, nothing refused"
     );
 }
