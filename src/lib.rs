@@ -11,8 +11,8 @@
 //!                                            ├─► devices ────┘
 //!                                            ├─► agent ────────► acp
 //!                                            └─► notify
-//! leaves, usable from any floor: clock  sync  path  event  exec  metrics  config  throttle  text
-//!                                log_throttle  present  tls  discovery  audit  transcript
+//! leaves, usable from any floor: clock  sync  path  confine  event  exec  metrics  config  throttle
+//!                                text  log_throttle  present  tls  discovery  audit  transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -60,6 +60,8 @@
 //!   one way, the CSV export's row, `--since` as a person types it.
 //! - [`transcript`]: a recorded session as Markdown or JSON, for `mediatord transcript`.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
+//! - [`confine`]: paths resolved beneath a workspace's descriptor, never from `/`: reads, writes,
+//!   removals and listings for the agent's `fs/*`, the file routes, snapshots and rewinds.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
@@ -75,6 +77,7 @@ pub mod agent;
 pub mod audit;
 pub mod clock;
 pub mod config;
+pub mod confine;
 pub mod daemon;
 pub mod demo_agent;
 pub mod devices;

@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("exec", 0),
     ("metrics", 0),
     ("path", 0),
+    ("confine", 0),
     ("sync", 0),
     ("service", 0),
     ("throttle", 0),
