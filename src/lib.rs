@@ -75,6 +75,7 @@
 pub mod acp;
 pub mod agent;
 pub mod audit;
+pub mod changes;
 pub mod clock;
 pub mod config;
 pub mod confine;

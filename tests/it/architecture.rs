@@ -42,6 +42,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("permission", 2),
     ("demo_agent", 2),
     ("notify", 2),
+    ("changes", 2),
     ("devices", 2),
     ("daemon", 3),
     ("door", 4),
