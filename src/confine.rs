@@ -58,6 +58,21 @@ pub enum Refusal {
     Io(io::Error),
 }
 
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Outside => f.write_str("outside the workspace"),
+            Refusal::DotDotAfterMissing => f.write_str("a `..` after a folder that does not exist"),
+            Refusal::TooManyLinks => write!(f, "more than {MAX_SYMLINK_HOPS} levels of symlinks"),
+            Refusal::NotFound => f.write_str("not found"),
+            Refusal::NotAFile => f.write_str("not a regular file"),
+            Refusal::TooLarge => f.write_str("too large"),
+            Refusal::Exists => f.write_str("already exists"),
+            Refusal::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 impl From<io::Error> for Refusal {
     fn from(e: io::Error) -> Refusal {
         match e.kind() {

@@ -10,7 +10,8 @@
 //! main.rs ─► server ─► http ─► door ─► daemon ─► permission ─┬─► store
 //!                                            ├─► devices ────┘
 //!                                            ├─► agent ────────► acp
-//!                                            └─► notify
+//!                                            ├─► notify
+//!                                            └─► changes
 //! leaves, usable from any floor: clock  sync  path  confine  event  exec  metrics  config  throttle
 //!                                text  log_throttle  present  tls  discovery  audit  transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
@@ -36,6 +37,9 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`changes`]: what sessions changed: workspace snapshots (a stat cache like git's index, a
+//!   store under the state directory), change sets, line diffs, the workspace diff against git's
+//!   `HEAD`, qwen serve's file routes, rewinds, and which changes an approved request named.
 //! - [`fleet`]: several daemons sharing one PostgreSQL: this daemon's lease, and what the others
 //!   announce applied here (the relay to the daemon holding a session is in [`http`]).
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the

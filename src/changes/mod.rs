@@ -10,6 +10,7 @@
 //! - `diff`: line counts and hunks (`similar`).
 //! - `git`: the workspace against its `HEAD`, read from git's object store only.
 //! - `files`: qwen serve's file routes (`/file`, `/stat`, `/list`, `/glob`, `/file/write`, …).
+//! - `rewind`: files put back as a snapshot had them, unless someone changed them since.
 //! - `approve`: which changed paths an approved permission request names.
 //!
 //! The engine: content-addressed blobs of its own with a stat cache, not gitoxide and not the
@@ -24,6 +25,7 @@ pub mod files;
 pub mod git;
 mod manifest;
 mod objects;
+mod rewind;
 mod scan;
 
 pub use self::approve::{Approval, covered};
@@ -36,4 +38,5 @@ pub use self::files::{FileError, Files};
 pub use self::git::{WorkspaceDiff, WorkspaceFile};
 pub use self::manifest::{Digest, Entry, Kind, Manifest};
 pub use self::objects::Collected;
+pub use self::rewind::{Restore, RewindError, Rewound};
 pub use self::scan::{Limits, ScanError, ScanStats};

@@ -8,7 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::daemon::{CreateError, ResumeError, SessionError};
+use crate::changes::FileError;
+use crate::daemon::{CreateError, ResumeError, RewindError, SessionError};
 use crate::devices::{PAIRING_FAILURE_WINDOW, PairError, RevokeError, StreamLimit};
 use crate::permission::{RuleError, VoteError};
 
@@ -205,6 +206,28 @@ pub enum ApiError {
     /// A device's event stream past one of its bounds (`devices::StreamLimit`).
     #[error("Too many event streams: {reason}; close one first")]
     StreamLimitExceeded { reason: String, scope: &'static str, limit: usize },
+    /// A file route refused (`docs/protocol.md` § 18.4): qwen serve's `errorKind` is the code.
+    #[error("{0}")]
+    File(FileError),
+    /// A rewind while a turn runs or is queued (qwen serve's `session_busy`).
+    #[error("A turn is running or queued: rewind once the session is idle")]
+    SessionBusy { session_id: String },
+    /// `promptId` names no turn of the session (qwen serve's `invalid_rewind_target`).
+    #[error("No turn of this session has promptId {prompt_id}")]
+    InvalidRewindTarget { prompt_id: String },
+    #[error("`promptId` is required and must be a non-empty string")]
+    MissingPromptId,
+    #[error("{0}")]
+    InvalidRewindFlag(String),
+    /// Files the rewind would put back were changed since the agent changed them.
+    #[error("Files were changed since the agent changed them; send force: true to rewind them anyway: {}", .paths.join(", "))]
+    RewindConflict { paths: Vec<String> },
+    /// No snapshots (`--no-snapshots`), or the snapshot store failed.
+    #[error("{0}")]
+    ChangesUnavailable(String),
+    /// `turnIndex` names no turn of the session.
+    #[error("This session has no turn {turn}")]
+    TurnNotFound { turn: u64 },
 }
 
 /// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
@@ -340,7 +363,17 @@ impl ApiError {
             ApiError::StoreUnavailable(s()),
             ApiError::NodeUnavailable,
             ApiError::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
+            ApiError::SessionBusy { session_id: s() },
+            ApiError::InvalidRewindTarget { prompt_id: s() },
+            ApiError::MissingPromptId,
+            ApiError::InvalidRewindFlag(s()),
+            ApiError::RewindConflict { paths: Vec::new() },
+            ApiError::ChangesUnavailable(s()),
+            ApiError::TurnNotFound { turn: 0 },
         ]
+        .into_iter()
+        .chain(FileError::all().into_iter().map(ApiError::File))
+        .collect()
     }
 
     /// The variant whose [`code`](ApiError::code) is `code`.
@@ -350,6 +383,13 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
+            Self::File(f) => StatusCode::from_u16(f.status()).unwrap_or(StatusCode::BAD_REQUEST),
+            Self::SessionBusy { .. } | Self::RewindConflict { .. } => StatusCode::CONFLICT,
+            Self::InvalidRewindTarget { .. } | Self::MissingPromptId | Self::InvalidRewindFlag(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::ChangesUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TurnNotFound { .. } => StatusCode::NOT_FOUND,
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
             Self::ClientIdMismatch { .. } | Self::ReadOnlyDevice | Self::OperatorRequired => {
                 StatusCode::FORBIDDEN
@@ -430,6 +470,14 @@ impl ApiError {
 
     pub fn code(&self) -> &'static str {
         match self {
+            Self::File(f) => f.kind(),
+            Self::SessionBusy { .. } => "session_busy",
+            Self::InvalidRewindTarget { .. } => "invalid_rewind_target",
+            Self::MissingPromptId => "missing_prompt_id",
+            Self::InvalidRewindFlag(_) => "invalid_rewind_flag",
+            Self::RewindConflict { .. } => "rewind_conflict",
+            Self::ChangesUnavailable(_) => "changes_unavailable",
+            Self::TurnNotFound { .. } => "turn_not_found",
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
@@ -551,6 +599,20 @@ impl ApiError {
                 body["scope"] = json!(scope);
                 body["limit"] = json!(limit);
             }
+            // qwen serve's file errors say their kind as `errorKind` and their status, and
+            // @qwen-code/sdk reads them so.
+            Self::File(f) => {
+                body["errorKind"] = json!(f.kind());
+                body["status"] = json!(f.status());
+            }
+            Self::SessionBusy { session_id } => {
+                body["errorKind"] = json!("session_busy");
+                body["retryable"] = json!(true);
+                body["sessionId"] = json!(session_id);
+            }
+            Self::InvalidRewindTarget { prompt_id } => body["promptId"] = json!(prompt_id),
+            Self::RewindConflict { paths } => body["paths"] = json!(paths),
+            Self::TurnNotFound { turn } => body["turnIndex"] = json!(turn),
             _ => {}
         }
         body
@@ -573,6 +635,7 @@ impl IntoResponse for ApiError {
             | ApiError::StoreUnavailable(_)
             | ApiError::NodeUnavailable
             | ApiError::TooManyLinkAttempts
+            | ApiError::SessionBusy { .. }
             | ApiError::DaemonDraining => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
@@ -685,6 +748,23 @@ impl From<CreateError> for ApiError {
     }
 }
 
+impl From<FileError> for ApiError {
+    fn from(e: FileError) -> ApiError {
+        ApiError::File(e)
+    }
+}
+
+impl From<RewindError> for ApiError {
+    fn from(e: RewindError) -> ApiError {
+        match e {
+            RewindError::Busy => ApiError::SessionBusy { session_id: String::new() },
+            RewindError::UnknownPrompt(prompt_id) => ApiError::InvalidRewindTarget { prompt_id },
+            RewindError::Conflict(paths) => ApiError::RewindConflict { paths },
+            RewindError::Unavailable(m) => ApiError::ChangesUnavailable(m),
+        }
+    }
+}
+
 impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> ApiError {
         match e {
@@ -697,6 +777,7 @@ impl From<SessionError> for ApiError {
             SessionError::InvalidMode { mode_id, available } => {
                 ApiError::InvalidMode { mode: format!("{mode_id:?}"), available }
             }
+            SessionError::Store(m) => ApiError::StoreUnavailable(m),
         }
     }
 }

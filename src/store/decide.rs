@@ -34,15 +34,22 @@ pub enum AuditOutcome {
     TimedOut,
     /// The daemon stopped or died while it was pending: found so at the next start.
     Abandoned,
+    /// Not a permission request: files a turn changed that no approved request named
+    /// (`docs/protocol.md` § 18).
+    Unapproved,
+    /// Not a permission request: a client rewound a session's files (`docs/protocol.md` § 18).
+    Rewound,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 5] = [
+    pub const ALL: [AuditOutcome; 7] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
         AuditOutcome::TimedOut,
         AuditOutcome::Abandoned,
+        AuditOutcome::Unapproved,
+        AuditOutcome::Rewound,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +59,8 @@ impl AuditOutcome {
             AuditOutcome::Cancelled => "cancelled",
             AuditOutcome::TimedOut => "timed_out",
             AuditOutcome::Abandoned => "abandoned",
+            AuditOutcome::Unapproved => "unapproved",
+            AuditOutcome::Rewound => "rewound",
         }
     }
 
