@@ -29,6 +29,9 @@ pub enum EventKind {
     UnapprovedChange,
     /// A client rewound the session's files to before a turn.
     SessionRewound,
+    /// A process the daemon started (this session's agent, or something it ran) tried to act as
+    /// a client of the daemon, and was refused (`crate::peer`).
+    AgentRefusedAsClient,
     /// Terminal: the session was closed (by a client or the shutdown); always the last event.
     SessionClosed,
     /// Terminal: the agent process exited; always the last event.
@@ -64,6 +67,7 @@ impl EventKind {
             EventKind::TurnChanges => "turn_changes",
             EventKind::UnapprovedChange => "unapproved_change",
             EventKind::SessionRewound => "session_rewound",
+            EventKind::AgentRefusedAsClient => "agent_refused_as_client",
             EventKind::SessionClosed => "session_closed",
             EventKind::SessionDied => "session_died",
             EventKind::ClientEvicted => "client_evicted",

@@ -7,13 +7,14 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► door ─► daemon ─► permission ─┬─► store
-//!                                            ├─► devices ────┘
-//!                                            ├─► agent ────────► acp
-//!                                            ├─► notify
-//!                                            └─► changes
-//! leaves, usable from any floor: clock  sync  path  confine  event  exec  metrics  config  throttle
-//!                                text  log_throttle  present  tls  discovery  audit  transcript
+//! main.rs ─► server ─► http ─► door ─► desk ─► daemon ─► permission ─┬─► store
+//!                              └──────────────┘                ├─► devices ────┘
+//!                                                              ├─► agent ────────► acp
+//!                                                              ├─► notify
+//!                                                              └─► changes
+//! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
+//!                                config  throttle  text  log_throttle  present  tls  discovery
+//!                                audit  transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -32,6 +33,9 @@
 //!   transports.
 //! - [`door`]: the ACP door: the daemon as the ACP agent to the editors and SDKs on `/acp`, on the
 //!   same sessions, bus and mediator as REST.
+//! - [`desk`]: the front desk every door calls: who may be served at all (never a process the
+//!   daemon started), what a caller may do, registration with its role, a device's bounds, the
+//!   vote; one error type every door renders.
 //! - [`daemon`]: the tables (sessions, one agent per workspace, limits, drain); sessions with
 //!   their prompt FIFO and turn runner; the event bus; the session shell.
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
@@ -66,6 +70,9 @@
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
 //! - [`confine`]: paths resolved beneath a workspace's descriptor, never from `/`: reads, writes,
 //!   removals and listings for the agent's `fs/*`, the file routes, snapshots and rewinds.
+//! - [`peer`]: who is at the other end of an accepted connection: another host, this host, or a
+//!   process the daemon started.
+//! - [`environ`]: the daemon's secrets erased from its own initial environment once read.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
@@ -85,9 +92,11 @@ pub mod config;
 pub mod confine;
 pub mod daemon;
 pub mod demo_agent;
+pub mod desk;
 pub mod devices;
 pub mod discovery;
 pub mod door;
+pub mod environ;
 pub mod event;
 pub mod exec;
 pub mod fleet;
@@ -96,6 +105,7 @@ pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
 pub mod path;
+pub mod peer;
 pub mod permission;
 pub mod present;
 pub mod server;

@@ -17,13 +17,25 @@ function chosenKind(e) {
   return (e.options || []).find((o) => o.optionId === id)?.kind || '';
 }
 
-/** The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, … */
+/** What every door said of a request that reached outside the session's workspace (src/present.rs). */
+const OUTSIDE_WORKSPACE = 'outside the workspace: it will be refused';
+
+/**
+ * The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, …;
+ * for a request outside the workspace (`outsideWorkspace`), `Allowed once (outside the workspace: …)`.
+ */
 export function decision(e) {
+  const words = decided(e);
+  return e.outsideWorkspace?.length ? `${words} (${OUTSIDE_WORKSPACE})` : words;
+}
+
+function decided(e) {
   const by = e.resolvedBy || '';
   switch (e.status) {
     case 'pending': return 'Pending';
     case 'timed_out': return 'Timed out';
     case 'abandoned': return 'Abandoned (the daemon stopped)';
+    case 'refused': return 'Refused: an agent is never a client of the daemon';
     case 'cancelled': return by === 'session_closed' ? 'Cancelled (the session ended)' : 'Cancelled';
     case 'selected': {
       const kind = chosenKind(e);
@@ -51,15 +63,20 @@ export function how(e) {
   switch (e.resolvedBy) {
     case 'vote': return e.via === 'link' ? 'link' : e.via === 'acp' ? 'ACP' : 'vote';
     case 'session_closed': return 'session end';
-    case 'rule': case 'timeout': case 'cancel': case 'abandoned': return e.resolvedBy;
+    case 'rule': case 'timeout': case 'cancel': case 'abandoned': case 'daemon': return e.resolvedBy;
     default: return '';
   }
+}
+
+/** The operator's client by its id, or `operator` alone when the vote named none (a link to a target without a clientId). */
+function operator(e) {
+  return e.voterClientId ? `operator · ${reveal(e.voterClientId)}` : 'operator';
 }
 
 /** Who decided, as an element: a device by its name (its id on demand), the operator's client, a rule. */
 function whoEl(e) {
   if (e.resolvedBy === 'vote') {
-    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, `operator · ${reveal(e.voterClientId || '')}`);
+    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, operator(e));
   }
   if (e.resolvedBy === 'rule') return h('span', {}, `rule ${e.ruleId || ''}`);
   return null;
@@ -67,7 +84,7 @@ function whoEl(e) {
 
 /** The words of `whoEl`, for text. */
 export function who(e, withId = false) {
-  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : `operator · ${e.voterClientId || ''}`;
+  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : operator(e);
   if (e.resolvedBy === 'rule') return `rule ${e.ruleId || ''}`;
   return '';
 }
@@ -121,7 +138,7 @@ export async function showAudit(main, { workspaces }) {
   const workspace = h('select', { name: 'workspace' }, h('option', { value: '' }, 'All workspaces'),
     workspaces.map((w) => h('option', { value: w.cwd }, w.cwd)));
   const outcome = h('select', { name: 'outcome' }, [['', 'Any'], ['selected', 'Decided'], ['pending', 'Pending'],
-    ['timed_out', 'Timed out'], ['cancelled', 'Cancelled'], ['abandoned', 'Abandoned']].map(([v, t]) => h('option', { value: v }, t)));
+    ['timed_out', 'Timed out'], ['cancelled', 'Cancelled'], ['abandoned', 'Abandoned'], ['refused', 'Refused (an agent as a client)']].map(([v, t]) => h('option', { value: v }, t)));
   const since = h('input', { type: 'date', name: 'since' });
   const until = h('input', { type: 'date', name: 'until' });
   const filters = () => ({ workspace: workspace.value, outcome: outcome.value, since: since.value, until: until.value });

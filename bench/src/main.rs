@@ -7,6 +7,7 @@
 //! mediatord-bench smoke --mediatord BIN
 //! mediatord-bench fleet --mediatord BIN --store postgres://… [--runs N] [--events N]
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
+//! mediatord-bench peer-check --mediatord BIN [--runs N]
 //! ```
 
 use std::path::PathBuf;
@@ -21,7 +22,8 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory,acp] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN\n       \
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]\n       \
-                     mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]";
+                     mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
+                     mediatord-bench peer-check --mediatord BIN [--runs N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -122,6 +124,13 @@ fn main() -> ExitCode {
         }
     };
     match command.as_str() {
+        "peer-check" => match runtime.block_on(peer_check(&tools, plan.runs)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("peer-check: {e}");
+                ExitCode::FAILURE
+            }
+        },
         "compare" => {
             let report = runtime.block_on(mediatord_bench::compare(&tools, &plan));
             let text = report.markdown();
@@ -213,4 +222,37 @@ fn snapshots(rest: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Connections per fresh-connection run of `peer-check`, and look-ups per in-process run.
+const PEER_CONNECTIONS: usize = 2_000;
+const PEER_LOOKUPS: usize = 20_000;
+
+/// `peer-check`: the look-up of a connection's peer in this process (none, then 8 processes below
+/// it to search), and fresh loopback connections to `tools.mediatord` with the demo agent running
+/// below it (one session), `runs` times each; one line per run, in microseconds.
+async fn peer_check(tools: &Tools, runs: usize) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use mediatord_bench::procs::{Daemon, Kind};
+    for children in [0, 8] {
+        for run in 0..runs {
+            let cost = tokio::task::spawn_blocking(move || {
+                mediatord_bench::peer::identify_cost(PEER_LOOKUPS, children)
+            })
+            .await??;
+            println!("identify, {children} processes below: run {run}: {:.1} us", cost.as_secs_f64() * 1e6);
+        }
+    }
+    let daemon = Daemon::start(Kind::Mediatord, tools, &["--ephemeral"]).await?;
+    let api = mediatord_bench::api::Api::new(&daemon.base)?;
+    api.create(&daemon.workspace, None).await?;
+    let port: u16 = daemon.base.rsplit(':').next().and_then(|p| p.parse().ok()).ok_or("no port")?;
+    for run in 0..runs {
+        let cost = tokio::task::spawn_blocking(move || {
+            mediatord_bench::peer::fresh_connection_cost(port, PEER_CONNECTIONS)
+        })
+        .await??;
+        println!("fresh loopback connection (GET /health): run {run}: {:.1} us", cost.as_secs_f64() * 1e6);
+    }
+    daemon.stop().await;
+    Ok(())
 }

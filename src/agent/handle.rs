@@ -27,6 +27,9 @@ pub struct AgentHandle {
     tx: mpsc::Sender<Cmd>,
     ready: watch::Receiver<Ready>,
     pub workspace: std::path::PathBuf,
+    /// The agent's guard process (the daemon's child the agent runs under), once spawned: what
+    /// the front desk names when one of its processes tries to act as a client.
+    pid: Arc<std::sync::OnceLock<u32>>,
 }
 
 impl AgentHandle {
@@ -40,7 +43,7 @@ impl AgentHandle {
     ) -> AgentHandle {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (ready_tx, ready) = watch::channel(None);
-        let handle = AgentHandle { tx, ready, workspace: workspace.clone() };
+        let handle = AgentHandle { tx, ready, workspace: workspace.clone(), pid: Arc::default() };
         let init = handle.clone();
         let spec = spec.clone();
         tokio::spawn(async move {
@@ -58,6 +61,7 @@ impl AgentHandle {
                 }
             };
             tracing::info!(agent = %name, workspace = %workspace.display(), pid = actor.pid(), "agent started");
+            let _ = init.pid.set(actor.pid());
             tokio::spawn(async move {
                 let params = json!({
                     "protocolVersion": acp::PROTOCOL_VERSION,
@@ -99,6 +103,11 @@ impl AgentHandle {
             Some(Ok(answer)) => Some(answer.clone()),
             _ => None,
         }
+    }
+
+    /// The pid of the agent's guard (the daemon's child it runs under), once it is spawned.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid.get().copied()
     }
 
     /// Whether the actor still runs.

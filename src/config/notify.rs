@@ -154,7 +154,13 @@ impl std::fmt::Debug for NotifyTarget {
 }
 
 impl NotifyTarget {
+    /// Whether this target is sent events of `kind`. An agent refused as a client goes wherever
+    /// permission requests go: it is an agent trying to decide for itself.
     pub fn wants(&self, kind: EventKind) -> bool {
+        let kind = match kind {
+            EventKind::AgentRefusedAsClient => EventKind::PermissionRequest,
+            other => other,
+        };
         self.events.contains(&kind)
     }
 }

@@ -71,6 +71,18 @@ const SET_CONFIG_SOURCE: &str = "bridge-set-config-option";
 
 type ToolCalls = (HashMap<String, Value>, VecDeque<String>);
 
+/// How a client is registered on a session: what the front desk (`crate::desk`) found it to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enrol {
+    /// A client that named its id and may vote.
+    Voter,
+    /// A paired observer: a client of the session, never one of its voters.
+    Observer,
+    /// An id the daemon minted for a caller that named none (it may vote; a full session forgets
+    /// minted ids first).
+    Minted,
+}
+
 /// How a client id came to be registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {
@@ -348,17 +360,18 @@ impl Session {
         session
     }
 
-    /// Registers (or refreshes) a client id the caller named itself; returns its last-seen time.
-    pub fn touch_client(&self, client_id: &str) -> u64 {
-        lock(&self.clients).touch(client_id, Origin::Named)
-    }
-
-    /// Registers (or refreshes) a client that may not vote (a paired observer): it is a client of
-    /// the session, never one of its voters.
-    pub fn touch_observer(&self, client_id: &str) -> u64 {
+    /// Registers (or refreshes) a client, as the front desk says it is; returns its last-seen time.
+    /// An id registered as an observer stays one until it leaves.
+    pub fn register(&self, client_id: &str, as_: Enrol) -> u64 {
         let mut clients = lock(&self.clients);
-        clients.observers.insert(client_id.to_owned());
-        clients.touch(client_id, Origin::Named)
+        match as_ {
+            Enrol::Voter => clients.touch(client_id, Origin::Named),
+            Enrol::Observer => {
+                clients.observers.insert(client_id.to_owned());
+                clients.touch(client_id, Origin::Named)
+            }
+            Enrol::Minted => clients.touch(client_id, Origin::Minted),
+        }
     }
 
     /// `client_id` may vote no more (a revoked device): it leaves the session's clients and the
@@ -366,12 +379,6 @@ impl Session {
     pub fn forget_voter(&self, client_id: &str) {
         self.remove_client(client_id);
         self.permissions().voter_gone(client_id);
-    }
-
-    /// Registers a client id the daemon minted for a caller that sent none (`POST /session`
-    /// without a client id); returns its last-seen time.
-    pub fn touch_minted_client(&self, client_id: &str) -> u64 {
-        lock(&self.clients).touch(client_id, Origin::Minted)
     }
 
     pub fn has_client(&self, client_id: &str) -> bool {
@@ -1107,6 +1114,19 @@ mod tests {
 
     use super::super::ids::Claims;
     use super::*;
+
+    /// A voter's ballot on a loopback REST request.
+    fn ballot<'a>(request_id: &'a str, client: &'a str, vote: &'a Vote) -> crate::permission::Ballot<'a> {
+        crate::permission::Ballot {
+            request_id,
+            client: Some(client),
+            device_name: None,
+            observer: false,
+            local: true,
+            via: crate::permission::Via::Rest,
+            vote,
+        }
+    }
     use crate::acp::Client as _;
     use crate::config::Policy;
     use crate::permission::{Effect, ForbidReason, MediatorConfig, Vote, VoteError};
@@ -1571,8 +1591,8 @@ mod tests {
     #[tokio::test]
     async fn cancel_tells_the_agent_before_it_cancels_pending_permissions() {
         let mut f = fixture(5, Policy::Designated);
-        f.session.touch_client("alice");
-        f.session.touch_client("bob");
+        f.session.register("alice", Enrol::Voter);
+        f.session.register("bob", Enrol::Voter);
         f.session.enqueue(text_prompt("ask")).expect("queued");
         f.agent.until(method::SESSION_PROMPT, 1).await;
         let session = f.session.clone();
@@ -1582,7 +1602,7 @@ mod tests {
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
         let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
-        let refused = f.session.permissions().vote(&request_id, Some("bob"), true, &vote);
+        let refused = f.session.permissions().vote(&ballot(&request_id, "bob", &vote)).map(|r| r.is_none());
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;
         assert_eq!(f.agent.methods(), [method::SESSION_PROMPT, method::SESSION_CANCEL]);
@@ -1599,9 +1619,9 @@ mod tests {
     #[tokio::test]
     async fn consensus_counts_only_voters_and_a_voter_that_leaves_lets_the_rest_decide() {
         let mut f = fixture(5, Policy::Consensus);
-        f.session.touch_client("alice");
-        f.session.touch_observer("dev-observer");
-        f.session.touch_client("dev-voter");
+        f.session.register("alice", Enrol::Voter);
+        f.session.register("dev-observer", Enrol::Observer);
+        f.session.register("dev-voter", Enrol::Voter);
         assert_eq!(f.session.voters(), ["alice", "dev-voter"]);
         assert!(!f.session.is_voter("dev-observer"));
         assert!(f.session.has_client("dev-observer"), "still a client of the session");
@@ -1613,7 +1633,10 @@ mod tests {
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
-        assert_eq!(f.session.permissions().vote(&request_id, Some("alice"), true, &vote), Ok(()));
+        assert_eq!(
+            f.session.permissions().vote(&ballot(&request_id, "alice", &vote)).map(|r| r.is_none()),
+            Ok(true)
+        );
         assert!(f.session.permissions().is_pending(&request_id), "one of two voters: partial");
         f.session.forget_voter("dev-voter");
         let answer = tokio::time::timeout(WAIT, request).await.expect("answered").expect("task");

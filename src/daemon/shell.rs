@@ -69,7 +69,7 @@ pub(crate) async fn run(
     command: &str,
     limits: &ShellLimits<'_>,
 ) -> ShellOutcome {
-    session.touch_client(client);
+    session.register(client, super::session::Enrol::Voter);
     let shell_id = format!("shell-{}", uuid::Uuid::new_v4());
     session.publish(
         EventKind::UserShellCommand,

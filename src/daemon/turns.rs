@@ -106,7 +106,7 @@ pub struct RewindOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RewindError {
     #[error("A turn is running or queued: rewind once the session is idle")]
-    Busy,
+    Busy { session_id: String },
     #[error("No turn of this session has promptId {0}")]
     UnknownPrompt(String),
     #[error("Files were changed since the agent changed them: {}", .0.join(", "))]
@@ -333,10 +333,11 @@ impl Turns {
         let engine = self.engine.clone().ok_or_else(|| {
             RewindError::Unavailable("this daemon takes no snapshots (--no-snapshots)".into())
         })?;
+        let busy = || RewindError::Busy { session_id: session.id().to_owned() };
         if session.busy() {
-            return Err(RewindError::Busy);
+            return Err(busy());
         }
-        let _permit = self.gate.clone().try_acquire_owned().map_err(|_| RewindError::Busy)?;
+        let _permit = self.gate.clone().try_acquire_owned().map_err(|_| busy())?;
         let records = self.records();
         let start = records
             .iter()

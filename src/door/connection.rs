@@ -22,14 +22,15 @@ use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::failure::{Failure, Render};
+use super::failure::Failure;
 use super::lane::{Deferred, Lane};
-use super::shared::{Book, Caller, Owner, Shared};
+use super::shared::{Book, Owner, Shared};
 use super::wire;
 use crate::acp::{Frame, RequestId, RpcError};
 use crate::daemon::{Daemon, Session};
+use crate::desk::{Access, Caller, Desk, Place, Seat};
 use crate::devices::StreamPermit;
-use crate::permission::{Via, Vote};
+use crate::permission::Vote;
 use crate::sync::lock;
 
 /// Between a connection id's own part and the daemon it names as its home.
@@ -91,8 +92,9 @@ impl Transport {
 /// What the transport knows about one inbound message.
 #[derive(Debug, Clone, Default)]
 pub struct Ctx {
-    /// The socket peer is loopback (the `local-only` policy reads it from here, never a header).
-    pub loopback: bool,
+    /// The caller is on this host's loopback, as the desk's caller of this message says (the
+    /// `local-only` policy reads it from here, never a header).
+    pub local: bool,
     /// Streamable HTTP's `Acp-Session-Id`, when sent: it must agree with `params.sessionId`.
     pub session_header: Option<String>,
 }
@@ -119,7 +121,6 @@ struct Activity {
 
 /// One ACP client connection.
 pub struct Connection {
-    daemon: Arc<Daemon>,
     /// Takes the connection off the door's table once it has closed.
     forget: Forget,
     pub(super) shared: Arc<Shared>,
@@ -139,6 +140,10 @@ pub struct Connection {
     closed: CancellationToken,
     activity: Mutex<Activity>,
     pub(super) initialized: AtomicBool,
+    /// A device's place among its bounds, held while the connection is open.
+    _place: Option<StreamPermit>,
+    /// Fires when the connection's device is revoked (the door then closes it).
+    revoked: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -153,36 +158,34 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     pub(super) fn new(
-        daemon: Arc<Daemon>,
-        render: Render,
+        desk: Arc<Desk>,
         forget: Forget,
         caller: Caller,
         transport: Transport,
-        loopback: bool,
+        place: Place,
     ) -> Arc<Connection> {
         let (messages_tx, messages_rx) = mpsc::channel(MESSAGE_QUEUE);
         let (lanes_tx, lanes_rx) = mpsc::channel(MAX_SESSIONS_PER_CONNECTION);
         let client = OnceLock::new();
-        if let Some(id) = caller.client_id {
+        if let Some(id) = caller.client.clone() {
             let _ = client.set(id);
         }
+        let owner = Owner::of(&caller);
         let shared = Arc::new(Shared {
-            id: mint_id(daemon.store.node_url().as_deref()),
+            id: mint_id(desk.daemon().store.node_url().as_deref()),
+            desk,
             client,
             minted: AtomicBool::new(false),
-            observer: caller.observer,
-            device_name: caller.device_name,
-            loopback: AtomicBool::new(loopback),
+            who: caller.who,
+            local: AtomicBool::new(caller.local),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
-            render,
             book: Mutex::new(Book::default()),
         });
         Arc::new(Connection {
-            daemon,
             forget,
             shared,
-            owner: caller.owner,
+            owner,
             transport,
             messages_tx,
             messages_rx: Mutex::new(Some(messages_rx)),
@@ -194,7 +197,14 @@ impl Connection {
             closed: CancellationToken::new(),
             activity: Mutex::new(Activity { last: Instant::now(), streams: 0 }),
             initialized: AtomicBool::new(false),
+            _place: place.permit,
+            revoked: place.revoked,
         })
+    }
+
+    /// Fires when the device that opened the connection is revoked (`None`: the operator's).
+    pub fn revoked(&self) -> Option<CancellationToken> {
+        self.revoked.clone()
     }
 
     /// The connection's id (`Acp-Connection-Id`).
@@ -207,7 +217,16 @@ impl Connection {
     }
 
     pub(super) fn daemon(&self) -> &Arc<Daemon> {
-        &self.daemon
+        self.shared.desk.daemon()
+    }
+
+    pub(super) fn desk(&self) -> &Arc<Desk> {
+        &self.shared.desk
+    }
+
+    /// The connection as the desk's caller, as it stands now.
+    pub(super) fn caller(&self) -> Caller {
+        self.shared.caller()
     }
 
     /// Fires when the connection closes.
@@ -288,7 +307,7 @@ impl Connection {
     /// Restarts `lane` after event `after` from a new subscription of its session.
     fn restart(&self, lane: &mut Lane, entry: &Attached, after: u64) -> bool {
         let Some(session) = entry.session.upgrade() else { return false };
-        let Ok(sub) = session.subscribe(Some(after)) else { return false };
+        let Ok(sub) = self.desk().resubscribe(&session, after) else { return false };
         let cursor = sub.cursor();
         let source = Box::pin(sub.into_marked(self.daemon().streams_end.clone()));
         lane.restart(source, cursor, true);
@@ -351,7 +370,7 @@ impl Connection {
     /// this never waits on the daemon.
     pub fn receive(self: &Arc<Self>, text: &[u8], ctx: Ctx) {
         self.touch();
-        self.shared.loopback.store(ctx.loopback, Ordering::Relaxed);
+        self.shared.local.store(ctx.local, Ordering::Relaxed);
         if text.len() > MAX_MESSAGE_BYTES {
             let e = RpcError::with_kind(
                 wire::INVALID_REQUEST,
@@ -363,7 +382,7 @@ impl Connection {
         }
         match Frame::parse(text) {
             Frame::Malformed(_) => self.send(wire::error(None, &wire::refusal(text))),
-            Frame::Response { id, result } => self.answered(&id, result, &ctx),
+            Frame::Response { id, result } => self.answered(&id, result),
             Frame::Notification { method, params } => self.notified(&method, params),
             Frame::Request { id, method, params } => self.requested(id, method, params, ctx),
         }
@@ -371,7 +390,7 @@ impl Connection {
 
     fn requested(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
         let Ok(permit) = self.calls.clone().try_acquire_owned() else {
-            self.send(wire::error(Some(&id), &self.shared.render(&Failure::TooManyCalls)));
+            self.send(wire::error(Some(&id), &Failure::TooManyCalls(MAX_CALLS_IN_FLIGHT).render()));
             return;
         };
         let this = self.clone();
@@ -389,13 +408,13 @@ impl Connection {
     async fn serve(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
         let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
         match self.call(&method, &params, &ctx, &id).await {
-            Reply::Now(result) => self.send(self.answer(&id, result)),
+            Reply::Now(result) => self.send(answer(&id, result)),
             Reply::Attached { result, lane } => {
-                self.send(self.answer(&id, Ok(result)));
+                self.send(answer(&id, Ok(result)));
                 self.deliver(lane);
             }
             Reply::After { session_id, gate, result } => {
-                let json = self.answer(&id, result);
+                let json = answer(&id, result);
                 let replies = lock(&self.attached).get(&session_id).map(|a| a.replies.clone());
                 match replies {
                     Some(tx) => {
@@ -410,15 +429,8 @@ impl Connection {
         }
     }
 
-    fn answer(&self, id: &RequestId, result: Result<Value, Failure>) -> Bytes {
-        match result {
-            Ok(v) => wire::response(id, &v),
-            Err(f) => wire::error(Some(id), &self.shared.render(&f)),
-        }
-    }
-
     /// The client's answer to one of the daemon's requests: a vote, or an abstention (an error).
-    fn answered(&self, id: &RequestId, result: Result<Box<RawValue>, RpcError>, ctx: &Ctx) {
+    fn answered(&self, id: &RequestId, result: Result<Box<RawValue>, RpcError>) {
         let RequestId::Text(ours) = id else {
             tracing::debug!(connection = %self.shared.id, "an answer to a request the daemon never sent");
             return;
@@ -438,13 +450,15 @@ impl Connection {
             return;
         };
         let Ok(session) = self.daemon().session(&session_id) else { return };
-        let client = self.shared.client.get().map(String::as_str);
-        let device = self.shared.device_name.as_deref();
-        if let Err(e) =
-            session.permissions().vote_as(&request_id, client, device, ctx.loopback, &vote, Via::Acp)
-        {
-            tracing::debug!(connection = %self.shared.id, error = %e, "a vote from an ACP client was not counted");
-        }
+        // The caller as it was when the answer came (its peer among them), through the desk like
+        // every vote: a decision remembered for the workspace is waited for, and a failure to
+        // remember it is said in the log (nobody waits for an answer to an answer).
+        let (desk, caller, connection) = (self.desk().clone(), self.caller(), self.shared.id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = desk.vote(&session, &caller, &request_id, &vote).await {
+                tracing::debug!(connection = %connection, error = %e, "a vote from an ACP client was not counted");
+            }
+        });
     }
 
     fn notified(self: &Arc<Self>, method: &str, params: Option<Box<RawValue>>) {
@@ -457,7 +471,7 @@ impl Connection {
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
             .and_then(|p| p.get("sessionId").and_then(Value::as_str).map(str::to_owned));
         let Some(session_id) = session_id else { return };
-        if self.shared.observer {
+        if self.may_write().is_err() {
             return;
         }
         let Some(session) = self.attached_session(&session_id) else { return };
@@ -475,7 +489,7 @@ impl Connection {
         if let Some(c) = claimed
             && !crate::daemon::valid_client_id(c)
         {
-            return Err(Failure::InvalidParams("_meta.clientId must match ^[A-Za-z0-9._:-]{1,128}$".into()));
+            return Err(Failure::invalid_params("_meta.clientId must match ^[A-Za-z0-9._:-]{1,128}$"));
         }
         let bound = self.shared.client.get_or_init(|| match claimed {
             Some(c) => c.to_owned(),
@@ -496,28 +510,46 @@ impl Connection {
         self.shared.envelope.store(envelope, Ordering::Relaxed);
     }
 
-    /// A device's name, for the audit of its votes.
-    pub(super) fn device_name(&self) -> Option<Arc<str>> {
-        self.shared.device_name.clone()
+    /// Whether the connection may do what `access` asks (the desk judges).
+    pub(super) fn may(&self, access: Access) -> Result<(), Failure> {
+        Ok(self.desk().check(&self.caller(), access)?)
     }
 
     pub(super) fn may_write(&self) -> Result<(), Failure> {
-        if self.shared.observer { Err(Failure::ReadOnly) } else { Ok(()) }
+        self.may(Access::Write)
     }
 
     /// Attaches `session`: registers the client on it and opens its lane, reading from the newest
     /// event on (`after: None`) or replaying after `after`. Re-attaching replaces the lane. The
     /// lane is returned to be handed on with [`Connection::deliver`] once whatever must precede
     /// its events (the answer to `session/new`) is queued.
-    pub(super) fn attach(
-        &self,
-        session: &Arc<Session>,
-        client: &str,
-        after: Option<u64>,
-    ) -> Result<Lane, Failure> {
-        let sub = session.subscribe(after).map_err(Failure::Session)?;
-        let cursor = sub.cursor();
-        let source = Box::pin(sub.into_marked(self.daemon().streams_end.clone()));
+    pub(super) fn attach(&self, session: &Arc<Session>, after: Option<u64>) -> Result<Lane, Failure> {
+        let caller = self.caller();
+        let mut attached = lock(&self.attached);
+        let old = attached.remove(&session.id);
+        if old.is_none() && attached.len() >= MAX_SESSIONS_PER_CONNECTION {
+            return Err(Failure::TooManySessions(MAX_SESSIONS_PER_CONNECTION));
+        }
+        // Re-attaching keeps the place it held; a first attach takes one over this connection.
+        let seat = if old.is_some() { Seat::Kept } else { Seat::OverConnection };
+        let watch = match self.desk().subscribe(session, &caller, after, seat) {
+            Ok(watch) => watch,
+            Err(e) => {
+                if let Some(old) = old {
+                    attached.insert(session.id.clone(), old);
+                }
+                return Err(e.into());
+            }
+        };
+        let place = match old {
+            Some(mut old) => {
+                old.stop.cancel();
+                old._place.take()
+            }
+            None => watch.place.permit,
+        };
+        let cursor = watch.subscription.cursor();
+        let source = Box::pin(watch.subscription.into_marked(self.daemon().streams_end.clone()));
         let (tx, rx) = mpsc::channel(MAX_CALLS_IN_FLIGHT);
         let stop = self.closed.child_token();
         let lane = Lane::new(
@@ -529,35 +561,9 @@ impl Connection {
             rx,
             stop.clone(),
         );
-        {
-            let mut attached = lock(&self.attached);
-            let old = attached.remove(&session.id);
-            if old.is_none() && attached.len() >= MAX_SESSIONS_PER_CONNECTION {
-                return Err(Failure::TooManySessions);
-            }
-            let place = match (old, &self.owner) {
-                // Re-attaching keeps the place it held.
-                (Some(mut old), _) => {
-                    old.stop.cancel();
-                    old._place.take()
-                }
-                (None, Owner::Device(device)) => Some(
-                    self.daemon()
-                        .devices
-                        .attach_session(device, &session.id)
-                        .map_err(Failure::StreamLimit)?,
-                ),
-                (None, Owner::Operator) => None,
-            };
-            let entry =
-                Attached { session: Arc::downgrade(session), replies: tx, stop, parked: None, _place: place };
-            attached.insert(session.id.clone(), entry);
-        }
-        if self.shared.minted.load(Ordering::Relaxed) {
-            session.touch_minted_client(client);
-        } else {
-            session.touch_client(client);
-        }
+        let entry =
+            Attached { session: Arc::downgrade(session), replies: tx, stop, parked: None, _place: place };
+        attached.insert(session.id.clone(), entry);
         Ok(lane)
     }
 
@@ -591,10 +597,10 @@ impl Connection {
         let Some(entry) = lock(&self.attached).remove(session_id) else { return false };
         entry.stop.cancel();
         for id in self.shared.drop_prompts(session_id) {
-            self.send(super::lane::gone(&self.shared, &id, session_id));
+            self.send(super::lane::gone(&id, session_id));
         }
-        if let (Some(client), Some(session)) = (self.shared.client.get(), entry.session.upgrade()) {
-            session.remove_client(client);
+        if let Some(session) = entry.session.upgrade() {
+            self.desk().leave(&session, &self.caller());
         }
         true
     }
@@ -610,15 +616,25 @@ impl Connection {
         let attached: Vec<Attached> = lock(&self.attached).drain().map(|(_, a)| a).collect();
         // Streams still waiting for an attach end (their sender gone).
         lock(&self.waiting).clear();
-        let minted = self.shared.minted.load(Ordering::Relaxed);
+        let caller = self.caller();
         for a in attached {
             a.stop.cancel();
-            if minted && let (Some(client), Some(session)) = (self.shared.client.get(), a.session.upgrade()) {
-                session.remove_client(client);
+            if caller.minted
+                && let Some(session) = a.session.upgrade()
+            {
+                self.desk().leave(&session, &caller);
             }
         }
         (self.forget)(&self.shared.id);
         tracing::debug!(connection = %self.shared.id, "ACP connection closed");
+    }
+}
+
+/// The answer to request `id`: its result, or its failure as a JSON-RPC error.
+fn answer(id: &RequestId, result: Result<Value, Failure>) -> Bytes {
+    match result {
+        Ok(v) => wire::response(id, &v),
+        Err(f) => wire::error(Some(id), &f.render()),
     }
 }
 
@@ -682,23 +698,28 @@ mod tests {
 
     /// A connection on a daemon with nothing started (no agent, no session), and the ids the door
     /// was told to forget.
-    fn connection(transport: Transport, caller: Caller) -> (Arc<Connection>, Arc<Mutex<Vec<String>>>) {
+    fn desk() -> Arc<Desk> {
         let dir = tempfile::tempdir().expect("workspace");
-        let daemon = Daemon::new(crate::config::Config::for_tests(dir.path()));
+        Desk::new(Daemon::new(crate::config::Config::for_tests(dir.path())))
+    }
+
+    fn connection(transport: Transport, caller: Caller) -> (Arc<Connection>, Arc<Mutex<Vec<String>>>) {
+        connection_at(desk(), transport, caller)
+    }
+
+    fn connection_at(
+        desk: Arc<Desk>,
+        transport: Transport,
+        caller: Caller,
+    ) -> (Arc<Connection>, Arc<Mutex<Vec<String>>>) {
         let forgotten = Arc::new(Mutex::new(Vec::new()));
         let seen = forgotten.clone();
         let forget: Forget = Box::new(move |id: &str| lock(&seen).push(id.to_owned()));
-        let render: Render = |f| RpcError::new(-32000, format!("{f:?}"));
-        (Connection::new(daemon, render, forget, caller, transport, true), forgotten)
+        (Connection::new(desk, forget, caller, transport, Place::default()), forgotten)
     }
 
     fn operator(client_id: Option<&str>) -> Caller {
-        Caller {
-            owner: Owner::Operator,
-            client_id: client_id.map(str::to_owned),
-            device_name: None,
-            observer: false,
-        }
+        Caller::operator(true, crate::permission::Via::Acp).acting_as(client_id.map(str::to_owned))
     }
 
     fn queued(rx: &mut mpsc::Receiver<Bytes>) -> Vec<Value> {
@@ -768,18 +789,21 @@ mod tests {
     }
 
     #[test]
-    fn the_latest_messages_peer_is_the_connections_loopback() {
+    fn the_latest_messages_locality_is_the_connections() {
         let (conn, _) = connection(Transport::Http, operator(None));
-        conn.receive(b"x", Ctx { loopback: false, session_header: None });
-        assert!(!conn.shared.loopback());
-        conn.receive(b"x", Ctx { loopback: true, session_header: None });
-        assert!(conn.shared.loopback());
+        conn.receive(b"x", Ctx { local: false, session_header: None });
+        assert!(!conn.caller().local);
+        conn.receive(b"x", Ctx { local: true, session_header: None });
+        assert!(conn.caller().local);
     }
 
     #[test]
     fn a_client_id_is_bound_once_and_a_different_claim_is_refused() {
         let (conn, _) = connection(Transport::WebSocket, operator(None));
-        assert!(matches!(conn.client_id(Some("bad id")), Err(Failure::InvalidParams(_))));
+        assert!(matches!(
+            conn.client_id(Some("bad id")),
+            Err(Failure::Refused(crate::desk::Refusal::InvalidParameter(_)))
+        ));
         assert_eq!(conn.client_id(Some("ada")).expect("bound"), "ada");
         assert!(!conn.shared.minted.load(Ordering::Relaxed));
         assert_eq!(conn.client_id(Some("ada")).expect("the same claim"), "ada");
@@ -801,21 +825,28 @@ mod tests {
         assert_eq!(minted.client_id(None).expect("the same"), id);
     }
 
-    #[test]
-    fn an_observer_may_not_write_and_a_devices_name_is_its_own() {
-        let device = Caller {
-            owner: Owner::Device("dev-1".into()),
-            client_id: Some("dev-1".into()),
-            device_name: Some("wall screen".into()),
-            observer: true,
+    #[tokio::test]
+    async fn an_observer_may_not_write_and_its_connection_is_its_devices() {
+        let desk = desk();
+        let devices = &desk.daemon().devices;
+        let code =
+            devices.issue_code(Some("wall screen"), crate::devices::Role::Observer).await.expect("code").code;
+        let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+        let (device, _) = devices.pair(&code, None, peer).await.expect("paired");
+        let caller = Caller {
+            client: Some(device.id.to_string()),
+            minted: false,
+            who: crate::desk::Who::Device(device.clone()),
+            local: true,
+            via: crate::permission::Via::Acp,
         };
-        let (watcher, _) = connection(Transport::WebSocket, device);
-        assert!(matches!(watcher.may_write(), Err(Failure::ReadOnly)));
-        assert_eq!(watcher.device_name().as_deref(), Some("wall screen"));
-        assert_eq!(watcher.owner(), &Owner::Device("dev-1".into()));
+        let (watcher, _) = connection_at(desk.clone(), Transport::WebSocket, caller);
+        assert!(matches!(watcher.may_write(), Err(Failure::Refused(crate::desk::Refusal::ReadOnlyDevice))));
+        assert_eq!(watcher.caller().device().map(|d| d.name.to_string()).as_deref(), Some("wall screen"));
+        assert_eq!(watcher.owner(), &Owner::Device(device.id.clone()));
         let (op, _) = connection(Transport::WebSocket, operator(None));
         assert!(op.may_write().is_ok());
-        assert_eq!(op.device_name(), None);
+        assert!(op.caller().device().is_none());
     }
 
     #[test]

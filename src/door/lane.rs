@@ -290,8 +290,7 @@ impl Lane {
         if self.asked.contains(request_id) {
             return None;
         }
-        let client = self.shared.voter()?;
-        if !self.session.permissions().may_vote(request_id, Some(&client), self.shared.loopback()) {
+        if !self.shared.desk.may_decide(&self.session, &self.shared.caller(), request_id) {
             return None;
         }
         let Some(our_id) = self.shared.issue(&self.session.id, request_id) else {
@@ -348,7 +347,7 @@ impl Lane {
                 Some("session_closed") => SessionError::NotFound { session_id: self.session.id.clone() },
                 _ => SessionError::Agent(message),
             };
-            wire::error(Some(&id), &self.shared.render(&Failure::Session(failure)))
+            wire::error(Some(&id), &Failure::from(failure).render())
         };
         Some(json)
     }
@@ -401,7 +400,7 @@ impl Stream for Lane {
 }
 
 /// The error an answer carries when its session is gone (the lane ended before the answer).
-pub(super) fn gone(shared: &Shared, id: &RequestId, session_id: &str) -> Bytes {
-    let failure = Failure::Session(SessionError::NotFound { session_id: session_id.to_owned() });
-    wire::error(Some(id), &shared.render(&failure))
+pub(super) fn gone(id: &RequestId, session_id: &str) -> Bytes {
+    let failure = Failure::from(SessionError::NotFound { session_id: session_id.to_owned() });
+    wire::error(Some(id), &failure.render())
 }

@@ -16,8 +16,9 @@ use super::lane::Lane;
 use crate::acp::{PROTOCOL_VERSION, RequestId};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
-use crate::daemon::{CreateRequest, EndReason, Prompt, ResumeError, Session, SessionError};
-use crate::permission::{RuleError, Via, Vote};
+use crate::daemon::{CreateRequest, EndReason, ResumeError, Session, SessionError};
+use crate::desk::{Access, Refusal};
+use crate::permission::Vote;
 
 /// `_meta` key naming a configured agent for `session/new`.
 const META_AGENT: &str = "mediatord/agent";
@@ -44,7 +45,25 @@ fn string<'a>(params: &'a Value, key: &str) -> Result<&'a str, Failure> {
         .get(key)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| Failure::InvalidParams(format!("{key} must be a non-empty string")))
+        .ok_or_else(|| Failure::invalid_params(format!("{key} must be a non-empty string")))
+}
+
+/// What a method needs of its caller (the desk judges it, as it judges each REST route's access
+/// column): reading and following sessions is anyone's; the rest changes something.
+/// `session/load` of a recorded session, which brings it back, also needs [`Access::Write`].
+fn access(method: &str) -> Access {
+    match method {
+        "initialize"
+        | "authenticate"
+        | "session/load"
+        | "session/resume"
+        | "session/list"
+        | "_qwen/session/heartbeat"
+        | "_qwen/session/detach"
+        | "_qwen/session/context"
+        | "_qwen/health" => Access::Read,
+        _ => Access::Write,
+    }
 }
 
 impl Connection {
@@ -60,8 +79,8 @@ impl Connection {
             (&ctx.session_header, params.get("sessionId").and_then(Value::as_str))
             && header != sid
         {
-            return Reply::Now(Err(Failure::InvalidParams(
-                "Acp-Session-Id does not match params.sessionId".into(),
+            return Reply::Now(Err(Failure::invalid_params(
+                "Acp-Session-Id does not match params.sessionId",
             )));
         }
         if method == "initialize" {
@@ -69,6 +88,9 @@ impl Connection {
         }
         if !self.initialized.load(Ordering::Acquire) {
             return Reply::Now(Err(Failure::NotInitialized));
+        }
+        if let Err(e) = self.may(access(method)) {
+            return Reply::Now(Err(e));
         }
         match method {
             "authenticate" => Reply::Now(Ok(json!({}))),
@@ -80,34 +102,34 @@ impl Connection {
             "session/resume" => self.session_load(params, false).await,
             "session/list" => Reply::Now(self.session_list(params).await),
             "session/prompt" => self.prompt(params, id),
-            "session/cancel" => match self.writable(params) {
+            "session/cancel" => match self.attached(params) {
                 Ok(s) => {
                     s.cancel().await;
                     after(&s, Ok(json!({})))
                 }
                 Err(e) => Reply::Now(Err(e)),
             },
-            "session/set_mode" => match self.writable(params) {
+            "session/set_mode" => match self.attached(params) {
                 Ok(s) => {
                     let result = match string(params, "modeId") {
-                        Ok(mode) => s.set_mode(mode).await.map_err(Failure::Session),
+                        Ok(mode) => s.set_mode(mode).await.map_err(Failure::from),
                         Err(e) => Err(e),
                     };
                     after(&s, result)
                 }
                 Err(e) => Reply::Now(Err(e)),
             },
-            "session/set_model" => match self.writable(params) {
+            "session/set_model" => match self.attached(params) {
                 Ok(s) => {
                     let result = match string(params, "modelId") {
-                        Ok(model) => s.set_model(model).await.map_err(Failure::Session),
+                        Ok(model) => s.set_model(model).await.map_err(Failure::from),
                         Err(e) => Err(e),
                     };
                     after(&s, result)
                 }
                 Err(e) => Reply::Now(Err(e)),
             },
-            "session/set_config_option" => match self.writable(params) {
+            "session/set_config_option" => match self.attached(params) {
                 Ok(s) => {
                     let result = self.set_config_option(&s, params).await;
                     after(&s, result)
@@ -115,7 +137,7 @@ impl Connection {
                 Err(e) => Reply::Now(Err(e)),
             },
             "session/close" => Reply::Now(self.close_session(params).await),
-            "session/permission" => Reply::Now(self.vote(params, ctx).await),
+            "session/permission" => Reply::Now(self.session_permission(params).await),
             "_qwen/session/heartbeat" => Reply::Now(self.heartbeat(params)),
             "_qwen/session/detach" => Reply::Now(self.leave(params)),
             "_qwen/session/context" => Reply::Now(self.context(params)),
@@ -177,29 +199,26 @@ impl Connection {
     /// `session/new`: `POST /session`'s create or attach, then the session's lane from now on (a
     /// new session's from its first event, so nothing the agent said on creating it is missed).
     async fn session_new(self: &Arc<Self>, params: &Value) -> Result<(Value, Lane), Failure> {
-        self.may_write()?;
         let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
         if let Some(id) = meta(params, META_QWEN_SESSION).and_then(Value::as_str) {
             let session = match self.daemon().session(id) {
                 Ok(s) => s,
                 Err(e) => return Err(self.not_here(id, e).await),
             };
-            let lane = self.attach(&session, &client, None)?;
+            let lane = self.attach(&session, None)?;
             return Ok((created(&session, &client, true, lane.cursor()), lane));
         }
         let cwd = match params.get("cwd") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(_) => return Err(Failure::InvalidParams("cwd must be an absolute path".into())),
+            Some(_) => return Err(Failure::invalid_params("cwd must be an absolute path")),
         };
         let scope_text =
             meta(params, META_SCOPE).or_else(|| params.get("sessionScope")).and_then(Value::as_str);
         let scope = match scope_text {
             None => None,
             Some(s) => Some(SessionScope::parse(s).ok_or_else(|| {
-                Failure::InvalidParams(
-                    "_meta[\"mediatord/sessionScope\"] must be \"single\" or \"thread\"".into(),
-                )
+                Failure::invalid_params("_meta[\"mediatord/sessionScope\"] must be \"single\" or \"thread\"")
             })?),
         };
         let agent = meta(params, META_AGENT)
@@ -208,10 +227,10 @@ impl Connection {
             .map(str::to_owned);
         let model =
             params.get("modelServiceId").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
-        let request = CreateRequest { cwd, scope, model, agent, client_id: Some(client.clone()) };
-        let done = self.daemon().create(request).await.map_err(Failure::Create)?;
+        let request = CreateRequest { cwd, scope, model, agent, client_id: None };
+        let done = self.desk().create(&self.caller(), request).await?;
         let after = if done.attached { None } else { Some(0) };
-        let lane = self.attach(&done.session, &client, after)?;
+        let lane = self.attach(&done.session, after)?;
         let start = lane.cursor();
         Ok((created(&done.session, &client, done.attached, start), lane))
     }
@@ -234,13 +253,13 @@ impl Connection {
             Ok(s) => s,
             Err(_) if self.may_write().is_ok() => match self.daemon().resume(&session_id).await {
                 Ok((s, _)) => s,
-                Err(e) => return Reply::Now(Err(Failure::Resume(e))),
+                Err(e) => return Reply::Now(Err(e.into())),
             },
             // An observer: bringing a recorded session back is a write, refused as REST's
             // `POST /session/:id/resume` refuses it.
             Err(why) => {
                 let refused = match self.recorded_here(&session_id, why).await {
-                    Ok(()) => Failure::ReadOnly,
+                    Ok(()) => Failure::Refused(Refusal::ReadOnlyDevice),
                     Err(e) => e,
                 };
                 return Reply::Now(Err(refused));
@@ -251,7 +270,7 @@ impl Connection {
             (true, None) => Some(0),
             (false, None) => None,
         };
-        match self.attach(&session, &client, after) {
+        match self.attach(&session, after) {
             // Over one WebSocket the answer follows the replay, as ACP's stdio agents send it.
             Ok(lane) if self.transport == Transport::WebSocket => {
                 let gate = session.last_event_id();
@@ -287,12 +306,14 @@ impl Connection {
     /// held by no other daemon of the fleet. Else why not: held elsewhere, or `why`.
     async fn recorded_here(&self, id: &str, why: SessionError) -> Result<(), Failure> {
         match self.not_here(id, why).await {
-            Failure::Session(why) => match self.daemon().recorded_session(id).await {
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(Failure::Session(why)),
-                Err(e) => Err(Failure::Resume(e)),
-            },
-            held_elsewhere => Err(held_elsewhere),
+            Failure::Refused(Refusal::SessionNotFound { session_id }) => {
+                match self.daemon().recorded_session(id).await {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err(Refusal::SessionNotFound { session_id }.into()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            other => Err(other),
         }
     }
 
@@ -302,7 +323,7 @@ impl Connection {
         let daemon = self.daemon();
         let cwd = params.get("cwd").or_else(|| params.get("workspaceCwd")).and_then(Value::as_str);
         let workspaces = match cwd {
-            Some(cwd) => vec![daemon.workspace(cwd).map_err(Failure::Create)?],
+            Some(cwd) => vec![daemon.workspace(cwd)?],
             None => daemon.config.workspaces.clone(),
         };
         let live: Vec<Arc<Session>> =
@@ -329,15 +350,15 @@ impl Connection {
 
     /// `session/prompt`: queued in the session's FIFO; the lane answers at the turn's end.
     fn prompt(self: &Arc<Self>, params: &Value, id: &RequestId) -> Reply {
-        let session = match self.writable(params) {
+        let session = match self.attached(params) {
             Ok(s) => s,
             Err(e) => return Reply::Now(Err(e)),
         };
-        let Value::Object(body) = params.clone() else { return Reply::Now(Err(Failure::InvalidPrompt)) };
+        let invalid = || Failure::Refused(Refusal::InvalidPrompt);
+        let Value::Object(body) = params.clone() else { return Reply::Now(Err(invalid())) };
         if body.get("prompt").and_then(Value::as_array).is_none_or(Vec::is_empty) {
-            return after(&session, Err(Failure::InvalidPrompt));
+            return after(&session, Err(invalid()));
         }
-        let originator = self.client_id(None).ok();
         let prompt_id = match meta(params, META_PROMPT_ID) {
             None => uuid::Uuid::new_v4().to_string(),
             Some(Value::String(p))
@@ -347,18 +368,18 @@ impl Connection {
             }
             Some(_) => {
                 let why = "_meta[\"mediatord/promptId\"] must be 1-64 of A-Z a-z 0-9 - and not a prompt of this connection already";
-                return after(&session, Err(Failure::InvalidParams(why.into())));
+                return after(&session, Err(Failure::invalid_params(why)));
             }
         };
         // Known before the turn can end, so the lane cannot miss the turn's event.
         self.shared.await_prompt(&session.id, &prompt_id, id.clone());
-        match session
-            .enqueue_with_id(Prompt { params: without_meta_client(body), originator }, prompt_id.clone())
-        {
+        let queued =
+            self.desk().enqueue(&session, &self.caller(), without_meta_client(body), Some(prompt_id.clone()));
+        match queued {
             Ok(_) => Reply::Later,
             Err(e) => {
                 self.shared.take_prompt(&session.id, &prompt_id);
-                after(&session, Err(Failure::Session(e)))
+                after(&session, Err(e.into()))
             }
         }
     }
@@ -369,15 +390,14 @@ impl Connection {
             return Err(Failure::NoConfigOptions);
         }
         let config = string(params, "configId")?;
-        let value = params.get("value").ok_or_else(|| Failure::InvalidParams("value is required".into()))?;
-        session.set_config_option(config, value).await.map_err(Failure::Session)
+        let value = params.get("value").ok_or_else(|| Failure::invalid_params("value is required"))?;
+        Ok(session.set_config_option(config, value).await?)
     }
 
     /// `session/close`: `DELETE /session/:id`, for every client of the session.
     async fn close_session(&self, params: &Value) -> Result<Value, Failure> {
-        self.may_write()?;
         let session_id = string(params, "sessionId")?;
-        let session = self.daemon().session(session_id).map_err(Failure::Session)?;
+        let session = self.daemon().session(session_id)?;
         let client = self.client_id(None).ok();
         self.detach(session_id);
         self.daemon().forget(&session);
@@ -386,64 +406,46 @@ impl Connection {
         Ok(json!({}))
     }
 
-    /// `session/permission` (`@qwen-code/sdk`'s vote): `POST /session/:id/permission/:requestId`.
-    /// A decision remembered for the workspace is answered once its rule is on disk, as REST's
-    /// is (`docs/operations.md#durability`).
-    async fn vote(&self, params: &Value, ctx: &Ctx) -> Result<Value, Failure> {
-        self.may_write()?;
+    /// `session/permission` (`@qwen-code/sdk`'s vote): `POST /session/:id/permission/:requestId`,
+    /// through the desk (a decision remembered for the workspace is answered once its rule is on
+    /// disk, as REST's is: `docs/operations.md#durability`).
+    async fn session_permission(&self, params: &Value) -> Result<Value, Failure> {
         let request_id = string(params, "requestId")?;
         let vote = Vote::parse(params).ok_or_else(|| {
-            Failure::InvalidParams(
-                "expected outcome {outcome: selected, optionId} or {outcome: cancelled}, or decision".into(),
+            Failure::invalid_params(
+                "expected outcome {outcome: selected, optionId} or {outcome: cancelled}, or decision",
             )
         })?;
-        let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
+        self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
         let session = match params.get("sessionId").and_then(Value::as_str) {
             Some(id) => match self.daemon().session(id) {
                 Ok(s) => s,
                 Err(e) => return Err(self.not_here(id, e).await),
             },
-            None => self.daemon().session_with_request(request_id).map_err(Failure::Vote)?,
+            None => self.daemon().session_with_request(request_id)?,
         };
-        session.touch_client(&client);
-        let device = self.device_name();
-        let remembered = session
-            .permissions()
-            .vote_remembered(request_id, Some(&client), device.as_deref(), ctx.loopback, &vote, Via::Acp)
-            .map_err(Failure::Vote)?;
-        if let Some(remembered) = remembered {
-            match remembered.outcome().await {
-                Ok(()) => {}
-                Err(RuleError::Store(e)) => return Err(Failure::NotRemembered(e)),
-                // The workspace's rules are full: the decision stands unremembered, as over REST.
-                Err(other) => {
-                    tracing::warn!(error = %other, "a decision remembered for the workspace added no rule")
-                }
-            }
-        }
+        self.desk().vote(&session, &self.caller(), request_id, &vote).await?;
         Ok(json!({}))
     }
 
     fn heartbeat(&self, params: &Value) -> Result<Value, Failure> {
-        let session = self.daemon().session(string(params, "sessionId")?).map_err(Failure::Session)?;
+        let session = self.daemon().session(string(params, "sessionId")?)?;
         let client = self.client_id(meta(params, "clientId").and_then(Value::as_str))?;
-        let seen = session.touch_client(&client);
+        let seen = self.desk().join(&session, &self.caller()).unwrap_or_default();
         Ok(json!({"sessionId": session.id, "clientId": client, "lastSeenAt": seen}))
     }
 
     fn leave(&self, params: &Value) -> Result<Value, Failure> {
         let session_id = string(params, "sessionId")?;
-        let session = self.daemon().session(session_id).map_err(Failure::Session)?;
-        if !self.detach(session_id)
-            && let Ok(client) = self.client_id(None)
-        {
-            session.remove_client(&client);
+        let session = self.daemon().session(session_id)?;
+        if !self.detach(session_id) {
+            self.desk().leave(&session, &self.caller());
         }
         Ok(json!({}))
     }
 
     fn context(&self, params: &Value) -> Result<Value, Failure> {
-        let s = self.daemon().session(string(params, "sessionId")?).map_err(Failure::Session)?;
+        let s = self.daemon().session(string(params, "sessionId")?)?;
         let config_options = s.agent_result.get("configOptions").cloned().unwrap_or(Value::Null);
         Ok(json!({
             "v": 1,
@@ -457,16 +459,13 @@ impl Connection {
     /// agent alone may serve it: this door starts no second one), else `why`.
     async fn not_here(&self, id: &str, why: SessionError) -> Failure {
         match self.daemon().held_elsewhere(id).await {
-            Ok(Some(node_url)) => {
-                Failure::Resume(ResumeError::HeldElsewhere { session_id: id.to_owned(), node_url })
-            }
-            _ => Failure::Session(why),
+            Ok(Some(node_url)) => ResumeError::HeldElsewhere { session_id: id.to_owned(), node_url }.into(),
+            _ => why.into(),
         }
     }
 
-    /// The attached session a write names, if this connection may write.
-    fn writable(&self, params: &Value) -> Result<Arc<Session>, Failure> {
-        self.may_write()?;
+    /// The attached session a method names (the caller's access was checked before).
+    fn attached(&self, params: &Value) -> Result<Arc<Session>, Failure> {
         let session_id = string(params, "sessionId")?;
         self.attached_session(session_id).ok_or_else(|| Failure::NotAttached(session_id.to_owned()))
     }

@@ -8,12 +8,15 @@
 //! - this file: [`Door`], the open connections and their bound.
 //! - `connection`: [`Connection`]: one ACP client: what comes in, where answers go.
 //! - `shared`: what a connection and its lanes share: [`Caller`], who it is; the ids in flight.
-//! - `failure`: [`Failure`], what a request fails with, and [`Render`].
+//! - `failure`: [`Failure`], what a request fails with, rendered as a JSON-RPC error.
 //! - `methods`: each ACP method as the typed call the REST handlers make.
 //! - `lane`: [`Lane`]: one attached session's events as ACP messages.
 //! - `wire`: the JSON-RPC text the door writes.
 //!
-//! Imports `daemon`, `permission`, `acp` and the leaves; knows nothing of HTTP. The transports
+//! Who a connection is, what it may do, its registration, its subscriptions, its device's bounds
+//! and its votes go through the front desk (`crate::desk`), as every door's do.
+//!
+//! Imports `desk`, `daemon`, `permission`, `acp` and the leaves; knows nothing of HTTP. The transports
 //! (WebSocket, Streamable HTTP) are `http/acp.rs`: they move text between a socket or requests and
 //! a [`Connection`].
 
@@ -32,16 +35,21 @@ pub use self::connection::{
     Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, NoStream,
     SessionStream, Transport, home_of,
 };
-pub use self::failure::{Failure, Render};
+pub use self::failure::Failure;
 pub use self::lane::{Lane, Out};
-pub use self::shared::{Caller, Owner};
+pub use self::shared::Owner;
 use crate::daemon::Daemon;
+use crate::desk::{Caller, Desk};
 use crate::sync::lock;
 
 /// ACP connections open at once, over both transports. Past it `initialize` (or the WebSocket
 /// upgrade) is refused: each holds little, but a connection costs a bus cursor per attached
 /// session, and Streamable HTTP connections outlive their TCP connections.
 pub const MAX_CONNECTIONS: usize = 1024;
+/// ACP connections paired devices may hold together: three quarters of [`MAX_CONNECTIONS`], the
+/// last quarter kept for the operator (as `devices::StreamLimits` keeps one of the event streams),
+/// so no device, nor all of them, can take the connections the operator needs to revoke them.
+pub const MAX_DEVICE_CONNECTIONS: usize = MAX_CONNECTIONS - MAX_CONNECTIONS / 4;
 /// A Streamable HTTP connection with no stream open and no request for this long is forgotten
 /// (its client went away without `DELETE /acp`). WebSocket connections end with their socket.
 pub const HTTP_IDLE: Duration = Duration::from_secs(300);
@@ -50,8 +58,7 @@ pub const HTTP_IDLE: Duration = Duration::from_secs(300);
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// The open ACP connections.
 pub struct Door {
-    daemon: Arc<Daemon>,
-    render: Render,
+    desk: Arc<Desk>,
     /// Whether the task that forgets idle Streamable HTTP connections runs.
     sweeping: std::sync::atomic::AtomicBool,
     /// Every open connection by id: Streamable HTTP requests find theirs here; WebSocket ones are
@@ -66,28 +73,28 @@ impl std::fmt::Debug for Door {
 }
 
 impl Door {
-    pub fn new(daemon: Arc<Daemon>, render: Render) -> Arc<Door> {
-        Arc::new(Door { daemon, render, sweeping: Default::default(), open: Mutex::new(HashMap::new()) })
+    pub fn new(desk: Arc<Desk>) -> Arc<Door> {
+        Arc::new(Door { desk, sweeping: Default::default(), open: Mutex::new(HashMap::new()) })
     }
 
     pub fn daemon(&self) -> &Arc<Daemon> {
-        &self.daemon
+        self.desk.daemon()
     }
 
-    /// Opens a connection for `caller`, or refuses when [`MAX_CONNECTIONS`] are open (idle
-    /// Streamable HTTP connections are forgotten first).
-    pub fn open(
-        self: &Arc<Self>,
-        caller: Caller,
-        transport: Transport,
-        loopback: bool,
-    ) -> Result<Arc<Connection>, Failure> {
-        if self.count() >= MAX_CONNECTIONS {
+    /// Opens a connection for `caller`, or refuses: past a device's bounds (the desk's
+    /// `open_connection`), past [`MAX_DEVICE_CONNECTIONS`] for a device, or when
+    /// [`MAX_CONNECTIONS`] are open (idle Streamable HTTP connections are forgotten first). A
+    /// device's connection closes the moment the device is revoked.
+    pub fn open(self: &Arc<Self>, caller: Caller, transport: Transport) -> Result<Arc<Connection>, Failure> {
+        let place = self.desk.open_connection(&caller)?;
+        let device = caller.device().is_some();
+        let limit = if device { MAX_DEVICE_CONNECTIONS } else { MAX_CONNECTIONS };
+        if self.count_for(device) >= limit {
             self.sweep();
         }
         let mut open = lock(&self.open);
-        if open.len() >= MAX_CONNECTIONS {
-            return Err(Failure::TooManyConnections);
+        if held(&open, device) >= limit || open.len() >= MAX_CONNECTIONS {
+            return Err(Failure::TooManyConnections(MAX_CONNECTIONS));
         }
         let door = Arc::downgrade(self);
         let forget = Box::new(move |id: &str| {
@@ -95,7 +102,20 @@ impl Door {
                 door.forget(id);
             }
         });
-        let conn = Connection::new(self.daemon.clone(), self.render, forget, caller, transport, loopback);
+        let conn = Connection::new(self.desk.clone(), forget, caller, transport, place);
+        if let Some(revoked) = conn.revoked() {
+            let (conn, closed) = (Arc::downgrade(&conn), conn.closed());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = revoked.cancelled() => {
+                        if let Some(conn) = conn.upgrade() {
+                            conn.close();
+                        }
+                    }
+                    () = closed.cancelled() => {}
+                }
+            });
+        }
         if transport == Transport::Http && !self.sweeping.swap(true, std::sync::atomic::Ordering::AcqRel) {
             let door = Arc::downgrade(self);
             tokio::spawn(async move {
@@ -120,9 +140,24 @@ impl Door {
         (conn.owner() == owner && !conn.is_closed()).then_some(conn)
     }
 
+    /// Closes every connection `owner` opened (a device just revoked: each also closes on the
+    /// revocation by itself, this makes it so before the revocation is answered).
+    pub fn close_owned_by(&self, owner: &Owner) {
+        let owned: Vec<Arc<Connection>> =
+            lock(&self.open).values().filter(|c| c.owner() == owner).cloned().collect();
+        for c in owned {
+            c.close();
+        }
+    }
+
     /// Connections open now.
     pub fn count(&self) -> usize {
         lock(&self.open).len()
+    }
+
+    /// Connections open now of devices (`devices`) or of anyone.
+    fn count_for(&self, devices: bool) -> usize {
+        held(&lock(&self.open), devices)
     }
 
     /// Forgets a connection that has closed.
@@ -139,4 +174,9 @@ impl Door {
             c.close();
         }
     }
+}
+
+/// The connections in `open` of devices (`devices`), or all of them.
+fn held(open: &HashMap<String, Arc<Connection>>, devices: bool) -> usize {
+    if devices { open.values().filter(|c| *c.owner() != Owner::Operator).count() } else { open.len() }
 }

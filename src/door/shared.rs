@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::failure::{Failure, Render};
-use crate::acp::{RequestId, RpcError};
+use crate::acp::RequestId;
+use crate::desk::{Caller, Desk, Who};
+use crate::permission::Via;
 use crate::sync::lock;
 
 /// Permission requests one connection may have asked and not had answered, over all its sessions
@@ -14,47 +15,41 @@ use crate::sync::lock;
 /// with `session/permission`).
 const MAX_ASKED: usize = 256;
 
-/// Who opened a connection, as the perimeter resolved the credential of its first request.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The operator, or the device whose credential it presented (its id). A Streamable HTTP
-    /// connection answers only requests from the same caller.
-    pub owner: Owner,
-    /// The client id it acts as: a device's id, or the `X-Qwen-Client-Id` it sent. `None` lets the
-    /// first `session/new` name one (`_meta.clientId`), or the door mints one.
-    pub client_id: Option<String>,
-    /// A device's name, for the audit of its votes.
-    pub device_name: Option<Arc<str>>,
-    /// An observer device: it may read (`session/load`, `session/list`) but not prompt, vote or
-    /// change anything.
-    pub observer: bool,
-}
-
-/// The credential a connection was opened with.
+/// The credential a connection was opened with: a Streamable HTTP connection answers only
+/// requests from the same one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owner {
     Operator,
     Device(Arc<str>),
 }
 
+impl Owner {
+    /// Whose credential `caller` presented.
+    pub fn of(caller: &Caller) -> Owner {
+        caller.device().map_or(Owner::Operator, |d| Owner::Device(d.id.clone()))
+    }
+}
+
 /// What a connection's lanes share with it: who it is, what it asked, and the JSON-RPC ids each
 /// side owes the other. Await-free critical sections only.
 pub(super) struct Shared {
+    /// The front desk every registration, subscription and vote of the connection goes through.
+    pub(super) desk: Arc<Desk>,
     pub(super) id: String,
     /// The client id the connection acts as, once known.
     pub(super) client: OnceLock<String>,
     /// The door minted `client` (the client named none): it leaves its sessions with the
     /// connection.
     pub(super) minted: AtomicBool,
-    pub(super) observer: bool,
-    pub(super) device_name: Option<Arc<str>>,
-    /// The peer of the latest request (Streamable HTTP requests may come from another socket).
-    pub(super) loopback: AtomicBool,
+    /// The credential the connection was opened with (its role, a device's name).
+    pub(super) who: Who,
+    /// The latest request came from this host's loopback (Streamable HTTP requests may come
+    /// from another socket), as the desk's caller said.
+    pub(super) local: AtomicBool,
     /// Sent the echo of its own prompts (`_meta["mediatord/echoOwnPrompts"]`, or the qwen dialect).
     pub(super) echo_own: AtomicBool,
     /// Every event-born message wrapped with its event id (`_meta["mediatord/eventIds"]`).
     pub(super) envelope: AtomicBool,
-    pub(super) render: Render,
     pub(super) book: Mutex<Book>,
 }
 
@@ -70,10 +65,6 @@ pub(super) struct Book {
 }
 
 impl Shared {
-    pub(super) fn render(&self, f: &Failure) -> RpcError {
-        (self.render)(f)
-    }
-
     pub(super) fn echo_own(&self) -> bool {
         self.echo_own.load(Ordering::Relaxed)
     }
@@ -82,18 +73,21 @@ impl Shared {
         self.envelope.load(Ordering::Relaxed)
     }
 
-    pub(super) fn loopback(&self) -> bool {
-        self.loopback.load(Ordering::Relaxed)
+    /// The connection as the desk's caller: who opened it, the client id it acts as, from where
+    /// its latest request came, through `/acp`.
+    pub(super) fn caller(&self) -> Caller {
+        Caller {
+            client: self.client.get().cloned(),
+            minted: self.minted.load(Ordering::Relaxed),
+            who: self.who.clone(),
+            local: self.local.load(Ordering::Relaxed),
+            via: Via::Acp,
+        }
     }
 
     /// The client id this connection acts as, once known.
     pub(super) fn client_id(&self) -> Option<&str> {
         self.client.get().map(String::as_str)
-    }
-
-    /// The client id to ask permission requests of: none for an observer, or before one is known.
-    pub(super) fn voter(&self) -> Option<String> {
-        if self.observer { None } else { self.client.get().cloned() }
     }
 
     /// Records a request about to be sent; its id, or `None` past [`MAX_ASKED`].
@@ -153,35 +147,38 @@ impl Shared {
 mod tests {
     use super::*;
 
-    fn shared(observer: bool) -> Shared {
+    fn shared() -> Shared {
+        let dir = std::env::temp_dir();
+        let desk = Desk::new(crate::daemon::Daemon::new(crate::config::Config::for_tests(&dir)));
         Shared {
+            desk,
             id: "c".into(),
             client: OnceLock::new(),
             minted: AtomicBool::new(false),
-            observer,
-            device_name: None,
-            loopback: AtomicBool::new(true),
+            who: Who::Operator,
+            local: AtomicBool::new(true),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
-            render: |_| RpcError::new(-32603, "x"),
             book: Mutex::new(Book::default()),
         }
     }
 
     #[test]
-    fn a_voter_is_known_and_not_an_observer() {
-        let s = shared(false);
-        assert_eq!((s.voter(), s.client_id()), (None, None), "no client id yet");
+    fn the_caller_is_the_connections_as_it_stands_now() {
+        let s = shared();
+        let c = s.caller();
+        assert_eq!((c.client, c.minted, c.local, c.via), (None, false, true, Via::Acp), "no client id yet");
         s.client.set("alice".into()).expect("set once");
-        assert_eq!((s.voter(), s.client_id()), (Some("alice".into()), Some("alice")));
-        let o = shared(true);
-        o.client.set("dev-1".into()).expect("set once");
-        assert_eq!(o.voter(), None, "an observer is never asked");
+        s.minted.store(true, Ordering::Relaxed);
+        s.local.store(false, Ordering::Relaxed);
+        let c = s.caller();
+        assert_eq!((c.client.as_deref(), c.minted, c.local), (Some("alice"), true, false));
+        assert_eq!(c.role(), crate::desk::Role::Operator);
     }
 
     #[test]
     fn asked_requests_are_numbered_bounded_and_withdrawn_per_session_and_request() {
-        let s = shared(false);
+        let s = shared();
         let a = s.issue("s1", "r1").expect("asked");
         let b = s.issue("s1", "r1").expect("asked again (another lane)");
         let c = s.issue("s2", "r1").expect("another session's r1");
@@ -204,7 +201,7 @@ mod tests {
 
     #[test]
     fn prompts_are_owed_until_taken_and_dropped_with_their_session() {
-        let s = shared(false);
+        let s = shared();
         s.await_prompt("s1", "p1", RequestId::Number(1));
         s.await_prompt("s1", "p2", RequestId::Number(2));
         s.await_prompt("s2", "p1", RequestId::Number(3));

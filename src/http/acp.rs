@@ -24,14 +24,14 @@ use std::time::Duration;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
@@ -42,12 +42,13 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
 
-use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, RawBody, client_id};
-use super::perimeter::{BEARER_SUBPROTOCOL, Peer, is_loopback_peer};
+use super::perimeter::BEARER_SUBPROTOCOL;
 use super::wsframe::Frames;
-use crate::acp::{Frame, RpcError};
+use crate::acp::Frame;
+use crate::desk::Refusal;
+use crate::desk::{Caller, Desk, Place};
 use crate::devices::StreamPermit;
 use crate::door::{
     self, Connection, Ctx, Door, Failure, Lane, NoStream, Out, Owner, SessionStream, Transport, wire,
@@ -89,73 +90,10 @@ const CLOSE_EVICTED: u16 = 4001;
 /// The daemon refused a message it could not parse as a WebSocket frame of text.
 const CLOSE_SILENT: u16 = 4002;
 
-/// The door's failure as a JSON-RPC error: `message` and `data` (`code`, `httpStatus`, context) as
-/// the REST twin's error body; `code` from the status.
-pub(super) fn render(f: &Failure) -> RpcError {
-    rpc_error(&api_error(f.clone()))
-}
-
-/// The door's failure as the REST twin's error.
-fn api_error(f: Failure) -> ApiError {
-    match f {
-        Failure::Create(e) => e.into(),
-        Failure::Session(e) => e.into(),
-        Failure::Vote(e) => e.into(),
-        Failure::Resume(e) => e.into(),
-        Failure::InvalidParams(m) => ApiError::InvalidParameter(m),
-        Failure::MethodNotFound(m) => ApiError::AcpMethodNotFound(m),
-        Failure::NotInitialized => ApiError::AcpNotInitialized,
-        Failure::AlreadyInitialized => ApiError::AcpAlreadyInitialized,
-        Failure::ReadOnly => ApiError::ReadOnlyDevice,
-        Failure::NotAttached(session_id) => ApiError::AcpSessionNotAttached { session_id },
-        Failure::TooManySessions => ApiError::AcpTooManySessions { limit: door::MAX_SESSIONS_PER_CONNECTION },
-        Failure::TooManyCalls => ApiError::AcpTooManyRequests { limit: door::MAX_CALLS_IN_FLIGHT },
-        Failure::ClientIdMismatch(client_id) => ApiError::ClientIdChanged { client_id },
-        Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
-        Failure::NoConfigOptions => ApiError::ConfigOptionsUnsupported,
-        Failure::InvalidPrompt => ApiError::InvalidPrompt,
-        Failure::StreamLimit(e) => e.into(),
-        Failure::NotRemembered(e) => ApiError::store_unavailable(
-            "The decision was applied, but remembering it for the workspace failed",
-            &e,
-        ),
-    }
-}
-
-fn rpc_error(api: &ApiError) -> RpcError {
-    let status = api.status().as_u16();
-    let code = match (api, status) {
-        (ApiError::AcpMethodNotFound(_), _) => crate::acp::METHOD_NOT_FOUND,
-        (_, 400 | 422) => crate::acp::INVALID_PARAMS,
-        // ACP's "resource not found".
-        (_, 404) => crate::acp::RESOURCE_NOT_FOUND,
-        (_, 401 | 403) => -32003,
-        (_, 409 | 410) => -32004,
-        (_, 429 | 503) => -32005,
-        _ => crate::acp::INTERNAL_ERROR,
-    };
-    let mut data = api.body();
-    data["httpStatus"] = json!(status);
-    if let Some(m) = data.as_object_mut() {
-        m.remove("error");
-    }
-    RpcError { code, message: api.to_string(), data: Some(data) }
-}
-
-/// Who is calling, for the door.
-fn door_caller(caller: Option<&Caller>, headers: &HeaderMap) -> Result<door::Caller, ApiError> {
-    let device = caller.and_then(Caller::device);
-    Ok(door::Caller {
-        owner: device.map_or(Owner::Operator, |d| Owner::Device(d.id.clone())),
-        // A device's requests carry its own id here (the perimeter wrote it).
-        client_id: client_id(headers)?,
-        device_name: device.map(|d| d.name.clone()),
-        observer: device.is_some_and(|d| d.role == crate::devices::Role::Observer),
-    })
-}
-
-fn owner(caller: Option<&Caller>) -> Owner {
-    caller.and_then(Caller::device).map_or(Owner::Operator, |d| Owner::Device(d.id.clone()))
+/// The caller of a request to `/acp`, acting as the client id its headers name (a device's
+/// own, the perimeter wrote it).
+fn acting(caller: Caller, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    Ok(caller.acting_as(client_id(headers)?))
 }
 
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -166,13 +104,11 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 pub(super) async fn get(
     State(d): State<AppState>,
     Extension(door): Extension<Arc<Door>>,
-    caller: Option<Extension<Caller>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     req: Request,
 ) -> Result<Response, ApiError> {
     let (mut parts, _body) = req.into_parts();
-    let loopback = is_loopback_peer(Some(peer));
-    let caller = caller.map(|Extension(c)| c);
     // Kept before axum's check of the upgrade takes it: the daemon runs the socket itself.
     let on_upgrade = parts.extensions.get::<OnUpgrade>().cloned();
     if let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await
@@ -180,7 +116,8 @@ pub(super) async fn get(
         && let Some(key) = parts.headers.get(header::SEC_WEBSOCKET_KEY)
     {
         let handshake = Handshake { upgrade, on_upgrade, accept: derive_accept_key(key.as_bytes()) };
-        return upgrade_to_websocket(&d, &door, caller.as_ref(), &parts.headers, loopback, handshake);
+        let caller = acting(caller, &parts.headers)?;
+        return upgrade_to_websocket(&d, &door, caller, handshake);
     }
     let headers = &parts.headers;
     let accepts = headers
@@ -192,9 +129,9 @@ pub(super) async fn get(
         return Err(ApiError::NotAcceptable);
     }
     let id = header_text(headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
-    let conn = door.find(id, &owner(caller.as_ref())).ok_or(ApiError::AcpConnectionNotFound)?;
-    let revoked = caller.as_ref().and_then(Caller::device).map(|d| d.revoked());
-    let place = device_place(&d, caller.as_ref())?;
+    let conn = door.find(id, &Owner::of(&caller)).ok_or(ApiError::AcpConnectionNotFound)?;
+    // The stream holds a connection: a device's counts among its bounds, as its SSE streams do.
+    let Place { permit: place, revoked } = desk.open_connection(&caller)?;
     let body = match header_text(headers, SESSION_HEADER) {
         Some(session_id) => {
             let last_event_id = super::events::last_event_id(headers);
@@ -203,18 +140,16 @@ pub(super) async fn get(
             // waits for the attach.
             let taken = match conn.take_lane(session_id, last_event_id, false) {
                 Err(NoStream::NotAttached) => {
-                    conn.may_attach(session_id).await.map_err(api_error)?;
+                    conn.may_attach(session_id).await?;
                     conn.take_lane(session_id, last_event_id, true)
                 }
                 taken => taken,
             };
             let start = taken.map_err(|no| match no {
                 NoStream::Busy => ApiError::AcpStreamBusy,
-                NoStream::NotAttached => {
-                    ApiError::AcpSessionNotAttached { session_id: session_id.to_owned() }
-                }
+                NoStream::NotAttached => ApiError::Door(Failure::NotAttached(session_id.to_owned())),
                 NoStream::TooManySessions => {
-                    ApiError::AcpTooManySessions { limit: door::MAX_SESSIONS_PER_CONNECTION }
+                    ApiError::Door(Failure::TooManySessions(door::MAX_SESSIONS_PER_CONNECTION))
                 }
             })?;
             Body::from_stream(session_stream(
@@ -237,16 +172,6 @@ pub(super) async fn get(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
-}
-
-/// A device's connection holds a place of its stream bounds (`devices::StreamLimits`) while it is
-/// open, as its SSE streams do, so no device takes the connections the operator needs; the
-/// sessions it attaches hold their places in the door. The operator's are not counted.
-fn device_place(d: &AppState, caller: Option<&Caller>) -> Result<Option<StreamPermit>, ApiError> {
-    match caller.and_then(Caller::device) {
-        Some(device) => Ok(Some(d.devices.open_connection(device)?)),
-        None => Ok(None),
-    }
 }
 
 /// A WebSocket upgrade axum checked (`GET`, `Connection`, `Upgrade`, version 13, a key), taken
@@ -276,17 +201,12 @@ type Socket = WebSocketStream<TokioIo<Upgraded>>;
 fn upgrade_to_websocket(
     d: &AppState,
     door: &Arc<Door>,
-    caller: Option<&Caller>,
-    headers: &HeaderMap,
-    loopback: bool,
+    caller: Caller,
     handshake: Handshake,
 ) -> Result<Response, ApiError> {
-    let place = device_place(d, caller)?;
-    let conn =
-        door.open(door_caller(caller, headers)?, Transport::WebSocket, loopback).map_err(|f| match f {
-            Failure::TooManyConnections => ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS },
-            _ => ApiError::Internal,
-        })?;
+    let local = caller.local;
+    // The connection is opened first (a device's within its bounds, closed when it is revoked).
+    let conn = door.open(caller, Transport::WebSocket)?;
     let Handshake { upgrade, on_upgrade, accept } = handshake;
     let offered: Vec<String> = upgrade
         .requested_protocols()
@@ -296,21 +216,19 @@ fn upgrade_to_websocket(
         .filter(|p| !p.is_empty() && !p.starts_with(BEARER_SUBPROTOCOL))
         .collect();
     let protocol = upgrade.protocols(offered).selected_protocol().cloned();
-    let revoked = caller.and_then(Caller::device).map(|d| d.revoked());
     let shutdown = d.streams_end.clone();
     let id = HeaderValue::from_str(conn.id()).ok();
-    let accept = HeaderValue::from_str(&accept).map_err(|_| ApiError::Internal)?;
+    let accept = HeaderValue::from_str(&accept).map_err(|_| ApiError::Refused(Refusal::Internal))?;
     tokio::spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
                 let socket =
                     WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(ws_config()))
                         .await;
-                run_websocket(socket, conn, loopback, shutdown, revoked).await;
+                run_websocket(socket, conn, local, shutdown).await;
             }
             Err(_) => conn.close(),
         }
-        drop(place);
     });
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
     let h = response.headers_mut();
@@ -342,13 +260,7 @@ enum Woke {
 /// batch per write. Ends with the socket, the connection, the daemon's drain, or the device's
 /// revocation. One task owns the socket whole (no split halves and their lock per message): it
 /// reads only while waiting, and writes after.
-async fn run_websocket(
-    mut socket: Socket,
-    conn: Arc<Connection>,
-    loopback: bool,
-    shutdown: CancellationToken,
-    revoked: Option<CancellationToken>,
-) {
+async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, shutdown: CancellationToken) {
     let (Some(mut messages), Some(mut new_lanes)) = (conn.take_messages(), conn.take_lanes()) else {
         conn.close();
         return;
@@ -356,7 +268,7 @@ async fn run_websocket(
     let mut lanes = Lanes::default();
     let mut frames = Frames::new(WS_WRITE_BUFFER);
     let closed = conn.closed();
-    let revoked = revoked.unwrap_or_default();
+    let revoked = conn.revoked().unwrap_or_default();
     let mut ping = tokio::time::interval_at(Instant::now() + WS_PING_INTERVAL, WS_PING_INTERVAL);
     let mut heard = Instant::now();
     // Once the daemon drains, nothing more is read; the lanes deliver what their sessions
@@ -369,6 +281,8 @@ async fn run_websocket(
         }
         let woke = tokio::select! {
             biased;
+            // Before the close it causes (the door closes a revoked device's connections): said so.
+            () = revoked.cancelled() => Woke::End(Some((CLOSE_POLICY, "this device was revoked"))),
             () = closed.cancelled() => Woke::End(None),
             // Before the drain's signal: a session attached before it is delivered to its end.
             Some(lane) = new_lanes.recv() => {
@@ -379,12 +293,11 @@ async fn run_websocket(
                 draining = true;
                 Woke::Nothing
             }
-            () = revoked.cancelled() => Woke::End(Some((CLOSE_POLICY, "this device was revoked"))),
             frame = socket.next(), if !draining => {
                 heard = Instant::now();
                 match frame {
                     Some(Ok(Message::Text(text))) => {
-                        conn.receive(text.as_bytes(), Ctx { loopback, session_header: None });
+                        conn.receive(text.as_bytes(), Ctx { local, session_header: None });
                         Woke::Nothing
                     }
                     // Binary frames are ignored (the RFD); pings are answered by the library.
@@ -719,8 +632,7 @@ fn end_signal(conn: &Connection, revoked: Option<CancellationToken>) -> Cancella
 /// `POST /acp`.
 pub(super) async fn post(
     Extension(door): Extension<Arc<Door>>,
-    caller: Option<Extension<Caller>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
@@ -732,8 +644,7 @@ pub(super) async fn post(
     if !json {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let caller = caller.map(|Extension(c)| c);
-    let loopback = is_loopback_peer(Some(peer));
+    let caller = acting(caller, &headers)?;
     let frame = Frame::parse(&body);
     if let Frame::Malformed(_) = frame {
         return Err(if wire::refusal(&body).code == wire::PARSE_ERROR {
@@ -748,21 +659,20 @@ pub(super) async fn post(
         if !is_initialize {
             return Err(ApiError::AcpConnectionRequired);
         }
-        let conn = door
-            .open(door_caller(caller.as_ref(), &headers)?, Transport::Http, loopback)
-            .map_err(|_| ApiError::AcpConnectionLimit { limit: door::MAX_CONNECTIONS })?;
+        let conn = door.open(caller, Transport::Http)?;
         let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
         let answer = match conn.initialize(&params) {
             Ok(result) => wire::response(&id, &result),
-            Err(f) => wire::error(Some(&id), &render(&f)),
+            Err(f) => wire::error(Some(&id), &f.render()),
         };
         return Ok(jsonrpc(StatusCode::OK, answer, Some(conn.id())));
     };
     if is_initialize {
-        return Err(ApiError::AcpAlreadyInitialized);
+        return Err(ApiError::Door(Failure::AlreadyInitialized));
     }
-    let conn = door.find(id, &owner(caller.as_ref())).ok_or(ApiError::AcpConnectionNotFound)?;
-    let ctx = Ctx { loopback, session_header: header_text(&headers, SESSION_HEADER).map(str::to_owned) };
+    let conn = door.find(id, &Owner::of(&caller)).ok_or(ApiError::AcpConnectionNotFound)?;
+    let ctx =
+        Ctx { local: caller.local, session_header: header_text(&headers, SESSION_HEADER).map(str::to_owned) };
     conn.receive(&body, ctx);
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -780,13 +690,11 @@ fn jsonrpc(status: StatusCode, body: Bytes, connection: Option<&str>) -> Respons
 /// `DELETE /acp`: ends the connection named in `Acp-Connection-Id`.
 pub(super) async fn delete(
     Extension(door): Extension<Arc<Door>>,
-    caller: Option<Extension<Caller>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let id = header_text(&headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
-    let conn = door
-        .find(id, &owner(caller.map(|Extension(c)| c).as_ref()))
-        .ok_or(ApiError::AcpConnectionNotFound)?;
+    let conn = door.find(id, &Owner::of(&caller)).ok_or(ApiError::AcpConnectionNotFound)?;
     conn.close();
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -833,17 +741,5 @@ mod tests {
         let mut read = WebSocket::from_raw_socket(Cursor::new(bytes), Role::Client, None);
         assert_eq!(read.read().expect("the pong"), Message::Pong(payload.into()));
         assert_eq!(read.read().expect("the message"), Message::text(r#"{"jsonrpc":"2.0","method":"x"}"#));
-    }
-
-    #[test]
-    fn failures_render_with_their_rest_code_and_status() {
-        let e = render(&Failure::Session(crate::daemon::SessionError::NotFound { session_id: "s".into() }));
-        assert_eq!(e.code, crate::acp::RESOURCE_NOT_FOUND);
-        assert_eq!(e.data, Some(json!({"code": "session_not_found", "sessionId": "s", "httpStatus": 404})));
-        let e = render(&Failure::MethodNotFound("_qwen/x".into()));
-        assert_eq!((e.code, e.message.as_str()), (crate::acp::METHOD_NOT_FOUND, "Method not found: _qwen/x"));
-        assert_eq!(render(&Failure::ReadOnly).code, -32003);
-        assert_eq!(render(&Failure::InvalidParams("x".into())).code, crate::acp::INVALID_PARAMS);
-        assert_eq!(render(&Failure::TooManyCalls).data.map(|d| d["httpStatus"].clone()), Some(json!(429)));
     }
 }

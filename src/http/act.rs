@@ -15,18 +15,21 @@
 
 use std::time::Instant;
 
-use axum::Json;
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::extract::{AppState, Flags, PathParams};
-use super::perimeter::{Peer, is_loopback_peer};
+use super::perimeter::{Local, Peer};
+use crate::desk::{Caller, Desk, Refusal, Who};
 use crate::notify::{Link, LinkError, well_formed};
-use crate::permission::{Choice, Via, Vote, VoteError};
+use crate::permission::{Choice, Via, Vote};
 use crate::present::{self, Bounds, Tone};
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
@@ -44,7 +47,7 @@ const REVIEWED_FIELD: &[u8] = b"reviewed=1";
 fn live_link(d: &AppState, peer: Peer, token: &str) -> Result<Link, ApiError> {
     let links = d.notifier.links();
     let now = Instant::now();
-    let ip = peer.0.ip();
+    let ip = peer.addr.ip();
     let unknown = || {
         if links.is_throttled(ip, now) || !links.unknown_attempt(ip, now) {
             ApiError::TooManyLinkAttempts
@@ -76,6 +79,7 @@ fn asked(d: &AppState, token: &str, link: &Link, bounds: Bounds) -> Option<prese
             r.get("options").unwrap_or(&Value::Null),
             bounds,
         )
+        .warned(&r)
     })
 }
 
@@ -129,14 +133,16 @@ pub(super) async fn confirm(
 /// or pages for a browser's form (`Accept: text/html`), the refusals included.
 pub(super) async fn act(
     State(d): State<AppState>,
+    Extension(desk): Extension<Arc<Desk>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
+    Extension(Local(local)): Extension<Local>,
     headers: HeaderMap,
     PathParams(token): PathParams<String>,
     body: Bytes,
 ) -> Response {
     let html = wants_html(&headers);
     let reviewed = body.split(|b| *b == b'&').any(|field| field == REVIEWED_FIELD);
-    match cast(&d, peer, &token, reviewed) {
+    match cast(&d, &desk, peer, local, &token, reviewed).await {
         Ok(link) if html => page(
             StatusCode::OK,
             "Done",
@@ -156,7 +162,14 @@ pub(super) async fn act(
 /// Casts the link's vote. `reviewed`: the `POST` came from the link's page (its form field), which
 /// showed the request whole; a link that needs it refuses without it (and when the page could not
 /// show the request), and stays usable.
-fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, ApiError> {
+async fn cast(
+    d: &AppState,
+    desk: &Desk,
+    peer: Peer,
+    local: bool,
+    token: &str,
+    reviewed: bool,
+) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
     let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
     if link.needs_review && !(reviewed && asked.shown_chars() <= MAX_PAGE_CHARS) {
@@ -171,24 +184,16 @@ fn cast(d: &AppState, peer: Peer, token: &str, reviewed: bool) -> Result<Link, A
             return Err(ApiError::LinkExpired);
         }
     };
-    if let Some(client) = &link.client_id {
-        // The link's holder acts as that client, as a client naming itself in its header does.
-        session.touch_client(client);
-    }
+    // The link's holder acts as its target's client id, as a client naming itself does.
+    let caller =
+        Caller { client: link.client_id.clone(), minted: false, who: Who::Link, local, via: Via::Link };
     let vote = Vote::Outcome {
         choice: Choice::Option(link.option_id.clone()),
         remember: crate::permission::Remember::No,
     };
-    let loopback = is_loopback_peer(Some(peer.0));
-    match session.permissions().vote_via(
-        &link.request_id,
-        link.client_id.as_deref(),
-        loopback,
-        &vote,
-        Via::Link,
-    ) {
+    match desk.vote(&session, &caller, &link.request_id, &vote).await {
         Ok(()) => Ok(link),
-        Err(VoteError::NotFound | VoteError::AlreadyResolved { .. }) => {
+        Err(Refusal::PermissionRequestNotFound | Refusal::PermissionAlreadyResolved { .. }) => {
             links.expire(token);
             Err(ApiError::LinkExpired)
         }
@@ -258,6 +263,9 @@ fn request_html(asked: &present::Request, option_id: &str) -> String {
         escape(&asked.kind),
         escape(&asked.title)
     ));
+    if let Some(warning) = &asked.warning {
+        out.push_str(&format!(r#"<p class="warning" role="alert">{}</p>"#, escape(warning)));
+    }
     for s in &asked.sections {
         out.push_str(&section_html(s));
     }
@@ -312,13 +320,13 @@ fn form(label: &str, reviewed: bool) -> String {
 
 /// Pages share one look: readable on a phone, light or dark as the device is, the app one tap away.
 const PAGE_STYLE: &str = "\
-:root{color-scheme:light dark;--muted:#6b7280;--add:#dcfce7;--del:#fee2e2;--code:#f3f4f6;--accent:#2563eb}\
-@media (prefers-color-scheme:dark){:root{--add:#14532d;--del:#7f1d1d;--code:#1f2937;--accent:#60a5fa}}\
+:root{color-scheme:light dark;--muted:#6b7280;--add:#dcfce7;--del:#fee2e2;--code:#f3f4f6;--accent:#2563eb;--warn:#b91c1c}\
+@media (prefers-color-scheme:dark){:root{--add:#14532d;--del:#7f1d1d;--code:#1f2937;--accent:#60a5fa;--warn:#fca5a5}}\
 body{font:16px/1.5 system-ui,sans-serif;margin:0 auto;padding:1rem;max-width:48rem}\
 header{display:flex;justify-content:space-between;align-items:center;border-bottom:1px solid var(--muted);padding-bottom:.5rem}\
 header a{font-weight:600;text-decoration:none;color:var(--accent)}\
 h1{font-size:1.3rem}h2{font-size:.85rem;font-family:ui-monospace,monospace;color:var(--muted);margin:.8rem 0 .2rem;overflow-wrap:anywhere}\
-p{overflow-wrap:anywhere}.title{font-weight:600}.note,.cut{color:var(--muted);font-size:.9rem}\
+p{overflow-wrap:anywhere}.title{font-weight:600}.note,.cut{color:var(--muted);font-size:.9rem}.warning{color:var(--warn);font-weight:600}\
 pre{background:var(--code);padding:.5rem 0;border-radius:8px;white-space:pre-wrap;overflow-wrap:anywhere;font:14px/1.4 ui-monospace,monospace;margin:0}\
 pre>span{display:block;padding:0 .75rem}.added{background:var(--add)}.removed{background:var(--del)}.hunk,.note{color:var(--muted)}\
 button,a.button{display:inline-block;font-size:1.1rem;padding:.7em 1.4em;border-radius:10px;border:2px solid var(--accent);background:var(--accent);color:#fff;text-decoration:none;margin-top:1rem}";

@@ -1,7 +1,7 @@
 //! Who a request is (`docs/operations.md#devices`, `docs/protocol.md#23-bearer-token`): the
 //! operator (the daemon's token, or anyone on a daemon without one) or a paired device, by its
-//! credential in `Authorization: Bearer`. The perimeter resolves it once and attaches the
-//! [`Caller`] to the request; handlers read it with `Option<Extension<Caller>>`.
+//! credential in `Authorization: Bearer`. The perimeter resolves it once and attaches the front
+//! desk's `Caller` to the request; handlers read it with `Extension<Caller>`.
 //!
 //! A device credential is never a cookie (issue #27): cookies ignore ports, so every other server
 //! on the daemon's host name (a dev server on `localhost:3000`) would receive it, and any page of
@@ -14,45 +14,9 @@
 use axum::http::{HeaderMap, HeaderValue, header};
 
 use crate::config::Config;
-use crate::devices::Device;
 
 /// The device cookie earlier versions set; now only cleared.
 pub(super) const COOKIE: &str = "mediatord_device";
-
-/// Who is calling.
-#[derive(Debug, Clone)]
-pub(super) enum Caller {
-    /// The daemon's token, or anyone when the daemon has none (loopback only): the trusted
-    /// operator path, whose client ids are self-reported.
-    Operator,
-    /// A paired device.
-    Device(Device),
-}
-
-impl Caller {
-    pub(super) fn device(&self) -> Option<&Device> {
-        match self {
-            Caller::Operator => None,
-            Caller::Device(device) => Some(device),
-        }
-    }
-
-    /// Whether the caller may vote: the operator's clients and voter devices, not observers.
-    pub(super) fn may_vote(&self) -> bool {
-        self.device().is_none_or(|d| d.role == crate::devices::Role::Voter)
-    }
-}
-
-/// Registers `client` on `session` as the caller may: a voter, or (a paired observer) a client
-/// that is never counted among the voters. No caller (the router without the perimeter, in
-/// tests) is the operator.
-pub(super) fn touch(session: &crate::daemon::Session, client: &str, caller: Option<&Caller>) -> u64 {
-    if caller.is_none_or(Caller::may_vote) {
-        session.touch_client(client)
-    } else {
-        session.touch_observer(client)
-    }
-}
 
 /// The credential `Authorization` presents: `Some("")` for a header that is not a bearer one (it
 /// still counts as presented, and fails).
@@ -112,30 +76,6 @@ mod tests {
         assert_eq!(bearer(&h), Some("tok"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic x"));
         assert_eq!(bearer(&h), Some(""));
-    }
-
-    #[tokio::test]
-    async fn only_the_operator_and_voter_devices_may_vote() {
-        use std::sync::Arc;
-        use std::time::Duration;
-
-        use crate::devices::{Devices, Role, StreamLimits};
-        use crate::store::MemoryStore;
-
-        let limits = StreamLimits { all_devices: 8, per_session: 8 };
-        let devices = Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits);
-        let peer = std::net::IpAddr::from([127, 0, 0, 1]);
-        let mut paired = Vec::new();
-        for role in [Role::Voter, Role::Observer] {
-            let code = devices.issue_code(None, role).expect("code").code;
-            paired.push(devices.pair(&code, None, peer).await.expect("paired").0);
-        }
-        assert!(Caller::Operator.device().is_none());
-        assert!(Caller::Operator.may_vote());
-        let voter = Caller::Device(paired[0].clone());
-        assert_eq!(voter.device().map(|d| d.id.clone()), Some(paired[0].id.clone()));
-        assert!(voter.may_vote());
-        assert!(!Caller::Device(paired[1].clone()).may_vote(), "an observer");
     }
 
     #[test]

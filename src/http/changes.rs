@@ -15,14 +15,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::changes::files::{
     EditRequest, MAX_CURSOR_CHARS, MAX_GLOB_RESULTS, MAX_LINE_LIMIT, MAX_READ_BYTES, Window, WriteRequest,
 };
 use crate::changes::{Changes, Entry, FileError};
-use crate::daemon::Actor;
+use crate::desk::{Caller, Desk, Refusal};
 use crate::store::TurnRecord;
 
 type ApiResult = Result<Response, ApiError>;
@@ -70,14 +69,14 @@ fn required<'a>(name: &str, raw: Option<&'a str>) -> Result<&'a str, ApiError> {
 fn engine(d: &AppState) -> Result<Arc<Changes>, ApiError> {
     d.changes
         .clone()
-        .ok_or_else(|| ApiError::ChangesUnavailable("the snapshot store could not be opened".into()))
+        .ok_or_else(|| Refusal::ChangesUnavailable("the snapshot store could not be opened".into()).into())
 }
 
 /// Runs `work` on a blocking thread (the file system and the snapshot store block).
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work).await.map_err(|_| ApiError::Internal)?
+    tokio::task::spawn_blocking(work).await.map_err(|_| ApiError::Refused(Refusal::Internal))?
 }
 
 /// qwen serve's read answers are never cached and never sniffed.
@@ -108,20 +107,20 @@ async fn diff_of(d: AppState, workspace: PathBuf) -> ApiResult {
     let base = d.workspace_base(&workspace).await;
     let ws = workspace.clone();
     let diff = blocking(move || engine.workspace_diff(&ws, base.as_deref()).map_err(diff_error)).await?;
-    let mut body = serde_json::to_value(&diff).map_err(|_| ApiError::Internal)?;
+    let mut body = serde_json::to_value(&diff).map_err(|_| ApiError::Refused(Refusal::Internal))?;
     body["v"] = json!(1);
     body["workspaceCwd"] = json!(workspace.to_string_lossy());
     json_ok(body)
 }
 
 fn diff_error(e: crate::changes::git::DiffError) -> ApiError {
-    ApiError::ChangesUnavailable(e.to_string())
+    Refusal::ChangesUnavailable(e.to_string()).into()
 }
 
 /// A path as a diff names it: relative to the workspace, `..` refused (qwen serve's
 /// `toRepoRelativePath`); an absolute one under the workspace is made relative.
 fn diff_path(workspace: &Path, raw: &str) -> Result<String, ApiError> {
-    let outside = || ApiError::File(FileError::Outside(raw.to_owned()));
+    let outside = || ApiError::from(FileError::Outside(raw.to_owned()));
     let path = Path::new(raw);
     let rel = if path.is_absolute() { path.strip_prefix(workspace).map_err(|_| outside())? } else { path };
     if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) || rel.as_os_str().is_empty() {
@@ -216,45 +215,37 @@ pub(super) async fn rewind_snapshots(
     json_ok(json!({"snapshots": snapshots}))
 }
 
-/// Who rewinds, from what the perimeter resolved and the client id header (the one place this
-/// route reads its caller: the front desk replaces it).
-fn rewinder(caller: Option<&Caller>, headers: &HeaderMap) -> Result<Actor, ApiError> {
-    Ok(Actor {
-        client_id: client_id(headers)?,
-        device_name: caller.and_then(Caller::device).map(|d| d.name.to_string()),
-    })
-}
-
 /// `POST /session/{id}/rewind {promptId, rewindFiles?, force?}`.
 pub(super) async fn rewind(
     State(d): State<AppState>,
     PathParams(id): PathParams<String>,
-    caller: Option<Extension<Caller>>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let Some(body) = body.as_object() else { return Err(ApiError::InvalidJson) };
     let prompt_id = match body.get("promptId") {
         Some(Value::String(p)) if !p.is_empty() => p.clone(),
-        _ => return Err(ApiError::MissingPromptId),
+        _ => return Err(Refusal::MissingPromptId.into()),
     };
     let flag = |name: &str| match body.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(ApiError::InvalidRewindFlag(format!("`{name}` must be a boolean when provided"))),
+        Some(_) => Err(ApiError::from(Refusal::InvalidRewindFlag(format!(
+            "`{name}` must be a boolean when provided"
+        )))),
     };
     if flag("rewindFiles")? == Some(false) {
-        return Err(ApiError::InvalidRewindFlag(
+        return Err(Refusal::InvalidRewindFlag(
             "`rewindFiles: false` asks to rewind the conversation only, which no ACP agent offers: mediatord rewinds files".into(),
-        ));
+        )
+        .into());
     }
     let force = flag("force")?.unwrap_or(false);
-    let actor = rewinder(caller.as_deref(), &headers)?;
+    let caller = caller.acting_as(client_id(&headers)?);
     let session = d.session(&id)?;
-    let outcome = session.rewind(&prompt_id, force, &actor).await.map_err(|e| match ApiError::from(e) {
-        ApiError::SessionBusy { .. } => ApiError::SessionBusy { session_id: id.clone() },
-        other => other,
-    })?;
+    let outcome = desk.rewind(&session, &caller, &prompt_id, force).await?;
     json_ok(json!({
         "rewound": outcome.rewound,
         "targetTurnIndex": outcome.target_turn_index,
@@ -283,7 +274,9 @@ pub(super) async fn turn_diff(
         None | Some("json") => false,
         Some("unified") => true,
         Some(f) => {
-            return Err(ApiError::InvalidParameter(format!("format must be json or unified, got {f:?}")));
+            return Err(
+                Refusal::InvalidParameter(format!("format must be json or unified, got {f:?}")).into()
+            );
         }
     };
     let records = d.turn_records(&id).await?;
@@ -291,16 +284,17 @@ pub(super) async fn turn_diff(
         .into_iter()
         .filter(is_turn)
         .find(|r| r.entry.get("turnIndex").and_then(Value::as_u64) == Some(turn))
-        .ok_or(ApiError::TurnNotFound { turn })?;
+        .ok_or(Refusal::TurnNotFound { turn })?;
     let (Some(before), Some(after)) = (record.before.clone(), record.after.clone()) else {
-        return Err(ApiError::ChangesUnavailable("that turn has no snapshots".into()));
+        return Err(Refusal::ChangesUnavailable("that turn has no snapshots".into()).into());
     };
     let engine = engine(&d)?;
     let workspace = PathBuf::from(&record.workspace);
     let path = p.path.as_deref().map(|raw| diff_path(&workspace, raw)).transpose()?;
     let answer = blocking(move || {
-        let missing =
-            |e: std::io::Error| ApiError::ChangesUnavailable(format!("the turn's snapshot is gone: {e}"));
+        let missing = |e: std::io::Error| {
+            ApiError::from(Refusal::ChangesUnavailable(format!("the turn's snapshot is gone: {e}")))
+        };
         let b = engine.manifest(&before).map_err(missing)?;
         let a = engine.manifest(&after).map_err(missing)?;
         let changed: Vec<(String, Option<Entry>, Option<Entry>)> = crate::changes::differing(&b, &a)

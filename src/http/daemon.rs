@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::auth::Caller;
 use super::extract::{AppState, Flags};
 use crate::config::Policy;
 use crate::daemon::Daemon;
+use crate::desk::Caller;
 
 /// `GET /health`: `{status}`, or with `?deep=1` the daemon's [`crate::metrics::Snapshot`].
 pub(super) async fn health(State(d): State<AppState>, q: Flags) -> Response {

@@ -3,13 +3,12 @@
 //! A pairing or a revocation is on disk before it is answered (`devices::Devices`), or answered
 //! `503 store_unavailable` and not done.
 
-use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::auth;
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams};
 use super::perimeter::Peer;
@@ -63,11 +62,8 @@ pub(super) async fn create_pairing(
         Some(r) => Role::parse(r)
             .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
     };
-    let issued = d.devices.issue_code(name, role)?;
-    // In a fleet the code is shown once every daemon can have heard of it (its notice committed).
-    if d.store.shared() {
-        let _ = d.store.flush().await;
-    }
+    // In a fleet the code is shown once every daemon can read it (`Devices::issue_code`).
+    let issued = d.devices.issue_code(name, role).await?;
     let url = format!("{}/#pair={}", base_url(&d, host), issued.code);
     Ok(Json(json!({
         "code": issued.code,
@@ -85,7 +81,7 @@ pub(super) async fn create_pairing(
 /// asked for a cookie alone before, is ignored.
 pub(super) async fn pair(
     State(d): State<AppState>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(Peer { addr: peer, .. }): ConnectInfo<Peer>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let code = body.get("code").and_then(Value::as_str).unwrap_or("");
@@ -110,16 +106,22 @@ pub(super) async fn list(State(d): State<AppState>) -> Json<Value> {
     Json(json!({"devices": devices}))
 }
 
-/// `DELETE /devices/{id}`: refused from its next request on; its event streams end now.
-pub(super) async fn revoke(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
+/// `DELETE /devices/{id}`: refused from its next request on; its event streams and its `/acp`
+/// connections end now (closed before the answer: their places are free once it is read).
+pub(super) async fn revoke(
+    State(d): State<AppState>,
+    Extension(door): Extension<std::sync::Arc<crate::door::Door>>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult {
     let device = d.revoke_device(&id).await?;
+    door.close_owned_by(&crate::door::Owner::Device(device.id.clone()));
     tracing::info!(device_id = %device.id, "a device was revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// The `identity` of `GET /capabilities`: who the caller is and what it may do.
-pub(super) fn identity(caller: Option<&auth::Caller>) -> Value {
-    match caller.and_then(auth::Caller::device) {
+pub(super) fn identity(caller: Option<&crate::desk::Caller>) -> Value {
+    match caller.and_then(crate::desk::Caller::device) {
         Some(device) => json!({
             "kind": "device",
             "deviceId": &*device.id,

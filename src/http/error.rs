@@ -2,7 +2,9 @@
 //! as `{"error": <human text>, "code": <code>, ...context}`. 5xx bodies carry no internals beyond
 //! the agent's own JSON-RPC error message.
 //!
-//! Every domain error enum is mapped here, once, by a `From` impl; handlers just use `?`.
+//! The desk's refusals ([`Refusal`], which maps every domain error once) and the ACP door's own
+//! failures are rendered here from their kind; the rest are the HTTP floor's own (the perimeter,
+//! bodies, links, pairing). Handlers just use `?`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -10,7 +12,10 @@ use serde_json::{Value, json};
 
 use crate::changes::FileError;
 use crate::daemon::{CreateError, ResumeError, RewindError, SessionError};
+pub use crate::desk::ClientIdProblem;
+use crate::desk::{Kind, Refusal};
 use crate::devices::{PAIRING_FAILURE_WINDOW, PairError, RevokeError, StreamLimit};
+use crate::door::Failure;
 use crate::permission::{RuleError, VoteError};
 
 /// `Retry-After` for 503s caused by load (seconds).
@@ -38,65 +43,6 @@ pub enum ApiError {
     AssetNotFound,
     #[error("Method not allowed")]
     MethodNotAllowed,
-    #[error("{0}")]
-    InvalidClientId(ClientIdProblem),
-    #[error("cwd must be an absolute path to an existing directory")]
-    InvalidCwd,
-    #[error(
-        "cwd {cwd} is not one of the daemon's workspaces ({}): start mediatord with --workspace {cwd} to serve it too, or with --any-workspace to accept any directory",
-        .accepted.join(", ")
-    )]
-    WorkspaceMismatch { cwd: String, accepted: Vec<String> },
-    #[error("sessionScope must be \"single\" or \"thread\"")]
-    InvalidSessionScope,
-    /// `agent` names none of the configured agents (`known`, the default first); `agent` is the
-    /// name asked for, or the JSON text of a value that is not a name.
-    #[error(
-        "Unknown agent {agent}: this daemon runs {} (the first is the default; start mediatord with --agent NAME=COMMAND to add one)",
-        .known.join(", ")
-    )]
-    UnknownAgent { agent: String, known: Vec<String> },
-    #[error("Session limit reached")]
-    SessionLimitExceeded { limit: usize },
-    #[error("{}", init_timeout_text(.method, *.timeout_ms))]
-    InitTimeout { method: &'static str, timeout_ms: u64 },
-    #[error("The agent could not be started: {0}")]
-    AgentStartFailed(String),
-    #[error("The daemon is shutting down")]
-    DaemonDraining,
-    #[error("Session not found")]
-    SessionNotFound { session_id: String },
-    #[error("prompt must be a non-empty array of content blocks")]
-    InvalidPrompt,
-    #[error("Too many prompts queued for this session")]
-    PromptQueueFull { limit: usize, pending: usize },
-    #[error("{0}")]
-    AgentError(String),
-    #[error("The agent exited: {0}")]
-    AgentExited(String),
-    #[error("modelId must be a non-empty string")]
-    InvalidModelId,
-    /// `mode` (the JSON text of what was sent) is none of the modes the agent announced, `available`.
-    #[error("{}", invalid_mode_text(.mode, .available))]
-    InvalidMode { mode: String, available: Vec<String> },
-    #[error("Too many event streams for this session")]
-    SubscriberLimitExceeded { limit: usize },
-    #[error(
-        "Invalid vote: expected {{\"outcome\":{{\"outcome\":\"selected\",\"optionId\":...}}}}, {{\"outcome\":{{\"outcome\":\"cancelled\"}}}} or {{\"decision\":\"allow|deny|allow-session|deny-session\"}}"
-    )]
-    InvalidVote,
-    #[error("Permission request not found")]
-    PermissionRequestNotFound,
-    #[error("Permission request already resolved")]
-    PermissionAlreadyResolved { resolved_option_id: String },
-    #[error("Option not offered for this permission request")]
-    InvalidOptionId { request_id: String, option_id: String },
-    #[error("This client may not decide this permission request")]
-    PermissionForbidden { reason: &'static str },
-    #[error("Invalid rule: {0}")]
-    InvalidRule(String),
-    #[error("Rule not found")]
-    RuleNotFound,
     #[error("The session shell needs a token to be configured")]
     TokenRequired,
     #[error("The session shell is disabled (start the daemon with --enable-session-shell)")]
@@ -105,8 +51,6 @@ pub enum ApiError {
     ClientIdRequired,
     #[error("command must be a non-empty string of at most 64 KiB")]
     InvalidCommand,
-    #[error("Internal error")]
-    Internal,
     #[error("Malformed HTTP request")]
     BadRequest,
     #[error("Request head too large (at most 64 KiB)")]
@@ -126,19 +70,6 @@ pub enum ApiError {
     InvalidPath,
     #[error("Invalid query string: a parameter given twice, or not text once percent-decoded")]
     InvalidQuery,
-    /// A query parameter with a value the route does not take; the text says which and why.
-    #[error("{0}")]
-    InvalidParameter(String),
-    #[error(
-        "The session's agent cannot load a session (it does not advertise loadSession), so it cannot be resumed"
-    )]
-    ResumeUnsupported { agent: String },
-    /// Another daemon of the fleet holds the session live (`daemon::ResumeError::HeldElsewhere`):
-    /// nothing was started here. Its URL says where the session is served.
-    #[error(
-        "Session {session_id} is held by another daemon of the fleet ({node_url}): connect there, or through a daemon that relays to it"
-    )]
-    SessionHeldElsewhere { session_id: String, node_url: String },
     #[error("This link was used, or its permission request was decided or expired")]
     LinkExpired,
     #[error("Too many unknown links from this address; retry later")]
@@ -148,12 +79,6 @@ pub enum ApiError {
         "This request was too long to show in the notification: open the link in a browser to read it whole, and decide there (or in the web app)"
     )]
     LinkNeedsReview,
-    #[error("This credential belongs to device {device_id}: it acts as that client id, and no other")]
-    ClientIdMismatch { device_id: String },
-    #[error("This device is an observer: it may read and subscribe, not change anything")]
-    ReadOnlyDevice,
-    #[error("Only the operator's token may do this, not a paired device")]
-    OperatorRequired,
     #[error("Invalid or expired pairing code")]
     InvalidPairingCode,
     #[error("Too many failed pairing attempts from this address; retry later")]
@@ -168,81 +93,29 @@ pub enum ApiError {
     AcpConnectionRequired,
     #[error("No ACP connection has this Acp-Connection-Id (it ended, or another credential opened it)")]
     AcpConnectionNotFound,
-    #[error("Too many ACP connections are open; retry later")]
-    AcpConnectionLimit { limit: usize },
     #[error("Another stream is open for this connection (or session); close it first")]
     AcpStreamBusy,
     #[error("GET /acp needs Accept: text/event-stream, or a WebSocket upgrade")]
     NotAcceptable,
     #[error("POST /acp takes Content-Type: application/json")]
     UnsupportedMediaType,
-    #[error("Send initialize first")]
-    AcpNotInitialized,
-    #[error("This connection is already initialized")]
-    AcpAlreadyInitialized,
-    #[error("Method not found: {0}")]
-    AcpMethodNotFound(String),
-    #[error("This connection has not attached session {session_id}: session/new or session/load first")]
-    AcpSessionNotAttached { session_id: String },
-    #[error("One ACP connection may attach at most {limit} sessions")]
-    AcpTooManySessions { limit: usize },
-    #[error("Too many requests of this connection are being served; wait for their answers")]
-    AcpTooManyRequests { limit: usize },
-    #[error("This connection acts as client id {client_id}; it cannot act as another")]
-    ClientIdChanged { client_id: String },
-    #[error("This session's agent announced no config options")]
-    ConfigOptionsUnsupported,
     #[error("Not a JSON-RPC request, notification or response (ACP does not use batches)")]
     InvalidJsonRpc,
-    /// An acknowledged write (`docs/operations.md#durability`) the state database did not take:
-    /// nothing was changed. The text says what was not done.
-    #[error("{0}")]
-    StoreUnavailable(String),
+    /// `--max-connections` are taken: an HTTP/2 stream past them (a connection past them is
+    /// answered before any request is read, `super::listener`).
+    #[error("Too many open connections")]
+    ConnectionLimit,
     /// The fleet's daemon holding the session cannot be reached (`http/relay.rs`).
     #[error(
         "The daemon holding this session cannot be reached; retry, or replay its history once the fleet marks it lost"
     )]
     NodeUnavailable,
-    /// A device's event stream past one of its bounds (`devices::StreamLimit`).
-    #[error("Too many event streams: {reason}; close one first")]
-    StreamLimitExceeded { reason: String, scope: &'static str, limit: usize },
-    /// A file route refused (`docs/protocol.md` § 18.4): qwen serve's `errorKind` is the code.
+    /// Refused by the front desk or the daemon behind it: the same `code` every door answers.
     #[error("{0}")]
-    File(FileError),
-    /// A rewind while a turn runs or is queued (qwen serve's `session_busy`).
-    #[error("A turn is running or queued: rewind once the session is idle")]
-    SessionBusy { session_id: String },
-    /// `promptId` names no turn of the session (qwen serve's `invalid_rewind_target`).
-    #[error("No turn of this session has promptId {prompt_id}")]
-    InvalidRewindTarget { prompt_id: String },
-    #[error("`promptId` is required and must be a non-empty string")]
-    MissingPromptId,
+    Refused(Refusal),
+    /// Refused by the ACP door (`/acp`'s own failures).
     #[error("{0}")]
-    InvalidRewindFlag(String),
-    /// Files the rewind would put back were changed since the agent changed them.
-    #[error("Files were changed since the agent changed them; send force: true to rewind them anyway: {}", .paths.join(", "))]
-    RewindConflict { paths: Vec<String> },
-    /// No snapshots (`--no-snapshots`), or the snapshot store failed.
-    #[error("{0}")]
-    ChangesUnavailable(String),
-    /// `turnIndex` names no turn of the session.
-    #[error("This session has no turn {turn}")]
-    TurnNotFound { turn: u64 },
-}
-
-/// What is wrong with a client id; all of them answer `400 invalid_client_id`, each with its own
-/// message, so a well-formed id that was merely forgotten is not told it is malformed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ClientIdProblem {
-    #[error("Invalid client id: expected 1-128 characters of A-Z a-z 0-9 . _ : -")]
-    Malformed,
-    #[error("This route needs a client id (X-Qwen-Client-Id)")]
-    Missing,
-    #[error(
-        "This client id is not registered on the session (or was forgotten): create or attach, open the \
-         event stream or send a heartbeat with it first"
-    )]
-    Unregistered,
+    Door(Failure),
 }
 
 /// What `origin_denied` tells a newcomer about the refused `Origin`.
@@ -259,31 +132,11 @@ fn origin_hint(origin: Option<&str>) -> String {
     }
 }
 
-/// What `invalid_mode` says: the modes there are to choose from.
-fn invalid_mode_text(mode: &str, available: &[String]) -> String {
-    if available.is_empty() {
-        format!("Unknown mode {mode}: this session's agent announced no modes")
-    } else {
-        format!("Unknown mode {mode}: this session's agent offers {}", available.join(", "))
-    }
-}
-
-/// What `init_timeout` says: an agent that never answers `initialize` is most often a program that
-/// does not speak ACP on stdio (an interactive CLI started without its ACP flag).
-fn init_timeout_text(method: &str, timeout_ms: u64) -> String {
-    let hint = if method == crate::acp::method::INITIALIZE {
-        "is it an ACP agent started in ACP mode (e.g. `qwen --acp`, not `qwen`)? If it is only slow to start, raise --initialize-timeout-ms (or the agent's initializeTimeoutMs)"
-    } else {
-        "raise --initialize-timeout-ms (or the agent's initializeTimeoutMs) if it is only slow"
-    };
-    format!("The agent did not answer {method} within {timeout_ms} ms: {hint}")
-}
-
 impl ApiError {
-    /// One instance of every variant, for the OpenAPI document (each code's status comes from here).
+    /// One instance of every code's error, for the OpenAPI document (each code's status comes
+    /// from here): the HTTP floor's own, the desk's and the ACP door's.
     pub fn all() -> Vec<ApiError> {
-        let s = String::new;
-        vec![
+        let mut all = vec![
             ApiError::Unauthorized,
             ApiError::OriginDenied(None),
             ApiError::HostNotAllowed,
@@ -293,35 +146,10 @@ impl ApiError {
             ApiError::RouteNotFound,
             ApiError::AssetNotFound,
             ApiError::MethodNotAllowed,
-            ApiError::InvalidClientId(ClientIdProblem::Malformed),
-            ApiError::InvalidCwd,
-            ApiError::WorkspaceMismatch { cwd: s(), accepted: Vec::new() },
-            ApiError::InvalidSessionScope,
-            ApiError::UnknownAgent { agent: s(), known: Vec::new() },
-            ApiError::SessionLimitExceeded { limit: 0 },
-            ApiError::InitTimeout { method: "", timeout_ms: 0 },
-            ApiError::AgentStartFailed(s()),
-            ApiError::DaemonDraining,
-            ApiError::SessionNotFound { session_id: s() },
-            ApiError::InvalidPrompt,
-            ApiError::PromptQueueFull { limit: 0, pending: 0 },
-            ApiError::AgentError(s()),
-            ApiError::AgentExited(s()),
-            ApiError::InvalidModelId,
-            ApiError::InvalidMode { mode: s(), available: Vec::new() },
-            ApiError::SubscriberLimitExceeded { limit: 0 },
-            ApiError::InvalidVote,
-            ApiError::PermissionRequestNotFound,
-            ApiError::PermissionAlreadyResolved { resolved_option_id: s() },
-            ApiError::InvalidOptionId { request_id: s(), option_id: s() },
-            ApiError::PermissionForbidden { reason: "" },
-            ApiError::InvalidRule(s()),
-            ApiError::RuleNotFound,
             ApiError::TokenRequired,
             ApiError::SessionShellDisabled,
             ApiError::ClientIdRequired,
             ApiError::InvalidCommand,
-            ApiError::Internal,
             ApiError::BadRequest,
             ApiError::HeadersTooLarge,
             ApiError::UriTooLong,
@@ -331,153 +159,76 @@ impl ApiError {
             ApiError::BodyBudgetExceeded,
             ApiError::InvalidPath,
             ApiError::InvalidQuery,
-            ApiError::InvalidParameter(s()),
-            ApiError::ResumeUnsupported { agent: s() },
-            ApiError::SessionHeldElsewhere { session_id: s(), node_url: s() },
             ApiError::LinkExpired,
             ApiError::TooManyLinkAttempts,
             ApiError::LinkNeedsReview,
-            ApiError::ClientIdMismatch { device_id: s() },
-            ApiError::ReadOnlyDevice,
-            ApiError::OperatorRequired,
             ApiError::InvalidPairingCode,
             ApiError::TooManyPairingAttempts,
-            ApiError::PairingUnavailable(s()),
-            ApiError::InvalidDevice(s()),
+            ApiError::PairingUnavailable(String::new()),
+            ApiError::InvalidDevice(String::new()),
             ApiError::DeviceNotFound,
             ApiError::AcpConnectionRequired,
             ApiError::AcpConnectionNotFound,
-            ApiError::AcpConnectionLimit { limit: 0 },
             ApiError::AcpStreamBusy,
             ApiError::NotAcceptable,
             ApiError::UnsupportedMediaType,
-            ApiError::AcpNotInitialized,
-            ApiError::AcpAlreadyInitialized,
-            ApiError::AcpMethodNotFound(s()),
-            ApiError::AcpSessionNotAttached { session_id: s() },
-            ApiError::AcpTooManySessions { limit: 0 },
-            ApiError::AcpTooManyRequests { limit: 0 },
-            ApiError::ClientIdChanged { client_id: s() },
-            ApiError::ConfigOptionsUnsupported,
             ApiError::InvalidJsonRpc,
-            ApiError::StoreUnavailable(s()),
             ApiError::NodeUnavailable,
-            ApiError::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
-            ApiError::SessionBusy { session_id: s() },
-            ApiError::InvalidRewindTarget { prompt_id: s() },
-            ApiError::MissingPromptId,
-            ApiError::InvalidRewindFlag(s()),
-            ApiError::RewindConflict { paths: Vec::new() },
-            ApiError::ChangesUnavailable(s()),
-            ApiError::TurnNotFound { turn: 0 },
-        ]
-        .into_iter()
-        .chain(FileError::all().into_iter().map(ApiError::File))
-        .collect()
+            ApiError::ConnectionLimit,
+        ];
+        all.extend(Refusal::all().into_iter().map(ApiError::Refused));
+        all.extend(Failure::all_own().into_iter().map(ApiError::Door));
+        all
     }
 
-    /// The variant whose [`code`](ApiError::code) is `code`.
+    /// The error whose [`code`](ApiError::code) is `code`.
     pub fn by_code(code: &str) -> Option<ApiError> {
         ApiError::all().into_iter().find(|e| e.code() == code)
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::File(f) => StatusCode::from_u16(f.status()).unwrap_or(StatusCode::BAD_REQUEST),
-            Self::SessionBusy { .. } | Self::RewindConflict { .. } => StatusCode::CONFLICT,
-            Self::InvalidRewindTarget { .. } | Self::MissingPromptId | Self::InvalidRewindFlag(_) => {
-                StatusCode::BAD_REQUEST
-            }
-            Self::ChangesUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::TurnNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::Refused(r) => status_of(r.kind()),
+            Self::Door(f) => status_of(f.kind()),
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
-            Self::ClientIdMismatch { .. } | Self::ReadOnlyDevice | Self::OperatorRequired => {
-                StatusCode::FORBIDDEN
-            }
-            Self::PairingUnavailable(_) => StatusCode::CONFLICT,
-            Self::InvalidDevice(_) => StatusCode::BAD_REQUEST,
+            Self::PairingUnavailable(_) | Self::AcpStreamBusy | Self::LinkNeedsReview => StatusCode::CONFLICT,
             Self::DeviceNotFound
             | Self::AcpConnectionNotFound
-            | Self::AcpMethodNotFound(_)
-            | Self::AcpSessionNotAttached { .. } => StatusCode::NOT_FOUND,
-            Self::AcpConnectionRequired
-            | Self::AcpNotInitialized
-            | Self::AcpAlreadyInitialized
-            | Self::ClientIdChanged { .. }
-            | Self::ConfigOptionsUnsupported
-            | Self::InvalidJsonRpc => StatusCode::BAD_REQUEST,
-            Self::AcpStreamBusy => StatusCode::CONFLICT,
+            | Self::RouteNotFound
+            | Self::AssetNotFound => StatusCode::NOT_FOUND,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::AcpConnectionLimit { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::AcpTooManySessions { .. } | Self::AcpTooManyRequests { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
             Self::OriginDenied(_)
             | Self::HostNotAllowed
-            | Self::PermissionForbidden { .. }
             | Self::SessionShellDisabled
             | Self::ClientIdRequired => StatusCode::FORBIDDEN,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidJson
             | Self::InvalidHost
-            | Self::InvalidClientId(_)
-            | Self::InvalidCwd
-            | Self::WorkspaceMismatch { .. }
-            | Self::InvalidSessionScope
-            | Self::UnknownAgent { .. }
-            | Self::InvalidPrompt
-            | Self::InvalidModelId
-            | Self::InvalidMode { .. }
-            | Self::InvalidVote
-            | Self::InvalidOptionId { .. }
-            | Self::InvalidRule(_)
+            | Self::InvalidDevice(_)
+            | Self::AcpConnectionRequired
+            | Self::InvalidJsonRpc
             | Self::InvalidCommand
             | Self::BadRequest
             | Self::InvalidPath
             | Self::InvalidQuery
-            | Self::InvalidParameter(_)
             | Self::HttpsRequired => StatusCode::BAD_REQUEST,
-            Self::ResumeUnsupported { .. } | Self::SessionHeldElsewhere { .. } => StatusCode::CONFLICT,
             Self::HeaderTimeout | Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
-            Self::RouteNotFound
-            | Self::AssetNotFound
-            | Self::SessionNotFound { .. }
-            | Self::PermissionRequestNotFound
-            | Self::PermissionAlreadyResolved { .. }
-            | Self::RuleNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::SessionLimitExceeded { .. }
-            | Self::DaemonDraining
-            | Self::PromptQueueFull { .. }
-            | Self::AgentExited(_)
-            | Self::BodyBudgetExceeded
-            | Self::StoreUnavailable(_)
-            | Self::NodeUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::InitTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            Self::AgentStartFailed(_) | Self::AgentError(_) => StatusCode::BAD_GATEWAY,
-            Self::SubscriberLimitExceeded { .. }
-            | Self::StreamLimitExceeded { .. }
-            | Self::TooManyLinkAttempts
-            | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
+            Self::BodyBudgetExceeded | Self::NodeUnavailable | Self::ConnectionLimit => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::TooManyLinkAttempts | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
-            Self::LinkNeedsReview => StatusCode::CONFLICT,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     pub fn code(&self) -> &'static str {
         match self {
-            Self::File(f) => f.kind(),
-            Self::SessionBusy { .. } => "session_busy",
-            Self::InvalidRewindTarget { .. } => "invalid_rewind_target",
-            Self::MissingPromptId => "missing_prompt_id",
-            Self::InvalidRewindFlag(_) => "invalid_rewind_flag",
-            Self::RewindConflict { .. } => "rewind_conflict",
-            Self::ChangesUnavailable(_) => "changes_unavailable",
-            Self::TurnNotFound { .. } => "turn_not_found",
+            Self::Refused(r) => r.code(),
+            Self::Door(f) => f.code(),
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",
@@ -487,35 +238,10 @@ impl ApiError {
             Self::RouteNotFound => "route_not_found",
             Self::AssetNotFound => "asset_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::InvalidClientId(_) => "invalid_client_id",
-            Self::InvalidCwd => "invalid_cwd",
-            Self::WorkspaceMismatch { .. } => "workspace_mismatch",
-            Self::InvalidSessionScope => "invalid_session_scope",
-            Self::UnknownAgent { .. } => "unknown_agent",
-            Self::SessionLimitExceeded { .. } => "session_limit_exceeded",
-            Self::InitTimeout { .. } => "init_timeout",
-            Self::AgentStartFailed(_) => "agent_start_failed",
-            Self::DaemonDraining => "daemon_draining",
-            Self::SessionNotFound { .. } => "session_not_found",
-            Self::InvalidPrompt => "invalid_prompt",
-            Self::PromptQueueFull { .. } => "prompt_queue_full",
-            Self::AgentError(_) => "agent_error",
-            Self::AgentExited(_) => "agent_exited",
-            Self::InvalidModelId => "invalid_model_id",
-            Self::InvalidMode { .. } => "invalid_mode",
-            Self::SubscriberLimitExceeded { .. } => "subscriber_limit_exceeded",
-            Self::InvalidVote => "invalid_vote",
-            Self::PermissionRequestNotFound => "permission_request_not_found",
-            Self::PermissionAlreadyResolved { .. } => "permission_already_resolved",
-            Self::InvalidOptionId { .. } => "invalid_option_id",
-            Self::PermissionForbidden { .. } => "permission_forbidden",
-            Self::InvalidRule(_) => "invalid_rule",
-            Self::RuleNotFound => "rule_not_found",
             Self::TokenRequired => "token_required",
             Self::SessionShellDisabled => "session_shell_disabled",
             Self::ClientIdRequired => "client_id_required",
             Self::InvalidCommand => "invalid_command",
-            Self::Internal => "internal_error",
             Self::BadRequest => "bad_request",
             Self::HeadersTooLarge => "headers_too_large",
             Self::UriTooLong => "uri_too_long",
@@ -525,15 +251,9 @@ impl ApiError {
             Self::BodyBudgetExceeded => "body_budget_exceeded",
             Self::InvalidPath => "invalid_path",
             Self::InvalidQuery => "invalid_query",
-            Self::InvalidParameter(_) => "invalid_parameter",
-            Self::ResumeUnsupported { .. } => "resume_unsupported",
-            Self::SessionHeldElsewhere { .. } => "session_held_elsewhere",
             Self::LinkExpired => "link_expired",
             Self::TooManyLinkAttempts => "too_many_link_attempts",
             Self::LinkNeedsReview => "link_needs_review",
-            Self::ClientIdMismatch { .. } => "client_id_mismatch",
-            Self::ReadOnlyDevice => "read_only_device",
-            Self::OperatorRequired => "operator_required",
             Self::InvalidPairingCode => "invalid_pairing_code",
             Self::TooManyPairingAttempts => "too_many_pairing_attempts",
             Self::PairingUnavailable(_) => "pairing_unavailable",
@@ -541,22 +261,12 @@ impl ApiError {
             Self::DeviceNotFound => "device_not_found",
             Self::AcpConnectionRequired => "acp_connection_required",
             Self::AcpConnectionNotFound => "acp_connection_not_found",
-            Self::AcpConnectionLimit { .. } => "acp_connection_limit",
             Self::AcpStreamBusy => "acp_stream_busy",
             Self::NotAcceptable => "not_acceptable",
             Self::UnsupportedMediaType => "unsupported_media_type",
-            Self::AcpNotInitialized => "not_initialized",
-            Self::AcpAlreadyInitialized => "already_initialized",
-            Self::AcpMethodNotFound(_) => "method_not_found",
-            Self::AcpSessionNotAttached { .. } => "session_not_attached",
-            Self::AcpTooManySessions { .. } => "too_many_sessions",
-            Self::AcpTooManyRequests { .. } => "too_many_requests",
-            Self::ClientIdChanged { .. } => "client_id_changed",
-            Self::ConfigOptionsUnsupported => "config_options_unsupported",
             Self::InvalidJsonRpc => "invalid_jsonrpc",
-            Self::StoreUnavailable(_) => "store_unavailable",
             Self::NodeUnavailable => "node_unavailable",
-            Self::StreamLimitExceeded { .. } => "stream_limit_exceeded",
+            Self::ConnectionLimit => "connection_limit_exceeded",
         }
     }
 
@@ -566,78 +276,49 @@ impl ApiError {
             return json!({"error": "Unauthorized"});
         }
         let mut body = json!({"error": self.to_string(), "code": self.code()});
-        match self {
-            Self::SessionLimitExceeded { limit }
-            | Self::SubscriberLimitExceeded { limit }
-            | Self::AcpConnectionLimit { limit }
-            | Self::AcpTooManySessions { limit }
-            | Self::AcpTooManyRequests { limit } => body["limit"] = json!(limit),
-            Self::AcpSessionNotAttached { session_id } => body["sessionId"] = json!(session_id),
-            Self::ClientIdChanged { client_id } => body["clientId"] = json!(client_id),
-            Self::SessionNotFound { session_id } => body["sessionId"] = json!(session_id),
-            Self::PromptQueueFull { limit, pending } => {
-                body["limit"] = json!(limit);
-                body["pendingCount"] = json!(pending);
-            }
-            Self::PermissionAlreadyResolved { resolved_option_id } => {
-                body["resolvedOptionId"] = json!(resolved_option_id)
-            }
-            Self::InvalidOptionId { request_id, option_id } => {
-                body["requestId"] = json!(request_id);
-                body["optionId"] = json!(option_id);
-            }
-            Self::PermissionForbidden { reason } => body["reason"] = json!(reason),
-            Self::ResumeUnsupported { agent } => body["agent"] = json!(agent),
-            Self::SessionHeldElsewhere { session_id, node_url } => {
-                body["sessionId"] = json!(session_id);
-                body["nodeUrl"] = json!(node_url);
-            }
-            Self::UnknownAgent { known, .. } => body["agents"] = json!(known),
-            Self::InvalidMode { available, .. } => body["availableModes"] = json!(available),
-            Self::ClientIdMismatch { device_id } => body["deviceId"] = json!(device_id),
-            Self::StreamLimitExceeded { scope, limit, .. } => {
-                body["scope"] = json!(scope);
-                body["limit"] = json!(limit);
-            }
-            // qwen serve's file errors say their kind as `errorKind` and their status, and
-            // @qwen-code/sdk reads them so.
-            Self::File(f) => {
-                body["errorKind"] = json!(f.kind());
-                body["status"] = json!(f.status());
-            }
-            Self::SessionBusy { session_id } => {
-                body["errorKind"] = json!("session_busy");
-                body["retryable"] = json!(true);
-                body["sessionId"] = json!(session_id);
-            }
-            Self::InvalidRewindTarget { prompt_id } => body["promptId"] = json!(prompt_id),
-            Self::RewindConflict { paths } => body["paths"] = json!(paths),
-            Self::TurnNotFound { turn } => body["turnIndex"] = json!(turn),
-            _ => {}
+        let fields = match self {
+            Self::Refused(r) => r.fields(),
+            Self::Door(f) => f.fields(),
+            _ => return body,
+        };
+        if let Some(obj) = body.as_object_mut() {
+            obj.extend(fields);
         }
         body
     }
+
+    /// Whether the client should retry after a while (`Retry-After`).
+    fn retry_later(&self) -> bool {
+        match self {
+            Self::Refused(r) => r.retry_later(),
+            Self::Door(f) => f.retry_later(),
+            Self::NodeUnavailable | Self::TooManyLinkAttempts | Self::ConnectionLimit => true,
+            _ => false,
+        }
+    }
+
+    /// `503 store_unavailable`: `what` was not done, because the state database did not take it.
+    pub fn store_unavailable(what: &str, e: &crate::store::WriteError) -> ApiError {
+        ApiError::Refused(Refusal::store_unavailable(what, e))
+    }
+}
+
+/// The status REST answers a refusal of `kind` with.
+fn status_of(kind: Kind) -> StatusCode {
+    StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), axum::Json(self.body())).into_response();
+        let retry = self.retry_later();
         let headers = response.headers_mut();
+        if retry {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
         match self {
             ApiError::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            ApiError::SessionLimitExceeded { .. }
-            | ApiError::AcpConnectionLimit { .. }
-            | ApiError::PromptQueueFull { .. }
-            | ApiError::SubscriberLimitExceeded { .. }
-            | ApiError::StreamLimitExceeded { .. }
-            | ApiError::StoreUnavailable(_)
-            | ApiError::NodeUnavailable
-            | ApiError::TooManyLinkAttempts
-            | ApiError::SessionBusy { .. }
-            | ApiError::DaemonDraining => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
             // The body was not read to its end: the connection cannot carry another request, and
             // must not keep reading a body nobody wants.
@@ -689,7 +370,7 @@ impl From<PairError> for ApiError {
                 ApiError::PairingUnavailable(e.to_string())
             }
             PairError::InvalidName => ApiError::InvalidDevice(e.to_string()),
-            PairError::NoRandomness => ApiError::Internal,
+            PairError::NoRandomness => ApiError::Refused(Refusal::Internal),
             PairError::Store(e) => {
                 ApiError::store_unavailable("The device was not paired (the code still works)", &e)
             }
@@ -708,103 +389,40 @@ impl From<RevokeError> for ApiError {
     }
 }
 
-impl From<StreamLimit> for ApiError {
-    fn from(e: StreamLimit) -> ApiError {
-        ApiError::StreamLimitExceeded { reason: e.to_string(), scope: e.scope(), limit: e.limit() }
-    }
-}
-
-impl ApiError {
-    /// `503 store_unavailable`: `what` was not done, because the state database did not take it.
-    /// The store's own error is logged, not answered (it may name paths).
-    pub fn store_unavailable(what: &str, e: &crate::store::WriteError) -> ApiError {
-        tracing::error!(error = %e, "{what}: the state database did not take the write");
-        ApiError::StoreUnavailable(format!(
-            "{what}: the state database did not take the write (busy, full or failing); retry later"
-        ))
-    }
-}
-
-impl From<CreateError> for ApiError {
-    fn from(e: CreateError) -> ApiError {
-        match e {
-            CreateError::Draining => ApiError::DaemonDraining,
-            CreateError::InvalidCwd => ApiError::InvalidCwd,
-            CreateError::WorkspaceMismatch { cwd, accepted } => ApiError::WorkspaceMismatch {
-                cwd: cwd.display().to_string(),
-                accepted: accepted.iter().map(|w| w.display().to_string()).collect(),
-            },
-            CreateError::UnknownAgent { name, known } => {
-                ApiError::UnknownAgent { agent: format!("{name:?}"), known }
+/// Every refusal of the desk, and every domain error it maps, as the HTTP floor answers it.
+macro_rules! refused_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ApiError {
+            fn from(e: $t) -> ApiError {
+                ApiError::Refused(e.into())
             }
-            CreateError::LimitReached { limit } => ApiError::SessionLimitExceeded { limit },
-            CreateError::InitTimeout { method, timeout } => {
-                ApiError::InitTimeout { method, timeout_ms: timeout.as_millis() as u64 }
-            }
-            CreateError::AgentStartFailed(m) => ApiError::AgentStartFailed(m),
-            CreateError::AgentError(m) => ApiError::AgentError(m),
-            CreateError::Internal => ApiError::Internal,
+        }
+    )*};
+}
+refused_from!(
+    Refusal,
+    CreateError,
+    SessionError,
+    VoteError,
+    RuleError,
+    ResumeError,
+    StreamLimit,
+    FileError,
+    RewindError
+);
+
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> ApiError {
+        match f {
+            Failure::Refused(r) => ApiError::Refused(r),
+            own => ApiError::Door(own),
         }
     }
 }
 
-impl From<FileError> for ApiError {
-    fn from(e: FileError) -> ApiError {
-        ApiError::File(e)
-    }
-}
-
-impl From<RewindError> for ApiError {
-    fn from(e: RewindError) -> ApiError {
-        match e {
-            RewindError::Busy => ApiError::SessionBusy { session_id: String::new() },
-            RewindError::UnknownPrompt(prompt_id) => ApiError::InvalidRewindTarget { prompt_id },
-            RewindError::Conflict(paths) => ApiError::RewindConflict { paths },
-            RewindError::Unavailable(m) => ApiError::ChangesUnavailable(m),
-        }
-    }
-}
-
-impl From<SessionError> for ApiError {
-    fn from(e: SessionError) -> ApiError {
-        match e {
-            SessionError::NotFound { session_id } => ApiError::SessionNotFound { session_id },
-            SessionError::QueueFull { limit, pending } => ApiError::PromptQueueFull { limit, pending },
-            SessionError::SubscriberLimit { limit } => ApiError::SubscriberLimitExceeded { limit },
-            SessionError::Agent(m) => ApiError::AgentError(m),
-            SessionError::AgentExited(m) => ApiError::AgentExited(m),
-            SessionError::Draining => ApiError::DaemonDraining,
-            SessionError::InvalidMode { mode_id, available } => {
-                ApiError::InvalidMode { mode: format!("{mode_id:?}"), available }
-            }
-            SessionError::Store(m) => ApiError::StoreUnavailable(m),
-        }
-    }
-}
-
-impl From<VoteError> for ApiError {
-    fn from(e: VoteError) -> ApiError {
-        match e {
-            VoteError::NotFound => ApiError::PermissionRequestNotFound,
-            VoteError::AlreadyResolved { resolved_option_id } => {
-                ApiError::PermissionAlreadyResolved { resolved_option_id }
-            }
-            VoteError::UnknownClient => ApiError::InvalidClientId(ClientIdProblem::Unregistered),
-            VoteError::InvalidOption { request_id, option_id } => {
-                ApiError::InvalidOptionId { request_id, option_id }
-            }
-            VoteError::Forbidden(reason) => ApiError::PermissionForbidden { reason: reason.as_str() },
-        }
-    }
-}
-
-impl From<RuleError> for ApiError {
-    fn from(e: RuleError) -> ApiError {
-        match e {
-            RuleError::Invalid(reason) => ApiError::InvalidRule(reason),
-            RuleError::NotFound => ApiError::RuleNotFound,
-            RuleError::Store(e) => ApiError::store_unavailable("The workspace rule was not changed", &e),
-        }
+impl From<ClientIdProblem> for ApiError {
+    fn from(p: ClientIdProblem) -> ApiError {
+        ApiError::Refused(Refusal::InvalidClientId(p))
     }
 }
 
@@ -816,21 +434,4 @@ pub(super) async fn not_found() -> ApiError {
 /// The router's fallback: the path exists, the method does not.
 pub(super) async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
-}
-
-impl From<ResumeError> for ApiError {
-    fn from(e: ResumeError) -> ApiError {
-        match e {
-            ResumeError::NotFound { session_id } => ApiError::SessionNotFound { session_id },
-            ResumeError::Unsupported { agent } => ApiError::ResumeUnsupported { agent },
-            ResumeError::HeldElsewhere { session_id, node_url } => {
-                ApiError::SessionHeldElsewhere { session_id, node_url }
-            }
-            ResumeError::Create(e) => e.into(),
-            ResumeError::Store(e) => {
-                tracing::error!(error = %e, "resume: the history could not be read");
-                ApiError::Internal
-            }
-        }
-    }
 }

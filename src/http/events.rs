@@ -1,5 +1,7 @@
 //! Handler of the `events` tag: a session's SSE stream (`docs/protocol.md#5-event-stream`).
 
+use std::sync::Arc;
+
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
@@ -7,12 +9,10 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use tokio_util::sync::CancellationToken;
 
-use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, PathParams, client_id};
-use crate::devices::StreamPermit;
+use crate::desk::{Caller, Desk, Place, Seat};
 
 /// Largest `Last-Event-ID` honoured (JavaScript's safe integer range).
 const MAX_EVENT_ID: u64 = (1 << 53) - 1;
@@ -28,31 +28,29 @@ pub(super) fn last_event_id(headers: &HeaderMap) -> Option<u64> {
 
 pub(super) async fn events(
     State(d): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> Result<Response, ApiError> {
-    let client = client_id(&headers)?;
+    let caller = caller.acting_as(client_id(&headers)?);
+    let after = last_event_id(&headers);
     // A device's stream holds a place of its bounds (`devices::StreamLimits`) until it ends, and
-    // ends the moment the device is revoked. The operator's streams are not wrapped: nothing is
-    // added to their path.
-    let device = match caller.as_ref().and_then(|c| c.device()) {
-        Some(device) => Some((d.devices.open_stream(device, &id)?, device.revoked())),
-        None => None,
-    };
+    // ends the moment the device is revoked; the desk gives both. The operator's streams are not
+    // wrapped: nothing is added to their path.
     let body = match d.session(&id) {
         Ok(s) => {
-            let sub = s.subscribe(last_event_id(&headers))?;
-            if let Some(c) = &client {
-                super::auth::touch(&s, c, caller.as_deref());
-            }
-            device_bounded(sub.into_body(d.streams_end.clone()), device)
+            let watch = desk.subscribe(&s, &caller, after, Seat::Stream)?;
+            device_bounded(watch.subscription.into_body(d.streams_end.clone()), watch.place)
         }
         // Not live: a session of the history is replayed from the store, then the stream ends.
-        Err(not_live) => match d.history(&id, last_event_id(&headers)).await {
-            Ok(replay) => device_bounded(replay, device),
-            Err(_) => return Err(not_live.into()),
-        },
+        Err(not_live) => {
+            let place = desk.stream_place(&caller, &id)?;
+            match d.history(&id, after).await {
+                Ok(replay) => device_bounded(replay, place),
+                Err(_) => return Err(not_live.into()),
+            }
+        }
     };
     let mut response = body.into_response();
     let h = response.headers_mut();
@@ -64,20 +62,19 @@ pub(super) async fn events(
 
 /// The body of `stream`; for a device, ending when it is revoked and holding its stream's place
 /// until then.
-fn device_bounded<S, T, E>(stream: S, device: Option<(StreamPermit, CancellationToken)>) -> Body
+fn device_bounded<S, T, E>(stream: S, place: Place) -> Body
 where
     S: Stream<Item = Result<T, E>> + Send + 'static,
     T: Into<Bytes> + 'static,
     E: Into<axum::BoxError> + 'static,
 {
-    match device {
+    let Place { permit, revoked } = place;
+    match revoked {
         // The closure owns the permit: it is freed when the body is dropped.
-        Some((permit, revoked)) => {
-            Body::from_stream(stream.take_until(revoked.cancelled_owned()).map(move |item| {
-                let _held = &permit;
-                item
-            }))
-        }
+        Some(revoked) => Body::from_stream(stream.take_until(revoked.cancelled_owned()).map(move |item| {
+            let _held = &permit;
+            item
+        })),
         None => Body::from_stream(stream),
     }
 }

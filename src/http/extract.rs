@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::conn::BodyError;
 use super::error::{ApiError, ClientIdProblem};
 use crate::daemon::{Daemon, valid_client_id};
+use crate::desk::Refusal;
 
 /// What every handler is given: the daemon.
 pub type AppState = Arc<Daemon>;
@@ -147,7 +148,7 @@ fn truthy(v: Option<&str>) -> bool {
 pub(super) fn client_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let value = headers.get("x-qwen-client-id").or_else(|| headers.get("x-client-id"));
     let Some(value) = value else { return Ok(None) };
-    let malformed = ApiError::InvalidClientId(ClientIdProblem::Malformed);
+    let malformed = ApiError::Refused(Refusal::InvalidClientId(ClientIdProblem::Malformed));
     let Ok(text) = value.to_str() else { return Err(malformed) };
     if text.is_empty() {
         return Ok(None);
@@ -175,6 +176,9 @@ mod tests {
         h.insert("x-qwen-client-id", "main".parse().expect("header"));
         assert_eq!(client_id(&h).ok(), Some(Some("main".into())));
         h.insert("x-qwen-client-id", "bad id".parse().expect("header"));
-        assert!(matches!(client_id(&h), Err(ApiError::InvalidClientId(ClientIdProblem::Malformed))));
+        assert!(matches!(
+            client_id(&h),
+            Err(ApiError::Refused(Refusal::InvalidClientId(ClientIdProblem::Malformed)))
+        ));
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::now_ms;
+use crate::desk::Refusal;
 use crate::permission::parse_rule;
 use crate::store::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS};
 
@@ -53,7 +54,7 @@ enum AuditFormat {
 }
 
 fn bad(text: String) -> ApiError {
-    ApiError::InvalidParameter(text)
+    ApiError::Refused(Refusal::InvalidParameter(text))
 }
 
 /// A time parameter: milliseconds since the Unix epoch, at most [`MAX_TIME_MS`].
@@ -113,10 +114,10 @@ pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
     let store = d.store.clone();
     let page = tokio::task::spawn_blocking(move || store.query_audit(&query))
         .await
-        .map_err(|_| ApiError::Internal)?
+        .map_err(|_| ApiError::Refused(Refusal::Internal))?
         .map_err(|e| {
             tracing::error!(error = %e, "GET /audit");
-            ApiError::Internal
+            ApiError::Refused(Refusal::Internal)
         })?;
     let next = page.next_cursor.map(Cursor::encode);
     let (body, content_type, file) = match format {
@@ -131,9 +132,12 @@ pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
             page.entries.iter().for_each(|e| csv.push_str(&crate::audit::csv_line(e)));
             (csv, "text/csv; charset=utf-8", "mediatord-audit.csv")
         }
-        AuditFormat::Json => {
-            (Value::Array(page.entries).to_string(), "application/json", "mediatord-audit.json")
-        }
+        // serde leaves C1 controls and bidi characters raw: written as `\uXXXX`, the same JSON.
+        AuditFormat::Json => (
+            crate::text::escape_json(&Value::Array(page.entries).to_string()).into_owned(),
+            "application/json",
+            "mediatord-audit.json",
+        ),
     };
     let mut response = (
         [
@@ -164,7 +168,7 @@ pub(super) enum WorkspacePath {
 pub(super) fn workspace_path(raw: &str) -> Result<WorkspacePath, ApiError> {
     let absolute = |cwd: &str| {
         let cwd = if cwd.starts_with('/') { cwd.to_owned() } else { format!("/{cwd}") };
-        if cwd.contains('\0') { Err(ApiError::InvalidCwd) } else { Ok(cwd) }
+        if cwd.contains('\0') { Err(ApiError::Refused(Refusal::InvalidCwd)) } else { Ok(cwd) }
     };
     if let Some(cwd) = raw.strip_suffix("/sessions") {
         return Ok(WorkspacePath::Sessions(absolute(cwd)?));
@@ -198,7 +202,8 @@ pub(super) async fn workspace_post(
     let WorkspacePath::Rules(cwd) = workspace_path(&raw)? else { return Err(ApiError::MethodNotAllowed) };
     let workspace = d.workspace(&cwd)?;
     let client = client_id(&headers)?;
-    let rule = parse_rule(&body, &workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
+    let rule = parse_rule(&body, &workspace, client, now_ms())
+        .map_err(|e| ApiError::Refused(Refusal::InvalidRule(e)))?;
     let wire = d.workspace_rules(&workspace).add(rule, "").await?;
     Ok((StatusCode::CREATED, Json(json!({"rule": wire, "workspace": workspace.to_string_lossy()})))
         .into_response())
@@ -274,7 +279,7 @@ mod tests {
             "/audit?format=xml",
             "/audit?format=csv&limit=5001",
         ] {
-            assert!(matches!(q(bad), Err(ApiError::InvalidParameter(_))), "{bad}");
+            assert!(matches!(q(bad), Err(ApiError::Refused(Refusal::InvalidParameter(_)))), "{bad}");
         }
     }
 

@@ -40,6 +40,12 @@ impl LimitedListener {
         LimitedListener { inner, permits: Arc::new(Semaphore::new(max)), write_idle: None }
     }
 
+    /// The places of `--max-connections`: each connection holds one, and each HTTP/2 stream one
+    /// more (`super::conn`).
+    pub(super) fn places(&self) -> Arc<Semaphore> {
+        self.permits.clone()
+    }
+
     /// Closes connections whose socket accepts no bytes for `idle` while there are bytes to write.
     pub(super) fn with_write_idle_timeout(
         mut self,
@@ -99,6 +105,11 @@ impl axum::serve::Listener for LimitedListener {
 }
 
 impl LimitedStream {
+    /// The daemon's end of the connection.
+    pub(super) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     /// The next bytes without taking them (the TLS listener reads a connection's first byte
     /// before it chooses between a handshake and a plain-http refusal).
     pub(super) async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {

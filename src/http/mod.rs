@@ -74,13 +74,15 @@ use crate::metrics::Metrics;
 /// routes come from [`api::router`]; outside the perimeter sit the request counter and the trace
 /// span. Tests drive it with `oneshot`, no socket needed.
 pub fn app(daemon: AppState, port: u16) -> Router {
+    let desk = crate::desk::Desk::new(daemon.clone());
     let perimeter = Arc::new(
-        perimeter::Perimeter::new(&daemon.config, port, daemon.devices.clone(), api::OPERATIONS)
-            .with_relay_proof(daemon.store.fleet_secret().map(relay::proof)),
+        perimeter::Perimeter::new(&daemon.config, port, desk.clone(), api::OPERATIONS)
+            .with_fleet_secret(daemon.store.fleet_secret()),
     );
-    let door = crate::door::Door::new(daemon.clone(), acp::render);
+    let door = crate::door::Door::new(desk.clone());
     let mut router = api::router()
         .layer(axum::Extension(door))
+        .layer(axum::Extension(desk))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
     // In a fleet, inside the perimeter: a request is checked where it arrives, then relayed.
@@ -114,13 +116,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use axum::serve::Listener;
 
-    let limits = conn::Limits::new(&daemon.config);
     let https = tls.map(|config| handshake::Https::new(config, daemon.config.header_timeout));
     let write_idle = daemon.config.writer_idle_timeout;
     let metrics = daemon.metrics.clone();
+    let limits = conn::Limits::new(&daemon.config);
     let app = app(daemon, listener.local_addr()?.port());
     let mut listener = listener::LimitedListener::new(listener, max_connections)
-        .with_write_idle_timeout(write_idle, metrics);
+        .with_write_idle_timeout(write_idle, metrics.clone());
+    let limits = limits.with_connections(listener.places(), metrics);
     let connections = tokio_util::task::TaskTracker::new();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::pin!(shutdown);
@@ -130,17 +133,46 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
-        match &https {
-            None => connections.spawn(conn::serve(io, Peer(addr), app, limits, stop)),
-            Some(https) => {
-                let https = https.clone();
-                connections.spawn(async move {
-                    if let Some(tls) = https.accept(io).await {
-                        conn::serve(tls, Peer(addr), app, limits, stop).await;
+        let https = https.clone();
+        connections.spawn(async move {
+            // Who is at the other end, once per connection and before a byte is read: a process
+            // the daemon started is refused at the perimeter (`crate::peer`).
+            let origin = match io.local_addr() {
+                Ok(local) => crate::peer::identify(local, addr, std::process::id()),
+                Err(_) => crate::peer::Origin::Gone,
+            };
+            let peer = Peer { addr, origin };
+            match https {
+                // Plain http: HTTP/2 with prior knowledge opens with its preface, anything else
+                // is HTTP/1.1.
+                None => {
+                    let mut io = io;
+                    match conn::sniff(&mut io, limits.header_timeout).await {
+                        Some((protocol, first)) => {
+                            let io = conn::Sniffed::new(first, io);
+                            conn::serve(io, protocol, peer, app, limits, stop).await;
+                        }
+                        None => {
+                            // Nothing (or too little) within the head's deadline: what a late
+                            // HTTP/1.1 head is answered, best effort.
+                            let _ = tokio::io::AsyncWriteExt::write_all(
+                                &mut io,
+                                &ApiError::HeaderTimeout.raw_response(),
+                            )
+                            .await;
+                        }
                     }
-                })
+                }
+                // TLS: HTTP/2 when the client chose it by ALPN.
+                Some(https) => {
+                    if let Some(tls) = https.accept(io).await {
+                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                        let protocol = if h2 { conn::Protocol::Http2 } else { conn::Protocol::Http1 };
+                        conn::serve(tls, protocol, peer, app, limits, stop).await;
+                    }
+                }
             }
-        };
+        });
     }
     drop(listener);
     stop.cancel();

@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 
 /// Error codes any route can answer: the perimeter's (`docs/protocol.md#2-http-perimeter`).
-const PERIMETER: &[&str] = &["unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
+const PERIMETER: &[&str] =
+    &["agent_not_a_client", "unauthorized", "origin_denied", "host_not_allowed", "invalid_host"];
 
 /// What a success response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,29 +53,8 @@ pub enum Header {
     AcpSessionId,
 }
 
-/// Who may call an operation (`docs/protocol.md#23-bearer-token`, `docs/operations.md#devices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No credential: the web app's files, action links, the pairing exchange.
-    Public,
-    /// The operator and every paired device, observers included.
-    Read,
-    /// The operator and voter devices: observers get `403 read_only_device`.
-    Write,
-    /// The operator's token only: devices get `403 operator_required`.
-    Operator,
-}
-
-impl Access {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Access::Public => "public",
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Operator => "operator",
-        }
-    }
-}
+/// Who may call an operation: the desk's judgement (`crate::desk::Access`).
+pub use crate::desk::Access;
 
 /// One documented operation.
 #[derive(Debug, Clone, Copy)]
@@ -418,6 +398,10 @@ fn schemas() -> Value {
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
         "pendingPermissions": {"type": "integer", "minimum": 0, "description": "Permission requests waiting for a decision"},
+        "state": {"enum": ["live", "dormant", "closed"], "description": "live: this daemon runs it; dormant (ended by a shutdown, a crash, its agent's death or a lost fleet node: resumable; GET /session/{id} answers it too) or closed (by a client; listed with include=ended only): read from the history, with the fields below instead of the live ones (docs/protocol.md 3.4, 14.3)"},
+        "endedAt": {"type": ["string", "null"], "format": "date-time"},
+        "endReason": {"type": ["string", "null"], "description": "closed_by_client, daemon_shutdown, daemon_stopped, agent_exited, node_lost"},
+        "lastEventId": {"type": "integer", "minimum": 0, "description": "The id of its last recorded event"},
     });
     let mut status_props = summary_props.clone();
     status_props["subscribers"] = int.clone();
@@ -922,7 +906,7 @@ fn presented_schemas() -> Value {
         "PresentedRequest": {
             "type": "object",
             "description": "A pending request as a person reads it (src/present.rs): every text already revealed (nothing in it is a control, bidi or invisible character), bounded as a card unless `?all=1`",
-            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole"],
+            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole", "warning"],
             "properties": {
                 "requestId": string, "sessionId": string, "kind": string, "title": string,
                 "tool": {"type": ["string", "null"], "description": "The agent's own name for the tool"},
@@ -939,6 +923,7 @@ fn presented_schemas() -> Value {
                     },
                 }},
                 "whole": {"type": "boolean", "description": "Nothing was left out: no line, no character"},
+                "warning": {"type": ["string", "null"], "description": "What to read first: for a request whose locations lie outside the session's workspace, that it will be refused whatever is answered (docs/protocol.md 8.5)"},
             },
         },
         "PresentedSection": {

@@ -1,6 +1,8 @@
-//! The HTTP perimeter, applied to every route in `docs/protocol.md#2-http-perimeter`'s order:
-//! Origin → Host → credential (the operator's token or a device's, `super::auth`) → what that
-//! caller may do on this route → (body limits, in `extract`) → route.
+//! The HTTP perimeter, applied to every route in `docs/protocol.md#2-http-perimeter`'s order: the
+//! peer (a process the daemon started is never served, `crate::peer`) → Origin → Host →
+//! credential (the operator's token or a device's, `super::auth`) → what that caller may do on
+//! this route (the desk judges) → (body limits, in `extract`) → route. What it resolves is one
+//! [`Caller`] of the front desk, attached to the request for the handlers.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -13,11 +15,14 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::auth::{self, Caller};
+use super::auth;
 use super::error::ApiError;
-use super::openapi::{Access, Operation};
+use super::openapi::Operation;
+use super::relay::Vouch;
 use crate::config::{Config, Origins, TokenDigest};
-use crate::devices::{Devices, is_device_credential};
+use crate::desk::{Access, Caller, Desk, Who};
+use crate::devices::is_device_credential;
+use crate::permission::Via;
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, \
@@ -39,15 +44,15 @@ pub struct Perimeter {
     /// `--public-url`'s origin (`scheme://host[:port]`, lowercase): the confirmation page of an
     /// action link posts its form from there.
     public_origin: Option<String>,
-    /// Paired devices, whose credentials are checked here.
-    devices: Arc<Devices>,
+    /// The front desk: who may be served, what a caller may do; paired devices' credentials.
+    desk: Arc<Desk>,
     /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
     access: HashMap<(&'static str, &'static str), Access>,
     /// Whether the old device cookie is cleared with `Secure` (`--public-url` is `https://`).
     secure_cookie: bool,
-    /// In a fleet, what a daemon relaying a request presents (`super::relay::proof`); `None`
-    /// alone, where a relayed request is refused.
-    relay_proof: Option<[u8; 32]>,
+    /// In a fleet, how a daemon relaying a request is told from anyone else (`super::relay`);
+    /// `None` alone, where a relayed request is refused.
+    vouch: Option<Vouch>,
 }
 
 /// Says whether a token is set, never anything about it (not even its digest).
@@ -63,12 +68,7 @@ impl std::fmt::Debug for Perimeter {
 }
 
 impl Perimeter {
-    pub fn new(
-        config: &Config,
-        port: u16,
-        devices: Arc<Devices>,
-        operations: &'static [Operation],
-    ) -> Perimeter {
+    pub fn new(config: &Config, port: u16, desk: Arc<Desk>, operations: &'static [Operation]) -> Perimeter {
         let allowed_hosts = crate::config::is_loopback_host(&config.hostname).then(|| {
             let bind = config.hostname.to_ascii_lowercase();
             let bind = if bind.contains(':') && !bind.starts_with('[') { format!("[{bind}]") } else { bind };
@@ -110,16 +110,16 @@ impl Perimeter {
             token_digest: config.token_digest,
             require_auth: config.require_auth,
             public_origin,
-            devices,
+            desk,
             access,
             secure_cookie,
-            relay_proof: None,
+            vouch: None,
         }
     }
 
-    /// The proof the fleet's daemons relay requests with.
-    pub(super) fn with_relay_proof(mut self, proof: Option<[u8; 32]>) -> Perimeter {
-        self.relay_proof = proof;
+    /// In a fleet: the fleet's secret, under which the daemons vouch for the requests they relay.
+    pub(super) fn with_fleet_secret(mut self, secret: Option<[u8; 32]>) -> Perimeter {
+        self.vouch = secret.map(Vouch::new);
         self
     }
 
@@ -164,19 +164,19 @@ impl Perimeter {
     /// one no device has) it is judged as the operator's token, so an operator token of any
     /// shape works (issue #27, finding 16). On a daemon without a token, anyone but a failing
     /// device is the operator, as always. No cookie is a credential (`super::auth`).
-    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ()> {
+    fn caller(&self, headers: &HeaderMap) -> Result<Who, ()> {
         let Some(presented) = auth::bearer(headers) else {
-            return if self.token_digest.is_none() { Ok(Caller::Operator) } else { Err(()) };
+            return if self.token_digest.is_none() { Ok(Who::Operator) } else { Err(()) };
         };
         if is_device_credential(presented) {
-            if let Some(device) = self.devices.authenticate(presented) {
-                return Ok(Caller::Device(device));
+            if let Some(device) = self.desk.daemon().devices.authenticate(presented) {
+                return Ok(Who::Device(device));
             }
             if self.token_digest.is_none() {
                 return Err(());
             }
         }
-        if self.operator_token_ok(presented) { Ok(Caller::Operator) } else { Err(()) }
+        if self.operator_token_ok(presented) { Ok(Who::Operator) } else { Err(()) }
     }
 
     /// Who may call the route `req` matched; `None` for no route (its 404 or 405 follows).
@@ -203,9 +203,19 @@ pub fn is_loopback_peer(addr: Option<SocketAddr>) -> bool {
     }
 }
 
-/// The socket peer of a connection, attached by the server to every request it carries.
+/// The socket peer of a connection, attached by the server to every request it carries: its
+/// address, and who it is on this host (`crate::peer`, looked up once when it was accepted).
 #[derive(Debug, Clone, Copy)]
-pub struct Peer(pub SocketAddr);
+pub struct Peer {
+    pub addr: SocketAddr,
+    pub origin: crate::peer::Origin,
+}
+
+/// Whether the caller of a request is on this host's loopback: read from the socket, or for a
+/// request another daemon of the fleet relayed, what that daemon vouched for. Attached to every
+/// request the perimeter lets through (a public route's handler reads it: an action link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local(pub bool);
 
 /// The authority the request addresses: the request target's in absolute form, else `Host`'s.
 fn authority(req: &Request) -> Option<&str> {
@@ -215,19 +225,49 @@ fn authority(req: &Request) -> Option<&str> {
     }
 }
 
-pub fn peer_addr(req: &Request) -> Option<SocketAddr> {
-    req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0)
+pub fn peer_of(req: &Request) -> Option<Peer> {
+    let extensions = req.extensions();
+    extensions.get::<ConnectInfo<Peer>>().map(|c| c.0).or_else(|| {
+        // What a test's `MockConnectInfo` layer attaches instead (the in-process router).
+        extensions.get::<axum::extract::connect_info::MockConnectInfo<Peer>>().map(|c| c.0)
+    })
+}
+
+/// What a request asked, as the audit records an attempt of a process of the daemon's: the
+/// method and the route's pattern, never the path (it may hold a link's token).
+fn attempt(req: &Request) -> String {
+    let route = req.extensions().get::<MatchedPath>().map_or("(no route)", MatchedPath::as_str);
+    format!("{} {route}", req.method())
 }
 
 pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next) -> Response {
+    // First, who is at the other end: a process the daemon started is never served, whatever it
+    // presents, on whatever route (`docs/operations.md#the-agent-is-never-a-client`). A socket
+    // this daemon did not accept (an in-process test's) has no peer and is not served either.
+    let Some(peer) = peer_of(&req) else {
+        return refuse(ApiError::Refused(crate::desk::Refusal::Internal), None);
+    };
+    if let Err(e) = p.desk.admit(peer.origin, &attempt(&req)) {
+        return refuse(e.into(), None);
+    }
     bearer_from_subprotocol(&mut req);
     // A request another daemon of the fleet relays had its Origin and Host checked there, against
-    // the same configuration; its caller is still checked here (`super::relay`).
-    let relayed = match super::relay::presented(req.headers(), p.relay_proof.as_ref()) {
-        None => false,
-        Some(true) => true,
-        Some(false) => return refuse(ApiError::Unauthorized, None),
+    // the same configuration, and the daemon vouches for whether its caller is local; its caller
+    // is still checked here (`super::relay`).
+    let vouched = match (req.headers().contains_key(super::relay::RELAY_HEADER), &p.vouch) {
+        (false, _) => None,
+        (true, None) => return refuse(ApiError::Unauthorized, None),
+        (true, Some(vouch)) => {
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            match vouch.check(req.headers(), req.method().as_str(), path) {
+                Some(local) => Some(local),
+                None => return refuse(ApiError::Unauthorized, None),
+            }
+        }
     };
+    let relayed = vouched.is_some();
+    let local = vouched.unwrap_or_else(|| is_loopback_peer(Some(peer.addr)));
+    req.extensions_mut().insert(Local(local));
     let headers = req.headers();
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let origin = match (origins.next(), origins.next()) {
@@ -255,31 +295,30 @@ pub async fn check(State(p): State<Arc<Perimeter>>, mut req: Request, next: Next
     }
     let access = p.access(&req);
     let old_cookie = auth::has_old_cookie(req.headers());
-    let open_health = req.uri().path() == "/health" && !p.require_auth && is_loopback_peer(peer_addr(&req));
+    let open_health = req.uri().path() == "/health" && !p.require_auth && !relayed && local;
     if !open_health && access != Some(Access::Public) && !super::web::is_public(&req) {
-        let mut caller = p.caller(req.headers());
-        if caller.is_err()
-            && p.relay_proof.is_some()
-            && auth::bearer(req.headers()).is_some_and(is_device_credential)
+        let mut who = p.caller(req.headers());
+        if who.is_err() && p.vouch.is_some() && auth::bearer(req.headers()).is_some_and(is_device_credential)
         {
             // In a fleet, a device paired on another daemon a moment ago (`Devices::reload_for_unknown`).
-            let devices = p.devices.clone();
-            if tokio::task::spawn_blocking(move || devices.reload_for_unknown()).await.unwrap_or(false) {
-                caller = p.caller(req.headers());
+            let desk = p.desk.clone();
+            if tokio::task::spawn_blocking(move || desk.daemon().devices.reload_for_unknown())
+                .await
+                .unwrap_or(false)
+            {
+                who = p.caller(req.headers());
             }
         }
-        let caller = match caller {
-            Ok(caller) => caller,
+        let who = match who {
+            Ok(who) => who,
             Err(()) => {
                 return forget_old_cookie(refuse(ApiError::Unauthorized, origin.as_ref()), old_cookie, &p);
             }
         };
-        if let Caller::Device(device) = &caller
-            && let Err(e) = device_may(&mut req, device, access)
-        {
+        let caller = Caller { client: None, minted: false, who, local, via: Via::Rest };
+        if let Err(e) = admitted(&p.desk, &mut req, caller, access) {
             return forget_old_cookie(with_cors(e.into_response(), origin.as_ref()), old_cookie, &p);
         }
-        req.extensions_mut().insert(caller);
     }
     let response = next.run(req).await;
     forget_old_cookie(with_cors(response, origin.as_ref()), old_cookie, &p)
@@ -325,30 +364,26 @@ fn is_upgrade(req: &Request) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// What a device's request must satisfy beyond its credential (`docs/operations.md#devices`):
-/// its client id is its device id (a different one is refused, none is filled in); its role
-/// allows the route.
-fn device_may(
-    req: &mut Request,
-    device: &crate::devices::Device,
-    access: Option<Access>,
-) -> Result<(), ApiError> {
+/// What a caller's request must satisfy beyond its credential (`docs/operations.md#devices`),
+/// as the desk judges it: a device's client id is its device id (a different one is refused, none
+/// is filled in: the handlers read it from `X-Qwen-Client-Id`); its role allows the route. The
+/// caller is then attached to the request. No route: its 404 or 405 follows.
+fn admitted(desk: &Desk, req: &mut Request, caller: Caller, access: Option<Access>) -> Result<(), ApiError> {
     let headers = req.headers_mut();
-    for name in ["x-qwen-client-id", "x-client-id"] {
-        let claimed = headers.get(name).map(|v| v.as_bytes());
-        if claimed.is_some_and(|c| !c.is_empty() && c != device.id.as_bytes()) {
-            return Err(ApiError::ClientIdMismatch { device_id: device.id.to_string() });
+    if let Some(device) = caller.device() {
+        for name in ["x-qwen-client-id", "x-client-id"] {
+            let claimed = headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+            caller.may_claim(claimed)?;
+        }
+        headers.remove("x-client-id");
+        if let Ok(id) = HeaderValue::from_str(&device.id) {
+            headers.insert("x-qwen-client-id", id);
         }
     }
-    match (access, device.role) {
-        (Some(Access::Operator), _) => return Err(ApiError::OperatorRequired),
-        (Some(Access::Write), crate::devices::Role::Observer) => return Err(ApiError::ReadOnlyDevice),
-        _ => {}
+    if let Some(access) = access {
+        desk.check(&caller, access)?;
     }
-    headers.remove("x-client-id");
-    if let Ok(id) = HeaderValue::from_str(&device.id) {
-        headers.insert("x-qwen-client-id", id);
-    }
+    req.extensions_mut().insert(caller);
     Ok(())
 }
 
@@ -385,32 +420,35 @@ fn with_cors(mut response: Response, origin: Option<&HeaderValue>) -> Response {
 mod tests {
     use std::net::Ipv4Addr;
     use std::path::Path;
-    use std::time::Duration;
 
     use axum::body::Body;
     use sha2::{Digest, Sha256};
 
     use super::*;
     use crate::config::TokenDigest;
-    use crate::devices::{Role, StreamLimits};
-    use crate::store::MemoryStore;
+    use crate::desk::Refusal;
+    use crate::devices::{Devices, Role};
 
     const TOKEN: &str = "dev-ops.2026-operator";
     const PORT: u16 = 7776;
+
+    /// A desk over a daemon with nothing started, on `config` (its devices paired in memory).
+    fn desk(config: Config) -> Arc<Desk> {
+        Desk::new(crate::daemon::Daemon::new(config))
+    }
 
     fn perimeter(token: Option<&str>) -> (Perimeter, Arc<Devices>) {
         let mut config = Config::for_tests(Path::new("/"));
         config.token_digest = token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into()));
         config.public_url = Some("https://Mediator.example/m".into());
-        let limits = StreamLimits { all_devices: 8, per_session: 8 };
-        let devices =
-            Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
+        let desk = desk(config.clone());
+        let devices = desk.daemon().devices.clone();
         // No route table: these tests judge callers, hosts and origins, not a route's access.
-        (Perimeter::new(&config, PORT, devices.clone(), &[]), devices)
+        (Perimeter::new(&config, PORT, desk, &[]), devices)
     }
 
     async fn paired(devices: &Devices, role: Role) -> (crate::devices::Device, String) {
-        let code = devices.issue_code(Some("phone"), role).expect("code").code;
+        let code = devices.issue_code(Some("phone"), role).await.expect("code").code;
         devices.pair(&code, None, IpAddr::V4(Ipv4Addr::LOCALHOST)).await.expect("paired")
     }
 
@@ -422,8 +460,26 @@ mod tests {
         h
     }
 
-    fn is_operator(caller: Result<Caller, ()>) -> bool {
-        matches!(caller, Ok(Caller::Operator))
+    fn is_operator(caller: Result<Who, ()>) -> bool {
+        matches!(caller, Ok(Who::Operator))
+    }
+
+    /// What the perimeter decides of `device`'s request to a route of `access`: `admitted`'s
+    /// judgement, with the caller attached on success.
+    fn device_may(
+        req: &mut Request,
+        device: &crate::devices::Device,
+        access: Option<Access>,
+    ) -> Result<(), ApiError> {
+        let d = desk(Config::for_tests(Path::new("/")));
+        let caller = Caller {
+            client: None,
+            minted: false,
+            who: Who::Device(device.clone()),
+            local: true,
+            via: Via::Rest,
+        };
+        admitted(&d, req, caller, access)
     }
 
     fn request(method: Method, host: &str, client: Option<&str>) -> Request {
@@ -445,7 +501,7 @@ mod tests {
         assert!(p.caller(&headers(None)).is_err());
         assert!(p.caller(&headers(Some(""))).is_err());
         let (device, credential) = paired(&devices, Role::Voter).await;
-        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(d)) if d.id == device.id));
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Who::Device(d)) if d.id == device.id));
         let (id, _) = credential.split_once('.').expect("id.secret");
         let forged = format!("{id}.{}", "0".repeat(64));
         assert!(p.caller(&headers(Some(&forged))).is_err(), "a device-shaped bearer no device has");
@@ -461,7 +517,7 @@ mod tests {
         assert!(is_operator(p.caller(&headers(None))));
         assert!(is_operator(p.caller(&headers(Some("anything")))));
         let (_, credential) = paired(&devices, Role::Observer).await;
-        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Caller::Device(_))));
+        assert!(matches!(p.caller(&headers(Some(&credential))), Ok(Who::Device(_))));
         let (id, _) = credential.split_once('.').expect("id.secret");
         assert!(p.caller(&headers(Some(&format!("{id}.{}", "1".repeat(64))))).is_err());
     }
@@ -487,23 +543,23 @@ mod tests {
         let mut other = request(Method::POST, "127.0.0.1:7776", Some("alice"));
         assert!(matches!(
             device_may(&mut other, &voter, Some(Access::Write)),
-            Err(ApiError::ClientIdMismatch { .. })
+            Err(ApiError::Refused(Refusal::ClientIdMismatch { .. }))
         ));
         let mut alias = request(Method::POST, "127.0.0.1:7776", None);
         alias.headers_mut().insert("x-client-id", HeaderValue::from_static("alice"));
         assert!(matches!(
             device_may(&mut alias, &voter, Some(Access::Read)),
-            Err(ApiError::ClientIdMismatch { .. })
+            Err(ApiError::Refused(Refusal::ClientIdMismatch { .. }))
         ));
         let mut admin = request(Method::GET, "127.0.0.1:7776", None);
         assert!(matches!(
             device_may(&mut admin, &voter, Some(Access::Operator)),
-            Err(ApiError::OperatorRequired)
+            Err(ApiError::Refused(Refusal::OperatorRequired))
         ));
         let mut write = request(Method::POST, "127.0.0.1:7776", None);
         assert!(matches!(
             device_may(&mut write, &observer, Some(Access::Write)),
-            Err(ApiError::ReadOnlyDevice)
+            Err(ApiError::Refused(Refusal::ReadOnlyDevice))
         ));
         let mut read = request(Method::GET, "127.0.0.1:7776", None);
         assert!(device_may(&mut read, &observer, Some(Access::Read)).is_ok());
@@ -582,10 +638,9 @@ mod tests {
             config.token_digest = token.map(|t| TokenDigest(Sha256::digest(t.as_bytes()).into()));
             config.require_auth = require_auth;
             config.allow_origins = Origins::List(vec![APP.to_owned()]);
-            let limits = StreamLimits { all_devices: 8, per_session: 8 };
-            let devices =
-                Arc::new(Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(60), limits));
-            let p = Arc::new(Perimeter::new(&config, PORT, devices.clone(), &OPERATIONS));
+            let desk = desk(config.clone());
+            let devices = desk.daemon().devices.clone();
+            let p = Arc::new(Perimeter::new(&config, PORT, desk, &OPERATIONS));
             let ok = || async { "ok" };
             let router = Router::new()
                 .route("/public", get(ok))
@@ -609,11 +664,14 @@ mod tests {
             bearer: Option<&'a str>,
             origin: Option<&'a str>,
             peer: &'a str,
+            /// Who the peer is on this host; `None`: another host, or (loopback) a process the
+            /// daemon did not start.
+            process: Option<crate::peer::Origin>,
             cookie: bool,
         }
 
         fn call(method: Method, path: &str) -> Call<'_> {
-            Call { method, path, bearer: None, origin: None, peer: "10.0.0.7", cookie: false }
+            Call { method, path, bearer: None, origin: None, peer: "10.0.0.7", process: None, cookie: false }
         }
 
         impl Call<'_> {
@@ -632,8 +690,14 @@ mod tests {
                     req = req.header(header::COOKIE, "mediatord_device=old");
                 }
                 let mut req = req.body(Body::empty()).expect("request");
-                let peer = SocketAddr::new(self.peer.parse().expect("ip"), 40000);
-                req.extensions_mut().insert(ConnectInfo(Peer(peer)));
+                let addr = SocketAddr::new(self.peer.parse().expect("ip"), 40000);
+                let local = if addr.ip().is_loopback() {
+                    crate::peer::Origin::Local
+                } else {
+                    crate::peer::Origin::Remote
+                };
+                let origin = self.process.unwrap_or(local);
+                req.extensions_mut().insert(ConnectInfo(Peer { addr, origin }));
                 let response = app.clone().oneshot(req).await.expect("infallible");
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
@@ -674,6 +738,48 @@ mod tests {
             assert_eq!((sent.status, code(&sent)), (403, "operator_required".into()));
             let sent = Call { bearer: Some(TOKEN), ..call(Method::DELETE, "/admin") }.send(&app).await;
             assert_eq!((sent.status, sent.body.as_str()), (200, "ok"));
+        }
+
+        /// Issue #41, finding 2: a process the daemon started is never served, whatever it
+        /// presents, on every kind of route, the public ones included; nor is a loopback peer that
+        /// was gone before it could be told apart. A process of this host it did not start is.
+        #[tokio::test]
+        async fn a_process_the_daemon_started_is_refused_on_every_route_with_any_credential() {
+            use crate::peer::Origin;
+            for token in [Some(TOKEN), None] {
+                let (app, devices) = app(token, false);
+                let (_, voter) = paired(&devices, Role::Voter).await;
+                for origin in [Origin::Daemons { child: 4242 }, Origin::Gone] {
+                    for (method, path) in [
+                        (Method::GET, "/public"),
+                        (Method::GET, "/read"),
+                        (Method::POST, "/write"),
+                        (Method::GET, "/health"),
+                    ] {
+                        for bearer in [Some(TOKEN), Some(voter.as_str()), None] {
+                            let sent = Call {
+                                bearer,
+                                peer: "127.0.0.1",
+                                process: Some(origin),
+                                ..call(method.clone(), path)
+                            }
+                            .send(&app)
+                            .await;
+                            assert_eq!(
+                                (sent.status, code(&sent)),
+                                (403, "agent_not_a_client".into()),
+                                "{origin:?} {method} {path} {bearer:?}"
+                            );
+                            assert_eq!(
+                                sent.headers.get(header::CONNECTION).map(|v| v.as_bytes()),
+                                Some(&b"close"[..])
+                            );
+                        }
+                    }
+                }
+                let human = Call { bearer: Some(TOKEN), peer: "127.0.0.1", ..call(Method::GET, "/read") };
+                assert_eq!(human.send(&app).await.status, 200, "a person's curl on the same host");
+            }
         }
 
         #[tokio::test]

@@ -2,26 +2,26 @@
 //! pending list with its audit, and the session's rules (`docs/protocol.md#7-permission-rules`,
 //! `docs/protocol.md#8-permission-mediation`).
 
-use axum::extract::{ConnectInfo, State};
+use std::sync::Arc;
+
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
-use super::perimeter::{Peer, is_loopback_peer};
 use crate::clock::now_ms;
-use crate::daemon::Session;
-use crate::permission::{RuleError, Via, Vote, parse_rule};
+use crate::desk::{Caller, Desk, Refusal};
+use crate::permission::{Vote, parse_rule};
 use crate::present::{self, Bounds};
 
 type ApiResult = Result<Response, ApiError>;
 
 /// The vote a body asks for ([`Vote::parse`]), or `400 invalid_vote`.
 fn parse_vote(body: &Value) -> Result<Vote, ApiError> {
-    Vote::parse(body).ok_or(ApiError::InvalidVote)
+    Vote::parse(body).ok_or(ApiError::Refused(Refusal::InvalidVote))
 }
 
 /// Step 1 and 2 of `docs/protocol.md#8-permission-mediation`: body shape, then client id format.
@@ -34,62 +34,30 @@ fn vote_preamble(headers: &HeaderMap, body: &Value) -> Result<(Vote, Option<Stri
 
 pub(super) async fn vote(
     State(d): State<AppState>,
-    caller: Option<Extension<Caller>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams((id, request_id)): PathParams<(String, String)>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session(&id)?;
-    cast(&s, caller.as_deref(), peer, &request_id, client.as_deref(), &vote).await
-}
-
-/// Casts a REST vote. A decision remembered for the workspace is answered once its rule is on
-/// disk; when the store refuses it, `503 store_unavailable` says the decision stands but is not
-/// remembered (`docs/operations.md#durability`).
-async fn cast(
-    s: &Session,
-    caller: Option<&Caller>,
-    peer: std::net::SocketAddr,
-    request_id: &str,
-    client: Option<&str>,
-    vote: &Vote,
-) -> ApiResult {
-    let device = caller.and_then(Caller::device).map(|d| &*d.name);
-    let loopback = is_loopback_peer(Some(peer));
-    let remembered =
-        s.permissions().vote_remembered(request_id, client, device, loopback, vote, Via::Rest)?;
-    if let Some(remembered) = remembered {
-        match remembered.outcome().await {
-            Ok(()) => {}
-            Err(RuleError::Store(e)) => {
-                return Err(ApiError::store_unavailable(
-                    "The decision was applied, but remembering it for the workspace failed",
-                    &e,
-                ));
-            }
-            // The workspace's rules are full: the decision stands unremembered, as a session's
-            // does at its cap.
-            Err(other) => {
-                tracing::warn!(error = %other, "a decision remembered for the workspace added no rule")
-            }
-        }
-    }
+    desk.vote(&s, &caller.acting_as(client), &request_id, &vote).await?;
     Ok(Json(json!({})).into_response())
 }
 
 pub(super) async fn legacy_vote(
     State(d): State<AppState>,
-    caller: Option<Extension<Caller>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams(request_id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let (vote, client) = vote_preamble(&headers, &body)?;
     let s = d.session_with_request(&request_id)?;
-    cast(&s, caller.as_deref(), peer, &request_id, client.as_deref(), &vote).await
+    desk.vote(&s, &caller.acting_as(client), &request_id, &vote).await?;
+    Ok(Json(json!({})).into_response())
 }
 
 /// `GET /session/{id}/permission/{requestId}[?all=1]`: a pending request as a person reads it
@@ -100,16 +68,20 @@ pub(super) async fn presented(
     q: Flags,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let request = s.permissions().pending_request(&request_id).ok_or(ApiError::PermissionRequestNotFound)?;
+    let request = s
+        .permissions()
+        .pending_request(&request_id)
+        .ok_or(ApiError::Refused(Refusal::PermissionRequestNotFound))?;
     let bounds = if q.all() { Bounds::ALL } else { Bounds::CARD };
     let shown = present::request(
         request.get("toolCall").unwrap_or(&Value::Null),
         request.get("options").unwrap_or(&Value::Null),
         bounds,
-    );
+    )
+    .warned(&request);
     let mut body = serde_json::to_value(&shown).map_err(|e| {
         tracing::error!(error = %e, "GET /session/:id/permission/:request_id");
-        ApiError::Internal
+        ApiError::Refused(Refusal::Internal)
     })?;
     body["requestId"] = json!(request_id);
     body["sessionId"] = json!(id);
@@ -136,7 +108,7 @@ pub(super) async fn list_permissions(
     if q.audit() {
         let recorded = d.recorded_decisions(&id).await.map_err(|e| {
             tracing::error!(error = %e, "GET /session/:id/permissions?audit=1");
-            ApiError::Internal
+            ApiError::Refused(Refusal::Internal)
         })?;
         out["audit"] = match (recorded, &live) {
             (Some(decided), _) => json!(decided),
@@ -155,7 +127,8 @@ pub(super) async fn add_rule(
 ) -> ApiResult {
     let s = d.session(&id)?;
     let client = client_id(&headers)?;
-    let rule = parse_rule(&body, &s.workspace, client, now_ms()).map_err(ApiError::InvalidRule)?;
+    let rule = parse_rule(&body, &s.workspace, client, now_ms())
+        .map_err(|e| ApiError::Refused(Refusal::InvalidRule(e)))?;
     let wire = s.permissions().add_rule(rule)?;
     Ok((StatusCode::CREATED, Json(json!({"rule": wire}))).into_response())
 }

@@ -1,15 +1,16 @@
 //! Handlers of the `prompts` tag: queue a prompt (blocking, or `Prefer: respond-async`) and cancel
 //! the running turn (`docs/protocol.md#3-routes`).
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
-use crate::daemon::Prompt;
+use crate::desk::Refusal;
+use crate::desk::{Caller, Desk};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -24,26 +25,24 @@ fn respond_async(headers: &HeaderMap) -> bool {
 
 pub(super) async fn prompt(
     State(d): State<AppState>,
+    Extension(desk): Extension<std::sync::Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let s = d.session_for_prompt(&id)?;
-    let Value::Object(params) = body else { return Err(ApiError::InvalidPrompt) };
+    let Value::Object(params) = body else { return Err(ApiError::Refused(Refusal::InvalidPrompt)) };
     if params.get("prompt").and_then(Value::as_array).is_none_or(|p| p.is_empty()) {
-        return Err(ApiError::InvalidPrompt);
+        return Err(ApiError::Refused(Refusal::InvalidPrompt));
     }
-    let client = client_id(&headers)?;
-    if let Some(c) = &client {
-        s.touch_client(c);
-    }
-    let prompt = Prompt { params, originator: client };
+    let caller = caller.acting_as(client_id(&headers)?);
     if respond_async(&headers) {
-        let accepted = s.enqueue(prompt)?;
+        let accepted = desk.enqueue(&s, &caller, params, None)?;
         let body = json!({"promptId": accepted.prompt_id, "lastEventId": accepted.last_event_id});
         return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
     }
-    Ok(Json(s.prompt(prompt).await?).into_response())
+    Ok(Json(desk.prompt(&s, &caller, params).await?).into_response())
 }
 
 pub(super) async fn cancel(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {

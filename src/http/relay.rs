@@ -14,9 +14,12 @@
 //!   the session authenticates it again against the same token and the same paired devices (the
 //!   store is shared): who the caller is and what its role allows is never taken on another
 //!   daemon's word. What the relaying daemon vouches for is only what it already checked, Origin
-//!   and Host (against the same configuration), with a proof derived from the fleet's secret in
-//!   the store ([`proof`], `x-mediatord-relay`); a request with a wrong proof is the uniform 401.
-//!   A relayed request is never relayed again.
+//!   and Host (against the same configuration), and whether its caller is on its loopback (what
+//!   `local-only` decides on): a [`Vouch`] in `x-mediatord-relay`, an HMAC under the fleet's
+//!   secret over this one request (its method, path, the time and a nonce) and that locality. A
+//!   request whose vouch does not verify, is older than [`VOUCH_WINDOW`] or comes a second time is
+//!   the uniform 401; the relaying socket's own address never makes a caller local. A relayed
+//!   request is never relayed again.
 //! - **How.** One HTTP/1.1 connection per relayed request (hyper's client), the request's body
 //!   streamed as it arrives and the answer's streamed back (SSE included); a `101 Switching
 //!   Protocols` joins the two upgraded connections byte for byte. An owner that cannot be
@@ -30,19 +33,32 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use hmac::{Hmac, Mac};
 use hyper_util::rt::TokioIo;
 use sha2::Sha256;
 
 use super::error::ApiError;
 use crate::daemon::Daemon;
+use crate::sync::lock;
 
 /// The daemon (not `extract::AppState`, the same type: this file stays free of the extractors,
 /// which the perimeter that imports it is below).
 type AppState = Arc<Daemon>;
 
-/// The header a relaying daemon proves itself with (hex of [`proof`]).
+/// The header a relaying daemon vouches for a request with ([`Vouch`]).
 pub(super) const RELAY_HEADER: &str = "x-mediatord-relay";
+/// How old a vouch may be when it arrives (either way: the fleet's clocks may differ a little).
+/// Within it each vouch is taken once: a relayed request is answered well inside it.
+pub(super) const VOUCH_WINDOW: Duration = Duration::from_secs(30);
+/// Vouches remembered (to refuse a second use) at most: past it, expired ones are forgotten, and
+/// if none has expired a new vouch is refused rather than memory grown. 65 536 relayed requests in
+/// a [`VOUCH_WINDOW`] is over 2 000 a second, far past a fleet's relayed votes.
+const MAX_VOUCHES_SEEN: usize = 65_536;
+/// Random bytes of a vouch's nonce.
+const NONCE_BYTES: usize = 16;
 /// How long connecting to the owner and its answer's head may take. Its body (a stream) is not
 /// bounded here: the owner's own deadlines apply to it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,40 +78,121 @@ const HOP_BY_HOP: [&str; 8] = [
     "transfer-encoding",
 ];
 
-/// What a relaying daemon presents: HMAC-SHA256 of a fixed label under the fleet's secret, so the
-/// secret itself never leaves the store and the daemons' memory.
-pub(super) fn proof(secret: [u8; 32]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes a key of any length");
-    mac.update(b"mediatord relay v1");
-    mac.finalize().into_bytes().into()
+/// A daemon's word for one request it relays, and the check of another's: `v2.<unix ms>.<nonce
+/// hex>.<local 0|1>.<mac hex>`, the MAC HMAC-SHA256 under the fleet's secret (which never leaves
+/// the store and the daemons' memory) over the label, the method, the path and query, the time,
+/// the nonce and the locality. Bound to one request, so it cannot be moved to another, and taken
+/// once, so it cannot be replayed.
+pub(super) struct Vouch {
+    secret: [u8; 32],
+    /// The vouches taken within the window (their nonce → when they expire, in unix ms).
+    /// Await-free critical sections only.
+    seen: Mutex<HashMap<[u8; NONCE_BYTES], u64>>,
+}
+
+impl std::fmt::Debug for Vouch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vouch").finish_non_exhaustive()
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Whether `headers` carry a relay proof at all, and whether it is `expected`.
-pub(super) fn presented(headers: &HeaderMap, expected: Option<&[u8; 32]>) -> Option<bool> {
-    use subtle::ConstantTimeEq;
-    let value = headers.get(RELAY_HEADER)?;
-    let Some(expected) = expected else { return Some(false) };
-    let wanted = hex(expected);
-    Some(value.as_bytes().len() == wanted.len() && bool::from(value.as_bytes().ct_eq(wanted.as_bytes())))
+fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != N * 2 {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
-/// The relay's state: the daemon (its sessions and store) and the proof it sends.
+impl Vouch {
+    pub(super) fn new(secret: [u8; 32]) -> Vouch {
+        Vouch { secret, seen: Mutex::new(HashMap::new()) }
+    }
+
+    fn mac(&self, method: &str, path: &str, at: u64, nonce: &[u8], local: bool) -> [u8; 32] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
+        for part in [b"mediatord relay v2".as_slice(), method.as_bytes(), path.as_bytes()] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        mac.update(&at.to_be_bytes());
+        mac.update(nonce);
+        mac.update(&[u8::from(local)]);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// This daemon's word for a request of `method` on `path` whose caller is `local` (or not).
+    pub(super) fn sign(&self, method: &str, path: &str, local: bool, at: u64) -> Option<HeaderValue> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        getrandom::fill(&mut nonce).ok()?;
+        let mac = self.mac(method, path, at, &nonce, local);
+        HeaderValue::from_str(&format!("v2.{at}.{}.{}.{}", hex(&nonce), u8::from(local), hex(&mac))).ok()
+    }
+
+    /// Whether `headers` carry a vouch of another daemon of the fleet for this request (`method`,
+    /// `path`), fresh and never seen before: then whether its caller is local. `None` for any
+    /// vouch that does not hold (the uniform 401).
+    pub(super) fn check(&self, headers: &HeaderMap, method: &str, path: &str) -> Option<bool> {
+        self.check_at(headers, method, path, crate::clock::now_ms())
+    }
+
+    fn check_at(&self, headers: &HeaderMap, method: &str, path: &str, now: u64) -> Option<bool> {
+        use subtle::ConstantTimeEq;
+        let mut values = headers.get_all(RELAY_HEADER).iter();
+        let (Some(value), None) = (values.next(), values.next()) else { return None };
+        let mut parts = value.to_str().ok()?.split('.');
+        let (Some("v2"), Some(at), Some(nonce), Some(local), Some(mac), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let at: u64 = at.parse().ok()?;
+        let nonce: [u8; NONCE_BYTES] = unhex(nonce)?;
+        let local = match local {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        let mac: [u8; 32] = unhex(mac)?;
+        let expected = self.mac(method, path, at, &nonce, local);
+        if !bool::from(mac.ct_eq(&expected)) {
+            return None;
+        }
+        let window = VOUCH_WINDOW.as_millis() as u64;
+        if at.abs_diff(now) > window {
+            return None;
+        }
+        let mut seen = lock(&self.seen);
+        if seen.len() >= MAX_VOUCHES_SEEN {
+            seen.retain(|_, expires| *expires > now);
+        }
+        if seen.len() >= MAX_VOUCHES_SEEN || seen.contains_key(&nonce) {
+            return None;
+        }
+        seen.insert(nonce, at.saturating_add(window));
+        Some(local)
+    }
+}
+
+/// The relay's state: the daemon (its sessions and store) and its word for what it relays.
 #[derive(Debug)]
 pub(super) struct Relay {
     daemon: AppState,
-    proof: HeaderValue,
+    vouch: Vouch,
 }
 
 impl Relay {
     /// `None` when the daemon's store is not shared: nothing is ever relayed.
     pub(super) fn new(daemon: AppState) -> Option<Relay> {
         let secret = daemon.store.fleet_secret()?;
-        let proof = HeaderValue::from_str(&hex(&proof(secret))).ok()?;
-        Some(Relay { daemon, proof })
+        Some(Relay { daemon, vouch: Vouch::new(secret) })
     }
 }
 
@@ -218,9 +315,16 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
     relay_to(&relay, &owner, req).await
 }
 
-/// Passes `req` to the daemon at `owner`; `503 node_unavailable` when it cannot be reached.
+/// Passes `req` to the daemon at `owner`, vouching for it (the perimeter said whether its caller
+/// is local); `503 node_unavailable` when it cannot be reached.
 async fn relay_to(relay: &Relay, owner: &str, req: Request) -> Response {
-    match forward(owner, relay.proof.clone(), req).await {
+    // Every relayed route needs a credential: the perimeter attached the caller, local or not.
+    let local = req.extensions().get::<crate::desk::Caller>().is_some_and(|c| c.local);
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let Some(vouch) = relay.vouch.sign(req.method().as_str(), path, local, crate::clock::now_ms()) else {
+        return ApiError::Refused(crate::desk::Refusal::Internal).into_response();
+    };
+    match forward(owner, vouch, req).await {
         Ok(response) => response,
         Err(e) => {
             tracing::warn!(node = %owner, error = %e, "cannot relay a request to the daemon holding its session");
@@ -231,7 +335,7 @@ async fn relay_to(relay: &Relay, owner: &str, req: Request) -> Response {
 
 /// Sends `req` to `base` (`http://host:port`) and streams its answer back; joins the two
 /// connections when it switches protocols.
-pub(super) async fn forward(base: &str, proof: HeaderValue, mut req: Request) -> Result<Response, String> {
+pub(super) async fn forward(base: &str, vouch: HeaderValue, mut req: Request) -> Result<Response, String> {
     let authority = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/').to_owned();
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let upgrade = is_upgrade(req.headers());
@@ -246,7 +350,7 @@ pub(super) async fn forward(base: &str, proof: HeaderValue, mut req: Request) ->
     *out.headers_mut() = end_to_end(&parts.headers, upgrade);
     let host = HeaderValue::from_str(&authority).map_err(|e| e.to_string())?;
     out.headers_mut().insert(header::HOST, host);
-    out.headers_mut().insert(HeaderName::from_static(RELAY_HEADER), proof);
+    out.headers_mut().insert(HeaderName::from_static(RELAY_HEADER), vouch);
 
     let connect = async {
         let stream = tokio::net::TcpStream::connect(&authority).await.map_err(|e| e.to_string())?;
@@ -399,7 +503,7 @@ mod tests {
         Router::new().fallback(move |req: Request| {
             let to = to.clone();
             async move {
-                forward(&to, HeaderValue::from_static("proof"), req)
+                forward(&to, HeaderValue::from_static("vouch"), req)
                     .await
                     .unwrap_or_else(|_| ApiError::NodeUnavailable.into_response())
             }
@@ -425,7 +529,7 @@ mod tests {
             seen["authorization"], "Bearer dev-1.s",
             "the caller's own credential, checked again there"
         );
-        assert_eq!(seen["relay"], "proof");
+        assert_eq!(seen["relay"], "vouch");
         assert_eq!(seen["body"], "hello");
         assert_eq!(seen["keepAlive"], false);
         assert_eq!(seen["secretHop"], false, "a header Connection names is hop-by-hop");
@@ -543,17 +647,76 @@ mod tests {
         assert!(!relayed_route("/health") && !relayed_route("/session") && !relayed_route("/sessions"));
     }
 
-    #[test]
-    fn a_proof_is_checked_in_full() {
-        let p = proof([1; 32]);
+    fn vouched(value: &HeaderValue) -> HeaderMap {
         let mut h = HeaderMap::new();
-        assert_eq!(presented(&h, Some(&p)), None);
-        h.insert(RELAY_HEADER, HeaderValue::from_str(&hex(&p)).expect("hex"));
-        assert_eq!(presented(&h, Some(&p)), Some(true));
-        assert_eq!(presented(&h, None), Some(false), "a daemon alone takes no relayed request");
-        assert_eq!(presented(&h, Some(&proof([2; 32]))), Some(false));
-        h.insert(RELAY_HEADER, HeaderValue::from_str(&hex(&p)[..63]).expect("hex"));
-        assert_eq!(presented(&h, Some(&p)), Some(false));
+        h.insert(RELAY_HEADER, value.clone());
+        h
+    }
+
+    #[test]
+    fn a_vouch_holds_for_its_one_request_once_within_its_window() {
+        let now = 1_800_000_000_000;
+        let a = Vouch::new([1; 32]);
+        let b = Vouch::new([1; 32]);
+        let local = a.sign("POST", "/session/s/permission/r", true, now).expect("signed");
+        assert_eq!(b.check_at(&vouched(&local), "POST", "/session/s/permission/r", now + 5), Some(true));
+        assert_eq!(
+            b.check_at(&vouched(&local), "POST", "/session/s/permission/r", now + 6),
+            None,
+            "replayed"
+        );
+        let remote = a.sign("POST", "/session/s/permission/r", false, now).expect("signed");
+        assert_eq!(b.check_at(&vouched(&remote), "POST", "/session/s/permission/r", now), Some(false));
+        let fresh = || a.sign("POST", "/x", false, now).expect("signed");
+        assert_eq!(b.check_at(&vouched(&fresh()), "GET", "/x", now), None, "another method");
+        assert_eq!(b.check_at(&vouched(&fresh()), "POST", "/y", now), None, "another path");
+        let window = VOUCH_WINDOW.as_millis() as u64;
+        assert_eq!(b.check_at(&vouched(&fresh()), "POST", "/x", now + window + 1), None, "too old");
+        assert_eq!(b.check_at(&vouched(&fresh()), "POST", "/x", now - window - 1), None, "from the future");
+        assert_eq!(b.check_at(&vouched(&fresh()), "POST", "/x", now + window), Some(false), "at the edge");
+        let other = Vouch::new([2; 32]);
+        assert_eq!(other.check_at(&vouched(&fresh()), "POST", "/x", now), None, "another fleet's secret");
+        // The locality cannot be flipped, nor any part changed.
+        let text = remote.to_str().expect("text").to_owned();
+        let flipped = HeaderValue::from_str(&text.replace(".0.", ".1.")).expect("header");
+        assert_eq!(
+            Vouch::new([1; 32]).check_at(&vouched(&flipped), "POST", "/session/s/permission/r", now),
+            None
+        );
+        for bad in ["", "v1.1.2.0.3", "proof", &text[..text.len() - 1], &format!("{text}.x")] {
+            let h = HeaderValue::from_str(bad).expect("header");
+            assert_eq!(
+                Vouch::new([1; 32]).check_at(&vouched(&h), "POST", "/session/s/permission/r", now),
+                None,
+                "{bad:?}"
+            );
+        }
+        let mut two = vouched(&fresh());
+        two.append(RELAY_HEADER, fresh());
+        assert_eq!(b.check_at(&two, "POST", "/x", now), None, "two vouches");
+    }
+
+    #[test]
+    fn vouches_seen_are_bounded_and_expired_ones_forgotten() {
+        let now = 1_800_000_000_000;
+        let a = Vouch::new([3; 32]);
+        {
+            let mut seen = lock(&a.seen);
+            for i in 0..MAX_VOUCHES_SEEN as u64 {
+                let mut nonce = [0u8; NONCE_BYTES];
+                nonce[..8].copy_from_slice(&i.to_be_bytes());
+                seen.insert(nonce, now + 10);
+            }
+        }
+        let one = a.sign("GET", "/x", false, now).expect("signed");
+        assert_eq!(a.check_at(&vouched(&one), "GET", "/x", now), None, "full of live vouches: refused");
+        let two = a.sign("GET", "/x", false, now + 11).expect("signed");
+        assert_eq!(
+            a.check_at(&vouched(&two), "GET", "/x", now + 11),
+            Some(false),
+            "the expired are forgotten"
+        );
+        assert_eq!(lock(&a.seen).len(), 1);
     }
 
     /// Sends `request` as is; the status and everything read until the connection closes.

@@ -7,12 +7,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::auth::Caller;
 use super::error::{ApiError, ClientIdProblem};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Session};
+use crate::desk::{Caller, Desk, Refusal};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -33,36 +33,41 @@ fn summary(s: &Session) -> Value {
 
 /// `{cwd?, sessionScope?, modelServiceId?, agent?}`, each checked for type; the daemon judges the
 /// values. `known` lists the configured agents, for the refusal of an `agent` that is no name.
-fn create_request(
-    body: &Value,
-    client_id: Option<String>,
-    known: impl FnOnce() -> Vec<String>,
-) -> Result<CreateRequest, ApiError> {
+fn create_request(body: &Value, known: impl FnOnce() -> Vec<String>) -> Result<CreateRequest, ApiError> {
     let cwd = match body.get("cwd") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        Some(_) => return Err(ApiError::InvalidCwd),
+        Some(_) => return Err(ApiError::Refused(Refusal::InvalidCwd)),
     };
     let scope = match body.get("sessionScope") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(SessionScope::parse(s).ok_or(ApiError::InvalidSessionScope)?),
-        Some(_) => return Err(ApiError::InvalidSessionScope),
+        Some(Value::String(s)) => {
+            Some(SessionScope::parse(s).ok_or(ApiError::Refused(Refusal::InvalidSessionScope))?)
+        }
+        Some(_) => return Err(ApiError::Refused(Refusal::InvalidSessionScope)),
     };
     let model = match body.get("modelServiceId") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        Some(_) => return Err(ApiError::InvalidModelId),
+        Some(_) => return Err(ApiError::Refused(Refusal::InvalidModelId)),
     };
     let agent = match body.get("agent") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => return Err(ApiError::UnknownAgent { agent: other.to_string(), known: known() }),
+        Some(other) => {
+            return Err(ApiError::Refused(Refusal::UnknownAgent {
+                agent: other.to_string(),
+                known: known(),
+            }));
+        }
     };
-    Ok(CreateRequest { cwd, scope, model, agent, client_id })
+    Ok(CreateRequest { cwd, scope, model, agent, client_id: None })
 }
 
 pub(super) async fn create_session(
     State(d): State<AppState>,
+    Extension(desk): Extension<std::sync::Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
@@ -70,8 +75,8 @@ pub(super) async fn create_session(
     if !body.is_object() {
         return Err(ApiError::InvalidJson);
     }
-    let client = client_id(&headers)?;
-    let created = d.create(create_request(&body, client, || d.config.agent_names())?).await?;
+    let caller = caller.acting_as(client_id(&headers)?);
+    let created = desk.create(&caller, create_request(&body, || d.config.agent_names())?).await?;
     let s = &created.session;
     let mut out = json!({
         "sessionId": s.id,
@@ -104,7 +109,7 @@ pub(super) async fn list_workspace_sessions(
     };
     let path = std::path::Path::new(&cwd);
     if !path.is_absolute() {
-        return Err(ApiError::InvalidCwd);
+        return Err(ApiError::Refused(Refusal::InvalidCwd));
     }
     let ended = uri.query().is_some_and(|q| q.split('&').any(|p| p == "include=ended"));
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -125,27 +130,48 @@ pub(super) async fn list_workspace_sessions(
             if live.iter().any(|s| s.id == r.session_id) {
                 continue;
             }
-            sessions.push(json!({
-                "sessionId": r.session_id,
-                "workspaceCwd": r.workspace,
-                "agent": r.agent,
-                "createdAt": iso8601(r.created_at),
-                "endedAt": r.ended_at.map(iso8601),
-                "endReason": r.end_reason,
-                "state": r.state.as_str(),
-                "lastEventId": r.last_event_id,
-            }));
+            sessions.push(recorded(&r));
         }
     }
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 
+/// `GET /session/:id`: a live session's status; with the durable store, a dormant one (ended by a
+/// shutdown, a crash, its agent's death or a lost fleet node: resumable) answers with what its
+/// record says, as its permissions and its replay do. A closed session stays `404`, as in `qwen
+/// serve` (`docs/protocol.md#34-get-sessionid`).
 pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
-    let s = d.session(&id)?;
+    let s = match d.session(&id) {
+        Ok(s) => s,
+        Err(e) if d.store.durable() => {
+            return match d.recorded_session(&id).await {
+                Ok(Some(r)) if r.state == crate::store::SessionState::Dormant => {
+                    Ok(Json(recorded(&r)).into_response())
+                }
+                _ => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut out = summary(&s);
+    out["state"] = json!("live");
     out["subscribers"] = json!(s.subscriber_count());
     out["pendingPrompts"] = json!(s.pending_prompt_count());
     Ok(Json(out).into_response())
+}
+
+/// A session of the history as `GET /session/:id` and the workspace list `?include=ended` show it.
+fn recorded(r: &crate::store::SessionRecord) -> Value {
+    json!({
+        "sessionId": r.session_id,
+        "workspaceCwd": r.workspace,
+        "agent": r.agent,
+        "createdAt": iso8601(r.created_at),
+        "endedAt": r.ended_at.map(iso8601),
+        "endReason": r.end_reason,
+        "state": r.state.as_str(),
+        "lastEventId": r.last_event_id,
+    })
 }
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and
@@ -189,7 +215,7 @@ pub(super) async fn set_model(
         .get("modelId")
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
-        .ok_or(ApiError::InvalidModelId)?;
+        .ok_or(ApiError::Refused(Refusal::InvalidModelId))?;
     Ok(Json(s.set_model(model).await?).into_response())
 }
 
@@ -204,7 +230,7 @@ pub(super) async fn set_mode(
         Some(Value::String(m)) if !m.is_empty() => m.as_str(),
         other => {
             let shown = other.map_or_else(|| "(none)".to_owned(), Value::to_string);
-            return Err(ApiError::InvalidMode { mode: shown, available: s.mode_ids() });
+            return Err(ApiError::Refused(Refusal::InvalidMode { mode: shown, available: s.mode_ids() }));
         }
     };
     Ok(Json(s.set_mode(mode).await?).into_response())
@@ -212,24 +238,25 @@ pub(super) async fn set_mode(
 
 pub(super) async fn detach(
     State(d): State<AppState>,
+    Extension(desk): Extension<std::sync::Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    if let Some(c) = client_id(&headers)? {
-        s.remove_client(&c);
-    }
+    desk.leave(&s, &caller.acting_as(client_id(&headers)?));
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 pub(super) async fn heartbeat(
     State(d): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    Extension(desk): Extension<std::sync::Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
 ) -> ApiResult {
     let s = d.session(&id)?;
-    let client = client_id(&headers)?.ok_or(ApiError::InvalidClientId(ClientIdProblem::Missing))?;
-    let seen = super::auth::touch(&s, &client, caller.as_deref());
+    let client = client_id(&headers)?.ok_or(ApiError::from(ClientIdProblem::Missing))?;
+    let seen = desk.join(&s, &caller.acting_as(Some(client.clone()))).unwrap_or_default();
     Ok(Json(json!({"sessionId": s.id, "clientId": client, "lastSeenAt": seen})).into_response())
 }

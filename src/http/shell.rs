@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, ClientIdProblem};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
+use crate::desk::Refusal;
 
 /// Longest accepted command (`docs/protocol.md#9-session-shell`).
 const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -33,7 +34,7 @@ pub(super) async fn run_shell(
     let client = client_id(&headers)?.ok_or(ApiError::ClientIdRequired)?;
     let session = d.session(&id)?;
     if !session.has_client(&client) {
-        return Err(ApiError::InvalidClientId(ClientIdProblem::Unregistered));
+        return Err(ApiError::Refused(Refusal::InvalidClientId(ClientIdProblem::Unregistered)));
     }
     let JsonBody(body) =
         body.map_err(|e| if matches!(e, ApiError::BodyTooLarge) { e } else { ApiError::InvalidCommand })?;

@@ -188,17 +188,10 @@ pub(super) struct Message {
     pub(super) priority: u8,
 }
 
-/// The zone clock times are said in: the daemon's system zone (`TZ`, else `/etc/localtime`), read
-/// once; UTC when neither names one. The daemon runs where its person works, most often.
-fn zone() -> &'static jiff::tz::TimeZone {
-    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
-    ZONE.get_or_init(jiff::tz::TimeZone::system)
-}
-
 /// "in 5 min (at 21:39 CET)": how long from `now_ms` to `at_ms`, for a person, with the clock
 /// time beside it in the daemon's zone ([`when_in`]).
 pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
-    when_in(at_ms, now_ms, zone())
+    when_in(at_ms, now_ms, crate::clock::zone())
 }
 
 /// [`when`] in the zone `tz`, named by its abbreviation (or offset) so a reader elsewhere can tell.
@@ -251,6 +244,7 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             };
             let summary = summary(&tool_call);
             let mut lines = vec![summary.line];
+            lines.extend(present::outside_warning(n.data));
             if !summary.whole {
                 lines.push("Too long to show here: Review opens all of it.".to_owned());
             }
@@ -291,6 +285,18 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             }
             lines.push(workspace);
             Message { title: "The agent changed files nobody approved", lines, priority: 4 }
+        }
+        EventKind::AgentRefusedAsClient => {
+            let attempt = reveal(n.data.get("attempt").and_then(Value::as_str).unwrap_or(""));
+            Message {
+                title: "The agent tried to act as a client of the daemon",
+                lines: vec![
+                    format!("Refused: {attempt}"),
+                    "An agent is never a client of the daemon that mediates it: it may not approve its own requests.".to_owned(),
+                    workspace,
+                ],
+                priority: 5,
+            }
         }
         EventKind::TurnError => {
             let error = reveal(n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed"));
@@ -354,11 +360,11 @@ pub(super) fn decision(resolved: &Value, request: &Value) -> String {
 /// asked.
 pub(super) fn decided(resolved: &Value, request: &Value, workspace: &str) -> Message {
     let asked = summary(request.get("toolCall").unwrap_or(&Value::Null));
-    Message {
-        title: "Decided",
-        lines: vec![decision(resolved, request), asked.line, format!("in {workspace}")],
-        priority: 2,
+    let mut decision = decision(resolved, request);
+    if present::outside_warning(request).is_some() {
+        decision.push_str(&format!(" ({})", present::OUTSIDE_WORKSPACE));
     }
+    Message { title: "Decided", lines: vec![decision, asked.line, format!("in {workspace}")], priority: 2 }
 }
 
 pub(super) fn json_body(n: &Notice<'_>) -> Value {
@@ -384,6 +390,9 @@ pub(super) fn json_body(n: &Notice<'_>) -> Value {
     body["summary"] = json!(summary.line);
     body["summaryWhole"] = json!(summary.whole);
     body["details"] = json!(details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)));
+    if let Some(warning) = present::outside_warning(n.data) {
+        body["warning"] = json!(warning);
+    }
     body["toolCall"] = json!({
         "toolCallId": tool_call.get("toolCallId"),
         "kind": tool_call.get("kind"),
@@ -457,7 +466,7 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let tags = match n.kind {
         EventKind::PermissionRequest => "lock",
         EventKind::TurnComplete => "white_check_mark",
-        EventKind::TurnError | EventKind::UnapprovedChange => "warning",
+        EventKind::TurnError | EventKind::AgentRefusedAsClient | EventKind::UnapprovedChange => "warning",
         _ => "skull",
     };
     let mut body = json!({
@@ -535,6 +544,33 @@ mod tests {
         let s = summary(tool_call);
         assert!(s.whole, "{s:?}");
         s.line
+    }
+
+    /// Issue #44: a request outside the workspace says so under its summary (and in the JSON
+    /// document), and its decided message says it after the decision.
+    #[test]
+    fn a_request_outside_the_workspace_says_it_will_be_refused_before_and_after_the_decision() {
+        let mut data = request();
+        data["outsideWorkspace"] = json!(["/outside.txt"]);
+        let m = message(&notice(EventKind::PermissionRequest, &data, &[]));
+        let warning = "Outside the workspace: it will be refused, whatever is answered (/outside.txt).";
+        assert_eq!(m.lines[..2], ["edit: Write notes.txt — /w/notes.txt".to_owned(), warning.to_owned()]);
+        assert_eq!(json_body(&notice(EventKind::PermissionRequest, &data, &[]))["warning"], warning);
+        data["options"] = json!([{"optionId": "a1", "name": "Allow", "kind": "allow_once"}]);
+        let vote = json!({"outcome": {"optionId": "a1"}, "resolvedBy": "vote", "voterClientId": "phone"});
+        assert_eq!(
+            decided(&vote, &data, "/w").lines[0],
+            "Allowed once by phone (outside the workspace: it will be refused)"
+        );
+        // Inside, nothing is added.
+        let inside = request();
+        assert!(
+            !message(&notice(EventKind::PermissionRequest, &inside, &[]))
+                .lines
+                .join("\n")
+                .contains("Outside")
+        );
+        assert!(json_body(&notice(EventKind::PermissionRequest, &inside, &[])).get("warning").is_none());
     }
 
     /// Issue #29: a notification shows what the card shows (the text a write would write, an

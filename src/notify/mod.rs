@@ -311,7 +311,8 @@ impl Notifier {
             | EventKind::TurnComplete
             | EventKind::TurnError
             | EventKind::SessionDied
-            | EventKind::UnapprovedChange => {}
+            | EventKind::UnapprovedChange
+            | EventKind::AgentRefusedAsClient => {}
             _ => return,
         }
         // Files changed without approval go where permission requests go: to whoever would have

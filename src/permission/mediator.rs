@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::policy::{Ballot, CANCEL_OPTION_ID, Choice, Decision, ForbidReason, Issued, decide, standing};
+use super::policy::{CANCEL_OPTION_ID, Cast, Choice, Decision, ForbidReason, Issued, decide, standing};
 use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
 use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
@@ -208,6 +208,26 @@ pub enum VoteError {
     InvalidOption { request_id: String, option_id: String },
     #[error("this client may not decide this permission request")]
     Forbidden(ForbidReason),
+    /// An observer's ballot: it may read, never decide.
+    #[error("an observer may not vote")]
+    ReadOnly,
+}
+
+/// One ballot, as the front desk casts it: on which request, by whom, from where, through which
+/// door, and what it says.
+#[derive(Debug, Clone, Copy)]
+pub struct Ballot<'a> {
+    pub request_id: &'a str,
+    /// The client id it is cast as (`None`: a voter without one, counted as one voter).
+    pub client: Option<&'a str>,
+    /// A paired device's name, for the ballot and the audit.
+    pub device_name: Option<&'a str>,
+    /// Cast by an observer: refused ([`VoteError::ReadOnly`]).
+    pub observer: bool,
+    /// The caller is on this host's loopback (`local-only`).
+    pub local: bool,
+    pub via: Via,
+    pub vote: &'a Vote,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -375,6 +395,7 @@ impl<'a> Permissions<'a> {
         };
         let request_id = uuid::Uuid::new_v4().to_string();
         let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
+        let outside = rules::outside_workspace(&facts, &m.workspace);
         let mut data = json!({
             "requestId": request_id,
             "sessionId": host.session_id(),
@@ -384,6 +405,9 @@ impl<'a> Permissions<'a> {
         });
         if let Some(at) = expires_at {
             data["expiresAt"] = json!(at);
+        }
+        if !outside.is_empty() {
+            data["outsideWorkspace"] = json!(outside);
         }
         let (reply, mut rx) = oneshot::channel();
         {
@@ -488,18 +512,6 @@ impl<'a> Permissions<'a> {
         self.mediator.lock().audit.iter().cloned().collect()
     }
 
-    /// A client's vote, checked in `docs/protocol.md#8-permission-mediation`'s order from step 3
-    /// on (the HTTP layer did steps 1 and 2: the body's shape, then the client id's format).
-    pub fn vote(
-        self,
-        request_id: &str,
-        client_id: Option<&str>,
-        loopback_peer: bool,
-        vote: &Vote,
-    ) -> Result<(), VoteError> {
-        self.vote_via(request_id, client_id, loopback_peer, vote, Via::Rest)
-    }
-
     /// Whether `request_id` awaits a decision.
     pub fn is_pending(self, request_id: &str) -> bool {
         self.mediator.lock().pending.contains_key(request_id)
@@ -523,44 +535,14 @@ impl<'a> Permissions<'a> {
         Some(data)
     }
 
-    /// [`Permissions::vote`], saying how the vote arrived.
-    pub fn vote_via(
-        self,
-        request_id: &str,
-        client_id: Option<&str>,
-        loopback_peer: bool,
-        vote: &Vote,
-        via: Via,
-    ) -> Result<(), VoteError> {
-        self.vote_as(request_id, client_id, None, loopback_peer, vote, via)
-    }
-
-    /// [`Permissions::vote_via`] by a paired device: `client_id` is its device id (the HTTP floor
-    /// checked its credential), and its `device_name` goes into the ballot and the audit.
-    pub fn vote_as(
-        self,
-        request_id: &str,
-        client_id: Option<&str>,
-        device_name: Option<&str>,
-        loopback_peer: bool,
-        vote: &Vote,
-        via: Via,
-    ) -> Result<(), VoteError> {
-        self.vote_remembered(request_id, client_id, device_name, loopback_peer, vote, via).map(drop)
-    }
-
-    /// [`Permissions::vote_as`], and when the vote decided and asked to remember the decision
-    /// for the workspace, the rule on its way to the disk: it applies once written, and the
+    /// A ballot, checked in `docs/protocol.md#8-permission-mediation`'s order from step 3 on (the
+    /// door did steps 1 and 2: the body's shape, then the client id's format). An observer's is
+    /// refused whatever it says. When it decided and asked to remember the decision for the
+    /// workspace, the rule on its way to the disk is returned: it applies once written, and the
     /// voter's answer waits for it (`docs/operations.md#durability`).
-    pub fn vote_remembered(
-        self,
-        request_id: &str,
-        client_id: Option<&str>,
-        device_name: Option<&str>,
-        loopback_peer: bool,
-        vote: &Vote,
-        via: Via,
-    ) -> Result<Option<Remembered>, VoteError> {
+    pub fn vote(self, ballot: &Ballot<'_>) -> Result<Option<Remembered>, VoteError> {
+        let &Ballot { request_id, client: client_id, device_name, observer, local: loopback_peer, via, vote } =
+            ballot;
         let host = self.host;
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else {
@@ -578,6 +560,9 @@ impl<'a> Permissions<'a> {
                 None => Err(VoteError::NotFound),
             };
         };
+        if observer {
+            return Err(VoteError::ReadOnly);
+        }
         if let Some(c) = client_id
             && !host.is_voter(c)
         {
@@ -606,7 +591,7 @@ impl<'a> Permissions<'a> {
                 }
             },
         };
-        let ballot = Ballot { client_id, loopback_peer, choice: &choice };
+        let ballot = Cast { client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
             let mut ballot = json!({
@@ -863,7 +848,7 @@ impl Permissions<'_> {
             .map(|(choice, r, _)| outcome_of(r.by.as_str(), matches!(choice, Choice::Option(_))))
             .unwrap_or(AuditOutcome::Pending);
         let workspace = m.workspace.to_string_lossy().into_owned();
-        let entry = json!({
+        let mut entry = json!({
             "requestId": request_id,
             "sessionId": self.host.session_id(),
             "workspace": workspace,
@@ -891,6 +876,9 @@ impl Permissions<'_> {
             "remembered": resolved.and_then(|(choice, r, _)| remembered_scope(&pending.options, choice, r).as_str()),
             "ballots": pending.ballots,
         });
+        if let Some(outside) = pending.data.get("outsideWorkspace") {
+            entry["outsideWorkspace"] = outside.clone();
+        }
         AuditRecord {
             request_id: request_id.to_owned(),
             session_id: self.host.session_id().to_owned(),
@@ -1199,6 +1187,67 @@ mod tests {
         rules::parse_rule(&body, std::path::Path::new(WS), None, 0).expect("valid rule")
     }
 
+    /// The ballots these tests cast, as (request, client, loopback, vote), optionally with the door
+    /// and a device's name: each one [`Ballot`] to the mediator's one vote.
+    trait Casting {
+        fn cast_remembered(
+            self,
+            id: &str,
+            client: Option<&str>,
+            device_name: Option<&str>,
+            local: bool,
+            vote: &Vote,
+            via: Via,
+        ) -> Result<Option<Remembered>, VoteError>;
+        fn cast_as(
+            self,
+            id: &str,
+            client: Option<&str>,
+            device_name: Option<&str>,
+            local: bool,
+            vote: &Vote,
+            via: Via,
+        ) -> Result<(), VoteError>
+        where
+            Self: Sized,
+        {
+            self.cast_remembered(id, client, device_name, local, vote, via).map(drop)
+        }
+        fn cast_via(
+            self,
+            id: &str,
+            client: Option<&str>,
+            local: bool,
+            vote: &Vote,
+            via: Via,
+        ) -> Result<(), VoteError>
+        where
+            Self: Sized,
+        {
+            self.cast_as(id, client, None, local, vote, via)
+        }
+        fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError>
+        where
+            Self: Sized,
+        {
+            self.cast_via(id, client, local, vote, Via::Rest)
+        }
+    }
+
+    impl Casting for Permissions<'_> {
+        fn cast_remembered(
+            self,
+            id: &str,
+            client: Option<&str>,
+            device_name: Option<&str>,
+            local: bool,
+            vote: &Vote,
+            via: Via,
+        ) -> Result<Option<Remembered>, VoteError> {
+            self.vote(&Ballot { request_id: id, client, device_name, observer: false, local, via, vote })
+        }
+    }
+
     fn vote(option: &str, remember: bool) -> Vote {
         let remember = if remember { Remember::Session } else { Remember::No };
         Vote::Outcome { choice: Choice::Option(option.into()), remember }
@@ -1223,7 +1272,7 @@ mod tests {
         assert!(!p.may_vote(&id, Some("bob"), true), "nobody else, wherever they are");
         assert!(!p.may_vote(&id, None, true));
         assert!(!p.may_vote("no-such-request", Some("alice"), false), "only a pending request");
-        p.vote(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("decides");
+        p.cast(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("decides");
         answer(task).await;
         assert!(!f.permissions().may_vote(&id, Some("alice"), false), "decided: nothing to vote on");
     }
@@ -1292,7 +1341,7 @@ mod tests {
         let task = f.raise(params("/ws/a", &["reject_once", "reject_always"]));
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
-        f.permissions().vote(&id, None, true, &vote("opt-reject_once", false)).expect("vote");
+        f.permissions().cast(&id, None, true, &vote("opt-reject_once", false)).expect("vote");
         assert_eq!(
             answer(task).await,
             json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
@@ -1361,7 +1410,7 @@ mod tests {
         assert_eq!(data["toolCall"]["rawInput"]["command"], "make all", "{data}");
         assert_eq!(data["toolCall"]["title"], "Write", "the request's own fields win");
         assert_eq!(f.permissions().pending_request("nope"), None);
-        f.permissions().vote(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
+        f.permissions().cast(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
         answer(task).await;
         assert_eq!(f.permissions().pending_request(&id), None, "decided");
     }
@@ -1395,7 +1444,7 @@ mod tests {
         let other = f.raise(params("/ws/b", &kinds));
         f.until_pending(3).await;
         let first_id = f.pending_ids().into_iter().next().expect("first");
-        f.permissions().vote(&first_id, None, true, &vote("opt-allow_always", false)).expect("vote");
+        f.permissions().cast(&first_id, None, true, &vote("opt-allow_always", false)).expect("vote");
         let rules = f.permissions().list_rules();
         assert_eq!(rules.len(), 1, "allow_always is remembered: {rules:?}");
         let allowed = json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_once"}});
@@ -1425,7 +1474,7 @@ mod tests {
         f.until_pending(1).await;
         assert_eq!((count(AuditOutcome::Pending), count(AuditOutcome::Selected)), (1, 0));
         let id = f.pending_ids().into_iter().next().expect("pending");
-        f.permissions().vote(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
+        f.permissions().cast(&id, None, true, &vote("opt-allow_once", false)).expect("vote");
         answer(task).await;
         assert_eq!((count(AuditOutcome::Pending), count(AuditOutcome::Selected)), (0, 1));
     }
@@ -1447,7 +1496,7 @@ mod tests {
         };
         let written = f
             .permissions()
-            .vote_remembered(&id, None, None, true, &remembered, Via::Rest)
+            .cast_remembered(&id, None, None, true, &remembered, Via::Rest)
             .expect("vote")
             .expect("a rule on its way to the disk");
         written.outcome().await.expect("on disk");
@@ -1505,16 +1554,16 @@ mod tests {
         let id = f.pending_ids().remove(0);
         let allow = vote("opt-allow_once", false);
         for _ in 0..5 {
-            let refused = f.permissions().vote(&id, Some("bob"), false, &allow);
+            let refused = f.permissions().cast(&id, Some("bob"), false, &allow);
             assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
-            let anonymous = f.permissions().vote(&id, None, false, &allow);
+            let anonymous = f.permissions().cast(&id, None, false, &allow);
             assert_eq!(anonymous, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         }
-        f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
+        f.permissions().cast(&id, Some("alice"), false, &allow).expect("the originator decides");
         answer(task).await;
         for _ in 0..5 {
             for voter in [Some("alice"), Some("bob"), None] {
-                let late = f.permissions().vote(&id, voter, false, &allow);
+                let late = f.permissions().cast(&id, voter, false, &allow);
                 assert!(matches!(late, Err(VoteError::AlreadyResolved { .. })), "{late:?}");
             }
         }
@@ -1524,7 +1573,7 @@ mod tests {
         // Past the bound, a new voter's refusal publishes nothing.
         let many: Vec<String> = (0..MAX_NOTICED_PER_REQUEST).map(|i| format!("voter-{i}")).collect();
         for voter in &many {
-            let _ = f.permissions().vote(&id, Some(voter), false, &allow);
+            let _ = f.permissions().cast(&id, Some(voter), false, &allow);
         }
         assert_eq!(count(EventKind::PermissionAlreadyResolved), MAX_NOTICED_PER_REQUEST);
     }
@@ -1536,9 +1585,9 @@ mod tests {
         let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
-        f.permissions().vote(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("vote");
+        f.permissions().cast(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
-        let late = f.permissions().vote(&id, Some("bob"), false, &vote("opt-reject_once", false));
+        let late = f.permissions().cast(&id, Some("bob"), false, &vote("opt-reject_once", false));
         assert_eq!(late, Err(VoteError::AlreadyResolved { resolved_option_id: "opt-allow_once".into() }));
         assert_eq!(
             f.host.kinds(),
@@ -1592,13 +1641,13 @@ mod tests {
         let id = f.pending_ids().remove(0);
         let choice = vote("opt-allow_once", false);
         assert_eq!(
-            f.permissions().vote(&id, Some("dave"), true, &choice),
+            f.permissions().cast(&id, Some("dave"), true, &choice),
             Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch))
         );
         assert_eq!(f.host.last(EventKind::PermissionForbidden)["clientId"], "dave");
-        f.permissions().vote(&id, Some("alice"), false, &choice).expect("partial");
+        f.permissions().cast(&id, Some("alice"), false, &choice).expect("partial");
         assert_eq!(f.host.last(EventKind::PermissionPartialVote)["votesNeeded"], 2);
-        f.permissions().vote(&id, Some("carol"), false, &choice).expect("decides");
+        f.permissions().cast(&id, Some("carol"), false, &choice).expect("decides");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
         let audit = f.permissions().audit();
         assert_eq!(audit[0]["votersAtIssue"], json!(["alice", "bob", "carol"]));
@@ -1644,9 +1693,9 @@ mod tests {
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         let allow = vote("opt-allow_once", false);
-        f.permissions().vote_via(&id, Some("bob"), true, &allow, Via::Rest).expect("bob");
+        f.permissions().cast_via(&id, Some("bob"), true, &allow, Via::Rest).expect("bob");
         f.permissions()
-            .vote_as(&id, Some("dev-1"), Some("Ada's phone"), true, &allow, Via::Rest)
+            .cast_as(&id, Some("dev-1"), Some("Ada's phone"), true, &allow, Via::Rest)
             .expect("dev");
         answer(task).await;
         let entry = f.permissions().audit().remove(0);
@@ -1667,7 +1716,7 @@ mod tests {
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         assert!(f.permissions().is_pending(&id) && !f.permissions().is_pending("nope"));
-        f.permissions().vote_via(&id, None, true, &vote("opt-allow_once", false), Via::Link).expect("vote");
+        f.permissions().cast_via(&id, None, true, &vote("opt-allow_once", false), Via::Link).expect("vote");
         answer(task).await;
         assert!(!f.permissions().is_pending(&id), "decided");
         assert_eq!(f.host.last(EventKind::PermissionResolved)["via"], "link");
@@ -1702,12 +1751,12 @@ mod tests {
         }
         let late = vote("opt-allow_once", false);
         let (oldest, kept, newest) = (&decided[0], &decided[1], &decided[RESOLVED_RING]);
-        assert_eq!(f.permissions().vote(oldest, None, true, &late), Err(VoteError::NotFound));
+        assert_eq!(f.permissions().cast(oldest, None, true, &late), Err(VoteError::NotFound));
         assert!(!f.permissions().knows(oldest));
         for id in [kept, newest] {
             assert!(f.permissions().knows(id));
             assert_eq!(
-                f.permissions().vote(id, None, true, &late),
+                f.permissions().cast(id, None, true, &late),
                 Err(VoteError::AlreadyResolved { resolved_option_id: CANCEL_OPTION_ID.into() })
             );
         }
@@ -1731,10 +1780,10 @@ mod tests {
         let id = f.pending_ids().remove(0);
         let allow = vote("opt-allow_once", false);
         for voter in &refused {
-            let refusal = f.permissions().vote(&id, Some(voter), false, &allow);
+            let refusal = f.permissions().cast(&id, Some(voter), false, &allow);
             assert_eq!(refusal, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         }
-        f.permissions().vote(&id, Some("alice"), false, &allow).expect("the originator decides");
+        f.permissions().cast(&id, Some("alice"), false, &allow).expect("the originator decides");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
         let ballots = f.permissions().audit()[0]["ballots"].as_array().cloned().expect("ballots");
         let voters: Vec<&str> = ballots.iter().filter_map(|b| b["clientId"].as_str()).collect();
@@ -1771,7 +1820,7 @@ mod tests {
         let task = f.raise(params("/ws/a", &["allow_once", "allow_always"]));
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
-        f.permissions().vote(&id, None, true, &vote("opt-allow_always", false)).expect("vote");
+        f.permissions().cast(&id, None, true, &vote("opt-allow_always", false)).expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_always");
         assert_eq!(f.permissions().list_rules().len(), rules::MAX_RULES_PER_SESSION);
     }
@@ -1784,7 +1833,7 @@ mod tests {
         let id = f.pending_ids().remove(0);
         for (effect, looked_for) in [(Effect::Allow, "allow_once"), (Effect::Deny, "reject_once")] {
             assert_eq!(
-                f.permissions().vote(&id, None, true, &Vote::Decision { effect, remember: Remember::No }),
+                f.permissions().cast(&id, None, true, &Vote::Decision { effect, remember: Remember::No }),
                 Err(VoteError::InvalidOption { request_id: id.clone(), option_id: looked_for.into() })
             );
         }
@@ -1794,7 +1843,7 @@ mod tests {
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         f.permissions()
-            .vote(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: Remember::Session })
+            .cast(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: Remember::Session })
             .expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-reject_once");
         let rules = f.permissions().list_rules();
@@ -1810,19 +1859,19 @@ mod tests {
         let f = fixture(Policy::FirstResponder, None);
         f.add_voters(&["alice"]);
         let choice = vote("opt-allow_once", false);
-        assert_eq!(f.permissions().vote("nope", Some("stranger"), true, &choice), Err(VoteError::NotFound));
+        assert_eq!(f.permissions().cast("nope", Some("stranger"), true, &choice), Err(VoteError::NotFound));
         let _task = f.raise(params("/ws/a", &["allow_once"]));
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         let bad = vote("opt-reject_once", false);
-        assert_eq!(f.permissions().vote(&id, Some("stranger"), true, &bad), Err(VoteError::UnknownClient));
+        assert_eq!(f.permissions().cast(&id, Some("stranger"), true, &bad), Err(VoteError::UnknownClient));
         assert_eq!(
-            f.permissions().vote(&id, Some("alice"), true, &bad),
+            f.permissions().cast(&id, Some("alice"), true, &bad),
             Err(VoteError::InvalidOption { request_id: id.clone(), option_id: "opt-reject_once".into() })
         );
         let cancel_id = vote(CANCEL_OPTION_ID, false);
         assert!(matches!(
-            f.permissions().vote(&id, Some("alice"), true, &cancel_id),
+            f.permissions().cast(&id, Some("alice"), true, &cancel_id),
             Err(VoteError::InvalidOption { .. })
         ));
         assert_eq!(f.permissions().pending_count(), 1, "refused votes leave the request pending");

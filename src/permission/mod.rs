@@ -14,7 +14,9 @@ pub mod policy;
 pub mod rules;
 mod workspace;
 
-pub use mediator::{Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, Via, Vote, VoteError};
+pub use mediator::{
+    Ballot, Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, Via, Vote, VoteError,
+};
 pub use policy::{Choice, ForbidReason};
 pub use rules::{Effect, RuleError, parse_rule};
 pub use workspace::{Announce, Remembered, WorkspaceRules};

@@ -50,7 +50,7 @@ impl Issued {
 
 /// One vote as it arrived.
 #[derive(Debug, Clone)]
-pub struct Ballot<'a> {
+pub struct Cast<'a> {
     pub client_id: Option<&'a str>,
     /// From the socket's peer address only, never from forwarding headers.
     pub loopback_peer: bool,
@@ -83,7 +83,7 @@ pub enum Decision {
 }
 
 /// Decides what a ballot does. `prior` maps consensus voters to their earlier choices.
-pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Ballot<'_>) -> Decision {
+pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'_>) -> Decision {
     // The cancel escape works under every policy, from any voter.
     if *ballot.choice == Choice::Cancel {
         return Decision::Decided(Choice::Cancel);
@@ -452,7 +452,7 @@ mod tests {
             ),
         ];
         for (name, issued, prior, client, loopback, choice, expected) in rows {
-            let ballot = Ballot { client_id: client, loopback_peer: loopback, choice };
+            let ballot = Cast { client_id: client, loopback_peer: loopback, choice };
             assert_eq!(decide(&issued, &prior, &ballot), expected, "{name}");
         }
     }
@@ -478,7 +478,7 @@ mod tests {
                 for voter in voters {
                     for loopback in [false, true] {
                         let choice = opt("allow");
-                        let ballot = Ballot { client_id: voter, loopback_peer: loopback, choice: &choice };
+                        let ballot = Cast { client_id: voter, loopback_peer: loopback, choice: &choice };
                         let allowed =
                             !matches!(decide(&issued, &BTreeMap::new(), &ballot), Decision::Forbidden(_));
                         assert_eq!(

@@ -34,6 +34,9 @@ pub enum AuditOutcome {
     TimedOut,
     /// The daemon stopped or died while it was pending: found so at the next start.
     Abandoned,
+    /// Not a request of the agent's: a process the daemon started tried to act as its client,
+    /// and was refused (`crate::desk`).
+    Refused,
     /// Not a permission request: files a turn changed that no approved request named
     /// (`docs/protocol.md` § 18).
     Unapproved,
@@ -42,7 +45,7 @@ pub enum AuditOutcome {
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 7] = [
+    pub const ALL: [AuditOutcome; 8] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
@@ -50,6 +53,7 @@ impl AuditOutcome {
         AuditOutcome::Abandoned,
         AuditOutcome::Unapproved,
         AuditOutcome::Rewound,
+        AuditOutcome::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +65,7 @@ impl AuditOutcome {
             AuditOutcome::Abandoned => "abandoned",
             AuditOutcome::Unapproved => "unapproved",
             AuditOutcome::Rewound => "rewound",
+            AuditOutcome::Refused => "refused",
         }
     }
 

@@ -144,7 +144,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE nodes(node_url TEXT PRIMARY KEY, lease_until INTEGER NOT NULL, started_at INTEGER NOT NULL);
     CREATE TABLE pairing_claims(digest BLOB PRIMARY KEY, claimed_at INTEGER NOT NULL);
     CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);",
-    // 5: each turn's change set and each rewind (src/changes/), with the snapshots they name,
+    // 5: the fleet's pairing codes waiting to be used, by their SHA-256 (`postgres.rs`); unused
+    // by a daemon alone, whose codes live in memory.
+    "CREATE TABLE pairing_codes(
+        digest BLOB PRIMARY KEY,
+        name TEXT,
+        role TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    );",
+    // 6: each turn's change set and each rewind (src/changes/), with the snapshots they name,
     // which the snapshot store keeps while a row names them; gone with their session.
     "CREATE TABLE turns(
         session_id TEXT NOT NULL,
@@ -171,6 +179,11 @@ pub enum OpenError {
     TooNew { path: PathBuf, found: u32, supported: u32 },
     #[error("cannot open the state database {path}: {reason}")]
     Sqlite { path: PathBuf, reason: String },
+    #[error(
+        "{path} is not a mediatord state database: {why} (give a state directory, its state.db, or a \
+         copy `mediatord backup` wrote)"
+    )]
+    NotADatabase { path: PathBuf, why: &'static str },
     #[error("cannot use the state database {url}: {reason}")]
     Postgres { url: String, reason: String },
 }
@@ -845,8 +858,7 @@ impl Writer {
                     )?;
                 }
                 // One daemon alone on its database: no other can claim a code first, nor needs telling.
-                Op::Flush(ack) | Op::ClaimCode { ack, .. } => taken.acks.push(ack),
-                Op::Announce(_) => {}
+                Op::Flush(ack) | Op::ClaimCode { ack, .. } | Op::PutCode { ack, .. } => taken.acks.push(ack),
                 Op::Stop => taken.stop = true,
             }
             if !taken.stop
@@ -1078,14 +1090,43 @@ fn copy_database(source: &Connection, to: &Path) -> Result<(), String> {
 /// not). Checks the directory like a boot does.
 pub fn open_read_only(state_dir: &Path) -> Result<ReadOnly, OpenError> {
     dir::check(state_dir)?;
-    let path = db_path(state_dir);
-    let err = sqlite_error(&path);
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    open_read_only_file(&db_path(state_dir))
+}
+
+/// The first 16 bytes of every SQLite database file (the file format's header string).
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Opens the state database file `path` read-only: a state directory's `state.db`, or a copy
+/// `mediatord backup` wrote (one file, no WAL beside it). A file that is not an SQLite database,
+/// or one without mediatord's tables, is refused as [`OpenError::NotADatabase`], saying which.
+pub fn open_read_only_file(path: &Path) -> Result<ReadOnly, OpenError> {
+    let not_ours = |why| OpenError::NotADatabase { path: path.to_path_buf(), why };
+    let mut header = [0u8; 16];
+    match std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header)) {
+        Ok(()) if &header == SQLITE_HEADER => {}
+        Ok(()) => return Err(not_ours("it is not an SQLite database")),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(not_ours("it is not an SQLite database (too short)"));
+        }
+        Err(e) => return Err(OpenError::Sqlite { path: path.to_path_buf(), reason: e.to_string() }),
+    }
+    let err = sqlite_error(path);
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    let ours: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&err)?;
+    if !ours {
+        return Err(not_ours("an SQLite database without mediatord's tables"));
+    }
     let found: u32 = conn
         .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
         .map_err(&err)?;
     if found > SCHEMA_VERSION {
-        return Err(OpenError::TooNew { path: path.clone(), found, supported: SCHEMA_VERSION });
+        return Err(OpenError::TooNew { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
     }
     Ok(ReadOnly { conn })
 }
@@ -1273,6 +1314,41 @@ mod tests {
         flushed(&reopened).await;
         assert!(reopened.turns("s").expect("read").is_empty(), "a fresh session forgets them");
         assert_eq!(reopened.turns("t").expect("read").len(), 1);
+    }
+
+    /// Version 5 is the fleet's pairing codes (on main first); the turn records came after it as 6:
+    /// a database a daemon left at 5 keeps its codes and gains the turns.
+    #[tokio::test]
+    async fn a_version_5_database_with_pairing_codes_migrates_to_the_turn_records() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        dir::prepare(&state).expect("state dir");
+        {
+            let conn = Connection::open(db_path(&state)).expect("create");
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+            )
+            .expect("migrations table");
+            for (i, sql) in MIGRATIONS[..5].iter().enumerate() {
+                conn.execute_batch(sql).expect("an earlier version");
+                conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1])
+                    .expect("version");
+            }
+            conn.execute(
+                "INSERT INTO pairing_codes(digest, name, role, expires_at) VALUES (x'01', 'phone', 'voter', 1)",
+                [],
+            )
+            .expect("a waiting code");
+        }
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open and migrate");
+        let read = |sql: &str| lock(&store.read).query_row(sql, [], |r| r.get::<_, i64>(0)).expect("read");
+        assert_eq!(read("SELECT MAX(version) FROM schema_migrations"), i64::from(SCHEMA_VERSION));
+        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(read("SELECT COUNT(*) FROM pairing_codes"), 1, "the code is kept");
+        store.session_started(&record("s"), 0, false);
+        store.record_turn(turn("s", 1, "a", "b"));
+        flushed(&store).await;
+        assert_eq!(store.turns("s").expect("read").len(), 1);
     }
 
     #[tokio::test]

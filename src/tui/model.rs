@@ -560,6 +560,13 @@ impl Session {
                     self.changed(seq);
                 }
             }
+            "agent_refused_as_client" => {
+                let attempt = field("attempt").unwrap_or_default();
+                self.note(
+                    format!("The agent tried to act as a client of the daemon, and was refused: {attempt}"),
+                    Level::Error,
+                );
+            }
             "session_closed" | "session_died" => {
                 let text = end_text(event, &data);
                 for prompt_id in self.fifo.clone() {
@@ -858,6 +865,17 @@ mod tests {
                 Entry::Prompt { prompt_id: Some("p2".into()), who: Some("me".into()), text: "second".into() },
                 Entry::TurnEnd { stop_reason: "cancelled".into(), error: None },
             ]
+        );
+    }
+
+    #[test]
+    fn an_agent_refused_as_a_client_is_an_error_note() {
+        let mut s = Session::new("s", Some("me"));
+        ev(&mut s, 1, "agent_refused_as_client", json!({"data": {"attempt": "POST /session"}}));
+        assert!(
+            matches!(entries(&s).last(), Some(Entry::Note { text, level: Level::Error }) if text.ends_with("refused: POST /session")),
+            "{:?}",
+            entries(&s)
         );
     }
 

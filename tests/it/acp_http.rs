@@ -8,15 +8,15 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A Streamable HTTP connection, as a client drives it.
-struct HttpAcp<'a> {
+pub(crate) struct HttpAcp<'a> {
     d: &'a Daemon,
-    id: String,
+    pub(crate) id: String,
     next: i64,
     bearer: Option<String>,
 }
 
 impl<'a> HttpAcp<'a> {
-    async fn open(d: &'a Daemon, bearer: Option<&str>) -> (HttpAcp<'a>, Value) {
+    pub(crate) async fn open(d: &'a Daemon, bearer: Option<&str>) -> (HttpAcp<'a>, Value) {
         let mut req = http().post(d.url("/acp")).json(&json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1},
         }));
@@ -33,7 +33,7 @@ impl<'a> HttpAcp<'a> {
         (HttpAcp { d, id, next: 1, bearer: bearer.map(str::to_owned) }, reply.body["result"].clone())
     }
 
-    fn req(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    pub(crate) fn req(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let req = req.header("Acp-Connection-Id", &self.id);
         match &self.bearer {
             Some(b) => req.bearer_auth(b),
@@ -42,7 +42,7 @@ impl<'a> HttpAcp<'a> {
     }
 
     /// POSTs a message; the reply (202 for anything but a refusal).
-    async fn post(&self, message: &Value, session: Option<&str>) -> Reply {
+    pub(crate) async fn post(&self, message: &Value, session: Option<&str>) -> Reply {
         let mut req = self.req(http().post(self.d.url("/acp"))).json(message);
         if let Some(s) = session {
             req = req.header("Acp-Session-Id", s);
@@ -51,7 +51,7 @@ impl<'a> HttpAcp<'a> {
     }
 
     /// POSTs a request (asserting 202); its id.
-    async fn request(&mut self, method: &str, params: Value, session: Option<&str>) -> i64 {
+    pub(crate) async fn request(&mut self, method: &str, params: Value, session: Option<&str>) -> i64 {
         let id = self.next;
         self.next += 1;
         let reply = self
@@ -63,14 +63,18 @@ impl<'a> HttpAcp<'a> {
 
     /// `session/new` in the daemon's workspace, answered down the connection's stream
     /// `conn_stream`; the new session's id.
-    async fn new_session(&mut self, conn_stream: &mut Sse) -> String {
+    pub(crate) async fn new_session(&mut self, conn_stream: &mut Sse) -> String {
         let new = self.request("session/new", json!({"cwd": self.d.workspace}), None).await;
         let (_, created) = until(conn_stream, answer_to(new)).await;
         created["result"]["sessionId"].as_str().expect("sessionId").to_owned()
     }
 
     /// Opens a stream: the connection's, or a session's; with extra headers.
-    async fn stream(&self, session: Option<&str>, headers: &[(&str, String)]) -> reqwest::Response {
+    pub(crate) async fn stream(
+        &self,
+        session: Option<&str>,
+        headers: &[(&str, String)],
+    ) -> reqwest::Response {
         let mut req = self.req(http().get(self.d.url("/acp"))).header("Accept", "text/event-stream");
         if let Some(s) = session {
             req = req.header("Acp-Session-Id", s);
@@ -83,13 +87,13 @@ impl<'a> HttpAcp<'a> {
 }
 
 /// Reads `sse` until the JSON-RPC message matching `done`.
-async fn until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> (Vec<Event>, Value) {
+pub(crate) async fn until(sse: &mut Sse, mut done: impl FnMut(&Value) -> bool) -> (Vec<Event>, Value) {
     let seen = sse.until(|e| done(&e.data)).await;
     let last = seen.last().expect("a match").data.clone();
     (seen, last)
 }
 
-fn answer_to(id: i64) -> impl FnMut(&Value) -> bool {
+pub(crate) fn answer_to(id: i64) -> impl FnMut(&Value) -> bool {
     move |m| m.get("method").is_none() && m["id"] == id
 }
 

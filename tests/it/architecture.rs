@@ -8,7 +8,10 @@
 //!   `src/notify/deliver.rs`);
 //! - a database driver (`rusqlite`, `tokio_postgres`, `deadpool_postgres`, `postgres_types`) named
 //!   outside `src/store/`;
-//! - a top-level module that has not been given a floor.
+//! - a top-level module that has not been given a floor;
+//! - in a door (`src/http/`, `src/door/`), a registration, subscription, vote or device bound
+//!   called on anything but the front desk (`src/desk/`): who is registered, with which role,
+//!   within which bounds, and how a vote is cast are decided there, once, for every door.
 //!
 //! Paths are read from the code with comments and string literals blanked out, so a doc link or a
 //! message naming a module is not an import. The checker's own tests below feed it violations.
@@ -26,6 +29,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("metrics", 0),
     ("path", 0),
     ("confine", 0),
+    ("peer", 0),
+    ("environ", 0),
     ("sync", 0),
     ("service", 0),
     ("throttle", 0),
@@ -45,15 +50,30 @@ const FLOORS: &[(&str, u8)] = &[
     ("changes", 2),
     ("devices", 2),
     ("daemon", 3),
-    ("door", 4),
-    ("fleet", 4),
-    ("http", 5),
-    ("server", 6),
-    ("tui", 6),
+    ("desk", 4),
+    ("door", 5),
+    ("fleet", 5),
+    ("http", 6),
+    ("server", 7),
+    ("tui", 7),
 ];
 
 /// Database drivers: only the store may name one (the rest of the daemon sees `store::Store`).
 const STORE_CRATES: [&str; 4] = ["rusqlite", "tokio_postgres", "deadpool_postgres", "postgres_types"];
+
+/// Methods only the front desk calls: registering a client, subscribing to a session, voting,
+/// and a device's bounds. A door calls the desk's own (`desk.join`, `desk.subscribe`, `desk.vote`,
+/// `desk.open_connection`, …), never these on a session, a mediator or the devices.
+const DESK_ONLY: [&str; 8] = [
+    "register",
+    "remove_client",
+    "subscribe",
+    "vote",
+    "open_stream",
+    "open_connection",
+    "attach_session",
+    "forget_voter",
+];
 
 /// Crates only the HTTP floor may name.
 const HTTP_CRATES: [&str; 3] = ["axum", "tower_http", "hyper"];
@@ -375,6 +395,13 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} names `{krate}`: only src/store/ may"));
             }
         }
+        if file.starts_with("http") || file.starts_with("door") {
+            for (method, at) in desk_only_calls(&code) {
+                errors.push(format!(
+                    "{name}:{at} calls .{method}( on something other than the desk: doors register, subscribe, vote and hold device places through src/desk/"
+                ));
+            }
+        }
         if file == Path::new("main.rs") {
             continue; // the binary: above every floor, and it imports through `mediatord::`
         }
@@ -436,6 +463,26 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
     }
     errors.extend(cycles(&edges));
     errors
+}
+
+/// The calls `.m(` of a [`DESK_ONLY`] method `m` in `code` whose receiver is not the desk (`desk`,
+/// `self.desk`, `desk()`), with their line numbers.
+fn desk_only_calls(code: &str) -> Vec<(&'static str, usize)> {
+    let mut out = Vec::new();
+    for method in DESK_ONLY {
+        let needle = format!(".{method}(");
+        for (at, _) in code.match_indices(&needle) {
+            let before = code[..at].trim_end();
+            let receiver = before.strip_suffix("()").unwrap_or(before);
+            let ident: String =
+                receiver.chars().rev().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if ident.chars().rev().collect::<String>() != "desk" {
+                out.push((method, code[..at].matches('\n').count() + 1));
+            }
+        }
+    }
+    out.sort_by_key(|(_, line)| *line);
+    out
 }
 
 /// One line per file that can reach itself through imports.
@@ -551,6 +598,35 @@ fn the_checker_lets_the_terminal_client_use_the_http_client_only_and_nobody_use_
         "{errors:#?}"
     );
     assert_eq!(errors.len(), 2, "tui may use http::client and leaves: {errors:#?}");
+}
+
+#[test]
+fn the_checker_refuses_a_door_that_registers_subscribes_or_votes_without_the_desk() {
+    let sources = vec![
+        file("http/events.rs", "fn f(s: S) { s.subscribe(None); }"),
+        file(
+            "door/methods.rs",
+            "fn f(&self) { session.permissions()\n    .vote(&b); self.daemon().devices.open_connection(d); }",
+        ),
+        file("http/acp.rs", "fn f() { session.register(c, e); }"),
+    ];
+    let errors = violations(&sources);
+    for expected in [
+        "http/events.rs:1 calls .subscribe(",
+        "door/methods.rs:2 calls .vote(",
+        "door/methods.rs:2 calls .open_connection(",
+        "http/acp.rs:1 calls .register(",
+    ] {
+        assert!(errors.iter().any(|e| e.starts_with(expected)), "{expected}: {errors:#?}");
+    }
+    let through_the_desk = vec![
+        file("http/events.rs", "fn f() { desk.subscribe(s, c, None, seat); self.desk().vote(s, c, r, v); }"),
+        file("door/methods.rs", "fn f(&self) { self.desk.join(s, c); desk.open_connection(c); }"),
+        // Below the doors, the desk itself and the daemon call them.
+        file("desk/mod.rs", "fn f() { session.register(c, e); session.permissions().vote(&b); }"),
+        file("http/strings.rs", "fn f() { let _ = \"session.vote(\"; } // s.register(x)"),
+    ];
+    assert_eq!(violations(&through_the_desk), Vec::<String>::new());
 }
 
 #[test]

@@ -124,6 +124,9 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
         .find(|s| s["sessionId"] == sid.as_str())
         .cloned();
     assert_eq!(record.as_ref().map(|r| r["endReason"].clone()), Some(json!("node_lost")), "{listed}");
+    // Issue #44: its status answers too (it was 404), as the list shows it.
+    let status = b.get(&format!("/session/{sid}")).await.ok();
+    assert_eq!(Some(status), record, "GET /session/{{id}} of a lost node's session");
     let replay = Sse::connect(&b, &sid, &last_event_id(0)).await.rest().await;
     assert!(replay.iter().any(|e| e.event == "permission_resolved"), "the history replays: {replay:?}");
     let done = find(&replay, "replay_complete");
@@ -591,6 +594,115 @@ async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_w
     assert_eq!(std::fs::read_to_string(fleet.workspace.join("other.txt")).expect("written"), "voted");
 }
 
+/// Issue 41, finding 1: PostgreSQL lets any role that may connect `NOTIFY` on any channel. A role
+/// with no privilege on any table sends notices of every kind this version and earlier ones sent
+/// (a pairing code's grant, a code used, devices, rules, a resync; from a made-up daemon and in
+/// the names of the two real ones), and garbage: nothing is granted (the forged code pairs
+/// nothing), nothing is taken away (a device stays paired, a code issued before still works, the
+/// rules stay), no session hears of a change that did not happen, and the daemons go on; the
+/// legitimate path works across the fleet after it.
+#[tokio::test]
+async fn a_notice_any_database_role_sends_grants_nothing_and_takes_nothing_away() {
+    use sha2::Digest;
+    let (fleet, a, b) = Fleet::two(&[]);
+    let pg = Postgres::shared();
+    let db = fleet.database();
+    let intruder = format!("intruder_{db}");
+    pg.sql(&db, &format!("CREATE ROLE {intruder} LOGIN"));
+    let denied = pg.psql_as(&intruder, &db, "SELECT secret FROM fleet_secret").expect("psql");
+    assert!(
+        !denied.status.success() && String::from_utf8_lossy(&denied.stderr).contains("permission denied"),
+        "the intruder may read no table: {denied:?}"
+    );
+    let rules_path =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    // Before: a device paired across the fleet, a code issued and not used yet, a rule, and a
+    // session on A whose stream is read.
+    let (device, credential) = b.pair_device(None, "phone", "voter").await;
+    let pending = send(http().post(a.url("/devices/pairing")).json(&json!({"role": "observer"}))).await.ok()
+        ["code"]
+        .as_str()
+        .expect("code")
+        .to_owned();
+    let rule =
+        a.post(&rules_path, None, json!({"effect": "allow", "kinds": ["read"], "paths": ["one*"]})).await;
+    assert_eq!(rule.status, 201, "{}", rule.text);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let forged_code = "0123456789abcdef0123456789abcdef";
+    let forged_digest = hex(&sha2::Sha256::digest(forged_code.as_bytes()));
+    let pending_digest = hex(&sha2::Sha256::digest(pending.as_bytes()));
+    let workspace = fleet.workspace.to_string_lossy().into_owned();
+    let mut payloads = Vec::new();
+    for from in ["http://forger.invalid:1", a.base.as_str(), b.base.as_str(), ""] {
+        for n in [
+            json!({"k": "code", "digest": forged_digest, "name": "forged", "role": "voter", "expiresAt": 9_999_999_999_999u64}),
+            json!({"k": "used", "digest": pending_digest}),
+            json!({"k": "devices"}),
+            json!({"k": "rules", "workspace": workspace}),
+            json!({"k": "rules", "workspace": "/etc"}),
+            json!({"k": "resync"}),
+        ] {
+            payloads.push(json!({"from": from, "n": n}).to_string());
+        }
+    }
+    payloads.extend(["devices", "rules", "resync", "", "{", "code", &"x".repeat(7900)].map(str::to_owned));
+    for p in &payloads {
+        let sent = pg
+            .psql_as(&intruder, &db, &format!("SELECT pg_notify('mediatord', $forged${p}$forged$)"))
+            .expect("psql");
+        assert!(sent.status.success(), "any role may notify: {}", String::from_utf8_lossy(&sent.stderr));
+    }
+    let flood = "SELECT pg_notify('mediatord', 'rules' || i) FROM generate_series(1, 2000) AS i";
+    assert!(pg.psql_as(&intruder, &db, flood).expect("psql").status.success());
+
+    // The barrier: a legitimate change of each kind, made on B after them. Notices are delivered
+    // and applied in commit order, so once A applied these it had heard every forged one.
+    let (second, second_credential) = b.pair_device(None, "tablet", "voter").await;
+    let known_on_a = send(http().get(a.url("/capabilities")).bearer_auth(&second_credential)).await.ok();
+    assert_eq!(known_on_a["identity"]["deviceId"], second.as_str());
+    let revoked = b.delete(&format!("/devices/{second}")).await;
+    assert_eq!(revoked.status, 204, "{}", revoked.text);
+    let deadline = std::time::Instant::now() + WAIT;
+    while send(http().get(a.url("/capabilities")).bearer_auth(&second_credential)).await.status != 401 {
+        assert!(std::time::Instant::now() < deadline, "A never heard of the revocation on B");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling another daemon's notice
+    }
+    let added =
+        b.post(&rules_path, None, json!({"effect": "allow", "kinds": ["read"], "paths": ["two*"]})).await;
+    assert_eq!(added.status, 201, "{}", added.text);
+    // The first change A's session hears of is B's rule: the forged notices announced nothing.
+    let heard = sse.until_type("policy_updated").await;
+    let rules = &heard.last().expect("policy_updated").payload()["workspaceRules"];
+    assert_eq!(rules.as_array().map(Vec::len), Some(2), "{rules}");
+
+    // Nothing granted.
+    for d in [&a, &b] {
+        let forged = send(http().post(d.url("/devices/pair")).json(&json!({"code": forged_code}))).await;
+        assert_eq!(
+            (forged.status, forged.body["code"].as_str()),
+            (401, Some("invalid_pairing_code")),
+            "{}",
+            forged.text
+        );
+    }
+    // Nothing taken away.
+    for d in [&a, &b] {
+        let caps = send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.ok();
+        assert_eq!(caps["identity"]["deviceId"], device.as_str(), "{caps}");
+        let listed = d.get(&rules_path).await.ok();
+        assert_eq!(listed["rules"].as_array().map(Vec::len), Some(2), "{listed}");
+    }
+    let paired = send(http().post(b.url("/devices/pair")).json(&json!({"code": pending}))).await.ok();
+    assert_eq!(paired["role"], "observer", "the code issued on A before works on B: {paired}");
+    for d in [&a, &b] {
+        assert_eq!(d.get("/health").await.status, 200);
+        assert!(!d.stderr().contains("panicked"), "{}", d.stderr());
+    }
+}
+
 #[tokio::test]
 async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_and_a_stranger_is_401_on_the_owner_too()
  {
@@ -607,26 +719,45 @@ async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_
     // Through B with the token: relayed, and answered by A.
     let got = send(op(http().get(b.url(&format!("/session/{sid}"))))).await.ok();
     assert_eq!(got["sessionId"], sid.as_str());
-    // What B presented is the proof keyed by the secret the database holds for the fleet, which
-    // any daemon sharing it (and nothing else) can make: A takes it as relayed.
+    // What B presented is a vouch keyed by the secret the database holds for the fleet, which
+    // any daemon sharing it (and nothing else) can make, for one request: A takes it as relayed,
+    // once, and for that request only.
     let secret = Postgres::shared().sql(&fleet.database(), "SELECT encode(secret, 'hex') FROM fleet_secret");
-    let proven =
-        http().get(a.url(&format!("/session/{sid}"))).header("x-mediatord-relay", relay_proof(&secret));
+    let path = format!("/session/{sid}");
+    let vouch = relay_vouch(&secret, "GET", &path, "00112233445566778899aabbccddeeff");
+    let proven = http().get(a.url(&path)).header("x-mediatord-relay", &vouch);
     assert_eq!(send(op(proven)).await.ok()["sessionId"], sid.as_str());
+    let replayed = http().get(a.url(&path)).header("x-mediatord-relay", &vouch);
+    assert_eq!(send(op(replayed)).await.status, 401, "a vouch is taken once");
+    let elsewhere =
+        relay_vouch(&secret, "GET", &format!("{path}/context"), "ffeeddccbbaa99887766554433221100");
+    let moved = http().get(a.url(&path)).header("x-mediatord-relay", &elsewhere);
+    assert_eq!(send(op(moved)).await.status, 401, "a vouch for another request");
 }
 
-/// The proof a relaying daemon presents for a fleet whose secret is `secret_hex`: HMAC-SHA256 of
-/// the protocol's label under it, in hex (`src/http/relay.rs`).
-fn relay_proof(secret_hex: &str) -> String {
+/// The vouch a relaying daemon of the fleet whose secret is `secret_hex` sends for a request of
+/// `method` on `path` from a caller not on its loopback, now, with `nonce_hex`
+/// (`src/http/relay.rs`'s `Vouch`): `v2.<ms>.<nonce>.0.<mac>`, the MAC HMAC-SHA256 over the
+/// length-prefixed label, method and path, then the time, the nonce and the locality.
+fn relay_vouch(secret_hex: &str, method: &str, path: &str, nonce_hex: &str) -> String {
     use hmac::Mac;
-    let secret: Vec<u8> = (0..secret_hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&secret_hex[i..i + 2], 16).expect("hex"))
-        .collect();
+    let bytes = |hex: &str| -> Vec<u8> {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
+    };
+    let secret = bytes(secret_hex);
     assert_eq!(secret.len(), 32, "the fleet's secret: {secret_hex}");
+    let at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&secret).expect("a key");
-    mac.update(b"mediatord relay v1");
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    for part in [b"mediatord relay v2".as_slice(), method.as_bytes(), path.as_bytes()] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac.update(&at.to_be_bytes());
+    mac.update(&bytes(nonce_hex));
+    mac.update(&[0]);
+    let mac: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("v2.{at}.{nonce_hex}.0.{mac}")
 }
 
 /// The database restarting under load: requests waiting on it fail with a clear `503
@@ -747,5 +878,112 @@ async fn an_agent_of_a_fleet_daemon_never_sees_the_database_url_or_password() {
     assert!(names.iter().any(|n| n == "HOME"), "the agent's environment was read: {names:?}");
     for var in ["MEDIATORD_STORE", "PGPASSWORD"] {
         assert!(!names.iter().any(|n| n == var), "the agent sees {var}");
+    }
+}
+
+/// Issue #41, finding 5: under `local-only`, a vote relayed by another daemon of the fleet counts
+/// as local only when that daemon vouches that its own caller was on its loopback. A client in
+/// another network namespace, refused on B's own session, is refused on A's session through B
+/// too (it was accepted: A took B's loopback connection for the client's). A client on C's
+/// loopback still decides either through C. B listens only where the namespace reaches it.
+#[tokio::test]
+async fn local_only_refuses_a_remote_vote_relayed_over_loopback_and_takes_a_vouched_local_one() {
+    const TOKEN: &str = "fleet-local-only";
+    let ns = crate::support::netns::Netns::new();
+    let fleet = Fleet::shared();
+    let common = ["--permission-policy", "local-only", "--token", TOKEN];
+    let a = fleet.daemon(&common);
+    let c = fleet.daemon(&common);
+    let mut b_args = common.to_vec();
+    b_args.extend(["--hostname", ns.host_ip.as_str()]);
+    let b = fleet.daemon(&b_args);
+    let b_url = format!("http://{}:{}", ns.host_ip, b.port);
+    let as_alice = |req: reqwest::RequestBuilder| req.bearer_auth(TOKEN).header("X-Qwen-Client-Id", "alice");
+    let created = |reply: Reply| reply.ok()["sessionId"].as_str().expect("sessionId").to_owned();
+    let on_b = created(send(as_alice(http().post(format!("{b_url}/session"))).json(&json!({}))).await);
+    let on_a = created(send(as_alice(http().post(a.url("/session"))).json(&json!({}))).await);
+    let bearer = format!("Bearer {TOKEN}");
+    for (holder, sid) in [("A", on_a), ("B", on_b)] {
+        let far = [("Authorization", bearer.as_str()), ("X-Qwen-Client-Id", "far")];
+        let heartbeat = ns.curl("POST", &format!("{b_url}/session/{sid}/heartbeat"), &far, None);
+        assert_eq!(heartbeat.0, 200, "{holder}: {}", heartbeat.1);
+        let mut sse = Sse::connect(&c, &sid, &[("Authorization", bearer.clone())]).await;
+        let prompt = as_alice(http().post(c.url(&format!("/session/{sid}/prompt"))))
+            .header("Prefer", "respond-async")
+            .json(&text_prompt("write far.txt x"));
+        assert_eq!(send(prompt).await.status, 202, "{holder}");
+        let raised = sse.until_type("permission_request").await;
+        let rid = request_id(raised.last().expect("request").payload());
+        let body = selected("allow_once").to_string();
+        let vote = ns.curl("POST", &format!("{b_url}/session/{sid}/permission/{rid}"), &far, Some(&body));
+        let answer: Value = serde_json::from_str(&vote.1).unwrap_or(Value::Null);
+        assert_eq!(
+            (vote.0, answer["code"].as_str(), answer["reason"].as_str()),
+            (403, Some("permission_forbidden"), Some("remote_not_allowed")),
+            "the far client's vote on {holder}'s session through B: {}",
+            vote.1
+        );
+        let near = as_alice(http().post(c.url(&format!("/session/{sid}/permission/{rid}"))))
+            .json(&selected("reject_once"));
+        let near = send(near).await;
+        assert_eq!(near.status, 200, "{holder}: {}", near.text);
+        let resolved = sse.until_type("permission_resolved").await;
+        assert_eq!(resolved.last().expect("resolved").payload()["voterClientId"], "alice", "{holder}");
+    }
+    assert!(!fleet.workspace.join("far.txt").exists(), "nothing the far client asked for was written");
+}
+
+/// Issue 44, item 2: a database that asks for a password said "db error" to a wrong one and
+/// "invalid configuration" to none. A cluster of its own with password authentication: a missing
+/// password, a wrong one in `PGPASSWORD` and a wrong one in the URL each refuse the boot with the
+/// server's own words where it gave some and where the password comes from, never the password
+/// itself; the right one boots.
+#[tokio::test]
+async fn a_wrong_or_missing_database_password_is_refused_in_the_servers_words_with_where_it_comes_from() {
+    let pg = Postgres::with_password("right-horse");
+    let url = pg.database("passworded");
+    let refusal = |url: &str, env: &[(&str, &str)]| {
+        let (status, err) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", url], env);
+        assert_eq!(status.code(), Some(2), "{err}");
+        err
+    };
+    let none = refusal(&url, &[]);
+    assert!(
+        none.contains("the server asks for a password and none was given")
+            && none.contains("set PGPASSWORD")
+            && none.contains("postgres://USER:PASSWORD@HOST:PORT/DATABASE"),
+        "{none}"
+    );
+    let wrong = refusal(&url, &[("PGPASSWORD", "wrong-horse")]);
+    assert!(
+        wrong.contains(r#"the server said FATAL: password authentication failed for user "mediatord""#)
+            && wrong.contains("the password is PGPASSWORD's"),
+        "{wrong}"
+    );
+    assert!(!wrong.contains("wrong-horse") && !wrong.contains("db error"), "{wrong}");
+    let in_url = url.replacen("mediatord@", "mediatord:wrong-horse@", 1);
+    let wrong = refusal(&in_url, &[]);
+    assert!(wrong.contains("password authentication failed") && !wrong.contains("wrong-horse"), "{wrong}");
+    let stranger = url.replacen("mediatord@", "nobody@", 1);
+    let unknown = refusal(&stranger, &[("PGPASSWORD", "right-horse")]);
+    assert!(unknown.contains("password authentication failed for user \"nobody\""), "{unknown}");
+    // The right password boots.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start_with(dir.path(), &["--store", &url], &[("PGPASSWORD", "right-horse")]);
+    assert_eq!(d.get("/health?deep=1").await.ok()["store"]["durable"], true);
+}
+
+/// Issue 44, item 12: each daemon after the first logged PostgreSQL's NOTICE "relation
+/// schema_migrations already exists, skipping" at INFO, with a source path of the build machine.
+/// A daemon joining a migrated database says nothing of it, and no log line names a source file.
+#[tokio::test]
+async fn a_daemon_joining_a_migrated_database_logs_no_notice_and_no_build_path() {
+    let (_fleet, a, b) = Fleet::two(&[]);
+    for d in [&a, &b] {
+        assert_eq!(d.get("/health").await.status, 200);
+        let log = d.stderr();
+        for needle in ["already exists", "NOTICE", "log.file", ".rs:", "registry/src"] {
+            assert!(!log.contains(needle), "{needle:?} in:\n{log}");
+        }
     }
 }

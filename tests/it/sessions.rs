@@ -569,7 +569,17 @@ async fn agent_crash_ends_every_session_on_it_and_the_next_create_gets_a_fresh_a
     }
     for sid in [&a, &b] {
         let r = d.get(&format!("/session/{sid}")).await;
-        assert_eq!(r.status, 404, "{sid} is gone: {}", r.body);
+        // A durable store keeps it, dormant (resumable): its status says so (docs/protocol.md 3.4);
+        // the memory store keeps nothing of it.
+        match BACKEND {
+            Backend::Memory => assert_eq!(r.status, 404, "{sid} is gone: {}", r.body),
+            Backend::Sqlite | Backend::Postgres => assert_eq!(
+                (r.status, r.body["state"].as_str(), r.body["endReason"].as_str()),
+                (200, Some("dormant"), Some("agent_exited")),
+                "{sid}: {}",
+                r.body
+            ),
+        }
     }
     wait_gone(old_pid).await;
 

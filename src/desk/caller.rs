@@ -1,0 +1,168 @@
+//! Who is calling, as every door describes it to the desk: one [`Caller`], whatever the wire.
+
+use crate::devices::Device;
+use crate::permission::Via;
+
+use super::refusal::Refusal;
+
+/// Who may call an operation (`docs/protocol.md#23-bearer-token`, `docs/operations.md#devices`):
+/// the route table's access column, and what each ACP method needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No credential: the web app's files, action links, the pairing exchange.
+    Public,
+    /// The operator and every paired device, observers included.
+    Read,
+    /// The operator and voter devices: observers get `403 read_only_device`.
+    Write,
+    /// The operator's token only: devices get `403 operator_required`.
+    Operator,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Public => "public",
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Operator => "operator",
+        }
+    }
+}
+
+/// The credential behind a caller.
+#[derive(Debug, Clone)]
+pub enum Who {
+    /// The daemon's token, or anyone on a daemon without one (loopback only): the trusted
+    /// operator path, whose client ids are self-reported.
+    Operator,
+    /// A paired device: it acts as its own id, within its role.
+    Device(Device),
+    /// A notification's action link (its token is the credential): it acts as its target's
+    /// client id, and only on its own request.
+    Link,
+}
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The operator: everything.
+    Operator,
+    /// A voter device or an action link: read, write, vote.
+    Voter,
+    /// An observer device: read and subscribe; never counted among the voters, never asked.
+    Observer,
+}
+
+/// One caller of the desk, as its door resolved it.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The client id it acts as, once known (a device's is its device id).
+    pub client: Option<String>,
+    /// The door minted `client` (the caller named none): it leaves its sessions with the
+    /// connection, and may be forgotten first when a session's clients are full.
+    pub minted: bool,
+    pub who: Who,
+    /// The peer is on this host's loopback (read from the socket, or vouched for by the daemon
+    /// that relayed the request): what `local-only` decides on.
+    pub local: bool,
+    /// Which door it came through.
+    pub via: Via,
+}
+
+impl Caller {
+    /// The operator through `via`.
+    pub fn operator(local: bool, via: Via) -> Caller {
+        Caller { client: None, minted: false, who: Who::Operator, local, via }
+    }
+
+    /// The same caller acting as `client` (a device's credential already fixed its own).
+    pub fn acting_as(mut self, client: Option<String>) -> Caller {
+        if self.client.is_none() {
+            self.client = client;
+        }
+        self
+    }
+
+    pub fn role(&self) -> Role {
+        match &self.who {
+            Who::Operator => Role::Operator,
+            Who::Device(d) if d.role == crate::devices::Role::Observer => Role::Observer,
+            Who::Device(_) | Who::Link => Role::Voter,
+        }
+    }
+
+    pub fn device(&self) -> Option<&Device> {
+        match &self.who {
+            Who::Device(d) => Some(d),
+            Who::Operator | Who::Link => None,
+        }
+    }
+
+    /// Whether it may vote (and answer): anyone but an observer.
+    pub fn may_vote(&self) -> bool {
+        self.role() != Role::Observer
+    }
+
+    /// Whether it may do what `access` asks.
+    pub fn may(&self, access: Access) -> Result<(), Refusal> {
+        match (access, self.role()) {
+            (Access::Operator, Role::Operator) | (Access::Public | Access::Read, _) => Ok(()),
+            (Access::Operator, _) => Err(Refusal::OperatorRequired),
+            (Access::Write, Role::Observer) => Err(Refusal::ReadOnlyDevice),
+            (Access::Write, _) => Ok(()),
+        }
+    }
+
+    /// Whether it may act as client id `claimed`: a device only as its own id (none claimed is
+    /// fine: it is filled in).
+    pub fn may_claim(&self, claimed: Option<&str>) -> Result<(), Refusal> {
+        match (self.device(), claimed) {
+            (Some(d), Some(c)) if !c.is_empty() && c != &*d.id => {
+                Err(Refusal::ClientIdMismatch { device_id: d.id.to_string() })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a vote of this caller registers it first: an action link (its token is the
+    /// credential, its target may never have attached) and an ACP client (`session/permission`
+    /// names the session it votes on). A REST client must have registered (attached, subscribed
+    /// or sent a heartbeat): its vote is refused `invalid_client_id` otherwise.
+    pub fn joins_to_vote(&self) -> bool {
+        matches!(self.who, Who::Link) || self.via == Via::Acp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_is_named_as_the_openapi_document_says_it() {
+        let named: Vec<&str> = [Access::Public, Access::Read, Access::Write, Access::Operator]
+            .iter()
+            .map(|a| a.as_str())
+            .collect();
+        assert_eq!(named, ["public", "read", "write", "operator"]);
+    }
+
+    #[test]
+    fn the_operator_may_do_anything_and_a_link_votes_and_joins_to_vote() {
+        let op = Caller::operator(true, Via::Rest);
+        for access in [Access::Public, Access::Read, Access::Write, Access::Operator] {
+            assert!(op.may(access).is_ok(), "{access:?}");
+        }
+        assert_eq!((op.role(), op.may_vote(), op.joins_to_vote()), (Role::Operator, true, false));
+        assert!(op.may_claim(Some("anyone")).is_ok(), "the operator's client ids are self-reported");
+        let link = Caller { who: Who::Link, ..Caller::operator(false, Via::Link) };
+        assert_eq!((link.role(), link.may_vote(), link.joins_to_vote()), (Role::Voter, true, true));
+        assert!(matches!(link.may(Access::Operator), Err(Refusal::OperatorRequired)));
+        assert!(link.may(Access::Write).is_ok());
+        let acp = Caller::operator(true, Via::Acp);
+        assert!(acp.joins_to_vote(), "session/permission names its session");
+        let named =
+            Caller::operator(true, Via::Rest).acting_as(Some("alice".into())).acting_as(Some("bob".into()));
+        assert_eq!(named.client.as_deref(), Some("alice"), "a client id, once set, stays");
+    }
+}
