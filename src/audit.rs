@@ -43,6 +43,11 @@ fn decided(e: &Value) -> String {
         "pending" => "Pending".into(),
         "timed_out" => "Timed out".into(),
         "abandoned" => "Abandoned (the daemon stopped)".into(),
+        "unapproved" => "Changed without approval".into(),
+        "rewound" if e["filesFailed"].as_array().is_some_and(|f| !f.is_empty()) => {
+            "Rewound, some files failed".into()
+        }
+        "rewound" => "Rewound".into(),
         "refused" => "Refused: an agent is never a client of the daemon".into(),
         "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
         "cancelled" => "Cancelled".into(),
@@ -85,6 +90,7 @@ pub fn how(e: &Value) -> &'static str {
         ("session_closed", _) => "session end",
         ("abandoned", _) => "abandoned",
         ("daemon", _) => "daemon",
+        ("rewind", _) => "rewind",
         _ => "",
     }
 }
@@ -96,7 +102,7 @@ pub fn how(e: &Value) -> &'static str {
 pub fn who(e: &Value, with_id: bool) -> String {
     let client = e["voterClientId"].as_str().unwrap_or("");
     match e["resolvedBy"].as_str().unwrap_or("") {
-        "vote" => match e["voterDeviceName"].as_str() {
+        "vote" | "rewind" => match e["voterDeviceName"].as_str() {
             Some(name) => identity(Some(name), client, with_id),
             None if client.is_empty() => "operator".to_owned(),
             None => format!("operator · {client}"),
@@ -302,10 +308,26 @@ mod tests {
             (entry("abandoned", Some("abandoned"), None, None), "Abandoned (the daemon stopped)"),
             (entry("pending", None, None, None), "Pending"),
             (entry("later", None, None, None), "later"),
+            (entry("unapproved", Some("daemon"), None, None), "Changed without approval"),
+            (entry("rewound", Some("rewind"), None, None), "Rewound"),
         ];
         for (e, words) in cases {
             assert_eq!(decision(&e), words, "{e}");
         }
+        let mut failed = entry("rewound", Some("rewind"), None, None);
+        failed["filesFailed"] = serde_json::json!(["a.txt"]);
+        assert_eq!(decision(&failed), "Rewound, some files failed");
+    }
+
+    #[test]
+    fn a_rewind_names_who_did_it_and_an_unapproved_change_names_the_daemon() {
+        let mut rewind = entry("rewound", Some("rewind"), None, None);
+        rewind["voterClientId"] = "alice".into();
+        assert_eq!((who(&rewind, false), how(&rewind)), ("operator · alice".to_owned(), "rewind"));
+        rewind["voterDeviceName"] = "phone".into();
+        assert_eq!(who(&rewind, false), "phone");
+        let unapproved = entry("unapproved", Some("daemon"), None, None);
+        assert_eq!((who(&unapproved, false), how(&unapproved)), (String::new(), "daemon"));
     }
 
     #[test]

@@ -36,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::caller::{Access, Caller, Role, Who};
 pub use self::refusal::{ClientIdProblem, Kind, Refusal};
-use crate::daemon::{Accepted, CreateRequest, Created, Daemon, Enrol, Prompt, Session, Subscription};
+use crate::daemon::{
+    Accepted, Actor, CreateRequest, Created, Daemon, Enrol, Prompt, RewindOutcome, Session, Subscription,
+};
 use crate::devices::StreamPermit;
 use crate::event::EventKind;
 use crate::peer::Origin;
@@ -347,6 +349,23 @@ impl Desk {
                 Ok(())
             }
         }
+    }
+
+    /// Puts `session`'s files back as they were before turn `prompt_id`, as `caller` (the audit
+    /// names who): an observer may not (`read_only_device`), whichever door it came through.
+    pub async fn rewind(
+        &self,
+        session: &Session,
+        caller: &Caller,
+        prompt_id: &str,
+        force: bool,
+    ) -> Result<RewindOutcome, Refusal> {
+        caller.may(Access::Write)?;
+        let actor = Actor {
+            client_id: caller.client.clone(),
+            device_name: caller.device().map(|d| d.name.to_string()),
+        };
+        Ok(session.rewind(prompt_id, force, &actor).await?)
     }
 
     /// Whether `caller` is one to ask about pending request `request_id` of `session` (its ballot

@@ -604,6 +604,13 @@ mod tests {
         fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
             Ok(None)
         }
+        fn record_turn(&self, _: crate::store::TurnRecord) {}
+        fn turns(&self, _: &str) -> Result<Vec<crate::store::TurnRecord>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn snapshot_refs(&self) -> Result<Vec<String>, ReadError> {
+            Ok(Vec::new())
+        }
         fn stats(&self) -> StoreStats {
             StoreStats::default()
         }

@@ -213,6 +213,9 @@ pub(super) fn when_in(at_ms: u64, now_ms: u64, tz: &jiff::tz::TimeZone) -> Strin
     }
 }
 
+/// Paths an unapproved change's notification names; the rest are counted.
+const MAX_UNAPPROVED_PATHS: usize = 10;
+
 /// How a turn ended, in words (`end_turn` is the protocol's, not a person's).
 pub(super) fn stop_reason(reason: &str) -> &'static str {
     match reason {
@@ -259,6 +262,29 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 lines: vec![stop_reason(reason).to_owned(), workspace],
                 priority: 3,
             }
+        }
+        EventKind::UnapprovedChange => {
+            let paths: Vec<String> = n
+                .data
+                .get("paths")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .take(MAX_UNAPPROVED_PATHS)
+                .map(|p| reveal(p).into_owned())
+                .collect();
+            let count = n.data.get("count").and_then(Value::as_u64).unwrap_or(paths.len() as u64);
+            let mut lines = vec![format!(
+                "The agent changed {count} file{} that no approved request named:",
+                if count == 1 { "" } else { "s" }
+            )];
+            lines.extend(paths.iter().map(|p| format!("• {p}")));
+            if count > paths.len() as u64 {
+                lines.push(format!("and {} more", count - paths.len() as u64));
+            }
+            lines.push(workspace);
+            Message { title: "The agent changed files nobody approved", lines, priority: 4 }
         }
         EventKind::AgentRefusedAsClient => {
             let attempt = reveal(n.data.get("attempt").and_then(Value::as_str).unwrap_or(""));
@@ -440,7 +466,7 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let tags = match n.kind {
         EventKind::PermissionRequest => "lock",
         EventKind::TurnComplete => "white_check_mark",
-        EventKind::TurnError | EventKind::AgentRefusedAsClient => "warning",
+        EventKind::TurnError | EventKind::AgentRefusedAsClient | EventKind::UnapprovedChange => "warning",
         _ => "skull",
     };
     let mut body = json!({
@@ -717,6 +743,18 @@ mod tests {
         let review: Vec<bool> =
             j["options"].as_array().expect("options").iter().map(|o| o["needsReview"] == true).collect();
         assert_eq!(review, [true, true, false, false]);
+    }
+
+    #[test]
+    fn an_unapproved_change_names_its_files_revealed_and_counts_the_rest() {
+        let paths: Vec<String> = (0..12).map(|i| format!("f{i}\u{202e}.txt")).collect();
+        let data = json!({"paths": paths, "count": 15});
+        let m = message(&notice(EventKind::UnapprovedChange, &data, &[]));
+        assert_eq!((m.title, m.priority), ("The agent changed files nobody approved", 4));
+        assert_eq!(m.lines[0], "The agent changed 15 files that no approved request named:");
+        assert_eq!(m.lines[1], "• f0\\u{202e}.txt", "bidi controls are shown, not applied");
+        assert_eq!(m.lines.len(), 1 + MAX_UNAPPROVED_PATHS + 2);
+        assert_eq!(m.lines[MAX_UNAPPROVED_PATHS + 1], "and 5 more");
     }
 
     #[test]

@@ -363,7 +363,12 @@ async fn cancel_ends_the_running_turn_and_queued_prompts_still_run() {
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     let running = d.prompt_async(&sid, Some("alice"), LONG_TURN).await;
     let queued = d.prompt_async(&sid, Some("alice"), "after the cancel").await;
-    sse.until_type("session_update").await; // the agent is inside the turn
+    // The agent is inside the turn once it streams (the prompt's own echo comes before the turn
+    // starts, so it is not waited for).
+    sse.until(|e| {
+        e.event == "session_update" && e.payload()["update"]["sessionUpdate"] == "agent_message_chunk"
+    })
+    .await;
     assert_eq!(d.get(&format!("/session/{sid}")).await.body["hasActivePrompt"], true);
 
     let r = d.post(&format!("/session/{sid}/cancel"), Some("alice"), json!({})).await;
