@@ -59,6 +59,9 @@ enum Command {
     /// Print a session's events as lines (replayed from the start, then live, until it ends).
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// Print a turn's diff (a session's last turn that changed a file, or `--turn N`), or without a
+    /// session the workspace's diff, as a unified diff (coloured on a terminal).
+    Diff(DiffArgs),
     /// Answer a session's pending permission request (the oldest, unless one is named).
     #[command(after_help = APPROVE_HELP)]
     Approve(ApproveArgs),
@@ -147,6 +150,17 @@ struct WatchArgs {
     /// Print each event's JSON envelope, one per line
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct DiffArgs {
+    /// The session [default: the workspace's diff against git's HEAD, or its first snapshot]
+    session: Option<String>,
+    /// The turn (its `turnIndex`) [default: the last that changed a file]
+    #[arg(long, value_name = "N", requires = "session")]
+    turn: Option<u64>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -979,6 +993,16 @@ fn main() -> ExitCode {
             };
             client_command("watch", async {
                 mediatord::tui::watch(conn, args.session, args.json).await.map(|()| None)
+            })
+        }
+        Command::Diff(args) => {
+            let conn = match connection("diff", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            let colour = io::IsTerminal::is_terminal(&io::stdout()) && std::env::var_os("NO_COLOR").is_none();
+            client_command("diff", async {
+                mediatord::tui::diff(conn, args.session, args.turn, colour).await.map(Some)
             })
         }
         Command::Approve(args) => {

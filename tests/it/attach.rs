@@ -351,7 +351,7 @@ async fn an_observer_device_sees_the_card_without_keys_and_cannot_vote() {
 }
 
 /// Runs `mediatord <args>` to its end (bounded): (exit code, stdout, stderr).
-async fn run(args: &[&str]) -> (i32, String, String) {
+pub(super) async fn run(args: &[&str]) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
     let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");

@@ -602,3 +602,28 @@ async fn change_sets_marks_and_audit_survive_a_restart_and_a_resumed_session_rew
     let done = d.post(&format!("/session/{sid}/rewind"), None, json!({"promptId": prompt})).await;
     assert_eq!((done.status, &done.body["filesChanged"]), (200, &json!([])), "{}", done.text);
 }
+
+#[tokio::test]
+async fn mediatord_diff_prints_a_turns_diff_and_the_workspaces() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    turn(&d, &sid, &mut sse, "put a.txt one").await;
+    turn(&d, &sid, &mut sse, "run printf 'one\\ntwo\\n' > a.txt").await;
+    turn(&d, &sid, &mut sse, "hello").await;
+
+    // The last turn that changed a file, not the last turn.
+    let (code, out, err) = super::attach::run(&["diff", &sid, "--url", &d.base]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "--- a/a.txt\n+++ b/a.txt\n@@ -1,1 +1,2 @@\n-one\n+one\n+two\n");
+    let (code, out, err) = super::attach::run(&["diff", &sid, "--turn", "0", "--url", &d.base]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +1,1 @@\n+one\n");
+    let (code, _, err) = super::attach::run(&["diff", &sid, "--turn", "9", "--url", &d.base]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("has no turn 9"), "{err}");
+    // Without a session: the plain workspace against its session's first snapshot.
+    let (code, out, err) = super::attach::run(&["diff", "--url", &d.base]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n");
+}
