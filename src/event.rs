@@ -22,6 +22,8 @@ pub enum EventKind {
     PermissionForbidden,
     PermissionAlreadyResolved,
     PolicyUpdated,
+    /// The agent said a URL elicitation is done (`elicitation/complete`); names its request.
+    ElicitationComplete,
     /// A process the daemon started (this session's agent, or something it ran) tried to act as
     /// a client of the daemon, and was refused (`crate::peer`).
     AgentRefusedAsClient,
@@ -57,6 +59,7 @@ impl EventKind {
             EventKind::PermissionForbidden => "permission_forbidden",
             EventKind::PermissionAlreadyResolved => "permission_already_resolved",
             EventKind::PolicyUpdated => "policy_updated",
+            EventKind::ElicitationComplete => "elicitation_complete",
             EventKind::AgentRefusedAsClient => "agent_refused_as_client",
             EventKind::SessionClosed => "session_closed",
             EventKind::SessionDied => "session_died",

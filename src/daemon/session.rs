@@ -1491,7 +1491,11 @@ mod tests {
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
-        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        let vote: Vote = crate::permission::Pick::Decision {
+            effect: Effect::Allow,
+            remember: crate::permission::Remember::No,
+        }
+        .into();
         let refused = f.session.permissions().vote(&ballot(&request_id, "bob", &vote)).map(|r| r.is_none());
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;
@@ -1522,7 +1526,11 @@ mod tests {
         let request = tokio::spawn(async move { session.request_permission(asked).await });
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
-        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        let vote: Vote = crate::permission::Pick::Decision {
+            effect: Effect::Allow,
+            remember: crate::permission::Remember::No,
+        }
+        .into();
         assert_eq!(
             f.session.permissions().vote(&ballot(&request_id, "alice", &vote)).map(|r| r.is_none()),
             Ok(true)

@@ -618,6 +618,7 @@ fn schemas() -> Value {
                             ],
                         },
                         "remember": {"enum": ["session", "workspace"]},
+                        "answers": {"$ref": "#/components/schemas/Answers"},
                     },
                 },
                 {
@@ -626,6 +627,7 @@ fn schemas() -> Value {
                     "properties": {
                         "decision": {"enum": ["allow", "deny", "allow-session", "deny-session", "allow-workspace", "deny-workspace"]},
                         "remember": {"enum": ["session", "workspace"]},
+                        "answers": {"$ref": "#/components/schemas/Answers"},
                     },
                 },
             ],
@@ -702,7 +704,22 @@ fn schemas() -> Value {
     if let (Some(all), Value::Object(devices)) = (schemas.as_object_mut(), device_schemas()) {
         all.extend(devices);
     }
+    if let (Some(all), Value::Object(questions)) = (schemas.as_object_mut(), question_schemas()) {
+        all.extend(questions);
+    }
     schemas
+}
+
+/// A question's parts (`docs/protocol.md#18-questions`; apart, for the macro's recursion).
+fn question_schemas() -> Value {
+    json!({
+        "Answers": {
+            "type": "object",
+            "description": "A question's answers (docs/protocol.md#18-questions), by field key (`question.fields[].key`, or its index): text, a number, a boolean, or a list of choices; strings are converted to the field's type. Only a vote that accepts a question (an `allow*` option) carries them; a wrong one is `400 invalid_answer`",
+            "maxProperties": 32,
+            "additionalProperties": {"type": ["string", "number", "integer", "boolean", "array", "null"], "items": {"type": "string"}},
+        }
+    })
 }
 
 /// A request as a person reads it (apart, like [`device_schemas`], for the macro's recursion).
