@@ -747,6 +747,18 @@ impl acp::Client for Session {
         Box::pin(self.permissions().request(params))
     }
 
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, acp::RpcError>> {
+        Box::pin(async move {
+            let refused =
+                |why| acp::RpcError::new(acp::INVALID_PARAMS, format!("elicitation refused: {why}"));
+            self.permissions().elicit(params).await.map_err(refused)
+        })
+    }
+
+    fn elicitation_complete(&self, elicitation_id: &str) {
+        self.permissions().elicitation_complete(elicitation_id);
+    }
+
     fn agent_exited(&self, exit: ExitInfo) {
         self.end(EndReason::Died(exit));
     }

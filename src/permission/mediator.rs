@@ -467,7 +467,9 @@ impl<'a> Permissions<'a> {
     /// end). A question it cannot ask (a schema of objects, 10 000 fields, a `javascript:` URL)
     /// is refused, and pending nowhere.
     pub async fn elicit(self, params: Value) -> Result<Value, Malformed> {
-        let question = Question::from_elicitation(&params)?;
+        let question = Question::from_elicitation(&params).inspect_err(|why| {
+            self.log_refusal(&format!("the agent's elicitation is refused ({why}); answering an error"))
+        })?;
         let tool_call = question.tool_call(params.get("toolCallId").and_then(Value::as_str));
         let options = question.elicitation_options();
         let decided = self.raise(tool_call, options, Some(question.clone())).await;
@@ -614,12 +616,18 @@ impl<'a> Permissions<'a> {
 
     /// Logs why a request is answered `cancelled` at once: the first in each second, then a count.
     fn log_refused(self, why: &str) {
+        self.log_refusal(&format!("{why}; answering cancelled"));
+    }
+
+    /// Logs why the agent's request is refused at once: the first in each second, then a count
+    /// (an agent raising them in a loop costs a line a second).
+    fn log_refusal(self, line: &str) {
         let session_id = self.host.session_id().to_owned();
         let report = move |n: u64| {
-            tracing::warn!(session_id = %session_id, count = n, "{n} more permission requests answered cancelled at once in the last second");
+            tracing::warn!(session_id = %session_id, count = n, "{n} more requests of the agent refused at once in the last second");
         };
         if self.mediator.refused_log.admit(report) {
-            tracing::warn!(session_id = %self.host.session_id(), "{why}; answering cancelled");
+            tracing::warn!(session_id = %self.host.session_id(), "{line}");
         }
     }
 

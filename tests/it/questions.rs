@@ -1,0 +1,313 @@
+//! The agent's questions (`docs/protocol.md#18-questions`, issue #43), black-box over REST and SSE:
+//! Qwen Code's `ask_user_question` and ACP's `elicitation/create` (form and URL), raised by the demo
+//! agent (`ask`, `elicit`, `elicit-url`, `elicit-raw`), shown as `permission_request`s with their
+//! `question`, answered by votes carrying `answers`, and every way they end.
+//!
+//! The demo agent replies with what it got: `answers: {...}` (qwen), `action: accept content:
+//! {...}`, `action: decline` (elicitation), so each test reads the agent's side in its reply.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A vote accepting a question (its `allow_once` option, by the shorthand) with `answers`.
+fn accept(answers: Value) -> Value {
+    json!({"decision": "allow", "answers": answers})
+}
+
+/// Raises `directive`'s question on a fresh session of `d` as alice: (session, stream, request).
+async fn asked(d: &Daemon, directive: &str) -> (String, Sse, Value) {
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), directive).await;
+    (sid, sse, request)
+}
+
+/// Issue #43: the daemon offers elicitation (form and URL) at `initialize` (an agent may use only
+/// the modes its client advertised: the demo agent checks), and Qwen Code's question reaches a
+/// REST client as qwen serve shows it, with the daemon's `question` beside it; the answers the
+/// vote carries reach the agent under its own keys, as strings.
+#[tokio::test]
+async fn a_qwen_question_is_answered_over_rest_and_the_agent_reads_the_answers() {
+    let d = Daemon::start(&[]);
+    let (sid, mut sse, request) = asked(&d, "ask").await;
+    let meta = &request["toolCall"]["_meta"];
+    assert_eq!(meta["qwenInteractionKind"], "user_question");
+    assert_eq!(meta["qwenQuestions"][0]["header"], "Library");
+    let question = &request["question"];
+    assert_eq!(question["form"], "user_question");
+    let keys: Vec<&str> =
+        question["fields"].as_array().expect("fields").iter().filter_map(|f| f["key"].as_str()).collect();
+    assert_eq!(keys, ["0", "1"]);
+    assert_eq!(question["fields"][1]["multiple"], true);
+    let listed = d.pending(&sid).await;
+    assert_eq!(listed[0]["question"], *question, "the listing shows the question too");
+    let rid = request_id(&request);
+    let vote = json!({
+        "outcome": {"outcome": "selected", "optionId": "proceed_once"},
+        "answers": {"0": "jiff", "1": "serde, tz"},
+    });
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), vote).await.pair(), (200, json!({})));
+    let events = sse.until_type("turn_complete").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["answers"], json!({"0": "jiff", "1": ["serde", "tz"]}));
+    assert_eq!(resolved["voterClientId"], "alice");
+    assert!(
+        chunk_text(&events).contains(r#"answers: {"0":"jiff","1":"serde, tz"}"#),
+        "{}",
+        chunk_text(&events)
+    );
+}
+
+/// Issue #43: a form elicitation's fields reach a qwen client as `qwenQuestions` (keyed by the
+/// property); string answers are converted to the schema's types (`"3"` → 3, `"true"` → true, a
+/// choice's title → its value); the secret field's answer is redacted in the event and the audit
+/// and is never logged, and the audit names who answered.
+#[tokio::test]
+async fn a_form_elicitation_answered_over_rest_reaches_the_agent_typed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let d = Daemon::start_with(&workspace, &[], &[("RUST_LOG", "debug")]);
+    let (sid, mut sse, request) = asked(&d, "elicit").await;
+    assert_eq!(request["question"]["form"], "form");
+    assert_eq!(request["toolCall"]["title"], "Where should this deploy?");
+    let questions = request["toolCall"]["_meta"]["qwenQuestions"].as_array().expect("as qwen's");
+    let keys: Vec<&str> = questions.iter().filter_map(|q| q["answerKey"].as_str()).collect();
+    assert_eq!(keys, ["agree", "name", "region", "replicas", "token"]);
+    let ids: Vec<&str> = request["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["optionId"].as_str())
+        .collect();
+    assert_eq!(ids, ["accept", "decline"]);
+    let token = request["question"]["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .find(|f| f["key"] == "token")
+        .cloned();
+    assert_eq!(token.expect("token")["sensitive"], true);
+    let rid = request_id(&request);
+    let answers =
+        json!({"name": "api", "replicas": "3", "region": "Europe", "agree": "true", "token": "sk-secret-42"});
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), accept(answers)).await.pair(), (200, json!({})));
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        chunk_text(&events).contains(
+            r#"action: accept content: {"agree":true,"name":"api","region":"eu","replicas":3,"token":"sk-secret-42"}"#
+        ),
+        "{}",
+        chunk_text(&events)
+    );
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["answers"]["token"], "[redacted]");
+    assert_eq!(resolved["answers"]["replicas"], 3);
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let entry = &audit["audit"][0];
+    assert_eq!(
+        entry["answers"],
+        json!({"agree": true, "name": "api", "region": "eu", "replicas": 3, "token": "[redacted]"})
+    );
+    assert_eq!((entry["voterClientId"].clone(), entry["via"].clone()), (json!("alice"), json!("rest")));
+    assert_eq!(entry["question"]["form"], "form");
+    let global = d.get("/audit").await.ok();
+    assert!(!global.to_string().contains("sk-secret-42"), "{global}");
+    assert!(!d.stderr().contains("sk-secret-42"), "the answer of a secret is never logged");
+}
+
+/// Issue #43, bad input from a client: an answer of the wrong type, a missing one, an oversized
+/// one and a 10 MiB one, an observer's, and an answer to a question already decided are refused
+/// with clear errors, the question still pending until it is answered well.
+#[tokio::test]
+async fn bad_answers_are_refused_and_the_question_stays_pending() {
+    let d = Daemon::start(&[]);
+    let (sid, mut sse, request) = asked(&d, "elicit").await;
+    let rid = request_id(&request);
+    let wrong = d.vote(&sid, &rid, Some("alice"), accept(json!({"name": "api", "replicas": "many"}))).await;
+    let (status, body) = wrong.pair();
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        (body["code"].clone(), body["field"].clone(), body["reason"].clone()),
+        (json!("invalid_answer"), json!("replicas"), json!("expected an integer"))
+    );
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), accept(json!({"replicas": 2}))).await.pair();
+    assert_eq!(
+        (status, body["field"].clone(), body["reason"].clone()),
+        (400, json!("name"), json!("an answer is required"))
+    );
+    let big = "x".repeat(1024 * 1024);
+    let (status, body) =
+        d.vote(&sid, &rid, Some("alice"), accept(json!({"name": big, "replicas": 2}))).await.pair();
+    assert_eq!((status, body["reason"].clone()), (400, json!("longer than 16384 bytes")));
+    let huge = "x".repeat(10 * 1024 * 1024);
+    let (status, body) =
+        d.vote(&sid, &rid, Some("alice"), accept(json!({"name": huge, "replicas": 2}))).await.pair();
+    assert_eq!((status, body["code"].clone()), (413, json!("body_too_large")), "the body bound first");
+    let (status, body) =
+        d.vote(&sid, &rid, Some("alice"), json!({"decision": "allow", "answers": ["x"]})).await.pair();
+    assert_eq!((status, body["code"].clone()), (400, json!("invalid_vote")));
+    let (_, observer) = d.pair_device(None, "wall", "observer").await;
+    let watched = d.client().post(d.url(&format!("/session/{sid}/permission/{rid}"))).bearer_auth(&observer);
+    let (status, body) = send(watched.json(&accept(json!({"name": "x", "replicas": 1})))).await.pair();
+    assert_eq!((status, body["code"].clone()), (403, json!("read_only_device")));
+    assert_eq!(d.pending(&sid).await.len(), 1, "every refusal leaves it pending");
+
+    let fine = accept(json!({"name": "api", "replicas": 2}));
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), fine.clone()).await.pair().0, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        chunk_text(&events).contains(r#"content: {"name":"api","replicas":2}"#),
+        "{}",
+        chunk_text(&events)
+    );
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), fine).await.pair();
+    assert_eq!((status, body["code"].clone()), (404, json!("permission_already_resolved")));
+}
+
+/// Issue #43, bad input from the agent: a form of nested objects, one of 10 000 fields, and a
+/// `javascript:` URL are refused with an error the agent reads; nothing is pending, nothing shown.
+#[tokio::test]
+async fn a_question_the_daemon_cannot_ask_is_refused_to_the_agent() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let fields: serde_json::Map<String, Value> =
+        (0..10_000).map(|i| (format!("f{i}"), json!({"type": "string"}))).collect();
+    let cases = [
+        (
+            json!({"mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}}),
+            "elicitation refused: field \"a\": type \"object\" is not a primitive",
+        ),
+        (
+            json!({"mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": fields}}),
+            "elicitation refused: the form has 10000 fields, more than 32",
+        ),
+        (
+            json!({"mode": "url", "message": "m", "elicitationId": "e", "url": "javascript:alert(document.cookie)"}),
+            "elicitation refused: url must be http or https, not javascript:",
+        ),
+    ];
+    for (params, said) in cases {
+        let events = d.turn(&sid, &mut sse, Some("alice"), &format!("elicit-raw {params}")).await;
+        assert!(chunk_text(&events).contains(said), "{}", chunk_text(&events));
+        assert!(events.iter().all(|e| e.event != "permission_request"), "nothing asked");
+    }
+    assert!(d.pending(&sid).await.is_empty());
+}
+
+/// Issue #43: a URL elicitation shows the URL and its host; accepted, the agent gets `accept`
+/// (and says it is complete: `elicitation_complete`); completed by the agent before anyone
+/// answered, it ends `resolvedBy: completed` everywhere.
+#[tokio::test]
+async fn a_url_elicitation_is_accepted_or_completed_by_the_agent() {
+    let d = Daemon::start(&[]);
+    let (sid, mut sse, request) = asked(&d, "elicit-url https://login.example/auth?state=1").await;
+    assert_eq!(
+        (request["question"]["url"].clone(), request["question"]["host"].clone()),
+        (json!("https://login.example/auth?state=1"), json!("login.example"))
+    );
+    assert_eq!(request["options"][0]["name"], "Open the link");
+    let rid = request_id(&request);
+    assert_eq!(d.vote(&sid, &rid, Some("alice"), json!({"decision": "allow"})).await.pair().0, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert!(chunk_text(&events).contains("action: accept"), "{}", chunk_text(&events));
+    // The agent says it is complete once accepted, before its reply: announced, by the request id.
+    assert_eq!(find(&events, "elicitation_complete")["requestId"], rid.as_str());
+
+    let request = d.raise(&sid, &mut sse, Some("alice"), "elicit-url https://login.example/x 300").await;
+    let rid = request_id(&request);
+    let events = sse.until_type("turn_complete").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (resolved["requestId"].clone(), resolved["resolvedBy"].clone()),
+        (json!(rid), json!("completed"))
+    );
+    assert_eq!(find(&events, "elicitation_complete")["requestId"], rid.as_str());
+    assert!(chunk_text(&events).contains("action: accept"), "{}", chunk_text(&events));
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), json!({"decision": "deny"})).await.pair();
+    assert_eq!((status, body["code"].clone()), (404, json!("permission_already_resolved")));
+}
+
+/// Issue #43: a question ends cleanly everywhere when the turn is cancelled (the agent hears
+/// `session/cancel`, then its question is cancelled), when it times out (the agent gets
+/// `cancel`), and when the agent dies; the audit says how each ended.
+#[tokio::test]
+async fn a_question_ends_by_cancel_timeout_or_the_agents_death() {
+    let d = Daemon::start(&["--permission-timeout-ms", "1500", "--session-scope", "thread"]);
+    let (sid, mut sse, request) = asked(&d, "elicit").await;
+    let cancelled = request_id(&request);
+    let (status, _) = send(http().post(d.url(&format!("/session/{sid}/cancel")))).await.pair();
+    assert_eq!(status, 204);
+    let (mut turn_over, mut resolved) = (false, false);
+    let events = sse
+        .until(|e| {
+            turn_over |= e.event == "turn_complete";
+            resolved |= e.event == "permission_resolved";
+            turn_over && resolved
+        })
+        .await;
+    assert_eq!(find(&events, "permission_resolved")["resolvedBy"], "cancel");
+    assert_eq!(find(&events, "turn_complete")["stopReason"], "cancelled");
+
+    let request = d.raise(&sid, &mut sse, Some("alice"), "elicit").await;
+    let timed_out = request_id(&request);
+    let events = sse.until_type("turn_complete").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (resolved["requestId"].clone(), resolved["resolvedBy"].clone()),
+        (json!(timed_out), json!("timeout"))
+    );
+    assert!(chunk_text(&events).contains("action: cancel"), "the agent got cancel: {}", chunk_text(&events));
+
+    let request = d.raise(&sid, &mut sse, Some("alice"), "ask").await;
+    let orphaned = request_id(&request);
+    let other = d.join("bob").await;
+    d.prompt_async(&other, Some("bob"), "crash").await;
+    let events = sse.rest().await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (resolved["requestId"].clone(), resolved["resolvedBy"].clone()),
+        (json!(orphaned), json!("session_closed"))
+    );
+    assert_eq!(events.last().expect("terminal").event, "session_died");
+
+    // The session is gone: the daemon's audit still has it (newest first).
+    let audit = d.get(&format!("/audit?sessionId={sid}")).await.ok();
+    let ended: Vec<(Value, Value)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .rev()
+        .map(|e| (e["requestId"].clone(), e["resolvedBy"].clone()))
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            (json!(cancelled), json!("cancel")),
+            (json!(timed_out), json!("timeout")),
+            (json!(orphaned), json!("session_closed")),
+        ]
+    );
+}
+
+/// Issue #43 (`docs/protocol.md#18-questions`): under `consensus` a question is not tallied: the
+/// first complete answer of a client registered when it was asked decides it.
+#[tokio::test]
+async fn under_consensus_the_first_complete_answer_decides_a_question() {
+    let d = Daemon::start(&["--permission-policy", "consensus"]);
+    let sid = d.join("alice").await;
+    d.join("bob").await;
+    d.join("carol").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let rid = request_id(&d.raise(&sid, &mut sse, Some("alice"), "ask").await);
+    d.join("dave").await;
+    let answers = json!({"outcome": {"outcome": "selected", "optionId": "proceed_once"}, "answers": {"0": "chrono", "1": "tz"}});
+    let (status, body) = d.vote(&sid, &rid, Some("dave"), answers.clone()).await.pair();
+    assert_eq!((status, body["reason"].clone()), (403, json!("designated_mismatch")));
+    assert_eq!(d.vote(&sid, &rid, Some("bob"), answers).await.pair().0, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert!(events.iter().all(|e| e.event != "permission_partial_vote"));
+    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "bob");
+    assert!(chunk_text(&events).contains(r#"answers: {"0":"chrono","1":"tz"}"#), "{}", chunk_text(&events));
+}
