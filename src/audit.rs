@@ -154,13 +154,16 @@ pub fn csv_line(e: &Value) -> String {
     line
 }
 
-/// A cell as CSV writes it, safe to open in a spreadsheet: one that a spreadsheet would take for
-/// a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return: OWASP's "CSV
-/// injection") gets a leading `'`, and one holding a comma, a quote or a line break is quoted with
-/// its quotes doubled.
+/// A cell as CSV writes it, safe to `cat` and to open in a spreadsheet: every character a reader
+/// cannot see as itself is escaped (`text::escape`: a line break is `\n`, also inside a quoted
+/// cell, so a row never spans two lines; an escape sequence or a bidi override is written out), one
+/// that a spreadsheet would take for a formula (starting with `=`, `+`, `-` or `@`: OWASP's "CSV
+/// injection") gets a leading `'`, and one holding a comma or a quote is quoted with its quotes
+/// doubled.
 pub fn csv_cell(cell: &str) -> String {
-    let formula = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    let cell = if formula { format!("'{cell}") } else { cell.to_owned() };
+    let cell = crate::text::escape(cell);
+    let formula = cell.starts_with(['=', '+', '-', '@']);
+    let cell = if formula { format!("'{cell}") } else { cell.into_owned() };
     if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
 }
 
@@ -313,12 +316,18 @@ mod tests {
         assert_eq!(csv_cell(""), "");
         assert_eq!(csv_cell("a,b"), "\"a,b\"");
         assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
-        assert_eq!(csv_cell("cr\rhere"), "\"cr\rhere\"");
-        for formula in ["=1+1", "+1", "-1", "@SUM(A1)", "\tx"] {
+        assert_eq!(csv_cell("two\nlines"), "two\\nlines", "a row never spans two lines");
+        assert_eq!(csv_cell("cr\rhere"), "cr\\rhere");
+        assert_eq!(csv_cell("a,\nb"), "\"a,\\nb\"", "escaped inside a quoted cell too");
+        assert_eq!(
+            csv_cell("x\n# Permission asked\u{1b}]52;c;cHduZWQ=\u{7}\u{202e}txt"),
+            "x\\n# Permission asked\\u{1b}]52;c;cHduZWQ=\\u{7}\\u{202e}txt"
+        );
+        for formula in ["=1+1", "+1", "-1", "@SUM(A1)"] {
             assert_eq!(csv_cell(formula), format!("'{formula}"), "{formula:?}");
         }
-        assert_eq!(csv_cell("\rx"), "\"'\rx\"");
+        assert_eq!(csv_cell("\rx"), "\\rx", "escaped: no longer a formula");
+        assert_eq!(csv_cell("\tx"), "\\tx");
         assert_eq!(csv_cell("=HYPERLINK(\"x\",\"y\")"), "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\"");
         assert_eq!(csv_cell("a=b"), "a=b", "only a leading sign is a formula");
     }

@@ -16,6 +16,7 @@ use crate::tls::TlsFiles;
 
 mod notify;
 mod sandbox;
+pub mod state_dir;
 pub use self::notify::{
     Escalation, MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format,
     telegram_chat_id,

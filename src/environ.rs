@@ -20,34 +20,80 @@ pub const ERASED: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD
 /// environment while it changes).
 pub fn erase_secrets() -> std::io::Result<usize> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // Fields after the command name (in parentheses, which may hold anything): the third field
-    // is the first here, so env_start (the 50th) is the 47th from zero.
-    let fields: Vec<&str> =
-        stat.rsplit_once(')').map(|(_, rest)| rest.split_ascii_whitespace().collect()).unwrap_or_default();
-    let number = |i: usize| -> std::io::Result<u64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| std::io::Error::other("/proc/self/stat has no environment bounds"))
-    };
-    let (start, end) = (number(47)?, number(48)?);
+    let (start, end) = env_bounds(&stat)
+        .ok_or_else(|| std::io::Error::other("/proc/self/stat has no environment bounds"))?;
     let environ = std::fs::read("/proc/self/environ")?;
     if environ.len() as u64 > end.saturating_sub(start) {
         return Err(std::io::Error::other("/proc/self/environ is larger than its bounds"));
     }
+    let secrets = secrets_in(&environ);
     let mut mem = std::fs::OpenOptions::new().write(true).open("/proc/self/mem")?;
-    let mut erased = 0;
+    for &(at, len) in &secrets {
+        mem.seek(SeekFrom::Start(start + at as u64))?;
+        mem.write_all(&vec![0u8; len])?;
+    }
+    Ok(secrets.len())
+}
+
+/// Where the initial environment lies (`env_start`, `env_end`) in a `/proc/<pid>/stat` line. The
+/// fields after the command name (in parentheses, which may hold anything) start at the third:
+/// `env_start`, the 50th, is the 47th from zero there.
+fn env_bounds(stat: &str) -> Option<(u64, u64)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_ascii_whitespace().skip(47);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
+/// The `NAME=value` entries of [`ERASED`] in an environment block (`NAME=value` entries ended by
+/// NUL bytes): each one's offset and length.
+fn secrets_in(environ: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
     let mut at = 0usize;
     for entry in environ.split(|b| *b == 0) {
         let secret = ERASED.iter().any(|name| {
             entry.len() > name.len() && entry.starts_with(name.as_bytes()) && entry[name.len()] == b'='
         });
         if secret {
-            mem.seek(SeekFrom::Start(start + at as u64))?;
-            mem.write_all(&vec![0u8; entry.len()])?;
-            erased += 1;
+            out.push((at, entry.len()));
         }
         at += entry.len() + 1;
     }
-    Ok(erased)
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secrets_are_found_where_they_are_and_nothing_else() {
+        let block = b"HOME=/h\0MEDIATORD_TOKEN=t0k\0MEDIATORD_TOKENX=no\0MEDIATORD_STORE=postgres://u:p@h/d\0XMEDIATORD_TOKEN=no\0QWEN_SERVER_TOKEN=\0QWEN_SERVER_TOKEN=q\0";
+        assert_eq!(secrets_in(block), vec![(8, 19), (48, 34), (103, 18), (122, 19)]);
+        let at = |(offset, len): (usize, usize)| {
+            String::from_utf8_lossy(&block[offset..offset + len]).into_owned()
+        };
+        let found: Vec<String> = secrets_in(block).into_iter().map(at).collect();
+        assert_eq!(
+            found,
+            [
+                "MEDIATORD_TOKEN=t0k",
+                "MEDIATORD_STORE=postgres://u:p@h/d",
+                "QWEN_SERVER_TOKEN=",
+                "QWEN_SERVER_TOKEN=q"
+            ]
+        );
+        assert_eq!(secrets_in(b""), Vec::<(usize, usize)>::new());
+    }
+
+    #[test]
+    fn the_environments_bounds_are_read_past_any_command_name() {
+        let fields: Vec<String> = (3..=52).map(|n| n.to_string()).collect();
+        let stat = format!("1234 (a) b ) c) {}", fields.join(" "));
+        assert_eq!(env_bounds(&stat), Some((50, 51)));
+        assert_eq!(env_bounds("1234 (short) 3 4"), None);
+        assert_eq!(env_bounds("no parenthesis"), None);
+        let own = std::fs::read_to_string("/proc/self/stat").expect("stat");
+        let (start, end) = env_bounds(&own).expect("bounds");
+        assert!(start < end, "{start}..{end}");
+    }
 }

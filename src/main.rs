@@ -208,6 +208,9 @@ Examples:
 fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
     let located =
         mediatord::discovery::locate(args.url.as_deref(), state_dir(args).as_deref(), !args.no_mdns);
+    if let Some(why) = &located.ignored {
+        say(&format!("mediatord {command}: {why}"));
+    }
     if let mediatord::discovery::Source::Lan(name) = &located.source {
         say(&format!(
             "mediatord {command}: found {} on the LAN (mDNS) at {}{}; --url names another",
@@ -768,15 +771,17 @@ fn say(line: &str) {
 /// would, then escaped ([`text::escape`]), so a session id, an agent's stderr line or a device name
 /// can neither forge a line nor drive the terminal that shows the log.
 fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
-    use tracing_subscriber::field::MakeExt as _;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
         let shown = format!("{value:?}");
         match field.name() {
             "message" => write!(w, "{}", text::escape(&shown)),
-            name => write!(w, "{name}={}", text::escape(&shown)),
+            // What a library logging through `log` adds (its target, module, and the source file
+            // on the machine that built it): the line's target says the first already.
+            name if name.starts_with("log.") => Ok(()),
+            // Each field after its own space, so one left out leaves none.
+            name => write!(w, " {name}={}", text::escape(&shown)),
         }
     })
-    .delimited(" ")
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {

@@ -175,6 +175,9 @@ pub struct Metrics {
     /// Confined tool calls (`source="agent"`) and session shell commands (`source="shell"`) whose
     /// output read like a refused write.
     sandbox_denials: Family<Labels, Counter>,
+    /// HTTP/2 connections ended on an error, by `reason` (`enhance_your_calm` for a flood of
+    /// resets, `protocol_error`, `frame_size_error`, `compression_error`, …).
+    http2_errors: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -191,6 +194,7 @@ impl Default for Metrics {
             notifications_dropped: Counter::default(),
             notification_duration: Histogram::new(NOTIFY_BUCKETS),
             sandbox_denials: Family::default(),
+            http2_errors: Family::default(),
         }
     }
 }
@@ -236,6 +240,11 @@ impl Metrics {
     }
 
     /// A confined tool call or shell command (`source`: `agent`, `shell`) reported a refused write.
+    /// An HTTP/2 connection ended on an error with `reason`.
+    pub fn http2_error(&self, reason: &'static str) {
+        self.http2_errors.get_or_create(&vec![("reason", reason.to_owned())]).inc();
+    }
+
     pub fn sandbox_denial(&self, source: &'static str) {
         self.sandbox_denials.get_or_create(&vec![("source", source.to_owned())]).inc();
     }
@@ -361,6 +370,11 @@ impl Metrics {
             "sandbox_denials",
             "Confined tool calls and session shell commands whose output read like a refused write (EACCES, EPERM), by source",
             self.sandbox_denials.clone(),
+        );
+        r.register(
+            "http2_errors",
+            "HTTP/2 connections ended on an error, by reason (enhance_your_calm: a flood of resets)",
+            self.http2_errors.clone(),
         );
         let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
         uptime.set(now.uptime.as_secs_f64());

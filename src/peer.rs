@@ -58,6 +58,9 @@ const UID_AT: usize = NLMSG_HDR + 64;
 const INODE_AT: usize = NLMSG_HDR + 68;
 /// The answer to one exact lookup: one `inet_diag_msg` and its attributes (none asked for).
 const ANSWER_BYTES: usize = 1024;
+/// How long the kernel's answer may take: it answers at once, so this only keeps a question it
+/// cannot parse from holding the connection (the peer then counts as unknown).
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Who is at the other end of an accepted connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,20 +87,32 @@ impl Origin {
 /// The peer of the connection whose ends are `local` (the daemon's) and `remote`, as seen from
 /// process `daemon` (the daemon's pid; tests pass their own).
 pub fn identify(local: SocketAddr, remote: SocketAddr, daemon: u32) -> Origin {
-    let loopback = is_loopback(remote.ip());
-    match peer_socket(local, remote) {
+    let found = peer_socket(local, remote);
+    if let Err(e) = &found {
+        tracing::warn!(error = %e, "cannot look up a connection's peer socket");
+    }
+    classify(found, is_loopback(remote.ip()), |socket| owner_below(daemon, socket, MAX_DESCENDANTS))
+}
+
+/// Who the peer is, from what the kernel said of its socket (`found`), whether its address is
+/// loopback, and `owner`: which of the daemon's children the socket's owner descends from.
+fn classify(
+    found: io::Result<Option<PeerSocket>>,
+    loopback: bool,
+    owner: impl FnOnce(PeerSocket) -> Option<u32>,
+) -> Origin {
+    match found {
+        // An orphan: its process closed it; nobody left to tell apart.
         Ok(Some(socket)) if socket.inode == 0 => Origin::Gone,
-        Ok(Some(socket)) => match owner_below(daemon, socket) {
+        Ok(Some(socket)) => match owner(socket) {
             Some(child) => Origin::Daemons { child },
             None => Origin::Local,
         },
         Ok(None) if loopback => Origin::Gone,
         Ok(None) => Origin::Remote,
         // The kernel would not say (no netlink here): a loopback peer is not trusted blind.
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot look up a connection's peer socket");
-            if loopback { Origin::Gone } else { Origin::Remote }
-        }
+        Err(_) if loopback => Origin::Gone,
+        Err(_) => Origin::Remote,
     }
 }
 
@@ -124,6 +139,7 @@ fn peer_socket(local: SocketAddr, remote: SocketAddr) -> io::Result<Option<PeerS
         SocketFlags::CLOEXEC,
         Some(netlink::SOCK_DIAG),
     )?;
+    rustix::net::sockopt::set_socket_timeout(&fd, rustix::net::sockopt::Timeout::Recv, Some(ANSWER_WAIT))?;
     match (unmap(local.ip()), unmap(remote.ip())) {
         (IpAddr::V4(l), IpAddr::V4(r)) => {
             let found = ask(&fd, AF_INET, &r.octets(), remote.port(), &l.octets(), local.port())?;
@@ -207,16 +223,17 @@ fn parse(answer: &[u8]) -> Option<PeerSocket> {
 
 /// The daemon's child that `socket`'s owner descends from, if any of the daemon's descendants
 /// holds it (or could, unreadable, under the socket's user).
-fn owner_below(daemon: u32, socket: PeerSocket) -> Option<u32> {
+/// Searches at most `max` processes ([`MAX_DESCENDANTS`]; tests pass less).
+fn owner_below(daemon: u32, socket: PeerSocket, max: usize) -> Option<u32> {
     let wanted = format!("socket:[{}]", socket.inode);
     let mut seen = 0usize;
     // (pid, the daemon's child it descends from)
     let mut todo: Vec<(u32, u32)> = children(daemon).into_iter().map(|c| (c, c)).collect();
     while let Some((pid, top)) = todo.pop() {
         seen += 1;
-        if seen > MAX_DESCENDANTS {
+        if seen > max {
             tracing::warn!(
-                limit = MAX_DESCENDANTS,
+                limit = max,
                 "more processes below the daemon than are searched: a local peer counts as one of them"
             );
             return Some(top);
@@ -313,6 +330,52 @@ mod tests {
         let _ = accepted.read_to_end(&mut rest);
         assert_eq!(identify(local, remote, me()), Origin::Gone);
         let _ = accepted.write_all(b"x");
+    }
+
+    /// What the kernel says of the peer's socket decides, for a loopback address and another.
+    #[test]
+    fn a_socket_is_classified_by_what_the_kernel_said_and_who_holds_it() {
+        let socket = |inode| Ok(Some(PeerSocket { inode, uid: 0 }));
+        let nobody = |_| None;
+        let child = |_| Some(42);
+        assert_eq!(classify(socket(0), true, child), Origin::Gone, "an orphan socket");
+        assert_eq!(classify(socket(0), false, nobody), Origin::Gone);
+        assert_eq!(classify(socket(7), true, child), Origin::Daemons { child: 42 });
+        assert_eq!(classify(socket(7), true, nobody), Origin::Local);
+        assert_eq!(classify(Ok(None), true, child), Origin::Gone);
+        assert_eq!(classify(Ok(None), false, child), Origin::Remote);
+        assert_eq!(classify(Err(io::Error::other("no netlink")), true, child), Origin::Gone);
+        assert_eq!(classify(Err(io::Error::other("no netlink")), false, child), Origin::Remote);
+    }
+
+    /// A child that holds other files (its stdio, a socket of its own) is not the owner of this
+    /// process's connection; and past the search's bound every local peer counts as a child's.
+    #[test]
+    fn a_child_holding_other_sockets_is_not_the_owner_and_the_search_is_bounded() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port}; exec cat <&3 >/dev/null");
+        let mut child =
+            Command::new("bash").arg("-c").arg(script).stdin(Stdio::null()).spawn().expect("bash");
+        let (theirs, _) = listener.accept().expect("the child's connection");
+        let mine = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (accepted, remote) = listener.accept().expect("accept");
+        assert_eq!(remote, mine.local_addr().expect("mine"));
+        let local = accepted.local_addr().expect("local");
+        assert_eq!(identify(local, remote, me()), Origin::Local, "the child holds another socket");
+        let socket = peer_socket(local, remote).expect("netlink").expect("found");
+        assert_eq!(owner_below(me(), socket, MAX_DESCENDANTS), None);
+        assert_eq!(owner_below(me(), socket, 0), Some(child.id()), "past the bound: counted as the child's");
+        drop(theirs);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_processes_user_is_read_from_its_status() {
+        let uid = rustix::process::getuid().as_raw();
+        assert_eq!(process_uid(me()), Some(uid));
+        assert_eq!(process_uid(u32::MAX), None, "no such process");
     }
 
     #[test]

@@ -5,11 +5,15 @@
 //! zero-width characters and diacritic stacks hide or cover text).
 //!
 //! One rule for every door: a character that a reader cannot see as itself is written as an
-//! escape (`\n`, `\t`, `\r`, `\u{202e}`), never as itself. [`escape`] does that for terminals and
-//! logs; [`reveal`] also shows runs of blanks and of one invisible character by their length, for
-//! one-line summaries a person decides on; [`escape_json`] writes the same characters as `\uXXXX`
-//! in text that is already JSON (`mediatord audit --json`, JSON logs), where serde leaves them raw.
-//! `web/reveal.js` applies the same tables in the browser.
+//! escape (`\n`, `\t`, `\r`, `\u{202e}`), never as itself. [`escape`] does that for terminals,
+//! logs and every export (a table's cell, a CSV cell, a transcript's title: a newline in one never
+//! starts a line of the output); [`indented`] lays prose out in an export with lines of its own
+//! (the Markdown transcript), each of its lines escaped and after the export's own indent, so no
+//! line the prose chose starts a line of the document; [`reveal`] also shows runs of blanks and of
+//! one invisible character by their length, for one-line summaries a person decides on;
+//! [`escape_json`] writes the same characters as `\uXXXX` in text that is already JSON
+//! (`mediatord audit --json`, JSON logs), where serde leaves them raw. `web/reveal.js` applies the
+//! same tables in the browser.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -136,6 +140,25 @@ pub fn escape(text: &str) -> Cow<'_, str> {
         push_shown(&mut out, c, &mut marks);
     }
     Cow::Owned(out)
+}
+
+/// Prose others wrote (a prompt, an agent's answer), laid out in a document with lines of its own:
+/// each of its lines [`escape`]d (a carriage return, a line separator or an escape sequence inside
+/// one stays on it, escaped) and written after `indent`; an empty line stays empty. So every
+/// physical line the prose takes starts with the document's `indent`, never with what the prose
+/// chose (a heading, a forged "Permission asked" line).
+pub fn indented(text: &str, indent: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if !line.is_empty() {
+            out.push_str(indent);
+            out.push_str(&escape(line));
+        }
+    }
+    out
 }
 
 /// `text` as one line for a person to decide on: [`escape`], and a run of more than
@@ -292,6 +315,26 @@ mod tests {
         );
         // Marks of the different generic blocks count together.
         assert_eq!(escape("x\u{1dc0}\u{20d0}\u{fe20}\u{1ab0}"), "x\u{1dc0}\u{20d0}\\u{fe20}\\u{1ab0}");
+    }
+
+    /// Issue 41, finding 8: prose in an export keeps its lines, each after the export's indent, so
+    /// nothing it holds starts a line of the document; what is inside a line is escaped.
+    #[test]
+    fn indented_prose_starts_every_line_with_the_documents_indent() {
+        let prose = "Done.\n# Permission asked: rm -rf ~\n\n> Decision: allow_once\r\u{1b}]52;c;eA==\u{7}\u{202e}gnp.exe";
+        let shown = indented(prose, "    ");
+        assert_eq!(
+            shown,
+            "    Done.\n    # Permission asked: rm -rf ~\n\n    > Decision: allow_once\\r\\u{1b}]52;c;eA==\\u{7}\\u{202e}gnp.exe"
+        );
+        assert!(shown.lines().all(|l| l.is_empty() || l.starts_with("    ")), "{shown}");
+        assert_eq!(indented("", "> "), "");
+        assert_eq!(indented("one", "> "), "> one");
+        assert_eq!(
+            indented("a\u{2028}b\u{85}c", "  "),
+            "  a\\u{2028}b\\u{85}c",
+            "other line breaks stay on the line"
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! TLS, both ways, with rustls (and *ring* as its cryptography):
 //!
 //! - the listener's certificate ([`ServerCert`], `--tls-cert`/`--tls-key`): loaded and checked at
-//!   boot (a bad or mismatched pair refuses the boot), then handed to every new handshake through
-//!   a resolver whose pair [`ServerCert::reload`] swaps on SIGHUP, so connections already open keep
-//!   the session they negotiated and new ones get the new certificate;
+//!   boot (a bad or mismatched pair, or a key others may read, refuses the boot), then handed to
+//!   every new handshake through a resolver whose pair [`ServerCert::reload`] swaps on SIGHUP, so
+//!   connections already open keep the session they negotiated and new ones get the new
+//!   certificate;
 //! - the trust of the notification client ([`client_trust`]): the system's roots as OpenSSL finds
 //!   them, `SSL_CERT_FILE` and `SSL_CERT_DIR` included, for receivers behind a private CA;
 //! - the command line's trust in the local daemon ([`pinned_client`]): exactly the certificate it
@@ -40,6 +41,13 @@ pub enum TlsError {
     Key { path: PathBuf, reason: String },
     #[error("the TLS key {key} does not belong to the certificate {cert}")]
     Mismatch { cert: PathBuf, key: PathBuf },
+    #[error(
+        "the TLS key {path} has mode {mode:04o}: {} may {}; run `chmod 600 {path}` (or 640, for a \
+         group only the daemon's user is in)",
+        if mode & 0o007 != 0 { "others" } else { "its group" },
+        if mode & 0o022 != 0 { "change it" } else { "read it" }
+    )]
+    KeyExposed { path: PathBuf, mode: u32 },
     #[error("cannot build the TLS settings: {0}")]
     Settings(String),
 }
@@ -121,7 +129,9 @@ impl ServerCert {
             .map_err(|e| TlsError::Settings(e.to_string()))?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/2 first (a browser then holds its event streams on one connection), HTTP/1.1 for
+        // everyone else, and for WebSocket upgrades.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
 }
@@ -132,11 +142,67 @@ impl ResolvesServerCert for ServerCert {
     }
 }
 
+/// The largest key file read: an RSA key of 16384 bits is about 12 KiB of PEM.
+const MAX_KEY_BYTES: u64 = 1024 * 1024;
+
+/// What a key file's mode lets others do with the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyAccess {
+    /// Only its owner (and root).
+    Owner,
+    /// Its group may read it: a deliberate grant (Debian's `ssl-cert` group, mode 0640), said at
+    /// every load.
+    GroupReads,
+    /// Others may read or change it, or its group change it: refused.
+    Exposed,
+}
+
+/// What `mode` (a key file's permission bits) lets others do. Anyone who may read the key can
+/// pose as this daemon to every client that trusts its certificate (the command line pins it);
+/// anyone who may write it can swap in a pair of their own at the next reload.
+fn key_access(mode: u32) -> KeyAccess {
+    if mode & 0o027 != 0 {
+        KeyAccess::Exposed
+    } else if mode & 0o040 != 0 {
+        KeyAccess::GroupReads
+    } else {
+        KeyAccess::Owner
+    }
+}
+
+/// The key file's bytes, once its mode is checked on the file opened (symlinks followed: certbot's
+/// `live/` links to its `archive/`).
+fn read_key(path: &Path) -> Result<Vec<u8>, TlsError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let key_error = |e: std::io::Error| TlsError::Key { path: path.to_path_buf(), reason: e.to_string() };
+    let mut file = std::fs::File::open(path).map_err(key_error)?;
+    let mode = file.metadata().map_err(key_error)?.mode() & 0o7777;
+    match key_access(mode) {
+        KeyAccess::Exposed => return Err(TlsError::KeyExposed { path: path.to_path_buf(), mode }),
+        KeyAccess::GroupReads => tracing::warn!(
+            key = %path.display(),
+            mode = format_args!("{mode:04o}"),
+            "the TLS key is readable by its group: every member can pose as this daemon; make sure only the daemon's user is in it"
+        ),
+        KeyAccess::Owner => {}
+    }
+    let mut bytes = Vec::new();
+    Read::take(&mut file, MAX_KEY_BYTES + 1).read_to_end(&mut bytes).map_err(key_error)?;
+    if bytes.len() as u64 > MAX_KEY_BYTES {
+        return Err(TlsError::Key {
+            path: path.to_path_buf(),
+            reason: "larger than 1 MiB: no key is".into(),
+        });
+    }
+    Ok(bytes)
+}
+
 fn read_pair(files: &TlsFiles, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
     let cert_error = |reason: String| TlsError::Cert { path: files.cert.clone(), reason };
     let key_error = |reason: String| TlsError::Key { path: files.key.clone(), reason };
     let certs = read_certs(&files.cert).map_err(cert_error)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key)
+    let key = PrivateKeyDer::from_pem_slice(&read_key(&files.key)?)
         .map_err(|e| key_error(pem_reason(&e, "PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY")))?;
     let signing = provider
         .key_provider
@@ -290,13 +356,65 @@ pub fn fingerprint_of(der: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// A self-signed pair for `localhost`, written to `dir` as `name.crt` / `name.key`.
+    /// A self-signed pair for `localhost`, written to `dir` as `name.crt` / `name.key` (0600).
     fn pair(dir: &Path, name: &str) -> TlsFiles {
+        use std::os::unix::fs::PermissionsExt;
         let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("rcgen");
         let files = TlsFiles { cert: dir.join(format!("{name}.crt")), key: dir.join(format!("{name}.key")) };
         std::fs::write(&files.cert, made.cert.pem()).expect("write cert");
         std::fs::write(&files.key, made.key_pair.serialize_pem()).expect("write key");
+        std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         files
+    }
+
+    /// Issue 41, finding 9: a key others may read (or anyone but its owner change) is refused at
+    /// load and at reload (the pair in use stays); one its group may read is taken, and said.
+    #[test]
+    fn a_key_others_may_read_or_change_is_refused_and_a_reload_keeps_the_pair_in_use() {
+        use std::os::unix::fs::PermissionsExt;
+        for (mode, access) in [
+            (0o600, KeyAccess::Owner),
+            (0o400, KeyAccess::Owner),
+            (0o640, KeyAccess::GroupReads),
+            (0o440, KeyAccess::GroupReads),
+            (0o644, KeyAccess::Exposed),
+            (0o604, KeyAccess::Exposed),
+            (0o602, KeyAccess::Exposed),
+            (0o601, KeyAccess::Exposed),
+            (0o660, KeyAccess::Exposed),
+            (0o620, KeyAccess::Exposed),
+            (0o610, KeyAccess::Owner),
+            (0o666, KeyAccess::Exposed),
+        ] {
+            assert_eq!(key_access(mode), access, "{mode:o}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = pair(dir.path(), "live");
+        let chmod = |mode: u32| {
+            std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        chmod(0o644);
+        let e = ServerCert::load(&files).expect_err("world-readable").to_string();
+        assert!(e.contains("mode 0644: others may read it") && e.contains("chmod 600"), "{e}");
+        chmod(0o660);
+        let e = ServerCert::load(&files).expect_err("group-writable").to_string();
+        assert!(e.contains("mode 0660: its group may change it"), "{e}");
+        chmod(0o606);
+        let e = ServerCert::load(&files).expect_err("world-writable").to_string();
+        assert!(e.contains("mode 0606: others may change it"), "{e}");
+        chmod(0o640);
+        let cert = ServerCert::load(&files).expect("a group's deliberate read");
+        let first = cert.fingerprint();
+        // A renewal written world-readable: refused, the pair in use stays.
+        let renewed = pair(dir.path(), "renewed");
+        std::fs::rename(&renewed.cert, &files.cert).expect("mv cert");
+        std::fs::rename(&renewed.key, &files.key).expect("mv key");
+        chmod(0o644);
+        let e = cert.reload().expect_err("exposed").to_string();
+        assert!(e.contains("others may read it"), "{e}");
+        assert_eq!(cert.fingerprint(), first);
+        chmod(0o600);
+        assert!(matches!(cert.reload(), Ok(Reloaded::Changed { .. })));
     }
 
     #[test]
@@ -329,8 +447,10 @@ mod tests {
         let e = ServerCert::load(&missing).expect_err("missing").to_string();
         assert!(e.contains("nope.crt") && e.contains("No such file"), "{e}");
 
+        use std::os::unix::fs::PermissionsExt;
         let garbage = dir.path().join("garbage.pem");
         std::fs::write(&garbage, "hello\n").expect("write");
+        std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let e = ServerCert::load(&TlsFiles { cert: garbage.clone(), key: good.key.clone() })
             .expect_err("no cert")
             .to_string();
@@ -340,6 +460,7 @@ mod tests {
             .to_string();
         assert!(e.contains("cannot read the TLS key") && e.contains("no PEM PRIVATE KEY"), "{e}");
         // The certificate where the key should be: no key block.
+        std::fs::set_permissions(&good.cert, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let e = ServerCert::load(&TlsFiles { cert: good.cert.clone(), key: good.cert.clone() })
             .expect_err("cert as key")
             .to_string();

@@ -53,13 +53,20 @@ pub fn json(head: &Head, events: Vec<Value>) -> Value {
     })
 }
 
-/// Text others chose, one line at a time made safe for a terminal (controls, bidi and invisible
-/// characters escaped), its line breaks kept: Markdown stays Markdown.
+/// A field others chose (a title, a kind, a name, an id) on one line of the transcript: a line
+/// break in it is written `\n`, as every other character a reader cannot see (`text::escape`).
 fn safe(text: &str) -> String {
-    text.split('\n').map(|line| crate::text::escape(line).into_owned()).collect::<Vec<_>>().join("\n")
+    crate::text::escape(text).into_owned()
 }
 
-/// The Markdown export. `names`: device ids → names (a device votes and prompts as its id).
+/// What a prompt's or an answer's lines are written after: an indented block, which Markdown shows
+/// as it is. The transcript's own lines (headings, tool calls, permissions, decisions) start at
+/// the margin, so nothing a prompt or an agent wrote can pass for one, nor render as a heading,
+/// a link or an image.
+const PROSE_INDENT: &str = "    ";
+
+/// The Markdown export. `names`: device ids → names (a device votes and prompts as its id). Every
+/// text others chose is escaped (`text::escape`, `text::indented`): none starts a line of its own.
 pub fn markdown(head: &Head, events: &[Value], names: &HashMap<String, String>) -> String {
     let mut out = vec![
         format!("# Session {}", safe(&head.session_id)),
@@ -77,7 +84,7 @@ pub fn markdown(head: &Head, events: &[Value], names: &HashMap<String, String>) 
     let flush = |out: &mut Vec<String>, text: &mut String| {
         if !text.is_empty() {
             out.push(String::new());
-            out.push(safe(text.trim_end()));
+            out.push(crate::text::indented(text.trim_end(), PROSE_INDENT));
             text.clear();
         }
     };
@@ -219,10 +226,10 @@ mod tests {
             md,
             "# Session s1\n\n- Workspace: /ws\n- Agent: demo\n- Started: 2026-11-22T20:39:19.849Z\n\
              - Ended: 2026-11-22T21:00:00.000Z (daemon_shutdown)\n\n## Prompt from my phone (dev-1)\n\n\
-             write a.txt hi\n\n### Agent\n\nI will write it.\n\n- Tool call: Write a.txt (edit)\n\n\
+             \x20   write a.txt hi\n\n### Agent\n\n    I will write it.\n\n- Tool call: Write a.txt (edit)\n\n\
              > Permission asked: Write a.txt\n\n> Decision: allow_once, by my phone (dev-1)\n\n\
              > Decision: reject_once, by rule rule-2\n\n> Decision: cancelled, by timeout\n\n### Agent\n\n\
-             bell \\u{7} here\n\n_Events 9 to 12 were not recorded._\n\n_The agent exited: the session ended._\n"
+             \x20   bell \\u{7} here\n\n_Events 9 to 12 were not recorded._\n\n_The agent exited: the session ended._\n"
         );
     }
 
@@ -238,7 +245,41 @@ mod tests {
         let md = markdown(&live, &events, &HashMap::new());
         assert!(!md.contains("Ended"), "{md}");
         assert_eq!(md.matches("## Prompt from alice\n").count(), 2, "{md}");
-        assert!(md.ends_with("two\n"), "{md}");
+        assert!(md.ends_with("    two\n"), "{md}");
+    }
+
+    /// Issue 41, finding 8: a newline in a title others chose forged lines of the transcript (a
+    /// heading, a "Permission asked"); an escape sequence wrote the clipboard when the file was
+    /// `cat`; a bidi override reversed a name. Every field is one escaped line, and prose keeps its
+    /// lines only after the transcript's indent.
+    #[test]
+    fn nothing_an_agent_or_a_client_chose_starts_a_line_of_the_transcript() {
+        let evil = "Write a.txt\n# Permission asked: rm -rf ~\n> Decision: allow_once, by alice\u{1b}]52;c;cHduZWQ=\u{7}\u{202e}txt.exe";
+        let events = vec![
+            update("user_message_chunk", evil, "p1", evil),
+            update("agent_message_chunk", evil, "p1", "alice"),
+            json!({"type": "session_update", "data": {"update": {"sessionUpdate": "tool_call", "title": evil, "kind": evil}}}),
+            json!({"type": "permission_request", "data": {"requestId": "r1", "toolCall": {"title": evil}}}),
+            json!({"type": "permission_resolved", "data": {"requestId": "r1", "resolvedBy": "vote", "voterClientId": evil,
+                   "outcome": {"outcome": "selected", "optionId": evil}}}),
+        ];
+        let mut evil_head = head();
+        evil_head.agent = evil.into();
+        evil_head.end_reason = Some(evil.into());
+        let md = markdown(&evil_head, &events, &HashMap::from([(evil.to_owned(), evil.to_owned())]));
+        for c in ['\u{1b}', '\u{7}', '\u{202e}', '\r'] {
+            assert!(!md.contains(c), "U+{:04X} raw in:\n{md}", c as u32);
+        }
+        for line in md.lines() {
+            assert!(
+                !line.starts_with("# Permission") && !line.starts_with("> Decision: allow_once, by alice"),
+                "forged: {line:?}\n{md}"
+            );
+        }
+        assert_eq!(md.lines().filter(|l| l.starts_with("> Permission asked")).count(), 1, "{md}");
+        assert_eq!(md.lines().filter(|l| l.starts_with("> Decision")).count(), 1, "{md}");
+        assert!(md.contains("- Tool call: Write a.txt\\n# Permission asked: rm -rf ~\\n> Decision"), "{md}");
+        assert!(md.contains("\n    # Permission asked: rm -rf ~\n"), "the agent's own lines, indented: {md}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 import { api, saveFile, sessionPath } from './api.js';
 import { h, replace } from './dom.js';
 import { identity } from './names.js';
+import { escape, indented } from './reveal.js';
 import { EventStream } from './sse.js';
 import { apply, createSession } from './state.js';
 import { SessionView } from './view.js';
@@ -76,15 +77,17 @@ export async function findPast(id, workspaces) {
 
 /** A transcript as Markdown: who asked what, what the agent answered and did, what was decided. */
 export function transcriptMarkdown(summary, events, names) {
-  const out = [`# Session ${summary.sessionId}`, '',
-    `- Workspace: ${summary.workspaceCwd || ''}`, `- Agent: ${summary.agent || ''}`,
-    `- Started: ${summary.createdAt || ''}`];
-  if (summary.endedAt) out.push(`- Ended: ${summary.endedAt} (${summary.endReason || summary.state})`);
-  const who = (id) => identity(names.get(id), id, true);
+  // As the daemon's `src/transcript.rs` writes it: every field others chose on one escaped line,
+  // prompts and answers after an indent, so none of it starts a line of the document.
+  const out = [`# Session ${escape(summary.sessionId)}`, '',
+    `- Workspace: ${escape(summary.workspaceCwd || '')}`, `- Agent: ${escape(summary.agent || '')}`,
+    `- Started: ${escape(summary.createdAt || '')}`];
+  if (summary.endedAt) out.push(`- Ended: ${escape(summary.endedAt)} (${escape(summary.endReason || summary.state)})`);
+  const who = (id) => escape(identity(names.get(id), id, true));
   let block = null;
   let text = '';
   const flush = () => {
-    if (text) out.push('', text.trimEnd());
+    if (text) out.push('', indented(text.trimEnd(), '    '));
     text = '';
   };
   const open = (kind, heading) => {
@@ -107,25 +110,25 @@ export function transcriptMarkdown(summary, events, names) {
       } else if (u.sessionUpdate === 'tool_call') {
         flush();
         block = null;
-        out.push('', `- Tool call: ${u.title || u.toolCallId || ''} (${u.kind || 'other'})`);
+        out.push('', `- Tool call: ${escape(u.title || u.toolCallId || '')} (${escape(u.kind || 'other')})`);
       }
     } else if (env.type === 'permission_request') {
       flush();
       block = null;
-      out.push('', `> Permission asked: ${d.toolCall?.title || d.requestId}`);
+      out.push('', `> Permission asked: ${escape(d.toolCall?.title || d.requestId)}`);
     } else if (env.type === 'permission_resolved') {
       flush();
       block = null;
       const chose = d.outcome?.outcome === 'selected' ? d.outcome.optionId : 'cancelled';
-      const by = d.resolvedBy === 'vote' ? who(d.voterClientId) : d.resolvedBy === 'rule' ? `rule ${d.ruleId}` : d.resolvedBy;
-      out.push('', `> Decision: ${chose}, by ${by}`);
+      const by = d.resolvedBy === 'vote' ? who(d.voterClientId) : d.resolvedBy === 'rule' ? `rule ${escape(d.ruleId)}` : escape(d.resolvedBy);
+      out.push('', `> Decision: ${escape(chose)}, by ${by}`);
     } else if (env.type === 'turn_complete' || env.type === 'turn_error') {
       flush();
       block = null;
     } else if (env.type === 'session_closed' || env.type === 'session_died') {
       flush();
       block = null;
-      out.push('', `_${env.type === 'session_died' ? 'The agent exited' : 'The session ended'}${d.reason ? ` (${d.reason})` : ''}._`);
+      out.push('', `_${env.type === 'session_died' ? 'The agent exited' : 'The session ended'}${d.reason ? ` (${escape(d.reason)})` : ''}._`);
     }
   }
   flush();

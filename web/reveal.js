@@ -102,6 +102,33 @@ export function revealPieces(text) {
   return pieces;
 }
 
+/**
+ * `text` with every hidden character and every combining mark past the second on one base written as
+ * an escape (what the daemon's `text::escape` writes): one line, whatever it holds. For exports.
+ */
+export function escape(text) {
+  let out = '';
+  let marks = 0;
+  for (const ch of String(text ?? '')) {
+    if (inTable(STACKING_MARKS, ch.codePointAt(0))) {
+      marks++;
+      out += marks > MAX_MARKS_PER_BASE ? escapeOf(ch) : ch;
+      continue;
+    }
+    marks = 0;
+    out += isHidden(ch) ? escapeOf(ch) : ch;
+  }
+  return out;
+}
+
+/**
+ * Prose laid out in an export with lines of its own (what the daemon's `text::indented` writes):
+ * each line escaped and after `indent`, an empty line left empty.
+ */
+export function indented(text, indent) {
+  return String(text ?? '').split('\n').map((line) => (line ? indent + escape(line) : '')).join('\n');
+}
+
 /** `text` revealed, as one string (what the daemon's `text::reveal` writes). */
 export function reveal(text) {
   return revealPieces(text).map((p) => p.text ?? p.mark).join('');

@@ -152,6 +152,11 @@ pub struct Daemon {
     stored_rules: Mutex<HashMap<PathBuf, Vec<Value>>>,
 }
 
+/// Each workspace's count of this daemon's own rule changes, before a read of the store
+/// ([`Daemon::workspace_rules_mark`]).
+#[derive(Debug, Default)]
+pub struct RulesMark(HashMap<PathBuf, u64>);
+
 impl std::fmt::Debug for Daemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Daemon")
@@ -329,16 +334,34 @@ impl Daemon {
         rules
     }
 
-    /// A workspace's rules as the store holds them now (another daemon of the fleet changed them):
-    /// its table entry takes them, or, before any session used the workspace, they wait there.
-    pub fn replace_workspace_rules(&self, workspace: &Path, stored: Vec<Value>) {
-        let rules = lock(&self.workspace_rules).get(workspace).cloned();
-        match rules {
-            Some(rules) => rules.replace(&stored),
-            None => {
-                lock(&self.stored_rules).insert(workspace.to_path_buf(), stored);
-            }
+    /// Where each workspace's rules stand before a read of the store
+    /// ([`Daemon::workspace_rules_read`]).
+    pub fn workspace_rules_mark(&self) -> RulesMark {
+        RulesMark(lock(&self.workspace_rules).iter().map(|(w, r)| (w.clone(), r.changes())).collect())
+    }
+
+    /// Every workspace's rules as the store holds them now (another daemon of the fleet changed
+    /// some), read after `mark` was taken: each workspace in use takes its own (none when the
+    /// store has none), unless this daemon changed it since the mark (then the read may predate
+    /// that change, and the change's own notice brings a read after it); the others wait for
+    /// their first session. Only what the store holds is kept, so whatever made the read happen
+    /// leaves no entry of its own.
+    pub fn workspace_rules_read(&self, stored: Vec<crate::store::StoredRule>, mark: &RulesMark) {
+        let mut by_workspace: HashMap<PathBuf, Vec<Value>> = HashMap::new();
+        for r in stored {
+            by_workspace.entry(PathBuf::from(r.workspace)).or_default().push(r.rule);
         }
+        let in_use: Vec<(PathBuf, Arc<WorkspaceRules>)> =
+            lock(&self.workspace_rules).iter().map(|(w, r)| (w.clone(), r.clone())).collect();
+        for (workspace, rules) in &in_use {
+            let seen = mark.0.get(workspace).copied().unwrap_or(0);
+            rules.replace(&by_workspace.remove(workspace).unwrap_or_default(), seen);
+        }
+        // A workspace that came into use since `in_use` was taken found its rules in `stored_rules`
+        // (the boot's, or an earlier read's) and keeps them until the next read.
+        let table = lock(&self.workspace_rules);
+        by_workspace.retain(|w, _| !table.contains_key(w));
+        *lock(&self.stored_rules) = by_workspace;
     }
 
     /// The workspace a client names in a `/workspace/:cwd/...` route: canonical, and one the
@@ -1108,4 +1131,42 @@ impl crate::acp::Client for Discard {
     fn elicitation_complete(&self, _: &str) {}
 
     fn agent_exited(&self, _: ExitInfo) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::StoredRule;
+
+    fn stored(workspace: &str, id: &str) -> StoredRule {
+        StoredRule {
+            workspace: workspace.into(),
+            rule: json!({"ruleId": id, "effect": "allow", "kinds": ["read"], "createdAt": 1}),
+        }
+    }
+
+    /// A read of every workspace's rules keeps exactly what the store holds: a workspace in use
+    /// takes its own (none when the store has none), the others wait for their first session, and
+    /// one the store does not name leaves no entry (so no number of reads grows the tables).
+    #[tokio::test]
+    async fn a_read_of_the_rules_keeps_what_the_store_holds_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let daemon = Daemon::new(Config::for_tests(dir.path()));
+        let used = daemon.workspace_rules(Path::new("/used"));
+        let mark = daemon.workspace_rules_mark();
+        daemon.workspace_rules_read(vec![stored("/used", "u1"), stored("/later", "l1")], &mark);
+        assert_eq!(used.list().len(), 1);
+        assert_eq!(lock(&daemon.stored_rules).keys().collect::<Vec<_>>(), [Path::new("/later")]);
+        let mark = daemon.workspace_rules_mark();
+        daemon.workspace_rules_read(Vec::new(), &mark);
+        assert!(used.list().is_empty(), "removed elsewhere");
+        assert!(lock(&daemon.stored_rules).is_empty());
+        assert_eq!(lock(&daemon.workspace_rules).len(), 1);
+        // The workspace that waited takes what the last read found when it comes into use.
+        let mark = daemon.workspace_rules_mark();
+        daemon.workspace_rules_read(vec![stored("/later", "l2")], &mark);
+        assert_eq!(daemon.workspace_rules(Path::new("/later")).list()[0]["ruleId"], "l2");
+    }
 }

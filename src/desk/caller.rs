@@ -133,3 +133,36 @@ impl Caller {
         matches!(self.who, Who::Link) || self.via == Via::Acp
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_is_named_as_the_openapi_document_says_it() {
+        let named: Vec<&str> = [Access::Public, Access::Read, Access::Write, Access::Operator]
+            .iter()
+            .map(|a| a.as_str())
+            .collect();
+        assert_eq!(named, ["public", "read", "write", "operator"]);
+    }
+
+    #[test]
+    fn the_operator_may_do_anything_and_a_link_votes_and_joins_to_vote() {
+        let op = Caller::operator(true, Via::Rest);
+        for access in [Access::Public, Access::Read, Access::Write, Access::Operator] {
+            assert!(op.may(access).is_ok(), "{access:?}");
+        }
+        assert_eq!((op.role(), op.may_vote(), op.joins_to_vote()), (Role::Operator, true, false));
+        assert!(op.may_claim(Some("anyone")).is_ok(), "the operator's client ids are self-reported");
+        let link = Caller { who: Who::Link, ..Caller::operator(false, Via::Link) };
+        assert_eq!((link.role(), link.may_vote(), link.joins_to_vote()), (Role::Voter, true, true));
+        assert!(matches!(link.may(Access::Operator), Err(Refusal::OperatorRequired)));
+        assert!(link.may(Access::Write).is_ok());
+        let acp = Caller::operator(true, Via::Acp);
+        assert!(acp.joins_to_vote(), "session/permission names its session");
+        let named =
+            Caller::operator(true, Via::Rest).acting_as(Some("alice".into())).acting_as(Some("bob".into()));
+        assert_eq!(named.client.as_deref(), Some("alice"), "a client id, once set, stays");
+    }
+}

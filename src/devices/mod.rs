@@ -43,7 +43,7 @@ pub use self::streams::{
     MAX_STREAMS_PER_DEVICE, MAX_STREAMS_PER_DEVICE_AND_SESSION, StreamLimit, StreamLimits, StreamPermit,
 };
 use crate::clock::now_ms;
-use crate::store::{Notice, Store, StoredDevice, WriteError};
+use crate::store::{Store, StoredDevice, WriteError};
 use crate::sync::lock;
 
 /// Devices paired at once. qwen serve caps its paired devices too; 256 is far beyond a team's
@@ -168,15 +168,7 @@ pub struct Devices {
     streams: Arc<Streams>,
     /// When an unknown credential last made the table be read again ([`Devices::reload_for_unknown`]).
     last_miss_reload: Mutex<Option<Instant>>,
-    /// Woken when a code issued on another daemon of the fleet arrives ([`Devices::heard`]).
-    learned: tokio::sync::Notify,
 }
-
-/// How long an exchange of a code this daemon does not know waits for the fleet's notice of it:
-/// the issuing daemon answers only after the notice's commit, and a notice takes milliseconds from
-/// there, but three hops (the database, this daemon's listener, the task applying notices) on a
-/// loaded host took longer than half a second in the tests.
-const CODE_NOTICE_WAIT: Duration = Duration::from_secs(2);
 
 /// The least time between two reads of the devices for unknown credentials: a device just paired
 /// elsewhere is found within it, and wrong credentials cost at most ten reads a second.
@@ -235,12 +227,13 @@ impl Devices {
             table: Mutex::new(table),
             streams: Arc::new(Streams::new(limits)),
             last_miss_reload: Mutex::new(None),
-            learned: tokio::sync::Notify::new(),
         }
     }
 
-    /// A one-time code for a device to be called `name` (or what it calls itself) with `role`.
-    pub fn issue_code(&self, name: Option<&str>, role: Role) -> Result<Issued, PairError> {
+    /// A one-time code for a device to be called `name` (or what it calls itself) with `role`. In
+    /// a fleet it is returned once the store keeps it for the other daemons (a store of one daemon
+    /// answers at once); when the store refuses it, it works nowhere.
+    pub async fn issue_code(&self, name: Option<&str>, role: Role) -> Result<Issued, PairError> {
         let name = name.map(valid_name).transpose()?;
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
         let now = Instant::now();
@@ -248,14 +241,41 @@ impl Devices {
             return Err(PairError::TooManyCodes);
         }
         let expires_at = now_ms() + self.code_ttl.as_millis() as u64;
-        // The fleet's other daemons take it too (a store of one daemon ignores this).
-        self.store.announce(&Notice::PairingCode {
-            digest: pairing::digest(&code),
-            name,
-            role: role.as_str().to_owned(),
-            expires_at,
-        });
+        let digest = pairing::digest(&code);
+        let ttl_ms = self.code_ttl.as_millis() as u64;
+        if let Err(e) = self.store.put_pairing_code(&digest, name.as_deref(), role.as_str(), ttl_ms).await {
+            lock(&self.table).codes.forget(&digest);
+            return Err(PairError::Store(e));
+        }
         Ok(Issued { code, expires_at })
+    }
+
+    /// A code another daemon of the fleet issued, as the store keeps it, learnt here so it can be
+    /// taken; `false` when there is none (wrong, used or expired), or it cannot be read. Read only
+    /// for a client whose next wrong code would not be refused anyway, so guesses cost no more
+    /// reads than the throttle allows.
+    async fn learn_from_store(&self, code: &str, peer: IpAddr) -> bool {
+        let digest = pairing::digest(code);
+        if lock(&self.table).codes.throttled(peer, Instant::now()) {
+            return false;
+        }
+        let store = self.store.clone();
+        let found = match tokio::task::spawn_blocking(move || store.pairing_code(&digest)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the fleet's pairing codes");
+                return false;
+            }
+            Err(_) => return false,
+        };
+        let Some(stored) = found else { return false };
+        // The row was written by a daemon of the fleet, but a name or a role this version does not
+        // accept is refused as it would be from a client.
+        let Some(role) = Role::parse(&stored.role) else { return false };
+        let Ok(name) = stored.name.as_deref().map(valid_name).transpose() else { return false };
+        let now = Instant::now();
+        let left = Duration::from_millis(stored.expires_in_ms).min(self.code_ttl);
+        lock(&self.table).codes.learn(digest, Grant { name, role }, now, now + left)
     }
 
     /// Exchanges `code` from `peer` for a new device and its credential (returned once, never
@@ -272,21 +292,10 @@ impl Devices {
         let (Some(id), Some(secret)) = (random_hex(ID_BYTES), random_hex(SECRET_BYTES)) else {
             return Err(PairError::NoRandomness);
         };
-        if self.store.shared() {
-            // A code issued on another daemon of the fleet a moment ago: its notice may still be
-            // on its way here. A wrong code waits this long too, which only slows a guesser.
-            let deadline = tokio::time::Instant::now() + CODE_NOTICE_WAIT;
-            loop {
-                // Listening before looking, so a notice heard in between is not missed.
-                let learned = self.learned.notified();
-                tokio::pin!(learned);
-                learned.as_mut().enable();
-                if lock(&self.table).codes.knows(code, Instant::now())
-                    || tokio::time::timeout_at(deadline, learned).await.is_err()
-                {
-                    break;
-                }
-            }
+        // A code issued on another daemon of the fleet is read from the row its issuer committed
+        // before showing it.
+        if self.store.shared() && !lock(&self.table).codes.knows(code, Instant::now()) {
+            self.learn_from_store(code, peer).await;
         }
         let taken = {
             let mut table = lock(&self.table);
@@ -381,32 +390,15 @@ impl Devices {
     /// now. Until the store answers, the device works as before; when the store refuses, it stays
     /// paired.
     pub async fn revoke(&self, id: &str) -> Result<Device, RevokeError> {
-        if !lock(&self.table).devices.contains_key(id) {
-            return Err(RevokeError::NotFound);
-        }
+        let device =
+            lock(&self.table).devices.get(id).map(|e| e.device.clone()).ok_or(RevokeError::NotFound)?;
         self.store.revoke_device(id, now_ms()).await.map_err(RevokeError::Store)?;
-        // Two revocations of one device may both have been written; the first here ends it.
-        let entry = lock(&self.table).devices.remove(id).ok_or(RevokeError::NotFound)?;
-        entry.device.revoked.cancel();
-        Ok(entry.device)
-    }
-
-    /// What another daemon of the fleet announced about pairing codes: one issued there works
-    /// here until its expiry; one used there is gone here.
-    pub fn heard(&self, notice: &Notice) {
-        let mut table = lock(&self.table);
-        match notice {
-            Notice::PairingCode { digest, name, role, expires_at } => {
-                let Some(role) = Role::parse(role) else { return };
-                let now = Instant::now();
-                let left = Duration::from_millis(expires_at.saturating_sub(now_ms())).min(self.code_ttl);
-                let grant = Grant { name: name.as_deref().and_then(|n| valid_name(n).ok()), role };
-                table.codes.learn(*digest, grant, now, now + left);
-                self.learned.notify_waiters();
-            }
-            Notice::PairingCodeUsed { digest } => table.codes.forget(digest),
-            _ => {}
-        }
+        // It may be gone from the table already: a read of the devices that found the revocation
+        // (in a fleet, its own notice's), or a second revocation written at the same time. It is
+        // revoked either way.
+        lock(&self.table).devices.remove(id);
+        device.revoked.cancel();
+        Ok(device)
     }
 
     /// Reads the paired devices again (another daemon of the fleet paired or revoked one): a new
@@ -433,9 +425,11 @@ impl Devices {
     }
 
     fn read_again(&self, remove_gone: bool) -> Result<Vec<Device>, crate::store::ReadError> {
+        // Only a device paired before the read began can be missing from it because it was
+        // revoked: one paired here meanwhile is on disk, but maybe after the read's snapshot.
+        let mut gone: Vec<Arc<str>> = lock(&self.table).devices.keys().cloned().collect();
         let stored = self.store.devices()?;
         let mut table = lock(&self.table);
-        let mut gone: Vec<Arc<str>> = table.devices.keys().cloned().collect();
         for d in stored {
             gone.retain(|id| **id != *d.device_id);
             if table.devices.contains_key(d.device_id.as_str()) {
@@ -513,6 +507,24 @@ mod tests {
         stored: Mutex<Vec<StoredDevice>>,
         /// Last-seen writes.
         seen: Mutex<Vec<String>>,
+        /// Shared with a fleet: these are the codes other daemons issued, by digest.
+        fleet_codes: Option<Mutex<HashMap<[u8; 32], crate::store::StoredCode>>>,
+        /// Reads of `fleet_codes`.
+        code_reads: std::sync::atomic::AtomicUsize,
+        /// When set, `devices()` says it is reading, then waits to be let go.
+        gate: Mutex<Option<Gate>>,
+        /// When set, `revoke_device()` says it is writing, then waits to be let go.
+        revoke_gate: Mutex<Option<Gate>>,
+    }
+
+    type Gate = (std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
+
+    /// Says it got here, then waits to be let go, when `gate` is set.
+    fn pass(gate: &Mutex<Option<Gate>>) {
+        if let Some((here, go)) = lock(gate).take() {
+            here.send(()).expect("the test waits");
+            go.recv_timeout(Duration::from_secs(10)).expect("let go");
+        }
     }
 
     impl Disk {
@@ -550,6 +562,7 @@ mod tests {
             lock(&self.seen).push(id.to_owned());
         }
         fn revoke_device(&self, id: &str, _: u64) -> Ack {
+            pass(&self.revoke_gate);
             let ack = self.answer();
             if !self.failing.load(Ordering::Relaxed) {
                 lock(&self.revoked).push(id.to_owned());
@@ -566,7 +579,16 @@ mod tests {
             Ok(Vec::new())
         }
         fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
-            Ok(lock(&self.stored).clone())
+            let read = lock(&self.stored).clone();
+            pass(&self.gate);
+            Ok(read)
+        }
+        fn shared(&self) -> bool {
+            self.fleet_codes.is_some()
+        }
+        fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<crate::store::StoredCode>, ReadError> {
+            self.code_reads.fetch_add(1, Ordering::Relaxed);
+            Ok(self.fleet_codes.as_ref().and_then(|c| lock(c).get(digest).cloned()))
         }
         fn sessions(&self, _: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
             Ok(Vec::new())
@@ -588,7 +610,7 @@ mod tests {
     #[tokio::test]
     async fn a_code_pairs_one_device_whose_credential_is_256_bits_and_stored_hashed() {
         let d = devices();
-        let issued = d.issue_code(Some("phone"), Role::Observer).expect("code");
+        let issued = d.issue_code(Some("phone"), Role::Observer).await.expect("code");
         assert_eq!(issued.code.len(), CODE_BYTES * 2);
         let (device, credential) = d.pair(&issued.code, Some("ignored"), PEER).await.expect("paired");
         assert_eq!((&*device.name, device.role), ("phone", Role::Observer));
@@ -624,14 +646,17 @@ mod tests {
     #[tokio::test]
     async fn a_device_names_itself_only_when_the_operator_did_not() {
         let d = devices();
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         assert_eq!(&*d.pair(&code, Some("  laptop "), PEER).await.expect("paired").0.name, "laptop");
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         assert!(d.pair(&code, None, PEER).await.expect("paired").0.name.starts_with("device "));
-        assert_eq!(d.issue_code(Some(""), Role::Voter).err(), Some(PairError::InvalidName));
-        assert_eq!(d.issue_code(Some("a\nb"), Role::Voter).err(), Some(PairError::InvalidName));
-        assert_eq!(d.issue_code(Some(&"x".repeat(65)), Role::Voter).err(), Some(PairError::InvalidName));
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        assert_eq!(d.issue_code(Some(""), Role::Voter).await.err(), Some(PairError::InvalidName));
+        assert_eq!(d.issue_code(Some("a\nb"), Role::Voter).await.err(), Some(PairError::InvalidName));
+        assert_eq!(
+            d.issue_code(Some(&"x".repeat(65)), Role::Voter).await.err(),
+            Some(PairError::InvalidName)
+        );
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         assert_eq!(d.pair(&code, Some("op\u{202E}era"), PEER).await.err(), Some(PairError::InvalidName));
         assert!(d.pair(&code, Some("ok"), PEER).await.is_ok(), "a refused name does not use the code up");
     }
@@ -639,7 +664,7 @@ mod tests {
     #[tokio::test]
     async fn revoking_refuses_the_credential_and_fires_the_streams_token() {
         let d = devices();
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
         let ended = device.revoked();
         assert!(!ended.is_cancelled());
@@ -654,7 +679,7 @@ mod tests {
     async fn the_last_seen_time_is_written_at_most_once_a_minute() {
         let disk = Arc::new(Disk::default());
         let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
         for _ in 0..3 {
             assert!(d.authenticate(&credential).is_some());
@@ -666,11 +691,11 @@ mod tests {
         assert_eq!(*lock(&disk.seen), [device.id.to_string()], "once, then not again for a minute");
     }
 
-    #[test]
-    fn a_code_expires_its_lifetime_after_it_is_issued() {
+    #[tokio::test]
+    async fn a_code_expires_its_lifetime_after_it_is_issued() {
         let d = devices();
         let before = now_ms();
-        let issued = d.issue_code(None, Role::Voter).expect("code");
+        let issued = d.issue_code(None, Role::Voter).await.expect("code");
         let after = now_ms();
         assert!((before + 120_000..=after + 120_000).contains(&issued.expires_at), "{}", issued.expires_at);
     }
@@ -679,12 +704,12 @@ mod tests {
     async fn a_pairing_in_flight_holds_its_place_under_the_cap() {
         let d = devices();
         for _ in 0..MAX_DEVICES - 1 {
-            let code = d.issue_code(None, Role::Observer).expect("code").code;
+            let code = d.issue_code(None, Role::Observer).await.expect("code").code;
             d.pair(&code, None, PEER).await.expect("paired");
         }
         // One more is being written (its store write not answered yet): no room is left.
         lock(&d.table).pairing = 1;
-        let code = d.issue_code(None, Role::Voter).expect("code").code;
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices));
         lock(&d.table).pairing = 0;
         assert!(d.pair(&code, None, PEER).await.is_ok(), "the last place, once it is free");
@@ -694,10 +719,10 @@ mod tests {
     async fn a_pairing_refused_for_room_does_not_use_its_code_up() {
         let d = devices();
         for _ in 0..MAX_DEVICES {
-            let code = d.issue_code(None, Role::Observer).expect("code").code;
+            let code = d.issue_code(None, Role::Observer).await.expect("code").code;
             d.pair(&code, None, PEER).await.expect("paired");
         }
-        let code = d.issue_code(Some("late"), Role::Voter).expect("code").code;
+        let code = d.issue_code(Some("late"), Role::Voter).await.expect("code").code;
         assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices));
         assert_eq!(d.pair(&code, None, PEER).await.err(), Some(PairError::TooManyDevices), "still unused");
         let first = d.list()[0].id.clone();
@@ -711,7 +736,7 @@ mod tests {
     async fn a_pairing_or_revocation_the_store_refuses_changes_nothing() {
         let disk = Arc::new(Disk::default());
         let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
-        let code = d.issue_code(Some("phone"), Role::Voter).expect("code").code;
+        let code = d.issue_code(Some("phone"), Role::Voter).await.expect("code").code;
         disk.failing.store(true, Ordering::Relaxed);
         let refused = d.pair(&code, None, PEER).await.err();
         assert_eq!(refused, Some(PairError::Store(WriteError("database is locked".into()))));
@@ -729,6 +754,104 @@ mod tests {
         d.revoke(&device.id).await.expect("revoked");
         assert_eq!(*lock(&disk.revoked), [device.id.to_string()]);
         assert!(d.authenticate(&credential).is_none());
+    }
+
+    /// In a fleet, a code this daemon never issued is read from the store (the row its issuer
+    /// committed), with the grant the row holds; a row this version would not accept grants
+    /// nothing, and a client whose next wrong code would be refused costs no read.
+    #[tokio::test]
+    async fn a_code_another_daemon_issued_is_read_from_the_store_and_grants_what_its_row_says() {
+        let code = |n: u8| format!("{n:032x}");
+        let row = |name: Option<&str>, role: &str| crate::store::StoredCode {
+            name: name.map(str::to_owned),
+            role: role.into(),
+            expires_in_ms: 60_000,
+        };
+        let rows = HashMap::from([
+            (pairing::digest(&code(1)), row(Some("phone"), "observer")),
+            (pairing::digest(&code(2)), row(None, "admin")),
+            (pairing::digest(&code(3)), row(Some("a\u{202E}b"), "voter")),
+        ]);
+        let disk = Arc::new(Disk { fleet_codes: Some(Mutex::new(rows)), ..Disk::default() });
+        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let (device, _) = d.pair(&code(1), Some("mine"), PEER).await.expect("paired from the row");
+        assert_eq!((&*device.name, device.role), ("phone", Role::Observer));
+        for wrong in [code(2), code(3), code(4)] {
+            assert_eq!(d.pair(&wrong, None, PEER).await.err(), Some(PairError::InvalidCode), "{wrong}");
+        }
+        // A code this daemon issued is not looked up.
+        let reads = disk.code_reads.load(Ordering::Relaxed);
+        let own = d.issue_code(None, Role::Voter).await.expect("code").code;
+        d.pair(&own, None, PEER).await.expect("paired");
+        assert_eq!(disk.code_reads.load(Ordering::Relaxed), reads);
+        // A throttled client's guesses cost no read.
+        for _ in 0..pairing::MAX_FAILURES_PER_WINDOW {
+            let _ = d.pair(&code(9), None, PEER).await;
+        }
+        let reads = disk.code_reads.load(Ordering::Relaxed);
+        assert_eq!(d.pair(&code(9), None, PEER).await.err(), Some(PairError::Throttled));
+        assert_eq!(disk.code_reads.load(Ordering::Relaxed), reads);
+        // A store of one daemon is never asked.
+        let alone = Arc::new(Disk::default());
+        let d = Devices::new(alone.clone(), Duration::from_secs(120), LIMITS);
+        assert_eq!(d.pair(&code(1), None, PEER).await.err(), Some(PairError::InvalidCode));
+        assert_eq!(alone.code_reads.load(Ordering::Relaxed), 0);
+    }
+
+    /// A read of the devices (another daemon paired or revoked one) revokes here only a device it
+    /// should have found: one paired here while it was reading is kept, though the read missed it.
+    #[tokio::test]
+    async fn a_device_paired_while_the_devices_are_read_again_is_not_revoked_by_that_read() {
+        let disk = Arc::new(Disk::default());
+        let d = Arc::new(Devices::new(disk.clone(), Duration::from_secs(120), LIMITS));
+        let (reading_tx, reading) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        *lock(&disk.gate) = Some((reading_tx, go_rx));
+        let reload = std::thread::spawn({
+            let d = d.clone();
+            move || d.reload()
+        });
+        reading.recv_timeout(Duration::from_secs(10)).expect("the read began");
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
+        go.send(()).expect("let the read go");
+        let revoked = reload.join().expect("the reload").expect("read");
+        assert!(revoked.is_empty(), "{revoked:?}");
+        assert!(!device.revoked().is_cancelled());
+        assert!(d.authenticate(&credential).is_some());
+        // The next read, which should find it, and does not (revoked elsewhere), revokes it.
+        let revoked = d.reload().expect("read");
+        assert_eq!(revoked.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(), [device.id.to_string()]);
+        assert!(device.revoked().is_cancelled() && d.authenticate(&credential).is_none());
+    }
+
+    /// A revocation written while a read of the devices found it (in a fleet, its own notice's
+    /// read) and removed the device first is still a revocation, answered as one.
+    #[tokio::test]
+    async fn a_revocation_a_read_of_the_devices_applied_first_is_still_answered_done() {
+        let disk = Arc::new(Disk::default());
+        let d = Arc::new(Devices::new(disk.clone(), Duration::from_secs(120), LIMITS));
+        let code = d.issue_code(None, Role::Voter).await.expect("code").code;
+        let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
+        let (writing_tx, writing) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        *lock(&disk.revoke_gate) = Some((writing_tx, go_rx));
+        // The store holds no device: the read finds the revocation.
+        let reader = std::thread::spawn({
+            let d = d.clone();
+            move || {
+                writing.recv_timeout(Duration::from_secs(10)).expect("the revocation is being written");
+                let revoked = d.reload();
+                go.send(()).expect("let the revocation go");
+                revoked
+            }
+        });
+        let revoked = d.revoke(&device.id).await.expect("revoked");
+        assert_eq!(revoked.id, device.id);
+        let read = reader.join().expect("the read").expect("read");
+        assert_eq!(read.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(), [device.id.to_string()]);
+        assert!(device.revoked().is_cancelled() && d.authenticate(&credential).is_none());
+        assert_eq!(d.revoke(&device.id).await.err(), Some(RevokeError::NotFound), "gone now");
     }
 
     #[test]

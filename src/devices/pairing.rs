@@ -2,12 +2,14 @@
 //! Pure bookkeeping over an explicit `now`, so expiry and the limits are unit-tested without a
 //! clock.
 //!
-//! Codes stay in memory, never in the store: one lives `--pairing-code-ttl-ms` (120 s), a
-//! restart that forgets it costs one more `mediatord pair`, and the disk then never holds a
-//! credential that is still usable — not even hashed. In a fleet a code's digest is announced to
-//! the other daemons (kept in their memory too), and a code is claimed in the store when it is
-//! used, so it works once on any of them (`Store::claim_pairing_code`): only used codes' digests
-//! are written.
+//! A daemon alone keeps its codes in memory, never in the store: one lives
+//! `--pairing-code-ttl-ms` (120 s), a restart that forgets it costs one more `mediatord pair`,
+//! and the disk then never holds a credential that is still usable — not even hashed. In a fleet
+//! the issuer also keeps the code's digest and grant in the store until it expires
+//! (`Store::put_pairing_code`), where another daemon given the code reads it (a digest of 128
+//! random bits cannot be turned back into the code), and a code is claimed in the store when it
+//! is used, so it works once on any of them (`Store::claim_pairing_code`). A daemon learns of a
+//! code only from that row, never from a notice (which any database role may send).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -94,8 +96,8 @@ impl Codes {
         true
     }
 
-    /// Keeps a code another daemon of the fleet issued, by the digest it announced; `false` when
-    /// [`MAX_PENDING_CODES`] are live here.
+    /// Keeps a code another daemon of the fleet issued, by the digest the store keeps it by;
+    /// `false` when [`MAX_PENDING_CODES`] are live here.
     pub(super) fn learn(&mut self, digest: [u8; 32], grant: Grant, now: Instant, expires: Instant) -> bool {
         self.pending.retain(|_, p| p.expires > now);
         if self.pending.len() >= MAX_PENDING_CODES {
@@ -110,7 +112,12 @@ impl Codes {
         self.pending.get(&digest(code)).is_some_and(|p| p.expires > now)
     }
 
-    /// Drops a code another daemon of the fleet took.
+    /// Whether a wrong code from `peer` now would be refused (its budget, or everyone's, spent).
+    pub(super) fn throttled(&self, peer: IpAddr, now: Instant) -> bool {
+        self.failures.throttled(peer, now)
+    }
+
+    /// Drops a code (the store would not keep it for the fleet).
     pub(super) fn forget(&mut self, digest: &[u8; 32]) {
         self.pending.remove(digest);
     }

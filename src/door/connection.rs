@@ -830,7 +830,7 @@ mod tests {
         let desk = desk();
         let devices = &desk.daemon().devices;
         let code =
-            devices.issue_code(Some("wall screen"), crate::devices::Role::Observer).expect("code").code;
+            devices.issue_code(Some("wall screen"), crate::devices::Role::Observer).await.expect("code").code;
         let peer = std::net::IpAddr::from([127, 0, 0, 1]);
         let (device, _) = devices.pair(&code, None, peer).await.expect("paired");
         let caller = Caller {

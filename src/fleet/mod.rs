@@ -1,7 +1,11 @@
 //! The fleet (`docs/operations.md#a-fleet`): several daemons sharing one PostgreSQL store. This
 //! room keeps this daemon's membership — its lease, renewed while it lives, and the marking of
-//! dead daemons' sessions — and applies what the others announce (devices paired or revoked,
-//! workspace rules changed, pairing codes issued or used) to this daemon's tables at once.
+//! dead daemons' sessions — and reads again what a notice says changed (devices paired or
+//! revoked, workspace rules), so this daemon's tables follow the store at once.
+//!
+//! A notice is a hint and nothing more (`store::Notice`): any role that may connect to the
+//! database can send one, so what takes effect is what the read finds. A burst of notices is
+//! coalesced into one read of each kind, so a flood costs a read per kind at a time.
 //!
 //! The directory itself (who holds which live session, whose lease holds) is in the store
 //! (`store::Store::owner`), and requests for another daemon's session are relayed at the HTTP edge
@@ -9,7 +13,6 @@
 //!
 //! On the floor above `daemon`, beside `http`; only `server` imports it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,17 +67,37 @@ async fn renew(store: Arc<dyn Store>, lease: Duration) {
     }
 }
 
-/// Applies each notice in the order the store committed them.
+/// What the notices heard so far ask to be read again.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Reads {
+    devices: bool,
+    rules: bool,
+}
+
+impl Reads {
+    fn add(&mut self, notice: Notice) {
+        match notice {
+            Notice::Devices => self.devices = true,
+            Notice::Rules => self.rules = true,
+            Notice::Resync => *self = Reads { devices: true, rules: true },
+        }
+    }
+}
+
+/// Reads again what the notices ask, every notice already queued taken into one read of each
+/// kind: each read begins after every notice it answers was committed.
 async fn apply_notices(daemon: Arc<Daemon>, mut notices: tokio::sync::mpsc::Receiver<Notice>) {
-    while let Some(notice) = notices.recv().await {
-        match &notice {
-            Notice::Devices => reload_devices(&daemon).await,
-            Notice::Rules { workspace } => reload_rules(&daemon, Some(workspace.clone())).await,
-            Notice::PairingCode { .. } | Notice::PairingCodeUsed { .. } => daemon.devices.heard(&notice),
-            Notice::Resync => {
-                reload_devices(&daemon).await;
-                reload_rules(&daemon, None).await;
-            }
+    while let Some(first) = notices.recv().await {
+        let mut reads = Reads::default();
+        reads.add(first);
+        while let Ok(next) = notices.try_recv() {
+            reads.add(next);
+        }
+        if reads.devices {
+            reload_devices(&daemon).await;
+        }
+        if reads.rules {
+            reload_rules(&daemon).await;
         }
     }
 }
@@ -95,27 +118,36 @@ async fn reload_devices(daemon: &Arc<Daemon>) {
     }
 }
 
-/// Reads the rules of `workspace` (every workspace for `None`) again.
-async fn reload_rules(daemon: &Arc<Daemon>, workspace: Option<String>) {
+/// Reads every workspace's rules again.
+async fn reload_rules(daemon: &Arc<Daemon>) {
+    // Before the read: a local change applied after this mark may be missing from the read.
+    let mark = daemon.workspace_rules_mark();
     let store = daemon.store.clone();
-    let rules = match tokio::task::spawn_blocking(move || store.workspace_rules()).await {
-        Ok(Ok(rules)) => rules,
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "cannot read the fleet's workspace rules");
-            return;
-        }
-        Err(_) => return,
-    };
-    let mut by_workspace: std::collections::BTreeMap<String, Vec<serde_json::Value>> = Default::default();
-    if let Some(w) = &workspace {
-        by_workspace.insert(w.clone(), Vec::new());
+    match tokio::task::spawn_blocking(move || store.workspace_rules()).await {
+        Ok(Ok(rules)) => daemon.workspace_rules_read(rules, &mark),
+        Ok(Err(e)) => tracing::error!(error = %e, "cannot read the fleet's workspace rules"),
+        Err(_) => {}
     }
-    for r in rules {
-        if workspace.as_ref().is_none_or(|w| *w == r.workspace) {
-            by_workspace.entry(r.workspace).or_default().push(r.rule);
-        }
-    }
-    for (workspace, rules) in by_workspace {
-        daemon.replace_workspace_rules(&PathBuf::from(workspace), rules);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of notices asks for one read of each kind it names, and a resync for both.
+    #[test]
+    fn notices_ask_for_one_read_of_each_kind_they_name() {
+        let reads = |notices: &[Notice]| {
+            let mut r = Reads::default();
+            for n in notices {
+                r.add(*n);
+            }
+            (r.devices, r.rules)
+        };
+        assert_eq!(reads(&[Notice::Devices, Notice::Devices]), (true, false));
+        assert_eq!(reads(&[Notice::Rules]), (false, true));
+        assert_eq!(reads(&[Notice::Rules, Notice::Devices]), (true, true));
+        assert_eq!(reads(&[Notice::Resync]), (true, true));
+        assert_eq!(reads(&[]), (false, false));
     }
 }

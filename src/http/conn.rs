@@ -1,5 +1,6 @@
-//! One accepted connection, served by hyper's HTTP/1.1 server with the deadlines and bounds axum's
-//! own `serve` has no knob for (`docs/protocol.md#210-connection-deadlines`):
+//! One accepted connection, served by hyper's HTTP/1.1 or HTTP/2 server (`docs/protocol.md#213-http2`:
+//! HTTP/2 by ALPN over TLS, by its preface on plain http) with the deadlines and bounds axum's own
+//! `serve` has no knob for (`docs/protocol.md#210-connection-deadlines`):
 //!
 //! - the **read deadline** ([`ConnIo`]): a new connection must deliver its first request head
 //!   within `--header-timeout-ms`; each later head within that long of its first byte; a keep-alive
@@ -18,6 +19,13 @@
 //!   lingering close does, the daemon shuts its side for writing after the answer and reads and
 //!   discards what the client still sends, at most [`LINGER_MAX_BYTES`] for at most
 //!   [`LINGER_TIME`], before it closes.
+//!
+//! - **HTTP/2**: each stream is a request, tracked as one (the read deadline applies when none is
+//!   open); each holds a place of `--max-connections` beside its connection's (an event stream
+//!   holds one whichever HTTP carries it); the protocol's own bounds (concurrent streams, header
+//!   list, pending resets, flow-control windows, send buffers) are named below. What an HTTP/1.1
+//!   close does (a refusal, an unread body) a stream reset does, hyper's own; a connection that
+//!   ends on a protocol error is counted by its reason (`mediatord_http2_errors_total`).
 //!
 //! The connection's requests are tracked by [`Phase`], shared by the IO (which enforces the read
 //! deadline) and the service (which sees each request start and its response end).
@@ -66,13 +74,186 @@ pub(super) const LINGER_TIME: Duration = Duration::from_secs(10);
 /// The buffer a lingering close reads into.
 const LINGER_BUFFER: usize = 16 * 1024;
 
+/// What a client speaking HTTP/2 with prior knowledge opens with (RFC 9113 §3.4).
+pub(super) const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Streams one HTTP/2 connection may have open at once (browsers open up to 100; Chromium's own
+/// server default is 100, nginx's 128): a page following a dozen sessions fits, and a client
+/// that opens more is refused per stream (`REFUSED_STREAM`), never queued.
+pub(super) const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Streams a client may reset before the daemon has even started serving them, at once: past it the
+/// connection is closed `ENHANCE_YOUR_CALM` (the rapid-reset attack, CVE-2023-44487). hyper's
+/// default.
+pub(super) const H2_MAX_PENDING_RESETS: usize = 20;
+/// Streams the daemon may reset for a client's protocol errors before it closes the connection
+/// (malformed frames repeated to keep it busy). hyper's default.
+pub(super) const H2_MAX_LOCAL_RESETS: usize = 1024;
+/// Flow-control windows the daemon gives a client for request bodies: per stream and per
+/// connection. What a client can send unread is at most the connection's window.
+pub(super) const H2_STREAM_WINDOW: u32 = 256 * 1024;
+pub(super) const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// Bytes buffered for one stream whose client does not open its window (an event stream nobody
+/// reads): past it the stream's writer waits, the bus's lag limit then ends it, and the
+/// connection's other streams go on.
+pub(super) const H2_SEND_BUFFER: usize = 64 * 1024;
+/// An HTTP/2 connection that has sent nothing for this long (or for `--writer-idle-timeout-ms`,
+/// if shorter) is pinged; unanswered for `--writer-idle-timeout-ms`, it is closed and counted as
+/// a write timeout. This is HTTP/2's write deadline: a client that stops reading never answers,
+/// and flow control keeps the daemon's bytes from ever reaching its socket to time out there.
+pub(super) const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The HTTP/2 streams of one connection, each with when its answer began to wait for the client to
+/// take it (`0`: not waiting). HTTP/1.1's write deadline is the socket's; over HTTP/2 a stream
+/// whose client never opens its window holds its answer without a byte reaching the socket, so
+/// the connection checks its streams instead: one waiting for `--writer-idle-timeout-ms` closes
+/// it, as a socket that takes no bytes closes an HTTP/1.1 connection.
+#[derive(Debug)]
+struct Stalls {
+    /// The connection's clock: a stream's mark is milliseconds since this, plus one.
+    epoch: std::time::Instant,
+    /// Await-free critical sections only: a push when a stream starts, a scan on the check.
+    streams: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicU64>>>,
+}
+
+impl Stalls {
+    fn new() -> Stalls {
+        Stalls { epoch: std::time::Instant::now(), streams: Mutex::new(Vec::new()) }
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// A new stream's mark, waiting from now: its answer's first frame is due.
+    fn stream(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        let mark = Arc::new(std::sync::atomic::AtomicU64::new(self.now()));
+        lock(&self.streams).push(Arc::downgrade(&mark));
+        mark
+    }
+
+    /// Whether a stream has waited longer than `limit`; forgets the streams that ended.
+    fn stalled(&self, limit: Duration) -> bool {
+        let now = self.now();
+        let limit = limit.as_millis() as u64;
+        let mut streams = lock(&self.streams);
+        streams.retain(|w| w.strong_count() > 0);
+        streams.iter().filter_map(std::sync::Weak::upgrade).any(|mark| {
+            let since = mark.load(std::sync::atomic::Ordering::Relaxed);
+            since != 0 && now.saturating_sub(since) > limit
+        })
+    }
+}
+
+/// Which HTTP a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Reads a plain connection's first bytes, until they are HTTP/2's preface or something else (at
+/// most the preface's length), to tell HTTP/2 with prior knowledge from HTTP/1.1; returns which,
+/// and the bytes read, to be read again. `None` when the client closed, failed or sent nothing
+/// within `deadline`.
+pub(super) async fn sniff<I: AsyncRead + Unpin>(
+    io: &mut I,
+    deadline: Duration,
+) -> Option<(Protocol, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let mut got = Vec::with_capacity(H2_PREFACE.len());
+        let mut buf = [0u8; 24];
+        loop {
+            let want = H2_PREFACE.len() - got.len();
+            let n = io.read(&mut buf[..want]).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..n]);
+            if !H2_PREFACE.starts_with(&got) {
+                return Some((Protocol::Http1, got));
+            }
+            if got.len() == H2_PREFACE.len() {
+                return Some((Protocol::Http2, got));
+            }
+        }
+    };
+    tokio::time::timeout(deadline, read).await.ok().flatten()
+}
+
+/// A connection whose first bytes were read already ([`sniff`]): they are read again first.
+#[derive(Debug)]
+pub(super) struct Sniffed<I> {
+    first: Vec<u8>,
+    taken: usize,
+    inner: I,
+}
+
+impl<I> Sniffed<I> {
+    pub(super) fn new(first: Vec<u8>, inner: I) -> Sniffed<I> {
+        Sniffed { first, taken: 0, inner }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Sniffed<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.taken < this.first.len() {
+            let rest = &this.first[this.taken..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            this.taken += n;
+            if this.taken == this.first.len() {
+                this.first = Vec::new();
+                this.taken = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Sniffed<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// The connection deadlines and the body budget, shared by every connection.
 #[derive(Debug, Clone)]
 pub(super) struct Limits {
-    header_timeout: Duration,
+    pub(super) header_timeout: Duration,
     idle_timeout: Duration,
     body_timeout: Duration,
+    /// `--writer-idle-timeout-ms`: over HTTP/2, how long a ping may go unanswered.
+    write_idle: Duration,
     body_budget: Arc<Semaphore>,
+    /// `--max-connections`' places (the listener's): an HTTP/2 stream holds one while it is open.
+    connections: Option<Arc<Semaphore>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Limits {
@@ -81,20 +262,51 @@ impl Limits {
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
             body_timeout: config.body_timeout,
+            write_idle: config.writer_idle_timeout,
             body_budget: Arc::new(Semaphore::new(MAX_BODY_BYTES_IN_FLIGHT)),
+            connections: None,
+            metrics: None,
         }
+    }
+
+    /// The listener's connection places, which HTTP/2 streams hold too, and where protocol errors
+    /// are counted.
+    pub(super) fn with_connections(
+        mut self,
+        places: Arc<Semaphore>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Limits {
+        self.connections = Some(places);
+        self.metrics = Some(metrics);
+        self
     }
 }
 
-/// Serves `io` until it closes, or until `stop` fires and its request in progress is done.
-pub(super) async fn serve<I>(io: I, peer: Peer, router: Router, limits: Limits, stop: CancellationToken)
-where
+/// Serves `io`, speaking `protocol`, until it closes, or until `stop` fires and its requests in
+/// progress are done.
+pub(super) async fn serve<I>(
+    io: I,
+    protocol: Protocol,
+    peer: Peer,
+    router: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let phase = Arc::new(Phase::new(limits.header_timeout, limits.idle_timeout));
-    let io = TokioIo::new(ConnIo::new(io, phase.clone()));
-    let service =
-        ConnService { router: TowerToHyperService::new(router), peer, phase: phase.clone(), limits };
+    let io = TokioIo::new(ConnIo::new(io, phase.clone(), protocol));
+    let service = ConnService {
+        router: TowerToHyperService::new(router),
+        peer,
+        phase: phase.clone(),
+        limits: limits.clone(),
+        protocol,
+        stalls: (protocol == Protocol::Http2).then(|| Arc::new(Stalls::new())),
+    };
+    if protocol == Protocol::Http2 {
+        return serve_http2(io, service, &limits, stop).await;
+    }
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
@@ -125,6 +337,99 @@ where
         }
     }
     let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+}
+
+/// Serves an HTTP/2 connection under its bounds ([`H2_MAX_CONCURRENT_STREAMS`] and the rest); a
+/// protocol error it ends on is counted by its reason.
+async fn serve_http2<I>(
+    io: TokioIo<ConnIo<I>>,
+    service: ConnService,
+    limits: &Limits,
+    stop: CancellationToken,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(MAX_HEAD_BYTES as u32)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_MAX_LOCAL_RESETS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_send_buf_size(H2_SEND_BUFFER)
+        .keep_alive_interval(H2_PING_INTERVAL.min(limits.write_idle))
+        .keep_alive_timeout(limits.write_idle);
+    let service_peer = service.peer.addr;
+    let stalls = service.stalls.clone();
+    let mut conn = builder.serve_connection(io, service);
+    let mut check = tokio::time::interval(limits.write_idle / 4);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let done = loop {
+        tokio::select! {
+            done = &mut conn => break done,
+            () = stop.cancelled() => {
+                Pin::new(&mut conn).graceful_shutdown();
+                break (&mut conn).await;
+            }
+            _ = check.tick() => {
+                if stalls.as_ref().is_some_and(|s| s.stalled(limits.write_idle)) {
+                    tracing::info!(peer = %service_peer, "closing an HTTP/2 connection with a stream whose client took nothing for --writer-idle-timeout-ms");
+                    if let Some(metrics) = &limits.metrics {
+                        metrics.writer_timeout();
+                    }
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = done
+        && let Some(metrics) = &limits.metrics
+    {
+        if is_ping_timeout(&e) {
+            tracing::info!(peer = %service_peer, "closing an HTTP/2 connection whose client answers no ping (it stopped reading)");
+            metrics.writer_timeout();
+        } else {
+            let reason = h2_reason(&e);
+            tracing::debug!(error = %e, reason, "an HTTP/2 connection ended on an error");
+            metrics.http2_error(reason);
+        }
+    }
+}
+
+/// Whether an HTTP/2 connection ended because a ping went unanswered (hyper's keep-alive timeout,
+/// known only by its text).
+fn is_ping_timeout(e: &hyper::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = source {
+        if err.to_string() == "keep-alive timed out" {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// The HTTP/2 error code a connection ended with, as the metric's label (`other` for an error
+/// that is not HTTP/2's: the socket, a timeout).
+fn h2_reason(e: &hyper::Error) -> &'static str {
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            return match h2.reason() {
+                Some(h2::Reason::ENHANCE_YOUR_CALM) => "enhance_your_calm",
+                Some(h2::Reason::PROTOCOL_ERROR) => "protocol_error",
+                Some(h2::Reason::FRAME_SIZE_ERROR) => "frame_size_error",
+                Some(h2::Reason::COMPRESSION_ERROR) => "compression_error",
+                Some(h2::Reason::FLOW_CONTROL_ERROR) => "flow_control_error",
+                Some(_) => "other_reason",
+                None => "io",
+            };
+        }
+        source = err.source();
+    }
+    "other"
 }
 
 /// Nginx's lingering close: the answer is written and the write side shut (by hyper: the client
@@ -288,16 +593,20 @@ struct ConnIo<I> {
     /// No write is waiting on the socket (every write hyper started was flushed): only then may a
     /// 408 be written without landing in the middle of another answer.
     flushed: bool,
+    /// HTTP/1.1: hyper's own answers are replaced and a late head is answered `408`. Over HTTP/2
+    /// neither exists (hyper answers with frames; a late connection is closed quietly).
+    http1: bool,
 }
 
 impl<I> ConnIo<I> {
-    fn new(inner: I, phase: Arc<Phase>) -> ConnIo<I> {
+    fn new(inner: I, phase: Arc<Phase>, protocol: Protocol) -> ConnIo<I> {
         ConnIo {
             inner,
             phase,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             replacement: None,
             flushed: true,
+            http1: protocol == Protocol::Http1,
         }
     }
 }
@@ -305,7 +614,7 @@ impl<I> ConnIo<I> {
 impl<I: AsyncWrite + Unpin> ConnIo<I> {
     /// Best effort, without waiting: a 408 for a head that did not arrive in time.
     fn answer_timeout(&mut self, cx: &mut Context<'_>) {
-        if self.flushed {
+        if self.flushed && self.http1 {
             let answer = ApiError::HeaderTimeout.raw_response();
             let _ = Pin::new(&mut self.inner).poll_write(cx, &answer);
         }
@@ -396,9 +705,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for ConnIo<I> {
             return Poll::Ready(Ok(buf.len()));
         }
         // hyper answers by itself only between requests, so the scan is skipped while one is in
-        // progress (an event stream, a long answer: the hot path).
+        // progress (an event stream, a long answer: the hot path), and always over HTTP/2.
         let mut buf = buf;
-        if !this.phase.busy() {
+        if this.http1 && !this.phase.busy() {
             match find_hyper_error_answer(buf) {
                 Some((0, error)) => {
                     this.replacement = Some((error.raw_response(), 0));
@@ -423,7 +732,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for ConnIo<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
-        if self.replacement.is_some() || (!self.phase.busy() && find_hyper_error_answer(first).is_some()) {
+        if self.replacement.is_some()
+            || (self.http1 && !self.phase.busy() && find_hyper_error_answer(first).is_some())
+        {
             return self.poll_write(cx, first);
         }
         let this = &mut *self;
@@ -458,6 +769,9 @@ struct ConnService {
     peer: Peer,
     phase: Arc<Phase>,
     limits: Limits,
+    protocol: Protocol,
+    /// HTTP/2: the streams whose answers may wait on the client's window.
+    stalls: Option<Arc<Stalls>>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -468,6 +782,25 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         let in_flight = InFlight::start(self.phase.clone());
         let limits = &self.limits;
+        // An HTTP/2 stream holds a place of `--max-connections` as an HTTP/1.1 connection does: an
+        // event stream costs one whichever HTTP carries it.
+        let place = match (self.protocol, &limits.connections) {
+            (Protocol::Http2, Some(places)) => match places.clone().try_acquire_owned() {
+                Ok(place) => Some(place),
+                Err(_) => {
+                    let refused = axum::response::IntoResponse::into_response(ApiError::ConnectionLimit);
+                    return Box::pin(async move {
+                        Ok(refused.map(|inner| TrackedBody {
+                            inner,
+                            _in_flight: in_flight,
+                            _place: None,
+                            waiting: None,
+                        }))
+                    });
+                }
+            },
+            _ => None,
+        };
         let mut req = req.map(|body| {
             Body::new(RequestBody {
                 inner: body,
@@ -482,32 +815,52 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         req.extensions_mut().insert(ConnectInfo(self.peer));
         let response = hyper::service::Service::call(&self.router, req);
         let phase = self.phase.clone();
+        let stalls = self.stalls.clone();
         Box::pin(async move {
             let response = response.await?;
             if response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
                 phase.upgraded();
             }
-            Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
+            let waiting = stalls.map(|s| {
+                let mark = s.stream();
+                (s, mark)
+            });
+            Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight, _place: place, waiting }))
         })
     }
 }
 
-/// A response body that keeps its request marked in progress until it ends or is dropped.
+/// A response body that keeps its request marked in progress until it ends or is dropped (and,
+/// over HTTP/2, its place of `--max-connections`).
 #[derive(Debug)]
 struct TrackedBody {
     inner: Body,
     _in_flight: InFlight,
+    _place: Option<OwnedSemaphorePermit>,
+    /// HTTP/2: when the answer began to wait for the client to take it ([`Stalls`]).
+    waiting: Option<(Arc<Stalls>, Arc<std::sync::atomic::AtomicU64>)>,
 }
 
 impl hyper::body::Body for TrackedBody {
     type Data = Bytes;
     type Error = axum::Error;
 
+    /// Over HTTP/2, hyper asks for the next frame only once the client has taken the last: a
+    /// frame handed out marks the stream waiting until hyper asks again.
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        use std::sync::atomic::Ordering;
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Some((stalls, mark)) = &self.waiting {
+            let since = match &polled {
+                Poll::Ready(Some(Ok(frame))) if frame.is_data() => stalls.now(),
+                _ => 0,
+            };
+            mark.store(since, Ordering::Relaxed);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -15,6 +15,12 @@
 //!   is the same request to the editor, and withdraws those decided while it was away;
 //! - with `--session` an editor's `session/new` joins that session, with `--agent` it picks the agent.
 //!
+//! It passes the editor only what the daemon may ask of it: the editor's `initialize` goes without
+//! its `fs` and `terminal` capabilities, and a request of the daemon's other than those in
+//! [`EDITOR_ANSWERS`] is answered `-32601` here. The real daemon asks nothing else; an impostor
+//! (an mDNS answer, a planted `daemon.json`, a man in the middle on plain http) would have the
+//! editor run its commands and write its files.
+//!
 //! When resuming cannot be exact (the session is gone, the daemon's ring no longer holds the
 //! resume point, the credential was revoked) it answers what is owed with an error, says why on
 //! stderr, and exits 1: the editor sees its agent end, which it can act on.
@@ -50,6 +56,16 @@ const MAX_ASKED: usize = 256;
 /// Turn ends remembered for this editor's prompts whose answer has not come (the daemon's answer
 /// follows the turn's end at once; this only spans a reconnect).
 const MAX_TURN_ENDS: usize = 1024;
+
+/// The daemon's requests the editor is asked (each under the relay's own id, [`Relay::ask`]). Any
+/// other request of the daemon is answered `-32601` and never reaches the editor.
+const EDITOR_ANSWERS: &[&str] = &[crate::acp::method::SESSION_REQUEST_PERMISSION];
+/// The editor's client capabilities that are never offered to the daemon: the editor's files and
+/// terminals are its machine's, and the daemon's agents have their own.
+const LOCAL_CAPABILITIES: &[&str] = &["fs", "terminal"];
+/// Methods of refused daemon requests said on stderr (once each), at most: an impostor's flood of
+/// made-up methods fills no log.
+const MAX_REFUSALS_SAID: usize = 16;
 
 /// `mediatord connect`'s command line.
 #[derive(Debug, clap::Args)]
@@ -89,6 +105,10 @@ pub struct ConnectArgs {
     /// How long to keep trying to reach the daemon again after losing it (seconds)
     #[arg(long, value_name = "SECONDS", default_value = "300")]
     pub reconnect_timeout: u64,
+    /// How long to wait, once the editor closed its input, for the answers to what it had sent
+    /// (seconds); what is still unanswered then is answered with an error and said on stderr
+    #[arg(long, value_name = "SECONDS", default_value = "60")]
+    pub finish_timeout: u64,
 }
 
 /// Runs `mediatord connect` until the editor closes its input (0) or the daemon cannot be reached
@@ -106,6 +126,9 @@ pub fn main(args: ConnectArgs) -> ExitCode {
         crate::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
     });
     let daemon = crate::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
+    if let Some(why) = &daemon.ignored {
+        say(why);
+    }
     if let crate::discovery::Source::Lan(name) = &daemon.source {
         // Named before anything is sent: any machine on the LAN can answer a browse.
         say(&format!("found {} on the LAN (mDNS) at {}; a URL argument names another", name, daemon.url));
@@ -117,7 +140,9 @@ pub fn main(args: ConnectArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(relay.run(Duration::from_secs(args.reconnect_timeout)));
+    let code = runtime.block_on(
+        relay.run(Duration::from_secs(args.reconnect_timeout), Duration::from_secs(args.finish_timeout)),
+    );
     // The read of stdin is a blocking thread that may still wait for a line the editor will never
     // send (connect gave up): do not wait for it.
     runtime.shutdown_background();
@@ -199,6 +224,13 @@ struct Relay {
     /// The editor's line reader just refused a line: it ends its stream once after an error (then
     /// reads on), which is not the editor closing its side.
     refused_line: bool,
+    /// Methods of the daemon's requests refused so far and said on stderr (bounded by
+    /// [`MAX_REFUSALS_SAID`]).
+    refused_methods: Vec<String>,
+    /// The editor closed its input with answers still owed: until when they are waited for.
+    finishing: Option<tokio::time::Instant>,
+    /// How long they are waited for (`--finish-timeout`).
+    finish_for: Duration,
 }
 
 impl Relay {
@@ -237,10 +269,14 @@ impl Relay {
             next_asked: 1,
             generation: 0,
             refused_line: false,
+            refused_methods: Vec::new(),
+            finishing: None,
+            finish_for: Duration::ZERO,
         })
     }
 
-    async fn run(mut self, reconnect_for: Duration) -> ExitCode {
+    async fn run(mut self, reconnect_for: Duration, finish_for: Duration) -> ExitCode {
+        self.finish_for = finish_for;
         let mut editor =
             FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(MAX_EDITOR_LINE));
         loop {
@@ -254,6 +290,12 @@ impl Relay {
                     return ExitCode::SUCCESS;
                 }
                 End::Fatal(why) => return self.fail(&why).await,
+                // Nobody will send anything more: what is owed is not worth a reconnect.
+                End::Lost(why) if self.finishing.is_some() => {
+                    self.drop_owed(&format!("the connection to the daemon was lost ({why})")).await;
+                    let _ = self.stdout.flush().await;
+                    return ExitCode::SUCCESS;
+                }
                 End::Lost(why) => {
                     say(&format!("lost the daemon ({why}); connecting again"));
                     self.lost().await;
@@ -411,7 +453,12 @@ impl Relay {
                     Some(Err(e)) => return End::Lost(e.to_string()),
                     None => return End::Lost("the connection ended".into()),
                 },
-                line = editor.next(), if resuming == 0 => match line {
+                () = sleep_until_some(self.finishing) => {
+                    self.drop_owed(&format!("the editor closed its input {:?} ago", self.finish_for)).await;
+                    let _ = sink.send(Message::Close(None)).await;
+                    return End::EditorClosed;
+                }
+                line = editor.next(), if resuming == 0 && self.finishing.is_none() => match line {
                     Some(Ok(line)) => {
                         if let Some(text) = self.on_editor_line(&line).await
                             && sink.send(Message::Text(text.into())).await.is_err()
@@ -425,11 +472,66 @@ impl Relay {
                     }
                     None if std::mem::take(&mut self.refused_line) => {}
                     Some(Err(LinesCodecError::Io(_))) | None => {
-                        let _ = sink.send(Message::Close(None)).await;
-                        return End::EditorClosed;
+                        let owed = self.owed();
+                        if owed == 0 {
+                            let _ = sink.send(Message::Close(None)).await;
+                            return End::EditorClosed;
+                        }
+                        // What it sent is finished: its answers still go to its output.
+                        say(&format!(
+                            "the editor closed its input; waiting up to {:?} for the answers to its {owed} request(s) still open",
+                            self.finish_for
+                        ));
+                        self.finishing = Some(tokio::time::Instant::now() + self.finish_for);
                     }
                 },
             }
+            if self.finishing.is_some() && self.owed() == 0 {
+                let _ = sink.send(Message::Close(None)).await;
+                return End::EditorClosed;
+            }
+        }
+    }
+
+    /// The editor's requests not answered yet: sent on this connection, or prompts sent on an
+    /// earlier one that the relay answers from their turn's end.
+    fn owed(&self) -> usize {
+        let sent = self.up.values().filter(|up| matches!(up, Up::Editor { .. })).count();
+        let generation = self.generation;
+        sent + self.prompts.values().filter(|p| p.generation < generation).count()
+    }
+
+    /// The ids of the editor's requests not answered yet, each once (a prompt sent on this
+    /// connection is both in flight and remembered), forgotten here: the caller answers them.
+    fn take_owed(&mut self) -> Vec<Value> {
+        let mut ids: Vec<Value> = Vec::new();
+        let in_flight = self.up.drain().filter_map(|(_, up)| match up {
+            Up::Editor { id, .. } => Some(id),
+            _ => None,
+        });
+        for id in in_flight.chain(self.prompts.drain().map(|(_, p)| p.id)) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
+    /// Answers what the editor is still owed with an error, and says so on stderr: `why` it will
+    /// not come.
+    async fn drop_owed(&mut self, why: &str) {
+        let ids = self.take_owed();
+        if ids.is_empty() {
+            return;
+        }
+        let shown: Vec<String> = ids.iter().map(Value::to_string).collect();
+        say(&format!(
+            "dropped the editor's request(s) {} unanswered: {why}",
+            crate::text::escape(&shown.join(", "))
+        ));
+        for id in ids {
+            let error = json!({"code": -32603, "message": format!("mediatord connect stopped before the answer: {why}"), "data": {"code": "connection_lost"}});
+            self.send_editor(&json!({"jsonrpc": "2.0", "id": id, "error": error})).await;
         }
     }
 
@@ -467,6 +569,7 @@ impl Relay {
                 let (method, joined) = self.rewrite(&method, &mut params);
                 let session = params.get("sessionId").and_then(Value::as_str).map(str::to_owned);
                 if method == "initialize" {
+                    without_local_capabilities(&mut params);
                     self.init = Some(params.clone());
                     params = with_event_ids(params);
                 }
@@ -616,6 +719,11 @@ impl Relay {
     /// A message of the daemon's own (inside an event envelope, or not).
     async fn message(&mut self, m: Value, prompt: Option<&str>) -> Result<Vec<String>, End> {
         let method = m.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if let Some(id) = m.get("id")
+            && !EDITOR_ANSWERS.contains(&method.as_str())
+        {
+            return Ok(vec![self.refuse(id, &method)]);
+        }
         match method.as_str() {
             "session/update" => {
                 let echo =
@@ -716,6 +824,23 @@ impl Relay {
         Vec::new()
     }
 
+    /// The answer to a request of the daemon's the editor is never asked ([`EDITOR_ANSWERS`]); the
+    /// first of each method is said on stderr.
+    fn refuse(&mut self, id: &Value, method: &str) -> String {
+        if self.refused_methods.len() < MAX_REFUSALS_SAID && !self.refused_methods.iter().any(|m| m == method)
+        {
+            self.refused_methods.push(method.to_owned());
+            say(&format!(
+                "refused the daemon's {} request: only permission requests are passed to the editor \
+                 (a mediatord daemon sends no other; is {} the daemon you meant?)",
+                crate::text::escape(method),
+                self.url
+            ));
+        }
+        let error = json!({"code": -32601, "message": format!("mediatord connect does not pass {method} to the editor")});
+        json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()
+    }
+
     /// A request was decided (or withdrawn by the daemon): the editor's is withdrawn too, unless it
     /// answered it already.
     async fn withdraw(&mut self, ours: &str) {
@@ -774,16 +899,7 @@ impl Relay {
     /// Gives up: answers everything owed with an error, says why, exits 1.
     async fn fail(&mut self, why: &str) -> ExitCode {
         say(why);
-        let owed: Vec<Value> = self
-            .up
-            .drain()
-            .filter_map(|(_, up)| match up {
-                Up::Editor { id, .. } => Some(id),
-                _ => None,
-            })
-            .chain(self.prompts.drain().map(|(_, p)| p.id))
-            .collect();
-        for id in owed {
+        for id in self.take_owed() {
             let error = json!({"code": -32603, "message": format!("mediatord connect stopped: {why}"), "data": {"code": "connection_lost"}});
             self.send_editor(&json!({"jsonrpc": "2.0", "id": id, "error": error})).await;
         }
@@ -797,6 +913,14 @@ impl Relay {
         if self.stdout.write_all(line.as_bytes()).await.is_err() || self.stdout.flush().await.is_err() {
             // The editor is gone; the next read of its input ends the relay.
         }
+    }
+}
+
+/// Resolves at `deadline`, never without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -826,6 +950,16 @@ fn acp_url(url: &str) -> Result<String, String> {
         return Err(format!("{url}: expected http(s)://HOST:PORT or ws(s)://HOST:PORT/acp"));
     };
     Ok(if ws.ends_with("/acp") { ws } else { format!("{ws}/acp") })
+}
+
+/// An `initialize`'s params without the capabilities that would let the daemon act on the editor's
+/// machine ([`LOCAL_CAPABILITIES`]).
+fn without_local_capabilities(params: &mut Value) {
+    if let Some(caps) = params.get_mut("clientCapabilities").and_then(Value::as_object_mut) {
+        for name in LOCAL_CAPABILITIES {
+            caps.remove(*name);
+        }
+    }
 }
 
 /// `params` with the daemon asked for event ids (what resuming by cursor needs).
@@ -871,11 +1005,13 @@ mod tests {
             device: None,
             device_file: None,
             reconnect_timeout: 1,
+            finish_timeout: 1,
         };
         let daemon = crate::discovery::Located {
             url: "http://h:1".into(),
             fingerprint: None,
             source: crate::discovery::Source::Explicit,
+            ignored: None,
         };
         let mut relay = Relay::new(&args, &daemon).expect("relay");
         assert_eq!(relay.session_for_upgrade(), None, "nothing to name before a session");

@@ -62,11 +62,8 @@ pub(super) async fn create_pairing(
         Some(r) => Role::parse(r)
             .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
     };
-    let issued = d.devices.issue_code(name, role)?;
-    // In a fleet the code is shown once every daemon can have heard of it (its notice committed).
-    if d.store.shared() {
-        let _ = d.store.flush().await;
-    }
+    // In a fleet the code is shown once every daemon can read it (`Devices::issue_code`).
+    let issued = d.devices.issue_code(name, role).await?;
     let url = format!("{}/#pair={}", base_url(&d, host), issued.code);
     Ok(Json(json!({
         "code": issued.code,

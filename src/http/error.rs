@@ -100,6 +100,10 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("Not a JSON-RPC request, notification or response (ACP does not use batches)")]
     InvalidJsonRpc,
+    /// `--max-connections` are taken: an HTTP/2 stream past them (a connection past them is
+    /// answered before any request is read, `super::listener`).
+    #[error("Too many open connections")]
+    ConnectionLimit,
     /// The fleet's daemon holding the session cannot be reached (`http/relay.rs`).
     #[error(
         "The daemon holding this session cannot be reached; retry, or replay its history once the fleet marks it lost"
@@ -169,6 +173,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType,
             ApiError::InvalidJsonRpc,
             ApiError::NodeUnavailable,
+            ApiError::ConnectionLimit,
         ];
         all.extend(Refusal::all().into_iter().map(ApiError::Refused));
         all.extend(Failure::all_own().into_iter().map(ApiError::Door));
@@ -211,7 +216,9 @@ impl ApiError {
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::BodyBudgetExceeded | Self::NodeUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BodyBudgetExceeded | Self::NodeUnavailable | Self::ConnectionLimit => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::TooManyLinkAttempts | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
         }
@@ -258,6 +265,7 @@ impl ApiError {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidJsonRpc => "invalid_jsonrpc",
             Self::NodeUnavailable => "node_unavailable",
+            Self::ConnectionLimit => "connection_limit_exceeded",
         }
     }
 
@@ -283,7 +291,7 @@ impl ApiError {
         match self {
             Self::Refused(r) => r.retry_later(),
             Self::Door(f) => f.retry_later(),
-            Self::NodeUnavailable | Self::TooManyLinkAttempts => true,
+            Self::NodeUnavailable | Self::TooManyLinkAttempts | Self::ConnectionLimit => true,
             _ => false,
         }
     }

@@ -132,9 +132,12 @@ pub(super) async fn audit(State(d): State<AppState>, uri: Uri) -> ApiResult {
             page.entries.iter().for_each(|e| csv.push_str(&crate::audit::csv_line(e)));
             (csv, "text/csv; charset=utf-8", "mediatord-audit.csv")
         }
-        AuditFormat::Json => {
-            (Value::Array(page.entries).to_string(), "application/json", "mediatord-audit.json")
-        }
+        // serde leaves C1 controls and bidi characters raw: written as `\uXXXX`, the same JSON.
+        AuditFormat::Json => (
+            crate::text::escape_json(&Value::Array(page.entries).to_string()).into_owned(),
+            "application/json",
+            "mediatord-audit.json",
+        ),
     };
     let mut response = (
         [

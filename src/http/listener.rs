@@ -40,6 +40,12 @@ impl LimitedListener {
         LimitedListener { inner, permits: Arc::new(Semaphore::new(max)), write_idle: None }
     }
 
+    /// The places of `--max-connections`: each connection holds one, and each HTTP/2 stream one
+    /// more (`super::conn`).
+    pub(super) fn places(&self) -> Arc<Semaphore> {
+        self.permits.clone()
+    }
+
     /// Closes connections whose socket accepts no bytes for `idle` while there are bytes to write.
     pub(super) fn with_write_idle_timeout(
         mut self,

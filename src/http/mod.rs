@@ -115,13 +115,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use axum::serve::Listener;
 
-    let limits = conn::Limits::new(&daemon.config);
     let https = tls.map(|config| handshake::Https::new(config, daemon.config.header_timeout));
     let write_idle = daemon.config.writer_idle_timeout;
     let metrics = daemon.metrics.clone();
+    let limits = conn::Limits::new(&daemon.config);
     let app = app(daemon, listener.local_addr()?.port());
     let mut listener = listener::LimitedListener::new(listener, max_connections)
-        .with_write_idle_timeout(write_idle, metrics);
+        .with_write_idle_timeout(write_idle, metrics.clone());
+    let limits = limits.with_connections(listener.places(), metrics);
     let connections = tokio_util::task::TaskTracker::new();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::pin!(shutdown);
@@ -141,10 +142,32 @@ pub async fn serve(
             };
             let peer = Peer { addr, origin };
             match https {
-                None => conn::serve(io, peer, app, limits, stop).await,
+                // Plain http: HTTP/2 with prior knowledge opens with its preface, anything else
+                // is HTTP/1.1.
+                None => {
+                    let mut io = io;
+                    match conn::sniff(&mut io, limits.header_timeout).await {
+                        Some((protocol, first)) => {
+                            let io = conn::Sniffed::new(first, io);
+                            conn::serve(io, protocol, peer, app, limits, stop).await;
+                        }
+                        None => {
+                            // Nothing (or too little) within the head's deadline: what a late
+                            // HTTP/1.1 head is answered, best effort.
+                            let _ = tokio::io::AsyncWriteExt::write_all(
+                                &mut io,
+                                &ApiError::HeaderTimeout.raw_response(),
+                            )
+                            .await;
+                        }
+                    }
+                }
+                // TLS: HTTP/2 when the client chose it by ALPN.
                 Some(https) => {
                     if let Some(tls) = https.accept(io).await {
-                        conn::serve(tls, peer, app, limits, stop).await;
+                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                        let protocol = if h2 { conn::Protocol::Http2 } else { conn::Protocol::Http1 };
+                        conn::serve(tls, protocol, peer, app, limits, stop).await;
                     }
                 }
             }

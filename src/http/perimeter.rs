@@ -448,7 +448,7 @@ mod tests {
     }
 
     async fn paired(devices: &Devices, role: Role) -> (crate::devices::Device, String) {
-        let code = devices.issue_code(Some("phone"), role).expect("code").code;
+        let code = devices.issue_code(Some("phone"), role).await.expect("code").code;
         devices.pair(&code, None, IpAddr::V4(Ipv4Addr::LOCALHOST)).await.expect("paired")
     }
 

@@ -34,6 +34,9 @@ struct Rules {
     list: Arc<Vec<CompiledRule>>,
     /// Adds whose rule is being written: each holds a place under the cap.
     adding: usize,
+    /// This daemon's own changes applied so far (adds and removes): a read of the store begun
+    /// before one may not hold it ([`WorkspaceRules::replace`]).
+    changes: u64,
 }
 
 /// A remembered decision's rule on its way to the disk (`WorkspaceRules::remember`): resolves
@@ -75,7 +78,7 @@ impl WorkspaceRules {
             })
             .take(rules::MAX_RULES_PER_SESSION)
             .collect();
-        let rules = Rules { list: Arc::new(compiled), adding: 0 };
+        let rules = Rules { list: Arc::new(compiled), adding: 0, changes: 0 };
         WorkspaceRules { workspace, rules: Mutex::new(rules), store, announce }
     }
 
@@ -151,22 +154,43 @@ impl WorkspaceRules {
             next.extend(rules.list.iter().cloned());
             next.push(rule);
             rules.list = Arc::new(next);
+            rules.changes += 1;
         }
         (self.announce)(&self.workspace, from_session);
         Ok(wire)
     }
 
-    /// Takes the rules the store holds now (another daemon of the fleet changed them), and
-    /// announces them to the workspace's live sessions. An add or a remove of this daemon's own
-    /// still in flight applies after it, as it would have.
-    pub fn replace(&self, stored: &[Value]) {
+    /// This daemon's own changes applied so far: taken before a read of the store, handed back to
+    /// [`WorkspaceRules::replace`] with what it read.
+    pub fn changes(&self) -> u64 {
+        lock(&self.rules).changes
+    }
+
+    /// Takes the rules the store holds now (another daemon of the fleet may have changed them),
+    /// read after this daemon had made `seen` changes of its own, and announces them to the
+    /// workspace's live sessions when they differ from the list in force. Skipped while an add of
+    /// this daemon's own is being written or once one applied since `seen`: the read may not hold
+    /// it, and its write's own notice brings a read that does. Whether it took them.
+    pub fn replace(&self, stored: &[Value], seen: u64) -> bool {
         let compiled: Vec<CompiledRule> = stored
             .iter()
             .filter_map(|r| rules::from_stored(r, &self.workspace))
             .take(rules::MAX_RULES_PER_SESSION)
             .collect();
-        lock(&self.rules).list = Arc::new(compiled);
+        {
+            let mut rules = lock(&self.rules);
+            if rules.adding > 0 || rules.changes != seen {
+                return false;
+            }
+            let same = rules.list.len() == compiled.len()
+                && rules.list.iter().zip(&compiled).all(|(a, b)| a.rule == b.rule);
+            if same {
+                return true;
+            }
+            rules.list = Arc::new(compiled);
+        }
         (self.announce)(&self.workspace, "");
+        true
     }
 
     /// Removes a rule once its removal is on disk; until then it goes on applying, and when the
@@ -184,8 +208,83 @@ impl WorkspaceRules {
             let next: Vec<CompiledRule> =
                 rules.list.iter().filter(|r| r.rule.rule_id != rule_id).cloned().collect();
             rules.list = Arc::new(next);
+            rules.changes += 1;
         }
         (self.announce)(&self.workspace, "");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn stored(id: &str, path: &str) -> Value {
+        json!({"ruleId": id, "effect": "allow", "kinds": ["read"], "paths": [path], "createdAt": 1})
+    }
+
+    /// The rules of `/ws` on a memory store, and how many times they were announced.
+    fn workspace() -> (Arc<WorkspaceRules>, Arc<AtomicUsize>) {
+        let announced = Arc::new(AtomicUsize::new(0));
+        let count = announced.clone();
+        let rules = WorkspaceRules::new(
+            PathBuf::from("/ws"),
+            &[stored("r1", "one*")],
+            Arc::new(MemoryStore::default()),
+            Box::new(move |_, _| {
+                count.fetch_add(1, Ordering::Relaxed);
+            }),
+        );
+        (Arc::new(rules), announced)
+    }
+
+    fn ids(rules: &WorkspaceRules) -> Vec<String> {
+        rules.snapshot().iter().map(|r| r.rule.rule_id.clone()).collect()
+    }
+
+    /// What the store holds replaces the list, and is announced, only when it differs from the
+    /// list in force: a read that finds nothing new (a forged notice, this daemon's own) tells no
+    /// session anything.
+    #[test]
+    fn a_read_that_finds_the_rules_in_force_announces_nothing() {
+        let (rules, announced) = workspace();
+        assert!(rules.replace(&[stored("r1", "one*")], 0));
+        assert_eq!(announced.load(Ordering::Relaxed), 0);
+        assert!(rules.replace(&[stored("r1", "one*"), stored("r2", "two*")], 0));
+        assert_eq!((ids(&rules), announced.load(Ordering::Relaxed)), (vec!["r1".into(), "r2".into()], 1));
+        assert!(rules.replace(&[stored("r1", "changed*"), stored("r2", "two*")], 0), "same ids, other paths");
+        assert_eq!(announced.load(Ordering::Relaxed), 2);
+        assert!(rules.replace(&[], 0));
+        assert_eq!((ids(&rules), announced.load(Ordering::Relaxed)), (Vec::<String>::new(), 3));
+    }
+
+    /// A read begun before a change of this daemon's own applied may not hold it: it is not taken
+    /// (the change's own notice brings a read after it), nor while an add is being written.
+    #[tokio::test]
+    async fn a_read_older_than_a_change_made_here_does_not_undo_it() {
+        let (rules, announced) = workspace();
+        let seen = rules.changes();
+        let added = rules.add(rules::from_stored(&stored("r2", "two*"), Path::new("/ws")).expect("rule"), "");
+        added.await.expect("added");
+        assert_eq!(announced.load(Ordering::Relaxed), 1);
+        assert!(!rules.replace(&[stored("r1", "one*")], seen), "read before the add");
+        assert_eq!(ids(&rules), ["r1", "r2"]);
+        assert!(rules.replace(&[stored("r1", "one*"), stored("r2", "two*")], rules.changes()));
+        assert_eq!(announced.load(Ordering::Relaxed), 1, "nothing new");
+        let seen = rules.changes();
+        rules.remove("r1").await.expect("removed");
+        assert!(
+            !rules.replace(&[stored("r1", "one*"), stored("r2", "two*")], seen),
+            "read before the remove"
+        );
+        assert_eq!(ids(&rules), ["r2"]);
+        lock(&rules.rules).adding = 1;
+        assert!(!rules.replace(&[], rules.changes()), "an add being written");
+        assert_eq!(ids(&rules), ["r2"]);
     }
 }

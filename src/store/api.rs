@@ -223,22 +223,35 @@ impl WriteError {
     }
 }
 
-/// What the daemons sharing a store tell each other (`docs/operations.md#a-fleet`): decisions
-/// that take effect everywhere at once. Only a shared store ([`Store::take_notices`]) has them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the daemons sharing a store tell each other (`docs/operations.md#a-fleet`): that something
+/// changed, never what. Only a shared store ([`Store::take_notices`]) has them.
+///
+/// A notice is a hint to read the database again, and grants nothing by itself: PostgreSQL lets
+/// any role that may connect to the database `NOTIFY` on any channel (and `LISTEN` to it), so a
+/// notice is believed no further than "something may have changed". What takes effect is what the
+/// read finds, which only a role with the tables' privileges could have written. A forged notice
+/// costs one read; it carries no data to trust, and a listener learns nothing from one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notice {
     /// A device was paired or revoked somewhere: read the devices again.
     Devices,
-    /// A workspace's rules changed somewhere: read them again.
-    Rules { workspace: String },
-    /// A pairing code was issued somewhere: its SHA-256, what it pays for, when it expires
-    /// (milliseconds since the Unix epoch). Never the code itself.
-    PairingCode { digest: [u8; 32], name: Option<String>, role: String, expires_at: u64 },
-    /// A pairing code was used somewhere.
-    PairingCodeUsed { digest: [u8; 32] },
+    /// A workspace's rules changed somewhere: read the rules again.
+    Rules,
     /// Notices may have been missed (the listening connection was lost, or its queue was full):
     /// read everything the notices stand for again.
     Resync,
+}
+
+/// A pairing code issued by a daemon of the fleet, as the store keeps it until it is used or
+/// expires ([`Store::pairing_code`]); by its SHA-256, never the code itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCode {
+    /// The name the device will have, if the issuer gave one.
+    pub name: Option<String>,
+    /// `voter` or `observer`.
+    pub role: String,
+    /// How long it still works, on the database's clock (milliseconds).
+    pub expires_in_ms: u64,
 }
 
 /// What [`Store::claim_session`] found.
@@ -387,17 +400,29 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn fleet_secret(&self) -> Option<[u8; 32]> {
         None
     }
-    /// Tells every other daemon sharing the store (behind, like the audit).
-    fn announce(&self, notice: &Notice) {
-        let _ = notice;
+    /// Keeps a pairing code this daemon issued, by its SHA-256, for `ttl_ms` on the database's
+    /// clock, so any daemon of the fleet can exchange it (acknowledged: the code is shown only once
+    /// every daemon can read it). A store of one daemon keeps nothing: its codes live in memory.
+    fn put_pairing_code(&self, digest: &[u8; 32], name: Option<&str>, role: &str, ttl_ms: u64) -> Ack {
+        let _ = (digest, name, role, ttl_ms);
+        Ack::ready(Ok(()))
+    }
+    /// A pairing code another daemon of the fleet issued, unexpired and unused, by its SHA-256.
+    /// Blocking.
+    fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<StoredCode>, ReadError> {
+        let _ = digest;
+        Ok(None)
     }
     /// Claims a pairing code for good before its device is written (acknowledged): `Err` with
-    /// [`CODE_ALREADY_CLAIMED`] when another daemon claimed it first.
+    /// [`CODE_ALREADY_CLAIMED`] when another daemon claimed it first. The code is then gone from
+    /// what [`Store::pairing_code`] finds.
     fn claim_pairing_code(&self, digest: &[u8; 32]) -> Ack {
         let _ = digest;
         Ack::ready(Ok(()))
     }
-    /// What the other daemons announce, in commit order (taken once; `None` alone).
+    /// The fleet's notices, in commit order, this daemon's own among them (taken once; `None`
+    /// alone): each is followed by a read, so a change committed while an earlier read was under
+    /// way is read again after it.
     fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
         None
     }

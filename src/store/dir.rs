@@ -10,8 +10,10 @@
 //! abandoned. The kernel releases the lock when the process ends, even by `kill -9`.
 
 use std::fs::File;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::config::state_dir::NotOwn;
 
 /// Why the state directory cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,22 +61,16 @@ pub(super) fn prepare(dir: &Path) -> Result<(), StateDirError> {
     check(dir)
 }
 
-/// Refuses a directory that is not ours or that group or others may use.
+/// Refuses a directory that is not ours or that group or others may use
+/// (`config::state_dir`, which the command line applies too before it reads `daemon.json`).
 pub(super) fn check(dir: &Path) -> Result<(), StateDirError> {
-    let meta = std::fs::metadata(dir)
-        .map_err(|e| StateDirError::Create { path: dir.to_path_buf(), reason: e.to_string() })?;
-    if !meta.is_dir() {
-        return Err(StateDirError::NotADirectory { path: dir.to_path_buf() });
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(StateDirError::NotOwned { path: dir.to_path_buf(), owner: meta.uid(), me });
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(StateDirError::NotPrivate { path: dir.to_path_buf(), mode });
-    }
-    Ok(())
+    let path = dir.to_path_buf();
+    crate::config::state_dir::check(dir).map_err(|e| match e {
+        NotOwn::Unreadable(reason) => StateDirError::Create { path, reason },
+        NotOwn::WrongKind => StateDirError::NotADirectory { path },
+        NotOwn::Owner { owner, me } => StateDirError::NotOwned { path, owner, me },
+        NotOwn::Mode(mode) => StateDirError::NotPrivate { path, mode },
+    })
 }
 
 /// Takes the state directory's lock for as long as the returned file is open; `InUse` when
@@ -98,6 +94,8 @@ pub(super) fn lock(dir: &Path) -> Result<File, StateDirError> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     use super::*;
 
     #[test]

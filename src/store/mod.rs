@@ -37,7 +37,8 @@ use std::sync::Arc;
 
 pub use self::api::{
     Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
-    SessionState, Store, StoreConfig, StoreStats, StoredDevice, StoredEvent, StoredRule, WriteError,
+    SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
+    WriteError,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;

@@ -84,9 +84,15 @@ pub(super) enum Op {
         digest: [u8; 32],
         ack: Acker,
     },
-    /// A message for every daemon sharing the store, sent when the transaction holding it commits
-    /// (`Store::announce`). Only a shared store is sent one.
-    Announce(String),
+    /// A pairing code is kept for the fleet (`Store::put_pairing_code`). Only a shared store is
+    /// sent one.
+    PutCode {
+        digest: [u8; 32],
+        name: Option<String>,
+        role: String,
+        ttl_ms: u64,
+        ack: Acker,
+    },
     /// The store is dropped: commit what is queued, close the connection, end the thread.
     Stop,
 }
@@ -101,6 +107,7 @@ impl Op {
             | Op::PutDevice(_, ack)
             | Op::RevokeDevice { ack, .. }
             | Op::ClaimCode { ack, .. }
+            | Op::PutCode { ack, .. }
             | Op::Flush(ack) => {
                 let _ = ack.send(Err(WriteError(why.to_owned())));
             }
@@ -225,7 +232,8 @@ pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
                 | Op::DeleteRule { ack, .. }
                 | Op::PutDevice(_, ack)
                 | Op::RevokeDevice { ack, .. }
-                | Op::ClaimCode { ack, .. } => {
+                | Op::ClaimCode { ack, .. }
+                | Op::PutCode { ack, .. } => {
                     taken.control += 1;
                     taken.acks.push(ack);
                 }
@@ -282,11 +290,12 @@ mod tests {
     /// it is; an unacknowledged one (an event, an audit record) has nobody to tell.
     #[test]
     fn a_refused_write_tells_its_waiter_why() {
-        let acked: [fn(Acker) -> Op; 5] = [
+        let acked: [fn(Acker) -> Op; 6] = [
             |ack| Op::PutRule { workspace: "/w".into(), rule_id: "r".into(), rule: "{}".into(), at: 1, ack },
             |ack| Op::DeleteRule { workspace: "/w".into(), rule_id: "r".into(), ack },
             |ack| Op::RevokeDevice { device_id: "dev-1".into(), at: 1, ack },
             |ack| Op::ClaimCode { digest: [0; 32], ack },
+            |ack| Op::PutCode { digest: [0; 32], name: None, role: "voter".into(), ttl_ms: 1, ack },
             Op::Flush,
         ];
         for make in acked {

@@ -144,6 +144,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE nodes(node_url TEXT PRIMARY KEY, lease_until INTEGER NOT NULL, started_at INTEGER NOT NULL);
     CREATE TABLE pairing_claims(digest BLOB PRIMARY KEY, claimed_at INTEGER NOT NULL);
     CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);",
+    // 5: the fleet's pairing codes waiting to be used, by their SHA-256 (`postgres.rs`); unused
+    // by a daemon alone, whose codes live in memory.
+    "CREATE TABLE pairing_codes(
+        digest BLOB PRIMARY KEY,
+        name TEXT,
+        role TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    );",
 ];
 
 /// Why the store cannot be opened: the boot is refused (exit status 2).
@@ -781,8 +789,7 @@ impl Writer {
                     )?;
                 }
                 // One daemon alone on its database: no other can claim a code first, nor needs telling.
-                Op::Flush(ack) | Op::ClaimCode { ack, .. } => taken.acks.push(ack),
-                Op::Announce(_) => {}
+                Op::Flush(ack) | Op::ClaimCode { ack, .. } | Op::PutCode { ack, .. } => taken.acks.push(ack),
                 Op::Stop => taken.stop = true,
             }
             if !taken.stop

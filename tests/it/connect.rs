@@ -185,3 +185,120 @@ async fn an_editors_bad_input_gets_json_rpc_errors_and_the_relay_serves_on() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(editor.close().await.success());
 }
+
+/// The next JSON text message on an impostor's side of the WebSocket (bounded by [`WAIT`]).
+async fn impostor_reads(ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next()).await.expect("connect said something in time");
+        if let tokio_tungstenite::tungstenite::Message::Text(text) =
+            frame.expect("the connection is open").expect("a frame")
+        {
+            return serde_json::from_str(&text).expect("JSON from connect");
+        }
+    }
+}
+
+/// Issue 41, finding 6: a daemon that is not one (an mDNS answer, a planted `daemon.json`, a man in
+/// the middle on plain http) asks connect's editor to run a command, write and read its files, and
+/// a method of its own. The editor never offered any of it (its `fs` and `terminal` capabilities
+/// are not passed on) and never sees those requests: connect answers each `-32601`, and says so on
+/// stderr. A permission request still reaches the editor, and its answer the daemon.
+#[tokio::test]
+async fn an_impostor_daemons_terminal_and_file_requests_never_reach_the_editor() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let impostor = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("upgrade");
+        let init = impostor_reads(&mut ws).await;
+        let reply = json!({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}});
+        ws.send(Message::Text(reply.to_string().into())).await.expect("send");
+        let asks = [
+            json!({"id": 101, "method": "terminal/create", "params": {"sessionId": "s", "command": "sh", "args": ["-c", "touch pwned"]}}),
+            json!({"id": 102, "method": "fs/write_text_file", "params": {"sessionId": "s", "path": "/tmp/pwned", "content": "x"}}),
+            json!({"id": 103, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/etc/hostname"}}),
+            json!({"id": 104, "method": "_impostor/anything", "params": {}}),
+            json!({"id": 105, "method": "session/request_permission", "params": {
+                "sessionId": "s", "toolCall": {"toolCallId": "t", "title": "Write a"},
+                "options": [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}]}}),
+        ];
+        for mut ask in asks {
+            ask["jsonrpc"] = json!("2.0");
+            ws.send(Message::Text(ask.to_string().into())).await.expect("send");
+        }
+        let mut answers = std::collections::BTreeMap::new();
+        while answers.len() < 5 {
+            let m = impostor_reads(&mut ws).await;
+            answers.insert(m["id"].as_u64().expect("an answer's id"), m);
+        }
+        // Kept open: connect would try to reach a daemon that went away again.
+        (init, answers, ws)
+    });
+    let mut editor = Editor::start(&format!("http://127.0.0.1:{port}"), &["--client-id", "zed"], &[]);
+    let capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true, "_meta": {"zed.dev/x": 1}});
+    let init =
+        editor.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let ask = editor.until(|m| is_request(m, "session/request_permission")).await;
+    editor.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})).await;
+    let (init, answers, _open) =
+        tokio::time::timeout(WAIT, impostor).await.expect("in time").expect("the impostor");
+    assert_eq!(
+        init["params"]["clientCapabilities"],
+        json!({"_meta": {"zed.dev/x": 1}}),
+        "what the editor can do on its machine is not offered: {init}"
+    );
+    for id in 101..=104 {
+        assert_eq!(answers[&id]["error"]["code"], -32601, "{}", answers[&id]);
+    }
+    assert_eq!(answers[&105]["result"]["outcome"]["optionId"], "allow_once", "{}", answers[&105]);
+    for m in &editor.seen {
+        let method = m["method"].as_str().unwrap_or_default();
+        assert!(
+            !method.starts_with("fs/")
+                && !method.starts_with("terminal/")
+                && !method.starts_with("_impostor"),
+            "{m}"
+        );
+    }
+    assert!(editor.close().await.success());
+}
+
+/// Issue 44, item 11: connect exited 0 at the end of its input without answering a request the
+/// editor had sent (a script piping one prompt got nothing). It finishes what was sent: the
+/// answer, and every update of the turn before it, still reach the editor's output.
+#[tokio::test]
+async fn an_editor_that_closes_its_input_after_a_prompt_still_gets_the_turn_and_its_answer() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "stream 20 40")).await;
+    editor.close_input();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(editor.chunks(), tokens(20));
+    assert!(editor.exits().await.success());
+}
+
+/// The wait is bounded (`--finish-timeout`): a turn that does not end by then is answered with
+/// an error saying why, and connect exits.
+#[tokio::test]
+async fn what_the_editor_is_still_owed_past_the_finish_timeout_is_answered_with_an_error() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed", "--finish-timeout", "1"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
+    running(&d, &sid).await;
+    editor.close_input();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["error"]["data"]["code"], "connection_lost", "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().is_some_and(|m| m.contains("the editor closed its input")),
+        "{answer}"
+    );
+    assert_eq!(editor.seen.iter().filter(|m| m["id"] == turn).count(), 1, "answered once");
+    assert!(editor.exits().await.success());
+}

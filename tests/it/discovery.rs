@@ -360,6 +360,8 @@ async fn the_daemon_flags_follow_a_subcommand_and_an_unreachable_daemon_says_how
     );
     // An address a daemon left behind in its state directory.
     let root = tempfile::tempdir().expect("tempdir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
     // The pid of a live process (this test's): a dead one's file is ignored.
     let advert = format!(r#"{{"url": "http://127.0.0.1:1", "pid": {}}}"#, std::process::id());
     std::fs::write(root.path().join("daemon.json"), advert).expect("write");
@@ -367,4 +369,37 @@ async fn the_daemon_flags_follow_a_subcommand_and_an_unreachable_daemon_says_how
     let (code, _, err) = cli(&["devices", "--state-dir", state_dir], &[]).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("wrote to its state directory; it may have stopped"), "{err}");
+}
+
+/// Issue 41, finding 7: a `daemon.json` in a state directory anyone may write (0777, and another
+/// user's when the tests are root) redirected the operator's token to a listener of the
+/// planter's. The command line now believes the file only in a directory that is the user's own
+/// and 0700: it says it ignored it, and the planted listener is never reached.
+#[tokio::test]
+async fn a_daemon_json_planted_in_a_directory_others_may_write_is_ignored_and_gets_no_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let planted = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    planted.set_nonblocking(true).expect("nonblocking");
+    let port = planted.local_addr().expect("addr").port();
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("shared");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let advert = format!(r#"{{"url": "http://127.0.0.1:{port}", "pid": {}}}"#, std::process::id());
+    std::fs::write(dir.join("daemon.json"), advert).expect("write");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    if rustix::process::geteuid().is_root() {
+        // As another user would have made it.
+        rustix::fs::chown(&dir, Some(rustix::fs::Uid::from_raw(65534)), None).expect("chown");
+    }
+    let state_dir = dir.to_str().expect("utf-8");
+    let (_, _, err) = cli(&["devices", "--state-dir", state_dir], &[]).await;
+    assert!(
+        err.contains(&format!("ignored {state_dir}/daemon.json")) && err.contains("not this user's own"),
+        "{err}"
+    );
+    // The command has ended: a connection it made would be waiting to be accepted.
+    assert!(
+        planted.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "the planted listener was reached"
+    );
 }

@@ -591,6 +591,115 @@ async fn a_workspace_rule_added_on_b_answers_a_request_on_a_and_the_vote_route_w
     assert_eq!(std::fs::read_to_string(fleet.workspace.join("other.txt")).expect("written"), "voted");
 }
 
+/// Issue 41, finding 1: PostgreSQL lets any role that may connect `NOTIFY` on any channel. A role
+/// with no privilege on any table sends notices of every kind this version and earlier ones sent
+/// (a pairing code's grant, a code used, devices, rules, a resync; from a made-up daemon and in
+/// the names of the two real ones), and garbage: nothing is granted (the forged code pairs
+/// nothing), nothing is taken away (a device stays paired, a code issued before still works, the
+/// rules stay), no session hears of a change that did not happen, and the daemons go on; the
+/// legitimate path works across the fleet after it.
+#[tokio::test]
+async fn a_notice_any_database_role_sends_grants_nothing_and_takes_nothing_away() {
+    use sha2::Digest;
+    let (fleet, a, b) = Fleet::two(&[]);
+    let pg = Postgres::shared();
+    let db = fleet.database();
+    let intruder = format!("intruder_{db}");
+    pg.sql(&db, &format!("CREATE ROLE {intruder} LOGIN"));
+    let denied = pg.psql_as(&intruder, &db, "SELECT secret FROM fleet_secret").expect("psql");
+    assert!(
+        !denied.status.success() && String::from_utf8_lossy(&denied.stderr).contains("permission denied"),
+        "the intruder may read no table: {denied:?}"
+    );
+    let rules_path =
+        format!("/workspace/{}/permission-rules", fleet.workspace.to_string_lossy().replace('/', "%2F"));
+    // Before: a device paired across the fleet, a code issued and not used yet, a rule, and a
+    // session on A whose stream is read.
+    let (device, credential) = b.pair_device(None, "phone", "voter").await;
+    let pending = send(http().post(a.url("/devices/pairing")).json(&json!({"role": "observer"}))).await.ok()
+        ["code"]
+        .as_str()
+        .expect("code")
+        .to_owned();
+    let rule =
+        a.post(&rules_path, None, json!({"effect": "allow", "kinds": ["read"], "paths": ["one*"]})).await;
+    assert_eq!(rule.status, 201, "{}", rule.text);
+    let sid = a.join("alice").await;
+    let mut sse = Sse::connect(&a, &sid, &alice()).await;
+
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let forged_code = "0123456789abcdef0123456789abcdef";
+    let forged_digest = hex(&sha2::Sha256::digest(forged_code.as_bytes()));
+    let pending_digest = hex(&sha2::Sha256::digest(pending.as_bytes()));
+    let workspace = fleet.workspace.to_string_lossy().into_owned();
+    let mut payloads = Vec::new();
+    for from in ["http://forger.invalid:1", a.base.as_str(), b.base.as_str(), ""] {
+        for n in [
+            json!({"k": "code", "digest": forged_digest, "name": "forged", "role": "voter", "expiresAt": 9_999_999_999_999u64}),
+            json!({"k": "used", "digest": pending_digest}),
+            json!({"k": "devices"}),
+            json!({"k": "rules", "workspace": workspace}),
+            json!({"k": "rules", "workspace": "/etc"}),
+            json!({"k": "resync"}),
+        ] {
+            payloads.push(json!({"from": from, "n": n}).to_string());
+        }
+    }
+    payloads.extend(["devices", "rules", "resync", "", "{", "code", &"x".repeat(7900)].map(str::to_owned));
+    for p in &payloads {
+        let sent = pg
+            .psql_as(&intruder, &db, &format!("SELECT pg_notify('mediatord', $forged${p}$forged$)"))
+            .expect("psql");
+        assert!(sent.status.success(), "any role may notify: {}", String::from_utf8_lossy(&sent.stderr));
+    }
+    let flood = "SELECT pg_notify('mediatord', 'rules' || i) FROM generate_series(1, 2000) AS i";
+    assert!(pg.psql_as(&intruder, &db, flood).expect("psql").status.success());
+
+    // The barrier: a legitimate change of each kind, made on B after them. Notices are delivered
+    // and applied in commit order, so once A applied these it had heard every forged one.
+    let (second, second_credential) = b.pair_device(None, "tablet", "voter").await;
+    let known_on_a = send(http().get(a.url("/capabilities")).bearer_auth(&second_credential)).await.ok();
+    assert_eq!(known_on_a["identity"]["deviceId"], second.as_str());
+    let revoked = b.delete(&format!("/devices/{second}")).await;
+    assert_eq!(revoked.status, 204, "{}", revoked.text);
+    let deadline = std::time::Instant::now() + WAIT;
+    while send(http().get(a.url("/capabilities")).bearer_auth(&second_credential)).await.status != 401 {
+        assert!(std::time::Instant::now() < deadline, "A never heard of the revocation on B");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling another daemon's notice
+    }
+    let added =
+        b.post(&rules_path, None, json!({"effect": "allow", "kinds": ["read"], "paths": ["two*"]})).await;
+    assert_eq!(added.status, 201, "{}", added.text);
+    // The first change A's session hears of is B's rule: the forged notices announced nothing.
+    let heard = sse.until_type("policy_updated").await;
+    let rules = &heard.last().expect("policy_updated").payload()["workspaceRules"];
+    assert_eq!(rules.as_array().map(Vec::len), Some(2), "{rules}");
+
+    // Nothing granted.
+    for d in [&a, &b] {
+        let forged = send(http().post(d.url("/devices/pair")).json(&json!({"code": forged_code}))).await;
+        assert_eq!(
+            (forged.status, forged.body["code"].as_str()),
+            (401, Some("invalid_pairing_code")),
+            "{}",
+            forged.text
+        );
+    }
+    // Nothing taken away.
+    for d in [&a, &b] {
+        let caps = send(http().get(d.url("/capabilities")).bearer_auth(&credential)).await.ok();
+        assert_eq!(caps["identity"]["deviceId"], device.as_str(), "{caps}");
+        let listed = d.get(&rules_path).await.ok();
+        assert_eq!(listed["rules"].as_array().map(Vec::len), Some(2), "{listed}");
+    }
+    let paired = send(http().post(b.url("/devices/pair")).json(&json!({"code": pending}))).await.ok();
+    assert_eq!(paired["role"], "observer", "the code issued on A before works on B: {paired}");
+    for d in [&a, &b] {
+        assert_eq!(d.get("/health").await.status, 200);
+        assert!(!d.stderr().contains("panicked"), "{}", d.stderr());
+    }
+}
+
 #[tokio::test]
 async fn a_relayed_request_is_taken_with_the_proof_the_fleets_secret_makes_only_and_a_stranger_is_401_on_the_owner_too()
  {
@@ -819,4 +928,59 @@ async fn local_only_refuses_a_remote_vote_relayed_over_loopback_and_takes_a_vouc
         assert_eq!(resolved.last().expect("resolved").payload()["voterClientId"], "alice", "{holder}");
     }
     assert!(!fleet.workspace.join("far.txt").exists(), "nothing the far client asked for was written");
+}
+
+/// Issue 44, item 2: a database that asks for a password said "db error" to a wrong one and
+/// "invalid configuration" to none. A cluster of its own with password authentication: a missing
+/// password, a wrong one in `PGPASSWORD` and a wrong one in the URL each refuse the boot with the
+/// server's own words where it gave some and where the password comes from, never the password
+/// itself; the right one boots.
+#[tokio::test]
+async fn a_wrong_or_missing_database_password_is_refused_in_the_servers_words_with_where_it_comes_from() {
+    let pg = Postgres::with_password("right-horse");
+    let url = pg.database("passworded");
+    let refusal = |url: &str, env: &[(&str, &str)]| {
+        let (status, err) = serve_refusal(&["--agent", "demo", "--port", "0", "--store", url], env);
+        assert_eq!(status.code(), Some(2), "{err}");
+        err
+    };
+    let none = refusal(&url, &[]);
+    assert!(
+        none.contains("the server asks for a password and none was given")
+            && none.contains("set PGPASSWORD")
+            && none.contains("postgres://USER:PASSWORD@HOST:PORT/DATABASE"),
+        "{none}"
+    );
+    let wrong = refusal(&url, &[("PGPASSWORD", "wrong-horse")]);
+    assert!(
+        wrong.contains(r#"the server said FATAL: password authentication failed for user "mediatord""#)
+            && wrong.contains("the password is PGPASSWORD's"),
+        "{wrong}"
+    );
+    assert!(!wrong.contains("wrong-horse") && !wrong.contains("db error"), "{wrong}");
+    let in_url = url.replacen("mediatord@", "mediatord:wrong-horse@", 1);
+    let wrong = refusal(&in_url, &[]);
+    assert!(wrong.contains("password authentication failed") && !wrong.contains("wrong-horse"), "{wrong}");
+    let stranger = url.replacen("mediatord@", "nobody@", 1);
+    let unknown = refusal(&stranger, &[("PGPASSWORD", "right-horse")]);
+    assert!(unknown.contains("password authentication failed for user \"nobody\""), "{unknown}");
+    // The right password boots.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start_with(dir.path(), &["--store", &url], &[("PGPASSWORD", "right-horse")]);
+    assert_eq!(d.get("/health?deep=1").await.ok()["store"]["durable"], true);
+}
+
+/// Issue 44, item 12: each daemon after the first logged PostgreSQL's NOTICE "relation
+/// schema_migrations already exists, skipping" at INFO, with a source path of the build machine.
+/// A daemon joining a migrated database says nothing of it, and no log line names a source file.
+#[tokio::test]
+async fn a_daemon_joining_a_migrated_database_logs_no_notice_and_no_build_path() {
+    let (_fleet, a, b) = Fleet::two(&[]);
+    for d in [&a, &b] {
+        assert_eq!(d.get("/health").await.status, 200);
+        let log = d.stderr();
+        for needle in ["already exists", "NOTICE", "log.file", ".rs:", "registry/src"] {
+            assert!(!log.contains(needle), "{needle:?} in:\n{log}");
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod echo;
 mod events;
 mod fanout;
 mod fleet;
+mod http2;
 mod lifecycle;
 mod metrics;
 mod modes;

@@ -132,7 +132,7 @@ async fn mediatord_transcript_prints_a_recorded_session_as_markdown_or_json() {
     assert_eq!(status, Some(0), "{stderr}");
     assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
     assert!(md.contains("(daemon_shutdown)"), "{md}");
-    assert!(md.contains("## Prompt from alice\n\nwrite a.txt x\n"), "{md}");
+    assert!(md.contains("## Prompt from alice\n\n    write a.txt x\n"), "{md}");
     assert!(md.contains("> Permission asked: "), "{md}");
     assert!(md.contains("> Decision: allow_once, by alice"), "{md}");
 

@@ -176,3 +176,76 @@ async fn a_json_log_writes_an_agents_bidi_and_c1_characters_as_escapes_and_keeps
     let entry: Value = serde_json::from_str(line).expect("a JSON line");
     assert_eq!(entry["fields"]["message"], "booting\u{85}\u{202e}done", "the value is kept");
 }
+
+/// Issue 41, finding 8: every export of a session whose agent asked with a title holding a line
+/// that looks like the export's own ("# Permission asked", "> Permission asked"), an OSC 52 that
+/// writes the clipboard when the file is `cat`, and a right-to-left override: the CSV and JSON
+/// audit downloads, `mediatord transcript` as Markdown and JSON, and the web app's Markdown
+/// export (run by node on the same events). None holds a raw control or bidi character, and in none
+/// does the agent's newline start a line.
+#[tokio::test]
+async fn every_export_writes_an_agents_newlines_escapes_and_overrides_as_text() {
+    const EVIL: &str =
+        "true\n# Permission asked: rm -rf ~\n> Permission asked: \u{1b}]52;c;cHduZWQ=\u{7}\u{202e}txt.exe";
+    let state = tempfile::tempdir().expect("tempdir");
+    let state_dir = state.path().join("state").to_str().expect("utf-8").to_owned();
+    let d = Daemon::start(&["--state-dir", &state_dir]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), &format!("shell {EVIL}")).await;
+    assert_eq!(request["toolCall"]["title"], format!("Run {EVIL}"));
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("reject_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    let no_forged_line = |what: &str, text: &str| {
+        assert_inert(what, text);
+        for line in text.lines() {
+            assert!(!line.starts_with("# Permission asked"), "{what}: a forged line {line:?} in\n{text}");
+        }
+    };
+
+    let deadline = Instant::now() + WAIT;
+    let csv = loop {
+        let text = send(d.client().get(d.url("/audit?format=csv"))).await.text;
+        if text.contains("Rejected") {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "the decision never reached the audit: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling what the store's writer commits
+    };
+    // Its rows end with CRLF (RFC 4180): the only carriage returns it may hold.
+    no_forged_line("the CSV export", &csv.replace("\r\n", "\n"));
+    assert_eq!(csv.lines().count(), 2, "the header and one row:\n{csv}");
+    assert!(csv.contains(r"Run true\n# Permission asked: rm -rf ~\n> Permission asked: \u{1b}]52;c;cHduZWQ=\u{7}\u{202e}txt.exe"), "{csv}");
+    let json = send(d.client().get(d.url("/audit?format=json"))).await.text;
+    no_forged_line("the JSON export", &json);
+    let entries: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(entries[0]["toolCall"]["title"], format!("Run {EVIL}"), "the value is kept");
+
+    let (code, md, err) = run(&["transcript", &sid, "--state-dir", &state_dir], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    no_forged_line("mediatord transcript", &md);
+    assert_eq!(md.lines().filter(|l| l.starts_with("> Permission asked")).count(), 1, "{md}");
+    let (code, doc, err) =
+        run(&["transcript", &sid, "--format", "json", "--state-dir", &state_dir], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_inert("mediatord transcript --format json", &doc);
+    let doc: Value = serde_json::from_str(&doc).expect("JSON");
+
+    // The web app's export of the same session (`web/history.js`), as the page would make it.
+    let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web/history.js");
+    let script = format!(
+        "const {{ transcriptMarkdown }} = await import({}); \
+         const doc = JSON.parse(process.argv[1]); \
+         process.stdout.write(transcriptMarkdown(doc.session, doc.events, new Map()));",
+        serde_json::to_string(&web.to_string_lossy()).expect("a path")
+    );
+    let out = tokio::process::Command::new("node")
+        .args(["--input-type=module", "-e", &script, &doc.to_string()])
+        .output()
+        .await
+        .expect("node");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let web_md = String::from_utf8_lossy(&out.stdout);
+    no_forged_line("the web app's Markdown export", &web_md);
+    assert_eq!(web_md.lines().filter(|l| l.starts_with("> Permission asked")).count(), 1, "{web_md}");
+}

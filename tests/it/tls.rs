@@ -171,3 +171,40 @@ async fn sighup_swaps_the_certificate_for_new_connections_and_keeps_open_ones() 
     assert_eq!(later.shown, renewed);
     assert_eq!(later.health(d.port).await, 200);
 }
+
+/// Issue 41, finding 9: a TLS key others may read was taken silently. It refuses the boot, saying
+/// why and what to run; a renewal that lands world-readable is refused at SIGHUP, and the
+/// daemon goes on serving the pair it had.
+#[tokio::test]
+async fn a_tls_key_others_may_read_refuses_the_boot_and_a_reload_keeps_the_previous_pair() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(dir.path(), "server");
+    let args = ["--tls-cert", crt.to_str().expect("utf-8"), "--tls-key", key.to_str().expect("utf-8")];
+    chmod(&key, 0o644);
+    let (status, err) = serve_refusal(&args, &[]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("has mode 0644: others may read it")
+            && err.contains(&format!("chmod 600 {}", key.display())),
+        "{err}"
+    );
+    chmod(&key, 0o600);
+    let d = Daemon::start(&args).trusting(&ca.pem());
+    let first = open_connection(&ca, d.port).await.shown;
+
+    let (new_crt, new_key) = ca.leaf(dir.path(), "renewed");
+    std::fs::rename(&new_crt, &crt).expect("mv cert");
+    std::fs::rename(&new_key, &key).expect("mv key");
+    chmod(&key, 0o644);
+    d.signal(rustix::process::Signal::HUP);
+    let said = wait_stderr(&d, "still serving the previous certificate").await;
+    assert!(said.contains("others may read it"), "{said}");
+    let mut after = open_connection(&ca, d.port).await;
+    assert_eq!(after.shown, first, "the pair in use stays");
+    assert_eq!(after.health(d.port).await, 200);
+}

@@ -44,7 +44,8 @@ impl TestCa {
     }
 
     /// A leaf for `localhost` and 127.0.0.1 signed by this CA, written to `dir` as
-    /// `name.crt`/`name.key`; returns the two paths.
+    /// `name.crt`/`name.key` (the key 0600, as mkcert, certbot and `tailscale cert` write one);
+    /// returns the two paths.
     pub(crate) fn leaf(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         let params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
             .expect("leaf params");
@@ -53,6 +54,8 @@ impl TestCa {
         let (crt, pem_key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
         std::fs::write(&crt, cert.pem()).expect("write cert");
         std::fs::write(&pem_key, key.serialize_pem()).expect("write key");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pem_key, std::fs::Permissions::from_mode(0o600)).expect("chmod key");
         (crt, pem_key)
     }
 }

@@ -111,6 +111,8 @@ fn against_the_backend(args: &[&str]) -> Vec<String> {
 pub(crate) fn serve_refusal(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
     let mut cmd = Command::new(bin());
     cmd.arg("serve").args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // A database password only when the test gives one.
+    cmd.env_remove("PGPASSWORD");
     for (k, v) in env {
         cmd.env(k, v);
     }

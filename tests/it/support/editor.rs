@@ -13,7 +13,8 @@ use super::{WAIT, bin};
 /// An editor: `mediatord connect` as its agent, spoken to over its stdin and stdout.
 pub(crate) struct Editor {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed ([`Editor::close_input`]).
+    stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: i64,
     /// Every message received, in order.
@@ -42,19 +43,29 @@ impl Editor {
         let mut child = cmd.spawn().expect("spawn mediatord connect");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Editor { child, stdin, stdout, next_id: 1, seen: Vec::new(), read: 0 }
+        Editor { child, stdin: Some(stdin), stdout, next_id: 1, seen: Vec::new(), read: 0 }
     }
 
     pub(crate) async fn send(&mut self, m: &Value) {
         let mut line = m.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).await.expect("write to connect");
+        self.input().write_all(line.as_bytes()).await.expect("write to connect");
     }
 
     /// Writes `line` and a newline as they are, JSON or not.
     pub(crate) async fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.expect("write to connect");
-        self.stdin.write_all(b"\n").await.expect("write to connect");
+        self.input().write_all(line.as_bytes()).await.expect("write to connect");
+        self.input().write_all(b"\n").await.expect("write to connect");
+    }
+
+    fn input(&mut self) -> &mut ChildStdin {
+        self.stdin.as_mut().expect("the editor's input is open")
+    }
+
+    /// Closes its input (as an editor, or a script piping one request, does when it is done
+    /// sending), its output still read.
+    pub(crate) fn close_input(&mut self) {
+        self.stdin.take();
     }
 
     pub(crate) async fn request(&mut self, method: &str, params: Value) -> i64 {
@@ -128,7 +139,7 @@ impl Editor {
 
     /// Closes its input; `connect` exits, and with what status.
     pub(crate) async fn close(mut self) -> std::process::ExitStatus {
-        drop(self.stdin);
+        self.stdin.take();
         tokio::time::timeout(WAIT, self.child.wait()).await.expect("connect exits in time").expect("wait")
     }
 }

@@ -10,6 +10,7 @@ mod ca;
 mod client;
 mod daemon;
 mod editor;
+pub(crate) mod h2raw;
 mod home;
 pub(crate) mod netns;
 pub(crate) mod postgres;

@@ -50,6 +50,8 @@ pub(crate) struct Postgres {
     control: Mutex<(Option<ChildStdin>, BufReader<ChildStdout>)>,
     /// Databases made so far (`database`).
     made: Mutex<Vec<String>>,
+    /// The `mediatord` role's password, when the cluster asks for one ([`Postgres::with_password`]).
+    password: Option<String>,
 }
 
 /// The directory of the server's binaries, installing the package when there is none.
@@ -97,10 +99,26 @@ fn free_port() -> u16 {
 }
 
 impl Postgres {
-    /// Makes a cluster and starts it.
+    /// Makes a cluster and starts it; every role is trusted on loopback.
     pub(crate) fn start() -> Postgres {
+        Postgres::start_with(None)
+    }
+
+    /// A cluster of its own that asks every client for its password (SCRAM-SHA-256), the role
+    /// `mediatord`'s being `password`.
+    pub(crate) fn with_password(password: &str) -> Postgres {
+        Postgres::start_with(Some(password))
+    }
+
+    fn start_with(password: Option<&str>) -> Postgres {
         let bin = binaries();
         let dir = tempfile::Builder::new().prefix("mediatord-pg").tempdir().expect("tempdir").keep();
+        let mut auth = vec!["-A".to_owned(), "trust".to_owned()];
+        if let Some(password) = password {
+            let file = dir.join("pwfile");
+            std::fs::write(&file, format!("{password}\n")).expect("write the password file");
+            auth = vec!["-A".to_owned(), "scram-sha-256".to_owned(), format!("--pwfile={}", file.display())];
+        }
         let mut prefix: Vec<String> = Vec::new();
         if is_root() {
             let user = system_user();
@@ -123,7 +141,8 @@ impl Postgres {
         let initdb = initdb
             .arg("-D")
             .arg(dir.join("data"))
-            .args(["-U", "mediatord", "-A", "trust", "--no-sync", "-E", "UTF8"])
+            .args(["-U", "mediatord", "--no-sync", "-E", "UTF8"])
+            .args(&auth)
             .output()
             .expect("run initdb");
         assert!(initdb.status.success(), "initdb failed: {}", String::from_utf8_lossy(&initdb.stderr));
@@ -150,6 +169,7 @@ impl Postgres {
             keeper,
             control: Mutex::new((Some(stdin), stdout)),
             made: Mutex::default(),
+            password: password.map(str::to_owned),
         };
         pg.wait_ready(&dir);
         pg
@@ -211,6 +231,7 @@ impl Postgres {
         let mut made = self.made.lock().expect("made");
         if !made.iter().any(|m| m == name) {
             let out = Command::new(self.bin.join("createdb"))
+                .envs(self.password.iter().map(|p| ("PGPASSWORD", p)))
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "mediatord", name])
                 .output()
                 .expect("createdb");
@@ -243,14 +264,26 @@ impl Postgres {
     }
 
     fn psql(&self, database: &str, sql: &str) -> std::io::Result<std::process::Output> {
+        self.psql_as("mediatord", database, sql)
+    }
+
+    /// Runs `sql` on `database` as `role` (the cluster trusts every role on loopback), whatever
+    /// the outcome: what another program connected as that role would see.
+    pub(crate) fn psql_as(
+        &self,
+        role: &str,
+        database: &str,
+        sql: &str,
+    ) -> std::io::Result<std::process::Output> {
         Command::new(self.bin.join("psql"))
+            .envs(self.password.iter().map(|p| ("PGPASSWORD", p)))
             .args([
                 "-h",
                 "127.0.0.1",
                 "-p",
                 &self.port.to_string(),
                 "-U",
-                "mediatord",
+                role,
                 "-At",
                 "-d",
                 database,
