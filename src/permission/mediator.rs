@@ -674,6 +674,12 @@ impl<'a> Permissions<'a> {
         self.mediator.lock().audit.iter().cloned().collect()
     }
 
+    /// The question a pending request asks, if it is one (the ACP door asks it as
+    /// `elicitation/create` of a client that takes that).
+    pub fn question(self, request_id: &str) -> Option<Question> {
+        self.mediator.lock().pending.get(request_id).and_then(|p| p.question.clone())
+    }
+
     /// Whether `request_id` awaits a decision.
     pub fn is_pending(self, request_id: &str) -> bool {
         self.mediator.lock().pending.contains_key(request_id)

@@ -818,8 +818,8 @@ impl Field {
                 put("maxLength", json!(max_len));
             }
             FieldKind::Integer { min, max } | FieldKind::Number { min, max } => {
-                put("minimum", json!(min));
-                put("maximum", json!(max));
+                put("minimum", min.map_or(Value::Null, number));
+                put("maximum", max.map_or(Value::Null, number));
             }
             FieldKind::Boolean => {}
             FieldKind::One { offers, other } => {
@@ -878,10 +878,10 @@ impl Field {
             FieldKind::Integer { min, max } | FieldKind::Number { min, max } => {
                 let mut s = json!({"type": self.kind_type()});
                 if let Some(m) = min {
-                    s["minimum"] = json!(m);
+                    s["minimum"] = number(*m);
                 }
                 if let Some(m) = max {
-                    s["maximum"] = json!(m);
+                    s["maximum"] = number(*m);
                 }
                 s
             }
@@ -916,6 +916,14 @@ impl Field {
             _ => "number",
         }
     }
+}
+
+/// A bound as JSON: a whole number as an integer (`9`, not `9.0`: what a schema's reader expects
+/// of an integer field, and what the agent sent), any other as it is.
+fn number(v: f64) -> Value {
+    // 2^53: past it an f64 no longer holds every integer.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    if v.fract() == 0.0 && v.abs() <= EXACT { json!(v as i64) } else { json!(v) }
 }
 
 fn offers_wire(offers: &[Offer]) -> Value {
@@ -1238,6 +1246,23 @@ mod tests {
             q.redacted(&given),
             json!({"code": REDACTED, "k": REDACTED, "pass": REDACTED, "user": "ada"})
         );
+    }
+
+    #[test]
+    fn an_integer_fields_bounds_read_as_integers() {
+        let q = Question::from_elicitation(&form(
+            json!({"n": {"type": "integer", "minimum": 1, "maximum": 9}, "x": {"type": "number", "minimum": 0.5}}),
+            &[],
+        ))
+        .expect("q");
+        let asked = q.elicitation("s", "r", true, false).expect("form");
+        assert_eq!(asked["requestedSchema"]["properties"]["n"]["maximum"].to_string(), "9");
+        assert_eq!(asked["requestedSchema"]["properties"]["x"]["minimum"].to_string(), "0.5");
+        let wire = q.wire();
+        assert_eq!(wire["fields"][0]["minimum"].to_string(), "1");
+        assert_eq!(wire["fields"][1]["minimum"].to_string(), "0.5");
+        assert_eq!(number(1e300), json!(1e300), "past 2^53 as it is");
+        assert_eq!(number(-3.0).to_string(), "-3");
     }
 
     #[test]

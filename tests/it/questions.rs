@@ -311,3 +311,204 @@ async fn under_consensus_the_first_complete_answer_decides_a_question() {
     assert_eq!(find(&events, "permission_resolved")["voterClientId"], "bob");
     assert!(chunk_text(&events).contains(r#"answers: {"0":"chrono","1":"tz"}"#), "{}", chunk_text(&events));
 }
+
+/// The text the agent said in `agent_message_chunk` updates an ACP client saw.
+fn acp_said(seen: &[Value]) -> String {
+    seen.iter()
+        .filter(|m| m["method"] == "session/update")
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// An ACP connection as `client_id`, advertising `elicitation` (`{form?, url?}`) or nothing.
+async fn acp_client(d: &Daemon, client_id: &str, elicitation: Option<Value>) -> AcpWs {
+    let mut ws = AcpWs::open(d, &[("X-Qwen-Client-Id", client_id)]).await;
+    let caps = match elicitation {
+        Some(modes) => json!({"elicitation": modes}),
+        None => json!({}),
+    };
+    let init = ws.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    ws
+}
+
+/// Issue #43 over `/acp`: a connection that advertised elicitation is asked a form as
+/// `elicitation/create` (the schema rebuilt by the daemon, the client knowing it by the daemon's
+/// request id), one that did not as `session/request_permission` with qwen's questions. The
+/// first's `accept` is the vote: the agent gets exactly its content, typed; the second is
+/// withdrawn; the audit names the ACP client.
+#[tokio::test]
+async fn over_acp_a_form_is_an_elicitation_for_clients_that_take_one_and_a_qwen_question_for_the_rest() {
+    let d = Daemon::start(&[]);
+    let mut ada = acp_client(&d, "ada", Some(json!({"form": {}, "url": {}}))).await;
+    let mut bob = acp_client(&d, "bob", None).await;
+    let created = ada.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    let sid = created["result"]["sessionId"].as_str().expect("session").to_owned();
+    bob.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    let turn = ada
+        .request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "elicit"}]}))
+        .await;
+    let asked = ada.until(|m| is_request(m, "elicitation/create")).await;
+    let p = &asked["params"];
+    let rid = p["_meta"]["mediatord/requestId"].as_str().expect("the daemon's request id").to_owned();
+    assert_eq!((p["sessionId"].as_str(), p["mode"].as_str()), (Some(sid.as_str()), Some("form")));
+    assert_eq!(p["message"], "Where should this deploy?");
+    assert_eq!(p["requestedSchema"]["required"], json!(["name", "replicas"]));
+    assert_eq!(
+        p["requestedSchema"]["properties"]["replicas"],
+        json!({"type": "integer", "title": "Replicas", "minimum": 1, "maximum": 9})
+    );
+    assert_eq!(
+        p["requestedSchema"]["properties"]["region"]["oneOf"][0],
+        json!({"const": "eu", "title": "Europe"})
+    );
+    let other = bob.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(other["params"]["_meta"]["mediatord/requestId"], rid.as_str());
+    let questions = other["params"]["toolCall"]["_meta"]["qwenQuestions"].as_array().expect("qwen's form");
+    assert_eq!(questions.len(), 5);
+    assert!(
+        ada.seen.iter().all(|m| !is_request(m, "session/request_permission")),
+        "asked once, as it takes it"
+    );
+
+    let content = json!({"name": "api", "replicas": 3, "region": "eu", "agree": true, "token": "sk-acp-7"});
+    ada.reply(&asked["id"], json!({"action": "accept", "content": content})).await;
+    let answer = ada.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        acp_said(&ada.seen).contains(
+            r#"action: accept content: {"agree":true,"name":"api","region":"eu","replicas":3,"token":"sk-acp-7"}"#
+        ),
+        "{}",
+        acp_said(&ada.seen)
+    );
+    let withdrawn = bob.until(|m| m["method"] == "$/cancel_request").await;
+    assert_eq!(withdrawn["params"]["requestId"], other["id"]);
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let entry = &audit["audit"][0];
+    assert_eq!(
+        (entry["voterClientId"].clone(), entry["via"].clone(), entry["answers"]["token"].clone()),
+        (json!("ada"), json!("acp"), json!("[redacted]"))
+    );
+}
+
+/// Issue #43 over `/acp`: Qwen Code's question reaches an elicitation client as a form (its
+/// questions as properties, keyed as the agent reads them), and the client's typed answer
+/// reaches the agent as qwen's strings; a client without the capability answers the same kind of
+/// question with `{outcome, answers}`, and one declining an elicitation declines it.
+#[tokio::test]
+async fn over_acp_a_qwen_question_is_answered_as_a_form_or_with_answers_and_an_elicitation_declined() {
+    let d = Daemon::start(&[]);
+    let mut ada = acp_client(&d, "ada", Some(json!({"form": {}}))).await;
+    let created = ada.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    let sid = created["result"]["sessionId"].as_str().expect("session").to_owned();
+    let prompt = |text: &str| json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]});
+    let turn = ada.request("session/prompt", prompt("ask")).await;
+    let asked = ada.until(|m| is_request(m, "elicitation/create")).await;
+    let schema = &asked["params"]["requestedSchema"];
+    assert_eq!(schema["properties"]["1"]["type"], "array");
+    assert_eq!(schema["properties"]["0"]["oneOf"][1]["const"], "jiff");
+    ada.reply(&asked["id"], json!({"action": "accept", "content": {"0": "jiff", "1": ["serde", "tz"]}}))
+        .await;
+    assert_eq!(ada.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert!(
+        acp_said(&ada.seen).contains(r#"answers: {"0":"jiff","1":"serde, tz"}"#),
+        "{}",
+        acp_said(&ada.seen)
+    );
+
+    let turn = ada.request("session/prompt", prompt("elicit")).await;
+    let asked = ada.until(|m| is_request(m, "elicitation/create")).await;
+    ada.reply(&asked["id"], json!({"action": "decline"})).await;
+    assert_eq!(ada.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert!(acp_said(&ada.seen).ends_with("action: decline"), "{}", acp_said(&ada.seen));
+
+    let mut bob = acp_client(&d, "bob", None).await;
+    bob.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    let turn = bob.request("session/prompt", prompt("ask")).await;
+    let asked = bob.until(|m| is_request(m, "session/request_permission")).await;
+    assert_eq!(asked["params"]["toolCall"]["_meta"]["qwenInteractionKind"], "user_question");
+    let vote = json!({"outcome": {"outcome": "selected", "optionId": "proceed_once"}, "answers": {"0": "chrono", "1": "tz"}});
+    bob.reply(&asked["id"], vote).await;
+    assert_eq!(bob.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert!(acp_said(&bob.seen).contains(r#"answers: {"0":"chrono","1":"tz"}"#), "{}", acp_said(&bob.seen));
+}
+
+/// Issue #43 over `/acp`: a URL elicitation reaches a client that takes URLs as one (its id the
+/// daemon's request id, the agent's own never shown); a client that takes only forms gets it as a
+/// permission request naming the URL and its host. Accepted, the agent's `elicitation/complete`
+/// is passed on to the client under the id it was given.
+#[tokio::test]
+async fn over_acp_a_url_elicitation_is_asked_and_completed_under_the_daemons_id() {
+    let d = Daemon::start(&[]);
+    let mut ada = acp_client(&d, "ada", Some(json!({"url": {}}))).await;
+    let mut bob = acp_client(&d, "bob", Some(json!({"form": {}}))).await;
+    let created = ada.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    let sid = created["result"]["sessionId"].as_str().expect("session").to_owned();
+    bob.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    let text = "elicit-url https://login.example/auth?state=9";
+    let turn = ada
+        .request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}))
+        .await;
+    let asked = ada.until(|m| is_request(m, "elicitation/create")).await;
+    let rid = asked["params"]["_meta"]["mediatord/requestId"].as_str().expect("request id").to_owned();
+    assert_eq!(
+        (
+            asked["params"]["mode"].clone(),
+            asked["params"]["url"].clone(),
+            asked["params"]["elicitationId"].clone()
+        ),
+        (json!("url"), json!("https://login.example/auth?state=9"), json!(rid))
+    );
+    let other = bob.until(|m| is_request(m, "session/request_permission")).await;
+    let shown = other["params"]["toolCall"]["content"][0]["content"]["text"].as_str().unwrap_or_default();
+    assert_eq!(shown, "Open https://login.example/auth?state=9 (on login.example)");
+    ada.reply(&asked["id"], json!({"action": "accept"})).await;
+    let complete = ada.until(|m| m["method"] == "elicitation/complete").await;
+    assert_eq!(complete["params"]["elicitationId"], rid.as_str());
+    assert!(complete.get("id").is_none(), "a notification");
+    assert_eq!(ada.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert!(acp_said(&ada.seen).contains("action: accept"), "{}", acp_said(&ada.seen));
+    assert!(
+        bob.seen.iter().all(|m| m["method"] != "elicitation/complete"),
+        "only a client asked the URL is told it is complete"
+    );
+}
+
+/// Issue #43: an editor behind `mediatord connect` that advertised elicitation is passed the
+/// daemon's `elicitation/create` (connect no longer answers it `-32601`) under connect's own id,
+/// and its answer reaches the agent.
+#[tokio::test]
+async fn an_editor_behind_connect_answers_an_elicitation() {
+    let d = Daemon::start(&[]);
+    let mut editor = Editor::start(&d.base, &["--client-id", "zed"], &[]);
+    let caps = json!({"elicitation": {"form": {}}});
+    let init = editor.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let new = editor.call("session/new", json!({"cwd": d.workspace, "mcpServers": []})).await;
+    let sid = new["result"]["sessionId"].as_str().expect("session").to_owned();
+    let turn = editor
+        .request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "elicit"}]}))
+        .await;
+    let asked = editor.until(|m| is_request(m, "elicitation/create")).await;
+    assert_eq!(asked["id"], "c-1", "connect numbers the daemon's requests itself");
+    assert_eq!(asked["params"]["mode"], "form");
+    let content = json!({"name": "web", "replicas": 1});
+    editor
+        .send(&json!({"jsonrpc": "2.0", "id": "c-1", "result": {"action": "accept", "content": content}}))
+        .await;
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        editor.chunks().concat().contains(r#"action: accept content: {"name":"web","replicas":1}"#),
+        "{:?}",
+        editor.chunks()
+    );
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    assert_eq!(
+        (audit["audit"][0]["voterClientId"].clone(), audit["audit"][0]["via"].clone()),
+        (json!("zed"), json!("acp"))
+    );
+    assert!(editor.close().await.success());
+}
