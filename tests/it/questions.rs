@@ -512,3 +512,36 @@ async fn an_editor_behind_connect_answers_an_elicitation() {
     );
     assert!(editor.close().await.success());
 }
+
+/// Issue #43: a question pending when the daemon is killed is `abandoned` at the next start, the
+/// audit still saying what was asked; one pending when the daemon stops (SIGTERM) ends
+/// `session_closed` before it exits.
+#[tokio::test]
+async fn a_question_pending_at_a_restart_is_abandoned_or_closed_and_the_audit_says_so() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let (_, sse, request) = asked(&d, "elicit").await;
+    let rid = request_id(&request);
+    let pending = || d.client().get(d.url("/audit?outcome=pending"));
+    eventually(pending, |b| b["entries"][0]["requestId"] == rid.as_str()).await;
+    drop(sse);
+    drop(d); // SIGKILL
+    let d = home.start(&[]);
+    let abandoned = d.get("/audit?outcome=abandoned").await.ok();
+    let e = &abandoned["entries"][0];
+    assert_eq!((e["requestId"].as_str(), e["resolvedBy"].as_str()), (Some(rid.as_str()), Some("abandoned")));
+    assert_eq!(e["question"]["form"], "form", "{e}");
+    assert_eq!(e["question"]["message"], "Where should this deploy?");
+
+    let (_, _sse, request) = asked(&d, "ask").await;
+    let rid = request_id(&request);
+    let mut d = d;
+    d.signal(rustix::process::Signal::TERM);
+    assert!(d.wait_exit(WAIT).success());
+    let d = home.start(&[]);
+    let closed = d.get("/audit").await.ok();
+    let e = closed["entries"].as_array().and_then(|e| e.iter().find(|e| e["requestId"] == rid.as_str()));
+    let e = e.unwrap_or_else(|| panic!("{closed}"));
+    assert_eq!(e["resolvedBy"], "session_closed", "{e}");
+    assert_eq!(e["question"]["form"], "user_question");
+}
