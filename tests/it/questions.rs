@@ -545,3 +545,65 @@ async fn a_question_pending_at_a_restart_is_abandoned_or_closed_and_the_audit_sa
     assert_eq!(e["resolvedBy"], "session_closed", "{e}");
     assert_eq!(e["question"]["form"], "user_question");
 }
+
+/// Runs `mediatord args...` (bounded); its exit code, stdout and stderr.
+async fn mediatord(args: &[&str]) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
+    let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// Issue #43: `mediatord approve --answer KEY=VALUE` answers a question (Submit implied; a key
+/// given again is several choices); an answer of the wrong type is refused naming the question,
+/// exit 1, the question still pending; `--answer` to a permission request that asks nothing is
+/// refused before any vote.
+#[tokio::test]
+async fn approve_answers_a_question_with_answer_flags() {
+    let d = Daemon::start(&[]);
+    let (sid, mut sse, request) = asked(&d, "elicit").await;
+    let rid = request_id(&request);
+    let approve = |extra: &[&str]| {
+        let mut args = vec!["approve", sid.as_str(), "--url", d.base.as_str(), "--client-id", "script"];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let args = approve(&["--answer", "name=api", "--answer", "replicas=many"]);
+    let (code, _, err) = mediatord(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("400: Invalid answer to replicas: expected an integer"), "{err}");
+    assert_eq!(d.pending(&sid).await.len(), 1, "still pending");
+    let args = approve(&["--answer", "name=api", "--answer", "replicas=3", "--answer", "region=Europe"]);
+    let (code, out, err) = mediatord(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("accept on other: Where should this deploy? (request {rid}, 3 answers)"));
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        chunk_text(&events).contains(r#"content: {"name":"api","region":"eu","replicas":3}"#),
+        "{}",
+        chunk_text(&events)
+    );
+
+    let request = d.raise(&sid, &mut sse, Some("alice"), "ask").await;
+    let args = approve(&["--answer", "0=jiff", "--answer", "1=serde", "--answer", "1=tz"]);
+    let (code, _, err) = mediatord(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!(code, 0, "{err}");
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["requestId"], request["requestId"]);
+    assert!(
+        chunk_text(&events).contains(r#"answers: {"0":"jiff","1":"serde, tz"}"#),
+        "{}",
+        chunk_text(&events)
+    );
+
+    d.raise(&sid, &mut sse, Some("alice"), "write a.txt x").await;
+    let args = approve(&["--answer", "0=x"]);
+    let (code, _, err) = mediatord(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("asks no question: --answer has nothing to answer"), "{err}");
+    assert_eq!(d.pending(&sid).await.len(), 1, "nothing voted");
+    let (code, _, err) = mediatord(&["approve", &sid, "--answer", "novalue"]).await;
+    assert_eq!(code, 2, "a usage error: {err}");
+    assert!(err.contains("expected KEY=VALUE"), "{err}");
+}
