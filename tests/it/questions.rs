@@ -607,3 +607,43 @@ async fn approve_answers_a_question_with_answer_flags() {
     assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("expected KEY=VALUE"), "{err}");
 }
+
+/// Issue #43: the terminal client (`mediatord attach`, in tmux) shows a question's fields on its
+/// card; `a` asks them in the input line one by one (a choice by its number, a secret typed as
+/// dots), and the last Enter answers: the agent gets exactly the answers.
+#[tokio::test]
+async fn the_terminal_client_answers_a_question_in_its_input_line() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let t = Tmux::run(&[bin(), "attach", &sid, "--url", &d.base, "--client-id", "tui"], &[], 100, 30);
+    t.until("the live session", |s| s.contains(" live ")).await;
+    d.prompt_async(&sid, Some("alice"), "elicit").await;
+    t.until("the question's card", |s| {
+        s.contains("the agent asks") && s.contains("4. Replicas (integer)") && s.contains("[a] Submit")
+    })
+    .await;
+    t.keys(&["a"]);
+    t.until("the first field asked", |s| s.contains("Agree to the terms (boolean) ›")).await;
+    for answer in ["true", "api", "1", "3"] {
+        t.text(answer);
+        t.keys(&["Enter"]);
+    }
+    t.until("the secret's field", |s| s.contains("API token ›")).await;
+    t.text("sk-tmux-9");
+    let screen = t.until("the secret typed as dots", |s| s.contains("API token › •••••••••")).await;
+    assert!(!screen.contains("sk-tmux-9"), "{screen}");
+    t.keys(&["Enter"]);
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        chunk_text(&events).contains(
+            r#"action: accept content: {"agree":true,"name":"api","region":"eu","replicas":3,"token":"sk-tmux-9"}"#
+        ),
+        "{}",
+        chunk_text(&events)
+    );
+    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "tui");
+    t.until("the outcome on the card", |s| s.contains("decided: Submit, by you (tui)")).await;
+    t.keys(&["q"]);
+    t.exited().await;
+}
