@@ -79,6 +79,16 @@ refuses to write.
                                 the prompt's later lines belong to it)
   permissions <K>               ask K permissions in a row                 `permissions 3`
   options <N>                   ask one permission offering N options      `options 5000`
+  ask                           Qwen Code's ask_user_question: a library   `ask`
+                                (one choice) and features (several), then
+                                the answers it got
+  elicit                        elicitation/create, a form: name, replicas `elicit`
+                                (1-9), region (eu|us), agree, API token
+  elicit-url <url> [ms]         elicitation/create, a URL; after `ms`      `elicit-url https://x.example/ 500`
+                                elicitation/complete while it is pending,
+                                else once accepted
+  elicit-raw <json...>          elicitation/create with these params (the  `elicit-raw {\"mode\":\"url\"}`
+                                session's id added), then what it got
   token <bytes> <chunks> <rate> one unbreakable word, streamed in chunks    `token 300000 1000 200`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
@@ -176,6 +186,7 @@ where
         sigterm_ignored: AtomicBool::new(false),
         load_session: !opts.no_load_session,
         transcripts: opts.transcripts.clone(),
+        elicitation: Mutex::new(Vec::new()),
     });
     if opts.ignore_sigterm {
         ignore_sigterm(&shared);
@@ -224,6 +235,8 @@ struct Shared {
     linger: AtomicBool,
     /// The SIGTERM-swallowing task is installed at most once.
     sigterm_ignored: AtomicBool,
+    /// The elicitation modes the client offered at `initialize` (an agent may use no other).
+    elicitation: Mutex<Vec<String>>,
 }
 
 struct Session {
@@ -416,20 +429,34 @@ fn unknown_session(id: &str) -> RpcError {
     RpcError::new(INVALID_PARAMS, format!("unknown session: {id}"))
 }
 
+/// The answer to `initialize`.
+fn initialized(shared: &Shared) -> Result<Value, RpcError> {
+    Ok(json!({
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": shared.load_session,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "mediatord-demo-agent", "version": env!("CARGO_PKG_VERSION")},
+        // `qwen serve` refuses agents without this marker.
+        "_meta": {"qwen-code/external-tool-guard-ready": "required-v1"}
+    }))
+}
+
 /// Answers every request but `session/prompt`, synchronously.
 fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Value, RpcError> {
     match method {
-        method::INITIALIZE => Ok(json!({
-            "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": shared.load_session,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}
-            },
-            "authMethods": [],
-            "agentInfo": {"name": "mediatord-demo-agent", "version": env!("CARGO_PKG_VERSION")},
-            // `qwen serve` refuses agents without this marker.
-            "_meta": {"qwen-code/external-tool-guard-ready": "required-v1"}
-        })),
+        method::INITIALIZE => {
+            let offered = params
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .and_then(|p| p.pointer("/clientCapabilities/elicitation").cloned());
+            if let Some(Value::Object(modes)) = offered {
+                *lock(&shared.elicitation) =
+                    modes.iter().filter(|(_, v)| v.is_object()).map(|(k, _)| k.clone()).collect();
+            }
+            initialized(shared)
+        }
         method::SESSION_NEW => {
             let p: NewSession = parse_params(params)?;
             if !p.cwd.starts_with('/') {
@@ -631,6 +658,20 @@ enum Directive<'a> {
     /// One permission request offering `count` options.
     Options {
         count: u32,
+    },
+    /// Qwen Code's `ask_user_question`.
+    Ask,
+    /// `elicitation/create` in form mode.
+    Elicit,
+    /// `elicitation/create` in URL mode; `complete_after_ms`: `elicitation/complete` then, while
+    /// the question is pending.
+    ElicitUrl {
+        url: &'a str,
+        complete_after_ms: Option<u64>,
+    },
+    /// `elicitation/create` with params of the prompt's (bad-input tests).
+    ElicitRaw {
+        params: &'a str,
     },
     /// One unbreakable word of `bytes` letters, streamed in `chunks` message chunks, `rate` a second.
     Token {
@@ -836,6 +877,16 @@ fn parse_directive(text: &str) -> Directive<'_> {
             None => Directive::Usage("usage: escapee <pidfile>"),
         },
         "echo-meta" => Directive::EchoMeta,
+        "ask" => Directive::Ask,
+        "elicit" => Directive::Elicit,
+        "elicit-url" => match (args.next(), args.next().map(str::parse::<u64>).transpose()) {
+            (Some(url), Ok(complete_after_ms)) => Directive::ElicitUrl { url, complete_after_ms },
+            _ => Directive::Usage("usage: elicit-url <url> [complete-after-ms]"),
+        },
+        "elicit-raw" => match text[text.find(line).map_or(text.len(), |at| at + word.len())..].trim() {
+            "" => Directive::Usage("usage: elicit-raw <json params>"),
+            params => Directive::ElicitRaw { params },
+        },
         _ => Directive::Echo,
     }
 }
@@ -995,6 +1046,19 @@ impl Turn {
             Directive::Shell { command } => self.shell(command).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
             Directive::Options { count } => self.options(count).await?,
+            Directive::Ask => self.ask().await?,
+            Directive::Elicit => self.elicit_form().await?,
+            Directive::ElicitUrl { url, complete_after_ms } => {
+                self.elicit_url(url, complete_after_ms).await?
+            }
+            Directive::ElicitRaw { params } => match serde_json::from_str::<Value>(params) {
+                Ok(Value::Object(mut params)) => {
+                    params.insert("sessionId".into(), json!(self.session_id));
+                    let reply = self.elicit(Value::Object(params)).await?;
+                    self.chunk(&reply).await;
+                }
+                _ => self.chunk("usage: elicit-raw <a JSON object>").await,
+            },
             Directive::Token { bytes, chunks, rate } => self.token(bytes, chunks, rate).await?,
             Directive::Stream { count, rate: None } => self.stream_fast(count).await?,
             Directive::Stream { count, rate: Some(rate) } => self.stream_paced(count, rate).await?,
@@ -1439,6 +1503,98 @@ impl Turn {
         Ok(())
     }
 
+    /// `ask`: Qwen Code's `ask_user_question` as Qwen Code 0.24 sends it (a permission request
+    /// whose tool call's `_meta` holds the questions), then the answers as it reads them.
+    async fn ask(&self) -> Result<(), Cancelled> {
+        let questions = json!([
+            {"question": "Which library should we use?", "header": "Library", "multiSelect": false,
+                "options": [{"label": "chrono", "description": "The classic"}, {"label": "jiff", "description": "Newer, with time zones"}]},
+            {"question": "Which features do you want?", "header": "Features", "multiSelect": true,
+                "options": [{"label": "serde", "description": "Serialization"}, {"label": "tz", "description": "Time zones"}]},
+        ]);
+        let tool_call_id = self.new_tool_call_id();
+        let tool_call = json!({
+            "toolCallId": tool_call_id, "status": "pending", "title": "Ask user 2 questions", "kind": "think",
+            "rawInput": {"questions": questions},
+            "_meta": {"toolName": "ask_user_question", "qwenInteractionKind": "user_question", "qwenQuestions": questions},
+        });
+        let options = json!([
+            {"optionId": "proceed_once", "name": "Submit", "kind": "allow_once"},
+            {"optionId": "cancel", "name": "Cancel", "kind": "reject_once"},
+        ]);
+        let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
+        let reply = match self.call(method::SESSION_REQUEST_PERMISSION, params).await? {
+            Ok(result) if result["outcome"]["optionId"] == "proceed_once" => {
+                format!("answers: {}", result.get("answers").unwrap_or(&Value::Null))
+            }
+            Ok(result) if result["outcome"]["outcome"] == "cancelled" => "question cancelled".to_owned(),
+            Ok(_) => "declined to answer".to_owned(),
+            Err(e) => format!("failed: {}", describe(&e)),
+        };
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
+    /// `elicit`: a form, then what the client answered.
+    async fn elicit_form(&self) -> Result<(), Cancelled> {
+        let params = json!({
+            "sessionId": self.session_id, "mode": "form", "message": "Where should this deploy?",
+            "requestedSchema": {"type": "object", "required": ["name", "replicas"], "properties": {
+                "name": {"type": "string", "title": "Name", "description": "The service's name", "minLength": 1, "maxLength": 40},
+                "replicas": {"type": "integer", "title": "Replicas", "minimum": 1, "maximum": 9},
+                "region": {"type": "string", "title": "Region", "oneOf": [{"const": "eu", "title": "Europe"}, {"const": "us", "title": "United States"}]},
+                "agree": {"type": "boolean", "title": "Agree to the terms"},
+                "token": {"type": "string", "title": "API token", "description": "Kept out of the audit"},
+            }},
+        });
+        let reply = self.elicit(params).await?;
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
+    /// `elicit-url`: a URL for the person to open; `elicitation/complete` after `complete_after_ms`
+    /// (while pending), or once accepted.
+    async fn elicit_url(&self, url: &str, complete_after_ms: Option<u64>) -> Result<(), Cancelled> {
+        let id = format!("demo-elicitation-{}", self.shared.next_tool_call.fetch_add(1, Ordering::Relaxed));
+        let params = json!({
+            "sessionId": self.session_id, "mode": "url", "elicitationId": id, "url": url,
+            "message": "Sign in to continue",
+        });
+        let complete = notification_line(method::ELICITATION_COMPLETE, &json!({"elicitationId": id}));
+        let early = complete_after_ms.map(|ms| {
+            let (shared, line) = (self.shared.clone(), complete.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                shared.send(line).await;
+            })
+        });
+        let reply = self.elicit(params).await?;
+        match early {
+            Some(task) => task.abort(),
+            None if reply == "action: accept" => self.shared.send(complete).await,
+            None => {}
+        }
+        self.chunk(&reply).await;
+        Ok(())
+    }
+
+    /// Sends `elicitation/create` (when the client offered its mode at `initialize`), and says what
+    /// came back: `action: accept content: {...}`, `action: decline`, `failed: ...`.
+    async fn elicit(&self, params: Value) -> Result<String, Cancelled> {
+        let mode = params["mode"].as_str().unwrap_or_default().to_owned();
+        if !lock(&self.shared.elicitation).contains(&mode) {
+            return Ok(format!("the client did not offer elicitation mode {mode:?}"));
+        }
+        Ok(match self.call(method::ELICITATION_CREATE, params).await? {
+            Ok(result) => match (result["action"].as_str(), result.get("content")) {
+                (Some(action), Some(content)) => format!("action: {action} content: {content}"),
+                (Some(action), None) => format!("action: {action}"),
+                _ => format!("bad elicitation result: {result}"),
+            },
+            Err(e) => format!("failed: {}", describe(&e)),
+        })
+    }
+
     async fn permissions(&self, count: u32) -> Result<(), Cancelled> {
         let mut outcomes = Vec::new();
         for i in 1..=count {
@@ -1529,6 +1685,23 @@ mod tests {
         assert_eq!(parse_directive("\n  \n  STALL now\nmore"), Directive::Stall);
         assert_eq!(parse_directive("Pid"), Directive::Pid);
         assert_eq!(parse_directive("echo-meta"), Directive::EchoMeta);
+        assert_eq!(parse_directive("ask"), Directive::Ask);
+        assert_eq!(parse_directive("elicit"), Directive::Elicit);
+        assert_eq!(
+            parse_directive("elicit-url https://x.example/ 250"),
+            Directive::ElicitUrl { url: "https://x.example/", complete_after_ms: Some(250) }
+        );
+        assert_eq!(
+            parse_directive("elicit-url https://x.example/"),
+            Directive::ElicitUrl { url: "https://x.example/", complete_after_ms: None }
+        );
+        assert!(matches!(parse_directive("elicit-url"), Directive::Usage(_)));
+        assert!(matches!(parse_directive("elicit-url https://x.example/ soon"), Directive::Usage(_)));
+        assert_eq!(
+            parse_directive("elicit-raw {\"mode\": \"url\"}\n"),
+            Directive::ElicitRaw { params: "{\"mode\": \"url\"}" }
+        );
+        assert!(matches!(parse_directive("elicit-raw"), Directive::Usage(_)));
         assert_eq!(parse_directive("env DEMO_ROLE"), Directive::Env { name: "DEMO_ROLE" });
         assert!(matches!(parse_directive("env MEDIATORD_TOKEN"), Directive::Usage(_)));
         assert!(matches!(parse_directive("env"), Directive::Usage(_)));

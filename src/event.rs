@@ -29,6 +29,8 @@ pub enum EventKind {
     UnapprovedChange,
     /// A client rewound the session's files to before a turn.
     SessionRewound,
+    /// The agent said a URL elicitation is done (`elicitation/complete`); names its request.
+    ElicitationComplete,
     /// A process the daemon started (this session's agent, or something it ran) tried to act as
     /// a client of the daemon, and was refused (`crate::peer`).
     AgentRefusedAsClient,
@@ -67,6 +69,7 @@ impl EventKind {
             EventKind::TurnChanges => "turn_changes",
             EventKind::UnapprovedChange => "unapproved_change",
             EventKind::SessionRewound => "session_rewound",
+            EventKind::ElicitationComplete => "elicitation_complete",
             EventKind::AgentRefusedAsClient => "agent_refused_as_client",
             EventKind::SessionClosed => "session_closed",
             EventKind::SessionDied => "session_died",

@@ -507,6 +507,112 @@ async fn allow_once_writes_the_file_and_the_other_browser_sees_who_decided() {
     assert_eq!(written, "hello from a phone");
 }
 
+impl Page {
+    /// Types `text` into the input `css` names (the card's form), once it is there.
+    async fn type_into(&self, css: &str, text: &str) {
+        let input = self
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"));
+        input.clear().await.expect("clear");
+        input.send_keys(text).await.expect("type");
+    }
+}
+
+/// XPath of the choice labelled `label` in the card's question `key`.
+fn choice(key: &str, label: &str) -> String {
+    format!(
+        "//section[contains(@class, 'card')]//*[@data-key = '{key}']//label[span[normalize-space() = '{label}']]"
+    )
+}
+
+/// Issue #43: the agent's questions on a phone, answered in their card: a form (text, a number
+/// entered wrong then right, one choice, yes/no, a secret typed into a password field), Qwen
+/// Code's two questions (one choice, several), and a URL shown with its host and opened in a new
+/// tab. The agent gets exactly the answers.
+#[tokio::test]
+async fn a_question_is_answered_in_its_card_on_a_phone() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    page.prompt("elicit").await;
+    page.until("the question's form", "document.querySelector('section.card .question[data-form=form]')")
+        .await;
+    let fields = page
+        .js("return [...document.querySelectorAll('section.card .question-field')].map((f) => f.dataset.key)")
+        .await;
+    assert_eq!(fields, json!(["agree", "name", "region", "replicas", "token"]));
+    assert_eq!(
+        page.js("return document.querySelector(\"section.card [data-key=token] input\").type").await,
+        "password"
+    );
+    let names = page
+        .js("return [...document.querySelectorAll('section.card button .option-name')].map((b) => b.textContent.trim())")
+        .await;
+    assert_eq!(names, json!(["Submit", "Decline"]), "no \"for this session\": no rule answers a question");
+    page.type_into("section.card [data-key=name] input", "api").await;
+    page.type_into("section.card [data-key=replicas] input", "many").await;
+    page.click("Europe", &choice("region", "Europe")).await;
+    page.click("agree", "//section[contains(@class, 'card')]//*[@data-key = 'agree']//input").await;
+    page.type_into("section.card [data-key=token] input", "sk-web-1").await;
+    page.click("Submit", &card_button("Submit")).await;
+    page.until(
+        "the refusal, naming the field",
+        "document.querySelector('section.card .form-error')?.textContent.includes('Invalid answer to replicas: expected an integer')",
+    )
+    .await;
+    let problems = page.console_problems().await;
+    assert!(
+        problems.len() == 1 && problems[0].contains("/permission/") && problems[0].contains("400"),
+        "only the refused vote's 400: {problems:?}"
+    );
+    page.type_into("section.card [data-key=replicas] input", "3").await;
+    page.click("Submit", &card_button("Submit")).await;
+    page.until("the card resolved", NO_CARD).await;
+    let turn = page.finished_turn("the form's turn").await;
+    assert_eq!(
+        turn["agent"],
+        r#"action: accept content: {"agree":true,"name":"api","region":"eu","replicas":3,"token":"sk-web-1"}"#
+    );
+
+    page.prompt("ask").await;
+    page.until(
+        "qwen's questions",
+        "document.querySelector('section.card .question[data-form=user_question]')",
+    )
+    .await;
+    page.click("jiff", &choice("0", "jiff")).await;
+    page.click("serde", &choice("1", "serde")).await;
+    page.click("tz", &choice("1", "tz")).await;
+    page.click("Submit", &card_button("Submit")).await;
+    page.until("the card resolved", NO_CARD).await;
+    let turn = page.finished_turn("the question's turn").await;
+    assert_eq!(turn["agent"], r#"answers: {"0":"jiff","1":"serde, tz"}"#);
+
+    page.prompt("elicit-url https://login.example/auth?state=5").await;
+    page.until("the link", "document.querySelector('section.card .question[data-form=url]')").await;
+    let link = page
+        .js("const a = document.querySelector('section.card a.question-link'); \
+             return [document.querySelector('section.card .question-host').textContent, a.href, a.target, a.rel]")
+        .await;
+    assert_eq!(
+        link,
+        json!([
+            "Opens a page on login.example",
+            "https://login.example/auth?state=5",
+            "_blank",
+            "noopener noreferrer"
+        ])
+    );
+    page.click("Open the link", &card_button("Open the link")).await;
+    page.until("the card resolved", NO_CARD).await;
+    let turn = page.finished_turn("the link's turn").await;
+    assert_eq!(turn["agent"], "action: accept");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error, no CSP violation");
+}
+
 #[tokio::test]
 async fn reject_leaves_no_file() {
     let on = OnSession::phone(&[]).await;

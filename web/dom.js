@@ -7,7 +7,7 @@ const ATTRS = new Set([
   'id', 'type', 'name', 'value', 'for', 'title', 'role', 'tabindex', 'placeholder', 'autocomplete',
   'rows', 'lang', 'datetime', 'open', 'hidden', 'disabled', 'checked', 'selected', 'required',
   'spellcheck', 'enterkeyhint', 'inputmode', 'start', 'colspan', 'scope', 'label', 'accesskey', 'rel',
-  'target', 'maxlength', 'autocapitalize',
+  'target', 'maxlength', 'autocapitalize', 'minlength', 'min', 'max', 'step',
 ]);
 
 /**

@@ -10,6 +10,7 @@ import { renderDiff } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
 import { identity } from './names.js';
 import { marked, renderPresented } from './present.js';
+import { questionForm } from './question.js';
 import { reveal, revealPieces } from './reveal.js';
 import { forbiddenText, modeName, modelName, pending, queued, running } from './state.js';
 
@@ -531,23 +532,29 @@ export class SessionView {
     const title = call.title || toolName(call) || 'A tool call';
     const titleId = `perm-${this.uid}-${perm.requestId}`;
     const options = Array.isArray(request.options) ? request.options : [];
+    // A question (`docs/protocol.md#19-questions`): its form, whose answers the accepting option's
+    // vote carries; no rule answers it, so no "for this session".
+    const form = request.question && typeof request.question === 'object' ? questionForm(request.question) : null;
     const buttons = options.map((o) => {
       const tally = h('span', { class: 'tally' });
       const kindClass = String(o.kind || '').startsWith('allow') ? 'allow' : String(o.kind || '').startsWith('reject') ? 'reject' : '';
       const always = String(o.kind || '').endsWith('_always') ? 'always' : '';
-      const button = h('button', {
-        type: 'button', class: ['option', kindClass, always],
-        onclick: () => this.vote(perm, { outcome: { outcome: 'selected', optionId: o.optionId } }, o.optionId),
-      }, h('span', { class: 'option-name' }, always ? icon('repeat') : null, shown(String(o.name ?? o.optionId))), tally);
+      const vote = () => {
+        const body = { outcome: { outcome: 'selected', optionId: o.optionId } };
+        if (form && kindClass === 'allow') body.answers = form.answers();
+        return this.vote(perm, body, o.optionId);
+      };
+      const button = h('button', { type: 'button', class: ['option', kindClass, always], onclick: vote },
+        h('span', { class: 'option-name' }, always ? icon('repeat') : null, shown(String(o.name ?? o.optionId))), tally);
       return { option: o, button, tally };
     });
     const kinds = new Set(options.map((o) => o.kind));
     const shorthands = [];
-    if (kinds.has('allow_once')) {
+    if (!form && kinds.has('allow_once')) {
       shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'allow-session' }) },
         h('span', { class: 'option-name' }, 'Allow for this session')));
     }
-    if (kinds.has('reject_once')) {
+    if (!form && kinds.has('reject_once')) {
       shorthands.push(h('button', { type: 'button', class: 'ghost session-rule', onclick: () => this.vote(perm, { decision: 'deny-session' }) },
         h('span', { class: 'option-name' }, 'Deny for this session')));
     }
@@ -555,13 +562,15 @@ export class SessionView {
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
     // The summary until the daemon's presentation arrives (`present`).
-    const body = h('div', { class: 'card-body' }, toolBody(call, this.s.summary.workspaceCwd));
+    const body = h('div', { class: 'card-body' }, form ? form.el : toolBody(call, this.s.summary.workspaceCwd));
     // What the choices that look alike do: the agent's "always" and this daemon's "for this session".
     const meanings = h('ul', { class: 'option-meanings' });
     const el = h('section', { class: 'card', 'aria-labelledby': titleId, dataset: { requestId: perm.requestId } },
       h('h3', { id: titleId }, icon('shield'), ' ', shown(title)),
-      h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
-        call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
+      form
+        ? h('p', { class: 'what' }, request.question.form === 'url' ? 'The agent asks you to open a link' : 'The agent asks you')
+        : h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
+          call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
       body,
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
@@ -570,7 +579,8 @@ export class SessionView {
       error,
     );
     const card = { el, title, body, buttons, shorthands, policy, error, meanings, kinds };
-    this.present(perm, card, false);
+    // A question's card is its form (the daemon's presentation of a tool call has nothing to add).
+    if (!form) this.present(perm, card, false);
     return card;
   }
 

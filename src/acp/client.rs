@@ -65,6 +65,15 @@ pub trait Client: Send + Sync {
     /// May take minutes (a vote): the actor runs it in its own task.
     fn request_permission(&self, params: Value) -> BoxFuture<'_, Value>;
 
+    /// An `elicitation/create` request of this session's; resolves to the `result` (`{action,
+    /// content?}`), or the error a question that cannot be asked is refused with. May take minutes,
+    /// like a permission.
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, RpcError>>;
+
+    /// The agent's `elicitation/complete` (it names no session: each of the agent's sessions is
+    /// told, and the one that asked acts). Called on the agent reader's path: it must not wait.
+    fn elicitation_complete(&self, elicitation_id: &str);
+
     /// The agent process is gone (`exit` says how); nothing more will come from it.
     fn agent_exited(&self, exit: ExitInfo);
 }

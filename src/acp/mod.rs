@@ -41,6 +41,12 @@ pub mod method {
     pub const SESSION_UPDATE: &str = "session/update";
     /// Agent → daemon: may this tool call run?
     pub const SESSION_REQUEST_PERMISSION: &str = "session/request_permission";
+    /// Agent → daemon: ask a person something (a form of primitive fields, or a URL to open);
+    /// offered at `initialize` (`clientCapabilities.elicitation`).
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
+    /// Agent → daemon (notification): a URL elicitation is done. Daemon → ACP client too, naming
+    /// the elicitation by the id the client was given.
+    pub const ELICITATION_COMPLETE: &str = "elicitation/complete";
     /// Agent → daemon: read a text file in the workspace.
     pub const FS_READ_TEXT_FILE: &str = "fs/read_text_file";
     /// Agent → daemon: write a text file in the workspace.

@@ -165,6 +165,7 @@ pub(super) struct Actor {
 #[derive(Debug, Clone, Copy)]
 enum AgentRequest {
     Permission,
+    Elicitation,
     ReadTextFile,
     WriteTextFile,
 }
@@ -310,6 +311,10 @@ impl Actor {
     }
 
     fn on_notification(&mut self, method: &str, params: Option<Box<RawValue>>) {
+        if method == method::ELICITATION_COMPLETE {
+            self.elicitation_complete(params.as_deref());
+            return;
+        }
         if method != method::SESSION_UPDATE {
             tracing::debug!(method, "ignoring an agent notification");
             return;
@@ -334,6 +339,22 @@ impl Actor {
             self.hand_over_burst();
         }
         self.burst.push(params);
+    }
+
+    /// The agent's `elicitation/complete`: it names an elicitation, not a session, so each of its
+    /// sessions is told (the one that asked acts; the id is the agent's, matched only among its
+    /// own sessions' questions).
+    fn elicitation_complete(&mut self, params: Option<&RawValue>) {
+        let id = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get("elicitationId").and_then(Value::as_str).map(str::to_owned));
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            self.bad_output("elicitation/complete without an elicitationId");
+            return;
+        };
+        for client in self.sessions.values().filter_map(Weak::upgrade) {
+            client.elicitation_complete(&id);
+        }
     }
 
     /// Hands the gathered `session/update`s to their session, in one call; false if there were none.
@@ -370,6 +391,7 @@ impl Actor {
         };
         let request = match method {
             method::SESSION_REQUEST_PERMISSION => AgentRequest::Permission,
+            method::ELICITATION_CREATE => AgentRequest::Elicitation,
             method::FS_READ_TEXT_FILE if self.fs.read_text_file => AgentRequest::ReadTextFile,
             method::FS_WRITE_TEXT_FILE if self.fs.write_text_file => AgentRequest::WriteTextFile,
             // Not offered at `initialize` (or unknown): as if the daemon had no such method.
@@ -379,7 +401,15 @@ impl Actor {
             }
         };
         let Some(client) = client else {
-            respond(Err(RpcError::new(acp::INVALID_PARAMS, "unknown sessionId")));
+            // An elicitation scoped to a request rather than a session (ACP allows one before any
+            // session exists) has nobody to ask here: only a session has clients.
+            let why = match request {
+                AgentRequest::Elicitation => {
+                    "unknown sessionId: an elicitation must name a session of this agent"
+                }
+                _ => "unknown sessionId",
+            };
+            respond(Err(RpcError::new(acp::INVALID_PARAMS, why)));
             return;
         };
         if self.in_flight.load(Ordering::Relaxed) >= MAX_AGENT_REQUESTS_IN_FLIGHT {
@@ -392,6 +422,7 @@ impl Actor {
         tokio::spawn(async move {
             let result = match request {
                 AgentRequest::Permission => Ok(client.request_permission(params).await),
+                AgentRequest::Elicitation => client.elicit(params).await,
                 AgentRequest::ReadTextFile => super::fs::read_text_file(&workspace, &params).await,
                 AgentRequest::WriteTextFile => super::fs::write_text_file(&workspace, &params).await,
             };

@@ -811,6 +811,18 @@ impl acp::Client for Session {
         Box::pin(self.permissions().request(params))
     }
 
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, acp::RpcError>> {
+        Box::pin(async move {
+            let refused =
+                |why| acp::RpcError::new(acp::INVALID_PARAMS, format!("elicitation refused: {why}"));
+            self.permissions().elicit(params).await.map_err(refused)
+        })
+    }
+
+    fn elicitation_complete(&self, elicitation_id: &str) {
+        self.permissions().elicitation_complete(elicitation_id);
+    }
+
     fn agent_exited(&self, exit: ExitInfo) {
         self.end(EndReason::Died(exit));
     }
@@ -1601,7 +1613,11 @@ mod tests {
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
         // Designated: the running prompt's originator decides; anyone else is refused.
-        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        let vote: Vote = crate::permission::Pick::Decision {
+            effect: Effect::Allow,
+            remember: crate::permission::Remember::No,
+        }
+        .into();
         let refused = f.session.permissions().vote(&ballot(&request_id, "bob", &vote)).map(|r| r.is_none());
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;
@@ -1632,7 +1648,11 @@ mod tests {
         let request = tokio::spawn(async move { session.request_permission(asked).await });
         let raised = f.until("permission_request").await;
         let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
-        let vote = Vote::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No };
+        let vote: Vote = crate::permission::Pick::Decision {
+            effect: Effect::Allow,
+            remember: crate::permission::Remember::No,
+        }
+        .into();
         assert_eq!(
             f.session.permissions().vote(&ballot(&request_id, "alice", &vote)).map(|r| r.is_none()),
             Ok(true)

@@ -126,7 +126,7 @@ pub enum Refusal {
     #[error("Too many event streams for this session")]
     SubscriberLimitExceeded { limit: usize },
     #[error(
-        "Invalid vote: expected {{\"outcome\":{{\"outcome\":\"selected\",\"optionId\":...}}}}, {{\"outcome\":{{\"outcome\":\"cancelled\"}}}} or {{\"decision\":\"allow|deny|allow-session|deny-session\"}}"
+        "Invalid vote: expected {{\"outcome\":{{\"outcome\":\"selected\",\"optionId\":...}}}}, {{\"outcome\":{{\"outcome\":\"cancelled\"}}}} or {{\"decision\":\"allow|deny|allow-session|deny-session\"}}, with a question's \"answers\" as an object"
     )]
     InvalidVote,
     #[error("Permission request not found")]
@@ -137,6 +137,10 @@ pub enum Refusal {
     InvalidOptionId { request_id: String, option_id: String },
     #[error("This client may not decide this permission request")]
     PermissionForbidden { reason: &'static str },
+    /// A question's answers it does not take (`docs/protocol.md#19-questions`): the field and why.
+    /// The question stays pending.
+    #[error("Invalid answer to {field}: {reason}")]
+    InvalidAnswer { field: String, reason: String },
     #[error("Invalid rule: {0}")]
     InvalidRule(String),
     #[error("Rule not found")]
@@ -241,6 +245,7 @@ impl Refusal {
             Refusal::PermissionAlreadyResolved { resolved_option_id: s() },
             Refusal::InvalidOptionId { request_id: s(), option_id: s() },
             Refusal::PermissionForbidden { reason: "" },
+            Refusal::InvalidAnswer { field: s(), reason: s() },
             Refusal::InvalidRule(s()),
             Refusal::RuleNotFound,
             Refusal::Internal,
@@ -282,6 +287,7 @@ impl Refusal {
             | Self::InvalidMode { .. }
             | Self::InvalidVote
             | Self::InvalidOptionId { .. }
+            | Self::InvalidAnswer { .. }
             | Self::InvalidRule(_)
             | Self::InvalidParameter(_) => Kind::Invalid,
             Self::ResumeUnsupported { .. } | Self::SessionHeldElsewhere { .. } => Kind::Conflict,
@@ -340,6 +346,7 @@ impl Refusal {
             Self::PermissionAlreadyResolved { .. } => "permission_already_resolved",
             Self::InvalidOptionId { .. } => "invalid_option_id",
             Self::PermissionForbidden { .. } => "permission_forbidden",
+            Self::InvalidAnswer { .. } => "invalid_answer",
             Self::InvalidRule(_) => "invalid_rule",
             Self::RuleNotFound => "rule_not_found",
             Self::Internal => "internal_error",
@@ -399,6 +406,10 @@ impl Refusal {
                 put("optionId", json!(option_id));
             }
             Self::PermissionForbidden { reason } => put("reason", json!(reason)),
+            Self::InvalidAnswer { field, reason } => {
+                put("field", json!(field));
+                put("reason", json!(reason));
+            }
             Self::ResumeUnsupported { agent } => put("agent", json!(agent)),
             Self::SessionHeldElsewhere { session_id, node_url } => {
                 put("sessionId", json!(session_id));
@@ -499,6 +510,7 @@ impl From<VoteError> for Refusal {
             }
             VoteError::Forbidden(reason) => Refusal::PermissionForbidden { reason: reason.as_str() },
             VoteError::ReadOnly => Refusal::ReadOnlyDevice,
+            VoteError::InvalidAnswer(e) => Refusal::InvalidAnswer { field: e.field, reason: e.reason },
         }
     }
 }

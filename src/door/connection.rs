@@ -180,6 +180,8 @@ impl Connection {
             local: AtomicBool::new(caller.local),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
+            elicit_form: AtomicBool::new(false),
+            elicit_url: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         });
         Arc::new(Connection {
@@ -435,7 +437,7 @@ impl Connection {
             tracing::debug!(connection = %self.shared.id, "an answer to a request the daemon never sent");
             return;
         };
-        let Some((session_id, request_id)) = self.shared.take_asked(ours) else {
+        let Some(asked) = self.shared.take_asked(ours) else {
             // Withdrawn (decided elsewhere) or never asked: nothing to do.
             tracing::debug!(connection = %self.shared.id, "an answer to a withdrawn or unknown request");
             return;
@@ -444,11 +446,14 @@ impl Connection {
             // A client that cannot answer (an error) abstains; it does not cancel for everyone.
             return;
         };
-        let Some(vote) = serde_json::from_str::<Value>(result.get()).ok().and_then(|v| Vote::parse(&v))
-        else {
-            tracing::debug!(connection = %self.shared.id, "an answer to session/request_permission that is no outcome");
+        // An answer to `elicitation/create` is `{action, content?}`; to `session/request_permission`
+        // `{outcome, answers?}`: either is one vote.
+        let parse = if asked.elicitation { Vote::from_elicitation } else { Vote::parse };
+        let Some(vote) = serde_json::from_str::<Value>(result.get()).ok().and_then(|v| parse(&v)) else {
+            tracing::debug!(connection = %self.shared.id, elicitation = asked.elicitation, "an answer to the daemon's request that is no vote");
             return;
         };
+        let (session_id, request_id) = (asked.session_id, asked.request_id);
         let Ok(session) = self.daemon().session(&session_id) else { return };
         // The caller as it was when the answer came (its peer among them), through the desk like
         // every vote: a decision remembered for the workspace is waited for, and a failure to
@@ -508,6 +513,12 @@ impl Connection {
     pub(super) fn set_flags(&self, echo_own: bool, envelope: bool) {
         self.shared.echo_own.store(echo_own, Ordering::Relaxed);
         self.shared.envelope.store(envelope, Ordering::Relaxed);
+    }
+
+    /// Sets the elicitation modes the client advertised at `initialize`.
+    pub(super) fn set_elicitation(&self, form: bool, url: bool) {
+        self.shared.elicit_form.store(form, Ordering::Relaxed);
+        self.shared.elicit_url.store(url, Ordering::Relaxed);
     }
 
     /// Whether the connection may do what `access` asks (the desk judges).

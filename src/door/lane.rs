@@ -33,7 +33,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use super::failure::Failure;
 use super::shared::Shared;
 use super::wire;
-use crate::acp::RequestId;
+use crate::acp::{RequestId, method};
 use crate::daemon::{EventFrame, Marked, Piece, Session, SessionError};
 
 /// Byte sequence that marks the daemon's echo of a prompt (`update._meta.source`).
@@ -255,6 +255,15 @@ impl Lane {
                     messages.push((ask, None));
                 }
             }
+            "elicitation_complete" => {
+                let request_id = serde_json::from_slice::<Value>(e.data)
+                    .ok()
+                    .and_then(|d| d.get("requestId").and_then(Value::as_str).map(str::to_owned));
+                if let Some(id) = request_id.filter(|r| self.shared.take_url(&self.session.id, r)) {
+                    let params = json!({"elicitationId": id, "_meta": {"mediatord/requestId": id}});
+                    messages.push((wire::notification(method::ELICITATION_COMPLETE, &params), None));
+                }
+            }
             "permission_resolved" => {
                 let request_id = serde_json::from_slice::<Value>(e.data)
                     .ok()
@@ -284,7 +293,8 @@ impl Lane {
     }
 
     /// `session/request_permission` for a pending request this connection may decide and has not
-    /// been asked yet.
+    /// been asked yet; a question as `elicitation/create` when the client advertised its mode
+    /// (`docs/protocol.md#196-over-acp`).
     fn ask(&mut self, data: &Value) -> Option<Bytes> {
         let request_id = data.get("requestId").and_then(Value::as_str)?;
         if self.asked.contains(request_id) {
@@ -293,11 +303,26 @@ impl Lane {
         if !self.shared.desk.may_decide(&self.session, &self.shared.caller(), request_id) {
             return None;
         }
-        let Some(our_id) = self.shared.issue(&self.session.id, request_id) else {
+        let (form, url) = self.shared.elicitation_modes();
+        let elicitation = if data.get("question").is_some() && (form || url) {
+            let question = self.session.permissions().question(request_id)?;
+            question
+                .elicitation(&self.session.id, request_id, form, url)
+                .map(|p| (p, question.link.is_some()))
+        } else {
+            None
+        };
+        let Some(our_id) = self.shared.issue(&self.session.id, request_id, elicitation.is_some()) else {
             tracing::warn!(session_id = %self.session.id, "too many unanswered permission requests on one ACP connection; not asking it");
             return None;
         };
         self.asked.insert(request_id.to_owned());
+        if let Some((params, is_url)) = elicitation {
+            if is_url {
+                self.shared.remember_url(&self.session.id, request_id);
+            }
+            return Some(wire::request(&our_id, method::ELICITATION_CREATE, &params));
+        }
         let params = json!({
             "sessionId": self.session.id,
             "toolCall": data.get("toolCall").cloned().unwrap_or_else(|| json!({})),

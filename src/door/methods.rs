@@ -161,6 +161,11 @@ impl Connection {
             flag("mediatord/echoOwnPrompts").unwrap_or(qwen_dialect),
             flag("mediatord/eventIds").unwrap_or(false),
         );
+        // ACP's elicitation capability: `{form: {}, url: {}}`, each mode an object when offered.
+        let offers = |mode: &str| {
+            params.pointer(&format!("/clientCapabilities/elicitation/{mode}")).is_some_and(Value::is_object)
+        };
+        self.set_elicitation(offers("form"), offers("url"));
         let daemon = self.daemon();
         let default = daemon.agents().into_iter().find(|a| a.default);
         let prompt_capabilities = default

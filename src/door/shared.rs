@@ -1,7 +1,7 @@
 //! What a connection and its lanes share: who the client is, what it asked for at `initialize`,
 //! and the JSON-RPC ids each side owes the other.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,6 +14,10 @@ use crate::sync::lock;
 /// (each session has at most 64 pending); past it the connection is not asked (it can still vote
 /// with `session/permission`).
 const MAX_ASKED: usize = 256;
+/// URL elicitations one connection remembers having asked as `elicitation/create`, newest kept,
+/// for the agent's `elicitation/complete` that may follow the answer (a URL is completed soon
+/// after it is opened, or never: the oldest are forgotten).
+pub(super) const MAX_URL_ELICITATIONS: usize = 64;
 
 /// The credential a connection was opened with: a Streamable HTTP connection answers only
 /// requests from the same one.
@@ -50,6 +54,11 @@ pub(super) struct Shared {
     pub(super) echo_own: AtomicBool,
     /// Every event-born message wrapped with its event id (`_meta["mediatord/eventIds"]`).
     pub(super) envelope: AtomicBool,
+    /// The elicitation modes the client advertised at `initialize`
+    /// (`clientCapabilities.elicitation.form` / `.url`): a question it can take in one is asked
+    /// as `elicitation/create`, any other as `session/request_permission` (`docs/protocol.md#196-over-acp`).
+    pub(super) elicit_form: AtomicBool,
+    pub(super) elicit_url: AtomicBool,
     pub(super) book: Mutex<Book>,
 }
 
@@ -58,10 +67,25 @@ pub(super) struct Shared {
 pub(super) struct Book {
     /// `session/prompt` requests to answer at their turn's end: (session, prompt id) → request id.
     prompts: HashMap<(String, String), RequestId>,
-    /// `session/request_permission` requests the client has not answered: our id → (session,
-    /// mediator request id).
-    asked: HashMap<String, (String, String)>,
+    /// `session/request_permission` and `elicitation/create` requests the client has not
+    /// answered, by our id.
+    asked: HashMap<String, Asked>,
+    /// The URL elicitations asked as `elicitation/create`: (session, mediator request id, the
+    /// client's `elicitationId`), oldest first, at most [`MAX_URL_ELICITATIONS`].
+    urls: VecDeque<(String, String)>,
     next: u64,
+}
+
+/// One of the daemon's requests to the client, unanswered: about which session's request, and
+/// in which form (its answer is read as that form's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Asked {
+    pub(super) session_id: String,
+    /// The mediator's request id.
+    pub(super) request_id: String,
+    /// Sent as `elicitation/create` (answered `{action, content?}`), else as
+    /// `session/request_permission` (answered `{outcome, answers?}`).
+    pub(super) elicitation: bool,
 }
 
 impl Shared {
@@ -90,15 +114,23 @@ impl Shared {
         self.client.get().map(String::as_str)
     }
 
-    /// Records a request about to be sent; its id, or `None` past [`MAX_ASKED`].
-    pub(super) fn issue(&self, session_id: &str, request_id: &str) -> Option<String> {
+    /// The elicitation modes the client advertised: (form, url).
+    pub(super) fn elicitation_modes(&self) -> (bool, bool) {
+        (self.elicit_form.load(Ordering::Relaxed), self.elicit_url.load(Ordering::Relaxed))
+    }
+
+    /// Records a request about to be sent (`elicitation`: as `elicitation/create`); its id, or
+    /// `None` past [`MAX_ASKED`].
+    pub(super) fn issue(&self, session_id: &str, request_id: &str, elicitation: bool) -> Option<String> {
         let mut book = lock(&self.book);
         if book.asked.len() >= MAX_ASKED {
             return None;
         }
         book.next += 1;
-        let ours = format!("perm-{}", book.next);
-        book.asked.insert(ours.clone(), (session_id.to_owned(), request_id.to_owned()));
+        let ours = format!("{}-{}", if elicitation { "elicit" } else { "perm" }, book.next);
+        let asked =
+            Asked { session_id: session_id.to_owned(), request_id: request_id.to_owned(), elicitation };
+        book.asked.insert(ours.clone(), asked);
         Some(ours)
     }
 
@@ -108,7 +140,7 @@ impl Shared {
         let ours: Vec<String> = book
             .asked
             .iter()
-            .filter(|(_, (s, r))| s == session_id && r == request_id)
+            .filter(|(_, a)| a.session_id == session_id && a.request_id == request_id)
             .map(|(k, _)| k.clone())
             .collect();
         for k in &ours {
@@ -117,7 +149,25 @@ impl Shared {
         ours
     }
 
-    pub(super) fn take_asked(&self, ours: &str) -> Option<(String, String)> {
+    /// Remembers that the URL elicitation `request_id` was asked as `elicitation/create`.
+    pub(super) fn remember_url(&self, session_id: &str, request_id: &str) {
+        let mut book = lock(&self.book);
+        if book.urls.len() >= MAX_URL_ELICITATIONS {
+            book.urls.pop_front();
+        }
+        book.urls.push_back((session_id.to_owned(), request_id.to_owned()));
+    }
+
+    /// Whether the URL elicitation `request_id` was asked here (once: it is forgotten).
+    pub(super) fn take_url(&self, session_id: &str, request_id: &str) -> bool {
+        let mut book = lock(&self.book);
+        match book.urls.iter().position(|(s, r)| s == session_id && r == request_id) {
+            Some(at) => book.urls.remove(at).is_some(),
+            None => false,
+        }
+    }
+
+    pub(super) fn take_asked(&self, ours: &str) -> Option<Asked> {
         lock(&self.book).asked.remove(ours)
     }
 
@@ -159,6 +209,8 @@ mod tests {
             local: AtomicBool::new(true),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
+            elicit_form: AtomicBool::new(false),
+            elicit_url: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         }
     }
@@ -179,24 +231,39 @@ mod tests {
     #[test]
     fn asked_requests_are_numbered_bounded_and_withdrawn_per_session_and_request() {
         let s = shared();
-        let a = s.issue("s1", "r1").expect("asked");
-        let b = s.issue("s1", "r1").expect("asked again (another lane)");
-        let c = s.issue("s2", "r1").expect("another session's r1");
-        let d = s.issue("s1", "r2").expect("another request");
-        assert_eq!([&a, &b, &c, &d], ["perm-1", "perm-2", "perm-3", "perm-4"]);
+        let a = s.issue("s1", "r1", false).expect("asked");
+        let b = s.issue("s1", "r1", true).expect("asked again (another lane), as an elicitation");
+        let c = s.issue("s2", "r1", false).expect("another session's r1");
+        let d = s.issue("s1", "r2", false).expect("another request");
+        assert_eq!([&a, &b, &c, &d], ["perm-1", "elicit-2", "perm-3", "perm-4"]);
         let mut gone = s.withdraw("s1", "r1");
         gone.sort();
-        assert_eq!(gone, vec![a.clone(), b]);
+        assert_eq!(gone, vec![b, a.clone()]);
         assert_eq!(s.withdraw("s1", "r1"), Vec::<String>::new(), "withdrawn once");
-        assert_eq!(s.take_asked(&c), Some(("s2".into(), "r1".into())));
+        let asked = Asked { session_id: "s2".into(), request_id: "r1".into(), elicitation: false };
+        assert_eq!(s.take_asked(&c), Some(asked));
         assert_eq!(s.take_asked(&c), None);
         assert_eq!(s.take_asked(&a), None);
         for _ in 1..MAX_ASKED {
-            assert!(s.issue("s3", "r").is_some());
+            assert!(s.issue("s3", "r", false).is_some());
         }
-        assert_eq!(s.issue("s3", "r"), None, "at most MAX_ASKED unanswered");
+        assert_eq!(s.issue("s3", "r", true), None, "at most MAX_ASKED unanswered");
         s.take_asked(&d);
-        assert!(s.issue("s3", "r").is_some(), "an answer frees a place");
+        assert!(s.issue("s3", "r", true).is_some(), "an answer frees a place");
+    }
+
+    #[test]
+    fn url_elicitations_are_remembered_per_session_once_and_bounded() {
+        let s = shared();
+        s.remember_url("s1", "r1");
+        assert!(!s.take_url("s2", "r1"), "another session's r1");
+        assert!(s.take_url("s1", "r1"));
+        assert!(!s.take_url("s1", "r1"), "told once");
+        for i in 0..=MAX_URL_ELICITATIONS {
+            s.remember_url("s1", &format!("r{i}"));
+        }
+        assert!(!s.take_url("s1", "r0"), "the oldest forgotten past the bound");
+        assert!(s.take_url("s1", "r1") && s.take_url("s1", &format!("r{MAX_URL_ELICITATIONS}")));
     }
 
     #[test]

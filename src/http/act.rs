@@ -29,7 +29,7 @@ use super::extract::{AppState, Flags, PathParams};
 use super::perimeter::{Local, Peer};
 use crate::desk::{Caller, Desk, Refusal, Who};
 use crate::notify::{Link, LinkError, well_formed};
-use crate::permission::{Choice, Via, Vote};
+use crate::permission::{Choice, Pick, Via, Vote};
 use crate::present::{self, Bounds, Tone};
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
@@ -187,10 +187,11 @@ async fn cast(
     // The link's holder acts as its target's client id, as a client naming itself does.
     let caller =
         Caller { client: link.client_id.clone(), minted: false, who: Who::Link, local, via: Via::Link };
-    let vote = Vote::Outcome {
+    let vote: Vote = Pick::Outcome {
         choice: Choice::Option(link.option_id.clone()),
         remember: crate::permission::Remember::No,
-    };
+    }
+    .into();
     match desk.vote(&session, &caller, &link.request_id, &vote).await {
         Ok(()) => Ok(link),
         Err(Refusal::PermissionRequestNotFound | Refusal::PermissionAlreadyResolved { .. }) => {

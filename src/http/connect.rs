@@ -59,7 +59,8 @@ const MAX_TURN_ENDS: usize = 1024;
 
 /// The daemon's requests the editor is asked (each under the relay's own id, [`Relay::ask`]). Any
 /// other request of the daemon is answered `-32601` and never reaches the editor.
-const EDITOR_ANSWERS: &[&str] = &[crate::acp::method::SESSION_REQUEST_PERMISSION];
+const EDITOR_ANSWERS: &[&str] =
+    &[crate::acp::method::SESSION_REQUEST_PERMISSION, crate::acp::method::ELICITATION_CREATE];
 /// The editor's client capabilities that are never offered to the daemon: the editor's files and
 /// terminals are its machine's, and the daemon's agents have their own.
 const LOCAL_CAPABILITIES: &[&str] = &["fs", "terminal"];
@@ -740,7 +741,7 @@ impl Relay {
                 self.send_editor(&m).await;
             }
             "_qwen/notify" => return self.daemon_event(&m["params"]).await.map(|()| Vec::new()),
-            "session/request_permission" => return Ok(self.ask(m).await),
+            "session/request_permission" | "elicitation/create" => return Ok(self.ask(m).await),
             "$/cancel_request" => {
                 let upstream = m.pointer("/params/requestId").cloned().unwrap_or(Value::Null);
                 let ours = self.asked.iter().find(|(_, a)| a.upstream == upstream).map(|(k, _)| k.clone());
@@ -835,8 +836,8 @@ impl Relay {
         {
             self.refused_methods.push(method.to_owned());
             say(&format!(
-                "refused the daemon's {} request: only permission requests are passed to the editor \
-                 (a mediatord daemon sends no other; is {} the daemon you meant?)",
+                "refused the daemon's {} request: only permission requests and questions are passed to \
+                 the editor (a mediatord daemon sends no other; is {} the daemon you meant?)",
                 crate::text::escape(method),
                 self.url
             ));

@@ -622,6 +622,7 @@ fn schemas() -> Value {
                             ],
                         },
                         "remember": {"enum": ["session", "workspace"]},
+                        "answers": {"$ref": "#/components/schemas/Answers"},
                     },
                 },
                 {
@@ -630,6 +631,7 @@ fn schemas() -> Value {
                     "properties": {
                         "decision": {"enum": ["allow", "deny", "allow-session", "deny-session", "allow-workspace", "deny-workspace"]},
                         "remember": {"enum": ["session", "workspace"]},
+                        "answers": {"$ref": "#/components/schemas/Answers"},
                     },
                 },
             ],
@@ -708,6 +710,9 @@ fn schemas() -> Value {
     }
     if let (Some(all), Value::Object(changes)) = (schemas.as_object_mut(), change_schemas()) {
         all.extend(changes);
+    }
+    if let (Some(all), Value::Object(questions)) = (schemas.as_object_mut(), question_schemas()) {
+        all.extend(questions);
     }
     schemas
 }
@@ -896,6 +901,18 @@ fn change_schemas() -> Value {
                 "encoding": {"const": "utf-8"}, "bom": boolean, "lineEnding": ending, "matchedIgnore": ignore,
             },
         },
+    })
+}
+
+/// A question's parts (`docs/protocol.md#19-questions`; apart, for the macro's recursion).
+fn question_schemas() -> Value {
+    json!({
+        "Answers": {
+            "type": "object",
+            "description": "A question's answers (docs/protocol.md#19-questions), by field key (`question.fields[].key`, or its index): text, a number, a boolean, or a list of choices; strings are converted to the field's type. Only a vote that accepts a question (an `allow*` option) carries them; a wrong one is `400 invalid_answer`",
+            "maxProperties": 32,
+            "additionalProperties": {"type": ["string", "number", "integer", "boolean", "array", "null"], "items": {"type": "string"}},
+        }
     })
 }
 

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::policy::{CANCEL_OPTION_ID, Cast, Choice, Decision, ForbidReason, Issued, decide, standing};
+use super::question::{ACCEPT_OPTION_ID, AnswerError, Answers, Form, Malformed, Question};
 use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
 use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
@@ -75,6 +76,9 @@ pub enum ResolvedBy {
     Cancel,
     SessionClosed,
     Rule,
+    /// The agent said a URL elicitation is complete (`elicitation/complete`) before anyone
+    /// answered it.
+    Completed,
 }
 
 impl ResolvedBy {
@@ -85,6 +89,7 @@ impl ResolvedBy {
             ResolvedBy::Cancel => "cancel",
             ResolvedBy::SessionClosed => "session_closed",
             ResolvedBy::Rule => "rule",
+            ResolvedBy::Completed => "completed",
         }
     }
 }
@@ -150,9 +155,9 @@ impl Remember {
     }
 }
 
-/// A client's vote, as parsed from its body.
+/// What a vote picks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Vote {
+pub enum Pick {
     /// `{outcome:{outcome:"selected",optionId}}` or `{outcome:{outcome:"cancelled"}}`.
     Outcome { choice: Choice, remember: Remember },
     /// The `{decision: allow|deny|allow-session|deny-session|allow-workspace|deny-workspace}`
@@ -160,18 +165,40 @@ pub enum Vote {
     Decision { effect: Effect, remember: Remember },
 }
 
+/// A client's vote, as parsed from its body: what it picks, and a question's answers
+/// (`docs/protocol.md#19-questions`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vote {
+    pub pick: Pick,
+    /// The answers to a question, by field key, as sent (checked against the question when the
+    /// vote counts). `None` for a permission's vote, or a question declined.
+    pub answers: Option<Answers>,
+}
+
+impl From<Pick> for Vote {
+    fn from(pick: Pick) -> Vote {
+        Vote { pick, answers: None }
+    }
+}
+
 impl Vote {
     /// The vote a body (REST) or an ACP answer asks for: `{outcome:{outcome:"selected",optionId}}`,
     /// `{outcome:{outcome:"cancelled"}}` or `{decision: allow|deny|allow-session|deny-session|
     /// allow-workspace|deny-workspace}`, each optionally with `remember:"session"` or
-    /// `remember:"workspace"` (the wider scope wins). `None` for anything else.
+    /// `remember:"workspace"` (the wider scope wins), and a question's `answers` (an object).
+    /// `None` for anything else.
     pub fn parse(body: &Value) -> Option<Vote> {
+        let answers = match body.get("answers") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(a)) => Some(a.clone()),
+            Some(_) => return None,
+        };
         let remember = match body.get("remember").and_then(Value::as_str) {
             Some("session") => Remember::Session,
             Some("workspace") => Remember::Workspace,
             _ => Remember::No,
         };
-        if let Some(decision) = body.get("decision") {
+        let pick = if let Some(decision) = body.get("decision") {
             let (effect, scope) = match decision.as_str()? {
                 "allow" => (Effect::Allow, Remember::No),
                 "deny" => (Effect::Deny, Remember::No),
@@ -181,17 +208,40 @@ impl Vote {
                 "deny-workspace" => (Effect::Deny, Remember::Workspace),
                 _ => return None,
             };
-            return Some(Vote::Decision { effect, remember: scope.max_scope(remember) });
-        }
-        let outcome = body.get("outcome")?;
-        match outcome.get("outcome").and_then(Value::as_str) {
-            Some("selected") => {
-                let id = outcome.get("optionId").and_then(Value::as_str).filter(|s| !s.is_empty())?;
-                Some(Vote::Outcome { choice: Choice::Option(id.to_owned()), remember })
+            Pick::Decision { effect, remember: scope.max_scope(remember) }
+        } else {
+            let outcome = body.get("outcome")?;
+            match outcome.get("outcome").and_then(Value::as_str) {
+                Some("selected") => {
+                    let id = outcome.get("optionId").and_then(Value::as_str).filter(|s| !s.is_empty())?;
+                    Pick::Outcome { choice: Choice::Option(id.to_owned()), remember }
+                }
+                Some("cancelled") => Pick::Outcome { choice: Choice::Cancel, remember: Remember::No },
+                _ => return None,
             }
-            Some("cancelled") => Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
-            _ => None,
-        }
+        };
+        Some(Vote { pick, answers })
+    }
+
+    /// The vote an ACP client's answer to `elicitation/create` casts: `accept` (with its
+    /// `content`) picks the question's accepting option, `decline` its declining one, `cancel`
+    /// cancels (the cancel escape, as an ACP client's `cancelled` outcome does). `None` for
+    /// anything else.
+    pub fn from_elicitation(result: &Value) -> Option<Vote> {
+        let (pick, answers) = match result.get("action").and_then(Value::as_str)? {
+            "accept" => {
+                let content = match result.get("content") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Object(c)) => Some(c.clone()),
+                    Some(_) => return None,
+                };
+                (Pick::Decision { effect: Effect::Allow, remember: Remember::No }, content)
+            }
+            "decline" => (Pick::Decision { effect: Effect::Deny, remember: Remember::No }, None),
+            "cancel" => (Pick::Outcome { choice: Choice::Cancel, remember: Remember::No }, None),
+            _ => return None,
+        };
+        Some(Vote { pick, answers })
     }
 }
 
@@ -211,6 +261,9 @@ pub enum VoteError {
     /// An observer's ballot: it may read, never decide.
     #[error("an observer may not vote")]
     ReadOnly,
+    /// A question's answers the question does not take (the field is named); it stays pending.
+    #[error("{0}")]
+    InvalidAnswer(AnswerError),
 }
 
 /// One ballot, as the front desk casts it: on which request, by whom, from where, through which
@@ -257,7 +310,25 @@ struct Pending {
     /// Voters already told about by a `permission_forbidden`.
     forbidden: Noticed,
     issued_at: u64,
-    reply: oneshot::Sender<Choice>,
+    /// What the agent asks a person, when the request is a question: no rule answers it, no
+    /// decision on it is remembered, and the vote that decides it carries its answers.
+    question: Option<Question>,
+    reply: oneshot::Sender<Decided>,
+}
+
+/// How a request was decided, as its raiser is told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub choice: Choice,
+    /// A question's answers, checked and converted to the fields' types (the deciding vote's), when
+    /// it was accepted with them.
+    pub answers: Option<Answers>,
+}
+
+impl Decided {
+    fn cancelled() -> Decided {
+        Decided { choice: Choice::Cancel, answers: None }
+    }
 }
 
 struct Resolved {
@@ -265,6 +336,9 @@ struct Resolved {
     option_id: String,
     /// Voters already told about by a `permission_already_resolved`.
     late: Noticed,
+    /// A URL elicitation's id as the agent chose it: its `elicitation/complete` after the decision
+    /// is still announced.
+    elicitation: Option<String>,
 }
 
 #[derive(Default)]
@@ -365,23 +439,67 @@ impl std::fmt::Debug for Permissions<'_> {
 }
 
 impl<'a> Permissions<'a> {
-    /// Serves the agent's `session/request_permission`; returns its `result` (`{outcome}`).
+    /// Serves the agent's `session/request_permission`; returns its `result` (`{outcome}`, and
+    /// for Qwen Code's `ask_user_question` the person's `answers` when they submitted them).
     pub async fn request(self, params: Value) -> Value {
-        let (m, host) = (self.mediator, self.host);
         let options: Vec<Value> =
             params.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
         let tool_call = params.get("toolCall").cloned().unwrap_or_else(|| json!({}));
-        let cancelled = || json!({"outcome": outcome_json(&Choice::Cancel)});
+        let question = match Question::from_qwen(&tool_call) {
+            None => None,
+            Some(Ok(q)) => Some(q),
+            Some(Err(why)) => {
+                self.log_refused(&format!("the agent's question is malformed ({why})"));
+                return json!({"outcome": outcome_json(&Choice::Cancel)});
+            }
+        };
+        let decided = self.raise(tool_call, options, question.clone()).await;
+        let mut result = json!({"outcome": outcome_json(&decided.choice)});
+        if let (Some(q), Some(answers)) = (&question, &decided.answers) {
+            result["answers"] = q.for_agent(answers);
+        }
+        result
+    }
+
+    /// Serves the agent's `elicitation/create` (`docs/protocol.md#19-questions`): a pending request
+    /// like a permission's, decided by the same votes, answered `{action: accept, content}`,
+    /// `{action: decline}` or `{action: cancel}` (a timeout, the turn cancelled, the session's
+    /// end). A question it cannot ask (a schema of objects, 10 000 fields, a `javascript:` URL)
+    /// is refused, and pending nowhere.
+    pub async fn elicit(self, params: Value) -> Result<Value, Malformed> {
+        let question = Question::from_elicitation(&params).inspect_err(|why| {
+            self.log_refusal(&format!("the agent's elicitation is refused ({why}); answering an error"))
+        })?;
+        let tool_call = question.tool_call(params.get("toolCallId").and_then(Value::as_str));
+        let options = question.elicitation_options();
+        let decided = self.raise(tool_call, options, Some(question.clone())).await;
+        Ok(match decided.choice {
+            Choice::Option(id) if id == ACCEPT_OPTION_ID => match (question.form, decided.answers) {
+                (Form::Url, _) => json!({"action": "accept"}),
+                (_, answers) => {
+                    json!({"action": "accept", "content": answers.map(Value::Object).unwrap_or_else(|| json!({}))})
+                }
+            },
+            Choice::Option(_) => json!({"action": "decline"}),
+            Choice::Cancel => json!({"action": "cancel"}),
+        })
+    }
+
+    /// Raises a request (a permission, or a question) and waits for its decision. A request that
+    /// cannot be raised (the reserved option id, too many options, too many pending, the session
+    /// over) is cancelled at once.
+    async fn raise(self, tool_call: Value, options: Vec<Value>, question: Option<Question>) -> Decided {
+        let (m, host) = (self.mediator, self.host);
         if options.iter().any(|o| o.get("optionId").and_then(Value::as_str) == Some(CANCEL_OPTION_ID)) {
             self.log_refused("the agent offered the reserved option id __cancelled__");
-            return cancelled();
+            return Decided::cancelled();
         }
         if options.len() > MAX_OPTIONS_PER_REQUEST {
             self.log_refused(&format!(
                 "the agent offered {} options, more than {MAX_OPTIONS_PER_REQUEST}",
                 options.len()
             ));
-            return cancelled();
+            return Decided::cancelled();
         }
         // The deadline is fixed before the record exists, so nothing can see an unarmed request.
         let deadline = m.cfg.timeout.map(|t| tokio::time::Instant::now() + t);
@@ -392,6 +510,7 @@ impl<'a> Permissions<'a> {
             originator: host.originator(),
             voters_at_issue: if m.cfg.policy == Policy::Consensus { host.voters() } else { Vec::new() },
             quorum: m.cfg.quorum,
+            question: question.is_some(),
         };
         let request_id = uuid::Uuid::new_v4().to_string();
         let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
@@ -409,18 +528,21 @@ impl<'a> Permissions<'a> {
         if !outside.is_empty() {
             data["outsideWorkspace"] = json!(outside);
         }
+        if let Some(q) = &question {
+            data["question"] = q.wire();
+        }
         let (reply, mut rx) = oneshot::channel();
         {
             let mut st = m.lock();
             if st.closed {
                 drop(st);
                 tracing::debug!(session_id = %host.session_id(), "permission request after the session ended; answering cancelled");
-                return cancelled();
+                return Decided::cancelled();
             }
             if st.pending.len() >= MAX_PENDING_PER_SESSION {
                 drop(st);
                 self.log_refused("too many pending permission requests");
-                return cancelled();
+                return Decided::cancelled();
             }
             host.publish(EventKind::PermissionRequest, &data);
             let pending = Pending {
@@ -432,6 +554,7 @@ impl<'a> Permissions<'a> {
                 ballots: Vec::new(),
                 forbidden: Noticed::default(),
                 issued_at,
+                question,
                 reply,
             };
             let workspace_rules = m.workspace_rules.snapshot();
@@ -439,33 +562,76 @@ impl<'a> Permissions<'a> {
                 rule_decision(&st.rules, &workspace_rules, &pending, &m.workspace)
             {
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
-                return json!({"outcome": outcome_json(&choice)});
+                return Decided { choice, answers: None };
             }
             m.store.audit(self.audit_record(&request_id, &pending, None));
             st.order.push(request_id.clone());
             st.pending.insert(request_id.clone(), pending);
         }
-        let choice = match deadline {
+        match deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, &mut rx).await {
-                Ok(answer) => answer.unwrap_or(Choice::Cancel),
+                Ok(answer) => answer.unwrap_or_else(|_| Decided::cancelled()),
                 Err(_) => {
                     self.resolve(&request_id, Choice::Cancel, ResolvedBy::Timeout);
-                    rx.await.unwrap_or(Choice::Cancel)
+                    rx.await.unwrap_or_else(|_| Decided::cancelled())
                 }
             },
-            None => rx.await.unwrap_or(Choice::Cancel),
+            None => rx.await.unwrap_or_else(|_| Decided::cancelled()),
+        }
+    }
+
+    /// The agent's `elicitation/complete`: the URL elicitation `elicitation_id` names is done.
+    /// Still pending, it is decided (accepted: what it asked for happened, `resolvedBy:
+    /// completed`); pending or recently decided, `elicitation_complete` tells every client, by
+    /// its request id. Returns whether this session knows the elicitation.
+    pub fn elicitation_complete(self, elicitation_id: &str) -> bool {
+        let host = self.host;
+        let mut st = self.mediator.lock();
+        let is_it = |q: &Option<Question>| {
+            q.as_ref()
+                .is_some_and(|q| q.form == Form::Url && q.elicitation_id.as_deref() == Some(elicitation_id))
         };
-        json!({"outcome": outcome_json(&choice)})
+        let pending =
+            st.order.iter().find(|id| st.pending.get(*id).is_some_and(|p| is_it(&p.question))).cloned();
+        let request_id = match pending {
+            Some(id) => {
+                if let Some(p) = take_pending(&mut st, &id) {
+                    let choice = Choice::Option(ACCEPT_OPTION_ID.to_owned());
+                    self.finish(&mut st, &id, p, &choice, Resolution::without_vote(ResolvedBy::Completed));
+                }
+                id
+            }
+            None => {
+                let decided = st.resolved_order.iter().rev().find(|id| {
+                    st.resolved.get(*id).is_some_and(|r| r.elicitation.as_deref() == Some(elicitation_id))
+                });
+                match decided {
+                    Some(id) => id.clone(),
+                    None => return false,
+                }
+            }
+        };
+        host.publish(
+            EventKind::ElicitationComplete,
+            &json!({"requestId": request_id, "sessionId": host.session_id()}),
+        );
+        true
     }
 
     /// Logs why a request is answered `cancelled` at once: the first in each second, then a count.
     fn log_refused(self, why: &str) {
+        self.log_refusal(&format!("{why}; answering cancelled"));
+    }
+
+    /// Logs why the agent's request is refused at once: the first in each second, then a count
+    /// (an agent raising them in a loop costs a line a second).
+    fn log_refusal(self, line: &str) {
         let session_id = self.host.session_id().to_owned();
         let report = move |n: u64| {
-            tracing::warn!(session_id = %session_id, count = n, "{n} more permission requests answered cancelled at once in the last second");
+            tracing::warn!(session_id = %session_id, count = n, "{n} more requests of the agent refused at once in the last second");
         };
         if self.mediator.refused_log.admit(report) {
-            tracing::warn!(session_id = %self.host.session_id(), "{why}; answering cancelled");
+            tracing::warn!(session_id = %self.host.session_id(), "{line}");
         }
     }
 
@@ -510,6 +676,12 @@ impl<'a> Permissions<'a> {
 
     pub fn audit(self) -> Vec<Value> {
         self.mediator.lock().audit.iter().cloned().collect()
+    }
+
+    /// The question a pending request asks, if it is one (the ACP door asks it as
+    /// `elicitation/create` of a client that takes that).
+    pub fn question(self, request_id: &str) -> Option<Question> {
+        self.mediator.lock().pending.get(request_id).and_then(|p| p.question.clone())
     }
 
     /// Whether `request_id` awaits a decision.
@@ -572,15 +744,15 @@ impl<'a> Permissions<'a> {
             request_id: request_id.to_owned(),
             option_id: option_id.to_owned(),
         };
-        let (choice, remember) = match vote {
-            Vote::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, Remember::No),
-            Vote::Outcome { choice: Choice::Option(id), remember } => {
+        let (choice, remember) = match &vote.pick {
+            Pick::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, Remember::No),
+            Pick::Outcome { choice: Choice::Option(id), remember } => {
                 if id == CANCEL_OPTION_ID || !offered(&pending.options, id) {
                     return Err(invalid_option(id));
                 }
                 (Choice::Option(id.clone()), *remember)
             }
-            Vote::Decision { effect, remember } => match rules::pick_shorthand(&pending.options, *effect) {
+            Pick::Decision { effect, remember } => match rules::pick_shorthand(&pending.options, *effect) {
                 Some(id) => (Choice::Option(id), *remember),
                 None => {
                     return Err(invalid_option(if *effect == Effect::Allow {
@@ -593,6 +765,17 @@ impl<'a> Permissions<'a> {
         };
         let ballot = Cast { client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
+        // A question accepted carries its answers, checked before the ballot counts: refused, the
+        // question stays pending as it was. A decline or a cancel carries none.
+        let answers = match (&pending.question, &choice, &decision) {
+            (_, _, Decision::Forbidden(_)) => None,
+            (Some(q), Choice::Option(id), _)
+                if Question::accepts(rules::option_kind(&pending.options, id).unwrap_or("")) =>
+            {
+                Some(q.check(vote.answers.as_ref()).map_err(VoteError::InvalidAnswer)?)
+            }
+            _ => None,
+        };
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
             let mut ballot = json!({
                 "clientId": client_id,
@@ -616,8 +799,10 @@ impl<'a> Permissions<'a> {
                     voter,
                     voter_device_name: device_name.map(str::to_owned),
                     rule_id: None,
-                    remember,
+                    // A decision on a question is never remembered.
+                    remember: if pending.question.is_some() { Remember::No } else { remember },
                     via: Some(via),
+                    answers,
                 };
                 Ok(self.finish(&mut st, request_id, pending, &choice, resolution))
             }
@@ -751,7 +936,8 @@ impl<'a> Permissions<'a> {
         let (host, workspace) = (self.host, &self.mediator.workspace);
         let resolved_at = now_ms();
         let record = self.audit_record(request_id, &pending, Some((choice, &resolution, resolved_at)));
-        let _ = pending.reply.send(choice.clone());
+        let scope = pending.remembers(choice, &resolution);
+        let _ = pending.reply.send(Decided { choice: choice.clone(), answers: resolution.answers.clone() });
         let outcome = outcome_json(choice);
         if st.resolved_order.len() >= RESOLVED_RING
             && let Some(oldest) = st.resolved_order.pop_front()
@@ -765,6 +951,7 @@ impl<'a> Permissions<'a> {
                 outcome: outcome.clone(),
                 option_id: choice.option_id().to_owned(),
                 late: Noticed::default(),
+                elicitation: pending.question.as_ref().and_then(|q| q.elicitation_id.clone()),
             },
         );
         let mut data = json!({
@@ -779,6 +966,9 @@ impl<'a> Permissions<'a> {
         }
         if let Some(via) = resolution.via {
             data["via"] = json!(via.as_str());
+        }
+        if let (Some(q), Some(answers)) = (&pending.question, &resolution.answers) {
+            data["answers"] = q.redacted(answers);
         }
         host.publish(EventKind::PermissionResolved, &data);
         self.mediator.metrics.decision(
@@ -795,7 +985,6 @@ impl<'a> Permissions<'a> {
         // (for the session: an agent's "always" never reaches the workspace on its own).
         if let Choice::Option(id) = choice {
             let kind = rules::option_kind(&pending.options, id).unwrap_or("");
-            let scope = remembered_scope(&pending.options, choice, &resolution);
             if scope != Remember::No {
                 let effect = if kind.starts_with("allow") { Effect::Allow } else { Effect::Deny };
                 let rule = rules::remembered_rule(
@@ -873,11 +1062,19 @@ impl Permissions<'_> {
             "voterDeviceName": resolved.and_then(|(_, r, _)| r.voter_device_name.clone()),
             "ruleId": resolved.and_then(|(_, r, _)| r.rule_id.clone()),
             "via": resolved.and_then(|(_, r, _)| r.via.map(Via::as_str)),
-            "remembered": resolved.and_then(|(choice, r, _)| remembered_scope(&pending.options, choice, r).as_str()),
+            "remembered": resolved.and_then(|(choice, r, _)| pending.remembers(choice, r).as_str()),
             "ballots": pending.ballots,
         });
         if let Some(outside) = pending.data.get("outsideWorkspace") {
             entry["outsideWorkspace"] = outside.clone();
+        }
+        // A question's entry says what was asked and, once answered, the answers (a secret's
+        // redacted: the audit is exported and shown).
+        if let (Some(q), Value::Object(e)) = (&pending.question, &mut entry) {
+            e.insert("question".into(), q.audited());
+            if let Some(answers) = resolved.and_then(|(_, r, _)| r.answers.as_ref()) {
+                e.insert("answers".into(), q.redacted(answers));
+            }
         }
         AuditRecord {
             request_id: request_id.to_owned(),
@@ -887,6 +1084,16 @@ impl Permissions<'_> {
             outcome: Some(outcome).filter(|o| *o != AuditOutcome::Pending),
             entry,
         }
+    }
+}
+
+impl Pending {
+    /// Where its decision is remembered as a rule ([`remembered_scope`]); a question's never is.
+    fn remembers(&self, choice: &Choice, resolution: &Resolution) -> Remember {
+        if self.question.is_some() {
+            return Remember::No;
+        }
+        remembered_scope(&self.options, choice, resolution)
     }
 }
 
@@ -920,12 +1127,16 @@ fn rule_choice(effect: Effect, options: &[Value]) -> Option<Choice> {
 
 /// What the rules decide for `pending` (the session's first, then the workspace's; a deny in either
 /// beats an allow): the choice and the resolution to record, or `None` when no rule answers it.
+/// No rule answers a question: it is for a person.
 fn rule_decision(
     session_rules: &[CompiledRule],
     workspace_rules: &[CompiledRule],
     pending: &Pending,
     workspace: &Path,
 ) -> Option<(Choice, Resolution)> {
+    if pending.question.is_some() {
+        return None;
+    }
     let rule = rules::find_match_in(session_rules, workspace_rules, &pending.facts, workspace)?;
     let choice = rule_choice(rule.rule.effect, &pending.options)?;
     let resolution =
@@ -948,6 +1159,8 @@ struct Resolution {
     remember: Remember,
     /// How the deciding vote arrived; `None` when no vote decided.
     via: Option<Via>,
+    /// A question's answers, checked, when the deciding vote accepted it with them.
+    answers: Option<Answers>,
 }
 
 impl Resolution {
@@ -960,6 +1173,7 @@ impl Resolution {
             rule_id: None,
             remember: Remember::No,
             via: None,
+            answers: None,
         }
     }
 }
@@ -1011,36 +1225,36 @@ mod tests {
 
     #[test]
     fn vote_bodies_parse_into_typed_votes() {
-        let selected = |id: &str| Vote::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
+        let selected = |id: &str| Pick::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
         let table = [
             (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a"))),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "session"}),
-                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Session }),
+                Some(Pick::Outcome { choice: Choice::Option("a".into()), remember: Remember::Session }),
             ),
             (
                 json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
-                Some(Vote::Outcome { choice: Choice::Cancel, remember: Remember::No }),
+                Some(Pick::Outcome { choice: Choice::Cancel, remember: Remember::No }),
             ),
             (
                 json!({"decision": "allow"}),
-                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::No }),
+                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::No }),
             ),
             (
                 json!({"decision": "deny-session"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
+                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Session }),
             ),
             (
                 json!({"decision": "deny", "remember": "session"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Session }),
+                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Session }),
             ),
             (
                 json!({"decision": "allow-workspace", "remember": "session"}),
-                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Workspace }),
+                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::Workspace }),
             ),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "workspace"}),
-                Some(Vote::Outcome { choice: Choice::Option("a".into()), remember: Remember::Workspace }),
+                Some(Pick::Outcome { choice: Choice::Option("a".into()), remember: Remember::Workspace }),
             ),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "forever"}),
@@ -1048,15 +1262,15 @@ mod tests {
             ),
             (
                 json!({"decision": "allow-session"}),
-                Some(Vote::Decision { effect: Effect::Allow, remember: Remember::Session }),
+                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::Session }),
             ),
             (
                 json!({"decision": "deny-workspace"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
             ),
             (
                 json!({"decision": "deny", "remember": "workspace"}),
-                Some(Vote::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
             ),
             (json!({}), None),
             (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),
@@ -1066,7 +1280,8 @@ mod tests {
             (json!([]), None),
         ];
         for (body, expected) in table {
-            assert_eq!(Vote::parse(&body), expected, "{body}");
+            assert_eq!(Vote::parse(&body).map(|v| v.pick), expected, "{body}");
+            assert_eq!(Vote::parse(&body).and_then(|v| v.answers), None, "{body}");
         }
     }
 
@@ -1148,6 +1363,12 @@ mod tests {
         fn raise(&self, params: Value) -> tokio::task::JoinHandle<Value> {
             let (mediator, host) = (self.mediator.clone(), self.host.clone());
             tokio::spawn(async move { mediator.serve(&*host).request(params).await })
+        }
+
+        /// Raises an elicitation as the agent would, in its own task.
+        fn elicit(&self, params: Value) -> tokio::task::JoinHandle<Result<Value, Malformed>> {
+            let (mediator, host) = (self.mediator.clone(), self.host.clone());
+            tokio::spawn(async move { mediator.serve(&*host).elicit(params).await })
         }
 
         /// Lets spawned requests run (current-thread runtime) until `n` are pending.
@@ -1250,7 +1471,7 @@ mod tests {
 
     fn vote(option: &str, remember: bool) -> Vote {
         let remember = if remember { Remember::Session } else { Remember::No };
-        Vote::Outcome { choice: Choice::Option(option.into()), remember }
+        Pick::Outcome { choice: Choice::Option(option.into()), remember }.into()
     }
 
     async fn answer(task: tokio::task::JoinHandle<Value>) -> Value {
@@ -1490,10 +1711,11 @@ mod tests {
         let (first, twin) = (f.raise(params("/ws/a", &kinds)), f.raise(params("/ws/a", &kinds)));
         f.until_pending(2).await;
         let id = f.pending_ids().into_iter().next().expect("first");
-        let remembered = Vote::Outcome {
+        let remembered: Vote = Pick::Outcome {
             choice: Choice::Option("opt-allow_always".into()),
             remember: Remember::Workspace,
-        };
+        }
+        .into();
         let written = f
             .permissions()
             .cast_remembered(&id, None, None, true, &remembered, Via::Rest)
@@ -1833,7 +2055,12 @@ mod tests {
         let id = f.pending_ids().remove(0);
         for (effect, looked_for) in [(Effect::Allow, "allow_once"), (Effect::Deny, "reject_once")] {
             assert_eq!(
-                f.permissions().cast(&id, None, true, &Vote::Decision { effect, remember: Remember::No }),
+                f.permissions().cast(
+                    &id,
+                    None,
+                    true,
+                    &Pick::Decision { effect, remember: Remember::No }.into()
+                ),
                 Err(VoteError::InvalidOption { request_id: id.clone(), option_id: looked_for.into() })
             );
         }
@@ -1843,7 +2070,12 @@ mod tests {
         f.until_pending(1).await;
         let id = f.pending_ids().remove(0);
         f.permissions()
-            .cast(&id, None, true, &Vote::Decision { effect: Effect::Deny, remember: Remember::Session })
+            .cast(
+                &id,
+                None,
+                true,
+                &Pick::Decision { effect: Effect::Deny, remember: Remember::Session }.into(),
+            )
             .expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-reject_once");
         let rules = f.permissions().list_rules();
@@ -1875,5 +2107,340 @@ mod tests {
             Err(VoteError::InvalidOption { .. })
         ));
         assert_eq!(f.permissions().pending_count(), 1, "refused votes leave the request pending");
+    }
+
+    /// Qwen Code's `ask_user_question`, as it sends it (`toolCall._meta`).
+    fn qwen_question() -> Value {
+        json!({
+            "sessionId": "s1",
+            "toolCall": {
+                "toolCallId": "q1", "title": "Ask user 1 question", "kind": "think", "status": "pending",
+                "_meta": {"toolName": "ask_user_question", "qwenInteractionKind": "user_question",
+                    "qwenQuestions": [{"question": "Which library?", "header": "Library", "multiSelect": false,
+                        "options": [{"label": "chrono", "description": "old"}, {"label": "jiff", "description": "new"}]}]},
+            },
+            "options": [
+                {"optionId": "proceed_once", "name": "Submit", "kind": "allow_once"},
+                {"optionId": "cancel", "name": "Cancel", "kind": "reject_once"},
+            ],
+        })
+    }
+
+    fn form_elicitation() -> Value {
+        json!({
+            "sessionId": "s1", "mode": "form", "message": "Deploy where?",
+            "requestedSchema": {"type": "object", "required": ["region", "replicas"], "properties": {
+                "region": {"type": "string", "enum": ["eu", "us"]},
+                "replicas": {"type": "integer", "minimum": 1, "maximum": 9},
+                "token": {"type": "string", "title": "API token"},
+            }},
+        })
+    }
+
+    fn url_elicitation(id: &str) -> Value {
+        json!({"sessionId": "s1", "mode": "url", "elicitationId": id, "url": "https://login.example/x", "message": "Sign in"})
+    }
+
+    fn submit(answers: Value) -> Vote {
+        Vote {
+            pick: Pick::Outcome { choice: Choice::Option("proceed_once".into()), remember: Remember::No },
+            answers: answers.as_object().cloned(),
+        }
+    }
+
+    fn accept(answers: Value) -> Vote {
+        Vote {
+            pick: Pick::Decision { effect: Effect::Allow, remember: Remember::No },
+            answers: answers.as_object().cloned(),
+        }
+    }
+
+    /// Issue #43: a qwen question is a pending request like any other; the vote that submits it
+    /// carries the answers to the agent (as qwen reads them), to `permission_resolved` and to the
+    /// audit, which names who answered.
+    #[tokio::test]
+    async fn a_qwen_question_is_answered_by_one_vote_carrying_its_answers() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["alice"]);
+        let task = f.raise(qwen_question());
+        f.until_pending(1).await;
+        let asked = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(asked["question"]["form"], "user_question");
+        assert_eq!(asked["question"]["fields"][0]["key"], "0");
+        assert_eq!(
+            asked["toolCall"]["_meta"]["qwenInteractionKind"], "user_question",
+            "qwen's own form, untouched"
+        );
+        let id = f.pending_ids().remove(0);
+        f.permissions()
+            .cast_as(&id, Some("alice"), Some("Ada's phone"), false, &submit(json!({"0": "jiff"})), Via::Rest)
+            .expect("answered");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "proceed_once"}, "answers": {"0": "jiff"}})
+        );
+        let resolved = f.host.last(EventKind::PermissionResolved);
+        assert_eq!(
+            (resolved["answers"].clone(), resolved["voterClientId"].clone()),
+            (json!({"0": "jiff"}), json!("alice"))
+        );
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["answers"], json!({"0": "jiff"}));
+        assert_eq!(entry["question"]["fields"][0]["title"], "Library");
+        assert_eq!(
+            (entry["voterDeviceName"].clone(), entry["remembered"].clone()),
+            (json!("Ada's phone"), Value::Null)
+        );
+        let late = f.permissions().cast(&id, Some("alice"), false, &submit(json!({"0": "chrono"})));
+        assert_eq!(late, Err(VoteError::AlreadyResolved { resolved_option_id: "proceed_once".into() }));
+    }
+
+    /// Issue #43: answers the question does not take are refused naming the field, and the question
+    /// stays pending as it was (nothing published); declining needs no answers.
+    #[tokio::test]
+    async fn a_wrong_answer_is_refused_and_the_question_stays_pending() {
+        let f = fixture(Policy::FirstResponder, None);
+        let task = f.raise(qwen_question());
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let published = f.host.kinds().len();
+        let missing = f.permissions().cast(&id, None, false, &submit(json!({})));
+        assert_eq!(
+            missing,
+            Err(VoteError::InvalidAnswer(AnswerError {
+                field: "0".into(),
+                reason: "an answer is required".into()
+            }))
+        );
+        let unknown = f.permissions().cast(&id, None, false, &submit(json!({"0": "jiff", "9": "x"})));
+        assert!(matches!(unknown, Err(VoteError::InvalidAnswer(e)) if e.field == "9"));
+        assert!(f.permissions().is_pending(&id));
+        assert_eq!(f.host.kinds().len(), published, "a refused answer publishes nothing");
+        assert!(f.permissions().audit().is_empty());
+        let decline = Vote {
+            pick: Pick::Outcome { choice: Choice::Option("cancel".into()), remember: Remember::No },
+            answers: None,
+        };
+        f.permissions().cast(&id, None, false, &decline).expect("declined");
+        assert_eq!(answer(task).await, json!({"outcome": {"outcome": "selected", "optionId": "cancel"}}));
+        assert_eq!(f.host.last(EventKind::PermissionResolved).get("answers"), None);
+    }
+
+    /// Issue #43: no rule answers a question, and no decision on one is remembered, even when the
+    /// vote asks or the option says "always".
+    #[tokio::test]
+    async fn questions_never_fall_under_rules_nor_are_remembered() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.permissions()
+            .add_rule(rule(json!({"effect": "allow", "kinds": ["think", "other"]})))
+            .expect("allow");
+        f.permissions()
+            .add_rule(rule(json!({"effect": "allow", "tools": ["ask_user_question"]})))
+            .expect("tool");
+        let mut always = qwen_question();
+        always["options"] = json!([{"optionId": "yes", "name": "Always", "kind": "allow_always"}]);
+        let task = f.raise(always);
+        f.until_pending(1).await;
+        let elicited = f.elicit(form_elicitation());
+        f.until_pending(2).await;
+        let ids = f.pending_ids();
+        let remember = Vote {
+            pick: Pick::Outcome { choice: Choice::Option("yes".into()), remember: Remember::Workspace },
+            answers: json!({"0": "jiff"}).as_object().cloned(),
+        };
+        let cast = f.permissions().cast_remembered(&ids[0], None, None, true, &remember, Via::Rest);
+        assert!(matches!(cast, Ok(None)), "no rule on its way to the disk");
+        assert_eq!(answer(task).await["answers"], json!({"0": "jiff"}));
+        assert_eq!(f.permissions().list_rules().len(), 2, "nothing remembered");
+        assert_eq!(f.permissions().audit()[0]["remembered"], Value::Null);
+        f.permissions()
+            .cast(&ids[1], None, true, &accept(json!({"region": "eu", "replicas": "2"})))
+            .expect("accept");
+        let answered =
+            tokio::time::timeout(Duration::from_secs(5), elicited).await.expect("in time").expect("task");
+        assert_eq!(answered, Ok(json!({"action": "accept", "content": {"region": "eu", "replicas": 2}})));
+        assert_eq!(f.permissions().pending_count(), 0);
+    }
+
+    /// Issue #43: a question added while a rule would match stays pending when rules change.
+    #[tokio::test]
+    async fn a_rule_added_later_leaves_a_pending_question_alone() {
+        let f = fixture(Policy::FirstResponder, None);
+        let _task = f.raise(qwen_question());
+        f.until_pending(1).await;
+        f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["think"]}))).expect("rule");
+        f.permissions().workspace_rules_changed();
+        assert_eq!(f.permissions().pending_count(), 1);
+    }
+
+    /// Issue #43 (`docs/protocol.md#19-questions`): under consensus the first complete answer of a
+    /// voter counted at issue decides; a client registered later may not answer.
+    #[tokio::test]
+    async fn under_consensus_the_first_answer_of_a_voter_at_issue_decides() {
+        let f = fixture(Policy::Consensus, None);
+        f.add_voters(&["alice", "bob", "carol"]);
+        let task = f.raise(qwen_question());
+        f.until_pending(1).await;
+        f.add_voters(&["dave"]);
+        let id = f.pending_ids().remove(0);
+        let refused = f.permissions().cast(&id, Some("dave"), true, &submit(json!({"0": "jiff"})));
+        assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
+        let wrong = f.permissions().cast(&id, Some("bob"), true, &submit(json!({})));
+        assert!(matches!(wrong, Err(VoteError::InvalidAnswer(_))), "an incomplete answer does not count");
+        f.permissions().cast(&id, Some("bob"), true, &submit(json!({"0": "chrono"}))).expect("decides alone");
+        assert_eq!(answer(task).await["answers"], json!({"0": "chrono"}));
+        assert!(!f.host.kinds().contains(&EventKind::PermissionPartialVote));
+        let ballots = f.permissions().audit()[0]["ballots"].clone();
+        assert_eq!(ballots.as_array().map(Vec::len), Some(2), "dave's refused ballot and bob's: {ballots}");
+    }
+
+    /// Issue #43: an elicitation is answered accept (typed content), decline, or cancel (the turn
+    /// cancelled, the session's end, a timeout); secrets are redacted in the event and the audit.
+    #[tokio::test(start_paused = true)]
+    async fn an_elicitation_ends_accepted_declined_or_cancelled() {
+        let f = fixture(Policy::FirstResponder, Some(Duration::from_secs(60)));
+        let accepted = f.elicit(form_elicitation());
+        f.until_pending(1).await;
+        let asked = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(asked["options"][0]["optionId"], ACCEPT_OPTION_ID);
+        assert_eq!(asked["toolCall"]["_meta"]["qwenQuestions"].as_array().map(Vec::len), Some(3));
+        let id = f.pending_ids().remove(0);
+        let given = json!({"region": "us", "replicas": "3", "token": "sk-123"});
+        f.permissions().cast(&id, Some("a"), true, &accept(given)).expect_err("a is no voter");
+        f.permissions()
+            .cast(&id, None, true, &accept(json!({"region": "us", "replicas": "3", "token": "sk-123"})))
+            .expect("accepted");
+        assert_eq!(
+            accepted.await.expect("task"),
+            Ok(json!({"action": "accept", "content": {"region": "us", "replicas": 3, "token": "sk-123"}}))
+        );
+        let resolved = f.host.last(EventKind::PermissionResolved);
+        assert_eq!(resolved["answers"]["token"], crate::permission::question::REDACTED);
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["answers"], json!({"region": "us", "replicas": 3, "token": "[redacted]"}));
+        assert!(!entry.to_string().contains("sk-123"), "{entry}");
+
+        let declined = f.elicit(form_elicitation());
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        f.permissions()
+            .cast(&id, None, true, &Pick::Decision { effect: Effect::Deny, remember: Remember::No }.into())
+            .expect("declined");
+        assert_eq!(declined.await.expect("task"), Ok(json!({"action": "decline"})));
+
+        let cancelled = f.elicit(form_elicitation());
+        f.until_pending(1).await;
+        f.permissions().cancel_all(ResolvedBy::Cancel);
+        assert_eq!(cancelled.await.expect("task"), Ok(json!({"action": "cancel"})));
+
+        let timed_out = f.elicit(url_elicitation("e9"));
+        f.until_pending(1).await;
+        assert_eq!(timed_out.await.expect("task"), Ok(json!({"action": "cancel"})));
+        assert_eq!(f.host.last(EventKind::PermissionResolved)["resolvedBy"], "timeout");
+
+        f.permissions().cancel_all(ResolvedBy::SessionClosed);
+        assert_eq!(
+            f.elicit(form_elicitation()).await.expect("task"),
+            Ok(json!({"action": "cancel"})),
+            "after the end"
+        );
+        assert_eq!(f.permissions().audit().last().expect("entry")["resolvedBy"], "timeout");
+    }
+
+    /// Issue #43: an elicitation the mediator cannot ask is refused and pending nowhere; a
+    /// malformed qwen question is answered cancelled.
+    #[tokio::test]
+    async fn a_question_that_cannot_be_asked_is_refused_and_pending_nowhere() {
+        let f = fixture(Policy::FirstResponder, None);
+        let nested = json!({"sessionId": "s1", "mode": "form", "message": "m",
+            "requestedSchema": {"type": "object", "properties": {"x": {"type": "object"}}}});
+        let refused = f.elicit(nested).await.expect("task").expect_err("refused");
+        assert!(refused.0.contains("is not a primitive"), "{refused}");
+        let mut bad_url = url_elicitation("e1");
+        bad_url["url"] = json!("javascript:alert(1)");
+        assert!(f.elicit(bad_url).await.expect("task").is_err());
+        let mut malformed = qwen_question();
+        malformed["toolCall"]["_meta"]["qwenQuestions"] = json!([{"question": {"nested": true}}]);
+        assert_eq!(answer(f.raise(malformed)).await, json!({"outcome": {"outcome": "cancelled"}}));
+        assert_eq!(
+            (f.permissions().pending_count(), f.host.kinds().len()),
+            (0, 0),
+            "nothing asked, nothing published"
+        );
+    }
+
+    /// Issue #43: the agent's `elicitation/complete` decides its pending URL elicitation
+    /// (`resolvedBy: completed`) and is announced; after a decision it is only announced; an id
+    /// this session never saw is not.
+    #[tokio::test]
+    async fn elicitation_complete_ends_a_pending_url_question_and_is_announced() {
+        let f = fixture(Policy::FirstResponder, None);
+        let pending = f.elicit(url_elicitation("agent-1"));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        assert!(f.permissions().elicitation_complete("agent-1"));
+        assert_eq!(pending.await.expect("task"), Ok(json!({"action": "accept"})));
+        let resolved = f.host.last(EventKind::PermissionResolved);
+        assert_eq!(
+            (resolved["resolvedBy"].clone(), resolved["requestId"].clone()),
+            (json!("completed"), json!(id))
+        );
+        assert_eq!(f.host.last(EventKind::ElicitationComplete), json!({"requestId": id, "sessionId": "s1"}));
+
+        let voted = f.elicit(url_elicitation("agent-2"));
+        f.until_pending(1).await;
+        let second = f.pending_ids().remove(0);
+        f.permissions().cast(&second, None, true, &accept(json!({}))).expect("opened");
+        assert_eq!(voted.await.expect("task"), Ok(json!({"action": "accept"})));
+        let before = f.host.kinds().len();
+        assert!(f.permissions().elicitation_complete("agent-2"), "decided, still known");
+        assert_eq!(f.host.kinds().len(), before + 1, "announced only");
+        assert_eq!(f.host.last(EventKind::ElicitationComplete)["requestId"], json!(second));
+        assert!(!f.permissions().elicitation_complete("never-asked"));
+        assert_eq!(f.host.kinds().len(), before + 1);
+        // A form is never completed by the agent.
+        let _form = f.elicit(form_elicitation());
+        f.until_pending(1).await;
+        assert!(!f.permissions().elicitation_complete(""));
+        assert_eq!(f.permissions().pending_count(), 1);
+    }
+
+    #[test]
+    fn a_vote_carries_a_questions_answers_and_an_acp_elicitation_answer_is_a_vote() {
+        let v =
+            Vote::parse(&json!({"outcome": {"outcome": "selected", "optionId": "a"}, "answers": {"0": "x"}}))
+                .expect("a vote");
+        assert_eq!(v.answers, json!({"0": "x"}).as_object().cloned());
+        assert_eq!(
+            Vote::parse(&json!({"decision": "allow", "answers": ["x"]})),
+            None,
+            "answers are an object"
+        );
+        assert_eq!(
+            Vote::parse(&json!({"decision": "allow", "answers": null})).map(|v| v.answers),
+            Some(None)
+        );
+        let allow = Pick::Decision { effect: Effect::Allow, remember: Remember::No };
+        let table = [
+            (
+                json!({"action": "accept", "content": {"a": 1}}),
+                Some(Vote { pick: allow.clone(), answers: json!({"a": 1}).as_object().cloned() }),
+            ),
+            (json!({"action": "accept"}), Some(Vote { pick: allow, answers: None })),
+            (
+                json!({"action": "decline"}),
+                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::No }.into()),
+            ),
+            (
+                json!({"action": "cancel"}),
+                Some(Pick::Outcome { choice: Choice::Cancel, remember: Remember::No }.into()),
+            ),
+            (json!({"action": "accept", "content": "x"}), None),
+            (json!({"action": "maybe"}), None),
+            (json!({}), None),
+        ];
+        for (result, expected) in table {
+            assert_eq!(Vote::from_elicitation(&result), expected, "{result}");
+        }
     }
 }

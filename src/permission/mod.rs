@@ -6,17 +6,22 @@
 //! - [`policy`]: the four policies as one pure decision function, tested as a table.
 //! - [`rules`]: rule validation and matching, pure.
 //! - `workspace`: [`WorkspaceRules`], a workspace's rules, shared by its sessions and persisted.
+//! - [`question`]: what an agent asks a person beside a permission (qwen's `ask_user_question`,
+//!   ACP's `elicitation/create`): parsed within bounds, answers checked and converted, pure.
 //!
 //! Imports `store` and the leaves only; never `agent`, `daemon` or `http`.
 
 mod mediator;
 pub mod policy;
+pub mod question;
 pub mod rules;
 mod workspace;
 
 pub use mediator::{
-    Ballot, Host, Mediator, MediatorConfig, Permissions, Remember, ResolvedBy, Via, Vote, VoteError,
+    Ballot, Decided, Host, Mediator, MediatorConfig, Permissions, Pick, Remember, ResolvedBy, Via, Vote,
+    VoteError,
 };
 pub use policy::{Choice, ForbidReason};
+pub use question::{AnswerError, Answers, Malformed, Question};
 pub use rules::{Effect, RuleError, parse_rule};
 pub use workspace::{Announce, Remembered, WorkspaceRules};

@@ -39,6 +39,9 @@ pub struct Issued {
     pub voters_at_issue: Vec<String>,
     /// `--consensus-quorum`, if set.
     pub quorum: Option<usize>,
+    /// The request is a question (`docs/protocol.md#19-questions`): it has one answer, not a
+    /// tally, so under `consensus` the first ballot of an eligible voter decides it.
+    pub question: bool,
 }
 
 impl Issued {
@@ -102,6 +105,11 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
             else {
                 return Decision::Forbidden(ForbidReason::DesignatedMismatch);
             };
+            // A question's answers cannot be tallied: the first complete answer of a voter counted
+            // at issue wins (`docs/protocol.md#19-questions`).
+            if issued.question {
+                return Decision::Decided(ballot.choice.clone());
+            }
             let quorum = issued.quorum();
             let mut tallies: BTreeMap<String, usize> = BTreeMap::new();
             let mut received = 0;
@@ -189,7 +197,13 @@ mod tests {
             originator: originator.map(str::to_owned),
             voters_at_issue: voters.iter().map(|v| v.to_string()).collect(),
             quorum,
+            question: false,
         }
+    }
+
+    /// The same, for a question.
+    fn asked(policy: Policy, originator: Option<&str>, voters: &[&str]) -> Issued {
+        Issued { question: true, ..issued(policy, originator, voters, None) }
     }
 
     fn opt(id: &str) -> Choice {
@@ -450,6 +464,60 @@ mod tests {
                 &cancel,
                 Decided(Choice::Cancel),
             ),
+            (
+                "question, consensus: the first answer of a voter at issue decides",
+                asked(Consensus, None, &["a", "b", "c"]),
+                prior(&[]),
+                Some("b"),
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
+            (
+                "question, consensus: so does a decline",
+                asked(Consensus, None, &["a", "b", "c"]),
+                prior(&[]),
+                Some("c"),
+                false,
+                &deny,
+                Decided(deny.clone()),
+            ),
+            (
+                "question, consensus: not a voter at issue",
+                asked(Consensus, None, &["a", "b"]),
+                prior(&[]),
+                Some("z"),
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "question, designated: only the originator",
+                asked(Designated, Some("a"), &[]),
+                prior(&[]),
+                Some("b"),
+                true,
+                &allow,
+                Forbidden(DesignatedMismatch),
+            ),
+            (
+                "question, local-only: a remote peer may not answer",
+                asked(LocalOnly, None, &[]),
+                prior(&[]),
+                Some("a"),
+                false,
+                &allow,
+                Forbidden(RemoteNotAllowed),
+            ),
+            (
+                "question, first-responder: anyone",
+                asked(FirstResponder, None, &[]),
+                prior(&[]),
+                None,
+                false,
+                &allow,
+                Decided(allow.clone()),
+            ),
         ];
         for (name, issued, prior, client, loopback, choice, expected) in rows {
             let ballot = Cast { client_id: client, loopback_peer: loopback, choice };
@@ -461,8 +529,13 @@ mod tests {
     fn default_quorum_is_a_strict_majority() {
         for (m, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3)] {
             let voters: Vec<String> = (0..m).map(|i| i.to_string()).collect();
-            let issued =
-                Issued { policy: Consensus, originator: None, voters_at_issue: voters, quorum: None };
+            let issued = Issued {
+                policy: Consensus,
+                originator: None,
+                voters_at_issue: voters,
+                quorum: None,
+                question: false,
+            };
             assert_eq!(issued.quorum(), q, "M={m}");
         }
     }
@@ -473,8 +546,9 @@ mod tests {
         let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
         let voters = [None, Some("a"), Some("b"), Some("z")];
         for policy in policies {
-            for originator in [None, Some("a")] {
-                let issued = issued(policy, originator, &["a", "b"], None);
+            for (originator, question) in [None, Some("a")].into_iter().flat_map(|o| [(o, false), (o, true)])
+            {
+                let issued = Issued { question, ..issued(policy, originator, &["a", "b"], None) };
                 for voter in voters {
                     for loopback in [false, true] {
                         let choice = opt("allow");
@@ -484,7 +558,7 @@ mod tests {
                         assert_eq!(
                             may_decide(&issued, voter, loopback),
                             allowed,
-                            "{policy:?} originator {originator:?} voter {voter:?} loopback {loopback}"
+                            "{policy:?} originator {originator:?} voter {voter:?} loopback {loopback} question {question}"
                         );
                     }
                 }

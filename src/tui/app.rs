@@ -93,7 +93,7 @@ impl Input {
         self.text.char_indices().nth(chars).map_or(self.text.len(), |(i, _)| i)
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.text.chars().count()
     }
 
@@ -144,6 +144,19 @@ impl Input {
     }
 }
 
+/// A question being answered in the input line, one field after another
+/// (`docs/protocol.md#197-the-web-app-and-the-terminal`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answering {
+    pub(crate) request_id: String,
+    /// The accepting option the answers go with (its id and name).
+    option_id: String,
+    label: String,
+    /// The field being asked (an index into the question's fields).
+    pub(crate) field: usize,
+    answers: serde_json::Map<String, Value>,
+}
+
 /// The client.
 #[derive(Debug)]
 pub(crate) struct App {
@@ -176,6 +189,8 @@ pub(crate) struct App {
     pub(crate) overlay: Overlay,
     /// The last word to the person (an error, a refusal, a confirmation).
     pub(crate) status: Option<(String, Level)>,
+    /// A question whose answers the input line is taking.
+    pub(crate) answering: Option<Answering>,
     pub(crate) quit: bool,
 }
 
@@ -200,6 +215,7 @@ impl App {
             thoughts_open: false,
             overlay: Overlay::None,
             status: None,
+            answering: None,
             quit: false,
         }
     }
@@ -229,8 +245,20 @@ impl App {
         if !self.session.apply(event, id, envelope) {
             return;
         }
+        // A question decided (by anyone) while its answers were being typed: they go nowhere.
+        if let Some(a) = &self.answering
+            && !self.session.pending().iter().any(|p| p.request_id() == a.request_id)
+        {
+            self.answering = None;
+            self.input.take();
+            self.mode = Mode::Normal;
+        }
         let pending = self.session.pending();
-        if pending.len() > pending_before && self.mode == Mode::Typing && self.input.text.is_empty() {
+        if pending.len() > pending_before
+            && self.mode == Mode::Typing
+            && self.input.text.is_empty()
+            && self.answering.is_none()
+        {
             self.mode = Mode::Normal;
         }
         if pending.is_empty() {
@@ -361,7 +389,14 @@ impl App {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         match key.code {
+            KeyCode::Esc if self.answering.is_some() => {
+                self.answering = None;
+                self.input.take();
+                self.mode = Mode::Normal;
+                self.say("the answers were not sent".to_owned(), Level::Info);
+            }
             KeyCode::Esc => self.mode = Mode::Normal,
+            KeyCode::Enter if self.answering.is_some() => return self.answer_field(),
             // A key at the bound does nothing; only a paste is cut and said.
             KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => {
                 self.input.insert("\n");
@@ -542,6 +577,13 @@ impl App {
             _ => ("reject_always", Some(("deny-session", "reject for this session"))),
         };
         let offered = options(p).into_iter().find(|o| o.get("kind").and_then(Value::as_str) == Some(kind));
+        if let Some(o) = &offered
+            && kind == "allow_once"
+            && !question_fields(p).is_empty()
+        {
+            let o = o.clone();
+            return self.begin_answering(&request_id, &o);
+        }
         let action = match (offered, shorthand) {
             (Some(o), _) => select(&request_id, &o),
             // No `*_always` option: the daemon's session shorthand (a rule for this session).
@@ -565,13 +607,66 @@ impl App {
     fn vote_highlighted(&mut self) -> Vec<Action> {
         let Some(p) = self.card_in_front() else { return Vec::new() };
         let request_id = p.request_id().to_owned();
-        match options(p).get(self.option) {
+        let asks = !question_fields(p).is_empty();
+        match options(p).get(self.option).cloned() {
+            Some(o)
+                if asks && o.get("kind").and_then(Value::as_str).is_some_and(|k| k.starts_with("allow")) =>
+            {
+                self.begin_answering(&request_id, &o)
+            }
             Some(o) => {
-                let action = select(&request_id, o);
+                let action = select(&request_id, &o);
                 self.cast(action)
             }
             None => Vec::new(),
         }
+    }
+
+    /// The accepting option of a question: its fields are asked in the input line, one after
+    /// another, and the vote carries the answers.
+    fn begin_answering(&mut self, request_id: &str, option: &Value) -> Vec<Action> {
+        if !self.may_write {
+            self.say("this device is an observer: it may not answer".to_owned(), Level::Warn);
+            return Vec::new();
+        }
+        let option_id = option.get("optionId").and_then(Value::as_str).unwrap_or("").to_owned();
+        let label = option.get("name").and_then(Value::as_str).unwrap_or(&option_id).to_owned();
+        self.answering = Some(Answering {
+            request_id: request_id.to_owned(),
+            option_id,
+            label,
+            field: 0,
+            answers: serde_json::Map::new(),
+        });
+        self.input.take();
+        self.mode = Mode::Typing;
+        Vec::new()
+    }
+
+    /// Enter while answering: the line is the answer to the field asked (an empty line answers
+    /// nothing; a choice may be given by its number); after the last field, the vote.
+    fn answer_field(&mut self) -> Vec<Action> {
+        let Some(mut a) = self.answering.take() else { return Vec::new() };
+        let fields = self.session.permission(&a.request_id).map(question_fields).unwrap_or_default();
+        let text = self.input.take();
+        if let Some(field) = fields.get(a.field)
+            && let Some(answer) = answer_of(field, text.trim())
+        {
+            let key = field.get("key").and_then(Value::as_str).unwrap_or("").to_owned();
+            a.answers.insert(key, answer);
+        }
+        a.field += 1;
+        if a.field < fields.len() {
+            self.answering = Some(a);
+            return Vec::new();
+        }
+        self.mode = Mode::Normal;
+        let action = Action::Vote {
+            request_id: a.request_id,
+            body: json!({"outcome": {"outcome": "selected", "optionId": a.option_id}, "answers": a.answers}),
+            label: a.label,
+        };
+        self.cast(action)
     }
 
     /// Sends a vote unless this client may not vote or one is on its way.
@@ -591,6 +686,35 @@ impl App {
             None => Vec::new(),
         }
     }
+}
+
+/// The fields of the question a request asks (none for a permission, or a URL to open).
+pub(crate) fn question_fields(p: &Permission) -> Vec<Value> {
+    p.request.pointer("/question/fields").and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
+/// What a typed line answers `field` with: `None` for an empty line; a choice's number (from 1,
+/// as the card lists them) becomes its value, several separated by commas; any other text is
+/// sent as typed (the daemon converts it, or says why not).
+fn answer_of(field: &Value, text: &str) -> Option<Value> {
+    if text.is_empty() {
+        return None;
+    }
+    let choices = field.get("choices").and_then(Value::as_array).cloned().unwrap_or_default();
+    let numbered = |s: &str| -> Value {
+        match s.parse::<usize>() {
+            Ok(n) if (1..=choices.len()).contains(&n) => {
+                choices[n - 1].get("value").cloned().unwrap_or(json!(s))
+            }
+            _ => json!(s),
+        }
+    };
+    if field.get("multiple") == Some(&Value::Bool(true)) {
+        let items: Vec<Value> =
+            text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(numbered).collect();
+        return Some(Value::Array(items));
+    }
+    Some(if choices.is_empty() { json!(text) } else { numbered(text) })
 }
 
 /// The options a request offers.
@@ -657,6 +781,68 @@ mod tests {
 
     fn typed(app: &mut App, text: &str) -> Vec<Action> {
         text.chars().flat_map(|c| app.key(ch(c))).collect()
+    }
+
+    /// Qwen Code's question as the daemon shows it: one choice, several, a number, a secret.
+    fn question(app: &mut App, id: &str) {
+        let choices = |names: &[&str]| -> Value {
+            names.iter().map(|n| json!({"value": n, "label": n, "description": ""})).collect()
+        };
+        let fields = json!([
+            {"key": "0", "title": "Library", "type": "choice", "required": true, "choices": choices(&["chrono", "jiff"])},
+            {"key": "1", "title": "Features", "type": "choice", "multiple": true, "choices": choices(&["serde", "tz"])},
+            {"key": "n", "title": "Replicas", "type": "integer"},
+            {"key": "token", "title": "Token", "type": "text", "sensitive": true},
+        ]);
+        let options = json!([
+            {"optionId": "proceed_once", "name": "Submit", "kind": "allow_once"},
+            {"optionId": "cancel", "name": "Cancel", "kind": "reject_once"},
+        ]);
+        app.event(
+            "permission_request",
+            None,
+            &json!({"data": {"requestId": id, "toolCall": {"title": "Ask"}, "options": options,
+                "question": {"form": "user_question", "message": "", "fields": fields}}}),
+        );
+    }
+
+    /// Issue #43: `a` on a question asks its fields in the input line one after another; a
+    /// choice by its number or its name, several with commas, an empty line no answer; the last
+    /// Enter votes with the answers. Esc drops them; a question decided elsewhere ends it.
+    #[test]
+    fn a_question_is_answered_field_by_field_in_the_input_line() {
+        let mut a = app();
+        question(&mut a, "q1");
+        assert_eq!(a.key(ch('a')), vec![], "no vote yet: the fields are asked first");
+        assert_eq!((a.mode, a.answering.as_ref().map(|x| x.field)), (Mode::Typing, Some(0)));
+        typed(&mut a, "2");
+        assert_eq!(a.key(key(KeyCode::Enter)), vec![]);
+        typed(&mut a, "1, tz");
+        a.key(key(KeyCode::Enter));
+        a.key(key(KeyCode::Enter));
+        typed(&mut a, "sk-1");
+        let voted = a.key(key(KeyCode::Enter));
+        let body = json!({"outcome": {"outcome": "selected", "optionId": "proceed_once"},
+            "answers": {"0": "jiff", "1": ["serde", "tz"], "token": "sk-1"}});
+        assert_eq!(voted, vec![Action::Vote { request_id: "q1".into(), body, label: "Submit".into() }]);
+        assert_eq!((a.mode, a.answering.is_none()), (Mode::Normal, true));
+
+        let mut a = app();
+        question(&mut a, "q2");
+        a.key(key(KeyCode::Enter));
+        typed(&mut a, "chrono");
+        a.key(key(KeyCode::Enter));
+        a.key(key(KeyCode::Esc));
+        assert_eq!((a.mode, a.answering.is_none(), a.input.text.as_str()), (Mode::Normal, true, ""));
+        assert!(a.session.permission("q2").is_some_and(|p| !p.voting), "nothing sent");
+        assert_eq!(a.key(ch('r')).len(), 1, "declining asks nothing");
+
+        let mut a = app();
+        question(&mut a, "q3");
+        a.key(ch('a'));
+        typed(&mut a, "jiff");
+        resolve(&mut a, "q3", "bob");
+        assert_eq!((a.mode, a.answering.is_none(), a.input.text.as_str()), (Mode::Normal, true, ""));
     }
 
     #[test]

@@ -403,6 +403,7 @@ pub(crate) fn card_lines(
     for section in &shown.sections {
         lines.extend(section_lines(section, "", t));
     }
+    lines.extend(question_lines(app, p));
     let decided = p.resolved.is_some();
     let highlight = app.card_in_front().is_some_and(|f| f.request_id() == p.request_id()) && !decided;
     // The options are the card's foot, always in sight under what the request holds; what an
@@ -566,6 +567,9 @@ fn key_line(app: &App) -> Line<'static> {
         return Line::from(spans(text, style, t));
     }
     let hint = match app.mode {
+        Mode::Typing if app.answering.is_some() => {
+            "Enter answer and go on · empty for no answer · Esc drop the answers"
+        }
         Mode::Typing => "Enter send · Alt-Enter newline · Esc leave the line · PgUp/PgDn scroll",
         Mode::Normal if app.session.ended.is_some() => "↑↓ PgUp/PgDn scroll · t thoughts · ? keys · q quit",
         Mode::Normal => "i type · Esc cancel the turn · t thoughts · PgUp/PgDn scroll · ? keys · q quit",
@@ -591,9 +595,13 @@ fn input_line(app: &App, area: Rect, frame: &mut Frame<'_>) {
         );
         return;
     }
-    let before: String = app.input.text.chars().take(app.input.cursor).collect();
+    // Answering a question: the field asked, and a secret's answer shown as dots.
+    let asked = asking(app);
+    let secret = asked.as_ref().is_some_and(|f| f.get("sensitive") == Some(&Value::Bool(true)));
+    let typed = if secret { "•".repeat(app.input.len()) } else { app.input.text.clone() };
+    let before: String = typed.chars().take(app.input.cursor).collect();
     let shown_before = crate::text::escape(&before);
-    let all = crate::text::escape(&app.input.text);
+    let all = crate::text::escape(&typed);
     let cursor_col: usize = shown_before.chars().map(|c| c.width().unwrap_or(0)).sum();
     let room = (area.width as usize).saturating_sub(3).max(1);
     let skip_cols = cursor_col.saturating_sub(room);
@@ -607,10 +615,71 @@ fn input_line(app: &App, area: Rect, frame: &mut Frame<'_>) {
         })
         .collect();
     let mut row = vec![Span::styled("› ", t.user())];
+    let mut lead = 2;
+    if let Some(field) = &asked {
+        let label = format!("{} › ", field_label(field));
+        lead = unicode_width::UnicodeWidthStr::width(crate::text::escape(&label).as_ref()) as u16;
+        row = spans(&label, t.user(), t);
+    }
     row.extend(spans(&visible, t.text(), t));
     frame.render_widget(Paragraph::new(Line::from(row)), area);
-    let x = area.x + 2 + (cursor_col - skip_cols.min(cursor_col)) as u16;
+    let x = area.x + lead + (cursor_col - skip_cols.min(cursor_col)) as u16;
     frame.set_cursor_position(Position::new(x.min(area.right().saturating_sub(1)), area.y));
+}
+
+/// The question's field the input line is asking, while answering.
+fn asking(app: &App) -> Option<Value> {
+    let a = app.answering.as_ref()?;
+    let p = app.session.permission(&a.request_id)?;
+    super::app::question_fields(p).get(a.field).cloned()
+}
+
+/// A field as the input line asks it: its title, and its choices by number.
+fn field_label(field: &Value) -> String {
+    let title = field.get("title").and_then(Value::as_str).unwrap_or("");
+    let choices = field.get("choices").and_then(Value::as_array).cloned().unwrap_or_default();
+    let listed: Vec<String> = choices
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{} {}", i + 1, c.get("label").and_then(Value::as_str).unwrap_or("")))
+        .collect();
+    let mut label = title.to_owned();
+    if !listed.is_empty() {
+        let several =
+            if field.get("multiple") == Some(&Value::Bool(true)) { ", several with commas" } else { "" };
+        label.push_str(&format!(" ({}{several})", listed.join(", ")));
+    } else if let Some(kind) = field.get("type").and_then(Value::as_str).filter(|k| *k != "text") {
+        label.push_str(&format!(" ({kind})"));
+    }
+    label
+}
+
+/// A question's fields on its card, numbered, each with its question and choices.
+fn question_lines(app: &App, p: &Permission) -> Vec<Line<'static>> {
+    let t = app.theme;
+    let fields = super::app::question_fields(p);
+    let mut lines = Vec::new();
+    if fields.is_empty() {
+        return lines;
+    }
+    lines
+        .push(Line::from(Span::styled("the agent asks (a answers in the input line, one by one):", t.dim())));
+    for (i, field) in fields.iter().enumerate() {
+        let asked_now =
+            app.answering.as_ref().is_some_and(|a| a.request_id == p.request_id() && a.field == i);
+        let mut row = vec![Span::raw(if asked_now { "▸ " } else { "  " })];
+        row.extend(spans(&format!("{}. {}", i + 1, field_label(field)), t.bold(), t));
+        let text = field.get("text").and_then(Value::as_str).unwrap_or("");
+        if !text.is_empty() && Some(text) != field.get("title").and_then(Value::as_str) {
+            row.push(Span::styled(" — ", t.dim()));
+            row.extend(spans(text, t.text(), t));
+        }
+        if field.get("required") == Some(&Value::Bool(true)) {
+            row.push(Span::styled(" *", t.warn()));
+        }
+        lines.push(Line::from(row));
+    }
+    lines
 }
 
 /// A centred rectangle of at most `w` × `h` inside `area`.

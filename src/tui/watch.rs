@@ -122,6 +122,7 @@ pub async fn approve(
     session_id: String,
     request: Option<String>,
     option: String,
+    answers: Vec<(String, String)>,
 ) -> Result<String, String> {
     let target = conn.target()?;
     let (identity, _) = identify(&conn, &target).await?;
@@ -162,15 +163,41 @@ pub async fn approve(
     let option_id = picked["optionId"].as_str().unwrap_or("").to_owned();
     // A vote counts only from a client registered on the session (protocol 2.7).
     expect_ok(&target, "POST", &session_path(&session_id, "/heartbeat"), &[], None).await?;
-    let body = json!({"outcome": {"outcome": "selected", "optionId": option_id}});
+    let mut body = json!({"outcome": {"outcome": "selected", "optionId": option_id}});
+    if !answers.is_empty() {
+        if chosen.get("question").is_none() {
+            return Err(format!("request {request_id} asks no question: --answer has nothing to answer"));
+        }
+        body["answers"] = answers_body(&answers);
+    }
     let route = session_path(&session_id, &format!("/permission/{}", segment(&request_id)));
     expect_ok(&target, "POST", &route, &[], Some(&body)).await?;
+    let answered = match answers.len() {
+        0 => String::new(),
+        n => format!(", {n} answer{}", if n == 1 { "" } else { "s" }),
+    };
     Ok(format!(
-        "{} on {}: {} (request {request_id})",
+        "{} on {}: {} (request {request_id}{answered})",
         escape(&option_id),
         escape(chosen["toolCall"]["kind"].as_str().unwrap_or("a tool call")),
         escape(chosen["toolCall"]["title"].as_str().unwrap_or("")),
     ))
+}
+
+/// `--answer KEY=VALUE`s as a vote's `answers`: one key given once is its text, given again a
+/// list of its texts (several choices), in the order given. The daemon converts and checks them.
+fn answers_body(answers: &[(String, String)]) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, value) in answers {
+        match out.get_mut(key) {
+            None => {
+                out.insert(key.clone(), json!(value));
+            }
+            Some(Value::Array(list)) => list.push(json!(value)),
+            Some(first) => *first = json!([first.take(), value]),
+        }
+    }
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -179,6 +206,19 @@ mod tests {
 
     fn frame(id: Option<u64>, event: &str, data: Value) -> Frame {
         Frame { id, event: event.into(), data: data.to_string() }
+    }
+
+    #[test]
+    fn answers_given_again_with_a_key_are_its_choices() {
+        let given = |pairs: &[(&str, &str)]| {
+            answers_body(&pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>())
+        };
+        assert_eq!(given(&[("name", "api"), ("replicas", "3")]), json!({"name": "api", "replicas": "3"}));
+        assert_eq!(
+            given(&[("1", "serde"), ("0", "jiff"), ("1", "tz"), ("1", "x=y")]),
+            json!({"0": "jiff", "1": ["serde", "tz", "x=y"]})
+        );
+        assert_eq!(given(&[]), json!({}));
     }
 
     #[test]

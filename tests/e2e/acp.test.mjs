@@ -14,7 +14,7 @@ import { createHttpStream } from '@agentclientprotocol/sdk/experimental/http-cli
 import { createWebSocketStream } from '@agentclientprotocol/sdk/experimental/ws-client';
 import { DaemonClient } from '@qwen-code/sdk/daemon';
 import { negotiateTransport } from '@qwen-code/sdk/daemon/transports';
-import { BASE_URL, T, WORKSPACE, api, until, waitForFile, withTimeout, workspaceFile } from './lib.mjs';
+import { BASE_URL, T, WORKSPACE, agentText, api, until, waitForFile, withTimeout, workspaceFile } from './lib.mjs';
 
 const WS_URL = `${BASE_URL.replace(/^http/, 'ws')}/acp`;
 
@@ -233,4 +233,149 @@ test('@qwen-code/sdk: negotiateTransport picks acp-ws, and the DaemonClient flow
   } finally {
     transport.dispose();
   }
+});
+
+/**
+ * An ACP client (the official SDK's) that advertised elicitation (form and URL) on `stream`: it
+ * creates a session, prompts the demo agent with each of `prompts` in turn, answers every
+ * `elicitation/create` with `answer(params)`, and returns what it was asked, told and said.
+ */
+async function elicitedThroughAcp(stream, label, prompts, answer) {
+  const updates = [];
+  const asked = [];
+  const completed = [];
+  const app = client({ name: `e2e-${label}` })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params.update);
+    })
+    .onNotification(methods.client.elicitation.complete, ({ params }) => {
+      completed.push(params);
+    })
+    .onRequest(methods.client.elicitation.create, ({ params }) => {
+      asked.push(params);
+      return answer(params);
+    });
+  const run = app.connectWith(stream, async (ctx) => {
+    await ctx.request(methods.agent.initialize, {
+      protocolVersion: 1,
+      clientCapabilities: { elicitation: { form: {}, url: {} } },
+    });
+    const session = await ctx.request(methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });
+    const results = [];
+    for (const text of prompts) {
+      results.push(
+        await ctx.request(methods.agent.session.prompt, {
+          sessionId: session.sessionId,
+          prompt: [{ type: 'text', text }],
+        }),
+      );
+    }
+    // The agent's elicitation/complete follows its accepted URL before its reply; the
+    // notification is on its way with the reply's updates.
+    await until(() => completed.length > 0 || !asked.some((a) => a.mode === 'url'), T.request, () => 'elicitation/complete');
+    return { session, results };
+  });
+  const done = await withTimeout(run, T.turn, `${label}: initialize, session/new and questions`);
+  const said = updates
+    .filter((u) => u.sessionUpdate === 'agent_message_chunk')
+    .map((u) => u.content?.text ?? '')
+    .join('');
+  return { ...done, asked, completed, said };
+}
+
+/** Answers a form with typed content (what a UI built from the schema sends), a URL by opening it. */
+function answerAsAPerson(params) {
+  if (params.mode === 'url') return { action: 'accept' };
+  return { action: 'accept', content: { name: 'api', replicas: 3, region: 'eu', agree: true, token: 'sk-e2e' } };
+}
+
+function assertElicited(label, done) {
+  const [form, url] = done.asked;
+  assert.equal(form.mode, 'form', JSON.stringify(done.asked));
+  assert.equal(form.requestedSchema.properties.replicas.type, 'integer');
+  assert.deepEqual(form.requestedSchema.required, ['name', 'replicas']);
+  assert.ok(
+    done.said.includes('action: accept content: {"agree":true,"name":"api","region":"eu","replicas":3,"token":"sk-e2e"}'),
+    `${label}: the agent got exactly the answer: ${done.said}`,
+  );
+  assert.equal(url.mode, 'url');
+  assert.equal(url.url, 'https://login.example/auth');
+  assert.deepEqual(
+    done.completed.map((c) => c.elicitationId),
+    [url.elicitationId],
+    `${label}: elicitation/complete names the id the client was given`,
+  );
+  for (const r of done.results) assert.equal(r.stopReason, 'end_turn', JSON.stringify(r));
+}
+
+test('the ACP TypeScript SDK over WebSocket answers an elicitation form and a URL (issue #43)', async () => {
+  const stream = createWebSocketStream(WS_URL, { WebSocket: globalThis.WebSocket });
+  const done = await elicitedThroughAcp(stream, 'elicit-ws', ['elicit', 'elicit-url https://login.example/auth'], answerAsAPerson);
+  assertElicited('ws', done);
+  const audit = await api('GET', `/session/${encodeURIComponent(done.session.sessionId)}/permissions?audit=1`);
+  const form = audit.json.audit.find((e) => e.question?.form === 'form');
+  assert.equal(form.via, 'acp', audit.text);
+  assert.equal(form.answers.token, '[redacted]', audit.text);
+  assert.ok(!audit.text.includes('sk-e2e'), 'a secret answer never leaves the agent');
+});
+
+test('the ACP TypeScript SDK over stdio through `mediatord connect` answers an elicitation (issue #43)', async () => {
+  const binary = process.env.E2E_MEDIATORD;
+  assert.ok(binary, 'E2E_MEDIATORD names the mediatord binary (run.sh sets it)');
+  const child = spawn(binary, ['connect', BASE_URL, '--client-id', 'e2e-elicit-editor'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+    const done = await elicitedThroughAcp(
+      stream,
+      'elicit-stdio',
+      ['elicit', 'elicit-url https://login.example/auth'],
+      answerAsAPerson,
+    );
+    assertElicited('stdio', done);
+  } finally {
+    child.stdin.end();
+  }
+  assert.equal(await withTimeout(exited, T.request, 'mediatord connect to exit'), 0);
+});
+
+test("@qwen-code/sdk: Qwen Code's question answered by respondToSessionPermission with answers (issue #43)", async () => {
+  const sdk = new DaemonClient({ baseUrl: BASE_URL, fetchTimeoutMs: T.request });
+  const created = await sdk.createOrAttachSession({ workspaceCwd: WORKSPACE }, 'qwen-sdk-question');
+  const sid = created.sessionId;
+  const controller = new AbortController();
+  const seen = [];
+  let resolveQuestion;
+  const question = new Promise((resolve) => {
+    resolveQuestion = resolve;
+  });
+  const pump = (async () => {
+    for await (const ev of sdk.subscribeEvents(sid, { signal: controller.signal })) {
+      seen.push(ev);
+      if (ev.type === 'permission_request') resolveQuestion(ev.data);
+    }
+  })().catch(() => {});
+  const turn = sdk.prompt(sid, { prompt: [{ type: 'text', text: 'ask' }] }, AbortSignal.timeout(T.turn), 'qwen-sdk-question');
+  turn.catch(() => {});
+  const request = await withTimeout(question, T.permission, 'the question as a permission_request');
+  assert.equal(request.toolCall._meta.qwenInteractionKind, 'user_question');
+  const [library, features] = request.toolCall._meta.qwenQuestions;
+  assert.equal(library.header, 'Library');
+  assert.equal(features.multiSelect, true);
+  const submit = request.options.find((o) => o.kind === 'allow_once');
+  const voted = await sdk.respondToSessionPermission(
+    sid,
+    request.requestId,
+    { outcome: { outcome: 'selected', optionId: submit.optionId }, answers: { 0: 'jiff', 1: 'serde, tz' } },
+    'qwen-sdk-question',
+  );
+  assert.equal(voted, true);
+  const result = await withTimeout(turn, T.turn, 'the question turn');
+  assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+  const answered = () => agentText(seen).includes('answers: {"0":"jiff","1":"serde, tz"}');
+  await until(answered, T.request, () => `the agent's reply: ${agentText(seen)}`);
+  controller.abort();
+  await pump;
 });

@@ -32,6 +32,7 @@ mod notify;
 mod openapi;
 mod perimeter;
 mod permissions;
+mod questions;
 mod quickstart;
 mod release;
 mod rules;
