@@ -44,6 +44,7 @@ fn decided(e: &Value) -> String {
         "timed_out" => "Timed out".into(),
         "abandoned" => "Abandoned (the daemon stopped)".into(),
         "refused" => "Refused: an agent is never a client of the daemon".into(),
+        "deleted" => "Session deleted".into(),
         "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
         "cancelled" => "Cancelled".into(),
         "selected" => {
@@ -85,6 +86,7 @@ pub fn how(e: &Value) -> &'static str {
         ("session_closed", _) => "session end",
         ("abandoned", _) => "abandoned",
         ("daemon", _) => "daemon",
+        ("client", _) => "client",
         _ => "",
     }
 }

@@ -369,8 +369,12 @@ impl Stream for Lane {
         let this = self.get_mut();
         loop {
             if let Some((out, settle)) = this.ready.pop_front() {
-                if let Some(Settle::Prompt(prompt_id)) = settle {
-                    this.shared.take_prompt(&this.session.id, &prompt_id);
+                // A prompt answered meanwhile (cancelled while queued, `$/cancel_request`) is not
+                // answered twice.
+                if let Some(Settle::Prompt(prompt_id)) = settle
+                    && this.shared.take_prompt(&this.session.id, &prompt_id).is_none()
+                {
+                    continue;
                 }
                 return Poll::Ready(Some(out));
             }

@@ -137,6 +137,7 @@ impl Connection {
                 Err(e) => Reply::Now(Err(e)),
             },
             "session/close" => Reply::Now(self.close_session(params).await),
+            "session/delete" => Reply::Now(self.delete_session(params).await),
             "session/permission" => Reply::Now(self.session_permission(params).await),
             "_qwen/session/heartbeat" => Reply::Now(self.heartbeat(params)),
             "_qwen/session/detach" => Reply::Now(self.leave(params)),
@@ -175,7 +176,7 @@ impl Connection {
                 "loadSession": true,
                 "promptCapabilities": prompt_capabilities,
                 "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
                 "_meta": {
                     "qwen": {
                         "connectionId": self.id(),
@@ -372,9 +373,13 @@ impl Connection {
             }
         };
         // Known before the turn can end, so the lane cannot miss the turn's event.
-        self.shared.await_prompt(&session.id, &prompt_id, id.clone());
-        let queued =
-            self.desk().enqueue(&session, &self.caller(), without_meta_client(body), Some(prompt_id.clone()));
+        let cancel = self.shared.await_prompt(&session.id, &prompt_id, id.clone());
+        let queued = self.desk().enqueue(
+            &session,
+            &self.caller(),
+            without_meta_client(body),
+            Some((prompt_id.clone(), cancel)),
+        );
         match queued {
             Ok(_) => Reply::Later,
             Err(e) => {
@@ -403,6 +408,17 @@ impl Connection {
         self.daemon().forget(&session);
         session.end(EndReason::Closed { closed_by: client });
         let _ = tokio::time::timeout(CLOSE_WAIT, session.finished()).await;
+        Ok(json!({}))
+    }
+
+    /// `session/delete`: a recorded session and its history, through the desk (audited). A live
+    /// session is refused `session_live` (close it first): the RFD leaves it to the agent, and
+    /// here other clients may be attached to it, whom a delete would cut off without the
+    /// `session/close` that ends it for all of them. A session the history does not hold is
+    /// deleted already (the RFD's idempotence).
+    async fn delete_session(&self, params: &Value) -> Result<Value, Failure> {
+        let session_id = string(params, "sessionId")?;
+        self.desk().delete_session(&self.caller(), session_id).await?;
         Ok(json!({}))
     }
 

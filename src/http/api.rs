@@ -124,7 +124,7 @@ api! {
                 ("sessionId", "a session id"),
                 ("since", "requested at or after (ms since the Unix epoch)"),
                 ("until", "requested before (ms since the Unix epoch)"),
-                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out` or `abandoned`"),
+                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out`, `abandoned`, `refused` or `deleted`"),
                 ("cursor", "the previous page's `nextCursor`"),
                 ("limit", "entries per page, 1-500 (default 50); in an export 1-5000 (default 5000)"),
                 ("format", "`csv` or `json`: the entries as a download instead of a page"),

@@ -37,16 +37,20 @@ pub enum AuditOutcome {
     /// Not a request of the agent's: a process the daemon started tried to act as its client,
     /// and was refused (`crate::desk`).
     Refused,
+    /// Not a request of the agent's either: a client deleted a recorded session and its history
+    /// (ACP `session/delete`, `crate::desk`).
+    Deleted,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 6] = [
+    pub const ALL: [AuditOutcome; 7] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
         AuditOutcome::TimedOut,
         AuditOutcome::Abandoned,
         AuditOutcome::Refused,
+        AuditOutcome::Deleted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +61,7 @@ impl AuditOutcome {
             AuditOutcome::TimedOut => "timed_out",
             AuditOutcome::Abandoned => "abandoned",
             AuditOutcome::Refused => "refused",
+            AuditOutcome::Deleted => "deleted",
         }
     }
 
