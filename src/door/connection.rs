@@ -180,6 +180,7 @@ impl Connection {
             local: AtomicBool::new(caller.local),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
+            resolved_updates: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         });
         Arc::new(Connection {

@@ -52,6 +52,9 @@ pub(super) struct Shared {
     pub(super) echo_own: AtomicBool,
     /// Every event-born message wrapped with its event id (`_meta["mediatord/eventIds"]`).
     pub(super) envelope: AtomicBool,
+    /// Also sent a decided request as the multi-client attach proposal's `permission_resolved`
+    /// session update (`_meta["mediatord/permissionResolvedUpdates"]`).
+    pub(super) resolved_updates: AtomicBool,
     pub(super) book: Mutex<Book>,
 }
 
@@ -198,6 +201,7 @@ mod tests {
             local: AtomicBool::new(true),
             echo_own: AtomicBool::new(false),
             envelope: AtomicBool::new(false),
+            resolved_updates: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         }
     }

@@ -1089,3 +1089,61 @@ async fn a_permission_request_cancelled_by_one_client_withdraws_its_ballot_not_t
     assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(d.workspace.join("again.txt")).expect("written"), "too");
 }
+
+/// What the daemon asks an ACP client carries ACP v2's `title`, `description` and `subject`
+/// (derived from the agent's v1 tool call); a client that asked at `initialize` also gets the
+/// decision as the multi-client attach proposal's `permission_resolved` session update, beside the
+/// `_qwen/notify` every connection gets.
+#[tokio::test]
+async fn a_permission_request_carries_v2_fields_and_its_decision_comes_as_a_permission_resolved_update() {
+    let d = Daemon::start(&[]);
+    let mut ws = AcpWs::open(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let meta = json!({"mediatord/permissionResolvedUpdates": true});
+    ws.call("initialize", json!({"protocolVersion": 1, "_meta": meta})).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write v2.txt fields")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    let params = &ask["params"];
+    assert_eq!(params["title"], "Write v2.txt", "{ask}");
+    assert_eq!(params["title"], params["toolCall"]["title"], "the v1 field stays");
+    assert_eq!(
+        params["subject"],
+        json!({"type": "tool_call", "toolCall": {"toolCallId": params["toolCall"]["toolCallId"]}}),
+        "{ask}"
+    );
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    let update = ws
+        .until(|m| {
+            m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == "permission_resolved"
+        })
+        .await;
+    let rid = &params["_meta"]["mediatord/requestId"];
+    assert_eq!(
+        update["params"],
+        json!({"sessionId": sid, "update": {
+            "sessionUpdate": "permission_resolved", "requestId": rid,
+            "outcome": {"outcome": "selected", "optionId": "allow_once"},
+            "resolvedBy": "vote", "resolvedByClientId": "ada",
+        }})
+    );
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+}
+
+/// `session/list` filters by `cwd`: a directory that is none of the daemon's workspaces lists
+/// nothing (the RFD's empty array), a relative one is `invalid_parameter`, and so is a cursor
+/// the daemon never gave; one page holds every session here, so no `nextCursor`.
+#[tokio::test]
+async fn session_list_filters_by_cwd_and_refuses_a_cursor_it_never_gave() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let mine = ws.call("session/list", json!({"cwd": d.workspace})).await;
+    assert_eq!(listed_states(&mine), [(json!(sid), json!("live"))], "{mine}");
+    assert!(mine["result"].get("nextCursor").is_none(), "{mine}");
+    let other = ws.call("session/list", json!({"cwd": "/"})).await;
+    assert_eq!(other["result"]["sessions"], json!([]), "{other}");
+    let relative = ws.call("session/list", json!({"cwd": "ws"})).await;
+    assert_eq!(relative["error"]["data"]["code"], "invalid_parameter", "{relative}");
+    let forged = ws.call("session/list", json!({"cursor": "bm90IGEgY3Vyc29y!"})).await;
+    assert_eq!(forged["error"]["data"]["code"], "invalid_parameter", "{forged}");
+}
