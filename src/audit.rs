@@ -49,6 +49,7 @@ fn decided(e: &Value) -> String {
         }
         "rewound" => "Rewound".into(),
         "refused" => "Refused: an agent is never a client of the daemon".into(),
+        "deleted" => "Session deleted".into(),
         "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
         "cancelled" => "Cancelled".into(),
         "selected" => {
@@ -91,6 +92,7 @@ pub fn how(e: &Value) -> &'static str {
         ("abandoned", _) => "abandoned",
         ("daemon", _) => "daemon",
         ("rewind", _) => "rewind",
+        ("client", _) => "client",
         _ => "",
     }
 }

@@ -84,6 +84,23 @@ impl SessionError {
     }
 }
 
+/// Why a recorded session was not deleted (ACP `session/delete`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteError {
+    /// It is live here (or being resumed or ended): `session/close` first.
+    #[error("session {session_id} is live")]
+    Live { session_id: String },
+    /// Another daemon of the fleet holds it live, at `node_url`.
+    #[error("session {session_id} is held by the daemon at {node_url}")]
+    HeldElsewhere { session_id: String, node_url: String },
+    /// The history could not be read.
+    #[error("{0}")]
+    Read(String),
+    /// The store did not take the deletion: nothing was deleted.
+    #[error("{0}")]
+    Write(crate::store::WriteError),
+}
+
 /// Why `POST /session/:id/resume` brought nothing back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResumeError {

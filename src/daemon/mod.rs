@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::bus::Subscription;
 use self::bus::{Bus, BusStats};
-pub use self::error::{CreateError, ResumeError, SessionError};
+pub use self::error::{CreateError, DeleteError, ResumeError, SessionError};
 pub use self::frames::{EventFrame, Marked, Piece};
 pub use self::history::HistoryStream;
 use self::ids::{Claim, Claims, StoreClaim};
@@ -834,6 +834,38 @@ impl Daemon {
         let store = self.store.clone();
         let id = id.to_owned();
         tokio::task::spawn_blocking(move || store.owner(&id)).await.map_err(|e| ReadError(e.to_string()))?
+    }
+
+    /// Deletes recorded session `id` and its history (ACP `session/delete`): the record it was,
+    /// or `None` when the history holds no such session (deleting it again succeeds, as the RFD
+    /// asks). A live session is refused, and so is one being resumed or ended here (its id is
+    /// claimed while the deletion runs, so no resume starts an agent on a session half deleted)
+    /// or held by another daemon of the fleet.
+    pub async fn delete_recorded(&self, id: &str) -> Result<Option<SessionRecord>, DeleteError> {
+        let live = || DeleteError::Live { session_id: id.to_owned() };
+        if self.session(id).is_ok() {
+            return Err(live());
+        }
+        let Some(_claim) = self.claims.claim(id) else { return Err(live()) };
+        match self.held_elsewhere(id).await {
+            Ok(Some(node_url)) => {
+                return Err(DeleteError::HeldElsewhere { session_id: id.to_owned(), node_url });
+            }
+            Ok(None) => {}
+            Err(e) => return Err(DeleteError::Read(e.to_string())),
+        }
+        let record = match self.recorded_session(id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(DeleteError::Read(e.to_string())),
+        };
+        if record.state == SessionState::Live {
+            // Live in the history but not here: a daemon that stopped without saying so (its
+            // lease gone); the history is not ours to drop while it may come back. Refused.
+            return Err(live());
+        }
+        self.store.delete_session(id).await.map_err(DeleteError::Write)?;
+        Ok(Some(record))
     }
 
     /// `POST /session/:id/resume`: brings a dormant (or closed) session back on a fresh agent with

@@ -410,6 +410,11 @@ impl Session {
         self.current_tag().is_some()
     }
 
+    /// Whether the turn running now is prompt `prompt_id`'s.
+    pub fn is_running(&self, prompt_id: &str) -> bool {
+        self.current_tag().is_some_and(|t| t.prompt_id.as_deref() == Some(prompt_id))
+    }
+
     pub fn pending_prompt_count(&self) -> usize {
         self.pending_prompts.load(Ordering::Acquire)
     }
@@ -551,14 +556,21 @@ impl Session {
 
     /// Queues a prompt and returns at once (`Prefer: respond-async`).
     pub fn enqueue(&self, prompt: Prompt) -> Result<Accepted, SessionError> {
-        self.enqueue_with_id(prompt, uuid::Uuid::new_v4().to_string())
+        self.enqueue_with_id(prompt, uuid::Uuid::new_v4().to_string(), CancellationToken::new())
     }
 
     /// [`Session::enqueue`] under a prompt id the caller minted (a UUID): the ACP door knows the id
-    /// before the turn can end, so it cannot miss the turn's event.
-    pub fn enqueue_with_id(&self, prompt: Prompt, prompt_id: String) -> Result<Accepted, SessionError> {
+    /// before the turn can end, so it cannot miss the turn's event. Firing `cancel` cancels the
+    /// prompt: never run if it has not started (its turn ends `cancelled` at once), else its turn
+    /// is cancelled like `session/cancel`'s.
+    pub fn enqueue_with_id(
+        &self,
+        prompt: Prompt,
+        prompt_id: String,
+        cancel: CancellationToken,
+    ) -> Result<Accepted, SessionError> {
         let last_event_id = self.bus.last_id();
-        self.enqueue_job(self.job(prompt, prompt_id.clone(), None, CancellationToken::new()))?;
+        self.enqueue_job(self.job(prompt, prompt_id.clone(), None, cancel))?;
         Ok(Accepted { prompt_id, last_event_id })
     }
 

@@ -285,18 +285,57 @@ impl Desk {
         Ok(self.daemon.create(request).await?)
     }
 
-    /// Queues `caller`'s prompt (under `prompt_id` when the door chose it).
+    /// Deletes recorded session `session_id` and its history as `caller` (ACP `session/delete`):
+    /// refused while it is live, held elsewhere in a fleet, or when the store does not take it;
+    /// a session the history does not hold is deleted already (`Ok`). A deletion is audited
+    /// (`status: "deleted"`, who, through which door), since the history it removes is not
+    /// otherwise recoverable.
+    pub async fn delete_session(&self, caller: &Caller, session_id: &str) -> Result<(), Refusal> {
+        let Some(record) = self.daemon.delete_recorded(session_id).await? else { return Ok(()) };
+        let at = crate::clock::now_ms();
+        let request_id = format!("deleted-{}", uuid::Uuid::new_v4());
+        let entry = json!({
+            "requestId": request_id,
+            "sessionId": record.session_id,
+            "workspace": record.workspace,
+            "agent": record.agent,
+            "toolCall": {"title": "Session deleted with its history", "kind": "delete"},
+            "options": [],
+            "issuedAt": at,
+            "resolvedAt": at,
+            "status": AuditOutcome::Deleted.as_str(),
+            "resolvedBy": "client",
+            "voterClientId": caller.client,
+            "voterDeviceName": caller.device().map(|d| d.name.to_string()),
+            "via": caller.via.as_str(),
+            "sessionState": record.state.as_str(),
+            "lastEventId": record.last_event_id,
+        });
+        self.daemon.store.audit(AuditRecord {
+            request_id,
+            session_id: record.session_id.clone(),
+            workspace: record.workspace.clone(),
+            requested_at: at,
+            outcome: Some(AuditOutcome::Deleted),
+            entry,
+        });
+        tracing::info!(session_id = %record.session_id, via = caller.via.as_str(), "recorded session deleted");
+        Ok(())
+    }
+
+    /// Queues `caller`'s prompt (under `prompt_id` when the door chose it, cancelled when its
+    /// token fires: ACP's `$/cancel_request`).
     pub fn enqueue(
         &self,
         session: &Session,
         caller: &Caller,
         params: serde_json::Map<String, Value>,
-        prompt_id: Option<String>,
+        prompt_id: Option<(String, CancellationToken)>,
     ) -> Result<Accepted, Refusal> {
         self.join(session, caller);
         let prompt = Prompt { params, originator: caller.client.clone() };
         Ok(match prompt_id {
-            Some(id) => session.enqueue_with_id(prompt, id)?,
+            Some((id, cancel)) => session.enqueue_with_id(prompt, id, cancel)?,
             None => session.enqueue(prompt)?,
         })
     }
@@ -366,6 +405,15 @@ impl Desk {
             device_name: caller.device().map(|d| d.name.to_string()),
         };
         Ok(session.rewind(prompt_id, force, &actor).await?)
+    }
+
+    /// `caller` withdraws its ballot on `request_id` (it cancelled the question on its side): its
+    /// earlier vote no longer counts, and the request stays pending for everyone else.
+    pub fn withdraw_ballot(&self, session: &Session, caller: &Caller, request_id: &str) -> bool {
+        caller
+            .client
+            .as_deref()
+            .is_some_and(|c| session.permissions().withdraw_ballot(request_id, c, caller.via))
     }
 
     /// Whether `caller` is one to ask about pending request `request_id` of `session` (its ballot

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::changes::FileError;
-use crate::daemon::{CreateError, ResumeError, RewindError, SessionError};
+use crate::daemon::{CreateError, DeleteError, ResumeError, RewindError, SessionError};
 use crate::devices::StreamLimit;
 use crate::permission::{RuleError, VoteError};
 
@@ -160,6 +160,12 @@ pub enum Refusal {
         "Session {session_id} is held by another daemon of the fleet ({node_url}): connect there, or through a daemon that relays to it"
     )]
     SessionHeldElsewhere { session_id: String, node_url: String },
+    /// `session/delete` of a live session: close it first (`session/close`), which ends it for
+    /// every client attached, then delete what it left.
+    #[error(
+        "Session {session_id} is live: close it first (session/close ends it for every client), then delete its history"
+    )]
+    SessionLive { session_id: String },
     #[error("This credential belongs to device {device_id}: it acts as that client id, and no other")]
     ClientIdMismatch { device_id: String },
     #[error("This device is an observer: it may read and subscribe, not change anything")]
@@ -252,6 +258,7 @@ impl Refusal {
             Refusal::InvalidParameter(s()),
             Refusal::ResumeUnsupported { agent: s() },
             Refusal::SessionHeldElsewhere { session_id: s(), node_url: s() },
+            Refusal::SessionLive { session_id: s() },
             Refusal::ClientIdMismatch { device_id: s() },
             Refusal::ReadOnlyDevice,
             Refusal::OperatorRequired,
@@ -290,7 +297,9 @@ impl Refusal {
             | Self::InvalidAnswer { .. }
             | Self::InvalidRule(_)
             | Self::InvalidParameter(_) => Kind::Invalid,
-            Self::ResumeUnsupported { .. } | Self::SessionHeldElsewhere { .. } => Kind::Conflict,
+            Self::ResumeUnsupported { .. } | Self::SessionHeldElsewhere { .. } | Self::SessionLive { .. } => {
+                Kind::Conflict
+            }
             Self::SessionNotFound { .. }
             | Self::PermissionRequestNotFound
             | Self::PermissionAlreadyResolved { .. }
@@ -353,6 +362,7 @@ impl Refusal {
             Self::InvalidParameter(_) => "invalid_parameter",
             Self::ResumeUnsupported { .. } => "resume_unsupported",
             Self::SessionHeldElsewhere { .. } => "session_held_elsewhere",
+            Self::SessionLive { .. } => "session_live",
             Self::ClientIdMismatch { .. } => "client_id_mismatch",
             Self::ReadOnlyDevice => "read_only_device",
             Self::OperatorRequired => "operator_required",
@@ -393,7 +403,9 @@ impl Refusal {
             Self::SessionLimitExceeded { limit } | Self::SubscriberLimitExceeded { limit } => {
                 put("limit", json!(limit))
             }
-            Self::SessionNotFound { session_id } => put("sessionId", json!(session_id)),
+            Self::SessionNotFound { session_id } | Self::SessionLive { session_id } => {
+                put("sessionId", json!(session_id))
+            }
             Self::PromptQueueFull { limit, pending } => {
                 put("limit", json!(limit));
                 put("pendingCount", json!(pending));
@@ -555,6 +567,22 @@ impl From<ResumeError> for Refusal {
                 tracing::error!(error = %e, "resume: the history could not be read");
                 Refusal::Internal
             }
+        }
+    }
+}
+
+impl From<DeleteError> for Refusal {
+    fn from(e: DeleteError) -> Refusal {
+        match e {
+            DeleteError::Live { session_id } => Refusal::SessionLive { session_id },
+            DeleteError::HeldElsewhere { session_id, node_url } => {
+                Refusal::SessionHeldElsewhere { session_id, node_url }
+            }
+            DeleteError::Read(e) => {
+                tracing::error!(error = %e, "delete: the history could not be read");
+                Refusal::Internal
+            }
+            DeleteError::Write(e) => Refusal::store_unavailable("The session was not deleted", &e),
         }
     }
 }

@@ -553,6 +553,9 @@ mod tests {
         fn delete_workspace_rule(&self, _: &str, _: &str) -> Ack {
             self.answer()
         }
+        fn delete_session(&self, _: &str) -> Ack {
+            self.answer()
+        }
         fn put_device(&self, device: &StoredDevice) -> Ack {
             let ack = self.answer();
             if !self.failing.load(Ordering::Relaxed) {

@@ -30,7 +30,7 @@ use crate::acp::{Frame, RequestId, RpcError};
 use crate::daemon::{Daemon, Session};
 use crate::desk::{Access, Caller, Desk, Place, Seat};
 use crate::devices::StreamPermit;
-use crate::permission::Vote;
+use crate::permission::{Choice, Pick, Vote};
 use crate::sync::lock;
 
 /// Between a connection id's own part and the daemon it names as its home.
@@ -182,6 +182,7 @@ impl Connection {
             envelope: AtomicBool::new(false),
             elicit_form: AtomicBool::new(false),
             elicit_url: AtomicBool::new(false),
+            resolved_updates: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         });
         Arc::new(Connection {
@@ -399,9 +400,21 @@ impl Connection {
         tokio::spawn(async move {
             let _permit = permit;
             let closed = this.closed.clone();
+            // `$/cancel_request` fires it: the request's work is dropped and it is answered -32800.
+            let cancel = this.shared.serving(&id);
+            let cancelled = async {
+                match &cancel {
+                    Some(c) => c.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = closed.cancelled() => {}
-                () = this.serve(id, method, params, ctx) => {}
+                () = cancelled => this.send(wire::error(Some(&id), &Failure::Cancelled.render())),
+                () = this.serve(id.clone(), method, params, ctx) => {}
+            }
+            if cancel.is_some() {
+                this.shared.served(&id);
             }
         });
     }
@@ -416,18 +429,53 @@ impl Connection {
                 self.deliver(lane);
             }
             Reply::After { session_id, gate, result } => {
-                let json = answer(&id, result);
-                let replies = lock(&self.attached).get(&session_id).map(|a| a.replies.clone());
-                match replies {
-                    Some(tx) => {
-                        if tx.try_send(Deferred { gate, json: json.clone() }).is_err() {
-                            self.send(json);
-                        }
-                    }
-                    None => self.send(json),
-                }
+                self.send_after(&session_id, gate, answer(&id, result))
             }
             Reply::Later => {}
+        }
+    }
+
+    /// Sends `json` on `session_id`'s lane once the events published up to `gate` are sent (on
+    /// the connection's own queue when the session is not attached).
+    fn send_after(&self, session_id: &str, gate: u64, json: Bytes) {
+        let replies = lock(&self.attached).get(session_id).map(|a| a.replies.clone());
+        match replies {
+            Some(tx) => {
+                if tx.try_send(Deferred { gate, json: json.clone() }).is_err() {
+                    self.send(json);
+                }
+            }
+            None => self.send(json),
+        }
+    }
+
+    /// `$/cancel_request {requestId}` (the request cancellation RFD): a request being served
+    /// is dropped and answered `-32800`; a prompt still queued never runs and is answered
+    /// `-32800` at once; a prompt whose turn is running has its turn cancelled, and is answered
+    /// when the turn ends (`stopReason: "cancelled"`, the RFD's "valid response"). A request
+    /// already answered, or unknown, is ignored, as the RFD says.
+    fn cancel_request(&self, params: Option<Box<RawValue>>) {
+        let Some(id) = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get("requestId").cloned())
+            .and_then(|id| serde_json::from_value::<RequestId>(id).ok())
+        else {
+            return;
+        };
+        if self.shared.cancel_serving(&id) {
+            return;
+        }
+        let Some((session_id, prompt_id, cancel)) = self.shared.prompt_of(&id) else { return };
+        let running = self.attached_session(&session_id).is_some_and(|s| s.is_running(&prompt_id));
+        cancel.cancel();
+        if running {
+            return;
+        }
+        // Queued: its answer is the cancellation, now; the turn that would have been its ends
+        // `cancelled` unasked, and owes this connection nothing.
+        if let Some(id) = self.shared.take_prompt(&session_id, &prompt_id) {
+            let gate = self.attached_session(&session_id).map_or(0, |s| s.last_event_id());
+            self.send_after(&session_id, gate, wire::error(Some(&id), &Failure::Cancelled.render()));
         }
     }
 
@@ -442,19 +490,30 @@ impl Connection {
             tracing::debug!(connection = %self.shared.id, "an answer to a withdrawn or unknown request");
             return;
         };
-        let Ok(result) = result else {
-            // A client that cannot answer (an error) abstains; it does not cancel for everyone.
-            return;
-        };
         // An answer to `elicitation/create` is `{action, content?}`; to `session/request_permission`
         // `{outcome, answers?}`: either is one vote.
         let parse = if asked.elicitation { Vote::from_elicitation } else { Vote::parse };
-        let Some(vote) = serde_json::from_str::<Value>(result.get()).ok().and_then(|v| parse(&v)) else {
+        let vote = match result {
+            Ok(result) => serde_json::from_str::<Value>(result.get()).ok().and_then(|v| parse(&v)),
+            // A client that cannot answer abstains; it does not cancel for everyone.
+            Err(e) if e.code != super::failure::REQUEST_CANCELLED => return,
+            Err(_) => {
+                Some(Vote::from(Pick::Outcome { choice: Choice::Cancel, remember: Default::default() }))
+            }
+        };
+        let Some(vote) = vote else {
             tracing::debug!(connection = %self.shared.id, elicitation = asked.elicitation, "an answer to the daemon's request that is no vote");
             return;
         };
         let (session_id, request_id) = (asked.session_id, asked.request_id);
         let Ok(session) = self.daemon().session(&session_id) else { return };
+        // Cancelled on the client's side (`-32800`, or the `cancelled` outcome ACP gives a
+        // question whose turn the client cancelled): that client's ballot is withdrawn, not the
+        // request, which other clients may still decide.
+        if matches!(vote.pick, Pick::Outcome { choice: Choice::Cancel, .. }) {
+            self.desk().withdraw_ballot(&session, &self.caller(), &request_id);
+            return;
+        }
         // The caller as it was when the answer came (its peer among them), through the desk like
         // every vote: a decision remembered for the workspace is waited for, and a failure to
         // remember it is said in the log (nobody waits for an answer to an answer).
@@ -467,9 +526,13 @@ impl Connection {
     }
 
     fn notified(self: &Arc<Self>, method: &str, params: Option<Box<RawValue>>) {
+        if method == "$/cancel_request" {
+            self.cancel_request(params);
+            return;
+        }
         if method != "session/cancel" {
-            // `$/cancel_request`, `initialized`, extensions: nothing to do (ACP lets a receiver
-            // ignore the notifications it does not act on).
+            // `initialized`, extensions: nothing to do (ACP lets a receiver ignore the
+            // notifications it does not act on).
             return;
         }
         let session_id = params

@@ -7,6 +7,10 @@ use serde_json::{Map, Value, json};
 use crate::acp::RpcError;
 use crate::desk::{Kind, Refusal};
 
+/// ACP's "Request cancelled" (the request cancellation RFD): the answer to a request the client
+/// cancelled with `$/cancel_request`.
+pub(super) const REQUEST_CANCELLED: i64 = -32800;
+
 /// Why a request failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Failure {
@@ -39,6 +43,9 @@ pub enum Failure {
     /// The agent announced no config options (`session/set_config_option`).
     #[error("This session's agent announced no config options")]
     NoConfigOptions,
+    /// The client cancelled the request (`$/cancel_request`) before it was answered.
+    #[error("Request cancelled")]
+    Cancelled,
 }
 
 /// Each refusal the door meets, as it is: the desk's, or a domain error the desk maps.
@@ -78,6 +85,7 @@ impl Failure {
             Failure::ClientIdMismatch(String::new()),
             Failure::TooManyConnections(0),
             Failure::NoConfigOptions,
+            Failure::Cancelled,
         ]
     }
 
@@ -91,6 +99,9 @@ impl Failure {
             | Failure::NoConfigOptions => Kind::Invalid,
             Failure::TooManySessions(_) | Failure::TooManyCalls(_) => Kind::TooMany,
             Failure::TooManyConnections(_) => Kind::Unavailable,
+            // What HTTP would say of a request its client withdrew: none fits, and none is sent
+            // (the JSON-RPC code is ACP's own, [`Failure::render`]).
+            Failure::Cancelled => Kind::Conflict,
         }
     }
 
@@ -106,6 +117,7 @@ impl Failure {
             Failure::ClientIdMismatch(_) => "client_id_changed",
             Failure::TooManyConnections(_) => "acp_connection_limit",
             Failure::NoConfigOptions => "config_options_unsupported",
+            Failure::Cancelled => "request_cancelled",
         }
     }
 
@@ -146,6 +158,7 @@ impl Failure {
         let kind = self.kind();
         let code = match (self, kind) {
             (Failure::MethodNotFound(_), _) => crate::acp::METHOD_NOT_FOUND,
+            (Failure::Cancelled, _) => REQUEST_CANCELLED,
             (_, Kind::Invalid | Kind::TooLarge | Kind::Unprocessable) => crate::acp::INVALID_PARAMS,
             (_, Kind::NotFound) => crate::acp::RESOURCE_NOT_FOUND,
             (_, Kind::Forbidden) => -32003,
@@ -183,6 +196,8 @@ mod tests {
         assert_eq!(Failure::Refused(conflict).render().code, -32004);
         assert_eq!(Failure::TooManyConnections(1024).render().code, -32005);
         assert_eq!(Failure::Refused(Refusal::Internal).render().code, crate::acp::INTERNAL_ERROR);
+        let cancelled = Failure::Cancelled.render();
+        assert_eq!((cancelled.code, cancelled.message.as_str()), (-32800, "Request cancelled"));
     }
 
     #[test]

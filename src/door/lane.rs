@@ -265,11 +265,14 @@ impl Lane {
                 }
             }
             "permission_resolved" => {
-                let request_id = serde_json::from_slice::<Value>(e.data)
-                    .ok()
-                    .and_then(|d| d.get("requestId").and_then(Value::as_str).map(str::to_owned));
-                if let Some(request_id) = request_id {
-                    messages.extend(self.withdraw(&request_id).into_iter().map(|m| (m, None)));
+                let data = serde_json::from_slice::<Value>(e.data).unwrap_or(Value::Null);
+                if self.shared.resolved_updates.load(std::sync::atomic::Ordering::Relaxed)
+                    && let Some(update) = resolved_update(&self.session.id, &data)
+                {
+                    messages.push((update, None));
+                }
+                if let Some(request_id) = data.get("requestId").and_then(Value::as_str) {
+                    messages.extend(self.withdraw(request_id).into_iter().map(|m| (m, None)));
                 }
             }
             "turn_complete" | "turn_error" => {
@@ -323,9 +326,14 @@ impl Lane {
             }
             return Some(wire::request(&our_id, method::ELICITATION_CREATE, &params));
         }
-        let params = json!({
+        let tool_call = data.get("toolCall").cloned().unwrap_or_else(|| json!({}));
+        // What the v2 fields describe: the request laid over what the agent announced for its
+        // tool call (an agent may put the command only in the announcement).
+        let announced = self.session.permissions().pending_request(request_id);
+        let described = announced.as_ref().and_then(|d| d.get("toolCall")).unwrap_or(&tool_call);
+        let mut params = json!({
             "sessionId": self.session.id,
-            "toolCall": data.get("toolCall").cloned().unwrap_or_else(|| json!({})),
+            "toolCall": tool_call,
             "options": data.get("options").cloned().unwrap_or_else(|| json!([])),
             "_meta": {
                 "qwen": {"requestId": request_id},
@@ -333,6 +341,11 @@ impl Lane {
                 "mediatord/policy": data.get("policy"),
             },
         });
+        if let (Value::Object(out), Value::Object(v2)) =
+            (&mut params, v2_fields(described, &self.session.workspace))
+        {
+            out.extend(v2);
+        }
         Some(wire::request(&our_id, "session/request_permission", &params))
     }
 
@@ -394,8 +407,12 @@ impl Stream for Lane {
         let this = self.get_mut();
         loop {
             if let Some((out, settle)) = this.ready.pop_front() {
-                if let Some(Settle::Prompt(prompt_id)) = settle {
-                    this.shared.take_prompt(&this.session.id, &prompt_id);
+                // A prompt answered meanwhile (cancelled while queued, `$/cancel_request`) is not
+                // answered twice.
+                if let Some(Settle::Prompt(prompt_id)) = settle
+                    && this.shared.take_prompt(&this.session.id, &prompt_id).is_none()
+                {
+                    continue;
                 }
                 return Poll::Ready(Some(out));
             }
@@ -424,8 +441,110 @@ impl Stream for Lane {
     }
 }
 
+/// A decided request as the multi-client attach proposal (ACP #533) announces it to every client
+/// of the session: a `session/update` of kind `permission_resolved` with the request's id, the
+/// outcome the agent was given, and who or what decided it (the daemon's `permission_resolved`
+/// event, which `_qwen/notify` carries too, has the rest).
+fn resolved_update(session_id: &str, data: &Value) -> Option<Bytes> {
+    let request_id = data.get("requestId")?.as_str()?;
+    let mut update = json!({
+        "sessionUpdate": "permission_resolved",
+        "requestId": request_id,
+        "outcome": data.get("outcome").cloned().unwrap_or(Value::Null),
+        "resolvedBy": data.get("resolvedBy").cloned().unwrap_or(Value::Null),
+    });
+    if let Some(voter) = data.get("voterClientId").filter(|v| !v.is_null()) {
+        update["resolvedByClientId"] = voter.clone();
+    }
+    Some(wire::notification("session/update", &json!({"sessionId": session_id, "update": update})))
+}
+
+/// ACP v2's permission fields (the v2 permission-requests RFD), derived from a v1 request's tool
+/// call (every agent sends v1 today): `title` (the tool call's, else a generic one), `description`
+/// (the tool call's first text content, else the paths it touches, else none) and `subject`: a
+/// `command` (with `cwd`, absolute: the tool call's own when absolute, else the workspace) when the
+/// tool call carries one in `rawInput.command`, else the `tool_call` by its id, else none.
+fn v2_fields(tool_call: &Value, workspace: &std::path::Path) -> Value {
+    fn text(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty())
+    }
+    let title = text(tool_call.get("title")).unwrap_or("The agent asks for permission");
+    let description = tool_call
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|c| text(c.pointer("/content/text")))
+        .map(str::to_owned)
+        .or_else(|| {
+            let paths: Vec<&str> = tool_call
+                .get("locations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|l| text(l.get("path")))
+                .collect();
+            (!paths.is_empty()).then(|| paths.join(", "))
+        });
+    let tool_call_id = text(tool_call.get("toolCallId"));
+    let subject = match text(tool_call.pointer("/rawInput/command")) {
+        Some(command) => {
+            let cwd = text(tool_call.pointer("/rawInput/cwd"))
+                .filter(|c| c.starts_with('/'))
+                .map_or_else(|| workspace.to_string_lossy().into_owned(), str::to_owned);
+            json!({"type": "command", "command": command, "cwd": cwd, "toolCallId": tool_call_id})
+        }
+        None => match tool_call_id {
+            Some(id) => json!({"type": "tool_call", "toolCall": {"toolCallId": id}}),
+            None => Value::Null,
+        },
+    };
+    let mut out = json!({"title": title});
+    if let Some(d) = description {
+        out["description"] = json!(d);
+    }
+    if !subject.is_null() {
+        out["subject"] = subject;
+    }
+    out
+}
+
 /// The error an answer carries when its session is gone (the lane ended before the answer).
 pub(super) fn gone(id: &RequestId, session_id: &str) -> Bytes {
     let failure = Failure::from(SessionError::NotFound { session_id: session_id.to_owned() });
     wire::error(Some(id), &failure.render())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v1_tool_call_gives_the_v2_title_description_and_subject() {
+        let ws = std::path::Path::new("/srv/project");
+        let command = json!({
+            "toolCallId": "call_1", "title": "Run tests", "kind": "execute",
+            "rawInput": {"command": "cargo test", "cwd": "relative/dir"},
+        });
+        assert_eq!(
+            v2_fields(&command, ws),
+            json!({"title": "Run tests", "subject": {"type": "command", "command": "cargo test", "cwd": "/srv/project", "toolCallId": "call_1"}})
+        );
+        let mut own_cwd = command.clone();
+        own_cwd["rawInput"]["cwd"] = json!("/srv/project/sub");
+        assert_eq!(v2_fields(&own_cwd, ws)["subject"]["cwd"], "/srv/project/sub");
+        let edit = json!({
+            "toolCallId": "call_2", "title": "Write notes.txt", "kind": "edit",
+            "locations": [{"path": "/srv/project/notes.txt"}, {"path": "/srv/project/b"}],
+        });
+        assert_eq!(
+            v2_fields(&edit, ws),
+            json!({"title": "Write notes.txt", "description": "/srv/project/notes.txt, /srv/project/b",
+                   "subject": {"type": "tool_call", "toolCall": {"toolCallId": "call_2"}}})
+        );
+        let said = json!({"toolCallId": "c", "title": " ", "content": [{"type": "content", "content": {"type": "text", "text": "Delete the cache?"}}]});
+        assert_eq!(v2_fields(&said, ws)["description"], "Delete the cache?");
+        assert_eq!(v2_fields(&said, ws)["title"], "The agent asks for permission");
+        assert_eq!(v2_fields(&json!({}), ws), json!({"title": "The agent asks for permission"}));
+    }
 }

@@ -31,6 +31,10 @@ const META_AFTER: &str = "mediatord/afterEventId";
 const META_PROMPT_ID: &str = "mediatord/promptId";
 /// `_meta` key of `session/new` naming a live session to attach to (`@qwen-code/sdk`'s).
 const META_QWEN_SESSION: &str = "qwen-code/sessionId";
+/// `_meta` key of `initialize`: also send each decided permission request as the multi-client
+/// attach proposal's `permission_resolved` session update (a strict v1 client refuses a
+/// `session/update` kind it does not know, so it is asked for).
+const META_RESOLVED_UPDATES: &str = "mediatord/permissionResolvedUpdates";
 /// The `_qwen/*` methods this daemon answers (advertised in `initialize`).
 const QWEN_METHODS: [&str; 4] =
     ["_qwen/session/heartbeat", "_qwen/session/detach", "_qwen/session/context", "_qwen/health"];
@@ -137,6 +141,7 @@ impl Connection {
                 Err(e) => Reply::Now(Err(e)),
             },
             "session/close" => Reply::Now(self.close_session(params).await),
+            "session/delete" => Reply::Now(self.delete_session(params).await),
             "session/permission" => Reply::Now(self.session_permission(params).await),
             "_qwen/session/heartbeat" => Reply::Now(self.heartbeat(params)),
             "_qwen/session/detach" => Reply::Now(self.leave(params)),
@@ -166,6 +171,7 @@ impl Connection {
             params.pointer(&format!("/clientCapabilities/elicitation/{mode}")).is_some_and(Value::is_object)
         };
         self.set_elicitation(offers("form"), offers("url"));
+        self.shared.resolved_updates.store(flag(META_RESOLVED_UPDATES).unwrap_or(false), Ordering::Relaxed);
         let daemon = self.daemon();
         let default = daemon.agents().into_iter().find(|a| a.default);
         let prompt_capabilities = default
@@ -180,7 +186,7 @@ impl Connection {
                 "loadSession": true,
                 "promptCapabilities": prompt_capabilities,
                 "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
                 "_meta": {
                     "qwen": {
                         "connectionId": self.id(),
@@ -323,16 +329,31 @@ impl Connection {
     }
 
     /// `session/list`: the live sessions of a workspace (`cwd`, or every workspace), then the
-    /// recorded ones that are not live.
+    /// recorded ones that are not live, [`SESSION_LIST_PAGE`] at a time (`cursor`, `nextCursor`).
+    /// A `cwd` that is none of the daemon's workspaces lists nothing (the RFD: an empty array).
     async fn session_list(&self, params: &Value) -> Result<Value, Failure> {
         let daemon = self.daemon();
-        let cwd = params.get("cwd").or_else(|| params.get("workspaceCwd")).and_then(Value::as_str);
+        let cwd = params.get("cwd").or_else(|| params.get("workspaceCwd"));
         let workspaces = match cwd {
-            Some(cwd) => vec![daemon.workspace(cwd)?],
-            None => daemon.config.workspaces.clone(),
+            None | Some(Value::Null) => daemon.config.workspaces.clone(),
+            Some(Value::String(cwd)) if cwd.starts_with('/') => match daemon.workspace(cwd) {
+                Ok(w) => vec![w],
+                Err(_) => Vec::new(),
+            },
+            Some(_) => return Err(Failure::invalid_params("cwd must be an absolute path")),
         };
-        let live: Vec<Arc<Session>> =
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(
+                Cursor::decode(c)
+                    .ok_or_else(|| Failure::invalid_params("cursor is not one this daemon gave"))?,
+            ),
+            Some(_) => return Err(Failure::invalid_params("cursor must be a string")),
+        };
+        let mut live: Vec<Arc<Session>> =
             daemon.all_sessions().into_iter().filter(|s| workspaces.contains(&s.workspace)).collect();
+        // A stable order, so that a page follows the one before it.
+        live.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         let mut sessions: Vec<Value> = live.iter().map(|s| listed(s)).collect();
         for workspace in &workspaces {
             for r in daemon.recorded_sessions(workspace).await {
@@ -350,7 +371,16 @@ impl Connection {
                 }));
             }
         }
-        Ok(json!({"sessions": sessions}))
+        let from = start.map_or(0, |c| c.position(&sessions));
+        let page: Vec<Value> = sessions.iter().skip(from).take(SESSION_LIST_PAGE).cloned().collect();
+        let mut out = json!({"sessions": page});
+        let end = from + SESSION_LIST_PAGE;
+        if end < sessions.len()
+            && let Some(last) = sessions[end - 1]["sessionId"].as_str()
+        {
+            out["nextCursor"] = json!(Cursor { offset: end, after: last.to_owned() }.encode());
+        }
+        Ok(out)
     }
 
     /// `session/prompt`: queued in the session's FIFO; the lane answers at the turn's end.
@@ -377,9 +407,13 @@ impl Connection {
             }
         };
         // Known before the turn can end, so the lane cannot miss the turn's event.
-        self.shared.await_prompt(&session.id, &prompt_id, id.clone());
-        let queued =
-            self.desk().enqueue(&session, &self.caller(), without_meta_client(body), Some(prompt_id.clone()));
+        let cancel = self.shared.await_prompt(&session.id, &prompt_id, id.clone());
+        let queued = self.desk().enqueue(
+            &session,
+            &self.caller(),
+            without_meta_client(body),
+            Some((prompt_id.clone(), cancel)),
+        );
         match queued {
             Ok(_) => Reply::Later,
             Err(e) => {
@@ -408,6 +442,17 @@ impl Connection {
         self.daemon().forget(&session);
         session.end(EndReason::Closed { closed_by: client });
         let _ = tokio::time::timeout(CLOSE_WAIT, session.finished()).await;
+        Ok(json!({}))
+    }
+
+    /// `session/delete`: a recorded session and its history, through the desk (audited). A live
+    /// session is refused `session_live` (close it first): the RFD leaves it to the agent, and
+    /// here other clients may be attached to it, whom a delete would cut off without the
+    /// `session/close` that ends it for all of them. A session the history does not hold is
+    /// deleted already (the RFD's idempotence).
+    async fn delete_session(&self, params: &Value) -> Result<Value, Failure> {
+        let session_id = string(params, "sessionId")?;
+        self.desk().delete_session(&self.caller(), session_id).await?;
         Ok(json!({}))
     }
 
@@ -473,6 +518,41 @@ impl Connection {
     fn attached(&self, params: &Value) -> Result<Arc<Session>, Failure> {
         let session_id = string(params, "sessionId")?;
         self.attached_session(session_id).ok_or_else(|| Failure::NotAttached(session_id.to_owned()))
+    }
+}
+
+/// Sessions one `session/list` answer holds at most (the RFD: "reasonable page sizes").
+const SESSION_LIST_PAGE: usize = 100;
+
+/// Where the next page of `session/list` starts: after session `after`, which ended the page
+/// before at `offset`. Opaque to the client (base64url).
+struct Cursor {
+    offset: usize,
+    after: String,
+}
+
+impl Cursor {
+    fn encode(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}:{}", self.offset, self.after))
+    }
+
+    fn decode(text: &str) -> Option<Cursor> {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (offset, after) = text.split_once(':')?;
+        Some(Cursor { offset: offset.parse().ok()?, after: after.to_owned() })
+    }
+
+    /// Where the next page starts in `sessions`: just after the session that ended the page
+    /// before, wherever it is now (sessions started or ended meanwhile move it); at the offset
+    /// when it is gone.
+    fn position(&self, sessions: &[Value]) -> usize {
+        sessions
+            .iter()
+            .position(|s| s["sessionId"].as_str() == Some(self.after.as_str()))
+            .map_or(self.offset.min(sessions.len()), |i| i + 1)
     }
 }
 
@@ -567,6 +647,20 @@ mod tests {
         assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": [], "_meta": {"x": 1}}));
         let Value::Object(map) = json!({"prompt": [], "_meta": {"clientId": "a"}}) else { unreachable!() };
         assert_eq!(Value::Object(without_meta_client(map)), json!({"prompt": []}));
+    }
+
+    #[test]
+    fn a_session_list_cursor_comes_back_as_it_went_and_finds_its_place() {
+        let c = Cursor { offset: 2, after: "b".into() };
+        let back = Cursor::decode(&c.encode()).expect("decodes");
+        assert_eq!((back.offset, back.after.as_str()), (2, "b"));
+        let list = |ids: &[&str]| ids.iter().map(|id| json!({"sessionId": id})).collect::<Vec<Value>>();
+        assert_eq!(back.position(&list(&["a", "b", "c"])), 2);
+        assert_eq!(back.position(&list(&["x", "a", "b", "c"])), 3, "a session started before it");
+        assert_eq!(back.position(&list(&["a", "c"])), 2, "gone: the offset");
+        assert_eq!(back.position(&list(&["a"])), 1, "never past the end");
+        assert!(Cursor::decode("not base64!").is_none());
+        assert!(Cursor::decode("eA").is_none(), "no offset");
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::acp::RequestId;
 use crate::desk::{Caller, Desk, Who};
 use crate::permission::Via;
@@ -59,14 +61,20 @@ pub(super) struct Shared {
     /// as `elicitation/create`, any other as `session/request_permission` (`docs/protocol.md#196-over-acp`).
     pub(super) elicit_form: AtomicBool,
     pub(super) elicit_url: AtomicBool,
+    /// Also sent a decided request as the multi-client attach proposal's `permission_resolved`
+    /// session update (`_meta["mediatord/permissionResolvedUpdates"]`).
+    pub(super) resolved_updates: AtomicBool,
     pub(super) book: Mutex<Book>,
 }
 
 /// The JSON-RPC ids in flight between the connection and the daemon.
 #[derive(Default)]
 pub(super) struct Book {
-    /// `session/prompt` requests to answer at their turn's end: (session, prompt id) → request id.
-    prompts: HashMap<(String, String), RequestId>,
+    /// `session/prompt` requests to answer at their turn's end: (session, prompt id) → request id,
+    /// and what cancels the prompt (`$/cancel_request`).
+    prompts: HashMap<(String, String), (RequestId, CancellationToken)>,
+    /// The requests being served now (at most `MAX_CALLS_IN_FLIGHT`), and what cancels each.
+    serving: HashMap<RequestId, CancellationToken>,
     /// `session/request_permission` and `elicitation/create` requests the client has not
     /// answered, by our id.
     asked: HashMap<String, Asked>,
@@ -171,17 +179,51 @@ impl Shared {
         lock(&self.book).asked.remove(ours)
     }
 
-    pub(super) fn await_prompt(&self, session_id: &str, prompt_id: &str, id: RequestId) {
-        lock(&self.book).prompts.insert((session_id.to_owned(), prompt_id.to_owned()), id);
+    /// Records a prompt whose answer is owed to request `id`; what cancels it.
+    pub(super) fn await_prompt(&self, session_id: &str, prompt_id: &str, id: RequestId) -> CancellationToken {
+        let cancel = CancellationToken::new();
+        lock(&self.book).prompts.insert((session_id.to_owned(), prompt_id.to_owned()), (id, cancel.clone()));
+        cancel
     }
 
     /// The request a prompt's answer is owed to, if this connection sent it (and is still owed).
     pub(super) fn owed_prompt(&self, session_id: &str, prompt_id: &str) -> Option<RequestId> {
-        lock(&self.book).prompts.get(&(session_id.to_owned(), prompt_id.to_owned())).cloned()
+        lock(&self.book).prompts.get(&(session_id.to_owned(), prompt_id.to_owned())).map(|(id, _)| id.clone())
     }
 
     pub(super) fn take_prompt(&self, session_id: &str, prompt_id: &str) -> Option<RequestId> {
-        lock(&self.book).prompts.remove(&(session_id.to_owned(), prompt_id.to_owned()))
+        lock(&self.book).prompts.remove(&(session_id.to_owned(), prompt_id.to_owned())).map(|(id, _)| id)
+    }
+
+    /// The prompt request `id` is, if it is owed: (session, prompt id, what cancels it).
+    pub(super) fn prompt_of(&self, id: &RequestId) -> Option<(String, String, CancellationToken)> {
+        let book = lock(&self.book);
+        book.prompts
+            .iter()
+            .find(|(_, (r, _))| r == id)
+            .map(|((s, p), (_, c))| (s.clone(), p.clone(), c.clone()))
+    }
+
+    /// Records request `id` as being served; what cancels it (`None`: a request of the same id is
+    /// being served already, and this one is not cancellable by id).
+    pub(super) fn serving(&self, id: &RequestId) -> Option<CancellationToken> {
+        let mut book = lock(&self.book);
+        if book.serving.contains_key(id) {
+            return None;
+        }
+        let cancel = CancellationToken::new();
+        book.serving.insert(id.clone(), cancel.clone());
+        Some(cancel)
+    }
+
+    /// Request `id` was answered (or cancelled).
+    pub(super) fn served(&self, id: &RequestId) {
+        lock(&self.book).serving.remove(id);
+    }
+
+    /// Cancels request `id` if it is being served; whether it was.
+    pub(super) fn cancel_serving(&self, id: &RequestId) -> bool {
+        lock(&self.book).serving.get(id).map(CancellationToken::cancel).is_some()
     }
 
     /// The prompts still unanswered on `session_id` (its lane ended first).
@@ -189,7 +231,7 @@ impl Shared {
         let mut book = lock(&self.book);
         let keys: Vec<(String, String)> =
             book.prompts.keys().filter(|(s, _)| s == session_id).cloned().collect();
-        keys.into_iter().filter_map(|k| book.prompts.remove(&k)).collect()
+        keys.into_iter().filter_map(|k| book.prompts.remove(&k).map(|(id, _)| id)).collect()
     }
 }
 
@@ -211,6 +253,7 @@ mod tests {
             envelope: AtomicBool::new(false),
             elicit_form: AtomicBool::new(false),
             elicit_url: AtomicBool::new(false),
+            resolved_updates: AtomicBool::new(false),
             book: Mutex::new(Book::default()),
         }
     }

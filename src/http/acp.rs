@@ -58,6 +58,10 @@ use crate::door::{
 const CONNECTION_HEADER: &str = "acp-connection-id";
 /// `Acp-Session-Id`: which session a stream (or a session's request) is about.
 const SESSION_HEADER: &str = "acp-session-id";
+/// `Acp-Protocol-Version`: the ACP version a request speaks (the transport RFD's phase 4, as
+/// MCP's `MCP-Protocol-Version`): said on `initialize`'s answer; optional on later requests, and
+/// refused when it names another version than the one negotiated.
+const VERSION_HEADER: &str = "acp-protocol-version";
 /// A WebSocket is pinged after this long with nothing heard from its client ...
 const WS_PING_INTERVAL: Duration = Duration::from_secs(30);
 /// ... and closed after this long: a half-open socket (the peer vanished) never ends otherwise.
@@ -100,6 +104,24 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
 }
 
+/// A request after `initialize` that names an ACP version in `Acp-Protocol-Version` must name
+/// the one `initialize` answered (every connection speaks [`crate::acp::PROTOCOL_VERSION`]).
+fn check_version(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(VERSION_HEADER) else { return Ok(()) };
+    let text = value.to_str().unwrap_or("").trim();
+    if text.parse::<u64>().ok() == Some(crate::acp::PROTOCOL_VERSION) {
+        return Ok(());
+    }
+    // Quoted in the error's text: at most a few characters of what was sent.
+    Err(ApiError::UnsupportedProtocolVersion(text.chars().take(16).collect()))
+}
+
+/// Whether a body is a JSON-RPC batch (a JSON array).
+fn is_batch(body: &[u8]) -> bool {
+    body.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'[')
+        && serde_json::from_slice::<&serde_json::value::RawValue>(body).is_ok()
+}
+
 /// `GET /acp`: a WebSocket upgrade, or an SSE stream of an open connection.
 pub(super) async fn get(
     State(d): State<AppState>,
@@ -109,6 +131,7 @@ pub(super) async fn get(
     req: Request,
 ) -> Result<Response, ApiError> {
     let (mut parts, _body) = req.into_parts();
+    check_version(&parts.headers)?;
     // Kept before axum's check of the upgrade takes it: the daemon runs the socket itself.
     let on_upgrade = parts.extensions.get::<OnUpgrade>().cloned();
     if let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await
@@ -645,6 +668,9 @@ pub(super) async fn post(
         return Err(ApiError::UnsupportedMediaType);
     }
     let caller = acting(caller, &headers)?;
+    if is_batch(&body) {
+        return Err(ApiError::BatchNotSupported);
+    }
     let frame = Frame::parse(&body);
     if let Frame::Malformed(_) = frame {
         return Err(if wire::refusal(&body).code == wire::PARSE_ERROR {
@@ -670,6 +696,7 @@ pub(super) async fn post(
     if is_initialize {
         return Err(ApiError::Door(Failure::AlreadyInitialized));
     }
+    check_version(&headers)?;
     let conn = door.find(id, &Owner::of(&caller)).ok_or(ApiError::AcpConnectionNotFound)?;
     let ctx =
         Ctx { local: caller.local, session_header: header_text(&headers, SESSION_HEADER).map(str::to_owned) };
@@ -684,6 +711,7 @@ fn jsonrpc(status: StatusCode, body: Bytes, connection: Option<&str>) -> Respons
     if let Some(id) = connection.and_then(|c| HeaderValue::from_str(c).ok()) {
         h.insert(CONNECTION_HEADER, id);
     }
+    h.insert(VERSION_HEADER, HeaderValue::from(crate::acp::PROTOCOL_VERSION));
     response
 }
 
@@ -693,6 +721,7 @@ pub(super) async fn delete(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    check_version(&headers)?;
     let id = header_text(&headers, CONNECTION_HEADER).ok_or(ApiError::AcpConnectionRequired)?;
     let conn = door.find(id, &Owner::of(&caller)).ok_or(ApiError::AcpConnectionNotFound)?;
     conn.close();

@@ -36,7 +36,7 @@ macro_rules! api {
 }
 
 use Body::{EventStream, Json};
-use Header::{AcpConnectionId, AcpSessionId, ClientId, LastEventId, Prefer};
+use Header::{AcpConnectionId, AcpProtocolVersion, AcpSessionId, ClientId, LastEventId, Prefer};
 
 /// This table's OpenAPI document (what `GET /openapi.json` serves).
 pub fn document() -> Value {
@@ -187,7 +187,7 @@ api! {
                 ("sessionId", "a session id"),
                 ("since", "requested at or after (ms since the Unix epoch)"),
                 ("until", "requested before (ms since the Unix epoch)"),
-                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out`, `abandoned`, `unapproved` or `rewound`"),
+                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out`, `abandoned`, `unapproved`, `rewound`, `refused` or `deleted`"),
                 ("cursor", "the previous page's `nextCursor`"),
                 ("limit", "entries per page, 1-500 (default 50); in an export 1-5000 (default 5000)"),
                 ("format", "`csv` or `json`: the entries as a download instead of a page"),
@@ -458,28 +458,30 @@ api! {
         Operation::new("acpStream", "acp", "ACP over WebSocket (`Upgrade: websocket`: `101 Switching Protocols` with `Acp-Connection-Id`, then one JSON-RPC message per text frame), or with `Accept: text/event-stream` a Streamable HTTP connection's stream (`Acp-Connection-Id`), or a session's (`Acp-Session-Id`, resumable with `Last-Event-ID`) (docs/protocol.md §16)")
             .ok(&[(200, EventStream)])
             .read()
-            .headers(&[ClientId, LastEventId, AcpConnectionId, AcpSessionId])
+            .headers(&[ClientId, LastEventId, AcpConnectionId, AcpSessionId, AcpProtocolVersion])
             .errors(&[
                 "not_acceptable", "invalid_client_id", "acp_connection_required", "acp_connection_not_found",
                 "acp_connection_limit", "acp_stream_busy", "session_not_attached", "stream_limit_exceeded",
                 "session_not_found", "read_only_device", "session_held_elsewhere", "too_many_sessions",
+                "unsupported_protocol_version",
             ]);
     post "/acp" => acp::post,
         Operation::new("acpMessage", "acp", "One JSON-RPC message to the daemon as an ACP agent: `initialize` (no `Acp-Connection-Id`) answers 200 with its result and the connection's `Acp-Connection-Id`; any other message names its connection and is accepted (202), its answer arriving on a stream (docs/protocol.md §16)")
             .body("JsonRpcMessage")
             .ok(&[(200, Json("JsonRpcResponse")), (202, Body::Empty)])
             .read()
-            .headers(&[ClientId, AcpConnectionId, AcpSessionId])
+            .headers(&[ClientId, AcpConnectionId, AcpSessionId, AcpProtocolVersion])
             .errors(&[
                 "unsupported_media_type", "invalid_json", "invalid_jsonrpc", "invalid_client_id",
                 "acp_connection_required", "acp_connection_not_found", "acp_connection_limit", "already_initialized",
+                "unsupported_protocol_version", "batch_not_supported",
             ]);
     delete "/acp" => acp::delete,
         Operation::new("acpClose", "acp", "End the Streamable HTTP connection named in `Acp-Connection-Id` (docs/protocol.md §16)")
             .ok(&[(202, Body::Empty)])
             .read()
-            .headers(&[AcpConnectionId])
-            .errors(&["acp_connection_required", "acp_connection_not_found"]);
+            .headers(&[AcpConnectionId, AcpProtocolVersion])
+            .errors(&["acp_connection_required", "acp_connection_not_found", "unsupported_protocol_version"]);
     // Served by the catch-all row above, documented under its own path.
     @also
     get "/workspace/{*rest}",

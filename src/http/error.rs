@@ -99,8 +99,16 @@ pub enum ApiError {
     NotAcceptable,
     #[error("POST /acp takes Content-Type: application/json")]
     UnsupportedMediaType,
-    #[error("Not a JSON-RPC request, notification or response (ACP does not use batches)")]
+    #[error("Not a JSON-RPC request, notification or response")]
     InvalidJsonRpc,
+    /// A JSON-RPC batch on Streamable HTTP: the transport RFD answers it `501`.
+    #[error(
+        "JSON-RPC batches are not supported on ACP's Streamable HTTP transport: send one message per POST"
+    )]
+    BatchNotSupported,
+    /// `Acp-Protocol-Version` names a version other than the one `initialize` negotiated.
+    #[error("Acp-Protocol-Version {0:?} is not this connection's ACP version: the daemon speaks version 1")]
+    UnsupportedProtocolVersion(String),
     /// `--max-connections` are taken: an HTTP/2 stream past them (a connection past them is
     /// answered before any request is read, `super::listener`).
     #[error("Too many open connections")]
@@ -173,6 +181,8 @@ impl ApiError {
             ApiError::NotAcceptable,
             ApiError::UnsupportedMediaType,
             ApiError::InvalidJsonRpc,
+            ApiError::BatchNotSupported,
+            ApiError::UnsupportedProtocolVersion(String::new()),
             ApiError::NodeUnavailable,
             ApiError::ConnectionLimit,
         ];
@@ -208,6 +218,7 @@ impl ApiError {
             | Self::InvalidDevice(_)
             | Self::AcpConnectionRequired
             | Self::InvalidJsonRpc
+            | Self::UnsupportedProtocolVersion(_)
             | Self::InvalidCommand
             | Self::BadRequest
             | Self::InvalidPath
@@ -222,6 +233,7 @@ impl ApiError {
             }
             Self::TooManyLinkAttempts | Self::TooManyPairingAttempts => StatusCode::TOO_MANY_REQUESTS,
             Self::LinkExpired => StatusCode::GONE,
+            Self::BatchNotSupported => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -265,6 +277,8 @@ impl ApiError {
             Self::NotAcceptable => "not_acceptable",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidJsonRpc => "invalid_jsonrpc",
+            Self::BatchNotSupported => "batch_not_supported",
+            Self::UnsupportedProtocolVersion(_) => "unsupported_protocol_version",
             Self::NodeUnavailable => "node_unavailable",
             Self::ConnectionLimit => "connection_limit_exceeded",
         }
@@ -277,6 +291,11 @@ impl ApiError {
         }
         let mut body = json!({"error": self.to_string(), "code": self.code()});
         let fields = match self {
+            Self::UnsupportedProtocolVersion(_) => {
+                let mut f = serde_json::Map::new();
+                f.insert("supported".into(), json!([crate::acp::PROTOCOL_VERSION]));
+                f
+            }
             Self::Refused(r) => r.fields(),
             Self::Door(f) => f.fields(),
             _ => return body,

@@ -51,6 +51,8 @@ pub enum Header {
     AcpConnectionId,
     /// `Acp-Session-Id`: the session an ACP stream (or session request) is about.
     AcpSessionId,
+    /// `Acp-Protocol-Version`: the ACP version a Streamable HTTP request speaks.
+    AcpProtocolVersion,
 }
 
 /// Who may call an operation: the desk's judgement (`crate::desk::Access`).
@@ -218,6 +220,13 @@ pub fn document(operations: &[Operation]) -> Value {
                     "description": "A session of the connection: on `GET /acp`, its stream (one it attached, or one it may attach, whose stream waits for the `session/load` or `session/resume`); on `POST /acp`, it must equal `params.sessionId`; on a WebSocket upgrade or an `initialize`, the session the connection is for (in a fleet, the upgrade or the `initialize` is relayed to the daemon holding it, where the connection then lives).",
                     "schema": {"type": "string"},
                 },
+                "AcpProtocolVersion": {
+                    "name": "Acp-Protocol-Version",
+                    "in": "header",
+                    "required": false,
+                    "description": "The ACP protocol version the request speaks, as `initialize` negotiated it (the daemon answers `1`, and says so in this header of the `initialize` answer). Optional; when sent on any request but `initialize`, a version other than the negotiated one is `400 unsupported_protocol_version`.",
+                    "schema": {"type": "string"},
+                },
             },
             "schemas": schemas(),
         },
@@ -242,6 +251,7 @@ fn operation(op: &Operation) -> Value {
             Header::LastEventId => "LastEventId",
             Header::AcpConnectionId => "AcpConnectionId",
             Header::AcpSessionId => "AcpSessionId",
+            Header::AcpProtocolVersion => "AcpProtocolVersion",
         };
         params.push(json!({"$ref": format!("#/components/parameters/{name}")}));
     }

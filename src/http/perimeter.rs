@@ -26,8 +26,8 @@ use crate::permission::Via;
 
 const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, \
-     Acp-Connection-Id, Acp-Session-Id";
-const EXPOSE_HEADERS: &str = "Retry-After, Acp-Connection-Id";
+     Acp-Connection-Id, Acp-Session-Id, Acp-Protocol-Version";
+const EXPOSE_HEADERS: &str = "Retry-After, Acp-Connection-Id, Acp-Protocol-Version";
 /// The prefix of a browser's bearer token offered as a WebSocket subprotocol on `/acp` (qwen
 /// serve's convention: `qwen-bearer.<base64url(token)>`).
 pub(super) const BEARER_SUBPROTOCOL: &str = "qwen-bearer.";

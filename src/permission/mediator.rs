@@ -832,6 +832,28 @@ impl<'a> Permissions<'a> {
         }
     }
 
+    /// `client_id` withdraws its ballot on pending request `request_id` (an ACP client whose
+    /// `session/request_permission` was cancelled on its side): its earlier vote, if any, no
+    /// longer counts, and the request stays pending for the others. The withdrawal is kept among
+    /// the request's ballots (`withdrawn: true`) for the audit. Whether the request is pending.
+    /// A withdrawal decides nothing: a vote fewer never completes a quorum.
+    pub fn withdraw_ballot(self, request_id: &str, client_id: &str, via: Via) -> bool {
+        let mut st = self.mediator.lock();
+        let Some(pending) = st.pending.get_mut(request_id) else { return false };
+        let had = pending.votes.remove(client_id).is_some();
+        if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
+            pending.ballots.push(json!({
+                "clientId": client_id,
+                "withdrawn": true,
+                "hadVoted": had,
+                "at": now_ms(),
+                "counted": false,
+                "via": via.as_str(),
+            }));
+        }
+        true
+    }
+
     /// `client_id` may vote no more (a revoked device): it leaves the voters of every pending
     /// consensus request, its earlier vote with it, and a request whose remaining votes now reach
     /// the smaller quorum is decided by them.

@@ -324,6 +324,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// A workspace rule is deleted (acknowledged).
     fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack;
 
+    /// A recorded session (not live) and its events are deleted, gaps included (acknowledged).
+    /// Its audit entries stay: they record decisions, not the conversation.
+    fn delete_session(&self, session_id: &str) -> Ack;
+
     /// A device is paired (acknowledged).
     fn put_device(&self, device: &StoredDevice) -> Ack;
     /// A device was last seen at `at` (written now and then, not per request; behind).

@@ -42,10 +42,13 @@ pub enum AuditOutcome {
     Unapproved,
     /// Not a permission request: a client rewound a session's files (`docs/protocol.md` § 18).
     Rewound,
+    /// Not a request of the agent's either: a client deleted a recorded session and its history
+    /// (ACP `session/delete`, `crate::desk`).
+    Deleted,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 8] = [
+    pub const ALL: [AuditOutcome; 9] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
@@ -54,6 +57,7 @@ impl AuditOutcome {
         AuditOutcome::Unapproved,
         AuditOutcome::Rewound,
         AuditOutcome::Refused,
+        AuditOutcome::Deleted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl AuditOutcome {
             AuditOutcome::Unapproved => "unapproved",
             AuditOutcome::Rewound => "rewound",
             AuditOutcome::Refused => "refused",
+            AuditOutcome::Deleted => "deleted",
         }
     }
 

@@ -71,6 +71,11 @@ impl Store for MemoryStore {
         Ack::ready(Ok(()))
     }
 
+    // Nothing recorded: nothing to delete.
+    fn delete_session(&self, _: &str) -> Ack {
+        Ack::ready(Ok(()))
+    }
+
     // Devices live in the daemon's table only (`crate::devices`): none survives the process.
     fn put_device(&self, _: &StoredDevice) -> Ack {
         Ack::ready(Ok(()))

@@ -550,6 +550,10 @@ impl Store for PgStore {
         })
     }
 
+    fn delete_session(&self, session_id: &str) -> Ack {
+        self.queue.send_acked(|ack| Op::DeleteSession { session_id: session_id.to_owned(), ack })
+    }
+
     fn put_device(&self, device: &StoredDevice) -> Ack {
         self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
     }
@@ -1245,6 +1249,12 @@ impl Writer {
                         )
                         .await?;
                         notify(&tx, Notice::Rules).await?;
+                    }
+                    Op::DeleteSession { session_id, ack } => {
+                        taken.acks.push(ack);
+                        runs.retain(|(s, _)| **s != *session_id);
+                        tx.execute("DELETE FROM events WHERE session_id = $1", &[&session_id]).await?;
+                        tx.execute("DELETE FROM sessions WHERE session_id = $1", &[&session_id]).await?;
                     }
                     Op::PutDevice(d, ack) => {
                         taken.acks.push(ack);

@@ -68,6 +68,11 @@ pub(super) enum Op {
         rule_id: String,
         ack: Acker,
     },
+    /// A recorded session and its events are deleted (`Store::delete_session`).
+    DeleteSession {
+        session_id: String,
+        ack: Acker,
+    },
     PutDevice(StoredDevice, Acker),
     DeviceSeen {
         device_id: String,
@@ -105,6 +110,7 @@ impl Op {
         match self {
             Op::PutRule { ack, .. }
             | Op::DeleteRule { ack, .. }
+            | Op::DeleteSession { ack, .. }
             | Op::PutDevice(_, ack)
             | Op::RevokeDevice { ack, .. }
             | Op::ClaimCode { ack, .. }
@@ -231,6 +237,7 @@ pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
             match op {
                 Op::PutRule { ack, .. }
                 | Op::DeleteRule { ack, .. }
+                | Op::DeleteSession { ack, .. }
                 | Op::PutDevice(_, ack)
                 | Op::RevokeDevice { ack, .. }
                 | Op::ClaimCode { ack, .. }
@@ -291,9 +298,10 @@ mod tests {
     /// it is; an unacknowledged one (an event, an audit record) has nobody to tell.
     #[test]
     fn a_refused_write_tells_its_waiter_why() {
-        let acked: [fn(Acker) -> Op; 6] = [
+        let acked: [fn(Acker) -> Op; 7] = [
             |ack| Op::PutRule { workspace: "/w".into(), rule_id: "r".into(), rule: "{}".into(), at: 1, ack },
             |ack| Op::DeleteRule { workspace: "/w".into(), rule_id: "r".into(), ack },
+            |ack| Op::DeleteSession { session_id: "s".into(), ack },
             |ack| Op::RevokeDevice { device_id: "dev-1".into(), at: 1, ack },
             |ack| Op::ClaimCode { digest: [0; 32], ack },
             |ack| Op::PutCode { digest: [0; 32], name: None, role: "voter".into(), ttl_ms: 1, ack },

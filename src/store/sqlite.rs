@@ -392,6 +392,10 @@ impl Store for SqliteStore {
         })
     }
 
+    fn delete_session(&self, session_id: &str) -> Ack {
+        self.queue.send_acked(|ack| Op::DeleteSession { session_id: session_id.to_owned(), ack })
+    }
+
     fn put_device(&self, device: &StoredDevice) -> Ack {
         self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
     }
@@ -828,6 +832,12 @@ impl Writer {
                         "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
                         params![workspace, rule_id],
                     )?;
+                }
+                Op::DeleteSession { session_id, ack } => {
+                    taken.acks.push(ack);
+                    runs.retain(|(s, _)| **s != *session_id);
+                    tx.execute("DELETE FROM events WHERE session_id = ?1", [&session_id])?;
+                    tx.execute("DELETE FROM sessions WHERE session_id = ?1", [&session_id])?;
                 }
                 Op::PutDevice(d, ack) => {
                     taken.acks.push(ack);

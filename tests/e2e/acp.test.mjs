@@ -2,7 +2,10 @@
 // phase): the official ACP TypeScript SDK (@agentclientprotocol/sdk) over WebSocket, over Streamable
 // HTTP, and over stdio through `mediatord connect` (as an editor that only launches stdio agents
 // runs it), and @qwen-code/sdk's negotiateTransport + DaemonClient over `acp-ws`. Each drives a
-// prompt whose write needs permission, answers the request, and the file is on disk.
+// prompt whose write needs permission, answers the request, and the file is on disk. The official
+// SDK also deletes and closes a session, cancels a queued and a running prompt with
+// `$/cancel_request` (its question withdrawn the same way), and meets a wrong `Acp-Protocol-Version`
+// and a batch (#45).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http2 from 'node:http2';
@@ -181,6 +184,108 @@ test('the ACP TypeScript SDK over stdio through `mediatord connect`: a WRITE tur
   }
   // The editor closing its side ends connect cleanly.
   assert.equal(await withTimeout(exited, T.request, 'mediatord connect to exit'), 0);
+});
+
+test('the ACP TypeScript SDK: session/delete refuses a live session, session/close ends it, then session/delete succeeds', async () => {
+  const app = client({ name: 'e2e-delete' });
+  const run = app.connectWith(createWebSocketStream(WS_URL, { WebSocket: globalThis.WebSocket }), async (ctx) => {
+    const init = await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    assert.deepEqual(init.agentCapabilities.sessionCapabilities.delete, {});
+    assert.deepEqual(init.agentCapabilities.sessionCapabilities.close, {});
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });
+    const refused = await ctx.request(methods.agent.session.delete, { sessionId }).then(
+      () => null,
+      (e) => e,
+    );
+    assert.ok(refused, 'deleting a live session is refused');
+    assert.equal(refused.code, -32004, JSON.stringify(refused));
+    assert.equal(refused.data?.code, 'session_live', JSON.stringify(refused));
+    assert.deepEqual(await ctx.request(methods.agent.session.close, { sessionId }), {});
+    assert.deepEqual(await ctx.request(methods.agent.session.delete, { sessionId }), {});
+    const listed = await ctx.request(methods.agent.session.list, {});
+    assert.ok(!listed.sessions.some((s) => s.sessionId === sessionId), JSON.stringify(listed));
+  });
+  await withTimeout(run, T.turn, 'session/delete, session/close, session/delete');
+});
+
+test('the ACP TypeScript SDK: $/cancel_request of a queued prompt and of a running one withdraws its permission question', async () => {
+  const asked = [];
+  const app = client({ name: 'e2e-cancel' }).onRequest(
+    methods.client.session.requestPermission,
+    ({ params, signal }) =>
+      // Never answered by the user: the daemon withdraws it ($/cancel_request) when the turn is cancelled.
+      new Promise((resolve) => {
+        asked.push({ params, signal });
+        signal.addEventListener('abort', () => resolve({ outcome: { outcome: 'cancelled' } }));
+      }),
+  );
+  const run = app.connectWith(createWebSocketStream(WS_URL, { WebSocket: globalThis.WebSocket }), async (ctx) => {
+    await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });
+    const first = new AbortController();
+    const running = ctx.request(
+      methods.agent.session.prompt,
+      { sessionId, prompt: [{ type: 'text', text: `write ${path.basename(workspaceFile('cancel-running'))} never` }] },
+      { cancellationSignal: first.signal },
+    );
+    await until(() => asked.length === 1, T.request, () => 'the permission question');
+    const second = new AbortController();
+    const queued = ctx.request(
+      methods.agent.session.prompt,
+      { sessionId, prompt: [{ type: 'text', text: 'queued behind the question' }] },
+      { cancellationSignal: second.signal },
+    );
+    second.abort();
+    const cut = await queued.then(
+      () => null,
+      (e) => e,
+    );
+    assert.equal(cut?.code, -32800, `the queued prompt is answered Request cancelled: ${JSON.stringify(cut)}`);
+    assert.equal(asked[0].signal.aborted, false, 'the running turn goes on');
+    first.abort();
+    const stopped = await running;
+    assert.equal(stopped.stopReason, 'cancelled', JSON.stringify(stopped));
+    assert.equal(asked[0].signal.aborted, true, 'the daemon withdrew its question with $/cancel_request');
+  });
+  await withTimeout(run, T.turn, 'two prompts, each cancelled by $/cancel_request');
+});
+
+test('Streamable HTTP: a wrong Acp-Protocol-Version is refused 400, and a batch is answered 501 as the transport RFD says', async () => {
+  const wrong = client({ name: 'e2e-version' });
+  const run = wrong.connectWith(
+    createHttpStream(`${BASE_URL}/acp`, { headers: { 'Acp-Protocol-Version': '2' } }),
+    async (ctx) => {
+      await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      return ctx.request(methods.agent.session.list, {});
+    },
+  );
+  const refused = await withTimeout(
+    run.then(
+      () => null,
+      (e) => e,
+    ),
+    T.request,
+    'a request with a wrong Acp-Protocol-Version',
+  );
+  assert.ok(refused, 'the SDK sees the refusal');
+  assert.match(String(refused?.message ?? refused), /400|unsupported_protocol_version|Protocol-Version/i, String(refused));
+
+  const init = await fetch(`${BASE_URL}/acp`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: 1 } }),
+  });
+  assert.equal(init.status, 200);
+  assert.equal(init.headers.get('acp-protocol-version'), '1');
+  const connection = init.headers.get('acp-connection-id');
+  const batch = await fetch(`${BASE_URL}/acp`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'Acp-Connection-Id': connection },
+    body: JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'session/list', params: {} }]),
+  });
+  assert.equal(batch.status, 501);
+  assert.equal((await batch.json()).code, 'batch_not_supported');
+  await fetch(`${BASE_URL}/acp`, { method: 'DELETE', headers: { 'Acp-Connection-Id': connection } });
 });
 
 test('@qwen-code/sdk: negotiateTransport picks acp-ws, and the DaemonClient flow works over it', async () => {

@@ -964,3 +964,186 @@ async fn a_websocket_client_left_behind_is_told_it_was_evicted_and_closed_with_4
     let evicted = ws.seen.iter().filter(|m| is_event(m, "client_evicted")).count();
     assert_eq!(evicted, 1, "told once, before the close");
 }
+
+/// `session/delete` (the ACP RFD): a live session is refused `session_live` (close it first); a
+/// closed one goes with its history (out of `session/list`, `GET /session/{id}` 404, `session/load`
+/// not found), the deletion audited with who and through which door; deleting it again succeeds.
+#[tokio::test]
+async fn session_delete_refuses_a_live_session_and_deletes_a_closed_one_with_its_history_audited() {
+    let home = crate::support::Home::new();
+    let d = home.start(&[]);
+    let (mut ws, init) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let path = format!("/workspace/{}/sessions?include=ended", home.cwd().replace('/', "%2F"));
+    let ended = async |d: &Daemon| d.get(&path).await.ok()["sessions"].as_array().map_or(0, Vec::len);
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"]["delete"], json!({}), "{init}");
+    let sid = new_session(&mut ws, &d).await;
+    assert_eq!(ws.call("session/prompt", prompt(&sid, "hello")).await["result"]["stopReason"], "end_turn");
+    let refused = ws.call("session/delete", json!({"sessionId": sid})).await;
+    assert_eq!(
+        (refused["error"]["code"].clone(), refused["error"]["data"]["code"].clone()),
+        (json!(-32004), json!("session_live")),
+        "{refused}"
+    );
+    assert_eq!(d.get(&format!("/session/{sid}")).await.status, 200, "a refused delete leaves it live");
+    assert_eq!(ws.call("session/close", json!({"sessionId": sid})).await["result"], json!({}));
+    let listed = ws.call("session/list", json!({})).await;
+    assert_eq!(listed_states(&listed), [(json!(sid), json!("closed"))], "{listed}");
+    assert_eq!(ended(&d).await, 1, "the history holds it");
+
+    assert_eq!(ws.call("session/delete", json!({"sessionId": sid})).await["result"], json!({}));
+    let listed = ws.call("session/list", json!({})).await;
+    assert_eq!(listed_states(&listed), [], "{listed}");
+    assert_eq!(ended(&d).await, 0, "nor does the history");
+    let load = ws.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
+    assert_eq!(load["error"]["data"]["code"], "session_not_found", "{load}");
+    let again = ws.call("session/delete", json!({"sessionId": sid})).await;
+    assert_eq!(again["result"], json!({}), "deleting it again succeeds: {again}");
+    let audit = d.get("/audit?outcome=deleted").await.ok();
+    let entries = audit["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "one deletion, one entry: {audit}");
+    assert_eq!(
+        (entries[0]["sessionId"].clone(), entries[0]["voterClientId"].clone(), entries[0]["via"].clone()),
+        (json!(sid), json!("ada"), json!("acp"))
+    );
+    let missing = ws.call("session/delete", json!({})).await;
+    assert_eq!(missing["error"]["data"]["code"], "invalid_parameter", "{missing}");
+}
+
+/// `$/cancel_request` (the request cancellation RFD) of a prompt: one still queued is answered
+/// `-32800 request_cancelled` at once and never runs; the one whose turn is running has its turn
+/// cancelled and is answered `stopReason: "cancelled"`, its pending permission request withdrawn.
+/// Each is answered once; a cancel of an id already answered changes nothing.
+#[tokio::test]
+async fn cancel_request_answers_a_queued_prompt_cancelled_and_cancels_a_running_turn() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let running = ws.request("session/prompt", prompt(&sid, "write held.txt up")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    let queued = ws.request("session/prompt", prompt(&sid, "write never.txt run")).await;
+    queued_echo(&mut sse, "write never.txt run").await;
+    ws.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": queued}})).await;
+    let cut = ws.answer(queued).await;
+    assert_eq!(
+        (cut["error"]["code"].clone(), cut["error"]["data"]["code"].clone()),
+        (json!(-32800), json!("request_cancelled")),
+        "{cut}"
+    );
+    assert!(ws.seen.iter().all(|m| m["id"] != running), "the running turn goes on: {:#?}", ws.seen);
+    ws.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": running}})).await;
+    let withdrawn = ws.until(|m| m["method"] == "$/cancel_request").await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    let stopped = ws.answer(running).await;
+    assert_eq!(stopped["result"]["stopReason"], "cancelled", "{stopped}");
+    // The queued prompt never ran, and neither prompt was answered twice.
+    let after = ws.call("session/list", json!({})).await;
+    assert_eq!(after["result"]["sessions"][0]["hasActivePrompt"], false, "{after}");
+    assert!(!d.workspace.join("held.txt").exists() && !d.workspace.join("never.txt").exists());
+    for id in [running, queued] {
+        assert_eq!(ws.seen.iter().filter(|m| m["id"] == id).count(), 1, "{id}: {:#?}", ws.seen);
+    }
+    ws.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": running}})).await;
+    assert_eq!(ws.call("session/list", json!({})).await["result"]["sessions"][0]["sessionId"], sid.as_str());
+}
+
+/// A `session/request_permission` the client cancels on its side — answered `-32800` (the SDK's
+/// answer once it aborts the question) or with the `cancelled` outcome — withdraws that client's
+/// ballot, not the request: another client still decides it, and the audit keeps the withdrawal.
+#[tokio::test]
+async fn a_permission_request_cancelled_by_one_client_withdraws_its_ballot_not_the_request() {
+    let d = Daemon::start(&[]);
+    let (mut a, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let (mut b, _) = AcpWs::ready(&d, &[("X-Qwen-Client-Id", "bob")]).await;
+    let sid = new_session(&mut a, &d).await;
+    b.call("session/resume", json!({"sessionId": sid, "cwd": d.workspace})).await;
+    let turn = a.request("session/prompt", prompt(&sid, "write kept.txt still")).await;
+    let ask_a = a.until(|m| is_request(m, "session/request_permission")).await;
+    let ask_b = b.until(|m| is_request(m, "session/request_permission")).await;
+    a.send(&json!({"jsonrpc": "2.0", "id": ask_a["id"], "error": {"code": -32800, "message": "Request cancelled"}}))
+        .await;
+    let rid = ask_a["params"]["_meta"]["mediatord/requestId"].as_str().expect("request id").to_owned();
+    // Still pending: the next call is served after the withdrawal was handled (one socket, in order).
+    a.call("session/list", json!({})).await;
+    let pending = d.get(&format!("/session/{sid}/permissions")).await.ok();
+    assert_eq!(pending["pending"][0]["requestId"], rid.as_str(), "{pending}");
+    b.reply(&ask_b["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("kept.txt")).expect("written"), "still");
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let ballots = &audit["audit"][0]["ballots"];
+    assert_eq!(
+        (ballots[0]["clientId"].clone(), ballots[0]["withdrawn"].clone(), ballots[0]["counted"].clone()),
+        (json!("ada"), json!(true), json!(false)),
+        "{audit}"
+    );
+    assert_eq!(audit["audit"][0]["voterClientId"], "bob");
+
+    // The `cancelled` outcome is the same withdrawal.
+    let turn = a.request("session/prompt", prompt(&sid, "write again.txt too")).await;
+    let ask_a = a.until(|m| is_request(m, "session/request_permission")).await;
+    let ask_b = b.until(|m| is_request(m, "session/request_permission")).await;
+    a.reply(&ask_a["id"], json!({"outcome": {"outcome": "cancelled"}})).await;
+    a.call("session/list", json!({})).await;
+    b.reply(&ask_b["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("again.txt")).expect("written"), "too");
+}
+
+/// What the daemon asks an ACP client carries ACP v2's `title`, `description` and `subject`
+/// (derived from the agent's v1 tool call); a client that asked at `initialize` also gets the
+/// decision as the multi-client attach proposal's `permission_resolved` session update, beside the
+/// `_qwen/notify` every connection gets.
+#[tokio::test]
+async fn a_permission_request_carries_v2_fields_and_its_decision_comes_as_a_permission_resolved_update() {
+    let d = Daemon::start(&[]);
+    let mut ws = AcpWs::open(&d, &[("X-Qwen-Client-Id", "ada")]).await;
+    let meta = json!({"mediatord/permissionResolvedUpdates": true});
+    ws.call("initialize", json!({"protocolVersion": 1, "_meta": meta})).await;
+    let sid = new_session(&mut ws, &d).await;
+    let turn = ws.request("session/prompt", prompt(&sid, "write v2.txt fields")).await;
+    let ask = ws.until(|m| is_request(m, "session/request_permission")).await;
+    let params = &ask["params"];
+    assert_eq!(params["title"], "Write v2.txt", "{ask}");
+    assert_eq!(params["title"], params["toolCall"]["title"], "the v1 field stays");
+    assert_eq!(
+        params["subject"],
+        json!({"type": "tool_call", "toolCall": {"toolCallId": params["toolCall"]["toolCallId"]}}),
+        "{ask}"
+    );
+    ws.reply(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    let update = ws
+        .until(|m| {
+            m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == "permission_resolved"
+        })
+        .await;
+    let rid = &params["_meta"]["mediatord/requestId"];
+    assert_eq!(
+        update["params"],
+        json!({"sessionId": sid, "update": {
+            "sessionUpdate": "permission_resolved", "requestId": rid,
+            "outcome": {"outcome": "selected", "optionId": "allow_once"},
+            "resolvedBy": "vote", "resolvedByClientId": "ada",
+        }})
+    );
+    assert_eq!(ws.answer(turn).await["result"]["stopReason"], "end_turn");
+}
+
+/// `session/list` filters by `cwd`: a directory that is none of the daemon's workspaces lists
+/// nothing (the RFD's empty array), a relative one is `invalid_parameter`, and so is a cursor
+/// the daemon never gave; one page holds every session here, so no `nextCursor`.
+#[tokio::test]
+async fn session_list_filters_by_cwd_and_refuses_a_cursor_it_never_gave() {
+    let d = Daemon::start(&[]);
+    let (mut ws, _) = AcpWs::ready(&d, &[]).await;
+    let sid = new_session(&mut ws, &d).await;
+    let mine = ws.call("session/list", json!({"cwd": d.workspace})).await;
+    assert_eq!(listed_states(&mine), [(json!(sid), json!("live"))], "{mine}");
+    assert!(mine["result"].get("nextCursor").is_none(), "{mine}");
+    let other = ws.call("session/list", json!({"cwd": "/"})).await;
+    assert_eq!(other["result"]["sessions"], json!([]), "{other}");
+    let relative = ws.call("session/list", json!({"cwd": "ws"})).await;
+    assert_eq!(relative["error"]["data"]["code"], "invalid_parameter", "{relative}");
+    let forged = ws.call("session/list", json!({"cursor": "bm90IGEgY3Vyc29y!"})).await;
+    assert_eq!(forged["error"]["data"]["code"], "invalid_parameter", "{forged}");
+}

@@ -208,8 +208,16 @@ async fn streamable_http_refusals_are_stable_codes() {
         send(acp.req(http().post(d.url("/acp"))).header("Content-Type", "application/json").body("{nope"))
             .await;
     assert_eq!((garbage.status, garbage.body["code"].clone()), (400, json!("invalid_json")));
+    // A batch is answered as the transport RFD says: 501, and nothing in it is served.
     let batch = acp.post(&json!([{"jsonrpc": "2.0", "id": 1, "method": "session/list"}]), None).await;
-    assert_eq!((batch.status, batch.body["code"].clone()), (400, json!("invalid_jsonrpc")));
+    assert_eq!(
+        (batch.status, batch.body["code"].clone()),
+        (501, json!("batch_not_supported")),
+        "{}",
+        batch.text
+    );
+    let not_rpc = acp.post(&json!({"jsonrpc": "2.0"}), None).await;
+    assert_eq!((not_rpc.status, not_rpc.body["code"].clone()), (400, json!("invalid_jsonrpc")));
     let again =
         acp.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}), None).await;
     assert_eq!((again.status, again.body["code"].clone()), (400, json!("already_initialized")));
@@ -462,4 +470,44 @@ async fn a_session_loaded_again_on_its_connection_streams_on_a_reopened_stream()
     let mut reopened = Sse::from_response(res);
     assert_eq!(d.prompt(&sid, Some("alice"), "hello again").await.status, 200);
     until(&mut reopened, |m| m["params"]["update"]["content"]["text"] == "hello again").await;
+}
+
+/// `Acp-Protocol-Version` (the transport RFD's phase 4): `initialize`'s answer says the version
+/// negotiated; a later request naming that version is served, and one naming another (or no
+/// number) is `400 unsupported_protocol_version` with the versions the daemon speaks, on every
+/// method of `/acp`, before anything is done.
+#[tokio::test]
+async fn a_wrong_acp_protocol_version_is_refused_and_the_negotiated_one_served() {
+    let d = Daemon::start(&[]);
+    let init = send(http().post(d.url("/acp")).json(&json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1},
+    })))
+    .await;
+    assert_eq!(init.header("acp-protocol-version"), Some("1"), "{}", init.text);
+    let (acp, _) = HttpAcp::open(&d, None).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    let post = |version: &str| {
+        send(acp.req(http().post(d.url("/acp"))).header("Acp-Protocol-Version", version).json(&list))
+    };
+    assert_eq!(post("1").await.status, 202);
+    for wrong in ["2", "0", "v1", "1.0"] {
+        let refused = post(wrong).await;
+        assert_eq!(
+            (refused.status, refused.body["code"].clone(), refused.body["supported"].clone()),
+            (400, json!("unsupported_protocol_version"), json!([1])),
+            "{wrong}: {}",
+            refused.text
+        );
+    }
+    let stream = send(
+        acp.req(http().get(d.url("/acp")))
+            .header("Accept", "text/event-stream")
+            .header("Acp-Protocol-Version", "2"),
+    )
+    .await;
+    assert_eq!((stream.status, stream.body["code"].clone()), (400, json!("unsupported_protocol_version")));
+    let delete = send(acp.req(http().delete(d.url("/acp"))).header("Acp-Protocol-Version", "9")).await;
+    assert_eq!(delete.status, 400, "the connection is not ended by a refused request");
+    let delete = send(acp.req(http().delete(d.url("/acp"))).header("Acp-Protocol-Version", "1")).await;
+    assert_eq!(delete.status, 202);
 }

@@ -397,7 +397,10 @@ async fn an_allowed_origin_is_echoed() {
         json_of(get(&d, "/health", &[("Origin", "http://localhost:3000")]).await).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(header_str(&headers, "access-control-allow-origin"), Some("http://localhost:3000"));
-    assert_eq!(header_str(&headers, "access-control-expose-headers"), Some("Retry-After, Acp-Connection-Id"));
+    assert_eq!(
+        header_str(&headers, "access-control-expose-headers"),
+        Some("Retry-After, Acp-Connection-Id, Acp-Protocol-Version")
+    );
     assert_eq!(header_str(&headers, "vary"), Some("Origin"));
 }
 
@@ -465,10 +468,13 @@ async fn a_preflight_from_an_allowed_origin_gets_204_with_the_cors_headers() {
     assert_eq!(
         header_str(h, "access-control-allow-headers"),
         Some(
-            "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, Acp-Connection-Id, Acp-Session-Id"
+            "Authorization, Content-Type, X-Qwen-Client-Id, X-Client-Id, Last-Event-ID, Prefer, Acp-Connection-Id, Acp-Session-Id, Acp-Protocol-Version"
         )
     );
-    assert_eq!(header_str(h, "access-control-expose-headers"), Some("Retry-After, Acp-Connection-Id"));
+    assert_eq!(
+        header_str(h, "access-control-expose-headers"),
+        Some("Retry-After, Acp-Connection-Id, Acp-Protocol-Version")
+    );
     assert_eq!(header_str(h, "vary"), Some("Origin"));
 }
 
