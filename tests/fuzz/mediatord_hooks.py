@@ -6,7 +6,10 @@ from schemathesis.core.failures import Failure
 
 # 502 agent_error / agent_start_failed, 503 agent_exited / daemon_draining / the load limits (the
 # request-body budget and the ACP connection cap among them), 504 init_timeout: each documented in docs/openapi.json with its code.
+# And 501 batch_not_supported: what ACP's transport RFD tells a Streamable HTTP server to answer a
+# JSON-RPC batch (docs/protocol.md §16), not a fault.
 ALLOWED_5XX = {
+    501: {"batch_not_supported"},
     502: {"agent_error", "agent_start_failed"},
     503: {
         "agent_exited",
