@@ -396,19 +396,23 @@ impl Connection {
             self.send(wire::error(Some(&id), &Failure::TooManyCalls(MAX_CALLS_IN_FLIGHT).render()));
             return;
         };
+        // `$/cancel_request` fires it: the request's work is dropped and it is answered -32800.
+        // Recorded here, before the request's task runs, so a cancel read right after the
+        // request (a client cancelling at once) finds it.
+        let cancel = self.shared.serving(&id);
         let this = self.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let closed = this.closed.clone();
-            // `$/cancel_request` fires it: the request's work is dropped and it is answered -32800.
-            let cancel = this.shared.serving(&id);
             let cancelled = async {
                 match &cancel {
                     Some(c) => c.cancelled().await,
                     None => std::future::pending().await,
                 }
             };
+            // Biased: a request cancelled before its task ran is not served at all.
             tokio::select! {
+                biased;
                 () = closed.cancelled() => {}
                 () = cancelled => this.send(wire::error(Some(&id), &Failure::Cancelled.render())),
                 () = this.serve(id.clone(), method, params, ctx) => {}
@@ -462,9 +466,9 @@ impl Connection {
         else {
             return;
         };
-        if self.shared.cancel_serving(&id) {
-            return;
-        }
+        // A request still being served is answered -32800 by its task. A prompt whose serving
+        // ended is queued or running: its token (a child of the serving one) is fired below.
+        self.shared.cancel_serving(&id);
         let Some((session_id, prompt_id, cancel)) = self.shared.prompt_of(&id) else { return };
         let running = self.attached_session(&session_id).is_some_and(|s| s.is_running(&prompt_id));
         cancel.cancel();

@@ -179,10 +179,14 @@ impl Shared {
         lock(&self.book).asked.remove(ours)
     }
 
-    /// Records a prompt whose answer is owed to request `id`; what cancels it.
+    /// Records a prompt whose answer is owed to request `id`; what cancels it: a child of the
+    /// request's serving token, so a `$/cancel_request` read while the request was being served
+    /// (before this prompt was known) still cancels the prompt.
     pub(super) fn await_prompt(&self, session_id: &str, prompt_id: &str, id: RequestId) -> CancellationToken {
-        let cancel = CancellationToken::new();
-        lock(&self.book).prompts.insert((session_id.to_owned(), prompt_id.to_owned()), (id, cancel.clone()));
+        let mut book = lock(&self.book);
+        let cancel =
+            book.serving.get(&id).map_or_else(CancellationToken::new, CancellationToken::child_token);
+        book.prompts.insert((session_id.to_owned(), prompt_id.to_owned()), (id, cancel.clone()));
         cancel
     }
 
@@ -307,6 +311,25 @@ mod tests {
         }
         assert!(!s.take_url("s1", "r0"), "the oldest forgotten past the bound");
         assert!(s.take_url("s1", "r1") && s.take_url("s1", &format!("r{MAX_URL_ELICITATIONS}")));
+    }
+
+    #[test]
+    fn a_prompt_cancelled_while_its_request_was_served_is_born_cancelled() {
+        let s = shared();
+        let (early, late) = (RequestId::Number(7), RequestId::Number(8));
+        assert!(s.serving(&early).is_some() && s.serving(&late).is_some());
+        assert!(s.cancel_serving(&early), "a request being served is cancellable by id");
+        assert!(
+            s.await_prompt("s1", "p1", early).is_cancelled(),
+            "the cancel read before the prompt was known"
+        );
+        let token = s.await_prompt("s1", "p2", late.clone());
+        assert!(!token.is_cancelled());
+        s.served(&late);
+        assert!(!s.cancel_serving(&late), "served: no longer cancellable as a request");
+        assert!(!token.is_cancelled(), "the prompt is cancelled through prompt_of, not the served request");
+        let unserved = s.await_prompt("s1", "p3", RequestId::Number(9));
+        assert!(!unserved.is_cancelled());
     }
 
     #[test]
