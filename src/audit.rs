@@ -26,13 +26,28 @@ fn chosen_kind(e: &Value) -> Option<&str> {
 }
 
 /// The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`,
-/// `Rejected`, `Allowed by rule`, `Timed out`, `Cancelled`, ….
+/// `Rejected`, `Allowed by rule`, `Timed out`, `Cancelled`, …; for a request that reached outside
+/// the session's workspace (`outsideWorkspace`), what every door said of it, after the decision:
+/// `Allowed once (outside the workspace: it will be refused)`.
 pub fn decision(e: &Value) -> String {
+    let words = decided(e);
+    match e["outsideWorkspace"].as_array() {
+        Some(paths) if !paths.is_empty() => format!("{words} ({})", crate::present::OUTSIDE_WORKSPACE),
+        _ => words,
+    }
+}
+
+fn decided(e: &Value) -> String {
     let by = e["resolvedBy"].as_str().unwrap_or("");
     match e["status"].as_str().unwrap_or("") {
         "pending" => "Pending".into(),
         "timed_out" => "Timed out".into(),
         "abandoned" => "Abandoned (the daemon stopped)".into(),
+        "unapproved" => "Changed without approval".into(),
+        "rewound" if e["filesFailed"].as_array().is_some_and(|f| !f.is_empty()) => {
+            "Rewound, some files failed".into()
+        }
+        "rewound" => "Rewound".into(),
         "refused" => "Refused: an agent is never a client of the daemon".into(),
         "cancelled" if by == "session_closed" => "Cancelled (the session ended)".into(),
         "cancelled" => "Cancelled".into(),
@@ -75,17 +90,21 @@ pub fn how(e: &Value) -> &'static str {
         ("session_closed", _) => "session end",
         ("abandoned", _) => "abandoned",
         ("daemon", _) => "daemon",
+        ("rewind", _) => "rewind",
         _ => "",
     }
 }
 
 /// Who decided, in a few words: a device by its name (with its id when `with_id`), the operator's
-/// client by its id, a rule by its id; empty when nobody did.
+/// client by its id (`operator · alice`), or `operator` alone when the vote named no client (a
+/// notification's link to a target without a `clientId`, a vote sent without one); a rule by its
+/// id; empty when nobody did.
 pub fn who(e: &Value, with_id: bool) -> String {
     let client = e["voterClientId"].as_str().unwrap_or("");
     match e["resolvedBy"].as_str().unwrap_or("") {
-        "vote" => match e["voterDeviceName"].as_str() {
+        "vote" | "rewind" => match e["voterDeviceName"].as_str() {
             Some(name) => identity(Some(name), client, with_id),
+            None if client.is_empty() => "operator".to_owned(),
             None => format!("operator · {client}"),
         },
         "rule" => format!("rule {}", e["ruleId"].as_str().unwrap_or("")),
@@ -118,6 +137,47 @@ pub fn what(e: &Value) -> String {
 fn paths(e: &Value) -> String {
     let paths = e["toolCall"]["paths"].as_array().map(Vec::as_slice).unwrap_or_default();
     paths.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
+}
+
+/// `mediatord audit`'s columns; the last, what was asked, is the rest of the line.
+const TABLE_HEADER: [&str; 7] = ["REQUESTED", "DECISION", "BY", "HOW", "POLICY", "SESSION", "WHAT"];
+
+/// `entries` as `mediatord audit`'s table: the header, then a row per entry, every column as wide
+/// as its widest cell (in terminal columns), so a long voter id or decision widens its column
+/// instead of pushing the rest of its row out of line; the last column unpadded. Every cell is
+/// [`crate::text::escape`]d, an empty one is `-`; `with_ids` shows a device's id beside its name.
+pub fn table(entries: &[Value], with_ids: bool) -> String {
+    let shown = |s: &str| if s.is_empty() { "-".to_owned() } else { crate::text::escape(s).into_owned() };
+    let mut rows: Vec<[String; 7]> = vec![TABLE_HEADER.map(str::to_owned)];
+    for e in entries {
+        let at = e["issuedAt"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
+        rows.push([
+            shown(&at),
+            shown(&decision(e)),
+            shown(&who(e, with_ids)),
+            shown(how(e)),
+            shown(e["policy"].as_str().unwrap_or("")),
+            shown(e["sessionId"].as_str().unwrap_or("")),
+            crate::text::escape(&what(e)).into_owned(),
+        ]);
+    }
+    let width = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        for (cell, w) in row.iter().zip(widths) {
+            out.push_str(cell);
+            out.push_str(&" ".repeat(w - width(cell) + 2));
+        }
+        out.push_str(&row[6]);
+        out.push('\n');
+    }
+    out
 }
 
 /// The CSV export's columns (`GET /audit?format=csv`), one line.
@@ -248,10 +308,38 @@ mod tests {
             (entry("abandoned", Some("abandoned"), None, None), "Abandoned (the daemon stopped)"),
             (entry("pending", None, None, None), "Pending"),
             (entry("later", None, None, None), "later"),
+            (entry("unapproved", Some("daemon"), None, None), "Changed without approval"),
+            (entry("rewound", Some("rewind"), None, None), "Rewound"),
         ];
         for (e, words) in cases {
             assert_eq!(decision(&e), words, "{e}");
         }
+        let mut failed = entry("rewound", Some("rewind"), None, None);
+        failed["filesFailed"] = serde_json::json!(["a.txt"]);
+        assert_eq!(decision(&failed), "Rewound, some files failed");
+    }
+
+    #[test]
+    fn a_rewind_names_who_did_it_and_an_unapproved_change_names_the_daemon() {
+        let mut rewind = entry("rewound", Some("rewind"), None, None);
+        rewind["voterClientId"] = "alice".into();
+        assert_eq!((who(&rewind, false), how(&rewind)), ("operator · alice".to_owned(), "rewind"));
+        rewind["voterDeviceName"] = "phone".into();
+        assert_eq!(who(&rewind, false), "phone");
+        let unapproved = entry("unapproved", Some("daemon"), None, None);
+        assert_eq!((who(&unapproved, false), how(&unapproved)), (String::new(), "daemon"));
+    }
+
+    #[test]
+    fn a_request_outside_the_workspace_says_so_after_its_decision() {
+        let mut e = entry("selected", Some("vote"), Some("a1"), None);
+        e["outsideWorkspace"] = json!(["/outside.txt"]);
+        assert_eq!(decision(&e), "Allowed once (outside the workspace: it will be refused)");
+        e["outsideWorkspace"] = json!([]);
+        assert_eq!(decision(&e), "Allowed once");
+        let mut pending = entry("pending", None, None, None);
+        pending["outsideWorkspace"] = json!(["/etc/passwd"]);
+        assert_eq!(decision(&pending), "Pending (outside the workspace: it will be refused)");
     }
 
     #[test]
@@ -271,6 +359,11 @@ mod tests {
         e["voterDeviceName"] = Value::Null;
         e["voterClientId"] = json!("alice");
         assert_eq!(who(&e, true), "operator · alice");
+        // A link to a target without a client id, or a vote sent without one: no dangling "·".
+        for anonymous in [Value::Null, json!("")] {
+            e["voterClientId"] = anonymous;
+            assert_eq!(who(&e, true), "operator");
+        }
         let mut rule = entry("selected", Some("rule"), Some("a1"), None);
         rule["ruleId"] = json!("rule-7");
         assert_eq!((who(&rule, false).as_str(), how(&rule)), ("rule rule-7", "rule"));
@@ -308,6 +401,47 @@ mod tests {
         assert_eq!(what(&run), "execute rm -rf build", "a title that is the command is not repeated");
         assert_eq!(what(&json!({"toolCall": {"paths": ["/a", "/b"]}})), "/a /b");
         assert_eq!(what(&json!({})), "");
+    }
+
+    #[test]
+    fn a_table_column_is_as_wide_as_its_widest_cell() {
+        let mut short = entry("selected", Some("vote"), Some("a1"), None);
+        short["voterClientId"] = json!("alice");
+        short["sessionId"] = json!("s1");
+        let mut long = entry("selected", Some("vote"), Some("r1"), None);
+        long["voterClientId"] = json!("connect-5f0c9e59-46d7-4b3b-8d59-64fd0f1b40c2");
+        long["sessionId"] = json!("s2");
+        long["via"] = json!("link");
+        let pending = entry("pending", None, None, None);
+        let text = table(&[short, long, pending], false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        // Every row's columns start where the header's do (in terminal columns: `·` is one).
+        let starts = |line: &str| -> Vec<usize> {
+            ["first-responder", "s1", "s2", "POLICY", "SESSION"]
+                .iter()
+                .filter_map(|needle| line.find(needle))
+                .map(|at| unicode_width::UnicodeWidthStr::width(&line[..at]))
+                .collect()
+        };
+        let header = starts(lines[0]);
+        assert_eq!(starts(lines[1]), header, "{text}");
+        assert_eq!(starts(lines[2]), header, "{text}");
+        assert!(
+            lines[2].contains("operator · connect-5f0c9e59-46d7-4b3b-8d59-64fd0f1b40c2  link "),
+            "{text}"
+        );
+        assert!(lines[3].contains("Pending  ") && lines[3].contains(" -  "), "{text}");
+        assert!(lines[1].ends_with("edit Write notes/a.txt: /ws/notes/a.txt"), "{text}");
+        // Wide characters count as the columns a terminal gives them.
+        let mut wide = entry("selected", Some("vote"), Some("a1"), None);
+        wide["voterClientId"] = json!("dev-1");
+        wide["voterDeviceName"] = json!("電話");
+        let text = table(&[wide, entry("pending", None, None, None)], false);
+        let lines: Vec<&str> = text.lines().collect();
+        let col =
+            |l: &str| unicode_width::UnicodeWidthStr::width(&l[..l.find("first-responder").expect("policy")]);
+        assert_eq!(col(lines[1]), col(lines[2]), "{text}");
     }
 
     #[test]

@@ -34,6 +34,44 @@ pub fn iso8601(ms: u64) -> String {
     )
 }
 
+/// The zone times are said in to a person on this machine: the system's (`TZ`, else
+/// `/etc/localtime`), read once; UTC when neither names one. (The daemon runs where its person
+/// works, most often; the terminal client runs where its person is.)
+pub fn zone() -> &'static jiff::tz::TimeZone {
+    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
+    ZONE.get_or_init(jiff::tz::TimeZone::system)
+}
+
+/// When `at_ms` was, seen from `now_ms`, as a person says it, in `tz`: `just now`, `5 min ago`,
+/// `today at 14:02`, `yesterday at 22:46`, `on Nov 28 at 22:46`, `on Nov 28 2025 at 22:46`.
+pub fn ago_in(at_ms: u64, now_ms: u64, tz: &jiff::tz::TimeZone) -> String {
+    let minutes = now_ms.saturating_sub(at_ms) / 60_000;
+    if minutes == 0 {
+        return "just now".to_owned();
+    }
+    if minutes < 60 {
+        return format!("{minutes} min ago");
+    }
+    let local = |ms: u64| {
+        i64::try_from(ms)
+            .ok()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map(|t| t.to_zoned_datetime(tz.clone()))
+    };
+    let (Some(at), Some(now)) = (local(at_ms), local(now_ms)) else { return iso8601(at_ms) };
+    let time = at.strftime("%H:%M");
+    let (day, today) = (at.date(), now.date());
+    if day == today {
+        format!("today at {time}")
+    } else if today.yesterday().ok() == Some(day) {
+        format!("yesterday at {time}")
+    } else if day.year() == today.year() {
+        format!("on {} at {time}", at.strftime("%b %-d"))
+    } else {
+        format!("on {} at {time}", at.strftime("%b %-d %Y"))
+    }
+}
+
 /// A UTC date or time as a person types it — `2026-11-22`, `2026-11-22T20:39`,
 /// `2026-11-22T20:39:19` or `2026-11-22 20:39:19`, an optional trailing `Z` — as milliseconds since
 /// the UNIX epoch (days-from-civil, the inverse of [`iso8601`]). `None` for anything else, or a
@@ -119,6 +157,29 @@ mod tests {
         ] {
             assert_eq!(super::parse_utc(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_past_time_is_said_as_a_person_would() {
+        let utc = jiff::tz::TimeZone::UTC;
+        let now = super::parse_utc("2026-11-28T22:46:34").expect("now");
+        let at = |text: &str| super::parse_utc(text).expect("at");
+        let ago = |text: &str| super::ago_in(at(text), now, &utc);
+        assert_eq!(ago("2026-11-28T22:46:00"), "just now");
+        assert_eq!(super::ago_in(now + 5_000, now, &utc), "just now", "a clock a little ahead");
+        assert_eq!(ago("2026-11-28T22:45:34"), "1 min ago");
+        assert_eq!(ago("2026-11-28T21:47:00"), "59 min ago");
+        assert_eq!(ago("2026-11-28T21:46:34"), "today at 21:46");
+        assert_eq!(ago("2026-11-28T00:00:00"), "today at 00:00");
+        assert_eq!(ago("2026-11-27T23:59:00"), "yesterday at 23:59");
+        assert_eq!(ago("2026-11-26T08:05:00"), "on Nov 26 at 08:05");
+        assert_eq!(ago("2026-01-01T00:00:00"), "on Jan 1 at 00:00");
+        assert_eq!(ago("2025-11-28T22:46:00"), "on Nov 28 2025 at 22:46");
+        // In another zone, the day is that zone's: now is 01:46 on the 29th in UTC+3, so 21:30
+        // UTC (00:30 there) was today, and 20:00 UTC (23:00 there on the 28th) yesterday.
+        let east = jiff::tz::TimeZone::fixed(jiff::tz::offset(3));
+        assert_eq!(super::ago_in(at("2026-11-28T21:30:00"), now, &east), "today at 00:30");
+        assert_eq!(super::ago_in(at("2026-11-28T20:00:00"), now, &east), "yesterday at 23:00");
     }
 
     #[test]

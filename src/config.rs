@@ -152,6 +152,10 @@ pub struct ServeArgs {
     /// Enable POST /session/:id/shell (also needs a token)
     #[arg(long)]
     pub enable_session_shell: bool,
+    /// Take no snapshots of the workspace at each turn: no change sets, no unapproved marks, no
+    /// rewind (the file routes and the workspace diff still answer)
+    #[arg(long)]
+    pub no_snapshots: bool,
     /// Session shell commands are killed (with their children) after this long [default: 120000]
     #[arg(long, value_name = "MS")]
     pub shell_timeout_ms: Option<u64>,
@@ -472,6 +476,8 @@ pub struct Config {
     /// `None` = wait forever.
     pub permission_timeout: Option<Duration>,
     pub enable_session_shell: bool,
+    /// `--no-snapshots`: no turn snapshots (`src/changes/`).
+    pub snapshots: bool,
     pub shell_timeout: Duration,
     /// Connection deadlines (`docs/protocol.md#210-connection-deadlines`).
     pub header_timeout: Duration,
@@ -480,6 +486,10 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Where the durable state lives; `None` with `--ephemeral`.
     pub state_dir: Option<PathBuf>,
+    /// The state directory the workspace snapshots live under (`<dir>/changes/`, `src/changes/`),
+    /// also with a `--store`: a workspace is this machine's, so are its snapshots; `None` with
+    /// `--ephemeral`.
+    pub snapshot_dir: Option<PathBuf>,
     /// `--history-events`, `--history-days`.
     pub history_events: u64,
     pub history_days: u64,
@@ -606,6 +616,7 @@ const SERVE_KEYS: &[&str] = &[
     "permissionTimeoutMs",
     "notifiedPermissionTimeoutMs",
     "enableSessionShell",
+    "noSnapshots",
     "shellTimeoutMs",
     "headerTimeoutMs",
     "idleTimeoutMs",
@@ -1356,6 +1367,7 @@ impl Config {
             return refuse("--pairing-code-ttl-ms must be positive");
         }
         let enable_session_shell = args.enable_session_shell || file.flag("enableSessionShell")?;
+        let snapshots = !(args.no_snapshots || file.flag("noSnapshots")?);
         let shell_ms = ms(args.shell_timeout_ms, "shellTimeoutMs", 120_000)?;
         if shell_ms == 0 {
             return refuse("--shell-timeout-ms must be positive");
@@ -1407,7 +1419,9 @@ impl Config {
         };
 
         let (store, node_url, node_lease_ms) = fleet_settings(args, &file, ephemeral)?;
-        // With a shared store the state directory holds nothing.
+        // With a shared store the state directory holds only the snapshots of this machine's
+        // workspaces.
+        let snapshot_dir = state_dir.clone();
         let state_dir = if store.is_some() { None } else { state_dir };
         // A request someone is told about waits for a person who may be away: the notified
         // timeout replaces the desk's one (`/capabilities` reports the one in force).
@@ -1468,12 +1482,14 @@ impl Config {
             consensus_quorum,
             permission_timeout: (perm_ms > 0).then(|| Duration::from_millis(perm_ms)),
             enable_session_shell,
+            snapshots,
             shell_timeout: Duration::from_millis(shell_ms),
             header_timeout,
             idle_timeout,
             body_timeout,
             log_format,
             state_dir,
+            snapshot_dir,
             history_events: match args.history_events {
                 Some(n) => n,
                 None => file.number("historyEvents")?.unwrap_or(DEFAULT_HISTORY_EVENTS),

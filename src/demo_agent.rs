@@ -65,9 +65,10 @@ With DEMO_SESSION_ID set, session/new answers that id (tests of what the daemon 
 Modes (session/set_mode): default asks before writing, accept-edits writes without asking, plan
 refuses to write.
 
-  write <rel-path> <text...>    ask permission, then fs/write_text_file    `write notes/a.txt hi`
-                                (the text: the rest of the prompt, later lines too)
-  edit <rel-path> <text...>     read, ask with a diff, then write          `edit notes/a.txt bye`
+  write <rel-path> <text...>    read the file, ask permission with the     `write notes/a.txt hi`
+                                change as a diff (a new file when it is not there), then
+                                fs/write_text_file (the text: the rest of the prompt, later lines too)
+  edit <rel-path> <text...>     the same as write                          `edit notes/a.txt bye`
   patch <rel-path> <text...>    ask with an option carrying the patch      `patch notes/b.txt hi`
                                 (data.diff), then write
   mode <mode-id>                switch mode itself (current_mode_update)   `mode plan`
@@ -1035,8 +1036,9 @@ impl Turn {
                     self.chunk(piece).await;
                 }
             }
-            Directive::Write { path, text } => self.write(path, text, false).await?,
-            Directive::Edit { path, text } => self.write(path, text, true).await?,
+            Directive::Write { path, text } | Directive::Edit { path, text } => {
+                self.write(path, text).await?
+            }
             Directive::Patch { path, text } => self.patch(path, text).await?,
             Directive::Mode { id } => self.switch_mode(id).await,
             Directive::Showcase => self.showcase().await,
@@ -1303,44 +1305,44 @@ impl Turn {
         lock(&self.shared.sessions).get(&self.session_id).map_or(MODES[0].0, |s| s.mode)
     }
 
-    /// `write` (and, with `diff`, `edit`: the file is read first), gated by the session's mode. The
-    /// tool call carries the text as an ACP `diff` content, as real agents send a write (Claude
-    /// Code's `Write`: `oldText: null`, a new file's whole text), and in `rawInput`.
-    async fn write(&self, path: &str, text: &str, diff: bool) -> Result<(), Cancelled> {
+    /// `write` (and `edit`, the same), gated by the session's mode. The file is read first
+    /// (`fs/read_text_file`), so the tool call carries the change as an ACP `diff` content with
+    /// the file's text as `oldText` — `null` only for a file that is not there (a new file) —, as
+    /// real agents send a write, and the text in `rawInput`.
+    async fn write(&self, path: &str, text: &str) -> Result<(), Cancelled> {
         let abs = join_path(&self.cwd, path);
-        let mut tool_call = json!({
-            "title": format!("Write {path}"),
-            "kind": "edit",
-            "locations": [{"path": abs}],
-            "content": [{"type": "diff", "path": abs, "oldText": null, "newText": text}],
-            "rawInput": {"path": abs, "content": text}
-        });
-        if diff {
-            let read = json!({"sessionId": self.session_id, "path": abs});
-            let old_text = match self.call(method::FS_READ_TEXT_FILE, read).await? {
-                Ok(result) => result.get("content").cloned().unwrap_or(Value::Null),
-                Err(_) => Value::Null,
-            };
-            tool_call["content"] =
-                json!([{"type": "diff", "path": abs, "oldText": old_text, "newText": text}]);
-        }
-        let tool_call_id = match WriteGate::of(self.mode()) {
+        let ask = match WriteGate::of(self.mode()) {
             WriteGate::Refuse => {
                 self.chunk(&format!("plan mode: not writing {path}")).await;
                 return Ok(());
             }
-            WriteGate::Ask => match self.gated_tool_call(tool_call).await? {
+            WriteGate::Ask => true,
+            WriteGate::Allow => false,
+        };
+        let read = json!({"sessionId": self.session_id, "path": abs});
+        let old_text = match self.call(method::FS_READ_TEXT_FILE, read).await? {
+            Ok(result) => result.get("content").cloned().unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        let mut tool_call = json!({
+            "title": format!("Write {path}"),
+            "kind": "edit",
+            "locations": [{"path": abs}],
+            "content": [{"type": "diff", "path": abs, "oldText": old_text, "newText": text}],
+            "rawInput": {"path": abs, "content": text}
+        });
+        let tool_call_id = if ask {
+            match self.gated_tool_call(tool_call).await? {
                 Some(id) => id,
                 None => return Ok(()),
-            },
-            WriteGate::Allow => {
-                let id = self.new_tool_call_id();
-                tool_call["toolCallId"] = json!(id);
-                tool_call["status"] = json!("in_progress");
-                tool_call["sessionUpdate"] = json!("tool_call");
-                self.update(tool_call).await;
-                id
             }
+        } else {
+            let id = self.new_tool_call_id();
+            tool_call["toolCallId"] = json!(id);
+            tool_call["status"] = json!("in_progress");
+            tool_call["sessionUpdate"] = json!("tool_call");
+            self.update(tool_call).await;
+            id
         };
         let params = json!({"sessionId": self.session_id, "path": abs, "content": text});
         match self.call(method::FS_WRITE_TEXT_FILE, params).await? {
@@ -1910,8 +1912,15 @@ mod tests {
         let session = client.new_session("/ws").await;
         client.prompt(2, &session, "write notes/a.txt hi there").await;
 
+        // The file is read first: not there, so the change is a new file's.
+        let read = client.recv().await;
+        assert_eq!(read["method"], "fs/read_text_file");
+        assert_eq!(read["params"]["path"], "/ws/notes/a.txt");
+        let missing = json!({"code": crate::acp::RESOURCE_NOT_FOUND, "message": "no such file"});
+        client.send(json!({"jsonrpc": "2.0", "id": read["id"], "error": missing})).await;
         let tool_call = client.recv().await["params"]["update"].clone();
         assert_eq!(tool_call["sessionUpdate"], "tool_call");
+        assert_eq!(tool_call["content"][0]["oldText"], Value::Null);
         assert_eq!(tool_call["kind"], "edit");
         assert_eq!(tool_call["title"], "Write notes/a.txt");
         assert_eq!(tool_call["locations"], json!([{"path": "/ws/notes/a.txt"}]));
@@ -1993,6 +2002,9 @@ mod tests {
 
         // accept-edits: the write is announced and done without a permission request.
         client.prompt(4, &session, "write a.txt hi").await;
+        let read = client.recv().await;
+        assert_eq!(read["method"], "fs/read_text_file");
+        client.send(json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "before"}})).await;
         assert_eq!(client.recv().await["params"]["update"]["sessionUpdate"], "tool_call");
         let write = client.recv().await;
         assert_eq!(write["method"], "fs/write_text_file");
@@ -2015,21 +2027,26 @@ mod tests {
         assert_eq!(client.recv().await["result"]["stopReason"], "end_turn");
     }
 
+    /// Issue #44: `write` showed "new file" over a file that exists. It reads the file first, as
+    /// `edit` does, and asks with the old text in its diff.
     #[tokio::test]
-    async fn edit_reads_the_file_and_asks_with_a_diff() {
-        let mut client = Client::start();
-        let session = client.new_session("/ws").await;
-        client.prompt(2, &session, "edit a.txt new text").await;
-        let read = client.recv().await;
-        assert_eq!(read["method"], "fs/read_text_file");
-        assert_eq!(read["params"]["path"], "/ws/a.txt");
-        client.send(json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "old text"}})).await;
-        let tool_call = client.recv().await["params"]["update"].clone();
-        assert_eq!(
-            tool_call["content"],
-            json!([{"type": "diff", "path": "/ws/a.txt", "oldText": "old text", "newText": "new text"}])
-        );
-        assert_eq!(client.recv().await["method"], "session/request_permission");
+    async fn write_and_edit_read_the_file_and_ask_with_a_diff() {
+        for directive in ["write", "edit"] {
+            let mut client = Client::start();
+            let session = client.new_session("/ws").await;
+            client.prompt(2, &session, &format!("{directive} a.txt new text")).await;
+            let read = client.recv().await;
+            assert_eq!(read["method"], "fs/read_text_file");
+            assert_eq!(read["params"]["path"], "/ws/a.txt");
+            client.send(json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "old text"}})).await;
+            let tool_call = client.recv().await["params"]["update"].clone();
+            assert_eq!(
+                tool_call["content"],
+                json!([{"type": "diff", "path": "/ws/a.txt", "oldText": "old text", "newText": "new text"}]),
+                "{directive}"
+            );
+            assert_eq!(client.recv().await["method"], "session/request_permission");
+        }
     }
 
     #[tokio::test]

@@ -22,6 +22,13 @@ pub enum EventKind {
     PermissionForbidden,
     PermissionAlreadyResolved,
     PolicyUpdated,
+    /// A turn's change set: what it changed in the workspace, with stats, not hunks
+    /// (`docs/protocol.md` § 18); just before its `turn_complete` or `turn_error`.
+    TurnChanges,
+    /// Files a turn changed that no approved permission request named.
+    UnapprovedChange,
+    /// A client rewound the session's files to before a turn.
+    SessionRewound,
     /// The agent said a URL elicitation is done (`elicitation/complete`); names its request.
     ElicitationComplete,
     /// A process the daemon started (this session's agent, or something it ran) tried to act as
@@ -59,6 +66,9 @@ impl EventKind {
             EventKind::PermissionForbidden => "permission_forbidden",
             EventKind::PermissionAlreadyResolved => "permission_already_resolved",
             EventKind::PolicyUpdated => "policy_updated",
+            EventKind::TurnChanges => "turn_changes",
+            EventKind::UnapprovedChange => "unapproved_change",
+            EventKind::SessionRewound => "session_rewound",
             EventKind::ElicitationComplete => "elicitation_complete",
             EventKind::AgentRefusedAsClient => "agent_refused_as_client",
             EventKind::SessionClosed => "session_closed",

@@ -10,10 +10,11 @@
 //! main.rs ─► server ─► http ─► door ─► desk ─► daemon ─► permission ─┬─► store
 //!                              └──────────────┘                ├─► devices ────┘
 //!                                                              ├─► agent ────────► acp
-//!                                                              └─► notify
-//! leaves, usable from any floor: clock  sync  path  peer  environ  event  exec  metrics  config
-//!                                throttle  text  log_throttle  present  tls  discovery  audit
-//!                                transcript
+//!                                                              ├─► notify
+//!                                                              └─► changes
+//! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
+//!                                config  throttle  text  log_throttle  present  tls  discovery
+//!                                audit  transcript
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -40,6 +41,9 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`changes`]: what sessions changed: workspace snapshots (a stat cache like git's index, a
+//!   store under the state directory), change sets, line diffs, the workspace diff against git's
+//!   `HEAD`, qwen serve's file routes, rewinds, and which changes an approved request named.
 //! - [`fleet`]: several daemons sharing one PostgreSQL: this daemon's lease, and what the others
 //!   announce applied here (the relay to the daemon holding a session is in [`http`]).
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
@@ -64,6 +68,8 @@
 //!   one way, the CSV export's row, `--since` as a person types it.
 //! - [`transcript`]: a recorded session as Markdown or JSON, for `mediatord transcript`.
 //! - [`path`]: lexical path folding shared by rules and the `fs/*` confinement.
+//! - [`confine`]: paths resolved beneath a workspace's descriptor, never from `/`: reads, writes,
+//!   removals and listings for the agent's `fs/*`, the file routes, snapshots and rewinds.
 //! - [`peer`]: who is at the other end of an accepted connection: another host, this host, or a
 //!   process the daemon started.
 //! - [`environ`]: the daemon's secrets erased from its own initial environment once read.
@@ -80,8 +86,10 @@
 pub mod acp;
 pub mod agent;
 pub mod audit;
+pub mod changes;
 pub mod clock;
 pub mod config;
+pub mod confine;
 pub mod daemon;
 pub mod demo_agent;
 pub mod desk;

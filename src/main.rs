@@ -59,6 +59,9 @@ enum Command {
     /// Print a session's events as lines (replayed from the start, then live, until it ends).
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// Print a turn's diff (a session's last turn that changed a file, or `--turn N`), or without a
+    /// session the workspace's diff, as a unified diff (coloured on a terminal).
+    Diff(DiffArgs),
     /// Answer a session's pending permission request (the oldest, unless one is named).
     #[command(after_help = APPROVE_HELP)]
     Approve(ApproveArgs),
@@ -147,6 +150,17 @@ struct WatchArgs {
     /// Print each event's JSON envelope, one per line
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct DiffArgs {
+    /// The session [default: the workspace's diff against git's HEAD, or its first snapshot]
+    session: Option<String>,
+    /// The turn (its `turnIndex`) [default: the last that changed a file]
+    #[arg(long, value_name = "N", requires = "session")]
+    turn: Option<u64>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -390,7 +404,12 @@ fn daemon_call(
         }
         Err(e) => {
             let why = mediatord::http::client::unanswered(&e);
-            let found = how_found(args, &daemon.source).map_or_else(String::new, |f| format!(" ({f})"));
+            // How the address was found matters only when nothing answered there.
+            let found = match e {
+                mediatord::http::client::NoAnswer::Unreachable(_) => how_found(args, &daemon.source),
+                mediatord::http::client::NoAnswer::Untrusted(_) => None,
+            }
+            .map_or_else(String::new, |f| format!(" ({f})"));
             say(&format!("mediatord {command}: {}{}", text::escape(&why), text::escape(&found)));
             Err(ExitCode::FAILURE)
         }
@@ -476,6 +495,10 @@ struct AuditArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// A state database file to read instead of a state directory's: a copy `mediatord backup`
+    /// wrote, or a `state.db` (a file given as --state-dir is read the same way)
+    #[arg(long, value_name = "FILE", conflicts_with = "state_dir")]
+    state_db: Option<std::path::PathBuf>,
     /// Print the entries as JSON lines (one object per entry) instead of a table
     #[arg(long)]
     json: bool,
@@ -515,6 +538,36 @@ struct BackupArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+}
+
+/// The state database a reading command (`audit`, `transcript`) opens, read-only: `--state-db
+/// FILE`; else `--state-dir` (its `state.db`, or, when it names a file, that file: a backup given
+/// where the directory was expected); else the default state directory's. On failure it has said
+/// why on stderr, as `command`'s, and the exit status is 2.
+fn read_database(
+    dir: Option<&std::path::Path>,
+    file: Option<&std::path::Path>,
+    command: &str,
+) -> Result<mediatord::store::ReadOnly, ExitCode> {
+    let fail = |e: String| {
+        say(&format!("mediatord {command}: {}", text::escape(&e)));
+        ExitCode::from(2)
+    };
+    let file = file.or(dir.filter(|d| d.is_file()));
+    let opened = match file {
+        Some(file) => mediatord::store::open_read_only_file(file),
+        None => {
+            let dir = state_dir_of(dir, command).ok_or(ExitCode::from(2))?;
+            if !mediatord::store::db_path(&dir).exists() {
+                return Err(fail(format!(
+                    "no state database in {} (has the daemon run with this --state-dir? A backup file: --state-db FILE)",
+                    dir.display()
+                )));
+            }
+            mediatord::store::open_read_only(&dir)
+        }
+    };
+    opened.map_err(|e| fail(e.to_string()))
 }
 
 /// The state directory a command reads: `--state-dir`, else the default; `None` (said on stderr,
@@ -566,6 +619,10 @@ struct TranscriptArgs {
     /// The daemon's state directory [default: $XDG_STATE_HOME/mediatord, else ~/.local/state/mediatord]
     #[arg(long, env = "MEDIATORD_STATE_DIR", hide_env_values = true, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// A state database file to read instead of a state directory's: a copy `mediatord backup`
+    /// wrote, or a `state.db` (a file given as --state-dir is read the same way)
+    #[arg(long, value_name = "FILE", conflicts_with = "state_dir")]
+    state_db: Option<std::path::PathBuf>,
 }
 
 /// Recorded items read per query while a transcript is gathered.
@@ -575,19 +632,13 @@ const TRANSCRIPT_PAGE: usize = 1000;
 /// read.
 fn transcript(args: &TranscriptArgs) -> ExitCode {
     use mediatord::store::{AuditQuery, StoredEvent};
-    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "transcript") else {
-        return ExitCode::from(2);
+    let db = match read_database(args.state_dir.as_deref(), args.state_db.as_deref(), "transcript") {
+        Ok(db) => db,
+        Err(code) => return code,
     };
     let fail = |e: String| {
         say(&format!("mediatord transcript: {}", text::escape(&e)));
         ExitCode::from(2)
-    };
-    if !mediatord::store::db_path(&dir).exists() {
-        return fail(format!("no state database in {} (pass --state-dir)", dir.display()));
-    }
-    let db = match mediatord::store::open_read_only(&dir) {
-        Ok(db) => db,
-        Err(e) => return fail(e.to_string()),
     };
     let record = match db.session(&args.session) {
         Ok(Some(record)) => record,
@@ -654,9 +705,6 @@ fn transcript(args: &TranscriptArgs) -> ExitCode {
 /// `mediatord audit`: 0, or 2 for bad arguments or a state directory it cannot read.
 fn audit(args: &AuditArgs) -> ExitCode {
     use mediatord::store::{AuditOutcome, AuditQuery, Cursor};
-    let Some(dir) = state_dir_of(args.state_dir.as_deref(), "audit") else {
-        return ExitCode::from(2);
-    };
     let outcome = match args.outcome.as_deref().map(|o| (o, AuditOutcome::parse(o))) {
         None => None,
         Some((_, Some(o))) => Some(o),
@@ -700,20 +748,14 @@ fn audit(args: &AuditArgs) -> ExitCode {
         cursor,
         limit: args.limit.unwrap_or(50).clamp(1, 10_000),
     };
-    if !mediatord::store::db_path(&dir).exists() {
-        say(&format!(
-            "mediatord audit: no state database in {} (has the daemon run with this --state-dir?)",
-            dir.display()
-        ));
-        return ExitCode::from(2);
-    }
-    let page = match mediatord::store::open_read_only(&dir)
-        .map_err(|e| e.to_string())
-        .and_then(|db| db.query_audit(&query).map_err(|e| e.to_string()))
-    {
+    let db = match read_database(args.state_dir.as_deref(), args.state_db.as_deref(), "audit") {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
+    let page = match db.query_audit(&query) {
         Ok(page) => page,
         Err(e) => {
-            say(&format!("mediatord audit: {}", text::escape(&e)));
+            say(&format!("mediatord audit: {}", text::escape(&e.to_string())));
             return ExitCode::from(2);
         }
     };
@@ -724,25 +766,7 @@ fn audit(args: &AuditArgs) -> ExitCode {
             let _ = writeln!(out, "{}", text::escape_json(&entry.to_string()));
         }
     } else {
-        let _ = writeln!(
-            out,
-            "{:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  WHAT",
-            "REQUESTED", "DECISION", "BY", "HOW", "POLICY", "SESSION"
-        );
-        for e in &page.entries {
-            let at = e["issuedAt"].as_u64().map_or_else(|| "-".to_owned(), mediatord::clock::iso8601);
-            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
-            let _ = writeln!(
-                out,
-                "{at:<24}  {:<26}  {:<20}  {:<7}  {:<15}  {:<36}  {}",
-                text::escape(&audit::decision(e)),
-                or_dash(text::escape(&audit::who(e, args.ids)).into_owned()),
-                or_dash(audit::how(e).to_owned()),
-                cell(&e["policy"]),
-                cell(&e["sessionId"]),
-                text::escape(&audit::what(e)),
-            );
-        }
+        let _ = write!(out, "{}", audit::table(&page.entries, args.ids));
     }
     if let Some(next) = page.next_cursor {
         let _ = writeln!(io::stderr(), "more: mediatord audit --cursor {}", next.encode());
@@ -843,7 +867,10 @@ fn man_page(subcommand: Option<&str>) -> ExitCode {
             }
         },
     };
-    match clap_mangen::Man::new(page).render(&mut std::io::stdout()) {
+    // The footer names the program and its version on every page; clap_mangen would take the
+    // subcommand's own name and version (`serve ` on mediatord-serve(1): no version of its own).
+    let source = format!("mediatord {}", env!("CARGO_PKG_VERSION"));
+    match clap_mangen::Man::new(page).source(source).render(&mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mediatord man: {e}");
@@ -984,6 +1011,16 @@ fn main() -> ExitCode {
             };
             client_command("watch", async {
                 mediatord::tui::watch(conn, args.session, args.json).await.map(|()| None)
+            })
+        }
+        Command::Diff(args) => {
+            let conn = match connection("diff", &args.client) {
+                Ok(conn) => conn,
+                Err(code) => return code,
+            };
+            let colour = io::IsTerminal::is_terminal(&io::stdout()) && std::env::var_os("NO_COLOR").is_none();
+            client_command("diff", async {
+                mediatord::tui::diff(conn, args.session, args.turn, colour).await.map(Some)
             })
         }
         Command::Approve(args) => {

@@ -145,9 +145,18 @@ pub struct Request {
     pub choices: Vec<Choice>,
     /// [`Request::whole`], for a client that shows "show all" only when there is more.
     pub whole: bool,
+    /// What the person must know before deciding, said first ([`outside_warning`]): the request
+    /// reaches outside the session's workspace, so it will be refused whatever is answered.
+    pub warning: Option<String>,
 }
 
 impl Request {
+    /// The request with the warning its data carries (the `permission_request` event's
+    /// `outsideWorkspace`, which the mediator computed when the request was raised).
+    pub fn warned(self, data: &Value) -> Request {
+        Request { warning: outside_warning(data), ..self }
+    }
+
     /// Whether every section (the options' too) is shown whole, and the title, tool and options'
     /// names with them.
     pub fn whole(&self) -> bool {
@@ -226,7 +235,31 @@ pub fn request(tool_call: &Value, options: &Value, bounds: Bounds) -> Request {
         sections,
         choices,
         whole,
+        warning: None,
     }
+}
+
+/// Paths a warning names before it counts the rest.
+pub const WARNING_PATHS: usize = 3;
+/// What the audit adds to the decision of a request its data marks `outsideWorkspace`.
+pub const OUTSIDE_WORKSPACE: &str = "outside the workspace: it will be refused";
+
+/// The words every door shows first on a request whose data says it reaches outside the session's
+/// workspace (`outsideWorkspace`: the paths, set by the mediator when the request was raised):
+/// "Outside the workspace: it will be refused, whatever is answered (/home/a/outside.txt)." The
+/// daemon refuses the agent's `fs/*` reads and writes there, so an "Allow" cannot make it happen.
+pub fn outside_warning(data: &Value) -> Option<String> {
+    let paths: Vec<&str> =
+        data.get("outsideWorkspace")?.as_array()?.iter().filter_map(Value::as_str).collect();
+    if paths.is_empty() {
+        return None;
+    }
+    let mut shown: Vec<String> =
+        paths.iter().take(WARNING_PATHS).map(|p| one_line(p, Bounds::CARD).0).collect();
+    if paths.len() > WARNING_PATHS {
+        shown.push(format!("and {} more", paths.len() - WARNING_PATHS));
+    }
+    Some(format!("Outside the workspace: it will be refused, whatever is answered ({}).", shown.join(", ")))
 }
 
 /// One line of someone else's text for a person: [`reveal`]ed (controls, bidi and invisible
@@ -660,6 +693,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_warning_names_the_outside_paths_revealed_and_bounded() {
+        assert_eq!(outside_warning(&json!({})), None);
+        assert_eq!(outside_warning(&json!({"outsideWorkspace": []})), None);
+        assert_eq!(
+            outside_warning(&json!({"outsideWorkspace": ["/etc/passwd"]})).as_deref(),
+            Some("Outside the workspace: it will be refused, whatever is answered (/etc/passwd).")
+        );
+        // Exactly as many as a warning names: all of them, nothing counted.
+        assert_eq!(
+            outside_warning(&json!({"outsideWorkspace": ["/a", "/b", "/c"]})).as_deref(),
+            Some("Outside the workspace: it will be refused, whatever is answered (/a, /b, /c).")
+        );
+        let many = json!({"outsideWorkspace": ["/a", "/b\u{202e}", "/c", "/d", "/e"]});
+        assert_eq!(
+            outside_warning(&many).as_deref(),
+            Some(
+                "Outside the workspace: it will be refused, whatever is answered (/a, /b\\u{202e}, /c, and 2 more)."
+            )
+        );
+        let asked = request(&json!({"kind": "edit"}), &Value::Null, Bounds::CARD);
+        assert_eq!(asked.clone().warned(&many).warning, outside_warning(&many));
+        assert_eq!(asked.warned(&json!({})).warning, None);
+    }
 
     fn texts(section: &Section) -> Vec<&str> {
         section.lines.iter().map(|l| l.text.as_str()).collect()

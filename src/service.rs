@@ -8,7 +8,10 @@
 //! workspaces) and the environment file (`env`, mode 0600: the token and the agent's credentials,
 //! all commented out, from `packaging/env` like the package's `/etc/mediatord/env`).
 //!
-//! Nothing here talks to systemd: the command prints the `systemctl --user` line to run.
+//! Nothing here talks to systemd: the command prints the `systemctl --user` line to run, after
+//! checking that a user manager is there to take it ([`user_manager`]); where none is (no login
+//! session: `su`, a container, WSL without systemd), it prints the `serve --config …` line that
+//! runs the same daemon by hand instead.
 
 use std::fmt;
 use std::io::Write as _;
@@ -25,6 +28,35 @@ const SHIPPED_EXEC: &str = "ExecStart=/usr/bin/mediatord ";
 const DEFAULT_AGENT: &str = "qwen --acp";
 /// The line that starts the service, printed last.
 pub const START_LINE: &str = "systemctl --user daemon-reload && systemctl --user enable --now mediatord";
+/// Where `systemctl --user` reaches the user's systemd, under `$XDG_RUNTIME_DIR`: the manager's
+/// private socket, which it creates whenever it runs (systemctl tries it before the user bus).
+const MANAGER_SOCKET: &str = "systemd/private";
+
+/// Whether the user's systemd is there for `systemctl --user` to talk to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserManager {
+    Running,
+    /// Not reachable, and why (in words, naming what was looked at).
+    Missing(String),
+}
+
+/// Looks for the user's systemd as `systemctl --user` does: a connection to the private socket in
+/// `xdg_runtime_dir` (the session's `$XDG_RUNTIME_DIR`). Without one, systemctl says only "Failed
+/// to connect to bus".
+pub fn user_manager(xdg_runtime_dir: Option<&str>) -> UserManager {
+    let Some(dir) = xdg_runtime_dir.filter(|d| d.starts_with('/')) else {
+        return UserManager::Missing(
+            "XDG_RUNTIME_DIR is not set (no login session: su or sudo without a login, a container, \
+             a service)"
+                .to_owned(),
+        );
+    };
+    let socket = Path::new(dir).join(MANAGER_SOCKET);
+    match std::os::unix::net::UnixStream::connect(&socket) {
+        Ok(_) => UserManager::Running,
+        Err(e) => UserManager::Missing(format!("nothing answers at {}: {e}", shown(&socket))),
+    }
+}
 
 /// `mediatord service`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -183,6 +215,10 @@ pub struct Report {
     pub workspaces: Vec<PathBuf>,
     /// The mode of an existing environment file that others may read.
     pub env_open_mode: Option<u32>,
+    /// The binary the unit names, which the fallback line runs.
+    pub binary: PathBuf,
+    /// Whether `systemctl --user` can start the unit here.
+    pub manager: UserManager,
 }
 
 /// [`install_user`] for this process: its environment, its binary, its current directory.
@@ -194,16 +230,18 @@ pub fn install_user_here(args: &InstallArgs) -> Result<Report, ServiceError> {
         std::env::current_exe().map_err(|e| ServiceError::Here(format!("this binary's path: {e}")))?;
     let cwd =
         std::env::current_dir().map_err(|e| ServiceError::Here(format!("the current directory: {e}")))?;
-    install_user(args, &paths, &binary, &cwd)
+    let manager = user_manager(env("XDG_RUNTIME_DIR").as_deref());
+    install_user(args, &paths, &binary, &cwd, manager)
 }
 
 /// Writes the unit and, when missing, the settings and environment files; `cwd` is the default
-/// workspace and resolves relative `--workspace` paths.
+/// workspace and resolves relative `--workspace` paths. `manager` says which start line to print.
 pub fn install_user(
     args: &InstallArgs,
     paths: &UserPaths,
     binary: &Path,
     cwd: &Path,
+    manager: UserManager,
 ) -> Result<Report, ServiceError> {
     let unit_text = user_unit(binary)?;
     let asked: Vec<PathBuf> =
@@ -222,7 +260,16 @@ pub fn install_user(
         }
         _ => None,
     };
-    Ok(Report { paths: paths.clone(), unit, settings, env, workspaces, env_open_mode })
+    Ok(Report {
+        paths: paths.clone(),
+        unit,
+        settings,
+        env,
+        workspaces,
+        env_open_mode,
+        binary: binary.to_path_buf(),
+        manager,
+    })
 }
 
 fn workspace(path: &Path) -> Result<PathBuf, ServiceError> {
@@ -324,7 +371,24 @@ impl fmt::Display for Report {
                 shown(&self.paths.env)
             )?;
         }
-        writeln!(f, "\nStart it now and at every login:\n  {START_LINE}")
+        match &self.manager {
+            UserManager::Running => writeln!(f, "\nStart it now and at every login:\n  {START_LINE}"),
+            UserManager::Missing(why) => {
+                let quoted = |p: &Path| shell_words::quote(&shown(p)).into_owned();
+                writeln!(
+                    f,
+                    "\nNo systemd user manager runs for this login, so `systemctl --user` cannot start it: {why}.\n\
+                     Run the daemon with the same settings by hand instead (the env file's variables first):\n  \
+                     set -a; . {}; set +a\n  \
+                     {} serve --config {}\n\
+                     Where a user manager runs (a desktop or ssh login; `loginctl enable-linger $USER` starts one at boot), start the service with:\n  \
+                     {START_LINE}",
+                    quoted(&self.paths.env),
+                    quoted(&self.binary),
+                    quoted(&self.paths.settings),
+                )
+            }
+        }
     }
 }
 
@@ -430,6 +494,21 @@ mod tests {
         );
         assert!(!unit.exists(), "nothing was renamed onto the unit");
         assert!(partial.is_dir(), "the directory is left alone");
+    }
+
+    #[test]
+    fn the_user_manager_is_found_by_its_private_socket_and_its_absence_said_in_words() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_str().expect("utf-8");
+        let UserManager::Missing(why) = user_manager(Some(dir)) else { panic!("no socket yet") };
+        assert!(why.starts_with(&format!("nothing answers at {dir}/systemd/private: ")), "{why}");
+        for unset in [None, Some(""), Some("relative")] {
+            let UserManager::Missing(why) = user_manager(unset) else { panic!("{unset:?}") };
+            assert!(why.starts_with("XDG_RUNTIME_DIR is not set"), "{why}");
+        }
+        std::fs::create_dir(tmp.path().join("systemd")).expect("mkdir");
+        let _manager = std::os::unix::net::UnixListener::bind(tmp.path().join(MANAGER_SOCKET)).expect("bind");
+        assert_eq!(user_manager(Some(dir)), UserManager::Running);
     }
 
     #[test]

@@ -336,13 +336,73 @@ pub fn pinned_client(fingerprint: &str) -> Result<Arc<rustls::ClientConfig>, Tls
     Ok(Arc::new(config))
 }
 
+/// Why a TLS client refused a server's certificate, in words a person acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateProblem {
+    /// What is wrong with the certificate ("it is a CA certificate (CA:TRUE) …").
+    pub why: String,
+    /// Whether trusting another CA (`SSL_CERT_FILE`, `SSL_CERT_DIR`) can make it trusted: not for a
+    /// CA certificate used as the server's own, an expired one, one for another name…
+    pub a_ca_helps: bool,
+}
+
+impl fmt::Display for CertificateProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 /// Why a TLS connection failed, if the reason is the server's certificate (unknown issuer, wrong
 /// name, expired…): retrying cannot change it, and the person must act.
-pub fn certificate_problem(e: &std::io::Error) -> Option<String> {
+pub fn certificate_problem(e: &std::io::Error) -> Option<CertificateProblem> {
     match e.get_ref()?.downcast_ref::<rustls::Error>()? {
-        rustls::Error::InvalidCertificate(why) => Some(format!("{why:?}")),
+        rustls::Error::InvalidCertificate(why) => Some(certificate_words(why)),
         _ => None,
     }
+}
+
+/// A refused certificate said in words (rustls' own `Debug` is a type's name, and its `Other`
+/// wraps webpki's: `Other(OtherError(CaUsedAsEndEntity))`).
+fn certificate_words(error: &rustls::CertificateError) -> CertificateProblem {
+    use rustls::CertificateError as E;
+    let (why, a_ca_helps) = match error {
+        E::UnknownIssuer => (
+            "it was issued by a CA this machine does not trust (a self-signed certificate, or a private CA's)"
+                .to_owned(),
+            true,
+        ),
+        E::NotValidForName | E::NotValidForNameContext { .. } => {
+            (format!("it is not valid for the host name the URL names ({error})"), false)
+        }
+        E::Expired | E::ExpiredContext { .. } => ("it has expired".to_owned(), false),
+        E::NotValidYet | E::NotValidYetContext { .. } => {
+            ("it is not valid yet (is a clock wrong?)".to_owned(), false)
+        }
+        E::Revoked => ("it was revoked".to_owned(), false),
+        E::BadSignature => ("its signature does not verify against its issuer's key".to_owned(), true),
+        E::BadEncoding => ("it cannot be parsed".to_owned(), false),
+        E::InvalidPurpose | E::InvalidPurposeContext { .. } => {
+            ("its extended key usage does not allow a TLS server".to_owned(), false)
+        }
+        E::ApplicationVerificationFailure => {
+            ("it is not the certificate that was pinned (its fingerprint differs)".to_owned(), false)
+        }
+        E::Other(other) => match other.0.downcast_ref::<webpki::Error>() {
+            Some(webpki::Error::CaUsedAsEndEntity) => (
+                "it is a CA certificate (CA:TRUE, what a bare `openssl req -x509` makes) used as the \
+                 server's own, which no trust store can make acceptable"
+                    .to_owned(),
+                false,
+            ),
+            Some(webpki::Error::EndEntityUsedAsCa) => (
+                "its chain uses a certificate that is not a CA (CA:FALSE) as the issuer".to_owned(),
+                false,
+            ),
+            _ => (format!("the TLS library refused it ({other})"), false),
+        },
+        other => (format!("the TLS library refused it ({other})"), false),
+    };
+    CertificateProblem { why, a_ca_helps }
 }
 
 /// SHA-256 of `der` as `AB:CD:…`.
@@ -498,13 +558,39 @@ mod tests {
             std::io::ErrorKind::InvalidData,
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
         );
-        assert_eq!(certificate_problem(&refused).as_deref(), Some("UnknownIssuer"));
+        let problem = certificate_problem(&refused).expect("a certificate problem");
+        assert!(problem.why.contains("a CA this machine does not trust"), "{problem}");
+        assert!(problem.a_ca_helps);
         let expired =
             std::io::Error::other(rustls::Error::InvalidCertificate(rustls::CertificateError::Expired));
-        assert_eq!(certificate_problem(&expired).as_deref(), Some("Expired"));
+        assert_eq!(
+            certificate_problem(&expired),
+            Some(CertificateProblem { why: "it has expired".to_owned(), a_ca_helps: false })
+        );
         // A handshake that failed for another reason, or a network error, is worth a retry.
         let other = std::io::Error::other(rustls::Error::HandshakeNotComplete);
         assert_eq!(certificate_problem(&other), None);
         assert_eq!(certificate_problem(&std::io::Error::from(std::io::ErrorKind::ConnectionReset)), None);
+    }
+
+    #[test]
+    fn a_ca_certificate_used_as_the_servers_own_is_said_in_words_that_no_ca_helps() {
+        let webpki_said =
+            rustls::CertificateError::Other(rustls::OtherError(Arc::new(webpki::Error::CaUsedAsEndEntity)));
+        let problem = certificate_words(&webpki_said);
+        assert!(problem.why.contains("a CA certificate (CA:TRUE"), "{problem}");
+        assert!(problem.why.contains("openssl req -x509"), "{problem}");
+        assert!(!problem.why.contains("OtherError"), "{problem}");
+        assert!(!problem.a_ca_helps);
+        let pinned = certificate_words(&rustls::CertificateError::ApplicationVerificationFailure);
+        assert!(pinned.why.contains("not the certificate that was pinned"), "{pinned}");
+        let issuer = certificate_words(&rustls::CertificateError::Other(rustls::OtherError(Arc::new(
+            webpki::Error::EndEntityUsedAsCa,
+        ))));
+        assert!(issuer.why.starts_with("its chain uses a certificate that is not a CA"), "{issuer}");
+        let other = certificate_words(&rustls::CertificateError::Other(rustls::OtherError(Arc::new(
+            webpki::Error::PathLenConstraintViolated,
+        ))));
+        assert!(other.why.starts_with("the TLS library refused it ("), "{other}");
     }
 }

@@ -110,26 +110,35 @@ impl Driver {
 
     /// A new browser context (its own profile) with a viewport of `size` CSS pixels.
     async fn open(&self, size: (u32, u32)) -> Page {
+        self.open_with(size, &[]).await
+    }
+
+    /// [`Driver::open`], with Chromium given `extra` arguments too.
+    async fn open_with(&self, size: (u32, u32), extra: &[String]) -> Page {
         let profile = tempfile::tempdir_in(self.home.path()).expect("profile dir");
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--hide-scrollbars",
+            "--force-color-profile=srgb",
+            "--lang=en-US",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        args.extend_from_slice(extra);
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
             json!({
-                "args": [
-                    "--headless=new",
-                    "--no-sandbox",
-                    "--disable-dev-shm-usage",
-                    "--disable-gpu",
-                    "--no-first-run",
-                    "--no-default-browser-check",
-                    "--disable-extensions",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--hide-scrollbars",
-                    "--force-color-profile=srgb",
-                    "--lang=en-US",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
+                "args": args,
                 "mobileEmulation": {"deviceMetrics": {"width": size.0, "height": size.1, "pixelRatio": 1.0}},
             }),
         );
@@ -1011,6 +1020,16 @@ async fn a_notification_link_shows_the_request_and_its_button_approves() {
     let events = sse.until_type("turn_complete").await;
     assert_eq!(support::find(&events, "permission_resolved")["via"], "link");
     assert_eq!(std::fs::read_to_string(d.workspace.join("clicked.txt")).expect("written"), "in-chromium");
+
+    // Issue #44: the audit page said "operator · · link" for a link of a target without a client id.
+    page.client.goto(&format!("{}/#/audit", d.base)).await.expect("navigate");
+    let decided = page
+        .until(
+            "the decision on the audit page",
+            "document.querySelector('li.audit-entry .audit-decision')?.innerText",
+        )
+        .await;
+    assert_eq!(decided, "Allowed once by operator · link");
 }
 
 /// Issue #19: `mediatord pair` prints a URL; opened in Chromium it signs that browser in as the
@@ -1644,6 +1663,35 @@ async fn a_permission_card_shows_blank_runs_and_invisible_characters_for_what_th
     assert_eq!(marks, json!(["⟪300 spaces⟫", "\\u{202e}"]));
 }
 
+/// Issue #44: a request outside the session's workspace is marked on the web app's card, first,
+/// in the words every door uses; a request inside is not.
+#[tokio::test]
+async fn a_card_outside_the_workspace_says_first_that_it_will_be_refused() {
+    let on = OnSession::phone(&[]).await;
+    let page = &on.page;
+    on.d.prompt_async(&on.sid, Some("alice"), "write ../outside.txt never").await;
+    page.until("the card as the daemon presents it", PRESENTED).await;
+    let outside = on.d.workspace.parent().expect("a parent").join("outside.txt");
+    let warning = page
+        .until(
+            "the warning",
+            "document.querySelector('section.card .present-warning[role=alert]')?.textContent",
+        )
+        .await;
+    assert_eq!(
+        warning,
+        format!("Outside the workspace: it will be refused, whatever is answered ({}).", outside.display())
+    );
+    let first =
+        page.js("return document.querySelector('section.card .card-body').firstElementChild.className").await;
+    assert_eq!(first, "present-warning", "the warning comes before the request");
+    page.click("Reject", &card_button("Reject")).await;
+    page.until("no card", NO_CARD).await;
+    on.d.prompt_async(&on.sid, Some("alice"), "write inside.txt fine").await;
+    page.until("the next card as the daemon presents it", PRESENTED).await;
+    assert_eq!(page.js("return document.querySelectorAll('.present-warning').length").await, 0);
+}
+
 /// JS: the lines the last card shows that have a box on screen (rendered, not hidden), as text.
 const CARD_LINES: &str = "[...[...document.querySelectorAll('section.card')].pop().querySelectorAll('.present-section pre > span')].filter((s) => s.getClientRects().length > 0).map((s) => s.textContent.replace(/\\n$/, ''))";
 
@@ -1971,7 +2019,7 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
     let md = page.js("return window.blobs[0].text()").await;
     let md = md.as_str().expect("text");
     assert!(md.starts_with(&format!("# Session {sid}\n")), "{md}");
-    assert!(md.contains("## Prompt from alice\n\nwrite notes.txt hello"), "{md}");
+    assert!(md.contains("## Prompt from alice\n\n    write notes.txt hello\n"), "{md}");
     assert!(md.contains(&format!("> Decision: allow_once, by my phone ({device_id})")), "{md}");
     assert!(md.contains("> Decision: reject_once, by alice"), "{md}");
     page.click("Resume", "//button[text()='Resume']").await;
@@ -1985,4 +2033,168 @@ async fn after_a_restart_the_app_lists_the_past_session_opens_its_transcript_and
         .filter(|p| !(p.contains(&format!("/session/{sid}")) && p.contains("404")))
         .collect();
     assert_eq!(problems, Vec::<String>::new());
+}
+
+/// Issue #44: a past session's page said "The daemon shut down" at the time the page was opened,
+/// not when it happened, and showed empty Model and Mode selects. Its notes carry the times the
+/// daemon recorded, and the selects show the model and mode its events last named (disabled).
+#[tokio::test]
+async fn a_past_session_shows_its_recorded_times_and_its_last_model_and_mode() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let workspace = root.join("ws");
+    std::fs::create_dir(&workspace).expect("workspace");
+    let (state, xdg) = (root.join("state"), root.join("xdg"));
+    let (state_arg, xdg_env) = (state.to_str().expect("utf-8"), xdg.to_str().expect("utf-8"));
+    let start_daemon = || {
+        Daemon::start_with(
+            &workspace,
+            &["--state-dir", state_arg],
+            &[("XDG_STATE_HOME", xdg_env), ("HOME", xdg_env)],
+        )
+    };
+    let mut d = start_daemon();
+    let sid = d.join("alice").await;
+    let mut sse = support::Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    d.post(&format!("/session/{sid}/mode"), Some("alice"), json!({"modeId": "plan"})).await.ok();
+    d.post(&format!("/session/{sid}/model"), Some("alice"), json!({"modelId": "demo-smart"})).await.ok();
+    let switched = sse.until_type("model_switched").await;
+    let at = |e: &support::Event| e.data["_meta"]["serverTimestamp"].as_u64().expect("serverTimestamp");
+    let mode_at =
+        at(switched.iter().find(|e| e.payload()["update"]["currentModeId"] == "plan").expect("mode"));
+    d.signal(rustix::process::Signal::TERM);
+    let closed = sse.until_type("session_closed").await;
+    let closed = closed.last().expect("session_closed");
+    assert_eq!(closed.payload()["reason"], "daemon_shutdown");
+    let closed_at = at(closed);
+    assert!(d.wait_exit(WAIT).success());
+    let d = start_daemon();
+    let driver = Driver::start().await;
+    let page = driver.open(DESKTOP).await;
+    page.load(&d, &format!("#/h/{sid}")).await;
+    page.until("the past session's banner", "document.querySelector('.past-banner')").await;
+    let notes = page
+        .until(
+            "the notes replayed",
+            "(() => { const n = [...document.querySelectorAll('.transcript .note')].map((li) => \
+             [li.querySelector('time')?.getAttribute('datetime'), li.textContent]); \
+             return n.some(([, t]) => t.includes('The daemon shut down')) && n; })()",
+        )
+        .await;
+    // What the page's `<time datetime>` says: `Date#toISOString`, as the daemon's own clock writes it.
+    let iso = |ms: u64| json!(mediatord::clock::iso8601(ms));
+    let notes = notes.as_array().expect("notes");
+    let dated = |needle: &str| {
+        notes.iter().find(|n| n[1].as_str().is_some_and(|t| t.contains(needle))).map(|n| n[0].clone())
+    };
+    assert_eq!(dated("The daemon shut down"), Some(iso(closed_at)), "{notes:?}");
+    assert_eq!(dated("Mode: plan"), Some(iso(mode_at)), "{notes:?}");
+    // The selects show what the events named last, and cannot be changed.
+    let selects = page
+        .js("return ['model', 'mode'].map((k) => { const s = document.querySelector(`.controls select[id^=${k}-]`); \
+             return [s.value, [...s.options].map((o) => o.textContent), s.disabled, s.parentElement.hidden]; })")
+        .await;
+    assert_eq!(
+        selects,
+        json!([["demo-smart", ["demo-smart"], true, false], ["plan", ["plan"], true, false]])
+    );
+}
+
+/// How many sessions one page follows at once in the HTTP/2 test: twice what a browser's six
+/// HTTP/1.1 connections per origin can hold.
+const H2_SESSIONS: usize = 12;
+
+/// Issue #45: a browser opens at most six HTTP/1.1 connections per origin and each event stream
+/// holds one, so a page following more sessions starved itself. Over https the daemon offers h2 by
+/// ALPN: one page opens twelve sessions' event streams, all open at once, each carries its prompt's
+/// turn, and the page's requests went over h2. (Over plain http the same page stops at six open
+/// streams: the `until` below then fails, as it did before HTTP/2.)
+#[tokio::test]
+async fn over_https_one_page_follows_twelve_sessions_live_over_http2() {
+    let ca = support::TestCa::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(dir.path(), "server");
+    let d = Daemon::start(&[
+        "--session-scope",
+        "thread",
+        "--tls-cert",
+        crt.to_str().expect("utf-8"),
+        "--tls-key",
+        key.to_str().expect("utf-8"),
+    ]);
+    assert!(d.base.starts_with("https://"), "{}", d.base);
+    // Chromium trusts the daemon's key and nothing else of the test's: its public key's SHA-256 is
+    // pinned (the test's CA is not put in the browser's trust store).
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(&key).expect("key")).expect("key pem");
+    let pin = {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(key.public_key_der()))
+    };
+    let driver = Driver::start().await;
+    let page = driver.open_with((1280, 800), &[format!("--ignore-certificate-errors-spki-list={pin}")]).await;
+    page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
+    page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
+    page.js(&format!(
+        r#"
+        const n = {H2_SESSIONS};
+        const headers = {{ 'Content-Type': 'application/json', 'X-Qwen-Client-Id': 'h2-page' }};
+        window.h2 = {{ sids: [], open: 0, turns: new Array(n).fill(false), errors: [] }};
+        (async () => {{
+          for (let i = 0; i < n; i++) {{
+            const res = await fetch('/session', {{ method: 'POST', headers, body: '{{}}' }});
+            if (!res.ok) throw new Error(`POST /session: ${{res.status}}`);
+            window.h2.sids.push((await res.json()).sessionId);
+          }}
+          window.h2.sids.forEach(async (sid, i) => {{
+            try {{
+              const res = await fetch(`/session/${{sid}}/events`, {{ headers: {{ 'X-Qwen-Client-Id': 'h2-page', 'Last-Event-ID': '0' }} }});
+              if (!res.ok) throw new Error(`events ${{i}}: ${{res.status}}`);
+              window.h2.open += 1;
+              const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+              let text = '';
+              for (;;) {{
+                const {{ value, done }} = await reader.read();
+                if (done) throw new Error(`stream ${{i}} ended`);
+                text += value;
+                if (text.includes('event: turn_complete')) window.h2.turns[i] = true;
+              }}
+            }} catch (e) {{ window.h2.errors.push(String(e)); }}
+          }});
+        }})().catch((e) => window.h2.errors.push(String(e)));
+        "#
+    ))
+    .await;
+    page.until(
+        "twelve event streams open at once",
+        &format!("window.h2.errors.length === 0 && window.h2.open === {H2_SESSIONS}"),
+    )
+    .await;
+    page.js(
+        r#"
+        window.h2.sids.forEach((sid, i) => fetch(`/session/${sid}/prompt`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-Qwen-Client-Id': 'h2-page', Prefer: 'respond-async' },
+          body: JSON.stringify({ prompt: [{ type: 'text', text: `hello ${i}` }] }),
+        }).then((res) => { if (!res.ok) window.h2.errors.push(`prompt ${i}: ${res.status}`); }));
+        "#,
+    )
+    .await;
+    page.until(
+        "every stream carried its turn",
+        "window.h2.turns.every(Boolean) || window.h2.errors.length > 0",
+    )
+    .await;
+    assert_eq!(page.js("return window.h2.errors").await, json!([]));
+    assert_eq!(page.js("return window.h2.open").await, json!(H2_SESSIONS), "every stream still open");
+    let protocols = page
+        .js("return [...new Set(performance.getEntriesByType('resource').filter((e) => e.name.includes('/session')).map((e) => e.nextHopProtocol))]")
+        .await;
+    assert_eq!(protocols, json!(["h2"]), "the page's requests to the daemon went over HTTP/2");
+    assert_eq!(
+        page.console_problems().await,
+        Vec::<String>::new(),
+        "the app loaded over https, nothing refused"
+    );
 }

@@ -4,7 +4,8 @@
 //! and then all three behind one daemon — and the official `@qwen-code/sdk` DaemonClient, driven
 //! against this build of mediatord. Then, on the SDKs `run.sh` installed, `/acp` over Streamable
 //! HTTP through a fleet: two daemons on a throwaway PostgreSQL (`tests/it/support/postgres.rs`),
-//! the official ACP SDK's client talking to one about the other's session (`fleet-acp.mjs`).
+//! the official ACP SDK's client talking to one about the other's session (`fleet-acp.mjs`); and
+//! docs/clients.md's `/acp` WebSocket snippet, run as written on plain `node`.
 //!
 //! Needs Node.js 20+ and npm, and the npm registry the first time: `tests/e2e/run.sh` installs the
 //! pinned npm packages itself and fails loudly — never skips — when they cannot be had. A failure's
@@ -47,8 +48,9 @@ fn real_agents_and_official_sdk_client_end_to_end() {
     let summary: Vec<&str> = stdout.lines().filter(|l| l.starts_with("# ")).collect();
     eprintln!("{}", summary.join("\n"));
     if output.status.success() && stdout.contains("# fail 0") {
-        // `run.sh` installed the pinned SDK: the fleet's scenario runs on it.
+        // `run.sh` installed the pinned SDKs: the fleet's scenario and the documented snippet run on them.
         acp_sdk_over_streamable_http_through_a_fleet();
+        the_acp_websocket_snippet_of_clients_md_runs_as_written_on_plain_node();
         return;
     }
     // The first line of the failure says why: run.sh's own `e2e: ERROR:` line (a missing tool, an
@@ -71,20 +73,25 @@ fn real_agents_and_official_sdk_client_end_to_end() {
     );
 }
 
-/// A fleet daemon under test, killed on drop (its agents die with it, through their guard).
-struct FleetDaemon {
+/// A daemon under test, killed on drop (its agents die with it, through their guard).
+struct Served {
     child: Child,
     base: String,
     _home: tempfile::TempDir,
 }
 
-impl FleetDaemon {
-    /// `mediatord serve` on port 0, in `workspace`, on the store `url`, with the demo agent and a
-    /// private `HOME`.
-    fn start(workspace: &Path, url: &str) -> FleetDaemon {
+impl Served {
+    /// A fleet daemon: [`Served::start`] on the store `url`.
+    fn fleet(workspace: &Path, url: &str) -> Served {
+        Served::start(workspace, &["--node-lease-ms", "1000", "--store", url])
+    }
+
+    /// `mediatord serve` on port 0, in `workspace`, with the demo agent, `args` and a private `HOME`.
+    fn start(workspace: &Path, args: &[&str]) -> Served {
         let home = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mediatord"))
-            .args(["serve", "--port", "0", "--agent", "demo", "--node-lease-ms", "1000", "--store", url])
+            .args(["serve", "--port", "0", "--agent", "demo"])
+            .args(args)
             .arg("--workspace")
             .arg(workspace)
             .current_dir(workspace)
@@ -104,11 +111,11 @@ impl FleetDaemon {
             .strip_prefix("mediatord listening on ")
             .unwrap_or_else(|| panic!("unexpected startup line {line:?}"))
             .replace("0.0.0.0", "127.0.0.1");
-        FleetDaemon { child, base, _home: home }
+        Served { child, base, _home: home }
     }
 }
 
-impl Drop for FleetDaemon {
+impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -122,8 +129,8 @@ fn acp_sdk_over_streamable_http_through_a_fleet() {
     let url = pg.database("fleet_acp");
     let dir = tempfile::tempdir().expect("tempdir");
     let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    let a = FleetDaemon::start(&workspace, &url);
-    let b = FleetDaemon::start(&workspace, &url);
+    let a = Served::fleet(&workspace, &url);
+    let b = Served::fleet(&workspace, &url);
     let here = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e");
     let output = Command::new("node")
         .args(["--test", "fleet-acp.mjs"])
@@ -139,4 +146,58 @@ fn acp_sdk_over_streamable_http_through_a_fleet() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Issue #44: the `/acp` WebSocket snippet of docs/clients.md failed on Node 20 (no global
+/// WebSocket) and would send no token on Node 22 (Node's own WebSocket takes no headers). Run as
+/// written — the daemon's address, the workspace and `TOKEN` put in, nothing else — by plain
+/// `node` (without `--experimental-websocket`) against a daemon that requires the token: the
+/// prompt's turn ends, and the daemon saw the token.
+fn the_acp_websocket_snippet_of_clients_md_runs_as_written_on_plain_node() {
+    const TOKEN: &str = "snippet-token";
+    let doc = include_str!("../docs/clients.md");
+    let marker = "<!-- recipe: acp-ws.mjs";
+    let after = &doc[doc.find(marker).expect("the snippet's marker in docs/clients.md")..];
+    let body = &after[after.find("```js\n").expect("its fence") + "```js\n".len()..];
+    let snippet = &body[..body.find("\n```").expect("its closing fence")];
+    assert!(snippet.contains("ws://127.0.0.1:7776/acp") && snippet.contains("'/srv/project'"), "{snippet}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
+    let daemon = Served::start(&workspace, &["--token", TOKEN]);
+    let ws = daemon.base.replacen("http://", "ws://", 1);
+    let script = snippet
+        .replace("ws://127.0.0.1:7776", &ws)
+        .replace("'/srv/project'", &format!("{:?}", workspace.to_str().expect("utf-8")));
+    // Beside tests/e2e/node_modules, where `node` resolves the packages run.sh installed.
+    let here = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e");
+    let file =
+        tempfile::Builder::new().prefix(".snippet-").suffix(".mjs").tempfile_in(here).expect("temp file");
+    std::fs::write(file.path(), script).expect("write the snippet");
+    let run = |token: &str| {
+        Command::new("node")
+            .arg(file.path())
+            .current_dir(here)
+            .env("TOKEN", token)
+            .env_remove("NODE_OPTIONS")
+            .output()
+            .expect("node (run.sh checked it is there)")
+    };
+    let output = run(TOKEN);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the snippet failed on {}:\n{stdout}\n{stderr}", node_version());
+    assert_eq!(stdout.lines().last(), Some("end_turn"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("agent_message_chunk"), "the session's updates were printed: {stdout}");
+    // The token is what let it in: another one is refused.
+    let refused = run("not-the-token");
+    assert!(!refused.status.success(), "{}", String::from_utf8_lossy(&refused.stdout));
+}
+
+/// `node --version`, for a failure's message.
+fn node_version() -> String {
+    Command::new("node")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|e| format!("node (no version: {e})"))
 }

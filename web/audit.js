@@ -17,8 +17,19 @@ function chosenKind(e) {
   return (e.options || []).find((o) => o.optionId === id)?.kind || '';
 }
 
-/** The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, … */
+/** What every door said of a request that reached outside the session's workspace (src/present.rs). */
+const OUTSIDE_WORKSPACE = 'outside the workspace: it will be refused';
+
+/**
+ * The decision in words: `Allowed once`, `Always allowed`, `Allowed for this session`, `Rejected`, …;
+ * for a request outside the workspace (`outsideWorkspace`), `Allowed once (outside the workspace: …)`.
+ */
 export function decision(e) {
+  const words = decided(e);
+  return e.outsideWorkspace?.length ? `${words} (${OUTSIDE_WORKSPACE})` : words;
+}
+
+function decided(e) {
   const by = e.resolvedBy || '';
   switch (e.status) {
     case 'pending': return 'Pending';
@@ -57,10 +68,15 @@ export function how(e) {
   }
 }
 
+/** The operator's client by its id, or `operator` alone when the vote named none (a link to a target without a clientId). */
+function operator(e) {
+  return e.voterClientId ? `operator · ${reveal(e.voterClientId)}` : 'operator';
+}
+
 /** Who decided, as an element: a device by its name (its id on demand), the operator's client, a rule. */
 function whoEl(e) {
   if (e.resolvedBy === 'vote') {
-    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, `operator · ${reveal(e.voterClientId || '')}`);
+    return e.voterDeviceName ? identityEl(reveal(e.voterDeviceName), e.voterClientId) : h('span', {}, operator(e));
   }
   if (e.resolvedBy === 'rule') return h('span', {}, `rule ${e.ruleId || ''}`);
   return null;
@@ -68,7 +84,7 @@ function whoEl(e) {
 
 /** The words of `whoEl`, for text. */
 export function who(e, withId = false) {
-  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : `operator · ${e.voterClientId || ''}`;
+  if (e.resolvedBy === 'vote') return e.voterDeviceName ? identity(e.voterDeviceName, e.voterClientId, withId) : operator(e);
   if (e.resolvedBy === 'rule') return `rule ${e.ruleId || ''}`;
   return '';
 }

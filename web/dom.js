@@ -106,10 +106,14 @@ export function shortPath(path, cwd) {
   return path.startsWith(base) && path.length > base.length ? path.slice(base.length) : path;
 }
 
-/** "12:04:31" in the browser's locale. */
+/** "12:04:31" in the browser's locale; another day's time with its date. */
 export function clock(ms) {
   if (!Number.isFinite(ms)) return '';
-  return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  const at = new Date(ms);
+  const time = { hour: '2-digit', minute: '2-digit', second: '2-digit' };
+  // Another day's time names its day (a past session's notes, a device last seen last week).
+  if (at.toDateString() !== new Date().toDateString()) return at.toLocaleString([], { dateStyle: 'medium', ...time });
+  return at.toLocaleTimeString([], time);
 }
 
 /**

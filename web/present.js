@@ -50,12 +50,14 @@ function section(s, cwd) {
 }
 
 /**
- * The request's sections, then each option that carries something, with it; and, when anything
- * was left out, a "Show all" button calling `showAll()`. `cwd`: the session's workspace.
+ * The daemon's warning first (a request outside the workspace: it will be refused whatever is
+ * answered), the request's sections, then each option that carries something, with it; and, when
+ * anything was left out, a "Show all" button calling `showAll()`. `cwd`: the session's workspace.
  */
 export function renderPresented(p, showAll, cwd) {
   const options = (p.options || []).filter((o) => o.sections?.length);
   return [
+    p.warning ? h('p', { class: 'present-warning', role: 'alert' }, marked(p.warning)) : null,
     (p.sections || []).map((s) => section(s, cwd)),
     options.map((o) => h('div', { class: 'present-option' },
       h('p', { class: 'present-option-name' }, 'Option “', marked(o.name), '” carries:'),

@@ -1,4 +1,4 @@
-// The agent's question (`docs/protocol.md#18-questions`) as a form on its card: a field per
+// The agent's question (`docs/protocol.md#19-questions`) as a form on its card: a field per
 // question — text, a number, yes/no, one choice or several, with the agent's "Other" — or, for a
 // URL the agent wants the person to open, the link with its host shown first. The answers go in
 // the vote that submits it; the daemon checks and converts them (and says which field it refuses),

@@ -49,8 +49,16 @@ function show(s, entry) {
   s.added.push(entry);
 }
 
-function note(s, text, level = 'info') {
-  show(s, { kind: 'note', text, level, at: Date.now() });
+/** A note at `at`: the time of the event it is about (its `_meta.serverTimestamp`, so a past
+ * session's notes say when things happened, not when the page read them), else now. */
+function note(s, text, level = 'info', at = Date.now()) {
+  show(s, { kind: 'note', text, level, at });
+}
+
+/** When the daemon published `env` (ms), if it said. */
+function eventTime(env) {
+  const at = env?._meta?.serverTimestamp;
+  return Number.isFinite(at) ? at : undefined;
 }
 
 /** Starts `turn` (it enters the timeline). */
@@ -177,7 +185,7 @@ function sessionUpdate(s, env) {
     case 'current_mode_update': {
       const mode = update.currentModeId;
       if (typeof mode !== 'string') return;
-      if (s.modes?.currentModeId !== mode) note(s, `Mode: ${modeName(s, mode)}`);
+      if (s.modes?.currentModeId !== mode) note(s, `Mode: ${modeName(s, mode)}`, 'info', eventTime(env));
       s.modes = { ...(s.modes || { availableModes: [] }), currentModeId: mode };
       s.stale.add('header');
       return;
@@ -210,8 +218,9 @@ export function apply(s, env, id) {
       finish(s, data.promptId, { state: 'done', stopReason: 'error', error: data.message || data.code });
       break;
     case 'model_switched':
-      if (s.models) s.models = { ...s.models, currentModelId: data.modelId };
-      note(s, `Model: ${modelName(s, data.modelId)}`);
+      // A past session knows its models only from its events: the model switched to, at least.
+      s.models = { ...(s.models || { availableModels: [] }), currentModelId: data.modelId };
+      note(s, `Model: ${modelName(s, data.modelId)}`, 'info', eventTime(env));
       s.stale.add('header');
       break;
     case 'permission_request': {
@@ -279,7 +288,7 @@ export function apply(s, env, id) {
     case 'session_died':
       s.ended = { type: env.type, ...data };
       for (const promptId of [...s.fifo]) finish(s, promptId, { state: 'done', stopReason: 'ended' });
-      note(s, endText(env.type, data), env.type === 'session_died' ? 'error' : 'info');
+      note(s, endText(env.type, data), env.type === 'session_died' ? 'error' : 'info', eventTime(env));
       s.stale.add('header');
       s.stale.add('pending');
       break;

@@ -325,7 +325,8 @@ export class SessionView {
     } else if (entry.kind === 'shell') {
       el = h('li', { class: 'shell' });
     } else {
-      el = h('li', { class: `note note-${entry.level}` }, h('span', { class: 'time' }, clock(entry.at)), ' ', entry.text);
+      el = h('li', { class: `note note-${entry.level}` },
+        h('time', { class: 'time', datetime: new Date(entry.at).toISOString() }, clock(entry.at)), ' ', entry.text);
     }
     this.els.set(entry, el);
     this.refresh(entry);
@@ -531,7 +532,7 @@ export class SessionView {
     const title = call.title || toolName(call) || 'A tool call';
     const titleId = `perm-${this.uid}-${perm.requestId}`;
     const options = Array.isArray(request.options) ? request.options : [];
-    // A question (`docs/protocol.md#18-questions`): its form, whose answers the accepting option's
+    // A question (`docs/protocol.md#19-questions`): its form, whose answers the accepting option's
     // vote carries; no rule answers it, so no "for this session".
     const form = request.question && typeof request.question === 'object' ? questionForm(request.question) : null;
     const buttons = options.map((o) => {
@@ -674,9 +675,16 @@ export class SessionView {
 
   renderHeader() {
     const s = this.s;
+    // The agent's list, and the current one even when the list does not name it (a past session
+    // knows only what its events said); a field with nothing to show is hidden, not an empty select.
     const fill = (select, list, current, value, label) => {
-      select.replaceChildren(...(list || []).map((m) => h('option', { value: value(m), selected: value(m) === current }, label(m))));
-      select.disabled = !list || list.length < 2 || Boolean(s.ended);
+      const items = [...(list || [])];
+      if (current && !items.some((m) => value(m) === current)) items.push(null);
+      select.replaceChildren(...items.map((m) => (m === null
+        ? h('option', { value: current, selected: true }, current)
+        : h('option', { value: value(m), selected: value(m) === current }, label(m)))));
+      select.disabled = items.length < 2 || Boolean(s.ended);
+      select.parentElement.hidden = items.length === 0;
     };
     fill(this.model, s.models?.availableModels, s.models?.currentModelId, (m) => m.modelId, (m) => m.name || m.modelId);
     fill(this.mode, s.modes?.availableModes, s.modes?.currentModeId, (m) => m.id, (m) => m.name || m.id);

@@ -9,6 +9,7 @@
 //! - [`acp`]: scenarios (i) relay, (j) permissions and (k) memory over `/acp`'s WebSocket.
 //! - [`report`]: medians, ratios, targets, and `docs/benchmarks.md`.
 //! - [`stats`]: percentiles and the shared µs clock.
+//! - [`snapshots`]: scenario (m), the snapshot engine on a 10 000-file workspace (no daemon).
 //!
 //! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
 
@@ -21,6 +22,7 @@ pub mod peer;
 pub mod procs;
 pub mod report;
 pub mod scenarios;
+pub mod snapshots;
 pub mod sse;
 pub mod stats;
 

@@ -6,6 +6,7 @@
 //!                         [--out docs/benchmarks.md] [--runs N] [--events N] [--qwen-events N]
 //! mediatord-bench smoke --mediatord BIN
 //! mediatord-bench fleet --mediatord BIN --store postgres://… [--runs N] [--events N]
+//! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
 //! ```
 
@@ -21,6 +22,7 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory,acp] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN\n       \
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]\n       \
+                     mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]";
 
 fn main() -> ExitCode {
@@ -29,6 +31,9 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if command == "snapshots" {
+        return snapshots(rest);
+    }
     let mut tools =
         Tools { mediatord: PathBuf::new(), qwen: None, shim: None, sdk: None, mediatord_args: Vec::new() };
     let mut sdk_module: Option<PathBuf> = None;
@@ -182,6 +187,39 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("unknown command {command}\n{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `mediatord-bench snapshots …`: scenario (m), no daemon.
+fn snapshots(rest: &[String]) -> ExitCode {
+    let (mut files, mut bytes, mut changed, mut runs) = (10_000usize, 200u64 << 20, 10usize, 3usize);
+    let mut it = rest.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().and_then(|v| v.parse::<u64>().ok());
+        let Some(value) = value else {
+            eprintln!("{flag} needs a number\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        match flag.as_str() {
+            "--files" => files = value.max(1) as usize,
+            "--bytes" => bytes = value,
+            "--changed" => changed = value as usize,
+            "--runs" => runs = value.max(1) as usize,
+            _ => {
+                eprintln!("unknown option {flag}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match mediatord_bench::snapshots::run(files, bytes, changed, runs) {
+        Ok(report) => {
+            print!("{}", report.markdown());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("snapshots: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -69,7 +69,7 @@ impl AgentHandle {
                         "fs": {"readTextFile": spec.fs.read_text_file, "writeTextFile": spec.fs.write_text_file},
                         "terminal": false,
                         // An agent may only use the modes its client advertised: the daemon puts
-                        // both before a person (`docs/protocol.md#18-questions`).
+                        // both before a person (`docs/protocol.md#19-questions`).
                         "elicitation": {"form": {}, "url": {}},
                     },
                     "clientInfo": {"name": "mediatord", "version": env!("CARGO_PKG_VERSION")},

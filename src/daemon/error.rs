@@ -73,6 +73,9 @@ pub enum SessionError {
     /// `mode_id` is none of the modes the agent announced, `available`.
     #[error("unknown mode {mode_id:?}")]
     InvalidMode { mode_id: String, available: Vec<String> },
+    /// The history could not be read.
+    #[error("the history could not be read: {0}")]
+    Store(String),
 }
 
 impl SessionError {

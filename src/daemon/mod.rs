@@ -19,6 +19,7 @@ mod history;
 mod ids;
 mod session;
 mod shell;
+mod turns;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -40,8 +41,10 @@ use self::ids::{Claim, Claims, StoreClaim};
 pub use self::session::{Accepted, EndReason, Enrol, Prompt, Session, valid_client_id};
 use self::session::{SessionInit, TURN_CANCEL_GRACE};
 pub use self::shell::ShellOutcome;
+pub use self::turns::{Actor, RewindError, RewindOutcome};
 use crate::acp::method;
 use crate::agent::{AgentHandle, sandbox};
+use crate::changes::{Changes, LIMITS};
 use crate::config::{AgentSpec, Config, SessionScope};
 use crate::devices::{Device, Devices, RevokeError, StreamLimits};
 use crate::exec::ExitInfo;
@@ -51,6 +54,21 @@ use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
 use crate::store::{AuditQuery, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreStats};
 use crate::sync::lock;
+
+/// The snapshot engine, its store in the state directory (a private temporary one without):
+/// `None`, logged, when neither can be made.
+fn open_changes(state_dir: Option<&Path>) -> Option<Arc<Changes>> {
+    match Changes::open(state_dir, LIMITS) {
+        Ok(c) => Some(Arc::new(c)),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open the snapshot store: no change sets, diffs or rewinds");
+            if state_dir.is_some() {
+                return open_changes(None);
+            }
+            None
+        }
+    }
+}
 
 /// One configured agent as `GET /agents` shows it: never its arguments or environment.
 #[derive(Debug, Clone)]
@@ -85,6 +103,8 @@ pub const SESSION_DECISIONS: usize = 512;
 /// so two pages always suffice; the bound only keeps the loop finite.
 const DECISION_PAGES: usize = 4;
 pub const AGENT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Recorded sessions of a workspace looked through for the base of its diff (the newest first).
+const WORKSPACE_BASE_SESSIONS: usize = 64;
 
 type CreateFuture = Shared<BoxFuture<'static, Result<Arc<Session>, CreateError>>>;
 type ResumeFuture = Shared<BoxFuture<'static, Result<Arc<Session>, ResumeError>>>;
@@ -150,6 +170,9 @@ pub struct Daemon {
     workspace_rules: Mutex<HashMap<PathBuf, Arc<WorkspaceRules>>>,
     /// Rules read from the store at boot, by workspace, not yet turned into a table entry.
     stored_rules: Mutex<HashMap<PathBuf, Vec<Value>>>,
+    /// The snapshot engine (`src/changes/`): turn change sets, the workspace diff, the file
+    /// routes; `None` when its store could not be opened (logged at boot).
+    pub changes: Option<Arc<Changes>>,
 }
 
 /// Each workspace's count of this daemon's own rule changes, before a read of the store
@@ -222,7 +245,9 @@ impl Daemon {
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         let stream_limits = StreamLimits::leaving_a_quarter(config.connection_cap(), config.max_subscribers);
         let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl, stream_limits));
+        let changes = open_changes(config.snapshot_dir.as_deref());
         Arc::new(Daemon {
+            changes,
             devices,
             store,
             workspace_rules: Mutex::new(HashMap::new()),
@@ -279,6 +304,79 @@ impl Daemon {
         let mut all: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         all
+    }
+
+    /// A session's turn records (change sets and rewinds), oldest first: a live session's own, else
+    /// what the history kept of it.
+    pub async fn turn_records(&self, id: &str) -> Result<Vec<crate::store::TurnRecord>, SessionError> {
+        if let Ok(s) = self.session(id) {
+            return Ok(s.turn_records());
+        }
+        let store = self.store.clone();
+        let sid = id.to_owned();
+        let found = tokio::task::spawn_blocking(move || match store.session(&sid) {
+            Ok(Some(_)) => store.turns(&sid).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .await;
+        match found {
+            Ok(Ok(Some(records))) => Ok(records),
+            Ok(Ok(None)) => Err(SessionError::not_found(id)),
+            Ok(Err(e)) => Err(SessionError::Store(e.to_string())),
+            Err(e) => Err(SessionError::Store(e.to_string())),
+        }
+    }
+
+    /// The snapshot a plain directory's workspace diff compares with: the start of the first turn
+    /// of the newest session of `workspace` that ran one (live ones first, then the history's
+    /// newest [`WORKSPACE_BASE_SESSIONS`]).
+    pub async fn workspace_base(&self, workspace: &Path) -> Option<String> {
+        let mut live: Vec<Arc<Session>> =
+            self.all_sessions().into_iter().filter(|s| s.workspace == workspace).collect();
+        live.sort_by_key(|s| std::cmp::Reverse(s.created_at));
+        if let Some(before) = live.iter().find_map(|s| s.turn_records().into_iter().find_map(|r| r.before)) {
+            return Some(before);
+        }
+        let store = self.store.clone();
+        let ws = workspace.to_string_lossy().into_owned();
+        tokio::task::spawn_blocking(move || {
+            let sessions = store.sessions(Some(&ws)).ok()?;
+            sessions
+                .iter()
+                .rev()
+                .take(WORKSPACE_BASE_SESSIONS)
+                .find_map(|s| store.turns(&s.session_id).ok()?.into_iter().find_map(|t| t.before))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Removes the snapshots no turn record names any more (the records follow the sessions'
+    /// retention), with what they alone held. Blocking reads run off the runtime.
+    pub async fn collect_snapshots(&self) {
+        let Some(engine) = self.changes.clone() else { return };
+        let mut keep: std::collections::HashSet<String> =
+            self.all_sessions().iter().flat_map(|s| s.snapshot_ids()).collect();
+        let store = self.store.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            keep.extend(store.snapshot_refs().map_err(|e| std::io::Error::other(e.to_string()))?);
+            engine.collect(keep)
+        })
+        .await;
+        match done {
+            Ok(Ok(c)) if c.manifests + c.blobs > 0 => {
+                tracing::info!(
+                    snapshots = c.manifests,
+                    contents = c.blobs,
+                    "removed snapshots no record names"
+                )
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "snapshot collection failed"),
+            Err(e) => tracing::warn!(error = %e, "snapshot collection failed"),
+        }
     }
 
     /// Revokes a paired device once the store has it (`Devices::revoke`), then takes it out of
@@ -607,7 +705,13 @@ impl Daemon {
     ) -> Result<Arc<Session>, CreateError> {
         let weak: Weak<Daemon> = Arc::downgrade(self);
         let ended_agent = agent.clone();
+        // The change sets the store kept of this session's earlier life (a resumed one).
+        let store = self.store.clone();
+        let sid = session_id.to_owned();
+        let prior = tokio::task::spawn_blocking(move || store.turns(&sid)).await.ok().and_then(Result::ok);
+        let engine = self.changes.clone().filter(|_| self.config.snapshots);
         let session = Session::start(SessionInit {
+            turns: turns::Turns::new(engine, prior.unwrap_or_default()),
             id: session_id.to_owned(),
             workspace: cwd.to_path_buf(),
             agent_name: name.to_owned(),

@@ -11,8 +11,8 @@
 //! run on a fake agent and no process.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::bus::{Bus, PromptTag, SubscribeError, Subscription};
 use super::error::SessionError;
 use super::ids::Claim;
+use super::turns::{self, Actor, RewindError, RewindOutcome, Turns};
 use crate::acp::{self, CallError, method};
 use crate::event::EventKind;
 use crate::exec::ExitInfo;
@@ -259,6 +260,8 @@ pub(super) struct SessionInit {
     /// The session's id, held until its record is final (the terminal event and the end are
     /// handed to the store): no other session can be started under it before.
     pub(super) claim: Claim,
+    /// Its change sets (and those the store kept of its earlier life, when resumed).
+    pub(super) turns: Turns,
 }
 
 impl std::fmt::Debug for SessionInit {
@@ -296,11 +299,16 @@ pub struct Session {
     admission: Mutex<()>,
     /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
     pending_prompts: AtomicUsize,
+    /// Cancels asked so far: a turn that sees one between its start and its prompt reaching the
+    /// agent (its start snapshot takes a moment) ends `cancelled` without asking the agent.
+    cancels: AtomicU64,
     prompt_cap: usize,
     /// Announced tool calls by id, and their arrival order for eviction (see `track_tool_call`).
     tool_calls: Mutex<ToolCalls>,
     /// The running turn's tag, stamped on every event it causes.
     active: Mutex<Option<Arc<PromptTag>>>,
+    /// Each turn's change set, and the rewinds (`turns.rs`).
+    turns: Turns,
     end_reason: OnceLock<EndReason>,
     ending: CancellationToken,
     finished: CancellationToken,
@@ -339,8 +347,10 @@ impl Session {
             queue,
             admission: Mutex::new(()),
             pending_prompts: AtomicUsize::new(0),
+            cancels: AtomicU64::new(0),
             prompt_cap: init.prompt_cap,
             active: Mutex::new(None),
+            turns: init.turns,
             tool_calls: Mutex::new((HashMap::new(), VecDeque::new())),
             end_reason: OnceLock::new(),
             ending: CancellationToken::new(),
@@ -441,10 +451,40 @@ impl Session {
             let mut announced = data.clone();
             announced["toolCall"] =
                 Host::announced_tool_call(self, data.get("toolCall").unwrap_or(&Value::Null));
+            if tag.is_some() {
+                // What the turn's approvals name: the request as the agent announced it.
+                self.turns.asked(&announced);
+            }
             self.notifier.offer(self.source(), kind, &announced);
         } else {
+            if kind == EventKind::PermissionResolved && tag.is_some() {
+                self.turns.resolved(data);
+            }
             self.notifier.offer(self.source(), kind, data);
         }
+    }
+
+    /// The session's turn records (its change sets and rewinds), oldest first: those a live
+    /// session keeps ([`super::turns::MAX_TURN_RECORDS`]).
+    pub fn turn_records(&self) -> Vec<crate::store::TurnRecord> {
+        self.turns.records()
+    }
+
+    /// Every snapshot the session's records name.
+    pub fn snapshot_ids(&self) -> Vec<String> {
+        self.turns.snapshot_ids()
+    }
+
+    /// Puts the files changed by the turns from `prompt_id`'s on back as they were before it
+    /// (`docs/protocol.md` § 18): refused while a turn runs or is queued, and (unless `force`)
+    /// when someone changed one of them since the agent did.
+    pub async fn rewind(
+        &self,
+        prompt_id: &str,
+        force: bool,
+        actor: &Actor,
+    ) -> Result<RewindOutcome, RewindError> {
+        self.turns.rewind(self, prompt_id, force, actor).await
     }
 
     fn source(&self) -> Source<'_> {
@@ -620,6 +660,7 @@ impl Session {
         // ACP's order: `session/cancel` first, then the pending permission requests answered
         // `cancelled`. Answered the other way round, an agent (Qwen Code does) takes the cancelled
         // permission as a declined tool and carries on with the turn.
+        self.cancels.fetch_add(1, Ordering::SeqCst);
         self.agent.notify(method::SESSION_CANCEL, json!({"sessionId": self.id})).await;
         self.permissions().cancel_all(ResolvedBy::Cancel);
     }
@@ -731,6 +772,29 @@ impl Session {
     /// Waits until the terminal event is out and the session is gone from every table.
     pub async fn finished(&self) {
         self.finished.cancelled().await;
+    }
+}
+
+impl turns::Host for Session {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn publish(&self, kind: EventKind, data: &Value, tag: &PromptTag) {
+        self.bus.publish(kind, data, tag);
+        self.notifier.offer(self.source(), kind, data);
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    fn busy(&self) -> bool {
+        self.has_active_prompt() || self.pending_prompt_count() > 0
     }
 }
 
@@ -880,6 +944,18 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
             originator: job.originator.clone(),
         })),
     );
+    // The workspace as the turn found it: what its change set starts from. Before the prompt
+    // reaches the agent, so nothing the agent does is missed.
+    let cancels = session.cancels.load(Ordering::SeqCst);
+    let begun = session.turns.begin(&session.workspace).await;
+    if session.cancels.load(Ordering::SeqCst) != cancels {
+        // Cancelled before the agent had the prompt: the agent ignored that cancel, so it is
+        // honoured here (no change set: the agent did nothing).
+        drop(begun);
+        set_active(session, None);
+        finish_turn(session, job, Ok(json!({"stopReason": "cancelled"})));
+        return;
+    }
     let params = std::mem::take(&mut job.params);
     let mut call = session.agent.call(method::SESSION_PROMPT, params, None);
     let result = tokio::select! {
@@ -898,6 +974,9 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
     let result = result.map_err(TurnError::from).and_then(|raw| {
         serde_json::from_str::<Value>(raw.get()).map_err(|_| TurnError::Agent("invalid prompt result".into()))
     });
+    if let Some(begun) = begun {
+        session.turns.end(session.as_ref(), begun, &job.prompt_id, job.originator.as_deref()).await;
+    }
     // Idle before the turn event goes out: whoever sees it (or the blocking reply) and asks for
     // the session's status must not still see `hasActivePrompt: true`.
     set_active(session, None);
@@ -1153,6 +1232,11 @@ mod tests {
 
     /// A fixture whose agent answered `session/new` with `agent_result`.
     fn fixture_with(prompt_cap: usize, policy: Policy, agent_result: Value) -> Fixture {
+        fixture_turns(prompt_cap, policy, agent_result, super::super::turns::Turns::new(None, Vec::new()))
+    }
+
+    /// A fixture whose change sets are `turns`'.
+    fn fixture_turns(prompt_cap: usize, policy: Policy, agent_result: Value, turns: Turns) -> Fixture {
         let agent = Arc::new(FakeAgent::default());
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
@@ -1182,6 +1266,7 @@ mod tests {
             store: Arc::new(crate::store::MemoryStore::default()),
             on_finished: Box::new(move |_| done.store(true, Ordering::SeqCst)),
             claim: Arc::new(Claims::default()).claim("s1").expect("a fresh id"),
+            turns,
         });
         let frames = bus.subscribe(None).expect("subscribe").into_body(CancellationToken::new());
         Fixture { session, agent, events: Box::pin(parse_frames(frames)), finished }
@@ -1233,6 +1318,31 @@ mod tests {
 
     fn kinds(events: &[(String, Value)]) -> Vec<&str> {
         events.iter().map(|(kind, _)| kind.as_str()).collect()
+    }
+
+    /// A cancel that comes while the turn takes its start snapshot (here: waits for it) reaches
+    /// an agent that has no prompt yet, which ignores it; the turn ends `cancelled` without ever
+    /// asking the agent.
+    #[tokio::test]
+    async fn a_cancel_before_the_prompt_reaches_the_agent_ends_the_turn_without_asking_it() {
+        let engine = crate::changes::Changes::open(None, crate::changes::LIMITS).expect("a private store");
+        let turns = Turns::new(Some(Arc::new(engine)), Vec::new());
+        let snapshot_taken = turns.hold();
+        let mut f = fixture_turns(5, Policy::FirstResponder, json!({}), turns);
+        let id = f.session.enqueue(text_prompt("one")).expect("queued").prompt_id;
+        let started = async {
+            while !f.session.has_active_prompt() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(WAIT, started).await.expect("the turn starts");
+        f.session.cancel().await;
+        drop(snapshot_taken);
+        let events = f.until("turn_complete").await;
+        let (_, done) = events.last().expect("turn_complete");
+        assert_eq!((&done["promptId"], &done["stopReason"]), (&json!(id), &json!("cancelled")));
+        assert_eq!(f.agent.count(method::SESSION_PROMPT), 0, "{:?}", f.agent.methods());
+        assert!(!f.session.has_active_prompt());
     }
 
     #[tokio::test]

@@ -36,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::caller::{Access, Caller, Role, Who};
 pub use self::refusal::{ClientIdProblem, Kind, Refusal};
-use crate::daemon::{Accepted, CreateRequest, Created, Daemon, Enrol, Prompt, Session, Subscription};
+use crate::daemon::{
+    Accepted, Actor, CreateRequest, Created, Daemon, Enrol, Prompt, RewindOutcome, Session, Subscription,
+};
 use crate::devices::StreamPermit;
 use crate::event::EventKind;
 use crate::peer::Origin;
@@ -82,9 +84,33 @@ pub struct Place {
 /// The front desk. One per daemon, shared by every door.
 pub struct Desk {
     daemon: Arc<Daemon>,
-    /// Per process of the daemon's that tried to act as a client: when its window began, and
-    /// its attempts in it. Await-free critical sections only.
-    escapes: Mutex<HashMap<u32, (Instant, u32)>>,
+    /// The attempts of the daemon's processes that tried to act as a client. Await-free critical
+    /// sections only.
+    escapes: Mutex<Escapes>,
+}
+
+/// Per process of the daemon's that tried to act as a client: when its window began, and its
+/// attempts in it; at most [`MAX_ESCAPE_SOURCES`] processes.
+#[derive(Debug, Default)]
+struct Escapes(HashMap<u32, (Instant, u32)>);
+
+impl Escapes {
+    /// Counts an attempt of process `child` at `now`: its rank in its window (1 for the first).
+    /// A new process past the bound takes the place of the one whose window began first.
+    fn count(&mut self, child: u32, now: Instant) -> u32 {
+        if !self.0.contains_key(&child) && self.0.len() >= MAX_ESCAPE_SOURCES {
+            let oldest = self.0.iter().min_by_key(|(_, (at, _))| *at).map(|(pid, _)| *pid);
+            if let Some(pid) = oldest {
+                self.0.remove(&pid);
+            }
+        }
+        let window = self.0.entry(child).or_insert((now, 0));
+        if now.duration_since(window.0) >= ESCAPE_WINDOW {
+            *window = (now, 0);
+        }
+        window.1 += 1;
+        window.1
+    }
 }
 
 impl std::fmt::Debug for Desk {
@@ -95,7 +121,7 @@ impl std::fmt::Debug for Desk {
 
 impl Desk {
     pub fn new(daemon: Arc<Daemon>) -> Arc<Desk> {
-        Arc::new(Desk { daemon, escapes: Mutex::new(HashMap::new()) })
+        Arc::new(Desk { daemon, escapes: Mutex::new(Escapes::default()) })
     }
 
     pub fn daemon(&self) -> &Arc<Daemon> {
@@ -121,22 +147,7 @@ impl Desk {
     /// [`ESCAPES_RECORDED_PER_WINDOW`] of each window in the audit and on its agent's sessions
     /// (which notify the targets that want permission requests); every one in the log's count.
     fn escaped(&self, child: u32, attempt: &str) {
-        let now = Instant::now();
-        let nth = {
-            let mut escapes = lock(&self.escapes);
-            if !escapes.contains_key(&child) && escapes.len() >= MAX_ESCAPE_SOURCES {
-                let oldest = escapes.iter().min_by_key(|(_, (at, _))| *at).map(|(pid, _)| *pid);
-                if let Some(pid) = oldest {
-                    escapes.remove(&pid);
-                }
-            }
-            let window = escapes.entry(child).or_insert((now, 0));
-            if now.duration_since(window.0) >= ESCAPE_WINDOW {
-                *window = (now, 0);
-            }
-            window.1 += 1;
-            window.1
-        };
+        let nth = lock(&self.escapes).count(child, Instant::now());
         let agent = self.daemon.agent_of_process(child);
         let (workspace, name) = match &agent {
             Some((workspace, name)) => (workspace.to_string_lossy().into_owned(), Some(name.as_str())),
@@ -340,11 +351,65 @@ impl Desk {
         }
     }
 
+    /// Puts `session`'s files back as they were before turn `prompt_id`, as `caller` (the audit
+    /// names who): an observer may not (`read_only_device`), whichever door it came through.
+    pub async fn rewind(
+        &self,
+        session: &Session,
+        caller: &Caller,
+        prompt_id: &str,
+        force: bool,
+    ) -> Result<RewindOutcome, Refusal> {
+        caller.may(Access::Write)?;
+        let actor = Actor {
+            client_id: caller.client.clone(),
+            device_name: caller.device().map(|d| d.name.to_string()),
+        };
+        Ok(session.rewind(prompt_id, force, &actor).await?)
+    }
+
     /// Whether `caller` is one to ask about pending request `request_id` of `session` (its ballot
     /// would count under the request's policy): never an observer, nor a caller with no client id.
     pub fn may_decide(&self, session: &Session, caller: &Caller, request_id: &str) -> bool {
         caller.may_vote()
             && caller.client.is_some()
             && session.permissions().may_vote(request_id, caller.client.as_deref(), caller.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_ranked_in_their_processs_window_and_a_new_window_starts_over() {
+        let mut escapes = Escapes::default();
+        let t0 = Instant::now();
+        let ranks: Vec<u32> = (0..7).map(|_| escapes.count(41, t0)).collect();
+        assert_eq!(ranks, [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(escapes.count(42, t0), 1, "another process has its own window");
+        let almost = t0 + ESCAPE_WINDOW - Duration::from_millis(1);
+        assert_eq!(escapes.count(41, almost), 8, "still the same window");
+        assert_eq!(escapes.count(41, t0 + ESCAPE_WINDOW), 1, "a window's end starts a new one");
+        assert_eq!(escapes.count(41, t0 + ESCAPE_WINDOW), 2);
+    }
+
+    #[test]
+    fn past_the_bound_a_new_process_takes_the_place_of_the_oldest_window() {
+        let mut escapes = Escapes::default();
+        let t0 = Instant::now();
+        let at = |i: u32| t0 + Duration::from_millis(u64::from(i));
+        let sources = u32::try_from(MAX_ESCAPE_SOURCES).expect("small");
+        for pid in 0..sources {
+            assert_eq!(escapes.count(pid, at(pid)), 1);
+        }
+        // A process already tracked is counted, nothing dropped.
+        assert_eq!(escapes.count(5, at(sources)), 2);
+        assert_eq!(escapes.0.len(), MAX_ESCAPE_SOURCES);
+        // A new one drops process 0, whose window began first.
+        assert_eq!(escapes.count(sources, at(sources)), 1);
+        assert_eq!(escapes.0.len(), MAX_ESCAPE_SOURCES);
+        assert!(!escapes.0.contains_key(&0) && escapes.0.contains_key(&1));
+        assert_eq!(escapes.count(1, at(sources)), 2, "process 1 kept its count");
     }
 }

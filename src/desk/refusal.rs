@@ -5,7 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::daemon::{CreateError, ResumeError, SessionError};
+use crate::changes::FileError;
+use crate::daemon::{CreateError, ResumeError, RewindError, SessionError};
 use crate::devices::StreamLimit;
 use crate::permission::{RuleError, VoteError};
 
@@ -31,6 +32,11 @@ pub enum Kind {
     UpstreamTimeout,
     /// A fault of the daemon's own.
     Internal,
+    /// What it names is larger than the operation takes (qwen serve's `file_too_large`).
+    TooLarge,
+    /// Well formed, but the operation cannot apply to what it names (qwen serve's `binary_file`,
+    /// `text_not_found`, `ambiguous_text_match`).
+    Unprocessable,
 }
 
 impl Kind {
@@ -41,6 +47,8 @@ impl Kind {
             Kind::Forbidden => 403,
             Kind::NotFound => 404,
             Kind::Conflict => 409,
+            Kind::TooLarge => 413,
+            Kind::Unprocessable => 422,
             Kind::TooMany => 429,
             Kind::Internal => 500,
             Kind::Upstream => 502,
@@ -129,7 +137,7 @@ pub enum Refusal {
     InvalidOptionId { request_id: String, option_id: String },
     #[error("This client may not decide this permission request")]
     PermissionForbidden { reason: &'static str },
-    /// A question's answers it does not take (`docs/protocol.md#18-questions`): the field and why.
+    /// A question's answers it does not take (`docs/protocol.md#19-questions`): the field and why.
     /// The question stays pending.
     #[error("Invalid answer to {field}: {reason}")]
     InvalidAnswer { field: String, reason: String },
@@ -165,6 +173,28 @@ pub enum Refusal {
     /// A device's event stream or connection past one of its bounds (`devices::StreamLimit`).
     #[error("Too many event streams: {reason}; close one first")]
     StreamLimitExceeded { reason: String, scope: &'static str, limit: usize },
+    /// A file route refused (`docs/protocol.md` § 18.5): qwen serve's `errorKind` is the code.
+    #[error("{0}")]
+    File(FileError),
+    /// A rewind while a turn runs or is queued (qwen serve's `session_busy`).
+    #[error("A turn is running or queued: rewind once the session is idle")]
+    SessionBusy { session_id: String },
+    /// `promptId` names no turn of the session (qwen serve's `invalid_rewind_target`).
+    #[error("No turn of this session has promptId {prompt_id}")]
+    InvalidRewindTarget { prompt_id: String },
+    #[error("`promptId` is required and must be a non-empty string")]
+    MissingPromptId,
+    #[error("{0}")]
+    InvalidRewindFlag(String),
+    /// Files the rewind would put back were changed since the agent changed them.
+    #[error("Files were changed since the agent changed them; send force: true to rewind them anyway: {}", .paths.join(", "))]
+    RewindConflict { paths: Vec<String> },
+    /// No snapshots (`--no-snapshots`), or the snapshot store failed.
+    #[error("{0}")]
+    ChangesUnavailable(String),
+    /// `turnIndex` names no turn of the session.
+    #[error("This session has no turn {turn}")]
+    TurnNotFound { turn: u64 },
 }
 
 /// What `invalid_mode` says: the modes there are to choose from.
@@ -227,7 +257,17 @@ impl Refusal {
             Refusal::OperatorRequired,
             Refusal::StoreUnavailable(s()),
             Refusal::StreamLimitExceeded { reason: s(), scope: "", limit: 0 },
+            Refusal::SessionBusy { session_id: s() },
+            Refusal::InvalidRewindTarget { prompt_id: s() },
+            Refusal::MissingPromptId,
+            Refusal::InvalidRewindFlag(s()),
+            Refusal::RewindConflict { paths: Vec::new() },
+            Refusal::ChangesUnavailable(s()),
+            Refusal::TurnNotFound { turn: 0 },
         ]
+        .into_iter()
+        .chain(FileError::all().into_iter().map(Refusal::File))
+        .collect()
     }
 
     pub fn kind(&self) -> Kind {
@@ -264,6 +304,20 @@ impl Refusal {
             Self::AgentStartFailed(_) | Self::AgentError(_) => Kind::Upstream,
             Self::SubscriberLimitExceeded { .. } | Self::StreamLimitExceeded { .. } => Kind::TooMany,
             Self::Internal => Kind::Internal,
+            Self::File(f) => match f.status() {
+                404 => Kind::NotFound,
+                409 => Kind::Conflict,
+                413 => Kind::TooLarge,
+                422 => Kind::Unprocessable,
+                503 => Kind::Unavailable,
+                _ => Kind::Invalid,
+            },
+            Self::SessionBusy { .. } | Self::RewindConflict { .. } => Kind::Conflict,
+            Self::InvalidRewindTarget { .. } | Self::MissingPromptId | Self::InvalidRewindFlag(_) => {
+                Kind::Invalid
+            }
+            Self::ChangesUnavailable(_) => Kind::Unavailable,
+            Self::TurnNotFound { .. } => Kind::NotFound,
         }
     }
 
@@ -304,6 +358,14 @@ impl Refusal {
             Self::OperatorRequired => "operator_required",
             Self::StoreUnavailable(_) => "store_unavailable",
             Self::StreamLimitExceeded { .. } => "stream_limit_exceeded",
+            Self::File(f) => f.kind(),
+            Self::SessionBusy { .. } => "session_busy",
+            Self::InvalidRewindTarget { .. } => "invalid_rewind_target",
+            Self::MissingPromptId => "missing_prompt_id",
+            Self::InvalidRewindFlag(_) => "invalid_rewind_flag",
+            Self::RewindConflict { .. } => "rewind_conflict",
+            Self::ChangesUnavailable(_) => "changes_unavailable",
+            Self::TurnNotFound { .. } => "turn_not_found",
         }
     }
 
@@ -317,6 +379,7 @@ impl Refusal {
                 | Self::StreamLimitExceeded { .. }
                 | Self::StoreUnavailable(_)
                 | Self::DaemonDraining
+                | Self::SessionBusy { .. }
         )
     }
 
@@ -359,6 +422,20 @@ impl Refusal {
                 put("scope", json!(scope));
                 put("limit", json!(limit));
             }
+            // qwen serve's file errors say their kind as `errorKind` and their status, and
+            // @qwen-code/sdk reads them so.
+            Self::File(f) => {
+                put("errorKind", json!(f.kind()));
+                put("status", json!(f.status()));
+            }
+            Self::SessionBusy { session_id } => {
+                put("errorKind", json!("session_busy"));
+                put("retryable", json!(true));
+                put("sessionId", json!(session_id));
+            }
+            Self::InvalidRewindTarget { prompt_id } => put("promptId", json!(prompt_id)),
+            Self::RewindConflict { paths } => put("paths", json!(paths)),
+            Self::TurnNotFound { turn } => put("turnIndex", json!(turn)),
             _ => {}
         }
         f
@@ -415,6 +492,7 @@ impl From<SessionError> for Refusal {
             SessionError::InvalidMode { mode_id, available } => {
                 Refusal::InvalidMode { mode: format!("{mode_id:?}"), available }
             }
+            SessionError::Store(m) => Refusal::StoreUnavailable(m),
         }
     }
 }
@@ -443,6 +521,23 @@ impl From<RuleError> for Refusal {
             RuleError::Invalid(reason) => Refusal::InvalidRule(reason),
             RuleError::NotFound => Refusal::RuleNotFound,
             RuleError::Store(e) => Refusal::store_unavailable("The workspace rule was not changed", &e),
+        }
+    }
+}
+
+impl From<FileError> for Refusal {
+    fn from(e: FileError) -> Refusal {
+        Refusal::File(e)
+    }
+}
+
+impl From<RewindError> for Refusal {
+    fn from(e: RewindError) -> Refusal {
+        match e {
+            RewindError::Busy { session_id } => Refusal::SessionBusy { session_id },
+            RewindError::UnknownPrompt(prompt_id) => Refusal::InvalidRewindTarget { prompt_id },
+            RewindError::Conflict(paths) => Refusal::RewindConflict { paths },
+            RewindError::Unavailable(m) => Refusal::ChangesUnavailable(m),
         }
     }
 }

@@ -93,7 +93,9 @@ pub enum PairError {
     #[error(
         "A device name is 1 to {MAX_NAME_CHARS} characters, without control, formatting or invisible \
          characters (such as right-to-left overrides and zero-width spaces), spaces other than the \
-         plain one, or more than {MAX_COMBINING_MARKS} combining marks on one character"
+         plain one, more than {MAX_COMBINING_MARKS} combining marks on one character, or letters of \
+         two scripts (such as a Cyrillic 'а' among Latin letters; Latin beside Chinese, Japanese or \
+         Korean is fine)"
     )]
     InvalidName,
     #[error("the operating system's random number generator failed")]
@@ -601,6 +603,13 @@ mod tests {
         }
         fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
             Ok(None)
+        }
+        fn record_turn(&self, _: crate::store::TurnRecord) {}
+        fn turns(&self, _: &str) -> Result<Vec<crate::store::TurnRecord>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn snapshot_refs(&self) -> Result<Vec<String>, ReadError> {
+            Ok(Vec::new())
         }
         fn stats(&self) -> StoreStats {
             StoreStats::default()

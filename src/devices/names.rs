@@ -7,8 +7,19 @@
 //! ideographic space passes for it), no private-use or unassigned code points (they render as
 //! anything a font likes), and at most [`MAX_COMBINING_MARKS`] combining marks on one character
 //! (a stack of them paints over the lines around the name).
+//!
+//! Nor may a name mix scripts: a Cyrillic `а` in `pаypal`, a Greek `ο` in `οperator` look like
+//! the Latin letters they replace, so `operator's phone` could be forged beside votes. The rule
+//! is Unicode's "highly restrictive" level (UTS #39 §5.2): one script (digits, punctuation,
+//! emoji and marks belong to every script), or Latin with the scripts Japanese, Chinese or Korean
+//! write together. A name written entirely in another script that looks Latin (`соре`, all
+//! Cyrillic) still passes: no rule that keeps every language's names can refuse it; the device's
+//! id, which no one chooses, is one tap away on every name the web app shows, in `mediatord audit
+//! --ids` and in the CSV export.
 
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+use unicode_script::Script;
+use unicode_security::mixed_script::AugmentedScriptSet;
 
 /// Longest device name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -40,6 +51,21 @@ fn combining(c: char) -> bool {
     )
 }
 
+/// Whether `name` is written in one script, as UTS #39's "highly restrictive" level counts them
+/// (the module's doc).
+fn one_script(name: &str) -> bool {
+    let mut all = AugmentedScriptSet::default();
+    let mut beside_latin = AugmentedScriptSet::default();
+    for c in name.chars() {
+        let set = AugmentedScriptSet::for_char(c);
+        all.intersect_with(set);
+        if !set.base.contains_script(Script::Latin) {
+            beside_latin.intersect_with(set);
+        }
+    }
+    !all.is_empty() || beside_latin.jpan || beside_latin.hanb || beside_latin.kore
+}
+
 /// A name this module refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct InvalidName;
@@ -66,20 +92,27 @@ pub(super) fn valid_name(name: &str) -> Result<String, InvalidName> {
             marks = 0;
         }
     }
+    if !one_script(name) {
+        return Err(InvalidName);
+    }
     Ok(name.to_owned())
 }
 
-/// `name` with every character [`valid_name`] refuses replaced by U+FFFD, and combining marks past
-/// the limit dropped: how a name recorded by an earlier version is shown (it is never shown as
-/// it was).
+/// `name` with every character [`valid_name`] refuses replaced by U+FFFD, combining marks past
+/// the limit dropped, and every letter of a script other than its first one's replaced by U+FFFD:
+/// how a name recorded by an earlier version is shown (it is never shown as it was).
 pub fn neutralised(name: &str) -> String {
     if valid_name(name).is_ok_and(|n| n == name) {
         return name.to_owned();
     }
     let mut out = String::with_capacity(name.len());
     let mut marks = 0;
+    // The scripts of the letters kept so far: a letter that shares none of them is replaced.
+    let mut scripts = AugmentedScriptSet::default();
     for c in name.chars().take(MAX_NAME_CHARS) {
-        if !allowed(c) {
+        let mut with_c = scripts;
+        with_c.intersect_with(AugmentedScriptSet::for_char(c));
+        if !allowed(c) || with_c.is_empty() {
             out.push(REPLACEMENT);
             marks = 0;
         } else if combining(c) {
@@ -89,6 +122,7 @@ pub fn neutralised(name: &str) -> String {
             }
         } else {
             marks = 0;
+            scripts = with_c;
             out.push(c);
         }
     }
@@ -108,6 +142,10 @@ mod tests {
             ["phone", "Ann's laptop", "téléphone", "Tiếng Việt", "手机", "телефон", "हिन्दी फ़ोन", "📱 2"]
         {
             assert_eq!(valid_name(&format!("  {name} ")).as_deref(), Ok(name), "{name}");
+        }
+        // Latin beside the scripts Japanese, Chinese and Korean write with it.
+        for name in ["iPhone 手机", "Pixel のスマホ", "갤럭시 Tab 3", "ㄅㄆ 手机"] {
+            assert_eq!(valid_name(name).as_deref(), Ok(name), "{name}");
         }
         // Decomposed: e + circumflex + acute, two marks on one letter.
         assert!(valid_name("Vie\u{0302}\u{0301}t").is_ok());
@@ -134,6 +172,12 @@ mod tests {
             "a\u{E000}b",         // private use
             "\u{0301}a",          // a mark with nothing to sit on
             "Z\u{0301}\u{0302}\u{0303}algo",
+            "p\u{0430}ypal",           // a Cyrillic a among Latin letters
+            "\u{03BF}perator's phone", // a Greek omicron for the o
+            "laptop \u{0430}",         // Latin, then a Cyrillic word
+            "телефон phone",           // Cyrillic beside Latin
+            "\u{0440}hone \u{03B1}",   // Cyrillic and Greek
+            "手机 телефон",            // Han beside Cyrillic
         ];
         for name in refused {
             assert_eq!(valid_name(name), Err(InvalidName), "{name:?}");
@@ -150,7 +194,13 @@ mod tests {
         assert_eq!(neutralised("\u{0301}\u{0301}a"), "a");
         assert_eq!(neutralised("\u{200B}"), "\u{FFFD}");
         assert_eq!(neutralised(&"y".repeat(MAX_NAME_CHARS + 9)).chars().count(), MAX_NAME_CHARS);
-        for shown in ["admin\u{202E}enohp", "a\nb", "Z\u{0301}\u{0302}\u{0303}"] {
+        // A name that mixed scripts keeps its first script's letters.
+        assert_eq!(neutralised("p\u{0430}ypal"), "p\u{FFFD}ypal");
+        assert_eq!(neutralised("\u{0430}pple 2"), "\u{0430}\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD} 2");
+        assert_eq!(neutralised("iPhone 手机"), "iPhone 手机", "allowed now, shown as it is");
+        for shown in
+            ["admin\u{202E}enohp", "a\nb", "Z\u{0301}\u{0302}\u{0303}", "p\u{0430}ypal", "\u{0430}pple"]
+        {
             assert!(valid_name(&neutralised(shown)).is_ok(), "{shown:?}");
         }
     }

@@ -353,7 +353,16 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, dir.join(FILE)).expect("symlink");
         let found = locate(None, Some(&dir), false);
         assert_eq!(found.source, Source::Default);
-        assert!(found.ignored.as_deref().is_some_and(|w| w.contains("symbolic link")), "{found:?}");
+        assert!(
+            found.ignored.as_deref().is_some_and(|w| w.ends_with(": it is a symbolic link")),
+            "{found:?}"
+        );
+        std::fs::remove_file(dir.join(FILE)).expect("rm");
+        // Something that cannot be opened as a file (a socket) says so, and is no symbolic link.
+        let socket = std::os::unix::net::UnixListener::bind(dir.join(FILE)).expect("a socket");
+        let found = locate(None, Some(&dir), false);
+        drop(socket);
+        assert!(found.ignored.as_deref().is_some_and(|w| w.contains(": it cannot be read: ")), "{found:?}");
         std::fs::remove_file(dir.join(FILE)).expect("rm");
         // Init, or no process at all, is no daemon.
         for pid in [1, 0, NO_SUCH_PID] {

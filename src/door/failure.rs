@@ -146,7 +146,7 @@ impl Failure {
         let kind = self.kind();
         let code = match (self, kind) {
             (Failure::MethodNotFound(_), _) => crate::acp::METHOD_NOT_FOUND,
-            (_, Kind::Invalid) => crate::acp::INVALID_PARAMS,
+            (_, Kind::Invalid | Kind::TooLarge | Kind::Unprocessable) => crate::acp::INVALID_PARAMS,
             (_, Kind::NotFound) => crate::acp::RESOURCE_NOT_FOUND,
             (_, Kind::Forbidden) => -32003,
             (_, Kind::Conflict) => -32004,

@@ -294,7 +294,7 @@ impl Lane {
 
     /// `session/request_permission` for a pending request this connection may decide and has not
     /// been asked yet; a question as `elicitation/create` when the client advertised its mode
-    /// (`docs/protocol.md#186-over-acp`).
+    /// (`docs/protocol.md#196-over-acp`).
     fn ask(&mut self, data: &Value) -> Option<Bytes> {
         let request_id = data.get("requestId").and_then(Value::as_str)?;
         if self.asked.contains(request_id) {

@@ -56,7 +56,7 @@ pub(super) struct Shared {
     pub(super) envelope: AtomicBool,
     /// The elicitation modes the client advertised at `initialize`
     /// (`clientCapabilities.elicitation.form` / `.url`): a question it can take in one is asked
-    /// as `elicitation/create`, any other as `session/request_permission` (`docs/protocol.md#186-over-acp`).
+    /// as `elicitation/create`, any other as `session/request_permission` (`docs/protocol.md#196-over-acp`).
     pub(super) elicit_form: AtomicBool,
     pub(super) elicit_url: AtomicBool,
     pub(super) book: Mutex<Book>,

@@ -79,6 +79,7 @@ fn asked(d: &AppState, token: &str, link: &Link, bounds: Bounds) -> Option<prese
             r.get("options").unwrap_or(&Value::Null),
             bounds,
         )
+        .warned(&r)
     })
 }
 
@@ -268,6 +269,9 @@ fn request_html(asked: &present::Request, option_id: &str) -> String {
         escape(&asked.kind),
         escape(&asked.title)
     ));
+    if let Some(warning) = &asked.warning {
+        out.push_str(&format!(r#"<p class="warning" role="alert">{}</p>"#, escape(warning)));
+    }
     for s in &asked.sections {
         out.push_str(&section_html(s));
     }
@@ -422,13 +426,13 @@ fn answers_posted(body: &[u8]) -> Option<crate::permission::Answers> {
 
 /// Pages share one look: readable on a phone, light or dark as the device is, the app one tap away.
 const PAGE_STYLE: &str = "\
-:root{color-scheme:light dark;--muted:#6b7280;--add:#dcfce7;--del:#fee2e2;--code:#f3f4f6;--accent:#2563eb}\
-@media (prefers-color-scheme:dark){:root{--add:#14532d;--del:#7f1d1d;--code:#1f2937;--accent:#60a5fa}}\
+:root{color-scheme:light dark;--muted:#6b7280;--add:#dcfce7;--del:#fee2e2;--code:#f3f4f6;--accent:#2563eb;--warn:#b91c1c}\
+@media (prefers-color-scheme:dark){:root{--add:#14532d;--del:#7f1d1d;--code:#1f2937;--accent:#60a5fa;--warn:#fca5a5}}\
 body{font:16px/1.5 system-ui,sans-serif;margin:0 auto;padding:1rem;max-width:48rem}\
 header{display:flex;justify-content:space-between;align-items:center;border-bottom:1px solid var(--muted);padding-bottom:.5rem}\
 header a{font-weight:600;text-decoration:none;color:var(--accent)}\
 h1{font-size:1.3rem}h2{font-size:.85rem;font-family:ui-monospace,monospace;color:var(--muted);margin:.8rem 0 .2rem;overflow-wrap:anywhere}\
-p{overflow-wrap:anywhere}.title{font-weight:600}.note,.cut{color:var(--muted);font-size:.9rem}\
+p{overflow-wrap:anywhere}.title{font-weight:600}.note,.cut{color:var(--muted);font-size:.9rem}.warning{color:var(--warn);font-weight:600}\
 pre{background:var(--code);padding:.5rem 0;border-radius:8px;white-space:pre-wrap;overflow-wrap:anywhere;font:14px/1.4 ui-monospace,monospace;margin:0}\
 pre>span{display:block;padding:0 .75rem}.added{background:var(--add)}.removed{background:var(--del)}.hunk,.note{color:var(--muted)}\
 button,a.button{display:inline-block;font-size:1.1rem;padding:.7em 1.4em;border-radius:10px;border:2px solid var(--accent);background:var(--accent);color:#fff;text-decoration:none;margin-top:1rem}";

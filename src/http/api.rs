@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
-use super::{acp, act, daemon, devices, events, history, permissions, prompts, sessions, shell, web};
+use super::{
+    acp, act, changes, daemon, devices, events, history, permissions, prompts, sessions, shell, web,
+};
 
 macro_rules! api {
     (
@@ -52,6 +54,67 @@ async fn openapi_json() -> Response {
 }
 
 const NO_CONTENT: &[(u16, Body)] = &[(204, Body::Empty)];
+/// The file routes' errors (qwen serve's `errorKind`s), and a named workspace's.
+const FILE_READ: &[&str] = &[
+    "parse_error",
+    "path_outside_workspace",
+    "path_not_found",
+    "binary_file",
+    "file_too_large",
+    "hash_mismatch",
+    "io_error",
+    "invalid_query",
+    "invalid_client_id",
+    "changes_unavailable",
+    "invalid_cwd",
+    "workspace_mismatch",
+];
+const FILE_WRITE: &[&str] = &[
+    "parse_error",
+    "path_outside_workspace",
+    "path_not_found",
+    "binary_file",
+    "file_too_large",
+    "hash_mismatch",
+    "file_already_exists",
+    "text_not_found",
+    "ambiguous_text_match",
+    "io_error",
+    "invalid_json",
+    "invalid_client_id",
+    "changes_unavailable",
+    "invalid_cwd",
+    "workspace_mismatch",
+];
+const DIFF: &[&str] = &[
+    "parse_error",
+    "path_outside_workspace",
+    "invalid_query",
+    "changes_unavailable",
+    "invalid_cwd",
+    "workspace_mismatch",
+];
+const PATH_Q: &[(&str, &str)] = &[("path", "a path relative to the workspace (or absolute under it)")];
+const READ_Q: &[(&str, &str)] = &[
+    ("path", "a path relative to the workspace (or absolute under it)"),
+    ("maxBytes", "at most this many bytes of text, 1-262144"),
+    ("line", "the first line, 1-based"),
+    ("limit", "at most this many lines, 1-2000"),
+    ("cursor", "the previous answer's `nextCursor` (excludes `line`)"),
+];
+const BYTES_Q: &[(&str, &str)] = &[
+    ("path", "a path relative to the workspace (or absolute under it)"),
+    ("offset", "the first byte, 0-based"),
+    ("maxBytes", "at most this many bytes, 1-262144 (default 65536)"),
+];
+const LIST_Q: &[(&str, &str)] = &[
+    ("path", "a folder relative to the workspace (or absolute under it); `.` for the workspace"),
+    ("includeIgnored", "`1` or `true`: list what `.gitignore` excludes too (marked `ignored`)"),
+];
+const GLOB_Q: &[(&str, &str)] = &[
+    ("pattern", "a glob relative to the workspace (`*` within a folder, `**` across); no `..`"),
+    ("maxResults", "at most this many matches, 1-50000 (default 5000)"),
+];
 const SESSION: &[&str] = &["session_not_found"];
 const VOTE_ERRORS: &[&str] = &[
     "invalid_json",
@@ -124,7 +187,7 @@ api! {
                 ("sessionId", "a session id"),
                 ("since", "requested at or after (ms since the Unix epoch)"),
                 ("until", "requested before (ms since the Unix epoch)"),
-                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out` or `abandoned`"),
+                ("outcome", "`pending`, `selected`, `cancelled`, `timed_out`, `abandoned`, `unapproved` or `rewound`"),
                 ("cursor", "the previous page's `nextCursor`"),
                 ("limit", "entries per page, 1-500 (default 50); in an export 1-5000 (default 5000)"),
                 ("format", "`csv` or `json`: the entries as a download instead of a page"),
@@ -236,6 +299,127 @@ api! {
                 "token_required", "session_shell_disabled", "client_id_required", "invalid_client_id",
                 "session_not_found", "invalid_command",
             ]);
+    get "/workspace/git/diff" => changes::workspace_diff,
+        Operation::new("workspaceGitDiff", "changes", "The workspace's changed files against git's HEAD (read from git's objects only: the index, refs and stash are never touched), or in a plain directory against the first snapshot of its newest session (docs/protocol.md §18)")
+            .ok(&[(200, Json("WorkspaceDiff"))])
+            .errors(DIFF);
+    get "/workspace/git/diff/file" => changes::workspace_diff_file,
+        Operation::new("workspaceGitDiffFile", "changes", "One file's hunks in the workspace diff")
+            .ok(&[(200, Json("WorkspaceDiffHunks"))])
+            .query(&[("path", "the file, relative to the workspace"), ("oldPath", "accepted for qwen serve's clients; renames are not detected")])
+            .errors(DIFF);
+    get "/workspaces/{workspace}/git/diff" => changes::named_diff,
+        Operation::new("namedWorkspaceGitDiff", "changes", "The workspace diff of a workspace the daemon serves (its absolute path, URL-encoded)")
+            .ok(&[(200, Json("WorkspaceDiff"))])
+            .errors(DIFF);
+    get "/workspaces/{workspace}/git/diff/file" => changes::named_diff_file,
+        Operation::new("namedWorkspaceGitDiffFile", "changes", "One file's hunks in a named workspace's diff")
+            .ok(&[(200, Json("WorkspaceDiffHunks"))])
+            .query(&[("path", "the file, relative to the workspace"), ("oldPath", "accepted; renames are not detected")])
+            .errors(DIFF);
+    get "/session/{id}/rewind/snapshots" => changes::rewind_snapshots,
+        Operation::new("rewindSnapshots", "changes", "The session's turns with a change set: qwen serve's rewind snapshots (a live session's, or what the history kept of an ended one)")
+            .ok(&[(200, Json("RewindSnapshots"))])
+            .errors(&["session_not_found", "store_unavailable"]);
+    post "/session/{id}/rewind" => changes::rewind,
+        Operation::new("rewind", "changes", "Put the files the turns from `promptId`'s on changed back as they were before it: refused while a turn runs (409 `session_busy`) and, unless `force`, when one was changed since the agent changed it (409 `rewind_conflict`, naming them); audited with who did it; observers may not (docs/protocol.md §18.3)")
+            .body("RewindRequest")
+            .ok(&[(200, Json("RewindResult"))])
+            .headers(&[ClientId])
+            .errors(&[
+                "invalid_json", "missing_prompt_id", "invalid_rewind_flag", "invalid_client_id", "session_not_found",
+                "invalid_rewind_target", "session_busy", "rewind_conflict", "changes_unavailable",
+            ]);
+    get "/session/{id}/turns" => changes::turns,
+        Operation::new("turns", "changes", "Every turn's change set of the session, each file marked `unapproved` or not, and its rewinds")
+            .ok(&[(200, Json("TurnList"))])
+            .errors(&["session_not_found", "store_unavailable"]);
+    get "/session/{id}/turns/{turn}/diff" => changes::turn_diff,
+        Operation::new("turnDiff", "changes", "A turn's diff: one file's hunks (`?path=`), or with `?format=unified` the unified diff (of the file, or of the whole turn) as text/x-diff")
+            .ok(&[(200, Json("TurnDiff"))])
+            .query(&[("path", "a file the turn changed"), ("format", "`json` (the default) or `unified`")])
+            .errors(&[
+                "session_not_found", "store_unavailable", "turn_not_found", "invalid_path", "invalid_query",
+                "invalid_parameter", "path_outside_workspace", "changes_unavailable",
+            ]);
+    get "/file" => changes::file,
+        Operation::new("readWorkspaceFile", "files", "A text file of the workspace: content, encoding, line ending, `sha256:` hash, paging (qwen serve's GET /file)")
+            .ok(&[(200, Json("FileRead"))])
+            .query(READ_Q)
+            .headers(&[ClientId])
+            .errors(FILE_READ);
+    get "/file/bytes" => changes::file_bytes,
+        Operation::new("readWorkspaceFileBytes", "files", "A window of a file's bytes, base64 (qwen serve's GET /file/bytes)")
+            .ok(&[(200, Json("FileBytes"))])
+            .query(BYTES_Q)
+            .headers(&[ClientId])
+            .errors(FILE_READ);
+    get "/stat" => changes::file_stat,
+        Operation::new("fileStat", "files", "What is at a path, not following its last component")
+            .ok(&[(200, Json("FileStat"))])
+            .query(PATH_Q)
+            .errors(FILE_READ);
+    get "/list" => changes::file_list,
+        Operation::new("dirList", "files", "A folder's entries (at most 2000)")
+            .ok(&[(200, Json("FileList"))])
+            .query(LIST_Q)
+            .errors(FILE_READ);
+    get "/glob" => changes::file_glob,
+        Operation::new("glob", "files", "The workspace's files matching a glob (.gitignore applied)")
+            .ok(&[(200, Json("GlobResult"))])
+            .query(GLOB_Q)
+            .errors(FILE_READ);
+    post "/file/write" => changes::file_write,
+        Operation::new("writeWorkspaceFile", "files", "Create a file (201), or replace one whose `sha256:` hash is `expectedHash` (a stale hash: 409 `hash_mismatch`)")
+            .body("FileWriteRequest")
+            .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
+            .headers(&[ClientId])
+            .errors(FILE_WRITE);
+    post "/file/edit" => changes::file_edit,
+        Operation::new("editWorkspaceFile", "files", "Replace the one occurrence of `oldText` in a file whose hash is `expectedHash`")
+            .body("FileEditRequest")
+            .ok(&[(200, Json("FileWritten"))])
+            .headers(&[ClientId])
+            .errors(FILE_WRITE);
+    get "/workspaces/{workspace}/file" => changes::named_file,
+        Operation::new("namedReadWorkspaceFile", "files", "GET /file in a named workspace (its absolute path, URL-encoded)")
+            .ok(&[(200, Json("FileRead"))])
+            .query(READ_Q)
+            .headers(&[ClientId])
+            .errors(FILE_READ);
+    get "/workspaces/{workspace}/file/bytes" => changes::named_file_bytes,
+        Operation::new("namedReadWorkspaceFileBytes", "files", "GET /file/bytes in a named workspace")
+            .ok(&[(200, Json("FileBytes"))])
+            .query(BYTES_Q)
+            .headers(&[ClientId])
+            .errors(FILE_READ);
+    get "/workspaces/{workspace}/stat" => changes::named_stat,
+        Operation::new("namedFileStat", "files", "GET /stat in a named workspace")
+            .ok(&[(200, Json("FileStat"))])
+            .query(PATH_Q)
+            .errors(FILE_READ);
+    get "/workspaces/{workspace}/list" => changes::named_list,
+        Operation::new("namedDirList", "files", "GET /list in a named workspace")
+            .ok(&[(200, Json("FileList"))])
+            .query(LIST_Q)
+            .errors(FILE_READ);
+    get "/workspaces/{workspace}/glob" => changes::named_glob,
+        Operation::new("namedGlob", "files", "GET /glob in a named workspace")
+            .ok(&[(200, Json("GlobResult"))])
+            .query(GLOB_Q)
+            .errors(FILE_READ);
+    post "/workspaces/{workspace}/file/write" => changes::named_write,
+        Operation::new("namedWriteWorkspaceFile", "files", "POST /file/write in a named workspace")
+            .body("FileWriteRequest")
+            .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
+            .headers(&[ClientId])
+            .errors(FILE_WRITE);
+    post "/workspaces/{workspace}/file/edit" => changes::named_edit,
+        Operation::new("namedEditWorkspaceFile", "files", "POST /file/edit in a named workspace")
+            .body("FileEditRequest")
+            .ok(&[(200, Json("FileWritten"))])
+            .headers(&[ClientId])
+            .errors(FILE_WRITE);
     get "/act/{token}" => act::confirm,
         Operation::new("confirmAction", "notifications", "A notification's action link: a confirmation page (no bearer token: the token is the credential; docs/notifications.md)")
             .ok(&[(200, Body::Html)])

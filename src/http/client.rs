@@ -32,12 +32,58 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// heartbeat after 15 s of silence, so three missed ones.
 pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
 
-/// A call that got no answer (`why` names the address), said with what to do: most often the
-/// daemon is not running, or listens at another address.
-pub fn unanswered(why: &str) -> String {
-    format!(
-        "{why}. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
-    )
+/// Why a call got no answer the command can use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoAnswer {
+    /// Nothing answered, or the exchange broke off (names the address): most often the daemon is
+    /// not running, or listens at another address.
+    Unreachable(String),
+    /// Something answered over https with a certificate this client does not trust: the whole
+    /// message, with what to do ([`untrusted`]). Asking whether the daemon runs would mislead.
+    Untrusted(String),
+}
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoAnswer::Unreachable(why) | NoAnswer::Untrusted(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<NoAnswer> for String {
+    fn from(e: NoAnswer) -> String {
+        e.to_string()
+    }
+}
+
+/// A call that got no answer, said with what to do: most often the daemon is not running, or
+/// listens at another address; a certificate not trusted says so instead.
+pub fn unanswered(e: &NoAnswer) -> String {
+    match e {
+        NoAnswer::Unreachable(why) => format!(
+            "{why}. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
+        ),
+        NoAnswer::Untrusted(why) => why.clone(),
+    }
+}
+
+/// The daemon at `url` answered over https with a certificate this client refused (`pinned`: the
+/// client trusted only the fingerprint the daemon advertised): what is wrong, and what to do.
+/// Shared by every command-line client (`pair`, `devices`, `attach`, `watch`, `approve`, `connect`).
+pub fn untrusted(url: &str, pinned: bool, problem: &crate::tls::CertificateProblem) -> String {
+    let what_to_do = if pinned {
+        "the pin is the fingerprint the daemon advertised (daemon.json in its state directory, or mDNS \
+         on the LAN): another server answers at this address, or the advert is stale"
+    } else if problem.a_ca_helps {
+        "trust its CA with SSL_CERT_FILE, or use the URL in daemon.json (pinned: that exact certificate \
+         is trusted, whatever issued it)"
+    } else {
+        "no CA this machine trusts can change that: use the URL in daemon.json (pinned: that exact \
+         certificate is trusted, whatever it is), or give the daemon a certificate a CA issued \
+         (docs/operations.md#https)"
+    };
+    format!("the daemon at {url} answered, but its certificate is not trusted: {problem}; {what_to_do}")
 }
 
 /// `http(s)://host[:port][/prefix]` split into (https, authority, host, port, prefix).
@@ -175,31 +221,39 @@ impl Target {
     async fn send(
         &self,
         request: Request<Body>,
-    ) -> Result<(axum::http::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), String> {
+    ) -> Result<(axum::http::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), NoAnswer> {
+        let unreachable = |e: String| NoAnswer::Unreachable(e);
         let stream = TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| format!("cannot reach the daemon at {}: {e}", self.url))?;
+            .map_err(|e| unreachable(format!("cannot reach the daemon at {}: {e}", self.url)))?;
         let (mut sender, driver) = if self.https {
             let config = match &self.fingerprint {
                 Some(fingerprint) => crate::tls::pinned_client(fingerprint),
                 None => crate::tls::client_trust().map(|t| t.config),
             }
-            .map_err(|e| e.to_string())?;
-            let name =
-                rustls::pki_types::ServerName::try_from(self.host.clone()).map_err(|e| e.to_string())?;
-            let stream = tokio_rustls::TlsConnector::from(config)
-                .connect(name, stream)
-                .await
-                .map_err(|e| format!("cannot reach the daemon at {} over https: {e}", self.url))?;
-            handshake(stream).await?
+            .map_err(|e| unreachable(e.to_string()))?;
+            let name = rustls::pki_types::ServerName::try_from(self.host.clone())
+                .map_err(|e| unreachable(e.to_string()))?;
+            let stream =
+                tokio_rustls::TlsConnector::from(config).connect(name, stream).await.map_err(|e| {
+                    match crate::tls::certificate_problem(&e) {
+                        Some(problem) => {
+                            NoAnswer::Untrusted(untrusted(&self.url, self.fingerprint.is_some(), &problem))
+                        }
+                        None => {
+                            unreachable(format!("cannot reach the daemon at {} over https: {e}", self.url))
+                        }
+                    }
+                })?;
+            handshake(stream).await.map_err(unreachable)?
         } else {
-            handshake(stream).await?
+            handshake(stream).await.map_err(unreachable)?
         };
         match sender.send_request(request).await {
             Ok(response) => Ok((response, driver)),
             Err(e) => {
                 driver.abort();
-                Err(format!("the daemon at {} did not answer: {e}", self.url))
+                Err(unreachable(format!("the daemon at {} did not answer: {e}", self.url)))
             }
         }
     }
@@ -213,26 +267,34 @@ impl Target {
         extra: &[(&str, &str)],
         body: Option<&Value>,
         limit: usize,
-    ) -> Result<(u16, Value), String> {
-        let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    ) -> Result<(u16, Value), NoAnswer> {
+        let method =
+            Method::from_bytes(method.as_bytes()).map_err(|e| NoAnswer::Unreachable(e.to_string()))?;
         let text = body.map(Value::to_string).unwrap_or_default();
-        let request =
-            self.request(method, path, &[&[("accept", "application/json")], extra].concat(), text)?;
+        let request = self
+            .request(method, path, &[&[("accept", "application/json")], extra].concat(), text)
+            .map_err(NoAnswer::Unreachable)?;
         let exchange = async {
             let (response, driver) = self.send(request).await?;
             let status = response.status().as_u16();
             let read = axum::body::to_bytes(Body::new(response.into_body()), limit).await;
             driver.abort();
-            let bytes = read.map_err(|e| format!("the daemon's answer could not be read: {e}"))?;
+            let bytes = read
+                .map_err(|e| NoAnswer::Unreachable(format!("the daemon's answer could not be read: {e}")))?;
             Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
         };
         tokio::time::timeout(TIMEOUT, exchange)
             .await
-            .map_err(|_| format!("the daemon at {} did not answer", self.url))?
+            .map_err(|_| NoAnswer::Unreachable(format!("the daemon at {} did not answer", self.url)))?
     }
 
     /// [`Target::call_with`] without extra headers, reading at most 1 MiB.
-    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), NoAnswer> {
         self.call_with(method, path, &[], body, MAX_RESPONSE_BYTES).await
     }
 
@@ -249,7 +311,7 @@ impl Target {
         let (response, driver) = tokio::time::timeout(TIMEOUT, self.send(request))
             .await
             .map_err(|_| OpenError::Unreachable(format!("the daemon at {} did not answer", self.url)))?
-            .map_err(OpenError::Unreachable)?;
+            .map_err(|e| OpenError::Unreachable(e.to_string()))?;
         let status = response.status().as_u16();
         let body = Body::new(response.into_body());
         if status != 200 {
@@ -410,8 +472,12 @@ pub async fn call(
     path: &str,
     token: Option<&str>,
     body: Option<&Value>,
-) -> Result<(u16, Value), String> {
-    Target::new(&at.url, token, None)?.pinned(at.fingerprint.clone()).call(method, path, body).await
+) -> Result<(u16, Value), NoAnswer> {
+    Target::new(&at.url, token, None)
+        .map_err(NoAnswer::Unreachable)?
+        .pinned(at.fingerprint.clone())
+        .call(method, path, body)
+        .await
 }
 
 #[cfg(test)]
@@ -440,6 +506,39 @@ mod tests {
     fn a_segment_escapes_everything_but_unreserved_bytes() {
         assert_eq!(segment("demo-1.a_b~"), "demo-1.a_b~");
         assert_eq!(segment("a/b c?é"), "a%2Fb%20c%3F%C3%A9");
+    }
+
+    #[test]
+    fn a_pin_is_kept_and_none_keeps_the_systems_roots() {
+        let t = Target::new("https://127.0.0.1:1", None, None).expect("target");
+        assert_eq!(t.fingerprint, None);
+        let pinned = t.pinned(Some("AB:CD".to_owned()));
+        assert_eq!(pinned.fingerprint.as_deref(), Some("AB:CD"));
+        assert_eq!(pinned.pinned(None).fingerprint, None);
+    }
+
+    /// Issue #44: a certificate not trusted is the daemon's answer, not a daemon that is down.
+    #[test]
+    fn no_answer_asks_whether_the_daemon_runs_and_an_untrusted_certificate_says_what_to_do() {
+        let down = unanswered(&NoAnswer::Unreachable("cannot reach the daemon at http://h:1".to_owned()));
+        assert_eq!(
+            down,
+            "cannot reach the daemon at http://h:1. Is the daemon running? `mediatord serve` starts it; --url (or MEDIATORD_URL) names another address"
+        );
+        let problem =
+            |why: &str, a_ca_helps| crate::tls::CertificateProblem { why: why.to_owned(), a_ca_helps };
+        let unknown = untrusted("https://localhost:7776", false, &problem("it was issued by X", true));
+        assert_eq!(
+            unknown,
+            "the daemon at https://localhost:7776 answered, but its certificate is not trusted: it was issued by X; trust its CA with SSL_CERT_FILE, or use the URL in daemon.json (pinned: that exact certificate is trusted, whatever issued it)"
+        );
+        assert_eq!(unanswered(&NoAnswer::Untrusted(unknown.clone())), unknown, "nothing added");
+        let ca = untrusted("https://h:1", false, &problem("it is a CA certificate", false));
+        assert!(ca.ends_with("; no CA this machine trusts can change that: use the URL in daemon.json (pinned: that exact certificate is trusted, whatever it is), or give the daemon a certificate a CA issued (docs/operations.md#https)"), "{ca}");
+        let pinned =
+            untrusted("https://h:1", true, &problem("it is not the certificate that was pinned", false));
+        assert!(pinned.contains("not trusted: it is not the certificate that was pinned; the pin is the fingerprint the daemon advertised"), "{pinned}");
+        assert_eq!(String::from(NoAnswer::Untrusted("x".to_owned())), "x");
     }
 
     #[test]

@@ -392,7 +392,11 @@ impl Relay {
             Ok(stream) => Ok(tokio_util::either::Either::Right(stream)),
             // Trying again cannot change the certificate: say so at once.
             Err(e) => match crate::tls::certificate_problem(&e) {
-                Some(why) => Err(Dial::Refused(format!("the daemon's certificate is not trusted: {why}"))),
+                Some(problem) => Err(Dial::Refused(crate::http::client::untrusted(
+                    &self.url,
+                    self.fingerprint.is_some(),
+                    &problem,
+                ))),
                 None => Err(Dial::Retry(format!("TLS: {e}"))),
             },
         }

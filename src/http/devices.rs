@@ -4,7 +4,7 @@
 //! `503 store_unavailable` and not done.
 
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
@@ -49,10 +49,11 @@ fn base_url(d: &AppState, req_host: Option<&str>) -> String {
 /// `POST /devices/pairing {name?, role?}` → `{code, url, expiresAt, qrSvg}`.
 pub(super) async fn create_pairing(
     State(d): State<AppState>,
+    uri: Uri,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let host = super::perimeter::authority_of(&uri, &headers);
     if !body.is_object() {
         return Err(ApiError::InvalidJson);
     }

@@ -10,7 +10,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::daemon::{CreateError, ResumeError, SessionError};
+use crate::changes::FileError;
+use crate::daemon::{CreateError, ResumeError, RewindError, SessionError};
 pub use crate::desk::ClientIdProblem;
 use crate::desk::{Kind, Refusal};
 use crate::devices::{PAIRING_FAILURE_WINDOW, PairError, RevokeError, StreamLimit};
@@ -398,7 +399,17 @@ macro_rules! refused_from {
         }
     )*};
 }
-refused_from!(Refusal, CreateError, SessionError, VoteError, RuleError, ResumeError, StreamLimit);
+refused_from!(
+    Refusal,
+    CreateError,
+    SessionError,
+    VoteError,
+    RuleError,
+    ResumeError,
+    StreamLimit,
+    FileError,
+    RewindError
+);
 
 impl From<Failure> for ApiError {
     fn from(f: Failure) -> ApiError {

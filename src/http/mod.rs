@@ -34,6 +34,7 @@ mod acp;
 mod act;
 pub mod api;
 mod auth;
+mod changes;
 pub mod client;
 mod conn;
 pub mod connect;

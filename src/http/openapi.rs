@@ -398,6 +398,10 @@ fn schemas() -> Value {
         "createdAt": {"type": "string", "format": "date-time"},
         "clientCount": int, "hasActivePrompt": boolean,
         "pendingPermissions": {"type": "integer", "minimum": 0, "description": "Permission requests waiting for a decision"},
+        "state": {"enum": ["live", "dormant", "closed"], "description": "live: this daemon runs it; dormant (ended by a shutdown, a crash, its agent's death or a lost fleet node: resumable; GET /session/{id} answers it too) or closed (by a client; listed with include=ended only): read from the history, with the fields below instead of the live ones (docs/protocol.md 3.4, 14.3)"},
+        "endedAt": {"type": ["string", "null"], "format": "date-time"},
+        "endReason": {"type": ["string", "null"], "description": "closed_by_client, daemon_shutdown, daemon_stopped, agent_exited, node_lost"},
+        "lastEventId": {"type": "integer", "minimum": 0, "description": "The id of its last recorded event"},
     });
     let mut status_props = summary_props.clone();
     status_props["subscribers"] = int.clone();
@@ -704,18 +708,208 @@ fn schemas() -> Value {
     if let (Some(all), Value::Object(devices)) = (schemas.as_object_mut(), device_schemas()) {
         all.extend(devices);
     }
+    if let (Some(all), Value::Object(changes)) = (schemas.as_object_mut(), change_schemas()) {
+        all.extend(changes);
+    }
     if let (Some(all), Value::Object(questions)) = (schemas.as_object_mut(), question_schemas()) {
         all.extend(questions);
     }
     schemas
 }
 
-/// A question's parts (`docs/protocol.md#18-questions`; apart, for the macro's recursion).
+/// What sessions changed and the file routes (docs/protocol.md § 18), in qwen serve's shapes
+/// (apart, like [`device_schemas`], for the macro's recursion).
+fn change_schemas() -> Value {
+    let string = json!({"type": "string"});
+    let int = json!({"type": "integer", "minimum": 0});
+    let boolean = json!({"type": "boolean"});
+    let hash = json!({"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"});
+    let ignore = json!({"enum": ["file", "directory", null]});
+    let ending = json!({"enum": ["lf", "crlf"]});
+    let hunk = json!({
+        "type": "object",
+        "required": ["oldStart", "oldLines", "newStart", "newLines", "lines"],
+        "properties": {
+            "oldStart": int, "oldLines": int, "newStart": int, "newLines": int,
+            "lines": {"type": "array", "items": string, "description": "Each prefixed with ` `, `+` or `-`"},
+        },
+    });
+    let changed_file = json!({
+        "type": "object",
+        "required": ["path", "status", "added", "removed", "isBinary", "truncated", "unapproved"],
+        "properties": {
+            "path": string, "status": {"enum": ["added", "modified", "deleted"]}, "added": int, "removed": int,
+            "isBinary": boolean, "truncated": boolean,
+            "unapproved": {"type": "boolean", "description": "No permission request approved in the turn names it"},
+        },
+    });
+    json!({
+        "WorkspaceDiff": {
+            "type": "object",
+            "description": "qwen serve's DaemonWorkspaceGitDiff: the workspace's files against git's HEAD (or, in a plain directory, against the first snapshot of its newest session)",
+            "required": ["v", "workspaceCwd", "available", "filesCount", "linesAdded", "linesRemoved", "files", "hiddenCount", "base"],
+            "properties": {
+                "v": {"const": 1}, "workspaceCwd": string, "available": boolean, "filesCount": int,
+                "linesAdded": int, "linesRemoved": int, "hiddenCount": int,
+                "base": {"enum": ["head", "snapshot", "none"]},
+                "files": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["path", "added", "removed", "isBinary", "isUntracked", "isDeleted", "truncated"],
+                    "properties": {
+                        "path": string, "oldPath": string, "added": int, "removed": int, "isBinary": boolean,
+                        "isUntracked": boolean, "isDeleted": boolean, "truncated": boolean,
+                    },
+                }},
+            },
+        },
+        "WorkspaceDiffHunks": {
+            "type": "object",
+            "required": ["v", "workspaceCwd", "path", "available", "hunks"],
+            "properties": {
+                "v": {"const": 1}, "workspaceCwd": string, "path": string, "available": boolean,
+                "hunks": {"type": "array", "items": hunk}, "truncated": boolean,
+            },
+        },
+        "RewindSnapshots": {
+            "type": "object",
+            "required": ["snapshots"],
+            "properties": {"snapshots": {"type": "array", "items": {
+                "type": "object",
+                "required": ["promptId", "turnIndex", "timestamp", "diffStats"],
+                "properties": {
+                    "promptId": string, "turnIndex": int, "timestamp": {"type": "string", "format": "date-time"},
+                    "diffStats": {"type": "object", "required": ["filesChanged", "insertions", "deletions"],
+                        "properties": {"filesChanged": int, "insertions": int, "deletions": int}},
+                    "unapprovedCount": int,
+                },
+            }}},
+        },
+        "RewindRequest": {
+            "type": "object",
+            "required": ["promptId"],
+            "properties": {
+                "promptId": {"type": "string", "minLength": 1},
+                "rewindFiles": {"type": "boolean", "description": "Only `true` (the default): files are rewound, the conversation is not"},
+                "force": {"type": "boolean", "description": "Rewind files someone changed since the agent did"},
+            },
+        },
+        "RewindResult": {
+            "type": "object",
+            "required": ["rewound", "targetTurnIndex", "filesChanged", "filesFailed"],
+            "properties": {
+                "rewound": boolean, "targetTurnIndex": int,
+                "filesChanged": {"type": "array", "items": string},
+                "filesFailed": {"type": "array", "items": string, "description": "`<path>: <why>` for each file not put back"},
+            },
+        },
+        "TurnList": {
+            "type": "object",
+            "required": ["sessionId", "turns", "snapshots"],
+            "properties": {
+                "sessionId": string, "snapshots": boolean,
+                "turns": {"type": "array", "items": {
+                    "type": "object",
+                    "description": "A turn's change set (`turn_changes`'s data with every listed file, `startedAt`, `endedAt`), or a rewind (`kind: rewind`)",
+                    "properties": {
+                        "kind": {"const": "rewind"}, "promptId": string, "turnIndex": int, "available": boolean,
+                        "filesChanged": int, "insertions": int, "deletions": int, "unapprovedCount": int,
+                        "hiddenCount": int, "files": {"type": "array", "items": changed_file},
+                        "startedAt": int, "endedAt": int,
+                    },
+                }},
+            },
+        },
+        "TurnDiff": {
+            "type": "object",
+            "description": "One file's hunks in a turn; with `format=unified` the turn's whole diff as text/x-diff instead",
+            "required": ["v", "sessionId", "turnIndex", "available", "hunks", "truncated"],
+            "properties": {
+                "v": {"const": 1}, "sessionId": string, "turnIndex": int, "path": {"type": ["string", "null"]},
+                "available": boolean, "hunks": {"type": "array", "items": hunk}, "truncated": boolean,
+            },
+        },
+        "FileRead": {
+            "type": "object",
+            "description": "qwen serve's DaemonWorkspaceFile",
+            "required": ["kind", "path", "content", "encoding", "bom", "lineEnding", "sizeBytes", "returnedBytes", "truncated", "hash", "matchedIgnore", "originalLineCount", "nextCursor", "hasMore"],
+            "properties": {
+                "kind": {"const": "file"}, "path": string, "content": string, "encoding": {"const": "utf-8"},
+                "bom": boolean, "lineEnding": ending, "sizeBytes": int, "returnedBytes": int, "truncated": boolean,
+                "hash": hash, "matchedIgnore": ignore, "originalLineCount": int,
+                "nextCursor": {"type": ["string", "null"]}, "hasMore": boolean,
+            },
+        },
+        "FileBytes": {
+            "type": "object",
+            "required": ["kind", "path", "offset", "sizeBytes", "returnedBytes", "truncated", "contentBase64"],
+            "properties": {
+                "kind": {"const": "file_bytes"}, "path": string, "offset": int, "sizeBytes": int,
+                "returnedBytes": int, "truncated": boolean, "contentBase64": string, "hash": hash,
+            },
+        },
+        "FileStat": {
+            "type": "object",
+            "required": ["kind", "path", "type", "sizeBytes", "modifiedMs"],
+            "properties": {
+                "kind": {"const": "stat"}, "path": string,
+                "type": {"enum": ["file", "directory", "symlink", "other"]}, "sizeBytes": int, "modifiedMs": int,
+            },
+        },
+        "FileList": {
+            "type": "object",
+            "required": ["kind", "path", "entries", "truncated", "matchedIgnore"],
+            "properties": {
+                "kind": {"const": "list"}, "path": string, "truncated": boolean, "matchedIgnore": ignore,
+                "entries": {"type": "array", "items": {
+                    "type": "object", "required": ["name", "kind", "ignored"],
+                    "properties": {"name": string, "kind": {"enum": ["file", "directory", "symlink", "other"]}, "ignored": boolean},
+                }},
+            },
+        },
+        "GlobResult": {
+            "type": "object",
+            "required": ["kind", "pattern", "cwd", "matches", "count", "truncated", "durationMs"],
+            "properties": {
+                "kind": {"const": "glob"}, "pattern": string, "cwd": string,
+                "matches": {"type": "array", "items": string}, "count": int, "truncated": boolean, "durationMs": int,
+            },
+        },
+        "FileWriteRequest": {
+            "type": "object",
+            "required": ["path", "content", "mode"],
+            "properties": {
+                "path": {"type": "string", "minLength": 1}, "content": string,
+                "mode": {"enum": ["create", "replace"]},
+                "expectedHash": hash, "bom": boolean, "encoding": {"enum": ["utf-8", "utf8"]}, "lineEnding": ending,
+            },
+        },
+        "FileEditRequest": {
+            "type": "object",
+            "required": ["path", "oldText", "newText", "expectedHash"],
+            "properties": {
+                "path": {"type": "string", "minLength": 1}, "oldText": {"type": "string", "minLength": 1},
+                "newText": string, "expectedHash": hash,
+            },
+        },
+        "FileWritten": {
+            "type": "object",
+            "description": "qwen serve's DaemonWorkspaceFileWriteResult (`kind: file_write`, with `mode` and `created`) or DaemonWorkspaceFileEditResult (`kind: file_edit`, with `replacements`)",
+            "required": ["kind", "path", "sizeBytes", "hash", "encoding", "bom", "lineEnding", "matchedIgnore"],
+            "properties": {
+                "kind": {"enum": ["file_write", "file_edit"]}, "path": string, "mode": {"enum": ["create", "replace"]},
+                "created": boolean, "replacements": {"const": 1}, "sizeBytes": int, "hash": hash,
+                "encoding": {"const": "utf-8"}, "bom": boolean, "lineEnding": ending, "matchedIgnore": ignore,
+            },
+        },
+    })
+}
+
+/// A question's parts (`docs/protocol.md#19-questions`; apart, for the macro's recursion).
 fn question_schemas() -> Value {
     json!({
         "Answers": {
             "type": "object",
-            "description": "A question's answers (docs/protocol.md#18-questions), by field key (`question.fields[].key`, or its index): text, a number, a boolean, or a list of choices; strings are converted to the field's type. Only a vote that accepts a question (an `allow*` option) carries them; a wrong one is `400 invalid_answer`",
+            "description": "A question's answers (docs/protocol.md#19-questions), by field key (`question.fields[].key`, or its index): text, a number, a boolean, or a list of choices; strings are converted to the field's type. Only a vote that accepts a question (an `allow*` option) carries them; a wrong one is `400 invalid_answer`",
             "maxProperties": 32,
             "additionalProperties": {"type": ["string", "number", "integer", "boolean", "array", "null"], "items": {"type": "string"}},
         }
@@ -729,7 +923,7 @@ fn presented_schemas() -> Value {
         "PresentedRequest": {
             "type": "object",
             "description": "A pending request as a person reads it (src/present.rs): every text already revealed (nothing in it is a control, bidi or invisible character), bounded as a card unless `?all=1`",
-            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole"],
+            "required": ["requestId", "sessionId", "kind", "title", "tool", "sections", "options", "whole", "warning"],
             "properties": {
                 "requestId": string, "sessionId": string, "kind": string, "title": string,
                 "tool": {"type": ["string", "null"], "description": "The agent's own name for the tool"},
@@ -746,6 +940,7 @@ fn presented_schemas() -> Value {
                     },
                 }},
                 "whole": {"type": "boolean", "description": "Nothing was left out: no line, no character"},
+                "warning": {"type": ["string", "null"], "description": "What to read first: for a request whose locations lie outside the session's workspace, that it will be refused whatever is answered (docs/protocol.md 8.5)"},
             },
         },
         "PresentedSection": {

@@ -44,6 +44,8 @@ pub struct Perimeter {
     /// `--public-url`'s origin (`scheme://host[:port]`, lowercase): the confirmation page of an
     /// action link posts its form from there.
     public_origin: Option<String>,
+    /// The listener's scheme with its `://`: the daemon's own pages' origin starts with it.
+    scheme: &'static str,
     /// The front desk: who may be served, what a caller may do; paired devices' credentials.
     desk: Arc<Desk>,
     /// Who may call each route of the table ([`Operation::access`]), by (method, axum route).
@@ -110,6 +112,7 @@ impl Perimeter {
             token_digest: config.token_digest,
             require_auth: config.require_auth,
             public_origin,
+            scheme: if config.tls.is_some() { "https://" } else { "http://" },
             desk,
             access,
             secure_cookie,
@@ -123,8 +126,9 @@ impl Perimeter {
         self
     }
 
-    /// Whether `origin` is this daemon's own: `--public-url`'s, or `http://` and the authority the
-    /// request addresses, that authority passing the Host step. The daemon's own pages (the web app,
+    /// Whether `origin` is this daemon's own: `--public-url`'s, or the listener's scheme (`https://`
+    /// with `--tls-cert`, else `http://`) and the authority the request addresses, that authority
+    /// passing the Host step. The daemon's own pages (the web app,
     /// an action link's confirmation page) carry it, so they need no `--allow-origin`
     /// (`docs/protocol.md#21-origin`).
     fn own_origin(&self, origin: &str, req: &Request) -> bool {
@@ -132,7 +136,7 @@ impl Perimeter {
             return true;
         }
         let Some(authority) = authority(req) else { return false };
-        origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(authority))
+        origin.strip_prefix(self.scheme).is_some_and(|o| o.eq_ignore_ascii_case(authority))
             && self.check_host(req).is_ok()
     }
 
@@ -219,9 +223,15 @@ pub struct Local(pub bool);
 
 /// The authority the request addresses: the request target's in absolute form, else `Host`'s.
 fn authority(req: &Request) -> Option<&str> {
-    match req.uri().authority() {
+    authority_of(req.uri(), req.headers())
+}
+
+/// [`authority`] from a request's parts: the URI's authority (the request target in absolute form,
+/// or HTTP/2's `:authority`, which hyper puts there: an h2 request has no `Host`), else `Host`'s.
+pub(super) fn authority_of<'a>(uri: &'a axum::http::Uri, headers: &'a HeaderMap) -> Option<&'a str> {
+    match uri.authority() {
         Some(authority) => Some(authority.as_str()),
-        None => req.headers().get(header::HOST).and_then(|h| h.to_str().ok()),
+        None => headers.get(header::HOST).and_then(|h| h.to_str().ok()),
     }
 }
 
@@ -595,6 +605,19 @@ mod tests {
         assert!(!p.own_origin("https://127.0.0.1:7776", &req));
         let rebinding = request(Method::GET, "evil.example:7776", None);
         assert!(!p.own_origin("http://evil.example:7776", &rebinding));
+    }
+
+    /// Issue #45: the web app over https (no `--public-url`) had every module script refused
+    /// `403`: its origin is `https://` and the authority, never `http://`.
+    #[test]
+    fn over_https_the_daemons_own_origin_is_https() {
+        let mut config = Config::for_tests(Path::new("/"));
+        config.tls = Some(crate::tls::TlsFiles { cert: "/c.pem".into(), key: "/k.pem".into() });
+        let p = Perimeter::new(&config, PORT, desk(config.clone()), &[]);
+        let req = request(Method::GET, "127.0.0.1:7776", None);
+        assert!(p.own_origin("https://127.0.0.1:7776", &req));
+        assert!(!p.own_origin("http://127.0.0.1:7776", &req), "a page over plain http is another origin");
+        assert!(!p.own_origin("https://127.0.0.1:3000", &req));
     }
 
     #[test]

@@ -77,7 +77,8 @@ pub(super) async fn presented(
         request.get("toolCall").unwrap_or(&Value::Null),
         request.get("options").unwrap_or(&Value::Null),
         bounds,
-    );
+    )
+    .warned(&request);
     let mut body = serde_json::to_value(&shown).map_err(|e| {
         tracing::error!(error = %e, "GET /session/:id/permission/:request_id");
         ApiError::Refused(Refusal::Internal)

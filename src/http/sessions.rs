@@ -130,27 +130,48 @@ pub(super) async fn list_workspace_sessions(
             if live.iter().any(|s| s.id == r.session_id) {
                 continue;
             }
-            sessions.push(json!({
-                "sessionId": r.session_id,
-                "workspaceCwd": r.workspace,
-                "agent": r.agent,
-                "createdAt": iso8601(r.created_at),
-                "endedAt": r.ended_at.map(iso8601),
-                "endReason": r.end_reason,
-                "state": r.state.as_str(),
-                "lastEventId": r.last_event_id,
-            }));
+            sessions.push(recorded(&r));
         }
     }
     Ok(Json(json!({"sessions": sessions})).into_response())
 }
 
+/// `GET /session/:id`: a live session's status; with the durable store, a dormant one (ended by a
+/// shutdown, a crash, its agent's death or a lost fleet node: resumable) answers with what its
+/// record says, as its permissions and its replay do. A closed session stays `404`, as in `qwen
+/// serve` (`docs/protocol.md#34-get-sessionid`).
 pub(super) async fn get_session(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
-    let s = d.session(&id)?;
+    let s = match d.session(&id) {
+        Ok(s) => s,
+        Err(e) if d.store.durable() => {
+            return match d.recorded_session(&id).await {
+                Ok(Some(r)) if r.state == crate::store::SessionState::Dormant => {
+                    Ok(Json(recorded(&r)).into_response())
+                }
+                _ => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut out = summary(&s);
+    out["state"] = json!("live");
     out["subscribers"] = json!(s.subscriber_count());
     out["pendingPrompts"] = json!(s.pending_prompt_count());
     Ok(Json(out).into_response())
+}
+
+/// A session of the history as `GET /session/:id` and the workspace list `?include=ended` show it.
+fn recorded(r: &crate::store::SessionRecord) -> Value {
+    json!({
+        "sessionId": r.session_id,
+        "workspaceCwd": r.workspace,
+        "agent": r.agent,
+        "createdAt": iso8601(r.created_at),
+        "endedAt": r.ended_at.map(iso8601),
+        "endReason": r.end_reason,
+        "state": r.state.as_str(),
+        "lastEventId": r.last_event_id,
+    })
 }
 
 /// `GET /session/:id/context`: what `@qwen-code/sdk`'s `sessionContext()` reads — the models and

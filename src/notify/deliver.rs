@@ -151,9 +151,12 @@ async fn attempt(
     })?;
     let stream = tokio_rustls::TlsConnector::from(config.clone()).connect(name, stream).await.map_err(|e| {
         match crate::tls::certificate_problem(&e) {
-            Some(why) => AttemptError::Untrusted(format!(
-                "the receiver's certificate is not trusted ({why}): trust its CA with SSL_CERT_FILE or SSL_CERT_DIR"
+            Some(problem) if problem.a_ca_helps => AttemptError::Untrusted(format!(
+                "the receiver's certificate is not trusted: {problem}; trust its CA with SSL_CERT_FILE or SSL_CERT_DIR"
             )),
+            Some(problem) => {
+                AttemptError::Untrusted(format!("the receiver's certificate is not trusted: {problem}"))
+            }
             None => AttemptError::Transient(format!("TLS handshake: {e}")),
         }
     })?;

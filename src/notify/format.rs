@@ -188,17 +188,10 @@ pub(super) struct Message {
     pub(super) priority: u8,
 }
 
-/// The zone clock times are said in: the daemon's system zone (`TZ`, else `/etc/localtime`), read
-/// once; UTC when neither names one. The daemon runs where its person works, most often.
-fn zone() -> &'static jiff::tz::TimeZone {
-    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
-    ZONE.get_or_init(jiff::tz::TimeZone::system)
-}
-
 /// "in 5 min (at 21:39 CET)": how long from `now_ms` to `at_ms`, for a person, with the clock
 /// time beside it in the daemon's zone ([`when_in`]).
 pub(super) fn when(at_ms: u64, now_ms: u64) -> String {
-    when_in(at_ms, now_ms, zone())
+    when_in(at_ms, now_ms, crate::clock::zone())
 }
 
 /// [`when`] in the zone `tz`, named by its abbreviation (or offset) so a reader elsewhere can tell.
@@ -219,6 +212,9 @@ pub(super) fn when_in(at_ms: u64, now_ms: u64, tz: &jiff::tz::TimeZone) -> Strin
         None => left,
     }
 }
+
+/// Paths an unapproved change's notification names; the rest are counted.
+const MAX_UNAPPROVED_PATHS: usize = 10;
 
 /// How a turn ended, in words (`end_turn` is the protocol's, not a person's).
 pub(super) fn stop_reason(reason: &str) -> &'static str {
@@ -248,6 +244,7 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             };
             let summary = summary(&tool_call);
             let mut lines = vec![summary.line];
+            lines.extend(present::outside_warning(n.data));
             if !summary.whole {
                 lines.push("Too long to show here: Review opens all of it.".to_owned());
             }
@@ -265,6 +262,29 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 lines: vec![stop_reason(reason).to_owned(), workspace],
                 priority: 3,
             }
+        }
+        EventKind::UnapprovedChange => {
+            let paths: Vec<String> = n
+                .data
+                .get("paths")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .take(MAX_UNAPPROVED_PATHS)
+                .map(|p| reveal(p).into_owned())
+                .collect();
+            let count = n.data.get("count").and_then(Value::as_u64).unwrap_or(paths.len() as u64);
+            let mut lines = vec![format!(
+                "The agent changed {count} file{} that no approved request named:",
+                if count == 1 { "" } else { "s" }
+            )];
+            lines.extend(paths.iter().map(|p| format!("• {p}")));
+            if count > paths.len() as u64 {
+                lines.push(format!("and {} more", count - paths.len() as u64));
+            }
+            lines.push(workspace);
+            Message { title: "The agent changed files nobody approved", lines, priority: 4 }
         }
         EventKind::AgentRefusedAsClient => {
             let attempt = reveal(n.data.get("attempt").and_then(Value::as_str).unwrap_or(""));
@@ -340,11 +360,11 @@ pub(super) fn decision(resolved: &Value, request: &Value) -> String {
 /// asked.
 pub(super) fn decided(resolved: &Value, request: &Value, workspace: &str) -> Message {
     let asked = summary(request.get("toolCall").unwrap_or(&Value::Null));
-    Message {
-        title: "Decided",
-        lines: vec![decision(resolved, request), asked.line, format!("in {workspace}")],
-        priority: 2,
+    let mut decision = decision(resolved, request);
+    if present::outside_warning(request).is_some() {
+        decision.push_str(&format!(" ({})", present::OUTSIDE_WORKSPACE));
     }
+    Message { title: "Decided", lines: vec![decision, asked.line, format!("in {workspace}")], priority: 2 }
 }
 
 pub(super) fn json_body(n: &Notice<'_>) -> Value {
@@ -370,6 +390,9 @@ pub(super) fn json_body(n: &Notice<'_>) -> Value {
     body["summary"] = json!(summary.line);
     body["summaryWhole"] = json!(summary.whole);
     body["details"] = json!(details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)));
+    if let Some(warning) = present::outside_warning(n.data) {
+        body["warning"] = json!(warning);
+    }
     body["toolCall"] = json!({
         "toolCallId": tool_call.get("toolCallId"),
         "kind": tool_call.get("kind"),
@@ -443,7 +466,7 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let tags = match n.kind {
         EventKind::PermissionRequest => "lock",
         EventKind::TurnComplete => "white_check_mark",
-        EventKind::TurnError | EventKind::AgentRefusedAsClient => "warning",
+        EventKind::TurnError | EventKind::AgentRefusedAsClient | EventKind::UnapprovedChange => "warning",
         _ => "skull",
     };
     let mut body = json!({
@@ -521,6 +544,33 @@ mod tests {
         let s = summary(tool_call);
         assert!(s.whole, "{s:?}");
         s.line
+    }
+
+    /// Issue #44: a request outside the workspace says so under its summary (and in the JSON
+    /// document), and its decided message says it after the decision.
+    #[test]
+    fn a_request_outside_the_workspace_says_it_will_be_refused_before_and_after_the_decision() {
+        let mut data = request();
+        data["outsideWorkspace"] = json!(["/outside.txt"]);
+        let m = message(&notice(EventKind::PermissionRequest, &data, &[]));
+        let warning = "Outside the workspace: it will be refused, whatever is answered (/outside.txt).";
+        assert_eq!(m.lines[..2], ["edit: Write notes.txt — /w/notes.txt".to_owned(), warning.to_owned()]);
+        assert_eq!(json_body(&notice(EventKind::PermissionRequest, &data, &[]))["warning"], warning);
+        data["options"] = json!([{"optionId": "a1", "name": "Allow", "kind": "allow_once"}]);
+        let vote = json!({"outcome": {"optionId": "a1"}, "resolvedBy": "vote", "voterClientId": "phone"});
+        assert_eq!(
+            decided(&vote, &data, "/w").lines[0],
+            "Allowed once by phone (outside the workspace: it will be refused)"
+        );
+        // Inside, nothing is added.
+        let inside = request();
+        assert!(
+            !message(&notice(EventKind::PermissionRequest, &inside, &[]))
+                .lines
+                .join("\n")
+                .contains("Outside")
+        );
+        assert!(json_body(&notice(EventKind::PermissionRequest, &inside, &[])).get("warning").is_none());
     }
 
     /// Issue #29: a notification shows what the card shows (the text a write would write, an
@@ -693,6 +743,18 @@ mod tests {
         let review: Vec<bool> =
             j["options"].as_array().expect("options").iter().map(|o| o["needsReview"] == true).collect();
         assert_eq!(review, [true, true, false, false]);
+    }
+
+    #[test]
+    fn an_unapproved_change_names_its_files_revealed_and_counts_the_rest() {
+        let paths: Vec<String> = (0..12).map(|i| format!("f{i}\u{202e}.txt")).collect();
+        let data = json!({"paths": paths, "count": 15});
+        let m = message(&notice(EventKind::UnapprovedChange, &data, &[]));
+        assert_eq!((m.title, m.priority), ("The agent changed files nobody approved", 4));
+        assert_eq!(m.lines[0], "The agent changed 15 files that no approved request named:");
+        assert_eq!(m.lines[1], "• f0\\u{202e}.txt", "bidi controls are shown, not applied");
+        assert_eq!(m.lines.len(), 1 + MAX_UNAPPROVED_PATHS + 2);
+        assert_eq!(m.lines[MAX_UNAPPROVED_PATHS + 1], "and 5 more");
     }
 
     #[test]

@@ -311,10 +311,17 @@ impl Notifier {
             | EventKind::TurnComplete
             | EventKind::TurnError
             | EventKind::SessionDied
+            | EventKind::UnapprovedChange
             | EventKind::AgentRefusedAsClient => {}
             _ => return,
         }
-        if !s.targets.iter().any(|t| t.config.wants(kind)) {
+        // Files changed without approval go where permission requests go: to whoever would have
+        // been asked.
+        let wants = |t: &Target| match kind {
+            EventKind::UnapprovedChange => t.config.wants(EventKind::PermissionRequest),
+            _ => t.config.wants(kind),
+        };
+        if !s.targets.iter().any(wants) {
             return;
         }
         let mut tracked = false;
@@ -327,7 +334,7 @@ impl Notifier {
             }
         }
         let job = Arc::new(Job { tracked, ..Job::of(kind, source, data) });
-        for target in s.targets.iter().filter(|t| t.config.wants(kind)) {
+        for target in s.targets.iter().filter(|t| wants(t)) {
             s.push(target, job.clone());
         }
     }
@@ -684,6 +691,21 @@ mod tests {
         let token = actions[0].url.as_deref().and_then(|u| u.rsplit('/').next()).expect("token");
         assert_eq!(n.links().get(token).map(|l| l.needs_review), Ok(true));
         assert_eq!(n.links().len(), 4 + MAX_OPTIONS_LINKED);
+    }
+
+    /// Issue #42: files changed that no approved request named are told to whoever is asked for
+    /// permissions, and only to them.
+    #[test]
+    fn an_unapproved_change_goes_to_the_targets_that_want_permission_requests() {
+        let n = Notifier::new(
+            vec![target(vec![EventKind::TurnComplete]), target(vec![EventKind::PermissionRequest])],
+            None,
+            Arc::default(),
+        );
+        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        n.offer(source, EventKind::UnapprovedChange, &json!({"paths": ["a.txt"], "count": 1}));
+        let queued = |i: usize| lock(&n.shared.targets[i].jobs).iter().map(|j| j.kind).collect::<Vec<_>>();
+        assert_eq!((queued(0), queued(1)), (vec![], vec![EventKind::UnapprovedChange]));
     }
 
     #[test]

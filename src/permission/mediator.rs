@@ -166,7 +166,7 @@ pub enum Pick {
 }
 
 /// A client's vote, as parsed from its body: what it picks, and a question's answers
-/// (`docs/protocol.md#18-questions`).
+/// (`docs/protocol.md#19-questions`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Vote {
     pub pick: Pick,
@@ -461,7 +461,7 @@ impl<'a> Permissions<'a> {
         result
     }
 
-    /// Serves the agent's `elicitation/create` (`docs/protocol.md#18-questions`): a pending request
+    /// Serves the agent's `elicitation/create` (`docs/protocol.md#19-questions`): a pending request
     /// like a permission's, decided by the same votes, answered `{action: accept, content}`,
     /// `{action: decline}` or `{action: cancel}` (a timeout, the turn cancelled, the session's
     /// end). A question it cannot ask (a schema of objects, 10 000 fields, a `javascript:` URL)
@@ -514,6 +514,7 @@ impl<'a> Permissions<'a> {
         };
         let request_id = uuid::Uuid::new_v4().to_string();
         let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
+        let outside = rules::outside_workspace(&facts, &m.workspace);
         let mut data = json!({
             "requestId": request_id,
             "sessionId": host.session_id(),
@@ -523,6 +524,9 @@ impl<'a> Permissions<'a> {
         });
         if let Some(at) = expires_at {
             data["expiresAt"] = json!(at);
+        }
+        if !outside.is_empty() {
+            data["outsideWorkspace"] = json!(outside);
         }
         if let Some(q) = &question {
             data["question"] = q.wire();
@@ -1061,6 +1065,9 @@ impl Permissions<'_> {
             "remembered": resolved.and_then(|(choice, r, _)| pending.remembers(choice, r).as_str()),
             "ballots": pending.ballots,
         });
+        if let Some(outside) = pending.data.get("outsideWorkspace") {
+            entry["outsideWorkspace"] = outside.clone();
+        }
         // A question's entry says what was asked and, once answered, the answers (a secret's
         // redacted: the audit is exported and shown).
         if let (Some(q), Value::Object(e)) = (&pending.question, &mut entry) {
@@ -2266,7 +2273,7 @@ mod tests {
         assert_eq!(f.permissions().pending_count(), 1);
     }
 
-    /// Issue #43 (`docs/protocol.md#18-questions`): under consensus the first complete answer of a
+    /// Issue #43 (`docs/protocol.md#19-questions`): under consensus the first complete answer of a
     /// voter counted at issue decides; a client registered later may not answer.
     #[tokio::test]
     async fn under_consensus_the_first_answer_of_a_voter_at_issue_decides() {

@@ -39,7 +39,7 @@ pub struct Issued {
     pub voters_at_issue: Vec<String>,
     /// `--consensus-quorum`, if set.
     pub quorum: Option<usize>,
-    /// The request is a question (`docs/protocol.md#18-questions`): it has one answer, not a
+    /// The request is a question (`docs/protocol.md#19-questions`): it has one answer, not a
     /// tally, so under `consensus` the first ballot of an eligible voter decides it.
     pub question: bool,
 }
@@ -106,7 +106,7 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
                 return Decision::Forbidden(ForbidReason::DesignatedMismatch);
             };
             // A question's answers cannot be tallied: the first complete answer of a voter counted
-            // at issue wins (`docs/protocol.md#18-questions`).
+            // at issue wins (`docs/protocol.md#19-questions`).
             if issued.question {
                 return Decision::Decided(ballot.choice.clone());
             }

@@ -1,4 +1,4 @@
-//! What an agent asks a person beside a permission (`docs/protocol.md#18-questions`): Qwen Code's
+//! What an agent asks a person beside a permission (`docs/protocol.md#19-questions`): Qwen Code's
 //! `ask_user_question` (a `session/request_permission` whose `toolCall._meta` says
 //! `qwenInteractionKind: "user_question"` and lists `qwenQuestions`), and ACP's `elicitation/create`
 //! (a form of primitive fields, or a URL the person opens).

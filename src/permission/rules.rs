@@ -471,6 +471,22 @@ fn escape_literal(text: &str) -> String {
     escaped
 }
 
+/// The request's paths that fall outside `workspace` (made absolute and normalised as rules see
+/// them): where the daemon refuses the agent's `fs/*` reads and writes whatever is decided, so
+/// every door marks the request (`outsideWorkspace`, `docs/protocol.md` § 8). Folding `..` the
+/// way `fs/*` does ([`crate::path`]), a path this calls inside is one `fs/*` resolves beneath the
+/// workspace too, and one it calls outside is one `fs/*` refuses.
+pub fn outside_workspace(facts: &RequestFacts, workspace: &Path) -> Vec<String> {
+    let root = crate::path::normalize_lexically(workspace);
+    let mut outside: Vec<String> = normalized_request_paths(facts, workspace)
+        .into_iter()
+        .filter(|p| !p.starts_with(&root))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    outside.dedup();
+    outside
+}
+
 /// Request paths made absolute (relative ones are joined to the workspace) and normalised
 /// lexically, so `/ws/src/../../etc/passwd` is matched as `/etc/passwd`, not as something in `/ws`.
 fn normalized_request_paths(facts: &RequestFacts, workspace: &Path) -> Vec<PathBuf> {
@@ -497,6 +513,24 @@ mod tests {
 
     fn matches(rule_body: Value, tool_call: Value) -> bool {
         rule(rule_body).matches(&facts(tool_call), Path::new(WS))
+    }
+
+    #[test]
+    fn paths_outside_the_workspace_are_found_as_fs_would_resolve_them() {
+        let outside = |paths: &[&str]| {
+            let locations: Vec<Value> = paths.iter().map(|p| json!({"path": p})).collect();
+            outside_workspace(&facts(json!({"locations": locations})), Path::new(WS))
+        };
+        assert_eq!(outside(&[]), Vec::<String>::new());
+        assert_eq!(outside(&["/ws/a.txt", "b/c.txt", "/ws", "/ws/x/../y"]), Vec::<String>::new());
+        assert_eq!(outside(&["/ws/../outside.txt"]), ["/outside.txt"]);
+        assert_eq!(
+            outside(&["../outside.txt", "/ws/in.txt", "/etc/passwd"]),
+            ["/outside.txt", "/etc/passwd"]
+        );
+        // A sibling whose name starts with the workspace's is not inside it.
+        assert_eq!(outside(&["/wsx/a.txt"]), ["/wsx/a.txt"]);
+        assert_eq!(outside(&["/ws/a/../../etc", "/ws/a/../../etc"]), ["/etc"]);
     }
 
     fn check_table(table: &[(Value, Value, bool)]) {

@@ -89,6 +89,22 @@ pub struct AuditRecord {
     pub entry: Value,
 }
 
+/// A turn's change set, or a rewind, as a session's history keeps it (`docs/protocol.md` §
+/// changes): `entry` is its wire object; `before` and `after` the snapshots it names, which the
+/// snapshot store keeps while a record names them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRecord {
+    pub session_id: String,
+    pub workspace: String,
+    /// Its place among the session's records (1, 2, …): a record with the same one replaces it.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at: u64,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub entry: Value,
+}
+
 /// A page of the audit, newest first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuditPage {
@@ -299,6 +315,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// with the same request id.
     fn audit(&self, record: AuditRecord);
 
+    /// A turn's change set, or a rewind, is recorded (behind, like the audit). Nothing is kept by
+    /// a store that keeps no sessions (`--ephemeral`): a live session holds its own.
+    fn record_turn(&self, record: TurnRecord);
+
     /// A workspace rule is added (acknowledged: apply it once the [`Ack`] resolves `Ok`).
     fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack;
     /// A workspace rule is deleted (acknowledged).
@@ -332,6 +352,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError>;
     /// The first id a session's history still holds (after retention), if any.
     fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError>;
+    /// A session's turn records ([`Store::record_turn`]), in order.
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>, ReadError>;
+    /// Every snapshot id a kept turn record names (what the snapshot store must keep).
+    fn snapshot_refs(&self) -> Result<Vec<String>, ReadError>;
     fn stats(&self) -> StoreStats;
 
     // The fleet (`docs/operations.md#a-fleet`): only a store several daemons share answers these

@@ -37,15 +37,22 @@ pub enum AuditOutcome {
     /// Not a request of the agent's: a process the daemon started tried to act as its client,
     /// and was refused (`crate::desk`).
     Refused,
+    /// Not a permission request: files a turn changed that no approved request named
+    /// (`docs/protocol.md` § 18).
+    Unapproved,
+    /// Not a permission request: a client rewound a session's files (`docs/protocol.md` § 18).
+    Rewound,
 }
 
 impl AuditOutcome {
-    pub const ALL: [AuditOutcome; 6] = [
+    pub const ALL: [AuditOutcome; 8] = [
         AuditOutcome::Pending,
         AuditOutcome::Selected,
         AuditOutcome::Cancelled,
         AuditOutcome::TimedOut,
         AuditOutcome::Abandoned,
+        AuditOutcome::Unapproved,
+        AuditOutcome::Rewound,
         AuditOutcome::Refused,
     ];
 
@@ -56,6 +63,8 @@ impl AuditOutcome {
             AuditOutcome::Cancelled => "cancelled",
             AuditOutcome::TimedOut => "timed_out",
             AuditOutcome::Abandoned => "abandoned",
+            AuditOutcome::Unapproved => "unapproved",
+            AuditOutcome::Rewound => "rewound",
             AuditOutcome::Refused => "refused",
         }
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::api::{
     Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredDevice,
-    StoredEvent, StoredRule,
+    StoredEvent, StoredRule, TurnRecord,
 };
 use super::decide::{AuditQuery, Cursor, audit_selects};
 use crate::sync::lock;
@@ -57,6 +57,9 @@ impl Store for MemoryStore {
         let seq = audit.next_seq;
         audit.entries.push_back((seq, record));
     }
+
+    // Sessions are not recorded, so neither are their turns: a live session holds its own.
+    fn record_turn(&self, _: TurnRecord) {}
 
     // Nothing is promised to survive the process: every acknowledged write is done at once (the
     // caller's own table is the only copy).
@@ -122,6 +125,14 @@ impl Store for MemoryStore {
 
     fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
         Ok(None)
+    }
+
+    fn turns(&self, _: &str) -> Result<Vec<TurnRecord>, ReadError> {
+        Ok(Vec::new())
+    }
+
+    fn snapshot_refs(&self) -> Result<Vec<String>, ReadError> {
+        Ok(Vec::new())
     }
 
     fn stats(&self) -> StoreStats {

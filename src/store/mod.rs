@@ -38,13 +38,15 @@ use std::sync::Arc;
 pub use self::api::{
     Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
     SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
-    WriteError,
+    TurnRecord, WriteError,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;
 pub use self::memory::MemoryStore;
 pub use self::postgres::{PG_SCHEMA_VERSION, PgStore};
-pub use self::sqlite::{OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, backup, db_path, open_read_only};
+pub use self::sqlite::{
+    OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, backup, db_path, open_read_only, open_read_only_file,
+};
 
 /// Opens the store `config` asks for: PostgreSQL for `--store postgres://…`, [`MemoryStore`] for
 /// `--ephemeral`, else the state directory's database (created if missing, migrated, checked).

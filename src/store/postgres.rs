@@ -40,7 +40,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use super::api::{
     Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
     SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
-    WriteError,
+    TurnRecord, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker, shown};
@@ -136,6 +136,17 @@ const MIGRATIONS: &[&str] = &[
         name TEXT,
         role TEXT NOT NULL,
         expires_at BIGINT NOT NULL
+    );",
+    // 6: each turn's change set and each rewind (src/changes/), with the snapshots they name.
+    "CREATE TABLE turns(
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        workspace TEXT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        before_id TEXT,
+        after_id TEXT,
+        entry TEXT NOT NULL,
+        PRIMARY KEY(session_id, seq)
     );",
 ];
 
@@ -517,6 +528,10 @@ impl Store for PgStore {
         self.queue.send(Op::Audit(record));
     }
 
+    fn record_turn(&self, record: TurnRecord) {
+        self.queue.send(Op::Turn(record));
+    }
+
     fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
         self.queue.send_acked(|ack| Op::PutRule {
             workspace: workspace.to_owned(),
@@ -708,6 +723,44 @@ impl Store for PgStore {
                 )
                 .await?;
             Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+        })
+    }
+
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>, ReadError> {
+        let id = session_id.to_owned();
+        self.read(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT session_id, workspace, seq, recorded_at, before_id, after_id, entry FROM turns
+                     WHERE session_id = $1 ORDER BY seq",
+                    &[&id],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| TurnRecord {
+                    session_id: r.get(0),
+                    workspace: r.get(1),
+                    seq: r.get::<_, i64>(2) as u64,
+                    at: r.get::<_, i64>(3) as u64,
+                    before: r.get(4),
+                    after: r.get(5),
+                    entry: serde_json::from_str(r.get::<_, &str>(6)).unwrap_or(Value::Null),
+                })
+                .collect())
+        })
+    }
+
+    fn snapshot_refs(&self) -> Result<Vec<String>, ReadError> {
+        self.read(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT before_id FROM turns WHERE before_id IS NOT NULL
+                     UNION SELECT after_id FROM turns WHERE after_id IS NOT NULL",
+                    &[],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
         })
     }
 
@@ -1096,6 +1149,7 @@ impl Writer {
                     Op::SessionStarted { record, after_id, resumed } => {
                         if !resumed {
                             tx.execute("DELETE FROM events WHERE session_id = $1", &[&record.session_id]).await?;
+                            tx.execute("DELETE FROM turns WHERE session_id = $1", &[&record.session_id]).await?;
                             runs.retain(|(s, _)| **s != *record.session_id);
                         }
                         tx.execute(
@@ -1150,6 +1204,25 @@ impl Writer {
                                 &(r.requested_at as i64),
                                 &r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
                                 &r.entry.to_string(),
+                            ],
+                        )
+                        .await?;
+                    }
+                    Op::Turn(t) => {
+                        tx.execute(
+                            "INSERT INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7)
+                             ON CONFLICT(session_id, seq) DO UPDATE SET workspace = excluded.workspace,
+                               recorded_at = excluded.recorded_at, before_id = excluded.before_id,
+                               after_id = excluded.after_id, entry = excluded.entry",
+                            &[
+                                &t.session_id,
+                                &(t.seq as i64),
+                                &t.workspace,
+                                &(t.at as i64),
+                                &t.before,
+                                &t.after,
+                                &t.entry.to_string(),
                             ],
                         )
                         .await?;
@@ -1409,6 +1482,13 @@ async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<u64, String> {
             client
                 .execute(
                     "DELETE FROM events WHERE session_id IN (SELECT session_id FROM sessions
+                       WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live')",
+                    &[&before],
+                )
+                .await?;
+            client
+                .execute(
+                    "DELETE FROM turns WHERE session_id IN (SELECT session_id FROM sessions
                        WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live')",
                     &[&before],
                 )

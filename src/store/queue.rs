@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::api::{
-    Ack, Acker, AuditRecord, SessionRecord, SessionState, StoreStats, StoredDevice, WriteError,
+    Ack, Acker, AuditRecord, SessionRecord, SessionState, StoreStats, StoredDevice, TurnRecord, WriteError,
 };
 use super::decide::GapTracker;
 
@@ -55,6 +55,7 @@ pub(super) enum Op {
         at: u64,
     },
     Audit(AuditRecord),
+    Turn(TurnRecord),
     PutRule {
         workspace: String,
         rule_id: String,

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use super::api::{
     Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule, WriteError,
+    StoredDevice, StoredEvent, StoredRule, TurnRecord, WriteError,
 };
 use super::chunk::{self, RunBuilder};
 use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
@@ -152,6 +152,18 @@ const MIGRATIONS: &[&str] = &[
         role TEXT NOT NULL,
         expires_at INTEGER NOT NULL
     );",
+    // 6: each turn's change set and each rewind (src/changes/), with the snapshots they name,
+    // which the snapshot store keeps while a row names them; gone with their session.
+    "CREATE TABLE turns(
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        workspace TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        before_id TEXT,
+        after_id TEXT,
+        entry TEXT NOT NULL,
+        PRIMARY KEY(session_id, seq)
+    );",
 ];
 
 /// Why the store cannot be opened: the boot is refused (exit status 2).
@@ -167,6 +179,11 @@ pub enum OpenError {
     TooNew { path: PathBuf, found: u32, supported: u32 },
     #[error("cannot open the state database {path}: {reason}")]
     Sqlite { path: PathBuf, reason: String },
+    #[error(
+        "{path} is not a mediatord state database: {why} (give a state directory, its state.db, or a \
+         copy `mediatord backup` wrote)"
+    )]
+    NotADatabase { path: PathBuf, why: &'static str },
     #[error("cannot use the state database {url}: {reason}")]
     Postgres { url: String, reason: String },
 }
@@ -353,6 +370,10 @@ impl Store for SqliteStore {
         self.queue.send(Op::Audit(record));
     }
 
+    fn record_turn(&self, record: TurnRecord) {
+        self.queue.send(Op::Turn(record));
+    }
+
     fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
         self.queue.send_acked(|ack| Op::PutRule {
             workspace: workspace.to_owned(),
@@ -479,6 +500,38 @@ impl Store for SqliteStore {
                 .query_row([session_id], |r| r.get::<_, i64>(0))
                 .optional()
                 .map(|v| v.map(|v| v as u64))
+        })
+    }
+
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT session_id, workspace, seq, recorded_at, before_id, after_id, entry FROM turns
+                 WHERE session_id = ?1 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([session_id], |r| {
+                Ok(TurnRecord {
+                    session_id: r.get(0)?,
+                    workspace: r.get(1)?,
+                    seq: r.get::<_, i64>(2)? as u64,
+                    at: r.get::<_, i64>(3)? as u64,
+                    before: r.get(4)?,
+                    after: r.get(5)?,
+                    entry: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or(Value::Null),
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn snapshot_refs(&self) -> Result<Vec<String>, ReadError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT before_id FROM turns WHERE before_id IS NOT NULL
+                 UNION SELECT after_id FROM turns WHERE after_id IS NOT NULL",
+            )?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect()
         })
     }
 
@@ -697,6 +750,7 @@ impl Writer {
                 Op::SessionStarted { record, after_id, resumed } => {
                     if !resumed {
                         tx.execute("DELETE FROM events WHERE session_id = ?1", [&record.session_id])?;
+                        tx.execute("DELETE FROM turns WHERE session_id = ?1", [&record.session_id])?;
                         runs.retain(|(s, _)| **s != *record.session_id);
                     }
                     tx.execute(
@@ -744,6 +798,21 @@ impl Writer {
                         r.requested_at as i64,
                         r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
                         r.entry.to_string(),
+                    ])?;
+                }
+                Op::Turn(t) => {
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?
+                    .execute(params![
+                        t.session_id,
+                        t.seq as i64,
+                        t.workspace,
+                        t.at as i64,
+                        t.before,
+                        t.after,
+                        t.entry.to_string(),
                     ])?;
                 }
                 Op::PutRule { workspace, rule_id, rule, at, ack } => {
@@ -838,6 +907,7 @@ impl Writer {
             for session_id in old {
                 let tx = self.conn.transaction()?;
                 tx.execute("DELETE FROM events WHERE session_id = ?1", [&session_id])?;
+                tx.execute("DELETE FROM turns WHERE session_id = ?1", [&session_id])?;
                 tx.execute("DELETE FROM sessions WHERE session_id = ?1", [&session_id])?;
                 tx.commit()?;
             }
@@ -1020,14 +1090,43 @@ fn copy_database(source: &Connection, to: &Path) -> Result<(), String> {
 /// not). Checks the directory like a boot does.
 pub fn open_read_only(state_dir: &Path) -> Result<ReadOnly, OpenError> {
     dir::check(state_dir)?;
-    let path = db_path(state_dir);
-    let err = sqlite_error(&path);
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    open_read_only_file(&db_path(state_dir))
+}
+
+/// The first 16 bytes of every SQLite database file (the file format's header string).
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Opens the state database file `path` read-only: a state directory's `state.db`, or a copy
+/// `mediatord backup` wrote (one file, no WAL beside it). A file that is not an SQLite database,
+/// or one without mediatord's tables, is refused as [`OpenError::NotADatabase`], saying which.
+pub fn open_read_only_file(path: &Path) -> Result<ReadOnly, OpenError> {
+    let not_ours = |why| OpenError::NotADatabase { path: path.to_path_buf(), why };
+    let mut header = [0u8; 16];
+    match std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header)) {
+        Ok(()) if &header == SQLITE_HEADER => {}
+        Ok(()) => return Err(not_ours("it is not an SQLite database")),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(not_ours("it is not an SQLite database (too short)"));
+        }
+        Err(e) => return Err(OpenError::Sqlite { path: path.to_path_buf(), reason: e.to_string() }),
+    }
+    let err = sqlite_error(path);
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(&err)?;
+    let ours: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&err)?;
+    if !ours {
+        return Err(not_ours("an SQLite database without mediatord's tables"));
+    }
     let found: u32 = conn
         .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
         .map_err(&err)?;
     if found > SCHEMA_VERSION {
-        return Err(OpenError::TooNew { path: path.clone(), found, supported: SCHEMA_VERSION });
+        return Err(OpenError::TooNew { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
     }
     Ok(ReadOnly { conn })
 }
@@ -1176,6 +1275,80 @@ mod tests {
         assert_eq!(store.stats().gaps, 2);
         let s = store.session("s").expect("read").expect("recorded");
         assert_eq!((s.state, s.last_event_id, s.ended_at), (SessionState::Dormant, 7, Some(ended)));
+    }
+
+    fn turn(session: &str, seq: u64, before: &str, after: &str) -> TurnRecord {
+        TurnRecord {
+            session_id: session.into(),
+            workspace: "/ws".into(),
+            seq,
+            at: now(),
+            before: Some(before.into()),
+            after: Some(after.into()),
+            entry: serde_json::json!({"turnIndex": seq, "after": after}),
+        }
+    }
+
+    #[tokio::test]
+    async fn turn_records_are_kept_in_order_replaced_by_seq_and_gone_with_a_fresh_session() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        store.session_started(&record("s"), 0, false);
+        store.record_turn(turn("s", 2, "b", "c"));
+        store.record_turn(turn("s", 1, "a", "b"));
+        store.record_turn(turn("t", 1, "x", "y"));
+        store.record_turn(turn("s", 2, "b", "d"));
+        flushed(&store).await;
+        let turns = store.turns("s").expect("read");
+        let shown: Vec<(u64, Option<&str>)> = turns.iter().map(|t| (t.seq, t.after.as_deref())).collect();
+        assert_eq!(shown, [(1, Some("b")), (2, Some("d"))]);
+        assert_eq!(turns[1].entry["after"], "d");
+        let mut refs = store.snapshot_refs().expect("refs");
+        refs.sort();
+        assert_eq!(refs, ["a", "b", "d", "x", "y"]);
+        drop(store);
+        let reopened = SqliteStore::open(&state, &config(dir.path())).expect("reopen");
+        assert_eq!(reopened.turns("s").expect("read").len(), 2, "kept across a restart");
+        reopened.session_started(&record("s"), 0, false);
+        flushed(&reopened).await;
+        assert!(reopened.turns("s").expect("read").is_empty(), "a fresh session forgets them");
+        assert_eq!(reopened.turns("t").expect("read").len(), 1);
+    }
+
+    /// Version 5 is the fleet's pairing codes (on main first); the turn records came after it as 6:
+    /// a database a daemon left at 5 keeps its codes and gains the turns.
+    #[tokio::test]
+    async fn a_version_5_database_with_pairing_codes_migrates_to_the_turn_records() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        dir::prepare(&state).expect("state dir");
+        {
+            let conn = Connection::open(db_path(&state)).expect("create");
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+            )
+            .expect("migrations table");
+            for (i, sql) in MIGRATIONS[..5].iter().enumerate() {
+                conn.execute_batch(sql).expect("an earlier version");
+                conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1])
+                    .expect("version");
+            }
+            conn.execute(
+                "INSERT INTO pairing_codes(digest, name, role, expires_at) VALUES (x'01', 'phone', 'voter', 1)",
+                [],
+            )
+            .expect("a waiting code");
+        }
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open and migrate");
+        let read = |sql: &str| lock(&store.read).query_row(sql, [], |r| r.get::<_, i64>(0)).expect("read");
+        assert_eq!(read("SELECT MAX(version) FROM schema_migrations"), i64::from(SCHEMA_VERSION));
+        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(read("SELECT COUNT(*) FROM pairing_codes"), 1, "the code is kept");
+        store.session_started(&record("s"), 0, false);
+        store.record_turn(turn("s", 1, "a", "b"));
+        flushed(&store).await;
+        assert_eq!(store.turns("s").expect("read").len(), 1);
     }
 
     #[tokio::test]

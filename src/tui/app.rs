@@ -145,7 +145,7 @@ impl Input {
 }
 
 /// A question being answered in the input line, one field after another
-/// (`docs/protocol.md#187-the-web-app-and-the-terminal`).
+/// (`docs/protocol.md#197-the-web-app-and-the-terminal`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Answering {
     pub(crate) request_id: String,
@@ -177,6 +177,10 @@ pub(crate) struct App {
     pub(crate) option: usize,
     /// A decided card still in front: its outcome replaces the keys until the person moves on.
     pub(crate) decided: Option<String>,
+    /// The card in front when the running replay began ([`App::replay_begins`]): the only card a
+    /// resolution in the replay may leave in front (the person had it on screen); the others were
+    /// decided before this client saw them, and are history.
+    front_at_replay: Option<String>,
     /// Rows scrolled up from the newest (0 = follow the session).
     pub(crate) scroll: usize,
     /// Rows of transcript the last drawing showed (a page, for PgUp); the view sets it.
@@ -205,6 +209,7 @@ impl App {
             card: 0,
             option: 0,
             decided: None,
+            front_at_replay: None,
             scroll: 0,
             page: std::cell::Cell::new(10),
             thoughts_open: false,
@@ -224,8 +229,16 @@ impl App {
         self.decided.as_deref().and_then(|id| self.session.permission(id))
     }
 
+    /// A (re)connection's replay begins: its events are history, not news.
+    pub(crate) fn replay_begins(&mut self) {
+        self.front_at_replay = self.card_in_front().map(|p| p.request_id().to_owned());
+        self.session.replaying = true;
+    }
+
     /// Applies an event from the stream. A new card takes the keys when nothing is being typed;
-    /// a card decided (by anyone) stays in front with its outcome.
+    /// a card decided (by anyone) stays in front with its outcome — live, or in a replay when it
+    /// was in front before the replay began (decided while the connection was down); a card both
+    /// raised and decided in a replay (attaching to a session with a past) does not.
     pub(crate) fn event(&mut self, event: &str, id: Option<u64>, envelope: &Value) {
         let before = self.card_in_front().map(|p| p.request_id().to_owned());
         let pending_before = self.session.pending().len();
@@ -251,6 +264,7 @@ impl App {
         if pending.is_empty() {
             if let Some(id) = before
                 && self.session.permission(&id).is_some_and(|p| p.resolved.is_some())
+                && (!self.session.replaying || self.front_at_replay.as_deref() == Some(id.as_str()))
             {
                 self.decided = Some(id);
             }
@@ -911,6 +925,31 @@ mod tests {
         resolve(&mut a, "r2", "me");
         request(&mut a, "r3", &["allow_once"]);
         assert_eq!(a.card_in_front().map(Permission::request_id), Some("r3"));
+    }
+
+    /// Issue #44: `attach` opened on the last card of the replay, decided long before.
+    #[test]
+    fn a_card_raised_and_decided_in_the_replay_is_not_left_in_front() {
+        let mut a = app();
+        a.replay_begins();
+        request(&mut a, "r1", &["allow_once"]);
+        resolve(&mut a, "r1", "web-1");
+        request(&mut a, "r2", &["allow_once"]);
+        resolve(&mut a, "r2", "web-1");
+        a.event("replay_complete", None, &json!({"data": {}}));
+        assert!(a.card_in_front().is_none(), "history, not a card");
+        // A card still pending after the replay is in front, as it should be.
+        a.replay_begins();
+        request(&mut a, "r3", &["allow_once"]);
+        a.event("replay_complete", None, &json!({"data": {}}));
+        assert_eq!(a.card_in_front().map(Permission::request_id), Some("r3"));
+        // Decided while the connection was down: the replay after the reconnect leaves it in
+        // front with its outcome, since the person had it on screen.
+        a.replay_begins();
+        resolve(&mut a, "r3", "web-1");
+        a.event("replay_complete", None, &json!({"data": {}}));
+        assert_eq!(a.card_in_front().map(Permission::request_id), Some("r3"));
+        assert!(a.card_in_front().is_some_and(|p| p.resolved.is_some()));
     }
 
     #[test]

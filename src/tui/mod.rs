@@ -17,6 +17,7 @@
 
 mod app;
 mod connect;
+mod diff;
 mod markdown;
 mod model;
 mod picker;
@@ -28,6 +29,7 @@ mod view;
 mod watch;
 
 pub use self::connect::{Connection, default_client_id};
+pub use self::diff::diff;
 pub use self::run::{AttachOptions, attach};
 pub use self::view::keys_text;
 pub use self::watch::{approve, watch};

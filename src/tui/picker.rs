@@ -82,12 +82,24 @@ pub(crate) async fn load(target: &Target, capabilities: &Value) -> Result<Vec<Ro
                 label.push_str(&format!(" · ⚑ {waiting} waiting"));
             }
             if let Some(at) = s["createdAt"].as_str() {
-                label.push_str(&format!(" · since {at}"));
+                label.push_str(&format!(
+                    " · started {}",
+                    started(at, crate::clock::now_ms(), crate::clock::zone())
+                ));
             }
             rows.push(Row { label, pick: Pick::Open(id.to_owned()), waiting: waiting > 0 });
         }
     }
     Ok(rows)
+}
+
+/// A session's `createdAt` (RFC 3339, as the daemon writes it) in words, from `now_ms` in `tz`
+/// ([`crate::clock::ago_in`]); the text as it came when it is not a time.
+fn started(created_at: &str, now_ms: u64, tz: &jiff::tz::TimeZone) -> String {
+    match created_at.parse::<jiff::Timestamp>().ok().and_then(|t| u64::try_from(t.as_millisecond()).ok()) {
+        Some(at) => crate::clock::ago_in(at, now_ms, tz),
+        None => created_at.to_owned(),
+    }
 }
 
 impl Picker {
@@ -163,5 +175,15 @@ mod tests {
         assert_eq!(p.selected, 1);
         assert_eq!(p.key(k(KeyCode::Enter)), Chosen::Open(Pick::Open("s1".into())));
         assert_eq!(p.key(k(KeyCode::Char('q'))), Chosen::Quit);
+    }
+
+    /// Issue #44: the picker showed `since 2026-11-28T22:46:34.126Z`.
+    #[test]
+    fn a_sessions_start_is_said_in_words() {
+        let now = crate::clock::parse_utc("2026-11-28T23:00:00").expect("now");
+        let utc = jiff::tz::TimeZone::UTC;
+        assert_eq!(started("2026-11-28T22:46:34.126Z", now, &utc), "13 min ago");
+        assert_eq!(started("2026-11-27T08:00:00.000Z", now, &utc), "yesterday at 08:00");
+        assert_eq!(started("not a time", now, &utc), "not a time");
     }
 }

@@ -221,7 +221,7 @@ fn receive(app: &mut App, incoming: Incoming) -> Option<bool> {
     match incoming {
         Incoming::Opened => {
             app.link = Link::Replaying;
-            app.session.replaying = true;
+            app.replay_begins();
             None
         }
         Incoming::Frame(frame) => {

@@ -363,7 +363,7 @@ pub(crate) fn card_lines(
     let t = app.theme;
     let call = app.session.requested_call(p);
     let offered = p.request.get("options").cloned().unwrap_or(Value::Null);
-    let shown = present::request(&call, &offered, bounds);
+    let shown = present::request(&call, &offered, bounds).warned(&p.request);
     let mut lines = Vec::new();
     let mut head = vec![Span::styled("wants to ", t.dim())];
     head.extend(spans(&shown.kind, t.bold(), t));
@@ -374,6 +374,9 @@ pub(crate) fn card_lines(
     head.push(Span::styled(": ", t.dim()));
     head.extend(spans(&shown.title, t.bold(), t));
     lines.push(Line::from(head));
+    if let Some(warning) = &shown.warning {
+        lines.push(Line::from(spans(&format!("⚠ {warning}"), t.error(), t)));
+    }
     // The default policy goes without saying: the first answer decides.
     let mut about: Vec<String> = Vec::new();
     match p.request.get("policy").and_then(Value::as_str) {

@@ -5,6 +5,7 @@
 // prompt whose write needs permission, answers the request, and the file is on disk.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import http2 from 'node:http2';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { test } from 'node:test';
@@ -72,6 +73,48 @@ test('the ACP TypeScript SDK over Streamable HTTP: a WRITE turn, its permission 
   const done = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`), 'http');
   assertWrote('http', done);
   await waitForFile(done.file, 'written over http');
+});
+
+/**
+ * A `fetch` over one HTTP/2 connection with prior knowledge (h2c), made with Node's own `http2`
+ * module: Node's `fetch` speaks only HTTP/1.1 (its undici offers h2 only over TLS, by ALPN), and the
+ * transport RFD says Streamable HTTP is served over HTTP/2. What the SDK asks of `fetch` (method,
+ * headers, a string body, an abort signal, a streamed response body) is all it does.
+ */
+function h2cFetch(origin) {
+  const session = http2.connect(origin);
+  session.on('error', () => {}); // each request reports its own failure
+  const fetch = async (input, init = {}) => {
+    const url = new URL(typeof input === 'string' ? input : input.url);
+    const headers = { ':method': init.method ?? 'GET', ':path': `${url.pathname}${url.search}` };
+    for (const [k, v] of new Headers(init.headers ?? {})) headers[k] = v;
+    const body = init.body === undefined || init.body === null ? null : Buffer.from(await new Response(init.body).arrayBuffer());
+    const req = session.request(headers, { endStream: body === null });
+    if (body !== null) req.end(body);
+    init.signal?.addEventListener('abort', () => req.close(http2.constants.NGHTTP2_CANCEL), { once: true });
+    const head = await new Promise((resolve, reject) => {
+      req.once('response', resolve);
+      req.once('error', reject);
+    });
+    const status = head[':status'];
+    const out = new Headers();
+    for (const [k, v] of Object.entries(head)) {
+      if (!k.startsWith(':')) for (const one of [v].flat()) out.append(k, String(one));
+    }
+    return new Response(status === 204 || status === 304 ? null : Readable.toWeb(req), { status, headers: out });
+  };
+  return { fetch, close: () => session.close() };
+}
+
+test('the ACP TypeScript SDK over Streamable HTTP on HTTP/2 (h2c): a WRITE turn, its permission allowed, the file on disk', async () => {
+  const h2 = h2cFetch(BASE_URL);
+  try {
+    const done = await writeThroughAcp(createHttpStream(`${BASE_URL}/acp`, { fetch: h2.fetch }), 'h2');
+    assertWrote('h2', done);
+    await waitForFile(done.file, 'written over h2');
+  } finally {
+    h2.close();
+  }
 });
 
 test('the ACP TypeScript SDK over Streamable HTTP: a fresh connection loads a session, gets its history, and writes', async () => {

@@ -420,6 +420,46 @@ test(tag('[spec] an approved SHELL command that writes outside the workspace fai
   }
 });
 
+// Issue #41, finding 2: nothing an agent runs is a client of the daemon that mediates it. The real
+// agent's own shell, confined, calls this daemon (tokenless on loopback, as here: it needs nothing
+// else) on REST, on `/acp`, and with a vote; each is refused `403 agent_not_a_client`, audited and
+// announced on the agent's sessions, while this test, a process of the same user on the same
+// machine that the daemon did not start, is served.
+test(tag("[spec] the agent's own shell is refused as a client of its daemon (REST, /acp, a vote), audited and announced"), async (t) => {
+  if (DAEMON_KIND !== 'mediatord') return t.skip('mediatord only: qwen serve serves its agent as any client');
+  const ctx = await freshSession('as-client');
+  const out = workspaceFile(`${AGENT}-as-client`);
+  const url = process.env.E2E_BASE_URL.replace(/\/+$/, '');
+  const votePath = `${url}/session/${ctx.s.sessionId}/permission/req-of-its-own`;
+  const init = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}';
+  // One line per attempt: the daemon's body, then the status curl saw.
+  const curl = (args) => `curl -s -w ' HTTP%{http_code}\\n' ${args}`;
+  const command = [
+    curl(`${url}/capabilities`),
+    curl(`-X POST -H 'Content-Type: application/json' -d '{}' ${url}/session`),
+    curl(`-X POST -H 'Content-Type: application/json' -d '{"outcome":{"outcome":"selected","optionId":"allow_once"}}' ${votePath}`),
+    curl(`-X POST -H 'Content-Type: application/json' -d '${init}' ${url}/acp`),
+  ].join('; ');
+  const auditBefore = (await api('GET', '/audit?outcome=refused&limit=200')).json?.entries?.length ?? 0;
+  const { turn } = await approvedShell(t, ctx, `{ ${command}; } > ${out}`);
+  const said = fs.readFileSync(out, 'utf8').trim().split('\n');
+  assert.equal(said.length, 4, `four answers: ${JSON.stringify(said)}`);
+  for (const line of said) {
+    assert.ok(line.includes('"code":"agent_not_a_client"') && line.endsWith(' HTTP403'), `refused: ${line}`);
+  }
+  const announced = turn.filter((e) => e.type === 'agent_refused_as_client');
+  assert.deepEqual(
+    announced.map((e) => e.data.attempt),
+    ['GET /capabilities', 'POST /session', 'POST /session/{id}/permission/{request_id}', 'POST /acp'],
+    'each attempt announced on the agent\'s session, in order',
+  );
+  const audit = (await api('GET', '/audit?outcome=refused&limit=200')).json;
+  assert.equal(audit.entries.length, auditBefore + 4, `each attempt audited: ${JSON.stringify(audit.entries.slice(0, 4))}`);
+  // This test's own client, the same user on the same machine, is served on the same routes.
+  assert.equal((await api('GET', '/capabilities')).status, 200);
+  assert.equal((await api('POST', votePath.slice(url.length), { body: { outcome: { outcome: 'selected', optionId: 'allow_once' } }, clientId: ctx.s.clientId })).status, 404, 'a person\'s vote reaches the mediator (no such request)');
+});
+
 test(tag('DELETE /session/:id: session_closed on both subscribers, streams end, later calls 404; other sessions live on'), async (t) => {
   assert.ok(shared, 'needs the shared session of the text-turn test');
   const { a, sA, sB } = shared;

@@ -20,6 +20,8 @@
 #   resume-AGENT   resume.test.mjs, twice per agent on one HOME (state directory, agent files): a
 #                                   session and a turn; the daemon restarted; POST /session/:id/resume
 #                                   and a second turn on the same id
+#   changes-demo   changes.test.mjs (@qwen-code/sdk's DaemonClient: rewind snapshots, rewind, the
+#                                   workspace diff, the file routes; a plain dir, then a git repository)
 #   acp-demo       acp.test.mjs    (/acp with the official ACP TypeScript SDK over WebSocket and
 #                                   Streamable HTTP, @qwen-code/sdk over acp-ws; the demo agent)
 #
@@ -107,12 +109,13 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs changes.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
 RUN_MULTI=0
 RUN_RESUME=0
 RUN_ACP=0
+RUN_CHANGES=0
 for f in "${FILES[@]}"; do
 	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
 	case $f in
@@ -120,6 +123,7 @@ for f in "${FILES[@]}"; do
 	multi.test.mjs) RUN_MULTI=1 ;;
 	resume.test.mjs) RUN_RESUME=1 ;;
 	acp.test.mjs) RUN_ACP=1 ;;
+	changes.test.mjs) RUN_CHANGES=1 ;;
 	*) API_FILES+=("$f") ;;
 	esac
 done
@@ -482,6 +486,11 @@ fi
 # run it).
 if ((RUN_ACP)) && [[ "$DAEMON" != qwen-serve ]]; then
 	run_phase acp-demo demo acp.test.mjs
+fi
+# changes-demo: what sessions changed through @qwen-code/sdk's DaemonClient (REST), on the demo
+# agent: a plain directory, then the workspace made a git repository (issue #42).
+if ((RUN_CHANGES)) && [[ "$DAEMON" != qwen-serve ]]; then
+	run_phase changes-demo demo changes.test.mjs
 fi
 say "summary ($(($(date +%s) - T_ALL)) s):"
 for l in "${SUMMARY[@]}"; do say "  $l"; done

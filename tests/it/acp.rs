@@ -933,14 +933,20 @@ async fn a_dormant_session_is_listed_once_and_loaded_back_only_by_a_client_that_
     let rest = send(http().post(second.url(&format!("/session/{sid}/resume"))).bearer_auth(&watcher)).await;
     assert_eq!((rest.status, rest.body["code"].clone()), (403, json!("read_only_device")), "{}", rest.text);
     let status = |d: &Daemon| send(http().get(d.url(&format!("/session/{sid}"))).bearer_auth(TOKEN));
-    assert_eq!(status(&second).await.status, 404, "an observer started no agent");
+    let still = status(&second).await;
+    assert_eq!(
+        (still.status, still.body["state"].as_str()),
+        (200, Some("dormant")),
+        "an observer started no agent"
+    );
     let unknown =
         observer.call("session/load", json!({"sessionId": "no-such-session", "cwd": second.workspace})).await;
     assert_eq!(unknown["error"]["data"]["code"], "session_not_found", "{unknown}");
     let (mut writer, _) = AcpWs::ready(&second, &[("Authorization", &op)]).await;
     let loaded = writer.call("session/load", load).await;
     assert_eq!(loaded["result"]["_meta"]["mediatord"]["sessionId"], sid.as_str(), "{loaded}");
-    assert_eq!(status(&second).await.status, 200);
+    let live = status(&second).await;
+    assert_eq!((live.status, live.body["state"].as_str()), (200, Some("live")));
 }
 
 /// A WebSocket client whose session stream falls `--subscriber-queue` events behind is evicted:

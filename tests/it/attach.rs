@@ -122,6 +122,28 @@ async fn a_decision_made_elsewhere_replaces_the_keys_with_who_decided() {
     assert_restored(&t, &t.exited().await);
 }
 
+/// Issue #44: a request outside the session's workspace is marked on the terminal client's card,
+/// in the words every door uses, before anyone decides.
+#[tokio::test]
+async fn a_card_outside_the_workspace_says_it_will_be_refused() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let t = Tmux::run(&[bin(), "attach", &sid, "--url", &d.base, "--client-id", ME], &[], 160, 24);
+    t.until("the live session", |s| s.contains(" live ")).await;
+    d.prompt_async(&sid, Some("alice"), "write ../outside.txt never").await;
+    let outside = d.workspace.parent().expect("a parent").join("outside.txt");
+    let warning =
+        format!("⚠ Outside the workspace: it will be refused, whatever is answered ({}).", outside.display());
+    t.until("the card with its warning", |s| s.contains("[a] Allow once") && s.contains(&warning)).await;
+    d.prompt_async(&sid, Some("alice"), "write inside.txt fine").await;
+    t.keys(&["r"]);
+    let screen =
+        t.until("the next card", |s| s.contains("Write inside.txt") && s.contains("[a] Allow once")).await;
+    assert!(!screen.contains("⚠"), "a write inside the workspace is not marked: {screen}");
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
 #[tokio::test]
 async fn resizing_keeps_the_layout_and_q_gives_the_terminal_back() {
     let d = Daemon::start(&[]);
@@ -329,7 +351,7 @@ async fn an_observer_device_sees_the_card_without_keys_and_cannot_vote() {
 }
 
 /// Runs `mediatord <args>` to its end (bounded): (exit code, stdout, stderr).
-async fn run(args: &[&str]) -> (i32, String, String) {
+pub(super) async fn run(args: &[&str]) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
     let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
@@ -659,7 +681,7 @@ async fn the_screenshot_in_the_docs_is_the_client_as_it_draws() {
     let sid = d.join("alice").await;
     assert_eq!(d.prompt(&sid, Some("alice"), "showcase").await.status, 200);
     std::fs::write(d.workspace.join("notes.txt"), "Hello from the demo\n").expect("write notes.txt");
-    d.prompt_async(&sid, Some("alice"), "edit notes.txt Hello from the terminal").await;
+    d.prompt_async(&sid, Some("alice"), "write notes.txt Hello from the terminal").await;
     let t = attach(&d, &sid, &[]);
     let screen = t
         .until("the card with its diff", |s| {
@@ -718,6 +740,30 @@ async fn without_a_session_attach_lists_live_and_past_sessions_and_opens_the_one
         s.contains("alice › a turn of the past") && s.contains("· session closed") && s.contains(" ended ")
     })
     .await;
+    t.keys(&["q"]);
+    assert_restored(&t, &t.exited().await);
+}
+
+/// Issue #44: the picker showed a session's start as `2026-11-28T22:46:34.126`, and `attach`
+/// opened on the replay's last card, decided long before. The start is said in words, and a card
+/// raised and decided in the replay stays in the transcript, not in front.
+#[tokio::test]
+async fn the_picker_says_when_in_words_and_a_replay_leaves_no_decided_card_in_front() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write decided.txt before").await;
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("allow_once")).await.ok();
+    sse.until_type("turn_complete").await;
+
+    let t = Tmux::run(&[bin(), "attach", "--url", &d.base, "--client-id", ME], &[], 160, 24);
+    let list = t.until("the list", |s| s.contains(&sid)).await;
+    let row = list.lines().find(|l| l.contains(&sid)).expect("the session's row");
+    assert!(row.ends_with("· started just now"), "{list}");
+    t.keys(&["Down", "Enter"]);
+    let screen =
+        t.until("the replay, live", |s| s.contains("wrote decided.txt") && s.contains(" live ")).await;
+    assert!(!screen.contains("decided:") && !screen.contains("[a]"), "no card in front:\n{screen}");
     t.keys(&["q"]);
     assert_restored(&t, &t.exited().await);
 }

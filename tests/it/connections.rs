@@ -161,6 +161,7 @@ async fn a_body_that_does_not_arrive_in_time_is_408_and_the_connection_closes() 
 #[tokio::test]
 async fn bodies_being_received_are_bounded_together() {
     let d = Daemon::start(&["--session-scope", "thread"]);
+    let port = d.port;
     let body_len = 10 * 1024 * 1024;
     let head = format!(
         "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {body_len}\r\n\r\n",
@@ -168,33 +169,50 @@ async fn bodies_being_received_are_bounded_together() {
     );
     let mut almost = b"{\"padding\":\"".to_vec();
     almost.resize(body_len - 1, b'x');
-    let mut held = Vec::new();
-    let mut refused = None;
-    for _ in 0..10 {
-        let mut stream = TcpStream::connect(("127.0.0.1", d.port)).await.expect("connect");
-        stream.write_all(head.as_bytes()).await.expect("head");
-        // The daemon stops reading a refused body: the write then fails or stalls, so race it
-        // against the answer.
-        let mut answer = vec![0u8; 4096];
-        let answered = {
-            let (mut reader, mut writer) = stream.split();
-            tokio::select! {
-                _ = writer.write_all(&almost) => None,
-                n = reader.read(&mut answer) => Some(n.expect("read")),
-            }
-        };
-        if let Some(n) = answered {
-            refused = Some(parse_reply(&answer[..n]));
-            break;
+    let almost = std::sync::Arc::new(almost);
+    // Ten bodies of 10 MiB less one byte (none of them ever complete) sent at once: the budget
+    // (64 MiB) holds six whole, so at least four are refused, whichever order the daemon reads
+    // them in. A held body is never answered; each refusal is awaited, never raced against a write.
+    let (answers, mut answered) = tokio::sync::mpsc::channel(10);
+    let senders: Vec<_> = (0..10)
+        .map(|_| {
+            let (head, almost, answers) = (head.clone(), almost.clone(), answers.clone());
+            tokio::spawn(async move {
+                let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+                let (mut reader, mut writer) = stream.into_split();
+                // The daemon stops reading a refused body after its answer: the write may fail,
+                // and the half is kept until the task ends so a held body stays open.
+                let writing = tokio::spawn(async move {
+                    if writer.write_all(head.as_bytes()).await.is_ok() {
+                        let _ = writer.write_all(&almost).await;
+                    }
+                    writer
+                });
+                let reply = read_one_reply(&mut reader).await;
+                let _ = answers.send(reply).await;
+                let _ = writing.await;
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    let mut refusals = Vec::new();
+    while refusals.len() < 4 {
+        match tokio::time::timeout_at(deadline.into(), answered.recv()).await {
+            Ok(Some(reply)) => refusals.push(reply),
+            _ => panic!(
+                "{} of 10 bodies of 10 MiB were refused: more than 6 were held at once",
+                refusals.len()
+            ),
         }
-        held.push(stream);
     }
-    let refused = refused.expect("a body past the budget is refused");
-    assert_eq!(refused.status, 503, "{}", refused.head);
-    assert_eq!(refused.body["code"], "body_budget_exceeded", "{}", refused.text);
-    assert_eq!(refused.header("retry-after"), Some("5"));
-    assert!(held.len() <= 7, "{} bodies of 10 MiB were being received at once", held.len());
-    drop(held);
+    for refused in &refusals {
+        assert_eq!(refused.status, 503, "{}", refused.head);
+        assert_eq!(refused.body["code"], "body_budget_exceeded", "{}", refused.text);
+        assert_eq!(refused.header("retry-after"), Some("5"));
+    }
+    for sender in &senders {
+        sender.abort();
+    }
     // The budget comes back once the held bodies are gone: a whole body goes through again.
     let mut whole = format!(
         "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n",
@@ -212,6 +230,25 @@ async fn bodies_being_received_are_bounded_together() {
         assert_eq!(reply.body["code"], "body_budget_exceeded", "{}", reply.head);
         assert!(Instant::now() < deadline, "the budget never came back");
         tokio::time::sleep(Duration::from_millis(50)).await; // waiting for the daemon to see the closes
+    }
+}
+
+/// Reads one answer (its head and its `Content-Length` body) and returns it; a connection that
+/// ends first gives what came.
+async fn read_one_reply(reader: &mut tokio::net::tcp::OwnedReadHalf) -> RawReply {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let reply = parse_reply(&out);
+        let whole = out.windows(4).any(|w| w == b"\r\n\r\n")
+            && reply.header("content-length").and_then(|l| l.parse::<usize>().ok()) == Some(reply.text.len());
+        if whole {
+            return reply;
+        }
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return reply,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+        }
     }
 }
 

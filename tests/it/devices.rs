@@ -561,7 +561,13 @@ async fn wrong_pairing_codes_neither_lock_out_a_right_one_nor_multiply_over_loop
 #[tokio::test]
 async fn names_that_could_impersonate_are_refused() {
     let d = Daemon::start(&["--token", TOKEN]);
-    for name in ["admin\u{202E}enohp", "ali\u{200B}ce", "Z\u{0301}\u{0302}\u{0303}\u{0304}", "a\u{00A0}b"] {
+    for name in [
+        "admin\u{202E}enohp",
+        "ali\u{200B}ce",
+        "Z\u{0301}\u{0302}\u{0303}\u{0304}",
+        "a\u{00A0}b",
+        "p\u{0430}ypal",
+    ] {
         let issued = send(op(http().post(d.url("/devices/pairing"))).json(&json!({"name": name}))).await;
         assert_eq!((issued.status, issued.body["code"].as_str()), (400, Some("invalid_device")), "{name:?}");
     }

@@ -107,14 +107,105 @@ async fn over_https_the_command_line_trusts_the_certificate_the_daemon_advertise
     let url = format!("https://127.0.0.1:{}", d.port);
     let (code, _, err) = cli(&["devices", "--url", &url], &[]).await;
     assert_eq!(code, 1);
-    assert!(err.contains("over https") && err.contains("UnknownIssuer"), "{err}");
+    assert!(err.contains("answered, but its certificate is not trusted"), "{err}");
     // A stranger's fingerprint in the file is refused too: the pin is what is trusted.
     let mut forged = written.clone();
     forged["fingerprint"] = serde_json::json!("00:11");
     std::fs::write(state.join("daemon.json"), forged.to_string()).expect("write");
     let (code, _, err) = cli(&["devices"], &[("MEDIATORD_STATE_DIR", state_dir)]).await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("over https"), "{err}");
+    assert!(err.contains("it is not the certificate that was pinned"), "{err}");
+}
+
+/// Issue #44: a certificate the command line does not trust was "cannot reach the daemon …
+/// invalid peer certificate: UnknownIssuer. Is the daemon running?". It says the daemon answered,
+/// why its certificate is not trusted in words, and the two ways in: its CA, or the pinned URL.
+#[tokio::test]
+async fn an_untrusted_certificate_is_said_to_be_the_daemons_answer_with_the_ways_to_trust_it() {
+    let ca = TestCa::new();
+    let root = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = ca.leaf(root.path(), "server");
+    let state = root.path().join("state");
+    let state_dir = state.to_str().expect("utf-8");
+    let (crt, key) = (crt.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    let d = Daemon::start(&["--token", TOKEN, "--state-dir", state_dir, "--tls-cert", crt, "--tls-key", key]);
+    // Another name for the same daemon than the one daemon.json pins (`https://127.0.0.1:…`).
+    let other_name = format!("https://localhost:{}", d.port);
+    let env = [("MEDIATORD_STATE_DIR", state_dir)];
+    let (code, _, err) = cli(&["devices", "--url", &other_name], &env).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the daemon at {other_name} answered, but its certificate is not trusted: it was issued by a CA this machine does not trust"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("trust its CA with SSL_CERT_FILE, or use the URL in daemon.json (pinned"), "{err}");
+    assert!(!err.contains("Is the daemon running") && !err.contains("UnknownIssuer"), "{err}");
+    assert!(
+        !err.contains("state directory; it may have stopped"),
+        "how it was found is beside the point: {err}"
+    );
+
+    // Both ways in work: the CA in SSL_CERT_FILE, or the URL daemon.json names.
+    let ca_file = ca.pem_file(root.path());
+    let ca_file = ca_file.to_str().expect("utf-8");
+    let (code, out, err) =
+        cli(&["devices", "--url", &other_name], &[env[0], ("SSL_CERT_FILE", ca_file)]).await;
+    assert_eq!(
+        (code, out.starts_with("no paired devices") || out.starts_with("ID")),
+        (0, true),
+        "{out}{err}"
+    );
+    let pinned = advert(&state)["url"].as_str().expect("url").to_owned();
+    let (code, _, err) = cli(&["devices", "--url", &pinned], &env).await;
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Issue #44: the most common self-signed certificate (`openssl req -x509`, which marks it
+/// CA:TRUE) was the TLS library's `Other(OtherError(CaUsedAsEndEntity))`, and no SSL_CERT_FILE
+/// can make it trusted. It is said in words, with the way that works: the pin.
+#[tokio::test]
+async fn a_self_signed_ca_certificate_is_said_in_words_and_trusted_only_through_the_pin() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("self-signed");
+    let (crt, key_file) = (root.path().join("self.crt"), root.path().join("self.key"));
+    std::fs::write(&crt, cert.pem()).expect("write cert");
+    std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+    // A key others may read refuses the boot (#41 finding 9).
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod key");
+    let state = root.path().join("state");
+    let state_dir = state.to_str().expect("utf-8");
+    let (crt, key_file) = (crt.to_str().expect("utf-8"), key_file.to_str().expect("utf-8"));
+    let d = Daemon::start(&[
+        "--token",
+        TOKEN,
+        "--state-dir",
+        state_dir,
+        "--tls-cert",
+        crt,
+        "--tls-key",
+        key_file,
+    ]);
+    let url = format!("https://127.0.0.1:{}", d.port);
+
+    // Trusting the certificate itself does not help: a CA is never a server's own certificate.
+    let (code, _, err) = cli(&["devices", "--url", &url], &[("SSL_CERT_FILE", crt)]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("answered, but its certificate is not trusted: it is a CA certificate (CA:TRUE, what a bare `openssl req -x509` makes)"),
+        "{err}"
+    );
+    assert!(err.contains("no CA this machine trusts can change that: use the URL in daemon.json"), "{err}");
+    assert!(!err.contains("OtherError") && !err.contains("CaUsedAsEndEntity"), "{err}");
+    // The pin trusts exactly that certificate.
+    let (code, _, err) = cli(&["devices", "--url", &url], &[("MEDIATORD_STATE_DIR", state_dir)]).await;
+    assert_eq!(code, 0, "{err}");
 }
 
 #[tokio::test]
@@ -132,13 +223,13 @@ async fn watch_and_approve_trust_the_certificate_the_daemon_advertised() {
         cli(&["approve", "no-such-session", "--option", "allow_once"], &[("MEDIATORD_STATE_DIR", state_dir)])
             .await;
     assert_eq!(code, 1, "{err}");
-    assert!(!err.contains("over https") && err.contains("404"), "{err}");
+    assert!(!err.contains("not trusted") && err.contains("404"), "{err}");
     // Without the file, the same command cannot trust the daemon: the pin made the difference.
     let url = advert(&state)["url"].as_str().expect("url").to_owned();
     let (code, _, err) =
         cli(&["approve", "no-such-session", "--option", "allow_once", "--url", &url], &[]).await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("UnknownIssuer"), "{err}");
+    assert!(err.contains("it was issued by a CA this machine does not trust"), "{err}");
 }
 
 /// A LAN of the test's own: a network namespace (`unshare -n`) held by a process waiting on its
@@ -305,7 +396,7 @@ async fn over_https_the_lan_advert_carries_the_fingerprint_and_connect_pins_it()
     assert!(out.starts_with("ID"), "{out}");
     let (code, _, err) = lan.cli(&["devices", "--url", &at], &[]).await;
     assert_eq!(code, 1, "the same daemon without the pin is not trusted: {err}");
-    assert!(err.contains("UnknownIssuer"), "{err}");
+    assert!(err.contains("it was issued by a CA this machine does not trust"), "{err}");
 
     // `connect`, found the same way, speaks ACP over wss:// to the pinned daemon.
     let home = tempfile::tempdir().expect("tempdir");

@@ -16,6 +16,8 @@ mod acp_http;
 mod agents;
 #[path = "attach.rs"]
 mod attach;
+#[path = "changes.rs"]
+mod changes;
 #[path = "connect.rs"]
 mod connect;
 #[path = "devices.rs"]

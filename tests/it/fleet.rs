@@ -124,6 +124,9 @@ async fn a_session_on_a_is_streamed_prompted_and_voted_on_through_b_and_after_a_
         .find(|s| s["sessionId"] == sid.as_str())
         .cloned();
     assert_eq!(record.as_ref().map(|r| r["endReason"].clone()), Some(json!("node_lost")), "{listed}");
+    // Issue #44: its status answers too (it was 404), as the list shows it.
+    let status = b.get(&format!("/session/{sid}")).await.ok();
+    assert_eq!(Some(status), record, "GET /session/{{id}} of a lost node's session");
     let replay = Sse::connect(&b, &sid, &last_event_id(0)).await.rest().await;
     assert!(replay.iter().any(|e| e.event == "permission_resolved"), "the history replays: {replay:?}");
     let done = find(&replay, "replay_complete");

@@ -104,6 +104,37 @@ async fn every_route_answers_over_http2_with_prior_knowledge_and_over_tls_by_alp
     assert_eq!(version, "1.1", "a client that asks for HTTP/1.1 by ALPN gets it");
 }
 
+/// An HTTP/2 request carries its authority as `:authority`, not `Host`: what the daemon builds from
+/// the authority still has it (the pairing URL kept no port: `http://127.0.0.1/#pair=...`), and
+/// a page of the daemon's own origin is let in over h2 as over HTTP/1.1.
+#[tokio::test]
+async fn over_http2_the_authority_is_the_pseudo_headers() {
+    let d = Daemon::start(&[]);
+    let h2 = [
+        "--http2-prior-knowledge",
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        "{}",
+    ];
+    let (version, status, text) = curl(&h2, &d.url("/devices/pairing"));
+    assert_eq!((version.as_str(), status), ("2", 200), "{text}");
+    let pairing: Value = serde_json::from_str(&text).expect("JSON");
+    let url = pairing["url"].as_str().expect("url");
+    assert!(url.starts_with(&format!("http://127.0.0.1:{}/#pair=", d.port)), "{url}");
+    let own = format!("Origin: http://127.0.0.1:{}", d.port);
+    let (version, status, text) = curl(
+        &["--http2-prior-knowledge", "-H", &own, "-H", "X-Qwen-Client-Id: alice"],
+        &d.url("/capabilities"),
+    );
+    assert_eq!((version.as_str(), status), ("2", 200), "the daemon's own origin: {text}");
+    let (_, status, _) =
+        curl(&["--http2-prior-knowledge", "-H", "Origin: http://evil.example"], &d.url("/capabilities"));
+    assert_eq!(status, 403, "another origin");
+}
+
 /// An h2 client (the `h2` crate, hyper's) on one connection with prior knowledge.
 async fn h2_connection(port: u16) -> h2::client::SendRequest<Bytes> {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");

@@ -12,6 +12,7 @@ mod agents;
 mod architecture;
 mod attach;
 mod bench_smoke;
+mod changes;
 mod connect;
 mod connections;
 mod desk;

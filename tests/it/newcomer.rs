@@ -256,6 +256,31 @@ fn man_pages_are_generated_from_the_command_line() {
     assert!(stderr.contains("serve"), "{stderr}");
 }
 
+/// Issue #44: every subcommand's page said "serve " (its own name, and no version) in its footer,
+/// where mediatord(1) says "mediatord 0.1.0". Every page the main page names says the program and
+/// its version, as packaging/deb/build.sh installs them.
+#[test]
+fn every_man_page_names_mediatord_and_its_version_in_its_footer() {
+    let (_, main, _) = run(&["man"], &[]);
+    let footer = format!("\"mediatord {}\"", env!("CARGO_PKG_VERSION"));
+    let th = |page: &str| page.lines().find(|l| l.starts_with(".TH ")).map(str::to_owned);
+    assert!(th(&main).is_some_and(|l| l.contains(&footer)), "{:?}", th(&main));
+    // The names the main page lists, as build.sh finds them: `mediatord\-<name>(1)`, one a line.
+    let subcommands: Vec<String> = main
+        .lines()
+        .filter_map(|l| {
+            l.replace('\\', "").strip_prefix("mediatord-")?.strip_suffix("(1)").map(str::to_owned)
+        })
+        .collect();
+    assert!(subcommands.len() >= 10 && subcommands.contains(&"serve".to_owned()), "{subcommands:?}");
+    for sub in &subcommands {
+        let (code, page, stderr) = run(&["man", sub], &[]);
+        assert_eq!(code, Some(0), "{sub}: {stderr}");
+        let line = th(&page);
+        assert!(line.as_deref().is_some_and(|l| l.contains(&footer)), "{sub}: {line:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_example_config_file_boots_the_daemon() {
     // docs/examples/mediatord.json as shipped; only its example workspace and its agent are

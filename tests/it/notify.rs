@@ -5,6 +5,7 @@
 //! `allow_always` and `reject_once`, and writes the file only when allowed.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -691,7 +692,10 @@ async fn an_https_receiver_the_daemon_does_not_trust_is_refused_logged_counted_a
     assert_eq!(plain.next().await.body["requestId"], request["requestId"]);
     let err = wait_stderr(&d, "notification not sent").await;
     let line = err.lines().find(|l| l.contains("notification not sent")).expect("the line");
-    assert!(line.contains("certificate is not trusted") && line.contains("UnknownIssuer"), "{line}");
+    assert!(
+        line.contains("certificate is not trusted: it was issued by a CA this machine does not trust"),
+        "{line}"
+    );
     assert!(line.contains("SSL_CERT_FILE"), "the line says how to fix it: {line}");
     assert!(!err.contains("secret-topic"), "the target's path never reaches the log");
     let metrics = d
@@ -1041,4 +1045,60 @@ async fn an_action_link_answers_a_browser_with_styled_pages_that_lead_into_the_a
     // A script is answered as before.
     let (status, body) = post_link(&link).await.pair();
     assert_eq!((status, body["code"].as_str()), (410, Some("link_expired")));
+}
+
+/// Issue #44: `write ../outside.txt x` raised a normal card; after "Allow once" the write failed
+/// (outside the workspace), and the audit said "Allowed once" for something that could not
+/// happen. The mediator marks the request where it is raised (`outsideWorkspace`), and every door
+/// says so before anyone decides: the event, the card the web app shows, the action link's page,
+/// the notification; and the audit says it after the decision.
+#[tokio::test]
+async fn a_request_outside_the_workspace_is_marked_on_every_door_and_in_the_audit() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/hook"), "clientId": "phone"}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let outside = d.workspace.parent().expect("a parent").join("outside.txt");
+    let outside = outside.to_str().expect("utf-8");
+    let warning = format!("Outside the workspace: it will be refused, whatever is answered ({outside}).");
+
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write ../outside.txt x").await;
+    assert_eq!(request["outsideWorkspace"], json!([outside]), "{request}");
+    let rid = request_id(&request);
+    assert_eq!(d.pending(&sid).await[0]["outsideWorkspace"], json!([outside]));
+    // The web app's card.
+    let card = d.get(&format!("/session/{sid}/permission/{rid}")).await.ok();
+    assert_eq!(card["warning"], warning.as_str(), "{card}");
+    // The notification, said after its summary, and the link's page, before the request.
+    let got = hook.next().await;
+    assert_eq!(got.body["warning"], warning.as_str(), "{}", got.body);
+    let page = send(http().get(got.link("allow_once"))).await;
+    assert!(
+        page.text.contains(&format!(r#"<p class="warning" role="alert">{warning}</p>"#)),
+        "{}",
+        page.text
+    );
+
+    // Allowed all the same: the write is refused, and the audit says it was known to be.
+    assert_eq!(post_link(&got.link("allow_once")).await.status, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        events.iter().any(|e| e.payload().to_string().contains("is outside the session's workspace")),
+        "the write was refused"
+    );
+    assert!(!Path::new(outside).exists());
+    let audit = eventually(|| http().get(d.url("/audit")), |a| a["entries"][0]["status"] == "selected").await;
+    assert_eq!(audit["entries"][0]["outsideWorkspace"], json!([outside]), "{audit}");
+    let csv = send(http().get(d.url("/audit?format=csv"))).await;
+    assert!(
+        csv.text.contains(",Allowed once (outside the workspace: it will be refused),operator · phone,"),
+        "{}",
+        csv.text
+    );
+
+    // A write inside the workspace is not marked.
+    let inside = d.raise(&sid, &mut sse, Some("alice"), "write inside.txt x").await;
+    assert!(inside.get("outsideWorkspace").is_none(), "{inside}");
+    let card = d.get(&format!("/session/{sid}/permission/{}", request_id(&inside))).await.ok();
+    assert!(card["warning"].is_null(), "{card}");
 }

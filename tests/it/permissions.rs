@@ -789,6 +789,35 @@ fn wall_ms() -> u64 {
     since.expect("clock after 1970").as_millis() as u64
 }
 
+/// Issue #44: the demo agent's `write` showed "new file" over a file that exists (the README's
+/// picture shows a diff). It reads the file first: the card shows the old text going and the new
+/// one coming, and a file that is not there is still a new file.
+#[tokio::test]
+async fn a_write_over_an_existing_file_is_presented_as_a_diff_of_its_old_text() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    std::fs::write(d.workspace.join("notes.txt"), "Hello from the demo\nkept\n").expect("write notes.txt");
+    let request =
+        d.raise(&sid, &mut sse, Some("alice"), "write notes.txt Hello from the terminal\nkept\n").await;
+    let path = d.workspace.join("notes.txt").display().to_string();
+    assert_eq!(request["toolCall"]["content"][0]["oldText"], "Hello from the demo\nkept\n");
+    let card = d.get(&format!("/session/{sid}/permission/{}", request_id(&request))).await.ok();
+    let diff = card["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .find(|s| s["heading"] == format!("diff {path}"))
+        .unwrap_or_else(|| panic!("a diff, not a new file: {card}"));
+    let lines: Vec<&str> =
+        diff["lines"].as_array().expect("lines").iter().map(|l| l["text"].as_str().expect("text")).collect();
+    assert_eq!(lines, ["@@ -1,2 +1,2 @@", "-Hello from the demo", "+Hello from the terminal", " kept"]);
+    d.vote(&sid, &request_id(&request), Some("alice"), selected("reject_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    let fresh = d.raise(&sid, &mut sse, Some("alice"), "write fresh.txt new").await;
+    assert_eq!(fresh["toolCall"]["content"][0]["oldText"], Value::Null, "no file: a new file's change");
+}
+
 /// Issue #29: a write's text was never on the card, only its path. The daemon presents a pending
 /// request as every door shows it (`src/present.rs`): the file text as a diff (the demo agent sends
 /// it as real agents do), bounded as a card with what was left out counted, all of it with

@@ -1,4 +1,4 @@
-//! The agent's questions (`docs/protocol.md#18-questions`, issue #43), black-box over REST and SSE:
+//! The agent's questions (`docs/protocol.md#19-questions`, issue #43), black-box over REST and SSE:
 //! Qwen Code's `ask_user_question` and ACP's `elicitation/create` (form and URL), raised by the demo
 //! agent (`ask`, `elicit`, `elicit-url`, `elicit-raw`), shown as `permission_request`s with their
 //! `question`, answered by votes carrying `answers`, and every way they end.
@@ -291,7 +291,7 @@ async fn a_question_ends_by_cancel_timeout_or_the_agents_death() {
     );
 }
 
-/// Issue #43 (`docs/protocol.md#18-questions`): under `consensus` a question is not tallied: the
+/// Issue #43 (`docs/protocol.md#19-questions`): under `consensus` a question is not tallied: the
 /// first complete answer of a client registered when it was asked decides it.
 #[tokio::test]
 async fn under_consensus_the_first_complete_answer_decides_a_question() {

@@ -1,7 +1,8 @@
 //! `mediatord service install --user` (docs/operations.md#running-under-systemd): the user unit the
 //! package ships, written for this binary, with the settings and environment files beside it.
-//! Every run gets a HOME and an XDG_CONFIG_HOME of its own under a temporary directory, never the
-//! runner's. `tests/package.rs` checks the unit it writes with `systemd-analyze verify`.
+//! Every run gets a HOME, an XDG_CONFIG_HOME and an XDG_RUNTIME_DIR of its own under a temporary
+//! directory, never the runner's; a user's systemd is a socket listening where `systemctl --user`
+//! looks for it (`$XDG_RUNTIME_DIR/systemd/private`), or nothing there. `tests/package.rs` checks the unit it writes with `systemd-analyze verify`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -14,21 +15,33 @@ use crate::support::{Daemon, bin};
 const SHIPPED_UNIT: &str = include_str!("../../packaging/systemd/user/mediatord.service");
 const SHIPPED_ENV: &str = include_str!("../../packaging/env");
 
-/// A scratch user: `home/`, `config/` (its XDG_CONFIG_HOME), a project directory and an empty one
-/// to run from.
+/// A scratch user: `home/`, `config/` (its XDG_CONFIG_HOME), `runtime/` (its XDG_RUNTIME_DIR), a
+/// project directory and an empty one to run from.
 struct User {
     _dir: tempfile::TempDir,
     root: PathBuf,
+    /// The user's systemd, as `systemctl --user` reaches it: its private socket, listening.
+    _manager: Option<std::os::unix::net::UnixListener>,
 }
 
 impl User {
+    /// A user logged in with a systemd user manager.
     fn new() -> User {
+        let mut user = User::without_manager();
+        std::fs::create_dir(user.path("runtime/systemd")).expect("mkdir");
+        user._manager =
+            Some(std::os::unix::net::UnixListener::bind(user.path("runtime/systemd/private")).expect("bind"));
+        user
+    }
+
+    /// A user with no systemd user manager (`su`, a container, WSL without systemd).
+    fn without_manager() -> User {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(dir.path()).expect("canonical");
-        for d in ["home", "config", "project", "elsewhere"] {
+        for d in ["home", "config", "runtime", "project", "elsewhere"] {
             std::fs::create_dir(root.join(d)).expect("mkdir");
         }
-        User { _dir: dir, root }
+        User { _dir: dir, root, _manager: None }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -40,7 +53,9 @@ impl User {
     fn service(&self, args: &[&str], env: &[(&str, Option<&Path>)]) -> Output {
         let mut cmd = Command::new(bin());
         cmd.arg("service").args(args).current_dir(self.path("elsewhere"));
-        cmd.env("HOME", self.path("home")).env("XDG_CONFIG_HOME", self.path("config"));
+        cmd.env("HOME", self.path("home"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("XDG_RUNTIME_DIR", self.path("runtime"));
         for (k, v) in env {
             match v {
                 Some(v) => cmd.env(k, v),
@@ -126,6 +141,61 @@ fn install_writes_the_unit_the_settings_and_the_env_file_and_prints_the_start_li
     );
     assert_eq!(user.files("home"), Vec::<String>::new(), "HOME is untouched when XDG_CONFIG_HOME is set");
     assert_eq!(user.files("elsewhere"), Vec::<String>::new());
+}
+
+/// Issue #44: without a user manager the command printed a `systemctl --user` line that fails
+/// ("Failed to connect to bus"). It says there is none, and prints the lines that run the same
+/// daemon by hand; the files are written all the same, for when a manager runs.
+#[test]
+fn without_a_user_manager_it_says_so_and_prints_the_serve_line_that_works() {
+    let user = User::without_manager();
+    let out = user.service(&["install", "--user"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let runtime = user.path("runtime");
+    let c = |rel: &str| user.path("config").join(rel);
+    let (env, settings) = (c("mediatord/env"), c("mediatord/mediatord.json"));
+    let expected = format!(
+        "\nNo systemd user manager runs for this login, so `systemctl --user` cannot start it: nothing answers at {}/systemd/private: No such file or directory (os error 2).\n\
+         Run the daemon with the same settings by hand instead (the env file's variables first):\n  \
+         set -a; . {}; set +a\n  \
+         {} serve --config {}\n\
+         Where a user manager runs (a desktop or ssh login; `loginctl enable-linger $USER` starts one at boot), start the service with:\n  \
+         systemctl --user daemon-reload && systemctl --user enable --now mediatord\n",
+        runtime.display(),
+        env.display(),
+        bin(),
+        settings.display(),
+    );
+    assert!(stdout.ends_with(&expected), "{stdout}");
+    assert!(!stdout.contains("Start it now"), "{stdout}");
+    assert_eq!(
+        user.files("config"),
+        ["mediatord/env", "mediatord/mediatord.json", "systemd/user/mediatord.service"]
+    );
+
+    // The printed lines work as printed: the env file's variables reach the command that follows.
+    std::fs::write(&env, "MEDIATORD_TOKEN=from-the-env-file\n").expect("edit env");
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ")).map(str::trim).collect();
+    let [source, serve, _systemctl] = lines[..] else { panic!("three command lines: {stdout}") };
+    let shell = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{source}\nprintf %s \"$MEDIATORD_TOKEN\""))
+        .output()
+        .expect("sh");
+    assert_eq!(text(&shell.stdout), "from-the-env-file", "{}", text(&shell.stderr));
+    let words = shell_words::split(serve).expect("a shell line");
+    let settings = settings.to_str().expect("utf-8");
+    assert_eq!(words, [bin(), "serve", "--config", settings]);
+
+    // XDG_RUNTIME_DIR unset: said so.
+    let out = user.service(&["install", "--user"], &[("XDG_RUNTIME_DIR", None)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("cannot start it: XDG_RUNTIME_DIR is not set (no login session"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

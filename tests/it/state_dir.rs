@@ -355,3 +355,131 @@ fn a_database_from_a_newer_mediatord_refuses_the_boot() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("schema version 99") && stderr.contains("newer"), "{stderr}");
 }
+
+/// Issue #44: a vote through a notification's link (to a target without a `clientId`) read
+/// "operator · " in `mediatord audit` and the CSV, and a long voter id pushed the table's columns
+/// out of line. The link's voter is `operator`, and every column is as wide as its widest cell.
+#[tokio::test]
+async fn a_link_vote_reads_operator_and_a_long_voter_id_keeps_the_audit_table_in_line() {
+    let home = Home::new();
+    let mut hook = crate::support::Receiver::start(&[]).await;
+    let config = home.state.with_file_name("mediatord.json");
+    let targets = serde_json::json!({"serve": {"notify": [{"url": hook.url("/hook")}]}});
+    std::fs::write(&config, targets.to_string()).expect("write config");
+    let d = home.start(&["--config", config.to_str().expect("utf-8")]);
+    let long = "connect-5f0c9e59-46d7-4b3b-8d59-64fd0f1b40c2";
+    let sid = d.join(long).await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", long.into())]).await;
+    d.raise(&sid, &mut sse, Some(long), "write linked.txt x").await;
+    let link = hook.next().await.link("allow_once");
+    assert_eq!(send(http().post(&link)).await.status, 200);
+    sse.until_type("turn_complete").await;
+    let request = d.raise(&sid, &mut sse, Some(long), "write voted.txt y").await;
+    let rid = request["requestId"].as_str().expect("requestId");
+    d.vote(&sid, rid, Some(long), selected("reject_once")).await.ok();
+    sse.until_type("turn_complete").await;
+    crate::support::eventually(
+        || http().get(d.url("/audit")),
+        |a: &Value| {
+            a["entries"]
+                .as_array()
+                .is_some_and(|e| e.len() == 2 && e.iter().all(|e| e["status"] == "selected"))
+        },
+    )
+    .await;
+
+    let csv = send(http().get(d.url("/audit?format=csv"))).await.text;
+    assert!(csv.contains(",Allowed once,operator,,,link,edit,"), "{csv}");
+    assert!(csv.contains(&format!(",Rejected,operator · {long},,{long},vote,edit,")), "{csv}");
+    let out = std::process::Command::new(bin())
+        .args(["audit", "--state-dir", home.state.to_str().expect("utf-8")])
+        .output()
+        .expect("mediatord audit");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(lines[2].contains("Allowed once  operator  ") && lines[2].contains(" link "), "{table}");
+    assert!(!lines[2].contains("operator · "), "no dangling separator: {table}");
+    // Every row's POLICY and SESSION columns start where the header's do (in terminal columns).
+    let column = |line: &str, needle: &str| {
+        let at = line.find(needle).unwrap_or_else(|| panic!("{needle} in {line}"));
+        line[..at].chars().count()
+    };
+    assert!(lines[1].contains(&format!("operator · {long}  vote ")), "{table}");
+    for line in &lines[1..] {
+        assert_eq!(column(line, "first-responder"), column(lines[0], "POLICY"), "{table}");
+        assert_eq!(column(line, &sid), column(lines[0], "SESSION"), "{table}");
+    }
+}
+
+/// `mediatord <args>` run to completion: (exit code, stdout, stderr).
+fn mediatord(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(bin())
+        .args(args)
+        .env_remove("MEDIATORD_STATE_DIR")
+        .output()
+        .expect("run mediatord");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue #44: `mediatord audit` and `transcript` could not read a backup file: they wanted a state
+/// directory. `--state-db FILE` reads one (so does a file given as `--state-dir`), and a file that
+/// is not a mediatord database is refused saying so.
+#[tokio::test]
+async fn audit_and_transcript_read_a_backup_file_and_refuse_a_file_that_is_not_one() {
+    let home = Home::new();
+    let (d, sid, _sse, rids) = with_decisions(&home, &["a.txt", "b.txt"]).await;
+    eventually(&d, "/audit?outcome=selected", |b| b["entries"].as_array().is_some_and(|e| e.len() == 2))
+        .await;
+    let backup = home.state.with_file_name("backup.db");
+    let (backup_arg, state) = (backup.to_str().expect("utf-8"), home.state.to_str().expect("utf-8"));
+    let (code, _, err) = mediatord(&["backup", backup_arg, "--state-dir", state]);
+    assert_eq!(code, Some(0), "{err}");
+
+    for flag in ["--state-db", "--state-dir"] {
+        let (code, out, err) = mediatord(&["audit", "--json", flag, backup_arg]);
+        assert_eq!(code, Some(0), "{flag}: {err}");
+        let got: Vec<String> = out
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("JSON")["requestId"].as_str().expect("id").to_owned()
+            })
+            .collect();
+        assert_eq!(got, [rids[1].clone(), rids[0].clone()], "{flag}");
+        let (code, out, err) = mediatord(&["transcript", &sid, flag, backup_arg]);
+        assert_eq!(code, Some(0), "{flag}: {err}");
+        assert!(out.contains("write a.txt") && out.contains("write b.txt"), "{flag}: {out}");
+    }
+    let (code, _, err) = mediatord(&["audit", "--state-db", backup_arg, "--state-dir", state]);
+    assert_eq!(code, Some(2), "one or the other: {err}");
+
+    // Not a database at all, and an SQLite database of something else.
+    let text = home.state.with_file_name("notes.txt");
+    std::fs::write(&text, "not a database, but long enough to have a header\n").expect("write");
+    let other = home.state.with_file_name("other.db");
+    rusqlite::Connection::open(&other).expect("sqlite").execute_batch("CREATE TABLE t(x)").expect("table");
+    for (file, why) in
+        [(&text, "it is not an SQLite database"), (&other, "an SQLite database without mediatord's tables")]
+    {
+        let file = file.to_str().expect("utf-8");
+        for command in [vec!["audit", "--state-db", file], vec!["transcript", &sid, "--state-db", file]] {
+            let (code, out, err) = mediatord(&command);
+            assert_eq!((code, out.as_str()), (Some(2), ""), "{command:?}: {err}");
+            assert_eq!(
+                err.trim_end(),
+                format!(
+                    "mediatord {}: {file} is not a mediatord state database: {why} (give a state directory, its state.db, or a copy `mediatord backup` wrote)",
+                    command[0]
+                ),
+            );
+        }
+    }
+    let (code, _, err) =
+        mediatord(&["audit", "--state-db", home.state.with_file_name("missing.db").to_str().expect("utf-8")]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("missing.db") && err.contains("No such file"), "{err}");
+}

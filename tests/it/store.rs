@@ -291,6 +291,48 @@ async fn a_dormant_session_replays_across_a_restart_and_resumes_with_continuing_
     assert_eq!(whole, (1..=*whole.last().expect("ids")).collect::<Vec<_>>(), "the resume kept the history");
 }
 
+/// Issue #44: `GET /session/{id}` of a dormant session was `404` while its permissions and replay
+/// answered and the workspace list showed it `dormant`. It answers with the session's record, and
+/// once resumed with its live status again.
+#[tokio::test]
+async fn a_dormant_session_answers_get_session_with_its_state_and_end_reason() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let sid = d.join("alice").await;
+    let last = *ids(&streamed(&d, &sid, 3).await).last().expect("ids");
+    let live = d.get(&format!("/session/{sid}")).await.ok();
+    assert_eq!((live["state"].as_str(), live["pendingPrompts"].as_u64()), (Some("live"), Some(0)), "{live}");
+    // A session a client closed is gone, as in qwen serve.
+    let closed = d.create(Some("bob"), json!({"sessionScope": "thread"})).await["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(d.delete(&format!("/session/{closed}")).await.status, 204);
+    stop(d);
+
+    let d = home.start(&[]);
+    let (status, got) = d.get(&format!("/session/{sid}")).await.pair();
+    assert_eq!(status, 200, "{got}");
+    let listed = d.get(&format!("{}?include=ended", home.workspace_path("sessions"))).await.ok();
+    let record =
+        listed["sessions"].as_array().expect("sessions").iter().find(|s| s["sessionId"] == sid.as_str());
+    assert_eq!(Some(&got), record, "the record, as the workspace list shows it");
+    let gone = d.get(&format!("/session/{closed}")).await;
+    assert_eq!((gone.status, gone.body["code"].as_str()), (404, Some("session_not_found")), "{}", gone.text);
+    assert_eq!(
+        (got["state"].as_str(), got["endReason"].as_str(), got["lastEventId"].as_u64()),
+        (Some("dormant"), Some("daemon_shutdown"), Some(last + 1)),
+        "{got}"
+    );
+    assert_eq!(got["workspaceCwd"], home.cwd());
+    assert!(got["endedAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{got}");
+    assert_eq!(d.get("/session/no-such-session").await.status, 404);
+
+    let resumed = d.post(&format!("/session/{sid}/resume"), None, json!({})).await.ok();
+    assert_eq!(resumed["resumed"], true);
+    assert_eq!(d.get(&format!("/session/{sid}")).await.ok()["state"], "live");
+}
+
 /// A session's history as one recorded row standing for every event, from id 1 to its last: its
 /// frames kept but unreadable (`damaged`: an unknown codec), or none (a gap marker: the writer
 /// had no room for them), rewritten in the database while no daemon runs.

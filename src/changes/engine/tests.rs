@@ -1,0 +1,246 @@
+//! The snapshot engine, on real directories: what a snapshot holds and skips, what it reads again,
+//! what survives the engine, and the change sets and diffs between snapshots.
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+
+use super::super::manifest::Kind;
+use super::super::objects::Objects;
+use super::*;
+
+/// A later walk start than anything the test writes: what it wrote counts as settled.
+fn later() -> i64 {
+    scan::now_ns() + 10 * scan::RACY_MARGIN_NS
+}
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    ws: PathBuf,
+    state: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let root = tempfile::tempdir().expect("tempdir");
+    let base = fs::canonicalize(root.path()).expect("canonical");
+    let (ws, state) = (base.join("ws"), base.join("state"));
+    fs::create_dir_all(&ws).expect("ws");
+    Fixture { _root: root, ws, state }
+}
+
+fn write(ws: &Path, rel: &str, content: &str) {
+    let path = ws.join(rel);
+    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs::write(path, content).expect("write");
+}
+
+fn paths(s: &Snapshot) -> Vec<&str> {
+    s.manifest.entries.keys().map(String::as_str).collect()
+}
+
+fn engine(f: &Fixture) -> Changes {
+    Changes::open(Some(&f.state), LIMITS).expect("open")
+}
+
+#[test]
+fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "a\n");
+    write(&f.ws, "src/lib.rs", "fn x() {}\n");
+    write(&f.ws, ".gitignore", "target/\n*.log\n!keep.log\n");
+    write(&f.ws, "target/debug/big", "built");
+    write(&f.ws, "run.log", "noise");
+    write(&f.ws, "keep.log", "kept");
+    write(&f.ws, "sub/.gitignore", "local.txt\n");
+    write(&f.ws, "sub/local.txt", "ignored here");
+    write(&f.ws, "local.txt", "not ignored at the root");
+    write(&f.ws, ".git/HEAD", "ref: refs/heads/main\n");
+    write(&f.ws, ".git/info/exclude", "secret.env\n");
+    write(&f.ws, "secret.env", "x");
+    write(&f.ws, "vendor/.git", "gitdir: elsewhere");
+    symlink("a.txt", f.ws.join("link")).expect("symlink");
+    fs::set_permissions(f.ws.join("src/lib.rs"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The store inside the workspace is never snapshotted.
+    let changes = Changes::open(Some(&f.ws.join(".state")), LIMITS).expect("open");
+    let s = changes.snapshot_at(&f.ws, later()).expect("snapshot");
+    assert_eq!(
+        paths(&s),
+        [".gitignore", "a.txt", "keep.log", "link", "local.txt", "src/lib.rs", "sub/.gitignore"]
+    );
+    let e = |p: &str| s.manifest.entries[p];
+    assert_eq!((e("a.txt").kind, e("a.txt").size), (Kind::File, 2));
+    assert_eq!(e("src/lib.rs").kind, Kind::Executable);
+    assert_eq!(e("link").kind, Kind::Symlink);
+    assert_eq!(changes.content(&e("link")).expect("target"), b"a.txt");
+    assert_eq!(changes.content(&e("a.txt")).expect("content"), b"a\n");
+    assert_eq!(s.stats.hashed, 7);
+}
+
+#[test]
+fn an_unchanged_workspace_is_stat_only_and_keeps_its_snapshot_id() {
+    let f = fixture();
+    for i in 0..50 {
+        write(&f.ws, &format!("d{}/f{i}.txt", i % 5), &format!("{i}\n"));
+    }
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    assert_eq!((first.stats.hashed, first.stats.files, first.stats.directories_read), (50, 50, 6));
+    let again = changes.snapshot_at(&f.ws, later()).expect("again");
+    assert_eq!(again.id, first.id);
+    assert_eq!((again.stats.hashed, again.stats.directories_read), (0, 0), "nothing read: {:?}", again.stats);
+    write(&f.ws, "d1/f1.txt", "one\n");
+    write(&f.ws, "d2/new.txt", "new\n");
+    fs::remove_file(f.ws.join("d3/f3.txt")).expect("rm");
+    let changed = changes.snapshot_at(&f.ws, later()).expect("changed");
+    assert_ne!(changed.id, first.id);
+    assert_eq!((changed.stats.hashed, changed.stats.directories_read), (2, 2), "{:?}", changed.stats);
+    let set = changes.change_set(&first.manifest, &changed.manifest);
+    let summary: Vec<(&str, Status, u64, u64)> =
+        set.files.iter().map(|c| (c.path.as_str(), c.status, c.added, c.removed)).collect();
+    assert_eq!(
+        summary,
+        [
+            ("d1/f1.txt", Status::Modified, 1, 1),
+            ("d2/new.txt", Status::Added, 1, 0),
+            ("d3/f3.txt", Status::Deleted, 0, 1)
+        ]
+    );
+    assert_eq!((set.files_changed, set.insertions, set.deletions, set.hidden_count), (3, 2, 2, 0));
+}
+
+#[test]
+fn a_same_size_rewrite_is_seen_and_a_racy_file_is_read_again() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "aaaa");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    write(&f.ws, "a.txt", "bbbb");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_ne!(first.id, second.id, "same size, same second: the change time differs");
+    // A walk that starts within the margin of a file's times does not trust them next time.
+    write(&f.ws, "b.txt", "b");
+    let racy = changes.snapshot_at(&f.ws, scan::now_ns()).expect("racy");
+    assert_eq!(racy.stats.hashed, 1);
+    let reread = changes.snapshot_at(&f.ws, later()).expect("re-read");
+    // Both files were written within the margin of the racy walk: neither is trusted after it.
+    assert_eq!(reread.stats.hashed, 2, "{:?}", reread.stats);
+    assert_eq!(reread.id, racy.id);
+}
+
+#[test]
+fn the_stat_cache_survives_the_engine() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "a");
+    write(&f.ws, "deep/b.txt", "b");
+    let first = engine(&f).snapshot_at(&f.ws, later()).expect("first");
+    let reopened = engine(&f);
+    let again = reopened.snapshot_at(&f.ws, later()).expect("after a restart");
+    assert_eq!(again.id, first.id);
+    assert_eq!((again.stats.hashed, again.stats.directories_read), (0, 0), "{:?}", again.stats);
+    // A damaged cache costs a full read, never a wrong snapshot.
+    let index = reopened.index_path(&f.ws);
+    drop(reopened);
+    fs::write(&index, b"garbage").expect("damage");
+    let rebuilt = engine(&f).snapshot_at(&f.ws, later()).expect("rebuilt");
+    assert_eq!((rebuilt.id, rebuilt.stats.hashed), (first.id, 2));
+}
+
+#[test]
+fn a_changed_gitignore_is_applied_to_cached_folders() {
+    let f = fixture();
+    write(&f.ws, "a/b/x.tmp", "x");
+    write(&f.ws, "a/b/y.txt", "y");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    assert_eq!(paths(&first), ["a/b/x.tmp", "a/b/y.txt"]);
+    write(&f.ws, ".gitignore", "*.tmp\n");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_eq!(paths(&second), [".gitignore", "a/b/y.txt"]);
+    write(&f.ws, ".gitignore", "*.txt\n");
+    let third = changes.snapshot_at(&f.ws, later()).expect("third");
+    assert_eq!(paths(&third), [".gitignore", "a/b/x.tmp"]);
+}
+
+#[test]
+fn bounds_refuse_too_many_files_and_keep_oversized_ones_by_stat() {
+    let f = fixture();
+    for i in 0..5 {
+        write(&f.ws, &format!("f{i}"), "x");
+    }
+    write(&f.ws, "big.bin", &"z".repeat(100));
+    let small = Limits { max_files: 10, max_file_bytes: 50, max_depth: 2 };
+    let changes = Changes::open(Some(&f.state), small).expect("open");
+    let s = changes.snapshot_at(&f.ws, later()).expect("snapshot");
+    let big = s.manifest.entries["big.bin"];
+    assert_eq!((big.kind, big.size, s.stats.oversized), (Kind::Oversized, 100, 1));
+    assert!(changes.content(&big).is_err(), "its content is not kept");
+    write(&f.ws, "big.bin", &"y".repeat(100));
+    let after = changes.snapshot_at(&f.ws, later()).expect("again");
+    let set = changes.change_set(&s.manifest, &after.manifest);
+    assert_eq!(set.files.len(), 1);
+    assert!(set.files[0].truncated && set.files[0].status == Status::Modified);
+    write(&f.ws, "a/b/c/too/deep.txt", "deep");
+    let deep = changes.snapshot_at(&f.ws, later()).expect("deep");
+    assert!(!deep.manifest.entries.contains_key("a/b/c/too/deep.txt"));
+    for i in 5..12 {
+        write(&f.ws, &format!("f{i}"), "x");
+    }
+    let refused = changes.snapshot_at(&f.ws, later());
+    assert!(matches!(refused, Err(ScanError::TooManyFiles { limit: 10 })), "{refused:?}");
+}
+
+#[test]
+fn a_folder_swapped_for_a_symlink_is_not_followed_out() {
+    let f = fixture();
+    let outside = f.ws.parent().expect("parent").join("outside");
+    write(&outside, "secret.txt", "secret");
+    write(&f.ws, "dir/in.txt", "in");
+    let changes = engine(&f);
+    changes.snapshot_at(&f.ws, later()).expect("first");
+    fs::remove_dir_all(f.ws.join("dir")).expect("rm");
+    symlink(&outside, f.ws.join("dir")).expect("symlink");
+    let s = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_eq!(paths(&s), ["dir"], "the link itself, not what it points at");
+    assert_eq!(s.manifest.entries["dir"].kind, Kind::Symlink);
+}
+
+#[test]
+fn hunks_and_unified_diffs_come_from_the_store() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "1\n2\n3\n");
+    let changes = engine(&f);
+    let before = changes.snapshot_at(&f.ws, later()).expect("before");
+    write(&f.ws, "a.txt", "1\ntwo\n3\n");
+    let after = changes.snapshot_at(&f.ws, later()).expect("after");
+    let (o, n) = (before.manifest.entries.get("a.txt"), after.manifest.entries.get("a.txt"));
+    let (hunks, truncated) = changes.hunks(o, n);
+    assert!(!truncated);
+    assert_eq!(hunks[0].lines, [" 1", "-2", "+two", " 3"]);
+    assert!(changes.unified("a.txt", o, n).contains("@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n"));
+}
+
+#[test]
+fn collection_keeps_the_snapshots_asked_for_and_the_latest() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "one");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    write(&f.ws, "a.txt", "two");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    // Nothing is old enough for the real grace: collection removes nothing.
+    assert_eq!(changes.collect(HashSet::new()).expect("collect"), Collected::default());
+    let objects = Objects::open(changes.dir()).expect("objects");
+    let keep: HashSet<String> = [second.id.clone()].into();
+    let done = objects.collect(&keep, Duration::ZERO).expect("collect");
+    assert_eq!(done, Collected { manifests: 1, blobs: 1 });
+    assert!(changes.manifest(&first.id).is_err() && changes.manifest(&second.id).is_ok());
+}
+
+#[test]
+fn an_ephemeral_engine_removes_its_directory() {
+    let changes = Changes::open(None, LIMITS).expect("open");
+    let dir = changes.dir().to_path_buf();
+    assert!(dir.is_dir());
+    drop(changes);
+    assert!(!dir.exists());
+}

@@ -1,0 +1,520 @@
+//! What sessions changed (`docs/protocol.md` § 18), in qwen serve's shapes where it has them: the
+//! workspace diff (`/workspace/git/diff[/file]`), a session's turns and rewind
+//! (`/session/{id}/rewind/snapshots`, `POST /session/{id}/rewind`, `/session/{id}/turns…`), and the
+//! file routes (`/file`, `/file/bytes`, `/stat`, `/list`, `/glob`, `POST /file/write`,
+//! `/file/edit`), each also under `/workspaces/{workspace}/…` as qwen serve has them. The work is
+//! `changes`' (on a blocking thread); this file parses, picks the workspace, and renders.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Extension, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::extract::{AppState, JsonBody, PathParams, client_id};
+use crate::changes::files::{
+    EditRequest, MAX_CURSOR_CHARS, MAX_GLOB_RESULTS, MAX_LINE_LIMIT, MAX_READ_BYTES, Window, WriteRequest,
+};
+use crate::changes::{Changes, Entry, FileError};
+use crate::desk::{Caller, Desk, Refusal};
+use crate::store::TurnRecord;
+
+type ApiResult = Result<Response, ApiError>;
+
+/// The query parameters these routes take; each one given twice, or not text, is `invalid_query`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Params {
+    path: Option<String>,
+    /// qwen serve's clients send it with a renamed file's diff; renames are not detected here, so
+    /// the diff of `path` alone is the answer.
+    #[serde(rename = "oldPath")]
+    _old_path: Option<String>,
+    max_bytes: Option<String>,
+    line: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+    offset: Option<String>,
+    pattern: Option<String>,
+    max_results: Option<String>,
+    include_ignored: Option<String>,
+    format: Option<String>,
+}
+
+fn params(uri: &Uri) -> Result<Params, ApiError> {
+    Query::<Params>::try_from_uri(uri).map(|Query(p)| p).map_err(|_| ApiError::InvalidQuery)
+}
+
+/// A number parameter within `min..=max` (qwen serve's `parseIntInRange`).
+fn number(name: &str, raw: Option<&str>, min: u64, max: u64) -> Result<Option<u64>, ApiError> {
+    raw.map(|v| {
+        v.parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| FileError::Parse(format!("`{name}` must be an integer in [{min}, {max}]")).into())
+    })
+    .transpose()
+}
+
+fn required<'a>(name: &str, raw: Option<&'a str>) -> Result<&'a str, ApiError> {
+    raw.filter(|v| !v.is_empty())
+        .ok_or_else(|| FileError::Parse(format!("{name} query parameter is required")).into())
+}
+
+fn engine(d: &AppState) -> Result<Arc<Changes>, ApiError> {
+    d.changes
+        .clone()
+        .ok_or_else(|| Refusal::ChangesUnavailable("the snapshot store could not be opened".into()).into())
+}
+
+/// Runs `work` on a blocking thread (the file system and the snapshot store block).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|_| ApiError::Refused(Refusal::Internal))?
+}
+
+/// qwen serve's read answers are never cached and never sniffed.
+fn no_store(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    response
+}
+
+fn json_ok(value: impl serde::Serialize) -> ApiResult {
+    Ok(no_store(Json(value).into_response()))
+}
+
+/// The workspace a `/workspaces/{workspace}/…` route names (an absolute path, URL-encoded).
+fn named_workspace(d: &AppState, workspace: &str) -> Result<PathBuf, ApiError> {
+    Ok(d.workspace(workspace)?)
+}
+
+fn primary(d: &AppState) -> PathBuf {
+    d.config.primary_workspace().to_path_buf()
+}
+
+// The workspace diff.
+
+async fn diff_of(d: AppState, workspace: PathBuf) -> ApiResult {
+    let engine = engine(&d)?;
+    let base = d.workspace_base(&workspace).await;
+    let ws = workspace.clone();
+    let diff = blocking(move || engine.workspace_diff(&ws, base.as_deref()).map_err(diff_error)).await?;
+    let mut body = serde_json::to_value(&diff).map_err(|_| ApiError::Refused(Refusal::Internal))?;
+    body["v"] = json!(1);
+    body["workspaceCwd"] = json!(workspace.to_string_lossy());
+    json_ok(body)
+}
+
+fn diff_error(e: crate::changes::git::DiffError) -> ApiError {
+    Refusal::ChangesUnavailable(e.to_string()).into()
+}
+
+/// A path as a diff names it: relative to the workspace, `..` refused (qwen serve's
+/// `toRepoRelativePath`); an absolute one under the workspace is made relative.
+fn diff_path(workspace: &Path, raw: &str) -> Result<String, ApiError> {
+    let outside = || ApiError::from(FileError::Outside(raw.to_owned()));
+    let path = Path::new(raw);
+    let rel = if path.is_absolute() { path.strip_prefix(workspace).map_err(|_| outside())? } else { path };
+    if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) || rel.as_os_str().is_empty() {
+        return Err(outside());
+    }
+    Ok(rel.to_string_lossy().into_owned())
+}
+
+async fn diff_file_of(d: AppState, workspace: PathBuf, uri: Uri) -> ApiResult {
+    let p = params(&uri)?;
+    let raw = required("path", p.path.as_deref())?.to_owned();
+    let path = diff_path(&workspace, &raw)?;
+    let engine = engine(&d)?;
+    let base = d.workspace_base(&workspace).await;
+    let ws = workspace.clone();
+    let found =
+        blocking(move || engine.workspace_diff_file(&ws, base.as_deref(), &path).map_err(diff_error)).await?;
+    let (hunks, truncated) = found.clone().unwrap_or_default();
+    let mut body = json!({
+        "v": 1,
+        "workspaceCwd": workspace.to_string_lossy(),
+        "path": raw,
+        "available": found.is_some_and(|(h, _)| !h.is_empty()),
+        "hunks": hunks,
+    });
+    if truncated {
+        body["truncated"] = json!(true);
+    }
+    json_ok(body)
+}
+
+/// `GET /workspace/git/diff`.
+pub(super) async fn workspace_diff(State(d): State<AppState>) -> ApiResult {
+    let ws = primary(&d);
+    diff_of(d, ws).await
+}
+
+/// `GET /workspace/git/diff/file`.
+pub(super) async fn workspace_diff_file(State(d): State<AppState>, uri: Uri) -> ApiResult {
+    let ws = primary(&d);
+    diff_file_of(d, ws, uri).await
+}
+
+/// `GET /workspaces/{workspace}/git/diff`.
+pub(super) async fn named_diff(State(d): State<AppState>, PathParams(w): PathParams<String>) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    diff_of(d, ws).await
+}
+
+/// `GET /workspaces/{workspace}/git/diff/file`.
+pub(super) async fn named_diff_file(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    diff_file_of(d, ws, uri).await
+}
+
+// A session's turns and rewind.
+
+fn is_turn(r: &TurnRecord) -> bool {
+    r.entry.get("kind").is_none() && r.entry.get("available") != Some(&json!(false))
+}
+
+/// `GET /session/{id}/rewind/snapshots`: qwen serve's `{snapshots: [{promptId, turnIndex,
+/// timestamp, diffStats}]}`, one per turn with a change set.
+pub(super) async fn rewind_snapshots(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult {
+    let records = d.turn_records(&id).await?;
+    let snapshots: Vec<Value> = records
+        .iter()
+        .filter(|r| is_turn(r))
+        .map(|r| {
+            let e = &r.entry;
+            let started = e.get("startedAt").and_then(Value::as_u64).unwrap_or(r.at);
+            json!({
+                "promptId": e.get("promptId"),
+                "turnIndex": e.get("turnIndex"),
+                "timestamp": crate::clock::iso8601(started),
+                "diffStats": {
+                    "filesChanged": e.get("filesChanged"),
+                    "insertions": e.get("insertions"),
+                    "deletions": e.get("deletions"),
+                },
+                "unapprovedCount": e.get("unapprovedCount"),
+            })
+        })
+        .collect();
+    json_ok(json!({"snapshots": snapshots}))
+}
+
+/// `POST /session/{id}/rewind {promptId, rewindFiles?, force?}`.
+pub(super) async fn rewind(
+    State(d): State<AppState>,
+    PathParams(id): PathParams<String>,
+    Extension(desk): Extension<Arc<Desk>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let Some(body) = body.as_object() else { return Err(ApiError::InvalidJson) };
+    let prompt_id = match body.get("promptId") {
+        Some(Value::String(p)) if !p.is_empty() => p.clone(),
+        _ => return Err(Refusal::MissingPromptId.into()),
+    };
+    let flag = |name: &str| match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::from(Refusal::InvalidRewindFlag(format!(
+            "`{name}` must be a boolean when provided"
+        )))),
+    };
+    if flag("rewindFiles")? == Some(false) {
+        return Err(Refusal::InvalidRewindFlag(
+            "`rewindFiles: false` asks to rewind the conversation only, which no ACP agent offers: mediatord rewinds files".into(),
+        )
+        .into());
+    }
+    let force = flag("force")?.unwrap_or(false);
+    let caller = caller.acting_as(client_id(&headers)?);
+    let session = d.session(&id)?;
+    let outcome = desk.rewind(&session, &caller, &prompt_id, force).await?;
+    json_ok(json!({
+        "rewound": outcome.rewound,
+        "targetTurnIndex": outcome.target_turn_index,
+        "filesChanged": outcome.files_changed,
+        "filesFailed": outcome.files_failed,
+    }))
+}
+
+/// `GET /session/{id}/turns`: every turn's change set (with its files, each marked `unapproved`
+/// or not) and every rewind, oldest first.
+pub(super) async fn turns(State(d): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult {
+    let records = d.turn_records(&id).await?;
+    let entries: Vec<&Value> = records.iter().map(|r| &r.entry).collect();
+    json_ok(json!({"sessionId": id, "turns": entries, "snapshots": d.config.snapshots}))
+}
+
+/// `GET /session/{id}/turns/{turn}/diff[?path=…][&format=unified]`: one file's hunks in a turn
+/// (qwen serve's hunk shape), or the turn's whole unified diff as text.
+pub(super) async fn turn_diff(
+    State(d): State<AppState>,
+    PathParams((id, turn)): PathParams<(String, u64)>,
+    uri: Uri,
+) -> ApiResult {
+    let p = params(&uri)?;
+    let unified = match p.format.as_deref() {
+        None | Some("json") => false,
+        Some("unified") => true,
+        Some(f) => {
+            return Err(
+                Refusal::InvalidParameter(format!("format must be json or unified, got {f:?}")).into()
+            );
+        }
+    };
+    let records = d.turn_records(&id).await?;
+    let record = records
+        .into_iter()
+        .filter(is_turn)
+        .find(|r| r.entry.get("turnIndex").and_then(Value::as_u64) == Some(turn))
+        .ok_or(Refusal::TurnNotFound { turn })?;
+    let (Some(before), Some(after)) = (record.before.clone(), record.after.clone()) else {
+        return Err(Refusal::ChangesUnavailable("that turn has no snapshots".into()).into());
+    };
+    let engine = engine(&d)?;
+    let workspace = PathBuf::from(&record.workspace);
+    let path = p.path.as_deref().map(|raw| diff_path(&workspace, raw)).transpose()?;
+    let answer = blocking(move || {
+        let missing = |e: std::io::Error| {
+            ApiError::from(Refusal::ChangesUnavailable(format!("the turn's snapshot is gone: {e}")))
+        };
+        let b = engine.manifest(&before).map_err(missing)?;
+        let a = engine.manifest(&after).map_err(missing)?;
+        let changed: Vec<(String, Option<Entry>, Option<Entry>)> = crate::changes::differing(&b, &a)
+            .into_iter()
+            .filter(|(p, _, _)| path.as_deref().is_none_or(|want| want == *p))
+            .map(|(p, o, n)| (p.to_owned(), o.copied(), n.copied()))
+            .collect();
+        if unified {
+            let text: String =
+                changed.iter().map(|(p, o, n)| engine.unified(p, o.as_ref(), n.as_ref())).collect();
+            return Ok(Err(text));
+        }
+        let (hunks, truncated) = match changed.first() {
+            Some((_, o, n)) => engine.hunks(o.as_ref(), n.as_ref()),
+            None => (Vec::new(), false),
+        };
+        Ok(Ok(json!({
+            "v": 1,
+            "sessionId": record.session_id,
+            "turnIndex": turn,
+            "path": path,
+            "available": !hunks.is_empty(),
+            "hunks": hunks,
+            "truncated": truncated,
+        })))
+    })
+    .await?;
+    match answer {
+        Ok(body) => json_ok(body),
+        Err(text) => Ok(no_store(
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("text/x-diff; charset=utf-8"))], text)
+                .into_response(),
+        )),
+    }
+}
+
+// The file routes.
+
+async fn read_file(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
+    client_id(&headers)?;
+    let p = params(&uri)?;
+    let path = required("path", p.path.as_deref())?.to_owned();
+    if p.cursor.as_deref().is_some_and(|c| c.is_empty() || c.len() > MAX_CURSOR_CHARS) {
+        return Err(FileError::Parse(format!(
+            "`cursor` must be a non-empty string of at most {MAX_CURSOR_CHARS} characters"
+        ))
+        .into());
+    }
+    let window = Window {
+        max_bytes: number("maxBytes", p.max_bytes.as_deref(), 1, MAX_READ_BYTES as u64)?.map(|n| n as usize),
+        line: number("line", p.line.as_deref(), 1, u64::from(u32::MAX))?.map(|n| n as usize),
+        limit: number("limit", p.limit.as_deref(), 1, MAX_LINE_LIMIT as u64)?.map(|n| n as usize),
+        cursor: p.cursor,
+    };
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).read_text(&path, &window)?)).await?)
+}
+
+async fn read_bytes(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
+    client_id(&headers)?;
+    let p = params(&uri)?;
+    let path = required("path", p.path.as_deref())?.to_owned();
+    let offset = number("offset", p.offset.as_deref(), 0, 1 << 53)?.unwrap_or(0);
+    let max = number("maxBytes", p.max_bytes.as_deref(), 1, MAX_READ_BYTES as u64)?.map(|n| n as usize);
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).read_bytes(&path, offset, max)?)).await?)
+}
+
+async fn stat(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+    let p = params(&uri)?;
+    let path = required("path", p.path.as_deref())?.to_owned();
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).stat(&path)?)).await?)
+}
+
+async fn list(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+    let p = params(&uri)?;
+    let path = required("path", p.path.as_deref())?.to_owned();
+    let include = matches!(p.include_ignored.as_deref(), Some("1" | "true"));
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).list(&path, include)?)).await?)
+}
+
+async fn glob(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+    let p = params(&uri)?;
+    let pattern = required("pattern", p.pattern.as_deref())?.to_owned();
+    let max = number("maxResults", p.max_results.as_deref(), 1, MAX_GLOB_RESULTS as u64)?.map(|n| n as usize);
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).glob(&pattern, max)?)).await?)
+}
+
+/// A JSON body as `T`, or qwen serve's `parse_error` saying what is wrong with it.
+fn body_as<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, ApiError> {
+    serde_json::from_value(body).map_err(|e| FileError::Parse(format!("invalid body: {e}")).into())
+}
+
+async fn write(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
+    client_id(&headers)?;
+    let req: WriteRequest = body_as(body)?;
+    let engine = engine(&d)?;
+    let written = blocking(move || Ok(engine.files(&ws).write(&req)?)).await?;
+    let status = if written.created() { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(no_store((status, Json(written)).into_response()))
+}
+
+async fn edit(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
+    client_id(&headers)?;
+    let req: EditRequest = body_as(body)?;
+    let engine = engine(&d)?;
+    json_ok(blocking(move || Ok(engine.files(&ws).edit(&req)?)).await?)
+}
+
+/// `GET /file`.
+pub(super) async fn file(State(d): State<AppState>, uri: Uri, headers: HeaderMap) -> ApiResult {
+    let ws = primary(&d);
+    read_file(d, ws, uri, headers).await
+}
+/// `GET /file/bytes`.
+pub(super) async fn file_bytes(State(d): State<AppState>, uri: Uri, headers: HeaderMap) -> ApiResult {
+    let ws = primary(&d);
+    read_bytes(d, ws, uri, headers).await
+}
+/// `GET /stat`.
+pub(super) async fn file_stat(State(d): State<AppState>, uri: Uri) -> ApiResult {
+    let ws = primary(&d);
+    stat(d, ws, uri).await
+}
+/// `GET /list`.
+pub(super) async fn file_list(State(d): State<AppState>, uri: Uri) -> ApiResult {
+    let ws = primary(&d);
+    list(d, ws, uri).await
+}
+/// `GET /glob`.
+pub(super) async fn file_glob(State(d): State<AppState>, uri: Uri) -> ApiResult {
+    let ws = primary(&d);
+    glob(d, ws, uri).await
+}
+/// `POST /file/write`.
+pub(super) async fn file_write(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody,
+) -> ApiResult {
+    let ws = primary(&d);
+    write(d, ws, headers, b).await
+}
+/// `POST /file/edit`.
+pub(super) async fn file_edit(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody,
+) -> ApiResult {
+    let ws = primary(&d);
+    edit(d, ws, headers, b).await
+}
+
+/// `GET /workspaces/{workspace}/file`.
+pub(super) async fn named_file(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    read_file(d, ws, uri, headers).await
+}
+/// `GET /workspaces/{workspace}/file/bytes`.
+pub(super) async fn named_file_bytes(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    read_bytes(d, ws, uri, headers).await
+}
+/// `GET /workspaces/{workspace}/stat`.
+pub(super) async fn named_stat(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    stat(d, ws, uri).await
+}
+/// `GET /workspaces/{workspace}/list`.
+pub(super) async fn named_list(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    list(d, ws, uri).await
+}
+/// `GET /workspaces/{workspace}/glob`.
+pub(super) async fn named_glob(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    uri: Uri,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    glob(d, ws, uri).await
+}
+/// `POST /workspaces/{workspace}/file/write`.
+pub(super) async fn named_write(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    write(d, ws, headers, b).await
+}
+/// `POST /workspaces/{workspace}/file/edit`.
+pub(super) async fn named_edit(
+    State(d): State<AppState>,
+    PathParams(w): PathParams<String>,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody,
+) -> ApiResult {
+    let ws = named_workspace(&d, &w)?;
+    edit(d, ws, headers, b).await
+}
