@@ -116,6 +116,9 @@ pub(super) async fn confirm(
         return page(StatusCode::OK, "Decide a permission request", &paragraph(&text), &app);
     }
     let mut body = request_html(&asked, &link.option_id);
+    // A question this link accepts: its form, whose answers the POST carries (never the URL).
+    let fields = question_asked(&d, &link).map_or_else(String::new, |q| fields_html(&q));
+    let form = |label: &str, reviewed: bool| form(label, reviewed, &fields);
     if asked.whole() {
         body.push_str(&form(&link.option_name, true));
     } else if link.needs_review {
@@ -142,7 +145,8 @@ pub(super) async fn act(
 ) -> Response {
     let html = wants_html(&headers);
     let reviewed = body.split(|b| *b == b'&').any(|field| field == REVIEWED_FIELD);
-    match cast(&d, &desk, peer, local, &token, reviewed).await {
+    let answers = answers_posted(&body);
+    match cast(&d, &desk, peer, local, &token, reviewed, answers).await {
         Ok(link) if html => page(
             StatusCode::OK,
             "Done",
@@ -169,6 +173,7 @@ async fn cast(
     local: bool,
     token: &str,
     reviewed: bool,
+    answers: Option<crate::permission::Answers>,
 ) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
     let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
@@ -187,11 +192,11 @@ async fn cast(
     // The link's holder acts as its target's client id, as a client naming itself does.
     let caller =
         Caller { client: link.client_id.clone(), minted: false, who: Who::Link, local, via: Via::Link };
-    let vote: Vote = Pick::Outcome {
+    let pick = Pick::Outcome {
         choice: Choice::Option(link.option_id.clone()),
         remember: crate::permission::Remember::No,
-    }
-    .into();
+    };
+    let vote = Vote { pick, answers };
     match desk.vote(&session, &caller, &link.request_id, &vote).await {
         Ok(()) => Ok(link),
         Err(Refusal::PermissionRequestNotFound | Refusal::PermissionAlreadyResolved { .. }) => {
@@ -313,10 +318,110 @@ fn section_html(s: &present::Section) -> String {
     out
 }
 
-/// The form that POSTs the link's answer; `reviewed` only when the page showed the request whole.
-fn form(label: &str, reviewed: bool) -> String {
+/// The form that POSTs the link's answer; `reviewed` only when the page showed the request whole;
+/// `fields`, a question's inputs ([`fields_html`]).
+fn form(label: &str, reviewed: bool, fields: &str) -> String {
     let field = if reviewed { r#"<input type="hidden" name="reviewed" value="1">"# } else { "" };
-    format!(r#"<form method="post">{field}<button type="submit">{}</button></form>"#, escape(label))
+    format!(r#"<form method="post">{field}{fields}<button type="submit">{}</button></form>"#, escape(label))
+}
+
+/// The question the link's request asks, when the link's option accepts it (a decline asks
+/// nothing more).
+fn question_asked(d: &AppState, link: &Link) -> Option<crate::permission::Question> {
+    let session = d.session(&link.session_id).ok()?;
+    let pending = session.permissions().pending_request(&link.request_id)?;
+    let accepts = pending["options"].as_array()?.iter().any(|o| {
+        o["optionId"] == link.option_id.as_str() && o["kind"].as_str().is_some_and(|k| k.starts_with("allow"))
+    });
+    session.permissions().question(&link.request_id).filter(|_| accepts)
+}
+
+/// The form field of the answer to `key` (`answer.<key>`; `other.<key>`: a single choice's text of
+/// one's own, which wins over the choice).
+const ANSWER_PREFIX: &str = "answer.";
+const OTHER_PREFIX: &str = "other.";
+
+/// A question's fields as HTML inputs (every text escaped): text (a password box for a secret),
+/// numbers, yes/no, radio buttons, check boxes; a URL's link with its host, opened in a new tab.
+fn fields_html(q: &crate::permission::Question) -> String {
+    let wire = q.wire();
+    let mut out = String::new();
+    if let (Some(url), Some(host)) = (wire["url"].as_str(), wire["host"].as_str()) {
+        out.push_str(&format!(
+            r#"<p>Opens a page on <strong>{}</strong>: <a href="{}" target="_blank" rel="noopener noreferrer">{}</a></p>"#,
+            escape(host),
+            escape(url),
+            escape(url)
+        ));
+    }
+    for f in wire["fields"].as_array().into_iter().flatten() {
+        let key = escape(f["key"].as_str().unwrap_or(""));
+        let name = format!("{ANSWER_PREFIX}{key}");
+        let title = escape(f["title"].as_str().unwrap_or(""));
+        let text = f["text"].as_str().filter(|t| !t.is_empty() && Some(*t) != f["title"].as_str());
+        let text = text.map_or(String::new(), |t| format!(r#"<span class="note"> {}</span>"#, escape(t)));
+        let required = if f["required"] == true { " *" } else { "" };
+        out.push_str(&format!(r#"<fieldset data-key="{key}"><legend>{title}{required}</legend>{text}"#));
+        match f["type"].as_str().unwrap_or("text") {
+            "boolean" => out.push_str(&format!(
+                r#"<select name="{name}"><option value="">—</option><option value="true">Yes</option><option value="false">No</option></select>"#
+            )),
+            "choice" => {
+                let kind = if f["multiple"] == true { "checkbox" } else { "radio" };
+                for c in f["choices"].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        r#"<label><input type="{kind}" name="{name}" value="{}"> {}</label> "#,
+                        escape(c["value"].as_str().unwrap_or("")),
+                        escape(c["label"].as_str().unwrap_or(""))
+                    ));
+                }
+                if f["other"] == true {
+                    let other = if f["multiple"] == true { name.clone() } else { format!("{OTHER_PREFIX}{key}") };
+                    out.push_str(&format!(r#"<input type="text" name="{other}" placeholder="Other" autocomplete="off">"#));
+                }
+            }
+            kind => {
+                let input = if f["sensitive"] == true { "password" } else { "text" };
+                let mode = match kind {
+                    "integer" => r#" inputmode="numeric""#,
+                    "number" => r#" inputmode="decimal""#,
+                    _ => "",
+                };
+                out.push_str(&format!(r#"<input type="{input}" name="{name}"{mode} autocomplete="off">"#));
+            }
+        }
+        out.push_str("</fieldset>");
+    }
+    out
+}
+
+/// The answers a page's form POSTed (`answer.<key>=…`, a key again for several choices; an empty
+/// value is no answer), or `None` when it sent none. The daemon checks and converts them as any
+/// vote's.
+fn answers_posted(body: &[u8]) -> Option<crate::permission::Answers> {
+    let mut answers = serde_json::Map::new();
+    let mut others = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(body) {
+        if value.is_empty() {
+            continue;
+        }
+        if let Some(key) = name.strip_prefix(OTHER_PREFIX) {
+            others.push((key.to_owned(), value.into_owned()));
+            continue;
+        }
+        let Some(key) = name.strip_prefix(ANSWER_PREFIX) else { continue };
+        match answers.get_mut(key) {
+            None => {
+                answers.insert(key.to_owned(), json!(value));
+            }
+            Some(Value::Array(list)) => list.push(json!(value)),
+            Some(first) => *first = json!([first.take(), value]),
+        }
+    }
+    for (key, value) in others {
+        answers.insert(key, json!(value));
+    }
+    (!answers.is_empty()).then_some(answers)
 }
 
 /// Pages share one look: readable on a phone, light or dark as the device is, the app one tap away.
@@ -373,6 +478,24 @@ fn escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
+    use super::answers_posted;
+
+    #[test]
+    fn answers_come_from_the_forms_body_a_key_again_for_several() {
+        let posted = answers_posted(
+            b"reviewed=1&answer.1=serde&answer.0=jiff&answer.1=tz&answer.1=a%26b&other.0=mine&answer.x=&y=1",
+        );
+        assert_eq!(
+            posted.map(Value::Object),
+            Some(json!({"0": "mine", "1": ["serde", "tz", "a&b"]})),
+            "an Other text wins over the choice; an empty value is no answer; other fields are not answers"
+        );
+        assert_eq!(answers_posted(b"reviewed=1"), None);
+        assert_eq!(answers_posted(b""), None);
+    }
+
     #[test]
     fn page_text_is_escaped() {
         assert_eq!(

@@ -647,3 +647,54 @@ async fn the_terminal_client_answers_a_question_in_its_input_line() {
     t.keys(&["q"]);
     t.exited().await;
 }
+
+/// Issue #43: a notification's link to a question's Submit leads to a page with the form (a
+/// secret as a password box; no answer in the URL, which is the link's token only); answers of the
+/// wrong type are refused on a page and the link stays usable; the right ones POSTed in the body
+/// reach the agent, and the link is spent.
+#[tokio::test]
+async fn a_notifications_link_answers_a_question_from_its_page() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/hook"), "clientId": "phone"}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    d.raise(&sid, &mut sse, Some("alice"), "elicit").await;
+    let link = hook.next().await.link("accept");
+    let browser = |req: reqwest::RequestBuilder| req.header("accept", "text/html,application/xhtml+xml");
+    let page = send(browser(http().get(&link))).await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    for input in [
+        r#"<input type="text" name="answer.name" autocomplete="off">"#,
+        r#"<input type="text" name="answer.replicas" inputmode="numeric" autocomplete="off">"#,
+        r#"<input type="radio" name="answer.region" value="eu"> Europe</label>"#,
+        r#"<option value="true">Yes</option>"#,
+        r#"<input type="password" name="answer.token" autocomplete="off">"#,
+        r#"<form method="post">"#,
+    ] {
+        assert!(page.text.contains(input), "{input} in {}", page.text);
+    }
+    let post = |form: &'static str| {
+        send(
+            browser(http().post(&link))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(form),
+        )
+    };
+    let wrong = post("reviewed=1&answer.name=api&answer.replicas=many").await;
+    assert_eq!(wrong.status, 400, "{}", wrong.text);
+    assert!(wrong.text.contains("Invalid answer to replicas: expected an integer"), "{}", wrong.text);
+    assert_eq!(d.pending(&sid).await.len(), 1, "still pending, the link still usable");
+    let done = post("reviewed=1&answer.name=web+api&answer.replicas=4&answer.region=us&answer.agree=false&answer.token=sk-link").await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    let events = sse.until_type("turn_complete").await;
+    assert!(
+        chunk_text(&events).contains(
+            r#"action: accept content: {"agree":false,"name":"web api","region":"us","replicas":4,"token":"sk-link"}"#
+        ),
+        "{}",
+        chunk_text(&events)
+    );
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!((resolved["voterClientId"].clone(), resolved["via"].clone()), (json!("phone"), json!("link")));
+    assert_eq!(post("reviewed=1&answer.name=x&answer.replicas=1").await.status, 410, "spent");
+}
