@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::directive::{self, Directive, STALL_CLOSING, STALL_OPENING};
+use crate::directive::{self, ASKED_PREFIX, Action, Directive, STALL_CLOSING, STALL_OPENING};
 use crate::tools::{self, ToolCall};
 
 /// The answer to a turn without directives, streamed in five chunks.
@@ -44,6 +44,8 @@ pub enum Part {
     ToolCall(String),
     /// The result of the tool call with this id.
     ToolResult(String),
+    /// A tool result's text (read only to say an `ASK`'s answer back).
+    ResultText(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,10 +126,12 @@ pub fn reply(conversation: &Conversation) -> Reply {
     let script = directive::parse(prompt);
     let mut answered = answered_calls(&messages[turn + 1..]);
     let mut any_tool = false;
+    let mut asked = false;
     for step in script {
         match step {
             Directive::Tool(action) => {
                 any_tool = true;
+                asked |= matches!(action, Action::Ask { .. });
                 if answered > 0 {
                     answered -= 1;
                     continue;
@@ -147,6 +151,16 @@ pub fn reply(conversation: &Conversation) -> Reply {
             }
             Directive::Invalid(why) => return Reply::Text(vec![why]),
         }
+    }
+    if asked {
+        // The answer as the agent sent it back, on one line: what the next request carried.
+        let said = parts(&messages[turn + 1..])
+            .filter_map(|p| match p {
+                Part::ResultText(t) => Some(t.split_whitespace().collect::<Vec<_>>().join(" ")),
+                _ => None,
+            })
+            .last();
+        return Reply::Text(vec![format!("{ASKED_PREFIX}{}", said.unwrap_or_default())]);
     }
     if any_tool { Reply::text(DONE_TEXT) } else { default_reply() }
 }
@@ -284,6 +298,18 @@ mod tests {
         assert_eq!((shell.name.as_str(), &shell.arguments["command"]), ("Bash", &json!("echo hi")));
         m.extend([assistant(&[call("c2")]), user(&[result("c2")])]);
         assert_eq!(reply(&conv(m)), Reply::Text(vec!["tok0 ".into(), "tok1 ".into()]));
+    }
+
+    #[test]
+    fn an_ask_turn_ends_saying_the_answer_its_tool_result_carried() {
+        let tools = vec!["ask_user_question".to_owned()];
+        let prompt = user(&[text("ASK Which? | a | b")]);
+        let asking = reply(&Conversation { messages: vec![prompt.clone()], tools: tools.clone() });
+        assert!(matches!(&asking, Reply::Tool(c) if c.name == "ask_user_question"), "{asking:?}");
+        let answer = Part::ResultText("User has provided the following answers:\n**Question**: b".into());
+        let messages = vec![prompt, assistant(&[call("q1")]), user(&[result("q1"), answer])];
+        let got = reply(&Conversation { messages, tools });
+        assert_eq!(got, Reply::text("answered: User has provided the following answers: **Question**: b"));
     }
 
     #[test]

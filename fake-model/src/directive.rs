@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `WRITE <abs-path> <text>` | call the agent's write tool: `<text>` into `<abs-path>` |
 //! | `SHELL <command>` | call the agent's shell tool with `<command>` |
+//! | `ASK <question> \| <option> \| <option>...` | call the agent's question tool (Qwen Code `ask_user_question`); the turn then ends saying the answer it was given ([`ASKED_PREFIX`]) |
 //! | `STREAM <n>` | answer `n` text chunks `tok0 `, `tok1 `, ... (ends the turn) |
 //! | `STALL [seconds]` | answer [`STALL_OPENING`], hold the response open, then [`STALL_CLOSING`] |
 //!
@@ -26,6 +27,13 @@ pub const STALL_LIMIT: Duration = Duration::from_secs(300);
 pub const STALL_OPENING: &str = "stalling...";
 pub const STALL_CLOSING: &str = " resumed.";
 
+/// How the model's reply after an `ASK` starts: the tool result it was sent (the person's answer as
+/// the agent gave it back), so a test sees that the model's next request carried the answer.
+pub const ASKED_PREFIX: &str = "answered: ";
+
+/// Options an `ASK` takes: Qwen Code's question tool wants 2 to 4.
+const ASK_OPTIONS: std::ops::RangeInclusive<usize> = 2..=4;
+
 /// Written by `WRITE <path>` when the line gives no text.
 const DEFAULT_WRITE_TEXT: &str = "hello";
 
@@ -45,8 +53,18 @@ pub enum Directive {
 /// What a tool step asks the agent to do, independent of the agent's tool names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Write { path: String, content: String },
-    Shell { command: String },
+    Write {
+        path: String,
+        content: String,
+    },
+    Shell {
+        command: String,
+    },
+    /// One question with its options.
+    Ask {
+        question: String,
+        options: Vec<String>,
+    },
 }
 
 /// The directives of a prompt text, in order.
@@ -73,6 +91,15 @@ fn parse_line(line: &str) -> Option<Directive> {
         }
         "SHELL" if rest.is_empty() => invalid("SHELL wants a command"),
         "SHELL" => Some(Directive::Tool(Action::Shell { command: rest.to_owned() })),
+        "ASK" => {
+            let mut fields = rest.split('|').map(str::trim);
+            let question = fields.next().unwrap_or_default().to_owned();
+            let options: Vec<String> = fields.filter(|o| !o.is_empty()).map(str::to_owned).collect();
+            if question.is_empty() || !ASK_OPTIONS.contains(&options.len()) {
+                return invalid("ASK wants a question, then 2 to 4 options, each after a |");
+            }
+            Some(Directive::Tool(Action::Ask { question, options }))
+        }
         "STREAM" => match rest.parse::<usize>() {
             Ok(n) if (1..=MAX_STREAM_CHUNKS).contains(&n) => Some(Directive::Stream(n)),
             _ => invalid(&format!("STREAM wants a chunk count from 1 to {MAX_STREAM_CHUNKS}")),
@@ -112,6 +139,20 @@ mod tests {
     fn write_keeps_inner_spacing_and_defaults_its_text() {
         assert_eq!(parse("WRITE /a b  c"), vec![write("/a", "b  c")]);
         assert_eq!(parse("WRITE /a"), vec![write("/a", DEFAULT_WRITE_TEXT)]);
+    }
+
+    #[test]
+    fn ask_takes_a_question_and_two_to_four_options() {
+        let got = parse("ASK Which library? | jiff | chrono ");
+        let want =
+            Action::Ask { question: "Which library?".into(), options: vec!["jiff".into(), "chrono".into()] };
+        assert_eq!(got, vec![Directive::Tool(want)]);
+        for line in ["ASK", "ASK Which? | one", "ASK | a | b", "ASK q | a | b | c | d | e"] {
+            assert!(
+                matches!(&parse(line)[..], [Directive::Invalid(why)] if why.contains("ASK wants")),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -64,7 +64,11 @@ pub fn conversation(req: &Value) -> Result<Conversation, String> {
                     .get("tool_call_id")
                     .and_then(Value::as_str)
                     .ok_or("a `tool` message needs `tool_call_id`")?;
-                parts = vec![Part::ToolResult(id.to_owned())];
+                let said = parts.into_iter().filter_map(|p| match p {
+                    Part::Text(t) => Some(Part::ResultText(t)),
+                    _ => None,
+                });
+                parts = std::iter::once(Part::ToolResult(id.to_owned())).chain(said).collect();
                 Role::User
             }
             _ => continue,

@@ -13,6 +13,9 @@ const WRITE_TOOLS: &[&str] = &["write_file", "mcp__acp__Write", "Write"];
 /// Shell tools, best first.
 const SHELL_TOOLS: &[&str] = &["run_shell_command", "mcp__acp__Bash", "Bash"];
 
+/// Question tools: Qwen Code's (which asks through ACP `session/request_permission`).
+const ASK_TOOLS: &[&str] = &["ask_user_question"];
+
 /// A tool call the model makes, before the dialect gives it an id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -27,6 +30,12 @@ pub fn call(action: &Action, offered: &[String]) -> Result<ToolCall, String> {
         Action::Write { path, content } => (WRITE_TOOLS, json!({ "file_path": path, "content": content })),
         Action::Shell { command } => {
             (SHELL_TOOLS, json!({ "command": command, "description": "Run the command the test scripted" }))
+        }
+        Action::Ask { question, options } => {
+            let options: Vec<Value> =
+                options.iter().map(|o| json!({ "label": o, "description": format!("Choose {o}") })).collect();
+            let asked = json!({ "question": question, "header": "Question", "options": options, "multiSelect": false });
+            (ASK_TOOLS, json!({ "questions": [asked] }))
         }
     };
     match known.iter().find(|k| offered.iter().any(|o| o == *k)) {
@@ -60,6 +69,17 @@ mod tests {
         let c = call(&shell, &names(&["Bash", "Glob"])).expect("a shell tool");
         assert_eq!((c.name.as_str(), &c.arguments["command"]), ("Bash", &json!("ls")));
         assert_eq!(call(&shell, &names(&["run_shell_command"])).expect("qwen").name, "run_shell_command");
+    }
+
+    #[test]
+    fn ask_calls_qwens_question_tool_with_one_question_and_its_options() {
+        let ask = Action::Ask { question: "Which?".into(), options: vec!["a".into(), "b".into()] };
+        let c = call(&ask, &names(&["read_file", "ask_user_question"])).expect("qwen's tool");
+        assert_eq!(c.name, "ask_user_question");
+        let q = &c.arguments["questions"][0];
+        assert_eq!((q["question"].as_str(), q["header"].as_str()), (Some("Which?"), Some("Question")));
+        assert_eq!(q["options"][1]["label"], "b");
+        assert!(call(&ask, &names(&["Bash"])).is_err(), "an agent without a question tool");
     }
 
     #[test]

@@ -261,6 +261,36 @@ test('cancel() during a pending permission: prompt() ends cancelled', async () =
   assert.equal(again.stopReason, 'end_turn', 'the session still works after a cancel');
 });
 
+test("Qwen Code's own ask_user_question (issue #43): answered through respondToSessionPermission with answers; the model's next request carries the answer", async () => {
+  // The fake model calls Qwen Code's question tool (ASK); Qwen Code asks through ACP; the answer
+  // goes back to Qwen Code, which sends it to the model as the tool's result; the model's last
+  // reply quotes that result ("answered: ..."), so the answer is seen to have reached the model.
+  const from = events.events.length;
+  const pending = sdkPrompt('ASK Which library should we use? | jiff | chrono');
+  pending.catch(() => {});
+  const req = await events.waitFor(isPermissionRequest(sid()), { what: "Qwen Code's question", from, timeoutMs: T.permission });
+  assert.equal(req.data.toolCall?._meta?.qwenInteractionKind, 'user_question', JSON.stringify(req.data));
+  const [asked] = req.data.toolCall._meta.qwenQuestions;
+  assert.equal(asked.question, 'Which library should we use?', JSON.stringify(asked));
+  assert.deepEqual(
+    asked.options.map((o) => o.label),
+    ['jiff', 'chrono'],
+  );
+  const submit = optionByKind(req.data.options, ['allow_once', 'allow_always']);
+  const ok = await client.respondToSessionPermission(
+    sid(),
+    req.data.requestId,
+    { outcome: { outcome: 'selected', optionId: submit.optionId }, answers: { 0: 'chrono' } },
+    cid(),
+  );
+  assert.equal(ok, true, 'the answer accepted (200)');
+  const result = await pending;
+  assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+  const end = await turnCompleteAfter(from, result);
+  const turn = events.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+  assert.match(agentText(turn), /^answered: .*\*\*Question\*\*: chrono/, 'the model was sent the answer');
+});
+
 test("the SDK's transcript reducer finds every prompt as a user block, nothing unrecognised, nothing pending", async () => {
   // Everything the subscription got from the session's start: the prompts of the tests above were
   // sent by this client, so only the daemon's user_message_chunk echo can make them user blocks.
