@@ -11,7 +11,8 @@
 #
 # Phases, each with its own daemon, throw-away HOME and workspace, checked afterwards for processes
 # that outlived the daemon (one fake model serves them all: it keeps no state between requests):
-#   qwen-api       http.test.mjs + sdk.test.mjs   (the daemon's API in depth, Qwen Code behind it)
+#   qwen-api       http.test.mjs + sdk.test.mjs + webapp.test.mjs (the daemon's API in depth, Qwen Code
+#                                   behind it; the web app in headless Chromium answering Qwen Code's question)
 #   agents-qwen    agents.test.mjs E2E_AGENT=qwen   (the agent-generic core scenarios ...)
 #   agents-claude  agents.test.mjs E2E_AGENT=claude (... the same file against Claude Code)
 #   agents-gemini  agents.test.mjs E2E_AGENT=gemini (... and against Gemini CLI)
@@ -109,7 +110,7 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs changes.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs webapp.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs changes.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
 RUN_MULTI=0
@@ -127,6 +128,10 @@ for f in "${FILES[@]}"; do
 	*) API_FILES+=("$f") ;;
 	esac
 done
+# webapp.test.mjs drives Debian's Chromium through chromedriver, as tests/browser.rs does.
+if [[ " ${FILES[*]} " == *" webapp.test.mjs "* && "$DAEMON" != qwen-serve ]]; then
+	"$REPO/tests/browser/install.sh" || die "webapp.test.mjs needs chromium and chromedriver, and tests/browser/install.sh could not install them"
+fi
 
 # Nothing from the caller's environment may point the tests or the SDK (which reads QWEN_SERVER_TOKEN)
 # elsewhere; the daemon's own environment is built per phase below.
