@@ -30,14 +30,22 @@ pub struct Created {
 
 impl Api {
     pub fn new(base: &str) -> Res<Api> {
+        Api::build(base, false)
+    }
+
+    /// A client speaking HTTP/2 with prior knowledge (h2c): every request of this client is a
+    /// stream of its one connection (up to the daemon's concurrent-stream limit, 128).
+    pub fn new_h2(base: &str) -> Res<Api> {
+        Api::build(base, true)
+    }
+
+    fn build(base: &str, h2: bool) -> Res<Api> {
         if !base.starts_with("http://127.0.0.1:") {
             return Err(format!("refusing a non-loopback base URL {base}").into());
         }
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(usize::MAX)
-            .build()?;
+        let builder =
+            reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(usize::MAX);
+        let http = if h2 { builder.http2_prior_knowledge() } else { builder }.build()?;
         Ok(Api { http, base: base.to_owned() })
     }
 

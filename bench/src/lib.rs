@@ -18,6 +18,7 @@ pub mod api;
 pub mod bigdb;
 pub mod direct;
 pub mod fleet;
+pub mod h2;
 pub mod peer;
 pub mod procs;
 pub mod report;

@@ -22,6 +22,7 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory,acp] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN\n       \
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]\n       \
+                     mediatord-bench h2 --mediatord BIN [--runs N] [--events N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]";
 
@@ -167,6 +168,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        "h2" => match runtime.block_on(mediatord_bench::h2::run(&tools, &plan)) {
+            Ok(report) => {
+                print!("{}", report.markdown());
+                if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            }
+            Err(e) => {
+                eprintln!("h2: {e}");
+                ExitCode::FAILURE
+            }
+        },
         "smoke" => {
             let tools = tools.clone();
             let report = runtime.block_on(async {

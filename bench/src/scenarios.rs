@@ -398,6 +398,17 @@ pub struct MemoryRun {
 const SETTLE: Duration = Duration::from_millis(1500);
 
 pub async fn memory(api: &Api, daemon: &Daemon, sessions: usize, subscribers: usize) -> Res<MemoryRun> {
+    memory_via(api, std::slice::from_ref(api), daemon, sessions, subscribers).await
+}
+
+/// [`memory`], the streams opened through `via` in turn (HTTP/2 clients: one connection each).
+pub async fn memory_via(
+    api: &Api,
+    via: &[Api],
+    daemon: &Daemon,
+    sessions: usize,
+    subscribers: usize,
+) -> Res<MemoryRun> {
     tokio::time::sleep(SETTLE).await;
     let idle_kib = daemon.rss_kib()?;
     let mut ids = Vec::with_capacity(sessions);
@@ -408,7 +419,20 @@ pub async fn memory(api: &Api, daemon: &Daemon, sessions: usize, subscribers: us
     let sessions_kib = daemon.rss_kib()?;
     let target = ids.first().ok_or("no session")?;
     let client = target.client_id.as_deref();
-    let streams = match open_streams(api, &target.session_id, client, subscribers).await {
+    let mut opened = Vec::with_capacity(subscribers);
+    let share = subscribers.div_ceil(via.len().max(1));
+    let mut result = Ok(());
+    for (i, through) in via.iter().enumerate() {
+        let n = share.min(subscribers.saturating_sub(i * share));
+        match open_streams(through, &target.session_id, client, n).await {
+            Ok(s) => opened.extend(s),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    let streams = match result.map(|()| opened) {
         Ok(s) => s,
         Err(e) if crate::is_refusal(&e) => {
             return Ok(MemoryRun {

@@ -1,0 +1,190 @@
+//! Scenario (n): HTTP/2 beside HTTP/1.1 on one mediatord, run by run interleaved (h1 then h2):
+//!
+//! - the relay of one `stream N` prompt to 1 and to 10 event streams (over h2 all of them are
+//!   streams of one connection; over HTTP/1.1 each has its own);
+//! - K permission round trips, each voted on sight (over h2 the event stream and every vote share
+//!   one connection);
+//! - the memory an idle event stream holds: 1000 streams on one session, on a fresh daemon per
+//!   run, over HTTP/1.1 (1000 connections) and over h2 ([`H2_STREAMS_PER_CONNECTION`] streams per
+//!   connection, under the daemon's limit of 128 concurrent streams).
+//!
+//! `mediatord-bench h2 --mediatord BIN [--runs N] [--events N]`. h2 is spoken with prior knowledge
+//! (h2c) by reqwest (hyper's HTTP/2 client); over TLS the same server code serves `h2` by ALPN.
+
+use std::fmt::Write as _;
+
+use crate::api::Api;
+use crate::procs::{Daemon, Kind, Tools};
+use crate::scenarios;
+use crate::stats::median;
+use crate::{Plan, Res};
+
+/// Event streams per HTTP/2 connection in the memory run: below the daemon's concurrent-stream
+/// limit (128), as a browser or a client library would stay.
+pub const H2_STREAMS_PER_CONNECTION: usize = 125;
+
+/// One figure, its HTTP/1.1 and HTTP/2 runs.
+#[derive(Debug, Clone, Default)]
+pub struct Row {
+    pub figure: String,
+    /// Whether more is better (throughput) or less (times, memory).
+    pub more_is_better: bool,
+    pub h1: Vec<f64>,
+    pub h2: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct H2Report {
+    pub rows: Vec<Row>,
+    pub runs: usize,
+    /// Runs that did not complete, with why (reported, never hidden).
+    pub failures: Vec<String>,
+}
+
+fn row(figure: String, more_is_better: bool) -> Row {
+    Row { figure, more_is_better, ..Row::default() }
+}
+
+pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
+    let events = plan.events;
+    let mut relay: Vec<(usize, [Row; 3])> = [1usize, 10]
+        .into_iter()
+        .map(|subs| {
+            let what = format!("relay `stream {events}` to {subs} stream(s)");
+            (
+                subs,
+                [
+                    row(format!("{what}, store on (updates/s delivered)"), true),
+                    row(format!("{what}: p99 emit→receive (ms)"), false),
+                    row(format!("{what}: the daemon's CPU per update delivered (ns)"), false),
+                ],
+            )
+        })
+        .collect();
+    let mut permissions = row(
+        format!("permission round trip, {} in sequence, voted on sight (ms per request)", plan.permissions),
+        false,
+    );
+    let mut memory = row(
+        format!("memory per idle event stream, {} streams on one session (KiB)", plan.memory_subscribers),
+        false,
+    );
+    let mut failures = Vec::new();
+    let d = Daemon::start(Kind::Mediatord, tools, &[]).await?;
+    let (h1, h2) = (Api::new(&d.base)?, Api::new_h2(&d.base)?);
+    for run in 0..plan.runs {
+        for (subs, [throughput, p99, cpu]) in &mut relay {
+            for (h2_run, api) in [(false, &h1), (true, &h2)] {
+                eprintln!("bench: h2: relay x{subs} over {} (run {})", proto(h2_run), run + 1);
+                let directive = format!("stream {events}");
+                match scenarios::relay(api, &d, *subs, &directive, events, plan.run_timeout).await {
+                    Ok(r) if r.incomplete == 0 => {
+                        side(throughput, h2_run).push(r.delivered_per_s);
+                        side(p99, h2_run).push(f64::from(r.p99_us) / 1e3);
+                        side(cpu, h2_run).extend(r.cpu_ns_per_update);
+                    }
+                    Ok(r) => failures.push(format!(
+                        "relay x{subs} over {}: {} of {subs} stream(s) incomplete ({} evicted)",
+                        proto(h2_run),
+                        r.incomplete,
+                        r.evicted
+                    )),
+                    Err(e) => failures.push(format!("relay x{subs} over {}: {e}", proto(h2_run))),
+                }
+            }
+        }
+        for (h2_run, api) in [(false, &h1), (true, &h2)] {
+            eprintln!("bench: h2: permissions over {} (run {})", proto(h2_run), run + 1);
+            match scenarios::permissions(api, &d, plan.permissions, plan.run_timeout).await {
+                Ok(r) => side(&mut permissions, h2_run).push(r.per_request_ms),
+                Err(e) => failures.push(format!("permissions over {}: {e}", proto(h2_run))),
+            }
+        }
+    }
+    d.stop().await;
+    for run in 0..plan.runs {
+        for h2_run in [false, true] {
+            eprintln!("bench: h2: idle streams over {} (run {})", proto(h2_run), run + 1);
+            match idle_streams(tools, plan.memory_subscribers, h2_run).await {
+                Ok(kib) => side(&mut memory, h2_run).push(kib),
+                Err(e) => failures.push(format!("idle streams over {}: {e}", proto(h2_run))),
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (_, figures) in relay {
+        rows.extend(figures);
+    }
+    rows.push(permissions);
+    rows.push(memory);
+    Ok(H2Report { rows, runs: plan.runs, failures })
+}
+
+fn proto(h2: bool) -> &'static str {
+    if h2 { "HTTP/2" } else { "HTTP/1.1" }
+}
+
+fn side(row: &mut Row, h2: bool) -> &mut Vec<f64> {
+    if h2 { &mut row.h2 } else { &mut row.h1 }
+}
+
+/// KiB of daemon RSS per idle event stream: `streams` streams on one session of a fresh daemon.
+async fn idle_streams(tools: &Tools, streams: usize, h2: bool) -> Res<f64> {
+    let d = Daemon::start(Kind::Mediatord, tools, &[]).await?;
+    let result = async {
+        let api = Api::new(&d.base)?;
+        let via: Vec<Api> = if h2 {
+            let connections = streams.div_ceil(H2_STREAMS_PER_CONNECTION);
+            (0..connections).map(|_| Api::new_h2(&d.base)).collect::<Res<_>>()?
+        } else {
+            vec![api.clone()]
+        };
+        let m = scenarios::memory_via(&api, &via, &d, 1, streams).await?;
+        if m.subscribers_incomplete > 0 {
+            return Err(format!("{} of {streams} streams incomplete", m.subscribers_incomplete).into());
+        }
+        let with = m.subscribers_kib.ok_or_else(|| m.refused.clone().unwrap_or_default())?;
+        Ok(with.saturating_sub(m.sessions_kib) as f64 / streams as f64)
+    }
+    .await;
+    d.stop().await;
+    result
+}
+
+impl H2Report {
+    pub fn markdown(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "| figure (median of {} runs) | HTTP/1.1 | HTTP/2 (h2c) | h2 vs HTTP/1.1 |\n|---|---:|---:|---:|",
+            self.runs
+        );
+        for r in &self.rows {
+            let (a, b) = (median(&r.h1), median(&r.h2));
+            let cell = |v: Option<f64>| v.map_or("—".to_owned(), fmt);
+            let ratio = match (a, b) {
+                (Some(a), Some(b)) if a > 0.0 && b > 0.0 => {
+                    // How h2 fares: > 100% is better, whichever way the figure runs.
+                    let better = if r.more_is_better { b / a } else { a / b };
+                    format!("{:.0}%", better * 100.0)
+                }
+                _ => "—".to_owned(),
+            };
+            let _ = writeln!(t, "| {} | {} | {} | {ratio} |", r.figure, cell(a), cell(b));
+        }
+        for f in &self.failures {
+            let _ = writeln!(t, "\nfailed: {f}");
+        }
+        t
+    }
+}
+
+fn fmt(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
