@@ -400,11 +400,11 @@ export function alive(pid) {
   }
 }
 
-/** Poll `pred` every 100 ms for at most `timeoutMs`; `what` may be a function (evaluated on failure). */
+/** Poll `pred` (it may be async) every 100 ms for at most `timeoutMs`; `what` may be a function (evaluated on failure). */
 export async function until(pred, timeoutMs, what) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (pred()) return;
+    if (await pred()) return;
     if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -24,6 +24,7 @@ import {
   agentText,
   isPermissionRequest,
   optionByKind,
+  until,
   waitForFile,
   withTimeout,
   workspaceFile,
@@ -291,6 +292,53 @@ test("Qwen Code's own ask_user_question (issue #43): answered through respondToS
   assert.match(agentText(turn), /^answered: .*\*\*Question\*\*: chrono/, 'the model was sent the answer');
 });
 
+test("Qwen Code in its Auto mode (auto-edit) writes unasked (issue #42): the change set marks the file unapproved, unapproved_change follows, the audit records it", async () => {
+  const file = workspaceFile('sdk-auto-mode');
+  const mode = (modeId) =>
+    fetch(`${BASE_URL}/session/${sid()}/mode`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-qwen-client-id': cid() },
+      body: JSON.stringify({ modeId }),
+      signal: AbortSignal.timeout(T.request),
+    });
+  const set = await mode('auto-edit');
+  assert.equal(set.status, 200, await set.text());
+  try {
+    const from = events.events.length;
+    const result = await sdkPrompt(`WRITE ${file} written unasked`);
+    assert.equal(result.stopReason, 'end_turn', JSON.stringify(result));
+    await waitForFile(file, 'written unasked');
+    const end = await turnCompleteAfter(from, result);
+    const turn = events.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
+    assert.ok(!turn.some(isPermissionRequest(sid())), 'Auto mode asked nobody');
+    const changes = turn.find((e) => e.type === 'turn_changes');
+    assert.ok(changes, `a turn_changes event: ${JSON.stringify(turn.map((e) => e.type))}`);
+    const changed = changes.data.files.find((f) => file.endsWith(f.path));
+    assert.ok(changed, JSON.stringify(changes.data));
+    assert.equal(changed.status, 'added', JSON.stringify(changed));
+    assert.equal(changed.unapproved, true, 'nobody approved it');
+    assert.ok(changes.data.unapprovedCount >= 1, JSON.stringify(changes.data));
+    const unapproved = turn.find((e) => e.type === 'unapproved_change');
+    assert.ok(unapproved, 'unapproved_change follows turn_changes');
+    assert.ok(unapproved.id > changes.id, 'after turn_changes');
+    assert.ok(unapproved.data.paths.some((p) => file.endsWith(p)), JSON.stringify(unapproved.data));
+    // The audit's writer commits after the event went out: looked up until it has the entry.
+    let entries = [];
+    const recorded = async () => {
+      const audit = await fetch(`${BASE_URL}/audit?sessionId=${encodeURIComponent(sid())}`, {
+        signal: AbortSignal.timeout(T.request),
+      });
+      assert.equal(audit.status, 200);
+      ({ entries } = await audit.json());
+      return entries.some((e) => e.requestId === `unapproved-${changes.data.promptId}` && e.status === 'unapproved');
+    };
+    await until(recorded, T.request, () => `the audit records the unasked write: ${JSON.stringify(entries)}`);
+  } finally {
+    const back = await mode('default');
+    assert.equal(back.status, 200, await back.text());
+  }
+});
+
 test("the SDK's transcript reducer finds every prompt as a user block, nothing unrecognised, nothing pending", async () => {
   // Everything the subscription got from the session's start: the prompts of the tests above were
   // sent by this client, so only the daemon's user_message_chunk echo can make them user blocks.
@@ -299,7 +347,7 @@ test("the SDK's transcript reducer finds every prompt as a user block, nothing u
   const users = selectTranscriptBlocks(state).filter((b) => b.kind === 'user');
   const texts = users.map((b) => b.text);
   assert.ok(texts.some((t) => t.trim() === 'hi'), JSON.stringify(texts));
-  for (const name of ['sdk-session-vote', 'sdk-cancel']) {
+  for (const name of ['sdk-session-vote', 'sdk-cancel', 'sdk-auto-mode']) {
     assert.ok(texts.some((t) => t.startsWith('WRITE ') && t.includes(name)), `${name}: ${JSON.stringify(texts)}`);
   }
   // mediatord's own events (docs/differences.md) are shown by the SDK as unrecognised blocks, as
