@@ -257,6 +257,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_messages_text_is_read_as_its_result_and_never_as_a_prompt() {
+        let ask = json!({"role": "assistant", "content": "", "tool_calls": [{"id": "q1", "type": "function",
+            "function": {"name": "ask_user_question", "arguments": "{}"}}]});
+        let answer = json!({"role": "tool", "tool_call_id": "q1", "content": "**Question**: b"});
+        let req = qwen_request(vec![user("ASK Which? | a | b"), ask, answer]);
+        let conv = conversation(&req).expect("valid");
+        let last = conv.messages.last().expect("the tool message");
+        assert_eq!(last.parts, vec![Part::ToolResult("q1".into()), Part::ResultText("**Question**: b".into())]);
+        assert_eq!(crate::conversation::reply(&conv), Reply::Text(vec!["answered: **Question**: b".into()]));
+    }
+
+    #[test]
     fn the_system_prompt_and_plain_string_content_are_understood() {
         let req = qwen_request(vec![json!({"role": "user", "content": "hi"})]);
         assert_eq!(
