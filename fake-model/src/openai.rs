@@ -264,7 +264,10 @@ mod tests {
         let req = qwen_request(vec![user("ASK Which? | a | b"), ask, answer]);
         let conv = conversation(&req).expect("valid");
         let last = conv.messages.last().expect("the tool message");
-        assert_eq!(last.parts, vec![Part::ToolResult("q1".into()), Part::ResultText("**Question**: b".into())]);
+        assert_eq!(
+            last.parts,
+            vec![Part::ToolResult("q1".into()), Part::ResultText("**Question**: b".into())]
+        );
         assert_eq!(crate::conversation::reply(&conv), Reply::Text(vec!["answered: **Question**: b".into()]));
     }
 

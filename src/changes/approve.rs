@@ -1,5 +1,7 @@
 //! Which changed files an approved permission request covers: the paths the request names, in its
-//! tool call's `locations` and in its `rawInput` (any string field, and each word of a command).
+//! tool call's `locations` and in its `rawInput` (any string field, and each word of a command),
+//! and for a command with no `rawInput` (Gemini CLI sends its command only as the tool call's
+//! `title`) each word of that title: what the person approving was shown.
 //! A change no approved request of its turn covers is `unapproved`: the agent wrote it without
 //! asking (an agent in an auto-approving mode, a shell command's side effects, a write of its own).
 //!
@@ -42,8 +44,13 @@ impl Approval {
             .map(str::to_owned)
             .collect();
         let mut strings = Vec::new();
-        if let Some(input) = tool_call.get("rawInput") {
-            collect_strings(input, 0, &mut strings);
+        match tool_call.get("rawInput") {
+            Some(input) => collect_strings(input, 0, &mut strings),
+            None if kind.as_deref() == Some("execute") => {
+                let title = tool_call.get("title").and_then(Value::as_str);
+                strings.extend(title.filter(|t| t.len() <= MAX_STRING_BYTES));
+            }
+            None => {}
         }
         for s in strings {
             names.extend(words(s));
@@ -157,6 +164,23 @@ mod tests {
         assert!(covered(&numbered, ws, "2024.txt") && covered(&numbered, ws, "err.log"));
         let dir = approval(json!({"kind": "execute", "rawInput": {"command": "make -C build"}}));
         assert!(!covered(&dir, ws, "build/a.o"), "a command's folder does not cover its contents");
+    }
+
+    #[test]
+    fn a_command_sent_only_as_its_title_covers_the_files_its_words_name() {
+        // Gemini CLI's shell request: no rawInput, the command is the title.
+        let ws = Path::new("/ws");
+        let gemini =
+            approval(json!({"kind": "execute", "title": "echo made > /ws/made.txt", "locations": []}));
+        assert!(covered(&gemini, ws, "made.txt"));
+        assert!(!covered(&gemini, ws, "other.txt"));
+        let edit = approval(json!({"kind": "edit", "title": "Write /ws/made.txt"}));
+        assert!(!covered(&edit, ws, "made.txt"), "only a command's title is read: an edit names its files");
+        let both =
+            approval(json!({"kind": "execute", "title": "rm /ws/t.txt", "rawInput": {"command": "ls"}}));
+        assert!(!covered(&both, ws, "t.txt"), "rawInput, when sent, is what the command is");
+        let long = format!("rm /ws/x.txt {}", "y".repeat(MAX_STRING_BYTES));
+        assert!(!covered(&approval(json!({"kind": "execute", "title": long})), ws, "x.txt"), "within bounds");
     }
 
     #[test]

@@ -127,6 +127,21 @@ function toolCallStatuses(events, toolCallId) {
     .filter(Boolean);
 }
 
+/**
+ * The change set of the turn that ended with `end` (issue #42): its `turn_changes` event, and the
+ * entry of `file` in it, which must say `status`, approved (`unapproved: false`) by the vote.
+ */
+function approvedChange(events, end, file, status) {
+  const changes = events.filter((e) => e.type === 'turn_changes' && e.id < end.id && e.data?.promptId === end.data?.promptId).pop();
+  assert.ok(changes, `a turn_changes event before the turn's end: ${JSON.stringify(events.map((e) => e.type))}`);
+  const entry = changes.data.files.find((f) => file.endsWith(`/${f.path}`));
+  assert.ok(entry, `${file} in the change set: ${JSON.stringify(changes.data)}`);
+  assert.equal(entry.status, status, JSON.stringify(entry));
+  assert.equal(entry.unapproved, false, `the approved request covers ${entry.path}: ${JSON.stringify(changes.data)}`);
+  assert.ok(!events.some((e) => e.type === 'unapproved_change' && e.data?.promptId === end.data?.promptId), 'nothing unapproved');
+  return changes;
+}
+
 before(async () => {
   const h = await api('GET', '/health');
   assert.equal(h.status, 200, `GET /health: ${show(h)}`);
@@ -189,6 +204,7 @@ test(tag('a WRITE turn asks permission; a vote for the allow_once option writes 
   await waitForFile(file, text);
   const statuses = toolCallStatuses(ctx.stream.events.slice(from), toolCallId);
   assert.ok(statuses.includes('completed'), `tool call ${toolCallId} completed: ${JSON.stringify(statuses)}`);
+  approvedChange(ctx.stream.events.slice(from), end, file, 'added');
   noteKinds(ctx.stream.events);
 });
 
@@ -379,7 +395,7 @@ async function approvedShell(t, ctx, command) {
   assert.equal(end.data.stopReason, 'end_turn');
   const turn = ctx.stream.events.slice(from).filter((e) => e.id !== undefined && e.id < end.id);
   noteKinds(turn);
-  return { req, turn };
+  return { req, turn, end };
 }
 
 // The sandbox (docs/operations.md#the-sandbox): the agent runs confined by the kernel, so its own
@@ -393,8 +409,13 @@ test(tag('[spec] the daemon reports the agent confined by Landlock (GET /capabil
 test(tag('an approved SHELL command writes inside the workspace'), async (t) => {
   const ctx = await freshSession('shell-in');
   const file = workspaceFile(`${AGENT}-shell`);
-  await approvedShell(t, ctx, `echo shell-made > ${file}`);
+  const made = await approvedShell(t, ctx, `echo shell-made > ${file}`);
   await waitForFile(file, 'shell-made\n');
+  approvedChange(made.turn, made.end, file, 'added');
+  // And one that deletes (issue #42): the change set says so, approved by the vote.
+  const gone = await approvedShell(t, ctx, `rm ${file}`);
+  assert.equal(fs.existsSync(file), false, 'removed');
+  approvedChange(gone.turn, gone.end, file, 'deleted');
 });
 
 test(tag('[spec] an approved SHELL command that writes outside the workspace fails visibly, and nothing is written'), async (t) => {
