@@ -244,3 +244,70 @@ fn an_ephemeral_engine_removes_its_directory() {
     drop(changes);
     assert!(!dir.exists());
 }
+
+/// Issue #42's bad input: a workspace of 50 000 files (half the bound) is snapshotted whole, a
+/// later snapshot reads only what a turn changed, and the change set names exactly that.
+#[test]
+fn fifty_thousand_files_are_snapshotted_and_a_change_among_them_is_found() {
+    const FILES: usize = 50_000;
+    let f = fixture();
+    for d in 0..100 {
+        let dir = f.ws.join(format!("d{d:03}"));
+        fs::create_dir_all(&dir).expect("mkdir");
+        for i in 0..FILES / 100 {
+            fs::write(dir.join(format!("f{i:03}.txt")), format!("{d} {i}\n")).expect("write");
+        }
+    }
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("50 000 files are under the bound");
+    assert_eq!((first.stats.files, first.manifest.entries.len()), (FILES, FILES));
+    write(&f.ws, "d042/f007.txt", "changed\n");
+    write(&f.ws, "d099/new.txt", "new\n");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_eq!(second.stats.hashed, 2, "only what changed is read: {:?}", second.stats);
+    let set = changes.change_set(&first.manifest, &second.manifest);
+    let got: Vec<(&str, Status)> = set.files.iter().map(|c| (c.path.as_str(), c.status)).collect();
+    assert_eq!(got, [("d042/f007.txt", Status::Modified), ("d099/new.txt", Status::Added)]);
+}
+
+/// Issue #42's bad input: a file written to all through a snapshot (an agent's log, a build
+/// output) never fails the snapshot, and its content as taken is not trusted: once it stops
+/// changing, the next snapshot reads it again and records what it ended as.
+#[test]
+fn a_file_that_changes_during_a_snapshot_is_read_again_once_it_settles() {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = fixture();
+    for i in 0..2_000 {
+        write(&f.ws, &format!("many/f{i}.txt"), "x\n");
+    }
+    write(&f.ws, "growing.log", "start\n");
+    let changes = engine(&f);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let path = f.ws.join("growing.log");
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut file = fs::OpenOptions::new().append(true).open(&path).expect("open");
+            let mut lines = 0u64;
+            // Bounded: stopped by the test, or after a million lines at most.
+            while !stop.load(Ordering::Relaxed) && lines < 1_000_000 {
+                writeln!(file, "line {lines}").expect("append");
+                lines += 1;
+            }
+            lines
+        })
+    };
+    // Snapshots while the file grows: none fails.
+    for _ in 0..3 {
+        changes.snapshot_at(&f.ws, scan::now_ns()).expect("a snapshot while a file changes");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let lines = writer.join().expect("writer");
+    let expected = fs::read(f.ws.join("growing.log")).expect("read");
+    assert!(expected.len() > "start\n".len(), "the file grew ({lines} lines)");
+    let settled = changes.snapshot_at(&f.ws, later()).expect("settled");
+    let entry = settled.manifest.entries["growing.log"];
+    assert_eq!(entry.size, expected.len() as u64);
+    assert_eq!(changes.content(&entry).expect("content"), expected, "what the file ended as");
+}
