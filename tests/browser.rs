@@ -804,10 +804,99 @@ async fn the_mode_switcher_lets_edits_through_without_asking() {
     assert_eq!(page.js(&format!("return {NO_CARD}")).await, true);
 }
 
+/// XPath of the file `path`'s button in the change set of the turn `turn_index` (0-based).
+fn changed_file(turn_index: u32, path: &str) -> String {
+    format!(
+        "//section[contains(@class, 'changes') and @data-turn-index = '{turn_index}']//li[@data-path = '{path}']//button"
+    )
+}
+
+/// Issue #42: what each turn changed, on a phone: an approved write and one nobody approved (the
+/// demo agent's `put`), a file's diff opened, and a rewind to before the first turn confirmed in
+/// the page: the files are gone from disk. Then a desktop opening the same session sees both change
+/// sets and the rewind.
+#[tokio::test]
+async fn a_turns_changes_are_reviewed_and_rewound_on_a_phone_and_seen_on_a_desktop() {
+    let on = OnSession::phone(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    page.prompt("write notes.txt first draft").await;
+    page.click("Allow once", &card_button("Allow once")).await;
+    page.until("the card resolved", NO_CARD).await;
+    page.until("the first change set", "document.querySelector(\"section.changes[data-turn-index='0'] li[data-path='notes.txt']\")")
+        .await;
+    page.prompt("put extra.txt nobody asked").await;
+    let second = page
+        .until(
+            "the second change set",
+            "(() => { const c = document.querySelector(\"section.changes[data-turn-index='1']\"); \
+             return c && [c.querySelector('.changes-summary').textContent, \
+               [...c.querySelectorAll('li.changed-file')].map((f) => [f.dataset.path, f.dataset.status, f.dataset.unapproved])]; })()",
+        )
+        .await;
+    assert_eq!(second, json!(["1 file changed +1 −0 · 1 not approved", [["extra.txt", "added", "true"]]]));
+    let first = page
+        .js("const f = document.querySelector(\"section.changes[data-turn-index='0'] li.changed-file\"); \
+             return [f.dataset.status, f.dataset.unapproved, !!f.querySelector('.unapproved')]")
+        .await;
+    assert_eq!(first, json!(["added", "false", false]), "the approved write is not marked");
+
+    page.click("notes.txt", &changed_file(0, "notes.txt")).await;
+    let diff = page
+        .until(
+            "the diff of notes.txt",
+            "(() => { const rows = [...document.querySelectorAll(\"section.changes[data-turn-index='0'] .diff pre span\")]\
+             .map((r) => r.textContent.trim()); return rows.length ? rows : null; })()",
+        )
+        .await;
+    assert!(
+        diff.as_array().is_some_and(|rows| rows.iter().any(|r| r == "+first draft")),
+        "the line the turn added: {diff}"
+    );
+
+    page.click(
+        "Rewind files to before this turn",
+        "//section[contains(@class, 'changes') and @data-turn-index = '0']//button[contains(., 'Rewind files to before this turn')]",
+    )
+    .await;
+    page.until("the confirmation", "document.querySelector(\"section.changes[data-turn-index='0'] .rewind button.danger\")").await;
+    assert!(d.workspace.join("notes.txt").exists(), "nothing is put back before it is confirmed");
+    page.click(
+        "Rewind the files",
+        "//section[contains(@class, 'changes') and @data-turn-index = '0']//button[normalize-space() = 'Rewind the files']",
+    )
+    .await;
+    let done = page
+        .until(
+            "the rewind's result",
+            "document.querySelector(\"section.changes[data-turn-index='0'] .rewind-done\")?.textContent",
+        )
+        .await;
+    assert_eq!(done, "Put back 2 files.");
+    assert!(!d.workspace.join("notes.txt").exists() && !d.workspace.join("extra.txt").exists(), "both turns undone");
+    page.until(
+        "the rewind's note",
+        "[...document.querySelectorAll('.note')].some((n) => n.textContent.includes('You rewound the files to before turn 1: 2 put back'))",
+    )
+    .await;
+    assert!(page.console_problems().await.is_empty(), "no script error");
+
+    let desktop = on._driver.open(DESKTOP).await;
+    desktop.load(d, &format!("#/s/{sid}")).await;
+    desktop.live(sid).await;
+    desktop
+        .until(
+            "both change sets and the rewind",
+            "document.querySelectorAll('section.changes').length === 2 && \
+             [...document.querySelectorAll('.note')].some((n) => n.textContent.includes('rewound the files to before turn 1'))",
+        )
+        .await;
+}
+
 /// The pictures of docs/screenshots/ (README), at phone and desktop size: `phone.png`, a session
 /// with Markdown, a thought, a plan and tool calls; `phone-approval.png` and `desktop.png`, the same
 /// session with a pending edit (its diff, one button per option) beside the session list;
-/// `phone-audit.png`, the audit page once the edit is decided; `phone-history.png`, the session
+/// `phone-changes.png`, the edit's change set with its diff open; `phone-audit.png`, the audit
+/// page once the edit is decided; `phone-history.png`, the session
 /// read from the history after a restart.
 #[tokio::test]
 async fn screenshots() {
@@ -853,6 +942,11 @@ async fn screenshots() {
     // The audit page with the edit decided, and the history after a restart.
     let rid = d.first_pending(&sid).await["requestId"].as_str().expect("requestId").to_owned();
     assert_eq!(d.vote(&sid, &rid, Some("alice"), json!({"decision": "allow-session"})).await.status, 200);
+    phone.until("the edit's change set", "document.querySelector(\"section.changes li[data-path='README.md']\")").await;
+    phone.click("README.md", "//section[contains(@class, 'changes')]//li[@data-path = 'README.md']//button").await;
+    phone.until("its diff", "document.querySelector('section.changes .diff')").await;
+    phone.js("document.querySelector('section.changes').scrollIntoView({block: 'start'}); return true").await;
+    phone.screenshot(&out.join("phone-changes.png")).await;
     phone.load(&d, "#/audit").await;
     phone.until("the decision", "document.querySelector('li.audit-entry[data-decision=allow]')").await;
     phone.screenshot(&out.join("phone-audit.png")).await;

@@ -401,6 +401,8 @@ function makeSession(summary) {
     sendPrompt: (text) => api('POST', sessionPath(id, '/prompt'), { body: { prompt: [{ type: 'text', text }] }, headers: { Prefer: 'respond-async' } }),
     cancel: () => run('Stop', () => api('POST', sessionPath(id, '/cancel'))),
     vote: (requestId, body) => api('POST', sessionPath(id, `/permission/${encodeURIComponent(requestId)}`), { body }),
+    turnDiff: (turnIndex, path) => api('GET', sessionPath(id, `/turns/${encodeURIComponent(turnIndex)}/diff?path=${encodeURIComponent(path)}`)),
+    rewind: (promptId, force) => api('POST', sessionPath(id, '/rewind'), { body: { promptId, force: Boolean(force) } }),
     presented: (requestId, all) => api('GET', sessionPath(id, `/permission/${encodeURIComponent(requestId)}${all ? '?all=1' : ''}`)),
     setModel: (modelId) => run('Model', () => api('POST', sessionPath(id, '/model'), { body: { modelId } })),
     setMode: (modeId) => run('Mode', () => api('POST', sessionPath(id, '/mode'), { body: { modeId } })),

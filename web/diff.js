@@ -113,9 +113,28 @@ function range(start, count) {
  * then each hunk's rows with +/- marks (and as text, for screen readers).
  */
 export function renderDiff({ path, oldText, newText }, cwd) {
-  const hunks = unifiedDiff(oldText, newText);
   const shown = shortPath(path, cwd) || '';
   const title = oldText === null || oldText === undefined ? `new file ${shown}` : shown;
+  return renderHunks(path, title, unifiedDiff(oldText, newText));
+}
+
+/**
+ * The daemon's hunks (`{oldStart, oldLines, newStart, newLines, lines}`, each line starting with
+ * ` `, `+` or `-`: docs/protocol.md §18.4) as this module's, for `renderHunks`.
+ */
+export function daemonHunks(hunks) {
+  return (Array.isArray(hunks) ? hunks : []).map((hk) => ({
+    header: `@@ -${hk.oldStart},${hk.oldLines} +${hk.newStart},${hk.newLines} @@`,
+    rows: (Array.isArray(hk.lines) ? hk.lines : []).map((l) => {
+      const text = String(l);
+      const op = text[0] === '+' || text[0] === '-' ? text[0] : ' ';
+      return { op, line: text.slice(1) };
+    }),
+  }));
+}
+
+/** A diff view of `hunks` (as `unifiedDiff` gives them) under the caption `title`. */
+export function renderHunks(path, title, hunks) {
   const rows = [];
   for (const hunk of hunks) {
     rows.push(h('span', { class: 'diff-hunk' }, hunk.header, '\n'));

@@ -263,6 +263,21 @@ export function apply(s, env, id) {
       s.stale.add('pending');
       break;
     }
+    case 'turn_changes': {
+      // What the turn changed in the workspace (docs/protocol.md §18.2), shown in the turn.
+      const turn = (data.promptId && s.turns.get(data.promptId)) || agentTurn(s, env);
+      turn.items.push({ kind: 'changes', data, diffs: new Map() });
+      s.dirty.add(turn);
+      break;
+    }
+    case 'session_rewound': {
+      const put = Array.isArray(data.filesChanged) ? data.filesChanged.length : 0;
+      const failed = Array.isArray(data.filesFailed) ? data.filesFailed : [];
+      const by = data.clientId === s.me ? 'You' : data.deviceName || data.clientId || 'A client';
+      note(s, `${by} rewound the files to before turn ${Number(data.targetTurnIndex) + 1}: ${put} put back` +
+        (failed.length ? `, ${failed.length} not: ${failed.join('; ')}` : ''), failed.length ? 'warn' : 'info', eventTime(env));
+      break;
+    }
     case 'agent_refused_as_client':
       note(s, `The agent tried to act as a client of the daemon, and was refused: ${data.attempt || ''}`, 'error');
       break;

@@ -6,7 +6,7 @@
 
 import { clock, h, icon, replace, shortPath } from './dom.js';
 import { decision } from './audit.js';
-import { renderDiff } from './diff.js';
+import { daemonHunks, renderDiff, renderHunks } from './diff.js';
 import { renderMarkdown, stableCut } from './markdown.js';
 import { identity } from './names.js';
 import { marked, renderPresented } from './present.js';
@@ -75,6 +75,13 @@ const KIND_LABEL = {
 };
 
 const STATUS_LABEL = { pending: 'pending', in_progress: 'running', completed: 'done', failed: 'failed' };
+
+/** A changed file's status as a turn's change set shows it (docs/protocol.md §18.2). */
+const CHANGE_LABEL = { added: 'added', modified: 'modified', deleted: 'deleted' };
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
 
 /** The tool call a permission request is about: what was announced for it, overlaid by the request. */
 function requestedCall(s, request) {
@@ -346,6 +353,8 @@ export class SessionView {
         return this.refreshPlan(obj);
       case 'permission':
         return this.refreshRecord(obj);
+      case 'changes':
+        return this.refreshChanges(obj);
       case 'shell':
         return this.refreshShell(obj);
       default:
@@ -398,6 +407,9 @@ export class SessionView {
         break;
       case 'content':
         el = h('div', { class: 'msg' }, contentBlock(item.content, true));
+        break;
+      case 'changes':
+        el = h('section', { class: 'changes', 'aria-label': 'What this turn changed', dataset: { turnIndex: String(item.data.turnIndex ?? '') } });
         break;
       default:
         el = h('div', {});
@@ -463,6 +475,102 @@ export class SessionView {
       ' ', h('span', { class: 'tool-title' }, shown(call.title || toolName(call) || 'Tool call')),
       call.kind ? h('span', { class: 'kind' }, KIND_LABEL[call.kind] || call.kind) : null);
     replace(el.lastChild, toolBody(call, this.s.summary.workspaceCwd));
+  }
+
+  /**
+   * A turn's change set: a summary, each file (its status, its line counts, "not approved" when no
+   * approved request of the turn named it) opening its diff, and a rewind to before the turn that
+   * asks to be confirmed (and again, with `force`, when a file was changed since).
+   */
+  refreshChanges(item) {
+    const el = this.els.get(item);
+    if (!el) return;
+    const d = item.data;
+    if (d.available === false) {
+      replace(el, h('p', { class: 'changes-summary' }, icon('alert'), ` The changes of this turn were not recorded: ${d.message || 'no snapshot'}`));
+      return;
+    }
+    const files = Array.isArray(d.files) ? d.files : [];
+    const summary = h('p', { class: 'changes-summary' },
+      h('strong', {}, `${plural(Number(d.filesChanged) || files.length, 'file')} changed`),
+      h('span', { class: 'file-counts' }, ` +${Number(d.insertions) || 0} −${Number(d.deletions) || 0}`),
+      d.unapprovedCount ? h('span', { class: 'unapproved-count' }, ` · ${d.unapprovedCount} not approved`) : null);
+    const list = h('ul', { class: 'changes-files' }, files.map((f) => {
+      const open = item.diffs.get(f.path);
+      return h('li', { class: 'changed-file', dataset: { path: String(f.path), status: String(f.status), unapproved: String(Boolean(f.unapproved)) } },
+        h('button', { type: 'button', class: 'ghost file-toggle', 'aria-expanded': String(Boolean(open)), onclick: () => this.toggleDiff(item, f.path) },
+          h('span', { class: `file-status change-${f.status}` }, CHANGE_LABEL[f.status] || String(f.status)), ' ',
+          h('span', { class: 'file-path' }, String(f.path)), ' ',
+          h('span', { class: 'file-counts' }, f.isBinary ? 'binary' : `+${Number(f.added) || 0} −${Number(f.removed) || 0}`),
+          f.unapproved ? h('span', { class: 'unapproved', title: 'No permission request approved in this turn names this file' }, 'not approved') : null),
+        open ? (open.error ? h('p', { class: 'form-error' }, open.error) : open.el || h('p', { class: 'loading' }, 'Loading the diff…')) : null);
+    }));
+    const more = d.hiddenCount ? h('p', { class: 'changes-more' }, `and ${plural(d.hiddenCount, 'more file')}`) : null;
+    replace(el, summary, list, more, this.s.ended || !d.promptId ? null : this.rewindControls(item));
+  }
+
+  rewindControls(item) {
+    const r = item.rewind || { state: 'idle' };
+    const refresh = (next) => {
+      item.rewind = next;
+      this.refreshChanges(item);
+    };
+    const go = async (force) => {
+      refresh({ state: 'busy' });
+      try {
+        const done = await this.actions.rewind(item.data.promptId, force);
+        const failed = done?.filesFailed || [];
+        refresh({ state: 'done', text: `Put back ${plural((done?.filesChanged || []).length, 'file')}` + (failed.length ? `; not put back: ${failed.join('; ')}` : '.') });
+      } catch (err) {
+        if (err.code === 'rewind_conflict') {
+          const paths = err.body?.paths || [];
+          refresh({ state: 'conflict', text: `Changed since this turn: ${paths.join(', ') || 'some files'}. Rewinding puts them back anyway.` });
+        } else {
+          refresh({ state: 'error', text: err.message });
+        }
+      }
+    };
+    const keep = h('button', { type: 'button', class: 'ghost', onclick: () => refresh({ state: 'idle' }) }, 'Keep the files');
+    switch (r.state) {
+      case 'confirm':
+        return h('div', { class: 'rewind', role: 'group', 'aria-label': 'Rewind' },
+          h('p', {}, 'Put every file that this turn and the turns after it changed back as it was before this turn? The conversation stays as it is.'),
+          h('button', { type: 'button', class: 'danger', onclick: () => go(false) }, 'Rewind the files'), ' ', keep);
+      case 'conflict':
+        return h('div', { class: 'rewind', role: 'group', 'aria-label': 'Rewind' },
+          h('p', { class: 'form-error' }, r.text),
+          h('button', { type: 'button', class: 'danger', onclick: () => go(true) }, 'Rewind anyway'), ' ', keep);
+      case 'busy':
+        return h('p', { class: 'rewind' }, 'Rewinding…');
+      case 'done':
+        return h('p', { class: 'rewind rewind-done' }, r.text);
+      case 'error':
+        return h('div', { class: 'rewind' }, h('p', { class: 'form-error' }, `Rewind: ${r.text}`),
+          h('button', { type: 'button', class: 'ghost', onclick: () => refresh({ state: 'idle' }) }, 'Close'));
+      default:
+        return h('div', { class: 'rewind' },
+          h('button', { type: 'button', class: 'ghost rewind-start', onclick: () => refresh({ state: 'confirm' }) }, icon('back'), ' Rewind files to before this turn'));
+    }
+  }
+
+  /** Opens (fetching it once) or closes the diff of `path` in the change set `item`. */
+  async toggleDiff(item, path) {
+    if (item.diffs.has(path)) {
+      item.diffs.delete(path);
+      this.refreshChanges(item);
+      return;
+    }
+    const open = { el: null, error: null };
+    item.diffs.set(path, open);
+    this.refreshChanges(item);
+    try {
+      const diff = await this.actions.turnDiff(item.data.turnIndex, path);
+      if (diff?.available === false) open.error = 'The snapshots of this turn are gone: no diff.';
+      else open.el = renderHunks(path, diff?.truncated ? `${path} (cut short)` : path, daemonHunks(diff?.hunks));
+    } catch (err) {
+      open.error = `Diff: ${err.message}`;
+    }
+    if (item.diffs.get(path) === open) this.refreshChanges(item);
   }
 
   refreshPlan(item) {
