@@ -849,16 +849,43 @@ async fn a_turns_changes_are_reviewed_and_rewound_on_a_phone_and_seen_on_a_deskt
         )
         .await;
     assert!(
-        diff.as_array().is_some_and(|rows| rows.iter().any(|r| r == "+first draft")),
-        "the line the turn added: {diff}"
+        diff.as_array().is_some_and(|rows| rows.iter().any(|r| r == "1+first draft")),
+        "the line the turn added, with its number: {diff}"
     );
 
+    // The workspace diff (a plain folder: against the first turn's start), from the details panel.
+    page.click("Rules & decisions", "//button[@aria-expanded][contains(., 'Rules & decisions')]").await;
+    page.click("Show workspace changes", "//button[normalize-space() = 'Show workspace changes']").await;
+    let workspace = page
+        .until(
+            "the workspace's changes",
+            "(() => { const w = document.querySelector('.workspace-changes'); const f = [...w.querySelectorAll('li.changed-file')]; \
+             return f.length && [w.querySelector('.changes-summary').textContent, f.map((x) => [x.dataset.path, x.dataset.status])]; })()",
+        )
+        .await;
+    assert_eq!(
+        workspace,
+        json!(["2 files changed +2 −0 since the start of the first turn", [["extra.txt", "added"], ["notes.txt", "added"]]])
+    );
+    page.click("extra.txt", "//div[contains(@class, 'workspace-changes')]//li[@data-path = 'extra.txt']//button").await;
+    page.until(
+        "its diff",
+        "[...document.querySelectorAll('.workspace-changes .diff pre span')].some((r) => r.textContent.trim() === '1+nobody asked')",
+    )
+    .await;
     page.click(
         "Rewind files to before this turn",
         "//section[contains(@class, 'changes') and @data-turn-index = '0']//button[contains(., 'Rewind files to before this turn')]",
     )
     .await;
-    page.until("the confirmation", "document.querySelector(\"section.changes[data-turn-index='0'] .rewind button.danger\")").await;
+    let named = page
+        .until(
+            "the confirmation, naming the files",
+            "(() => { const r = document.querySelector(\"section.changes[data-turn-index='0'] .rewind\"); \
+             return r && r.querySelector('button.danger') && [...r.querySelectorAll('.rewind-files li')].map((l) => l.textContent); })()",
+        )
+        .await;
+    assert_eq!(named, json!(["extra.txt", "notes.txt"]), "this turn's file and the later turn's");
     assert!(d.workspace.join("notes.txt").exists(), "nothing is put back before it is confirmed");
     page.click(
         "Rewind the files",

@@ -402,6 +402,8 @@ function makeSession(summary) {
     cancel: () => run('Stop', () => api('POST', sessionPath(id, '/cancel'))),
     vote: (requestId, body) => api('POST', sessionPath(id, `/permission/${encodeURIComponent(requestId)}`), { body }),
     turnDiff: (turnIndex, path) => api('GET', sessionPath(id, `/turns/${encodeURIComponent(turnIndex)}/diff?path=${encodeURIComponent(path)}`)),
+    workspaceDiff: () => api('GET', `workspaces/${encodeURIComponent(summary.workspaceCwd || '')}/git/diff`),
+    workspaceFileDiff: (path) => api('GET', `workspaces/${encodeURIComponent(summary.workspaceCwd || '')}/git/diff/file?path=${encodeURIComponent(path)}`),
     rewind: (promptId, force) => api('POST', sessionPath(id, '/rewind'), { body: { promptId, force: Boolean(force) } }),
     presented: (requestId, all) => api('GET', sessionPath(id, `/permission/${encodeURIComponent(requestId)}${all ? '?all=1' : ''}`)),
     setModel: (modelId) => run('Model', () => api('POST', sessionPath(id, '/model'), { body: { modelId } })),

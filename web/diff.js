@@ -123,14 +123,21 @@ export function renderDiff({ path, oldText, newText }, cwd) {
  * ` `, `+` or `-`: docs/protocol.md §18.4) as this module's, for `renderHunks`.
  */
 export function daemonHunks(hunks) {
-  return (Array.isArray(hunks) ? hunks : []).map((hk) => ({
-    header: `@@ -${hk.oldStart},${hk.oldLines} +${hk.newStart},${hk.newLines} @@`,
-    rows: (Array.isArray(hk.lines) ? hk.lines : []).map((l) => {
-      const text = String(l);
-      const op = text[0] === '+' || text[0] === '-' ? text[0] : ' ';
-      return { op, line: text.slice(1) };
-    }),
-  }));
+  return (Array.isArray(hunks) ? hunks : []).map((hk) => {
+    // Each row's line number: in the new file for an added or unchanged line, in the old for a removed one.
+    let oldNo = Number(hk.oldStart) || 0;
+    let newNo = Number(hk.newStart) || 0;
+    return {
+      header: `@@ -${hk.oldStart},${hk.oldLines} +${hk.newStart},${hk.newLines} @@`,
+      rows: (Array.isArray(hk.lines) ? hk.lines : []).map((l) => {
+        const text = String(l);
+        const op = text[0] === '+' || text[0] === '-' ? text[0] : ' ';
+        const no = op === '-' ? oldNo++ : newNo++;
+        if (op === ' ') oldNo++;
+        return { op, line: text.slice(1), no };
+      }),
+    };
+  });
 }
 
 /** A diff view of `hunks` (as `unifiedDiff` gives them) under the caption `title`. */
@@ -140,7 +147,9 @@ export function renderHunks(path, title, hunks) {
     rows.push(h('span', { class: 'diff-hunk' }, hunk.header, '\n'));
     for (const row of hunk.rows) {
       const cls = row.op === '+' ? 'diff-add' : row.op === '-' ? 'diff-del' : 'diff-ctx';
-      rows.push(h('span', { class: cls }, row.op + row.line, '\n'));
+      // A line number, when the hunk has them, in a gutter a screen reader skips.
+      const gutter = row.no === undefined ? null : h('span', { class: 'ln', 'aria-hidden': 'true' }, String(row.no));
+      rows.push(h('span', { class: cls }, gutter, row.op + row.line, '\n'));
     }
   }
   if (hunks.length === 0) rows.push(h('span', { class: 'diff-ctx' }, '(no change)'));

@@ -176,6 +176,43 @@ function ruleText(rule) {
   return parts.join(' · ');
 }
 
+/**
+ * Changed files, each a button that opens its diff below it: status, path, line counts, and
+ * "not approved" when no approved request named it. `opened`: path → {el, error} of the open ones.
+ */
+function fileList(files, opened, toggle) {
+  return h('ul', { class: 'changes-files' }, files.map((f) => {
+    const open = opened.get(f.path);
+    return h('li', { class: 'changed-file', dataset: { path: String(f.path), status: String(f.status), unapproved: String(Boolean(f.unapproved)) } },
+      h('button', { type: 'button', class: 'ghost file-toggle', 'aria-expanded': String(Boolean(open)), onclick: () => toggle(f.path) },
+        h('span', { class: `file-status change-${f.status}` }, CHANGE_LABEL[f.status] || String(f.status)), ' ',
+        h('span', { class: 'file-path' }, String(f.path)), ' ',
+        h('span', { class: 'file-counts' }, f.isBinary ? 'binary' : `+${Number(f.added) || 0} −${Number(f.removed) || 0}`),
+        f.unapproved ? h('span', { class: 'unapproved', title: 'No permission request approved in this turn names this file' }, 'not approved') : null),
+      open ? (open.error ? h('p', { class: 'form-error' }, open.error) : open.el || h('p', { class: 'loading' }, 'Loading the diff…')) : null);
+  }));
+}
+
+/** Opens (fetching it with `load`) or closes the diff of `path` among `opened`; `redraw` after each step. */
+async function toggleFile(opened, path, load, redraw) {
+  if (opened.has(path)) {
+    opened.delete(path);
+    redraw();
+    return;
+  }
+  const open = { el: null, error: null };
+  opened.set(path, open);
+  redraw();
+  try {
+    const diff = await load(path);
+    if (diff?.available === false) open.error = 'No diff: the file is unchanged, or its snapshots are gone.';
+    else open.el = renderHunks(path, diff?.truncated ? `${path} (cut short)` : path, daemonHunks(diff?.hunks));
+  } catch (err) {
+    open.error = `Diff: ${err.message}`;
+  }
+  if (opened.get(path) === open) redraw();
+}
+
 export class SessionView {
   /**
    * `actions`: sendPrompt(text), cancel(), vote(requestId, body), presented(requestId, all), setModel(id), setMode(id),
@@ -203,6 +240,7 @@ export class SessionView {
     this.controlError = h('p', { class: 'form-error', role: 'alert' });
     this.rulesList = h('ul', { class: 'rules' });
     this.audit = h('div', { class: 'audit' });
+    this.workspaceView = { el: h('div', { class: 'changes workspace-changes' }), diff: null, opened: new Map() };
     this.details = h('div', { class: 'details', id: `details-${this.uid}`, hidden: true },
       h('section', { 'aria-labelledby': `rules-${this.uid}` },
         h('h3', { id: `rules-${this.uid}` }, 'Rules'),
@@ -212,6 +250,10 @@ export class SessionView {
         h('h3', { id: `audit-${this.uid}` }, 'Decisions'),
         h('button', { type: 'button', onclick: () => this.actions.loadAudit() }, 'Refresh decisions'),
         this.audit),
+      h('section', { 'aria-labelledby': `workspace-${this.uid}` },
+        h('h3', { id: `workspace-${this.uid}` }, 'Workspace changes'),
+        h('button', { type: 'button', onclick: () => this.loadWorkspaceDiff() }, 'Show workspace changes'),
+        this.workspaceView.el),
       h('p', { class: 'hint' }, `Workspace ${s.summary.workspaceCwd || ''}. You are ${s.me}.`),
     );
     this.transcript = h('ol', { class: 'transcript', 'aria-label': 'Transcript' });
@@ -495,18 +537,23 @@ export class SessionView {
       h('strong', {}, `${plural(Number(d.filesChanged) || files.length, 'file')} changed`),
       h('span', { class: 'file-counts' }, ` +${Number(d.insertions) || 0} −${Number(d.deletions) || 0}`),
       d.unapprovedCount ? h('span', { class: 'unapproved-count' }, ` · ${d.unapprovedCount} not approved`) : null);
-    const list = h('ul', { class: 'changes-files' }, files.map((f) => {
-      const open = item.diffs.get(f.path);
-      return h('li', { class: 'changed-file', dataset: { path: String(f.path), status: String(f.status), unapproved: String(Boolean(f.unapproved)) } },
-        h('button', { type: 'button', class: 'ghost file-toggle', 'aria-expanded': String(Boolean(open)), onclick: () => this.toggleDiff(item, f.path) },
-          h('span', { class: `file-status change-${f.status}` }, CHANGE_LABEL[f.status] || String(f.status)), ' ',
-          h('span', { class: 'file-path' }, String(f.path)), ' ',
-          h('span', { class: 'file-counts' }, f.isBinary ? 'binary' : `+${Number(f.added) || 0} −${Number(f.removed) || 0}`),
-          f.unapproved ? h('span', { class: 'unapproved', title: 'No permission request approved in this turn names this file' }, 'not approved') : null),
-        open ? (open.error ? h('p', { class: 'form-error' }, open.error) : open.el || h('p', { class: 'loading' }, 'Loading the diff…')) : null);
-    }));
+    const list = fileList(files, item.diffs, (path) => this.toggleDiff(item, path));
     const more = d.hiddenCount ? h('p', { class: 'changes-more' }, `and ${plural(d.hiddenCount, 'more file')}`) : null;
     replace(el, summary, list, more, this.s.ended || !d.promptId ? null : this.rewindControls(item));
+  }
+
+  /** The files a rewind to before the turn of `item` would put back: what it and the turns after it changed. */
+  rewindPaths(item) {
+    const from = Number(item.data.turnIndex) || 0;
+    const paths = new Set();
+    for (const turn of this.s.turns.values()) {
+      for (const it of turn.items) {
+        if (it.kind === 'changes' && Number(it.data.turnIndex) >= from) {
+          for (const f of it.data.files || []) paths.add(String(f.path));
+        }
+      }
+    }
+    return [...paths].sort();
   }
 
   rewindControls(item) {
@@ -534,7 +581,8 @@ export class SessionView {
     switch (r.state) {
       case 'confirm':
         return h('div', { class: 'rewind', role: 'group', 'aria-label': 'Rewind' },
-          h('p', {}, 'Put every file that this turn and the turns after it changed back as it was before this turn? The conversation stays as it is.'),
+          h('p', {}, 'Put these files back as they were before this turn? The conversation stays as it is.'),
+          h('ul', { class: 'rewind-files' }, this.rewindPaths(item).map((p) => h('li', { class: 'file-path' }, p))),
           h('button', { type: 'button', class: 'danger', onclick: () => go(false) }, 'Rewind the files'), ' ', keep);
       case 'conflict':
         return h('div', { class: 'rewind', role: 'group', 'aria-label': 'Rewind' },
@@ -554,23 +602,37 @@ export class SessionView {
   }
 
   /** Opens (fetching it once) or closes the diff of `path` in the change set `item`. */
-  async toggleDiff(item, path) {
-    if (item.diffs.has(path)) {
-      item.diffs.delete(path);
-      this.refreshChanges(item);
+  toggleDiff(item, path) {
+    return toggleFile(item.diffs, path, (p) => this.actions.turnDiff(item.data.turnIndex, p), () => this.refreshChanges(item));
+  }
+
+  /** The workspace's changes (against git's HEAD, or the first snapshot in a plain folder), loaded on demand. */
+  async loadWorkspaceDiff() {
+    const view = this.workspaceView;
+    view.opened = new Map();
+    replace(view.el, h('p', { class: 'loading' }, 'Loading…'));
+    try {
+      view.diff = await this.actions.workspaceDiff();
+    } catch (err) {
+      replace(view.el, h('p', { class: 'form-error' }, `Workspace changes: ${err.message}`));
       return;
     }
-    const open = { el: null, error: null };
-    item.diffs.set(path, open);
-    this.refreshChanges(item);
-    try {
-      const diff = await this.actions.turnDiff(item.data.turnIndex, path);
-      if (diff?.available === false) open.error = 'The snapshots of this turn are gone: no diff.';
-      else open.el = renderHunks(path, diff?.truncated ? `${path} (cut short)` : path, daemonHunks(diff?.hunks));
-    } catch (err) {
-      open.error = `Diff: ${err.message}`;
+    this.renderWorkspaceDiff();
+  }
+
+  renderWorkspaceDiff() {
+    const { el, diff, opened } = this.workspaceView;
+    if (!diff?.available) {
+      replace(el, h('p', { class: 'hint' }, 'Nothing to compare with: the folder is not in a git repository and no turn of it took a snapshot.'));
+      return;
     }
-    if (item.diffs.get(path) === open) this.refreshChanges(item);
+    const base = diff.base === 'head' ? "git's HEAD" : diff.base === 'snapshot' ? 'the start of the first turn' : String(diff.base || '');
+    const files = (diff.files || []).map((f) => ({ ...f, status: f.isUntracked ? 'added' : f.isDeleted ? 'deleted' : 'modified' }));
+    replace(el,
+      h('p', { class: 'changes-summary' }, h('strong', {}, `${plural(Number(diff.filesCount) || files.length, 'file')} changed`),
+        h('span', { class: 'file-counts' }, ` +${Number(diff.linesAdded) || 0} −${Number(diff.linesRemoved) || 0} since ${base}`)),
+      fileList(files, opened, (path) => toggleFile(opened, path, (p) => this.actions.workspaceFileDiff(p), () => this.renderWorkspaceDiff())),
+      diff.hiddenCount ? h('p', { class: 'changes-more' }, `and ${plural(diff.hiddenCount, 'more file')}`) : null);
   }
 
   refreshPlan(item) {

@@ -295,7 +295,8 @@ impl Changes {
                 path: path.to_owned(),
                 old: old.map(|e| Side::Store(*e)),
                 new: new.copied(),
-                untracked: false,
+                // Not in the base: new since it, as git's untracked files are new since HEAD.
+                untracked: old.is_none(),
             })
             .collect();
         Ok((out, "snapshot"))

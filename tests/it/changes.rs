@@ -408,9 +408,14 @@ async fn in_a_plain_directory_the_workspace_diff_compares_with_the_first_snapsho
         (&diff["available"], &diff["base"], &diff["filesCount"]),
         (&json!(true), &json!("snapshot"), &json!(2))
     );
-    let paths: Vec<&str> =
-        diff["files"].as_array().expect("files").iter().filter_map(|f| f["path"].as_str()).collect();
-    assert_eq!(paths, ["a.txt", "c.txt"]);
+    let files: Vec<(&str, &Value, &Value)> = diff["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap_or_default(), &f["isUntracked"], &f["isDeleted"]))
+        .collect();
+    let (no, yes) = (json!(false), json!(true));
+    assert_eq!(files, [("a.txt", &no, &no), ("c.txt", &yes, &no)], "c.txt is new since the snapshot");
     let hunks = d.get("/workspace/git/diff/file?path=a.txt").await.ok();
     assert_eq!(hunks["hunks"][0]["lines"], json!(["-a", "+b"]));
     for bad in ["../etc/passwd", "/etc/passwd"] {
