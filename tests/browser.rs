@@ -822,8 +822,11 @@ async fn a_turns_changes_are_reviewed_and_rewound_on_a_phone_and_seen_on_a_deskt
     page.prompt("write notes.txt first draft").await;
     page.click("Allow once", &card_button("Allow once")).await;
     page.until("the card resolved", NO_CARD).await;
-    page.until("the first change set", "document.querySelector(\"section.changes[data-turn-index='0'] li[data-path='notes.txt']\")")
-        .await;
+    page.until(
+        "the first change set",
+        "document.querySelector(\"section.changes[data-turn-index='0'] li[data-path='notes.txt']\")",
+    )
+    .await;
     page.prompt("put extra.txt nobody asked").await;
     let second = page
         .until(
@@ -865,9 +868,16 @@ async fn a_turns_changes_are_reviewed_and_rewound_on_a_phone_and_seen_on_a_deskt
         .await;
     assert_eq!(
         workspace,
-        json!(["2 files changed +2 −0 since the start of the first turn", [["extra.txt", "added"], ["notes.txt", "added"]]])
+        json!([
+            "2 files changed +2 −0 since the start of the first turn",
+            [["extra.txt", "added"], ["notes.txt", "added"]]
+        ])
     );
-    page.click("extra.txt", "//div[contains(@class, 'workspace-changes')]//li[@data-path = 'extra.txt']//button").await;
+    page.click(
+        "extra.txt",
+        "//div[contains(@class, 'workspace-changes')]//li[@data-path = 'extra.txt']//button",
+    )
+    .await;
     page.until(
         "its diff",
         "[...document.querySelectorAll('.workspace-changes .diff pre span')].some((r) => r.textContent.trim() === '1+nobody asked')",
@@ -899,7 +909,10 @@ async fn a_turns_changes_are_reviewed_and_rewound_on_a_phone_and_seen_on_a_deskt
         )
         .await;
     assert_eq!(done, "Put back 2 files.");
-    assert!(!d.workspace.join("notes.txt").exists() && !d.workspace.join("extra.txt").exists(), "both turns undone");
+    assert!(
+        !d.workspace.join("notes.txt").exists() && !d.workspace.join("extra.txt").exists(),
+        "both turns undone"
+    );
     page.until(
         "the rewind's note",
         "[...document.querySelectorAll('.note')].some((n) => n.textContent.includes('You rewound the files to before turn 1: 2 put back'))",
@@ -969,8 +982,15 @@ async fn screenshots() {
     // The audit page with the edit decided, and the history after a restart.
     let rid = d.first_pending(&sid).await["requestId"].as_str().expect("requestId").to_owned();
     assert_eq!(d.vote(&sid, &rid, Some("alice"), json!({"decision": "allow-session"})).await.status, 200);
-    phone.until("the edit's change set", "document.querySelector(\"section.changes li[data-path='README.md']\")").await;
-    phone.click("README.md", "//section[contains(@class, 'changes')]//li[@data-path = 'README.md']//button").await;
+    phone
+        .until(
+            "the edit's change set",
+            "document.querySelector(\"section.changes li[data-path='README.md']\")",
+        )
+        .await;
+    phone
+        .click("README.md", "//section[contains(@class, 'changes')]//li[@data-path = 'README.md']//button")
+        .await;
     phone.until("its diff", "document.querySelector('section.changes .diff')").await;
     phone.js("document.querySelector('section.changes').scrollIntoView({block: 'start'}); return true").await;
     phone.screenshot(&out.join("phone-changes.png")).await;

@@ -30,16 +30,32 @@ pub(crate) enum Action {
     },
     SetMode(String),
     SetModel(String),
+    /// The last turn's diff that changed a file, or (`workspace`) the workspace's diff.
+    Diff {
+        workspace: bool,
+    },
     Quit,
 }
 
 /// What an action came to, as the loop reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
-    Voted { request_id: String, label: String, result: Result<(), String> },
+    Voted {
+        request_id: String,
+        label: String,
+        result: Result<(), String>,
+    },
     Prompted(Result<(), String>),
     Cancelled(Result<(), String>),
-    Switched { what: &'static str, result: Result<(), String> },
+    Switched {
+        what: &'static str,
+        result: Result<(), String>,
+    },
+    /// A diff as text (a unified diff, uncoloured: the view paints it), under `title`.
+    Diffed {
+        title: String,
+        result: Result<String, String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +81,12 @@ pub(crate) enum Overlay {
     /// The whole of a request (no bounds), scrolled by `scroll` rows.
     Whole {
         request_id: String,
+        scroll: usize,
+    },
+    /// A text the daemon gave (a diff), its lines, scrolled by `scroll` rows.
+    Text {
+        title: String,
+        lines: Vec<String>,
         scroll: usize,
     },
 }
@@ -299,6 +321,11 @@ impl App {
                 self.say(format!("{what} not changed: {e}"), Level::Error)
             }
             Outcome::Switched { result: Ok(()), .. } => {}
+            Outcome::Diffed { title, result: Ok(text) } => {
+                let lines = text.lines().map(str::to_owned).collect();
+                self.overlay = Overlay::Text { title, lines, scroll: 0 };
+            }
+            Outcome::Diffed { title, result: Err(e) } => self.say(format!("{title}: {e}"), Level::Error),
         }
     }
 
@@ -346,7 +373,7 @@ impl App {
                 self.overlay = Overlay::None;
                 Vec::new()
             }
-            Overlay::Whole { scroll, .. } => {
+            Overlay::Whole { scroll, .. } | Overlay::Text { scroll, .. } => {
                 match key.code {
                     KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
                     KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
@@ -548,6 +575,10 @@ impl App {
                 }
             }
             KeyCode::Char('t') => self.thoughts_open = !self.thoughts_open,
+            KeyCode::Char(c @ ('d' | 'D')) => {
+                self.say("fetching the diff…".to_owned(), Level::Info);
+                return vec![Action::Diff { workspace: c == 'D' }];
+            }
             KeyCode::PageUp => self.scroll_by(self.page.get() as isize),
             KeyCode::PageDown | KeyCode::Char(' ') => self.scroll_by(-(self.page.get() as isize)),
             KeyCode::Home | KeyCode::Char('g') => self.scroll = usize::MAX / 2,
@@ -1034,6 +1065,28 @@ mod tests {
         typed(&mut a, "/nope");
         assert_eq!(a.key(key(KeyCode::Enter)), vec![]);
         assert_eq!(a.input.text, "/nope", "an unknown command stays to be fixed");
+    }
+
+    #[test]
+    fn d_and_shift_d_ask_for_a_diff_which_opens_scrolls_and_closes() {
+        let mut a = app();
+        assert_eq!(a.key(ch('d')), vec![Action::Diff { workspace: false }]);
+        assert_eq!(a.key(ch('D')), vec![Action::Diff { workspace: true }]);
+        a.key(ch('i'));
+        assert_eq!(a.key(ch('d')), vec![], "typed into the input line");
+        assert_eq!(a.input.text, "d");
+        a.key(key(KeyCode::Esc));
+        let text = "--- a/x.txt\n+++ b/x.txt\n@@ -0,0 +1,1 @@\n+made".to_owned();
+        a.outcome(Outcome::Diffed { title: "the last turn's changes".into(), result: Ok(text) });
+        let Overlay::Text { title, lines, scroll } = &a.overlay else { panic!("{:?}", a.overlay) };
+        assert_eq!((title.as_str(), lines.len(), *scroll), ("the last turn's changes", 4, 0));
+        a.key(ch('j'));
+        assert!(matches!(a.overlay, Overlay::Text { scroll: 1, .. }));
+        assert_eq!(a.key(ch('x')), vec![], "any other key closes it");
+        assert_eq!(a.overlay, Overlay::None);
+        a.outcome(Outcome::Diffed { title: "the workspace's changes".into(), result: Err("refused".into()) });
+        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(a.status, Some(("the workspace's changes: refused".to_owned(), Level::Error)));
     }
 
     #[test]

@@ -5,11 +5,11 @@
 use serde_json::Value;
 
 use super::connect::{Connection, expect_ok, identify, session_path};
-use crate::http::client::segment;
+use crate::http::client::{Target, segment};
 use crate::text::escape;
 
 /// The route of one listed file's hunks.
-type HunksRoute = Box<dyn Fn(&str) -> String>;
+type HunksRoute = Box<dyn Fn(&str) -> String + Send + Sync>;
 
 /// Files a printed diff shows; past it, the rest are named in a closing line.
 const MAX_FILES: usize = 500;
@@ -24,9 +24,19 @@ pub async fn diff(
 ) -> Result<String, String> {
     let target = conn.target()?;
     identify(&conn, &target).await?;
-    let (paths, hunks_of): (Vec<String>, HunksRoute) = match &session {
+    text(&target, session.as_deref(), turn, colour).await
+}
+
+/// [`diff`] on a target already identified (the terminal client's `d` and `D` keys).
+pub(crate) async fn text(
+    target: &Target,
+    session: Option<&str>,
+    turn: Option<u64>,
+    colour: bool,
+) -> Result<String, String> {
+    let (paths, hunks_of): (Vec<String>, HunksRoute) = match session {
         Some(id) => {
-            let listed = expect_ok(&target, "GET", &session_path(id, "/turns"), &[], None).await?;
+            let listed = expect_ok(target, "GET", &session_path(id, "/turns"), &[], None).await?;
             let turns = listed["turns"].as_array().cloned().unwrap_or_default();
             let changed = |t: &&Value| t.get("kind").is_none() && t["filesChanged"].as_u64().unwrap_or(0) > 0;
             let chosen = match turn {
@@ -42,14 +52,14 @@ pub async fn diff(
                 };
             };
             let index = chosen["turnIndex"].as_u64().unwrap_or(0);
-            let id = id.clone();
+            let id = id.to_owned();
             (
                 files_of(chosen),
                 Box::new(move |p| session_path(&id, &format!("/turns/{index}/diff?path={}", segment(p)))),
             )
         }
         None => {
-            let listed = expect_ok(&target, "GET", "/workspace/git/diff", &[], None).await?;
+            let listed = expect_ok(target, "GET", "/workspace/git/diff", &[], None).await?;
             if listed["available"] != Value::Bool(true) {
                 return Ok(
                     "no diff: the workspace is not a git repository and no session took a snapshot of it"
@@ -64,7 +74,7 @@ pub async fn diff(
     }
     let mut out = String::new();
     for path in paths.iter().take(MAX_FILES) {
-        let answer = expect_ok(&target, "GET", &hunks_of(path), &[], None).await?;
+        let answer = expect_ok(target, "GET", &hunks_of(path), &[], None).await?;
         out.push_str(&unified(path, &answer, colour));
     }
     if paths.len() > MAX_FILES {

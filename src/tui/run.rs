@@ -297,6 +297,15 @@ fn dispatch(target: &Target, session_id: &str, action: Action, tx: &mpsc::Sender
                     expect_ok(&target, "POST", &path("/model"), &[], Some(&json!({"modelId": id}))).await;
                 Outcome::Switched { what: "model", result: result.map(|_| ()) }
             }
+            Action::Diff { workspace } => {
+                let (title, session) = if workspace {
+                    ("the workspace's changes", None)
+                } else {
+                    ("the last turn's changes", Some(session_id.as_str()))
+                };
+                let result = super::diff::text(&target, session, None, false).await;
+                Outcome::Diffed { title: title.to_owned(), result }
+            }
         };
         let _ = tx.send(Reply::Outcome(outcome)).await;
     });

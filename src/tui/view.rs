@@ -700,6 +700,7 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("↑↓ Enter", "highlight an option, choose it"),
     ("Tab", "the next pending card"),
     ("v", "show the whole request"),
+    ("d, D", "the last turn's diff; the workspace's diff"),
     ("/mode, /model", "pick from what the agent offers (or /mode ID)"),
     ("t", "fold or unfold thoughts"),
     ("PgUp PgDn g G", "scroll; G follows the session again"),
@@ -832,6 +833,37 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
                 Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
                 box_area,
             );
+        }
+        Overlay::Text { title, lines, scroll } => {
+            let block = Block::default()
+                .borders(Borders::ALL)
+                .title(format!(" {title} (↑↓ PgUp PgDn; any other key closes) "));
+            let inner = block.inner(area);
+            frame.render_widget(Clear, area);
+            frame.render_widget(block, area);
+            // The text is the daemon's, escaped already (`diff::unified`); a diff's lines are painted.
+            let rows: Vec<Line<'static>> = lines
+                .iter()
+                .map(|l| {
+                    let style = if l.starts_with("+++") || l.starts_with("---") {
+                        t.bold()
+                    } else if l.starts_with('+') {
+                        t.added()
+                    } else if l.starts_with('-') {
+                        t.removed()
+                    } else if l.starts_with("@@") {
+                        t.hunk()
+                    } else {
+                        t.text()
+                    };
+                    Line::from(Span::styled(l.clone(), style))
+                })
+                .flat_map(|l| wrap(l, inner.width as usize))
+                .collect();
+            let top = (*scroll).min(rows.len().saturating_sub(inner.height as usize));
+            let visible: Vec<Line<'static>> =
+                rows.into_iter().skip(top).take(inner.height as usize).collect();
+            frame.render_widget(Paragraph::new(visible), inner);
         }
         Overlay::Whole { request_id, scroll } => {
             let Some(p) = app.session.permission(request_id) else { return };
@@ -996,6 +1028,28 @@ mod tests {
         let rows = screen(&a, 80, 24);
         assert!(rows.iter().all(|r| !r.chars().any(crate::text::is_hidden)), "{rows:#?}");
         assert!(rows[0].contains("the whole request"), "{rows:#?}");
+    }
+
+    #[test]
+    fn a_diff_overlay_fills_the_screen_with_its_lines_painted() {
+        let mut a = app();
+        let lines = ["--- a/x.txt", "+++ b/x.txt", "@@ -1,1 +1,1 @@", "-old", "+new"];
+        a.overlay = Overlay::Text {
+            title: "the last turn's changes".into(),
+            lines: lines.iter().map(|l| (*l).to_owned()).collect(),
+            // Past the end: a text shorter than the screen is not scrolled.
+            scroll: 3,
+        };
+        let rows = screen(&a, 80, 24);
+        assert!(rows[0].contains("the last turn's changes"), "{rows:#?}");
+        assert!(rows[1].contains("--- a/x.txt") && rows[5].contains("+new"), "{rows:#?}");
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+        a.theme = Theme::COLOUR;
+        terminal.draw(|f| draw(f, &a)).expect("draw");
+        let buf = terminal.backend().buffer();
+        assert_eq!(buf[(1, 4)].style().fg, a.theme.removed().fg, "a removed line is painted");
+        assert_eq!(buf[(1, 5)].style().fg, a.theme.added().fg, "an added line is painted");
+        assert_ne!(a.theme.added().fg, a.theme.text().fg);
     }
 
     #[test]

@@ -103,6 +103,40 @@ async fn attach_replays_the_session_and_answers_cards_with_a_and_r_as_the_termin
     assert_eq!(d.get(&format!("/session/{sid}")).await.status, 200);
 }
 
+/// Issue #42: `d` opens the last turn's diff that changed a file, `D` the workspace's, each over
+/// the screen; any other key closes it.
+#[tokio::test]
+async fn d_shows_the_last_turns_diff_and_shift_d_the_workspaces() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    assert_eq!(d.prompt(&sid, Some("alice"), "put notes.txt made by the turn").await.status, 200);
+    std::fs::write(d.workspace.join("later.txt"), "written by hand\n").expect("a file no turn made");
+    let t = attach(&d, &sid, &[]);
+    t.until("the turn, replayed", |s| s.contains("alice › put notes.txt") && s.contains(" live ")).await;
+    t.keys(&["d"]);
+    t.until("the turn's diff", |s| {
+        s.contains("the last turn's changes")
+            && s.contains("+++ b/notes.txt")
+            && s.contains("+made by the turn")
+    })
+    .await;
+    assert!(!t.screen().contains("later.txt"), "the turn did not make it");
+    t.keys(&["x"]);
+    t.until("closed", |s| !s.contains("the last turn's changes") && s.contains("alice › put notes.txt"))
+        .await;
+    t.keys(&["D"]);
+    t.until("the workspace's diff", |s| {
+        s.contains("the workspace's changes")
+            && s.contains("+++ b/later.txt")
+            && s.contains("+written by hand")
+    })
+    .await;
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let screen = t.exited().await;
+    assert_restored(&t, &screen);
+}
+
 #[tokio::test]
 async fn a_decision_made_elsewhere_replaces_the_keys_with_who_decided() {
     let d = Daemon::start(&[]);
