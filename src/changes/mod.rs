@@ -19,6 +19,7 @@
 //! blocking thread, never on the agent's reader or the runtime.
 
 mod approve;
+pub mod calls;
 pub mod diff;
 mod engine;
 pub mod files;

@@ -14,6 +14,7 @@ use super::connection::{Connection, Ctx, Reply, Transport};
 use super::failure::Failure;
 use super::lane::Lane;
 use crate::acp::{PROTOCOL_VERSION, RequestId};
+use crate::changes::calls::{FileCall, param_text};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, ResumeError, Session, SessionError};
@@ -36,8 +37,19 @@ const META_QWEN_SESSION: &str = "qwen-code/sessionId";
 /// `session/update` kind it does not know, so it is asked for).
 const META_RESOLVED_UPDATES: &str = "mediatord/permissionResolvedUpdates";
 /// The `_qwen/*` methods this daemon answers (advertised in `initialize`).
-const QWEN_METHODS: [&str; 4] =
-    ["_qwen/session/heartbeat", "_qwen/session/detach", "_qwen/session/context", "_qwen/health"];
+const QWEN_METHODS: [&str; 11] = [
+    "_qwen/session/heartbeat",
+    "_qwen/session/detach",
+    "_qwen/session/context",
+    "_qwen/health",
+    "_qwen/file/read",
+    "_qwen/file/read_bytes",
+    "_qwen/file/stat",
+    "_qwen/file/list",
+    "_qwen/file/glob",
+    "_qwen/file/write",
+    "_qwen/file/edit",
+];
 
 fn meta<'a>(params: &'a Value, key: &str) -> Option<&'a Value> {
     params.get("_meta").and_then(|m| m.get(key))
@@ -65,7 +77,12 @@ fn access(method: &str) -> Access {
         | "_qwen/session/heartbeat"
         | "_qwen/session/detach"
         | "_qwen/session/context"
-        | "_qwen/health" => Access::Read,
+        | "_qwen/health"
+        | "_qwen/file/read"
+        | "_qwen/file/read_bytes"
+        | "_qwen/file/stat"
+        | "_qwen/file/list"
+        | "_qwen/file/glob" => Access::Read,
         _ => Access::Write,
     }
 }
@@ -147,6 +164,7 @@ impl Connection {
             "_qwen/session/detach" => Reply::Now(self.leave(params)),
             "_qwen/session/context" => Reply::Now(self.context(params)),
             "_qwen/health" => Reply::Now(Ok(json!({"status": "ok"}))),
+            file if file.starts_with("_qwen/file/") => Reply::Now(self.file_call(file, params).await),
             other => Reply::Now(Err(Failure::MethodNotFound(other.to_owned()))),
         }
     }
@@ -421,6 +439,31 @@ impl Connection {
                 after(&session, Err(e.into()))
             }
         }
+    }
+
+    /// `_qwen/file/*`: the file routes of the primary workspace (`crate::changes::calls`, the
+    /// same calls as REST's `/file`, `/stat`, …), as `@qwen-code/sdk`'s ACP transports send them:
+    /// the query's fields as params, a write's or an edit's body as its params.
+    async fn file_call(&self, method: &str, params: &Value) -> Result<Value, Failure> {
+        let op = method.strip_prefix("_qwen/file/").unwrap_or_default();
+        let mut body = params.clone();
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("_meta");
+        }
+        let call = FileCall::parse(op, |name| param_text(params, name), || body)
+            .ok_or_else(|| Failure::MethodNotFound(method.to_owned()))?
+            .map_err(Refusal::from)?;
+        let daemon = self.daemon();
+        let engine = daemon
+            .changes
+            .clone()
+            .ok_or_else(|| Refusal::ChangesUnavailable("the snapshot store could not be opened".into()))?;
+        let workspace = daemon.config.primary_workspace().to_path_buf();
+        let answer = tokio::task::spawn_blocking(move || call.run(&engine.files(&workspace)))
+            .await
+            .map_err(|_| Refusal::Internal)?
+            .map_err(Refusal::from)?;
+        Ok(answer.json)
     }
 
     /// `session/set_config_option`, where the agent announced config options.

@@ -17,9 +17,7 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::extract::{AppState, JsonBody, PathParams, client_id};
-use crate::changes::files::{
-    EditRequest, MAX_CURSOR_CHARS, MAX_GLOB_RESULTS, MAX_LINE_LIMIT, MAX_READ_BYTES, Window, WriteRequest,
-};
+use crate::changes::calls::FileCall;
 use crate::changes::{Changes, Entry, FileError};
 use crate::desk::{Caller, Desk, Refusal};
 use crate::store::TurnRecord;
@@ -46,19 +44,27 @@ struct Params {
     format: Option<String>,
 }
 
-fn params(uri: &Uri) -> Result<Params, ApiError> {
-    Query::<Params>::try_from_uri(uri).map(|Query(p)| p).map_err(|_| ApiError::InvalidQuery)
+impl Params {
+    /// A file call's argument by its name in qwen serve's query (`crate::changes::calls`).
+    fn get(&self, name: &str) -> Option<String> {
+        match name {
+            "path" => &self.path,
+            "maxBytes" => &self.max_bytes,
+            "line" => &self.line,
+            "limit" => &self.limit,
+            "cursor" => &self.cursor,
+            "offset" => &self.offset,
+            "pattern" => &self.pattern,
+            "maxResults" => &self.max_results,
+            "includeIgnored" => &self.include_ignored,
+            _ => &None,
+        }
+        .clone()
+    }
 }
 
-/// A number parameter within `min..=max` (qwen serve's `parseIntInRange`).
-fn number(name: &str, raw: Option<&str>, min: u64, max: u64) -> Result<Option<u64>, ApiError> {
-    raw.map(|v| {
-        v.parse::<u64>()
-            .ok()
-            .filter(|n| (min..=max).contains(n))
-            .ok_or_else(|| FileError::Parse(format!("`{name}` must be an integer in [{min}, {max}]")).into())
-    })
-    .transpose()
+fn params(uri: &Uri) -> Result<Params, ApiError> {
+    Query::<Params>::try_from_uri(uri).map(|Query(p)| p).map_err(|_| ApiError::InvalidQuery)
 }
 
 fn required<'a>(name: &str, raw: Option<&'a str>) -> Result<&'a str, ApiError> {
@@ -333,78 +339,55 @@ pub(super) async fn turn_diff(
 
 // The file routes.
 
-async fn read_file(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
-    client_id(&headers)?;
-    let p = params(&uri)?;
-    let path = required("path", p.path.as_deref())?.to_owned();
-    if p.cursor.as_deref().is_some_and(|c| c.is_empty() || c.len() > MAX_CURSOR_CHARS) {
-        return Err(FileError::Parse(format!(
-            "`cursor` must be a non-empty string of at most {MAX_CURSOR_CHARS} characters"
-        ))
-        .into());
+/// File call `op` (`crate::changes::calls`) in workspace `ws`, from the query and (a write, an
+/// edit) the body; `named`: the caller must name itself (`X-Qwen-Client-Id`), as qwen serve asks of
+/// reads and writes.
+async fn file_call(
+    d: AppState,
+    ws: PathBuf,
+    op: &str,
+    uri: &Uri,
+    named: Option<&HeaderMap>,
+    body: Value,
+) -> ApiResult {
+    if let Some(headers) = named {
+        client_id(headers)?;
     }
-    let window = Window {
-        max_bytes: number("maxBytes", p.max_bytes.as_deref(), 1, MAX_READ_BYTES as u64)?.map(|n| n as usize),
-        line: number("line", p.line.as_deref(), 1, u64::from(u32::MAX))?.map(|n| n as usize),
-        limit: number("limit", p.limit.as_deref(), 1, MAX_LINE_LIMIT as u64)?.map(|n| n as usize),
-        cursor: p.cursor,
-    };
+    let p = params(uri)?;
+    let call =
+        FileCall::parse(op, |name| p.get(name), || body).ok_or(ApiError::Refused(Refusal::Internal))??;
     let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).read_text(&path, &window)?)).await?)
+    let answer = blocking(move || Ok(call.run(&engine.files(&ws))?)).await?;
+    let status = if answer.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(no_store((status, Json(answer.json)).into_response()))
+}
+
+async fn read_file(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
+    file_call(d, ws, "read", &uri, Some(&headers), Value::Null).await
 }
 
 async fn read_bytes(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
-    client_id(&headers)?;
-    let p = params(&uri)?;
-    let path = required("path", p.path.as_deref())?.to_owned();
-    let offset = number("offset", p.offset.as_deref(), 0, 1 << 53)?.unwrap_or(0);
-    let max = number("maxBytes", p.max_bytes.as_deref(), 1, MAX_READ_BYTES as u64)?.map(|n| n as usize);
-    let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).read_bytes(&path, offset, max)?)).await?)
+    file_call(d, ws, "read_bytes", &uri, Some(&headers), Value::Null).await
 }
 
 async fn stat(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
-    let p = params(&uri)?;
-    let path = required("path", p.path.as_deref())?.to_owned();
-    let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).stat(&path)?)).await?)
+    file_call(d, ws, "stat", &uri, None, Value::Null).await
 }
 
 async fn list(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
-    let p = params(&uri)?;
-    let path = required("path", p.path.as_deref())?.to_owned();
-    let include = matches!(p.include_ignored.as_deref(), Some("1" | "true"));
-    let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).list(&path, include)?)).await?)
+    file_call(d, ws, "list", &uri, None, Value::Null).await
 }
 
 async fn glob(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
-    let p = params(&uri)?;
-    let pattern = required("pattern", p.pattern.as_deref())?.to_owned();
-    let max = number("maxResults", p.max_results.as_deref(), 1, MAX_GLOB_RESULTS as u64)?.map(|n| n as usize);
-    let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).glob(&pattern, max)?)).await?)
-}
-
-/// A JSON body as `T`, or qwen serve's `parse_error` saying what is wrong with it.
-fn body_as<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, ApiError> {
-    serde_json::from_value(body).map_err(|e| FileError::Parse(format!("invalid body: {e}")).into())
+    file_call(d, ws, "glob", &uri, None, Value::Null).await
 }
 
 async fn write(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
-    client_id(&headers)?;
-    let req: WriteRequest = body_as(body)?;
-    let engine = engine(&d)?;
-    let written = blocking(move || Ok(engine.files(&ws).write(&req)?)).await?;
-    let status = if written.created() { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(no_store((status, Json(written)).into_response()))
+    file_call(d, ws, "write", &Uri::from_static("/"), Some(&headers), body).await
 }
 
 async fn edit(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
-    client_id(&headers)?;
-    let req: EditRequest = body_as(body)?;
-    let engine = engine(&d)?;
-    json_ok(blocking(move || Ok(engine.files(&ws).edit(&req)?)).await?)
+    file_call(d, ws, "edit", &Uri::from_static("/"), Some(&headers), body).await
 }
 
 /// `GET /file`.

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DaemonClient } from '@qwen-code/sdk/daemon';
+import { negotiateTransport } from '@qwen-code/sdk/daemon/transports';
 import { BASE_URL, T, WORKSPACE } from './lib.mjs';
 
 const client = new DaemonClient({ baseUrl: BASE_URL, fetchTimeoutMs: T.request });
@@ -158,4 +159,45 @@ test('a git repository: the diff against HEAD, a rewind, and the repository left
   assert.equal((await client.workspaceGitDiff()).filesCount, 0);
   assert.deepEqual(repositoryState(), before, 'the user repository changed');
   await client.closeSession(sid, CLIENT);
+});
+
+test("over acp-ws: @qwen-code/sdk's file calls (its ACP transport's _qwen/file/*) answer as over REST", async () => {
+  const transport = await negotiateTransport(BASE_URL);
+  assert.equal(transport.type, 'acp-ws');
+  const acp = new DaemonClient({ baseUrl: BASE_URL, transport, fetchTimeoutMs: T.request });
+  /** Over ACP the SDK gives the error's data as the body: its `code` is there. */
+  const rejectsOverAcp = (promise, status, code) =>
+    assert.rejects(promise, (err) => {
+      assert.equal(err.status, status, `${err.message} ${JSON.stringify(err.body)}`);
+      assert.equal(err.body?.data?.code ?? err.body?.code, code, JSON.stringify(err.body));
+      return true;
+    });
+  try {
+    fs.writeFileSync(path.join(WORKSPACE, 'acp.txt'), 'one\n');
+    const file = await acp.readWorkspaceFile('acp.txt', {}, CLIENT);
+    assert.equal(file.content, 'one\n');
+    assert.deepEqual(file, await client.readWorkspaceFile('acp.txt', {}, CLIENT), 'the same answer as REST');
+    const written = await acp.writeWorkspaceFile({ path: 'acp.txt', content: 'two\n', mode: 'replace', expectedHash: file.hash }, CLIENT);
+    assert.equal(written.kind, 'file_write');
+    assert.equal(read('acp.txt'), 'two\n');
+    await rejectsOverAcp(
+      acp.writeWorkspaceFile({ path: 'acp.txt', content: 'stale', mode: 'replace', expectedHash: file.hash }, CLIENT),
+      409,
+      'hash_mismatch',
+    );
+    assert.equal(read('acp.txt'), 'two\n', 'a stale write changes nothing');
+    const edited = await acp.editWorkspaceFile({ path: 'acp.txt', oldText: 'two', newText: 'three', expectedHash: written.hash }, CLIENT);
+    assert.equal(edited.replacements, 1);
+    assert.equal(read('acp.txt'), 'three\n');
+    const stat = await acp.fileStat('acp.txt');
+    assert.deepEqual([stat.type, stat.sizeBytes], ['file', 6]);
+    const listing = await acp.dirList('.');
+    assert.ok(listing.entries.some((e) => e.name === 'acp.txt'), JSON.stringify(listing));
+    const globbed = await acp.glob('acp.*');
+    assert.deepEqual(globbed.matches, ['acp.txt']);
+    await rejectsOverAcp(acp.readWorkspaceFile('../outside.txt', {}, CLIENT), 400, 'path_outside_workspace');
+  } finally {
+    transport.dispose();
+    fs.rmSync(path.join(WORKSPACE, 'acp.txt'), { force: true });
+  }
 });

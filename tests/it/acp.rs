@@ -867,6 +867,77 @@ async fn the_qwen_session_methods_answer_with_the_sessions_state() {
     assert_eq!(option["error"]["data"]["code"], "config_options_unsupported", "{option}");
 }
 
+/// Issue #42: `_qwen/file/*` (what `@qwen-code/sdk`'s ACP transports send for the file routes)
+/// answer as REST does, in the same shapes, with the same bounds and errors (`httpStatus` beside);
+/// an observer device may read and may not write.
+#[tokio::test]
+async fn the_file_calls_answer_over_acp_as_rest_does() {
+    let d = Daemon::start(&["--token", TOKEN]);
+    std::fs::write(d.workspace.join("a.txt"), "one\ntwo\n").expect("fixture");
+    let auth = format!("Bearer {TOKEN}");
+    let (mut ws, init) = AcpWs::ready(&d, &[("Authorization", &auth), ("X-Qwen-Client-Id", "files")]).await;
+    let advertised = init["agentCapabilities"]["_meta"].to_string();
+    assert!(advertised.contains("_qwen/file/write"), "{init}");
+    let read = ws.call("_qwen/file/read", json!({"path": "a.txt", "line": 2, "limit": 1})).await;
+    let rest = send(
+        http()
+            .get(d.url("/file?path=a.txt&line=2&limit=1"))
+            .bearer_auth(TOKEN)
+            .header("X-Qwen-Client-Id", "files"),
+    )
+    .await
+    .ok();
+    assert_eq!(read["result"], rest, "the same answer as GET /file: {read}");
+    assert_eq!(read["result"]["content"], "two\n");
+    let hash = read["result"]["hash"].as_str().expect("hash").to_owned();
+    let stat = ws.call("_qwen/file/stat", json!({"path": "a.txt"})).await;
+    assert_eq!(stat["result"]["sizeBytes"], 8, "{stat}");
+    let listed = ws.call("_qwen/file/list", json!({"path": "."})).await;
+    assert!(listed["result"].to_string().contains("a.txt"), "{listed}");
+    let globbed = ws.call("_qwen/file/glob", json!({"pattern": "*.txt"})).await;
+    assert!(globbed["result"].to_string().contains("a.txt"), "{globbed}");
+    let bytes = ws.call("_qwen/file/read_bytes", json!({"path": "a.txt", "offset": 4, "maxBytes": 3})).await;
+    assert!(bytes["result"].is_object(), "{bytes}");
+
+    let edited = ws
+        .call(
+            "_qwen/file/edit",
+            json!({"path": "a.txt", "oldText": "two", "newText": "deux", "expectedHash": hash}),
+        )
+        .await;
+    assert!(edited["result"].is_object(), "{edited}");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("a.txt")).expect("read"), "one\ndeux\n");
+    let stale = ws
+        .call(
+            "_qwen/file/write",
+            json!({"path": "a.txt", "content": "x", "mode": "replace", "expectedHash": hash, "_meta": {"clientId": "files"}}),
+        )
+        .await;
+    assert_eq!(
+        (stale["error"]["data"]["httpStatus"].clone(), stale["error"]["data"]["errorKind"].clone()),
+        (json!(409), json!("hash_mismatch")),
+        "a stale hash: {stale}"
+    );
+    let outside = ws.call("_qwen/file/read", json!({"path": "../x"})).await;
+    assert_eq!(outside["error"]["data"]["httpStatus"], 400, "{outside}");
+    let bounded = ws.call("_qwen/file/read", json!({"path": "a.txt", "maxBytes": 0})).await;
+    assert!(bounded["error"]["message"].as_str().is_some_and(|m| m.contains("maxBytes")), "{bounded}");
+    let created =
+        ws.call("_qwen/file/write", json!({"path": "b.txt", "content": "new", "mode": "create"})).await;
+    assert!(created["result"].is_object(), "{created}");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("b.txt")).expect("read"), "new");
+
+    let (_, credential) = d.pair_device(Some(TOKEN), "wall screen", "observer").await;
+    let device = format!("Bearer {credential}");
+    let (mut observer, _) = AcpWs::ready(&d, &[("Authorization", &device)]).await;
+    let seen = observer.call("_qwen/file/read", json!({"path": "b.txt"})).await;
+    assert_eq!(seen["result"]["content"], "new", "{seen}");
+    let refused =
+        observer.call("_qwen/file/write", json!({"path": "c.txt", "content": "x", "mode": "create"})).await;
+    assert_eq!(refused["error"]["data"]["code"], "read_only_device", "{refused}");
+    assert!(!d.workspace.join("c.txt").exists());
+}
+
 /// `session/permission` (`@qwen-code/sdk`'s vote) decides as a REST vote does, and a device's
 /// vote is audited with its name.
 #[tokio::test]
