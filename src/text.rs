@@ -235,6 +235,17 @@ pub fn escape_json(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as one segment of a URL's path (or a fragment's): unreserved characters as they are,
+/// every other byte percent-encoded (RFC 3986).
+pub fn url_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -986,13 +986,16 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
     let result = result.map_err(TurnError::from).and_then(|raw| {
         serde_json::from_str::<Value>(raw.get()).map_err(|_| TurnError::Agent("invalid prompt result".into()))
     });
-    if let Some(begun) = begun {
-        session.turns.end(session.as_ref(), begun, &job.prompt_id, job.originator.as_deref()).await;
-    }
+    let changes = match begun {
+        Some(begun) => {
+            session.turns.end(session.as_ref(), begun, &job.prompt_id, job.originator.as_deref()).await
+        }
+        None => None,
+    };
     // Idle before the turn event goes out: whoever sees it (or the blocking reply) and asks for
     // the session's status must not still see `hasActivePrompt: true`.
     set_active(session, None);
-    finish_turn(session, job, result);
+    finish_turn_with(session, job, result, changes);
 }
 
 /// The session is ending while a turn runs: ask the agent to stop and give it a moment to answer.
@@ -1015,6 +1018,12 @@ async fn cancel_for_ending(
 
 /// Publishes the one turn event of `job` and answers its blocking caller.
 fn finish_turn(session: &Session, job: PromptJob, result: TurnResult) {
+    finish_turn_with(session, job, result, None);
+}
+
+/// [`finish_turn`] of a turn that changed files: `changes`, its change set's stats, go with the
+/// turn's notification (not its event: `turn_changes` came just before it on the stream).
+fn finish_turn_with(session: &Session, job: PromptJob, result: TurnResult, changes: Option<Value>) {
     let tag = PromptTag { prompt_id: Some(job.prompt_id.clone()), originator: job.originator.clone() };
     let outcome = match &result {
         Ok(value) if value.get("stopReason").and_then(Value::as_str) == Some("cancelled") => "cancelled",
@@ -1038,7 +1047,14 @@ fn finish_turn(session: &Session, job: PromptJob, result: TurnResult) {
         }
     };
     session.bus.publish(kind, &data, &tag);
-    session.notifier.offer(session.source(), kind, &data);
+    match changes {
+        Some(changes) => {
+            let mut noticed = data;
+            noticed["changes"] = changes;
+            session.notifier.offer(session.source(), kind, &noticed);
+        }
+        None => session.notifier.offer(session.source(), kind, &data),
+    }
     session.pending_prompts.fetch_sub(1, Ordering::AcqRel);
     if let Some(reply) = job.reply {
         let _ = reply.send(result);

@@ -192,15 +192,17 @@ impl Turns {
     /// A turn ended: the snapshot of its end, its change set recorded, published when it changed
     /// something (`turn_changes`, and `unapproved_change` when it has unapproved files), and
     /// audited. Before the turn
-    /// event, so a client that sees the turn end can read its change set.
+    /// event, so a client that sees the turn end can read its change set. Returns the change
+    /// set's stats (`turn_changes`' data without its files) when the turn changed a file: what
+    /// the turn's notification says.
     pub(crate) async fn end(
         &self,
         session: &dyn Host,
         begun: Begun,
         prompt_id: &str,
         originator: Option<&str>,
-    ) {
-        let Some(engine) = self.engine.clone() else { return };
+    ) -> Option<Value> {
+        let engine = self.engine.clone()?;
         let tag = tag(prompt_id, originator);
         let turn_index = lock(&self.book).turns;
         let after = snapshot(engine.clone(), session.workspace()).await;
@@ -214,7 +216,7 @@ impl Turns {
                 session.publish(EventKind::TurnChanges, &data, &tag);
                 let at = crate::clock::now_ms();
                 self.record(session, data, None, None, at, true);
-                return;
+                return None;
             }
         };
         let approvals = std::mem::take(&mut lock(&self.book).approved);
@@ -274,6 +276,13 @@ impl Turns {
                 }),
             });
         }
+        (set.files_changed > 0).then(|| {
+            let mut stats = data;
+            if let Some(fields) = stats.as_object_mut() {
+                fields.remove("files");
+            }
+            stats
+        })
     }
 
     /// Keeps a record (in memory and in the store).

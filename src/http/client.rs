@@ -113,12 +113,7 @@ fn parse(url: &str) -> Result<(bool, String, String, u16, String), String> {
 
 /// `text` as one path segment: every byte but the unreserved ones percent-encoded.
 pub fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            b => format!("%{b:02X}"),
-        })
-        .collect()
+    crate::text::url_segment(text)
 }
 
 /// A daemon and who calls it: its URL, the credential sent as the bearer (the operator's token or

@@ -123,6 +123,29 @@ pub(super) struct Notice<'a> {
     pub(super) actions: &'a [Action],
     /// The target's `clientId`: who its links vote as.
     pub(super) client_id: Option<&'a str>,
+    /// The session's page in the web app (`BASE/#/s/ID`), where its turns' changes are shown.
+    pub(super) session_url: Option<&'a str>,
+}
+
+/// What a turn changed, in one line (its change set's stats, `docs/protocol.md` §18.2), when it
+/// changed a file: `Changed 2 files (+3 −1), 1 that no approved request named`.
+fn changed_line(changes: Option<&Value>) -> Option<String> {
+    let c = changes?;
+    let n = |k: &str| c.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let files = n("filesChanged");
+    if files == 0 {
+        return None;
+    }
+    let mut line = format!(
+        "Changed {files} file{} (+{} −{})",
+        if files == 1 { "" } else { "s" },
+        n("insertions"),
+        n("deletions")
+    );
+    if n("unapprovedCount") > 0 {
+        line.push_str(&format!(", {} that no approved request named", n("unapprovedCount")));
+    }
+    Some(line)
 }
 
 /// One line saying what the agent wants, revealed: `edit: Write notes.txt — /w/notes.txt`,
@@ -257,11 +280,11 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
         }
         EventKind::TurnComplete => {
             let reason = n.data.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn");
-            Message {
-                title: "The agent finished its turn",
-                lines: vec![stop_reason(reason).to_owned(), workspace],
-                priority: 3,
-            }
+            let mut lines = vec![stop_reason(reason).to_owned()];
+            lines.extend(changed_line(n.data.get("changes")));
+            lines.extend(n.session_url.map(|url| format!("Its changes: {url}")));
+            lines.push(workspace);
+            Message { title: "The agent finished its turn", lines, priority: 3 }
         }
         EventKind::UnapprovedChange => {
             let paths: Vec<String> = n
@@ -537,7 +560,30 @@ mod tests {
             reminder: 0,
             actions,
             client_id: Some("phone"),
+            session_url: None,
         }
+    }
+
+    #[test]
+    fn a_turn_that_changed_files_says_how_many_and_where_to_see_them() {
+        let done = json!({"sessionId": "s1", "promptId": "p1", "stopReason": "end_turn",
+            "changes": {"filesChanged": 2, "insertions": 3, "deletions": 1, "unapprovedCount": 1, "turnIndex": 0}});
+        let mut n = notice(EventKind::TurnComplete, &done, &[]);
+        n.session_url = Some("https://box.example/#/s/s1");
+        let m = message(&n);
+        assert!(
+            m.lines.contains(&"Changed 2 files (+3 −1), 1 that no approved request named".to_owned()),
+            "{:?}",
+            m.lines
+        );
+        assert!(m.lines.contains(&"Its changes: https://box.example/#/s/s1".to_owned()), "{:?}", m.lines);
+        let one = json!({"stopReason": "end_turn", "changes": {"filesChanged": 1, "insertions": 1, "deletions": 0}});
+        let m = message(&notice(EventKind::TurnComplete, &one, &[]));
+        assert!(m.lines.contains(&"Changed 1 file (+1 −0)".to_owned()), "{:?}", m.lines);
+        assert!(!m.lines.iter().any(|l| l.starts_with("Its changes")), "no page without a base URL");
+        let talk = json!({"stopReason": "end_turn"});
+        let m = message(&notice(EventKind::TurnComplete, &talk, &[]));
+        assert!(!m.lines.iter().any(|l| l.starts_with("Changed")), "a turn that only talked: {:?}", m.lines);
     }
 
     fn line(tool_call: &Value) -> String {

@@ -472,6 +472,8 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
     }
     let actions = if is_request { mint_actions(shared, target, job) } else { Vec::new() };
     let delivery_id = uuid::Uuid::new_v4().to_string();
+    let session_url =
+        shared.base.get().map(|base| format!("{base}/#/s/{}", crate::text::url_segment(&job.session_id)));
     let notice = Notice {
         kind: job.kind,
         session_id: &job.session_id,
@@ -482,6 +484,7 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
         reminder: job.reminder,
         actions: &actions,
         client_id: target.config.client_id.as_deref(),
+        session_url: session_url.as_deref(),
     };
     let Some((verb, path, body)) = request_for(target, job, &notice) else { return };
     let outcome = deliver::deliver(

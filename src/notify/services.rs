@@ -352,6 +352,7 @@ mod tests {
             reminder: 0,
             actions,
             client_id: None,
+            session_url: None,
         }
     }
 

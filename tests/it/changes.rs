@@ -266,6 +266,35 @@ async fn files_nobody_approved_are_notified_to_the_targets_of_permission_request
     assert_eq!(got.body["sessionId"], sid.as_str());
 }
 
+/// The turn's notification says what it changed (its change set's stats); a turn that only talked
+/// says nothing of changes.
+#[tokio::test]
+async fn a_turns_notification_carries_its_change_sets_stats() {
+    let mut hook = Receiver::start(&[]).await;
+    let (d, _cfg) = daemon_notifying(json!([{"url": hook.url("/hook"), "events": ["turn_complete"]}]), &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    turn(&d, &sid, &mut sse, "put two.txt a\nb").await;
+    let got = hook.next().await;
+    assert_eq!(got.header("x-mediatord-event"), "turn_complete");
+    let changes = &got.body["data"]["changes"];
+    assert_eq!(
+        (
+            &changes["filesChanged"],
+            &changes["insertions"],
+            &changes["unapprovedCount"],
+            &changes["turnIndex"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(0)),
+        "{}",
+        got.body
+    );
+    assert!(changes.get("files").is_none(), "the stats, not the files: {changes}");
+    turn(&d, &sid, &mut sse, "hello").await;
+    let talked = hook.next().await;
+    assert!(talked.body["data"].get("changes").is_none(), "{}", talked.body);
+}
+
 #[tokio::test]
 async fn with_no_snapshots_there_is_no_change_set_and_no_rewind() {
     let d = Daemon::start(&["--no-snapshots"]);
