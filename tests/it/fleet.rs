@@ -987,3 +987,45 @@ async fn a_daemon_joining_a_migrated_database_logs_no_notice_and_no_build_path()
         }
     }
 }
+
+/// Issue #42: a PostgreSQL database a daemon left at schema version 5 (before the turn records)
+/// is migrated by a daemon of this version when it boots on it: the turns table comes, what the
+/// database held stays, and new turns' change sets are recorded in it.
+#[tokio::test]
+async fn a_version_5_postgres_database_migrates_to_the_turn_records_and_keeps_its_sessions() {
+    let pg = Postgres::shared();
+    let url = pg.fresh_database();
+    let name = url.rsplit('/').next().expect("database").to_owned();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let earlier = {
+        let d = Daemon::start_with(dir.path(), &["--store", &url], &[]);
+        let sid = d.join("alice").await;
+        assert_eq!(d.prompt(&sid, Some("alice"), "hello").await.status, 200);
+        sid
+    };
+    // Back to what version 5 left: no turns table, no sixth migration.
+    pg.sql(&name, "DROP TABLE turns; DELETE FROM schema_migrations WHERE version = 6;");
+    assert_eq!(pg.sql(&name, "SELECT MAX(version) FROM schema_migrations"), "5");
+    let d = Daemon::start_with(dir.path(), &["--store", &url], &[]);
+    assert_eq!(
+        pg.sql(&name, "SELECT MAX(version) FROM schema_migrations"),
+        mediatord::store::PG_SCHEMA_VERSION.to_string()
+    );
+    assert_eq!(
+        pg.sql(&name, &format!("SELECT COUNT(*) FROM sessions WHERE session_id = '{earlier}'")),
+        "1",
+        "the earlier session is kept"
+    );
+    let sid = d.join("bob").await;
+    assert_ne!(sid, earlier);
+    assert_eq!(d.prompt(&sid, Some("bob"), "put migrated.txt recorded").await.status, 200);
+    let turns = d.get(&format!("/session/{sid}/turns")).await.ok();
+    assert_eq!(turns["turns"][0]["files"][0]["path"], "migrated.txt", "{turns}");
+    // The record reaches the new table (the store's writer commits it after the turn).
+    let deadline = std::time::Instant::now() + WAIT;
+    let count = format!("SELECT COUNT(*) FROM turns WHERE session_id = '{sid}'");
+    while pg.sql(&name, &count) != "1" {
+        assert!(std::time::Instant::now() < deadline, "the turn never reached the turns table");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await; // polling the store's writer's commit
+    }
+}
