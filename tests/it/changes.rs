@@ -661,3 +661,84 @@ async fn mediatord_diff_prints_a_turns_diff_and_the_workspaces() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n");
 }
+
+/// A tmpfs of `bytes` mounted on `dir` (this machine's root mounts it), unmounted on drop: a disk
+/// that fills.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, bytes: u64) -> SmallDisk {
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0755"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "this test mounts a small tmpfs (as root, as CI runs): mount failed");
+        SmallDisk(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Issue #42's bad input: a rewind on a full disk puts back what fits, says which file it could
+/// not and why (`rewound: false`), leaves that file as it was (never half written), and a rewind
+/// once there is room again puts it back.
+#[tokio::test]
+async fn a_rewind_on_a_full_disk_says_which_files_failed_and_half_restores_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = std::fs::canonicalize(dir.path()).expect("canonical").join("ws");
+    std::fs::create_dir(&ws).expect("ws");
+    let _disk = SmallDisk::mount(&ws, 1024 * 1024);
+    let big = "x".repeat(400 * 1024);
+    std::fs::write(ws.join("big.txt"), &big).expect("a big file before the session");
+    let d = Daemon::start_with(&ws, &[], &[]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let first = turn(&d, &sid, &mut sse, "put big.txt small now").await;
+    let prompt = first.last().expect("turn_complete").payload()["promptId"].as_str().expect("id").to_owned();
+    turn(&d, &sid, &mut sse, "put other.txt made").await;
+    // Someone fills the disk: the big file's old content no longer fits.
+    let mut filler = std::fs::File::create(ws.join("filler.bin")).expect("filler");
+    let chunk = vec![0u8; 64 * 1024];
+    while std::io::Write::write_all(&mut filler, &chunk).is_ok() {}
+    drop(filler);
+
+    let full = d.post(&format!("/session/{sid}/rewind"), Some("alice"), json!({"promptId": prompt})).await;
+    assert_eq!(full.status, 200, "{}", full.text);
+    assert_eq!(
+        (&full.body["rewound"], &full.body["filesChanged"]),
+        (&json!(false), &json!(["other.txt"])),
+        "{}",
+        full.text
+    );
+    let failed = full.body["filesFailed"].as_array().expect("filesFailed");
+    assert!(
+        failed.len() == 1
+            && failed[0].as_str().is_some_and(|f| f.starts_with("big.txt: ") && f.contains("space")),
+        "which file, and why: {}",
+        full.text
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("big.txt")).expect("read"), "small now", "left as it was");
+    assert!(!ws.join("other.txt").exists(), "what fits is put back");
+    let names: Vec<String> = std::fs::read_dir(&ws)
+        .expect("list")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    assert!(
+        names.iter().all(|n| ["big.txt", "filler.bin"].contains(&n.as_str())),
+        "no temporary file left: {names:?}"
+    );
+
+    std::fs::remove_file(ws.join("filler.bin")).expect("room again");
+    let again = d
+        .post(&format!("/session/{sid}/rewind"), Some("alice"), json!({"promptId": prompt, "force": true}))
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.body["rewound"], true, "{}", again.text);
+    assert_eq!(std::fs::read_to_string(ws.join("big.txt")).expect("read"), big);
+    drop(d);
+}
