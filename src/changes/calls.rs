@@ -180,6 +180,12 @@ mod tests {
         );
         let cursor = "c".repeat(MAX_CURSOR_CHARS + 1);
         assert!(matches!(parse("read", json!({"path": "a", "cursor": cursor})), Err(FileError::Parse(_))));
+        let longest = "c".repeat(MAX_CURSOR_CHARS);
+        assert!(parse("read", json!({"path": "a", "cursor": longest})).is_ok(), "the bound itself is taken");
+        let bytes = parse("read_bytes", json!({"path": "a", "offset": 1u64 << 53, "maxBytes": 2}));
+        assert!(matches!(bytes, Ok(FileCall::ReadBytes { offset, max: Some(2), .. }) if offset == 1 << 53));
+        let past = parse("read_bytes", json!({"path": "a", "offset": (1u64 << 53) + 1}));
+        assert!(matches!(past, Err(FileError::Parse(m)) if m.contains("offset")));
         assert!(FileCall::parse("delete", |_| None, || Value::Null).is_none(), "an unknown call");
     }
 
