@@ -835,53 +835,49 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
             );
         }
         Overlay::Text { title, lines, scroll } => {
-            let block = Block::default()
-                .borders(Borders::ALL)
-                .title(format!(" {title} (↑↓ PgUp PgDn; any other key closes) "));
-            let inner = block.inner(area);
-            frame.render_widget(Clear, area);
-            frame.render_widget(block, area);
             // The text is the daemon's, escaped already (`diff::unified`); a diff's lines are painted.
-            let rows: Vec<Line<'static>> = lines
-                .iter()
-                .map(|l| {
-                    let style = if l.starts_with("+++") || l.starts_with("---") {
-                        t.bold()
-                    } else if l.starts_with('+') {
-                        t.added()
-                    } else if l.starts_with('-') {
-                        t.removed()
-                    } else if l.starts_with("@@") {
-                        t.hunk()
-                    } else {
-                        t.text()
-                    };
-                    Line::from(Span::styled(l.clone(), style))
-                })
-                .flat_map(|l| wrap(l, inner.width as usize))
-                .collect();
-            let top = (*scroll).min(rows.len().saturating_sub(inner.height as usize));
-            let visible: Vec<Line<'static>> =
-                rows.into_iter().skip(top).take(inner.height as usize).collect();
-            frame.render_widget(Paragraph::new(visible), inner);
+            let rows = lines.iter().map(|l| {
+                let style = if l.starts_with("+++") || l.starts_with("---") {
+                    t.bold()
+                } else if l.starts_with('+') {
+                    t.added()
+                } else if l.starts_with('-') {
+                    t.removed()
+                } else if l.starts_with("@@") {
+                    t.hunk()
+                } else {
+                    t.text()
+                };
+                Line::from(Span::styled(l.clone(), style))
+            });
+            scrolled(frame, area, &format!(" {title} (↑↓ PgUp PgDn; any other key closes) "), rows, *scroll);
         }
         Overlay::Whole { request_id, scroll } => {
             let Some(p) = app.session.permission(request_id) else { return };
             let (lines, foot) = card_lines(app, p, Bounds::ALL);
-            let block = Block::default()
-                .borders(Borders::ALL)
-                .title(" the whole request (↑↓ PgUp PgDn; any other key closes) ");
-            let inner = block.inner(area);
-            frame.render_widget(Clear, area);
-            frame.render_widget(block, area);
-            let rows: Vec<Line<'static>> =
-                lines.into_iter().chain(foot).flat_map(|l| wrap(l, inner.width as usize)).collect();
-            let top = (*scroll).min(rows.len().saturating_sub(inner.height as usize));
-            let visible: Vec<Line<'static>> =
-                rows.into_iter().skip(top).take(inner.height as usize).collect();
-            frame.render_widget(Paragraph::new(visible), inner);
+            let title = " the whole request (↑↓ PgUp PgDn; any other key closes) ";
+            scrolled(frame, area, title, lines.into_iter().chain(foot), *scroll);
         }
     }
+}
+
+/// `rows` over the whole of `area` in a box titled `title`, wrapped to its width and scrolled by
+/// `scroll` rows (no further than the last screenful): the whole-request and diff overlays.
+fn scrolled(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    title: &str,
+    rows: impl Iterator<Item = Line<'static>>,
+    scroll: usize,
+) {
+    let block = Block::default().borders(Borders::ALL).title(title.to_owned());
+    let inner = block.inner(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(block, area);
+    let rows: Vec<Line<'static>> = rows.flat_map(|l| wrap(l, inner.width as usize)).collect();
+    let top = scroll.min(rows.len().saturating_sub(inner.height as usize));
+    let visible: Vec<Line<'static>> = rows.into_iter().skip(top).take(inner.height as usize).collect();
+    frame.render_widget(Paragraph::new(visible), inner);
 }
 
 #[cfg(test)]

@@ -26,11 +26,14 @@ function read(rel) {
   return fs.readFileSync(path.join(WORKSPACE, rel), 'utf8');
 }
 
-/** Rejects with the SDK's DaemonHttpError of `status` (and `code`). */
+/**
+ * Rejects with the SDK's DaemonHttpError of `status` (and `code`: the body's over REST; over ACP
+ * the SDK gives the JSON-RPC error's data as `body.data`, where the code is).
+ */
 async function rejectsWith(promise, status, code) {
   await assert.rejects(promise, (err) => {
     assert.equal(err.status, status, `${err.message} ${JSON.stringify(err.body)}`);
-    if (code) assert.equal(err.body?.code, code, JSON.stringify(err.body));
+    if (code) assert.equal(err.body?.data?.code ?? err.body?.code, code, JSON.stringify(err.body));
     return true;
   });
 }
@@ -165,13 +168,6 @@ test("over acp-ws: @qwen-code/sdk's file calls (its ACP transport's _qwen/file/*
   const transport = await negotiateTransport(BASE_URL);
   assert.equal(transport.type, 'acp-ws');
   const acp = new DaemonClient({ baseUrl: BASE_URL, transport, fetchTimeoutMs: T.request });
-  /** Over ACP the SDK gives the error's data as the body: its `code` is there. */
-  const rejectsOverAcp = (promise, status, code) =>
-    assert.rejects(promise, (err) => {
-      assert.equal(err.status, status, `${err.message} ${JSON.stringify(err.body)}`);
-      assert.equal(err.body?.data?.code ?? err.body?.code, code, JSON.stringify(err.body));
-      return true;
-    });
   try {
     fs.writeFileSync(path.join(WORKSPACE, 'acp.txt'), 'one\n');
     const file = await acp.readWorkspaceFile('acp.txt', {}, CLIENT);
@@ -180,7 +176,7 @@ test("over acp-ws: @qwen-code/sdk's file calls (its ACP transport's _qwen/file/*
     const written = await acp.writeWorkspaceFile({ path: 'acp.txt', content: 'two\n', mode: 'replace', expectedHash: file.hash }, CLIENT);
     assert.equal(written.kind, 'file_write');
     assert.equal(read('acp.txt'), 'two\n');
-    await rejectsOverAcp(
+    await rejectsWith(
       acp.writeWorkspaceFile({ path: 'acp.txt', content: 'stale', mode: 'replace', expectedHash: file.hash }, CLIENT),
       409,
       'hash_mismatch',
@@ -195,7 +191,7 @@ test("over acp-ws: @qwen-code/sdk's file calls (its ACP transport's _qwen/file/*
     assert.ok(listing.entries.some((e) => e.name === 'acp.txt'), JSON.stringify(listing));
     const globbed = await acp.glob('acp.*');
     assert.deepEqual(globbed.matches, ['acp.txt']);
-    await rejectsOverAcp(acp.readWorkspaceFile('../outside.txt', {}, CLIENT), 400, 'path_outside_workspace');
+    await rejectsWith(acp.readWorkspaceFile('../outside.txt', {}, CLIENT), 400, 'path_outside_workspace');
   } finally {
     transport.dispose();
     fs.rmSync(path.join(WORKSPACE, 'acp.txt'), { force: true });
