@@ -68,7 +68,7 @@ pub async fn attach(conn: Connection, opts: AttachOptions) -> Result<(), String>
         None => {
             let mut picker = Picker { rows, selected: 0, theme, url: target.url().to_owned() };
             let pick = loop {
-                screen.terminal.draw(|f| picker.draw(f)).map_err(|e| e.to_string())?;
+                screen.draw(|f| picker.draw(f)).map_err(|e| e.to_string())?;
                 tokio::select! {
                     key = keys.next() => match key {
                         Some(Ok(Event::Key(k))) => match picker.key(k) {
@@ -167,7 +167,7 @@ async fn session_loop(
     let (outcome_tx, mut outcomes) = mpsc::channel(OUTCOME_QUEUE);
     let mut streaming = true;
     let result = loop {
-        if let Err(e) = screen.terminal.draw(|f| view::draw(f, app)) {
+        if let Err(e) = screen.draw(|f| view::draw(f, app)) {
             break Err(format!("drawing: {e}"));
         }
         tokio::select! {

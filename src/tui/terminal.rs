@@ -1,20 +1,29 @@
 //! The terminal while the client runs: raw mode, the alternate screen and bracketed paste on the
 //! way in; on the way out — a quit, an error, a signal or a panic — the same three undone and the
-//! cursor shown, so the shell gets its terminal back as it was.
+//! cursor shown, so the shell gets its terminal back as it was. Each frame reaches the terminal
+//! whole: buffered, and bracketed as a synchronized update for the terminals that honour one.
 
-use std::io::{self, Stdout, Write};
+use std::io::{self, BufWriter, Stdout, Write};
 
 use crossterm::cursor::Show;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
-use crossterm::execute;
-use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
-use ratatui::Terminal;
+use crossterm::terminal::{
+    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode,
+};
+use crossterm::{execute, queue};
 use ratatui::backend::CrosstermBackend;
+use ratatui::{Frame, Terminal};
+
+/// Bytes of a frame held before they are written. Standard output alone flushes every KiB, so a
+/// large redraw reached the terminal in pieces and a half-drawn screen showed (a new card's title
+/// over the old card's rows); a full 300-column frame with its colours fits.
+const FRAME_BUFFER: usize = 256 * 1024;
 
 /// The terminal, taken over; dropping it gives it back.
 #[derive(Debug)]
 pub(crate) struct Screen {
-    pub(crate) terminal: Terminal<CrosstermBackend<Stdout>>,
+    terminal: Terminal<CrosstermBackend<BufWriter<Stdout>>>,
 }
 
 /// Undoes what [`Screen::enter`] did. Safe to call more than once, and from a panic hook.
@@ -39,13 +48,23 @@ impl Screen {
             restore();
             return Err(e);
         }
-        match Terminal::new(CrosstermBackend::new(out)) {
+        match Terminal::new(CrosstermBackend::new(BufWriter::with_capacity(FRAME_BUFFER, out))) {
             Ok(terminal) => Ok(Screen { terminal }),
             Err(e) => {
                 restore();
                 Err(e)
             }
         }
+    }
+}
+
+impl Screen {
+    /// Draws one frame and writes it at once, inside a synchronized update (terminals that do not
+    /// know the sequence ignore it).
+    pub(crate) fn draw(&mut self, render: impl FnOnce(&mut Frame<'_>)) -> io::Result<()> {
+        queue!(self.terminal.backend_mut(), BeginSynchronizedUpdate)?;
+        self.terminal.draw(render)?;
+        execute!(self.terminal.backend_mut(), EndSynchronizedUpdate)
     }
 }
 
