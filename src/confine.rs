@@ -554,19 +554,20 @@ fn is_race(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(code) if code == Errno::LOOP.raw_os_error() || code == Errno::NOTDIR.raw_os_error() || code == Errno::NOENT.raw_os_error())
 }
 
+/// The fixture of the confinement tests here and in `agent::fs`: a canonical workspace (tempdirs
+/// may sit under a symlinked `/tmp`) and a directory outside it.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
+pub(crate) mod fixture {
+    use std::fs;
+    use std::path::PathBuf;
 
-    /// A canonical workspace (tempdirs may sit under a symlinked `/tmp`) and an outside directory.
-    struct Dirs {
+    pub(crate) struct Dirs {
         _root: tempfile::TempDir,
-        ws: PathBuf,
-        outside: PathBuf,
+        pub(crate) ws: PathBuf,
+        pub(crate) outside: PathBuf,
     }
 
-    fn dirs() -> Dirs {
+    pub(crate) fn dirs() -> Dirs {
         let root = tempfile::tempdir().expect("tempdir");
         let root_path = fs::canonicalize(root.path()).expect("canonical tempdir");
         let (ws, outside) = (root_path.join("ws"), root_path.join("outside"));
@@ -574,6 +575,13 @@ mod tests {
         fs::create_dir(&outside).expect("mkdir outside");
         Dirs { _root: root, ws, outside }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::dirs;
+    use super::*;
+    use std::os::unix::fs::symlink;
 
     fn dir_names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)

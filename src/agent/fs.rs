@@ -157,24 +157,9 @@ fn io_error(path: &Path, error: &io::Error) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::fixture::dirs;
     use std::fs::{self, File};
     use std::os::unix::fs::{PermissionsExt, symlink};
-
-    /// A canonical workspace (tempdirs may sit under a symlinked `/tmp`) and an outside directory.
-    struct Dirs {
-        _root: tempfile::TempDir,
-        ws: PathBuf,
-        outside: PathBuf,
-    }
-
-    fn dirs() -> Dirs {
-        let root = tempfile::tempdir().expect("tempdir");
-        let root_path = fs::canonicalize(root.path()).expect("canonical tempdir");
-        let (ws, outside) = (root_path.join("ws"), root_path.join("outside"));
-        fs::create_dir(&ws).expect("mkdir ws");
-        fs::create_dir(&outside).expect("mkdir outside");
-        Dirs { _root: root, ws, outside }
-    }
 
     fn path_str(path: &Path) -> &str {
         path.to_str().expect("UTF-8 temp path")

@@ -9,14 +9,6 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// Waits (bounded) until `sid` runs a turn, as `GET /session/:id` says.
-async fn running(d: &Daemon, sid: &str) {
-    let deadline = Instant::now() + WAIT;
-    while d.get(&format!("/session/{sid}")).await.ok()["hasActivePrompt"] != true {
-        assert!(Instant::now() < deadline, "the turn never started");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // polling a status route
-    }
-}
-
 fn prompt(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
@@ -107,7 +99,7 @@ async fn a_restarted_daemon_resumes_the_session_and_the_turn_it_cut_short_is_an_
     assert_eq!(done["result"]["stopReason"], "end_turn");
     // A turn that outlives the daemon: the drain ends it (turn_error daemon_draining).
     let held = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
-    running(&first, &sid).await;
+    first.until_turn_runs(&sid).await;
     proxy.point_at(None);
     first.signal(rustix::process::Signal::TERM);
     assert!(first.wait_exit(WAIT).success());
@@ -291,7 +283,7 @@ async fn what_the_editor_is_still_owed_past_the_finish_timeout_is_answered_with_
     let mut editor = Editor::start(&d.base, &["--client-id", "zed", "--finish-timeout", "1"], &[]);
     let sid = editor.open_session(&d.workspace).await;
     let turn = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
-    running(&d, &sid).await;
+    d.until_turn_runs(&sid).await;
     editor.close_input();
     let answer = editor.answer(turn).await;
     assert_eq!(answer["error"]["data"]["code"], "connection_lost", "{answer}");

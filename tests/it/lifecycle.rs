@@ -312,6 +312,9 @@ async fn a_prompt_to_a_live_session_while_draining_is_503_daemon_draining() {
     // A turn that ignores `session/cancel` keeps the session live through the drain's grace.
     let queued = d.prompt_async(&sid, None, "hold 30000").await;
     assert!(queued["promptId"].is_string(), "{queued}");
+    // Running, not only queued: a drain answers a queued prompt at once, and the daemon could be
+    // gone before the loop below asks (CI saw a connection closed unanswered).
+    d.until_turn_runs(&sid).await;
     d.signal(Signal::TERM);
     // Prompts are queued (202, or 503 prompt_queue_full) until the drain begins; the first one after
     // that must be refused as draining, while the held turn keeps the session live (5 s).

@@ -156,6 +156,16 @@ impl Daemon {
         send(as_client(req.json(&body), client)).await
     }
 
+    /// Waits (bounded by [`WAIT`]) until a turn of `sid` runs, not only queued: a queued prompt is
+    /// answered at once by a drain or a cancel, a running one by its agent.
+    pub(crate) async fn until_turn_runs(&self, sid: &str) {
+        let deadline = Instant::now() + WAIT;
+        while self.get(&format!("/session/{sid}")).await.ok()["hasActivePrompt"] != true {
+            assert!(Instant::now() < deadline, "the turn never started");
+            tokio::time::sleep(Duration::from_millis(20)).await; // polling a status route
+        }
+    }
+
     /// Queues a text prompt (`Prefer: respond-async`); returns the 202 body.
     pub(crate) async fn prompt_async(&self, sid: &str, client: Option<&str>, text: &str) -> Value {
         let reply = self.post_async(sid, client, text_prompt(text)).await;
