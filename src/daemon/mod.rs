@@ -1235,6 +1235,16 @@ impl Daemon {
         self.streams_end.cancel();
         let agents: Vec<AgentHandle> = lock(&self.slots).values().filter_map(|e| e.agent.clone()).collect();
         futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
+        // A turn its agent would not end (its runner's own grace can run out just after the wait
+        // above) has now ended with the agent: wait, bounded again, for each runner to publish that
+        // end, so the store has it before the process exits. A turn_error published after the
+        // store closed was lost, and an editor behind `connect` waited for it on the next daemon
+        // forever.
+        let _ = tokio::time::timeout(
+            TURN_CANCEL_GRACE,
+            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
+        )
+        .await;
     }
 
     /// The second signal: kill every process group the daemon started (agents, shell commands) now.

@@ -1206,6 +1206,13 @@ mod tests {
         assert!(Question::from_elicitation(&url(&long)).is_err());
         let no_id = json!({"mode": "url", "url": "https://h.example/", "message": "m"});
         assert!(Question::from_elicitation(&no_id).expect_err("no id").0.contains("elicitationId"));
+        let with_id = |id: &str| json!({"mode": "url", "url": "https://h.example/", "message": "m", "elicitationId": id});
+        let longest = "e".repeat(MAX_KEY_BYTES);
+        assert!(Question::from_elicitation(&with_id(&longest)).is_ok(), "the longest id is taken");
+        for bad in [String::new(), format!("{longest}e")] {
+            let err = Question::from_elicitation(&with_id(&bad)).expect_err("refused");
+            assert!(err.0.contains("elicitationId, a string of 1 to"), "{} bytes: {err}", bad.len());
+        }
     }
 
     #[test]
@@ -1239,6 +1246,14 @@ mod tests {
         .expect("q");
         let sensitive: Vec<&str> = q.fields.iter().filter(|f| f.sensitive).map(|f| f.key.as_str()).collect();
         assert_eq!(sensitive, ["code", "k", "m", "pass"]);
+        // A qwen question is secret when its header or its question says so, either alone.
+        let asked = |header: &str, question: &str| {
+            let call = qwen_call(json!([{"header": header, "question": question, "options": []}]));
+            Question::from_qwen(&call).expect("a question").expect("well formed").fields[0].sensitive
+        };
+        assert!(asked("Token", "Which one should I use?"));
+        assert!(asked("Access", "What is your password?"));
+        assert!(!asked("Library", "Which library should we use?"));
         let given = q
             .check(Some(&answers(json!({"user": "ada", "code": "123", "pass": "hunter2", "k": "sk-1"}))))
             .expect("ok");
