@@ -1049,6 +1049,9 @@ mod tests {
         assert_eq!(q.check(None).expect_err("none").field, "0");
         let unknown = q.check(Some(&answers(json!({"0": "jiff", "7": "x"})))).expect_err("unknown");
         assert_eq!((unknown.field.as_str(), unknown.reason.as_str()), ("7", "no such question"));
+        // The index one past the last question is no question either (one question here: "1").
+        let past = q.check(Some(&answers(json!({"0": "jiff", "1": "x"})))).expect_err("one past");
+        assert_eq!((past.field.as_str(), past.reason.as_str()), ("1", "no such question"));
         let number = q.check(Some(&answers(json!({"0": 3})))).expect_err("a number is no choice");
         assert_eq!(number.reason, "expected one choice, as text");
 
