@@ -1218,6 +1218,75 @@ mod tests {
         }
     }
 
+    /// Each bound takes its limit and refuses one more; a keyword given as `null` is absent.
+    #[test]
+    fn every_bound_takes_its_limit_and_a_null_keyword_is_absent() {
+        let text_field = json!({"type": "string"});
+        let key = |n: usize| "k".repeat(n);
+        assert!(Question::from_elicitation(&form(json!({key(MAX_KEY_BYTES): text_field}), &[])).is_ok());
+        for bad in [key(MAX_KEY_BYTES + 1), key(MAX_KEY_BYTES + 2), String::new()] {
+            let err = Question::from_elicitation(&form(json!({bad: text_field}), &[])).expect_err("key");
+            assert!(err.0.starts_with("a field key must be 1 to"), "{err}");
+        }
+        let url = |n: usize| {
+            let base = "https://h.example/";
+            json!({"mode": "url", "elicitationId": "e", "message": "m", "url": format!("{base}{}", "a".repeat(n - base.len()))})
+        };
+        assert!(Question::from_elicitation(&url(MAX_URL_BYTES)).is_ok(), "a URL of the longest length");
+        assert!(Question::from_elicitation(&url(MAX_URL_BYTES + 1)).is_err());
+        let fields =
+            |n: usize| Value::Object((0..n).map(|i| (format!("f{i}"), json!({"type": "string"}))).collect());
+        assert_eq!(
+            Question::from_elicitation(&form(fields(MAX_FIELDS), &[])).expect("most fields").fields.len(),
+            MAX_FIELDS
+        );
+        assert!(Question::from_elicitation(&form(fields(MAX_FIELDS + 1), &[])).is_err());
+
+        let choices = |n: usize| (0..n).map(|i| json!(format!("c{i}"))).collect::<Vec<_>>();
+        let titled = |n: usize| {
+            (0..n).map(|i| json!({"const": format!("c{i}"), "title": format!("C{i}")})).collect::<Vec<_>>()
+        };
+        let offers = |property: Value| match Question::from_elicitation(&form(json!({"f": property}), &[])) {
+            Ok(q) => match &q.fields[0].kind {
+                FieldKind::One { offers, .. } | FieldKind::Many { offers, .. } => {
+                    Ok(offers.iter().map(|o| o.label.clone()).collect::<Vec<_>>())
+                }
+                other => Err(format!("not a choice: {other:?}")),
+            },
+            Err(e) => Err(e.0),
+        };
+        let enum_of = |n: usize| json!({"type": "string", "enum": choices(n)});
+        let one_of = |n: usize| json!({"type": "string", "oneOf": titled(n)});
+        let any_of = |n: usize| json!({"type": "array", "items": {"anyOf": titled(n)}});
+        for (name, make) in
+            [("enum", &enum_of as &dyn Fn(usize) -> Value), ("oneOf", &one_of), ("anyOf", &any_of)]
+        {
+            assert_eq!(offers(make(MAX_CHOICES)).map(|o| o.len()), Ok(MAX_CHOICES), "{name}");
+            for n in [0, MAX_CHOICES + 1] {
+                let err = offers(make(n)).expect_err("refused");
+                assert!(err.ends_with(&format!("1 to {MAX_CHOICES} choices")), "{name} of {n}: {err}");
+            }
+        }
+        assert_eq!(offers(any_of(2)), Ok(vec!["C0".to_owned(), "C1".to_owned()]), "anyOf's titles");
+
+        // null is no keyword: the other one is read, or none.
+        let both = json!({"type": "string", "enum": ["a", "b"], "oneOf": null});
+        assert_eq!(offers(both), Ok(vec!["a".to_owned(), "b".to_owned()]));
+        let plain = form(json!({"f": {"type": "string", "enum": null}}), &[]);
+        assert!(matches!(
+            Question::from_elicitation(&plain).expect("text").fields[0].kind,
+            FieldKind::Text { .. }
+        ));
+        let many = json!({"type": "array", "items": {"enum": ["x"], "anyOf": null}});
+        assert_eq!(offers(many), Ok(vec!["x".to_owned()]));
+        let neither = json!({"type": "array", "items": {"enum": null}});
+        assert!(
+            offers(neither)
+                .expect_err("no choices")
+                .ends_with("a multiple choice needs items with enum or anyOf")
+        );
+    }
+
     #[test]
     fn secrets_are_recognised_by_schema_or_name_and_redacted() {
         for name in [
