@@ -1345,6 +1345,8 @@ mod tests {
         let asked = q.elicitation("s", "r", true, false).expect("form");
         assert_eq!(asked["requestedSchema"]["properties"]["n"]["maximum"].to_string(), "9");
         assert_eq!(asked["requestedSchema"]["properties"]["x"]["minimum"].to_string(), "0.5");
+        let types = |k: &str| asked["requestedSchema"]["properties"][k]["type"].clone();
+        assert_eq!((types("n"), types("x")), (json!("integer"), json!("number")), "each keeps its type");
         let wire = q.wire();
         assert_eq!(wire["fields"][0]["minimum"].to_string(), "1");
         assert_eq!(wire["fields"][1]["minimum"].to_string(), "0.5");
