@@ -2425,6 +2425,11 @@ mod tests {
         f.until_pending(1).await;
         assert!(!f.permissions().elicitation_complete(""));
         assert_eq!(f.permissions().pending_count(), 1);
+        // A URL question pending: a completion naming another elicitation leaves it be.
+        let _third = f.elicit(url_elicitation("agent-3"));
+        f.until_pending(2).await;
+        assert!(!f.permissions().elicitation_complete("never-asked"));
+        assert_eq!(f.permissions().pending_count(), 2);
     }
 
     #[test]

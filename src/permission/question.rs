@@ -1218,6 +1218,25 @@ mod tests {
         }
     }
 
+    /// An answer at a bound is taken; one past it (or further) is refused.
+    #[test]
+    fn an_answer_at_a_bound_is_taken_and_past_it_refused() {
+        let q = Question::from_elicitation(&form(
+            json!({"n": {"type": "integer", "minimum": 1, "maximum": 9}, "t": {"type": "string", "maxLength": 3}}),
+            &[],
+        ))
+        .expect("q");
+        let check = |n: &str, t: &str| q.check(Some(&answers(json!({"n": n, "t": t})))).map_err(|e| e.reason);
+        assert_eq!(check("1", "abc").expect("the bounds"), answers(json!({"n": 1, "t": "abc"})));
+        assert!(check("9", "").is_ok());
+        assert_eq!(check("0", "a"), Err("0 is below the minimum 1".to_owned()));
+        assert_eq!(check("10", "a"), Err("10 is above the maximum 9".to_owned()));
+        for long in ["abcd", "abcde"] {
+            let want = format!("expected 0 to 3 characters, got {}", long.len());
+            assert_eq!(check("5", long), Err(want));
+        }
+    }
+
     /// Each bound takes its limit and refuses one more; a keyword given as `null` is absent.
     #[test]
     fn every_bound_takes_its_limit_and_a_null_keyword_is_absent() {
