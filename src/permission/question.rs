@@ -1237,6 +1237,27 @@ mod tests {
         }
     }
 
+    /// A blank answer is no answer whatever the field's type; a number may come as a number; any
+    /// case of true and false is read; a list may hold as many choices as offered or the cap.
+    #[test]
+    fn blank_answers_are_none_and_typed_answers_are_read() {
+        let q = Question::from_elicitation(&form(
+            json!({"i": {"type": "integer"}, "x": {"type": "number"}, "b": {"type": "boolean"},
+                "m": {"type": "array", "items": {"enum": ["a", "b"]}}}),
+            &[],
+        ))
+        .expect("q");
+        let blank = q.check(Some(&answers(json!({"i": " ", "x": " ", "b": " "})))).expect("blank is none");
+        assert!(blank.is_empty(), "{blank:?}");
+        let typed = q.check(Some(&answers(json!({"x": 2.5, "b": " FALSE "})))).expect("typed");
+        assert_eq!(typed, answers(json!({"x": 2.5, "b": false})));
+        let most = vec![json!("a"); MAX_CHOICES];
+        assert_eq!(q.check(Some(&answers(json!({"m": most})))).expect("the cap")["m"], json!(["a"]));
+        let past = vec![json!("a"); MAX_CHOICES + 1];
+        let err = q.check(Some(&answers(json!({"m": past})))).expect_err("past the cap");
+        assert_eq!(err.reason, "more choices than there are");
+    }
+
     /// Each bound takes its limit and refuses one more; a keyword given as `null` is absent.
     #[test]
     fn every_bound_takes_its_limit_and_a_null_keyword_is_absent() {
