@@ -1223,28 +1223,28 @@ impl Daemon {
         for session in &sessions {
             session.end(EndReason::Shutdown);
         }
+        // Every session's runner done (its turn event and `session_closed` published), bounded by
+        // the grace the runner gives a cancelled turn.
+        let runners_done = || {
+            tokio::time::timeout(
+                TURN_CANCEL_GRACE,
+                futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
+            )
+        };
         // Ending is asynchronous: each session's turn runner publishes its turn event and then
         // `session_closed`, which ends that session's streams once they have drained. Cutting the
-        // streams before that would lose those events, so wait (bounded by the grace the runner
-        // gives a cancelled turn) and only then end whatever is still open.
-        let _ = tokio::time::timeout(
-            TURN_CANCEL_GRACE,
-            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
-        )
-        .await;
+        // streams before that would lose those events, so wait and only then end whatever is
+        // still open.
+        let _ = runners_done().await;
         self.streams_end.cancel();
         let agents: Vec<AgentHandle> = lock(&self.slots).values().filter_map(|e| e.agent.clone()).collect();
         futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
         // A turn its agent would not end (its runner's own grace can run out just after the wait
-        // above) has now ended with the agent: wait, bounded again, for each runner to publish that
-        // end, so the store has it before the process exits. A turn_error published after the
-        // store closed was lost, and an editor behind `connect` waited for it on the next daemon
+        // above) has now ended with the agent: wait again for each runner to publish that end, so
+        // the store has it before the process exits. A turn_error published after the store
+        // closed was lost, and an editor behind `connect` waited for it on the next daemon
         // forever.
-        let _ = tokio::time::timeout(
-            TURN_CANCEL_GRACE,
-            futures_util::future::join_all(sessions.iter().map(|s| s.finished())),
-        )
-        .await;
+        let _ = runners_done().await;
     }
 
     /// The second signal: kill every process group the daemon started (agents, shell commands) now.

@@ -968,11 +968,12 @@ mod tests {
         }])
     }
 
-    fn form(properties: Value, required: &[&str]) -> Value {
-        json!({
+    /// The question of a form elicitation with these `properties` and `required` names.
+    fn form(properties: Value, required: &[&str]) -> Result<Question, Malformed> {
+        Question::from_elicitation(&json!({
             "sessionId": "s1", "mode": "form", "message": "Tell me more",
             "requestedSchema": {"type": "object", "properties": properties, "required": required},
-        })
+        }))
     }
 
     fn answers(v: Value) -> Answers {
@@ -1068,7 +1069,7 @@ mod tests {
 
     #[test]
     fn a_form_elicitation_takes_primitive_fields_and_refuses_the_rest() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({
                 "name": {"type": "string", "title": "Name", "minLength": 2, "maxLength": 5},
                 "age": {"type": "integer", "minimum": 0, "maximum": 150, "default": 30},
@@ -1079,7 +1080,7 @@ mod tests {
                 "tags": {"type": "array", "items": {"enum": ["x", "y", "z"]}, "minItems": 1, "maxItems": 2},
             }),
             &["name", "age"],
-        ))
+        )
         .expect("a form");
         assert_eq!(q.form, Form::Elicitation);
         let keys: Vec<&str> = q.fields.iter().map(|f| f.key.as_str()).collect();
@@ -1101,12 +1102,12 @@ mod tests {
             (json!({"x": {"type": "string", "enum": []}}), "1 to 32 choices"),
         ];
         for (properties, why) in bad {
-            let err = Question::from_elicitation(&form(properties.clone(), &[])).expect_err("refused");
+            let err = form(properties.clone(), &[]).expect_err("refused");
             assert!(err.0.contains(why), "{properties}: {err}");
         }
         let huge: Map<String, Value> =
             (0..10_000).map(|i| (format!("f{i}"), json!({"type": "string"}))).collect();
-        let err = Question::from_elicitation(&form(Value::Object(huge), &[])).expect_err("10 000 fields");
+        let err = form(Value::Object(huge), &[]).expect_err("10 000 fields");
         assert_eq!(err.0, "the form has 10000 fields, more than 32");
         let err =
             Question::from_elicitation(&json!({"mode": "form", "message": "m"})).expect_err("no schema");
@@ -1117,7 +1118,7 @@ mod tests {
 
     #[test]
     fn string_answers_become_the_fields_types_or_are_refused_naming_the_field() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({
                 "name": {"type": "string", "minLength": 2, "maxLength": 5},
                 "age": {"type": "integer", "minimum": 0, "maximum": 150},
@@ -1127,7 +1128,7 @@ mod tests {
                 "tags": {"type": "array", "items": {"enum": ["x", "y", "z"]}, "minItems": 1, "maxItems": 2},
             }),
             &["name", "age"],
-        ))
+        )
         .expect("a form");
         let typed = q
             .check(Some(&answers(json!({
@@ -1172,7 +1173,7 @@ mod tests {
         let big = "x".repeat(MAX_ANSWER_BYTES + 1);
         let err = q.check(Some(&answers(json!({"name": big, "age": 1})))).expect_err("too long");
         assert_eq!(err.reason, "longer than 16384 bytes");
-        let open = Question::from_elicitation(&form(json!({"t": {"type": "string"}}), &[])).expect("q");
+        let open = form(json!({"t": {"type": "string"}}), &[]).expect("q");
         let fits = "x".repeat(MAX_ANSWER_BYTES);
         assert_eq!(
             open.check(Some(&answers(json!({"t": fits.clone()})))).expect("exactly the bound")["t"],
@@ -1221,10 +1222,10 @@ mod tests {
     /// An answer at a bound is taken; one past it (or further) is refused.
     #[test]
     fn an_answer_at_a_bound_is_taken_and_past_it_refused() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({"n": {"type": "integer", "minimum": 1, "maximum": 9}, "t": {"type": "string", "maxLength": 3}}),
             &[],
-        ))
+        )
         .expect("q");
         let check = |n: &str, t: &str| q.check(Some(&answers(json!({"n": n, "t": t})))).map_err(|e| e.reason);
         assert_eq!(check("1", "abc").expect("the bounds"), answers(json!({"n": 1, "t": "abc"})));
@@ -1241,11 +1242,11 @@ mod tests {
     /// case of true and false is read; a list may hold as many choices as offered or the cap.
     #[test]
     fn blank_answers_are_none_and_typed_answers_are_read() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({"i": {"type": "integer"}, "x": {"type": "number"}, "b": {"type": "boolean"},
                 "m": {"type": "array", "items": {"enum": ["a", "b"]}}}),
             &[],
-        ))
+        )
         .expect("q");
         let blank = q.check(Some(&answers(json!({"i": " ", "x": " ", "b": " "})))).expect("blank is none");
         assert!(blank.is_empty(), "{blank:?}");
@@ -1263,9 +1264,9 @@ mod tests {
     fn every_bound_takes_its_limit_and_a_null_keyword_is_absent() {
         let text_field = json!({"type": "string"});
         let key = |n: usize| "k".repeat(n);
-        assert!(Question::from_elicitation(&form(json!({key(MAX_KEY_BYTES): text_field}), &[])).is_ok());
+        assert!(form(json!({key(MAX_KEY_BYTES): text_field}), &[]).is_ok());
         for bad in [key(MAX_KEY_BYTES + 1), key(MAX_KEY_BYTES + 2), String::new()] {
-            let err = Question::from_elicitation(&form(json!({bad: text_field}), &[])).expect_err("key");
+            let err = form(json!({bad: text_field}), &[]).expect_err("key");
             assert!(err.0.starts_with("a field key must be 1 to"), "{err}");
         }
         let url = |n: usize| {
@@ -1276,17 +1277,14 @@ mod tests {
         assert!(Question::from_elicitation(&url(MAX_URL_BYTES + 1)).is_err());
         let fields =
             |n: usize| Value::Object((0..n).map(|i| (format!("f{i}"), json!({"type": "string"}))).collect());
-        assert_eq!(
-            Question::from_elicitation(&form(fields(MAX_FIELDS), &[])).expect("most fields").fields.len(),
-            MAX_FIELDS
-        );
-        assert!(Question::from_elicitation(&form(fields(MAX_FIELDS + 1), &[])).is_err());
+        assert_eq!(form(fields(MAX_FIELDS), &[]).expect("most fields").fields.len(), MAX_FIELDS);
+        assert!(form(fields(MAX_FIELDS + 1), &[]).is_err());
 
         let choices = |n: usize| (0..n).map(|i| json!(format!("c{i}"))).collect::<Vec<_>>();
         let titled = |n: usize| {
             (0..n).map(|i| json!({"const": format!("c{i}"), "title": format!("C{i}")})).collect::<Vec<_>>()
         };
-        let offers = |property: Value| match Question::from_elicitation(&form(json!({"f": property}), &[])) {
+        let offers = |property: Value| match form(json!({"f": property}), &[]) {
             Ok(q) => match &q.fields[0].kind {
                 FieldKind::One { offers, .. } | FieldKind::Many { offers, .. } => {
                     Ok(offers.iter().map(|o| o.label.clone()).collect::<Vec<_>>())
@@ -1313,10 +1311,7 @@ mod tests {
         let both = json!({"type": "string", "enum": ["a", "b"], "oneOf": null});
         assert_eq!(offers(both), Ok(vec!["a".to_owned(), "b".to_owned()]));
         let plain = form(json!({"f": {"type": "string", "enum": null}}), &[]);
-        assert!(matches!(
-            Question::from_elicitation(&plain).expect("text").fields[0].kind,
-            FieldKind::Text { .. }
-        ));
+        assert!(matches!(plain.expect("text").fields[0].kind, FieldKind::Text { .. }));
         let many = json!({"type": "array", "items": {"enum": ["x"], "anyOf": null}});
         assert_eq!(offers(many), Ok(vec!["x".to_owned()]));
         let neither = json!({"type": "array", "items": {"enum": null}});
@@ -1345,7 +1340,7 @@ mod tests {
         for name in ["name", "spinner", "tokens used", "pinned", "description", "apiary"] {
             assert!(!secret_like(name), "{name}");
         }
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({
                 "user": {"type": "string"},
                 "code": {"type": "string", "writeOnly": true},
@@ -1354,7 +1349,7 @@ mod tests {
                 "m": {"type": "string", "_meta": {"sensitive": true}},
             }),
             &[],
-        ))
+        )
         .expect("q");
         let sensitive: Vec<&str> = q.fields.iter().filter(|f| f.sensitive).map(|f| f.key.as_str()).collect();
         assert_eq!(sensitive, ["code", "k", "m", "pass"]);
@@ -1377,10 +1372,10 @@ mod tests {
 
     #[test]
     fn an_integer_fields_bounds_read_as_integers() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({"n": {"type": "integer", "minimum": 1, "maximum": 9}, "x": {"type": "number", "minimum": 0.5}}),
             &[],
-        ))
+        )
         .expect("q");
         let asked = q.elicitation("s", "r", true, false).expect("form");
         assert_eq!(asked["requestedSchema"]["properties"]["n"]["maximum"].to_string(), "9");
@@ -1396,11 +1391,11 @@ mod tests {
 
     #[test]
     fn each_door_reads_the_same_question() {
-        let q = Question::from_elicitation(&form(
+        let q = form(
             json!({"lib": {"type": "string", "title": "Library", "description": "Which one?",
                 "oneOf": [{"const": "c", "title": "chrono"}, {"const": "j", "title": "jiff", "description": "newer"}]}}),
             &["lib"],
-        ))
+        )
         .expect("q");
         assert_eq!(
             q.wire(),

@@ -56,9 +56,7 @@ impl Screen {
             }
         }
     }
-}
 
-impl Screen {
     /// Draws one frame and writes it at once, inside a synchronized update (terminals that do not
     /// know the sequence ignore it).
     pub(crate) fn draw(&mut self, render: impl FnOnce(&mut Frame<'_>)) -> io::Result<()> {
