@@ -611,4 +611,200 @@ mod tests {
         assert!(Refusal::DaemonDraining.retry_later());
         assert!(!Refusal::AgentNotAClient.retry_later());
     }
+
+    /// The wire contract of `docs/protocol.md#26-errors`, one row per refusal that carries context
+    /// or waits: its code, status, whether to retry later, and the fields beside `error`.
+    #[test]
+    fn each_refusal_answers_its_code_status_retry_and_fields() {
+        let s = |t: &str| t.to_owned();
+        let rows: Vec<(Refusal, &str, u16, bool, Value)> = vec![
+            (
+                Refusal::SessionLimitExceeded { limit: 7 },
+                "session_limit_exceeded",
+                503,
+                true,
+                json!({"limit": 7}),
+            ),
+            (
+                Refusal::SubscriberLimitExceeded { limit: 8 },
+                "subscriber_limit_exceeded",
+                429,
+                true,
+                json!({"limit": 8}),
+            ),
+            (
+                Refusal::SessionNotFound { session_id: s("s1") },
+                "session_not_found",
+                404,
+                false,
+                json!({"sessionId": "s1"}),
+            ),
+            (
+                Refusal::SessionLive { session_id: s("s2") },
+                "session_live",
+                409,
+                false,
+                json!({"sessionId": "s2"}),
+            ),
+            (
+                Refusal::PromptQueueFull { limit: 4, pending: 5 },
+                "prompt_queue_full",
+                503,
+                true,
+                json!({"limit": 4, "pendingCount": 5}),
+            ),
+            (
+                Refusal::PermissionAlreadyResolved { resolved_option_id: s("allow") },
+                "permission_already_resolved",
+                404,
+                false,
+                json!({"resolvedOptionId": "allow"}),
+            ),
+            (
+                Refusal::InvalidOptionId { request_id: s("r1"), option_id: s("o9") },
+                "invalid_option_id",
+                400,
+                false,
+                json!({"requestId": "r1", "optionId": "o9"}),
+            ),
+            (
+                Refusal::PermissionForbidden { reason: "designated" },
+                "permission_forbidden",
+                403,
+                false,
+                json!({"reason": "designated"}),
+            ),
+            (
+                Refusal::InvalidAnswer { field: s("color"), reason: s("not offered") },
+                "invalid_answer",
+                400,
+                false,
+                json!({"field": "color", "reason": "not offered"}),
+            ),
+            (
+                Refusal::ResumeUnsupported { agent: s("qwen") },
+                "resume_unsupported",
+                409,
+                false,
+                json!({"agent": "qwen"}),
+            ),
+            (
+                Refusal::SessionHeldElsewhere { session_id: s("s3"), node_url: s("https://b") },
+                "session_held_elsewhere",
+                409,
+                false,
+                json!({"sessionId": "s3", "nodeUrl": "https://b"}),
+            ),
+            (
+                Refusal::UnknownAgent { agent: s("\"x\""), known: vec![s("qwen"), s("claude")] },
+                "unknown_agent",
+                400,
+                false,
+                json!({"agents": ["qwen", "claude"]}),
+            ),
+            (
+                Refusal::InvalidMode { mode: s("\"x\""), available: vec![s("plan")] },
+                "invalid_mode",
+                400,
+                false,
+                json!({"availableModes": ["plan"]}),
+            ),
+            (
+                Refusal::ClientIdMismatch { device_id: s("d1") },
+                "client_id_mismatch",
+                403,
+                false,
+                json!({"deviceId": "d1"}),
+            ),
+            (
+                Refusal::StreamLimitExceeded { reason: s("too many"), scope: "device", limit: 3 },
+                "stream_limit_exceeded",
+                429,
+                true,
+                json!({"scope": "device", "limit": 3}),
+            ),
+            (
+                Refusal::SessionBusy { session_id: s("s4") },
+                "session_busy",
+                409,
+                true,
+                json!({"errorKind": "session_busy", "retryable": true, "sessionId": "s4"}),
+            ),
+            (
+                Refusal::InvalidRewindTarget { prompt_id: s("p1") },
+                "invalid_rewind_target",
+                400,
+                false,
+                json!({"promptId": "p1"}),
+            ),
+            (
+                Refusal::RewindConflict { paths: vec![s("a.txt")] },
+                "rewind_conflict",
+                409,
+                false,
+                json!({"paths": ["a.txt"]}),
+            ),
+            (Refusal::TurnNotFound { turn: 9 }, "turn_not_found", 404, false, json!({"turnIndex": 9})),
+            (Refusal::StoreUnavailable(s("no")), "store_unavailable", 503, true, json!({})),
+            (Refusal::DaemonDraining, "daemon_draining", 503, true, json!({})),
+            (
+                Refusal::InitTimeout { method: "initialize", timeout_ms: 5 },
+                "init_timeout",
+                504,
+                false,
+                json!({}),
+            ),
+            (Refusal::AgentError(s("boom")), "agent_error", 502, false, json!({})),
+            (Refusal::Internal, "internal_error", 500, false, json!({})),
+            (Refusal::InvalidVote, "invalid_vote", 400, false, json!({})),
+        ];
+        for (refusal, code, status, retry, fields) in rows {
+            assert_eq!(
+                (
+                    refusal.code(),
+                    refusal.kind().status(),
+                    refusal.retry_later(),
+                    Value::Object(refusal.fields())
+                ),
+                (code, status, retry, fields),
+                "{refusal:?}"
+            );
+        }
+    }
+
+    /// A file route's refusal keeps qwen serve's status and says its kind as `errorKind`.
+    #[test]
+    fn a_file_refusal_keeps_qwens_status_and_kind() {
+        let all = FileError::all();
+        assert_eq!(all.len(), 10, "every kind of file error");
+        for f in all {
+            let (kind, status) = (f.kind(), f.status());
+            let r = Refusal::from(f);
+            assert_eq!(
+                (r.code(), r.kind().status(), Value::Object(r.fields())),
+                (kind, status, json!({"errorKind": kind, "status": status})),
+            );
+        }
+        assert!(Refusal::all().len() > 40, "every refusal is in the OpenAPI document's list");
+    }
+
+    #[test]
+    fn a_timeout_on_initialize_asks_whether_it_is_an_acp_agent_and_an_unknown_mode_lists_the_modes() {
+        let init = Refusal::InitTimeout { method: crate::acp::method::INITIALIZE, timeout_ms: 5 }.to_string();
+        assert!(
+            init.starts_with("The agent did not answer initialize within 5 ms: is it an ACP agent"),
+            "{init}"
+        );
+        let load = Refusal::InitTimeout { method: "session/load", timeout_ms: 6 }.to_string();
+        assert!(load.starts_with("The agent did not answer session/load within 6 ms: raise"), "{load}");
+        let none = Refusal::InvalidMode { mode: s("\"x\""), available: Vec::new() }.to_string();
+        assert_eq!(none, "Unknown mode \"x\": this session's agent announced no modes");
+        let some =
+            Refusal::InvalidMode { mode: s("\"x\""), available: vec![s("plan"), s("auto")] }.to_string();
+        assert_eq!(some, "Unknown mode \"x\": this session's agent offers plan, auto");
+    }
+
+    fn s(t: &str) -> String {
+        t.to_owned()
+    }
 }
