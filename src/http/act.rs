@@ -40,6 +40,11 @@ const MAX_PAGE_CHARS: usize = 64 * 1024;
 /// The form field the page's button sends: the person had the page, the whole request, before them.
 const REVIEWED_FIELD: &[u8] = b"reviewed=1";
 
+/// Whether a request of `chars` revealed characters is past what a page shows.
+fn too_long_to_show(chars: usize) -> bool {
+    chars > MAX_PAGE_CHARS
+}
+
 /// The live link `token` leads to, or the refusal: an unknown token is the same 404 as an unknown
 /// route; a client that presented too many unknown tokens (or everyone together) gets 429 for the
 /// next unknown one until the window passes. A live token is looked up first and always served,
@@ -107,7 +112,7 @@ pub(super) async fn confirm(
         Err(e) => return refusal(e, html),
     };
     let app = app_link(&link.session_id);
-    if asked.shown_chars() > MAX_PAGE_CHARS {
+    if too_long_to_show(asked.shown_chars()) {
         let text = format!(
             "The agent asks to {}, with a request of {} characters: too long to show here. Open the web app to read it whole and decide.",
             asked.kind,
@@ -177,7 +182,7 @@ async fn cast(
 ) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
     let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
-    if link.needs_review && !(reviewed && asked.shown_chars() <= MAX_PAGE_CHARS) {
+    if link.needs_review && !(reviewed && !too_long_to_show(asked.shown_chars())) {
         return Err(ApiError::LinkNeedsReview);
     }
     let links = d.notifier.links();
@@ -494,6 +499,13 @@ mod tests {
         );
         assert_eq!(answers_posted(b"reviewed=1"), None);
         assert_eq!(answers_posted(b""), None);
+    }
+
+    #[test]
+    fn a_page_shows_up_to_64_kib_characters_of_a_request() {
+        assert!(!super::too_long_to_show(0));
+        assert!(!super::too_long_to_show(65_536));
+        assert!(super::too_long_to_show(65_537));
     }
 
     #[test]

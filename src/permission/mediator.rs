@@ -1915,6 +1915,36 @@ mod tests {
         );
     }
 
+    /// A withdrawn ballot no longer counts towards the quorum and is kept, marked, for the audit;
+    /// withdrawals are ballots too, bounded like them; an unknown request has nothing to withdraw.
+    #[tokio::test]
+    async fn a_withdrawn_ballot_stops_counting_and_is_audited() {
+        let f = fixture(Policy::Consensus, None);
+        f.add_voters(&["alice", "bob", "carol"]);
+        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let choice = vote("opt-allow_once", false);
+        f.permissions().cast(&id, Some("alice"), false, &choice).expect("partial");
+        assert!(f.permissions().withdraw_ballot(&id, "alice", Via::Acp), "pending: withdrawn");
+        assert!(!f.permissions().withdraw_ballot("no-such-request", "alice", Via::Acp));
+        f.permissions().cast(&id, Some("carol"), false, &choice).expect("partial again");
+        assert_eq!(f.host.last(EventKind::PermissionPartialVote)["votesReceived"], 1, "alice's vote is gone");
+        for _ in 0..MAX_BALLOTS_PER_REQUEST {
+            assert!(f.permissions().withdraw_ballot(&id, "bob", Via::Acp));
+        }
+        f.permissions().cast(&id, Some("bob"), false, &choice).expect("decides");
+        assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
+        let ballots = f.permissions().audit()[0]["ballots"].as_array().cloned().expect("ballots");
+        assert_eq!(ballots.len(), MAX_BALLOTS_PER_REQUEST, "bounded");
+        let said = |b: &Value| {
+            (b["clientId"].clone(), b["withdrawn"].clone(), b["hadVoted"].clone(), b["counted"].clone())
+        };
+        assert_eq!(said(&ballots[1]), (json!("alice"), json!(true), json!(true), json!(false)));
+        assert_eq!(ballots[1]["via"], "acp");
+        assert_eq!(said(&ballots[3]), (json!("bob"), json!(true), json!(false), json!(false)));
+    }
+
     /// What a log line shows of a mediator: its settings and workspace, and the session it serves.
     #[test]
     fn debug_output_names_the_settings_and_the_session() {
@@ -2215,6 +2245,52 @@ mod tests {
         );
         let late = f.permissions().cast(&id, Some("alice"), false, &submit(json!({"0": "chrono"})));
         assert_eq!(late, Err(VoteError::AlreadyResolved { resolved_option_id: "proceed_once".into() }));
+    }
+
+    /// The ACP door asks a pending question as `elicitation/create`: the mediator hands it the
+    /// question a request asks, and nothing for a plain request or one no longer pending.
+    #[tokio::test]
+    async fn a_pending_request_hands_out_its_question_and_a_plain_one_none() {
+        let f = fixture(Policy::FirstResponder, None);
+        let _asked = f.raise(qwen_question());
+        f.until_pending(1).await;
+        let _plain = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(2).await;
+        let ids = f.pending_ids();
+        let question = f.permissions().question(&ids[0]).map(|q| q.wire()["fields"][0]["title"].clone());
+        assert_eq!(question, Some(json!("Library")));
+        assert!(f.permissions().question(&ids[1]).is_none(), "a plain request asks nothing");
+        assert!(f.permissions().question("no-such-request").is_none());
+    }
+
+    /// A ballot the policy does not count is refused as such, before its answers are read: a
+    /// client that may not answer is told so, not that its answers are wrong.
+    #[tokio::test]
+    async fn a_forbidden_answer_is_refused_for_who_sent_it_not_for_what_it_says() {
+        let f = fixture(Policy::Designated, None);
+        f.add_voters(&["alice", "bob"]);
+        *lock(&f.host.originator) = Some("alice".into());
+        let _task = f.raise(qwen_question());
+        f.until_pending(1).await;
+        let id = f.pending_ids().remove(0);
+        let refused = f.permissions().cast(&id, Some("bob"), false, &submit(json!({})));
+        assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
+        let wrong = f.permissions().cast(&id, Some("alice"), false, &submit(json!({})));
+        assert!(matches!(wrong, Err(VoteError::InvalidAnswer(_))), "{wrong:?}");
+    }
+
+    /// A request naming a path outside the workspace says which, for every client to show; one
+    /// inside says nothing of it.
+    #[tokio::test]
+    async fn a_request_outside_the_workspace_names_its_paths() {
+        let f = fixture(Policy::FirstResponder, None);
+        let _inside = f.raise(params("/ws/a", &["allow_once"]));
+        f.until_pending(1).await;
+        let _outside = f.raise(params("/ws/../etc/passwd", &["allow_once"]));
+        f.until_pending(2).await;
+        let pending = f.permissions().list_pending();
+        assert_eq!(pending[0].get("outsideWorkspace"), None);
+        assert_eq!(pending[1]["outsideWorkspace"], json!(["/etc/passwd"]));
     }
 
     /// Issue #43: answers the question does not take are refused naming the field, and the question

@@ -844,7 +844,7 @@ impl Field {
         let (offers, multi): (&[Offer], bool) = match &self.kind {
             FieldKind::One { offers, .. } => (offers, false),
             FieldKind::Many { offers, .. } => (offers, true),
-            FieldKind::Boolean => (&[], false),
+            // A yes/no question's two options are written below; the rest take any text.
             _ => (&[], false),
         };
         let mut options: Vec<Value> =
@@ -1442,5 +1442,43 @@ mod tests {
         );
         assert_eq!(url.elicitation_options()[0]["name"], "Open the link");
         assert!(Question::accepts("allow_once") && !Question::accepts("reject_once"));
+    }
+
+    #[test]
+    fn a_list_of_choices_reads_the_same_through_each_door_and_an_open_question_has_no_choices() {
+        let options: Vec<Value> = (0..10).map(|i| json!({"label": format!("o{i}")})).collect();
+        let q = Question::from_qwen(&qwen_call(json!([
+            {"question": "Which?", "header": "Pick", "multiSelect": true, "options": options},
+            {"question": "Anything else?", "header": "Free", "options": []},
+        ])))
+        .expect("q")
+        .expect("ok");
+        let asked = &q.tool_call(None)["_meta"]["qwenQuestions"];
+        assert_eq!(
+            (asked[0]["multiSelect"].clone(), asked[0]["options"][9]["label"].clone()),
+            (json!(true), json!("o9"))
+        );
+        assert_eq!((asked[1]["multiSelect"].clone(), asked[1]["options"].clone()), (json!(false), json!([])));
+        let schema =
+            &q.elicitation("s1", "r1", true, false).expect("a form")["requestedSchema"]["properties"];
+        assert_eq!(schema["0"]["items"]["anyOf"][9], json!({"const": "o9", "title": "o9"}));
+        assert_eq!(schema["1"], json!({"type": "string", "title": "Free", "description": "Anything else?"}));
+        // Two choices are an answer; a choice a form did not offer is refused with the first eight
+        // listed (qwen's own questions take any other text).
+        let offered = |n: usize| -> Question {
+            let any: Vec<Value> = (0..n).map(|i| json!({"const": format!("o{i}")})).collect();
+            form(json!({"pick": {"type": "array", "items": {"anyOf": any}}}), &[]).expect("q")
+        };
+        let ten = offered(10);
+        let checked = ten.check(Some(&answers(json!({"pick": ["o1", "o2"]})))).expect("two choices");
+        assert_eq!(checked["pick"], json!(["o1", "o2"]));
+        let err = ten.check(Some(&answers(json!({"pick": ["nine"]})))).expect_err("not offered");
+        assert!(
+            err.reason.ends_with(r#"among "o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", and 2 more"#),
+            "{}",
+            err.reason
+        );
+        let err = offered(8).check(Some(&answers(json!({"pick": ["nine"]})))).expect_err("not offered");
+        assert!(err.reason.ends_with(r#""o6", "o7""#), "eight are all listed: {}", err.reason);
     }
 }
