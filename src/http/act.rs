@@ -182,7 +182,7 @@ async fn cast(
 ) -> Result<Link, ApiError> {
     let link = live_link(d, peer, token)?;
     let asked = asked(d, token, &link, Bounds::ALL).ok_or(ApiError::LinkExpired)?;
-    if link.needs_review && !(reviewed && !too_long_to_show(asked.shown_chars())) {
+    if link.needs_review && (!reviewed || too_long_to_show(asked.shown_chars())) {
         return Err(ApiError::LinkNeedsReview);
     }
     let links = d.notifier.links();
