@@ -508,6 +508,36 @@ mod tests {
         assert!(super::too_long_to_show(65_537));
     }
 
+    /// A line the page cut says how much it left out; a whole line says nothing more.
+    #[test]
+    fn a_cut_line_says_how_many_characters_are_left_out() {
+        use crate::present::{Line, Section, Tone};
+        let line = |text: &str, cut_chars| Line { tone: Tone::Added, text: text.into(), cut_chars };
+        let html = super::section_html(&Section {
+            heading: "Diff".into(),
+            lines: vec![line("whole", 0), line("<cut>", 5)],
+            omitted_lines: 0,
+        });
+        assert!(html.contains(r#"<span class="added">whole</span>"#), "{html}");
+        assert!(
+            html.contains(
+                r#"<span class="added">&lt;cut&gt;<span class="cut"> … 5 more characters</span></span>"#
+            ),
+            "{html}"
+        );
+        assert_eq!(html.matches("more characters").count(), 1, "{html}");
+    }
+
+    /// A refusal shown as a page keeps the API's status and headers (a throttle's Retry-After), with
+    /// the page's own type.
+    #[test]
+    fn a_refusal_page_keeps_the_status_and_retry_after() {
+        let page = super::refusal(super::ApiError::TooManyLinkAttempts, true);
+        assert_eq!(page.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert!(page.headers().contains_key(axum::http::header::RETRY_AFTER), "{:?}", page.headers());
+        assert_eq!(page.headers()[axum::http::header::CONTENT_TYPE], "text/html; charset=utf-8");
+    }
+
     #[test]
     fn page_text_is_escaped() {
         assert_eq!(
