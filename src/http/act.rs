@@ -538,6 +538,48 @@ mod tests {
         assert_eq!(page.headers()[axum::http::header::CONTENT_TYPE], "text/html; charset=utf-8");
     }
 
+    /// Each kind of field as the page's input: the note only when it says more than the title, a
+    /// mark on a required field, numbers' keyboards, a secret's password box, and qwen's Other: its
+    /// own text box for one choice, one more choice among several.
+    #[test]
+    fn a_questions_fields_are_the_inputs_a_phone_expects() {
+        use crate::permission::Question;
+        let form = Question::from_elicitation(&json!({
+            "mode": "form", "message": "Deploy",
+            "requestedSchema": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "title": "Name", "description": "Name"},
+                "size": {"type": "number", "title": "Size", "description": "In GiB"},
+                "count": {"type": "integer", "title": "Count"},
+                "agree": {"type": "boolean", "title": "Agree"},
+                "token": {"type": "string", "title": "Token"},
+            }},
+        }))
+        .expect("a form");
+        let html = super::fields_html(&form);
+        for part in [
+            r#"<legend>Name *</legend><input type="text" name="answer.name" autocomplete="off">"#,
+            r#"<legend>Size</legend><span class="note"> In GiB</span><input type="text" name="answer.size" inputmode="decimal" autocomplete="off">"#,
+            r#"<legend>Count</legend><input type="text" name="answer.count" inputmode="numeric" autocomplete="off">"#,
+            r#"<select name="answer.agree">"#,
+            r#"<input type="password" name="answer.token" autocomplete="off">"#,
+        ] {
+            assert!(html.contains(part), "{part} in {html}");
+        }
+        let qwen = Question::from_qwen(&json!({"_meta": {"qwenInteractionKind": "user_question", "qwenQuestions": [
+            {"question": "One?", "header": "One", "options": [{"label": "a"}]},
+            {"question": "Several?", "header": "Several", "multiSelect": true, "options": [{"label": "b"}]},
+        ]}}))
+        .expect("a question")
+        .expect("well formed");
+        let html = super::fields_html(&qwen);
+        for part in [
+            r#"<input type="radio" name="answer.0" value="a"> a</label> <input type="text" name="other.0" placeholder="Other""#,
+            r#"<input type="checkbox" name="answer.1" value="b"> b</label> <input type="text" name="answer.1" placeholder="Other""#,
+        ] {
+            assert!(html.contains(part), "{part} in {html}");
+        }
+    }
+
     #[test]
     fn page_text_is_escaped() {
         assert_eq!(

@@ -1478,6 +1478,15 @@ mod tests {
             "{}",
             err.reason
         );
+        // No choice at all is no answer, whether the list may be empty or says `minItems: 0`.
+        let none = form(
+            json!({"pick": {"type": "array", "minItems": 0, "items": {"anyOf": [{"const": "a"}]}}}),
+            &[],
+        );
+        assert_eq!(
+            none.expect("q").check(Some(&answers(json!({"pick": []})))).expect("taken"),
+            Answers::new()
+        );
         let err = offered(8).check(Some(&answers(json!({"pick": ["nine"]})))).expect_err("not offered");
         assert!(err.reason.ends_with(r#""o6", "o7""#), "eight are all listed: {}", err.reason);
     }

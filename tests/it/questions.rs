@@ -659,8 +659,17 @@ async fn a_notifications_link_answers_a_question_from_its_page() {
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     d.raise(&sid, &mut sse, Some("alice"), "elicit").await;
-    let link = hook.next().await.link("accept");
+    let delivered = hook.next().await;
+    let link = delivered.link("accept");
     let browser = |req: reqwest::RequestBuilder| req.header("accept", "text/html,application/xhtml+xml");
+    // Declining asks nothing more: that link's page has the request and its button, no inputs.
+    let decline = send(browser(http().get(delivered.link("decline")))).await;
+    assert_eq!(decline.status, 200, "{}", decline.text);
+    assert!(
+        decline.text.contains("<form method=\"post\">") && !decline.text.contains("<input type=\"text\""),
+        "{}",
+        decline.text
+    );
     let page = send(browser(http().get(&link))).await;
     assert_eq!(page.status, 200, "{}", page.text);
     for input in [
