@@ -508,7 +508,8 @@ mod tests {
         assert!(super::too_long_to_show(65_537));
     }
 
-    /// A line the page cut says how much it left out; a whole line says nothing more.
+    /// A line the page cut says how much it left out, and a section the lines it left out; what is
+    /// whole says nothing more.
     #[test]
     fn a_cut_line_says_how_many_characters_are_left_out() {
         use crate::present::{Line, Section, Tone};
@@ -526,6 +527,13 @@ mod tests {
             "{html}"
         );
         assert_eq!(html.matches("more characters").count(), 1, "{html}");
+        assert!(!html.contains("more lines"), "every line shown: {html}");
+        let cut = super::section_html(&Section {
+            heading: "Diff".into(),
+            lines: vec![line("one", 0)],
+            omitted_lines: 3,
+        });
+        assert!(cut.ends_with(r#"</pre><p class="cut">… 3 more lines</p></section>"#), "{cut}");
     }
 
     /// A refusal shown as a page keeps the API's status and headers (a throttle's Retry-After), with

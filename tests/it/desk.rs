@@ -265,32 +265,41 @@ async fn a_confined_agent_is_refused_with_the_token_file_over_acp_and_on_its_own
 }
 
 /// Issue #41, finding 2: on a daemon without a token (the loopback default) the agent needed
-/// nothing at all. It is refused there too, on the routes open to any loopback client.
+/// nothing at all. It is refused there too, on the routes open to any loopback client; each
+/// attempt is announced on its agent's sessions, not on another workspace's.
 #[tokio::test]
 async fn a_confined_agent_is_refused_by_a_tokenless_daemon_on_every_route() {
-    let d = Daemon::start(&["--session-scope", "thread"]);
+    let d = Daemon::start(&["--session-scope", "thread", "--any-workspace"]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let elsewhere = tempfile::tempdir().expect("another workspace");
+    let cwd = elsewhere.path().canonicalize().expect("canonical");
+    let created = d.create(Some("alice"), json!({"cwd": cwd.to_string_lossy()})).await;
+    let other = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let mut other_sse = Sse::connect(&d, &other, &[]).await;
+    let mut announced = 0;
     for (method, path, body) in [
         ("GET", "/health", None),
         ("GET", "/capabilities", None),
         ("POST", "/session", Some("{}")),
         ("POST", "/acp", Some(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#)),
     ] {
-        let said = chunk_text(
-            &d.turn(
-                &sid,
-                &mut sse,
-                Some("alice"),
-                &format!("run {}", curl(d.port, method, path, None, body)),
-            )
-            .await,
-        );
+        let turn = d
+            .turn(&sid, &mut sse, Some("alice"), &format!("run {}", curl(d.port, method, path, None, body)))
+            .await;
+        announced += turn.iter().filter(|e| e.event == "agent_refused_as_client").count();
+        let said = chunk_text(&turn);
         assert!(
             said.contains(r#""code":"agent_not_a_client""#) && said.ends_with(" HTTP403"),
             "{method} {path}: {said}"
         );
     }
+    assert_eq!(announced, 4, "each attempt announced on its agent's session");
+    // The other workspace's agent (the same agent, by name) heard of none of it: its own next
+    // turn ends after every announcement was published.
+    let theirs = d.turn(&other, &mut other_sse, Some("alice"), "hello").await;
+    let heard: Vec<&str> = theirs.iter().map(|e| e.event.as_str()).collect();
+    assert!(!heard.contains(&"agent_refused_as_client"), "{heard:?}");
     // The test itself, a process of this host the daemon did not start, is served.
     assert_eq!(send(http().get(d.url("/health"))).await.status, 200);
 }
