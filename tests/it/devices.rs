@@ -419,8 +419,13 @@ async fn paired_no_token(d: &Daemon) -> (String, String) {
 /// connections and of a session's streams; the operator keeps the rest, and revokes.
 #[tokio::test]
 async fn a_devices_streams_are_bounded_and_the_operator_keeps_room_to_revoke_it() {
-    // 16 connections: devices together hold 12 streams at most; 8 per session: devices 6.
+    // 16 connections: devices together hold 12 streams at most; 8 per session: devices 6. A
+    // state directory: a closed session's history is replayed from it.
+    let state = tempfile::tempdir().expect("state");
+    let dir = state.path().join("state");
     let d = Daemon::start(&[
+        "--state-dir",
+        dir.to_str().expect("utf-8"),
         "--token",
         TOKEN,
         "--max-connections",
@@ -464,6 +469,12 @@ async fn a_devices_streams_are_bounded_and_the_operator_keeps_room_to_revoke_it(
     }
     let ninth = open(&watcher, &sessions[4]).await.expect("answer");
     assert_eq!(refused(ninth).await, (429, json!("stream_limit_exceeded"), json!("device"), json!(8)));
+    // A closed session's replay holds a place like a live stream: none is left for it.
+    let created = send(op(http().post(d.url("/session"))).header("X-Qwen-Client-Id", "op")).await.ok();
+    let closed = created["sessionId"].as_str().expect("sessionId").to_owned();
+    assert!(send(op(http().delete(d.url(&format!("/session/{closed}"))))).await.status < 300);
+    let replay = open(&watcher, &closed).await.expect("answer");
+    assert_eq!(refused(replay).await, (429, json!("stream_limit_exceeded"), json!("device"), json!(8)));
     // The other device fills what is left of the devices' share: 4 more streams.
     for sid in &sessions[4..6] {
         for _ in 0..2 {
