@@ -997,8 +997,8 @@ mod tests {
         assert!(acp_url("h:1").is_err());
     }
 
-    #[tokio::test]
-    async fn the_upgrade_names_the_session_joined_else_the_first_attached() {
+    /// A relay as `connect http://h:1 --client-id c` makes it, not connected.
+    fn relay() -> Relay {
         let args = ConnectArgs {
             url: Some("http://h:1".into()),
             state_dir: None,
@@ -1018,13 +1018,46 @@ mod tests {
             source: crate::discovery::Source::Explicit,
             ignored: None,
         };
-        let mut relay = Relay::new(&args, &daemon).expect("relay");
+        Relay::new(&args, &daemon).expect("relay")
+    }
+
+    #[tokio::test]
+    async fn the_upgrade_names_the_session_joined_else_the_first_attached() {
+        let mut relay = relay();
         assert_eq!(relay.session_for_upgrade(), None, "nothing to name before a session");
         relay.sessions.insert("s-b".into(), (Value::Null, 3));
         relay.sessions.insert("s-a".into(), (Value::Null, 1));
         assert_eq!(relay.session_for_upgrade(), Some("s-a"), "the same one at every reconnect");
         relay.join = Some("s-z".into());
         assert_eq!(relay.session_for_upgrade(), Some("s-z"));
+    }
+
+    /// What the editor is owed: each of its requests in flight once (a prompt of this connection
+    /// is both in flight and remembered), the relay's own requests never, and prompts sent on an
+    /// earlier connection until their turn ends. Dropping it answers each of them.
+    #[tokio::test]
+    async fn what_is_owed_counts_each_open_request_once_and_earlier_prompts_until_their_turn_ends() {
+        let mut relay = relay();
+        assert_eq!(relay.owed(), 0);
+        relay.generation = 2;
+        let editor = |id: u64, method: &str| Up::Editor {
+            id: json!(id),
+            method: method.into(),
+            session: None,
+            joined: None,
+        };
+        let prompt = |id: u64, generation| Prompt { id: json!(id), generation, taken: true, ended: None };
+        relay.up.insert(1, editor(7, "session/set_mode"));
+        relay.up.insert(2, Up::Load("s".into()));
+        relay.up.insert(3, editor(8, "session/prompt"));
+        relay.prompts.insert("p8".into(), prompt(8, 2));
+        relay.prompts.insert("p5".into(), prompt(5, 1));
+        relay.prompts.insert("p4".into(), prompt(4, 0));
+        assert_eq!(relay.owed(), 4, "7 and 8 in flight, 5 and 4 from earlier connections");
+        let mut ids: Vec<u64> = relay.take_owed().iter().filter_map(Value::as_u64).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [4, 5, 7, 8], "each once");
+        assert_eq!(relay.owed(), 0);
     }
 
     #[test]

@@ -696,6 +696,17 @@ mod tests {
         assert_eq!(b.check_at(&two, "POST", "/x", now), None, "two vouches");
     }
 
+    /// On the daemon's clock: a vouch signed now holds, and says whether its caller is local.
+    #[test]
+    fn a_vouch_signed_now_holds_on_the_clock_and_keeps_its_locality() {
+        let (a, b) = (Vouch::new([3; 32]), Vouch::new([3; 32]));
+        let now = crate::clock::now_ms();
+        for local in [true, false] {
+            let v = a.sign("GET", "/session/s/events", local, now).expect("signed");
+            assert_eq!(b.check(&vouched(&v), "GET", "/session/s/events"), Some(local));
+        }
+    }
+
     #[test]
     fn vouches_seen_are_bounded_and_expired_ones_forgotten() {
         let now = 1_800_000_000_000;

@@ -294,3 +294,58 @@ async fn what_the_editor_is_still_owed_past_the_finish_timeout_is_answered_with_
     assert_eq!(editor.seen.iter().filter(|m| m["id"] == turn).count(), 1, "answered once");
     assert!(editor.exits().await.success());
 }
+
+/// A connection lost while connect finishes what it owes (its editor closed its input) is not
+/// worth a reconnect: nobody will send anything more. What is owed is answered with that error at
+/// once, and connect exits 0.
+#[tokio::test]
+async fn a_connection_lost_while_finishing_answers_what_is_owed_and_exits() {
+    let proxy = Proxy::start(None).await;
+    let d = Daemon::start(&["--public-url", &proxy.url()]);
+    proxy.point_at(Some(d.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
+    d.until_turn_runs(&sid).await;
+    editor.close_input();
+    editor.until_said("the editor closed its input").await;
+    proxy.cut();
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["error"]["data"]["code"], "connection_lost", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the connection to the daemon was lost")),
+        "{answer}"
+    );
+    assert!(editor.exits().await.success());
+}
+
+/// The editor closes its input while a prompt it sent on an earlier connection is still running
+/// (the connection dropped and connect reconnected): connect waits for that turn's end, answers
+/// the prompt from it, then exits 0.
+#[tokio::test]
+async fn a_prompt_sent_before_a_reconnect_is_still_answered_after_the_editor_closes_its_input() {
+    let proxy = Proxy::start(None).await;
+    let d = Daemon::start(&["--public-url", &proxy.url()]);
+    proxy.point_at(Some(d.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    let turn = editor.request("session/prompt", prompt(&sid, "write before-drop.txt kept")).await;
+    editor.until(|m| is_request(m, "session/request_permission")).await;
+    proxy.cut();
+    // Told it is lost, connect reads no more of its input until it has reconnected and resumed.
+    editor.until_said("connecting again").await;
+    editor.close_input();
+    let pending = d.pending(&sid).await;
+    let rid = request_id(&pending[0]);
+    // Another client decides it (the editor's own input is closed).
+    assert_eq!(d.post(&format!("/session/{sid}/heartbeat"), Some("alice"), json!({})).await.status, 200);
+    let vote =
+        d.post(&format!("/session/{sid}/permission/{rid}"), Some("alice"), selected("allow_once")).await;
+    assert_eq!(vote.status, 200, "{}", vote.text);
+    let answer = editor.answer(turn).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("before-drop.txt")).expect("written"), "kept");
+    assert!(editor.exits().await.success());
+}

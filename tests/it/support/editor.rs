@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
 
 use super::{WAIT, bin};
 
@@ -20,6 +21,8 @@ pub(crate) struct Editor {
     /// Every message received, in order.
     pub(crate) seen: Vec<Value>,
     read: usize,
+    /// What connect says on stderr, a line at a time (each also written to the test's own).
+    said: mpsc::UnboundedReceiver<String>,
 }
 
 impl Editor {
@@ -35,7 +38,7 @@ impl Editor {
             .env("HOME", home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         for (k, v) in env {
             cmd.env(k, v);
@@ -43,7 +46,28 @@ impl Editor {
         let mut child = cmd.spawn().expect("spawn mediatord connect");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Editor { child, stdin: Some(stdin), stdout, next_id: 1, seen: Vec::new(), read: 0 }
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let (tx, said) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                eprintln!("{line}");
+                let _ = tx.send(line);
+            }
+        });
+        Editor { child, stdin: Some(stdin), stdout, next_id: 1, seen: Vec::new(), read: 0, said }
+    }
+
+    /// Waits (bounded) until connect says a line containing `text` on stderr.
+    pub(crate) async fn until_said(&mut self, text: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.said.recv()).await {
+                Ok(Some(line)) if line.contains(text) => return,
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("connect's stderr ended before it said {text:?}"),
+                Err(_) => panic!("connect did not say {text:?} within {WAIT:?}"),
+            }
+        }
     }
 
     pub(crate) async fn send(&mut self, m: &Value) {
