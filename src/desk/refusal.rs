@@ -616,7 +616,6 @@ mod tests {
     /// or waits: its code, status, whether to retry later, and the fields beside `error`.
     #[test]
     fn each_refusal_answers_its_code_status_retry_and_fields() {
-        let s = |t: &str| t.to_owned();
         let rows: Vec<(Refusal, &str, u16, bool, Value)> = vec![
             (
                 Refusal::SessionLimitExceeded { limit: 7 },

@@ -511,7 +511,7 @@ mod tests {
     /// A line the page cut says how much it left out, and a section the lines it left out; what is
     /// whole says nothing more.
     #[test]
-    fn a_cut_line_says_how_many_characters_are_left_out() {
+    fn a_cut_line_and_a_cut_section_say_how_much_is_left_out() {
         use crate::present::{Line, Section, Tone};
         let line = |text: &str, cut_chars| Line { tone: Tone::Added, text: text.into(), cut_chars };
         let html = super::section_html(&Section {
