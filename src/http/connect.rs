@@ -1060,6 +1060,24 @@ mod tests {
         assert_eq!(relay.owed(), 0);
     }
 
+    /// A request of the daemon's the editor is never asked is answered `-32601`; each method is
+    /// said on stderr once, and at most [`MAX_REFUSALS_SAID`] of them (an impostor's flood of
+    /// made-up methods fills no log).
+    #[tokio::test]
+    async fn a_refused_method_is_said_once_and_a_flood_of_them_is_bounded() {
+        let mut relay = relay();
+        let answer: Value =
+            serde_json::from_str(&relay.refuse(&json!(1), "fs/read_text_file")).expect("JSON");
+        assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(1), json!(-32601)));
+        relay.refuse(&json!(2), "fs/read_text_file");
+        assert_eq!(relay.refused_methods, ["fs/read_text_file"], "said once");
+        for i in 0..MAX_REFUSALS_SAID + 4 {
+            relay.refuse(&json!(i), &format!("made/up{i}"));
+        }
+        assert_eq!(relay.refused_methods.len(), MAX_REFUSALS_SAID);
+        assert_eq!(relay.refused_methods[1], "made/up0");
+    }
+
     #[test]
     fn meta_is_added_without_losing_what_was_there() {
         let p = with_event_ids(json!({"protocolVersion": 1, "_meta": {"x": 1}}));
