@@ -171,7 +171,9 @@ impl Vouch {
         }
         let mut seen = lock(&self.seen);
         if seen.len() >= MAX_VOUCHES_SEEN {
-            seen.retain(|_, expires| *expires > now);
+            // A vouch holds up to its window's last instant (`abs_diff > window` refuses only
+            // past it), so it is remembered up to that instant too, or it could be replayed there.
+            seen.retain(|_, expires| *expires >= now);
         }
         if seen.len() >= MAX_VOUCHES_SEEN || seen.contains_key(&nonce) {
             return None;
@@ -721,6 +723,12 @@ mod tests {
         }
         let one = a.sign("GET", "/x", false, now).expect("signed");
         assert_eq!(a.check_at(&vouched(&one), "GET", "/x", now), None, "full of live vouches: refused");
+        let edge = a.sign("GET", "/x", false, now + 10).expect("signed");
+        assert_eq!(
+            a.check_at(&vouched(&edge), "GET", "/x", now + 10),
+            None,
+            "those expiring now still hold, so they are still remembered"
+        );
         let two = a.sign("GET", "/x", false, now + 11).expect("signed");
         assert_eq!(
             a.check_at(&vouched(&two), "GET", "/x", now + 11),
