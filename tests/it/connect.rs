@@ -8,13 +8,25 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// Waits (bounded) until `sid` runs a turn, as `GET /session/:id` says.
+/// `session/prompt`'s params: `text` for session `session`.
 fn prompt(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 fn tokens(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("tok{i} ")).collect()
+}
+
+/// A daemon reached through a proxy the test can cut (it takes the proxy's address as its own,
+/// `--public-url`, so the Host check lets it in), and an editor whose connect (client id `zed`)
+/// has opened a session there: the session's id.
+async fn behind_a_proxy() -> (Proxy, Daemon, Editor, String) {
+    let proxy = Proxy::start(None).await;
+    let d = Daemon::start(&["--public-url", &proxy.url()]);
+    proxy.point_at(Some(d.port));
+    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
+    let sid = editor.open_session(&d.workspace).await;
+    (proxy, d, editor, sid)
 }
 
 #[tokio::test]
@@ -50,11 +62,7 @@ async fn an_editor_on_stdio_joins_the_session_answers_its_permission_request_and
 
 #[tokio::test]
 async fn a_dropped_connection_mid_turn_loses_and_repeats_nothing() {
-    let proxy = Proxy::start(None).await;
-    let d = Daemon::start(&["--public-url", &proxy.url()]);
-    proxy.point_at(Some(d.port));
-    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
-    let sid = editor.open_session(&d.workspace).await;
+    let (proxy, d, mut editor, sid) = behind_a_proxy().await;
     // 60 updates at 40 a second; the connection drops after the tenth.
     let turn = editor.request("session/prompt", prompt(&sid, "stream 60 40")).await;
     editor.until(|m| m["params"]["update"]["content"]["text"] == "tok9 ").await;
@@ -132,11 +140,7 @@ async fn a_restarted_daemon_resumes_the_session_and_the_turn_it_cut_short_is_an_
 
 #[tokio::test]
 async fn a_session_the_daemon_no_longer_has_ends_connect_with_an_error_the_editor_sees() {
-    let proxy = Proxy::start(None).await;
-    let d = Daemon::start(&["--public-url", &proxy.url()]);
-    proxy.point_at(Some(d.port));
-    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
-    let sid = editor.open_session(&d.workspace).await;
+    let (proxy, d, mut editor, sid) = behind_a_proxy().await;
     assert_eq!(d.delete(&format!("/session/{sid}")).await.status, 204);
     let pending = editor.request("session/prompt", prompt(&sid, "hello")).await;
     let refused = editor.answer(pending).await;
@@ -300,11 +304,7 @@ async fn what_the_editor_is_still_owed_past_the_finish_timeout_is_answered_with_
 /// once, and connect exits 0.
 #[tokio::test]
 async fn a_connection_lost_while_finishing_answers_what_is_owed_and_exits() {
-    let proxy = Proxy::start(None).await;
-    let d = Daemon::start(&["--public-url", &proxy.url()]);
-    proxy.point_at(Some(d.port));
-    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
-    let sid = editor.open_session(&d.workspace).await;
+    let (proxy, d, mut editor, sid) = behind_a_proxy().await;
     let turn = editor.request("session/prompt", prompt(&sid, "hold 60000")).await;
     d.until_turn_runs(&sid).await;
     editor.close_input();
@@ -326,11 +326,7 @@ async fn a_connection_lost_while_finishing_answers_what_is_owed_and_exits() {
 /// the prompt from it, then exits 0.
 #[tokio::test]
 async fn a_prompt_sent_before_a_reconnect_is_still_answered_after_the_editor_closes_its_input() {
-    let proxy = Proxy::start(None).await;
-    let d = Daemon::start(&["--public-url", &proxy.url()]);
-    proxy.point_at(Some(d.port));
-    let mut editor = Editor::start(&proxy.url(), &["--client-id", "zed"], &[]);
-    let sid = editor.open_session(&d.workspace).await;
+    let (proxy, d, mut editor, sid) = behind_a_proxy().await;
     let turn = editor.request("session/prompt", prompt(&sid, "write before-drop.txt kept")).await;
     editor.until(|m| is_request(m, "session/request_permission")).await;
     proxy.cut();
