@@ -1159,6 +1159,25 @@ async fn a_permission_request_cancelled_by_one_client_withdraws_its_ballot_not_t
     b.reply(&ask_b["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
     assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(d.workspace.join("again.txt")).expect("written"), "too");
+
+    // Any other error is an abstention, not a withdrawal: the audit has bob's ballot alone.
+    let turn = a.request("session/prompt", prompt(&sid, "write third.txt abstained")).await;
+    let ask_a = a.until(|m| is_request(m, "session/request_permission")).await;
+    let ask_b = b.until(|m| is_request(m, "session/request_permission")).await;
+    a.send(
+        &json!({"jsonrpc": "2.0", "id": ask_a["id"], "error": {"code": -32603, "message": "Internal error"}}),
+    )
+    .await;
+    a.call("session/list", json!({})).await;
+    b.reply(&ask_b["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(a.answer(turn).await["result"]["stopReason"], "end_turn");
+    let rid = ask_a["params"]["_meta"]["mediatord/requestId"].clone();
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    let entry =
+        audit["audit"].as_array().and_then(|a| a.iter().find(|e| e["requestId"] == rid)).expect("audited");
+    let voters: Vec<&Value> =
+        entry["ballots"].as_array().expect("ballots").iter().map(|b| &b["clientId"]).collect();
+    assert_eq!(voters, [&json!("bob")], "{entry}");
 }
 
 /// What the daemon asks an ACP client carries ACP v2's `title`, `description` and `subject`
