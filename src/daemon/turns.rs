@@ -471,3 +471,102 @@ fn turn_changes(
         "hiddenCount": set.files_changed.saturating_sub(files.len()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, kind: Option<&str>) -> TurnRecord {
+        let entry = match kind {
+            Some(kind) => json!({"kind": kind}),
+            None => json!({"promptId": format!("p{seq}")}),
+        };
+        TurnRecord {
+            session_id: "s".into(),
+            workspace: "/w".into(),
+            seq,
+            at: seq,
+            before: None,
+            after: None,
+            entry,
+        }
+    }
+
+    /// A permission request as the session publishes it: `yes` allows, `no` does not.
+    fn request(n: usize) -> Value {
+        json!({
+            "requestId": format!("r{n}"),
+            "toolCall": {"kind": "edit", "locations": [{"path": format!("/w/f{n}")}]},
+            "options": [
+                {"optionId": "yes", "kind": "allow_once"},
+                {"optionId": "always", "kind": "allow_always"},
+                {"optionId": "no", "kind": "reject_once"},
+            ],
+        })
+    }
+
+    fn decided(n: usize, option: &str) -> Value {
+        json!({"requestId": format!("r{n}"), "outcome": {"outcome": "selected", "optionId": option}})
+    }
+
+    #[test]
+    fn a_resumed_session_keeps_its_newest_records_and_counts_its_turns_but_not_its_rewinds() {
+        let newest = MAX_TURN_RECORDS as u64 + 2;
+        let mut prior: Vec<TurnRecord> = (1..newest).map(|seq| record(seq, None)).collect();
+        prior.push(record(newest, Some("rewind")));
+        let turns = Turns::new(None, prior);
+        let book = lock(&turns.book);
+        assert_eq!(book.records.len(), MAX_TURN_RECORDS);
+        assert_eq!(book.records.front().map(|r| r.seq), Some(3), "the oldest two went");
+        assert_eq!(book.records.back().map(|r| r.seq), Some(newest));
+        assert_eq!(book.next_seq, newest);
+        assert_eq!(book.turns, newest - 1, "the rewind is no turn");
+    }
+
+    #[test]
+    fn the_next_record_follows_the_highest_seq_kept_whatever_the_order() {
+        let turns = Turns::new(None, vec![record(7, None), record(2, None)]);
+        assert_eq!(lock(&turns.book).next_seq, 7);
+        assert_eq!(lock(&turns.book).turns, 2);
+    }
+
+    #[test]
+    fn only_an_allowing_option_of_a_request_asked_in_the_turn_approves() {
+        let turns = Turns::new(None, Vec::new());
+        for n in 0..4 {
+            turns.asked(&request(n));
+        }
+        turns.asked(&json!({"toolCall": {"kind": "edit"}})); // no request id: ignored
+        turns.resolved(&decided(0, "yes"));
+        turns.resolved(&decided(1, "always"));
+        turns.resolved(&decided(2, "no"));
+        turns.resolved(&json!({"requestId": "r3", "outcome": {"outcome": "cancelled"}}));
+        turns.resolved(&decided(9, "yes")); // never asked
+        let book = lock(&turns.book);
+        assert_eq!(book.asked.len(), 0, "each decided request is forgotten, allowed or not");
+        let approved: Vec<&Approval> = book.approved.iter().collect();
+        assert_eq!(
+            approved,
+            [&Approval::of(&request(0)["toolCall"]), &Approval::of(&request(1)["toolCall"])]
+        );
+    }
+
+    #[test]
+    fn a_turn_remembers_at_most_max_asked_requests_and_max_approvals() {
+        let turns = Turns::new(None, Vec::new());
+        for n in 0..=MAX_ASKED {
+            turns.asked(&request(n));
+        }
+        assert_eq!(lock(&turns.book).asked.len(), MAX_ASKED);
+        // The one past the bound was never remembered: its decision approves nothing.
+        turns.resolved(&decided(MAX_ASKED, "yes"));
+        assert_eq!(lock(&turns.book).approved.len(), 0);
+
+        let turns = Turns::new(None, Vec::new());
+        for n in 0..=MAX_APPROVALS {
+            turns.asked(&request(n));
+            turns.resolved(&decided(n, "yes"));
+        }
+        assert_eq!(lock(&turns.book).approved.len(), MAX_APPROVALS);
+    }
+}
