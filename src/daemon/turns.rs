@@ -524,6 +524,18 @@ mod tests {
     }
 
     #[test]
+    fn the_snapshots_to_keep_are_every_one_a_kept_record_names() {
+        let mut turn = record(1, None);
+        (turn.before, turn.after) = (Some("b1".into()), Some("a1".into()));
+        let mut failed = record(2, None);
+        failed.before = Some("b2".into()); // a turn whose end had no snapshot
+        let mut rewind = record(3, Some("rewind"));
+        (rewind.before, rewind.after) = (Some("b3".into()), Some("a3".into()));
+        let turns = Turns::new(None, vec![turn, failed, rewind, record(4, None)]);
+        assert_eq!(turns.snapshot_ids(), ["b1", "a1", "b2", "b3", "a3"]);
+    }
+
+    #[test]
     fn the_next_record_follows_the_highest_seq_kept_whatever_the_order() {
         let turns = Turns::new(None, vec![record(7, None), record(2, None)]);
         assert_eq!(lock(&turns.book).next_seq, 7);
