@@ -395,8 +395,9 @@ async fn over_acp_a_form_is_an_elicitation_for_clients_that_take_one_and_a_qwen_
 
 /// Issue #43 over `/acp`: Qwen Code's question reaches an elicitation client as a form (its
 /// questions as properties, keyed as the agent reads them), and the client's typed answer
-/// reaches the agent as qwen's strings; a client without the capability answers the same kind of
-/// question with `{outcome, answers}`, and one declining an elicitation declines it.
+/// reaches the agent as qwen's strings; one declining an elicitation declines it, and a permission
+/// request is still asked of it as one; a client without the capability answers the same kind of
+/// question with `{outcome, answers}`.
 #[tokio::test]
 async fn over_acp_a_qwen_question_is_answered_as_a_form_or_with_answers_and_an_elicitation_declined() {
     let d = Daemon::start(&[]);
@@ -423,6 +424,13 @@ async fn over_acp_a_qwen_question_is_answered_as_a_form_or_with_answers_and_an_e
     ada.reply(&asked["id"], json!({"action": "decline"})).await;
     assert_eq!(ada.answer(turn).await["result"]["stopReason"], "end_turn");
     assert!(acp_said(&ada.seen).ends_with("action: decline"), "{}", acp_said(&ada.seen));
+
+    // A permission request is still asked as one of a client that takes elicitations.
+    let turn = ada.request("session/prompt", prompt("write plain.txt asked")).await;
+    let asked = ada.until(|m| is_request(m, "session/request_permission")).await;
+    ada.reply(&asked["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    assert_eq!(ada.answer(turn).await["result"]["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("plain.txt")).expect("written"), "asked");
 
     let mut bob = acp_client(&d, "bob", None).await;
     bob.call("session/load", json!({"sessionId": sid, "cwd": d.workspace, "mcpServers": []})).await;
