@@ -876,6 +876,83 @@ mod tests {
         assert_eq!((a.mode, a.answering.is_none(), a.input.text.as_str()), (Mode::Normal, true, ""));
     }
 
+    /// A question's answers survive what else happens meanwhile: another request raised and
+    /// decided, the model switched. Only its own decision ends them.
+    #[test]
+    fn answers_being_typed_outlive_other_requests_and_events() {
+        let mut a = app();
+        question(&mut a, "q1");
+        a.key(ch('a'));
+        typed(&mut a, "jiff");
+        request(&mut a, "r9", &["allow_once"]);
+        resolve(&mut a, "r9", "bob");
+        a.event("model_switched", None, &json!({"data": {"modelId": "m2"}}));
+        assert_eq!(
+            (a.mode, a.answering.as_ref().map(|x| x.request_id.as_str()), a.input.text.as_str()),
+            (Mode::Typing, Some("q1"), "jiff")
+        );
+    }
+
+    /// An empty input line gives way to a new request's card, and to nothing else.
+    #[test]
+    fn an_empty_input_line_is_left_for_a_new_request_only() {
+        let mut a = app();
+        a.key(ch('i'));
+        a.event("model_switched", None, &json!({"data": {"modelId": "m2"}}));
+        assert_eq!(a.mode, Mode::Typing, "no new request: the line stays");
+        request(&mut a, "r1", &["allow_once"]);
+        assert_eq!(a.mode, Mode::Normal, "a new request's card takes the keys");
+    }
+
+    /// Esc leaves a prompt being written as it is (only answers are dropped).
+    #[test]
+    fn esc_keeps_a_prompts_draft() {
+        let mut a = app();
+        a.key(ch('i'));
+        typed(&mut a, "draft");
+        a.key(key(KeyCode::Esc));
+        assert_eq!((a.mode, a.input.text.as_str()), (Mode::Normal, "draft"));
+        assert!(a.status.as_ref().is_none_or(|(s, _)| !s.contains("answers")), "{:?}", a.status);
+    }
+
+    /// Enter on a question's highlighted option: an allowing one asks the fields, any other votes
+    /// at once; on a plain request an allowing option votes at once.
+    #[test]
+    fn enter_on_a_questions_cancel_votes_and_on_a_requests_allow_votes() {
+        let mut a = app();
+        question(&mut a, "q1");
+        a.key(key(KeyCode::Down));
+        let got = a.key(key(KeyCode::Enter));
+        assert!(
+            matches!(&got[..], [Action::Vote { body, .. }] if body["outcome"]["optionId"] == "cancel"),
+            "{got:?}"
+        );
+        assert!(a.answering.is_none());
+        let mut a = app();
+        request(&mut a, "r1", &["allow_once", "reject_once"]);
+        let got = a.key(key(KeyCode::Enter));
+        assert!(
+            matches!(&got[..], [Action::Vote { body, .. }] if body["outcome"]["optionId"] == "allow_once-id"),
+            "{got:?}"
+        );
+        assert!(a.answering.is_none());
+    }
+
+    /// A typed number names a choice only within the list (from 1); any other is sent as typed,
+    /// for the daemon to refuse with its reason.
+    #[test]
+    fn a_number_outside_the_choices_is_sent_as_typed() {
+        let choices = json!([{"value": "chrono"}, {"value": "jiff"}]);
+        let one = json!({"key": "0", "type": "choice", "choices": choices});
+        let many = json!({"key": "1", "type": "choice", "multiple": true, "choices": choices});
+        assert_eq!(answer_of(&one, "2"), Some(json!("jiff")));
+        assert_eq!(answer_of(&one, "0"), Some(json!("0")));
+        assert_eq!(answer_of(&one, "3"), Some(json!("3")));
+        assert_eq!(answer_of(&many, "1, 3,,0"), Some(json!(["chrono", "3", "0"])));
+        assert_eq!(answer_of(&one, ""), None);
+        assert_eq!(answer_of(&json!({"key": "n", "type": "integer"}), "2"), Some(json!("2")));
+    }
+
     #[test]
     fn letters_typed_into_a_prompt_never_vote_or_quit() {
         let mut a = app();
