@@ -88,7 +88,7 @@ refuses to write.
                                 elicitation/complete while it is pending,
                                 else once accepted
   elicit-raw <json...>          elicitation/create with these params (the  `elicit-raw {\"mode\":\"url\"}`
-                                session's id added), then what it got
+                                session's id unless given), what it got
   token <bytes> <chunks> <rate> one unbreakable word, streamed in chunks    `token 300000 1000 200`
   stream <N> [<per_sec>]        N chunks `tok<i> `, _meta.emittedAtUs      `stream 100000`
   read <path> [line] [limit]    fs/read_text_file, reply the content       `read src/lib.rs 1 20`
@@ -1053,7 +1053,8 @@ impl Turn {
             }
             Directive::ElicitRaw { params } => match serde_json::from_str::<Value>(params) {
                 Ok(Value::Object(mut params)) => {
-                    params.insert("sessionId".into(), json!(self.session_id));
+                    // A test may name another session (one the daemon must refuse).
+                    params.entry("sessionId").or_insert_with(|| json!(self.session_id));
                     let reply = self.elicit(Value::Object(params)).await?;
                     self.chunk(&reply).await;
                 }

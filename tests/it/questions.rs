@@ -187,6 +187,10 @@ async fn a_question_the_daemon_cannot_ask_is_refused_to_the_agent() {
             json!({"mode": "url", "message": "m", "elicitationId": "e", "url": "javascript:alert(document.cookie)"}),
             "elicitation refused: url must be http or https, not javascript:",
         ),
+        (
+            json!({"sessionId": "nobody", "mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": {}}}),
+            "unknown sessionId: an elicitation must name a session of this agent",
+        ),
     ];
     for (params, said) in cases {
         let events = d.turn(&sid, &mut sse, Some("alice"), &format!("elicit-raw {params}")).await;
