@@ -216,10 +216,7 @@ async fn stalled_replaying_streams_hold_no_copies_of_the_ring() {
     const LEFT_PER_STREAM_KIB: u64 = 20;
     /// Long enough to open 40 streams on a loaded machine, short enough for a test.
     const IDLE_MS: &str = "3000";
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    let d = Daemon::start_with(
-        &workspace,
+    let d = Daemon::start_env(
         &["--writer-idle-timeout-ms", IDLE_MS, "--event-ring-size", "50000"],
         &[("MALLOC_ARENA_MAX", "1")],
     );

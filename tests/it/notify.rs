@@ -757,9 +757,7 @@ async fn slack_discord_and_telegram_receivers_get_their_messages_and_a_button_de
         args.extend(["--notify", t.as_str()]);
     }
     // Clock times are said in the daemon's zone.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    let d = Daemon::start_with(&workspace, &args, &[("TZ", "Europe/Paris")]);
+    let d = Daemon::start_env(&args, &[("TZ", "Europe/Paris")]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write by-chat.txt from-the-chat").await;

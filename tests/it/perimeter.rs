@@ -30,13 +30,6 @@ fn assert_refused(args: &[&str], why: &str) {
     );
 }
 
-/// A daemon in its own temporary workspace with extra environment variables.
-fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Daemon, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    (Daemon::start_with(&workspace, args, env), dir)
-}
-
 /// Writes a config file into a fresh directory and returns both (the directory keeps it alive).
 fn config_file(contents: &Value) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -240,21 +233,21 @@ async fn the_token_is_trimmed() {
 
 #[tokio::test]
 async fn token_from_mediatord_token_env() {
-    let (d, _dir) = start_with_env(&[], &[("MEDIATORD_TOKEN", "from-env")]);
+    let d = Daemon::start_env(&[], &[("MEDIATORD_TOKEN", "from-env")]);
     assert_eq!(get(&d, "/capabilities", &[]).await.status(), 401);
     assert_eq!(get(&d, "/capabilities", &[("Authorization", "Bearer from-env")]).await.status(), 200);
 }
 
 #[tokio::test]
 async fn token_from_qwen_server_token_env() {
-    let (d, _dir) = start_with_env(&[], &[("QWEN_SERVER_TOKEN", "qwen-env")]);
+    let d = Daemon::start_env(&[], &[("QWEN_SERVER_TOKEN", "qwen-env")]);
     assert_eq!(get(&d, "/capabilities", &[]).await.status(), 401);
     assert_eq!(get(&d, "/capabilities", &[("Authorization", "Bearer qwen-env")]).await.status(), 200);
 }
 
 #[tokio::test]
 async fn mediatord_token_wins_over_qwen_server_token() {
-    let (d, _dir) = start_with_env(&[], &[("MEDIATORD_TOKEN", "first"), ("QWEN_SERVER_TOKEN", "second")]);
+    let d = Daemon::start_env(&[], &[("MEDIATORD_TOKEN", "first"), ("QWEN_SERVER_TOKEN", "second")]);
     assert_eq!(get(&d, "/capabilities", &[("Authorization", "Bearer first")]).await.status(), 200);
     assert_eq!(get(&d, "/capabilities", &[("Authorization", "Bearer second")]).await.status(), 401);
 }
@@ -887,7 +880,7 @@ async fn a_flag_wins_over_the_config_file() {
 #[tokio::test]
 async fn config_file_from_the_environment() {
     let (_cfg, path) = config_file(&json!({"serve": {"maxPendingPrompts": 3}}));
-    let (d, _dir) = start_with_env(&[], &[("MEDIATORD_CONFIG", &path)]);
+    let d = Daemon::start_env(&[], &[("MEDIATORD_CONFIG", &path)]);
     assert_eq!(capabilities(&d, &[]).await["limits"]["maxPendingPromptsPerSession"], 3);
 }
 

@@ -65,9 +65,7 @@ async fn a_qwen_question_is_answered_over_rest_and_the_agent_reads_the_answers()
 /// and is never logged, and the audit names who answered.
 #[tokio::test]
 async fn a_form_elicitation_answered_over_rest_reaches_the_agent_typed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    let d = Daemon::start_with(&workspace, &[], &[("RUST_LOG", "debug")]);
+    let d = Daemon::start_env(&[], &[("RUST_LOG", "debug")]);
     let (sid, mut sse, request) = asked(&d, "elicit").await;
     assert_eq!(request["question"]["form"], "form");
     assert_eq!(request["toolCall"]["title"], "Where should this deploy?");

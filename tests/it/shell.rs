@@ -185,10 +185,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 #[tokio::test]
 async fn the_token_is_in_no_environment_the_daemon_starts() {
     let fallback = "qwen-fallback-token-2c7d";
-    let dir = tempfile::tempdir().expect("tempdir");
-    let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-    let d = Daemon::start_with(
-        &workspace,
+    let d = Daemon::start_env(
         &["--enable-session-shell"],
         &[("MEDIATORD_TOKEN", TOKEN), ("QWEN_SERVER_TOKEN", fallback)],
     );

@@ -137,9 +137,14 @@ pub(crate) fn serve_refusal(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus,
 impl Daemon {
     /// Starts a daemon with the demo agent in a fresh temporary workspace, plus `args`.
     pub(crate) fn start(args: &[&str]) -> Daemon {
+        Daemon::start_env(args, &[])
+    }
+
+    /// [`Daemon::start`] with extra environment variables.
+    pub(crate) fn start_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = std::fs::canonicalize(dir.path()).expect("canonical");
-        let mut d = Daemon::start_with(&workspace, args, &[]);
+        let mut d = Daemon::start_with(&workspace, args, env);
         d._dir = Some(dir);
         d
     }
