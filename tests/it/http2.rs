@@ -208,11 +208,9 @@ async fn an_event_stream_and_ten_prompts_share_one_http2_connection() {
     }
 }
 
-/// The daemon's `mediatord_http2_errors_total{reason="…"}`.
-async fn http2_errors(d: &Daemon, reason: &str) -> u64 {
-    let metrics = send(http().get(d.url("/metrics"))).await.text;
-    let line = format!("mediatord_http2_errors_total{{reason=\"{reason}\"}} ");
-    metrics.lines().find_map(|l| l.strip_prefix(&line)).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+/// The series `mediatord_http2_errors_total{reason="…"}` of `reason`, for [`until_counted`].
+fn http2_errors(reason: &str) -> String {
+    format!("mediatord_http2_errors_total{{reason=\"{reason}\"}}")
 }
 
 /// The daemon still answers a second client, over both HTTPs.
@@ -249,7 +247,7 @@ async fn a_rapid_reset_flood_is_cut_off_counted_and_survived() {
     }
     h2raw::send(&mut tcp, &flood).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, Some(ENHANCE_YOUR_CALM));
-    assert!(http2_errors(&d, "enhance_your_calm").await >= 1);
+    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
     still_serving(&d).await;
     assert!(rss_kb(d.pid()) < before + FLOOD_RSS_BOUND_KB, "memory stayed bounded");
 }
@@ -269,27 +267,27 @@ async fn a_continuation_flood_is_cut_off_counted_and_survived() {
     }
     h2raw::send(&mut tcp, &flood).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, Some(ENHANCE_YOUR_CALM));
-    assert!(http2_errors(&d, "enhance_your_calm").await >= 1);
+    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
     still_serving(&d).await;
 }
 
-/// The daemon's counter `name` (a `mediatord_<name>_total` without labels).
-async fn counter(d: &Daemon, name: &str) -> u64 {
+/// The daemon's metric `series` (`mediatord_<name>_total` with its labels; 0 while not printed).
+async fn metric(d: &Daemon, series: &str) -> u64 {
     let metrics = send(http().get(d.url("/metrics"))).await.text;
-    let line = format!("mediatord_{name}_total ");
+    let line = format!("{series} ");
     metrics.lines().find_map(|l| l.strip_prefix(&line)).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
 }
 
-/// Polls counter `name` until it is at least 1, bounded by [`WAIT`] (another connection's task
-/// counts it).
-async fn until_counted(d: &Daemon, name: &str) -> u64 {
+/// Polls metric `series` until it is at least 1, bounded by [`WAIT`]: the connection's own task
+/// counts its end after writing the frames the client read, so the client may ask first.
+async fn until_counted(d: &Daemon, series: &str) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let n = counter(d, name).await;
+        let n = metric(d, series).await;
         if n > 0 {
             return n;
         }
-        assert!(tokio::time::Instant::now() < deadline, "mediatord_{name}_total stayed 0");
+        assert!(tokio::time::Instant::now() < deadline, "{series} stayed 0");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await; // polling the daemon's metrics
     }
 }
@@ -316,12 +314,12 @@ async fn ten_thousand_streams_never_read_are_refused_and_the_ones_served_closed_
     let mut flood = h2raw::open(d.port, &[]).await;
     h2raw::send(&mut flood, &streams(10_000)).await;
     assert_eq!(h2raw::goaway(&mut flood).await, Some(ENHANCE_YOUR_CALM));
-    assert!(http2_errors(&d, "enhance_your_calm").await >= 1);
+    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
     still_serving(&d).await;
     // Within the limit, never read: the write deadline.
     let mut quiet = h2raw::open(d.port, &[]).await;
     h2raw::send(&mut quiet, &streams(128)).await;
-    assert!(until_counted(&d, "writer_timeouts").await >= 1);
+    assert!(until_counted(&d, "mediatord_writer_timeouts_total").await >= 1);
     still_serving(&d).await;
     assert!(rss_kb(d.pid()) < before + FLOOD_RSS_BOUND_KB, "memory stayed bounded");
 }
@@ -345,7 +343,7 @@ async fn a_window_never_opened_holds_only_its_own_stream_and_is_closed_by_the_wr
     d.prompt_async(&sid, Some("alice"), "stream 10000").await;
     let turn = reader.until_type("turn_complete").await;
     assert!(turn.len() > 10_000, "the other reader got every event: {}", turn.len());
-    assert!(until_counted(&d, "writer_timeouts").await >= 1);
+    assert!(until_counted(&d, "mediatord_writer_timeouts_total").await >= 1);
     still_serving(&d).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, None, "the connection is closed");
 }
