@@ -208,11 +208,6 @@ async fn an_event_stream_and_ten_prompts_share_one_http2_connection() {
     }
 }
 
-/// The series `mediatord_http2_errors_total{reason="…"}` of `reason`, for [`until_counted`].
-fn http2_errors(reason: &str) -> String {
-    format!("mediatord_http2_errors_total{{reason=\"{reason}\"}}")
-}
-
 /// The daemon still answers a second client, over both HTTPs.
 async fn still_serving(d: &Daemon) {
     assert_eq!(send(http().get(d.url("/health"))).await.status, 200);
@@ -247,7 +242,7 @@ async fn a_rapid_reset_flood_is_cut_off_counted_and_survived() {
     }
     h2raw::send(&mut tcp, &flood).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, Some(ENHANCE_YOUR_CALM));
-    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
+    until_counted(&d, "mediatord_http2_errors_total", &[("reason", "enhance_your_calm")]).await;
     still_serving(&d).await;
     assert!(rss_kb(d.pid()) < before + FLOOD_RSS_BOUND_KB, "memory stayed bounded");
 }
@@ -267,29 +262,15 @@ async fn a_continuation_flood_is_cut_off_counted_and_survived() {
     }
     h2raw::send(&mut tcp, &flood).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, Some(ENHANCE_YOUR_CALM));
-    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
+    until_counted(&d, "mediatord_http2_errors_total", &[("reason", "enhance_your_calm")]).await;
     still_serving(&d).await;
 }
 
-/// The daemon's metric `series` (`mediatord_<name>_total` with its labels; 0 while not printed).
-async fn metric(d: &Daemon, series: &str) -> u64 {
-    let metrics = send(http().get(d.url("/metrics"))).await.text;
-    let line = format!("{series} ");
-    metrics.lines().find_map(|l| l.strip_prefix(&line)).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
-}
-
-/// Polls metric `series` until it is at least 1, bounded by [`WAIT`]: the connection's own task
-/// counts its end after writing the frames the client read, so the client may ask first.
-async fn until_counted(d: &Daemon, series: &str) -> u64 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let n = metric(d, series).await;
-        if n > 0 {
-            return n;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{series} stayed 0");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await; // polling the daemon's metrics
-    }
+/// Waits (bounded by [`WAIT`]) until the daemon has counted `name` with `labels` at least once:
+/// a connection's own task counts its end after writing the frames the client read, so the client
+/// may ask before it is counted.
+async fn until_counted(d: &Daemon, name: &str, labels: &[(&str, &str)]) {
+    d.wait_for_metrics(name, |s| s.get(name, labels) >= 1.0).await;
 }
 
 /// 10 000 streams opened at once on one connection whose client never reads: the daemon serves at
@@ -314,12 +295,12 @@ async fn ten_thousand_streams_never_read_are_refused_and_the_ones_served_closed_
     let mut flood = h2raw::open(d.port, &[]).await;
     h2raw::send(&mut flood, &streams(10_000)).await;
     assert_eq!(h2raw::goaway(&mut flood).await, Some(ENHANCE_YOUR_CALM));
-    assert!(until_counted(&d, &http2_errors("enhance_your_calm")).await >= 1);
+    until_counted(&d, "mediatord_http2_errors_total", &[("reason", "enhance_your_calm")]).await;
     still_serving(&d).await;
     // Within the limit, never read: the write deadline.
     let mut quiet = h2raw::open(d.port, &[]).await;
     h2raw::send(&mut quiet, &streams(128)).await;
-    assert!(until_counted(&d, "mediatord_writer_timeouts_total").await >= 1);
+    until_counted(&d, "mediatord_writer_timeouts_total", &[]).await;
     still_serving(&d).await;
     assert!(rss_kb(d.pid()) < before + FLOOD_RSS_BOUND_KB, "memory stayed bounded");
 }
@@ -343,7 +324,7 @@ async fn a_window_never_opened_holds_only_its_own_stream_and_is_closed_by_the_wr
     d.prompt_async(&sid, Some("alice"), "stream 10000").await;
     let turn = reader.until_type("turn_complete").await;
     assert!(turn.len() > 10_000, "the other reader got every event: {}", turn.len());
-    assert!(until_counted(&d, "mediatord_writer_timeouts_total").await >= 1);
+    until_counted(&d, "mediatord_writer_timeouts_total", &[]).await;
     still_serving(&d).await;
     assert_eq!(h2raw::goaway(&mut tcp).await, None, "the connection is closed");
 }
