@@ -14,7 +14,7 @@
 //!                                                              └─► changes
 //! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
 //!                                config  throttle  text  log_throttle  present  tls  discovery
-//!                                audit  transcript
+//!                                audit  transcript  scratch
 //! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
@@ -75,6 +75,8 @@
 //! - [`environ`]: the daemon's secrets erased from its own initial environment once read.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
+//! - [`scratch`]: the daemon's directory in `TMPDIR` (agents' private temporary directories), removed
+//!   when it goes, or by the next daemon when it was killed.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
@@ -108,6 +110,7 @@ pub mod path;
 pub mod peer;
 pub mod permission;
 pub mod present;
+pub mod scratch;
 pub mod server;
 pub mod service;
 pub mod store;

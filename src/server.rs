@@ -49,6 +49,15 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
     // Before the startup line: a script may signal as soon as it reads it, and a signal arriving
     // before the handlers exist would kill the daemon outright instead of draining it.
     let signals = Signals::install()?;
+    // Before the first agent starts: what daemons of this user killed outright left in the
+    // temporary directory (their agents' private directories, and what those wrote there).
+    let swept = crate::scratch::sweep(&std::env::temp_dir());
+    if swept > 0 {
+        tracing::info!(
+            swept,
+            "removed the scratch directories of mediatord daemons that died without cleaning up"
+        );
+    }
     let shown = if local.is_ipv6() { format!("[{}]", local.ip()) } else { local.ip().to_string() };
     let advert = config.state_dir.clone().map(|dir| {
         let fingerprint = tls.as_ref().map(|c| c.fingerprint());
@@ -167,6 +176,9 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
         Ok(Err(_)) | Err(_) => tracing::warn!("the state database did not close in time"),
     }
     drop(announcer);
+    // The agents are gone: what their private temporary directories still hold goes too (no drop
+    // reaches them once the runtime is abandoned).
+    crate::scratch::remove();
     tracing::info!("mediatord stopped");
     // A second signal that came while the drain was finishing wins: its kill is under way, and
     // the signal watcher exits with status 1 once it is done.
@@ -237,7 +249,8 @@ impl Signals {
 }
 
 /// The first signal starts the drain; the second, whenever it comes until the process exits (even
-/// after the drain, while HTTP exchanges finish), kills every process group and exits 1.
+/// after the drain, while HTTP exchanges finish), kills every process group, removes the scratch
+/// directory and exits 1.
 async fn watch_signals(
     mut signals: Signals,
     daemon: Arc<Daemon>,
@@ -257,6 +270,7 @@ async fn watch_signals(
     killed.store(true, Ordering::Release);
     tracing::warn!("second signal: killing every agent now");
     daemon.kill_all_processes();
+    crate::scratch::remove();
     // Nothing is left to unwind for: every agent and shell command is gone, and the drain that was
     // in progress would only wait on them.
     #[expect(clippy::exit, reason = "the second signal ends the daemon at once, with status 1")]
@@ -277,11 +291,13 @@ fn panic_on_sigusr2() -> io::Result<()> {
 
 /// A panic is a bug, and the task it ends may own state nobody else can recover (an agent's stdio,
 /// a session's turn runner, the signal watcher): rather than stay half alive, the daemon logs it,
-/// kills every process group it started and exits 101. A service manager restarts it.
+/// kills every process group it started, removes the scratch directory and exits 101. A service
+/// manager restarts it.
 fn exit_on_panic(daemon: Arc<Daemon>) {
     std::panic::set_hook(Box::new(move |info| {
         tracing::error!(panic = %info, "a task panicked: killing every agent and shell command and exiting");
         daemon.kill_all_processes();
+        crate::scratch::remove();
         #[expect(clippy::exit, reason = "a panic ends the daemon at once (see above)")]
         std::process::exit(PANIC_EXIT_STATUS);
     }));

@@ -238,8 +238,9 @@ fn restrict(rules: &Rules) -> Result<RestrictionStatus, String> {
     created.restrict_self().map_err(|e| fail("confine the process", &e))
 }
 
-/// A directory only one confined process tree writes to, removed when dropped (the tree is dead
-/// by then: its owner drops it after killing the group).
+/// A directory only one confined process tree writes to, in the daemon's scratch directory
+/// ([`crate::scratch`]), removed when dropped (the tree is dead by then: its owner drops it after
+/// killing the group) or with the scratch directory when the daemon goes first.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp(PathBuf);
 
@@ -249,7 +250,7 @@ const PRIVATE_TMP_MODE: u32 = 0o700;
 impl PrivateTmp {
     fn create() -> io::Result<PrivateTmp> {
         use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!("mediatord-{}", uuid::Uuid::new_v4()));
+        let path = crate::scratch::dir()?.join(uuid::Uuid::new_v4().to_string());
         std::fs::DirBuilder::new().mode(PRIVATE_TMP_MODE).create(&path)?;
         Ok(PrivateTmp(path))
     }

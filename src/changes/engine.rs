@@ -145,11 +145,12 @@ impl Drop for Changes {
 
 impl Changes {
     /// The engine keeping its store in `<state_dir>/changes`, or, without a state directory, in a
-    /// private temporary directory removed when it is dropped.
+    /// directory of the daemon's scratch directory ([`crate::scratch`]), removed when it is dropped
+    /// or with the scratch directory when the daemon goes.
     pub fn open(state_dir: Option<&Path>, limits: Limits) -> io::Result<Changes> {
         let (dir, temporary) = match state_dir {
             Some(state) => (state.join("changes"), false),
-            None => (std::env::temp_dir().join(format!("mediatord-changes-{}", uuid::Uuid::new_v4())), true),
+            None => (crate::scratch::dir()?.join(format!("changes-{}", uuid::Uuid::new_v4())), true),
         };
         let objects = Objects::open(&dir)?;
         Ok(Changes {

@@ -32,6 +32,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("peer", 0),
     ("environ", 0),
     ("sync", 0),
+    ("scratch", 0),
     ("service", 0),
     ("throttle", 0),
     ("text", 0),

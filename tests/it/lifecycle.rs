@@ -33,6 +33,16 @@ async fn make_agent_stubborn(d: &Daemon, sid: &str) {
     run_prompt(d, sid, "linger").await;
 }
 
+/// Has the session's agent write a file in its private `TMPDIR`, which the daemon made beneath its
+/// own `TMPDIR`; returns the file's path.
+async fn write_in_agent_tmp(d: &Daemon, sid: &str) -> std::path::PathBuf {
+    let reply = run_prompt(d, sid, "run echo kept > \"$TMPDIR/left\" && echo \"$TMPDIR\"").await;
+    let dir = reply.lines().nth(1).unwrap_or_else(|| panic!("no TMPDIR in {reply:?}"));
+    let file = std::path::Path::new(dir).join("left");
+    assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("kept\n"), "{reply}");
+    file
+}
+
 /// The parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name).
 fn parent_of(pid: u32) -> u32 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
@@ -78,6 +88,9 @@ async fn sigterm_with_a_live_session_ends_the_stream_and_the_agent_then_exits_0(
     let guard = guard_of(&d, agent);
     let mut sse = Sse::connect(&d, &sid, &[]).await;
 
+    let left = write_in_agent_tmp(&d, &sid).await;
+    assert!(left.starts_with(d.tmp_dir()), "{left:?}: the agent's TMPDIR is beneath the daemon's");
+
     d.signal(Signal::TERM);
     let closed = sse.until_type("session_closed").await;
     let closed = closed.last().expect("session_closed");
@@ -91,6 +104,11 @@ async fn sigterm_with_a_live_session_ends_the_stream_and_the_agent_then_exits_0(
     assert_eq!(status.code(), Some(0), "stderr:\n{}", d.stderr());
     wait_gone(agent).await;
     wait_gone(guard).await;
+    assert_eq!(
+        d.tmp_entries(),
+        Vec::<String>::new(),
+        "what the agent left in its TMPDIR went with the daemon"
+    );
 }
 
 #[tokio::test]
@@ -156,6 +174,7 @@ async fn a_second_sigint_kills_the_agents_and_exits_1() {
     let agent = agent_pid(&d, &sid).await;
     let guard = guard_of(&d, agent);
     make_agent_stubborn(&d, &sid).await;
+    write_in_agent_tmp(&d, &sid).await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
 
     let started = Instant::now();
@@ -169,6 +188,7 @@ async fn a_second_sigint_kills_the_agents_and_exits_1() {
     assert!(took < AGENT_GRACE, "exit took {took:?}: the second signal did not cut the grace short");
     wait_gone(agent).await;
     wait_gone(guard).await;
+    assert_eq!(d.tmp_entries(), Vec::<String>::new(), "the killed agent's TMPDIR went with the daemon");
 }
 
 #[tokio::test]
@@ -273,11 +293,41 @@ async fn a_panicking_task_kills_the_agents_and_exits_101() {
     let mut d = Daemon::start(&[]);
     let sid = session(&d).await;
     let agent = agent_pid(&d, &sid).await;
+    write_in_agent_tmp(&d, &sid).await;
     d.signal(Signal::USR2);
     let status = d.wait_exit(MARGIN + MARGIN);
     assert_eq!(status.code(), Some(101), "stderr:\n{}", d.stderr());
     assert!(d.stderr().contains("a task panicked"), "stderr:\n{}", d.stderr());
     wait_gone(agent).await;
+    assert_eq!(d.tmp_entries(), Vec::<String>::new(), "the agent's TMPDIR went with the daemon");
+}
+
+/// A daemon killed outright (SIGKILL: no way out of its own) leaves its scratch directory, with
+/// what its agent wrote there, in `TMPDIR`; the next daemon of the user to start removes it, and
+/// leaves alone the one of a daemon still running.
+#[tokio::test]
+async fn what_a_sigkilled_daemons_agents_left_in_tmpdir_is_removed_by_the_next_daemon() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp_path = std::fs::canonicalize(tmp.path()).expect("canonical");
+    let env = [("TMPDIR", tmp_path.to_str().expect("utf-8"))];
+    let running = Daemon::start_env(&[], &env);
+    let running_left = write_in_agent_tmp(&running, &session(&running).await).await;
+    let mut killed = Daemon::start_env(&[], &env);
+    let sid = session(&killed).await;
+    let agent = agent_pid(&killed, &sid).await;
+    let killed_left = write_in_agent_tmp(&killed, &sid).await;
+    killed.signal(Signal::KILL);
+    killed.wait_exit(WAIT);
+    wait_gone(agent).await;
+    assert!(killed_left.exists(), "SIGKILL left it (nothing else could have removed it)");
+
+    let next = Daemon::start_env(&[], &env);
+    let scratch =
+        |left: &std::path::Path| left.parent().and_then(std::path::Path::parent).map(|p| p.to_owned());
+    assert!(!scratch(&killed_left).expect("scratch").exists(), "the dead daemon's scratch directory is gone");
+    assert!(running_left.exists(), "the running daemon's agent keeps its file");
+    let said = wait_stderr(&next, "removed the scratch directories").await;
+    assert!(said.contains("swept=1"), "one, not the running daemon's: {said}");
 }
 
 /// A session the drain has already ended (its `session_closed` is out, so it left the table) is

@@ -41,22 +41,27 @@ pub(crate) struct Daemon {
     /// The store of a daemon whose test asked for none ([`OwnStore`]); after `child` (the drop
     /// kills the daemon first), so a database is dropped only once nothing writes to it.
     _own_store: Option<OwnStore>,
-    /// `XDG_STATE_HOME` and `HOME` of the daemon (unless the test set them): no daemon under test
-    /// ever finds the user's real state directory.
-    _home: tempfile::TempDir,
+    /// `XDG_STATE_HOME`, `HOME` and `TMPDIR` of the daemon (unless the test set them): no daemon
+    /// under test ever finds the user's real state directory, or litters the machine's `/tmp`.
+    home: tempfile::TempDir,
 }
 
-/// Sets a fresh temporary `XDG_STATE_HOME` and `HOME` on `cmd`, unless `env` names them; returns
-/// the directory to keep alive.
+/// Sets a fresh temporary `XDG_STATE_HOME` and `HOME` on `cmd`, and `TMPDIR` beneath it
+/// ([`PRIVATE_TMP`]), unless `env` names them; returns the directory to keep alive.
 fn private_home(cmd: &mut Command, env: &[(&str, &str)]) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("tempdir");
-    for var in ["XDG_STATE_HOME", "HOME"] {
+    let tmp = home.path().join(PRIVATE_TMP);
+    std::fs::create_dir(&tmp).expect("tmp");
+    for (var, value) in [("XDG_STATE_HOME", home.path()), ("HOME", home.path()), ("TMPDIR", tmp.as_path())] {
         if !env.iter().any(|(k, _)| *k == var) {
-            cmd.env(var, home.path());
+            cmd.env(var, value);
         }
     }
     home
 }
+
+/// The daemon's `TMPDIR`, beneath its private home: what it leaves there is the test's to see.
+const PRIVATE_TMP: &str = "tmp";
 
 /// The durable store of a daemon whose test asked for none (no `--state-dir`, `--store` or
 /// `--ephemeral`), by this crate's [`super::BACKEND`]: the decision suites then reach a real
@@ -197,7 +202,7 @@ impl Daemon {
         let args = against_the_backend(args);
         cmd.args(&args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env_remove("MEDIATORD_TOKEN").env_remove("QWEN_SERVER_TOKEN").env_remove("MEDIATORD_STATE_DIR");
-        let _home = private_home(&mut cmd, env);
+        let home = private_home(&mut cmd, env);
         cmd.env("RUST_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);
@@ -266,8 +271,23 @@ impl Daemon {
             stderr_read,
             _dir: None,
             _own_store: own_store,
-            _home,
+            home,
         }
+    }
+
+    /// The daemon's `TMPDIR` (unless the test set its own), canonical.
+    pub(crate) fn tmp_dir(&self) -> PathBuf {
+        std::fs::canonicalize(self.home.path().join(PRIVATE_TMP)).expect("the daemon's TMPDIR")
+    }
+
+    /// What is in the daemon's `TMPDIR` (unless the test set its own), by name.
+    pub(crate) fn tmp_entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.tmp_dir())
+            .expect("the daemon's TMPDIR")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     /// The test's clients of this daemon trust `ca_pem` (and nothing else).
