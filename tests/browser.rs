@@ -52,7 +52,8 @@ fn install() {
     });
 }
 
-/// A chromedriver on a loopback port, with a home of its own (Chromium writes there). Killed on drop.
+/// A chromedriver on a loopback port, with a home and a `TMPDIR` of its own (Chromium writes
+/// there, and leaves its scoped directories behind when it is killed). Killed on drop.
 struct Driver {
     child: Child,
     url: String,
@@ -63,6 +64,7 @@ impl Driver {
     async fn start() -> Driver {
         install();
         let home = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(home.path().join("tmp")).expect("tmp");
         // Port 0: chromedriver binds a free port and says which on its stdout.
         let mut child = Command::new("chromedriver")
             .process_group(0) // its Chromiums join this group, so Drop can end them all
@@ -71,6 +73,7 @@ impl Driver {
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", home.path().join(".config"))
             .env("XDG_CACHE_HOME", home.path().join(".cache"))
+            .env("TMPDIR", home.path().join("tmp"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
