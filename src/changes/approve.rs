@@ -203,6 +203,11 @@ mod tests {
         assert_eq!(a.names.len(), MAX_STRINGS);
         let deep = json!({"rawInput": {"a": {"b": {"c": {"d": {"e": {"path": "/ws/deep"}}}}}}});
         assert!(Approval::of(&deep).names.is_empty(), "too deep");
+        // The string at depth MAX_DEPTH (rawInput is depth 0) is read; one level more is not.
+        let at_bound = json!({"rawInput": {"a": {"b": {"c": {"path": "/ws/at-bound"}}}}});
+        assert_eq!(Approval::of(&at_bound).names, ["/ws/at-bound"]);
+        let past_bound = json!({"rawInput": {"a": {"b": {"c": {"d": {"path": "/ws/past"}}}}}});
+        assert!(Approval::of(&past_bound).names.is_empty(), "one past the bound");
         let long = "x".repeat(MAX_STRING_BYTES + 1);
         assert!(Approval::of(&json!({"rawInput": {"content": long}})).names.is_empty());
     }

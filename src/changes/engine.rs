@@ -308,14 +308,19 @@ impl Changes {
 
     /// Removes the objects that neither the snapshots in `keep` nor any workspace's latest one
     /// name (and that are older than [`COLLECT_GRACE`]). Blocking.
-    pub fn collect(&self, mut keep: HashSet<String>) -> io::Result<Collected> {
+    pub fn collect(&self, keep: HashSet<String>) -> io::Result<Collected> {
+        self.collect_older_than(keep, COLLECT_GRACE)
+    }
+
+    /// [`Changes::collect`] with the grace `grace` (the tests' zero).
+    fn collect_older_than(&self, mut keep: HashSet<String>, grace: Duration) -> io::Result<Collected> {
         let slots: Vec<WorkspaceIndex> = lock(&self.workspaces).values().cloned().collect();
         for slot in slots {
             if let Some(index) = lock(&slot).as_ref() {
                 keep.insert(index.manifest_id.clone());
             }
         }
-        self.objects.collect(&keep, COLLECT_GRACE)
+        self.objects.collect(&keep, grace)
     }
 
     /// The git blob id remembered for a content, by its SHA-256.

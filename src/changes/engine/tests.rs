@@ -237,6 +237,22 @@ fn collection_keeps_the_snapshots_asked_for_and_the_latest() {
 }
 
 #[test]
+fn collection_keeps_each_workspaces_latest_snapshot_unasked() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "one");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    write(&f.ws, "a.txt", "two");
+    let latest = changes.snapshot_at(&f.ws, later()).expect("latest");
+    let done = changes.collect_older_than(HashSet::new(), Duration::ZERO).expect("collect");
+    assert_eq!(done, Collected { manifests: 1, blobs: 1 }, "the first snapshot and its content");
+    assert!(changes.manifest(&first.id).is_err());
+    let kept = changes.manifest(&latest.id).expect("the workspace's latest snapshot is kept");
+    let entry = kept.entries.get("a.txt").expect("a.txt");
+    assert_eq!(changes.content(entry).expect("its content"), b"two");
+}
+
+#[test]
 fn an_ephemeral_engine_removes_its_directory() {
     let changes = Changes::open(None, LIMITS).expect("open");
     let dir = changes.dir().to_path_buf();
