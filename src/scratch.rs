@@ -118,28 +118,30 @@ pub fn sweep(tmp: &Path) -> usize {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        if meta.is_dir()
-            && meta.uid() == me
-            && abandoned(&path, &meta)
-            && std::fs::remove_dir_all(&path).is_ok()
-        {
+        if meta.is_dir() && meta.uid() == me && remove_abandoned(&path, &meta) {
             removed += 1;
         }
     }
     removed
 }
 
-/// Whether no living daemon owns the scratch directory `dir`. A free lock is taken here and held
-/// until the caller has removed the directory (the file stays open meanwhile), so two daemons
+/// Removes the scratch directory `dir` if no living daemon owns it; whether it did. A free lock is
+/// taken and held through the removal (the file stays open until it is done), so two daemons
 /// sweeping at once do not both remove it; a new daemon never takes an old directory's name.
-fn abandoned(dir: &Path, meta: &Metadata) -> bool {
-    match File::open(dir.join(LOCK_FILE)) {
-        Ok(file) => flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok(),
+fn remove_abandoned(dir: &Path, meta: &Metadata) -> bool {
+    let _held = match File::open(dir.join(LOCK_FILE)) {
+        Ok(file) if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() => Some(file),
+        Ok(_) => return false,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            meta.modified().ok().and_then(|at| at.elapsed().ok()).is_some_and(|age| age > UNLOCKED_GRACE)
+            let age = meta.modified().ok().and_then(|at| at.elapsed().ok());
+            if age.is_none_or(|age| age <= UNLOCKED_GRACE) {
+                return false;
+            }
+            None
         }
-        Err(_) => false,
-    }
+        Err(_) => return false,
+    };
+    std::fs::remove_dir_all(dir).is_ok()
 }
 
 #[cfg(test)]
