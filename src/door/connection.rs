@@ -392,6 +392,14 @@ impl Connection {
     }
 
     fn requested(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
+        // Answered in order, before the next frame is read: every other request runs on a task of
+        // its own, and a client that sends `initialize` and a `session/load` together (connect
+        // after a reconnect) must not find the load served first and refused as uninitialized.
+        if method == "initialize" {
+            let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+            self.send(answer(&id, self.initialize(&params)));
+            return;
+        }
         let Ok(permit) = self.calls.clone().try_acquire_owned() else {
             self.send(wire::error(Some(&id), &Failure::TooManyCalls(MAX_CALLS_IN_FLIGHT).render()));
             return;

@@ -104,9 +104,7 @@ impl Connection {
                 "Acp-Session-Id does not match params.sessionId",
             )));
         }
-        if method == "initialize" {
-            return Reply::Now(self.initialize(params));
-        }
+        // `initialize` itself never comes here: the connection answers it in order as it reads it.
         if !self.initialized.load(Ordering::Acquire) {
             return Reply::Now(Err(Failure::NotInitialized));
         }

@@ -1237,3 +1237,23 @@ async fn session_list_filters_by_cwd_and_refuses_a_cursor_it_never_gave() {
     let forged = ws.call("session/list", json!({"cursor": "bm90IGEgY3Vyc29y!"})).await;
     assert_eq!(forged["error"]["data"]["code"], "invalid_parameter", "{forged}");
 }
+
+/// A client may send `initialize` and the requests that need it at once, without waiting for its
+/// answer (`mediatord connect` does, reloading its sessions after a reconnect): each is answered
+/// as if sent after it, on every one of many fresh connections.
+#[tokio::test]
+async fn a_request_sent_right_behind_initialize_finds_the_connection_initialized() {
+    let d = Daemon::start(&[]);
+    for _ in 0..PIPELINED_CONNECTIONS {
+        let mut ws = AcpWs::open(&d, &[]).await;
+        let init = ws.request("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+        let list = ws.request("session/list", json!({})).await;
+        assert!(ws.answer(init).await["result"].is_object());
+        let listed = ws.answer(list).await;
+        assert!(listed["result"]["sessions"].is_array(), "{listed}");
+    }
+}
+
+/// How many connections [`a_request_sent_right_behind_initialize_finds_the_connection_initialized`]
+/// tries: the old order was lost only when the second request's task happened to run first.
+const PIPELINED_CONNECTIONS: usize = 200;
