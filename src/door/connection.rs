@@ -396,7 +396,8 @@ impl Connection {
         // its own, and a client that sends `initialize` and a `session/load` together (connect
         // after a reconnect) must not find the load served first and refused as uninitialized.
         if method == "initialize" {
-            let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+            let params: Value =
+                params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
             self.send(answer(&id, self.initialize(&params)));
             return;
         }
