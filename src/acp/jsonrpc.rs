@@ -122,6 +122,12 @@ impl Frame {
     }
 }
 
+/// A request's or notification's params as a value; absent or unreadable params are `null` (each
+/// method then refuses what it misses, in its own words).
+pub fn params_value(params: Option<Box<RawValue>>) -> Value {
+    params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null)
+}
+
 fn null_raw() -> Box<RawValue> {
     RawValue::from_string("null".to_owned()).expect("`null` is valid JSON")
 }

@@ -12,7 +12,7 @@ mod jsonrpc;
 pub use client::{Agent, CallError, Client};
 pub use jsonrpc::{
     Frame, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RequestId, RpcError,
-    notification_line, request_line, response_line,
+    notification_line, params_value, request_line, response_line,
 };
 
 /// The ACP protocol version the daemon speaks (`initialize.protocolVersion`).

@@ -380,7 +380,7 @@ impl Actor {
 
     fn on_request(&mut self, id: RequestId, method: &str, params: Option<Box<RawValue>>) {
         let Some(writer) = self.writer.clone() else { return };
-        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let params = acp::params_value(params);
         let client = params
             .get("sessionId")
             .and_then(Value::as_str)

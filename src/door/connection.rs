@@ -26,7 +26,7 @@ use super::failure::Failure;
 use super::lane::{Deferred, Lane};
 use super::shared::{Book, Owner, Shared};
 use super::wire;
-use crate::acp::{Frame, RequestId, RpcError};
+use crate::acp::{Frame, RequestId, RpcError, params_value};
 use crate::daemon::{Daemon, Session};
 use crate::desk::{Access, Caller, Desk, Place, Seat};
 use crate::devices::StreamPermit;
@@ -396,8 +396,7 @@ impl Connection {
         // its own, and a client that sends `initialize` and a `session/load` together (connect
         // after a reconnect) must not find the load served first and refused as uninitialized.
         if method == "initialize" {
-            let params: Value =
-                params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+            let params = params_value(params);
             self.send(answer(&id, self.initialize(&params)));
             return;
         }
@@ -434,7 +433,7 @@ impl Connection {
 
     /// Serves one request and sends its answer where it belongs.
     async fn serve(self: &Arc<Self>, id: RequestId, method: String, params: Option<Box<RawValue>>, ctx: Ctx) {
-        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let params = params_value(params);
         match self.call(&method, &params, &ctx, &id).await {
             Reply::Now(result) => self.send(answer(&id, result)),
             Reply::Attached { result, lane } => {

@@ -31,7 +31,6 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, SinkExt, Stream, StreamExt};
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
@@ -46,7 +45,7 @@ use super::error::ApiError;
 use super::extract::{AppState, RawBody, client_id};
 use super::perimeter::BEARER_SUBPROTOCOL;
 use super::wsframe::Frames;
-use crate::acp::Frame;
+use crate::acp::{Frame, params_value};
 use crate::desk::Refusal;
 use crate::desk::{Caller, Desk, Place};
 use crate::devices::StreamPermit;
@@ -686,7 +685,7 @@ pub(super) async fn post(
             return Err(ApiError::AcpConnectionRequired);
         }
         let conn = door.open(caller, Transport::Http)?;
-        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let params = params_value(params);
         let answer = match conn.initialize(&params) {
             Ok(result) => wire::response(&id, &result),
             Err(f) => wire::error(Some(&id), &f.render()),

@@ -42,6 +42,18 @@ fn engine(f: &Fixture) -> Changes {
     Changes::open(Some(&f.state), LIMITS).expect("open")
 }
 
+/// A workspace whose `a.txt` held `before` at a first snapshot and `after` at a second: the
+/// fixture, its engine and both snapshots.
+fn rewritten(before: &str, after: &str) -> (Fixture, Changes, Snapshot, Snapshot) {
+    let f = fixture();
+    write(&f.ws, "a.txt", before);
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    write(&f.ws, "a.txt", after);
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    (f, changes, first, second)
+}
+
 #[test]
 fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
     let f = fixture();
@@ -110,12 +122,7 @@ fn an_unchanged_workspace_is_stat_only_and_keeps_its_snapshot_id() {
 
 #[test]
 fn a_same_size_rewrite_is_seen_and_a_racy_file_is_read_again() {
-    let f = fixture();
-    write(&f.ws, "a.txt", "aaaa");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
-    write(&f.ws, "a.txt", "bbbb");
-    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    let (f, changes, first, second) = rewritten("aaaa", "bbbb");
     assert_ne!(first.id, second.id, "same size, same second: the change time differs");
     // A walk that starts within the margin of a file's times does not trust them next time.
     write(&f.ws, "b.txt", "b");
@@ -206,12 +213,7 @@ fn a_folder_swapped_for_a_symlink_is_not_followed_out() {
 
 #[test]
 fn hunks_and_unified_diffs_come_from_the_store() {
-    let f = fixture();
-    write(&f.ws, "a.txt", "1\n2\n3\n");
-    let changes = engine(&f);
-    let before = changes.snapshot_at(&f.ws, later()).expect("before");
-    write(&f.ws, "a.txt", "1\ntwo\n3\n");
-    let after = changes.snapshot_at(&f.ws, later()).expect("after");
+    let (_f, changes, before, after) = rewritten("1\n2\n3\n", "1\ntwo\n3\n");
     let (o, n) = (before.manifest.entries.get("a.txt"), after.manifest.entries.get("a.txt"));
     let (hunks, truncated) = changes.hunks(o, n);
     assert!(!truncated);
@@ -221,12 +223,7 @@ fn hunks_and_unified_diffs_come_from_the_store() {
 
 #[test]
 fn collection_keeps_the_snapshots_asked_for_and_the_latest() {
-    let f = fixture();
-    write(&f.ws, "a.txt", "one");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
-    write(&f.ws, "a.txt", "two");
-    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    let (_f, changes, first, second) = rewritten("one", "two");
     // Nothing is old enough for the real grace: collection removes nothing.
     assert_eq!(changes.collect(HashSet::new()).expect("collect"), Collected::default());
     let objects = Objects::open(changes.dir()).expect("objects");
@@ -238,12 +235,7 @@ fn collection_keeps_the_snapshots_asked_for_and_the_latest() {
 
 #[test]
 fn collection_keeps_each_workspaces_latest_snapshot_unasked() {
-    let f = fixture();
-    write(&f.ws, "a.txt", "one");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
-    write(&f.ws, "a.txt", "two");
-    let latest = changes.snapshot_at(&f.ws, later()).expect("latest");
+    let (_f, changes, first, latest) = rewritten("one", "two");
     let done = changes.collect_older_than(HashSet::new(), Duration::ZERO).expect("collect");
     assert_eq!(done, Collected { manifests: 1, blobs: 1 }, "the first snapshot and its content");
     assert!(changes.manifest(&first.id).is_err());
