@@ -631,6 +631,33 @@ async fn reject_leaves_no_file() {
     assert!(!d.workspace.join("denied.txt").exists(), "a rejected write writes nothing");
 }
 
+/// A card whose request expires on another day says which day, and works: the page's clock
+/// formatted another day's time with `dateStyle` beside `hour` (which throws), so every card built
+/// after 23:00 under the notified default of an hour lost its policy line and its buttons' handler
+/// state, and a click on "Reject" left it up (CI saw it at 23:00).
+#[tokio::test]
+async fn a_card_expiring_on_another_day_names_the_day_and_still_decides() {
+    let two_days = (2 * 24 * 3600 * 1000).to_string();
+    let on = OnSession::phone(&["--permission-timeout-ms", &two_days]).await;
+    let page = &on.page;
+    page.prompt("write later.txt nothing").await;
+    let policy = page
+        .until("the card's policy line", "document.querySelector('section.card .policy')?.textContent")
+        .await;
+    let policy = policy.as_str().expect("text");
+    let year = policy.split(|c: char| !c.is_ascii_digit()).any(|w| w.len() == 4);
+    assert!(
+        policy.starts_with("The first answer decides. Cancelled at ")
+            && policy.ends_with(" if nobody answers.")
+            && year,
+        "the expiry names its day: {policy}"
+    );
+    page.click("Reject", &card_button("Reject")).await;
+    page.until("the card resolved", NO_CARD).await;
+    page.finished_turn("the turn").await;
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error");
+}
+
 /// Issue #31: a terminal client (`mediatord attach`, in tmux) and the web app on the same
 /// session; the web app decides, and the terminal's card shows who did instead of its keys.
 #[tokio::test]

@@ -111,8 +111,11 @@ export function clock(ms) {
   if (!Number.isFinite(ms)) return '';
   const at = new Date(ms);
   const time = { hour: '2-digit', minute: '2-digit', second: '2-digit' };
-  // Another day's time names its day (a past session's notes, a device last seen last week).
-  if (at.toDateString() !== new Date().toDateString()) return at.toLocaleString([], { dateStyle: 'medium', ...time });
+  // Another day's time names its day (a past session's notes, a device last seen last week, a
+  // request that expires after midnight). Field by field: `dateStyle` mixed with `hour` throws.
+  if (at.toDateString() !== new Date().toDateString()) {
+    return at.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', ...time });
+  }
   return at.toLocaleTimeString([], time);
 }
 
