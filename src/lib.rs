@@ -7,7 +7,7 @@
 //! daemon's life.
 //!
 //! ```text
-//! main.rs ─► server ─► http ─► door ─► desk ─► daemon ─► permission ─┬─► store
+//! cli/ ──► server ─► http ─► door ─► desk ─► daemon ─► permission ─┬─► store
 //!                              └──────────────┘                ├─► devices ────┘
 //!                                                              ├─► agent ────────► acp
 //!                                                              ├─► notify
@@ -15,7 +15,7 @@
 //! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
 //!                                config  throttle  text  log_throttle  present  tls  discovery
 //!                                audit  transcript  scratch
-//! beside the house (imported by main only): demo_agent ─► acp   service   tui ─► http::client
+//! beside the house (imported by cli/ only): demo_agent ─► acp   service   tui ─► http::client
 //! ```
 //!
 //! - Nothing imports [`http`] but [`server`] and the terminal client [`tui`] (its `client`);

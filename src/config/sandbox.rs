@@ -262,7 +262,7 @@ fn shipped_writable(
     xdg_state: Option<&str>,
 ) -> Vec<(PathBuf, Shipped)> {
     if command.display == "demo" {
-        // Its transcripts, kept for `session/load` beside the daemon's state (src/main.rs).
+        // Its transcripts, kept for `session/load` beside the daemon's state (src/cli/demo_agent.rs).
         let home = home.map(|h| h.to_string_lossy().into_owned());
         return default_state_dir(xdg_state, home.as_deref())
             .map(|d| (d.join("demo-agent"), Shipped::Dir))

@@ -9,6 +9,8 @@
 //! - a database driver (`rusqlite`, `tokio_postgres`, `deadpool_postgres`, `postgres_types`) named
 //!   outside `src/store/`;
 //! - a top-level module that has not been given a floor;
+//! - in the binary (`main.rs` and its commands under `cli/`), a `crate::` path out of `cli/` (the
+//!   binary reaches the library through `mediatord::`), or a `main.rs` past [`MAIN_LINES`];
 //! - in a door (`src/http/`, `src/door/`), a registration, subscription, vote or device bound
 //!   called on anything but the front desk (`src/desk/`): who is registered, with which role,
 //!   within which bounds, and how a vote is cast are decided there, once, for every door.
@@ -76,11 +78,20 @@ const DESK_ONLY: [&str; 8] = [
     "forget_voter",
 ];
 
+/// The binary's root declares its commands (`cli/`, one file each) and calls them; no more.
+const MAIN_LINES: usize = 60;
+
 /// Crates only the HTTP floor may name.
 const HTTP_CRATES: [&str; 3] = ["axum", "tower_http", "hyper"];
 
 fn floor(module: &str) -> Option<u8> {
     FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
+}
+
+/// Whether `file` is the binary's (`main.rs` and the commands it declares, `cli/`), not the
+/// library's: above every floor, it has none.
+fn in_binary(file: &Path) -> bool {
+    file == Path::new("main.rs") || file.starts_with("cli")
 }
 
 /// `src/`'s Rust files (the binary's `main.rs` and the crate root `lib.rs` included).
@@ -376,7 +387,7 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
     let mut errors = Vec::new();
     let files: BTreeMap<Vec<String>, PathBuf> = sources
         .iter()
-        .filter(|(file, _)| file != Path::new("main.rs"))
+        .filter(|(file, _)| !in_binary(file))
         .map(|(file, _)| (module_of(file), file.clone()))
         .collect();
     let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
@@ -403,10 +414,26 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 ));
             }
         }
-        if file == Path::new("main.rs") {
-            continue; // the binary: above every floor, and it imports through `mediatord::`
-        }
         let module = module_of(file);
+        if in_binary(file) {
+            // Above every floor: it imports the library through `mediatord::`, its own files
+            // through `super::`/`crate::cli::`.
+            for import in imports(&module, file.ends_with("mod.rs"), source) {
+                if import.target.first().is_some_and(|top| top != "cli") {
+                    errors.push(format!(
+                        "{name} imports crate::{}: the binary reaches the library through mediatord::",
+                        import.target.join("::")
+                    ));
+                }
+            }
+            if file == Path::new("main.rs") && source.lines().count() > MAIN_LINES {
+                errors.push(format!(
+                    "main.rs has {} lines: past {MAIN_LINES}, what it does belongs in a command under cli/",
+                    source.lines().count()
+                ));
+            }
+            continue;
+        }
         let is_dir_module = file.ends_with("mod.rs") || file == Path::new("lib.rs");
         let Some(top) = module.first() else {
             // The crate root only declares modules.
@@ -521,8 +548,11 @@ fn every_import_points_down_and_no_file_imports_itself_back() {
 #[test]
 fn every_top_level_module_has_a_floor() {
     let sources = sources();
-    let tops: BTreeSet<String> =
-        sources.iter().filter_map(|(file, _)| module_of(file).first().cloned()).collect();
+    let tops: BTreeSet<String> = sources
+        .iter()
+        .filter(|(file, _)| !in_binary(file))
+        .filter_map(|(file, _)| module_of(file).first().cloned())
+        .collect();
     let planned: BTreeSet<String> = FLOORS.iter().map(|(m, _)| (*m).to_owned()).collect();
     assert_eq!(tops, planned, "src/'s modules and the floor plan differ");
 }
@@ -599,6 +629,30 @@ fn the_checker_lets_the_terminal_client_use_the_http_client_only_and_nobody_use_
         "{errors:#?}"
     );
     assert_eq!(errors.len(), 2, "tui may use http::client and leaves: {errors:#?}");
+}
+
+#[test]
+fn the_checker_keeps_the_binary_on_mediatord_and_its_root_short() {
+    let sources = vec![
+        file(
+            "main.rs",
+            &format!("mod cli;\n{}fn main() {{ cli::main() }}", "// a line\n".repeat(MAIN_LINES - 1)),
+        ),
+        file("cli/mod.rs", "mod reach; use crate::cli::reach::locate; use self::reach::say;"),
+        file("cli/reach.rs", "use super::say; use crate::daemon::Daemon;"),
+        file("cli/serve.rs", "use super::super::server::run;"),
+        file("daemon/mod.rs", ""),
+        file("server.rs", ""),
+    ];
+    let errors = violations(&sources);
+    let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+    assert!(
+        has("cli/reach.rs imports crate::daemon::Daemon: the binary reaches the library through mediatord::"),
+        "{errors:#?}"
+    );
+    assert!(has("cli/serve.rs imports crate::server::run: the binary reaches"), "{errors:#?}");
+    assert!(has(&format!("main.rs has {} lines: past {MAIN_LINES}", MAIN_LINES + 1)), "{errors:#?}");
+    assert_eq!(errors.len(), 3, "the binary's own files import each other freely: {errors:#?}");
 }
 
 #[test]
