@@ -681,3 +681,21 @@ impl Index {
         Some(index)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boundary of "racily clean": a stamp whose later time is exactly the margin before the
+    /// walk is not trusted yet (a write in the same coarse tick would leave the same times); one
+    /// nanosecond more is. The later of the modification and change times counts.
+    #[test]
+    fn a_stamp_settles_only_past_the_racy_margin_of_its_later_time() {
+        let modified_last = Stamp { dev: 1, ino: 2, mode: 0o100_644, size: 3, mtime: 10, ctime: 4 };
+        let changed_last = Stamp { mtime: 4, ctime: 10, ..modified_last };
+        for stamp in [modified_last, changed_last] {
+            assert!(!stamp.settled(10 + RACY_MARGIN_NS), "{stamp:?}");
+            assert!(stamp.settled(10 + RACY_MARGIN_NS + 1), "{stamp:?}");
+        }
+    }
+}
