@@ -15,11 +15,11 @@
 //! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
 //!                                config  throttle  text  log_throttle  present  tls  discovery
 //!                                audit  transcript  scratch
-//! beside the house (imported by cli/ only): demo_agent ─► acp   service   tui ─► http::client
+//! beside the house (imported by cli/ only): demo_agent ─► acp   service   tui ─► client
 //! ```
 //!
-//! - Nothing imports [`http`] but [`server`] and the terminal client [`tui`] (its `client`);
-//!   only [`http`] knows axum, tower-http and hyper.
+//! - Nothing imports [`http`] but [`server`]; only [`http`] knows axum and tower-http, and hyper
+//!   beside it only the clients ([`client`], the notifications' `notify::deliver`).
 //! - [`permission`] and [`agent`] share a floor and never import each other: the session (in
 //!   [`daemon`]) joins them, through the traits in [`acp`] and [`permission::Host`].
 //! - Leaves import nothing from the crate but other leaves.
@@ -81,7 +81,9 @@
 //! - [`config`]: command line, environment and `--config` file → validated [`config::Config`].
 //! - [`demo_agent`]: the built-in ACP agent behind `mediatord demo-agent` / `--agent demo`.
 //! - [`tui`]: the terminal client: `mediatord attach` (full screen), `watch` and `approve`, a
-//!   client of the HTTP API through `http::client` (imported by main only).
+//!   client of the HTTP API through [`client`] (imported by the binary only).
+//! - [`client`]: the clients of a running daemon the binary and [`tui`] share: the HTTP API's
+//!   (`client::api`) and `mediatord connect`'s (`client::connect`).
 //! - [`service`]: `mediatord service install --user`: the systemd user unit the package ships,
 //!   written for a binary installed anywhere.
 
@@ -89,6 +91,7 @@ pub mod acp;
 pub mod agent;
 pub mod audit;
 pub mod changes;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod confine;

@@ -67,7 +67,7 @@ enum Command {
     Devices(devices::DevicesArgs),
     /// Be an editor's ACP agent on stdio and join a running daemon's shared session over its
     /// `/acp` WebSocket, reconnecting and resuming without losing an update (docs/clients.md).
-    Connect(mediatord::http::connect::ConnectArgs),
+    Connect(mediatord::client::connect::ConnectArgs),
     /// Follow a session full-screen in this terminal: its transcript replayed then live, its
     /// permission requests answered with single keys, prompts typed. Without a session, pick one.
     #[command(after_help = attach::help())]
@@ -118,7 +118,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Transcript(args) => transcript::run(&args),
         Command::Pair(args) => pair::run(&args),
         Command::Devices(args) => devices::run(&args),
-        Command::Connect(args) => mediatord::http::connect::main(args),
+        Command::Connect(args) => mediatord::client::connect::main(args),
         Command::Attach(args) => attach::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Diff(args) => diff::run(args),

@@ -166,7 +166,7 @@ pub(super) fn daemon_call(
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let daemon = locate(command, args);
     let url = daemon.url.clone();
-    let target = mediatord::http::client::Target::new(&url, token, None)
+    let target = mediatord::client::api::Target::new(&url, token, None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))
         .map_err(|e| {
             say(&format!("mediatord {command}: {}", text::escape(&e)));
@@ -186,11 +186,11 @@ pub(super) fn daemon_call(
             Err(ExitCode::FAILURE)
         }
         Err(e) => {
-            let why = mediatord::http::client::unanswered(&e);
+            let why = mediatord::client::api::unanswered(&e);
             // How the address was found matters only when nothing answered there.
             let found = match e {
-                mediatord::http::client::NoAnswer::Unreachable(_) => how_found(args, &daemon.source),
-                mediatord::http::client::NoAnswer::Untrusted(_) => None,
+                mediatord::client::api::NoAnswer::Unreachable(_) => how_found(args, &daemon.source),
+                mediatord::client::api::NoAnswer::Untrusted(_) => None,
             }
             .map_or_else(String::new, |f| format!(" ({f})"));
             say(&format!("mediatord {command}: {}{}", text::escape(&why), text::escape(&found)));

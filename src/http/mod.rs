@@ -21,8 +21,6 @@
 //! - `relay`: a request for a session another daemon of the fleet holds, passed to it.
 //! - `auth`: who a request is (the operator, or a paired device by bearer or cookie); `devices`:
 //!   pairing, listing and revoking devices.
-//! - [`client`]: the command line's client for a running daemon (`mediatord pair`, `devices`).
-//! - [`connect`]: `mediatord connect`, ACP over stdio relayed to a daemon's `/acp` WebSocket.
 //! - `acp`: `/acp`, the ACP transports (WebSocket, Streamable HTTP) onto the ACP door
 //!   (`crate::door`); `wsframe`: the text frames its WebSockets write.
 //!
@@ -35,9 +33,7 @@ mod act;
 pub mod api;
 mod auth;
 mod changes;
-pub mod client;
 mod conn;
-pub mod connect;
 mod daemon;
 mod devices;
 pub mod error;

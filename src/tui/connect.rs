@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::http::client::{Frame, OpenError, Target, segment, unanswered};
+use crate::client::api::{Frame, OpenError, Target, segment, unanswered};
 
 /// Frames queued between the stream's task and the screen: the task waits when the screen is
 /// behind, and the daemon's ring keeps what it has not sent (a lagging stream is its business).
@@ -144,7 +144,7 @@ pub(crate) async fn expect_ok(
     body: Option<&Value>,
 ) -> Result<Value, String> {
     let (status, answer) =
-        target.call_with(method, path, extra, body, crate::http::client::MAX_STATE_BYTES).await?;
+        target.call_with(method, path, extra, body, crate::client::api::MAX_STATE_BYTES).await?;
     if (200..300).contains(&status) { Ok(answer) } else { Err(format!("{status}: {}", error_text(&answer))) }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::connect::{Connection, expect_ok, identify, session_path};
-use crate::http::client::{Target, segment};
+use crate::client::api::{Target, segment};
 use crate::text::escape;
 
 /// The route of one listed file's hunks.

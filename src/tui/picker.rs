@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::connect::error_text;
 use super::shown::spans;
 use super::theme::Theme;
-use crate::http::client::{MAX_STATE_BYTES, Target, segment};
+use crate::client::api::{MAX_STATE_BYTES, Target, segment};
 
 /// What a row opens.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use super::picker::{self, Chosen, Pick, Picker};
 use super::terminal::Screen;
 use super::theme::Theme;
 use super::view;
-use crate::http::client::Target;
+use crate::client::api::Target;
 
 /// Outcomes of calls queued back to the screen; a person cannot start more at once.
 const OUTCOME_QUEUE: usize = 64;
@@ -283,7 +283,7 @@ fn dispatch(target: &Target, session_id: &str, action: Action, tx: &mpsc::Sender
                 Outcome::Cancelled(expect_ok(&target, "POST", &path("/cancel"), &[], None).await.map(|_| ()))
             }
             Action::Vote { request_id, body, label } => {
-                let route = path(&format!("/permission/{}", crate::http::client::segment(&request_id)));
+                let route = path(&format!("/permission/{}", crate::client::api::segment(&request_id)));
                 let result = expect_ok(&target, "POST", &route, &[], Some(&body)).await.map(|_| ());
                 Outcome::Voted { request_id, label, result }
             }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::{Connection, Incoming, STREAM_QUEUE, expect_ok, follow, identify, session_path};
-use crate::http::client::{Frame, segment};
+use crate::client::api::{Frame, segment};
 use crate::text::{escape, escape_json};
 
 /// Characters of an event's text in a `watch` line; the rest is counted (`--json` prints all).

@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
-use axum::body::{Body, BodyDataStream};
-use axum::http::{Method, Request, header};
+use bytes::Bytes;
 use futures_util::StreamExt as _;
+use http_body_util::{BodyDataStream, BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, header};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -192,7 +194,7 @@ impl Target {
         path: &str,
         extra: &[(&str, &str)],
         body: String,
-    ) -> Result<Request<Body>, String> {
+    ) -> Result<Request<Full<Bytes>>, String> {
         let mut request = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.prefix))
@@ -208,15 +210,15 @@ impl Target {
         for (name, value) in extra {
             request = request.header(*name, *value);
         }
-        request.body(Body::from(body)).map_err(|e| e.to_string())
+        request.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())
     }
 
     /// Sends `request` on a fresh connection: the response and the task driving the connection
     /// (aborted by the caller once it has read what it wants).
     async fn send(
         &self,
-        request: Request<Body>,
-    ) -> Result<(axum::http::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>), NoAnswer> {
+        request: Request<Full<Bytes>>,
+    ) -> Result<(Response<Incoming>, tokio::task::JoinHandle<()>), NoAnswer> {
         let unreachable = |e: String| NoAnswer::Unreachable(e);
         let stream = TcpStream::connect((self.host.as_str(), self.port))
             .await
@@ -272,7 +274,7 @@ impl Target {
         let exchange = async {
             let (response, driver) = self.send(request).await?;
             let status = response.status().as_u16();
-            let read = axum::body::to_bytes(Body::new(response.into_body()), limit).await;
+            let read = read_limited(response.into_body(), limit).await;
             driver.abort();
             let bytes = read
                 .map_err(|e| NoAnswer::Unreachable(format!("the daemon's answer could not be read: {e}")))?;
@@ -308,9 +310,9 @@ impl Target {
             .map_err(|_| OpenError::Unreachable(format!("the daemon at {} did not answer", self.url)))?
             .map_err(|e| OpenError::Unreachable(e.to_string()))?;
         let status = response.status().as_u16();
-        let body = Body::new(response.into_body());
+        let body = response.into_body();
         if status != 200 {
-            let bytes = tokio::time::timeout(TIMEOUT, axum::body::to_bytes(body, MAX_RESPONSE_BYTES)).await;
+            let bytes = tokio::time::timeout(TIMEOUT, read_limited(body, MAX_RESPONSE_BYTES)).await;
             driver.abort();
             let answer = match bytes {
                 Ok(Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
@@ -318,7 +320,7 @@ impl Target {
             };
             return Err(OpenError::Refused(status, answer));
         }
-        Ok(Events { body: body.into_data_stream(), frames: Frames::new(MAX_EVENT_BYTES), driver })
+        Ok(Events { body: BodyDataStream::new(body), frames: Frames::new(MAX_EVENT_BYTES), driver })
     }
 }
 
@@ -335,7 +337,7 @@ pub struct Frame {
 /// An open event stream. Dropping it closes the connection.
 #[derive(Debug)]
 pub struct Events {
-    body: BodyDataStream,
+    body: BodyDataStream<Incoming>,
     frames: Frames,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -447,10 +449,16 @@ impl Frames {
     }
 }
 
+/// A response's body whole, refused past `limit` bytes (a daemon's answer is bounded here, not by
+/// its word).
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
+    Limited::new(body, limit).collect().await.map(|whole| whole.to_bytes()).map_err(|e| e.to_string())
+}
+
 /// An HTTP/1.1 client connection on `stream`, and the task driving it.
 async fn handshake<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
-) -> Result<(hyper::client::conn::http1::SendRequest<Body>, tokio::task::JoinHandle<()>), String> {
+) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, tokio::task::JoinHandle<()>), String> {
     let (sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
     let driver = tokio::spawn(async move {

@@ -25,7 +25,7 @@
 //! resume point, the credential was revoked) it answers what is owed with an error, says why on
 //! stderr, and exits 1: the editor sees its agent end, which it can act on.
 //!
-//! A client, like `client.rs`: it lives on the HTTP floor because it speaks the daemon's transport.
+//! A client of the daemon, beside `api.rs` (the HTTP API's client) in the clients' room.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -392,11 +392,9 @@ impl Relay {
             Ok(stream) => Ok(tokio_util::either::Either::Right(stream)),
             // Trying again cannot change the certificate: say so at once.
             Err(e) => match crate::tls::certificate_problem(&e) {
-                Some(problem) => Err(Dial::Refused(crate::http::client::untrusted(
-                    &self.url,
-                    self.fingerprint.is_some(),
-                    &problem,
-                ))),
+                Some(problem) => {
+                    Err(Dial::Refused(super::api::untrusted(&self.url, self.fingerprint.is_some(), &problem)))
+                }
                 None => Err(Dial::Retry(format!("TLS: {e}"))),
             },
         }
