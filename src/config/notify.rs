@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{ConfigError, Secret, refuse, suggest};
+use super::file::suggest;
+use super::{ConfigError, Secret, refuse};
 use crate::event::EventKind;
 
 /// Targets at most: each has its own queue and worker task.
