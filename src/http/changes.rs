@@ -15,14 +15,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::changes::calls::FileCall;
 use crate::changes::{Changes, Entry, FileError};
 use crate::desk::{Caller, Desk, Refusal};
 use crate::store::TurnRecord;
-
-type ApiResult = Result<Response, ApiError>;
 
 /// The query parameters these routes take; each one given twice, or not text, is `invalid_query`.
 #[derive(Debug, Default, Deserialize)]

@@ -5,16 +5,14 @@
 
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, JsonBody, PathParams};
 use super::perimeter::Peer;
 use crate::devices::{Device, Role, qr};
-
-type ApiResult = Result<Response, ApiError>;
 
 fn device_json(d: &Device) -> Value {
     json!({

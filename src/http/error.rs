@@ -18,6 +18,9 @@ use crate::devices::{PAIRING_FAILURE_WINDOW, PairError, RevokeError, StreamLimit
 use crate::door::Failure;
 use crate::permission::{RuleError, VoteError};
 
+/// What a route handler returns: its response, or the error rendered as one.
+pub type ApiResult = Result<Response, ApiError>;
+
 /// `Retry-After` for 503s caused by load (seconds).
 pub const RETRY_AFTER_SECS: u64 = 5;
 

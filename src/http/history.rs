@@ -7,18 +7,16 @@
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::now_ms;
 use crate::desk::Refusal;
 use crate::permission::parse_rule;
 use crate::store::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS};
-
-type ApiResult = Result<Response, ApiError>;
 
 /// `GET /audit`'s page size when `limit` is not given.
 const DEFAULT_AUDIT_PAGE: usize = 50;

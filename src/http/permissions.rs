@@ -6,18 +6,16 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, Flags, JsonBody, PathParams, client_id};
 use crate::clock::now_ms;
 use crate::desk::{Caller, Desk, Refusal};
 use crate::permission::{Vote, parse_rule};
 use crate::present::{self, Bounds};
-
-type ApiResult = Result<Response, ApiError>;
 
 /// The vote a body asks for ([`Vote::parse`]), or `400 invalid_vote`.
 fn parse_vote(body: &Value) -> Result<Vote, ApiError> {

@@ -3,16 +3,14 @@
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::desk::Refusal;
 use crate::desk::{Caller, Desk};
-
-type ApiResult = Result<Response, ApiError>;
 
 /// Whether `Prefer` asks for `respond-async`.
 fn respond_async(headers: &HeaderMap) -> bool {

@@ -3,18 +3,16 @@
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ClientIdProblem};
+use super::error::{ApiError, ApiResult, ClientIdProblem};
 use super::extract::{AppState, JsonBody, PathParams, client_id};
 use crate::clock::iso8601;
 use crate::config::SessionScope;
 use crate::daemon::{CreateRequest, EndReason, Session};
 use crate::desk::{Caller, Desk, Refusal};
-
-type ApiResult = Result<Response, ApiError>;
 
 /// How long `DELETE` waits for the session's terminal event before answering anyway.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(6);
