@@ -26,13 +26,36 @@ const ASSET_PREFIX: &str = "assets/";
 const BROTLI_QUALITY: u32 = 11;
 const BROTLI_WINDOW: u32 = 22;
 
+/// The bounds the web app keeps alike with the terminal client: `src/bounds.rs`, compiled here
+/// too, is the one source of the `limits.js` this script adds to the app.
+#[allow(dead_code, unreachable_pub)]
+mod bounds {
+    include!("src/bounds.rs");
+}
+
+/// The generated module's name in the app (no file of `web/` may take it).
+const LIMITS: &str = "limits.js";
+
+/// `limits.js`: [`bounds::SHARED_WITH_THE_WEB_APP`] as ES module constants.
+fn limits_js() -> Vec<u8> {
+    let mut js =
+        String::from("// Written by build.rs from src/bounds.rs: the bounds every client keeps alike.\n");
+    for (name, value) in bounds::SHARED_WITH_THE_WEB_APP {
+        js.push_str(&format!("export const {name} = {value};\n"));
+    }
+    js.into_bytes()
+}
+
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let web = Path::new(&manifest).join("web");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo::rerun-if-changed=web");
+    println!("cargo::rerun-if-changed=src/bounds.rs");
 
-    let sources = read_sources(&web);
+    let mut sources = read_sources(&web);
+    assert!(!sources.contains_key(LIMITS), "web/{LIMITS} is written by build.rs (from src/bounds.rs)");
+    sources.insert(LIMITS.to_owned(), limits_js());
     let order = dependency_order(&sources);
     let mut hashed: BTreeMap<String, String> = BTreeMap::new();
     let mut built: Vec<Built> = Vec::new();

@@ -14,7 +14,7 @@
 //!                                                              └─► changes
 //! leaves, usable from any floor: clock  sync  path  confine  peer  environ  event  exec  metrics
 //!                                config  throttle  text  log_throttle  present  tls  discovery
-//!                                audit  transcript  scratch
+//!                                audit  transcript  scratch  bounds
 //! beside the house (imported by cli/ only): demo_agent ─► acp   service   tui ─► client
 //! ```
 //!
@@ -75,6 +75,8 @@
 //! - [`environ`]: the daemon's secrets erased from its own initial environment once read.
 //! - [`event`]: the names of the stream's events.
 //! - [`exec`]: the daemon's process groups, and how a process ended.
+//! - [`bounds`]: the bounds the daemon's clients keep alike (the terminal client here, the web
+//!   app through the `limits.js` build.rs writes from it).
 //! - [`scratch`]: the daemon's directory in `TMPDIR` (agents' private temporary directories), removed
 //!   when it goes, or by the next daemon when it was killed.
 //! - [`metrics`]: Prometheus counters, and the typed [`metrics::Snapshot`] of the daemon.
@@ -90,6 +92,7 @@
 pub mod acp;
 pub mod agent;
 pub mod audit;
+pub mod bounds;
 pub mod changes;
 pub mod client;
 pub mod clock;

@@ -7,8 +7,9 @@
 // (user_message_chunk) when it is queued: so the first unfinished prompt is the running one and the
 // others wait, and a turn enters the timeline when it starts.
 
-/** Text kept per message or thought; beyond it the start is dropped (a bound on memory per session). */
-const MAX_TEXT = 4 * 1024 * 1024;
+// Text kept per message or thought (MAX_TEXT): beyond it the start is dropped, a bound on memory
+// per session that the terminal client keeps too (limits.js is written from src/bounds.rs).
+import { MAX_TEXT } from './limits.js';
 
 export function createSession(summary, me) {
   return {

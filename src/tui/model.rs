@@ -14,8 +14,8 @@ use serde_json::Value;
 
 /// Timeline entries kept; older ones are dropped (and counted): a bound on memory per session.
 pub(crate) const MAX_ENTRIES: usize = 4000;
-/// Bytes of one message or thought kept; beyond it the start is dropped.
-pub(crate) const MAX_TEXT: usize = 1024 * 1024;
+/// Bytes of one message or thought kept; beyond it the start is dropped (the web app's bound too).
+pub(crate) use crate::bounds::MAX_TEXT;
 /// Tool calls remembered (to lay updates over); the oldest are forgotten.
 pub(crate) const MAX_TOOL_CALLS: usize = 4000;
 /// Permission requests remembered; the oldest decided ones are forgotten.

@@ -35,6 +35,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("environ", 0),
     ("sync", 0),
     ("scratch", 0),
+    ("bounds", 0),
     ("service", 0),
     ("throttle", 0),
     ("text", 0),

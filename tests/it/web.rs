@@ -256,6 +256,38 @@ async fn the_public_urls_origin_is_the_daemons_own_too() {
     assert_eq!(res.expect("post").status(), 403);
 }
 
+/// The bounds the web app keeps alike with the terminal client come from one source: the served
+/// app's `limits.js` is written from `src/bounds.rs` (each value the crate's), and `state.js` takes
+/// its `MAX_TEXT` from it rather than a number of its own.
+#[tokio::test]
+async fn the_web_apps_shared_bounds_are_the_crates() {
+    let d = Daemon::start(&[]);
+    let (_, _, html) = fetch(&d, "/", &[("Accept", BROWSER_ACCEPT)]).await;
+    let assets = references(&String::from_utf8(html).expect("utf-8"));
+    let find = |stem: &str| {
+        assets
+            .iter()
+            .find(|a| a.starts_with(stem))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {stem}* in {assets:?}"))
+    };
+    let (limits, state) = (find("limits."), find("state."));
+    let (status, _, body) = fetch(&d, &format!("/assets/{limits}"), &[]).await;
+    assert_eq!(status, 200);
+    let body = String::from_utf8(body).expect("utf-8");
+    let exported: Vec<&str> = body.lines().filter(|l| l.starts_with("export const ")).collect();
+    let expected: Vec<String> = mediatord::bounds::SHARED_WITH_THE_WEB_APP
+        .iter()
+        .map(|(name, value)| format!("export const {name} = {value};"))
+        .collect();
+    assert_eq!(exported, expected, "{body}");
+    assert!(expected.contains(&format!("export const MAX_TEXT = {};", mediatord::bounds::MAX_TEXT)));
+    let (_, _, state_js) = fetch(&d, &format!("/assets/{state}"), &[]).await;
+    let state_js = String::from_utf8(state_js).expect("utf-8");
+    assert!(state_js.contains(&format!("import {{ MAX_TEXT }} from './{limits}';")), "{state_js}");
+    assert!(!state_js.contains("const MAX_TEXT"), "state.js has a MAX_TEXT of its own");
+}
+
 /// The screenshots in docs/screenshots/ are made by tests/browser.rs from the app as it is: the file
 /// `bundle.txt` beside them names the build of `web/` they show, and must name this one.
 #[test]

@@ -1,0 +1,10 @@
+// The bounds the daemon's clients keep alike: the terminal client (`tui`) reads them here, the web
+// app from `limits.js`, which build.rs writes from this very file (it includes it) into the
+// embedded app. So this file holds plain constants only, and no inner doc comment.
+
+/// Bytes of one message or thought a client keeps (the web app counts UTF-16 units); beyond it
+/// the start is dropped and the end, the latest, kept.
+pub const MAX_TEXT: usize = 1024 * 1024;
+
+/// What build.rs writes into the web app's `limits.js`, each as `export const NAME = value;`.
+pub const SHARED_WITH_THE_WEB_APP: &[(&str, usize)] = &[("MAX_TEXT", MAX_TEXT)];
