@@ -36,16 +36,6 @@ mod bounds {
 /// The generated module's name in the app (no file of `web/` may take it).
 const LIMITS: &str = "limits.js";
 
-/// `limits.js`: [`bounds::SHARED_WITH_THE_WEB_APP`] as ES module constants.
-fn limits_js() -> Vec<u8> {
-    let mut js =
-        String::from("// Written by build.rs from src/bounds.rs: the bounds every client keeps alike.\n");
-    for (name, value) in bounds::SHARED_WITH_THE_WEB_APP {
-        js.push_str(&format!("export const {name} = {value};\n"));
-    }
-    js.into_bytes()
-}
-
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let web = Path::new(&manifest).join("web");
@@ -55,7 +45,7 @@ fn main() {
 
     let mut sources = read_sources(&web);
     assert!(!sources.contains_key(LIMITS), "web/{LIMITS} is written by build.rs (from src/bounds.rs)");
-    sources.insert(LIMITS.to_owned(), limits_js());
+    sources.insert(LIMITS.to_owned(), bounds::limits_js().into_bytes());
     let order = dependency_order(&sources);
     let mut hashed: BTreeMap<String, String> = BTreeMap::new();
     let mut built: Vec<Built> = Vec::new();

@@ -231,8 +231,19 @@ async fn every_export_writes_an_agents_newlines_escapes_and_overrides_as_text() 
     assert_inert("mediatord transcript --format json", &doc);
     let doc: Value = serde_json::from_str(&doc).expect("JSON");
 
-    // The web app's export of the same session (`web/history.js`), as the page would make it.
-    let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web/history.js");
+    // The web app's export of the same session (`web/history.js`), as the page would make it: its
+    // modules from the source tree, with the `limits.js` the build adds to them.
+    let modules = tempfile::tempdir().expect("a folder for the web app's modules");
+    for entry in
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web")).expect("web/")
+    {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "js") {
+            std::fs::copy(&path, modules.path().join(path.file_name().expect("a name"))).expect("copy");
+        }
+    }
+    std::fs::write(modules.path().join("limits.js"), mediatord::bounds::limits_js()).expect("limits.js");
+    let web = modules.path().join("history.js");
     let script = format!(
         "const {{ transcriptMarkdown }} = await import({}); \
          const doc = JSON.parse(process.argv[1]); \
