@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::reach::{ClientArgs, client_command, connection};
+use super::reach::{ClientArgs, client_command, login};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ApproveArgs {
@@ -47,7 +47,7 @@ Examples:
 
 /// `mediatord approve`: what was decided on stdout; the option defaults to allow_once (a question's Submit).
 pub(super) fn run(args: ApproveArgs) -> ExitCode {
-    let conn = match connection("approve", &args.client) {
+    let conn = match login("approve", &args.client) {
         Ok(conn) => conn,
         Err(code) => return code,
     };

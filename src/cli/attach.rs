@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::reach::{ClientArgs, client_command, connection};
+use super::reach::{ClientArgs, client_command, login};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct AttachArgs {
@@ -37,7 +37,7 @@ pub(super) fn help() -> String {
 
 /// `mediatord attach`: the full-screen client until the person quits (the session keeps running).
 pub(super) fn run(args: AttachArgs) -> ExitCode {
-    let conn = match connection("attach", &args.client) {
+    let conn = match login("attach", &args.client) {
         Ok(conn) => conn,
         Err(code) => return code,
     };

@@ -3,7 +3,7 @@
 use std::io;
 use std::process::ExitCode;
 
-use super::reach::{ClientArgs, client_command, connection};
+use super::reach::{ClientArgs, client_command, login};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct DiffArgs {
@@ -18,7 +18,7 @@ pub(super) struct DiffArgs {
 
 /// `mediatord diff`: the diff on stdout, coloured only on a terminal that has not asked for `NO_COLOR`.
 pub(super) fn run(args: DiffArgs) -> ExitCode {
-    let conn = match connection("diff", &args.client) {
+    let conn = match login("diff", &args.client) {
         Ok(conn) => conn,
         Err(code) => return code,
     };

@@ -96,9 +96,10 @@ fn how_found(args: &DaemonArgs, source: &mediatord::discovery::Source) -> Option
     })
 }
 
-/// The connection `attach`, `watch` and `approve` use: the URL resolved once, the device's
-/// credential read from its file when given, the operator's client id defaulted from $USER.
-pub(super) fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Connection, ExitCode> {
+/// The login `attach`, `watch`, `diff` and `approve` use (which daemon, with which credential, as
+/// which client id): the URL resolved once, the device's credential read from its file when given,
+/// the operator's client id defaulted from $USER.
+pub(super) fn login(command: &str, args: &ClientArgs) -> Result<mediatord::tui::Login, ExitCode> {
     let device = match (&args.device, &args.device_file) {
         (Some(d), _) => Some(d.clone()),
         (None, Some(path)) => match std::fs::read_to_string(path) {
@@ -112,7 +113,7 @@ pub(super) fn connection(command: &str, args: &ClientArgs) -> Result<mediatord::
     };
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
     let daemon = locate(command, &args.daemon);
-    Ok(mediatord::tui::Connection {
+    Ok(mediatord::tui::Login {
         url: daemon.url,
         fingerprint: daemon.fingerprint,
         token: args.daemon.token.clone(),

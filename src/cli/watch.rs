@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::reach::{ClientArgs, client_command, connection};
+use super::reach::{ClientArgs, client_command, login};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct WatchArgs {
@@ -28,7 +28,7 @@ Examples:
 
 /// `mediatord watch`: 0 when the session ends, 1 when the daemon cannot be reached or refuses.
 pub(super) fn run(args: WatchArgs) -> ExitCode {
-    let conn = match connection("watch", &args.client) {
+    let conn = match login("watch", &args.client) {
         Ok(conn) => conn,
         Err(code) => return code,
     };

@@ -57,7 +57,7 @@ const MAX_ASKED: usize = 256;
 /// follows the turn's end at once; this only spans a reconnect).
 const MAX_TURN_ENDS: usize = 1024;
 
-/// The daemon's requests the editor is asked (each under the relay's own id, [`Relay::ask`]). Any
+/// The daemon's requests the editor is asked (each under the relay's own id, [`Bridge::ask`]). Any
 /// other request of the daemon is answered `-32601` and never reaches the editor.
 const EDITOR_ANSWERS: &[&str] =
     &[crate::acp::method::SESSION_REQUEST_PERMISSION, crate::acp::method::ELICITATION_CREATE];
@@ -134,7 +134,7 @@ pub fn main(args: ConnectArgs) -> ExitCode {
         // Named before anything is sent: any machine on the LAN can answer a browse.
         say(&format!("found {} on the LAN (mDNS) at {}; a URL argument names another", name, daemon.url));
     }
-    let relay = match Relay::new(&args, &daemon) {
+    let relay = match Bridge::new(&args, &daemon) {
         Ok(relay) => relay,
         Err(e) => {
             say(&e);
@@ -203,7 +203,9 @@ struct Asked {
     answer: Option<(String, Value)>,
 }
 
-struct Relay {
+/// The bridge between the editor's stdio and the daemon's `/acp` WebSocket, across reconnects
+/// ("relay" is the fleet's word, for a request passed between daemons).
+struct Bridge {
     url: String,
     /// The certificate the daemon advertised (state dir or mDNS), trusted exactly over `wss://`.
     fingerprint: Option<String>,
@@ -234,8 +236,8 @@ struct Relay {
     finish_for: Duration,
 }
 
-impl Relay {
-    fn new(args: &ConnectArgs, daemon: &crate::discovery::Located) -> Result<Relay, String> {
+impl Bridge {
+    fn new(args: &ConnectArgs, daemon: &crate::discovery::Located) -> Result<Bridge, String> {
         let credential = match (&args.device, &args.device_file, &args.token) {
             (Some(d), _, _) => Some(d.trim().to_owned()),
             (None, Some(path), _) => Some(
@@ -247,7 +249,7 @@ impl Relay {
             (None, None, t) => t.as_deref().map(str::trim).map(str::to_owned),
         }
         .filter(|c| !c.is_empty());
-        Ok(Relay {
+        Ok(Bridge {
             url: acp_url(&daemon.url)?,
             fingerprint: daemon.fingerprint.clone(),
             credential,
@@ -996,7 +998,7 @@ mod tests {
     }
 
     /// A relay as `connect http://h:1 --client-id c` makes it, not connected.
-    fn relay() -> Relay {
+    fn relay() -> Bridge {
         let args = ConnectArgs {
             url: Some("http://h:1".into()),
             state_dir: None,
@@ -1016,7 +1018,7 @@ mod tests {
             source: crate::discovery::Source::Explicit,
             ignored: None,
         };
-        Relay::new(&args, &daemon).expect("relay")
+        Bridge::new(&args, &daemon).expect("relay")
     }
 
     #[tokio::test]

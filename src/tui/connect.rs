@@ -17,9 +17,10 @@ pub(crate) const STREAM_QUEUE: usize = 1024;
 const RECONNECT_MIN: Duration = Duration::from_millis(250);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// How to reach the daemon, as the command line gave it.
+/// A login to the daemon, as the command line gave it: which daemon (and the certificate to
+/// trust), with which credential, as which client id. Not a connection: each call opens its own.
 #[derive(Clone, Default)]
-pub struct Connection {
+pub struct Login {
     pub url: String,
     /// The certificate to trust over https, as the daemon advertised it (its state dir, or mDNS);
     /// `None`: the system's roots.
@@ -33,9 +34,9 @@ pub struct Connection {
     pub client_id: Option<String>,
 }
 
-impl std::fmt::Debug for Connection {
+impl std::fmt::Debug for Login {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection")
+        f.debug_struct("Login")
             .field("url", &self.url)
             .field("token", &self.token.as_ref().map(|_| "…"))
             .field("device", &self.device.as_ref().map(|_| "…"))
@@ -67,7 +68,7 @@ pub(crate) struct Identity {
     pub client_id: Option<String>,
 }
 
-impl Connection {
+impl Login {
     /// The target to call, with the credential and client id to send.
     pub(crate) fn target(&self) -> Result<Target, String> {
         let target = match &self.device {
@@ -80,7 +81,7 @@ impl Connection {
 
 /// `GET /capabilities`: who we are and the daemon's answer (its workspaces, agents). When the
 /// daemon cannot be reached or refuses the credential, the error says what to do about it.
-pub(crate) async fn identify(conn: &Connection, target: &Target) -> Result<(Identity, Value), String> {
+pub(crate) async fn identify(conn: &Login, target: &Target) -> Result<(Identity, Value), String> {
     let (status, answer) = target.call("GET", "/capabilities", None).await.map_err(|e| unanswered(&e))?;
     match status {
         200 => {}
@@ -109,7 +110,7 @@ pub(crate) async fn identify(conn: &Connection, target: &Target) -> Result<(Iden
     Ok((identity, answer))
 }
 
-impl Connection {
+impl Login {
     /// A 401, said as what to fix: the credential that was sent (a device's, the operator's
     /// token, or none) and where the right one comes from.
     fn refused(&self, url: &str) -> String {
@@ -248,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_device_credential_wins_and_sends_no_client_id() {
-        let c = Connection {
+        let c = Login {
             url: "http://127.0.0.1:1".into(),
             fingerprint: None,
             token: Some("op".into()),
@@ -256,7 +257,7 @@ mod tests {
             client_id: Some("tui:me".into()),
         };
         assert_eq!(c.target().expect("target").client_id(), None);
-        let c = Connection { device: None, ..c };
+        let c = Login { device: None, ..c };
         assert_eq!(c.target().expect("target").client_id(), Some("tui:me"));
         assert!(!format!("{c:?}").contains("op\""), "{c:?}");
     }

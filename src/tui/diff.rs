@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::connect::{Connection, expect_ok, identify, session_path};
+use super::connect::{Login, expect_ok, identify, session_path};
 use crate::client::api::{Target, segment};
 use crate::text::escape;
 
@@ -17,7 +17,7 @@ const MAX_FILES: usize = 500;
 /// The diff to print: turn `turn` of `session` (default: its last turn that changed a file), or
 /// without a session the primary workspace's diff.
 pub async fn diff(
-    conn: Connection,
+    conn: Login,
     session: Option<String>,
     turn: Option<u64>,
     colour: bool,

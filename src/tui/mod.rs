@@ -28,7 +28,7 @@ mod theme;
 mod view;
 mod watch;
 
-pub use self::connect::{Connection, default_client_id};
+pub use self::connect::{Login, default_client_id};
 pub use self::diff::diff;
 pub use self::run::{AttachOptions, attach};
 pub use self::view::keys_text;

@@ -12,7 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::app::{Action, App, Link, Outcome};
-use super::connect::{Connection, Incoming, STREAM_QUEUE, expect_ok, follow, identify, session_path};
+use super::connect::{Incoming, Login, STREAM_QUEUE, expect_ok, follow, identify, session_path};
 use super::model::{Level, Session};
 use super::picker::{self, Chosen, Pick, Picker};
 use super::terminal::Screen;
@@ -39,7 +39,7 @@ pub struct AttachOptions {
 }
 
 /// Runs the client until the person quits: `Ok` to exit 0, `Err` with what to print.
-pub async fn attach(conn: Connection, opts: AttachOptions) -> Result<(), String> {
+pub async fn attach(conn: Login, opts: AttachOptions) -> Result<(), String> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(
             "attach needs a terminal (for a script, `mediatord watch SESSION` prints events as lines)"

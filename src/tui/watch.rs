@@ -9,7 +9,7 @@ use std::io::Write;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::connect::{Connection, Incoming, STREAM_QUEUE, expect_ok, follow, identify, session_path};
+use super::connect::{Incoming, Login, STREAM_QUEUE, expect_ok, follow, identify, session_path};
 use crate::client::api::{Frame, segment};
 use crate::text::{escape, escape_json};
 
@@ -77,7 +77,7 @@ pub(crate) fn line(frame: &Frame) -> String {
 }
 
 /// `mediatord watch`: 0 when the session ended (or is history), 1 when the daemon refused.
-pub async fn watch(conn: Connection, session_id: String, json_lines: bool) -> Result<(), String> {
+pub async fn watch(conn: Login, session_id: String, json_lines: bool) -> Result<(), String> {
     let target = conn.target()?;
     identify(&conn, &target).await?;
     let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
@@ -118,7 +118,7 @@ pub async fn watch(conn: Connection, session_id: String, json_lines: bool) -> Re
 /// `mediatord approve`: votes `option` (an option id, or a kind: `allow_once`, `allow_always`,
 /// `reject_once`, `reject_always`) on `request` or the oldest pending request; what was decided.
 pub async fn approve(
-    conn: Connection,
+    conn: Login,
     session_id: String,
     request: Option<String>,
     option: String,
