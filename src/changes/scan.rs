@@ -281,8 +281,7 @@ impl Walk<'_> {
             let fd = match (&t.parent, root.take()) {
                 (None, Some(fd)) => fd,
                 (Some(parent), _) => {
-                    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                    match rustix::fs::openat(&**parent, t.name.as_str(), flags, Mode::empty()) {
+                    match open_dir(parent, &t.name) {
                         Ok(fd) => fd,
                         // Gone, swapped for a symlink or a file, or unreadable since it was listed.
                         Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR | Errno::ACCESS | Errno::PERM) => {
@@ -559,6 +558,13 @@ impl Walk<'_> {
     }
 }
 
+/// Opens the directory `name` of `parent` for a walk: a directory only, never through a symlink
+/// (one swapped in since the listing is refused, `ELOOP` or `ENOTDIR`, not followed out).
+fn open_dir(parent: &OwnedFd, name: &str) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(parent, name, flags, Mode::empty())
+}
+
 /// Reads at most `cap` bytes of the regular file `name` of `dir` (not following a symlink).
 fn read_small(dir: &OwnedFd, name: &str, cap: u64) -> io::Result<Vec<u8>> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -689,6 +695,25 @@ mod tests {
     /// The boundary of "racily clean": a stamp whose later time is exactly the margin before the
     /// walk is not trusted yet (a write in the same coarse tick would leave the same times); one
     /// nanosecond more is. The later of the modification and change times counts.
+    /// A walk opens what its listing called a directory only if it still is one, and not through
+    /// a symlink: a file or a symlink (to a directory) put in its place is refused.
+    #[test]
+    fn a_directory_is_opened_only_as_itself() {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join("d")).expect("d");
+        std::fs::write(root.path().join("f"), "file").expect("f");
+        std::os::unix::fs::symlink(root.path().join("d"), root.path().join("l")).expect("l");
+        let parent = rustix::fs::open(root.path(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+            .expect("the parent");
+        assert!(open_dir(&parent, "d").is_ok());
+        assert_eq!(open_dir(&parent, "f").err(), Some(Errno::NOTDIR), "a file in the directory's place");
+        let through = open_dir(&parent, "l").err();
+        assert!(
+            matches!(through, Some(Errno::LOOP | Errno::NOTDIR)),
+            "a symlink is not followed: {through:?}"
+        );
+    }
+
     #[test]
     fn a_stamp_settles_only_past_the_racy_margin_of_its_later_time() {
         let modified_last = Stamp { dev: 1, ino: 2, mode: 0o100_644, size: 3, mtime: 10, ctime: 4 };

@@ -97,6 +97,7 @@ fn an_unchanged_workspace_is_stat_only_and_keeps_its_snapshot_id() {
     let changes = engine(&f);
     let first = changes.snapshot_at(&f.ws, later()).expect("first");
     assert_eq!((first.stats.hashed, first.stats.files, first.stats.directories_read), (50, 50, 6));
+    assert_eq!(first.stats.directories, 6, "the root and its five folders");
     let again = changes.snapshot_at(&f.ws, later()).expect("again");
     assert_eq!(again.id, first.id);
     assert_eq!((again.stats.hashed, again.stats.directories_read), (0, 0), "nothing read: {:?}", again.stats);
@@ -168,6 +169,22 @@ fn a_changed_gitignore_is_applied_to_cached_folders() {
     assert_eq!(paths(&third), [".gitignore", "a/b/x.tmp"]);
 }
 
+/// A file deleted with nothing else changed is a new snapshot without it (nothing was read or
+/// hashed for it: it was only not seen).
+#[test]
+fn a_file_deleted_alone_makes_a_new_snapshot_without_it() {
+    let f = fixture();
+    write(&f.ws, "keep.txt", "keep");
+    write(&f.ws, "d/gone.txt", "gone");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    fs::remove_file(f.ws.join("d/gone.txt")).expect("rm");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_ne!(second.id, first.id);
+    assert_eq!(paths(&second), ["keep.txt"]);
+    assert_eq!(second.stats.hashed, 0, "{:?}", second.stats);
+}
+
 #[test]
 fn bounds_refuse_too_many_files_and_keep_oversized_ones_by_stat() {
     let f = fixture();
@@ -186,9 +203,15 @@ fn bounds_refuse_too_many_files_and_keep_oversized_ones_by_stat() {
     let set = changes.change_set(&s.manifest, &after.manifest);
     assert_eq!(set.files.len(), 1);
     assert!(set.files[0].truncated && set.files[0].status == Status::Modified);
+    // Depth 2 is the deepest walked: `a/b` (depth 2) is, `a/b/c` (depth 3) is skipped and counted.
     write(&f.ws, "a/b/c/too/deep.txt", "deep");
+    write(&f.ws, "a/b/c/out.txt", "out");
+    write(&f.ws, "a/b/in.txt", "in");
     let deep = changes.snapshot_at(&f.ws, later()).expect("deep");
     assert!(!deep.manifest.entries.contains_key("a/b/c/too/deep.txt"));
+    assert!(!deep.manifest.entries.contains_key("a/b/c/out.txt"), "{:?}", paths(&deep));
+    assert!(deep.manifest.entries.contains_key("a/b/in.txt"), "{:?}", paths(&deep));
+    assert_eq!(deep.stats.skipped, 1, "{:?}", deep.stats);
     for i in 5..12 {
         write(&f.ws, &format!("f{i}"), "x");
     }
