@@ -63,8 +63,11 @@ fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
     write(&f.ws, "target/debug/big", "built");
     write(&f.ws, "run.log", "noise");
     write(&f.ws, "keep.log", "kept");
-    write(&f.ws, "sub/.gitignore", "local.txt\n");
+    // A pattern with a slash is anchored at its own file's folder: `sub/only/x` only.
+    write(&f.ws, "sub/.gitignore", "local.txt\n/only/x\n");
     write(&f.ws, "sub/local.txt", "ignored here");
+    write(&f.ws, "sub/only/x", "ignored: anchored at sub/");
+    write(&f.ws, "sub/deeper/only/x", "kept: the anchor is sub/, not any folder");
     write(&f.ws, "local.txt", "not ignored at the root");
     write(&f.ws, ".git/HEAD", "ref: refs/heads/main\n");
     write(&f.ws, ".git/info/exclude", "secret.env\n");
@@ -77,7 +80,16 @@ fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
     let s = changes.snapshot_at(&f.ws, later()).expect("snapshot");
     assert_eq!(
         paths(&s),
-        [".gitignore", "a.txt", "keep.log", "link", "local.txt", "src/lib.rs", "sub/.gitignore"]
+        [
+            ".gitignore",
+            "a.txt",
+            "keep.log",
+            "link",
+            "local.txt",
+            "src/lib.rs",
+            "sub/.gitignore",
+            "sub/deeper/only/x"
+        ]
     );
     let e = |p: &str| s.manifest.entries[p];
     assert_eq!((e("a.txt").kind, e("a.txt").size), (Kind::File, 2));
@@ -85,7 +97,7 @@ fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
     assert_eq!(e("link").kind, Kind::Symlink);
     assert_eq!(changes.content(&e("link")).expect("target"), b"a.txt");
     assert_eq!(changes.content(&e("a.txt")).expect("content"), b"a\n");
-    assert_eq!(s.stats.hashed, 7);
+    assert_eq!(s.stats.hashed, 8);
 }
 
 #[test]
