@@ -68,15 +68,25 @@ pub(crate) fn dir() -> io::Result<PathBuf> {
 }
 
 /// Removes the daemon's scratch directory and everything in it, and refuses [`dir`] from then on.
-/// For the daemon's ways out: the commands that wrote there are dead, or being killed. Never
-/// waits: the panic hook calls it, maybe on the thread that holds the lock, and a directory it
-/// cannot take now is the next daemon's to sweep.
+/// For the daemon's ways out: the commands that wrote there are dead, or being killed. Waits for
+/// another removal under way (the drain's, when a second signal comes as it ends): returning at
+/// once would let the exit that follows cut that removal short and leave the directory behind.
 pub fn remove() {
-    let mut state = match SCRATCH.try_lock() {
-        Ok(state) => state,
-        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(TryLockError::WouldBlock) => return,
-    };
+    take(lock(&SCRATCH));
+}
+
+/// [`remove`] for the panic hook, which never waits: it may run on the thread that holds the lock,
+/// and a directory it cannot take now is the next daemon's to sweep.
+pub fn remove_now() {
+    match SCRATCH.try_lock() {
+        Ok(state) => take(state),
+        Err(TryLockError::Poisoned(poisoned)) => take(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => {}
+    }
+}
+
+/// Marks the scratch directory removed, and removes it if it was made.
+fn take(mut state: std::sync::MutexGuard<'_, State>) {
     if let State::Made(scratch) = std::mem::replace(&mut *state, State::Removed) {
         let _ = std::fs::remove_dir_all(&scratch.dir);
     }

@@ -297,7 +297,7 @@ fn exit_on_panic(daemon: Arc<Daemon>) {
     std::panic::set_hook(Box::new(move |info| {
         tracing::error!(panic = %info, "a task panicked: killing every agent and shell command and exiting");
         daemon.kill_all_processes();
-        crate::scratch::remove();
+        crate::scratch::remove_now();
         #[expect(clippy::exit, reason = "a panic ends the daemon at once (see above)")]
         std::process::exit(PANIC_EXIT_STATUS);
     }));
