@@ -181,6 +181,34 @@ fn a_changed_gitignore_is_applied_to_cached_folders() {
     assert_eq!(paths(&third), [".gitignore", "a/b/x.tmp"]);
 }
 
+/// `.git/info/exclude` counts like the root's `.gitignore`: a change to it alone (the root
+/// folder's own times unchanged) is applied to the cached folders.
+#[test]
+fn a_changed_git_info_exclude_is_applied_to_cached_folders() {
+    let f = fixture();
+    write(&f.ws, ".git/info/exclude", "");
+    write(&f.ws, "a/b/x.tmp", "x");
+    write(&f.ws, "a/b/y.txt", "y");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    assert_eq!(paths(&first), ["a/b/x.tmp", "a/b/y.txt"]);
+    write(&f.ws, ".git/info/exclude", "*.tmp\n");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_eq!(paths(&second), ["a/b/y.txt"]);
+}
+
+/// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
+#[test]
+fn a_name_that_is_not_utf8_is_skipped_and_counted() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    write(&f.ws, "ok.txt", "ok");
+    fs::write(f.ws.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), "bad").expect("write");
+    let s = engine(&f).snapshot_at(&f.ws, later()).expect("snapshot");
+    assert_eq!(paths(&s), ["ok.txt"]);
+    assert_eq!(s.stats.skipped, 1, "{:?}", s.stats);
+}
+
 /// A file deleted with nothing else changed is a new snapshot without it (nothing was read or
 /// hashed for it: it was only not seen).
 #[test]
