@@ -1,6 +1,6 @@
 // The bounds the daemon's clients keep alike: the terminal client (`tui`) reads them here, the web
 // app from `limits.js`, which build.rs writes from this very file (it includes it) into the
-// embedded app. So this file holds plain constants only, and no inner doc comment.
+// embedded app. So this file imports nothing and has no inner doc comment.
 
 /// Bytes of one message or thought a client keeps (the web app counts UTF-16 units); beyond it
 /// the start is dropped and the end, the latest, kept.

@@ -225,6 +225,28 @@ fn a_file_deleted_alone_makes_a_new_snapshot_without_it() {
     assert_eq!(second.stats.hashed, 0, "{:?}", second.stats);
 }
 
+/// The bounds' edges: exactly `max_files` files, and a file of exactly `max_file_bytes`, are
+/// taken whole; an oversized file stays counted when a snapshot takes it from the cache.
+#[test]
+fn the_bounds_take_exactly_their_limit() {
+    let f = fixture();
+    write(&f.ws, "a", &"x".repeat(50));
+    write(&f.ws, "b", &"y".repeat(51));
+    write(&f.ws, "c", "z");
+    let limits = Limits { max_files: 3, max_file_bytes: 50, max_depth: 2 };
+    let changes = Changes::open(Some(&f.state), limits).expect("open");
+    let s = changes.snapshot_at(&f.ws, later()).expect("three files: the limit");
+    assert_eq!(s.manifest.entries["a"].kind, Kind::File, "exactly max_file_bytes is kept");
+    assert_eq!(s.manifest.entries["b"].kind, Kind::Oversized);
+    assert_eq!((s.stats.hashed, s.stats.bytes_hashed, s.stats.oversized), (2, 51, 1), "{:?}", s.stats);
+    let again = changes.snapshot_at(&f.ws, later()).expect("again");
+    assert_eq!(again.id, s.id);
+    assert_eq!((again.stats.hashed, again.stats.oversized), (0, 1), "{:?}", again.stats);
+    write(&f.ws, "d", "one too many");
+    let refused = changes.snapshot_at(&f.ws, later());
+    assert!(matches!(refused, Err(ScanError::TooManyFiles { limit: 3 })), "{refused:?}");
+}
+
 #[test]
 fn bounds_refuse_too_many_files_and_keep_oversized_ones_by_stat() {
     let f = fixture();
