@@ -76,6 +76,13 @@ pub fn default_state_dir(xdg_state_home: Option<&str>, home: Option<&str>) -> Op
     home.filter(|h| h.starts_with('/')).map(|h| Path::new(h).join(".local/state/mediatord"))
 }
 
+/// [`default_state_dir`] of this process's environment: what the daemon and every command that
+/// looks for it use when no `--state-dir` is given.
+pub fn env_state_dir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var(k).ok();
+    default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+}
+
 /// Environment variables the daemon reads that hold a secret: they are removed from the
 /// environment of every process the daemon starts (agents, their guards, session shell commands),
 /// so nothing the agent runs can read the token and vote on its own permission requests, nor
@@ -613,11 +620,10 @@ fn state_dir(
     if ephemeral {
         return Ok((true, None));
     }
-    let env = |k: &str| std::env::var(k).ok();
     let dir = match state_dir_raw {
         Some(dir) if dir.as_os_str().is_empty() => return refuse("--state-dir must not be empty"),
         Some(dir) => dir,
-        None => match default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref()) {
+        None => match env_state_dir() {
             Some(dir) => dir,
             None => {
                 return refuse(

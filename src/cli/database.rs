@@ -39,10 +39,7 @@ pub(super) fn read_database(
 /// The state directory a command reads: `--state-dir`, else the default; `None` (said on stderr,
 /// as `command`'s) when there is neither.
 pub(super) fn state_dir_of(arg: Option<&std::path::Path>, command: &str) -> Option<std::path::PathBuf> {
-    let env = |k: &str| std::env::var(k).ok();
-    let dir = arg.map(std::path::Path::to_path_buf).or_else(|| {
-        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    });
+    let dir = arg.map(std::path::Path::to_path_buf).or_else(mediatord::config::env_state_dir);
     if dir.is_none() {
         say(&format!(
             "mediatord {command}: no state directory: pass --state-dir, or set XDG_STATE_HOME or HOME"

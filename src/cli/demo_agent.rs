@@ -11,17 +11,12 @@ use super::say;
 /// `mediatord demo-agent`: runs until its stdin ends.
 pub(super) fn run(args: &DemoArgs) -> ExitCode {
     init_logging(LogFormat::Text, "warn");
-    let env = |k: &str| std::env::var(k).ok();
     let opts = demo_agent::DemoOptions {
         ignore_sigterm: args.ignore_sigterm,
         linger_after_eof: args.linger,
         no_load_session: args.no_load_session,
         // Beside the daemon's own state (same user, same XDG rules).
-        transcripts: mediatord::config::default_state_dir(
-            env("XDG_STATE_HOME").as_deref(),
-            env("HOME").as_deref(),
-        )
-        .map(|d| d.join("demo-agent")),
+        transcripts: mediatord::config::env_state_dir().map(|d| d.join("demo-agent")),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -73,10 +73,7 @@ fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
 
 /// The state directory `pair` and `devices` look in for the running daemon's address.
 fn state_dir(args: &DaemonArgs) -> Option<std::path::PathBuf> {
-    let env = |k: &str| std::env::var(k).ok();
-    args.state_dir.clone().or_else(|| {
-        mediatord::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    })
+    args.state_dir.clone().or_else(mediatord::config::env_state_dir)
 }
 
 /// How the address a command could not reach was chosen, and how to choose another; nothing

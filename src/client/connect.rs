@@ -122,10 +122,7 @@ pub fn main(args: ConnectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let env = |k: &str| std::env::var(k).ok();
-    let state_dir = args.state_dir.clone().or_else(|| {
-        crate::config::default_state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
-    });
+    let state_dir = args.state_dir.clone().or_else(crate::config::env_state_dir);
     let daemon = crate::discovery::locate(args.url.as_deref(), state_dir.as_deref(), !args.no_mdns);
     if let Some(why) = &daemon.ignored {
         say(why);
