@@ -692,9 +692,6 @@ impl Index {
 mod tests {
     use super::*;
 
-    /// The boundary of "racily clean": a stamp whose later time is exactly the margin before the
-    /// walk is not trusted yet (a write in the same coarse tick would leave the same times); one
-    /// nanosecond more is. The later of the modification and change times counts.
     /// A walk opens what its listing called a directory only if it still is one, and not through
     /// a symlink: a file or a symlink (to a directory) put in its place is refused.
     #[test]
@@ -714,6 +711,9 @@ mod tests {
         );
     }
 
+    /// The boundary of "racily clean": a stamp whose later time is exactly the margin before the
+    /// walk is not trusted yet (a write in the same coarse tick would leave the same times); one
+    /// nanosecond more is. The later of the modification and change times counts.
     #[test]
     fn a_stamp_settles_only_past_the_racy_margin_of_its_later_time() {
         let modified_last = Stamp { dev: 1, ino: 2, mode: 0o100_644, size: 3, mtime: 10, ctime: 4 };

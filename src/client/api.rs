@@ -16,8 +16,6 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::discovery::Located;
-
 /// Largest answer read by `pair` and `devices`: a device list of 256 devices is a few tens of KiB.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Largest answer read for a session's state (its pending requests, a listing of every session):
@@ -465,22 +463,6 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let _ = connection.await;
     });
     Ok((sender, driver))
-}
-
-/// `method path` on the daemon `at`, with `token` as the bearer and `body` as JSON: the status
-/// and the parsed answer (`null` when empty or not JSON), or why there is none (`pair`, `devices`).
-pub async fn call(
-    at: &Located,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> Result<(u16, Value), NoAnswer> {
-    Target::new(&at.url, token, None)
-        .map_err(NoAnswer::Unreachable)?
-        .pinned(at.fingerprint.clone())
-        .call(method, path, body)
-        .await
 }
 
 #[cfg(test)]
