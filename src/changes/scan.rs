@@ -429,8 +429,7 @@ impl Walk<'_> {
             let sources: &[&str] =
                 if rel.is_empty() { &[".gitignore", ".git/info/exclude"] } else { &[".gitignore"] };
             for source in sources {
-                // Bounded like any read for someone else: a `.gitignore` is a few KiB.
-                let Ok(text) = read_small(fd, source, 1024 * 1024) else { continue };
+                let Ok(text) = read_small(fd, source, MAX_IGNORE_FILE_BYTES) else { continue };
                 for line in String::from_utf8_lossy(&text).lines() {
                     if builder.add_line(None, line).is_ok() {
                         any = true;
@@ -580,6 +579,11 @@ fn read_small(dir: &OwnedFd, name: &str, cap: u64) -> io::Result<Vec<u8>> {
 /// The index as kept on disk (`changes/workspaces/<key>/index`), so the first snapshot after a
 /// restart stats instead of reading: the walk's time, the manifest's id, then each file's path,
 /// stamp and entry, then each directory's path, stamps and walked names.
+/// How much of a `.gitignore` or `.git/info/exclude` is read: bounded like any read of someone
+/// else's file. A real one is a few KiB; patterns past the bound are not applied (their files are
+/// snapshotted, which loses nothing).
+pub(super) const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
+
 const INDEX_MAGIC: &[u8; 8] = b"MDIDX01\n";
 
 struct Reader<'a>(&'a [u8]);

@@ -57,16 +57,8 @@ fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
     if let Some(why) = &located.ignored {
         say(&format!("mediatord {command}: {why}"));
     }
-    if let mediatord::discovery::Source::Lan(name) = &located.source {
-        say(&format!(
-            "mediatord {command}: found {} on the LAN (mDNS) at {}{}; --url names another",
-            text::escape(name),
-            text::escape(&located.url),
-            located
-                .fingerprint
-                .as_ref()
-                .map_or(String::new(), |fp| format!(", certificate {}", text::escape(fp)))
-        ));
+    if let Some(line) = located.announcement("--url") {
+        say(&format!("mediatord {command}: {line}"));
     }
     located
 }

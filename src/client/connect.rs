@@ -127,9 +127,9 @@ pub fn main(args: ConnectArgs) -> ExitCode {
     if let Some(why) = &daemon.ignored {
         say(why);
     }
-    if let crate::discovery::Source::Lan(name) = &daemon.source {
-        // Named before anything is sent: any machine on the LAN can answer a browse.
-        say(&format!("found {} on the LAN (mDNS) at {}; a URL argument names another", name, daemon.url));
+    // Named before anything is sent: any machine on the LAN can answer a browse.
+    if let Some(line) = daemon.announcement("a URL argument") {
+        say(&line);
     }
     let relay = match Bridge::new(&args, &daemon) {
         Ok(relay) => relay,

@@ -51,6 +51,25 @@ pub struct Located {
     pub ignored: Option<String>,
 }
 
+impl Located {
+    /// The line a command says on stderr, before it sends anything, when the daemon was found on
+    /// the LAN: any machine there can answer a browse, so the person sees which one did. The name,
+    /// URL and certificate came off the network and are escaped for the terminal; `alternative`
+    /// says how to name another daemon (`--url`, a URL argument). `None` for any other source.
+    pub fn announcement(&self, alternative: &str) -> Option<String> {
+        let Source::Lan(name) = &self.source else { return None };
+        let certificate = self
+            .fingerprint
+            .as_ref()
+            .map_or(String::new(), |fp| format!(", certificate {}", crate::text::escape(fp)));
+        Some(format!(
+            "found {} on the LAN (mDNS) at {}{certificate}; {alternative} names another",
+            crate::text::escape(name),
+            crate::text::escape(&self.url),
+        ))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// `--url` or `MEDIATORD_URL`.
@@ -240,6 +259,37 @@ mod tests {
 
     fn write(dir: &Path, advert: &Advert) {
         std::fs::write(dir.join(FILE), advert.to_json().to_string()).expect("write");
+    }
+
+    #[test]
+    fn a_daemon_found_on_the_lan_is_announced_escaped_and_no_other_is() {
+        let lan = Located {
+            url: "http://10.0.0.2:7776\u{1b}[2J".into(),
+            fingerprint: Some("AB:CD\u{7}".into()),
+            source: Source::Lan("mediatord on \u{1b}]0;pwned\u{7}evil".into()),
+            ignored: None,
+        };
+        let line = lan.announcement("--url").expect("announced");
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+        assert_eq!(
+            line,
+            format!(
+                "found mediatord on {}evil on the LAN (mDNS) at http://10.0.0.2:7776{}, certificate AB:CD{}; --url names another",
+                crate::text::escape("\u{1b}]0;pwned\u{7}"),
+                crate::text::escape("\u{1b}[2J"),
+                crate::text::escape("\u{7}"),
+            )
+        );
+        let plain = Located { fingerprint: None, source: Source::Lan("m".into()), ..lan.clone() };
+        assert!(
+            plain
+                .announcement("a URL argument")
+                .expect("announced")
+                .ends_with("2J; a URL argument names another")
+        );
+        for source in [Source::Explicit, Source::StateDir, Source::Default] {
+            assert_eq!(Located { source, ..lan.clone() }.announcement("--url"), None);
+        }
     }
 
     #[test]

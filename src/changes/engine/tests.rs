@@ -197,6 +197,23 @@ fn a_changed_git_info_exclude_is_applied_to_cached_folders() {
     assert_eq!(paths(&second), ["a/b/y.txt"]);
 }
 
+/// A long `.gitignore` is read up to [`scan::MAX_IGNORE_FILE_BYTES`]: a pattern a few KiB in
+/// applies, a pattern past the bound does not (its file is snapshotted).
+#[test]
+fn a_gitignore_is_read_up_to_its_bound() {
+    let f = fixture();
+    let cap = usize::try_from(scan::MAX_IGNORE_FILE_BYTES).expect("fits");
+    let comments = |bytes: usize| "# a comment line of a long ignore file\n".repeat(bytes / 39 + 1);
+    let near = format!("{}near.log\n", comments(4096));
+    let far = format!("{near}{}far.log\n", comments(cap));
+    assert!(near.len() < cap && far.len() > cap && far.len() - "far.log\n".len() > cap);
+    write(&f.ws, ".gitignore", &far);
+    write(&f.ws, "near.log", "n");
+    write(&f.ws, "far.log", "f");
+    let s = engine(&f).snapshot_at(&f.ws, later()).expect("snapshot");
+    assert_eq!(paths(&s), [".gitignore", "far.log"]);
+}
+
 /// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
 #[test]
 fn a_name_that_is_not_utf8_is_skipped_and_counted() {
