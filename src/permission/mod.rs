@@ -3,6 +3,7 @@
 //!
 //! - `mediator`: [`Mediator`], one per session: pending requests, votes, the audit, the session's
 //!   rules; it reaches its session only through the [`Host`] trait.
+//! - [`vote`]: what a client casts ([`Vote`], [`Ballot`]) and why a vote is refused.
 //! - [`policy`]: the four policies as one pure decision function, tested as a table.
 //! - [`rules`]: rule validation and matching, pure.
 //! - `workspace`: [`WorkspaceRules`], a workspace's rules, shared by its sessions and persisted.
@@ -15,13 +16,12 @@ mod mediator;
 pub mod policy;
 pub mod question;
 pub mod rules;
+pub mod vote;
 mod workspace;
 
-pub use mediator::{
-    Ballot, Decided, Host, Mediator, MediatorConfig, Permissions, Pick, Remember, ResolvedBy, Via, Vote,
-    VoteError,
-};
+pub use mediator::{Decided, Host, Mediator, MediatorConfig, Permissions};
 pub use policy::{Choice, ForbidReason};
 pub use question::{AnswerError, Answers, Malformed, Question};
 pub use rules::{Effect, RuleError, parse_rule};
+pub use vote::{Ballot, Pick, Remember, ResolvedBy, Via, Vote, VoteError};
 pub use workspace::{Announce, Remembered, WorkspaceRules};
