@@ -210,5 +210,18 @@ mod tests {
         assert!(Approval::of(&past_bound).names.is_empty(), "one past the bound");
         let long = "x".repeat(MAX_STRING_BYTES + 1);
         assert!(Approval::of(&json!({"rawInput": {"content": long}})).names.is_empty());
+        // Arrays count as levels too.
+        let arrays_at_bound = json!({"rawInput": [[[["/ws/arrays"]]]]});
+        assert_eq!(Approval::of(&arrays_at_bound).names, ["/ws/arrays"]);
+        let arrays_past = json!({"rawInput": {"a": [[[["/ws/arrays-past"]]]]}});
+        assert!(Approval::of(&arrays_past).names.is_empty(), "one array past the bound");
+    }
+
+    /// A command's names are the command and its words, each once: no empty word from the space
+    /// around a separator or between two spaces.
+    #[test]
+    fn a_commands_names_are_its_words_and_nothing_empty() {
+        let a = Approval::of(&json!({"kind": "execute", "rawInput": {"command": "cat  a.txt ; ls | wc"}}));
+        assert_eq!(a.names, ["a.txt", "cat", "cat  a.txt ; ls | wc", "ls", "wc"]);
     }
 }
