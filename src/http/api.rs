@@ -308,11 +308,11 @@ api! {
             .ok(&[(200, Json("WorkspaceDiffHunks"))])
             .query(&[("path", "the file, relative to the workspace"), ("oldPath", "accepted for qwen serve's clients; renames are not detected")])
             .errors(DIFF);
-    get "/workspaces/{workspace}/git/diff" => changes::named_diff,
+    get "/workspaces/{workspace}/git/diff" => changes::workspace_diff,
         Operation::new("namedWorkspaceGitDiff", "changes", "The workspace diff of a workspace the daemon serves (its absolute path, URL-encoded)")
             .ok(&[(200, Json("WorkspaceDiff"))])
             .errors(DIFF);
-    get "/workspaces/{workspace}/git/diff/file" => changes::named_diff_file,
+    get "/workspaces/{workspace}/git/diff/file" => changes::workspace_diff_file,
         Operation::new("namedWorkspaceGitDiffFile", "changes", "One file's hunks in a named workspace's diff")
             .ok(&[(200, Json("WorkspaceDiffHunks"))])
             .query(&[("path", "the file, relative to the workspace"), ("oldPath", "accepted; renames are not detected")])
@@ -381,40 +381,40 @@ api! {
             .ok(&[(200, Json("FileWritten"))])
             .headers(&[ClientId])
             .errors(FILE_WRITE);
-    get "/workspaces/{workspace}/file" => changes::named_file,
+    get "/workspaces/{workspace}/file" => changes::file,
         Operation::new("namedReadWorkspaceFile", "files", "GET /file in a named workspace (its absolute path, URL-encoded)")
             .ok(&[(200, Json("FileRead"))])
             .query(READ_Q)
             .headers(&[ClientId])
             .errors(FILE_READ);
-    get "/workspaces/{workspace}/file/bytes" => changes::named_file_bytes,
+    get "/workspaces/{workspace}/file/bytes" => changes::file_bytes,
         Operation::new("namedReadWorkspaceFileBytes", "files", "GET /file/bytes in a named workspace")
             .ok(&[(200, Json("FileBytes"))])
             .query(BYTES_Q)
             .headers(&[ClientId])
             .errors(FILE_READ);
-    get "/workspaces/{workspace}/stat" => changes::named_stat,
+    get "/workspaces/{workspace}/stat" => changes::file_stat,
         Operation::new("namedFileStat", "files", "GET /stat in a named workspace")
             .ok(&[(200, Json("FileStat"))])
             .query(PATH_Q)
             .errors(FILE_READ);
-    get "/workspaces/{workspace}/list" => changes::named_list,
+    get "/workspaces/{workspace}/list" => changes::file_list,
         Operation::new("namedDirList", "files", "GET /list in a named workspace")
             .ok(&[(200, Json("FileList"))])
             .query(LIST_Q)
             .errors(FILE_READ);
-    get "/workspaces/{workspace}/glob" => changes::named_glob,
+    get "/workspaces/{workspace}/glob" => changes::file_glob,
         Operation::new("namedGlob", "files", "GET /glob in a named workspace")
             .ok(&[(200, Json("GlobResult"))])
             .query(GLOB_Q)
             .errors(FILE_READ);
-    post "/workspaces/{workspace}/file/write" => changes::named_write,
+    post "/workspaces/{workspace}/file/write" => changes::file_write,
         Operation::new("namedWriteWorkspaceFile", "files", "POST /file/write in a named workspace")
             .body("FileWriteRequest")
             .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
             .headers(&[ClientId])
             .errors(FILE_WRITE);
-    post "/workspaces/{workspace}/file/edit" => changes::named_edit,
+    post "/workspaces/{workspace}/file/edit" => changes::file_edit,
         Operation::new("namedEditWorkspaceFile", "files", "POST /file/edit in a named workspace")
             .body("FileEditRequest")
             .ok(&[(200, Json("FileWritten"))])

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Extension, FromRequestParts, OptionalFromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -95,13 +96,32 @@ fn json_ok(value: impl serde::Serialize) -> ApiResult {
     Ok(no_store(Json(value).into_response()))
 }
 
-/// The workspace a `/workspaces/{workspace}/…` route names (an absolute path, URL-encoded).
-fn named_workspace(d: &AppState, workspace: &str) -> Result<PathBuf, ApiError> {
-    Ok(d.workspace(workspace)?)
+/// The workspace a route works in: the one `/workspaces/{workspace}/…` names (an absolute path,
+/// URL-encoded), or the primary workspace on the same route without that prefix. One handler
+/// serves both forms; the name is resolved in the handler, after the other extractors, as each
+/// form's own handler did.
+pub(super) struct Named(Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Named {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Named, ApiError> {
+        match <axum::extract::Path<String> as OptionalFromRequestParts<S>>::from_request_parts(parts, state)
+            .await
+        {
+            Ok(named) => Ok(Named(named.map(|axum::extract::Path(w)| w))),
+            Err(_) => Err(ApiError::InvalidPath),
+        }
+    }
 }
 
-fn primary(d: &AppState) -> PathBuf {
-    d.config.primary_workspace().to_path_buf()
+impl Named {
+    fn workspace(&self, d: &AppState) -> Result<PathBuf, ApiError> {
+        match &self.0 {
+            Some(named) => Ok(d.workspace(named)?),
+            None => Ok(d.config.primary_workspace().to_path_buf()),
+        }
+    }
 }
 
 // The workspace diff.
@@ -156,31 +176,15 @@ async fn diff_file_of(d: AppState, workspace: PathBuf, uri: Uri) -> ApiResult {
     json_ok(body)
 }
 
-/// `GET /workspace/git/diff`.
-pub(super) async fn workspace_diff(State(d): State<AppState>) -> ApiResult {
-    let ws = primary(&d);
+/// `GET /workspace/git/diff`, `GET /workspaces/{workspace}/git/diff`.
+pub(super) async fn workspace_diff(State(d): State<AppState>, named: Named) -> ApiResult {
+    let ws = named.workspace(&d)?;
     diff_of(d, ws).await
 }
 
-/// `GET /workspace/git/diff/file`.
-pub(super) async fn workspace_diff_file(State(d): State<AppState>, uri: Uri) -> ApiResult {
-    let ws = primary(&d);
-    diff_file_of(d, ws, uri).await
-}
-
-/// `GET /workspaces/{workspace}/git/diff`.
-pub(super) async fn named_diff(State(d): State<AppState>, PathParams(w): PathParams<String>) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    diff_of(d, ws).await
-}
-
-/// `GET /workspaces/{workspace}/git/diff/file`.
-pub(super) async fn named_diff_file(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
+/// `GET /workspace/git/diff/file`, `GET /workspaces/{workspace}/git/diff/file`.
+pub(super) async fn workspace_diff_file(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
+    let ws = named.workspace(&d)?;
     diff_file_of(d, ws, uri).await
 }
 
@@ -360,142 +364,59 @@ async fn file_call(
     Ok(no_store((status, Json(answer.json)).into_response()))
 }
 
-async fn read_file(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
+/// `GET /file`, `GET /workspaces/{workspace}/file`.
+pub(super) async fn file(State(d): State<AppState>, named: Named, uri: Uri, headers: HeaderMap) -> ApiResult {
+    let ws = named.workspace(&d)?;
     file_call(d, ws, "read", &uri, Some(&headers), Value::Null).await
 }
 
-async fn read_bytes(d: AppState, ws: PathBuf, uri: Uri, headers: HeaderMap) -> ApiResult {
+/// `GET /file/bytes`, `GET /workspaces/{workspace}/file/bytes`.
+pub(super) async fn file_bytes(
+    State(d): State<AppState>,
+    named: Named,
+    uri: Uri,
+    headers: HeaderMap,
+) -> ApiResult {
+    let ws = named.workspace(&d)?;
     file_call(d, ws, "read_bytes", &uri, Some(&headers), Value::Null).await
 }
 
-async fn stat(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+/// `GET /stat`, `GET /workspaces/{workspace}/stat`.
+pub(super) async fn file_stat(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
+    let ws = named.workspace(&d)?;
     file_call(d, ws, "stat", &uri, None, Value::Null).await
 }
 
-async fn list(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+/// `GET /list`, `GET /workspaces/{workspace}/list`.
+pub(super) async fn file_list(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
+    let ws = named.workspace(&d)?;
     file_call(d, ws, "list", &uri, None, Value::Null).await
 }
 
-async fn glob(d: AppState, ws: PathBuf, uri: Uri) -> ApiResult {
+/// `GET /glob`, `GET /workspaces/{workspace}/glob`.
+pub(super) async fn file_glob(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
+    let ws = named.workspace(&d)?;
     file_call(d, ws, "glob", &uri, None, Value::Null).await
 }
 
-async fn write(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
-    file_call(d, ws, "write", &Uri::from_static("/"), Some(&headers), body).await
-}
-
-async fn edit(d: AppState, ws: PathBuf, headers: HeaderMap, body: Value) -> ApiResult {
-    file_call(d, ws, "edit", &Uri::from_static("/"), Some(&headers), body).await
-}
-
-/// `GET /file`.
-pub(super) async fn file(State(d): State<AppState>, uri: Uri, headers: HeaderMap) -> ApiResult {
-    let ws = primary(&d);
-    read_file(d, ws, uri, headers).await
-}
-/// `GET /file/bytes`.
-pub(super) async fn file_bytes(State(d): State<AppState>, uri: Uri, headers: HeaderMap) -> ApiResult {
-    let ws = primary(&d);
-    read_bytes(d, ws, uri, headers).await
-}
-/// `GET /stat`.
-pub(super) async fn file_stat(State(d): State<AppState>, uri: Uri) -> ApiResult {
-    let ws = primary(&d);
-    stat(d, ws, uri).await
-}
-/// `GET /list`.
-pub(super) async fn file_list(State(d): State<AppState>, uri: Uri) -> ApiResult {
-    let ws = primary(&d);
-    list(d, ws, uri).await
-}
-/// `GET /glob`.
-pub(super) async fn file_glob(State(d): State<AppState>, uri: Uri) -> ApiResult {
-    let ws = primary(&d);
-    glob(d, ws, uri).await
-}
-/// `POST /file/write`.
+/// `POST /file/write`, `POST /workspaces/{workspace}/file/write`.
 pub(super) async fn file_write(
     State(d): State<AppState>,
+    named: Named,
     headers: HeaderMap,
     JsonBody(b): JsonBody,
 ) -> ApiResult {
-    let ws = primary(&d);
-    write(d, ws, headers, b).await
-}
-/// `POST /file/edit`.
-pub(super) async fn file_edit(
-    State(d): State<AppState>,
-    headers: HeaderMap,
-    JsonBody(b): JsonBody,
-) -> ApiResult {
-    let ws = primary(&d);
-    edit(d, ws, headers, b).await
+    let ws = named.workspace(&d)?;
+    file_call(d, ws, "write", &Uri::from_static("/"), Some(&headers), b).await
 }
 
-/// `GET /workspaces/{workspace}/file`.
-pub(super) async fn named_file(
+/// `POST /file/edit`, `POST /workspaces/{workspace}/file/edit`.
+pub(super) async fn file_edit(
     State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    read_file(d, ws, uri, headers).await
-}
-/// `GET /workspaces/{workspace}/file/bytes`.
-pub(super) async fn named_file_bytes(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    read_bytes(d, ws, uri, headers).await
-}
-/// `GET /workspaces/{workspace}/stat`.
-pub(super) async fn named_stat(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    stat(d, ws, uri).await
-}
-/// `GET /workspaces/{workspace}/list`.
-pub(super) async fn named_list(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    list(d, ws, uri).await
-}
-/// `GET /workspaces/{workspace}/glob`.
-pub(super) async fn named_glob(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    uri: Uri,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    glob(d, ws, uri).await
-}
-/// `POST /workspaces/{workspace}/file/write`.
-pub(super) async fn named_write(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
+    named: Named,
     headers: HeaderMap,
     JsonBody(b): JsonBody,
 ) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    write(d, ws, headers, b).await
-}
-/// `POST /workspaces/{workspace}/file/edit`.
-pub(super) async fn named_edit(
-    State(d): State<AppState>,
-    PathParams(w): PathParams<String>,
-    headers: HeaderMap,
-    JsonBody(b): JsonBody,
-) -> ApiResult {
-    let ws = named_workspace(&d, &w)?;
-    edit(d, ws, headers, b).await
+    let ws = named.workspace(&d)?;
+    file_call(d, ws, "edit", &Uri::from_static("/"), Some(&headers), b).await
 }

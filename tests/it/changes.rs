@@ -532,6 +532,64 @@ async fn the_file_routes_read_write_and_edit_with_hashes_and_refuse_stale_ones()
     );
 }
 
+/// qwen serve's `/workspaces/{workspace}/…` form of each file and diff route (the workspace an
+/// absolute path, URL-encoded) answers as the route without it does for the primary workspace; a
+/// workspace the daemon does not serve, or a relative one, is refused before anything is read or
+/// written.
+#[tokio::test]
+async fn each_file_route_answers_the_same_in_a_named_workspace() {
+    let d = Daemon::start(&[]);
+    let ws = &d.workspace;
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").expect("fixture");
+    std::fs::create_dir(ws.join("sub")).expect("fixture");
+    let named = format!("/workspaces/{}", ws.to_str().expect("utf-8").replace('/', "%2F"));
+    let reads = [
+        "/file?path=a.txt",
+        "/file/bytes?path=a.txt&offset=1&maxBytes=2",
+        "/stat?path=sub",
+        "/list?path=.",
+        "/glob?pattern=*.txt",
+        "/workspace/git/diff",
+        "/file?path=../outside",
+    ];
+    for route in reads {
+        let mut primary = d.get(route).await;
+        let there = route
+            .strip_prefix("/workspace/")
+            .map_or_else(|| format!("{named}{route}"), |r| format!("{named}/{r}"));
+        let mut in_named = d.get(&there).await;
+        // A glob says how long it took: the one field that may differ.
+        for answer in [&mut primary.body, &mut in_named.body] {
+            answer.as_object_mut().map(|o| o.remove("durationMs"));
+        }
+        assert_eq!((in_named.status, &in_named.body), (primary.status, &primary.body), "{there}");
+        assert!(primary.status == 200 || route.contains("outside"), "{route}: {}", primary.text);
+    }
+    let hash = d.get("/file?path=a.txt").await.ok()["hash"].as_str().expect("hash").to_owned();
+    let edit = json!({"path": "a.txt", "oldText": "two", "newText": "2", "expectedHash": hash});
+    let edited = d.post(&format!("{named}/file/edit"), None, edit).await;
+    assert_eq!(edited.status, 200, "{}", edited.text);
+    let write = json!({"path": "sub/b.txt", "content": "b", "mode": "create"});
+    let written = d.post(&format!("{named}/file/write"), None, write.clone()).await;
+    assert_eq!((written.status, &written.body["created"]), (201, &json!(true)), "{}", written.text);
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).expect("read"), "one\n2\n");
+    assert_eq!(std::fs::read_to_string(ws.join("sub/b.txt")).expect("read"), "b");
+
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let other = format!("/workspaces/{}", elsewhere.path().to_str().expect("utf-8").replace('/', "%2F"));
+    for (route, code) in [
+        (format!("{other}/file?path=x"), "workspace_mismatch"),
+        (format!("{other}/git/diff"), "workspace_mismatch"),
+        ("/workspaces/relative%2Fpath/list?path=.".to_owned(), "invalid_cwd"),
+    ] {
+        let r = d.get(&route).await;
+        assert_eq!((r.status, r.body["code"].as_str()), (400, Some(code)), "{route}: {}", r.text);
+    }
+    let refused = d.post(&format!("{other}/file/write"), None, write).await;
+    assert_eq!((refused.status, refused.body["code"].as_str()), (400, Some("workspace_mismatch")));
+    assert!(!elsewhere.path().join("sub").exists(), "nothing written there");
+}
+
 #[tokio::test]
 async fn the_file_routes_refuse_paths_outside_binary_and_huge_files_with_clear_errors() {
     let d = Daemon::start(&[]);
