@@ -59,7 +59,7 @@ pub(crate) fn dir() -> io::Result<PathBuf> {
         State::Made(scratch) => Ok(scratch.dir.clone()),
         State::Removed => Err(io::Error::other("the daemon is stopping: no command starts now")),
         State::Unmade => {
-            let scratch = make(&std::env::temp_dir())?;
+            let scratch = make_swept(&std::env::temp_dir())?;
             let dir = scratch.dir.clone();
             *state = State::Made(scratch);
             Ok(dir)
@@ -90,6 +90,14 @@ fn take(mut state: std::sync::MutexGuard<'_, State>) {
     if let State::Made(scratch) = std::mem::replace(&mut *state, State::Removed) {
         let _ = std::fs::remove_dir_all(&scratch.dir);
     }
+}
+
+/// Sweeps `tmp` ([`sweep`]), then makes this process's scratch directory there. Every process
+/// that makes one sweeps first, not only a daemon at its start: a test binary, which never reaches
+/// a daemon's way out, leaves its directory to the next process instead of piling them up.
+fn make_swept(tmp: &Path) -> io::Result<Scratch> {
+    sweep(tmp);
+    make(tmp)
 }
 
 /// Makes a fresh scratch directory in `tmp`, locked.
@@ -203,6 +211,23 @@ mod tests {
         File::open(&young).expect("open").set_modified(old).expect("mtime");
         assert_eq!(sweep(tmp.path()), 1);
         assert!(!young.exists());
+    }
+
+    /// A process making its scratch directory first removes what dead ones left, so a test binary
+    /// (which never removes its own) leaves one, not one per run.
+    #[test]
+    fn making_a_scratch_directory_sweeps_the_abandoned_ones_first() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let live = make(tmp.path()).expect("make");
+        for _ in 0..3 {
+            drop(make(tmp.path()).expect("make"));
+        }
+        assert_eq!(names(tmp.path()).len(), 4);
+        let mine = make_swept(tmp.path()).expect("make");
+        let mut expected =
+            [&live, &mine].map(|s| s.dir.file_name().expect("name").to_string_lossy().into_owned());
+        expected.sort();
+        assert_eq!(names(tmp.path()), expected);
     }
 
     #[test]
