@@ -999,7 +999,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::permission::{AnswerError, ForbidReason, Vote};
+    use crate::permission::policy::ForbidReason;
+    use crate::permission::question::AnswerError;
+    use crate::permission::vote::Vote;
     use crate::sync::lock;
 
     /// The audit's `remembered`: where the deciding vote asked, for the session when it chose an
