@@ -156,7 +156,7 @@ pub(super) fn daemon_call(
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let daemon = locate(command, args);
     let url = daemon.url.clone();
-    let target = mediatord::client::api::Target::new(&url, token, None)
+    let target = mediatord::client::api::Endpoint::new(&url, token, None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))
         .map_err(|e| {
             say(&format!("mediatord {command}: {}", text::escape(&e)));

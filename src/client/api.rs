@@ -120,7 +120,7 @@ pub fn segment(text: &str) -> String {
 /// a device's), and the client id sent as `X-Qwen-Client-Id` (none for a device: the daemon uses
 /// its device id).
 #[derive(Clone)]
-pub struct Target {
+pub struct Endpoint {
     url: String,
     authority: String,
     host: String,
@@ -134,9 +134,9 @@ pub struct Target {
     client_id: Option<String>,
 }
 
-impl std::fmt::Debug for Target {
+impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target")
+        f.debug_struct("Endpoint")
             .field("url", &self.url)
             .field("credential", &self.credential.as_ref().map(|_| "…"))
             .field("client_id", &self.client_id)
@@ -153,11 +153,11 @@ pub enum OpenError {
     Unreachable(String),
 }
 
-impl Target {
+impl Endpoint {
     /// `credential` is sent as `Authorization: Bearer …` when present (trimmed; empty is none).
-    pub fn new(url: &str, credential: Option<&str>, client_id: Option<&str>) -> Result<Target, String> {
+    pub fn new(url: &str, credential: Option<&str>, client_id: Option<&str>) -> Result<Endpoint, String> {
         let (https, authority, host, port, prefix) = parse(url)?;
-        Ok(Target {
+        Ok(Endpoint {
             url: url.to_owned(),
             authority,
             host,
@@ -172,8 +172,8 @@ impl Target {
 
     /// Over https, trust exactly the certificate with this fingerprint (the one the daemon
     /// advertised in its state dir); `None` keeps the system's roots.
-    pub fn pinned(self, fingerprint: Option<String>) -> Target {
-        Target { fingerprint, ..self }
+    pub fn pinned(self, fingerprint: Option<String>) -> Endpoint {
+        Endpoint { fingerprint, ..self }
     }
 
     /// The URL the target was made with.
@@ -283,7 +283,7 @@ impl Target {
             .map_err(|_| NoAnswer::Unreachable(format!("the daemon at {} did not answer", self.url)))?
     }
 
-    /// [`Target::call_with`] without extra headers, reading at most 1 MiB.
+    /// [`Endpoint::call_with`] without extra headers, reading at most 1 MiB.
     pub async fn call(
         &self,
         method: &str,
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn a_pin_is_kept_and_none_keeps_the_systems_roots() {
-        let t = Target::new("https://127.0.0.1:1", None, None).expect("target");
+        let t = Endpoint::new("https://127.0.0.1:1", None, None).expect("target");
         assert_eq!(t.fingerprint, None);
         let pinned = t.pinned(Some("AB:CD".to_owned()));
         assert_eq!(pinned.fingerprint.as_deref(), Some("AB:CD"));
@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn the_debug_form_hides_the_credential() {
-        let t = Target::new("http://127.0.0.1:1", Some("dev-1.secret"), Some("me")).expect("target");
+        let t = Endpoint::new("http://127.0.0.1:1", Some("dev-1.secret"), Some("me")).expect("target");
         assert!(!format!("{t:?}").contains("secret"));
     }
 

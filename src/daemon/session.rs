@@ -33,7 +33,7 @@ use crate::acp::{self, CallError, method};
 use crate::event::EventKind;
 use crate::exec::ExitInfo;
 use crate::metrics::Metrics;
-use crate::notify::{Notifier, Source};
+use crate::notify::{EventOrigin, Notifier};
 use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
 use crate::store::{SessionState, Store};
 use crate::sync::lock;
@@ -494,8 +494,8 @@ impl Session {
         self.turns.rewind(self, prompt_id, force, actor).await
     }
 
-    fn source(&self) -> Source<'_> {
-        Source { session_id: &self.id, workspace: &self.workspace }
+    fn source(&self) -> EventOrigin<'_> {
+        EventOrigin { session_id: &self.id, workspace: &self.workspace }
     }
 
     /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus

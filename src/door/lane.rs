@@ -93,13 +93,13 @@ enum Settle {
 
 /// A session's stream: a live subscription's batches, their frames marked
 /// ([`crate::daemon::Subscription::into_marked`]).
-pub(super) type Source = Pin<Box<dyn Stream<Item = Marked> + Send>>;
+pub(super) type MarkedStream = Pin<Box<dyn Stream<Item = Marked> + Send>>;
 
 /// One attached session's outbound stream on one connection.
 pub struct Lane {
     session: Arc<Session>,
     shared: Arc<Shared>,
-    source: Source,
+    source: MarkedStream,
     /// Converted messages not yet handed out (one batch at most), each with what its handing out
     /// settles.
     ready: VecDeque<(Out, Option<Settle>)>,
@@ -129,7 +129,7 @@ impl Lane {
     pub(super) fn new(
         session: Arc<Session>,
         shared: Arc<Shared>,
-        source: Source,
+        source: MarkedStream,
         after: u64,
         replaying: bool,
         replies: mpsc::Receiver<Deferred>,
@@ -174,7 +174,7 @@ impl Lane {
     /// Reads the session's stream from a new subscription (an HTTP client's resumed stream): what
     /// was converted and not handed out is converted again from the resume point, and the pending
     /// requests are asked again at the live edge (the client may have missed them).
-    pub(super) fn restart(&mut self, source: Source, after: u64, replaying: bool) {
+    pub(super) fn restart(&mut self, source: MarkedStream, after: u64, replaying: bool) {
         self.source = source;
         self.cursor = after;
         self.replaying = replaying;

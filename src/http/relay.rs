@@ -205,14 +205,14 @@ const ACP_SESSION_HEADER: &str = "acp-session-id";
 const ACP_CONNECTION_HEADER: &str = "acp-connection-id";
 
 /// Whether a request of `route` may be relayed (its operation documents `node_unavailable`): what
-/// [`target`] looks at.
+/// [`destination`] looks at.
 pub(super) fn relayed_route(route: &str) -> bool {
     route.starts_with("/session/{id}") || route == "/permission/{request_id}" || route == "/acp"
 }
 
 /// Where a request goes, when it may go elsewhere.
 #[derive(Debug, PartialEq, Eq)]
-enum Target {
+enum Destination {
     /// To the daemon holding this session.
     Session(String),
     /// To the daemon holding the session of this permission request (the vote route that names
@@ -229,7 +229,7 @@ enum Target {
 /// request naming it goes there; an `initialize` that names a session in `Acp-Session-Id` goes to
 /// the daemon holding that session, so the connection lives where its session does. The rest is
 /// served here.
-fn target(req: &Request) -> Option<Target> {
+fn destination(req: &Request) -> Option<Destination> {
     let route = req.extensions().get::<MatchedPath>()?.as_str();
     let mut segments = req.uri().path().split('/').skip(1);
     let header = |name: &str| {
@@ -237,17 +237,17 @@ fn target(req: &Request) -> Option<Target> {
         (!value.is_empty()).then(|| value.to_owned())
     };
     if route.starts_with("/session/{id}") {
-        segments.nth(1).map(|id| Target::Session(id.to_owned()))
+        segments.nth(1).map(|id| Destination::Session(id.to_owned()))
     } else if route == "/permission/{request_id}" {
-        segments.nth(1).map(|id| Target::Request(id.to_owned()))
+        segments.nth(1).map(|id| Destination::Request(id.to_owned()))
     } else if route != "/acp" {
         None
     } else if is_upgrade(req.headers()) {
-        header(ACP_SESSION_HEADER).map(Target::Session)
+        header(ACP_SESSION_HEADER).map(Destination::Session)
     } else if let Some(connection) = header(ACP_CONNECTION_HEADER) {
-        crate::door::home_of(&connection).map(Target::Home)
+        crate::door::home_of(&connection).map(Destination::Home)
     } else if req.method() == Method::POST {
-        header(ACP_SESSION_HEADER).map(Target::Session)
+        header(ACP_SESSION_HEADER).map(Destination::Session)
     } else {
         None
     }
@@ -278,12 +278,12 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
         // Relayed to here (the perimeter checked the proof): answered here, whatever happens.
         return next.run(req).await;
     }
-    let Some(target) = target(&req) else { return next.run(req).await };
+    let Some(destination) = destination(&req) else { return next.run(req).await };
     let daemon = &relay.daemon;
-    let session_id = match target {
-        Target::Session(id) if daemon.session(&id).is_ok() => return next.run(req).await,
-        Target::Session(id) => id,
-        Target::Request(request_id) => {
+    let session_id = match destination {
+        Destination::Session(id) if daemon.session(&id).is_ok() => return next.run(req).await,
+        Destination::Session(id) => id,
+        Destination::Request(request_id) => {
             if daemon.session_with_request(&request_id).is_ok() {
                 return next.run(req).await;
             }
@@ -292,7 +292,7 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: N
                 None => return next.run(req).await,
             }
         }
-        Target::Home(node_url) => {
+        Destination::Home(node_url) => {
             // Only a daemon the store lists as a live one of the fleet, never an address a
             // request names: this is no open proxy. A connection whose home is this daemon, or
             // a dead one, is answered here (`acp_connection_not_found` when it is not here).
@@ -591,7 +591,7 @@ mod tests {
     async fn only_a_session_route_an_acp_session_or_an_acp_connection_naming_its_home_goes_elsewhere() {
         use tower::ServiceExt;
         async fn show(req: Request) -> String {
-            format!("{:?}", target(&req))
+            format!("{:?}", destination(&req))
         }
         let app = Router::new()
             .route("/session/{id}", any(show))

@@ -83,7 +83,7 @@ struct Job {
 
 impl Job {
     /// A job for an event a session just published: a first send, untracked, no edit.
-    fn of(kind: EventKind, source: Source<'_>, data: &Value) -> Job {
+    fn of(kind: EventKind, source: EventOrigin<'_>, data: &Value) -> Job {
         Job {
             kind,
             session_id: source.session_id.to_owned(),
@@ -203,7 +203,7 @@ impl Drop for Notifier {
 
 /// Where an event comes from.
 #[derive(Debug, Clone, Copy)]
-pub struct Source<'a> {
+pub struct EventOrigin<'a> {
     pub session_id: &'a str,
     pub workspace: &'a Path,
 }
@@ -276,7 +276,7 @@ impl Notifier {
     }
 
     /// An event a session published. Never waits: at worst it takes three short locks.
-    pub fn offer(&self, source: Source<'_>, kind: EventKind, data: &Value) {
+    pub fn offer(&self, source: EventOrigin<'_>, kind: EventKind, data: &Value) {
         let s = &self.shared;
         if s.targets.is_empty() {
             return;
@@ -637,7 +637,7 @@ mod tests {
         // Outside a runtime no worker starts, so the queue only fills.
         let metrics = Arc::new(Metrics::default());
         let n = Notifier::new(vec![target(vec![EventKind::TurnComplete])], None, metrics.clone());
-        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        let source = EventOrigin { session_id: "s", workspace: Path::new("/w") };
         for i in 0..=QUEUE_PER_TARGET {
             n.offer(source, EventKind::TurnComplete, &json!({"promptId": i}));
         }
@@ -705,7 +705,7 @@ mod tests {
             None,
             Arc::default(),
         );
-        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        let source = EventOrigin { session_id: "s", workspace: Path::new("/w") };
         n.offer(source, EventKind::UnapprovedChange, &json!({"paths": ["a.txt"], "count": 1}));
         let queued = |i: usize| lock(&n.shared.targets[i].jobs).iter().map(|j| j.kind).collect::<Vec<_>>();
         assert_eq!((queued(0), queued(1)), (vec![], vec![EventKind::UnapprovedChange]));
@@ -714,7 +714,7 @@ mod tests {
     #[test]
     fn only_wanted_events_are_queued_and_a_decision_expires_its_links() {
         let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
-        let source = Source { session_id: "s", workspace: Path::new("/w") };
+        let source = EventOrigin { session_id: "s", workspace: Path::new("/w") };
         n.offer(source, EventKind::SessionUpdate, &json!({}));
         n.offer(source, EventKind::TurnComplete, &json!({}));
         assert_eq!(n.counts().queued, 0);

@@ -10,7 +10,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::{Value, json};
 
-use super::model::{Level, Permission, Session};
+use super::model::{Level, Permission, SessionView};
 use super::theme::Theme;
 
 /// Characters the input line holds; the daemon takes 10 MiB bodies, a person types far less, a
@@ -183,7 +183,7 @@ pub(crate) struct Answering {
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) theme: Theme,
-    pub(crate) session: Session,
+    pub(crate) session: SessionView,
     /// Whether this client may vote and prompt (an observer device may not).
     pub(crate) may_write: bool,
     /// Who this client is, for the header: `operator as tui:me`, `device my-laptop (observer)`.
@@ -193,7 +193,7 @@ pub(crate) struct App {
     pub(crate) link: Link,
     pub(crate) mode: Mode,
     pub(crate) input: Input,
-    /// Which pending card is in front (an index into [`Session::pending`]).
+    /// Which pending card is in front (an index into [`SessionView::pending`]).
     pub(crate) card: usize,
     /// The highlighted option of that card.
     pub(crate) option: usize,
@@ -217,7 +217,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    pub(crate) fn new(session: Session, theme: Theme, may_write: bool, identity: String) -> App {
+    pub(crate) fn new(session: SessionView, theme: Theme, may_write: bool, identity: String) -> App {
         App {
             theme,
             session,
@@ -791,7 +791,7 @@ mod tests {
     }
 
     fn app() -> App {
-        App::new(Session::new("s", Some("me")), Theme::PLAIN, true, "operator".to_owned())
+        App::new(SessionView::new("s", Some("me")), Theme::PLAIN, true, "operator".to_owned())
     }
 
     fn request(app: &mut App, id: &str, kinds: &[&str]) {
@@ -1105,7 +1105,7 @@ mod tests {
 
     #[test]
     fn an_observer_sees_cards_and_cannot_vote_prompt_or_cancel() {
-        let mut a = App::new(Session::new("s", None), Theme::PLAIN, false, "device".into());
+        let mut a = App::new(SessionView::new("s", None), Theme::PLAIN, false, "device".into());
         request(&mut a, "r1", &["allow_once"]);
         assert_eq!(a.key(ch('a')), vec![]);
         assert_eq!(a.key(key(KeyCode::Enter)), vec![]);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::client::api::{Frame, OpenError, Target, segment, unanswered};
+use crate::client::api::{Endpoint, Frame, OpenError, segment, unanswered};
 
 /// Frames queued between the stream's task and the screen: the task waits when the screen is
 /// behind, and the daemon's ring keeps what it has not sent (a lagging stream is its business).
@@ -70,10 +70,10 @@ pub(crate) struct Identity {
 
 impl Login {
     /// The target to call, with the credential and client id to send.
-    pub(crate) fn target(&self) -> Result<Target, String> {
+    pub(crate) fn target(&self) -> Result<Endpoint, String> {
         let target = match &self.device {
-            Some(device) => Target::new(&self.url, Some(device), None),
-            None => Target::new(&self.url, self.token.as_deref(), self.client_id.as_deref()),
+            Some(device) => Endpoint::new(&self.url, Some(device), None),
+            None => Endpoint::new(&self.url, self.token.as_deref(), self.client_id.as_deref()),
         };
         target.map(|t| t.pinned(self.fingerprint.clone()))
     }
@@ -81,7 +81,7 @@ impl Login {
 
 /// `GET /capabilities`: who we are and the daemon's answer (its workspaces, agents). When the
 /// daemon cannot be reached or refuses the credential, the error says what to do about it.
-pub(crate) async fn identify(conn: &Login, target: &Target) -> Result<(Identity, Value), String> {
+pub(crate) async fn identify(conn: &Login, target: &Endpoint) -> Result<(Identity, Value), String> {
     let (status, answer) = target.call("GET", "/capabilities", None).await.map_err(|e| unanswered(&e))?;
     match status {
         200 => {}
@@ -138,7 +138,7 @@ pub(crate) fn error_text(answer: &Value) -> String {
 
 /// A call whose success is any 2xx: `Ok(answer)`, or `Err` with the daemon's words.
 pub(crate) async fn expect_ok(
-    target: &Target,
+    target: &Endpoint,
     method: &str,
     path: &str,
     extra: &[(&str, &str)],
@@ -168,7 +168,7 @@ fn is_terminal(frame: &Frame) -> bool {
 
 /// Follows the events of `session_id` from after `from` into `tx`, reconnecting with the last id
 /// forwarded after a drop, until the session ends, the receiver is gone, or the daemon refuses.
-pub(crate) async fn follow(target: Target, session_id: String, from: u64, tx: mpsc::Sender<Incoming>) {
+pub(crate) async fn follow(target: Endpoint, session_id: String, from: u64, tx: mpsc::Sender<Incoming>) {
     let mut last = from;
     let mut wait = RECONNECT_MIN;
     loop {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::connect::{Login, expect_ok, identify, session_path};
-use crate::client::api::{Target, segment};
+use crate::client::api::{Endpoint, segment};
 use crate::text::escape;
 
 /// The route of one listed file's hunks.
@@ -29,7 +29,7 @@ pub async fn diff(
 
 /// [`diff`] on a target already identified (the terminal client's `d` and `D` keys).
 pub(crate) async fn text(
-    target: &Target,
+    target: &Endpoint,
     session: Option<&str>,
     turn: Option<u64>,
     colour: bool,

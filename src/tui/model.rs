@@ -54,14 +54,14 @@ pub(crate) enum Entry {
     Content {
         kind: String,
     },
-    /// A tool call, its state in [`Session::tools`].
+    /// A tool call, its state in [`SessionView::tools`].
     Tool {
         id: String,
     },
     Plan {
         entries: Vec<Value>,
     },
-    /// A permission request, its state in [`Session::permissions`].
+    /// A permission request, its state in [`SessionView::permissions`].
     Permission {
         request_id: String,
     },
@@ -144,7 +144,7 @@ pub(crate) struct ToolCall {
 
 /// The session.
 #[derive(Debug, Clone)]
-pub(crate) struct Session {
+pub(crate) struct SessionView {
     pub(crate) id: String,
     /// This client's id (prompts and votes of this id are "you").
     pub(crate) me: Option<String>,
@@ -179,9 +179,9 @@ pub(crate) struct Session {
     pub(crate) replaying: bool,
 }
 
-impl Session {
-    pub(crate) fn new(id: &str, me: Option<&str>) -> Session {
-        Session {
+impl SessionView {
+    pub(crate) fn new(id: &str, me: Option<&str>) -> SessionView {
+        SessionView {
             id: id.to_owned(),
             me: me.map(str::to_owned),
             last_event_id: 0,
@@ -210,7 +210,7 @@ impl Session {
         self.next_version
     }
 
-    /// Appends an entry to the timeline, dropping the oldest past the bounds ([`Session::trim`]).
+    /// Appends an entry to the timeline, dropping the oldest past the bounds ([`SessionView::trim`]).
     fn push(&mut self, entry: Entry) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -821,7 +821,7 @@ mod tests {
 
     use super::*;
 
-    fn ev(s: &mut Session, id: u64, kind: &str, envelope: Value) -> bool {
+    fn ev(s: &mut SessionView, id: u64, kind: &str, envelope: Value) -> bool {
         s.apply(kind, Some(id), &envelope)
     }
 
@@ -834,13 +834,13 @@ mod tests {
         json!({"promptId": prompt, "data": {"update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
     }
 
-    fn entries(s: &Session) -> Vec<Entry> {
+    fn entries(s: &SessionView) -> Vec<Entry> {
         s.items.iter().map(|i| i.entry.clone()).collect()
     }
 
     #[test]
     fn a_turn_shows_its_prompt_then_the_agent_and_a_queued_prompt_waits() {
-        let mut s = Session::new("s", Some("me"));
+        let mut s = SessionView::new("s", Some("me"));
         ev(&mut s, 1, "session_update", echo("p1", "alice", "hello"));
         ev(&mut s, 2, "session_update", echo("p2", "me", "second"));
         ev(&mut s, 3, "session_update", chunk("p1", "agent_message_chunk", "Hi "));
@@ -870,7 +870,7 @@ mod tests {
 
     #[test]
     fn an_agent_refused_as_a_client_is_an_error_note() {
-        let mut s = Session::new("s", Some("me"));
+        let mut s = SessionView::new("s", Some("me"));
         ev(&mut s, 1, "agent_refused_as_client", json!({"data": {"attempt": "POST /session"}}));
         assert!(
             matches!(entries(&s).last(), Some(Entry::Note { text, level: Level::Error }) if text.ends_with("refused: POST /session")),
@@ -881,7 +881,7 @@ mod tests {
 
     #[test]
     fn an_event_applied_twice_is_applied_once() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         assert!(ev(&mut s, 1, "session_update", echo("p1", "a", "x")));
         assert!(ev(&mut s, 2, "session_update", chunk("p1", "agent_message_chunk", "y")));
         // A reconnect replays from an older id: nothing changes.
@@ -896,7 +896,7 @@ mod tests {
 
     #[test]
     fn tool_calls_are_updated_in_place_and_a_request_is_laid_over_its_call() {
-        let mut s = Session::new("s", Some("me"));
+        let mut s = SessionView::new("s", Some("me"));
         ev(
             &mut s,
             1,
@@ -937,7 +937,7 @@ mod tests {
 
     #[test]
     fn resolutions_say_how_and_by_whom() {
-        let mut s = Session::new("s", Some("me"));
+        let mut s = SessionView::new("s", Some("me"));
         let request = |id: &str| json!({"data": {"requestId": id, "toolCall": {}, "options": [{"optionId": "no", "name": "Reject", "kind": "reject_once"}]}});
         let cases = [
             (
@@ -970,7 +970,7 @@ mod tests {
 
     #[test]
     fn the_end_of_the_session_finishes_every_turn_and_leaves_nothing_pending() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_update", echo("p1", "a", "x"));
         ev(&mut s, 2, "session_update", echo("p2", "a", "y"));
         s.apply(
@@ -983,14 +983,14 @@ mod tests {
         assert_eq!(s.ended.as_deref(), Some("the agent exited (exit 3): this session has ended"));
         let Some(Entry::Note { level, .. }) = s.items.back().map(|i| &i.entry) else { panic!("a note") };
         assert_eq!(*level, Level::Error, "a death is an error");
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_closed", json!({"data": {"closedBy": "alice"}}));
         assert_eq!(entries(&s), [Entry::Note { text: "session closed by alice".into(), level: Level::Info }]);
     }
 
     #[test]
     fn shell_results_gaps_and_a_recorded_session_are_shown() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         s.replaying = true;
         ev(
             &mut s,
@@ -1040,7 +1040,7 @@ mod tests {
         assert!(!s.replaying);
         assert_eq!(s.ended.as_deref(), Some(recorded));
         // A live session's replay says nothing and ends nothing.
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         s.replaying = true;
         s.apply("replay_complete", None, &json!({"data": {"replayedCount": 0}}));
         assert!(!s.replaying && s.ended.is_none() && s.items.is_empty());
@@ -1048,7 +1048,7 @@ mod tests {
 
     #[test]
     fn modes_and_models_follow_events_by_name() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         s.modes =
             Some(json!({"availableModes": [{"id": "plan", "name": "Plan"}], "currentModeId": "default"}));
         s.models =
@@ -1081,13 +1081,13 @@ mod tests {
 
     #[test]
     fn the_timeline_and_a_message_are_bounded() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         for i in 0..(MAX_ENTRIES as u64 + 10) {
             s.note(format!("n{i}"), Level::Info);
         }
         assert_eq!(s.items.len(), MAX_ENTRIES);
         assert_eq!(s.dropped, 10);
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_update", chunk("p", "agent_message_chunk", &"é".repeat(MAX_TEXT)));
         ev(&mut s, 2, "session_update", chunk("p", "agent_message_chunk", "end"));
         let Some(Entry::Message { text, .. }) = s.items.back().map(|i| &i.entry) else { panic!("a message") };
@@ -1095,7 +1095,7 @@ mod tests {
     }
 
     /// The counts kept beside the timeline, the tool calls and the requests are their sums.
-    fn assert_counted(s: &Session) {
+    fn assert_counted(s: &SessionView) {
         assert!(s.items.iter().all(|i| i.bytes == size(&i.entry)));
         assert_eq!(s.bytes, s.items.iter().map(|i| i.bytes).sum::<usize>());
         assert_eq!(s.tool_bytes, s.tools.values().map(|t| value_size(&t.call)).sum::<usize>());
@@ -1137,7 +1137,7 @@ mod tests {
     #[test]
     fn the_timeline_is_bounded_in_bytes_by_dropping_its_oldest_entries() {
         const MIB: usize = 1024 * 1024;
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         let n = MAX_TIMELINE_BYTES / MIB;
         for i in 0..n {
             s.note(format!("{i:08}{}", "x".repeat(MIB - 8)), Level::Info);
@@ -1170,7 +1170,7 @@ mod tests {
 
     #[test]
     fn tool_calls_are_bounded_in_bytes_by_forgetting_the_oldest() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         let mib = "x".repeat(1024 * 1024);
         let n = MAX_TOOL_BYTES / mib.len() + 4;
         for i in 0..n {
@@ -1198,7 +1198,7 @@ mod tests {
     #[test]
     fn tool_calls_are_forgotten_exactly_past_their_bounds() {
         // The count: MAX_TOOL_CALLS are remembered, one more forgets the first.
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         for i in 0..MAX_TOOL_CALLS {
             ev(&mut s, i as u64 + 1, "session_update", tool_call(&format!("t{i}"), ""));
         }
@@ -1208,7 +1208,7 @@ mod tests {
         assert!(!s.tools.contains_key("t0") && s.tools.contains_key("t1"));
 
         // The bytes: two calls of exactly MAX_TOOL_BYTES stay; a third, however small, forgets one.
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_update", tool_call("t0", "x"));
         let overhead = s.tool_bytes - 1; // what a call with a one-byte text adds beyond it
         let rest = MAX_TOOL_BYTES - s.tool_bytes - overhead;
@@ -1218,7 +1218,7 @@ mod tests {
         assert!(!s.tools.contains_key("t0") && s.tools.contains_key("t1") && s.tools.contains_key("t2"));
 
         // One call past the bound alone is remembered (it is one event).
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_update", tool_call("big", &"z".repeat(MAX_TOOL_BYTES + 1)));
         assert!(s.tools.contains_key("big") && s.tool_bytes > MAX_TOOL_BYTES);
         assert_counted(&s);
@@ -1230,7 +1230,7 @@ mod tests {
 
     #[test]
     fn decided_requests_are_bounded_in_bytes_and_pending_ones_are_never_forgotten_for_it() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         let mib = "x".repeat(1024 * 1024);
         let mut id = 0;
         let mut next = || {
@@ -1262,7 +1262,7 @@ mod tests {
         let resolved = |id: &str| json!({"data": {"requestId": id, "outcome": {"outcome": "selected", "optionId": "allow_once"}, "resolvedBy": "vote"}});
         // The count: MAX_PERMISSIONS are remembered; one more forgets the oldest decided one, or
         // the oldest when none is decided.
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         let mut id = 0;
         for i in 0..MAX_PERMISSIONS {
             id += 1;
@@ -1281,7 +1281,7 @@ mod tests {
         assert_counted(&s);
 
         // The bytes: requests of exactly MAX_DECIDED_BYTES stay; past it the oldest decided goes.
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "permission_request", request("r0", "x"));
         ev(&mut s, 2, "permission_resolved", resolved("r0"));
         let overhead = s.permission_bytes - 1;
@@ -1296,7 +1296,7 @@ mod tests {
 
     #[test]
     fn a_turn_error_ends_the_turn_with_its_message_and_a_partial_vote_is_kept() {
-        let mut s = Session::new("s", None);
+        let mut s = SessionView::new("s", None);
         ev(&mut s, 1, "session_update", echo("p1", "alice", "go"));
         ev(&mut s, 2, "session_update", echo("p2", "alice", "next"));
         ev(
@@ -1325,7 +1325,7 @@ mod tests {
 
     #[test]
     fn a_forbidden_vote_of_mine_is_said_on_my_card_only() {
-        let mut s = Session::new("s", Some("me"));
+        let mut s = SessionView::new("s", Some("me"));
         s.apply(
             "permission_request",
             Some(1),

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::connect::error_text;
 use super::shown::spans;
 use super::theme::Theme;
-use crate::client::api::{MAX_STATE_BYTES, Target, segment};
+use crate::client::api::{Endpoint, MAX_STATE_BYTES, segment};
 
 /// What a row opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub(crate) struct Picker {
 }
 
 /// The rows for the daemon described by `capabilities`.
-pub(crate) async fn load(target: &Target, capabilities: &Value) -> Result<Vec<Row>, String> {
+pub(crate) async fn load(target: &Endpoint, capabilities: &Value) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     let workspaces: Vec<String> = capabilities["workspaces"]
         .as_array()

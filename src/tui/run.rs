@@ -13,12 +13,12 @@ use tokio::sync::mpsc;
 
 use super::app::{Action, App, Link, Outcome};
 use super::connect::{Incoming, Login, STREAM_QUEUE, expect_ok, follow, identify, session_path};
-use super::model::{Level, Session};
+use super::model::{Level, SessionView};
 use super::picker::{self, Chosen, Pick, Picker};
 use super::terminal::Screen;
 use super::theme::Theme;
 use super::view;
-use crate::client::api::Target;
+use crate::client::api::Endpoint;
 
 /// Outcomes of calls queued back to the screen; a person cannot start more at once.
 const OUTCOME_QUEUE: usize = 64;
@@ -91,7 +91,7 @@ pub async fn attach(conn: Login, opts: AttachOptions) -> Result<(), String> {
     };
 
     let mut app = App::new(
-        Session::new(&session_id, identity.client_id.as_deref()),
+        SessionView::new(&session_id, identity.client_id.as_deref()),
         theme,
         identity.may_write,
         identity.shown,
@@ -115,7 +115,7 @@ pub async fn attach(conn: Login, opts: AttachOptions) -> Result<(), String> {
 }
 
 /// `POST /session {cwd?, agent?}`: the id of the session created or joined.
-async fn create(target: &Target, cwd: Option<&str>, agent: Option<&str>) -> Result<String, String> {
+async fn create(target: &Endpoint, cwd: Option<&str>, agent: Option<&str>) -> Result<String, String> {
     let cwd = cwd.map(|c| {
         std::fs::canonicalize(c).map_or_else(|_| c.to_owned(), |p| p.to_string_lossy().into_owned())
     });
@@ -157,7 +157,7 @@ impl Signals {
 
 async fn session_loop(
     screen: &mut Screen,
-    target: &Target,
+    target: &Endpoint,
     app: &mut App,
     keys: &mut EventStream,
     signals: &mut Signals,
@@ -253,7 +253,7 @@ enum Reply {
     Pending(Vec<Value>),
 }
 
-fn refetch_pending(target: &Target, session_id: &str, tx: &mpsc::Sender<Reply>) {
+fn refetch_pending(target: &Endpoint, session_id: &str, tx: &mpsc::Sender<Reply>) {
     let (target, path, tx) = (target.clone(), session_path(session_id, "/permissions"), tx.clone());
     tokio::spawn(async move {
         if let Ok(answer) = expect_ok(&target, "GET", &path, &[], None).await {
@@ -264,7 +264,7 @@ fn refetch_pending(target: &Target, session_id: &str, tx: &mpsc::Sender<Reply>) 
 }
 
 /// Carries `action` to the daemon in a task; its outcome comes back on `tx`.
-fn dispatch(target: &Target, session_id: &str, action: Action, tx: &mpsc::Sender<Reply>) {
+fn dispatch(target: &Endpoint, session_id: &str, action: Action, tx: &mpsc::Sender<Reply>) {
     let target = target.clone();
     let session_id = session_id.to_owned();
     let tx = tx.clone();

@@ -887,10 +887,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tui::model::Session;
+    use crate::tui::model::SessionView;
 
     fn app() -> App {
-        let mut a = App::new(Session::new("demo-1", Some("me")), Theme::PLAIN, true, "operator as me".into());
+        let mut a =
+            App::new(SessionView::new("demo-1", Some("me")), Theme::PLAIN, true, "operator as me".into());
         a.agent = Some("demo".into());
         a.link = Link::Live;
         a

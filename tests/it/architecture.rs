@@ -613,7 +613,7 @@ fn the_checker_lets_the_terminal_client_use_the_clients_and_the_daemon_neither()
         file("tui/mod.rs", "mod run;"),
         file(
             "tui/run.rs",
-            "use crate::client::api::Target; use crate::http::api::routes; use crate::text::escape;",
+            "use crate::client::api::Endpoint; use crate::http::api::routes; use crate::text::escape;",
         ),
         file("daemon/mod.rs", "use crate::tui::attach; use crate::client::connect::main;"),
         file("client/mod.rs", "pub mod api;"),
