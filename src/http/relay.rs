@@ -28,8 +28,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::RequestExt;
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -229,18 +230,26 @@ enum Destination {
 /// request naming it goes there; an `initialize` that names a session in `Acp-Session-Id` goes to
 /// the daemon holding that session, so the connection lives where its session does. The rest is
 /// served here.
-fn destination(req: &Request) -> Option<Destination> {
-    let route = req.extensions().get::<MatchedPath>()?.as_str();
-    let mut segments = req.uri().path().split('/').skip(1);
+///
+/// A session or request is the route's own parameter, as the route table names it and its handler
+/// reads it (percent-decoded), never a segment of the path split again here.
+async fn destination(req: &mut Request) -> Option<Destination> {
+    let route = req.extensions().get::<MatchedPath>()?.as_str().to_owned();
+    let param = |params: &RawPathParams, name: &str| {
+        params.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_owned())
+    };
+    if route.starts_with("/session/{id}") || route == "/permission/{request_id}" {
+        let params = req.extract_parts::<RawPathParams>().await.ok()?;
+        return match param(&params, "id") {
+            Some(id) => Some(Destination::Session(id)),
+            None => param(&params, "request_id").map(Destination::Request),
+        };
+    }
     let header = |name: &str| {
         let value = req.headers().get(name)?.to_str().ok()?.trim();
         (!value.is_empty()).then(|| value.to_owned())
     };
-    if route.starts_with("/session/{id}") {
-        segments.nth(1).map(|id| Destination::Session(id.to_owned()))
-    } else if route == "/permission/{request_id}" {
-        segments.nth(1).map(|id| Destination::Request(id.to_owned()))
-    } else if route != "/acp" {
+    if route != "/acp" {
         None
     } else if is_upgrade(req.headers()) {
         header(ACP_SESSION_HEADER).map(Destination::Session)
@@ -273,12 +282,12 @@ async fn session_of_request(daemon: &AppState, request_id: String) -> Option<Str
 
 /// The middleware: a request for a session this daemon does not hold, which another daemon of
 /// the fleet holds, goes there; everything else goes on here.
-pub(super) async fn relay(State(relay): State<Arc<Relay>>, req: Request, next: Next) -> Response {
+pub(super) async fn relay(State(relay): State<Arc<Relay>>, mut req: Request, next: Next) -> Response {
     if req.headers().contains_key(RELAY_HEADER) {
         // Relayed to here (the perimeter checked the proof): answered here, whatever happens.
         return next.run(req).await;
     }
-    let Some(destination) = destination(&req) else { return next.run(req).await };
+    let Some(destination) = destination(&mut req).await else { return next.run(req).await };
     let daemon = &relay.daemon;
     let session_id = match destination {
         Destination::Session(id) if daemon.session(&id).is_ok() => return next.run(req).await,
@@ -590,8 +599,8 @@ mod tests {
     #[tokio::test]
     async fn only_a_session_route_an_acp_session_or_an_acp_connection_naming_its_home_goes_elsewhere() {
         use tower::ServiceExt;
-        async fn show(req: Request) -> String {
-            format!("{:?}", destination(&req))
+        async fn show(mut req: Request) -> String {
+            format!("{:?}", destination(&mut req).await)
         }
         let app = Router::new()
             .route("/session/{id}", any(show))
@@ -606,8 +615,10 @@ mod tests {
         );
         let homed = homed.as_str();
         type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
-        let cases: [Case<'_>; 14] = [
+        let cases: [Case<'_>; 15] = [
             ("GET", "/session/s1", &[], r#"Some(Session("s1"))"#),
+            // The id its handler reads: percent-decoded, as the route table's parameter.
+            ("GET", "/session/s%2D4/events", &[], r#"Some(Session("s-4"))"#),
             ("GET", "/session/s2/events", &[], r#"Some(Session("s2"))"#),
             ("POST", "/permission/r1", &[], r#"Some(Request("r1"))"#),
             ("GET", "/health", &[("acp-session-id", "s3")], "None"),
