@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
-use super::super::manifest::Kind;
+use super::super::manifest::{self, Kind};
 use super::super::objects::Objects;
 use super::*;
 
@@ -262,6 +262,49 @@ fn the_bounds_take_exactly_their_limit() {
     write(&f.ws, "d", "one too many");
     let refused = changes.snapshot_at(&f.ws, later());
     assert!(matches!(refused, Err(ScanError::TooManyFiles { limit: 3 })), "{refused:?}");
+}
+
+/// A change set cannot count the lines of a file one side of which the store does not hold: a file
+/// grown past the size bound (its new content was never kept), or one whose kept content was lost
+/// from the store since. Either is listed as truncated, with no line counted.
+#[test]
+fn a_change_set_marks_a_side_not_kept_or_lost_as_truncated() {
+    let f = fixture();
+    write(&f.ws, "grow.txt", "a\n");
+    write(&f.ws, "lost.txt", "x\ny\n");
+    let small = Limits { max_files: 10, max_file_bytes: 50, max_depth: 2 };
+    let changes = Changes::open(Some(&f.state), small).expect("open");
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    write(&f.ws, "grow.txt", &"b\n".repeat(50));
+    write(&f.ws, "lost.txt", "x\nz\n");
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    // The first side of lost.txt goes from the store.
+    let gone = manifest::hex(&first.manifest.entries["lost.txt"].digest);
+    let blob = f.state.join("changes/objects").join(&gone[..2]).join(&gone[2..]);
+    fs::remove_file(&blob).expect("the blob is where the store keeps it");
+    let set = changes.change_set(&first.manifest, &second.manifest);
+    let shown: Vec<(&str, bool, u64, u64)> =
+        set.files.iter().map(|c| (c.path.as_str(), c.truncated, c.added, c.removed)).collect();
+    assert_eq!(shown, [("grow.txt", true, 0, 0), ("lost.txt", true, 0, 0)]);
+    assert_eq!((set.insertions, set.deletions), (0, 0));
+}
+
+/// A change set lists its first [`MAX_LISTED_FILES`] files and counts the rest as hidden.
+#[test]
+fn a_change_set_lists_at_most_its_bound_and_counts_the_rest() {
+    let f = fixture();
+    let changes = engine(&f);
+    let before = changes.snapshot_at(&f.ws, later()).expect("empty");
+    for i in 0..MAX_LISTED_FILES + 3 {
+        write(&f.ws, &format!("f{i:05}"), "x\n");
+    }
+    let after = changes.snapshot_at(&f.ws, later()).expect("after");
+    let set = changes.change_set(&before.manifest, &after.manifest);
+    assert_eq!(
+        (set.files_changed, set.files.len(), set.hidden_count),
+        (MAX_LISTED_FILES + 3, MAX_LISTED_FILES, 3)
+    );
+    assert_eq!(set.insertions, MAX_LISTED_FILES as u64, "lines counted for the listed files");
 }
 
 #[test]
