@@ -378,6 +378,60 @@ fn collection_keeps_the_snapshots_asked_for_and_the_latest() {
     assert!(changes.manifest(&first.id).is_err() && changes.manifest(&second.id).is_ok());
 }
 
+/// [`Changes::collect`] takes what is older than [`COLLECT_GRACE`]: objects aged past it go
+/// (the first snapshot's; the second is the workspace's latest, kept unasked).
+#[test]
+fn collection_takes_what_is_older_than_its_grace() {
+    let (_f, changes, first, second) = rewritten("one", "two");
+    let aged = std::time::SystemTime::now() - COLLECT_GRACE - Duration::from_secs(60);
+    let mut dirs = vec![changes.dir().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).expect("read").map(|e| e.expect("entry")) {
+            if entry.file_type().expect("type").is_dir() {
+                dirs.push(entry.path());
+            } else {
+                fs::File::options()
+                    .write(true)
+                    .open(entry.path())
+                    .and_then(|f| f.set_modified(aged))
+                    .expect("age");
+            }
+        }
+    }
+    assert_eq!(changes.collect(HashSet::new()).expect("collect"), Collected { manifests: 1, blobs: 1 });
+    assert!(changes.manifest(&first.id).is_err() && changes.manifest(&second.id).is_ok());
+}
+
+/// In a git repository the workspace diff compares each file's git blob id with `HEAD`'s; the ids
+/// are remembered by content, so a second diff (from the memo) says what the first said.
+#[test]
+fn a_git_workspace_diff_is_the_same_from_the_remembered_blob_ids() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "a\n");
+    write(&f.ws, "b.txt", "b\n");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(&f.ws)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    write(&f.ws, "b.txt", "b2\n");
+    let changes = engine(&f);
+    for pass in ["computed", "remembered"] {
+        let diff = changes.workspace_diff(&f.ws, None).expect("diff");
+        let files: Vec<&str> = diff.files.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!((diff.base, files), ("head", vec!["b.txt"]), "{pass}");
+    }
+}
+
 #[test]
 fn collection_keeps_each_workspaces_latest_snapshot_unasked() {
     let (_f, changes, first, latest) = rewritten("one", "two");
