@@ -214,6 +214,22 @@ fn a_gitignore_is_read_up_to_its_bound() {
     assert_eq!(paths(&s), [".gitignore", "far.log"]);
 }
 
+/// A `.gitignore` (or `.git/info/exclude`) that is a symbolic link is not followed: its target,
+/// outside the workspace, is nobody's ignore file here (the link itself is snapshotted as a link).
+#[test]
+fn an_ignore_file_that_is_a_symlink_is_not_followed() {
+    let f = fixture();
+    let outside = tempfile::tempdir().expect("outside");
+    fs::write(outside.path().join("patterns"), "*.log\n").expect("write");
+    symlink(outside.path().join("patterns"), f.ws.join(".gitignore")).expect("symlink");
+    fs::create_dir_all(f.ws.join(".git/info")).expect("mkdir");
+    symlink(outside.path().join("patterns"), f.ws.join(".git/info/exclude")).expect("symlink");
+    write(&f.ws, "kept.log", "k");
+    let s = engine(&f).snapshot_at(&f.ws, later()).expect("snapshot");
+    assert_eq!(paths(&s), [".gitignore", "kept.log"]);
+    assert_eq!(s.manifest.entries[".gitignore"].kind, Kind::Symlink);
+}
+
 /// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
 #[test]
 fn a_name_that_is_not_utf8_is_skipped_and_counted() {
