@@ -8,8 +8,9 @@
 //! ends; the ones alive when the daemon goes are reached by no drop (the runtime is abandoned at
 //! exit, not unwound), so the daemon removes the whole scratch directory on each of its ways out
 //! ([`remove`]: after the drain, at a second signal, at a panic). The kernel drops the lock with the
-//! process, so one that a SIGKILL or a power cut left behind is removed by the next daemon of the
-//! same user to start ([`sweep`]), and one whose daemon still runs is left alone.
+//! process, so one that a SIGKILL or a power cut left behind (or a test binary, which never takes
+//! a daemon's way out) is removed by the next daemon of the same user to start, or the next
+//! process to make its own ([`sweep`]); one whose process still runs is left alone.
 
 use std::fs::{DirBuilder, File, Metadata};
 use std::io;
