@@ -696,6 +696,19 @@ impl Index {
 mod tests {
     use super::*;
 
+    /// An index is decoded whole or not at all: a byte after its records, or a manifest with a
+    /// file its records do not hold, is a damaged index (a full read), never a partly trusted one.
+    #[test]
+    fn an_index_with_a_byte_too_many_or_a_file_too_few_is_refused() {
+        let index = Index { manifest_id: "m".to_owned(), ..Index::default() };
+        let bytes = index.encode();
+        assert!(Index::decode(&bytes, Manifest::default(), "m").is_some());
+        assert!(Index::decode(&[bytes.as_slice(), &[0]].concat(), Manifest::default(), "m").is_none());
+        let mut more = Manifest::default();
+        more.entries.insert("a.txt".to_owned(), Entry { kind: Kind::File, size: 1, digest: [0; 32] });
+        assert!(Index::decode(&bytes, more, "m").is_none());
+    }
+
     /// A walk opens what its listing called a directory only if it still is one, and not through
     /// a symlink: a file or a symlink (to a directory) put in its place is refused.
     #[test]
