@@ -234,11 +234,14 @@ enum Destination {
 /// A session or request is the route's own parameter, as the route table names it and its handler
 /// reads it (percent-decoded), never a segment of the path split again here.
 async fn destination(req: &mut Request) -> Option<Destination> {
-    let route = req.extensions().get::<MatchedPath>()?.as_str().to_owned();
+    let route = req.extensions().get::<MatchedPath>()?.as_str();
+    // A relayed route other than `/acp` names its session or request in the path.
+    let acp = route == "/acp";
+    let named = relayed_route(route) && !acp;
     let param = |params: &RawPathParams, name: &str| {
         params.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_owned())
     };
-    if route.starts_with("/session/{id}") || route == "/permission/{request_id}" {
+    if named {
         let params = req.extract_parts::<RawPathParams>().await.ok()?;
         return match param(&params, "id") {
             Some(id) => Some(Destination::Session(id)),
@@ -249,7 +252,7 @@ async fn destination(req: &mut Request) -> Option<Destination> {
         let value = req.headers().get(name)?.to_str().ok()?.trim();
         (!value.is_empty()).then(|| value.to_owned())
     };
-    if route != "/acp" {
+    if !acp {
         None
     } else if is_upgrade(req.headers()) {
         header(ACP_SESSION_HEADER).map(Destination::Session)
