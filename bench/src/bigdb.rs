@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mediatord::store::{
-    AuditOutcome, AuditRecord, SessionRecord, SessionState, SqliteStore, Store, StoreConfig,
+    AuditOutcome, AuditRecord, SessionRecord, SessionState, SqliteStore, Store, StoreConfig, Writes,
 };
 
 use crate::Res;

@@ -487,7 +487,7 @@ mod tests {
     use super::*;
     use crate::store::{
         Ack, AuditPage, AuditQuery, AuditRecord, MemoryStore, ReadError, SessionRecord, SessionState,
-        StoreStats, StoredEvent, StoredRule,
+        StoreStats, StoredEvent, StoredRule, Writes,
     };
 
     const LIMITS: StreamLimits = StreamLimits { all_devices: 192, per_session: 48 };
@@ -539,10 +539,7 @@ mod tests {
         }
     }
 
-    impl Store for Disk {
-        fn durable(&self) -> bool {
-            true
-        }
+    impl Writes for Disk {
         fn session_started(&self, _: &SessionRecord, _: u64, _: bool) {}
         fn append_events(&self, _: &Arc<str>, _: u64, _: Vec<bytes::Bytes>) {}
         fn session_ended(&self, _: &str, _: SessionState, _: &str, _: u64, _: u64) {}
@@ -577,6 +574,13 @@ mod tests {
         fn flush(&self) -> Ack {
             self.answer()
         }
+        fn record_turn(&self, _: crate::store::TurnRecord) {}
+    }
+
+    impl Store for Disk {
+        fn durable(&self) -> bool {
+            true
+        }
         fn query_audit(&self, _: &AuditQuery) -> Result<AuditPage, ReadError> {
             Ok(AuditPage::default())
         }
@@ -607,7 +611,6 @@ mod tests {
         fn first_event_id(&self, _: &str) -> Result<Option<u64>, ReadError> {
             Ok(None)
         }
-        fn record_turn(&self, _: crate::store::TurnRecord) {}
         fn turns(&self, _: &str) -> Result<Vec<crate::store::TurnRecord>, ReadError> {
             Ok(Vec::new())
         }

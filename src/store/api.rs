@@ -113,6 +113,29 @@ pub struct AuditPage {
     pub next_cursor: Option<Cursor>,
 }
 
+impl AuditPage {
+    /// The page a database's rows make, `(seq, entry)` newest first, read with a limit of one
+    /// more than `limit`: that extra row only says that older entries remain, after the last kept.
+    /// An entry that is not JSON reads as `null` rather than hide the rest of the page.
+    pub(super) fn from_rows<E>(
+        rows: impl IntoIterator<Item = Result<(i64, String), E>>,
+        limit: usize,
+    ) -> Result<AuditPage, E> {
+        let mut page = AuditPage::default();
+        let mut last = None;
+        for row in rows {
+            let (seq, entry) = row?;
+            if page.entries.len() == limit {
+                page.next_cursor = last.map(|s: i64| Cursor(s as u64));
+                break;
+            }
+            page.entries.push(serde_json::from_str(&entry).unwrap_or(Value::Null));
+            last = Some(seq);
+        }
+        Ok(page)
+    }
+}
+
 /// A workspace rule as stored: its workspace and its wire object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRule {
@@ -296,54 +319,9 @@ pub struct ReadError(pub String);
 /// and the caller applies them in memory and answers only once it resolves `Ok`; the records
 /// written behind (events, sessions, the audit, last-seen times) return nothing, and a loss is
 /// counted ([`StoreStats`]) and recorded (gaps) instead.
-pub trait Store: Send + Sync + std::fmt::Debug {
+pub trait Store: Writes + Send + Sync + std::fmt::Debug {
     /// Whether anything survives a restart (`false` for `--ephemeral`).
     fn durable(&self) -> bool;
-
-    /// A session starts (or is resumed): its events from `after_id + 1` on will be appended.
-    /// `resumed = false` forgets any history a previous session of the same id left.
-    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool);
-    /// A burst of consecutive events, ids `first_id..`, each as its complete SSE frame (the bus's
-    /// bytes, shared, not copied). Never blocks: when the writer's queue has no room for the
-    /// burst it is dropped and the history records a gap.
-    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>);
-    /// A session ended; `last_id` is the id of its last event (a trailing gap is recorded when the
-    /// writer did not get them all).
-    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64);
-
-    /// A permission request was raised (pending) or resolved: the record replaces any earlier one
-    /// with the same request id.
-    fn audit(&self, record: AuditRecord);
-
-    /// A turn's change set, or a rewind, is recorded (behind, like the audit). Nothing is kept by
-    /// a store that keeps no sessions (`--ephemeral`): a live session holds its own.
-    fn record_turn(&self, record: TurnRecord);
-
-    /// A workspace rule is added (acknowledged: apply it once the [`Ack`] resolves `Ok`).
-    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack;
-    /// A workspace rule is deleted (acknowledged).
-    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack;
-
-    /// A recorded session (not live) and its events are deleted, gaps included (acknowledged).
-    /// Its audit entries stay: they record decisions, not the conversation.
-    fn delete_session(&self, session_id: &str) -> Ack;
-
-    /// A device is paired (acknowledged).
-    fn put_device(&self, device: &StoredDevice) -> Ack;
-    /// A device was last seen at `at` (written now and then, not per request; behind).
-    fn device_seen(&self, device_id: &str, at: u64);
-    /// A device is revoked: its row is kept, marked, and never loaded again (acknowledged).
-    fn revoke_device(&self, device_id: &str, at: u64) -> Ack;
-
-    /// Resolves once every write handed over before it is committed (`Err` when the transaction
-    /// holding the flush failed).
-    fn flush(&self) -> Ack;
-    /// The daemon stops: commits what is queued, leaves the files whole and ends the writer
-    /// (SQLite: the WAL checkpointed into `state.db` and truncated, so that file alone has every
-    /// commit, `docs/operations.md#backups`). Later writes are lost. Blocking.
-    fn close(&self) -> Result<(), WriteError> {
-        self.flush().wait_blocking()
-    }
 
     // Reads: blocking.
     fn query_audit(&self, query: &AuditQuery) -> Result<AuditPage, ReadError>;
@@ -356,7 +334,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError>;
     /// The first id a session's history still holds (after retention), if any.
     fn first_event_id(&self, session_id: &str) -> Result<Option<u64>, ReadError>;
-    /// A session's turn records ([`Store::record_turn`]), in order.
+    /// A session's turn records ([`Writes::record_turn`]), in order.
     fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>, ReadError>;
     /// Every snapshot id a kept turn record names (what the snapshot store must keep).
     fn snapshot_refs(&self) -> Result<Vec<String>, ReadError>;
@@ -453,6 +431,55 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// way is read again after it.
     fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
         None
+    }
+}
+
+/// The half of [`Store`] that only queues (and `close`, which ends the queue): every durable store
+/// has the same one (`writer.rs`); the in-memory store keeps what it can of it itself.
+pub trait Writes {
+    /// A session starts (or is resumed): its events from `after_id + 1` on will be appended.
+    /// `resumed = false` forgets any history a previous session of the same id left.
+    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool);
+    /// A burst of consecutive events, ids `first_id..`, each as its complete SSE frame (the bus's
+    /// bytes, shared, not copied). Never blocks: when the writer's queue has no room for the
+    /// burst it is dropped and the history records a gap.
+    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>);
+    /// A session ended; `last_id` is the id of its last event (a trailing gap is recorded when the
+    /// writer did not get them all).
+    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64);
+
+    /// A permission request was raised (pending) or resolved: the record replaces any earlier one
+    /// with the same request id.
+    fn audit(&self, record: AuditRecord);
+
+    /// A turn's change set, or a rewind, is recorded (behind, like the audit). Nothing is kept by
+    /// a store that keeps no sessions (`--ephemeral`): a live session holds its own.
+    fn record_turn(&self, record: TurnRecord);
+
+    /// A workspace rule is added (acknowledged: apply it once the [`Ack`] resolves `Ok`).
+    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack;
+    /// A workspace rule is deleted (acknowledged).
+    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack;
+
+    /// A recorded session (not live) and its events are deleted, gaps included (acknowledged).
+    /// Its audit entries stay: they record decisions, not the conversation.
+    fn delete_session(&self, session_id: &str) -> Ack;
+
+    /// A device is paired (acknowledged).
+    fn put_device(&self, device: &StoredDevice) -> Ack;
+    /// A device was last seen at `at` (written now and then, not per request; behind).
+    fn device_seen(&self, device_id: &str, at: u64);
+    /// A device is revoked: its row is kept, marked, and never loaded again (acknowledged).
+    fn revoke_device(&self, device_id: &str, at: u64) -> Ack;
+
+    /// Resolves once every write handed over before it is committed (`Err` when the transaction
+    /// holding the flush failed).
+    fn flush(&self) -> Ack;
+    /// The daemon stops: commits what is queued, leaves the files whole and ends the writer
+    /// (SQLite: the WAL checkpointed into `state.db` and truncated, so that file alone has every
+    /// commit, `docs/operations.md#backups`). Later writes are lost. Blocking.
+    fn close(&self) -> Result<(), WriteError> {
+        self.flush().wait_blocking()
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::api::{
     Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreStats, StoredDevice,
-    StoredEvent, StoredRule, TurnRecord,
+    StoredEvent, StoredRule, TurnRecord, Writes,
 };
 use super::decide::{AuditQuery, Cursor, audit_selects};
 use crate::sync::lock;
@@ -32,11 +32,7 @@ pub struct MemoryStore {
     audit: Mutex<Audit>,
 }
 
-impl Store for MemoryStore {
-    fn durable(&self) -> bool {
-        false
-    }
-
+impl Writes for MemoryStore {
     fn session_started(&self, _: &SessionRecord, _: u64, _: bool) {}
 
     fn append_events(&self, _: &Arc<str>, _: u64, _: Vec<Bytes>) {}
@@ -89,6 +85,12 @@ impl Store for MemoryStore {
 
     fn flush(&self) -> Ack {
         Ack::ready(Ok(()))
+    }
+}
+
+impl Store for MemoryStore {
+    fn durable(&self) -> bool {
+        false
     }
 
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {

@@ -2,13 +2,16 @@
 //! rules, and every session with its recorded events, behind one narrow interface, [`Store`].
 //!
 //! - `api`: [`Store`] and the records that cross it.
-//! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, one writer
-//!   thread with group commit, one read connection; the only file that knows `rusqlite`.
-//! - `postgres`: [`PgStore`], `--store postgres://…`: the same writer and queue in PostgreSQL,
-//!   shared by a fleet of daemons (the session directory, leases, notices); the only file that
-//!   knows `tokio_postgres`.
-//! - `queue`: the writer's queue both databases share: the writes, their bounds and counters,
-//!   what a failed transaction answers and counts.
+//! - `writer`: the one writer both databases use (a thread, group commit, runs of events, gap
+//!   marking) over a `Dialect` each provides, and the write half of [`Store`] ([`Writes`]).
+//! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, the writer's
+//!   SQLite dialect, one read connection; the only file that knows `rusqlite`.
+//! - `postgres`: [`PgStore`], `--store postgres://…`: the writer's PostgreSQL dialect, shared by
+//!   a fleet of daemons (the session directory, leases, notices); the only file that knows
+//!   `tokio_postgres`.
+//! - `migrations`: the schema, one `.sql` file per version and database, the same numbering.
+//! - `queue`: the writer's queue: the writes, their bounds and counters, what a failed
+//!   transaction answers and counts.
 //! - `memory`: [`MemoryStore`], for `--ephemeral`: no history, a bounded in-memory audit.
 //! - `dir`: where the state lives, and the permission checks that refuse a boot.
 //! - `chunk`: how a run of consecutive events is kept as one row (encoding, splitting, trimming).
@@ -18,27 +21,28 @@
 //! A floor below `permission` and `daemon`, beside `acp`: it imports the leaves only, and names
 //! events by their already-built SSE frames (the bus's bytes), never by the bus.
 //!
-//! The relay never waits for the disk: [`Store::append_events`] and every other write is a
-//! non-blocking hand-off to the writer; reads ([`Store::audit`], [`Store::events`], ...) block and
-//! are called off the async runtime (`spawn_blocking`). Paired devices (issue #19) are one table
-//! (a migration in `sqlite.rs`) and four methods, in the same shape as workspace rules;
-//! notification action tokens (issue #20) will be another.
+//! The relay never waits for the disk: [`Writes::append_events`] and every other write is a
+//! non-blocking hand-off to the writer; reads ([`Store::query_audit`], [`Store::events`], ...)
+//! block and are called off the async runtime (`spawn_blocking`). A new kind of record is a
+//! migration in each database, an op in `queue.rs`, a statement in each dialect and its reads.
 
 mod api;
 mod chunk;
 mod decide;
 mod dir;
 mod memory;
+mod migrations;
 mod postgres;
 mod queue;
 mod sqlite;
+mod writer;
 
 use std::sync::Arc;
 
 pub use self::api::{
     Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
     SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
-    TurnRecord, WriteError,
+    TurnRecord, WriteError, Writes,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;

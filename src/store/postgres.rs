@@ -2,12 +2,11 @@
 //! fleet (`docs/operations.md#a-fleet`); the only file that knows `tokio_postgres` and
 //! `deadpool_postgres`.
 //!
-//! - **The same writer as SQLite's.** Writes go through the same queue ([`super::queue`]), with
-//!   the same bounds, gap marking and group commit: one writer thread takes what is queued (after
-//!   [`LINGER`] for events and audit records) and commits it as one transaction, runs of events
-//!   as one row each (`chunk.rs`). An acknowledged write ([`Ack`]) is answered once its
-//!   transaction commits, or with the error (the database down, restarting, unreachable): then
-//!   nothing of it is on disk and the caller neither applies nor acknowledges it.
+//! - **The same writer as SQLite's** (`writer.rs`): the same queue, bounds, gap marking and group
+//!   commit; this file is its PostgreSQL dialect (a pooled connection per batch, each batch
+//!   driven on the store's runtime within [`DB_TIMEOUT`]). An acknowledged write ([`Ack`]) is
+//!   answered once its transaction commits, or with the error (the database down, restarting,
+//!   unreachable): then nothing of it is on disk and the caller neither applies nor acknowledges it.
 //! - **Its own runtime.** The driver runs on a small tokio runtime the store owns (one worker), so
 //!   the store is opened before the daemon's runtime and blocking reads can wait on it from any
 //!   thread (they are called from `spawn_blocking`, and once at boot).
@@ -28,9 +27,8 @@
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -38,117 +36,23 @@ use serde_json::Value;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::api::{
-    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
-    SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
-    TurnRecord, WriteError,
+    Ack, AuditPage, AuditRecord, Notice, ReadError, SessionClaim, SessionRecord, SessionState, Store,
+    StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule, TurnRecord,
 };
 use super::chunk::{self, RunBuilder};
-use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker, shown};
-use super::queue::{
-    BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, LINGER, Op, Queue, Shared, Taken, finish, unwritten,
-};
+use super::decide::{self, AuditOutcome, AuditQuery, shown};
+use super::migrations;
+use super::queue::Op;
 use super::sqlite::OpenError;
+use super::writer::{Dialect, Drive, Ended, NewCode, Statements, Writing, Written};
 use crate::sync::lock;
 
 /// The schema this build writes; the same numbers mean the same tables as SQLite's
 /// (`sqlite.rs`), written in PostgreSQL's types.
 pub const PG_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-const MIGRATIONS: &[&str] = &[
-    // 1: sessions and their events, the audit trail, workspace rules.
-    "CREATE TABLE sessions(
-        session_id TEXT PRIMARY KEY,
-        workspace TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        ended_at BIGINT,
-        state TEXT NOT NULL,
-        end_reason TEXT,
-        last_event_id BIGINT NOT NULL DEFAULT 0
-    );
-    CREATE INDEX sessions_workspace ON sessions(workspace, created_at);
-    CREATE INDEX sessions_live ON sessions(state) WHERE state = 'live';
-    CREATE TABLE events(
-        session_id TEXT NOT NULL,
-        id BIGINT NOT NULL,
-        frame BYTEA,
-        gap_to BIGINT,
-        PRIMARY KEY(session_id, id)
-    );
-    CREATE TABLE audit(
-        seq BIGSERIAL PRIMARY KEY,
-        request_id TEXT NOT NULL UNIQUE,
-        session_id TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        requested_at BIGINT NOT NULL,
-        outcome TEXT NOT NULL,
-        entry TEXT NOT NULL
-    );
-    CREATE INDEX audit_requested ON audit(requested_at);
-    CREATE INDEX audit_session ON audit(session_id, seq);
-    CREATE INDEX audit_pending ON audit(outcome) WHERE outcome = 'pending';
-    CREATE TABLE workspace_rules(
-        workspace TEXT NOT NULL,
-        rule_id TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        seq BIGSERIAL,
-        rule TEXT NOT NULL,
-        PRIMARY KEY(workspace, rule_id)
-    );",
-    // 2: paired devices, the secret only as its SHA-256.
-    "CREATE TABLE devices(
-        device_id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        role TEXT NOT NULL,
-        secret_hash BYTEA NOT NULL,
-        created_at BIGINT NOT NULL,
-        last_seen_at BIGINT,
-        revoked_at BIGINT
-    );",
-    // 3: events as runs (`chunk.rs`), one row per run of consecutive events.
-    "CREATE TABLE event_runs(
-        session_id TEXT NOT NULL,
-        first_id BIGINT NOT NULL,
-        last_id BIGINT NOT NULL,
-        frames BYTEA,
-        sizes BYTEA,
-        codec SMALLINT NOT NULL DEFAULT 0,
-        PRIMARY KEY(session_id, last_id)
-    );
-    INSERT INTO event_runs(session_id, first_id, last_id, frames, sizes)
-        SELECT session_id, id, COALESCE(gap_to, id), frame, NULL FROM events;
-    DROP TABLE events;
-    ALTER TABLE event_runs RENAME TO events;",
-    // 4: the fleet: who holds each live session, each daemon's lease, the pairing codes used,
-    // the secret the daemons prove themselves to each other with.
-    "ALTER TABLE sessions ADD COLUMN owner TEXT;
-    CREATE TABLE nodes(
-        node_url TEXT PRIMARY KEY,
-        lease_until BIGINT NOT NULL,
-        started_at BIGINT NOT NULL
-    );
-    CREATE TABLE pairing_claims(digest BYTEA PRIMARY KEY, claimed_at BIGINT NOT NULL);
-    CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL);",
-    // 5: pairing codes waiting to be used (by their SHA-256), so a daemon learns of one from the
-    // row its issuer committed, never from a notice.
-    "CREATE TABLE pairing_codes(
-        digest BYTEA PRIMARY KEY,
-        name TEXT,
-        role TEXT NOT NULL,
-        expires_at BIGINT NOT NULL
-    );",
-    // 6: each turn's change set and each rewind (src/changes/), with the snapshots they name.
-    "CREATE TABLE turns(
-        session_id TEXT NOT NULL,
-        seq BIGINT NOT NULL,
-        workspace TEXT NOT NULL,
-        recorded_at BIGINT NOT NULL,
-        before_id TEXT,
-        after_id TEXT,
-        entry TEXT NOT NULL,
-        PRIMARY KEY(session_id, seq)
-    );",
-];
+/// The migrations, in order (`migrations/`).
+const MIGRATIONS: &[&str] = migrations::POSTGRES;
 
 /// The session setting that keeps the server's NOTICEs off every connection of the store.
 const QUIET: &str = "-c client_min_messages=warning";
@@ -173,8 +77,8 @@ const ADVISORY_LOCK: i64 = 0x6d65_6469_6174;
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 pub struct PgStore {
-    queue: Queue,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The queue (never blocks; bounded by its counters) and the writer thread behind it.
+    writing: Writing,
     /// The driver's runtime (the writer, the reads, the listener run on it).
     rt: Arc<tokio::runtime::Runtime>,
     pool: Pool,
@@ -298,35 +202,18 @@ impl PgStore {
         if listening.recv_timeout(DB_TIMEOUT).is_err() {
             tracing::warn!("not listening for the fleet's notices yet: they are read again once it is");
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        let shared = Arc::new(Shared::default());
         let rt = Arc::new(rt);
         let db_bytes: Arc<std::sync::atomic::AtomicU64> = Arc::default();
-        let writer = Writer {
+        let dialect = Postgres {
             rt: rt.clone(),
             pool: pool.clone(),
-            rx,
-            shared: shared.clone(),
-            gaps: GapTracker::default(),
             node: node.clone(),
             events_per_session: config.events_per_session,
             max_age_days: config.max_age_days,
             db_bytes: db_bytes.clone(),
         };
-        let writer = std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || writer.run())
-            .map_err(|e| err(e.to_string()))?;
-        Ok(PgStore {
-            queue: Queue { tx, shared },
-            writer: Mutex::new(Some(writer)),
-            rt,
-            pool,
-            node,
-            secret,
-            notices: Mutex::new(Some(notice_rx)),
-            db_bytes,
-        })
+        let writing = Writing::start(dialect).map_err(|e| err(e.to_string()))?;
+        Ok(PgStore { writing, rt, pool, node, secret, notices: Mutex::new(Some(notice_rx)), db_bytes })
     }
 
     /// Runs `f` on the driver's runtime with a pooled connection and waits for it, at most
@@ -355,13 +242,9 @@ impl PgStore {
     }
 }
 
-impl Drop for PgStore {
-    fn drop(&mut self) {
-        if self.queue.tx.send(Op::Stop).is_ok()
-            && let Some(writer) = lock(&self.writer).take()
-        {
-            let _ = writer.join();
-        }
+impl Written for PgStore {
+    fn writing(&self) -> &Writing {
+        &self.writing
     }
 }
 
@@ -506,70 +389,6 @@ impl Store for PgStore {
         true
     }
 
-    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool) {
-        self.queue.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
-    }
-
-    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
-        self.queue.append_events(session_id, first_id, frames);
-    }
-
-    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64) {
-        self.queue.send(Op::SessionEnded {
-            session_id: session_id.to_owned(),
-            state,
-            reason: reason.to_owned(),
-            last_id,
-            at,
-        });
-    }
-
-    fn audit(&self, record: AuditRecord) {
-        self.queue.send(Op::Audit(record));
-    }
-
-    fn record_turn(&self, record: TurnRecord) {
-        self.queue.send(Op::Turn(record));
-    }
-
-    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
-        self.queue.send_acked(|ack| Op::PutRule {
-            workspace: workspace.to_owned(),
-            rule_id: rule_id.to_owned(),
-            rule: rule.to_string(),
-            at: crate::clock::now_ms(),
-            ack,
-        })
-    }
-
-    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack {
-        self.queue.send_acked(|ack| Op::DeleteRule {
-            workspace: workspace.to_owned(),
-            rule_id: rule_id.to_owned(),
-            ack,
-        })
-    }
-
-    fn delete_session(&self, session_id: &str) -> Ack {
-        self.queue.send_acked(|ack| Op::DeleteSession { session_id: session_id.to_owned(), ack })
-    }
-
-    fn put_device(&self, device: &StoredDevice) -> Ack {
-        self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
-    }
-
-    fn device_seen(&self, device_id: &str, at: u64) {
-        self.queue.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
-    }
-
-    fn revoke_device(&self, device_id: &str, at: u64) -> Ack {
-        self.queue.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
-    }
-
-    fn flush(&self) -> Ack {
-        self.queue.send_acked(Op::Flush)
-    }
-
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
         let q = q.clone();
         self.read(move |c| async move {
@@ -592,18 +411,7 @@ impl Store for PgStore {
                     ],
                 )
                 .await?;
-            let mut page = AuditPage::default();
-            let mut last = None;
-            for row in rows {
-                let (seq, entry): (i64, String) = (row.get(0), row.get(1));
-                if page.entries.len() == limit {
-                    page.next_cursor = last.map(|s: i64| Cursor(s as u64));
-                    break;
-                }
-                page.entries.push(serde_json::from_str(&entry).unwrap_or(Value::Null));
-                last = Some(seq);
-            }
-            Ok(page)
+            AuditPage::from_rows(rows.iter().map(|row| Ok((row.get(0), row.get(1)))), limit)
         })
     }
 
@@ -769,7 +577,7 @@ impl Store for PgStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.queue.stats(self.db_bytes.load(Ordering::Relaxed))
+        self.writing.queue.stats(self.db_bytes.load(Ordering::Relaxed))
     }
 
     fn shared(&self) -> bool {
@@ -949,7 +757,7 @@ impl Store for PgStore {
 
     fn put_pairing_code(&self, digest: &[u8; 32], name: Option<&str>, role: &str, ttl_ms: u64) -> Ack {
         let (digest, name, role) = (*digest, name.map(str::to_owned), role.to_owned());
-        self.queue.send_acked(|ack| Op::PutCode { digest, name, role, ttl_ms, ack })
+        self.writing.queue.send_acked(|ack| Op::PutCode { digest, name, role, ttl_ms, ack })
     }
 
     fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<StoredCode>, ReadError> {
@@ -974,7 +782,7 @@ impl Store for PgStore {
 
     fn claim_pairing_code(&self, digest: &[u8; 32]) -> Ack {
         let digest = *digest;
-        self.queue.send_acked(|ack| Op::ClaimCode { digest, ack })
+        self.writing.queue.send_acked(|ack| Op::ClaimCode { digest, ack })
     }
 
     fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
@@ -1015,13 +823,11 @@ fn session_row(r: &tokio_postgres::Row) -> SessionRecord {
     }
 }
 
-/// The writer thread: takes the queue in batches and writes each on the driver's runtime.
-struct Writer {
+/// PostgreSQL's side of the writer (`writer.rs`): a pooled connection per batch, driven on the
+/// driver's runtime within [`DB_TIMEOUT`]; retention on the runtime too.
+struct Postgres {
     rt: Arc<tokio::runtime::Runtime>,
     pool: Pool,
-    rx: Receiver<Op>,
-    shared: Arc<Shared>,
-    gaps: GapTracker,
     node: Arc<OnceLock<String>>,
     events_per_session: u64,
     max_age_days: u64,
@@ -1029,371 +835,296 @@ struct Writer {
     db_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
-impl Writer {
-    fn run(mut self) {
-        let mut next_maintenance = Instant::now();
-        loop {
-            let wait = next_maintenance.saturating_duration_since(Instant::now());
-            let first = match self.rx.recv_timeout(wait) {
-                Ok(op) => Some(op),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
-            };
-            if let Some(first) = first
-                && !self.batch(first)
-            {
-                return;
-            }
-            if Instant::now() >= next_maintenance {
-                let (pool, keep, days) = (self.pool.clone(), self.events_per_session, self.max_age_days);
-                let done = self.rt.block_on(async {
-                    tokio::time::timeout(MAINTENANCE_INTERVAL, maintain(&pool, keep, days)).await
-                });
-                match done {
-                    Ok(Ok(size)) => self.db_bytes.store(size, Ordering::Relaxed),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "retention on the state database failed"),
-                    Err(_) => tracing::warn!("retention on the state database took longer than its interval"),
-                }
-                next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
-            }
-        }
-    }
+/// A failed statement or connection, with every cause it wraps ([`pg_error`]).
+struct PgFailure(String);
 
-    /// One transaction, as SQLite's writer makes them (`sqlite.rs`: `Writer::batch`).
-    fn batch(&mut self, first: Op) -> bool {
-        if matches!(first, Op::Events { .. } | Op::Audit(_)) {
-            std::thread::sleep(LINGER);
-        }
-        let mut taken = Taken::default();
-        let written = {
-            let pool = self.pool.clone();
-            let rt = self.rt.clone();
-            rt.block_on(async {
-                match tokio::time::timeout(DB_TIMEOUT, self.write(&pool, first, &mut taken)).await {
-                    Ok(written) => written,
-                    Err(_) => Err("the database did not commit in time".to_owned()),
-                }
-            })
-        };
-        if written.is_err() {
-            for _ in 0..BATCH_MAX_OPS {
-                let Ok(op) = self.rx.try_recv() else { break };
-                unwritten(&self.shared, op, &mut taken);
-            }
-        }
-        !finish(&self.shared, &mut self.gaps, taken, written)
-    }
-
-    /// Writes `first` and what follows it in one transaction. What it took off the queue is in
-    /// `taken` whatever happens; `first` is in it even when no connection could be had.
-    async fn write(&mut self, pool: &Pool, first: Op, taken: &mut Taken) -> Result<u64, String> {
-        let mut client = match pool.get().await {
-            Ok(client) => client,
-            Err(e) => {
-                unwritten(&self.shared, first, taken);
-                return Err(pg_error(e));
-            }
-        };
-        let tx = match client.transaction().await {
-            Ok(tx) => tx,
-            Err(e) => {
-                unwritten(&self.shared, first, taken);
-                return Err(pg_error(e));
-            }
-        };
-        let started = Instant::now();
-        let owner = self.node.get().cloned();
-        let mut runs: Vec<(Arc<str>, RunBuilder)> = Vec::new();
-        let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
-        let mut next = Some(first);
-        // The claims this transaction lost: answered apart, the rest of it commits.
-        let mut lost_claims = Vec::new();
-        while let Some(op) = next.take() {
-            ops += 1;
-            if !matches!(op, Op::Events { .. } | Op::Stop) {
-                self.shared.queued_control.fetch_sub(1, Ordering::Relaxed);
-                if !matches!(op, Op::Flush(_)) {
-                    taken.control += 1;
-                }
-            }
-            let step: Result<(), tokio_postgres::Error> = async {
-                match op {
-                    Op::Events { session_id, first_id, frames } => {
-                        let len: usize = frames.iter().map(Bytes::len).sum();
-                        self.shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
-                        self.shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-                        taken.events += frames.len() as u64;
-                        taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
-                        bytes += len;
-                        ops += frames.len().saturating_sub(1);
-                        let mut slot = runs.iter().position(|(s, _)| *s == session_id);
-                        for (id, frame) in (first_id..).zip(&frames) {
-                            if self.gaps.is_duplicate(&session_id, id) {
-                                continue;
-                            }
-                            let gap = self.gaps.observe(&session_id, id);
-                            if let Some((from, to)) = gap {
-                                insert_gap(&tx, &session_id, from, to).await?;
-                                self.shared.gaps.fetch_add(1, Ordering::Relaxed);
-                            }
-                            match slot.map(|i| &mut runs[i].1) {
-                                Some(run) if gap.is_none() && run.takes(id) => run.push(id, frame),
-                                Some(run) => {
-                                    let done = std::mem::replace(run, RunBuilder::new(id, frame));
-                                    insert_run(&tx, &session_id, &done).await?;
-                                }
-                                None => {
-                                    runs.push((session_id.clone(), RunBuilder::new(id, frame)));
-                                    slot = Some(runs.len() - 1);
-                                }
-                            }
-                            written += 1;
-                        }
-                    }
-                    Op::SessionStarted { record, after_id, resumed } => {
-                        if !resumed {
-                            tx.execute("DELETE FROM events WHERE session_id = $1", &[&record.session_id]).await?;
-                            tx.execute("DELETE FROM turns WHERE session_id = $1", &[&record.session_id]).await?;
-                            runs.retain(|(s, _)| **s != *record.session_id);
-                        }
-                        tx.execute(
-                            "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id, owner)
-                             VALUES ($1, $2, $3, $4, NULL, 'live', NULL, $5, $7)
-                             ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
-                               created_at = CASE WHEN $6 THEN sessions.created_at ELSE excluded.created_at END,
-                               ended_at = NULL, state = 'live', end_reason = NULL,
-                               last_event_id = excluded.last_event_id, owner = excluded.owner",
-                            &[
-                                &record.session_id,
-                                &record.workspace,
-                                &record.agent,
-                                &(record.created_at as i64),
-                                &(after_id as i64),
-                                &resumed,
-                                &owner,
-                            ],
-                        )
-                        .await?;
-                        let session_id: Arc<str> = Arc::from(record.session_id.as_str());
-                        taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
-                        self.gaps.start(session_id, after_id);
-                    }
-                    Op::SessionEnded { session_id, state, reason, last_id, at } => {
-                        if let Some(i) = runs.iter().position(|(s, _)| **s == *session_id) {
-                            let (sid, run) = runs.swap_remove(i);
-                            insert_run(&tx, &sid, &run).await?;
-                            set_last_event_id(&tx, &sid, run.last).await?;
-                        }
-                        taken.marks.push((Arc::from(session_id.as_str()), self.gaps.mark(&session_id)));
-                        if let Some((from, to)) = self.gaps.end(&session_id, last_id) {
-                            insert_gap(&tx, &session_id, from, to).await?;
-                            self.shared.gaps.fetch_add(1, Ordering::Relaxed);
-                        }
-                        tx.execute(
-                            "UPDATE sessions SET state = $2, end_reason = $3, ended_at = $4,
-                               last_event_id = GREATEST(last_event_id, $5) WHERE session_id = $1",
-                            &[&session_id, &state.as_str(), &reason, &(at as i64), &(last_id as i64)],
-                        )
-                        .await?;
-                    }
-                    Op::Audit(r) => {
-                        tx.execute(
-                            "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
-                             VALUES ($1, $2, $3, $4, $5, $6)
-                             ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
-                            &[
-                                &r.request_id,
-                                &r.session_id,
-                                &r.workspace,
-                                &(r.requested_at as i64),
-                                &r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
-                                &r.entry.to_string(),
-                            ],
-                        )
-                        .await?;
-                    }
-                    Op::Turn(t) => {
-                        tx.execute(
-                            "INSERT INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7)
-                             ON CONFLICT(session_id, seq) DO UPDATE SET workspace = excluded.workspace,
-                               recorded_at = excluded.recorded_at, before_id = excluded.before_id,
-                               after_id = excluded.after_id, entry = excluded.entry",
-                            &[
-                                &t.session_id,
-                                &(t.seq as i64),
-                                &t.workspace,
-                                &(t.at as i64),
-                                &t.before,
-                                &t.after,
-                                &t.entry.to_string(),
-                            ],
-                        )
-                        .await?;
-                    }
-                    Op::PutRule { workspace, rule_id, rule, at, ack } => {
-                        taken.acks.push(ack);
-                        tx.execute(
-                            "INSERT INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES ($1, $2, $3, $4)
-                             ON CONFLICT (workspace, rule_id) DO UPDATE SET created_at = excluded.created_at, rule = excluded.rule",
-                            &[&workspace, &rule_id, &(at as i64), &rule],
-                        )
-                        .await?;
-                        notify(&tx, Notice::Rules).await?;
-                    }
-                    Op::DeleteRule { workspace, rule_id, ack } => {
-                        taken.acks.push(ack);
-                        tx.execute(
-                            "DELETE FROM workspace_rules WHERE workspace = $1 AND rule_id = $2",
-                            &[&workspace, &rule_id],
-                        )
-                        .await?;
-                        notify(&tx, Notice::Rules).await?;
-                    }
-                    Op::DeleteSession { session_id, ack } => {
-                        taken.acks.push(ack);
-                        runs.retain(|(s, _)| **s != *session_id);
-                        tx.execute("DELETE FROM events WHERE session_id = $1", &[&session_id]).await?;
-                        tx.execute("DELETE FROM sessions WHERE session_id = $1", &[&session_id]).await?;
-                    }
-                    Op::PutDevice(d, ack) => {
-                        taken.acks.push(ack);
-                        tx.execute(
-                            "INSERT INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
-                             VALUES ($1, $2, $3, $4, $5, $6)
-                             ON CONFLICT (device_id) DO UPDATE SET name = excluded.name, role = excluded.role,
-                               secret_hash = excluded.secret_hash, created_at = excluded.created_at,
-                               last_seen_at = excluded.last_seen_at",
-                            &[
-                                &d.device_id,
-                                &d.name,
-                                &d.role,
-                                &&d.secret_hash[..],
-                                &(d.created_at as i64),
-                                &d.last_seen_at.map(|v| v as i64),
-                            ],
-                        )
-                        .await?;
-                        notify(&tx, Notice::Devices).await?;
-                    }
-                    Op::DeviceSeen { device_id, at } => {
-                        tx.execute(
-                            "UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE device_id = $1",
-                            &[&device_id, &(at as i64)],
-                        )
-                        .await?;
-                    }
-                    Op::RevokeDevice { device_id, at, ack } => {
-                        taken.acks.push(ack);
-                        tx.execute(
-                            "UPDATE devices SET revoked_at = $2 WHERE device_id = $1 AND revoked_at IS NULL",
-                            &[&device_id, &(at as i64)],
-                        )
-                        .await?;
-                        notify(&tx, Notice::Devices).await?;
-                    }
-                    Op::ClaimCode { digest, ack } => {
-                        let claimed = tx
-                            .execute(
-                                "INSERT INTO pairing_claims(digest, claimed_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                                &[&&digest[..], &(crate::clock::now_ms() as i64)],
-                            )
-                            .await?;
-                        if claimed == 1 {
-                            taken.acks.push(ack);
-                            tx.execute("DELETE FROM pairing_codes WHERE digest = $1", &[&&digest[..]]).await?;
-                        } else {
-                            lost_claims.push(ack);
-                        }
-                    }
-                    Op::PutCode { digest, name, role, ttl_ms, ack } => {
-                        taken.acks.push(ack);
-                        tx.execute(
-                            &format!(
-                                "INSERT INTO pairing_codes(digest, name, role, expires_at)
-                                 VALUES ($1, $2, $3, {NOW_MS} + $4)"
-                            ),
-                            &[&&digest[..], &name, &role, &(ttl_ms as i64)],
-                        )
-                        .await?;
-                    }
-                    Op::Flush(ack) => taken.acks.push(ack),
-                    Op::Stop => taken.stop = true,
-                }
-                Ok(())
-            }
-            .await;
-            step.map_err(pg_error)?;
-            if !taken.stop
-                && ops < BATCH_MAX_OPS
-                && bytes < BATCH_MAX_BYTES
-                && started.elapsed() < COMMIT_INTERVAL
-            {
-                next = self.rx.try_recv().ok();
-            }
-        }
-        for (session_id, run) in &runs {
-            insert_run(&tx, session_id, run).await.map_err(pg_error)?;
-            set_last_event_id(&tx, session_id, run.last).await.map_err(pg_error)?;
-        }
-        tx.commit().await.map_err(pg_error)?;
-        for ack in lost_claims {
-            let _ = ack.send(Err(WriteError(CODE_ALREADY_CLAIMED.into())));
-        }
-        Ok(written)
+impl std::fmt::Display for PgFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
-/// Sends `notice` to every daemon listening, this one too, when the transaction commits.
-async fn notify(
-    tx: &deadpool_postgres::Transaction<'_>,
-    notice: Notice,
-) -> Result<(), tokio_postgres::Error> {
-    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &encode_notice(notice)]).await.map(drop)
+impl From<tokio_postgres::Error> for PgFailure {
+    fn from(e: tokio_postgres::Error) -> PgFailure {
+        PgFailure(pg_error(e))
+    }
 }
 
-async fn insert_gap(
-    tx: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-    from: u64,
-    to: u64,
-) -> Result<(), tokio_postgres::Error> {
-    tx.execute(
-        "INSERT INTO events(session_id, first_id, last_id, frames, sizes) VALUES ($1, $2, $3, NULL, NULL)
-         ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = NULL, sizes = NULL",
-        &[&session_id, &(from as i64), &(to as i64)],
-    )
-    .await
-    .map(drop)
+impl From<deadpool_postgres::PoolError> for PgFailure {
+    fn from(e: deadpool_postgres::PoolError) -> PgFailure {
+        PgFailure(pg_error(e))
+    }
 }
 
-async fn insert_run(
-    tx: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-    run: &RunBuilder,
-) -> Result<(), tokio_postgres::Error> {
-    let (codec, blob) = chunk::encode(&run.frames);
-    tx.execute(
-        "INSERT INTO events(session_id, first_id, last_id, frames, sizes, codec) VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = excluded.frames,
-           sizes = excluded.sizes, codec = excluded.codec",
-        &[&session_id, &(run.first as i64), &(run.last as i64), &blob, &run.sizes(), &(codec as i16)],
-    )
-    .await
-    .map(drop)
+/// Drives a batch on the driver's runtime, at most [`DB_TIMEOUT`].
+struct OnRuntime(Arc<tokio::runtime::Runtime>);
+
+impl Drive for OnRuntime {
+    fn drive<F: Future>(&self, work: F) -> Option<F::Output> {
+        self.0.block_on(async { tokio::time::timeout(DB_TIMEOUT, work).await.ok() })
+    }
 }
 
-async fn set_last_event_id(
-    tx: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-    id: u64,
-) -> Result<(), tokio_postgres::Error> {
-    tx.execute(
-        "UPDATE sessions SET last_event_id = GREATEST(last_event_id, $2) WHERE session_id = $1",
-        &[&session_id, &(id as i64)],
-    )
-    .await
-    .map(drop)
+/// A pooled connection to write on, and the daemon it writes for (a live session's owner).
+struct PgConn {
+    client: deadpool_postgres::Object,
+    owner: Option<String>,
+}
+
+struct PgTx<'c> {
+    tx: deadpool_postgres::Transaction<'c>,
+    owner: Option<&'c str>,
+}
+
+impl Dialect for Postgres {
+    type Error = PgFailure;
+    type Conn<'a> = PgConn;
+    type Tx<'c> = PgTx<'c>;
+    type Driver = OnRuntime;
+
+    fn driver(&self) -> OnRuntime {
+        OnRuntime(self.rt.clone())
+    }
+
+    async fn connect(&mut self) -> Result<PgConn, PgFailure> {
+        Ok(PgConn { client: self.pool.get().await?, owner: self.node.get().cloned() })
+    }
+
+    async fn begin<'c>(conn: &'c mut Self::Conn<'_>) -> Result<PgTx<'c>, PgFailure> {
+        let PgConn { client, owner } = conn;
+        Ok(PgTx { tx: client.transaction().await?, owner: owner.as_deref() })
+    }
+
+    fn maintain(&mut self) {
+        let (pool, keep, days) = (self.pool.clone(), self.events_per_session, self.max_age_days);
+        let done = self.rt.block_on(async {
+            tokio::time::timeout(MAINTENANCE_INTERVAL, maintain(&pool, keep, days)).await
+        });
+        match done {
+            Ok(Ok(size)) => self.db_bytes.store(size, Ordering::Relaxed),
+            Ok(Err(e)) => tracing::warn!(error = %e, "retention on the state database failed"),
+            Err(_) => tracing::warn!("retention on the state database took longer than its interval"),
+        }
+    }
+
+    fn stopped(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl PgTx<'_> {
+    async fn run(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<(), PgFailure> {
+        self.tx.execute(sql, params).await?;
+        Ok(())
+    }
+
+    /// Sends `notice` to every daemon listening, this one too, when the transaction commits.
+    async fn notify(&self, notice: Notice) -> Result<(), PgFailure> {
+        self.run("SELECT pg_notify($1, $2)", &[&CHANNEL, &encode_notice(notice)]).await
+    }
+}
+
+impl Statements for PgTx<'_> {
+    type Error = PgFailure;
+
+    async fn forget_history(&self, session_id: &str) -> Result<(), PgFailure> {
+        self.run("DELETE FROM events WHERE session_id = $1", &[&session_id]).await?;
+        self.run("DELETE FROM turns WHERE session_id = $1", &[&session_id]).await
+    }
+
+    async fn session_started(
+        &self,
+        record: &SessionRecord,
+        after_id: u64,
+        resumed: bool,
+    ) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id, owner)
+             VALUES ($1, $2, $3, $4, NULL, 'live', NULL, $5, $7)
+             ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
+               created_at = CASE WHEN $6 THEN sessions.created_at ELSE excluded.created_at END,
+               ended_at = NULL, state = 'live', end_reason = NULL,
+               last_event_id = excluded.last_event_id, owner = excluded.owner",
+            &[
+                &record.session_id,
+                &record.workspace,
+                &record.agent,
+                &(record.created_at as i64),
+                &(after_id as i64),
+                &resumed,
+                &self.owner,
+            ],
+        )
+        .await
+    }
+
+    async fn session_ended(&self, e: &Ended<'_>) -> Result<(), PgFailure> {
+        self.run(
+            "UPDATE sessions SET state = $2, end_reason = $3, ended_at = $4,
+               last_event_id = GREATEST(last_event_id, $5) WHERE session_id = $1",
+            &[&e.session_id, &e.state.as_str(), &e.reason, &(e.at as i64), &(e.last_id as i64)],
+        )
+        .await
+    }
+
+    async fn audit(&self, r: &AuditRecord) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
+            &[
+                &r.request_id,
+                &r.session_id,
+                &r.workspace,
+                &(r.requested_at as i64),
+                &r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
+                &r.entry.to_string(),
+            ],
+        )
+        .await
+    }
+
+    async fn turn(&self, t: &TurnRecord) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT(session_id, seq) DO UPDATE SET workspace = excluded.workspace,
+               recorded_at = excluded.recorded_at, before_id = excluded.before_id,
+               after_id = excluded.after_id, entry = excluded.entry",
+            &[
+                &t.session_id,
+                &(t.seq as i64),
+                &t.workspace,
+                &(t.at as i64),
+                &t.before,
+                &t.after,
+                &t.entry.to_string(),
+            ],
+        )
+        .await
+    }
+
+    async fn put_rule(&self, workspace: &str, rule_id: &str, rule: &str, at: u64) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (workspace, rule_id) DO UPDATE SET created_at = excluded.created_at, rule = excluded.rule",
+            &[&workspace, &rule_id, &(at as i64), &rule],
+        )
+        .await?;
+        self.notify(Notice::Rules).await
+    }
+
+    async fn delete_rule(&self, workspace: &str, rule_id: &str) -> Result<(), PgFailure> {
+        self.run(
+            "DELETE FROM workspace_rules WHERE workspace = $1 AND rule_id = $2",
+            &[&workspace, &rule_id],
+        )
+        .await?;
+        self.notify(Notice::Rules).await
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<(), PgFailure> {
+        self.run("DELETE FROM events WHERE session_id = $1", &[&session_id]).await?;
+        self.run("DELETE FROM sessions WHERE session_id = $1", &[&session_id]).await
+    }
+
+    async fn put_device(&self, d: &StoredDevice) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (device_id) DO UPDATE SET name = excluded.name, role = excluded.role,
+               secret_hash = excluded.secret_hash, created_at = excluded.created_at,
+               last_seen_at = excluded.last_seen_at",
+            &[
+                &d.device_id,
+                &d.name,
+                &d.role,
+                &&d.secret_hash[..],
+                &(d.created_at as i64),
+                &d.last_seen_at.map(|v| v as i64),
+            ],
+        )
+        .await?;
+        self.notify(Notice::Devices).await
+    }
+
+    async fn device_seen(&self, device_id: &str, at: u64) -> Result<(), PgFailure> {
+        self.run(
+            "UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE device_id = $1",
+            &[&device_id, &(at as i64)],
+        )
+        .await
+    }
+
+    async fn revoke_device(&self, device_id: &str, at: u64) -> Result<(), PgFailure> {
+        self.run(
+            "UPDATE devices SET revoked_at = $2 WHERE device_id = $1 AND revoked_at IS NULL",
+            &[&device_id, &(at as i64)],
+        )
+        .await?;
+        self.notify(Notice::Devices).await
+    }
+
+    async fn claim_code(&self, digest: &[u8; 32]) -> Result<bool, PgFailure> {
+        let claimed = self
+            .tx
+            .execute(
+                "INSERT INTO pairing_claims(digest, claimed_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&&digest[..], &(crate::clock::now_ms() as i64)],
+            )
+            .await?;
+        if claimed == 1 {
+            self.run("DELETE FROM pairing_codes WHERE digest = $1", &[&&digest[..]]).await?;
+        }
+        Ok(claimed == 1)
+    }
+
+    async fn put_code(&self, c: &NewCode<'_>) -> Result<(), PgFailure> {
+        self.run(
+            &format!(
+                "INSERT INTO pairing_codes(digest, name, role, expires_at)
+                 VALUES ($1, $2, $3, {NOW_MS} + $4)"
+            ),
+            &[&&c.digest[..], &c.name, &c.role, &(c.ttl_ms as i64)],
+        )
+        .await
+    }
+
+    async fn insert_gap(&self, session_id: &str, from: u64, to: u64) -> Result<(), PgFailure> {
+        self.run(
+            "INSERT INTO events(session_id, first_id, last_id, frames, sizes) VALUES ($1, $2, $3, NULL, NULL)
+             ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = NULL, sizes = NULL",
+            &[&session_id, &(from as i64), &(to as i64)],
+        )
+        .await
+    }
+
+    async fn insert_run(&self, session_id: &str, run: &RunBuilder) -> Result<(), PgFailure> {
+        let (codec, blob) = chunk::encode(&run.frames);
+        self.run(
+            "INSERT INTO events(session_id, first_id, last_id, frames, sizes, codec) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (session_id, last_id) DO UPDATE SET first_id = excluded.first_id, frames = excluded.frames,
+               sizes = excluded.sizes, codec = excluded.codec",
+            &[&session_id, &(run.first as i64), &(run.last as i64), &blob, &run.sizes(), &(codec as i16)],
+        )
+        .await
+    }
+
+    async fn set_last_event_id(&self, session_id: &str, id: u64) -> Result<(), PgFailure> {
+        self.run(
+            "UPDATE sessions SET last_event_id = GREATEST(last_event_id, $2) WHERE session_id = $1",
+            &[&session_id, &(id as i64)],
+        )
+        .await
+    }
+
+    async fn commit(self) -> Result<(), PgFailure> {
+        Ok(self.tx.commit().await?)
+    }
 }
 
 /// Cuts the run (or gap) that straddles `cutoff` so that the session keeps no event below it, as

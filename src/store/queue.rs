@@ -125,7 +125,7 @@ impl Op {
 
 /// What the publishers and the writer share: the queue's event budget and the counters.
 #[derive(Debug, Default)]
-pub(super) struct Shared {
+pub(super) struct Counters {
     pub(super) queued_events: AtomicUsize,
     pub(super) queued_bytes: AtomicUsize,
     /// Writes other than events in the channel (bounded by [`QUEUE_CONTROL_RESERVE`]).
@@ -140,18 +140,18 @@ pub(super) struct Shared {
 }
 
 /// The publishers' end of the writer's channel. Never blocks; bounded by the counters in
-/// [`Shared`], checked before each send.
+/// [`Counters`], checked before each send.
 #[derive(Debug)]
 pub(super) struct Queue {
     pub(super) tx: Sender<Op>,
-    pub(super) shared: Arc<Shared>,
+    pub(super) counters: Arc<Counters>,
 }
 
 impl Queue {
     /// Queues a write other than an event; counted when [`QUEUE_CONTROL_RESERVE`] of them wait
     /// already (the writer is stuck), and its [`Ack`], if any, answered with the reason.
     pub(super) fn send(&self, op: Op) {
-        let control = &self.shared.queued_control;
+        let control = &self.counters.queued_control;
         let (what, op) = if control.fetch_add(1, Ordering::Relaxed) >= QUEUE_CONTROL_RESERVE {
             ("the store's queue is full", op)
         } else {
@@ -161,7 +161,7 @@ impl Queue {
             }
         };
         control.fetch_sub(1, Ordering::Relaxed);
-        self.shared.writes_dropped.fetch_add(1, Ordering::Relaxed);
+        self.counters.writes_dropped.fetch_add(1, Ordering::Relaxed);
         tracing::error!("{what}: a write to the state database was dropped");
         op.refuse(what);
     }
@@ -176,21 +176,21 @@ impl Queue {
     /// A burst of events; dropped and counted (the writer then records a gap) when the queue has
     /// no room for it.
     pub(super) fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
-        let shared = &*self.shared;
+        let counters = &*self.counters;
         let (count, len) = (frames.len(), frames.iter().map(Bytes::len).sum::<usize>());
-        let events = shared.queued_events.fetch_add(count, Ordering::Relaxed);
-        let bytes = shared.queued_bytes.fetch_add(len, Ordering::Relaxed);
+        let events = counters.queued_events.fetch_add(count, Ordering::Relaxed);
+        let bytes = counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
         let op = Op::Events { session_id: session_id.clone(), first_id, frames };
         if events + count > QUEUE_EVENTS || bytes + len > QUEUE_BYTES || self.tx.send(op).is_err() {
-            shared.queued_events.fetch_sub(count, Ordering::Relaxed);
-            shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-            shared.events_dropped.fetch_add(count as u64, Ordering::Relaxed);
+            counters.queued_events.fetch_sub(count, Ordering::Relaxed);
+            counters.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            counters.events_dropped.fetch_add(count as u64, Ordering::Relaxed);
         }
     }
 
     /// The figures, with the backend's size on disk.
     pub(super) fn stats(&self, db_bytes: u64) -> StoreStats {
-        let s = &*self.shared;
+        let s = &*self.counters;
         StoreStats {
             durable: true,
             db_bytes,
@@ -222,18 +222,18 @@ pub(super) struct Taken {
 
 /// An op taken off the queue and never written (its transaction failed): counted, its ack
 /// kept for the answer.
-pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
+pub(super) fn unwritten(counters: &Counters, op: Op, taken: &mut Taken) {
     match op {
         Op::Events { frames, .. } => {
             let len: usize = frames.iter().map(Bytes::len).sum();
-            shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
-            shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            counters.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
+            counters.queued_bytes.fetch_sub(len, Ordering::Relaxed);
             // The gap tracker never saw them: the next event recorded finds them missing.
             taken.events += frames.len() as u64;
         }
         Op::Stop => taken.stop = true,
         op => {
-            shared.queued_control.fetch_sub(1, Ordering::Relaxed);
+            counters.queued_control.fetch_sub(1, Ordering::Relaxed);
             match op {
                 Op::PutRule { ack, .. }
                 | Op::DeleteRule { ack, .. }
@@ -257,24 +257,24 @@ pub(super) fn unwritten(shared: &Shared, op: Op, taken: &mut Taken) {
 /// the sessions it recorded events of go back to where they were in `gaps`, so the next event
 /// recorded (or their end) writes the lost ids as a gap. Returns whether the store was dropped.
 pub(super) fn finish<E: std::fmt::Display>(
-    shared: &Shared,
+    counters: &Counters,
     gaps: &mut GapTracker,
     mut taken: Taken,
     written: Result<u64, E>,
 ) -> bool {
     let answer = match written {
         Ok(written) => {
-            shared.commits.fetch_add(1, Ordering::Relaxed);
-            shared.events_written.fetch_add(written, Ordering::Relaxed);
+            counters.commits.fetch_add(1, Ordering::Relaxed);
+            counters.events_written.fetch_add(written, Ordering::Relaxed);
             Ok(())
         }
         Err(e) => {
             for (session_id, mark) in taken.marks.drain(..).rev() {
                 gaps.restore(session_id, mark);
             }
-            shared.commits_failed.fetch_add(1, Ordering::Relaxed);
-            shared.writes_failed.fetch_add(taken.control, Ordering::Relaxed);
-            shared.events_dropped.fetch_add(taken.events, Ordering::Relaxed);
+            counters.commits_failed.fetch_add(1, Ordering::Relaxed);
+            counters.writes_failed.fetch_add(taken.control, Ordering::Relaxed);
+            counters.events_dropped.fetch_add(taken.events, Ordering::Relaxed);
             tracing::error!(
                 error = %e, writes = taken.control, events = taken.events,
                 "a transaction on the state database failed: its writes are lost (counted in writesFailed), \
@@ -334,7 +334,7 @@ mod tests {
 
     fn queue() -> (Queue, std::sync::mpsc::Receiver<Op>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        (Queue { tx, shared: Arc::default() }, rx)
+        (Queue { tx, counters: Arc::default() }, rx)
     }
 
     fn frames(sizes: &[usize]) -> Vec<Bytes> {
@@ -348,33 +348,42 @@ mod tests {
     fn a_burst_is_queued_up_to_exactly_the_event_and_byte_bounds() {
         let sid: Arc<str> = Arc::from("s");
         let (q, rx) = queue();
-        q.shared.queued_events.store(65_536 - 2, Ordering::Relaxed);
+        q.counters.queued_events.store(65_536 - 2, Ordering::Relaxed);
         q.append_events(&sid, 1, frames(&[1, 1]));
-        assert_eq!((q.shared.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped), (65_536, 0));
+        assert_eq!(
+            (q.counters.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (65_536, 0)
+        );
         q.append_events(&sid, 3, frames(&[1]));
-        assert_eq!((q.shared.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped), (65_536, 1));
+        assert_eq!(
+            (q.counters.queued_events.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (65_536, 1)
+        );
         assert_eq!(rx.try_iter().count(), 1, "only the burst that fit was sent");
 
         let (q, rx) = queue();
-        q.shared.queued_bytes.store(64 * 1024 * 1024 - 10, Ordering::Relaxed);
+        q.counters.queued_bytes.store(64 * 1024 * 1024 - 10, Ordering::Relaxed);
         q.append_events(&sid, 1, frames(&[4, 6]));
         assert_eq!(
-            (q.shared.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (q.counters.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
             (64 * 1024 * 1024, 0)
         );
         q.append_events(&sid, 3, frames(&[1]));
         assert_eq!(
-            (q.shared.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
+            (q.counters.queued_bytes.load(Ordering::Relaxed), q.stats(0).events_dropped),
             (64 * 1024 * 1024, 1)
         );
-        assert_eq!(q.shared.queued_events.load(Ordering::Relaxed), 2);
+        assert_eq!(q.counters.queued_events.load(Ordering::Relaxed), 2);
         assert_eq!(rx.try_iter().count(), 1);
 
         let (q, rx) = queue();
         drop(rx);
         q.append_events(&sid, 1, frames(&[3, 3]));
         assert_eq!(
-            (q.shared.queued_events.load(Ordering::Relaxed), q.shared.queued_bytes.load(Ordering::Relaxed)),
+            (
+                q.counters.queued_events.load(Ordering::Relaxed),
+                q.counters.queued_bytes.load(Ordering::Relaxed)
+            ),
             (0, 0),
             "a burst the stopped writer cannot take gives its budget back"
         );

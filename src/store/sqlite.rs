@@ -1,52 +1,39 @@
 //! [`SqliteStore`]: the state in one SQLite database (`state.db` in the state directory), the only
 //! file that knows `rusqlite`.
 //!
-//! - **One writer.** A dedicated thread owns the write connection. Every write is an [`Op`] sent
-//!   through one channel that never blocks, so no caller ever waits for the disk. The channel
-//!   allocates as it fills (a preallocated one of 69 632 slots cost 13 MiB of resident memory in
-//!   an idle daemon); its bounds are the counters below, checked before each send. The writer
-//!   takes what is queued (up to [`BATCH_MAX_OPS`] / [`BATCH_MAX_BYTES`], or for
-//!   [`COMMIT_INTERVAL`] at most) and commits it as one transaction: group commit, so a burst of
-//!   ten thousand events costs one commit, not ten thousand.
-//! - **Gaps, not back-pressure.** Events may fill at most [`QUEUE_EVENTS`] / [`QUEUE_BYTES`] of the
-//!   queue; past that an event is dropped and counted, and the writer, seeing the next id of that
-//!   session skip, records a gap marker `(from, to)` (or at the session's end, a trailing one). The
-//!   other writes (audit, sessions, rules) have their own bound, [`QUEUE_CONTROL_RESERVE`].
-//! - **Failed transactions.** When a transaction fails (the database busy past
-//!   [`BUSY_TIMEOUT`], the disk full or failing), nothing of it is on disk: the writes a caller
-//!   waits on (an [`Ack`]: devices paired and revoked, workspace rules added and deleted) are
-//!   answered with the error, so the caller neither applies nor acknowledges them; the others are
-//!   counted (`writes_failed`, `commits_failed`), and its events become a gap, as if the queue had
-//!   had no room for them.
+//! - **One writer** (`writer.rs`, shared with PostgreSQL): a dedicated thread owns the write
+//!   connection and commits what is queued as one transaction (group commit: a burst of ten
+//!   thousand events costs one commit, not ten thousand). Events past the queue's bounds become
+//!   gaps, not back-pressure; a failed transaction (the database busy past [`BUSY_TIMEOUT`], the
+//!   disk full or failing) answers the writes a caller waits on with its error and counts the
+//!   rest (`queue.rs`). This file is that writer's SQLite dialect: the statements, retention, and
+//!   the checkpoint at the stop.
 //! - **Reads** use their own read-only connection (WAL lets it read while the writer writes),
 //!   called from `spawn_blocking`.
 //! - **Durability.** WAL with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it is in the WAL, in the OS's cache); an OS crash or power loss may lose the
 //!   last commits, never corrupt the database. The promise of `docs/protocol.md#14-durable-state`
 //!   (at most the last second before a `kill -9` is missing) rests on the writer committing at
-//!   least every [`COMMIT_INTERVAL`].
+//!   least every `COMMIT_INTERVAL` (`queue.rs`).
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
 use super::api::{
-    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
-    StoredDevice, StoredEvent, StoredRule, TurnRecord, WriteError,
+    AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule, TurnRecord,
 };
 use super::chunk::{self, RunBuilder};
-use super::decide::{self, AuditOutcome, AuditQuery, Cursor, GapTracker};
+use super::decide::{self, AuditOutcome, AuditQuery};
 use super::dir::{self, StateDirError};
-use super::queue::{
-    BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, LINGER, Op, Queue, Shared, Taken, finish, unwritten,
-};
+use super::migrations;
+use super::writer::{Dialect, Ended, Inline, NewCode, Statements, Writing, Written};
 use crate::sync::lock;
 
 /// The schema this build writes. A database whose migrations table says more was written by a
@@ -58,113 +45,11 @@ const DB_FILE: &str = "state.db";
 /// fails: long enough for a backup or an `sqlite3` shell's short write, short enough that a caller
 /// waiting on an [`Ack`] hears of a stuck database within seconds.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often retention runs (and once just after boot).
-const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 /// Rows deleted per retention statement, so one pass never holds the write lock for long.
 const RETENTION_CHUNK: usize = 10_000;
 
-/// The migrations, in order: index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    // 1: sessions and their events, the audit trail, workspace rules.
-    "CREATE TABLE sessions(
-        session_id TEXT PRIMARY KEY,
-        workspace TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        ended_at INTEGER,
-        state TEXT NOT NULL,
-        end_reason TEXT,
-        last_event_id INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE INDEX sessions_workspace ON sessions(workspace, created_at);
-    CREATE INDEX sessions_live ON sessions(state) WHERE state = 'live';
-    -- A gap marker is a row with no frame: ids id..=gap_to were streamed but not recorded.
-    CREATE TABLE events(
-        session_id TEXT NOT NULL,
-        id INTEGER NOT NULL,
-        frame BLOB,
-        gap_to INTEGER,
-        PRIMARY KEY(session_id, id)
-    ) WITHOUT ROWID;
-    -- seq orders the audit (newest first) and is the paging cursor.
-    CREATE TABLE audit(
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        request_id TEXT NOT NULL UNIQUE,
-        session_id TEXT NOT NULL,
-        workspace TEXT NOT NULL,
-        requested_at INTEGER NOT NULL,
-        outcome TEXT NOT NULL,
-        entry TEXT NOT NULL
-    );
-    CREATE INDEX audit_requested ON audit(requested_at);
-    CREATE INDEX audit_pending ON audit(outcome) WHERE outcome = 'pending';
-    CREATE TABLE workspace_rules(
-        workspace TEXT NOT NULL,
-        rule_id TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        rule TEXT NOT NULL,
-        PRIMARY KEY(workspace, rule_id)
-    );",
-    // Paired devices (docs/operations.md#devices): the secret only as its SHA-256; a revoked
-    // device keeps its row (what the audit's device ids refer to) and is never loaded again.
-    "CREATE TABLE devices(
-        device_id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        role TEXT NOT NULL,
-        secret_hash BLOB NOT NULL,
-        created_at INTEGER NOT NULL,
-        last_seen_at INTEGER,
-        revoked_at INTEGER
-    );",
-    // 3: events as runs (`chunk.rs`): one row per run of consecutive events, in a rowid table,
-    // LZ4-compressed when that is smaller.
-    // Version 1 kept a row per event, `WITHOUT ROWID` with the frame inline: SQLite's cost per
-    // row dominated the writer, and a 1 KB frame, past what a `WITHOUT ROWID` row keeps on its
-    // page, spilled into an overflow page of its own (4.4x the frames' bytes on disk). Each
-    // earlier row becomes a run of one (or stays a gap marker: no frames).
-    "CREATE TABLE event_runs(
-        session_id TEXT NOT NULL,
-        first_id INTEGER NOT NULL,
-        last_id INTEGER NOT NULL,
-        -- NULL: a gap marker, ids first_id..=last_id were streamed but not recorded.
-        frames BLOB,
-        -- Each frame's length (u32, little-endian); NULL for a run of one frame.
-        sizes BLOB,
-        -- How frames is kept: 0 as it is, 1 LZ4 (chunk.rs).
-        codec INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY(session_id, last_id)
-    );
-    INSERT INTO event_runs(session_id, first_id, last_id, frames, sizes)
-        SELECT session_id, id, COALESCE(gap_to, id), frame, NULL FROM events;
-    DROP TABLE events;
-    ALTER TABLE event_runs RENAME TO events;",
-    // 4: the fleet's tables (`postgres.rs`), kept here too so one version number means one schema
-    // in both databases; a daemon alone on SQLite leaves them empty.
-    "ALTER TABLE sessions ADD COLUMN owner TEXT;
-    CREATE TABLE nodes(node_url TEXT PRIMARY KEY, lease_until INTEGER NOT NULL, started_at INTEGER NOT NULL);
-    CREATE TABLE pairing_claims(digest BLOB PRIMARY KEY, claimed_at INTEGER NOT NULL);
-    CREATE TABLE fleet_secret(id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);",
-    // 5: the fleet's pairing codes waiting to be used, by their SHA-256 (`postgres.rs`); unused
-    // by a daemon alone, whose codes live in memory.
-    "CREATE TABLE pairing_codes(
-        digest BLOB PRIMARY KEY,
-        name TEXT,
-        role TEXT NOT NULL,
-        expires_at INTEGER NOT NULL
-    );",
-    // 6: each turn's change set and each rewind (src/changes/), with the snapshots they name,
-    // which the snapshot store keeps while a row names them; gone with their session.
-    "CREATE TABLE turns(
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        workspace TEXT NOT NULL,
-        recorded_at INTEGER NOT NULL,
-        before_id TEXT,
-        after_id TEXT,
-        entry TEXT NOT NULL,
-        PRIMARY KEY(session_id, seq)
-    );",
-];
+/// The migrations, in order (`migrations/`).
+const MIGRATIONS: &[&str] = migrations::SQLITE;
 
 /// Why the store cannot be opened: the boot is refused (exit status 2).
 #[derive(Debug, thiserror::Error)]
@@ -190,10 +75,8 @@ pub enum OpenError {
 
 pub struct SqliteStore {
     path: PathBuf,
-    /// Never blocks; bounded by the counters in its `Shared`, checked before each send.
-    queue: Queue,
-    /// The writer thread, joined on drop so its connection is closed when the store is gone.
-    writer: Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
+    /// The queue (never blocks; bounded by its counters) and the writer thread behind it.
+    writing: Writing,
     /// The read connection. Await-free critical sections only (callers are blocking threads).
     read: Mutex<Connection>,
     /// The state directory's lock (`dir::lock`), held while the store lives.
@@ -304,27 +187,11 @@ impl SqliteStore {
         )
         .map_err(&err)?;
         read.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let shared = Arc::new(Shared::default());
-        let writer = Writer {
-            conn,
-            rx,
-            shared: shared.clone(),
-            gaps: GapTracker::default(),
-            events_per_session: config.events_per_session,
-            max_age_days: config.max_age_days,
-        };
-        let writer = std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || writer.run())
+        let dialect =
+            Sqlite { conn, events_per_session: config.events_per_session, max_age_days: config.max_age_days };
+        let writing = Writing::start(dialect)
             .map_err(|e| OpenError::Sqlite { path: path.clone(), reason: e.to_string() })?;
-        Ok(SqliteStore {
-            path: path.clone(),
-            queue: Queue { tx, shared },
-            writer: Mutex::new(Some(writer)),
-            read: Mutex::new(read),
-            _lock: lock,
-        })
+        Ok(SqliteStore { path: path.clone(), writing, read: Mutex::new(read), _lock: lock })
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, ReadError> {
@@ -332,98 +199,15 @@ impl SqliteStore {
     }
 }
 
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        // A blocking send: the writer drains the queue first, so this waits at most for it.
-        if self.queue.tx.send(Op::Stop).is_ok()
-            && let Some(writer) = lock(&self.writer).take()
-        {
-            let _ = writer.join();
-        }
+impl Written for SqliteStore {
+    fn writing(&self) -> &Writing {
+        &self.writing
     }
 }
 
 impl Store for SqliteStore {
     fn durable(&self) -> bool {
         true
-    }
-
-    fn session_started(&self, session: &SessionRecord, after_id: u64, resumed: bool) {
-        self.queue.send(Op::SessionStarted { record: session.clone(), after_id, resumed });
-    }
-
-    fn append_events(&self, session_id: &Arc<str>, first_id: u64, frames: Vec<Bytes>) {
-        self.queue.append_events(session_id, first_id, frames);
-    }
-
-    fn session_ended(&self, session_id: &str, state: SessionState, reason: &str, last_id: u64, at: u64) {
-        self.queue.send(Op::SessionEnded {
-            session_id: session_id.to_owned(),
-            state,
-            reason: reason.to_owned(),
-            last_id,
-            at,
-        });
-    }
-
-    fn audit(&self, record: AuditRecord) {
-        self.queue.send(Op::Audit(record));
-    }
-
-    fn record_turn(&self, record: TurnRecord) {
-        self.queue.send(Op::Turn(record));
-    }
-
-    fn put_workspace_rule(&self, workspace: &str, rule_id: &str, rule: &Value) -> Ack {
-        self.queue.send_acked(|ack| Op::PutRule {
-            workspace: workspace.to_owned(),
-            rule_id: rule_id.to_owned(),
-            rule: rule.to_string(),
-            at: crate::clock::now_ms(),
-            ack,
-        })
-    }
-
-    fn delete_workspace_rule(&self, workspace: &str, rule_id: &str) -> Ack {
-        self.queue.send_acked(|ack| Op::DeleteRule {
-            workspace: workspace.to_owned(),
-            rule_id: rule_id.to_owned(),
-            ack,
-        })
-    }
-
-    fn delete_session(&self, session_id: &str) -> Ack {
-        self.queue.send_acked(|ack| Op::DeleteSession { session_id: session_id.to_owned(), ack })
-    }
-
-    fn put_device(&self, device: &StoredDevice) -> Ack {
-        self.queue.send_acked(|ack| Op::PutDevice(device.clone(), ack))
-    }
-
-    fn device_seen(&self, device_id: &str, at: u64) {
-        self.queue.send(Op::DeviceSeen { device_id: device_id.to_owned(), at });
-    }
-
-    fn revoke_device(&self, device_id: &str, at: u64) -> Ack {
-        self.queue.send_acked(|ack| Op::RevokeDevice { device_id: device_id.to_owned(), at, ack })
-    }
-
-    fn flush(&self) -> Ack {
-        self.queue.send_acked(Op::Flush)
-    }
-
-    fn close(&self) -> Result<(), WriteError> {
-        let Some(writer) = lock(&self.writer).take() else {
-            return Err(WriteError("the store was closed already".into()));
-        };
-        // The writer commits what is queued before the stop, then checkpoints.
-        if self.queue.tx.send(Op::Stop).is_err() {
-            return Err(WriteError("the store's writer has stopped".into()));
-        }
-        match writer.join() {
-            Ok(result) => result.map_err(WriteError),
-            Err(_) => Err(WriteError("the store's writer panicked".into())),
-        }
     }
 
     fn query_audit(&self, q: &AuditQuery) -> Result<AuditPage, ReadError> {
@@ -543,7 +327,7 @@ impl Store for SqliteStore {
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
-        self.queue.stats(size(&self.path) + size(Path::new(&wal)))
+        self.writing.queue.stats(size(&self.path) + size(Path::new(&wal)))
     }
 }
 
@@ -615,46 +399,42 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
     })
 }
 
-/// The writer thread: owns the write connection.
-struct Writer {
+/// SQLite's side of the writer (`writer.rs`): the write connection, and retention's settings.
+struct Sqlite {
     conn: Connection,
-    rx: Receiver<Op>,
-    shared: Arc<Shared>,
-    gaps: GapTracker,
     events_per_session: u64,
     max_age_days: u64,
 }
 
-impl Writer {
-    /// Writes until the store stops, then checkpoints: `Err` says why the WAL was left as it is.
-    fn run(mut self) -> Result<(), String> {
-        // Retention's first pass runs once the daemon is up, not in the way of its boot.
-        let mut next_maintenance = Instant::now();
-        loop {
-            let wait = next_maintenance.saturating_duration_since(Instant::now());
-            let first = match self.rx.recv_timeout(wait) {
-                Ok(op) => Some(op),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return self.checkpoint(),
-            };
-            if let Some(first) = first
-                && !self.batch(first)
-            {
-                return self.checkpoint();
-            }
-            if Instant::now() >= next_maintenance {
-                if let Err(e) = self.maintain() {
-                    tracing::warn!(error = %e, "retention on the state database failed");
-                }
-                next_maintenance = Instant::now() + MAINTENANCE_INTERVAL;
-            }
+impl Dialect for Sqlite {
+    type Error = rusqlite::Error;
+    type Conn<'a> = &'a mut Connection;
+    type Tx<'c> = rusqlite::Transaction<'c>;
+    type Driver = Inline;
+
+    fn driver(&self) -> Inline {
+        Inline
+    }
+
+    async fn connect(&mut self) -> rusqlite::Result<&mut Connection> {
+        Ok(&mut self.conn)
+    }
+
+    async fn begin<'c>(conn: &'c mut Self::Conn<'_>) -> rusqlite::Result<rusqlite::Transaction<'c>> {
+        // Immediate: the write lock is taken first.
+        conn.transaction_with_behavior(TransactionBehavior::Immediate)
+    }
+
+    fn maintain(&mut self) {
+        if let Err(e) = self.retain() {
+            tracing::warn!(error = %e, "retention on the state database failed");
         }
     }
 
     /// Folds the WAL into the database file and empties it, so that a stopped daemon leaves one
     /// whole file: a copy of `state.db` alone then has every commit (a WAL left beside it held
     /// most of them). Waits for a reader still in a transaction up to [`BUSY_TIMEOUT`].
-    fn checkpoint(&self) -> Result<(), String> {
+    fn stopped(&mut self) -> Result<(), String> {
         let busy: i64 = self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
@@ -664,232 +444,166 @@ impl Writer {
         }
         Ok(())
     }
+}
 
-    /// One transaction: `first` and whatever else is queued, within the batch bounds; then every
-    /// [`Ack`] it took is answered: `Ok` once committed, the error when it failed (and then what it
-    /// held is counted as lost, its events as a gap). `false` once the store has been dropped.
-    fn batch(&mut self, first: Op) -> bool {
-        if matches!(first, Op::Events { .. } | Op::Audit(_)) {
-            // Events arrive in bursts, audit records in pairs (raised, decided): a moment's wait
-            // lets the next ones join this transaction, so a steady stream costs a commit per
-            // LINGER, not per burst (the publishers never wait: they only queue). Rules, devices
-            // and flushes, which a caller waits on, go at once.
-            std::thread::sleep(LINGER);
-        }
-        let mut taken = Taken::default();
-        let written = self.write(first, &mut taken);
-        if written.is_err() {
-            // What was queued meanwhile fails with it rather than wait out the lock's timeout
-            // once each: a revocation queued behind a hundred audit records hears at once.
-            for _ in 0..BATCH_MAX_OPS {
-                let Ok(op) = self.rx.try_recv() else { break };
-                unwritten(&self.shared, op, &mut taken);
-            }
-        }
-        // Nothing of a failed transaction is on disk: `finish` answers, counts, and puts the
-        // gap tracker back.
-        !finish(&self.shared, &mut self.gaps, taken, written)
+impl Statements for rusqlite::Transaction<'_> {
+    type Error = rusqlite::Error;
+
+    async fn forget_history(&self, session_id: &str) -> rusqlite::Result<()> {
+        self.execute("DELETE FROM events WHERE session_id = ?1", [session_id])?;
+        self.execute("DELETE FROM turns WHERE session_id = ?1", [session_id]).map(drop)
     }
 
-    /// Writes `first` and what follows it in the queue in one transaction and commits it; returns
-    /// the events recorded. What it took off the queue is in `taken`, whether it succeeds or not.
-    fn write(&mut self, first: Op, taken: &mut Taken) -> rusqlite::Result<u64> {
-        let started = Instant::now();
-        // Immediate: the write lock is taken first, so a database another process holds fails
-        // here, before anything is taken off the queue but `first`.
-        let tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-            Ok(tx) => tx,
-            Err(e) => {
-                unwritten(&self.shared, first, taken);
-                return Err(e);
-            }
-        };
-        // The run being built per session this transaction; written when it is full, when the
-        // session's ids skip or it ends, and at the commit.
-        let mut runs: Vec<(Arc<str>, RunBuilder)> = Vec::new();
-        let (mut ops, mut bytes, mut written) = (0usize, 0usize, 0u64);
-        let mut next = Some(first);
-        while let Some(op) = next.take() {
-            ops += 1;
-            if !matches!(op, Op::Events { .. } | Op::Stop) {
-                // Sent through `send`, which counted it (`Stop` comes from the drop, uncounted).
-                self.shared.queued_control.fetch_sub(1, Ordering::Relaxed);
-                if !matches!(op, Op::Flush(_)) {
-                    taken.control += 1;
-                }
-            }
-            match op {
-                Op::Events { session_id, first_id, frames } => {
-                    let len: usize = frames.iter().map(Bytes::len).sum();
-                    self.shared.queued_events.fetch_sub(frames.len(), Ordering::Relaxed);
-                    self.shared.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-                    taken.events += frames.len() as u64;
-                    taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
-                    bytes += len;
-                    ops += frames.len().saturating_sub(1);
-                    let mut slot = runs.iter().position(|(s, _)| *s == session_id);
-                    for (id, frame) in (first_id..).zip(&frames) {
-                        if self.gaps.is_duplicate(&session_id, id) {
-                            continue;
-                        }
-                        let gap = self.gaps.observe(&session_id, id);
-                        if let Some((from, to)) = gap {
-                            insert_gap(&tx, &session_id, from, to)?;
-                            self.shared.gaps.fetch_add(1, Ordering::Relaxed);
-                        }
-                        match slot.map(|i| &mut runs[i].1) {
-                            Some(run) if gap.is_none() && run.takes(id) => run.push(id, frame),
-                            Some(run) => {
-                                let done = std::mem::replace(run, RunBuilder::new(id, frame));
-                                insert_run(&tx, &session_id, &done)?;
-                            }
-                            None => {
-                                runs.push((session_id.clone(), RunBuilder::new(id, frame)));
-                                slot = Some(runs.len() - 1);
-                            }
-                        }
-                        written += 1;
-                    }
-                }
-                Op::SessionStarted { record, after_id, resumed } => {
-                    if !resumed {
-                        tx.execute("DELETE FROM events WHERE session_id = ?1", [&record.session_id])?;
-                        tx.execute("DELETE FROM turns WHERE session_id = ?1", [&record.session_id])?;
-                        runs.retain(|(s, _)| **s != *record.session_id);
-                    }
-                    tx.execute(
-                        "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id)
-                         VALUES (?1, ?2, ?3, ?4, NULL, 'live', NULL, ?5)
-                         ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
-                           created_at = CASE WHEN ?6 THEN sessions.created_at ELSE excluded.created_at END,
-                           ended_at = NULL, state = 'live', end_reason = NULL, last_event_id = excluded.last_event_id",
-                        params![
-                            record.session_id, record.workspace, record.agent, record.created_at as i64,
-                            after_id as i64, resumed
-                        ],
-                    )?;
-                    let session_id: Arc<str> = Arc::from(record.session_id.as_str());
-                    taken.marks.push((session_id.clone(), self.gaps.mark(&session_id)));
-                    self.gaps.start(session_id, after_id);
-                }
-                Op::SessionEnded { session_id, state, reason, last_id, at } => {
-                    if let Some(i) = runs.iter().position(|(s, _)| **s == *session_id) {
-                        let (sid, run) = runs.swap_remove(i);
-                        insert_run(&tx, &sid, &run)?;
-                        set_last_event_id(&tx, &sid, run.last)?;
-                    }
-                    taken.marks.push((Arc::from(session_id.as_str()), self.gaps.mark(&session_id)));
-                    if let Some((from, to)) = self.gaps.end(&session_id, last_id) {
-                        insert_gap(&tx, &session_id, from, to)?;
-                        self.shared.gaps.fetch_add(1, Ordering::Relaxed);
-                    }
-                    tx.execute(
-                        "UPDATE sessions SET state = ?2, end_reason = ?3, ended_at = ?4,
-                           last_event_id = MAX(last_event_id, ?5) WHERE session_id = ?1",
-                        params![session_id, state.as_str(), reason, at as i64, last_id as i64],
-                    )?;
-                }
-                Op::Audit(r) => {
-                    tx.prepare_cached(
-                        "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                         ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
-                    )?
-                    .execute(params![
-                        r.request_id,
-                        r.session_id,
-                        r.workspace,
-                        r.requested_at as i64,
-                        r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
-                        r.entry.to_string(),
-                    ])?;
-                }
-                Op::Turn(t) => {
-                    tx.prepare_cached(
-                        "INSERT OR REPLACE INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )?
-                    .execute(params![
-                        t.session_id,
-                        t.seq as i64,
-                        t.workspace,
-                        t.at as i64,
-                        t.before,
-                        t.after,
-                        t.entry.to_string(),
-                    ])?;
-                }
-                Op::PutRule { workspace, rule_id, rule, at, ack } => {
-                    taken.acks.push(ack);
-                    tx.execute(
-                        "INSERT OR REPLACE INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES (?1, ?2, ?3, ?4)",
-                        params![workspace, rule_id, at as i64, rule],
-                    )?;
-                }
-                Op::DeleteRule { workspace, rule_id, ack } => {
-                    taken.acks.push(ack);
-                    tx.execute(
-                        "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
-                        params![workspace, rule_id],
-                    )?;
-                }
-                Op::DeleteSession { session_id, ack } => {
-                    taken.acks.push(ack);
-                    runs.retain(|(s, _)| **s != *session_id);
-                    tx.execute("DELETE FROM events WHERE session_id = ?1", [&session_id])?;
-                    tx.execute("DELETE FROM sessions WHERE session_id = ?1", [&session_id])?;
-                }
-                Op::PutDevice(d, ack) => {
-                    taken.acks.push(ack);
-                    tx.execute(
-                        "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        params![
-                            d.device_id,
-                            d.name,
-                            d.role,
-                            &d.secret_hash[..],
-                            d.created_at as i64,
-                            d.last_seen_at.map(|v| v as i64)
-                        ],
-                    )?;
-                }
-                Op::DeviceSeen { device_id, at } => {
-                    tx.execute(
-                        "UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?2) WHERE device_id = ?1",
-                        params![device_id, at as i64],
-                    )?;
-                }
-                Op::RevokeDevice { device_id, at, ack } => {
-                    taken.acks.push(ack);
-                    tx.execute(
-                        "UPDATE devices SET revoked_at = ?2 WHERE device_id = ?1 AND revoked_at IS NULL",
-                        params![device_id, at as i64],
-                    )?;
-                }
-                // One daemon alone on its database: no other can claim a code first, nor needs telling.
-                Op::Flush(ack) | Op::ClaimCode { ack, .. } | Op::PutCode { ack, .. } => taken.acks.push(ack),
-                Op::Stop => taken.stop = true,
-            }
-            if !taken.stop
-                && ops < BATCH_MAX_OPS
-                && bytes < BATCH_MAX_BYTES
-                && started.elapsed() < COMMIT_INTERVAL
-            {
-                next = self.rx.try_recv().ok();
-            }
-        }
-        for (session_id, run) in &runs {
-            insert_run(&tx, session_id, run)?;
-            set_last_event_id(&tx, session_id, run.last)?;
-        }
-        tx.commit()?;
-        Ok(written)
+    async fn session_started(
+        &self,
+        record: &SessionRecord,
+        after_id: u64,
+        resumed: bool,
+    ) -> rusqlite::Result<()> {
+        self.execute(
+            "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id)
+             VALUES (?1, ?2, ?3, ?4, NULL, 'live', NULL, ?5)
+             ON CONFLICT(session_id) DO UPDATE SET workspace = excluded.workspace, agent = excluded.agent,
+               created_at = CASE WHEN ?6 THEN sessions.created_at ELSE excluded.created_at END,
+               ended_at = NULL, state = 'live', end_reason = NULL, last_event_id = excluded.last_event_id",
+            params![
+                record.session_id, record.workspace, record.agent, record.created_at as i64,
+                after_id as i64, resumed
+            ],
+        )
+        .map(drop)
     }
 
+    async fn session_ended(&self, e: &Ended<'_>) -> rusqlite::Result<()> {
+        self.execute(
+            "UPDATE sessions SET state = ?2, end_reason = ?3, ended_at = ?4,
+               last_event_id = MAX(last_event_id, ?5) WHERE session_id = ?1",
+            params![e.session_id, e.state.as_str(), e.reason, e.at as i64, e.last_id as i64],
+        )
+        .map(drop)
+    }
+
+    async fn audit(&self, r: &AuditRecord) -> rusqlite::Result<()> {
+        self.prepare_cached(
+            "INSERT INTO audit(request_id, session_id, workspace, requested_at, outcome, entry)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(request_id) DO UPDATE SET outcome = excluded.outcome, entry = excluded.entry",
+        )?
+        .execute(params![
+            r.request_id,
+            r.session_id,
+            r.workspace,
+            r.requested_at as i64,
+            r.outcome.unwrap_or(AuditOutcome::Pending).as_str(),
+            r.entry.to_string(),
+        ])
+        .map(drop)
+    }
+
+    async fn turn(&self, t: &TurnRecord) -> rusqlite::Result<()> {
+        self.prepare_cached(
+            "INSERT OR REPLACE INTO turns(session_id, seq, workspace, recorded_at, before_id, after_id, entry)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            t.session_id,
+            t.seq as i64,
+            t.workspace,
+            t.at as i64,
+            t.before,
+            t.after,
+            t.entry.to_string(),
+        ])
+        .map(drop)
+    }
+
+    async fn put_rule(&self, workspace: &str, rule_id: &str, rule: &str, at: u64) -> rusqlite::Result<()> {
+        self.execute(
+            "INSERT OR REPLACE INTO workspace_rules(workspace, rule_id, created_at, rule) VALUES (?1, ?2, ?3, ?4)",
+            params![workspace, rule_id, at as i64, rule],
+        )
+        .map(drop)
+    }
+
+    async fn delete_rule(&self, workspace: &str, rule_id: &str) -> rusqlite::Result<()> {
+        self.execute(
+            "DELETE FROM workspace_rules WHERE workspace = ?1 AND rule_id = ?2",
+            params![workspace, rule_id],
+        )
+        .map(drop)
+    }
+
+    async fn delete_session(&self, session_id: &str) -> rusqlite::Result<()> {
+        self.execute("DELETE FROM events WHERE session_id = ?1", [session_id])?;
+        self.execute("DELETE FROM sessions WHERE session_id = ?1", [session_id]).map(drop)
+    }
+
+    async fn put_device(&self, d: &StoredDevice) -> rusqlite::Result<()> {
+        self.execute(
+            "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                d.device_id,
+                d.name,
+                d.role,
+                &d.secret_hash[..],
+                d.created_at as i64,
+                d.last_seen_at.map(|v| v as i64)
+            ],
+        )
+        .map(drop)
+    }
+
+    async fn device_seen(&self, device_id: &str, at: u64) -> rusqlite::Result<()> {
+        self.execute(
+            "UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?2) WHERE device_id = ?1",
+            params![device_id, at as i64],
+        )
+        .map(drop)
+    }
+
+    async fn revoke_device(&self, device_id: &str, at: u64) -> rusqlite::Result<()> {
+        self.execute(
+            "UPDATE devices SET revoked_at = ?2 WHERE device_id = ?1 AND revoked_at IS NULL",
+            params![device_id, at as i64],
+        )
+        .map(drop)
+    }
+
+    // One daemon alone on its database: no other can claim a code first, nor needs telling.
+    async fn claim_code(&self, _: &[u8; 32]) -> rusqlite::Result<bool> {
+        Ok(true)
+    }
+
+    async fn put_code(&self, _: &NewCode<'_>) -> rusqlite::Result<()> {
+        Ok(())
+    }
+
+    async fn insert_gap(&self, session_id: &str, from: u64, to: u64) -> rusqlite::Result<()> {
+        insert_gap(self, session_id, from, to)
+    }
+
+    async fn insert_run(&self, session_id: &str, run: &RunBuilder) -> rusqlite::Result<()> {
+        insert_frames(self, session_id, run.first, run.last, &run.frames, run.sizes())
+    }
+
+    async fn set_last_event_id(&self, session_id: &str, id: u64) -> rusqlite::Result<()> {
+        self.prepare_cached(
+            "UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1",
+        )?
+        .execute(params![session_id, id as i64])
+        .map(drop)
+    }
+
+    async fn commit(self) -> rusqlite::Result<()> {
+        rusqlite::Transaction::commit(self)
+    }
+}
+
+impl Sqlite {
     /// Retention: the newest `--history-events` events per session; ended sessions, their events and
     /// decided audit entries younger than `--history-days`.
-    fn maintain(&mut self) -> rusqlite::Result<()> {
+    fn retain(&mut self) -> rusqlite::Result<()> {
         let sessions: Vec<(String, u64)> = {
             let mut stmt = self.conn.prepare("SELECT session_id, last_event_id FROM sessions")?;
             stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?.collect::<Result<_, _>>()?
@@ -995,10 +709,6 @@ fn insert_gap(tx: &rusqlite::Transaction<'_>, session_id: &str, from: u64, to: u
     Ok(())
 }
 
-fn insert_run(tx: &rusqlite::Transaction<'_>, session_id: &str, run: &RunBuilder) -> rusqlite::Result<()> {
-    insert_frames(tx, session_id, run.first, run.last, &run.frames, run.sizes())
-}
-
 fn insert_frames(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
@@ -1013,12 +723,6 @@ fn insert_frames(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![session_id, first as i64, last as i64, blob, sizes, codec as i64])?;
-    Ok(())
-}
-
-fn set_last_event_id(tx: &rusqlite::Transaction<'_>, session_id: &str, id: u64) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE sessions SET last_event_id = MAX(last_event_id, ?2) WHERE session_id = ?1")?
-        .execute(params![session_id, id as i64])?;
     Ok(())
 }
 
@@ -1184,23 +888,17 @@ fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage>
         ],
         |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
     )?;
-    let mut page = AuditPage::default();
-    let mut last = None;
-    for row in rows {
-        let (seq, entry) = row?;
-        if page.entries.len() == limit {
-            page.next_cursor = last.map(|s: i64| Cursor(s as u64));
-            break;
-        }
-        page.entries.push(serde_json::from_str(&entry).unwrap_or(Value::Null));
-        last = Some(seq);
-    }
-    Ok(page)
+    AuditPage::from_rows(rows, limit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    use crate::store::api::Writes;
     use crate::store::queue::QUEUE_CONTROL_RESERVE;
 
     fn config(dir: &Path) -> StoreConfig {
@@ -1620,7 +1318,7 @@ mod tests {
         assert!((bound - 1..=bound).contains(&dropped), "{dropped} dropped of {sent}");
         other.execute_batch("ROLLBACK").expect("unlock");
         until("the writer never drained its queue", Duration::from_secs(30), || {
-            store.queue.shared.queued_control.load(Ordering::Relaxed) == 0
+            store.writing.queue.counters.queued_control.load(Ordering::Relaxed) == 0
         })
         .await;
         flushed(&store).await;

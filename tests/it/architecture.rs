@@ -6,8 +6,9 @@
 //! - a cycle between files (through `crate::`, `super::` and `self::` paths);
 //! - `axum`, `tower_http` or `hyper` named outside `src/http/` (hyper's client also in the
 //!   clients, `src/client/`, and in `src/notify/deliver.rs`);
-//! - a database driver (`rusqlite`, `tokio_postgres`, `deadpool_postgres`, `postgres_types`) named
-//!   outside `src/store/`;
+//! - a database driver named outside its dialect: `rusqlite` outside `src/store/sqlite.rs`,
+//!   `tokio_postgres`, `deadpool_postgres` or `postgres_types` outside `src/store/postgres.rs` (the
+//!   writer, the queue and the rest of the store name no database; the daemon sees `store::Store`);
 //! - a top-level module that has not been given a floor;
 //! - in the binary (`main.rs` and its commands under `cli/`), a `crate::` path out of `cli/` (the
 //!   binary reaches the library through `mediatord::`), or a `main.rs` past [`MAIN_LINES`];
@@ -64,8 +65,13 @@ const FLOORS: &[(&str, u8)] = &[
     ("tui", 7),
 ];
 
-/// Database drivers: only the store may name one (the rest of the daemon sees `store::Store`).
-const STORE_CRATES: [&str; 4] = ["rusqlite", "tokio_postgres", "deadpool_postgres", "postgres_types"];
+/// Database drivers, and the one file (its dialect of the store's writer) that may name each.
+const STORE_CRATES: [(&str, &str); 4] = [
+    ("rusqlite", "store/sqlite.rs"),
+    ("tokio_postgres", "store/postgres.rs"),
+    ("deadpool_postgres", "store/postgres.rs"),
+    ("postgres_types", "store/postgres.rs"),
+];
 
 /// Methods only the front desk calls: registering a client, subscribing to a session, voting,
 /// and a device's bounds. A door calls the desk's own (`desk.join`, `desk.subscribe`, `desk.vote`,
@@ -407,9 +413,9 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} names `{krate}`: only src/http/ may"));
             }
         }
-        for krate in STORE_CRATES {
-            if !file.starts_with("store") && !paths_from(&code, krate).is_empty() {
-                errors.push(format!("{name} names `{krate}`: only src/store/ may"));
+        for (krate, dialect) in STORE_CRATES {
+            if file != Path::new(dialect) && !paths_from(&code, krate).is_empty() {
+                errors.push(format!("{name} names `{krate}`: only src/{dialect} may"));
             }
         }
         if file.starts_with("http") || file.starts_with("door") {
@@ -590,6 +596,7 @@ fn the_checker_refuses_an_upward_import_a_cross_import_and_axum_outside_http() {
         file("daemon/mod.rs", "use axum::Router; use crate::http::app;"),
         file("agent/mod.rs", "fn f() { let _ = tokio_postgres::connect; }"),
         file("store/postgres.rs", "use tokio_postgres::Client;"),
+        file("store/writer.rs", "fn f(c: &rusqlite::Connection) {}"),
         file("http/mod.rs", "use axum::Router;"),
         file("exec.rs", "use crate::sync::lock;"),
         file("sync.rs", ""),
@@ -603,8 +610,13 @@ fn the_checker_refuses_an_upward_import_a_cross_import_and_axum_outside_http() {
     );
     assert!(has("daemon/mod.rs names `axum`"), "{errors:#?}");
     assert!(has("daemon/mod.rs imports crate::http::app: nothing but server imports http"), "{errors:#?}");
-    assert!(has("agent/mod.rs names `tokio_postgres`: only src/store/ may"), "{errors:#?}");
-    assert_eq!(errors.len(), 5, "leaves may use leaves, http may use axum, store a driver: {errors:#?}");
+    assert!(has("agent/mod.rs names `tokio_postgres`: only src/store/postgres.rs may"), "{errors:#?}");
+    assert!(has("store/writer.rs names `rusqlite`: only src/store/sqlite.rs may"), "{errors:#?}");
+    assert_eq!(
+        errors.len(),
+        6,
+        "leaves may use leaves, http may use axum, a dialect its driver: {errors:#?}"
+    );
 }
 
 #[test]
