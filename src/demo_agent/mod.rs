@@ -186,7 +186,7 @@ where
 {
     let (out, out_rx) = mpsc::channel(WRITER_QUEUE_LINES);
     tokio::spawn(write_loop(out_rx, writer));
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(AgentState {
         out,
         sessions: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
@@ -226,7 +226,7 @@ where
 }
 
 /// State shared by the reader loop and the prompt tasks.
-struct Shared {
+struct AgentState {
     /// Whether `session/load` is advertised and served.
     load_session: bool,
     /// See [`DemoOptions::transcripts`].
@@ -234,7 +234,7 @@ struct Shared {
     /// The only way to stdout.
     out: mpsc::Sender<Out>,
     /// Sessions by id. A std mutex: every critical section is a short lookup with no `.await`.
-    sessions: Mutex<HashMap<String, Session>>,
+    sessions: Mutex<HashMap<String, DemoSession>>,
     /// The agent's outgoing calls by id, waiting for the client's answer. Std mutex, as above.
     pending: Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>,
     next_call_id: AtomicI64,
@@ -250,7 +250,8 @@ struct Shared {
     elicitation: Mutex<Vec<String>>,
 }
 
-struct Session {
+/// One session of the demo agent.
+struct DemoSession {
     /// Absolute, as the client sent it; relative paths in directives are joined to it.
     cwd: String,
     /// One of [`MODES`]' ids.
@@ -267,7 +268,7 @@ enum Out {
     Flush(oneshot::Sender<()>),
 }
 
-impl Shared {
+impl AgentState {
     /// Queues a line; an error only means stdout is gone, and then nobody is listening anyway.
     async fn send(&self, line: Vec<u8>) {
         let _ = self.out.send(Out::Line(line)).await;
@@ -344,7 +345,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>) -
     }
 }
 
-async fn handle_frame(shared: &Arc<Shared>, frame: Frame) {
+async fn handle_frame(shared: &Arc<AgentState>, frame: Frame) {
     match frame {
         Frame::Request { id, method, params } => {
             if method == method::SESSION_PROMPT {
@@ -441,7 +442,7 @@ fn unknown_session(id: &str) -> RpcError {
 }
 
 /// The answer to `initialize`.
-fn initialized(shared: &Shared) -> Result<Value, RpcError> {
+fn initialized(shared: &AgentState) -> Result<Value, RpcError> {
     Ok(json!({
         "protocolVersion": 1,
         "agentCapabilities": {
@@ -456,7 +457,7 @@ fn initialized(shared: &Shared) -> Result<Value, RpcError> {
 }
 
 /// Answers every request but `session/prompt`, synchronously.
-fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Value, RpcError> {
+fn answer(shared: &AgentState, method: &str, params: Option<&RawValue>) -> Result<Value, RpcError> {
     match method {
         method::INITIALIZE => {
             let offered = params
@@ -482,7 +483,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
                 std::env::var(SESSION_ID_ENV).unwrap_or_else(|_| format!("demo-{}", uuid::Uuid::new_v4()));
             sessions.insert(
                 session_id.clone(),
-                Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
+                DemoSession { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
             );
             let models: Vec<Value> =
                 MODELS.iter().map(|(id, name)| json!({"modelId": id, "name": name})).collect();
@@ -520,7 +521,7 @@ fn answer(shared: &Shared, method: &str, params: Option<&RawValue>) -> Result<Va
 
 /// The transcript file of a session, if transcripts are kept and the id is a plain one (it names a
 /// file: nothing but letters, digits, `-` and `_`).
-fn transcript(shared: &Shared, session_id: &str) -> Option<std::path::PathBuf> {
+fn transcript(shared: &AgentState, session_id: &str) -> Option<std::path::PathBuf> {
     let plain = !session_id.is_empty()
         && session_id.len() <= 128
         && session_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -529,7 +530,7 @@ fn transcript(shared: &Shared, session_id: &str) -> Option<std::path::PathBuf> {
 
 /// Appends an update to the session's transcript (best effort: a demo's transcript is no reason
 /// to fail a turn).
-fn record(shared: &Shared, session_id: &str, update: &Value) {
+fn record(shared: &AgentState, session_id: &str, update: &Value) {
     use std::io::Write as _;
     let Some(path) = transcript(shared, session_id) else { return };
     let write = || -> io::Result<()> {
@@ -546,7 +547,7 @@ fn record(shared: &Shared, session_id: &str, update: &Value) {
 
 /// `session/load`: replays the session's transcript as `session/update`s (ACP: the whole
 /// conversation, before the answer), then answers like `session/new` does, minus the id.
-async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Value, RpcError> {
+async fn load_session(shared: &AgentState, params: Option<&RawValue>) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Load {
@@ -563,7 +564,7 @@ async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Valu
         }
         sessions.insert(
             p.session_id.clone(),
-            Session { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
+            DemoSession { cwd: p.cwd, mode: MODES[0].0, cancel: CancellationToken::new() },
         );
     }
     for line in text.lines() {
@@ -582,7 +583,7 @@ async fn load_session(shared: &Shared, params: Option<&RawValue>) -> Result<Valu
     }))
 }
 
-fn cancel_session(shared: &Shared, session_id: &str) {
+fn cancel_session(shared: &AgentState, session_id: &str) {
     match lock(&shared.sessions).get_mut(session_id) {
         Some(session) => std::mem::replace(&mut session.cancel, CancellationToken::new()).cancel(),
         None => tracing::debug!(session_id, "cancel for unknown session"),
@@ -591,7 +592,7 @@ fn cancel_session(shared: &Shared, session_id: &str) {
 
 /// Validates a prompt and prepares its turn; the turn itself runs in its own task.
 fn start_prompt(
-    shared: &Arc<Shared>,
+    shared: &Arc<AgentState>,
     params: Option<&RawValue>,
 ) -> Result<(Turn, String, OwnedSemaphorePermit), RpcError> {
     let p: Prompt = parse_params(params)?;
@@ -621,7 +622,7 @@ fn start_prompt(
 
 /// Installs (once) a SIGTERM handler that drops the signal. Synchronous registration: once this
 /// returns, SIGTERM no longer terminates the process.
-fn ignore_sigterm(shared: &Shared) {
+fn ignore_sigterm(shared: &AgentState) {
     if shared.sigterm_ignored.swap(true, Ordering::SeqCst) {
         return;
     }

@@ -54,7 +54,7 @@ pub(super) enum Permission {
 
 /// One running prompt.
 pub(super) struct Turn {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<AgentState>,
     pub(super) session_id: String,
     /// `session_id` as a JSON string, for the hand-built `stream` lines.
     pub(super) session_json: String,
@@ -64,7 +64,7 @@ pub(super) struct Turn {
 
 /// Removes a pending call's entry however its wait ends.
 pub(super) struct PendingGuard<'a> {
-    shared: &'a Shared,
+    shared: &'a AgentState,
     id: i64,
 }
 

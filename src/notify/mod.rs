@@ -71,7 +71,7 @@ struct Job {
     /// When the event was published, for the latency figure.
     at: Instant,
     reminder: u32,
-    /// A permission request whose id is in `Shared::open` (false only when that set was full):
+    /// A permission request whose id is in `Outbox::open` (false only when that set was full):
     /// only a tracked request can be known to be decided.
     tracked: bool,
     /// For a decision (`PermissionResolved`): the message it updates, and the request's job.
@@ -166,8 +166,10 @@ struct Counters {
     dropped: AtomicU64,
 }
 
+/// What the publisher and the targets' workers share: the targets and their queues, the pending
+/// requests and what was posted for them.
 #[derive(Debug)]
-struct Shared {
+struct Outbox {
     targets: Vec<Target>,
     links: Links,
     /// Pending permission requests by id.
@@ -192,7 +194,7 @@ struct Shared {
 /// The daemon's notifications. Without targets it does nothing (and spawns nothing).
 #[derive(Debug)]
 pub struct Notifier {
-    shared: Arc<Shared>,
+    shared: Arc<Outbox>,
 }
 
 impl Drop for Notifier {
@@ -224,7 +226,7 @@ impl Notifier {
             })
             .collect();
         let tls = targets.iter().any(|t| t.config.url.tls).then(client_tls).flatten();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Outbox {
             targets,
             links: Links::default(),
             open: Mutex::new(HashSet::new()),
@@ -340,7 +342,7 @@ impl Notifier {
     }
 }
 
-impl Shared {
+impl Outbox {
     fn push(&self, target: &Target, job: Arc<Job>) {
         let dropped = {
             let mut jobs = lock(&target.jobs);
@@ -414,7 +416,7 @@ fn log_held_back(index: usize, host: &str, line: Line, n: u64) {
 }
 
 /// One target's worker: its deliveries one at a time, in order.
-async fn run_target(shared: Arc<Shared>, index: usize) {
+async fn run_target(shared: Arc<Outbox>, index: usize) {
     let target = &shared.targets[index];
     loop {
         let next = lock(&target.jobs).pop_front();
@@ -441,7 +443,7 @@ fn request_for(target: &Target, job: &Job, notice: &Notice<'_>) -> Option<(Verb,
 }
 
 /// Remembers the message a service posted for a pending request, to update it once decided.
-fn remember(shared: &Shared, target: &Target, job: &Arc<Job>, request_id: &str, answer: &[u8]) {
+fn remember(shared: &Outbox, target: &Target, job: &Arc<Job>, request_id: &str, answer: &[u8]) {
     let Some(posted) = services::posted(target.config.format, request_id, answer) else { return };
     // Under `open`'s lock: a decision that removed the request has taken its entries already (and
     // is in `decided`: the message is edited now), and one coming after finds this one.
@@ -463,7 +465,7 @@ fn remember(shared: &Shared, target: &Target, job: &Arc<Job>, request_id: &str, 
     }
 }
 
-async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
+async fn deliver_job(shared: &Arc<Outbox>, target: &Target, job: &Arc<Job>) {
     let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default().to_owned();
     let is_request = job.kind == EventKind::PermissionRequest;
     if is_request && job.tracked && !shared.is_open(&request_id) {
@@ -553,7 +555,7 @@ async fn deliver_job(shared: &Arc<Shared>, target: &Target, job: &Arc<Job>) {
 
 /// After `escalation.after`, hands the request to the escalation's target if it is still pending:
 /// there it is a first notification, with its own links and reminders.
-async fn escalate(shared: Arc<Shared>, escalation: Escalation, job: Arc<Job>, request_id: String) {
+async fn escalate(shared: Arc<Outbox>, escalation: Escalation, job: Arc<Job>, request_id: String) {
     tokio::select! {
         () = tokio::time::sleep(escalation.after) => {}
         () = shared.stop.cancelled() => return,
@@ -567,7 +569,7 @@ async fn escalate(shared: Arc<Shared>, escalation: Escalation, job: Arc<Job>, re
 }
 
 /// After `after`, queues the request again for the same target if it is still pending.
-async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: String, after: Duration) {
+async fn remind(shared: Arc<Outbox>, index: usize, job: Arc<Job>, request_id: String, after: Duration) {
     tokio::select! {
         () = tokio::time::sleep(after) => {}
         () = shared.stop.cancelled() => return,
@@ -583,7 +585,7 @@ async fn remind(shared: Arc<Shared>, index: usize, job: Arc<Job>, request_id: St
 /// One link per offered option (at most [`MAX_OPTIONS_LINKED`]), voting as the target's
 /// `clientId`. An approving option of a request its notification cannot show whole gets a link
 /// that decides only from its page ([`Link::needs_review`]).
-fn mint_actions(shared: &Shared, target: &Target, job: &Job) -> Vec<Action> {
+fn mint_actions(shared: &Outbox, target: &Target, job: &Job) -> Vec<Action> {
     let base = shared.base.get().map_or("", String::as_str);
     let whole = format::summary(job.data.get("toolCall").unwrap_or(&Value::Null)).whole;
     let request_id = job.data.get("requestId").and_then(Value::as_str).unwrap_or_default();

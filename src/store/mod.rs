@@ -7,8 +7,8 @@
 //! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, the writer's
 //!   SQLite dialect, one read connection; the only file that knows `rusqlite`.
 //! - `postgres`: [`PgStore`], `--store postgres://…`: the writer's PostgreSQL dialect, shared by
-//!   a fleet of daemons (the session directory, leases, notices); the only file that knows
-//!   `tokio_postgres`.
+//!   a fleet of daemons (the session directory, leases, notices; the writer's dialect in
+//!   `postgres/write.rs`); the only module that knows `tokio_postgres`.
 //! - `migrations`: the schema, one `.sql` file per version and database, the same numbering.
 //! - `queue`: the writer's queue: the writes, their bounds and counters, what a failed
 //!   transaction answers and counts.

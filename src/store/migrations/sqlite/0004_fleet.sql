@@ -1,4 +1,4 @@
--- The fleet's tables (`postgres.rs`), kept here too so one version number means one schema
+-- The fleet's tables (`store/postgres/`), kept here too so one version number means one schema
 -- in both databases; a daemon alone on SQLite leaves them empty.
 ALTER TABLE sessions ADD COLUMN owner TEXT;
 CREATE TABLE nodes(node_url TEXT PRIMARY KEY, lease_until INTEGER NOT NULL, started_at INTEGER NOT NULL);

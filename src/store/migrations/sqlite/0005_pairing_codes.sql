@@ -1,4 +1,4 @@
--- The fleet's pairing codes waiting to be used, by their SHA-256 (`postgres.rs`); unused
+-- The fleet's pairing codes waiting to be used, by their SHA-256 (`store/postgres/`); unused
 -- by a daemon alone, whose codes live in memory.
 CREATE TABLE pairing_codes(
     digest BLOB PRIMARY KEY,
