@@ -230,6 +230,27 @@ fn an_ignore_file_that_is_a_symlink_is_not_followed() {
     assert_eq!(s.manifest.entries[".gitignore"].kind, Kind::Symlink);
 }
 
+/// A `.gitignore` that is a named pipe is no ignore file: it is opened without waiting for a
+/// writer that never comes (`O_NONBLOCK`), refused as not a regular file, and not kept. A blocking
+/// open would hold the session's turn until someone wrote to the pipe.
+#[test]
+fn an_ignore_file_that_is_a_named_pipe_never_holds_the_snapshot() {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    let f = fixture();
+    mknodat(CWD, &f.ws.join(".gitignore"), FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
+    write(&f.ws, "kept.log", "k");
+    let (done, finished) = std::sync::mpsc::channel();
+    let (ws, state) = (f.ws.clone(), f.state.clone());
+    std::thread::spawn(move || {
+        let changes = Changes::open(Some(&state), LIMITS).expect("open");
+        let s = changes.snapshot_at(&ws, later()).expect("snapshot");
+        let _ = done.send(paths(&s).iter().map(|p| p.to_string()).collect::<Vec<_>>());
+    });
+    // A bound far above a one-file snapshot on a loaded machine, so only an open that waits fails.
+    let kept = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
+    assert_eq!(kept, ["kept.log"]);
+}
+
 /// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
 #[test]
 fn a_name_that_is_not_utf8_is_skipped_and_counted() {
