@@ -576,14 +576,14 @@ fn read_small(dir: &OwnedFd, name: &str, cap: u64) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The index as kept on disk (`changes/workspaces/<key>/index`), so the first snapshot after a
-/// restart stats instead of reading: the walk's time, the manifest's id, then each file's path,
-/// stamp and entry, then each directory's path, stamps and walked names.
 /// How much of a `.gitignore` or `.git/info/exclude` is read: bounded like any read of someone
 /// else's file. A real one is a few KiB; patterns past the bound are not applied (their files are
 /// snapshotted, which loses nothing).
 pub(super) const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
+/// The index as kept on disk (`changes/workspaces/<key>/index`), so the first snapshot after a
+/// restart stats instead of reading: the walk's time, the manifest's id, then each file's path,
+/// stamp and entry, then each directory's path, stamps and walked names.
 const INDEX_MAGIC: &[u8; 8] = b"MDIDX01\n";
 
 struct Reader<'a>(&'a [u8]);

@@ -251,6 +251,30 @@ fn an_ignore_file_that_is_a_named_pipe_never_holds_the_snapshot() {
     assert_eq!(kept, ["kept.log"]);
 }
 
+/// A workspace path that is no directory (here a named pipe, put where the folder was) is refused
+/// at once as not a directory (`O_DIRECTORY`), never opened as a file and waited on for a writer.
+#[test]
+fn a_workspace_that_is_a_named_pipe_is_refused_at_once() {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    let f = fixture();
+    fs::remove_dir(&f.ws).expect("rmdir");
+    mknodat(CWD, &f.ws, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
+    let (done, finished) = std::sync::mpsc::channel();
+    let (ws, state) = (f.ws.clone(), f.state.clone());
+    std::thread::spawn(move || {
+        let changes = Changes::open(Some(&state), LIMITS).expect("open");
+        let _ = done.send(changes.snapshot_at(&ws, later()).map(|s| s.id));
+    });
+    // A bound far above a refusal on a loaded machine, so only an open that waits fails.
+    let answer = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
+    match answer {
+        Err(ScanError::Workspace(e)) => {
+            assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::NOTDIR.raw_os_error()), "{e}")
+        }
+        other => panic!("expected the workspace refused as not a directory, got {other:?}"),
+    }
+}
+
 /// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
 #[test]
 fn a_name_that_is_not_utf8_is_skipped_and_counted() {
