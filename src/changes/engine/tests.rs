@@ -237,7 +237,7 @@ fn an_ignore_file_that_is_a_symlink_is_not_followed() {
 fn an_ignore_file_that_is_a_named_pipe_never_holds_the_snapshot() {
     use rustix::fs::{CWD, FileType, Mode, mknodat};
     let f = fixture();
-    mknodat(CWD, &f.ws.join(".gitignore"), FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
+    mknodat(CWD, f.ws.join(".gitignore"), FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
     write(&f.ws, "kept.log", "k");
     let (done, finished) = std::sync::mpsc::channel();
     let (ws, state) = (f.ws.clone(), f.state.clone());
