@@ -146,8 +146,8 @@ pub(super) struct Writing {
     thread: Mutex<Option<JoinHandle<Result<(), String>>>>,
 }
 
-/// How often retention runs (and once just after boot).
-const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+/// How often retention runs (and once just after boot); a pass may take at most this long.
+pub(super) const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 
 impl Writing {
     /// Starts `db`'s writer thread.

@@ -11,8 +11,6 @@ pub(super) const CHANNEL: &str = "mediatord";
 /// busy database, short enough that a caller waiting on an `Ack` hears of a dead one in seconds
 /// (SQLite's `BUSY_TIMEOUT` is the same figure).
 pub(super) const DB_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often retention runs (as SQLite's: once a minute, and once after boot).
-pub(super) const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 /// A lock number of the fleet's own: migrations and retention run on one daemon at a time.
 pub(super) const ADVISORY_LOCK: i64 = 0x6d65_6469_6174;
 /// The database's clock, in milliseconds since the Unix epoch (leases are compared on it).
