@@ -197,6 +197,43 @@ fn a_changed_git_info_exclude_is_applied_to_cached_folders() {
     assert_eq!(paths(&second), ["a/b/y.txt"]);
 }
 
+/// `.git/info/exclude` rewritten in place to the same size, its mtime set back (what a tool that
+/// restores times leaves): its inode, size and mtime are as before, only its ctime moved, and that
+/// alone has the exclusions read again.
+#[test]
+fn an_exclude_rewritten_in_place_with_its_mtime_set_back_is_read_again() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let f = fixture();
+    write(&f.ws, ".git/info/exclude", "*.tmp\n");
+    write(&f.ws, "a/x.tmp", "x");
+    write(&f.ws, "a/y.txt", "y");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    assert_eq!(paths(&first), ["a/y.txt"]);
+    let path = f.ws.join(".git/info/exclude");
+    let before = fs::metadata(&path).expect("stat");
+    let file = fs::OpenOptions::new().write(true).open(&path).expect("open");
+    file.write_all_at(b"*.txt\n", 0).expect("rewrite in place");
+    // Setting the mtime sets the ctime to now; on a file system whose clock is coarse, now can
+    // still be the creation's tick, so set it again until the ctime has moved (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        file.set_modified(before.modified().expect("mtime")).expect("set the mtime back");
+        let after = fs::metadata(&path).expect("stat");
+        if (after.ctime(), after.ctime_nsec()) != (before.ctime(), before.ctime_nsec()) {
+            break after;
+        }
+        assert!(std::time::Instant::now() < deadline, "the ctime never moved");
+    };
+    assert_eq!(
+        (after.ino(), after.len(), after.mtime(), after.mtime_nsec()),
+        (before.ino(), before.len(), before.mtime(), before.mtime_nsec()),
+        "only the ctime may differ"
+    );
+    let second = changes.snapshot_at(&f.ws, later()).expect("second");
+    assert_eq!(paths(&second), ["a/x.tmp"]);
+}
+
 /// A long `.gitignore` is read up to [`scan::MAX_IGNORE_FILE_BYTES`]: a pattern a few KiB in
 /// applies, a pattern past the bound does not (its file is snapshotted).
 #[test]
@@ -273,6 +310,43 @@ fn a_workspace_that_is_a_named_pipe_is_refused_at_once() {
         }
         other => panic!("expected the workspace refused as not a directory, got {other:?}"),
     }
+}
+
+/// A file the scan may not open (`EACCES`: here a Landlock ruleset on the scanning thread denies
+/// reading it, which root cannot step past as it steps past permissions) is skipped and counted;
+/// the rest of the workspace is snapshotted. Needs a kernel with Landlock, as the sandbox tests do.
+#[test]
+fn a_file_the_scan_may_not_read_is_skipped_and_counted() {
+    use landlock::{AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr};
+    let f = fixture();
+    write(&f.ws, "ok.txt", "ok");
+    write(&f.ws, "locked.txt", "no");
+    let (done, finished) = std::sync::mpsc::channel();
+    let (ws, state) = (f.ws.clone(), f.state.clone());
+    // Landlock confines the thread that asks (and what it starts), so the scan runs on its own.
+    std::thread::spawn(move || {
+        let changes = Changes::open(Some(&state), LIMITS).expect("open");
+        let allow = |path: &Path| PathBeneath::new(PathFd::new(path).expect("path fd"), AccessFs::ReadFile);
+        let status = Ruleset::default()
+            .handle_access(AccessFs::ReadFile)
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rule(allow(&state)))
+            .and_then(|r| r.add_rule(allow(&ws.join("ok.txt"))))
+            .and_then(|r| r.restrict_self())
+            .expect("the Landlock ruleset");
+        let snapshot = changes
+            .snapshot_at(&ws, later())
+            .map(|s| (paths(&s).iter().map(|p| p.to_string()).collect::<Vec<_>>(), s.stats.skipped));
+        let _ = done.send((status.ruleset, snapshot));
+    });
+    let (status, snapshot) =
+        finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
+    assert_eq!(
+        status,
+        landlock::RulesetStatus::FullyEnforced,
+        "this test needs a kernel with Landlock (Linux 5.13 or later, landlock in the lsm= boot list)"
+    );
+    assert_eq!(snapshot.expect("snapshot"), (vec!["ok.txt".to_owned()], 1));
 }
 
 /// A name that is not UTF-8 cannot be a manifest's path: it is skipped, and counted.
