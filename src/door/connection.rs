@@ -172,7 +172,7 @@ impl Connection {
         }
         let owner = Owner::of(&caller);
         let shared = Arc::new(Shared {
-            id: mint_id(desk.daemon().store.node_url().as_deref()),
+            id: mint_id(desk.daemon().fleet.as_ref().and_then(|fleet| fleet.node_url()).as_deref()),
             desk,
             client,
             minted: AtomicBool::new(false),

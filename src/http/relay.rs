@@ -8,8 +8,8 @@
 //!   WebSocket upgrade or Streamable HTTP `initialize` naming its session in `Acp-Session-Id`)
 //!   or for a Streamable HTTP `/acp` connection living elsewhere (its id names its home,
 //!   `door::home_of`) is never relayed, and the target is only ever a daemon the store lists as
-//!   holding that session under a valid lease (`Store::owner`), or as a live daemon of the fleet
-//!   (`Store::live_node`), never an address a request names alone: this is no open proxy.
+//!   holding that session under a valid lease (`Fleet::owner`), or as a live daemon of the fleet
+//!   (`Fleet::live_node`), never an address a request names alone: this is no open proxy.
 //! - **Who.** The relayed request keeps the caller's own `Authorization`, and the daemon holding
 //!   the session authenticates it again against the same token and the same paired devices (the
 //!   store is shared): who the caller is and what its role allows is never taken on another
@@ -43,6 +43,7 @@ use sha2::Sha256;
 
 use super::error::ApiError;
 use crate::daemon::Daemon;
+use crate::store::Fleet;
 use crate::sync::lock;
 
 /// The daemon (not `extract::AppState`, the same type: this file stays free of the extractors,
@@ -184,18 +185,21 @@ impl Vouch {
     }
 }
 
-/// The relay's state: the daemon (its sessions and store) and its word for what it relays.
+/// The relay's state: the daemon (its sessions), its fleet (the directory) and its word for what
+/// it relays.
 #[derive(Debug)]
 pub(super) struct Relay {
     daemon: AppState,
+    fleet: Arc<dyn Fleet>,
     vouch: Vouch,
 }
 
 impl Relay {
-    /// `None` when the daemon's store is not shared: nothing is ever relayed.
+    /// `None` when the daemon is in no fleet: nothing is ever relayed.
     pub(super) fn new(daemon: AppState) -> Option<Relay> {
-        let secret = daemon.store.fleet_secret()?;
-        Some(Relay { daemon, vouch: Vouch::new(secret) })
+        let fleet = daemon.fleet.clone()?;
+        let vouch = Vouch::new(fleet.fleet_secret());
+        Some(Relay { daemon, fleet, vouch })
     }
 }
 
@@ -268,13 +272,13 @@ async fn destination(req: &mut Request) -> Option<Destination> {
 /// The session of permission request `request_id`, from the audit. The holder writes a request's
 /// record behind (within its writer's commit interval), and a client may vote the moment the
 /// event reaches it: a request not found yet is looked up again, [`LOOKUPS`] times in all.
-async fn session_of_request(daemon: &AppState, request_id: String) -> Option<String> {
+async fn session_of_request(fleet: &Arc<dyn Fleet>, request_id: String) -> Option<String> {
     for attempt in 0..LOOKUPS {
         if attempt > 0 {
             tokio::time::sleep(LOOKUP_GAP).await;
         }
-        let (store, id) = (daemon.store.clone(), request_id.clone());
-        match tokio::task::spawn_blocking(move || store.session_of_request(&id)).await {
+        let (fleet, id) = (fleet.clone(), request_id.clone());
+        match tokio::task::spawn_blocking(move || fleet.session_of_request(&id)).await {
             Ok(Ok(Some(session))) => return Some(session),
             Ok(Ok(None)) => {}
             _ => return None,
@@ -299,7 +303,7 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, mut req: Request, nex
             if daemon.session_with_request(&request_id).is_ok() {
                 return next.run(req).await;
             }
-            match session_of_request(daemon, request_id).await {
+            match session_of_request(&relay.fleet, request_id).await {
                 Some(id) => id,
                 None => return next.run(req).await,
             }
@@ -308,19 +312,19 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, mut req: Request, nex
             // Only a daemon the store lists as a live one of the fleet, never an address a
             // request names: this is no open proxy. A connection whose home is this daemon, or
             // a dead one, is answered here (`acp_connection_not_found` when it is not here).
-            if daemon.store.node_url().as_deref() == Some(node_url.as_str()) {
+            if relay.fleet.node_url().as_deref() == Some(node_url.as_str()) {
                 return next.run(req).await;
             }
-            let store = daemon.store.clone();
+            let fleet = relay.fleet.clone();
             let url = node_url.clone();
-            match tokio::task::spawn_blocking(move || store.live_node(&url)).await {
+            match tokio::task::spawn_blocking(move || fleet.live_node(&url)).await {
                 Ok(Ok(true)) => return relay_to(&relay, &node_url, req).await,
                 _ => return next.run(req).await,
             }
         }
     };
-    let store = daemon.store.clone();
-    let owner = match tokio::task::spawn_blocking(move || store.owner(&session_id)).await {
+    let fleet = relay.fleet.clone();
+    let owner = match tokio::task::spawn_blocking(move || fleet.owner(&session_id)).await {
         Ok(Ok(Some(owner))) => owner,
         // Nobody else holds it (or the directory cannot be read): this daemon answers, from the
         // history if it has one.
