@@ -812,6 +812,8 @@ impl Daemon {
                 policy: self.config.permission_policy,
                 quorum: self.config.consensus_quorum,
                 timeout: self.config.permission_timeout,
+                // Joined before any session starts (`fleet::start`), so known here in a fleet.
+                home: self.fleet.as_ref().and_then(|fleet| fleet.node_url()),
             },
             cwd.to_path_buf(),
             self.metrics.clone(),

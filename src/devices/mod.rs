@@ -668,9 +668,6 @@ mod tests {
         fn live_node(&self, _: &str) -> Result<bool, ReadError> {
             unreachable!("the devices ask a fleet for its pairing codes only")
         }
-        fn session_of_request(&self, _: &str) -> Result<Option<String>, ReadError> {
-            unreachable!("the devices ask a fleet for its pairing codes only")
-        }
         fn fleet_secret(&self) -> [u8; 32] {
             unreachable!("the devices ask a fleet for its pairing codes only")
         }

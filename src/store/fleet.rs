@@ -9,6 +9,34 @@
 
 use super::api::{Ack, ReadError, SessionRecord, WriteError};
 
+/// Between an id's own part and the daemon it names as its home ([`homed_id`]).
+const HOME_MARK: char = '.';
+
+/// A fresh id for something that lives on one daemon of a fleet: an ACP Streamable HTTP
+/// connection, a pending permission request. In a fleet it names that daemon (its node URL,
+/// base64url, after a `.`), so any daemon of the fleet can pass a request naming the id there
+/// ([`home_of`]) without asking the database; alone it is a plain UUID.
+pub fn homed_id(node_url: Option<&str>) -> String {
+    use base64::Engine;
+    let id = uuid::Uuid::new_v4().to_string();
+    match node_url {
+        Some(url) => {
+            format!("{id}{HOME_MARK}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(url))
+        }
+        None => id,
+    }
+}
+
+/// The daemon an id names as its home ([`homed_id`]; `docs/protocol.md#173-any-daemon-answers-any-route`),
+/// if it names one. Only a claim: the relay passes a request there only when the fleet lists that
+/// daemon as a live one ([`Fleet::live_node`]).
+pub fn home_of(id: &str) -> Option<String> {
+    use base64::Engine;
+    let (_, home) = id.split_once(HOME_MARK)?;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(home).ok()?;
+    String::from_utf8(url).ok().filter(|url| !url.is_empty())
+}
+
 /// A pairing code another daemon sharing the store claimed first: it is used.
 pub const CODE_ALREADY_CLAIMED: &str = "the pairing code was used already";
 
@@ -93,9 +121,6 @@ pub trait Fleet: Send + Sync + std::fmt::Debug {
     /// Whether `node_url` is another daemon of the fleet whose lease holds (a Streamable HTTP
     /// `/acp` connection's home, which its requests are relayed to). Blocking.
     fn live_node(&self, node_url: &str) -> Result<bool, ReadError>;
-    /// The session a permission request belongs to, from the audit (for the vote route that names
-    /// no session). Blocking.
-    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError>;
     /// The secret the daemons sharing the store prove themselves to each other with (relayed
     /// requests).
     fn fleet_secret(&self) -> [u8; 32];
@@ -114,4 +139,22 @@ pub trait Fleet: Send + Sync + std::fmt::Debug {
     /// after): each is followed by a read, so a change committed while an earlier read was under
     /// way is read again after it.
     fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_names_its_home_in_a_fleet_and_nothing_alone() {
+        let homed = homed_id(Some("http://10.0.0.7:7776"));
+        assert_eq!(home_of(&homed).as_deref(), Some("http://10.0.0.7:7776"));
+        assert_ne!(homed_id(Some("http://a:1")), homed_id(Some("http://a:1")), "each id is fresh");
+        let alone = homed_id(None);
+        assert!(uuid::Uuid::parse_str(&alone).is_ok(), "{alone}");
+        assert_eq!(home_of(&alone), None);
+        for odd in ["", ".", "x.!!", "x.//8"] {
+            assert_eq!(home_of(odd), None, "{odd:?}");
+        }
+    }
 }

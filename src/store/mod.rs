@@ -49,7 +49,7 @@ pub use self::api::{
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;
-pub use self::fleet::{CODE_ALREADY_CLAIMED, Fleet, Notice, SessionClaim, StoredCode};
+pub use self::fleet::{CODE_ALREADY_CLAIMED, Fleet, Notice, SessionClaim, StoredCode, home_of, homed_id};
 pub use self::memory::MemoryStore;
 pub use self::postgres::{PG_SCHEMA_VERSION, PgStore};
 pub use self::sqlite::{

@@ -697,14 +697,6 @@ impl Fleet for PgStore {
         })
     }
 
-    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
-        let id = request_id.to_owned();
-        self.read(move |c| async move {
-            let row = c.query_opt("SELECT session_id FROM audit WHERE request_id = $1", &[&id]).await?;
-            Ok(row.map(|r| r.get(0)))
-        })
-    }
-
     fn fleet_secret(&self) -> [u8; 32] {
         self.secret
     }
