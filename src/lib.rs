@@ -47,7 +47,9 @@
 //! - [`fleet`]: several daemons sharing one PostgreSQL: this daemon's lease, and what the others
 //!   announce applied here (the relay to the daemon holding a session is in [`http`]).
 //! - [`store`]: the durable state (audit trail, workspace rules, session history) behind the
-//!   [`store::Store`] trait: SQLite with one writer thread, or memory for `--ephemeral`.
+//!   [`store::Store`] trait: SQLite or PostgreSQL with one writer thread, or memory for
+//!   `--ephemeral`; what only a fleet keeps (leases, the session directory, shared pairing codes,
+//!   notices) behind [`store::Fleet`], which PostgreSQL alone implements.
 //! - [`devices`]: paired devices: one-time pairing codes, per-device credentials (stored
 //!   hashed), roles, revocation.
 //! - [`notify`]: notification targets: bounded queues, signed deliveries, one-tap action links.

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use crate::config::Config;
 use crate::daemon::{AGENT_SHUTDOWN_GRACE, Daemon};
 use crate::discovery::Advert;
-use crate::store::Store;
+use crate::store::Opened;
 use crate::tls::{Reloaded, ServerCert};
 
 /// After the agents are gone, how long open HTTP exchanges get to finish before the process exits.
@@ -26,8 +26,10 @@ const STORE_FLUSH_GRACE: Duration = Duration::from_secs(5);
 const PANIC_EXIT_STATUS: i32 = 101;
 
 /// Binds, prints the startup line, serves (https with `tls`, loaded and checked by the caller
-/// before the boot) until the first signal's drain completes. Returns the process exit code.
-pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCert>>) -> io::Result<i32> {
+/// before the boot) on the store `store::open` gave (with its fleet, when shared) until the first
+/// signal's drain completes. Returns the process exit code.
+pub async fn run(config: Config, opened: Opened, tls: Option<Arc<ServerCert>>) -> io::Result<i32> {
+    let Opened { store, fleet } = opened;
     let host = config.hostname.trim_start_matches('[').trim_end_matches(']').to_owned();
     let listener = TcpListener::bind((host.as_str(), config.port)).await.map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
@@ -92,7 +94,7 @@ pub async fn run(config: Config, store: Arc<dyn Store>, tls: Option<Arc<ServerCe
         tracing::warn!(error = %e, "cannot mark the daemon non-dumpable; same-user processes may read its memory");
     }
     let max_connections = config.connection_cap();
-    let daemon = Daemon::with_store(config, store.clone());
+    let daemon = Daemon::with_store(config, store.clone(), fleet);
     exit_on_panic(daemon.clone());
     if let Err(e) = daemon.adopt_orphans() {
         tracing::warn!(error = %e, "cannot become a subreaper; a process escaping a killed command's group is left to init");

@@ -52,8 +52,8 @@ pub(super) fn run(args: &ServeArgs) -> ExitCode {
     };
     // Before the runtime's first task: a state directory or database the daemon must not
     // use refuses the boot like a bad flag does.
-    let store = match mediatord::store::open(&store_config) {
-        Ok(store) => store,
+    let opened = match mediatord::store::open(&store_config) {
+        Ok(opened) => opened,
         Err(e) => {
             say(&format!("mediatord: {e}"));
             return ExitCode::from(2);
@@ -67,7 +67,7 @@ pub(super) fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = runtime.block_on(mediatord::server::run(config, store, tls));
+    let outcome = runtime.block_on(mediatord::server::run(config, opened, tls));
     // Whatever is still running is abandoned, not waited for: a blocking thread stuck on a
     // pipe or a hung file system must not hold the exit (nor make a second signal useless).
     runtime.shutdown_background();

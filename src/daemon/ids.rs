@@ -8,13 +8,13 @@
 //! create, resume or late write of one session can land on another's live table entry or history.
 //!
 //! In a fleet a recorded session is also claimed in the store before an agent is resumed on it
-//! ([`StoreClaim`], `Store::claim_session`): the directory's row, taken atomically, so of two
+//! ([`StoreClaim`], `Fleet::claim_session`): the directory's row, taken atomically, so of two
 //! daemons resuming one session at once exactly one starts an agent (no split brain).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use crate::store::{SessionRecord, Store};
+use crate::store::{Fleet, SessionRecord};
 use crate::sync::lock;
 
 /// Longest session id accepted from an agent. Agents answer UUIDs (36 bytes); 256 leaves room for
@@ -62,14 +62,16 @@ impl Drop for Claim {
     }
 }
 
-/// A recorded session this daemon claimed in the store to resume it (`Store::claim_session`): the
+/// A recorded session this daemon claimed in the store to resume it (`Fleet::claim_session`): the
 /// directory says this daemon holds it. Kept once the session is started (its own records take
 /// over from there); released when the start fails, so the session is recorded as it was and
 /// another daemon may take it: awaited by [`StoreClaim::release`], or in the background when the
 /// claim is dropped half way (the request that made it was cancelled).
 #[derive(Debug)]
 pub(crate) struct StoreClaim {
-    store: Arc<dyn Store>,
+    /// The fleet the claim was made in; `None` alone, where the daemon's own id claim ([`Claim`])
+    /// is the whole claim and there is nothing in the store to give back.
+    fleet: Option<Arc<dyn Fleet>>,
     /// The record as it was before the claim.
     previous: SessionRecord,
     /// Whether it is still to be kept or released (false once either happened).
@@ -77,8 +79,8 @@ pub(crate) struct StoreClaim {
 }
 
 impl StoreClaim {
-    pub(crate) fn new(store: Arc<dyn Store>, previous: SessionRecord) -> StoreClaim {
-        StoreClaim { store, previous, armed: true }
+    pub(crate) fn new(fleet: Option<Arc<dyn Fleet>>, previous: SessionRecord) -> StoreClaim {
+        StoreClaim { fleet, previous, armed: true }
     }
 
     /// The session as recorded before the claim.
@@ -95,15 +97,15 @@ impl StoreClaim {
     /// of the failure (so a retry on another daemon finds it free).
     pub(crate) async fn release(mut self) {
         self.armed = false;
-        if self.store.shared() {
-            let (store, previous) = (self.store.clone(), self.previous.clone());
-            let _ = tokio::task::spawn_blocking(move || put_back(store.as_ref(), &previous)).await;
+        if let Some(fleet) = self.fleet.clone() {
+            let previous = self.previous.clone();
+            let _ = tokio::task::spawn_blocking(move || put_back(fleet.as_ref(), &previous)).await;
         }
     }
 }
 
-fn put_back(store: &dyn Store, previous: &SessionRecord) {
-    if let Err(e) = store.release_session(previous) {
+fn put_back(fleet: &dyn Fleet, previous: &SessionRecord) {
+    if let Err(e) = fleet.release_session(previous) {
         tracing::warn!(
             session_id = %previous.session_id,
             error = %e,
@@ -114,12 +116,13 @@ fn put_back(store: &dyn Store, previous: &SessionRecord) {
 
 impl Drop for StoreClaim {
     fn drop(&mut self) {
-        if !self.armed || !self.store.shared() {
+        if !self.armed {
             return;
         }
+        let Some(fleet) = self.fleet.clone() else { return };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (store, previous) = (self.store.clone(), self.previous.clone());
-            rt.spawn_blocking(move || put_back(store.as_ref(), &previous));
+            let previous = self.previous.clone();
+            rt.spawn_blocking(move || put_back(fleet.as_ref(), &previous));
         }
     }
 }

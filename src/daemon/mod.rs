@@ -55,7 +55,9 @@ use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::notify::Notifier;
 use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
-use crate::store::{AuditQuery, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreStats};
+use crate::store::{
+    AuditQuery, Fleet, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreStats,
+};
 use crate::sync::lock;
 
 /// The snapshot engine, its store in the state directory (a private temporary one without):
@@ -166,6 +168,11 @@ pub struct Daemon {
     groups: ProcessGroups,
     /// The durable state (or memory, with `--ephemeral`).
     pub store: Arc<dyn Store>,
+    /// In a fleet (`--store postgres://…`): this daemon's lease, the session directory, the
+    /// fleet's pairing codes and notices, kept in the same database as `store`; `None` alone.
+    /// An `Arc` of its own beside the store, not reached through it, so a blocking call moves it
+    /// into `spawn_blocking` as the store's reads move the store.
+    pub fleet: Option<Arc<dyn Fleet>>,
     /// Paired devices and pending pairing codes (loaded from the store at boot).
     pub devices: Arc<Devices>,
     /// Each workspace's rules, shared with its sessions' mediators; created on first use, loaded
@@ -227,13 +234,14 @@ impl Drop for Reservation<'_> {
 }
 
 impl Daemon {
-    /// A daemon with an in-memory store (`--ephemeral`).
+    /// A daemon with an in-memory store (`--ephemeral`), alone.
     pub fn new(config: Config) -> Arc<Daemon> {
-        Daemon::with_store(config, Arc::new(crate::store::MemoryStore::default()))
+        Daemon::with_store(config, Arc::new(crate::store::MemoryStore::default()), None)
     }
 
-    /// A daemon keeping its durable state in `store`. Reads the workspace rules it holds.
-    pub fn with_store(config: Config, store: Arc<dyn Store>) -> Arc<Daemon> {
+    /// A daemon keeping its durable state in `store`, one of `fleet` when the store is shared
+    /// (`store::open` gives both). Reads the workspace rules it holds.
+    pub fn with_store(config: Config, store: Arc<dyn Store>, fleet: Option<Arc<dyn Fleet>>) -> Arc<Daemon> {
         let mut stored_rules: HashMap<PathBuf, Vec<Value>> = HashMap::new();
         match store.workspace_rules() {
             Ok(rules) => {
@@ -247,12 +255,14 @@ impl Daemon {
         let notifier =
             Arc::new(Notifier::new(config.notify.clone(), config.public_url.clone(), metrics.clone()));
         let stream_limits = StreamLimits::leaving_a_quarter(config.connection_cap(), config.max_subscribers);
-        let devices = Arc::new(Devices::new(store.clone(), config.pairing_code_ttl, stream_limits));
+        let devices =
+            Arc::new(Devices::new(store.clone(), fleet.clone(), config.pairing_code_ttl, stream_limits));
         let changes = open_changes(config.snapshot_dir.as_deref());
         Arc::new(Daemon {
             changes,
             devices,
             store,
+            fleet,
             workspace_rules: Mutex::new(HashMap::new()),
             stored_rules: Mutex::new(stored_rules),
             config: Arc::new(config),
@@ -752,7 +762,7 @@ impl Daemon {
     /// before the caller can take it to one of them. A failed commit is not the create's failure:
     /// the session runs here, and is relayed to once a later commit records it.
     async fn registered(&self) {
-        if self.store.shared() {
+        if self.fleet.is_some() {
             let _ = self.store.flush().await;
         }
     }
@@ -802,6 +812,8 @@ impl Daemon {
                 policy: self.config.permission_policy,
                 quorum: self.config.consensus_quorum,
                 timeout: self.config.permission_timeout,
+                // Joined before any session starts (`fleet::start`), so known here in a fleet.
+                home: self.fleet.as_ref().and_then(|fleet| fleet.node_url()),
             },
             cwd.to_path_buf(),
             self.metrics.clone(),

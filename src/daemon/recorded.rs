@@ -79,12 +79,9 @@ impl Daemon {
     /// The other daemon of the fleet whose agent holds live session `id` under a valid lease, if
     /// one does (`docs/protocol.md#173-any-daemon-answers-any-route`); always `None` alone.
     pub async fn held_elsewhere(&self, id: &str) -> Result<Option<String>, ReadError> {
-        if !self.store.shared() {
-            return Ok(None);
-        }
-        let store = self.store.clone();
+        let Some(fleet) = self.fleet.clone() else { return Ok(None) };
         let id = id.to_owned();
-        tokio::task::spawn_blocking(move || store.owner(&id)).await.map_err(|e| ReadError(e.to_string()))?
+        tokio::task::spawn_blocking(move || fleet.owner(&id)).await.map_err(|e| ReadError(e.to_string()))?
     }
 
     /// Deletes recorded session `id` and its history (ACP `session/delete`): the record it was,
@@ -122,7 +119,7 @@ impl Daemon {
     /// `POST /session/:id/resume`: brings a dormant (or closed) session back on a fresh agent with
     /// ACP `session/load`, under the same id, its event ids continuing. A live session is returned
     /// as it is (`false`). In a fleet the session is claimed in the store first, atomically
-    /// (`Store::claim_session`): one another daemon holds is refused with that daemon's URL, and of
+    /// (`Fleet::claim_session`): one another daemon holds is refused with that daemon's URL, and of
     /// two daemons resuming it at once only one starts an agent, since two agents on one session
     /// would each answer its prompts (a split brain).
     ///
@@ -192,13 +189,22 @@ impl Daemon {
     async fn claim_recorded(&self, id: &str) -> Result<StoreClaim, ResumeError> {
         // What this daemon handed the writer (a close a moment ago, its last events) is read back.
         let _ = self.store.flush().await;
-        let store = self.store.clone();
+        let (store, fleet) = (self.store.clone(), self.fleet.clone());
         let sid = id.to_owned();
         // The guard is made where the claim is, so a claim whose caller went away meanwhile is
         // released by the guard's drop, never left behind.
         let claimed = tokio::task::spawn_blocking(move || {
-            store.claim_session(&sid).map(|claim| match claim {
-                SessionClaim::Claimed(record) => Ok(StoreClaim::new(store.clone(), record)),
+            let claim = match &fleet {
+                Some(fleet) => fleet.claim_session(&sid),
+                // Alone, nobody races for it: the daemon's own id claim (`ids.rs`) is the whole
+                // claim, and the store's record is only read.
+                None => store.session(&sid).map(|found| match found {
+                    Some(record) => SessionClaim::Claimed(record),
+                    None => SessionClaim::Unknown,
+                }),
+            };
+            claim.map(|claim| match claim {
+                SessionClaim::Claimed(record) => Ok(StoreClaim::new(fleet.clone(), record)),
                 SessionClaim::HeldBy(node_url) => {
                     Err(ResumeError::HeldElsewhere { session_id: sid, node_url })
                 }

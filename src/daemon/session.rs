@@ -1088,7 +1088,7 @@ mod tests {
         let agent = Arc::new(FakeAgent::default());
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
-        let cfg = MediatorConfig { policy, quorum: None, timeout: None };
+        let cfg = MediatorConfig { policy, quorum: None, timeout: None, home: None };
         let limits = crate::daemon::bus::Limits {
             ring_events: 1024,
             ring_bytes: 1 << 20,

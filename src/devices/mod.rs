@@ -43,7 +43,7 @@ pub use self::streams::{
     MAX_STREAMS_PER_DEVICE, MAX_STREAMS_PER_DEVICE_AND_SESSION, StreamLimit, StreamLimits, StreamPermit,
 };
 use crate::clock::now_ms;
-use crate::store::{Store, StoredDevice, WriteError};
+use crate::store::{Fleet, Store, StoredDevice, WriteError};
 use crate::sync::lock;
 
 /// Devices paired at once. qwen serve caps its paired devices too; 256 is far beyond a team's
@@ -164,6 +164,9 @@ struct Table {
 /// awaited between two of them).
 pub struct Devices {
     store: Arc<dyn Store>,
+    /// In a fleet: where a code issued here is kept for the other daemons, and one they issued is
+    /// read and claimed; `None` alone, where a code lives in this table only.
+    fleet: Option<Arc<dyn Fleet>>,
     code_ttl: Duration,
     table: Mutex<Table>,
     /// The devices' open event streams (their own lock: counted on every stream's open and end).
@@ -212,8 +215,14 @@ pub fn is_device_credential(credential: &str) -> bool {
 
 impl Devices {
     /// The table, loaded from `store` (an unreadable store starts with none, and says so); codes
-    /// live `code_ttl` (`--pairing-code-ttl-ms`); devices' event streams are bounded by `limits`.
-    pub fn new(store: Arc<dyn Store>, code_ttl: Duration, limits: StreamLimits) -> Devices {
+    /// live `code_ttl` (`--pairing-code-ttl-ms`), shared through `fleet` when there is one;
+    /// devices' event streams are bounded by `limits`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        fleet: Option<Arc<dyn Fleet>>,
+        code_ttl: Duration,
+        limits: StreamLimits,
+    ) -> Devices {
         let mut table = Table::default();
         match store.devices() {
             Ok(devices) => {
@@ -225,6 +234,7 @@ impl Devices {
         }
         Devices {
             store,
+            fleet,
             code_ttl,
             table: Mutex::new(table),
             streams: Arc::new(Streams::new(limits)),
@@ -233,8 +243,8 @@ impl Devices {
     }
 
     /// A one-time code for a device to be called `name` (or what it calls itself) with `role`. In
-    /// a fleet it is returned once the store keeps it for the other daemons (a store of one daemon
-    /// answers at once); when the store refuses it, it works nowhere.
+    /// a fleet it is returned once the store keeps it for the other daemons (alone, at once: it
+    /// lives in this table only); when the store refuses it, it works nowhere.
     pub async fn issue_code(&self, name: Option<&str>, role: Role) -> Result<Issued, PairError> {
         let name = name.map(valid_name).transpose()?;
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
@@ -245,7 +255,9 @@ impl Devices {
         let expires_at = now_ms() + self.code_ttl.as_millis() as u64;
         let digest = pairing::digest(&code);
         let ttl_ms = self.code_ttl.as_millis() as u64;
-        if let Err(e) = self.store.put_pairing_code(&digest, name.as_deref(), role.as_str(), ttl_ms).await {
+        if let Some(fleet) = &self.fleet
+            && let Err(e) = fleet.put_pairing_code(&digest, name.as_deref(), role.as_str(), ttl_ms).await
+        {
             lock(&self.table).codes.forget(&digest);
             return Err(PairError::Store(e));
         }
@@ -256,13 +268,13 @@ impl Devices {
     /// taken; `false` when there is none (wrong, used or expired), or it cannot be read. Read only
     /// for a client whose next wrong code would not be refused anyway, so guesses cost no more
     /// reads than the throttle allows.
-    async fn learn_from_store(&self, code: &str, peer: IpAddr) -> bool {
+    async fn learn_from_store(&self, fleet: &Arc<dyn Fleet>, code: &str, peer: IpAddr) -> bool {
         let digest = pairing::digest(code);
         if lock(&self.table).codes.throttled(peer, Instant::now()) {
             return false;
         }
-        let store = self.store.clone();
-        let found = match tokio::task::spawn_blocking(move || store.pairing_code(&digest)).await {
+        let fleet = fleet.clone();
+        let found = match tokio::task::spawn_blocking(move || fleet.pairing_code(&digest)).await {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "cannot read the fleet's pairing codes");
@@ -296,8 +308,12 @@ impl Devices {
         };
         // A code issued on another daemon of the fleet is read from the row its issuer committed
         // before showing it.
-        if self.store.shared() && !lock(&self.table).codes.knows(code, Instant::now()) {
-            self.learn_from_store(code, peer).await;
+        if let Some(fleet) = &self.fleet {
+            // Asked under the table's lock, released before the read is awaited.
+            let known = lock(&self.table).codes.knows(code, Instant::now());
+            if !known {
+                self.learn_from_store(fleet, code, peer).await;
+            }
         }
         let taken = {
             let mut table = lock(&self.table);
@@ -323,8 +339,10 @@ impl Devices {
         let role = taken.grant.role;
         let secret_hash = hash(&secret);
         // Used once in the whole fleet: a daemon that claimed it first wins, and for this one
-        // the code is used (a store of one daemon answers Ok at once).
-        if let Err(e) = self.store.claim_pairing_code(&taken.digest).await {
+        // the code is used (alone, taking it from the table was the whole claim).
+        if let Some(fleet) = &self.fleet
+            && let Err(e) = fleet.claim_pairing_code(&taken.digest).await
+        {
             let mut table = lock(&self.table);
             table.pairing -= 1;
             if e.is_claimed_already() {
@@ -493,7 +511,7 @@ mod tests {
     const LIMITS: StreamLimits = StreamLimits { all_devices: 192, per_session: 48 };
 
     fn devices() -> Devices {
-        Devices::new(Arc::new(MemoryStore::default()), Duration::from_secs(120), LIMITS)
+        Devices::new(Arc::new(MemoryStore::default()), None, Duration::from_secs(120), LIMITS)
     }
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -509,8 +527,9 @@ mod tests {
         stored: Mutex<Vec<StoredDevice>>,
         /// Last-seen writes.
         seen: Mutex<Vec<String>>,
-        /// Shared with a fleet: these are the codes other daemons issued, by digest.
-        fleet_codes: Option<Mutex<HashMap<[u8; 32], crate::store::StoredCode>>>,
+        /// As the fleet it is handed as (`Devices::new`'s `fleet`): the codes other daemons issued,
+        /// by digest.
+        fleet_codes: Mutex<HashMap<[u8; 32], crate::store::StoredCode>>,
         /// Reads of `fleet_codes`.
         code_reads: std::sync::atomic::AtomicUsize,
         /// When set, `devices()` says it is reading, then waits to be let go.
@@ -592,13 +611,6 @@ mod tests {
             pass(&self.gate);
             Ok(read)
         }
-        fn shared(&self) -> bool {
-            self.fleet_codes.is_some()
-        }
-        fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<crate::store::StoredCode>, ReadError> {
-            self.code_reads.fetch_add(1, Ordering::Relaxed);
-            Ok(self.fleet_codes.as_ref().and_then(|c| lock(c).get(digest).cloned()))
-        }
         fn sessions(&self, _: Option<&str>) -> Result<Vec<SessionRecord>, ReadError> {
             Ok(Vec::new())
         }
@@ -619,6 +631,48 @@ mod tests {
         }
         fn stats(&self) -> StoreStats {
             StoreStats::default()
+        }
+    }
+
+    /// The fleet's half of a shared store, as the devices use it: its pairing codes (kept and
+    /// claimed at once, read from `fleet_codes`). The devices ask a fleet nothing else.
+    impl Fleet for Disk {
+        fn put_pairing_code(&self, _: &[u8; 32], _: Option<&str>, _: &str, _: u64) -> Ack {
+            Ack::ready(Ok(()))
+        }
+        fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<crate::store::StoredCode>, ReadError> {
+            self.code_reads.fetch_add(1, Ordering::Relaxed);
+            Ok(lock(&self.fleet_codes).get(digest).cloned())
+        }
+        fn claim_pairing_code(&self, _: &[u8; 32]) -> Ack {
+            Ack::ready(Ok(()))
+        }
+        fn join(&self, _: &str, _: u64) -> Result<(), ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn renew_lease(&self, _: u64) -> Result<Vec<String>, ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn owner(&self, _: &str) -> Result<Option<String>, ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn claim_session(&self, _: &str) -> Result<crate::store::SessionClaim, ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn release_session(&self, _: &SessionRecord) -> Result<(), ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn node_url(&self) -> Option<String> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn live_node(&self, _: &str) -> Result<bool, ReadError> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn fleet_secret(&self) -> [u8; 32] {
+            unreachable!("the devices ask a fleet for its pairing codes only")
+        }
+        fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<crate::store::Notice>> {
+            unreachable!("the devices ask a fleet for its pairing codes only")
         }
     }
 
@@ -693,7 +747,7 @@ mod tests {
     #[tokio::test]
     async fn the_last_seen_time_is_written_at_most_once_a_minute() {
         let disk = Arc::new(Disk::default());
-        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let d = Devices::new(disk.clone(), None, Duration::from_secs(120), LIMITS);
         let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
         for _ in 0..3 {
@@ -750,7 +804,7 @@ mod tests {
     #[tokio::test]
     async fn a_pairing_or_revocation_the_store_refuses_changes_nothing() {
         let disk = Arc::new(Disk::default());
-        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let d = Devices::new(disk.clone(), None, Duration::from_secs(120), LIMITS);
         let code = d.issue_code(Some("phone"), Role::Voter).await.expect("code").code;
         disk.failing.store(true, Ordering::Relaxed);
         let refused = d.pair(&code, None, PEER).await.err();
@@ -787,8 +841,8 @@ mod tests {
             (pairing::digest(&code(2)), row(None, "admin")),
             (pairing::digest(&code(3)), row(Some("a\u{202E}b"), "voter")),
         ]);
-        let disk = Arc::new(Disk { fleet_codes: Some(Mutex::new(rows)), ..Disk::default() });
-        let d = Devices::new(disk.clone(), Duration::from_secs(120), LIMITS);
+        let disk = Arc::new(Disk { fleet_codes: Mutex::new(rows), ..Disk::default() });
+        let d = Devices::new(disk.clone(), Some(disk.clone()), Duration::from_secs(120), LIMITS);
         let (device, _) = d.pair(&code(1), Some("mine"), PEER).await.expect("paired from the row");
         assert_eq!((&*device.name, device.role), ("phone", Role::Observer));
         for wrong in [code(2), code(3), code(4)] {
@@ -808,7 +862,7 @@ mod tests {
         assert_eq!(disk.code_reads.load(Ordering::Relaxed), reads);
         // A store of one daemon is never asked.
         let alone = Arc::new(Disk::default());
-        let d = Devices::new(alone.clone(), Duration::from_secs(120), LIMITS);
+        let d = Devices::new(alone.clone(), None, Duration::from_secs(120), LIMITS);
         assert_eq!(d.pair(&code(1), None, PEER).await.err(), Some(PairError::InvalidCode));
         assert_eq!(alone.code_reads.load(Ordering::Relaxed), 0);
     }
@@ -818,7 +872,7 @@ mod tests {
     #[tokio::test]
     async fn a_device_paired_while_the_devices_are_read_again_is_not_revoked_by_that_read() {
         let disk = Arc::new(Disk::default());
-        let d = Arc::new(Devices::new(disk.clone(), Duration::from_secs(120), LIMITS));
+        let d = Arc::new(Devices::new(disk.clone(), None, Duration::from_secs(120), LIMITS));
         let (reading_tx, reading) = std::sync::mpsc::channel();
         let (go, go_rx) = std::sync::mpsc::channel();
         *lock(&disk.gate) = Some((reading_tx, go_rx));
@@ -845,7 +899,7 @@ mod tests {
     #[tokio::test]
     async fn a_revocation_a_read_of_the_devices_applied_first_is_still_answered_done() {
         let disk = Arc::new(Disk::default());
-        let d = Arc::new(Devices::new(disk.clone(), Duration::from_secs(120), LIMITS));
+        let d = Arc::new(Devices::new(disk.clone(), None, Duration::from_secs(120), LIMITS));
         let code = d.issue_code(None, Role::Voter).await.expect("code").code;
         let (device, credential) = d.pair(&code, None, PEER).await.expect("paired");
         let (writing_tx, writing) = std::sync::mpsc::channel();
@@ -881,7 +935,7 @@ mod tests {
             created_at: 1,
             last_seen_at: None,
         });
-        let d = Devices::new(disk, Duration::from_secs(120), LIMITS);
+        let d = Devices::new(disk, None, Duration::from_secs(120), LIMITS);
         let device = d.authenticate(&format!("dev-0123456789abcdef.{secret}")).expect("loaded");
         assert_eq!(&*device.name, "admin\u{FFFD}enohp");
     }

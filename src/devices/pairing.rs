@@ -6,9 +6,9 @@
 //! `--pairing-code-ttl-ms` (120 s), a restart that forgets it costs one more `mediatord pair`,
 //! and the disk then never holds a credential that is still usable — not even hashed. In a fleet
 //! the issuer also keeps the code's digest and grant in the store until it expires
-//! (`Store::put_pairing_code`), where another daemon given the code reads it (a digest of 128
+//! (`Fleet::put_pairing_code`), where another daemon given the code reads it (a digest of 128
 //! random bits cannot be turned back into the code), and a code is claimed in the store when it
-//! is used, so it works once on any of them (`Store::claim_pairing_code`). A daemon learns of a
+//! is used, so it works once on any of them (`Fleet::claim_pairing_code`). A daemon learns of a
 //! code only from that row, never from a notice (which any database role may send).
 
 use std::collections::HashMap;

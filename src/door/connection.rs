@@ -31,34 +31,8 @@ use crate::daemon::{Daemon, Session};
 use crate::desk::{Access, Caller, Desk, Place, Seat};
 use crate::devices::StreamPermit;
 use crate::permission::{Choice, Pick, Vote};
+use crate::store::homed_id;
 use crate::sync::lock;
-
-/// Between a connection id's own part and the daemon it names as its home.
-const HOME_MARK: char = '.';
-
-/// A fresh connection id. In a fleet it names the daemon the connection lives on (its
-/// `--node-url`, base64url), so any daemon of the fleet can pass the connection's later
-/// requests there ([`home_of`]); alone it is a plain UUID.
-fn mint_id(node_url: Option<&str>) -> String {
-    use base64::Engine;
-    let id = uuid::Uuid::new_v4().to_string();
-    match node_url {
-        Some(url) => {
-            format!("{id}{HOME_MARK}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(url))
-        }
-        None => id,
-    }
-}
-
-/// The daemon a connection id names as its home (`docs/protocol.md#173-any-daemon-answers-any-route`),
-/// if it names one. Only a claim: the relay passes a request there only when the store lists
-/// that daemon as a live one of the fleet.
-pub fn home_of(connection_id: &str) -> Option<String> {
-    use base64::Engine;
-    let (_, home) = connection_id.split_once(HOME_MARK)?;
-    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(home).ok()?;
-    String::from_utf8(url).ok().filter(|url| !url.is_empty())
-}
 
 /// Sessions one connection may attach.
 pub const MAX_SESSIONS_PER_CONNECTION: usize = 64;
@@ -172,7 +146,9 @@ impl Connection {
         }
         let owner = Owner::of(&caller);
         let shared = Arc::new(Shared {
-            id: mint_id(desk.daemon().store.node_url().as_deref()),
+            // In a fleet it names this daemon, so any daemon passes the connection's later requests
+            // here (`docs/protocol.md#173-any-daemon-answers-any-route`).
+            id: homed_id(desk.daemon().fleet.as_ref().and_then(|fleet| fleet.node_url()).as_deref()),
             desk,
             client,
             minted: AtomicBool::new(false),
@@ -768,19 +744,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn a_connection_id_names_its_home_in_a_fleet_and_nothing_alone() {
-        let homed = mint_id(Some("http://10.0.0.7:7776"));
-        assert_eq!(home_of(&homed).as_deref(), Some("http://10.0.0.7:7776"));
-        assert_ne!(mint_id(Some("http://a:1")), mint_id(Some("http://a:1")), "each id is fresh");
-        let alone = mint_id(None);
-        assert!(uuid::Uuid::parse_str(&alone).is_ok(), "{alone}");
-        assert_eq!(home_of(&alone), None);
-        for odd in ["", ".", "x.!!", "x.//8"] {
-            assert_eq!(home_of(odd), None, "{odd:?}");
-        }
-    }
 
     /// A connection on a daemon with nothing started (no agent, no session), and the ids the door
     /// was told to forget.

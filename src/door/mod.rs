@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 pub use self::connection::{
     Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, NoStream,
-    SessionStream, Transport, home_of,
+    SessionStream, Transport,
 };
 pub use self::failure::Failure;
 pub use self::lane::{Lane, Out};

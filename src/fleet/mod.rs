@@ -8,7 +8,7 @@
 //! coalesced into one read of each kind, so a flood costs a read per kind at a time.
 //!
 //! The directory itself (who holds which live session, whose lease holds) is in the store
-//! (`store::Store::owner`), and requests for another daemon's session are relayed at the HTTP edge
+//! (`store::Fleet::owner`), and requests for another daemon's session are relayed at the HTTP edge
 //! (`http/relay.rs`); this room and the relay never import each other.
 //!
 //! On the floor above `daemon`, beside `http`; only `server` imports it.
@@ -17,43 +17,40 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::Daemon;
-use crate::store::{Notice, Store};
+use crate::store::{Fleet, Notice};
 
 /// Renewals per lease: a daemon is dead only after this many renewals in a row failed (or
 /// were never made), so one slow round trip never costs a live daemon its sessions.
 const RENEWALS_PER_LEASE: u32 = 3;
 
-/// Joins the fleet of `daemon`'s store as `node_url`, then renews the lease every third of
-/// `lease` and applies the other daemons' notices until the process ends. `Ok(false)` when the
-/// store is not shared (nothing to do).
+/// Joins `daemon`'s fleet as `node_url`, then renews the lease every third of `lease` and
+/// applies the other daemons' notices until the process ends. `Ok(false)` when the daemon is in
+/// no fleet (its store is not shared: nothing to do).
 pub async fn start(daemon: Arc<Daemon>, node_url: String, lease: Duration) -> Result<bool, String> {
-    let store = daemon.store.clone();
-    if !store.shared() {
-        return Ok(false);
-    }
+    let Some(fleet) = daemon.fleet.clone() else { return Ok(false) };
     let lease_ms = lease.as_millis() as u64;
     let joined = {
-        let (store, url) = (store.clone(), node_url.clone());
-        tokio::task::spawn_blocking(move || store.join(&url, lease_ms)).await
+        let (fleet, url) = (fleet.clone(), node_url.clone());
+        tokio::task::spawn_blocking(move || fleet.join(&url, lease_ms)).await
     };
     joined.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
     tracing::info!(node = %node_url, lease_ms, "joined the fleet");
-    tokio::spawn(renew(store.clone(), lease));
-    if let Some(notices) = store.take_notices() {
+    tokio::spawn(renew(fleet.clone(), lease));
+    if let Some(notices) = fleet.take_notices() {
         tokio::spawn(apply_notices(daemon, notices));
     }
     Ok(true)
 }
 
 /// Renews the lease; each renewal also marks the sessions of daemons whose lease ran out.
-async fn renew(store: Arc<dyn Store>, lease: Duration) {
+async fn renew(fleet: Arc<dyn Fleet>, lease: Duration) {
     let lease_ms = lease.as_millis() as u64;
     let mut every = tokio::time::interval(lease / RENEWALS_PER_LEASE);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let store = store.clone();
-        match tokio::task::spawn_blocking(move || store.renew_lease(lease_ms)).await {
+        let fleet = fleet.clone();
+        match tokio::task::spawn_blocking(move || fleet.renew_lease(lease_ms)).await {
             Ok(Ok(lost)) if !lost.is_empty() => {
                 tracing::warn!(
                     sessions = lost.len(),

@@ -73,7 +73,7 @@ pub fn app(daemon: AppState, port: u16) -> Router {
     let desk = crate::desk::Desk::new(daemon.clone());
     let perimeter = Arc::new(
         perimeter::Perimeter::new(&daemon.config, port, desk.clone(), api::OPERATIONS)
-            .with_fleet_secret(daemon.store.fleet_secret()),
+            .with_fleet_secret(daemon.fleet.as_ref().map(|fleet| fleet.fleet_secret())),
     );
     let door = crate::door::Door::new(desk.clone());
     let mut router = api::router()

@@ -4,12 +4,13 @@
 //!
 //! - **Where.** Inside the perimeter: the daemon that receives a request checks its Origin, Host
 //!   and credential first, as for any request; only then is it relayed. A request that is not for
-//!   a session (`/session/{id}/…`, the vote route that names only the request, an `/acp`
-//!   WebSocket upgrade or Streamable HTTP `initialize` naming its session in `Acp-Session-Id`)
-//!   or for a Streamable HTTP `/acp` connection living elsewhere (its id names its home,
-//!   `door::home_of`) is never relayed, and the target is only ever a daemon the store lists as
-//!   holding that session under a valid lease (`Store::owner`), or as a live daemon of the fleet
-//!   (`Store::live_node`), never an address a request names alone: this is no open proxy.
+//!   a session (`/session/{id}/…`, an `/acp` WebSocket upgrade or Streamable HTTP `initialize`
+//!   naming its session in `Acp-Session-Id`), for a permission request raised elsewhere (the
+//!   vote route that names only the request) or for a Streamable HTTP `/acp` connection living
+//!   elsewhere (the ids of both name their home, `store::home_of`) is never relayed, and the
+//!   target is only ever a daemon the store lists as holding that session under a valid lease
+//!   (`Fleet::owner`), or as a live daemon of the fleet (`Fleet::live_node`), never an address a
+//!   request names alone: this is no open proxy.
 //! - **Who.** The relayed request keeps the caller's own `Authorization`, and the daemon holding
 //!   the session authenticates it again against the same token and the same paired devices (the
 //!   store is shared): who the caller is and what its role allows is never taken on another
@@ -43,6 +44,7 @@ use sha2::Sha256;
 
 use super::error::ApiError;
 use crate::daemon::Daemon;
+use crate::store::Fleet;
 use crate::sync::lock;
 
 /// The daemon (not `extract::AppState`, the same type: this file stays free of the extractors,
@@ -63,10 +65,6 @@ const NONCE_BYTES: usize = 16;
 /// How long connecting to the owner and its answer's head may take. Its body (a stream) is not
 /// bounded here: the owner's own deadlines apply to it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Lookups of a permission request's session before it is called unknown, [`LOOKUP_GAP`] apart:
-/// together longer than a writer's commit interval and linger (`store/queue.rs`: 100 + 10 ms).
-const LOOKUPS: u32 = 4;
-const LOOKUP_GAP: Duration = Duration::from_millis(100);
 /// Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the request.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -184,18 +182,21 @@ impl Vouch {
     }
 }
 
-/// The relay's state: the daemon (its sessions and store) and its word for what it relays.
+/// The relay's state: the daemon (its sessions), its fleet (the directory) and its word for what
+/// it relays.
 #[derive(Debug)]
 pub(super) struct Relay {
     daemon: AppState,
+    fleet: Arc<dyn Fleet>,
     vouch: Vouch,
 }
 
 impl Relay {
-    /// `None` when the daemon's store is not shared: nothing is ever relayed.
+    /// `None` when the daemon is in no fleet: nothing is ever relayed.
     pub(super) fn new(daemon: AppState) -> Option<Relay> {
-        let secret = daemon.store.fleet_secret()?;
-        Some(Relay { daemon, vouch: Vouch::new(secret) })
+        let fleet = daemon.fleet.clone()?;
+        let vouch = Vouch::new(fleet.fleet_secret());
+        Some(Relay { daemon, fleet, vouch })
     }
 }
 
@@ -257,30 +258,12 @@ async fn destination(req: &mut Request) -> Option<Destination> {
     } else if is_upgrade(req.headers()) {
         header(ACP_SESSION_HEADER).map(Destination::Session)
     } else if let Some(connection) = header(ACP_CONNECTION_HEADER) {
-        crate::door::home_of(&connection).map(Destination::Home)
+        crate::store::home_of(&connection).map(Destination::Home)
     } else if req.method() == Method::POST {
         header(ACP_SESSION_HEADER).map(Destination::Session)
     } else {
         None
     }
-}
-
-/// The session of permission request `request_id`, from the audit. The holder writes a request's
-/// record behind (within its writer's commit interval), and a client may vote the moment the
-/// event reaches it: a request not found yet is looked up again, [`LOOKUPS`] times in all.
-async fn session_of_request(daemon: &AppState, request_id: String) -> Option<String> {
-    for attempt in 0..LOOKUPS {
-        if attempt > 0 {
-            tokio::time::sleep(LOOKUP_GAP).await;
-        }
-        let (store, id) = (daemon.store.clone(), request_id.clone());
-        match tokio::task::spawn_blocking(move || store.session_of_request(&id)).await {
-            Ok(Ok(Some(session))) => return Some(session),
-            Ok(Ok(None)) => {}
-            _ => return None,
-        }
-    }
-    None
 }
 
 /// The middleware: a request for a session this daemon does not hold, which another daemon of
@@ -292,41 +275,42 @@ pub(super) async fn relay(State(relay): State<Arc<Relay>>, mut req: Request, nex
     }
     let Some(destination) = destination(&mut req).await else { return next.run(req).await };
     let daemon = &relay.daemon;
-    let session_id = match destination {
+    let home = match destination {
         Destination::Session(id) if daemon.session(&id).is_ok() => return next.run(req).await,
-        Destination::Session(id) => id,
+        Destination::Session(id) => {
+            let fleet = relay.fleet.clone();
+            return match tokio::task::spawn_blocking(move || fleet.owner(&id)).await {
+                Ok(Ok(Some(owner))) => relay_to(&relay, &owner, req).await,
+                // Nobody else holds it (or the directory cannot be read): this daemon answers,
+                // from the history if it has one.
+                _ => next.run(req).await,
+            };
+        }
         Destination::Request(request_id) => {
             if daemon.session_with_request(&request_id).is_ok() {
                 return next.run(req).await;
             }
-            match session_of_request(daemon, request_id).await {
-                Some(id) => id,
+            // A pending request lives on the daemon that raised it, whose node URL its id names
+            // (`store::homed_id`): no read of the audit, which its holder writes behind.
+            match crate::store::home_of(&request_id) {
+                Some(home) => home,
                 None => return next.run(req).await,
             }
         }
-        Destination::Home(node_url) => {
-            // Only a daemon the store lists as a live one of the fleet, never an address a
-            // request names: this is no open proxy. A connection whose home is this daemon, or
-            // a dead one, is answered here (`acp_connection_not_found` when it is not here).
-            if daemon.store.node_url().as_deref() == Some(node_url.as_str()) {
-                return next.run(req).await;
-            }
-            let store = daemon.store.clone();
-            let url = node_url.clone();
-            match tokio::task::spawn_blocking(move || store.live_node(&url)).await {
-                Ok(Ok(true)) => return relay_to(&relay, &node_url, req).await,
-                _ => return next.run(req).await,
-            }
-        }
+        Destination::Home(node_url) => node_url,
     };
-    let store = daemon.store.clone();
-    let owner = match tokio::task::spawn_blocking(move || store.owner(&session_id)).await {
-        Ok(Ok(Some(owner))) => owner,
-        // Nobody else holds it (or the directory cannot be read): this daemon answers, from the
-        // history if it has one.
-        _ => return next.run(req).await,
-    };
-    relay_to(&relay, &owner, req).await
+    // Only a daemon the fleet lists as a live one, never an address a request names: this is no
+    // open proxy. What names this daemon, or a dead one, is answered here
+    // (`acp_connection_not_found`, `permission_request_not_found` when it is not here).
+    if relay.fleet.node_url().as_deref() == Some(home.as_str()) {
+        return next.run(req).await;
+    }
+    let fleet = relay.fleet.clone();
+    let url = home.clone();
+    match tokio::task::spawn_blocking(move || fleet.live_node(&url)).await {
+        Ok(Ok(true)) => relay_to(&relay, &home, req).await,
+        _ => next.run(req).await,
+    }
 }
 
 /// Passes `req` to the daemon at `owner`, vouching for it (the perimeter said whether its caller

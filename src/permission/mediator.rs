@@ -75,6 +75,10 @@ pub struct MediatorConfig {
     pub policy: Policy,
     pub quorum: Option<usize>,
     pub timeout: Option<Duration>,
+    /// In a fleet, this daemon's node URL: each request's id names it (`store::homed_id`), so a
+    /// vote on the route that names only the request is relayed here by any daemon without a
+    /// read of the database. `None` alone: a plain UUID.
+    pub home: Option<String>,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -306,7 +310,7 @@ impl<'a> Permissions<'a> {
             quorum: m.cfg.quorum,
             question: question.is_some(),
         };
-        let request_id = uuid::Uuid::new_v4().to_string();
+        let request_id = crate::store::homed_id(m.cfg.home.as_deref());
         let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
         let outside = rules::outside_workspace(&facts, &m.workspace);
         let mut data = json!({
@@ -1106,7 +1110,7 @@ mod tests {
 
     fn fixture(policy: Policy, timeout: Option<Duration>) -> Fixture {
         let metrics = Arc::new(Metrics::default());
-        let cfg = MediatorConfig { policy, quorum: None, timeout };
+        let cfg = MediatorConfig { policy, quorum: None, timeout, home: None };
         let mediator = Arc::new(Mediator::new(cfg, PathBuf::from(WS), metrics.clone()));
         Fixture { mediator, host: Arc::default(), metrics }
     }

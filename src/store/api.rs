@@ -252,60 +252,6 @@ impl Future for Ack {
     }
 }
 
-/// A pairing code another daemon sharing the store claimed first: it is used.
-pub const CODE_ALREADY_CLAIMED: &str = "the pairing code was used already";
-
-impl WriteError {
-    /// Whether the write was a pairing code's claim that lost to another daemon's.
-    pub fn is_claimed_already(&self) -> bool {
-        self.0 == CODE_ALREADY_CLAIMED
-    }
-}
-
-/// What the daemons sharing a store tell each other (`docs/operations.md#a-fleet`): that something
-/// changed, never what. Only a shared store ([`Store::take_notices`]) has them.
-///
-/// A notice is a hint to read the database again, and grants nothing by itself: PostgreSQL lets
-/// any role that may connect to the database `NOTIFY` on any channel (and `LISTEN` to it), so a
-/// notice is believed no further than "something may have changed". What takes effect is what the
-/// read finds, which only a role with the tables' privileges could have written. A forged notice
-/// costs one read; it carries no data to trust, and a listener learns nothing from one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notice {
-    /// A device was paired or revoked somewhere: read the devices again.
-    Devices,
-    /// A workspace's rules changed somewhere: read the rules again.
-    Rules,
-    /// Notices may have been missed (the listening connection was lost, or its queue was full):
-    /// read everything the notices stand for again.
-    Resync,
-}
-
-/// A pairing code issued by a daemon of the fleet, as the store keeps it until it is used or
-/// expires ([`Store::pairing_code`]); by its SHA-256, never the code itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredCode {
-    /// The name the device will have, if the issuer gave one.
-    pub name: Option<String>,
-    /// `voter` or `observer`.
-    pub role: String,
-    /// How long it still works, on the database's clock (milliseconds).
-    pub expires_in_ms: u64,
-}
-
-/// What [`Store::claim_session`] found.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SessionClaim {
-    /// The session is this daemon's now, recorded live as its own: an agent may be started on it.
-    /// The record is as it was before the claim (what the agent loads, and what
-    /// [`Store::release_session`] puts back when the start fails).
-    Claimed(SessionRecord),
-    /// Another daemon of the fleet holds it live, under a lease that still holds, at this URL.
-    HeldBy(String),
-    /// The history has no such session.
-    Unknown,
-}
-
 /// Why a read failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the state database could not be read: {0}")]
@@ -319,6 +265,9 @@ pub struct ReadError(pub String);
 /// and the caller applies them in memory and answers only once it resolves `Ok`; the records
 /// written behind (events, sessions, the audit, last-seen times) return nothing, and a loss is
 /// counted ([`StoreStats`]) and recorded (gaps) instead.
+///
+/// What only a store several daemons share keeps (leases, the session directory, notices) is not
+/// here but in [`Fleet`](super::Fleet), which a store of one daemon does not implement.
 pub trait Store: Writes + Send + Sync + std::fmt::Debug {
     /// Whether anything survives a restart (`false` for `--ephemeral`).
     fn durable(&self) -> bool;
@@ -339,99 +288,6 @@ pub trait Store: Writes + Send + Sync + std::fmt::Debug {
     /// Every snapshot id a kept turn record names (what the snapshot store must keep).
     fn snapshot_refs(&self) -> Result<Vec<String>, ReadError>;
     fn stats(&self) -> StoreStats;
-
-    // The fleet (`docs/operations.md#a-fleet`): only a store several daemons share answers these
-    // with anything; a store of one daemon keeps the defaults.
-
-    /// Whether other daemons share this store.
-    fn shared(&self) -> bool {
-        false
-    }
-    /// This daemon joins the fleet as `node_url` (how the others reach it): its lease starts, the
-    /// sessions it owns are recorded as its, and what an earlier run at the same URL left live is
-    /// marked dormant. Before any session starts.
-    fn join(&self, node_url: &str, lease_ms: u64) -> Result<(), ReadError> {
-        let _ = (node_url, lease_ms);
-        Ok(())
-    }
-    /// Renews this daemon's lease for `lease_ms`, and marks the live sessions of daemons whose
-    /// lease ran out dormant (`node_lost`), their pending requests abandoned. Returns those
-    /// sessions' ids. Blocking.
-    fn renew_lease(&self, lease_ms: u64) -> Result<Vec<String>, ReadError> {
-        let _ = lease_ms;
-        Ok(Vec::new())
-    }
-    /// The URL of the other daemon holding live session `session_id` under a valid lease, if one
-    /// does. Blocking.
-    fn owner(&self, session_id: &str) -> Result<Option<String>, ReadError> {
-        let _ = session_id;
-        Ok(None)
-    }
-    /// Claims recorded session `session_id` for this daemon before an agent is started on it
-    /// (`POST /session/{id}/resume`, ACP `session/load`): atomically, so of two daemons resuming it
-    /// at once exactly one gets [`SessionClaim::Claimed`] and the other the winner's URL. A store
-    /// of one daemon has nobody to race: the daemon's own id claims (`daemon/ids.rs`) are the
-    /// whole claim, and this only reads the record. Blocking.
-    fn claim_session(&self, session_id: &str) -> Result<SessionClaim, ReadError> {
-        Ok(match self.session(session_id)? {
-            Some(record) => SessionClaim::Claimed(record),
-            None => SessionClaim::Unknown,
-        })
-    }
-    /// Undoes a claim whose agent never started: the session is recorded as it was (`previous`,
-    /// what [`SessionClaim::Claimed`] returned), so another daemon may take it. Only while this
-    /// daemon still holds it. Blocking.
-    fn release_session(&self, previous: &SessionRecord) -> Result<(), ReadError> {
-        let _ = previous;
-        Ok(())
-    }
-    /// This daemon's URL in the fleet, once it joined; `None` alone.
-    fn node_url(&self) -> Option<String> {
-        None
-    }
-    /// Whether `node_url` is another daemon of the fleet whose lease holds (a Streamable HTTP
-    /// `/acp` connection's home, which its requests are relayed to). Blocking.
-    fn live_node(&self, node_url: &str) -> Result<bool, ReadError> {
-        let _ = node_url;
-        Ok(false)
-    }
-    /// The session a permission request belongs to, from the audit (for the vote route that names
-    /// no session). Blocking.
-    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
-        let _ = request_id;
-        Ok(None)
-    }
-    /// The secret the daemons sharing the store prove themselves to each other with (relayed
-    /// requests); `None` alone.
-    fn fleet_secret(&self) -> Option<[u8; 32]> {
-        None
-    }
-    /// Keeps a pairing code this daemon issued, by its SHA-256, for `ttl_ms` on the database's
-    /// clock, so any daemon of the fleet can exchange it (acknowledged: the code is shown only once
-    /// every daemon can read it). A store of one daemon keeps nothing: its codes live in memory.
-    fn put_pairing_code(&self, digest: &[u8; 32], name: Option<&str>, role: &str, ttl_ms: u64) -> Ack {
-        let _ = (digest, name, role, ttl_ms);
-        Ack::ready(Ok(()))
-    }
-    /// A pairing code another daemon of the fleet issued, unexpired and unused, by its SHA-256.
-    /// Blocking.
-    fn pairing_code(&self, digest: &[u8; 32]) -> Result<Option<StoredCode>, ReadError> {
-        let _ = digest;
-        Ok(None)
-    }
-    /// Claims a pairing code for good before its device is written (acknowledged): `Err` with
-    /// [`CODE_ALREADY_CLAIMED`] when another daemon claimed it first. The code is then gone from
-    /// what [`Store::pairing_code`] finds.
-    fn claim_pairing_code(&self, digest: &[u8; 32]) -> Ack {
-        let _ = digest;
-        Ack::ready(Ok(()))
-    }
-    /// The fleet's notices, in commit order, this daemon's own among them (taken once; `None`
-    /// alone): each is followed by a read, so a change committed while an earlier read was under
-    /// way is read again after it.
-    fn take_notices(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
-        None
-    }
 }
 
 /// The half of [`Store`] that only queues (and `close`, which ends the queue): every durable store

@@ -203,7 +203,7 @@ pub fn outcome_of(resolved_by: &str, selected: bool) -> AuditOutcome {
 }
 
 /// Who keeps a recorded session when daemon `me` claims it to start an agent on it
-/// (`Store::claim_session`, under the row's lock): another daemon, when the session is live there
+/// (`Fleet::claim_session`, under the row's lock): another daemon, when the session is live there
 /// under a lease that still holds; else nobody, and `me` may take it. A session `me` itself is
 /// recorded as holding live is one its earlier life left (the daemon's own table, checked first,
 /// does not have it), and one whose holder's lease ran out is no daemon's: one agent per session,

@@ -2,13 +2,16 @@
 //! rules, and every session with its recorded events, behind one narrow interface, [`Store`].
 //!
 //! - `api`: [`Store`] and the records that cross it.
+//! - `fleet`: [`Fleet`], what only a store several daemons share keeps (leases, the session
+//!   directory, pairing codes any of them can exchange, notices), and its records; implemented by
+//!   [`PgStore`] alone.
 //! - `writer`: the one writer both databases use (a thread, group commit, runs of events, gap
 //!   marking) over a `Dialect` each provides, and the write half of [`Store`] ([`Writes`]).
 //! - `sqlite`: [`SqliteStore`], the default: one SQLite database in `--state-dir`, the writer's
 //!   SQLite dialect, one read connection; the only file that knows `rusqlite`.
 //! - `postgres`: [`PgStore`], `--store postgres://…`: the writer's PostgreSQL dialect, shared by
-//!   a fleet of daemons (the session directory, leases, notices; the writer's dialect in
-//!   `postgres/write.rs`); the only module that knows `tokio_postgres`.
+//!   a fleet of daemons, and the one [`Fleet`] (the session directory, leases, notices; the
+//!   writer's dialect in `postgres/write.rs`); the only module that knows `tokio_postgres`.
 //! - `migrations`: the schema, one `.sql` file per version and database, the same numbering.
 //! - `queue`: the writer's queue: the writes, their bounds and counters, what a failed
 //!   transaction answers and counts.
@@ -30,6 +33,7 @@ mod api;
 mod chunk;
 mod decide;
 mod dir;
+mod fleet;
 mod memory;
 mod migrations;
 mod postgres;
@@ -40,26 +44,38 @@ mod writer;
 use std::sync::Arc;
 
 pub use self::api::{
-    Ack, AuditPage, AuditRecord, CODE_ALREADY_CLAIMED, Notice, ReadError, SessionClaim, SessionRecord,
-    SessionState, Store, StoreConfig, StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule,
-    TurnRecord, WriteError, Writes,
+    Ack, AuditPage, AuditRecord, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats,
+    StoredDevice, StoredEvent, StoredRule, TurnRecord, WriteError, Writes,
 };
 pub use self::decide::{AuditOutcome, AuditQuery, Cursor, MAX_TIME_MS, outcome_of};
 pub use self::dir::StateDirError;
+pub use self::fleet::{CODE_ALREADY_CLAIMED, Fleet, Notice, SessionClaim, StoredCode, home_of, homed_id};
 pub use self::memory::MemoryStore;
 pub use self::postgres::{PG_SCHEMA_VERSION, PgStore};
 pub use self::sqlite::{
     OpenError, ReadOnly, SCHEMA_VERSION, SqliteStore, backup, db_path, open_read_only, open_read_only_file,
 };
 
-/// Opens the store `config` asks for: PostgreSQL for `--store postgres://…`, [`MemoryStore`] for
-/// `--ephemeral`, else the state directory's database (created if missing, migrated, checked).
-pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
+/// What [`open`] opened: the store, and its fleet half when the store is one several daemons share.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub store: Arc<dyn Store>,
+    /// `Some` for PostgreSQL only (the same [`PgStore`] as `store`): a store of one daemon has no
+    /// fleet, rather than a fleet that answers nothing.
+    pub fleet: Option<Arc<dyn Fleet>>,
+}
+
+/// Opens the store `config` asks for: PostgreSQL for `--store postgres://…` (a store and a
+/// [`Fleet`]), [`MemoryStore`] for `--ephemeral`, else the state directory's database (created if
+/// missing, migrated, checked).
+pub fn open(config: &StoreConfig) -> Result<Opened, OpenError> {
     if let Some(url) = &config.url {
-        return Ok(Arc::new(PgStore::open(url, config)?));
+        let pg = Arc::new(PgStore::open(url, config)?);
+        return Ok(Opened { store: pg.clone(), fleet: Some(pg) });
     }
-    match &config.state_dir {
-        None => Ok(Arc::new(MemoryStore::default())),
-        Some(dir) => Ok(Arc::new(SqliteStore::open(dir, config)?)),
-    }
+    let store: Arc<dyn Store> = match &config.state_dir {
+        None => Arc::new(MemoryStore::default()),
+        Some(dir) => Arc::new(SqliteStore::open(dir, config)?),
+    };
+    Ok(Opened { store, fleet: None })
 }

@@ -84,13 +84,13 @@ pub(super) enum Op {
         ack: Acker,
     },
     Flush(Acker),
-    /// A pairing code is claimed for good (`Store::claim_pairing_code`): answered `Err` when a
+    /// A pairing code is claimed for good (`Fleet::claim_pairing_code`): answered `Err` when a
     /// daemon sharing the store claimed it first. Only a shared store is sent one.
     ClaimCode {
         digest: [u8; 32],
         ack: Acker,
     },
-    /// A pairing code is kept for the fleet (`Store::put_pairing_code`). Only a shared store is
+    /// A pairing code is kept for the fleet (`Fleet::put_pairing_code`). Only a shared store is
     /// sent one.
     PutCode {
         digest: [u8; 32],

@@ -24,11 +24,11 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::api::{
-    Ack, Acker, AuditRecord, CODE_ALREADY_CLAIMED, SessionRecord, SessionState, StoredDevice, TurnRecord,
-    WriteError, Writes,
+    Ack, Acker, AuditRecord, SessionRecord, SessionState, StoredDevice, TurnRecord, WriteError, Writes,
 };
 use super::chunk::RunBuilder;
 use super::decide::GapTracker;
+use super::fleet::CODE_ALREADY_CLAIMED;
 use super::queue::{
     BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, Counters, LINGER, Op, Queue, Taken, finish, unwritten,
 };

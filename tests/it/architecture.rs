@@ -9,6 +9,8 @@
 //! - a database driver named outside its dialect: `rusqlite` outside `src/store/sqlite.rs`,
 //!   `tokio_postgres`, `deadpool_postgres` or `postgres_types` outside `src/store/postgres/` (the
 //!   writer, the queue and the rest of the store name no database; the daemon sees `store::Store`);
+//! - the fleet's trait (`store::Fleet`) implemented outside `src/store/postgres/` (a test double in
+//!   a `mod tests` aside): a store of one daemon has no fleet, rather than one that answers nothing;
 //! - a top-level module that has not been given a floor;
 //! - in the binary (`main.rs` and its commands under `cli/`), a `crate::` path out of `cli/` (the
 //!   binary reaches the library through `mediatord::`), or a `main.rs` past [`MAIN_LINES`];
@@ -73,6 +75,10 @@ const STORE_CRATES: [(&str, &str); 4] = [
     ("deadpool_postgres", "store/postgres"),
     ("postgres_types", "store/postgres"),
 ];
+
+/// What only a store several daemons share implements (`store::Fleet`), and the one module that
+/// may: SQLite and the memory store have no fleet, rather than an empty one.
+const FLEET_TRAIT: (&str, &str) = ("Fleet", "store/postgres");
 
 /// Methods only the front desk calls: registering a client, subscribing to a session, voting,
 /// and a device's bounds. A door calls the desk's own (`desk.join`, `desk.subscribe`, `desk.vote`,
@@ -420,6 +426,14 @@ fn violations(sources: &[(PathBuf, String)]) -> Vec<String> {
                 errors.push(format!("{name} names `{krate}`: only src/{dialect} may"));
             }
         }
+        let (fleet_trait, fleet_home) = FLEET_TRAIT;
+        if !file.starts_with(fleet_home) {
+            for at in trait_impls(&code, fleet_trait) {
+                errors.push(format!(
+                    "{name}:{at} implements `{fleet_trait}`: only src/{fleet_home}/ does (a store of one daemon has no fleet)"
+                ));
+            }
+        }
         if file.starts_with("http") || file.starts_with("door") {
             for (method, at) in desk_only_calls(&code) {
                 errors.push(format!(
@@ -522,6 +536,35 @@ fn desk_only_calls(code: &str) -> Vec<(&'static str, usize)> {
         }
     }
     out.sort_by_key(|(_, line)| *line);
+    out
+}
+
+/// The lines of `code`'s `impl … Trait for …` blocks of `trait_name` (by its last path segment,
+/// generics and paths allowed), outside a `mod tests` (a test double of the trait).
+fn trait_impls(code: &str, trait_name: &str) -> Vec<usize> {
+    let tests: Vec<std::ops::Range<usize>> =
+        inline_modules(code).into_iter().filter(|(name, _)| name == "tests").map(|(_, r)| r).collect();
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("impl") {
+        let before = code[..at].chars().last();
+        let after = code[at + 4..].chars().next();
+        if ident_char(before.as_ref()) || ident_char(after.as_ref()) || tests.iter().any(|r| r.contains(&at))
+        {
+            continue;
+        }
+        let head = code[at + 4..].split(['{', ';']).next().unwrap_or_default();
+        let Some((implemented, _)) = head.split_once(" for ") else { continue };
+        // `impl<T: Bound> path::Trait<Args>`: the trait is the last path before any arguments.
+        let implemented = implemented.trim();
+        let implemented = match implemented.strip_prefix('<') {
+            Some(generic) => generic.split_once('>').map_or("", |(_, rest)| rest),
+            None => implemented,
+        };
+        let path = implemented.split('<').next().unwrap_or_default().trim();
+        if path.rsplit("::").next() == Some(trait_name) {
+            out.push(code[..at].matches('\n').count() + 1);
+        }
+    }
     out
 }
 
@@ -718,6 +761,28 @@ fn the_checker_refuses_a_door_that_registers_subscribes_or_votes_without_the_des
         file("http/strings.rs", "fn f() { let _ = \"session.vote(\"; } // s.register(x)"),
     ];
     assert_eq!(violations(&through_the_desk), Vec::<String>::new());
+}
+
+#[test]
+fn the_checker_refuses_a_fleet_outside_postgres_but_in_a_test_double() {
+    let sources = vec![
+        file("store/sqlite.rs", "impl Fleet for SqliteStore {}"),
+        file("store/memory.rs", "struct M;\nimpl super::fleet::Fleet for MemoryStore {\n}"),
+        file("daemon/mod.rs", "impl<S: Store> crate::store::Fleet for Wrapper<S> { }"),
+        file("store/postgres/mod.rs", "impl Fleet for PgStore {} impl Store for PgStore {}"),
+        file("store/fleet.rs", "pub trait Fleet {} impl<T: Fleet> Shown for T {} // impl Fleet for X"),
+        file("devices/mod.rs", "mod tests { impl Fleet for Disk {} impl Store for Disk {} }"),
+        file("store/api.rs", "fn f() { let s = \"impl Fleet for Fake\"; } impl FleetLike for Y {}"),
+    ];
+    let errors = violations(&sources);
+    for expected in [
+        "store/sqlite.rs:1 implements `Fleet`: only src/store/postgres/ does",
+        "store/memory.rs:2 implements `Fleet`",
+        "daemon/mod.rs:1 implements `Fleet`",
+    ] {
+        assert!(errors.iter().any(|e| e.starts_with(expected)), "{expected}: {errors:#?}");
+    }
+    assert_eq!(errors.len(), 3, "PostgreSQL and test doubles may, nobody else: {errors:#?}");
 }
 
 #[test]

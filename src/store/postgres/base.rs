@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::store::api::Notice;
+use crate::store::fleet::Notice;
 
 /// The channel every notice is sent on.
 pub(super) const CHANNEL: &str = "mediatord";

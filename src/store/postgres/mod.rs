@@ -36,11 +36,12 @@ use serde_json::Value;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::api::{
-    Ack, AuditPage, Notice, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreConfig,
-    StoreStats, StoredCode, StoredDevice, StoredEvent, StoredRule, TurnRecord,
+    Ack, AuditPage, ReadError, SessionRecord, SessionState, Store, StoreConfig, StoreStats, StoredDevice,
+    StoredEvent, StoredRule, TurnRecord,
 };
 use super::chunk;
 use super::decide::{self, AuditOutcome, AuditQuery, shown};
+use super::fleet::{Fleet, Notice, SessionClaim, StoredCode};
 use super::migrations;
 use super::queue::Op;
 use super::sqlite::OpenError;
@@ -76,7 +77,7 @@ pub struct PgStore {
     /// The driver's runtime (the writer, the reads, the listener run on it).
     rt: Arc<tokio::runtime::Runtime>,
     pool: Pool,
-    /// This daemon's URL in the fleet, once it joined ([`Store::join`]).
+    /// This daemon's URL in the fleet, once it joined ([`Fleet::join`]).
     node: Arc<OnceLock<String>>,
     secret: [u8; 32],
     notices: Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
@@ -533,11 +534,10 @@ impl Store for PgStore {
     fn stats(&self) -> StoreStats {
         self.writing.queue.stats(self.db_bytes.load(Ordering::Relaxed))
     }
+}
 
-    fn shared(&self) -> bool {
-        true
-    }
-
+/// The fleet's half of the store: what only PostgreSQL, shared by several daemons, keeps.
+impl Fleet for PgStore {
     fn join(&self, node_url: &str, lease_ms: u64) -> Result<(), ReadError> {
         let url = node_url.to_owned();
         let _ = self.node.set(url.clone());
@@ -697,16 +697,8 @@ impl Store for PgStore {
         })
     }
 
-    fn session_of_request(&self, request_id: &str) -> Result<Option<String>, ReadError> {
-        let id = request_id.to_owned();
-        self.read(move |c| async move {
-            let row = c.query_opt("SELECT session_id FROM audit WHERE request_id = $1", &[&id]).await?;
-            Ok(row.map(|r| r.get(0)))
-        })
-    }
-
-    fn fleet_secret(&self) -> Option<[u8; 32]> {
-        Some(self.secret)
+    fn fleet_secret(&self) -> [u8; 32] {
+        self.secret
     }
 
     fn put_pairing_code(&self, digest: &[u8; 32], name: Option<&str>, role: &str, ttl_ms: u64) -> Ack {

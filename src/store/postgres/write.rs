@@ -10,9 +10,10 @@ use std::sync::{Arc, OnceLock};
 use deadpool_postgres::Pool;
 
 use super::base::{ADVISORY_LOCK, CHANNEL, DB_TIMEOUT, NOW_MS, encode_notice, pg_error};
-use crate::store::api::{AuditRecord, Notice, SessionRecord, StoredDevice, TurnRecord};
+use crate::store::api::{AuditRecord, SessionRecord, StoredDevice, TurnRecord};
 use crate::store::chunk::{self, RunBuilder};
 use crate::store::decide::{self, AuditOutcome};
+use crate::store::fleet::Notice;
 use crate::store::writer::{Dialect, Drive, Ended, MAINTENANCE_INTERVAL, NewCode, Statements};
 
 /// PostgreSQL's side of the writer (`writer.rs`): a pooled connection per batch, driven on the

@@ -21,7 +21,7 @@ pub(crate) fn open_store(state: &Path) -> Arc<dyn Store> {
         max_age_days: 0,
         url,
     };
-    mediatord::store::open(&config).expect("open the store")
+    mediatord::store::open(&config).expect("open the store").store
 }
 
 /// Another process holding the lock the daemon's writes to `state` need, until released: a backup
