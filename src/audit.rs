@@ -283,27 +283,23 @@ mod tests {
 
     #[test]
     fn every_decision_reads_in_words() {
+        // Selected by a vote: the option and what was remembered.
+        let voted = |option, remembered| entry("selected", Some("vote"), Some(option), remembered);
         let cases = [
-            (entry("selected", Some("vote"), Some("a1"), None), "Allowed once"),
-            (entry("selected", Some("vote"), Some("a1"), Some("session")), "Allowed for this session"),
-            (entry("selected", Some("vote"), Some("a1"), Some("workspace")), "Allowed for this workspace"),
-            (entry("selected", Some("vote"), Some("aa"), Some("session")), "Always allowed"),
-            (
-                entry("selected", Some("vote"), Some("aa"), Some("workspace")),
-                "Always allowed in this workspace",
-            ),
-            (entry("selected", Some("vote"), Some("r1"), None), "Rejected"),
-            (entry("selected", Some("vote"), Some("r1"), Some("session")), "Rejected for this session"),
-            (entry("selected", Some("vote"), Some("r1"), Some("workspace")), "Rejected for this workspace"),
-            (entry("selected", Some("vote"), Some("ra"), Some("session")), "Always rejected"),
-            (
-                entry("selected", Some("vote"), Some("ra"), Some("workspace")),
-                "Always rejected in this workspace",
-            ),
+            (voted("a1", None), "Allowed once"),
+            (voted("a1", Some("session")), "Allowed for this session"),
+            (voted("a1", Some("workspace")), "Allowed for this workspace"),
+            (voted("aa", Some("session")), "Always allowed"),
+            (voted("aa", Some("workspace")), "Always allowed in this workspace"),
+            (voted("r1", None), "Rejected"),
+            (voted("r1", Some("session")), "Rejected for this session"),
+            (voted("r1", Some("workspace")), "Rejected for this workspace"),
+            (voted("ra", Some("session")), "Always rejected"),
+            (voted("ra", Some("workspace")), "Always rejected in this workspace"),
             (entry("selected", Some("rule"), Some("a1"), None), "Allowed by rule"),
             (entry("selected", Some("rule"), Some("r1"), None), "Rejected by rule"),
-            (entry("selected", Some("vote"), Some("odd"), None), "Chose odd"),
-            (entry("selected", Some("vote"), Some("gone"), None), "Chose gone"),
+            (voted("odd", None), "Chose odd"),
+            (voted("gone", None), "Chose gone"),
             (entry("timed_out", Some("timeout"), None, None), "Timed out"),
             (entry("cancelled", Some("cancel"), None, None), "Cancelled"),
             (entry("cancelled", Some("session_closed"), None, None), "Cancelled (the session ended)"),

@@ -559,7 +559,7 @@ fn is_race(error: &io::Error) -> bool {
 #[cfg(test)]
 pub(crate) mod fixture {
     use std::fs;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     pub(crate) struct Dirs {
         _root: tempfile::TempDir,
@@ -575,15 +575,9 @@ pub(crate) mod fixture {
         fs::create_dir(&outside).expect("mkdir outside");
         Dirs { _root: root, ws, outside }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::fixture::dirs;
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    fn dir_names(dir: &Path) -> Vec<String> {
+    /// The names in `dir`, sorted: what a test expects to find there and nothing else.
+    pub(crate) fn dir_names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
             .expect("read_dir")
             .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
@@ -591,6 +585,13 @@ mod tests {
         names.sort();
         names
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{dir_names, dirs};
+    use super::*;
+    use std::os::unix::fs::symlink;
 
     /// The fallback walk, on its own (where `openat2` exists, `locate` only falls back to it for the
     /// cases its fast path does not take).

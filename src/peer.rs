@@ -296,6 +296,18 @@ mod tests {
         std::process::id()
     }
 
+    /// A bash child of this process running `script`, which finds the listener's port in `$PORT`.
+    fn bash(listener: &TcpListener, script: &str) -> std::process::Child {
+        let port = listener.local_addr().expect("addr").port();
+        Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("bash")
+    }
+
     #[test]
     fn a_peer_in_this_process_is_local_and_not_the_daemons() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -311,12 +323,10 @@ mod tests {
     fn a_peer_this_process_started_is_the_daemons_and_one_that_closed_is_gone() {
         use std::net::Shutdown;
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
         // Only a grandchild holds the socket (the subshell opens it and becomes `cat`; bash, this
         // process's child, only waits): found below the child, and named by it.
-        let script = format!("( exec 3<>/dev/tcp/127.0.0.1/{port}; exec cat <&3 >/dev/null ) & wait");
         let mut child =
-            Command::new("bash").arg("-c").arg(script).stdin(Stdio::null()).spawn().expect("bash");
+            bash(&listener, "( exec 3<>/dev/tcp/127.0.0.1/$PORT; exec cat <&3 >/dev/null ) & wait");
         let (accepted, remote) = listener.accept().expect("accept");
         let local = accepted.local_addr().expect("local");
         let origin = identify(local, remote, me());
@@ -353,10 +363,7 @@ mod tests {
     #[test]
     fn a_child_holding_other_sockets_is_not_the_owner_and_the_search_is_bounded() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port}; exec cat <&3 >/dev/null");
-        let mut child =
-            Command::new("bash").arg("-c").arg(script).stdin(Stdio::null()).spawn().expect("bash");
+        let mut child = bash(&listener, "exec 3<>/dev/tcp/127.0.0.1/$PORT; exec cat <&3 >/dev/null");
         let (theirs, _) = listener.accept().expect("the child's connection");
         let mine = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (accepted, remote) = listener.accept().expect("accept");

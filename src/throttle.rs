@@ -31,6 +31,18 @@ pub struct Budget {
     pub max_clients: usize,
 }
 
+/// Clients a throttle tracks at once, whatever its secret: the bound on its table's memory, not a
+/// property of the secret (a pairing code's throttle and an action link's share it).
+pub const MAX_TRACKED_CLIENTS: usize = 1024;
+
+impl Budget {
+    /// `per_client` and `global` wrong guesses per `window`, over at most [`MAX_TRACKED_CLIENTS`]
+    /// clients.
+    pub const fn new(per_client: u32, global: u32, window: Duration) -> Budget {
+        Budget { per_client, global, window, max_clients: MAX_TRACKED_CLIENTS }
+    }
+}
+
 /// Wrong guesses counted per client and in all.
 #[derive(Debug)]
 pub struct Failures {

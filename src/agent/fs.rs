@@ -157,7 +157,7 @@ fn io_error(path: &Path, error: &io::Error) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::confine::fixture::dirs;
+    use crate::confine::fixture::{dir_names, dirs};
     use std::fs::{self, File};
     use std::os::unix::fs::{PermissionsExt, symlink};
 
@@ -176,15 +176,6 @@ mod tests {
 
     fn kind(error: &RpcError) -> Option<&str> {
         error.data.as_ref().and_then(|d| d["errorKind"].as_str())
-    }
-
-    fn dir_names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .expect("read_dir")
-            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
     }
 
     #[tokio::test]

@@ -910,6 +910,18 @@ mod tests {
         Box::pin(sub.into_body(CancellationToken::new()))
     }
 
+    /// A stream of the bus from its start, past its first chunk, which is the reconnect delay.
+    async fn subscribed(b: &Arc<Bus>) -> Body {
+        subscribed_until(b, CancellationToken::new()).await
+    }
+
+    /// [`subscribed`], with the stream ending when `shutdown` is cancelled.
+    async fn subscribed_until(b: &Arc<Bus>, shutdown: CancellationToken) -> Body {
+        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(shutdown));
+        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        stream
+    }
+
     /// The next chunk of a body (`None` at its end), bounded by [`WAIT`].
     async fn chunk(body: &mut Body) -> Option<String> {
         let next = tokio::time::timeout(WAIT, body.next()).await.expect("a chunk or the end in time");
@@ -1059,8 +1071,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_batch_takes_everything_to_the_head_up_to_the_byte_bound() {
         let b = bus(10_000, 10);
-        let mut stream = body(b.subscribe(None).expect("subscribe"));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed(&b).await;
         publish(&b, 5);
         assert_eq!(ids(&chunk(&mut stream).await.expect("batch")), [1, 2, 3, 4, 5]);
 
@@ -1092,8 +1103,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn frames_filling_a_batch_exactly_leave_together() {
         let b = bus(10_000, 10);
-        let mut stream = body(b.subscribe(None).expect("subscribe"));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed(&b).await;
         // Ids 1..=9 out of the way, so every frame below has a two-digit id and the same envelope.
         publish(&b, 9);
         assert_eq!(ids(&chunk(&mut stream).await.expect("1..=9")), (1..=9).collect::<Vec<_>>());
@@ -1447,8 +1457,7 @@ mod tests {
             Limits { ring_events: 100, ring_bytes: 3 * frame, lag_limit: 3, max_subscribers: 10 },
             Arc::default(),
         );
-        let mut stream = body(b.subscribe(None).expect("subscribe"));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed(&b).await;
         publish(&b, 3);
         let held = {
             let inner = lock(&b.inner);
@@ -1561,8 +1570,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn silence_brings_a_heartbeat_comment() {
         let b = bus(10, 10);
-        let mut stream = body(b.subscribe(None).expect("subscribe"));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed(&b).await;
         let start = Instant::now();
         assert_eq!(chunk(&mut stream).await.as_deref(), Some(": heartbeat\n\n"));
         assert_eq!(start.elapsed(), HEARTBEAT_INTERVAL);
@@ -1579,8 +1587,7 @@ mod tests {
     async fn shutdown_ends_the_stream() {
         let b = bus(10, 10);
         let token = CancellationToken::new();
-        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed_until(&b, token.clone()).await;
         token.cancel();
         assert_eq!(chunk(&mut stream).await, None);
     }
@@ -1589,8 +1596,7 @@ mod tests {
     async fn shutdown_still_hands_over_what_was_published() {
         let b = bus(10, 10);
         let token = CancellationToken::new();
-        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed_until(&b, token.clone()).await;
         b.publish(TurnComplete, &json!({}), &PromptTag::default());
         b.publish_terminal(SessionClosed, &json!({"sessionId": "s1"}));
         token.cancel();
@@ -1603,8 +1609,7 @@ mod tests {
     async fn shutdown_does_not_wait_for_later_events() {
         let b = bus(100, 10);
         let token = CancellationToken::new();
-        let mut stream: Body = Box::pin(b.subscribe(None).expect("subscribe").into_body(token.clone()));
-        assert_eq!(chunk(&mut stream).await.as_deref(), Some("retry: 3000\n\n"));
+        let mut stream = subscribed_until(&b, token.clone()).await;
         publish(&b, 3);
         token.cancel();
         let first = chunk(&mut stream).await.expect("what was there");
@@ -1667,26 +1672,12 @@ mod tests {
 /// bus (the bus hands out shapes; the reader knows nothing of the writer).
 #[cfg(test)]
 mod read_back {
-    use super::super::frames::{EventFrame, Piece, Shape, split};
+    use super::super::frames::{EventFrame, Piece, split};
     use super::*;
     use serde_json::json;
 
-    /// A frame as the bus writes it, with a tag, and the shape it notes beside it.
-    fn shaped(
-        id: u64,
-        kind: EventKind,
-        data: &str,
-        prompt: Option<&str>,
-        originator: Option<&str>,
-    ) -> (Bytes, Option<Shape>) {
-        let tag =
-            PromptTag { prompt_id: prompt.map(str::to_owned), originator: originator.map(str::to_owned) };
-        let tail = b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n";
-        frame(id, kind, data, TagJson::default().get(&tag), tail)
-    }
-
-    /// A frame as the bus writes it, with a tag; and its shape reads the same parts as the reader
-    /// finds in its bytes (every frame of these tests).
+    /// A frame as the bus writes it, with a tag; and the shape the bus notes beside it reads the
+    /// same parts as the reader finds in its bytes (every frame of these tests).
     fn written(
         id: u64,
         kind: EventKind,
@@ -1694,7 +1685,10 @@ mod read_back {
         prompt: Option<&str>,
         originator: Option<&str>,
     ) -> Bytes {
-        let (frame, shape) = shaped(id, kind, data, prompt, originator);
+        let tag =
+            PromptTag { prompt_id: prompt.map(str::to_owned), originator: originator.map(str::to_owned) };
+        let tail = b",\"_meta\":{\"serverTimestamp\":1700000000000}}\n\n";
+        let (frame, shape) = frame(id, kind, data, TagJson::default().get(&tag), tail);
         let shape = shape.expect("a frame under 4 GiB has a shape");
         assert_eq!(shape.read(&frame, id), EventFrame::read(&frame), "{data} {prompt:?} {originator:?}");
         frame

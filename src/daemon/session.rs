@@ -683,8 +683,7 @@ impl Session {
     /// Returns the agent's result object (`{}` when it sent none).
     pub async fn set_model(&self, model: &str) -> Result<Value, SessionError> {
         let params = json!({"sessionId": self.id, "modelId": model});
-        let result = self.agent.call(method::SESSION_SET_MODEL, params, Some(self.call_timeout)).await;
-        let result = result.map_err(|e| self.caller_error(e.into()))?;
+        let result = self.ask_agent(method::SESSION_SET_MODEL, params).await?;
         set_current(&mut lock(&self.state).models, "currentModelId", model);
         self.publish(EventKind::ModelSwitched, &json!({"sessionId": self.id, "modelId": model}));
         Ok(result_object(&result))
@@ -706,18 +705,13 @@ impl Session {
             return Err(SessionError::InvalidMode { mode_id: mode.to_owned(), available });
         }
         let params = json!({"sessionId": self.id, "modeId": mode});
-        let result = self.agent.call(method::SESSION_SET_MODE, params, Some(self.call_timeout)).await;
-        let result = result.map_err(|e| self.caller_error(e.into()))?;
+        let result = self.ask_agent(method::SESSION_SET_MODE, params).await?;
         set_current(&mut lock(&self.state).modes, "currentModeId", mode);
-        let update = json!({
-            "sessionId": self.id,
-            "update": {
-                "sessionUpdate": "current_mode_update",
-                "currentModeId": mode,
-                "_meta": {"source": SET_MODE_SOURCE},
-            },
-        });
-        self.publish(EventKind::SessionUpdate, &update);
+        self.publish_update(json!({
+            "sessionUpdate": "current_mode_update",
+            "currentModeId": mode,
+            "_meta": {"source": SET_MODE_SOURCE},
+        }));
         Ok(result_object(&result))
     }
 
@@ -727,21 +721,28 @@ impl Session {
     /// object. The caller checks that the agent announced config options.
     pub async fn set_config_option(&self, config_id: &str, value: &Value) -> Result<Value, SessionError> {
         let params = json!({"sessionId": self.id, "configId": config_id, "value": value});
-        let result =
-            self.agent.call(method::SESSION_SET_CONFIG_OPTION, params, Some(self.call_timeout)).await;
-        let result = result_object(&result.map_err(|e| self.caller_error(e.into()))?);
+        let result = result_object(&self.ask_agent(method::SESSION_SET_CONFIG_OPTION, params).await?);
         if let Some(options) = result.get("configOptions") {
-            let update = json!({
-                "sessionId": self.id,
-                "update": {
-                    "sessionUpdate": "config_option_update",
-                    "configOptions": options,
-                    "_meta": {"source": SET_CONFIG_SOURCE},
-                },
-            });
-            self.publish(EventKind::SessionUpdate, &update);
+            self.publish_update(json!({
+                "sessionUpdate": "config_option_update",
+                "configOptions": options,
+                "_meta": {"source": SET_CONFIG_SOURCE},
+            }));
         }
         Ok(result)
+    }
+
+    /// Calls the agent's `method` within the session's call deadline; a failure is what the
+    /// caller is told ([`Session::caller_error`]).
+    async fn ask_agent(&self, method: &'static str, params: Value) -> Result<Box<RawValue>, SessionError> {
+        let result = self.agent.call(method, params, Some(self.call_timeout)).await;
+        result.map_err(|e| self.caller_error(e.into()))
+    }
+
+    /// Publishes `update` as a `session/update` of this session that the daemon made (a client's
+    /// change the agent is not asked to announce).
+    fn publish_update(&self, update: Value) {
+        self.publish(EventKind::SessionUpdate, &json!({"sessionId": self.id, "update": update}));
     }
 
     /// The models the agent offers, with the current one (`null` when it reported none).
@@ -1156,6 +1157,34 @@ mod tests {
                 }
             }
         }
+
+        /// Alice's prompt `text`, sent by a blocking caller (the task), once the agent has a prompt.
+        async fn blocking_prompt(&self, text: &str) -> tokio::task::JoinHandle<Result<Value, SessionError>> {
+            let session = self.session.clone();
+            let prompt = text_prompt(text);
+            let caller = tokio::spawn(async move { session.prompt(prompt).await });
+            self.agent.until(method::SESSION_PROMPT, 1).await;
+            caller
+        }
+
+        /// Alice's prompt running, the agent asks permission with one option, `ok`: the task
+        /// waiting for the answer, and the request's id as published.
+        async fn ask_during_a_prompt(&mut self) -> (tokio::task::JoinHandle<Value>, String) {
+            self.session.enqueue(text_prompt("ask")).expect("queued");
+            self.agent.until(method::SESSION_PROMPT, 1).await;
+            let session = self.session.clone();
+            let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
+            let request = tokio::spawn(async move { session.request_permission(asked).await });
+            let raised = self.until("permission_request").await;
+            let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
+            (request, request_id)
+        }
+    }
+
+    /// A vote that allows, once.
+    fn allow() -> Vote {
+        crate::permission::Pick::Decision { effect: Effect::Allow, remember: crate::permission::Remember::No }
+            .into()
     }
 
     fn text_prompt(text: &str) -> Prompt {
@@ -1236,10 +1265,7 @@ mod tests {
     #[tokio::test]
     async fn a_blocking_prompt_gets_the_agent_result_with_its_prompt_id() {
         let mut f = fixture(5, Policy::FirstResponder);
-        let session = f.session.clone();
-        let prompt = text_prompt("hello");
-        let caller = tokio::spawn(async move { session.prompt(prompt).await });
-        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let caller = f.blocking_prompt("hello").await;
         f.agent.answer_prompt(json!({"stopReason": "max_tokens", "_meta": {"x": 1}}));
         let answer = caller.await.expect("task").expect("answered");
         assert_eq!(answer["stopReason"], "max_tokens");
@@ -1254,10 +1280,7 @@ mod tests {
     #[tokio::test]
     async fn a_blocking_caller_that_goes_away_cancels_its_turn() {
         let mut f = fixture(5, Policy::FirstResponder);
-        let session = f.session.clone();
-        let prompt = text_prompt("long");
-        let caller = tokio::spawn(async move { session.prompt(prompt).await });
-        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let caller = f.blocking_prompt("long").await;
         caller.abort();
         f.agent.until(method::SESSION_CANCEL, 1).await;
         f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
@@ -1269,10 +1292,7 @@ mod tests {
     async fn closing_ends_the_turn_then_fails_the_queue_and_closes_last() {
         let mut f = fixture(5, Policy::FirstResponder);
         let running = f.session.enqueue(text_prompt("running")).expect("queued");
-        let session = f.session.clone();
-        let prompt = text_prompt("queued");
-        let waiting = tokio::spawn(async move { session.prompt(prompt).await });
-        f.agent.until(method::SESSION_PROMPT, 1).await;
+        let waiting = f.blocking_prompt("queued").await;
         f.session.end(EndReason::Closed { closed_by: Some("bob".into()) });
         // ACP's order: the agent is told to cancel, and answers the turn.
         f.agent.until(method::SESSION_CANCEL, 1).await;
@@ -1453,19 +1473,9 @@ mod tests {
         let mut f = fixture(5, Policy::Designated);
         f.session.register("alice", Enrol::Voter);
         f.session.register("bob", Enrol::Voter);
-        f.session.enqueue(text_prompt("ask")).expect("queued");
-        f.agent.until(method::SESSION_PROMPT, 1).await;
-        let session = f.session.clone();
-        let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
-        let request = tokio::spawn(async move { session.request_permission(asked).await });
-        let raised = f.until("permission_request").await;
-        let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
+        let (request, request_id) = f.ask_during_a_prompt().await;
         // Designated: the running prompt's originator decides; anyone else is refused.
-        let vote: Vote = crate::permission::Pick::Decision {
-            effect: Effect::Allow,
-            remember: crate::permission::Remember::No,
-        }
-        .into();
+        let vote = allow();
         let refused = f.session.permissions().vote(&ballot(&request_id, "bob", &vote)).map(|r| r.is_none());
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         f.session.cancel().await;
@@ -1489,18 +1499,8 @@ mod tests {
         assert_eq!(f.session.voters(), ["alice", "dev-voter"]);
         assert!(!f.session.is_voter("dev-observer"));
         assert!(f.session.has_client("dev-observer"), "still a client of the session");
-        f.session.enqueue(text_prompt("ask")).expect("queued");
-        f.agent.until(method::SESSION_PROMPT, 1).await;
-        let session = f.session.clone();
-        let asked = json!({"sessionId": "s1", "toolCall": {"toolCallId": "c1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]});
-        let request = tokio::spawn(async move { session.request_permission(asked).await });
-        let raised = f.until("permission_request").await;
-        let request_id = raised.last().expect("request").1["requestId"].as_str().expect("id").to_owned();
-        let vote: Vote = crate::permission::Pick::Decision {
-            effect: Effect::Allow,
-            remember: crate::permission::Remember::No,
-        }
-        .into();
+        let (request, request_id) = f.ask_during_a_prompt().await;
+        let vote = allow();
         assert_eq!(
             f.session.permissions().vote(&ballot(&request_id, "alice", &vote)).map(|r| r.is_none()),
             Ok(true)

@@ -190,6 +190,19 @@ impl Client {
         let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
         self.request(id, "session/prompt", params).await;
     }
+
+    /// A client of a fresh agent, with a session in `/ws` and the prompt `text` sent (id 2).
+    async fn prompting(text: &str) -> (Client, String) {
+        let mut client = Client::start();
+        let session = client.new_session("/ws").await;
+        client.prompt(2, &session, text).await;
+        (client, session)
+    }
+
+    async fn cancel(&mut self, session: &str) {
+        self.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
+            .await;
+    }
 }
 
 #[tokio::test]
@@ -225,9 +238,7 @@ async fn initialize_session_new_and_echo_prompt() {
 
 #[tokio::test]
 async fn write_prompt_allowed_writes_through_the_client() {
-    let mut client = Client::start();
-    let session = client.new_session("/ws").await;
-    client.prompt(2, &session, "write notes/a.txt hi there").await;
+    let (mut client, session) = Client::prompting("write notes/a.txt hi there").await;
 
     // The file is read first: not there, so the change is a new file's.
     let read = client.recv().await;
@@ -266,12 +277,8 @@ async fn write_prompt_allowed_writes_through_the_client() {
 
 #[tokio::test]
 async fn cancel_ends_a_stalled_prompt() {
-    let mut client = Client::start();
-    let session = client.new_session("/ws").await;
-    client.prompt(2, &session, "stall").await;
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
+    let (mut client, session) = Client::prompting("stall").await;
+    client.cancel(&session).await;
     assert_eq!(
         client.recv().await,
         json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}})
@@ -286,14 +293,10 @@ async fn cancel_ends_a_stalled_prompt() {
 
 #[tokio::test]
 async fn cancel_ends_a_turn_waiting_on_an_unanswered_permission() {
-    let mut client = Client::start();
-    let session = client.new_session("/ws").await;
-    client.prompt(2, &session, "shell make deploy").await;
+    let (mut client, session) = Client::prompting("shell make deploy").await;
     assert_eq!(client.recv().await["params"]["update"]["kind"], "execute");
     assert_eq!(client.recv().await["method"], "session/request_permission");
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
+    client.cancel(&session).await;
     assert_eq!(client.recv().await["result"]["stopReason"], "cancelled");
 }
 
@@ -346,9 +349,7 @@ async fn modes_gate_writes_and_the_agent_announces_its_own_switch() {
 #[tokio::test]
 async fn write_and_edit_read_the_file_and_ask_with_a_diff() {
     for directive in ["write", "edit"] {
-        let mut client = Client::start();
-        let session = client.new_session("/ws").await;
-        client.prompt(2, &session, &format!("{directive} a.txt new text")).await;
+        let (mut client, _) = Client::prompting(&format!("{directive} a.txt new text")).await;
         let read = client.recv().await;
         assert_eq!(read["method"], "fs/read_text_file");
         assert_eq!(read["params"]["path"], "/ws/a.txt");
@@ -365,9 +366,7 @@ async fn write_and_edit_read_the_file_and_ask_with_a_diff() {
 
 #[tokio::test]
 async fn stream_emits_numbered_chunks_with_timestamps() {
-    let mut client = Client::start();
-    let session = client.new_session("/ws").await;
-    client.prompt(2, &session, "stream 3").await;
+    let (mut client, _) = Client::prompting("stream 3").await;
     for i in 0..3 {
         let update = client.recv().await["params"]["update"].clone();
         assert_eq!(update["content"]["text"], format!("tok{i} "));

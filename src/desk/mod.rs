@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub use self::caller::{Access, Caller, Role, Who};
+pub(crate) use self::refusal::refused_from;
 pub use self::refusal::{ClientIdProblem, Kind, Refusal};
 use crate::daemon::{
     Accepted, Actor, CreateRequest, Created, Daemon, Enrol, Prompt, RewindOutcome, Session, Subscription,

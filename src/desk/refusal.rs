@@ -463,6 +463,19 @@ impl Refusal {
     }
 }
 
+/// `From` each refusal a door meets as it is (the desk's own, or a domain error the desk maps) for
+/// the door's error type, which carries it as its `Refused` variant: `refused_from!(Failure: ...)`.
+macro_rules! refused_from {
+    ($door:ident: $($t:ty),*) => {$(
+        impl From<$t> for $door {
+            fn from(e: $t) -> $door {
+                $door::Refused(e.into())
+            }
+        }
+    )*};
+}
+pub(crate) use refused_from;
+
 impl From<StreamLimit> for Refusal {
     fn from(e: StreamLimit) -> Refusal {
         Refusal::StreamLimitExceeded { reason: e.to_string(), scope: e.scope(), limit: e.limit() }

@@ -32,14 +32,7 @@ pub(super) const MAX_FAILURES_PER_WINDOW: u32 = 10;
 /// addresses can buy at most (a right code is never refused by it).
 pub(super) const MAX_FAILURES_ALL_PER_WINDOW: u32 = 100;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
-/// Clients whose failures are counted at once (`crate::throttle`).
-const MAX_TRACKED_PEERS: usize = 1024;
-const BUDGET: Budget = Budget {
-    per_client: MAX_FAILURES_PER_WINDOW,
-    global: MAX_FAILURES_ALL_PER_WINDOW,
-    window: FAILURE_WINDOW,
-    max_clients: MAX_TRACKED_PEERS,
-};
+const BUDGET: Budget = Budget::new(MAX_FAILURES_PER_WINDOW, MAX_FAILURES_ALL_PER_WINDOW, FAILURE_WINDOW);
 /// Random bytes in a code: 128 bits.
 pub(super) const CODE_BYTES: usize = 16;
 

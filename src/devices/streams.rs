@@ -196,6 +196,15 @@ mod tests {
         Arc::from(s)
     }
 
+    /// Every permit is gone: no count is left, not even a zero entry in the maps.
+    fn assert_nothing_counted(streams: &Streams) {
+        let c = lock(&streams.counts);
+        assert_eq!(
+            (c.all, c.per_device.len(), c.per_session.len(), c.per_device_and_session.len()),
+            (0, 0, 0, 0)
+        );
+    }
+
     #[test]
     fn a_quarter_of_connections_and_streams_is_left_to_the_operator() {
         assert_eq!(
@@ -225,11 +234,7 @@ mod tests {
         drop(held);
         assert!(streams.open(&a, "s1").is_ok(), "two places freed");
         drop(more);
-        let c = lock(&streams.counts);
-        assert_eq!(
-            (c.all, c.per_device.len(), c.per_session.len(), c.per_device_and_session.len()),
-            (0, 0, 0, 0)
-        );
+        assert_nothing_counted(&streams);
     }
 
     #[test]
@@ -257,11 +262,7 @@ mod tests {
             );
         }
         drop((sockets, attached, other));
-        let c = lock(&streams.counts);
-        assert_eq!(
-            (c.all, c.per_device.len(), c.per_session.len(), c.per_device_and_session.len()),
-            (0, 0, 0, 0)
-        );
+        assert_nothing_counted(&streams);
     }
 
     #[test]

@@ -48,18 +48,9 @@ pub enum Failure {
     Cancelled,
 }
 
-/// Each refusal the door meets, as it is: the desk's, or a domain error the desk maps.
-macro_rules! refused_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Failure {
-            fn from(e: $t) -> Failure {
-                Failure::Refused(e.into())
-            }
-        }
-    )*};
-}
-refused_from!(
-    Refusal,
+// Each refusal the door meets, as it is: the desk's, or a domain error the desk maps.
+crate::desk::refused_from!(
+    Failure: Refusal,
     crate::daemon::CreateError,
     crate::daemon::SessionError,
     crate::daemon::ResumeError,

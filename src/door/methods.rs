@@ -121,40 +121,15 @@ impl Connection {
             "session/resume" => self.session_load(params, false).await,
             "session/list" => Reply::Now(self.session_list(params).await),
             "session/prompt" => self.prompt(params, id),
-            "session/cancel" => match self.attached(params) {
-                Ok(s) => {
-                    s.cancel().await;
-                    after(&s, Ok(json!({})))
+            "session/cancel" | "session/set_mode" | "session/set_model" | "session/set_config_option" => {
+                match self.attached(params) {
+                    Ok(s) => {
+                        let result = self.on_attached(method, &s, params).await;
+                        after(&s, result)
+                    }
+                    Err(e) => Reply::Now(Err(e)),
                 }
-                Err(e) => Reply::Now(Err(e)),
-            },
-            "session/set_mode" => match self.attached(params) {
-                Ok(s) => {
-                    let result = match string(params, "modeId") {
-                        Ok(mode) => s.set_mode(mode).await.map_err(Failure::from),
-                        Err(e) => Err(e),
-                    };
-                    after(&s, result)
-                }
-                Err(e) => Reply::Now(Err(e)),
-            },
-            "session/set_model" => match self.attached(params) {
-                Ok(s) => {
-                    let result = match string(params, "modelId") {
-                        Ok(model) => s.set_model(model).await.map_err(Failure::from),
-                        Err(e) => Err(e),
-                    };
-                    after(&s, result)
-                }
-                Err(e) => Reply::Now(Err(e)),
-            },
-            "session/set_config_option" => match self.attached(params) {
-                Ok(s) => {
-                    let result = self.set_config_option(&s, params).await;
-                    after(&s, result)
-                }
-                Err(e) => Reply::Now(Err(e)),
-            },
+            }
             "session/close" => Reply::Now(self.close_session(params).await),
             "session/delete" => Reply::Now(self.delete_session(params).await),
             "session/permission" => Reply::Now(self.session_permission(params).await),
@@ -465,6 +440,21 @@ impl Connection {
     }
 
     /// `session/set_config_option`, where the agent announced config options.
+    /// A method on a session this connection is attached to, whose answer goes out after the
+    /// events it caused ([`after`]).
+    async fn on_attached(&self, method: &str, session: &Session, params: &Value) -> Result<Value, Failure> {
+        match method {
+            "session/cancel" => {
+                session.cancel().await;
+                Ok(json!({}))
+            }
+            "session/set_mode" => Ok(session.set_mode(string(params, "modeId")?).await?),
+            "session/set_model" => Ok(session.set_model(string(params, "modelId")?).await?),
+            "session/set_config_option" => self.set_config_option(session, params).await,
+            other => Err(Failure::MethodNotFound(other.to_owned())),
+        }
+    }
+
     async fn set_config_option(&self, session: &Session, params: &Value) -> Result<Value, Failure> {
         if session.agent_result.get("configOptions").is_none_or(Value::is_null) {
             return Err(Failure::NoConfigOptions);

@@ -188,12 +188,7 @@ pub(super) async fn get(
             Body::from_stream(connection_stream(conn, messages, revoked, place))
         }
     };
-    let mut response = body.into_response();
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    Ok(super::events::event_stream(body))
 }
 
 /// A WebSocket upgrade axum checked (`GET`, `Connection`, `Upgrade`, version 13, a key), taken

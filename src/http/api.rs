@@ -115,6 +115,53 @@ const GLOB_Q: &[(&str, &str)] = &[
     ("pattern", "a glob relative to the workspace (`*` within a folder, `**` across); no `..`"),
     ("maxResults", "at most this many matches, 1-50000 (default 5000)"),
 ];
+// The workspace routes a named workspace serves again (`/workspaces/{workspace}/…`): one operation
+// each, which the named row renames.
+const WORKSPACE_DIFF: Operation = Operation::new("workspaceGitDiff", "changes", "The workspace's changed files against git's HEAD (read from git's objects only: the index, refs and stash are never touched), or in a plain directory against the first snapshot of its newest session (docs/protocol.md §18)")
+    .ok(&[(200, Json("WorkspaceDiff"))])
+    .errors(DIFF);
+const READ_FILE: Operation = Operation::new("readWorkspaceFile", "files", "A text file of the workspace: content, encoding, line ending, `sha256:` hash, paging (qwen serve's GET /file)")
+    .ok(&[(200, Json("FileRead"))])
+    .query(READ_Q)
+    .headers(&[ClientId])
+    .errors(FILE_READ);
+const READ_FILE_BYTES: Operation = Operation::new(
+    "readWorkspaceFileBytes",
+    "files",
+    "A window of a file's bytes, base64 (qwen serve's GET /file/bytes)",
+)
+.ok(&[(200, Json("FileBytes"))])
+.query(BYTES_Q)
+.headers(&[ClientId])
+.errors(FILE_READ);
+const FILE_STAT: Operation =
+    Operation::new("fileStat", "files", "What is at a path, not following its last component")
+        .ok(&[(200, Json("FileStat"))])
+        .query(PATH_Q)
+        .errors(FILE_READ);
+const DIR_LIST: Operation = Operation::new("dirList", "files", "A folder's entries (at most 2000)")
+    .ok(&[(200, Json("FileList"))])
+    .query(LIST_Q)
+    .errors(FILE_READ);
+const GLOB: Operation =
+    Operation::new("glob", "files", "The workspace's files matching a glob (.gitignore applied)")
+        .ok(&[(200, Json("GlobResult"))])
+        .query(GLOB_Q)
+        .errors(FILE_READ);
+const WRITE_FILE: Operation = Operation::new("writeWorkspaceFile", "files", "Create a file (201), or replace one whose `sha256:` hash is `expectedHash` (a stale hash: 409 `hash_mismatch`)")
+    .body("FileWriteRequest")
+    .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
+    .headers(&[ClientId])
+    .errors(FILE_WRITE);
+const EDIT_FILE: Operation = Operation::new(
+    "editWorkspaceFile",
+    "files",
+    "Replace the one occurrence of `oldText` in a file whose hash is `expectedHash`",
+)
+.body("FileEditRequest")
+.ok(&[(200, Json("FileWritten"))])
+.headers(&[ClientId])
+.errors(FILE_WRITE);
 const SESSION: &[&str] = &["session_not_found"];
 const VOTE_ERRORS: &[&str] = &[
     "invalid_json",
@@ -300,18 +347,14 @@ api! {
                 "session_not_found", "invalid_command",
             ]);
     get "/workspace/git/diff" => changes::workspace_diff,
-        Operation::new("workspaceGitDiff", "changes", "The workspace's changed files against git's HEAD (read from git's objects only: the index, refs and stash are never touched), or in a plain directory against the first snapshot of its newest session (docs/protocol.md §18)")
-            .ok(&[(200, Json("WorkspaceDiff"))])
-            .errors(DIFF);
+        WORKSPACE_DIFF;
     get "/workspace/git/diff/file" => changes::workspace_diff_file,
         Operation::new("workspaceGitDiffFile", "changes", "One file's hunks in the workspace diff")
             .ok(&[(200, Json("WorkspaceDiffHunks"))])
             .query(&[("path", "the file, relative to the workspace"), ("oldPath", "accepted for qwen serve's clients; renames are not detected")])
             .errors(DIFF);
     get "/workspaces/{workspace}/git/diff" => changes::workspace_diff,
-        Operation::new("namedWorkspaceGitDiff", "changes", "The workspace diff of a workspace the daemon serves (its absolute path, URL-encoded)")
-            .ok(&[(200, Json("WorkspaceDiff"))])
-            .errors(DIFF);
+        WORKSPACE_DIFF.named("namedWorkspaceGitDiff", "The workspace diff of a workspace the daemon serves (its absolute path, URL-encoded)");
     get "/workspaces/{workspace}/git/diff/file" => changes::workspace_diff_file,
         Operation::new("namedWorkspaceGitDiffFile", "changes", "One file's hunks in a named workspace's diff")
             .ok(&[(200, Json("WorkspaceDiffHunks"))])
@@ -343,83 +386,33 @@ api! {
                 "invalid_parameter", "path_outside_workspace", "changes_unavailable",
             ]);
     get "/file" => changes::file,
-        Operation::new("readWorkspaceFile", "files", "A text file of the workspace: content, encoding, line ending, `sha256:` hash, paging (qwen serve's GET /file)")
-            .ok(&[(200, Json("FileRead"))])
-            .query(READ_Q)
-            .headers(&[ClientId])
-            .errors(FILE_READ);
+        READ_FILE;
     get "/file/bytes" => changes::file_bytes,
-        Operation::new("readWorkspaceFileBytes", "files", "A window of a file's bytes, base64 (qwen serve's GET /file/bytes)")
-            .ok(&[(200, Json("FileBytes"))])
-            .query(BYTES_Q)
-            .headers(&[ClientId])
-            .errors(FILE_READ);
+        READ_FILE_BYTES;
     get "/stat" => changes::file_stat,
-        Operation::new("fileStat", "files", "What is at a path, not following its last component")
-            .ok(&[(200, Json("FileStat"))])
-            .query(PATH_Q)
-            .errors(FILE_READ);
+        FILE_STAT;
     get "/list" => changes::file_list,
-        Operation::new("dirList", "files", "A folder's entries (at most 2000)")
-            .ok(&[(200, Json("FileList"))])
-            .query(LIST_Q)
-            .errors(FILE_READ);
+        DIR_LIST;
     get "/glob" => changes::file_glob,
-        Operation::new("glob", "files", "The workspace's files matching a glob (.gitignore applied)")
-            .ok(&[(200, Json("GlobResult"))])
-            .query(GLOB_Q)
-            .errors(FILE_READ);
+        GLOB;
     post "/file/write" => changes::file_write,
-        Operation::new("writeWorkspaceFile", "files", "Create a file (201), or replace one whose `sha256:` hash is `expectedHash` (a stale hash: 409 `hash_mismatch`)")
-            .body("FileWriteRequest")
-            .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
-            .headers(&[ClientId])
-            .errors(FILE_WRITE);
+        WRITE_FILE;
     post "/file/edit" => changes::file_edit,
-        Operation::new("editWorkspaceFile", "files", "Replace the one occurrence of `oldText` in a file whose hash is `expectedHash`")
-            .body("FileEditRequest")
-            .ok(&[(200, Json("FileWritten"))])
-            .headers(&[ClientId])
-            .errors(FILE_WRITE);
+        EDIT_FILE;
     get "/workspaces/{workspace}/file" => changes::file,
-        Operation::new("namedReadWorkspaceFile", "files", "GET /file in a named workspace (its absolute path, URL-encoded)")
-            .ok(&[(200, Json("FileRead"))])
-            .query(READ_Q)
-            .headers(&[ClientId])
-            .errors(FILE_READ);
+        READ_FILE.named("namedReadWorkspaceFile", "GET /file in a named workspace (its absolute path, URL-encoded)");
     get "/workspaces/{workspace}/file/bytes" => changes::file_bytes,
-        Operation::new("namedReadWorkspaceFileBytes", "files", "GET /file/bytes in a named workspace")
-            .ok(&[(200, Json("FileBytes"))])
-            .query(BYTES_Q)
-            .headers(&[ClientId])
-            .errors(FILE_READ);
+        READ_FILE_BYTES.named("namedReadWorkspaceFileBytes", "GET /file/bytes in a named workspace");
     get "/workspaces/{workspace}/stat" => changes::file_stat,
-        Operation::new("namedFileStat", "files", "GET /stat in a named workspace")
-            .ok(&[(200, Json("FileStat"))])
-            .query(PATH_Q)
-            .errors(FILE_READ);
+        FILE_STAT.named("namedFileStat", "GET /stat in a named workspace");
     get "/workspaces/{workspace}/list" => changes::file_list,
-        Operation::new("namedDirList", "files", "GET /list in a named workspace")
-            .ok(&[(200, Json("FileList"))])
-            .query(LIST_Q)
-            .errors(FILE_READ);
+        DIR_LIST.named("namedDirList", "GET /list in a named workspace");
     get "/workspaces/{workspace}/glob" => changes::file_glob,
-        Operation::new("namedGlob", "files", "GET /glob in a named workspace")
-            .ok(&[(200, Json("GlobResult"))])
-            .query(GLOB_Q)
-            .errors(FILE_READ);
+        GLOB.named("namedGlob", "GET /glob in a named workspace");
     post "/workspaces/{workspace}/file/write" => changes::file_write,
-        Operation::new("namedWriteWorkspaceFile", "files", "POST /file/write in a named workspace")
-            .body("FileWriteRequest")
-            .ok(&[(200, Json("FileWritten")), (201, Json("FileWritten"))])
-            .headers(&[ClientId])
-            .errors(FILE_WRITE);
+        WRITE_FILE.named("namedWriteWorkspaceFile", "POST /file/write in a named workspace");
     post "/workspaces/{workspace}/file/edit" => changes::file_edit,
-        Operation::new("namedEditWorkspaceFile", "files", "POST /file/edit in a named workspace")
-            .body("FileEditRequest")
-            .ok(&[(200, Json("FileWritten"))])
-            .headers(&[ClientId])
-            .errors(FILE_WRITE);
+        EDIT_FILE.named("namedEditWorkspaceFile", "POST /file/edit in a named workspace");
     get "/act/{token}" => act::confirm,
         Operation::new("confirmAction", "notifications", "A notification's action link: a confirmation page (no bearer token: the token is the credential; docs/notifications.md)")
             .ok(&[(200, Body::Html)])

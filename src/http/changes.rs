@@ -364,59 +364,69 @@ async fn file_call(
     Ok(no_store((status, Json(answer.json)).into_response()))
 }
 
-/// `GET /file`, `GET /workspaces/{workspace}/file`.
-pub(super) async fn file(State(d): State<AppState>, named: Named, uri: Uri, headers: HeaderMap) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "read", &uri, Some(&headers), Value::Null).await
-}
-
-/// `GET /file/bytes`, `GET /workspaces/{workspace}/file/bytes`.
-pub(super) async fn file_bytes(
-    State(d): State<AppState>,
+/// What every file route takes before its body: the daemon, the workspace the route names
+/// ([`Named`], resolved by the call, after the body), its query and its headers.
+pub(super) struct FileRoute {
+    d: AppState,
     named: Named,
     uri: Uri,
     headers: HeaderMap,
-) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "read_bytes", &uri, Some(&headers), Value::Null).await
+}
+
+impl FromRequestParts<AppState> for FileRoute {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<FileRoute, ApiError> {
+        let named = Named::from_request_parts(parts, state).await?;
+        Ok(FileRoute { d: state.clone(), named, uri: parts.uri.clone(), headers: parts.headers.clone() })
+    }
+}
+
+impl FileRoute {
+    /// A call read from the query alone; `named`: the caller must name itself.
+    async fn query(self, op: &str, named: bool) -> ApiResult {
+        let ws = self.named.workspace(&self.d)?;
+        file_call(self.d, ws, op, &self.uri, named.then_some(&self.headers), Value::Null).await
+    }
+
+    /// A change, read from the body alone (the query is not read), by a caller that names itself.
+    async fn change(self, op: &str, body: Value) -> ApiResult {
+        let ws = self.named.workspace(&self.d)?;
+        file_call(self.d, ws, op, &Uri::from_static("/"), Some(&self.headers), body).await
+    }
+}
+
+/// `GET /file`, `GET /workspaces/{workspace}/file`.
+pub(super) async fn file(route: FileRoute) -> ApiResult {
+    route.query("read", true).await
+}
+
+/// `GET /file/bytes`, `GET /workspaces/{workspace}/file/bytes`.
+pub(super) async fn file_bytes(route: FileRoute) -> ApiResult {
+    route.query("read_bytes", true).await
 }
 
 /// `GET /stat`, `GET /workspaces/{workspace}/stat`.
-pub(super) async fn file_stat(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "stat", &uri, None, Value::Null).await
+pub(super) async fn file_stat(route: FileRoute) -> ApiResult {
+    route.query("stat", false).await
 }
 
 /// `GET /list`, `GET /workspaces/{workspace}/list`.
-pub(super) async fn file_list(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "list", &uri, None, Value::Null).await
+pub(super) async fn file_list(route: FileRoute) -> ApiResult {
+    route.query("list", false).await
 }
 
 /// `GET /glob`, `GET /workspaces/{workspace}/glob`.
-pub(super) async fn file_glob(State(d): State<AppState>, named: Named, uri: Uri) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "glob", &uri, None, Value::Null).await
+pub(super) async fn file_glob(route: FileRoute) -> ApiResult {
+    route.query("glob", false).await
 }
 
 /// `POST /file/write`, `POST /workspaces/{workspace}/file/write`.
-pub(super) async fn file_write(
-    State(d): State<AppState>,
-    named: Named,
-    headers: HeaderMap,
-    JsonBody(b): JsonBody,
-) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "write", &Uri::from_static("/"), Some(&headers), b).await
+pub(super) async fn file_write(route: FileRoute, JsonBody(b): JsonBody) -> ApiResult {
+    route.change("write", b).await
 }
 
 /// `POST /file/edit`, `POST /workspaces/{workspace}/file/edit`.
-pub(super) async fn file_edit(
-    State(d): State<AppState>,
-    named: Named,
-    headers: HeaderMap,
-    JsonBody(b): JsonBody,
-) -> ApiResult {
-    let ws = named.workspace(&d)?;
-    file_call(d, ws, "edit", &Uri::from_static("/"), Some(&headers), b).await
+pub(super) async fn file_edit(route: FileRoute, JsonBody(b): JsonBody) -> ApiResult {
+    route.change("edit", b).await
 }

@@ -411,18 +411,9 @@ impl From<RevokeError> for ApiError {
     }
 }
 
-/// Every refusal of the desk, and every domain error it maps, as the HTTP floor answers it.
-macro_rules! refused_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for ApiError {
-            fn from(e: $t) -> ApiError {
-                ApiError::Refused(e.into())
-            }
-        }
-    )*};
-}
-refused_from!(
-    Refusal,
+// Every refusal of the desk, and every domain error it maps, as the HTTP floor answers it.
+crate::desk::refused_from!(
+    ApiError: Refusal,
     CreateError,
     SessionError,
     VoteError,

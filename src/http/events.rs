@@ -52,12 +52,19 @@ pub(super) async fn events(
             }
         }
     };
+    Ok(event_stream(body))
+}
+
+/// The response carrying an event stream (`/session/{id}/events`, `/acp`'s): its content type, and
+/// no caching or proxy buffering (nginx's `X-Accel-Buffering`), so each frame reaches the client
+/// as it is written.
+pub(super) fn event_stream(body: impl IntoResponse) -> Response {
     let mut response = body.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 /// The body of `stream`; for a device, ending when it is revoked and holding its stream's place

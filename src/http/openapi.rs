@@ -105,6 +105,11 @@ impl Operation {
             access: None,
         }
     }
+    /// The same operation served again under another path (a named workspace's), documented with
+    /// its own id and summary.
+    pub const fn named(self, id: &'static str, summary: &'static str) -> Operation {
+        Operation { id, summary, ..self }
+    }
     pub const fn body(self, schema: &'static str) -> Operation {
         Operation { body: Some(schema), ..self }
     }

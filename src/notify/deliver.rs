@@ -103,14 +103,11 @@ pub(super) async fn deliver(
     for (name, value) in &target.headers {
         add(name, value.expose());
     }
+    let outgoing = Outgoing { target, method, path, headers: &headers };
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let reason = match tokio::time::timeout(
-            ATTEMPT_TIMEOUT,
-            attempt(tls, target, method, path, &headers, body.clone()),
-        )
-        .await
+        let reason = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(tls, &outgoing, body.clone())).await
         {
             Ok(Ok((status, answer))) if (200..300).contains(&status) => {
                 return Outcome::Sent { status, attempts, answer };
@@ -128,20 +125,26 @@ pub(super) async fn deliver(
     }
 }
 
+/// What every attempt of one delivery sends besides its body.
+struct Outgoing<'a> {
+    target: &'a NotifyTarget,
+    method: Verb,
+    path: &'a str,
+    /// The target's own headers and the mediatord ones.
+    headers: &'a [(HeaderName, HeaderValue)],
+}
+
 /// One request; the status it got and its body's start, or why none.
 async fn attempt(
     tls: Option<&Arc<rustls::ClientConfig>>,
-    target: &NotifyTarget,
-    method: Verb,
-    path: &str,
-    headers: &[(HeaderName, HeaderValue)],
+    outgoing: &Outgoing<'_>,
     body: String,
 ) -> Result<(u16, Vec<u8>), AttemptError> {
-    let url = &target.url;
+    let url = &outgoing.target.url;
     let stream =
         TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| format!("connect: {e}"))?;
     if !url.tls {
-        return Ok(exchange(stream, target, method, path, headers, body).await?);
+        return Ok(exchange(stream, outgoing, body).await?);
     }
     let Some(config) = tls else {
         return Err(AttemptError::Untrusted("the daemon has no TLS client settings".to_owned()));
@@ -160,19 +163,16 @@ async fn attempt(
             None => AttemptError::Transient(format!("TLS handshake: {e}")),
         }
     })?;
-    Ok(exchange(stream, target, method, path, headers, body).await?)
+    Ok(exchange(stream, outgoing, body).await?)
 }
 
 /// The request itself, on a connected stream.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
-    target: &NotifyTarget,
-    method: Verb,
-    path: &str,
-    headers: &[(HeaderName, HeaderValue)],
+    outgoing: &Outgoing<'_>,
     body: String,
 ) -> Result<(u16, Vec<u8>), String> {
-    let url = &target.url;
+    let url = &outgoing.target.url;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
@@ -181,18 +181,18 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let driver = tokio::spawn(connection);
     let _abort = AbortOnDrop(driver);
     let mut request = Request::builder()
-        .method(match method {
+        .method(match outgoing.method {
             Verb::Post => Method::POST,
             Verb::Patch => Method::PATCH,
         })
-        .uri(path)
+        .uri(outgoing.path)
         .header(HOST, url.host_header.as_str())
         .header(CONTENT_TYPE, "application/json")
         .header(CONTENT_LENGTH, body.len())
         .header(USER_AGENT, concat!("mediatord/", env!("CARGO_PKG_VERSION")))
         .body(body)
         .map_err(|e| format!("request: {e}"))?;
-    for (name, value) in headers {
+    for (name, value) in outgoing.headers {
         request.headers_mut().append(name.clone(), value.clone());
     }
     let response = sender.send_request(request).await.map_err(|e| format!("send: {e}"))?;

@@ -524,7 +524,7 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn actions() -> Vec<Action> {
@@ -549,7 +549,9 @@ mod tests {
                             "locations": [{"path": "/w/notes.txt"}]}})
     }
 
-    fn notice<'a>(kind: EventKind, data: &'a Value, actions: &'a [Action]) -> Notice<'a> {
+    /// A notice from session `s1` in `/w`, as the client `phone`, sent at the epoch: the services'
+    /// tests (`super::services`) start from it too.
+    pub(crate) fn notice<'a>(kind: EventKind, data: &'a Value, actions: &'a [Action]) -> Notice<'a> {
         Notice {
             kind,
             session_id: "s1",

@@ -39,14 +39,8 @@ const MAX_UNKNOWN_PER_WINDOW: u32 = 20;
 /// addresses can buy at most.
 const MAX_UNKNOWN_ALL_PER_WINDOW: u32 = 200;
 const UNKNOWN_WINDOW: Duration = Duration::from_secs(60);
-/// Clients tracked for that limit at once.
-const MAX_TRACKED_PEERS: usize = 1024;
-const UNKNOWN_BUDGET: Budget = Budget {
-    per_client: MAX_UNKNOWN_PER_WINDOW,
-    global: MAX_UNKNOWN_ALL_PER_WINDOW,
-    window: UNKNOWN_WINDOW,
-    max_clients: MAX_TRACKED_PEERS,
-};
+const UNKNOWN_BUDGET: Budget =
+    Budget::new(MAX_UNKNOWN_PER_WINDOW, MAX_UNKNOWN_ALL_PER_WINDOW, UNKNOWN_WINDOW);
 
 /// What a link decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

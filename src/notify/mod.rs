@@ -503,35 +503,31 @@ async fn deliver_job(shared: &Arc<Outbox>, target: &Target, job: &Arc<Job>) {
     let (host, event) = (&target.config.url.authority, job.kind);
     let line = if matches!(outcome, Outcome::Untrusted { .. }) { Line::Untrusted } else { Line::Delivered };
     let log = log_admits(target, line);
-    match outcome {
-        Outcome::Sent { status, attempts, answer } => {
-            if is_request && job.tracked {
-                remember(shared, target, job, &request_id, &answer);
-            }
-            shared.counters.sent.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.notification("sent", took);
-            if log {
+    if is_request
+        && job.tracked
+        && let Outcome::Sent { answer, .. } = &outcome
+    {
+        remember(shared, target, job, &request_id, answer);
+    }
+    let (counter, label) = match outcome {
+        Outcome::Sent { .. } => (&shared.counters.sent, "sent"),
+        Outcome::Refused { .. } | Outcome::Failed { .. } => (&shared.counters.failed, "failed"),
+        Outcome::Untrusted { .. } => (&shared.counters.failed, "untrusted"),
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    shared.metrics.notification(label, took);
+    if log {
+        match outcome {
+            Outcome::Sent { status, attempts, .. } => {
                 tracing::info!(target = target.index, %host, %event, delivery_id, status, attempts, "notification sent");
             }
-        }
-        Outcome::Refused { status } => {
-            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.notification("failed", took);
-            if log {
+            Outcome::Refused { status } => {
                 tracing::warn!(target = target.index, %host, %event, delivery_id, status, "notification refused by its target; not retried");
             }
-        }
-        Outcome::Failed { reason, attempts } => {
-            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.notification("failed", took);
-            if log {
+            Outcome::Failed { reason, attempts } => {
                 tracing::warn!(target = target.index, %host, %event, delivery_id, attempts, reason, "notification failed");
             }
-        }
-        Outcome::Untrusted { reason } => {
-            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.notification("untrusted", took);
-            if log {
+            Outcome::Untrusted { reason } => {
                 tracing::warn!(target = target.index, %host, %event, delivery_id, "notification not sent: {reason}");
             }
         }

@@ -341,18 +341,12 @@ mod tests {
                "toolCall": {"kind": "execute", "title": "Run", "rawInput": {"command": command}}})
     }
 
+    /// The format tests' notice, sent 5 minutes before [`request`] expires and from no client.
     fn notice<'a>(kind: EventKind, data: &'a Value, actions: &'a [Action]) -> Notice<'a> {
         Notice {
-            kind,
-            session_id: "s1",
-            workspace: "/w",
-            data,
-            delivery_id: "d1",
             sent_at: 1_795_379_959_849 - 5 * 60_000,
-            reminder: 0,
-            actions,
             client_id: None,
-            session_url: None,
+            ..format::tests::notice(kind, data, actions)
         }
     }
 
@@ -498,17 +492,25 @@ mod tests {
     #[test]
     fn discord_links_stop_before_the_field_overflows() {
         let data = request("x");
-        let many: Vec<Action> = (0..16)
-            .map(|i| Action {
-                option_id: format!("o{i}"),
-                name: "n".repeat(64),
-                kind: "allow_once".into(),
-                url: Some(format!("https://m.example/act/{}", "t".repeat(64))),
-                needs_review: false,
-            })
-            .collect();
-        let b = discord(&notice(EventKind::PermissionRequest, &data, &many));
-        let value = b["embeds"][0]["fields"][0]["value"].as_str().expect("links");
+        // `count` actions named `name_chars` characters long, each linked to `url`.
+        let bulk = |count: usize, name_chars: usize, url: &str| -> Vec<Action> {
+            (0..count)
+                .map(|i| Action {
+                    option_id: format!("o{i}"),
+                    name: "n".repeat(name_chars),
+                    kind: "allow_once".into(),
+                    url: Some(url.to_owned()),
+                    needs_review: false,
+                })
+                .collect()
+        };
+        // The field of their links in the Discord message.
+        let field = |actions: &[Action]| -> Option<String> {
+            let b = discord(&notice(EventKind::PermissionRequest, &data, actions));
+            b["embeds"][0]["fields"][0]["value"].as_str().map(str::to_owned)
+        };
+        let value =
+            field(&bulk(16, 64, &format!("https://m.example/act/{}", "t".repeat(64)))).expect("links");
         assert!(value.chars().count() <= DISCORD_FIELD_MAX_CHARS, "{}", value.len());
         let lines = value.lines().count();
         assert!((1..16).contains(&lines), "whole links only: {lines}");
@@ -516,34 +518,14 @@ mod tests {
 
         // Five links of 204 characters and their four newlines fill the field exactly: all five
         // are kept, and a sixth is not.
-        let exact: Vec<Action> = (0..6)
-            .map(|i| Action {
-                option_id: format!("o{i}"),
-                name: "n".repeat(10),
-                kind: "allow_once".into(),
-                url: Some(format!("https://m.example/act/{}", "t".repeat(166))),
-                needs_review: false,
-            })
-            .collect();
-        let b = discord(&notice(EventKind::PermissionRequest, &data, &exact));
-        let value = b["embeds"][0]["fields"][0]["value"].as_str().expect("links");
+        let value =
+            field(&bulk(6, 10, &format!("https://m.example/act/{}", "t".repeat(166)))).expect("links");
         assert_eq!(value.lines().next().map(|l| l.chars().count()), Some(204));
         assert_eq!((value.lines().count(), value.chars().count()), (5, DISCORD_FIELD_MAX_CHARS));
 
         // One link as long as the field is kept; one character longer, none is.
         let links = |count: usize, url_chars: usize| {
-            let a: Vec<Action> = (0..count)
-                .map(|i| Action {
-                    option_id: format!("o{i}"),
-                    name: "n".repeat(10),
-                    kind: "allow_once".into(),
-                    url: Some("u".repeat(url_chars)),
-                    needs_review: false,
-                })
-                .collect();
-            discord(&notice(EventKind::PermissionRequest, &data, &a))["embeds"][0]["fields"][0]["value"]
-                .as_str()
-                .map(|v| v.chars().count())
+            field(&bulk(count, 10, &"u".repeat(url_chars))).map(|v| v.chars().count())
         };
         assert_eq!(links(1, DISCORD_FIELD_MAX_CHARS - 16), Some(DISCORD_FIELD_MAX_CHARS));
         assert_eq!(links(1, DISCORD_FIELD_MAX_CHARS - 15), None);

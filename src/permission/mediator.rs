@@ -1126,6 +1126,14 @@ mod tests {
             tokio::spawn(async move { mediator.serve(&*host).request(params).await })
         }
 
+        /// Raises a request as the agent would, in its own task, once it is the one pending: the
+        /// task and the request's id.
+        async fn raised(&self, params: Value) -> (tokio::task::JoinHandle<Value>, String) {
+            let task = self.raise(params);
+            self.until_pending(1).await;
+            (task, self.pending_ids().remove(0))
+        }
+
         /// Raises an elicitation as the agent would, in its own task.
         fn elicit(&self, params: Value) -> tokio::task::JoinHandle<Result<Value, Malformed>> {
             let (mediator, host) = (self.mediator.clone(), self.host.clone());
@@ -1169,64 +1177,21 @@ mod tests {
         rules::parse_rule(&body, std::path::Path::new(WS), None, 0).expect("valid rule")
     }
 
-    /// The ballots these tests cast, as (request, client, loopback, vote), optionally with the door
-    /// and a device's name: each one [`Ballot`] to the mediator's one vote.
+    /// A ballot of these tests: over REST, from no device, not an observer's (a test that needs
+    /// another door or a device's name says so with `..ballot(...)`).
+    fn ballot<'a>(id: &'a str, client: Option<&'a str>, local: bool, vote: &'a Vote) -> Ballot<'a> {
+        Ballot { request_id: id, client, device_name: None, observer: false, local, via: Via::Rest, vote }
+    }
+
+    /// The ballots these tests cast, as (request, client, loopback, vote): each one [`Ballot`] to
+    /// the mediator's one vote.
     trait Casting {
-        fn cast_remembered(
-            self,
-            id: &str,
-            client: Option<&str>,
-            device_name: Option<&str>,
-            local: bool,
-            vote: &Vote,
-            via: Via,
-        ) -> Result<Option<Remembered>, VoteError>;
-        fn cast_as(
-            self,
-            id: &str,
-            client: Option<&str>,
-            device_name: Option<&str>,
-            local: bool,
-            vote: &Vote,
-            via: Via,
-        ) -> Result<(), VoteError>
-        where
-            Self: Sized,
-        {
-            self.cast_remembered(id, client, device_name, local, vote, via).map(drop)
-        }
-        fn cast_via(
-            self,
-            id: &str,
-            client: Option<&str>,
-            local: bool,
-            vote: &Vote,
-            via: Via,
-        ) -> Result<(), VoteError>
-        where
-            Self: Sized,
-        {
-            self.cast_as(id, client, None, local, vote, via)
-        }
-        fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError>
-        where
-            Self: Sized,
-        {
-            self.cast_via(id, client, local, vote, Via::Rest)
-        }
+        fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError>;
     }
 
     impl Casting for Permissions<'_> {
-        fn cast_remembered(
-            self,
-            id: &str,
-            client: Option<&str>,
-            device_name: Option<&str>,
-            local: bool,
-            vote: &Vote,
-            via: Via,
-        ) -> Result<Option<Remembered>, VoteError> {
-            self.vote(&Ballot { request_id: id, client, device_name, observer: false, local, via, vote })
+        fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError> {
+            self.vote(&ballot(id, client, local, vote)).map(drop)
         }
     }
 
@@ -1246,9 +1211,7 @@ mod tests {
         let f = fixture(Policy::Designated, None);
         f.add_voters(&["alice", "bob"]);
         *lock(&f.host.originator) = Some("alice".into());
-        let task = f.raise(params("/ws/a.txt", &["allow_once", "reject_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a.txt", &["allow_once", "reject_once"])).await;
         let p = f.permissions();
         assert!(p.may_vote(&id, Some("alice"), false), "the originator decides");
         assert!(!p.may_vote(&id, Some("bob"), true), "nobody else, wherever they are");
@@ -1320,9 +1283,7 @@ mod tests {
     async fn allow_rule_without_an_allow_option_leaves_the_request_to_the_vote() {
         let f = fixture(Policy::FirstResponder, None);
         f.permissions().add_rule(rule(json!({"effect": "allow", "kinds": ["edit"]}))).expect("added");
-        let task = f.raise(params("/ws/a", &["reject_once", "reject_always"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["reject_once", "reject_always"])).await;
         f.permissions().cast(&id, None, true, &vote("opt-reject_once", false)).expect("vote");
         assert_eq!(
             answer(task).await,
@@ -1384,9 +1345,7 @@ mod tests {
         let f = fixture(Policy::FirstResponder, None);
         lock(&f.host.announced)
             .insert("c1".into(), json!({"rawInput": {"command": "make all"}, "title": "Old"}));
-        let task = f.raise(params("/ws/a", &["allow_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once"])).await;
         let data = f.permissions().pending_request(&id).expect("pending");
         assert_eq!(data["requestId"], id.as_str());
         assert_eq!(data["toolCall"]["rawInput"]["command"], "make all", "{data}");
@@ -1479,7 +1438,7 @@ mod tests {
         .into();
         let written = f
             .permissions()
-            .cast_remembered(&id, None, None, true, &remembered, Via::Rest)
+            .vote(&ballot(&id, None, true, &remembered))
             .expect("vote")
             .expect("a rule on its way to the disk");
         written.outcome().await.expect("on disk");
@@ -1532,9 +1491,7 @@ mod tests {
         let f = fixture(Policy::Designated, None);
         f.add_voters(&["alice", "bob"]);
         *lock(&f.host.originator) = Some("alice".into());
-        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
         let allow = vote("opt-allow_once", false);
         for _ in 0..5 {
             let refused = f.permissions().cast(&id, Some("bob"), false, &allow);
@@ -1565,9 +1522,7 @@ mod tests {
     async fn a_request_is_published_before_its_resolution_and_a_late_vote_learns_the_outcome() {
         let f = fixture(Policy::FirstResponder, None);
         f.add_voters(&["alice", "bob"]);
-        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
         f.permissions().cast(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");
         let late = f.permissions().cast(&id, Some("bob"), false, &vote("opt-reject_once", false));
@@ -1660,9 +1615,7 @@ mod tests {
     async fn a_withdrawn_ballot_stops_counting_and_is_audited() {
         let f = fixture(Policy::Consensus, None);
         f.add_voters(&["alice", "bob", "carol"]);
-        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
         let choice = vote("opt-allow_once", false);
         f.permissions().cast(&id, Some("alice"), false, &choice).expect("partial");
         assert!(f.permissions().withdraw_ballot(&id, "alice", Via::Acp), "pending: withdrawn");
@@ -1702,13 +1655,11 @@ mod tests {
     async fn a_devices_vote_is_audited_with_its_name() {
         let f = fixture(Policy::Consensus, None);
         f.add_voters(&["dev-1", "bob"]);
-        let task = f.raise(params("/ws/a", &["allow_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once"])).await;
         let allow = vote("opt-allow_once", false);
-        f.permissions().cast_via(&id, Some("bob"), true, &allow, Via::Rest).expect("bob");
+        f.permissions().cast(&id, Some("bob"), true, &allow).expect("bob");
         f.permissions()
-            .cast_as(&id, Some("dev-1"), Some("Ada's phone"), true, &allow, Via::Rest)
+            .vote(&Ballot { device_name: Some("Ada's phone"), ..ballot(&id, Some("dev-1"), true, &allow) })
             .expect("dev");
         answer(task).await;
         let entry = f.permissions().audit().remove(0);
@@ -1725,11 +1676,10 @@ mod tests {
     #[tokio::test]
     async fn a_vote_by_link_says_so_and_ends_the_pending_request() {
         let f = fixture(Policy::FirstResponder, None);
-        let task = f.raise(params("/ws/a", &["allow_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once"])).await;
         assert!(f.permissions().is_pending(&id) && !f.permissions().is_pending("nope"));
-        f.permissions().cast_via(&id, None, true, &vote("opt-allow_once", false), Via::Link).expect("vote");
+        let link = vote("opt-allow_once", false);
+        f.permissions().vote(&Ballot { via: Via::Link, ..ballot(&id, None, true, &link) }).expect("vote");
         answer(task).await;
         assert!(!f.permissions().is_pending(&id), "decided");
         assert_eq!(f.host.last(EventKind::PermissionResolved)["via"], "link");
@@ -1788,9 +1738,7 @@ mod tests {
         f.add_voters(&refused.iter().map(String::as_str).collect::<Vec<_>>());
         f.add_voters(&["alice"]);
         *lock(&f.host.originator) = Some("alice".into());
-        let task = f.raise(params("/ws/a", &["allow_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once"])).await;
         let allow = vote("opt-allow_once", false);
         for voter in &refused {
             let refusal = f.permissions().cast(&id, Some(voter), false, &allow);
@@ -1830,9 +1778,7 @@ mod tests {
         }
         let over = f.permissions().add_rule(rule(json!({"effect": "deny", "kinds": ["edit"]})));
         assert_eq!(over, Err(RuleError::Invalid("at most 256 rules per session".into())));
-        let task = f.raise(params("/ws/a", &["allow_once", "allow_always"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "allow_always"])).await;
         f.permissions().cast(&id, None, true, &vote("opt-allow_always", false)).expect("vote");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_always");
         assert_eq!(f.permissions().list_rules().len(), rules::MAX_RULES_PER_SESSION);
@@ -1841,9 +1787,7 @@ mod tests {
     #[tokio::test]
     async fn the_decision_shorthand_picks_the_once_option_of_its_kind_or_names_the_missing_one() {
         let f = fixture(Policy::FirstResponder, None);
-        let _task = f.raise(params("/ws/a", &["allow_always", "reject_always"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (_task, id) = f.raised(params("/ws/a", &["allow_always", "reject_always"])).await;
         for (effect, looked_for) in [(Effect::Allow, "allow_once"), (Effect::Deny, "reject_once")] {
             assert_eq!(
                 f.permissions().cast(
@@ -1857,9 +1801,7 @@ mod tests {
         }
         f.permissions().cancel_all(ResolvedBy::Cancel);
 
-        let task = f.raise(params("/ws/a", &["allow_once", "reject_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
         f.permissions()
             .cast(
                 &id,
@@ -1883,9 +1825,7 @@ mod tests {
         f.add_voters(&["alice"]);
         let choice = vote("opt-allow_once", false);
         assert_eq!(f.permissions().cast("nope", Some("stranger"), true, &choice), Err(VoteError::NotFound));
-        let _task = f.raise(params("/ws/a", &["allow_once"]));
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (_task, id) = f.raised(params("/ws/a", &["allow_once"])).await;
         let bad = vote("opt-reject_once", false);
         assert_eq!(f.permissions().cast(&id, Some("stranger"), true, &bad), Err(VoteError::UnknownClient));
         assert_eq!(
@@ -1964,7 +1904,10 @@ mod tests {
         );
         let id = f.pending_ids().remove(0);
         f.permissions()
-            .cast_as(&id, Some("alice"), Some("Ada's phone"), false, &submit(json!({"0": "jiff"})), Via::Rest)
+            .vote(&Ballot {
+                device_name: Some("Ada's phone"),
+                ..ballot(&id, Some("alice"), false, &submit(json!({"0": "jiff"})))
+            })
             .expect("answered");
         assert_eq!(
             answer(task).await,
@@ -2009,9 +1952,7 @@ mod tests {
         let f = fixture(Policy::Designated, None);
         f.add_voters(&["alice", "bob"]);
         *lock(&f.host.originator) = Some("alice".into());
-        let _task = f.raise(qwen_question());
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (_task, id) = f.raised(qwen_question()).await;
         let refused = f.permissions().cast(&id, Some("bob"), false, &submit(json!({})));
         assert_eq!(refused, Err(VoteError::Forbidden(ForbidReason::DesignatedMismatch)));
         let wrong = f.permissions().cast(&id, Some("alice"), false, &submit(json!({})));
@@ -2037,9 +1978,7 @@ mod tests {
     #[tokio::test]
     async fn a_wrong_answer_is_refused_and_the_question_stays_pending() {
         let f = fixture(Policy::FirstResponder, None);
-        let task = f.raise(qwen_question());
-        f.until_pending(1).await;
-        let id = f.pending_ids().remove(0);
+        let (task, id) = f.raised(qwen_question()).await;
         let published = f.host.kinds().len();
         let missing = f.permissions().cast(&id, None, false, &submit(json!({})));
         assert_eq!(
@@ -2085,7 +2024,7 @@ mod tests {
             pick: Pick::Outcome { choice: Choice::Option("yes".into()), remember: Remember::Workspace },
             answers: json!({"0": "jiff"}).as_object().cloned(),
         };
-        let cast = f.permissions().cast_remembered(&ids[0], None, None, true, &remember, Via::Rest);
+        let cast = f.permissions().vote(&ballot(&ids[0], None, true, &remember));
         assert!(matches!(cast, Ok(None)), "no rule on its way to the disk");
         assert_eq!(answer(task).await["answers"], json!({"0": "jiff"}));
         assert_eq!(f.permissions().list_rules().len(), 2, "nothing remembered");

@@ -543,6 +543,15 @@ mod tests {
         }
     }
 
+    /// [`check_table`] for one rule, against tool calls at one location each: (path, matched).
+    fn check_paths(rule_body: Value, table: &[(&str, bool)]) {
+        let rows: Vec<(Value, Value, bool)> = table
+            .iter()
+            .map(|&(path, expected)| (rule_body.clone(), json!({"locations": [{"path": path}]}), expected))
+            .collect();
+        check_table(&rows);
+    }
+
     #[test]
     fn kinds_match_the_tool_call_kind() {
         check_table(&[
@@ -578,30 +587,26 @@ mod tests {
 
     #[test]
     fn absolute_path_globs_match_absolute_request_paths() {
-        let rule_body = json!({"effect": "allow", "paths": ["/etc/*.conf"]});
-        check_table(&[
-            (rule_body.clone(), json!({"locations": [{"path": "/etc/a.conf"}]}), true),
-            (rule_body.clone(), json!({"locations": [{"path": "/etc/a.txt"}]}), false),
-            (rule_body.clone(), json!({"locations": [{"path": "/ws/etc/a.conf"}]}), false),
-        ]);
+        check_paths(
+            json!({"effect": "allow", "paths": ["/etc/*.conf"]}),
+            &[("/etc/a.conf", true), ("/etc/a.txt", false), ("/ws/etc/a.conf", false)],
+        );
     }
 
     #[test]
     fn relative_path_globs_are_anchored_at_the_workspace() {
-        let rule_body = json!({"effect": "allow", "paths": ["src/**"]});
-        check_table(&[
-            (rule_body.clone(), json!({"locations": [{"path": "/ws/src/main.rs"}]}), true),
-            (rule_body.clone(), json!({"locations": [{"path": "src/main.rs"}]}), true),
-            (rule_body.clone(), json!({"locations": [{"path": "./src/main.rs"}]}), true),
-            (rule_body.clone(), json!({"locations": [{"path": "/other/src/main.rs"}]}), false),
-            // Lexical `..` cannot smuggle an outside path past a workspace glob.
-            (rule_body.clone(), json!({"locations": [{"path": "/ws/src/../../etc/passwd"}]}), false),
-            (
-                json!({"effect": "allow", "paths": ["./*.md"]}),
-                json!({"locations": [{"path": "/ws/README.md"}]}),
-                true,
-            ),
-        ]);
+        check_paths(
+            json!({"effect": "allow", "paths": ["src/**"]}),
+            &[
+                ("/ws/src/main.rs", true),
+                ("src/main.rs", true),
+                ("./src/main.rs", true),
+                ("/other/src/main.rs", false),
+                // Lexical `..` cannot smuggle an outside path past a workspace glob.
+                ("/ws/src/../../etc/passwd", false),
+            ],
+        );
+        check_paths(json!({"effect": "allow", "paths": ["./*.md"]}), &[("/ws/README.md", true)]);
     }
 
     #[test]
@@ -617,13 +622,9 @@ mod tests {
     #[test]
     fn single_star_stays_in_one_directory_and_double_star_crosses() {
         let star = json!({"effect": "allow", "paths": ["/ws/*.rs"]});
+        check_paths(star, &[("/ws/a.rs", true), ("/ws/src/a.rs", false)]);
         let double = json!({"effect": "allow", "paths": ["/ws/**/*.rs"]});
-        check_table(&[
-            (star.clone(), json!({"locations": [{"path": "/ws/a.rs"}]}), true),
-            (star.clone(), json!({"locations": [{"path": "/ws/src/a.rs"}]}), false),
-            (double.clone(), json!({"locations": [{"path": "/ws/a.rs"}]}), true),
-            (double.clone(), json!({"locations": [{"path": "/ws/src/deep/a.rs"}]}), true),
-        ]);
+        check_paths(double, &[("/ws/a.rs", true), ("/ws/src/deep/a.rs", true)]);
     }
 
     #[test]

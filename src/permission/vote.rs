@@ -223,52 +223,41 @@ mod tests {
 
     #[test]
     fn vote_bodies_parse_into_typed_votes() {
-        let selected = |id: &str| Pick::Outcome { choice: Choice::Option(id.into()), remember: Remember::No };
+        let selected = |id: &str, remember| Pick::Outcome { choice: Choice::Option(id.into()), remember };
+        let decided = |effect, remember| Pick::Decision { effect, remember };
         let table = [
-            (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a"))),
+            (json!({"outcome": {"outcome": "selected", "optionId": "a"}}), Some(selected("a", Remember::No))),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "session"}),
-                Some(Pick::Outcome { choice: Choice::Option("a".into()), remember: Remember::Session }),
+                Some(selected("a", Remember::Session)),
             ),
             (
                 json!({"outcome": {"outcome": "cancelled"}, "remember": "session"}),
                 Some(Pick::Outcome { choice: Choice::Cancel, remember: Remember::No }),
             ),
-            (
-                json!({"decision": "allow"}),
-                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::No }),
-            ),
-            (
-                json!({"decision": "deny-session"}),
-                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Session }),
-            ),
+            (json!({"decision": "allow"}), Some(decided(Effect::Allow, Remember::No))),
+            (json!({"decision": "deny-session"}), Some(decided(Effect::Deny, Remember::Session))),
             (
                 json!({"decision": "deny", "remember": "session"}),
-                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Session }),
+                Some(decided(Effect::Deny, Remember::Session)),
             ),
             (
                 json!({"decision": "allow-workspace", "remember": "session"}),
-                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::Workspace }),
+                Some(decided(Effect::Allow, Remember::Workspace)),
             ),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "workspace"}),
-                Some(Pick::Outcome { choice: Choice::Option("a".into()), remember: Remember::Workspace }),
+                Some(selected("a", Remember::Workspace)),
             ),
             (
                 json!({"outcome": {"outcome": "selected", "optionId": "a"}, "remember": "forever"}),
-                Some(selected("a")),
+                Some(selected("a", Remember::No)),
             ),
-            (
-                json!({"decision": "allow-session"}),
-                Some(Pick::Decision { effect: Effect::Allow, remember: Remember::Session }),
-            ),
-            (
-                json!({"decision": "deny-workspace"}),
-                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
-            ),
+            (json!({"decision": "allow-session"}), Some(decided(Effect::Allow, Remember::Session))),
+            (json!({"decision": "deny-workspace"}), Some(decided(Effect::Deny, Remember::Workspace))),
             (
                 json!({"decision": "deny", "remember": "workspace"}),
-                Some(Pick::Decision { effect: Effect::Deny, remember: Remember::Workspace }),
+                Some(decided(Effect::Deny, Remember::Workspace)),
             ),
             (json!({}), None),
             (json!({"outcome": {"outcome": "selected", "optionId": ""}}), None),

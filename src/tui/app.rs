@@ -814,6 +814,14 @@ mod tests {
         text.chars().flat_map(|c| app.key(ch(c))).collect()
     }
 
+    /// An app whose input line (opened with `i`) holds `text`, typed.
+    fn writing(text: &str) -> App {
+        let mut a = app();
+        a.key(ch('i'));
+        typed(&mut a, text);
+        a
+    }
+
     /// Qwen Code's question as the daemon shows it: one choice, several, a number, a secret.
     fn question(app: &mut App, id: &str) {
         let choices = |names: &[&str]| -> Value {
@@ -907,9 +915,7 @@ mod tests {
     /// Esc leaves a prompt being written as it is (only answers are dropped).
     #[test]
     fn esc_keeps_a_prompts_draft() {
-        let mut a = app();
-        a.key(ch('i'));
-        typed(&mut a, "draft");
+        let mut a = writing("draft");
         a.key(key(KeyCode::Esc));
         assert_eq!((a.mode, a.input.text.as_str()), (Mode::Normal, "draft"));
         assert!(a.status.as_ref().is_none_or(|(s, _)| !s.contains("answers")), "{:?}", a.status);
@@ -1066,9 +1072,7 @@ mod tests {
         a.key(ch('i'));
         request(&mut a, "r1", &["allow_once"]);
         assert_eq!(a.mode, Mode::Normal);
-        let mut a = app();
-        a.key(ch('i'));
-        typed(&mut a, "half a sentence");
+        let mut a = writing("half a sentence");
         request(&mut a, "r1", &["allow_once"]);
         assert_eq!(a.mode, Mode::Typing);
         assert_eq!(typed(&mut a, " a"), vec![]);
@@ -1179,9 +1183,7 @@ mod tests {
 
     #[test]
     fn the_input_line_edits_by_character_and_is_bounded() {
-        let mut a = app();
-        a.key(ch('i'));
-        typed(&mut a, "héllo wörld");
+        let mut a = writing("héllo wörld");
         a.key(key(KeyCode::Left));
         a.key(key(KeyCode::Backspace));
         assert_eq!(a.input.text, "héllo wörd");

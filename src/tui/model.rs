@@ -245,11 +245,11 @@ impl SessionView {
         self.trim();
     }
 
-    fn touch(&mut self, seq: u64) {
+    /// Moves the version of the newest entry `shows` picks, so a cached drawing of it is redone.
+    fn touch(&mut self, shows: impl Fn(&Entry) -> bool) {
+        let Some(at) = self.items.iter().rposition(|i| shows(&i.entry)) else { return };
         let version = self.version();
-        if let Some(item) = self.items.iter_mut().rev().find(|i| i.seq == seq) {
-            item.version = version;
-        }
+        self.items[at].version = version;
     }
 
     pub(crate) fn note(&mut self, text: impl Into<String>, level: Level) {
@@ -402,16 +402,8 @@ impl SessionView {
                     self.tool_bytes = self.tool_bytes - known.bytes + bytes;
                     known.bytes = bytes;
                     self.trim_tools();
-                    // The entry shows the call: its version moves so a cached drawing is redone.
-                    let seq = self
-                        .items
-                        .iter()
-                        .rev()
-                        .find(|i| matches!(&i.entry, Entry::Tool { id: t } if *t == id))
-                        .map(|i| i.seq);
-                    if let Some(seq) = seq {
-                        self.touch(seq);
-                    }
+                    // The entry shows the call.
+                    self.touch(|e| matches!(e, Entry::Tool { id: t } if *t == id));
                     return;
                 }
                 self.agent_turn(envelope);
@@ -519,15 +511,7 @@ impl SessionView {
                     p.resolved = Some(data.clone());
                     p.voting = false;
                 }
-                let seq = self
-                    .items
-                    .iter()
-                    .rev()
-                    .find(|i| matches!(&i.entry, Entry::Permission { request_id: r } if *r == request_id))
-                    .map(|i| i.seq);
-                if let Some(seq) = seq {
-                    self.touch(seq);
-                }
+                self.touch(|e| matches!(e, Entry::Permission { request_id: r } if *r == request_id));
             }
             "permission_forbidden" => {
                 let me = self.me.clone();
