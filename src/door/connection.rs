@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::lane::{Deferred, Lane};
-use super::shared::{Book, Owner, Shared};
+use super::shared::{Owner, Shared};
 use super::wire;
 use crate::acp::{Frame, RequestId, RpcError, params_value};
 use crate::daemon::{Daemon, Session};
@@ -140,27 +140,11 @@ impl Connection {
     ) -> Arc<Connection> {
         let (messages_tx, messages_rx) = mpsc::channel(MESSAGE_QUEUE);
         let (lanes_tx, lanes_rx) = mpsc::channel(MAX_SESSIONS_PER_CONNECTION);
-        let client = OnceLock::new();
-        if let Some(id) = caller.client.clone() {
-            let _ = client.set(id);
-        }
         let owner = Owner::of(&caller);
-        let shared = Arc::new(Shared {
-            // In a fleet it names this daemon, so any daemon passes the connection's later requests
-            // here (`docs/protocol.md#173-any-daemon-answers-any-route`).
-            id: homed_id(desk.daemon().fleet.as_ref().and_then(|fleet| fleet.node_url()).as_deref()),
-            desk,
-            client,
-            minted: AtomicBool::new(false),
-            who: caller.who,
-            local: AtomicBool::new(caller.local),
-            echo_own: AtomicBool::new(false),
-            envelope: AtomicBool::new(false),
-            elicit_form: AtomicBool::new(false),
-            elicit_url: AtomicBool::new(false),
-            resolved_updates: AtomicBool::new(false),
-            book: Mutex::new(Book::default()),
-        });
+        // In a fleet its id names this daemon, so any daemon passes the connection's later
+        // requests here (`docs/protocol.md#173-any-daemon-answers-any-route`).
+        let id = homed_id(desk.daemon().fleet.as_ref().and_then(|fleet| fleet.node_url()).as_deref());
+        let shared = Arc::new(Shared::opening(desk, id, caller.client.clone(), caller.who, caller.local));
         Arc::new(Connection {
             forget,
             shared,

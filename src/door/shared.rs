@@ -67,6 +67,38 @@ pub(super) struct Shared {
     pub(super) book: Mutex<Book>,
 }
 
+impl Shared {
+    /// A connection's shared part as it opens, with id `id` (and the client id the caller named,
+    /// if any): nothing negotiated yet (no echo, no envelope, no elicitation mode), no id minted,
+    /// nothing in flight.
+    pub(super) fn opening(
+        desk: Arc<Desk>,
+        id: String,
+        client: Option<String>,
+        who: Who,
+        local: bool,
+    ) -> Shared {
+        let known = OnceLock::new();
+        if let Some(client) = client {
+            let _ = known.set(client);
+        }
+        Shared {
+            desk,
+            id,
+            client: known,
+            minted: AtomicBool::new(false),
+            who,
+            local: AtomicBool::new(local),
+            echo_own: AtomicBool::new(false),
+            envelope: AtomicBool::new(false),
+            elicit_form: AtomicBool::new(false),
+            elicit_url: AtomicBool::new(false),
+            resolved_updates: AtomicBool::new(false),
+            book: Mutex::new(Book::default()),
+        }
+    }
+}
+
 /// The JSON-RPC ids in flight between the connection and the daemon.
 #[derive(Default)]
 pub(super) struct Book {
@@ -246,20 +278,7 @@ mod tests {
     fn shared() -> Shared {
         let dir = std::env::temp_dir();
         let desk = Desk::new(crate::daemon::Daemon::new(crate::config::Config::for_tests(&dir)));
-        Shared {
-            desk,
-            id: "c".into(),
-            client: OnceLock::new(),
-            minted: AtomicBool::new(false),
-            who: Who::Operator,
-            local: AtomicBool::new(true),
-            echo_own: AtomicBool::new(false),
-            envelope: AtomicBool::new(false),
-            elicit_form: AtomicBool::new(false),
-            elicit_url: AtomicBool::new(false),
-            resolved_updates: AtomicBool::new(false),
-            book: Mutex::new(Book::default()),
-        }
+        Shared::opening(desk, "c".into(), None, Who::Operator, true)
     }
 
     #[test]

@@ -69,11 +69,16 @@ pub trait Host: Send + Sync {
     fn announced_tool_call(&self, tool_call: &Value) -> Value;
 }
 
-/// Settings captured per request.
+/// A session's permission settings, from the daemon's configuration; each request captures the
+/// policy, quorum and deadline it was issued under ([`Issued`]).
 #[derive(Debug, Clone)]
 pub struct MediatorConfig {
+    /// `--permission-policy`.
     pub policy: Policy,
+    /// `--consensus-quorum`; unset, a majority of the voters at issue.
     pub quorum: Option<usize>,
+    /// How long a request waits before it is cancelled (`--permission-timeout-ms`, or its
+    /// notified twin); `None`, for ever.
     pub timeout: Option<Duration>,
     /// In a fleet, this daemon's node URL: each request's id names it (`store::homed_id`), so a
     /// vote on the route that names only the request is relayed here by any daemon without a

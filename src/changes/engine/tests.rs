@@ -100,6 +100,31 @@ fn a_snapshot_holds_the_files_and_skips_git_ignored_and_the_store() {
     assert_eq!(s.stats.hashed, 8);
 }
 
+/// A workspace with `a/b/x.tmp` and `a/b/y.txt` (and an ignore file holding its patterns, when
+/// given), its engine, and a first snapshot of it.
+fn two_files(ignore: Option<(&str, &str)>) -> (Fixture, Changes, Snapshot) {
+    let f = fixture();
+    if let Some((file, patterns)) = ignore {
+        write(&f.ws, file, patterns);
+    }
+    write(&f.ws, "a/b/x.tmp", "x");
+    write(&f.ws, "a/b/y.txt", "y");
+    let changes = engine(&f);
+    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    (f, changes, first)
+}
+
+/// Runs `scan` on a thread of its own and waits for its answer within a bound far above a small
+/// snapshot on a loaded machine: a scan that blocks (an open waiting for a pipe's writer) fails
+/// the test instead of hanging it.
+fn bounded<T: Send + 'static>(scan: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(scan());
+    });
+    finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended")
+}
+
 #[test]
 fn an_unchanged_workspace_is_stat_only_and_keeps_its_snapshot_id() {
     let f = fixture();
@@ -167,11 +192,7 @@ fn the_stat_cache_survives_the_engine() {
 
 #[test]
 fn a_changed_gitignore_is_applied_to_cached_folders() {
-    let f = fixture();
-    write(&f.ws, "a/b/x.tmp", "x");
-    write(&f.ws, "a/b/y.txt", "y");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    let (f, changes, first) = two_files(None);
     assert_eq!(paths(&first), ["a/b/x.tmp", "a/b/y.txt"]);
     write(&f.ws, ".gitignore", "*.tmp\n");
     let second = changes.snapshot_at(&f.ws, later()).expect("second");
@@ -185,12 +206,7 @@ fn a_changed_gitignore_is_applied_to_cached_folders() {
 /// folder's own times unchanged) is applied to the cached folders.
 #[test]
 fn a_changed_git_info_exclude_is_applied_to_cached_folders() {
-    let f = fixture();
-    write(&f.ws, ".git/info/exclude", "");
-    write(&f.ws, "a/b/x.tmp", "x");
-    write(&f.ws, "a/b/y.txt", "y");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
+    let (f, changes, first) = two_files(Some((".git/info/exclude", "")));
     assert_eq!(paths(&first), ["a/b/x.tmp", "a/b/y.txt"]);
     write(&f.ws, ".git/info/exclude", "*.tmp\n");
     let second = changes.snapshot_at(&f.ws, later()).expect("second");
@@ -203,13 +219,8 @@ fn a_changed_git_info_exclude_is_applied_to_cached_folders() {
 #[test]
 fn an_exclude_rewritten_in_place_with_its_mtime_set_back_is_read_again() {
     use std::os::unix::fs::{FileExt, MetadataExt};
-    let f = fixture();
-    write(&f.ws, ".git/info/exclude", "*.tmp\n");
-    write(&f.ws, "a/x.tmp", "x");
-    write(&f.ws, "a/y.txt", "y");
-    let changes = engine(&f);
-    let first = changes.snapshot_at(&f.ws, later()).expect("first");
-    assert_eq!(paths(&first), ["a/y.txt"]);
+    let (f, changes, first) = two_files(Some((".git/info/exclude", "*.tmp\n")));
+    assert_eq!(paths(&first), ["a/b/y.txt"]);
     let path = f.ws.join(".git/info/exclude");
     let before = fs::metadata(&path).expect("stat");
     let file = fs::OpenOptions::new().write(true).open(&path).expect("open");
@@ -231,7 +242,7 @@ fn an_exclude_rewritten_in_place_with_its_mtime_set_back_is_read_again() {
         "only the ctime may differ"
     );
     let second = changes.snapshot_at(&f.ws, later()).expect("second");
-    assert_eq!(paths(&second), ["a/x.tmp"]);
+    assert_eq!(paths(&second), ["a/b/x.tmp"]);
 }
 
 /// A long `.gitignore` is read up to [`scan::MAX_IGNORE_FILE_BYTES`]: a pattern a few KiB in
@@ -276,15 +287,12 @@ fn an_ignore_file_that_is_a_named_pipe_never_holds_the_snapshot() {
     let f = fixture();
     mknodat(CWD, f.ws.join(".gitignore"), FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
     write(&f.ws, "kept.log", "k");
-    let (done, finished) = std::sync::mpsc::channel();
     let (ws, state) = (f.ws.clone(), f.state.clone());
-    std::thread::spawn(move || {
+    let kept = bounded(move || {
         let changes = Changes::open(Some(&state), LIMITS).expect("open");
         let s = changes.snapshot_at(&ws, later()).expect("snapshot");
-        let _ = done.send(paths(&s).iter().map(|p| p.to_string()).collect::<Vec<_>>());
+        paths(&s).iter().map(|p| p.to_string()).collect::<Vec<_>>()
     });
-    // A bound far above a one-file snapshot on a loaded machine, so only an open that waits fails.
-    let kept = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
     assert_eq!(kept, ["kept.log"]);
 }
 
@@ -296,14 +304,11 @@ fn a_workspace_that_is_a_named_pipe_is_refused_at_once() {
     let f = fixture();
     fs::remove_dir(&f.ws).expect("rmdir");
     mknodat(CWD, &f.ws, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
-    let (done, finished) = std::sync::mpsc::channel();
     let (ws, state) = (f.ws.clone(), f.state.clone());
-    std::thread::spawn(move || {
+    let answer = bounded(move || {
         let changes = Changes::open(Some(&state), LIMITS).expect("open");
-        let _ = done.send(changes.snapshot_at(&ws, later()).map(|s| s.id));
+        changes.snapshot_at(&ws, later()).map(|s| s.id)
     });
-    // A bound far above a refusal on a loaded machine, so only an open that waits fails.
-    let answer = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
     match answer {
         Err(ScanError::Workspace(e)) => {
             assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::NOTDIR.raw_os_error()), "{e}")
@@ -321,10 +326,9 @@ fn a_file_the_scan_may_not_read_is_skipped_and_counted() {
     let f = fixture();
     write(&f.ws, "ok.txt", "ok");
     write(&f.ws, "locked.txt", "no");
-    let (done, finished) = std::sync::mpsc::channel();
     let (ws, state) = (f.ws.clone(), f.state.clone());
     // Landlock confines the thread that asks (and what it starts), so the scan runs on its own.
-    std::thread::spawn(move || {
+    let (status, snapshot) = bounded(move || {
         let changes = Changes::open(Some(&state), LIMITS).expect("open");
         let allow = |path: &Path| PathBeneath::new(PathFd::new(path).expect("path fd"), AccessFs::ReadFile);
         let status = Ruleset::default()
@@ -337,10 +341,8 @@ fn a_file_the_scan_may_not_read_is_skipped_and_counted() {
         let snapshot = changes
             .snapshot_at(&ws, later())
             .map(|s| (paths(&s).iter().map(|p| p.to_string()).collect::<Vec<_>>(), s.stats.skipped));
-        let _ = done.send((status.ruleset, snapshot));
+        (status.ruleset, snapshot)
     });
-    let (status, snapshot) =
-        finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the snapshot ended");
     assert_eq!(
         status,
         landlock::RulesetStatus::FullyEnforced,
