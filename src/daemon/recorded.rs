@@ -304,3 +304,23 @@ impl Daemon {
         if expect == Some(last_id + 1) { frames } else { Vec::new() }
     }
 }
+
+/// Stands in for a session while its agent replays it (`session/load`): updates are dropped, a
+/// permission request is answered `cancelled`, and so is an elicitation.
+struct Discard;
+
+impl crate::acp::Client for Discard {
+    fn session_update(&self, _: &serde_json::value::RawValue) {}
+
+    fn request_permission(&self, _: Value) -> BoxFuture<'_, Value> {
+        Box::pin(async { json!({"outcome": {"outcome": "cancelled"}}) })
+    }
+
+    fn elicit(&self, _: Value) -> BoxFuture<'_, Result<Value, crate::acp::RpcError>> {
+        Box::pin(async { Ok(json!({"action": "cancel"})) })
+    }
+
+    fn elicitation_complete(&self, _: &str) {}
+
+    fn agent_exited(&self, _: ExitInfo) {}
+}

@@ -69,20 +69,13 @@ pub trait Host: Send + Sync {
     fn announced_tool_call(&self, tool_call: &Value) -> Value;
 }
 
-/// A session's permission settings, from the daemon's configuration; each request captures the
-/// policy, quorum and deadline it was issued under ([`Issued`]).
+/// A session's permission settings; each request captures them as it is issued ([`Issued`]).
 #[derive(Debug, Clone)]
 pub struct MediatorConfig {
-    /// `--permission-policy`.
     pub policy: Policy,
-    /// `--consensus-quorum`; unset, a majority of the voters at issue.
     pub quorum: Option<usize>,
-    /// How long a request waits before it is cancelled (`--permission-timeout-ms`, or its
-    /// notified twin); `None`, for ever.
     pub timeout: Option<Duration>,
-    /// In a fleet, this daemon's node URL: each request's id names it (`store::homed_id`), so a
-    /// vote on the route that names only the request is relayed here by any daemon without a
-    /// read of the database. `None` alone: a plain UUID.
+    /// In a fleet, this daemon's node URL, which each request's id names (`store::homed_id`).
     pub home: Option<String>,
 }
 
