@@ -145,6 +145,14 @@ pub trait Fleet: Send + Sync + std::fmt::Debug {
 mod tests {
     use super::*;
 
+    /// A claim that lost to another daemon's is told from any other failed write: the first
+    /// makes the code invalid, the second gives the code back (`devices::Devices::pair`).
+    #[test]
+    fn a_claim_lost_to_another_daemon_is_told_from_a_failed_write() {
+        assert!(WriteError(CODE_ALREADY_CLAIMED.to_owned()).is_claimed_already());
+        assert!(!WriteError("the database is gone".to_owned()).is_claimed_already());
+    }
+
     #[test]
     fn an_id_names_its_home_in_a_fleet_and_nothing_alone() {
         let homed = homed_id(Some("http://10.0.0.7:7776"));

@@ -897,6 +897,10 @@ mod tests {
         let p = s.pending()[0].clone();
         assert_eq!(p.originator.as_deref(), Some("alice"));
         assert_eq!(s.requested_call(&p)["content"][0]["type"], "diff");
+        let drawn_at = |s: &SessionView| {
+            s.items.iter().find(|i| matches!(i.entry, Entry::Tool { .. })).map(|i| i.version)
+        };
+        let drawn = drawn_at(&s);
         ev(
             &mut s,
             3,
@@ -905,6 +909,7 @@ mod tests {
         );
         assert_eq!(s.tools["t1"].call["status"], "completed");
         assert_eq!(s.tools["t1"].call["title"], "Write a");
+        assert_ne!(drawn_at(&s), drawn, "the entry showing the call is drawn again");
         ev(
             &mut s,
             4,
