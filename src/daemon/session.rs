@@ -34,7 +34,7 @@ use crate::event::EventKind;
 use crate::exec::ExitInfo;
 use crate::metrics::Metrics;
 use crate::notify::{EventOrigin, Notifier};
-use crate::permission::{Host, Mediator, Permissions, ResolvedBy};
+use crate::permission::{BoundMediator, Host, Mediator, ResolvedBy};
 use crate::store::{SessionState, Store};
 use crate::sync::lock;
 
@@ -435,7 +435,7 @@ impl Session {
     }
 
     /// The session's permission mediator, serving this session.
-    pub fn permissions(&self) -> Permissions<'_> {
+    pub fn permissions(&self) -> BoundMediator<'_> {
         self.mediator.serve(self)
     }
 

@@ -153,7 +153,7 @@ struct State {
     closed: bool,
 }
 
-/// One session's permission bookkeeping. Its methods live on [`Permissions`], the mediator bound
+/// One session's permission bookkeeping. Its methods live on [`BoundMediator`], the mediator bound
 /// to the host it serves ([`Mediator::serve`]).
 pub struct Mediator {
     cfg: MediatorConfig,
@@ -212,8 +212,8 @@ impl Mediator {
     }
 
     /// The mediator at work for `host`, the session it belongs to.
-    pub fn serve<'a>(&'a self, host: &'a dyn Host) -> Permissions<'a> {
-        Permissions { mediator: self, host }
+    pub fn serve<'a>(&'a self, host: &'a dyn Host) -> BoundMediator<'a> {
+        BoundMediator { mediator: self, host }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -223,18 +223,18 @@ impl Mediator {
 
 /// A [`Mediator`] bound to its [`Host`]: every operation on a session's permissions.
 #[derive(Clone, Copy)]
-pub struct Permissions<'a> {
+pub struct BoundMediator<'a> {
     mediator: &'a Mediator,
     host: &'a dyn Host,
 }
 
-impl std::fmt::Debug for Permissions<'_> {
+impl std::fmt::Debug for BoundMediator<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permissions").field("session_id", &self.host.session_id()).finish()
+        f.debug_struct("BoundMediator").field("session_id", &self.host.session_id()).finish()
     }
 }
 
-impl<'a> Permissions<'a> {
+impl<'a> BoundMediator<'a> {
     /// Serves the agent's `session/request_permission`; returns its `result` (`{outcome}`, and
     /// for Qwen Code's `ask_user_question` the person's `answers` when they submitted them).
     pub async fn request(self, params: Value) -> Value {
@@ -835,7 +835,7 @@ impl<'a> Permissions<'a> {
     }
 }
 
-impl Permissions<'_> {
+impl BoundMediator<'_> {
     /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
     /// (`docs/protocol.md#14-durable-state`).
     fn audit_record(
@@ -1114,7 +1114,7 @@ mod tests {
     }
 
     impl Fixture {
-        fn permissions(&self) -> Permissions<'_> {
+        fn permissions(&self) -> BoundMediator<'_> {
             self.mediator.serve(&*self.host)
         }
 
@@ -1187,7 +1187,7 @@ mod tests {
         fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError>;
     }
 
-    impl Casting for Permissions<'_> {
+    impl Casting for BoundMediator<'_> {
         fn cast(self, id: &str, client: Option<&str>, local: bool, vote: &Vote) -> Result<(), VoteError> {
             self.vote(&ballot(id, client, local, vote)).map(drop)
         }
@@ -1644,7 +1644,7 @@ mod tests {
             mediator.starts_with("Mediator") && mediator.contains("Consensus") && mediator.contains(WS),
             "{mediator}"
         );
-        assert_eq!(format!("{:?}", f.permissions()), r#"Permissions { session_id: "s1" }"#);
+        assert_eq!(format!("{:?}", f.permissions()), r#"BoundMediator { session_id: "s1" }"#);
     }
 
     /// A paired device's vote carries its name into the ballot and, when it decides, the entry;

@@ -19,7 +19,7 @@ pub mod rules;
 pub mod vote;
 mod workspace;
 
-pub use mediator::{Decided, Host, Mediator, MediatorConfig, Permissions};
+pub use mediator::{BoundMediator, Decided, Host, Mediator, MediatorConfig};
 pub use policy::{Choice, ForbidReason};
 pub use question::{AnswerError, Answers, Malformed, Question};
 pub use rules::{Effect, RuleError, parse_rule};
