@@ -757,6 +757,12 @@ impl Daemon {
         Ok(session)
     }
 
+    /// This daemon's URL in its fleet, which the ids of what lives here name (`store::homed_id`);
+    /// `None` alone.
+    pub fn node_url(&self) -> Option<String> {
+        self.fleet.as_ref().and_then(|fleet| fleet.node_url())
+    }
+
     /// In a fleet, waits until what this daemon handed the store (a session just started, as its
     /// own) is committed, so that the id answered is in the directory the other daemons relay by
     /// before the caller can take it to one of them. A failed commit is not the create's failure:
@@ -813,7 +819,7 @@ impl Daemon {
                 quorum: self.config.consensus_quorum,
                 timeout: self.config.permission_timeout,
                 // Joined before any session starts (`fleet::start`), so known here in a fleet.
-                home: self.fleet.as_ref().and_then(|fleet| fleet.node_url()),
+                home: self.node_url(),
             },
             cwd.to_path_buf(),
             self.metrics.clone(),

@@ -143,7 +143,7 @@ impl Connection {
         let owner = Owner::of(&caller);
         // In a fleet its id names this daemon, so any daemon passes the connection's later
         // requests here (`docs/protocol.md#173-any-daemon-answers-any-route`).
-        let id = homed_id(desk.daemon().fleet.as_ref().and_then(|fleet| fleet.node_url()).as_deref());
+        let id = homed_id(desk.daemon().node_url().as_deref());
         let shared = Arc::new(Shared::opening(desk, id, caller.client.clone(), caller.who, caller.local));
         Arc::new(Connection {
             forget,

@@ -378,6 +378,9 @@ async fn trim_run(
     Ok(())
 }
 
+/// A session `--history-days` ages out (`$1`: the cutoff): ended before it, and not live again.
+const AGED_OUT: &str = "ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live'";
+
 /// Retention, by one daemon of the fleet at a time (the advisory lock; the others skip the pass):
 /// each session's newest `--history-events`, then what `--history-days` ages out. Returns the
 /// database's size.
@@ -413,26 +416,14 @@ async fn maintain(pool: &Pool, keep: u64, days: u64) -> Result<u64, String> {
         }
         if let Some(before) = decide::age_cutoff(crate::clock::now_ms(), days) {
             let before = before as i64;
-            client
-                .execute(
-                    "DELETE FROM events WHERE session_id IN (SELECT session_id FROM sessions
-                       WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live')",
-                    &[&before],
-                )
-                .await?;
-            client
-                .execute(
-                    "DELETE FROM turns WHERE session_id IN (SELECT session_id FROM sessions
-                       WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live')",
-                    &[&before],
-                )
-                .await?;
-            client
-                .execute(
-                    "DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < $1 AND state <> 'live'",
-                    &[&before],
-                )
-                .await?;
+            // A session's events and turns first, then the session: one predicate for the three.
+            for table in ["events", "turns"] {
+                let sql = format!(
+                    "DELETE FROM {table} WHERE session_id IN (SELECT session_id FROM sessions WHERE {AGED_OUT})"
+                );
+                client.execute(&sql, &[&before]).await?;
+            }
+            client.execute(&format!("DELETE FROM sessions WHERE {AGED_OUT}"), &[&before]).await?;
             client
                 .execute("DELETE FROM audit WHERE requested_at < $1 AND outcome <> 'pending'", &[&before])
                 .await?;
