@@ -30,22 +30,25 @@ pub struct Created {
 
 impl Api {
     pub fn new(base: &str) -> Res<Api> {
-        Api::build(base, false)
+        Api::build(base, false, None)
     }
 
     /// A client speaking HTTP/2 with prior knowledge (h2c): every request of this client is a
     /// stream of its one connection (up to the daemon's concurrent-stream limit, 128).
-    pub fn new_h2(base: &str) -> Res<Api> {
-        Api::build(base, true)
+    /// An HTTP/2 client (prior knowledge) accepting DATA frames of up to `max_frame` bytes
+    /// (`None`: the protocol's default, 16 KiB).
+    pub fn new_h2(base: &str, max_frame: Option<u32>) -> Res<Api> {
+        Api::build(base, true, max_frame)
     }
 
-    fn build(base: &str, h2: bool) -> Res<Api> {
+    fn build(base: &str, h2: bool, max_frame: Option<u32>) -> Res<Api> {
         if !base.starts_with("http://127.0.0.1:") {
             return Err(format!("refusing a non-loopback base URL {base}").into());
         }
         let builder =
             reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(usize::MAX);
-        let http = if h2 { builder.http2_prior_knowledge() } else { builder }.build()?;
+        let http = if h2 { builder.http2_prior_knowledge().http2_max_frame_size(max_frame) } else { builder }
+            .build()?;
         Ok(Api { http, base: base.to_owned() })
     }
 

@@ -9,7 +9,8 @@
 //!   run, over HTTP/1.1 (1000 connections) and over h2 ([`H2_STREAMS_PER_CONNECTION`] streams per
 //!   connection, under the daemon's limit of 128 concurrent streams).
 //!
-//! `mediatord-bench h2 --mediatord BIN [--runs N] [--events N]`. h2 is spoken with prior knowledge
+//! `mediatord-bench h2 --mediatord BIN [--runs N] [--events N] [--only relay1,relay10,whole,permissions,memory]`
+//! (`--only` runs those figures alone: `relay1` under `perf`, say). h2 is spoken with prior knowledge
 //! (h2c) by reqwest (hyper's HTTP/2 client); over TLS the same server code serves `h2` by ALPN.
 
 use std::fmt::Write as _;
@@ -51,10 +52,11 @@ pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
     // (subscribers, on a daemon whose ring holds the whole burst): 10 streams at the defaults
     // fall off the ring on this machine (over HTTP/1.1 too: issue #46), so their rate is read
     // where nothing can be evicted, and the defaults give the evicted count.
-    let configs = [(1usize, false), (10, false), (10, true)];
+    let configs = [(1usize, false, "relay1"), (10, false, "relay10"), (10, true, "whole")];
     let mut relay: Vec<(usize, bool, [Row; 4])> = configs
         .into_iter()
-        .map(|(subs, whole)| {
+        .filter(|(_, _, name)| plan.wants(name))
+        .map(|(subs, whole, _)| {
             let ring = if whole { format!(", `--event-ring-size {events}`") } else { String::new() };
             let what = format!("relay `stream {events}` to {subs} stream(s){ring}");
             (
@@ -81,8 +83,10 @@ pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
     let d = Daemon::start(Kind::Mediatord, tools, &[]).await?;
     let ring = events.to_string();
     let whole = Daemon::start(Kind::Mediatord, tools, &["--event-ring-size", &ring]).await?;
-    let apis =
-        [(Api::new(&d.base)?, Api::new_h2(&d.base)?), (Api::new(&whole.base)?, Api::new_h2(&whole.base)?)];
+    let apis = [
+        (Api::new(&d.base)?, Api::new_h2(&d.base, plan.h2_max_frame)?),
+        (Api::new(&whole.base)?, Api::new_h2(&whole.base, plan.h2_max_frame)?),
+    ];
     for run in 0..plan.runs {
         for (subs, on_whole, [throughput, p99, cpu, evicted]) in &mut relay {
             let (daemon, (h1, h2)) = if *on_whole { (&whole, &apis[1]) } else { (&d, &apis[0]) };
@@ -109,7 +113,7 @@ pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
             }
         }
         let (h1, h2) = &apis[0];
-        for (h2_run, api) in [(false, h1), (true, h2)] {
+        for (h2_run, api) in [(false, h1), (true, h2)].into_iter().filter(|_| plan.wants("permissions")) {
             eprintln!("bench: h2: permissions over {} (run {})", proto(h2_run), run + 1);
             match scenarios::permissions(api, &d, plan.permissions, plan.run_timeout).await {
                 Ok(r) => side(&mut permissions, h2_run).push(r.per_request_ms),
@@ -119,7 +123,7 @@ pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
     }
     whole.stop().await;
     d.stop().await;
-    for run in 0..plan.runs {
+    for run in (0..plan.runs).filter(|_| plan.wants("memory")) {
         for h2_run in [false, true] {
             eprintln!("bench: h2: idle streams over {} (run {})", proto(h2_run), run + 1);
             match idle_streams(tools, plan.memory_subscribers, h2_run).await {
@@ -133,8 +137,7 @@ pub async fn run(tools: &Tools, plan: &Plan) -> Res<H2Report> {
         // A row with no figure on either side (no run of it completed) is left out.
         rows.extend(figures.into_iter().filter(|r| !(r.h1.is_empty() && r.h2.is_empty())));
     }
-    rows.push(permissions);
-    rows.push(memory);
+    rows.extend([permissions, memory].into_iter().filter(|r| !(r.h1.is_empty() && r.h2.is_empty())));
     Ok(H2Report { rows, runs: plan.runs, failures })
 }
 
@@ -153,7 +156,7 @@ async fn idle_streams(tools: &Tools, streams: usize, h2: bool) -> Res<f64> {
         let api = Api::new(&d.base)?;
         let via: Vec<Api> = if h2 {
             let connections = streams.div_ceil(H2_STREAMS_PER_CONNECTION);
-            (0..connections).map(|_| Api::new_h2(&d.base)).collect::<Res<_>>()?
+            (0..connections).map(|_| Api::new_h2(&d.base, None)).collect::<Res<_>>()?
         } else {
             vec![api.clone()]
         };

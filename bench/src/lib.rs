@@ -77,6 +77,9 @@ pub struct Plan {
     /// Run only these scenarios (`direct`, `startup`, `bigdb`, `create`, `relay`, `sdk`, `paced`,
     /// `permissions`, `memory`, `acp`); `None` = all.
     pub only: Option<Vec<String>>,
+    /// `h2`: the largest DATA frame the HTTP/2 client accepts (`SETTINGS_MAX_FRAME_SIZE`); `None`
+    /// is the protocol's default, 16 KiB, which browsers, curl and Node.js keep.
+    pub h2_max_frame: Option<u32>,
 }
 
 impl Plan {
@@ -103,6 +106,7 @@ impl Plan {
             acp_connections: vec![1, 10],
             acp_memory_connections: 60,
             only: None,
+            h2_max_frame: None,
         }
     }
 
@@ -129,6 +133,7 @@ impl Plan {
             acp_connections: vec![1],
             acp_memory_connections: 3,
             only: None,
+            h2_max_frame: None,
         }
     }
 

@@ -22,7 +22,8 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only direct,startup,bigdb,create,relay,sdk,paced,permissions,memory,acp] [--mediatord-args 'ARGS']\n       \
                      mediatord-bench smoke --mediatord BIN\n       \
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]\n       \
-                     mediatord-bench h2 --mediatord BIN [--runs N] [--events N]\n       \
+                     mediatord-bench h2 --mediatord BIN [--runs N] [--events N] \
+                     [--only relay1,relay10,whole,permissions,memory] [--h2-max-frame BYTES]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]";
 
@@ -95,6 +96,14 @@ fn main() -> ExitCode {
             "--runs" => number().map(|n| plan.runs = n.max(1) as usize),
             "--events" => number().map(|n| plan.events = n),
             "--qwen-events" => number().map(|n| plan.qwen_events = n),
+            // HTTP/2 allows 16 KiB to 16 MiB - 1.
+            "--h2-max-frame" => number().and_then(|n| match u32::try_from(n) {
+                Ok(n @ 16_384..=16_777_215) => {
+                    plan.h2_max_frame = Some(n);
+                    Ok(())
+                }
+                _ => Err(format!("--h2-max-frame: {n} is outside HTTP/2's 16384..=16777215")),
+            }),
             _ => Err(format!("unknown option {flag}")),
         };
         if let Err(e) = parsed {

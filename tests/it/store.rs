@@ -462,6 +462,71 @@ async fn retention_keeps_the_newest_events_of_each_session() {
     assert!(health["store"]["dbBytes"].as_u64().expect("dbBytes") > 0);
 }
 
+/// Runs `sql` on the durable state of `home` while no daemon holds it: SQLite's `state.db`, or the
+/// PostgreSQL database the suite maps the state directory to. For what the wire cannot do: age a
+/// record by weeks.
+fn on_the_store(home: &Home, sql: &str) {
+    if support::POSTGRES {
+        let pg = support::postgres::Postgres::shared();
+        pg.sql(&support::postgres::database_for(&home.state), sql);
+    } else {
+        let db = rusqlite::Connection::open(home.state.join("state.db")).expect("state.db");
+        db.execute_batch(sql).expect("sql");
+    }
+}
+
+/// `--history-days` (`docs/protocol.md#14-durable-state`): a session that ended before the cutoff
+/// leaves the history with its events, and decided audit entries raised before it go; a session
+/// that ended within it, and its entry, stay.
+#[tokio::test]
+async fn history_days_ages_out_what_ended_before_the_cutoff() {
+    let home = Home::new();
+    let d = home.start(&[]);
+    let mut raised = Vec::new();
+    for file in ["old.txt", "recent.txt"] {
+        // A session of its own each (`thread`: not the workspace's shared one).
+        let created = d.create(Some("alice"), json!({"sessionScope": "thread"})).await;
+        let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+        let mut sse = Sse::connect(&d, &sid, &[]).await;
+        let rid = decided_request(&d, &sid, &mut sse, file).await;
+        raised.push((sid, rid));
+    }
+    let [(old, old_rid), (recent, recent_rid)] = <[_; 2]>::try_from(raised).expect("two sessions");
+    eventually(&d, "/audit", |b| b["entries"].as_array().is_some_and(|e| e.len() == 2)).await;
+    stop(d); // both sessions end (dormant, `ended_at` now)
+    // 31 days back: past `--history-days 30` for the old session and its decision only.
+    let month = 31 * 86_400_000_i64;
+    on_the_store(
+        &home,
+        &format!(
+            "UPDATE sessions SET ended_at = ended_at - {month} WHERE session_id = '{old}';
+             UPDATE audit SET requested_at = requested_at - {month} WHERE session_id = '{old}';"
+        ),
+    );
+
+    // Retention's first pass runs once the daemon is up.
+    let d = home.start(&["--history-days", "30"]);
+    let listed = eventually(&d, &home.workspace_path("sessions?include=ended"), |b| {
+        b["sessions"].as_array().is_some_and(|s| s.len() == 1)
+    })
+    .await;
+    assert_eq!(listed["sessions"][0]["sessionId"], recent.as_str(), "{listed}");
+    let audit = d.get("/audit").await.ok();
+    let kept: Vec<&str> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["requestId"].as_str())
+        .collect();
+    assert_eq!(kept, [recent_rid.as_str()], "{audit}");
+    assert_ne!(old_rid, recent_rid);
+    // The old session's history is gone with it; the recent one still replays.
+    let gone = d.get(&format!("/session/{old}/events")).await;
+    assert_eq!(gone.status, 404, "{}", gone.text);
+    let kept = replay(&d, &recent, &[]).await;
+    assert!(kept.iter().any(|e| e.event == "permission_resolved"), "the recent history replays");
+}
+
 /// Issue #27, finding 14: a time past 2^63 wrapped negative in SQLite and selected every entry.
 /// Times and cursors are checked for their range (`400 invalid_parameter`), and the store binds
 /// none of them wrapped.
