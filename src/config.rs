@@ -272,8 +272,8 @@ pub struct Config {
     pub max_connections: usize,
     pub max_subscribers: usize,
     pub event_ring_size: usize,
-    /// How many live events a stream may lag; at most `event_ring_size` matters.
-    pub subscriber_queue: usize,
+    /// How many live events a stream may lag; `None`: as far as its session's ring holds in bytes.
+    pub subscriber_queue: Option<usize>,
     pub writer_idle_timeout: Duration,
     /// `--initialize-timeout-ms`: the deadline of every agent without one of its own.
     pub initialize_timeout: Duration,
@@ -531,11 +531,11 @@ struct Caps {
     max_connections: usize,
     max_subscribers: usize,
     event_ring_size: usize,
-    subscriber_queue: usize,
+    subscriber_queue: Option<usize>,
 }
 
 impl Caps {
-    fn read(args: &ServeArgs, file: &FileSettings, warnings: &mut Vec<String>) -> Result<Caps, ConfigError> {
+    fn read(args: &ServeArgs, file: &FileSettings) -> Result<Caps, ConfigError> {
         let num = |flag: Option<usize>, key: &str, default: usize| -> Result<usize, ConfigError> {
             match flag {
                 Some(n) => Ok(n),
@@ -550,21 +550,27 @@ impl Caps {
         let max_connections = num(args.max_connections, "maxConnections", 256)?;
         let max_subscribers = num(args.max_subscribers, "maxSubscribers", 64)?;
         let event_ring_size = num(args.event_ring_size, "eventRingSize", 8000)?;
-        let subscriber_queue = num(args.subscriber_queue, "subscriberQueue", event_ring_size)?;
-        for (name, value, max) in [
-            ("--max-subscribers", max_subscribers, HARD_MAX_SUBSCRIBERS),
-            ("--event-ring-size", event_ring_size, HARD_MAX_RING),
-            ("--subscriber-queue", subscriber_queue, HARD_MAX_RING),
+        // No default: a stream may lag as far as its session's ring holds in bytes (the ring keeps
+        // what a live stream has not taken, up to 64 MiB), so one that keeps pace with a burst is
+        // never cut for a count. A count set here cuts slow streams earlier, and may exceed the
+        // ring's count: the ring keeps the events such a stream still needs.
+        let subscriber_queue = match args.subscriber_queue {
+            Some(n) => Some(n),
+            None => file.number("subscriberQueue")?.map(|n| to_usize(n, "subscriberQueue")).transpose()?,
+        };
+        for (name, value, max, hint) in [
+            ("--max-subscribers", Some(max_subscribers), HARD_MAX_SUBSCRIBERS, ""),
+            ("--event-ring-size", Some(event_ring_size), HARD_MAX_RING, ""),
+            (
+                "--subscriber-queue",
+                subscriber_queue,
+                HARD_MAX_RING,
+                " (or leave it unset: a stream may then lag as far as its session's ring holds, 64 MiB)",
+            ),
         ] {
-            if value == 0 || value > max {
-                return refuse(format!("{name} must be between 1 and {max}"));
+            if value.is_some_and(|value| value == 0 || value > max) {
+                return refuse(format!("{name} must be between 1 and {max}{hint}"));
             }
-        }
-        if subscriber_queue > event_ring_size {
-            warnings.push(format!(
-                "--subscriber-queue {subscriber_queue} is above --event-ring-size {event_ring_size}: a stream \
-                 that lags more than the ring holds is evicted anyway"
-            ));
         }
         Ok(Caps {
             max_sessions,
@@ -687,7 +693,7 @@ impl Config {
         let workspaces = workspaces(args, &file, &cwd)?;
         let any_workspace = args.any_workspace || file.flag("anyWorkspace")?;
         let session_scope = session_scope(args, &file)?;
-        let caps = Caps::read(args, &file, &mut warnings)?;
+        let caps = Caps::read(args, &file)?;
         let writer_idle_ms = file.positive_ms(args.writer_idle_timeout_ms, "writerIdleTimeoutMs", 60_000)?;
         let initialize_timeout = Duration::from_millis(file.positive_ms(
             args.initialize_timeout_ms,

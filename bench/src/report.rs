@@ -618,16 +618,15 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "- **Evictions.** mediatord runs at its defaults: each session keeps its last 8 000 events \
-             (`--event-ring-size`), and a stream falls behind only when it lags more than that (the ring \
-             is the only buffer; the agent's reader never waits for a stream). A burst of {} updates is \
-             {}× the ring, so a stream whose reader cannot keep up with the agent for the whole burst is \
-             evicted (`client_evicted`, resumable with `Last-Event-ID`) and the row counts it. A burst \
-             the ring holds cannot evict anyone: the Node.js row, and the relay rerun with \
-             `--event-ring-size` set to the burst. With 64 and 100 streams one load \
-             client reads every stream, millions of frames per second, and it is the slow reader. qwen \
-             serve queues up to 256 events per stream and refuses more than 64 streams per session (a \
-             constant in its EventBus), so it has no 100- or 1000-stream figures.",
+            "- **Evictions.** mediatord runs at its defaults: each session's ring keeps its last 8 000 \
+             events (`--event-ring-size`) and, beyond them, what a live stream has not taken yet, up to \
+             64 MiB (the ring is the only buffer; the agent's reader never waits for a stream). A burst \
+             of {} updates is {}× the ring's count: a stream is evicted (`client_evicted`, resumable \
+             with `Last-Event-ID`) only when what it has not taken passes 64 MiB, and the row counts \
+             it. The relay is also rerun with `--event-ring-size` set to the burst. With 64 and 100 \
+             streams one load client reads every stream, millions of frames per second, and it is the \
+             slow reader. qwen serve queues up to 256 events per stream and refuses more than 64 \
+             streams per session (a constant in its EventBus), so it has no 100- or 1000-stream figures.",
             group(p.events as i64),
             p.events / 8000
         );

@@ -87,7 +87,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub event_ring_size: Option<usize>,
     /// Live events an SSE stream may lag behind the newest before it is evicted (it may resume
-    /// with Last-Event-ID) [default: --event-ring-size]
+    /// with Last-Event-ID) [default: none: as far as the session's ring holds, 64 MiB]
     #[arg(long, value_name = "N")]
     pub subscriber_queue: Option<usize>,
     /// A connection whose socket accepts no bytes for this long, while the daemon has bytes to

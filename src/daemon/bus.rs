@@ -20,10 +20,19 @@
 //! its parts lie, noted as the frame was written), so no event is read back out of its bytes once
 //! per connection.
 //!
-//! A stream falls behind only when the ring moves past its cursor (`ring_overrun`) or its live lag
-//! passes `--subscriber-queue` (`lag_limit`); it then gets a terminal `client_evicted` and ends.
+//! The ring keeps the newest `--event-ring-size` events (what a `Last-Event-ID` replay may start
+//! from), and beyond them whatever a live stream has not taken yet: a stream that is behind, however
+//! far in events, holds the events it still needs, up to the ring's byte cap ([`RING_MAX_BYTES`]).
+//! The ring knows its slowest stream without visiting any (its streams' cursors, counted in an
+//! ordered map under the lock, moved once per batch, not per event), so it drops an old event as
+//! soon as every stream has taken it, and gives back the room a lagging stream made it grow to once
+//! that stream has caught up or gone.
+//!
+//! A stream falls behind only when the byte cap drops events it still needs (`ring_overrun`) or its
+//! live lag passes `--subscriber-queue` if one is set (`lag_limit`); it then gets a terminal
+//! `client_evicted` and ends.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -47,8 +56,11 @@ use crate::event::EventKind;
 use crate::store::Store;
 use crate::sync::lock;
 
-/// Bytes kept in one session's ring, whatever `--event-ring-size` says: the count bound alone would
-/// let a few huge agent updates pin gigabytes.
+/// Bytes kept in one session's ring, whatever `--event-ring-size` says and however far its streams
+/// lag: the count bound alone would let a few huge agent updates pin gigabytes, and a stream that is
+/// behind holds events only up to this. It is the budget a stream's lag is measured against when no
+/// `--subscriber-queue` is set: at ~350 bytes an update, about 190 000 updates, twice the largest
+/// burst the benchmark sends.
 pub(crate) const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Silence after which a stream gets a `: heartbeat` comment.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
@@ -70,12 +82,13 @@ pub(crate) struct PromptTag {
 /// What a bus may hold, from the command line.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    /// `--event-ring-size`: events kept for replay.
+    /// `--event-ring-size`: events kept for replay (and more while a stream still needs them).
     pub(crate) ring_events: usize,
     /// [`RING_MAX_BYTES`] (smaller in unit tests, so they can reach it).
     pub(crate) ring_bytes: usize,
-    /// `--subscriber-queue`: live events a stream may lag behind the newest before it is evicted.
-    pub(crate) lag_limit: usize,
+    /// `--subscriber-queue`: live events a stream may lag behind the newest before it is evicted;
+    /// `None`: as far as the ring's bytes hold.
+    pub(crate) lag_limit: Option<usize>,
     /// `--max-subscribers`.
     pub(crate) max_subscribers: usize,
 }
@@ -84,11 +97,14 @@ struct Inner {
     /// The id the next event gets; ids start at 1.
     next_id: u64,
     /// The newest events, oldest first. Their ids are consecutive and the last is `next_id - 1`.
+    /// At least the newest `ring_events` (fewer under the byte cap), and every event after the
+    /// slowest live cursor.
     ring: VecDeque<Stored>,
     ring_bytes: usize,
-    /// How many events the ring holds when full: `ring_events`, or fewer while the byte cap is
-    /// what trims it. A stream may lag at most this far, so its warning threshold is set by it.
-    room: usize,
+    /// The live streams' cursors, each with how many streams are there: the first is the slowest.
+    /// Moved once per batch a stream takes; a cursor the byte cap has dropped events after is
+    /// forgotten at once (that stream is evicted when it next looks), so it holds nothing.
+    cursors: BTreeMap<u64, u32>,
     /// After a terminal event nothing more is published and nobody new subscribes.
     closed: bool,
     /// The current turn's envelope fields, escaped once.
@@ -111,6 +127,76 @@ impl Inner {
     /// The id of the oldest event in the ring (`head + 1` when it is empty).
     fn front(&self) -> u64 {
         self.next_id - self.ring.len() as u64
+    }
+
+    /// The oldest id a `Last-Event-ID` replay starts from: among the newest `ring_events`, what the
+    /// ring advertises, even while it holds older events for a stream that lags (those are that
+    /// stream's, and a reconnecting client must not be able to pin them).
+    fn replay_front(&self, ring_events: usize) -> u64 {
+        self.front().max(self.next_id.saturating_sub(ring_events as u64))
+    }
+
+    /// The first id some live stream has not taken (`next_id` when none lags).
+    fn needed_from(&self) -> u64 {
+        self.cursors.first_key_value().map_or(self.next_id, |(cursor, _)| cursor + 1)
+    }
+
+    /// Drops the oldest event; returns its bytes.
+    fn pop_front(&mut self) -> usize {
+        let bytes = self.ring.pop_front().map_or(0, |old| old.frame.len());
+        self.ring_bytes -= bytes;
+        bytes
+    }
+
+    /// Drops the events beyond the newest `ring_events` that every live stream has taken; returns
+    /// their bytes.
+    fn trim_taken(&mut self, ring_events: usize) -> usize {
+        let needed = self.needed_from();
+        let mut dropped = 0;
+        while self.ring.len() > ring_events && self.front() < needed {
+            dropped += self.pop_front();
+        }
+        dropped
+    }
+
+    /// Forgets the cursors the ring no longer reaches (the byte cap dropped events after them):
+    /// those streams are evicted when they next look, and meanwhile hold nothing back.
+    fn forget_overrun(&mut self) {
+        let front = self.front();
+        while let Some(slowest) = self.cursors.first_entry()
+            && *slowest.key() + 1 < front
+        {
+            slowest.remove();
+        }
+    }
+
+    fn add_cursor(&mut self, cursor: u64) {
+        *self.cursors.entry(cursor).or_insert(0) += 1;
+    }
+
+    /// Takes one stream off `cursor` (nothing if the byte cap already forgot it).
+    fn remove_cursor(&mut self, cursor: u64) {
+        if let std::collections::btree_map::Entry::Occupied(mut at) = self.cursors.entry(cursor) {
+            if *at.get() > 1 {
+                *at.get_mut() -= 1;
+            } else {
+                at.remove();
+            }
+        }
+    }
+
+    /// Gives back the room a lagging stream made the ring grow to, once the ring is back to its
+    /// count and its slowest stream is within half of it. The hysteresis: the ring grows again only
+    /// when a stream lags past the whole count, so a stream hovering at the edge costs no copying
+    /// back and forth. With no stream behind, the ring's capacity is what a ring of `ring_events`
+    /// grows to anyway (under twice its count), so an idle session holds no more than before.
+    fn settle(&mut self, ring_events: usize) {
+        if self.ring.capacity() >= ring_events.saturating_mul(2)
+            && self.ring.len() <= ring_events
+            && self.next_id - self.needed_from() <= (ring_events / 2) as u64
+        {
+            self.ring.shrink_to(ring_events);
+        }
     }
 }
 
@@ -191,6 +277,8 @@ impl Bus {
         recent: Vec<Bytes>,
     ) -> Arc<Bus> {
         // The newest of `recent` that fit the ring's bounds; its ids stay consecutive up to `after_id`.
+        // Grown by doubling from here, a ring of `ring_events` stays under twice its count (see
+        // `Inner::settle`).
         let mut ring = VecDeque::with_capacity(limits.ring_events.min(1024));
         let mut ring_bytes = 0;
         for frame in recent.into_iter().rev() {
@@ -210,7 +298,7 @@ impl Bus {
                 next_id: after_id + 1,
                 ring,
                 ring_bytes,
-                room: limits.ring_events,
+                cursors: BTreeMap::new(),
                 closed: false,
                 tag_json: TagJson::default(),
             }),
@@ -270,9 +358,15 @@ impl Bus {
             return None;
         }
         let inner = &mut *inner;
-        let tag_json = inner.tag_json.get(tag);
+        // Out of `inner` for the burst (an empty one costs nothing to leave behind), so the ring's
+        // methods below can borrow all of `inner`.
+        let mut tags = std::mem::take(&mut inner.tag_json);
+        let tag_json = tags.get(tag);
         let (mut count, mut added, mut dropped) = (0u64, 0usize, 0usize);
         let first_id = inner.next_id;
+        let ring_events = self.limits.ring_events;
+        // No cursor moves while the lock is held: the slowest is looked up once per burst.
+        let mut needed = inner.needed_from();
         let events = events.into_iter();
         let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
         for data in events {
@@ -285,21 +379,25 @@ impl Bus {
             added += frame.len();
             inner.ring_bytes += frame.len();
             inner.ring.push_back(Stored { frame, shape });
-            while inner.ring.len() > self.limits.ring_events {
-                let old = inner.ring.pop_front().map_or(0, |old| old.frame.len());
-                inner.ring_bytes -= old;
-                dropped += old;
-                inner.room = self.limits.ring_events;
+            // Beyond the replay count, an event goes once every live stream has taken it: a stream
+            // that keeps pace, however far behind the burst it reads, loses nothing.
+            while inner.ring.len() > ring_events && inner.front() < needed {
+                dropped += inner.pop_front();
             }
-            // The newest event always stays, however large.
-            while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
-                let old = inner.ring.pop_front().map_or(0, |old| old.frame.len());
-                inner.ring_bytes -= old;
-                dropped += old;
-                inner.room = inner.ring.len();
+            // Past the byte cap the oldest go even if a stream still needs them (that stream is
+            // evicted, `ring_overrun`); the newest event always stays, however large. Then the
+            // events only an overrun stream held go too.
+            if inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
+                while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
+                    dropped += inner.pop_front();
+                }
+                inner.forget_overrun();
+                needed = inner.needed_from();
+                dropped += inner.trim_taken(ring_events);
             }
-            inner.room = inner.room.max(inner.ring.len());
         }
+        inner.settle(ring_events);
+        inner.tag_json = tags;
         if count == 0 {
             return None;
         }
@@ -322,6 +420,34 @@ impl Bus {
         Some(inner.next_id - 1)
     }
 
+    /// Moves a stream's cursor from `from` to `to` (`None`: the stream is gone), then drops what
+    /// no stream needs any more beyond the replay count and gives back the room it took. Only the
+    /// slowest stream's move frees anything; the others cost a map update per batch.
+    fn release(&self, inner: &mut Inner, from: u64, to: Option<u64>) {
+        inner.remove_cursor(from);
+        if let Some(to) = to {
+            inner.add_cursor(to);
+        }
+        let ring_events = self.limits.ring_events;
+        if inner.ring.len() > ring_events || inner.ring.capacity() >= ring_events.saturating_mul(2) {
+            let dropped = inner.trim_taken(ring_events);
+            inner.settle(ring_events);
+            self.stats.ring_bytes.fetch_sub(dropped as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// How many live events a stream may lag before it is evicted: `--subscriber-queue` if set,
+    /// and never more than the ring's byte cap holds at its events' current mean size (a stream
+    /// lagging further is overrun). What `slow_client_warning`'s `limit` says.
+    fn lag_room(&self, inner: &Inner) -> u64 {
+        let held = inner.ring.len() as u64;
+        let by_bytes = match inner.ring_bytes as u64 {
+            0 => u64::MAX,
+            bytes => (self.limits.ring_bytes as u64).saturating_mul(held) / bytes,
+        };
+        self.limits.lag_limit.map_or(by_bytes, |limit| by_bytes.min(limit as u64))
+    }
+
     /// Ends every stream once it has delivered what the ring holds (the tests' way to end them).
     #[cfg(test)]
     fn close(&self) {
@@ -339,12 +465,12 @@ impl Bus {
     }
 
     /// Registers a stream. `last_event_id` = the client's `Last-Event-ID`, if any: the stream then
-    /// starts with every event after it that the ring still holds.
+    /// starts with every event after it among the newest `--event-ring-size` the ring still holds.
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         last_event_id: Option<u64>,
     ) -> Result<Subscription, SubscribeError> {
-        let inner = lock(&self.inner);
+        let mut inner = lock(&self.inner);
         if inner.closed {
             return Err(SubscribeError::Closed);
         }
@@ -355,27 +481,28 @@ impl Bus {
         self.subscribers.fetch_add(1, Ordering::Relaxed);
         self.stats.subscribers.fetch_add(1, Ordering::Relaxed);
         let head = inner.head();
-        let front = inner.front();
+        let front = inner.replay_front(self.limits.ring_events);
+        let (cursor, resync) = match last_event_id {
+            None => (head, None),
+            // A resume point beyond the newest event replays nothing and misses nothing.
+            Some(after) if after.min(head) + 1 < front => (front - 1, Some(after)),
+            Some(after) => (after.min(head), None),
+        };
+        // Set under the lock that publishes: the replay and the live events join with no gap.
+        inner.add_cursor(cursor);
         drop(inner);
         let mut preamble = BytesMut::from(RETRY);
-        let (cursor, replay) = match last_event_id {
-            None => (head, None),
-            Some(after) => {
-                // A resume point beyond the newest event replays nothing and misses nothing.
-                let mut cursor = after.min(head);
-                if cursor + 1 < front {
-                    preamble.extend_from_slice(&idless_frame(
-                        EventKind::StateResyncRequired,
-                        &json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": front}),
-                    ));
-                    cursor = front - 1;
-                }
-                (cursor, Some(Replay { until: head, count: head - cursor }))
-            }
-        };
+        if let Some(after) = resync {
+            preamble.extend_from_slice(&idless_frame(
+                EventKind::StateResyncRequired,
+                &json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": front}),
+            ));
+        }
+        let replay = last_event_id.map(|_| Replay { until: head, count: head - cursor });
         Ok(Subscription {
             bus: self.clone(),
             cursor,
+            tracked: true,
             preamble: Some(preamble.freeze()),
             replay,
             warning: LagWarning::default(),
@@ -497,7 +624,7 @@ pub(super) fn idless_frame(kind: EventKind, data: &serde_json::Value) -> Bytes {
 /// Why a stream was cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Eviction {
-    /// The ring moved past the stream's cursor: events it still needed are gone.
+    /// The ring's byte cap dropped events the stream still needed.
     RingOverrun,
     /// Its live lag passed `--subscriber-queue`; what it missed is still in the ring.
     LagLimit,
@@ -562,6 +689,8 @@ pub struct Subscription {
     bus: Arc<Bus>,
     /// The id of the last event this stream was given.
     cursor: u64,
+    /// Its cursor is among the ring's (`Inner::cursors`): until the stream ends or is dropped.
+    tracked: bool,
     /// `retry:`, then `state_resync_required` when the resume point has left the ring.
     preamble: Option<Bytes>,
     replay: Option<Replay>,
@@ -572,6 +701,7 @@ pub struct Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        self.untrack();
         self.bus.subscribers.fetch_sub(1, Ordering::Relaxed);
         self.bus.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
     }
@@ -584,11 +714,21 @@ impl Subscription {
         self.cursor
     }
 
+    /// Takes the stream's cursor off the ring's, so the ring holds nothing more for it.
+    fn untrack(&mut self) {
+        if self.tracked {
+            let bus = &*self.bus;
+            let mut inner = lock(&bus.inner);
+            bus.release(&mut inner, self.cursor, None);
+            self.tracked = false;
+        }
+    }
+
     /// The frames after the cursor, up to the head (and no further than `stop_at`), at most
     /// [`BATCH_BYTES`] of them unless the first alone is larger; or why the stream ends.
     fn take(&mut self, stop_at: Option<u64>) -> Take {
         let bus = &*self.bus;
-        let inner = lock(&bus.inner);
+        let mut inner = lock(&bus.inner);
         let head = inner.head();
         let front = inner.front();
         // Live lag: events published since the replay point (or since the stream opened) that
@@ -596,16 +736,20 @@ impl Subscription {
         let live_lag = head - self.cursor.max(self.replay.map_or(0, |r| r.until));
         let eviction = if self.cursor < head && self.cursor + 1 < front {
             Some(Eviction::RingOverrun)
-        } else if live_lag > bus.limits.lag_limit as u64 {
+        } else if bus.limits.lag_limit.is_some_and(|limit| live_lag > limit as u64) {
             Some(Eviction::LagLimit)
         } else {
             None
         };
         if let Some(reason) = eviction {
+            // Where a resume would start: what `subscribe` replays from.
+            let resume_from = inner.replay_front(bus.limits.ring_events);
+            bus.release(&mut inner, self.cursor, None);
+            self.tracked = false;
             drop(inner);
-            return Take::End(Some(self.evict(reason, head, front)));
+            return Take::End(Some(self.evict(reason, head, resume_from)));
         }
-        let limit = bus.limits.lag_limit.min(inner.room) as u64;
+        let limit = bus.lag_room(&inner);
         let warning = self.warning.check(live_lag, limit).then(|| {
             bus.stats.warnings.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(session_id = %bus.session_id, lag = live_lag, limit, "slow event stream");
@@ -639,7 +783,12 @@ impl Subscription {
         let replay_done = self.replay.filter(|r| self.cursor + count as u64 == r.until);
         if count == 0 && warning.is_none() && replay_done.is_none() {
             let over = (inner.closed && self.cursor >= head) || stop_at.is_some_and(|s| self.cursor >= s);
-            return if over { Take::End(None) } else { Take::Idle };
+            if over {
+                bus.release(&mut inner, self.cursor, None);
+                self.tracked = false;
+                return Take::End(None);
+            }
+            return Take::Idle;
         }
         // A marked stream's batch notes where each frame ends and, for the ring's, its id and shape.
         let first = self.cursor + 1;
@@ -677,6 +826,11 @@ impl Subscription {
             }
             out.freeze()
         };
+        if count > 0 {
+            // The cursor moves under the lock, so the ring's view of the slowest stream is exact.
+            let taken = self.cursor + count as u64;
+            bus.release(&mut inner, self.cursor, Some(taken));
+        }
         drop(inner);
         self.cursor += count as u64;
         if replay_done.is_some() {
@@ -691,7 +845,8 @@ impl Subscription {
         Take::Batch(Marked { bytes: batch, marks })
     }
 
-    /// The `client_evicted` frame that ends this stream, counted and logged.
+    /// The `client_evicted` frame that ends this stream, counted and logged; `front` is where a
+    /// resume with `Last-Event-ID` would start.
     fn evict(&self, reason: Eviction, head: u64, front: u64) -> Bytes {
         let bus = &self.bus;
         bus.stats.evicted.fetch_add(1, Ordering::Relaxed);
@@ -887,7 +1042,7 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(60);
 
     fn limits(ring: usize, lag: usize, max: usize) -> Limits {
-        Limits { ring_events: ring, ring_bytes: RING_MAX_BYTES, lag_limit: lag, max_subscribers: max }
+        Limits { ring_events: ring, ring_bytes: RING_MAX_BYTES, lag_limit: Some(lag), max_subscribers: max }
     }
 
     fn bus(ring: usize, max: usize) -> Arc<Bus> {
@@ -1155,29 +1310,87 @@ mod tests {
         assert_eq!(ids(&String::from_utf8_lossy(&next.expect("ok"))), [1, 2]);
     }
 
+    /// Limits with no `--subscriber-queue` (the daemon's default): a ring of `ring` events and
+    /// `bytes` bytes.
+    fn unlimited(ring: usize, bytes: usize) -> Limits {
+        Limits { ring_events: ring, ring_bytes: bytes, lag_limit: None, max_subscribers: 10 }
+    }
+
+    /// The size of an event `publish` writes with a two-digit id (ids 10 to 99 all frame alike).
+    fn two_digit_frame() -> usize {
+        let probe =
+            Bus::with_history("s1".into(), unlimited(10, RING_MAX_BYTES), Arc::default(), None, 9, vec![]);
+        publish(&probe, 1);
+        lock(&probe.inner).ring_bytes
+    }
+
+    /// Issue #46: a stream that keeps reading, however many events behind the ring's count it falls
+    /// between its batches, is never evicted while the ring's bytes hold what it has not taken:
+    /// the ring holds those events for it, then goes back to its count.
     #[tokio::test(start_paused = true)]
-    async fn a_stream_overrun_by_the_ring_is_evicted_and_told_where_to_resume() {
+    async fn a_stream_further_behind_than_the_ring_count_loses_nothing_within_the_byte_cap() {
         let stats = Arc::new(BusStats::default());
-        let b = Bus::new("s1".into(), limits(5, 5, 10), stats.clone());
-        let slow = b.subscribe(None).expect("slow");
-        let mut fast = body(b.subscribe(None).expect("fast"));
-        chunk(&mut fast).await.expect("retry");
-        let mut slow = body(slow);
-        chunk(&mut slow).await.expect("retry");
+        let b = Bus::new("s1".into(), unlimited(5, RING_MAX_BYTES), stats.clone());
+        let mut slow = subscribed(&b).await;
+        let mut fast = subscribed(&b).await;
+        let mut got = Vec::new();
+        for round in 1..=10u64 {
+            publish(&b, 4);
+            assert_eq!(
+                ids(&chunk(&mut fast).await.expect("batch")),
+                (round * 4 - 3..=round * 4).collect::<Vec<_>>()
+            );
+            if round % 3 == 0 {
+                // 12 events behind, more than twice the ring's count: it takes them all at once.
+                let batch = chunk(&mut slow).await.expect("batch");
+                assert!(idless(&batch, "slow_client_warning").is_empty(), "far from the byte cap: {batch}");
+                got.extend(ids(&batch));
+                assert_eq!(lock(&b.inner).ring.len(), 5, "taken by every stream: back to the count");
+            } else {
+                let lag = round * 4 - got.len() as u64;
+                let held = lag.max(5).min(round * 4);
+                assert_eq!(lock(&b.inner).ring.len() as u64, held, "held for the slow stream");
+            }
+        }
+        b.close();
+        let text = rest(&mut slow).await;
+        got.extend(ids(&text));
+        assert_eq!(got, (1..=40).collect::<Vec<_>>(), "every event, in order");
+        assert!(idless(&text, "client_evicted").is_empty(), "{text}");
+        assert_eq!(stats.evicted.load(Ordering::Relaxed), 0);
+    }
+
+    /// A stream that stops reading holds the ring only up to its byte cap: past it the stream is
+    /// overrun (`client_evicted`, `ring_overrun`, told where a resume starts), the ring goes back to
+    /// its count at once (before the stalled stream even looks), and the others go on.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_stream_past_the_byte_cap_is_evicted_and_the_others_continue() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), unlimited(5, 20 * two_digit_frame()), stats.clone());
+        let mut stalled = subscribed(&b).await;
+        let mut fast = subscribed(&b).await;
         publish(&b, 2);
-        assert_eq!(ids(&chunk(&mut slow).await.expect("1, 2")), [1, 2]);
-        for _ in 0..4 {
-            publish(&b, 2);
+        assert_eq!(ids(&chunk(&mut stalled).await.expect("1, 2")), [1, 2]);
+        assert_eq!(ids(&chunk(&mut fast).await.expect("1, 2")), [1, 2]);
+        for _ in 0..10 {
+            publish(&b, 4);
             chunk(&mut fast).await.expect("the fast stream keeps up");
         }
-        // The ring holds 6..=10; the slow stream needs 3.
-        let text = rest(&mut slow).await;
+        {
+            let inner = lock(&b.inner);
+            assert_eq!((inner.ring.len(), inner.front()), (5, 38), "only the overrun stream held more");
+            assert_eq!(inner.cursors.len(), 1, "the overrun stream's cursor is forgotten");
+            assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), inner.ring_bytes as u64);
+        }
+        let text = rest(&mut stalled).await;
         assert_eq!(
             idless(&text, "client_evicted"),
-            [json!({"reason": "ring_overrun", "lastDeliveredId": 2, "earliestAvailableId": 6})]
+            [json!({"reason": "ring_overrun", "lastDeliveredId": 2, "earliestAvailableId": 38})]
         );
         assert!(ids(&text).is_empty());
         assert_eq!(stats.evicted.load(Ordering::Relaxed), 1);
+        publish(&b, 1);
+        assert_eq!(ids(&chunk(&mut fast).await.expect("43")), [43]);
         let resumed = b.subscribe(Some(2)).expect("resume");
         b.close();
         let fast_rest = rest(&mut fast).await;
@@ -1186,9 +1399,82 @@ mod tests {
         let resumed = collect(resumed).await;
         assert_eq!(
             idless(&resumed, "state_resync_required"),
-            [json!({"reason": "ring_evicted", "lastDeliveredId": 2, "earliestAvailableId": 6})]
+            [json!({"reason": "ring_evicted", "lastDeliveredId": 2, "earliestAvailableId": 39})]
         );
-        assert_eq!(ids(&resumed), [6, 7, 8, 9, 10]);
+        assert_eq!(ids(&resumed), [39, 40, 41, 42, 43]);
+    }
+
+    /// The room a lagging stream made the ring grow to is given back once it has caught up, and
+    /// once it is gone: an idle session holds what a ring of its count holds.
+    #[tokio::test(start_paused = true)]
+    async fn the_ring_shrinks_back_once_the_slow_stream_catches_up_or_goes() {
+        let stats = Arc::new(BusStats::default());
+        let b = Bus::new("s1".into(), unlimited(100, RING_MAX_BYTES), stats.clone());
+        let held = |b: &Bus| {
+            let inner = lock(&b.inner);
+            assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), inner.ring_bytes as u64);
+            (inner.ring.len(), inner.ring.capacity())
+        };
+        publish(&b, 150);
+        assert_eq!(held(&b), (100, 100), "no stream: the count, in the room a ring of 100 takes");
+
+        let mut slow = subscribed(&b).await;
+        publish(&b, 1000);
+        let (len, grown) = held(&b);
+        assert_eq!(len, 1000, "held for the slow stream");
+        assert!(grown >= 1000);
+        let mut taken = 0;
+        while taken < 1000 {
+            taken += ids(&chunk(&mut slow).await.expect("a batch")).len();
+        }
+        assert_eq!(held(&b), (100, 100), "caught up: the count again, and its room");
+
+        publish(&b, 1000);
+        assert_eq!(held(&b).0, 1000);
+        drop(slow);
+        assert_eq!(held(&b), (100, 100), "gone: the count again, and its room");
+    }
+
+    /// A `Last-Event-ID` replay starts within the newest `--event-ring-size` events, even while the
+    /// ring holds older ones for a stream that lags: those are that stream's, and a point before
+    /// the count still gets `state_resync_required`.
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_starts_within_the_ring_count_while_a_lagging_stream_holds_more() {
+        let b = Bus::new("s1".into(), unlimited(5, RING_MAX_BYTES), Arc::default());
+        let _stalled = b.subscribe(None).expect("stalled");
+        publish(&b, 20);
+        assert_eq!(lock(&b.inner).front(), 1, "held for the stalled stream");
+        for (after, resync) in [(3, true), (14, true), (15, false), (19, false)] {
+            let mut stream = body(b.subscribe(Some(after)).expect("subscribe"));
+            let first = chunk(&mut stream).await.expect("preamble");
+            let asked = idless(&first, "state_resync_required");
+            if resync {
+                assert_eq!(
+                    asked,
+                    [json!({"reason": "ring_evicted", "lastDeliveredId": after, "earliestAvailableId": 16})]
+                );
+            } else {
+                assert!(asked.is_empty(), "after {after}: {first}");
+            }
+            let replay = chunk(&mut stream).await.expect("replay");
+            assert_eq!(ids(&replay), (after.max(15) + 1..=20).collect::<Vec<_>>(), "after {after}");
+        }
+    }
+
+    /// With no `--subscriber-queue`, a stream may lag as far as the ring's bytes hold at its
+    /// events' mean size, and `slow_client_warning` says so.
+    #[tokio::test(start_paused = true)]
+    async fn without_a_lag_limit_the_warning_counts_what_the_byte_cap_holds() {
+        let frame = two_digit_frame();
+        let b = Bus::with_history("s1".into(), unlimited(2, 8 * frame), Arc::default(), None, 9, vec![]);
+        let mut stream = subscribed(&b).await;
+        publish(&b, 6); // ids 10..=15: 6 of the 8 the cap holds
+        let batch = chunk(&mut stream).await.expect("batch");
+        assert_eq!(
+            idless(&batch, "slow_client_warning"),
+            [json!({"lag": 6, "limit": 8, "lastEventId": 15, "queueSize": 6, "maxQueued": 8})]
+        );
+        assert_eq!(ids(&batch), (10..=15).collect::<Vec<_>>());
     }
 
     #[tokio::test(start_paused = true)]
@@ -1221,7 +1507,7 @@ mod tests {
         let seeded = |ring: usize, bytes: usize, after: u64, recent: Vec<Bytes>| {
             let stats = Arc::new(BusStats::default());
             let limits =
-                Limits { ring_events: ring, ring_bytes: bytes, lag_limit: ring, max_subscribers: 10 };
+                Limits { ring_events: ring, ring_bytes: bytes, lag_limit: None, max_subscribers: 10 };
             let b = Bus::with_history("s1".into(), limits, stats.clone(), None, after, recent);
             (b, stats)
         };
@@ -1398,7 +1684,7 @@ mod tests {
         let cap = 4096;
         let b = Bus::new(
             "s1".into(),
-            Limits { ring_events: 1000, ring_bytes: cap, lag_limit: 1000, max_subscribers: 10 },
+            Limits { ring_events: 1000, ring_bytes: cap, lag_limit: None, max_subscribers: 10 },
             stats.clone(),
         );
         let mut stream = body(b.subscribe(None).expect("subscribe"));
@@ -1411,7 +1697,7 @@ mod tests {
             let inner = lock(&b.inner);
             assert!(inner.ring_bytes <= cap, "{} bytes held", inner.ring_bytes);
             assert_eq!(inner.ring.len(), 3, "three ~1.1 KiB frames fit in 4 KiB");
-            assert_eq!(inner.room, 3);
+            assert_eq!(b.lag_room(&inner), 3, "a stream may lag as far as the ring holds");
             assert_eq!(inner.front(), 8);
             assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), inner.ring_bytes as u64);
         }
@@ -1454,7 +1740,7 @@ mod tests {
         let frame = lock(&probe.inner).ring_bytes; // ids 1 to 9 frame to the same size
         let b = Bus::new(
             "s1".into(),
-            Limits { ring_events: 100, ring_bytes: 3 * frame, lag_limit: 3, max_subscribers: 10 },
+            Limits { ring_events: 100, ring_bytes: 3 * frame, lag_limit: Some(3), max_subscribers: 10 },
             Arc::default(),
         );
         let mut stream = subscribed(&b).await;
@@ -1644,7 +1930,6 @@ mod tests {
     async fn a_burst_is_published_in_order_under_consecutive_ids() {
         let stats = Arc::new(BusStats::default());
         let b = Bus::new("s1".into(), limits(3, 3, 10), stats.clone());
-        let sub = b.subscribe(Some(0)).expect("subscribe");
         assert_eq!(
             b.publish_raw_many(SessionUpdate, ["{\"n\":1}", "{\"n\":2}"], &PromptTag::default()),
             Some(2)
@@ -1653,9 +1938,9 @@ mod tests {
         assert_eq!(b.publish_raw_many(SessionUpdate, ["{}", "{}", "{}"], &PromptTag::default()), Some(5));
         assert_eq!(stats.published.load(Ordering::Relaxed), 5);
         assert_eq!(lock(&b.inner).front(), 3, "the ring's bound holds within a burst");
-        b.close();
-        let text = collect(sub).await;
-        assert_eq!(idless(&text, "client_evicted")[0]["reason"], "ring_overrun");
+        let text = collect_after_close(&b, 0).await;
+        assert_eq!(idless(&text, "state_resync_required")[0]["earliestAvailableId"], 3);
+        assert_eq!(ids(&text), [3, 4, 5]);
     }
 
     #[test]

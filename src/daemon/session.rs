@@ -1093,7 +1093,7 @@ mod tests {
         let limits = crate::daemon::bus::Limits {
             ring_events: 1024,
             ring_bytes: 1 << 20,
-            lag_limit: 1024,
+            lag_limit: Some(1024),
             max_subscribers: 4,
         };
         let bus = Bus::new("s1".into(), limits, Arc::default());
