@@ -97,6 +97,24 @@ async fn a_trusted_reviewer_allows_alone_and_the_audit_says_who_and_why() {
     assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "allow")]), 1.0);
 }
 
+/// The demo agent's `look` asks to read (kind `read`): a reviewer trusted with reads answers it
+/// alone: the turn goes on without a person.
+#[tokio::test]
+async fn a_read_is_allowed_by_a_reviewer_trusted_with_reads_alone() {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=read:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "look notes.txt").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (&resolved["voterClientId"], &resolved["via"]),
+        (&json!("reviewer:guard"), &json!("reviewer"))
+    );
+    assert_eq!(resolved["reviews"][0]["decides"], true);
+    assert!(events.iter().any(|e| e.payload().to_string().contains("looked at notes.txt")));
+}
+
 #[tokio::test]
 async fn an_untrusted_allow_only_informs_and_a_person_decides() {
     let (_dir, script) = reviewer_script();
