@@ -272,3 +272,23 @@ async fn a_verdict_after_a_person_decided_changes_nothing() {
     );
     assert_eq!(entry.get("reviews"), None, "the late verdict is not on the record");
 }
+
+/// A reviewer never outlives its daemon, even one killed with SIGKILL (no daemon code runs): the
+/// guard it runs behind kills it.
+#[tokio::test]
+async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
+    let (_dir, script) = reviewer_script();
+    let mut d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // Answered by the reviewer alone: its program runs.
+    d.turn(&sid, &mut sse, Some("alice"), "write alive.txt ok").await;
+    assert!(d.workspace.join("alive.txt").exists());
+    let pids = pids_with(script.to_str().expect("utf-8"));
+    assert!(pids.len() >= 2, "the guard and the program: {pids:?}");
+    d.signal(rustix::process::Signal::KILL);
+    d.wait_exit(std::time::Duration::from_secs(10));
+    for pid in pids {
+        wait_gone(pid).await;
+    }
+}
