@@ -23,6 +23,7 @@ mod file;
 mod flags;
 mod notify;
 mod policy;
+mod reviewers;
 mod sandbox;
 pub mod state_dir;
 use self::agents::agents;
@@ -36,6 +37,9 @@ pub use self::notify::{
     telegram_chat_id,
 };
 use self::policy::permission_policy;
+pub use self::reviewers::{
+    DEFAULT_REVIEW_DEADLINE_MS, MAX_REVIEWERS, ReviewerSpec, TOOL_KINDS, Trust, TrustMap,
+};
 pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
 /// Hard ceilings that still apply when an operator sets a limit to `0` ("no cap"): nothing a client
@@ -316,6 +320,8 @@ pub struct Config {
     pub node_url: Option<String>,
     /// `--node-lease-ms`.
     pub node_lease: Duration,
+    /// The reviewers (`--reviewer`, the file's `reviewers`), at most [`MAX_REVIEWERS`].
+    pub reviewers: Vec<ReviewerSpec>,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -701,6 +707,13 @@ impl Config {
             10_000,
         )?);
         let agents = agents(args, &file, &cwd, initialize_timeout)?;
+        let reviewers = reviewers::reviewers(
+            args,
+            &file,
+            &cwd,
+            &workspaces,
+            &agents::daemon_sandbox(args, &file, &cwd)?,
+        )?;
         let perm_ms = file.ms(args.permission_timeout_ms, "permissionTimeoutMs", 300_000)?;
         let (permission_policy, consensus_quorum) = permission_policy(args, &file, &mut warnings)?;
         let pairing_ms =
@@ -788,6 +801,7 @@ impl Config {
             store,
             node_url,
             node_lease: Duration::from_millis(node_lease_ms),
+            reviewers,
             warnings,
         })
     }
@@ -1136,6 +1150,55 @@ mod tests {
             ..ServeArgs::default()
         });
         assert_eq!(names(&defaults.expect("defaults")), ["qwen"]);
+    }
+
+    /// Reviewers from the flags and the file: trust by kind (flags over the file's), the workspace
+    /// served, the deadline; and each mistake refused with what to write instead.
+    #[test]
+    fn reviewers_are_read_with_their_trust_and_refused_when_malformed() {
+        let file = r#"{"reviewers": {"lint": {"command": "command:./lint --strict", "trust": {"edit": "decide"}, "workspace": ".", "deadlineMs": 750}}}"#;
+        let args = ServeArgs {
+            reviewer: vec!["guard=command:/bin/cat".into()],
+            reviewer_trust: vec!["guard=read:decide".into(), "lint=edit:inform,search:decide".into()],
+            ..ServeArgs::default()
+        };
+        let c = from_file(file, args).expect("valid");
+        let [guard, lint] = &c.reviewers[..] else { panic!("two reviewers: {:?}", c.reviewers) };
+        assert_eq!((guard.name.as_str(), guard.command.program.as_str()), ("guard", "/bin/cat"));
+        assert!(guard.trust.decides(Some("read")) && !guard.trust.decides(Some("edit")));
+        assert_eq!(guard.deadline, Duration::from_millis(DEFAULT_REVIEW_DEADLINE_MS));
+        assert_eq!(guard.workspace, None);
+        assert_eq!(lint.command.args, ["--strict"]);
+        assert!(!lint.trust.decides(Some("edit")), "the flag's inform overrides the file's decide");
+        assert!(lint.trust.decides(Some("search")));
+        assert_eq!(lint.deadline, Duration::from_millis(750));
+        assert_eq!(lint.workspace.as_deref(), Some(c.primary_workspace()));
+
+        let refused = |file: &str, reviewer: &[&str], trust: &[&str]| {
+            let args = ServeArgs {
+                reviewer: reviewer.iter().map(|r| (*r).to_owned()).collect(),
+                reviewer_trust: trust.iter().map(|r| (*r).to_owned()).collect(),
+                ..ServeArgs::default()
+            };
+            from_file(file, args).expect_err("refused").0
+        };
+        let none = "{}";
+        assert!(refused(none, &["g"], &[]).contains("NAME=command:PROGRAM"));
+        assert!(refused(none, &["g=model:http://x"], &[]).contains("not available yet"));
+        assert!(refused(none, &["g=command:/bin/cat", "g=command:/bin/cat"], &[]).contains("defined twice"));
+        assert!(
+            refused(none, &["g=command:/bin/cat"], &["h=read:decide"]).contains("no reviewer is named h")
+        );
+        assert!(refused(none, &["g=command:/bin/cat"], &["g=raed:decide"]).contains("did you mean read?"));
+        let nine: Vec<String> = (0..=MAX_REVIEWERS).map(|i| format!("r{i}=command:/bin/cat")).collect();
+        let nine: Vec<&str> = nine.iter().map(String::as_str).collect();
+        assert!(refused(none, &nine, &[]).contains(&format!("at most {MAX_REVIEWERS} reviewers")));
+        let typo = r#"{"reviewers": {"g": {"command": "command:/bin/cat", "trusts": {}}}}"#;
+        assert!(refused(typo, &[], &[]).contains("unknown key trusts; did you mean trust?"));
+        let elsewhere = r#"{"reviewers": {"g": {"command": "command:/bin/cat", "workspace": "/"}}}"#;
+        assert!(refused(elsewhere, &[], &[]).contains("is not one of the daemon's workspaces"));
+        let zero = r#"{"reviewers": {"g": {"command": "command:/bin/cat", "deadlineMs": 0}}}"#;
+        assert!(refused(zero, &[], &[]).contains("deadlineMs must be a positive integer"));
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub enum EventKind {
     PermissionPartialVote,
     PermissionForbidden,
     PermissionAlreadyResolved,
+    /// A reviewer's verdict that did not decide a pending request (not trusted with its kind,
+    /// `escalate`, or a failure): shown beside it.
+    PermissionReviewed,
     PolicyUpdated,
     /// A turn's change set: what it changed in the workspace, with stats, not hunks
     /// (`docs/protocol.md` § 18); just before its `turn_complete` or `turn_error`.
@@ -65,6 +68,7 @@ impl EventKind {
             EventKind::PermissionPartialVote => "permission_partial_vote",
             EventKind::PermissionForbidden => "permission_forbidden",
             EventKind::PermissionAlreadyResolved => "permission_already_resolved",
+            EventKind::PermissionReviewed => "permission_reviewed",
             EventKind::PolicyUpdated => "policy_updated",
             EventKind::TurnChanges => "turn_changes",
             EventKind::UnapprovedChange => "unapproved_change",

@@ -41,6 +41,8 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
+//! - [`review`]: the reviewers: programs kept beside the agents that judge each permission
+//!   request, their verdicts cast as the mediator's ballots of `reviewer:<name>`.
 //! - [`changes`]: what sessions changed: workspace snapshots (a stat cache like git's index, a
 //!   store under the state directory), change sets, line diffs, the workspace diff against git's
 //!   `HEAD`, qwen serve's file routes, rewinds, and which changes an approved request named.
@@ -118,6 +120,7 @@ pub mod path;
 pub mod peer;
 pub mod permission;
 pub mod present;
+pub mod review;
 pub mod scratch;
 pub mod server;
 pub mod service;

@@ -29,6 +29,12 @@ const NOTIFY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 
 /// Seconds: rules decide at once, people take seconds to minutes.
 const DECISION_BUCKETS: [f64; 11] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0];
 
+/// Seconds: a reviewer program answers in milliseconds; its deadline is seconds
+/// (`config::DEFAULT_REVIEW_DEADLINE_MS`).
+const REVIEW_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
 /// The daemon's figures at one instant: what `GET /health?deep=1` answers (the serialised fields,
 /// in the order the document has always had them: alphabetical) and what the gauges and event
 /// counters of `GET /metrics` read.
@@ -178,6 +184,14 @@ pub struct Metrics {
     /// HTTP/2 connections ended on an error, by `reason` (`enhance_your_calm` for a flood of
     /// resets, `protocol_error`, `frame_size_error`, `compression_error`, …).
     http2_errors: Family<Labels, Counter>,
+    /// Reviewers' verdicts by `reviewer` and `verdict` (allow, deny, escalate); a failure counts
+    /// as an escalate here and in `review_failures` by its `reason`. At most
+    /// `config::MAX_REVIEWERS` names: the labels stay bounded.
+    reviews: Family<Labels, Counter>,
+    /// Reviewers' failures by `reviewer` and `reason` (timeout, crash, garbage).
+    review_failures: Family<Labels, Counter>,
+    /// From a request sent to a reviewer to its verdict (or its failure), by `reviewer`.
+    review_duration: HistogramFamily,
 }
 
 impl Default for Metrics {
@@ -195,6 +209,9 @@ impl Default for Metrics {
             notification_duration: Histogram::new(NOTIFY_BUCKETS),
             sandbox_denials: Family::default(),
             http2_errors: Family::default(),
+            reviews: Family::default(),
+            review_failures: Family::default(),
+            review_duration: Family::new_with_constructor(|| Histogram::new(REVIEW_BUCKETS)),
         }
     }
 }
@@ -247,6 +264,26 @@ impl Metrics {
 
     pub fn sandbox_denial(&self, source: &'static str) {
         self.sandbox_denials.get_or_create(&vec![("source", source.to_owned())]).inc();
+    }
+
+    /// A reviewer's verdict (`allow`, `deny`, `escalate`), `took` after its request was sent;
+    /// `failure` (`timeout`, `crash`, `garbage`) when the escalate is a failure's.
+    pub fn review(
+        &self,
+        reviewer: &str,
+        verdict: &'static str,
+        failure: Option<&'static str>,
+        took: Duration,
+    ) {
+        let labels = vec![("reviewer", reviewer.to_owned()), ("verdict", verdict.to_owned())];
+        self.reviews.get_or_create(&labels).inc();
+        if let Some(reason) = failure {
+            let labels = vec![("reviewer", reviewer.to_owned()), ("reason", reason.to_owned())];
+            self.review_failures.get_or_create(&labels).inc();
+        }
+        self.review_duration
+            .get_or_create(&vec![("reviewer", reviewer.to_owned())])
+            .observe(took.as_secs_f64());
     }
 
     /// Refused writes seen, every source together.
@@ -375,6 +412,21 @@ impl Metrics {
             "http2_errors",
             "HTTP/2 connections ended on an error, by reason (enhance_your_calm: a flood of resets)",
             self.http2_errors.clone(),
+        );
+        r.register(
+            "reviews",
+            "Reviewers' verdicts by reviewer and verdict (allow, deny, escalate; a failure is an escalate)",
+            self.reviews.clone(),
+        );
+        r.register(
+            "review_failures",
+            "Reviewers' failures by reviewer and reason (timeout, crash, garbage): each left the request to the people",
+            self.review_failures.clone(),
+        );
+        r.register(
+            "review_seconds",
+            "Time from a request sent to a reviewer to its verdict or failure",
+            self.review_duration.clone(),
         );
         let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
         uptime.set(now.uptime.as_secs_f64());

@@ -5,7 +5,8 @@
 //! - `actor`: the task owning the agent's stdout reader, pending calls, session table and
 //!   early-update buffer; it calls each session through [`crate::acp::Client`], held weakly.
 //! - `codec`: the reader's line splitter and the stdin writer task.
-//! - `process`: spawning behind the guard in its own process group; the stderr tail.
+//! - `process`: spawning behind the guard in its own process group; the stderr tail; a
+//!   [`Helper`] (a reviewer) started the same way.
 //! - `redact`: the agent's configured secrets kept out of its diagnostics (stderr, error answers).
 //! - [`guard`]: the `agent-guard` program that kills the group if the daemon dies.
 //! - [`sandbox`]: kernel confinement (Landlock) the guard applies to itself before it starts the
@@ -24,4 +25,4 @@ mod redact;
 pub mod sandbox;
 
 pub use handle::AgentHandle;
-pub use process::{ProgramError, resolve_program};
+pub use process::{Helper, ProgramError, resolve_program};

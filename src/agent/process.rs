@@ -192,6 +192,43 @@ pub(crate) fn spawn(
     ))
 }
 
+/// A helper program the daemon keeps beside its agents (a reviewer, `crate::review`), started as
+/// an agent is: behind the guard, in a group of its own listed in the daemon's [`ProcessGroups`],
+/// confined, with the daemon's secrets out of its environment. Dropping it kills its whole group.
+#[derive(Debug)]
+pub struct Helper {
+    process: AgentProcess,
+}
+
+impl Helper {
+    /// Starts `cmd` in `cwd`; its stdin and stdout are the daemon's to speak to it.
+    pub fn spawn(
+        cmd: &AgentCommand,
+        cwd: &Path,
+        groups: &ProcessGroups,
+        confinement: &SandboxSettings,
+    ) -> io::Result<(Helper, ChildStdin, ChildStdout)> {
+        let (process, pipes) = spawn(cmd, &[], cwd, groups, confinement, Redactor::new(&[]))?;
+        Ok((Helper { process }, pipes.stdin, pipes.stdout))
+    }
+
+    /// Its process id (the guard's).
+    pub fn pid(&self) -> u32 {
+        self.process.pid
+    }
+
+    /// The last lines it wrote to stderr, for a message about why it stopped.
+    pub fn stderr_tail(&self) -> String {
+        self.process.stderr_tail.last_lines(1024)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.process.kill_group();
+    }
+}
+
 /// Reads and drops the rest of a line (through its `\n`, or to the end of the stream).
 async fn skip_line(reader: &mut (impl AsyncBufRead + Unpin)) -> io::Result<()> {
     loop {

@@ -15,6 +15,8 @@ pub(super) struct FileSettings {
     pub(super) policy_quorum: Option<Value>,
     /// The `agents` map, in the order written (the first agent is the default).
     pub(super) agents: Vec<(String, Value)>,
+    /// The `reviewers` map (`super::reviewers`), by name.
+    pub(super) reviewers: Vec<(String, Value)>,
     /// The file, for messages (empty without one).
     pub(super) path: PathBuf,
     /// The directory holding the file: relative paths in it (`workspace`, an `agent` program with a
@@ -24,7 +26,7 @@ pub(super) struct FileSettings {
 }
 
 /// The members of the config file's top-level object.
-pub(super) const TOP_KEYS: &[&str] = &["serve", "policy", "agents"];
+pub(super) const TOP_KEYS: &[&str] = &["serve", "policy", "agents", "reviewers"];
 
 /// Keys accepted under `"serve"`: every option of `serve` but `--config`, in camelCase.
 pub(super) const SERVE_KEYS: &[&str] = &[
@@ -72,6 +74,9 @@ pub(super) const SERVE_KEYS: &[&str] = &[
     "nodeLeaseMs",
     "sandbox",
     "sandboxWritable",
+    "reviewer",
+    "reviewerTrust",
+    "reviewDeadlineMs",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).
@@ -112,7 +117,7 @@ pub(super) fn unknown_key(path: &Path, section: Option<&str>, key: &str) -> Conf
         // Options written at the top level instead of under "serve".
         None if section.is_none() => match suggest(key, SERVE_KEYS) {
             Some(k) => format!("did you mean serve.{k}? (options go under \"serve\")"),
-            None => "the file holds only \"serve\", \"policy\" and \"agents\"".to_owned(),
+            None => "the file holds only \"serve\", \"policy\", \"agents\" and \"reviewers\"".to_owned(),
         },
         None => format!("known keys: {}", known.join(", ")),
     };
@@ -168,6 +173,12 @@ pub(super) fn read_config_file(path: &Path) -> Result<FileSettings, ConfigError>
                 let order = agent_order(&text, path)?;
                 agents.sort_by_key(|(name, _)| order.iter().position(|n| n == name));
                 out.agents = agents;
+            }
+            "reviewers" => {
+                let Value::Object(reviewers) = value else {
+                    return refuse("config file: \"reviewers\" must be an object mapping names to reviewers");
+                };
+                out.reviewers = reviewers.into_iter().collect();
             }
             _ => return Err(unknown_key(path, None, &key)),
         }

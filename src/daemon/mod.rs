@@ -54,7 +54,8 @@ use crate::exec::ExitInfo;
 use crate::exec::ProcessGroups;
 use crate::metrics::{AgentProgram, Metrics, Snapshot};
 use crate::notify::Notifier;
-use crate::permission::{Mediator, MediatorConfig, VoteError, WorkspaceRules};
+use crate::permission::{Judge, Mediator, MediatorConfig, VoteError, WorkspaceRules};
+use crate::review::Reviewer;
 use crate::store::{
     AuditQuery, Fleet, ReadError, SessionClaim, SessionRecord, SessionState, Store, StoreStats,
 };
@@ -183,6 +184,9 @@ pub struct Daemon {
     /// The snapshot engine (`src/changes/`): turn change sets, the workspace diff, the file
     /// routes; `None` when its store could not be opened (logged at boot).
     pub changes: Option<Arc<Changes>>,
+    /// The configured reviewers, each a program kept for the daemon's life (`crate::review`);
+    /// every session's mediator asks those serving its workspace.
+    reviewers: Vec<Arc<Reviewer>>,
 }
 
 /// Each workspace's count of this daemon's own rule changes, before a read of the store
@@ -258,7 +262,14 @@ impl Daemon {
         let devices =
             Arc::new(Devices::new(store.clone(), fleet.clone(), config.pairing_code_ttl, stream_limits));
         let changes = open_changes(config.snapshot_dir.as_deref());
+        let groups = ProcessGroups::default();
+        let reviewers = config
+            .reviewers
+            .iter()
+            .map(|spec| Reviewer::start(spec, config.primary_workspace(), groups.clone(), metrics.clone()))
+            .collect();
         Arc::new(Daemon {
+            reviewers,
             changes,
             devices,
             store,
@@ -279,7 +290,7 @@ impl Daemon {
             bus_stats: Arc::default(),
             metrics,
             notifier,
-            groups: ProcessGroups::default(),
+            groups,
         })
     }
 
@@ -820,6 +831,12 @@ impl Daemon {
                 timeout: self.config.permission_timeout,
                 // Joined before any session starts (`fleet::start`), so known here in a fleet.
                 home: self.node_url(),
+                reviewers: self
+                    .reviewers
+                    .iter()
+                    .filter(|r| r.serves(cwd))
+                    .map(|r| r.clone() as Arc<dyn Judge>)
+                    .collect(),
             },
             cwd.to_path_buf(),
             self.metrics.clone(),
@@ -967,6 +984,9 @@ impl Daemon {
         self.streams_end.cancel();
         let agents: Vec<AgentHandle> = lock(&self.slots).values().filter_map(|e| e.agent.clone()).collect();
         futures_util::future::join_all(agents.iter().map(|a| a.shutdown(grace))).await;
+        for reviewer in &self.reviewers {
+            reviewer.stop();
+        }
         // A turn its agent would not end (its runner's own grace can run out just after the wait
         // above) has now ended with the agent: wait again for each runner to publish that end, so
         // the store has it before the process exits. A turn_error published after the store

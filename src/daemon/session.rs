@@ -871,6 +871,14 @@ impl Host for Session {
         clients.seen.contains_key(client_id) && !clients.observers.contains(client_id)
     }
 
+    fn review_context(&self) -> Value {
+        let mut context = json!({"agent": self.agent_name});
+        if let Some(prompt_id) = self.current_tag().and_then(|t| t.prompt_id.clone()) {
+            context["promptId"] = json!(prompt_id);
+        }
+        context
+    }
+
     fn announced_tool_call(&self, tool_call: &Value) -> Value {
         let announced = tool_call
             .get("toolCallId")
@@ -986,6 +994,7 @@ mod tests {
             local: true,
             via: crate::permission::Via::Rest,
             vote,
+            review: None,
         }
     }
     use crate::acp::Client as _;
@@ -1089,7 +1098,7 @@ mod tests {
         let agent = Arc::new(FakeAgent::default());
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
-        let cfg = MediatorConfig { policy, quorum: None, timeout: None, home: None };
+        let cfg = MediatorConfig { policy, quorum: None, timeout: None, home: None, reviewers: Vec::new() };
         let limits = crate::daemon::bus::Limits {
             ring_events: 1024,
             ring_bytes: 1 << 20,

@@ -29,6 +29,11 @@ pub(super) enum Directive<'a> {
     Shell {
         command: &'a str,
     },
+    /// A tool call of kind `read` that asks permission first (a reviewer trusted with reads
+    /// answers it alone); nothing is read.
+    Look {
+        path: &'a str,
+    },
     Permissions {
         count: u32,
     },
@@ -159,6 +164,10 @@ pub(super) fn parse_directive(text: &str) -> Directive<'_> {
         },
         "run" if rest.is_empty() => Directive::Usage("usage: run <command...>"),
         "run" => Directive::Run { command: rest },
+        "look" => match args.next() {
+            Some(path) => Directive::Look { path },
+            None => Directive::Usage("usage: look <path>"),
+        },
         "shell" => {
             // The command is the rest of the prompt, later lines too (a script, a heredoc).
             let start = text.find(line).map_or(text.len(), |at| at + word.len());

@@ -88,6 +88,8 @@ refuses to write.
                                 of update a client shows (tests that clients escape them)
   shell <command...>            ask permission for a command (never run;   `shell rm -rf build`
                                 the prompt's later lines belong to it)
+  look <path>                   ask permission to read a file (kind read;  `look src/main.rs`
+                                nothing is read)
   permissions <K>               ask K permissions in a row                 `permissions 3`
   options <N>                   ask one permission offering N options      `options 5000`
   ask                           Qwen Code's ask_user_question: a library   `ask`

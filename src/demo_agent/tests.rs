@@ -62,6 +62,8 @@ fn directive_arguments_parse_or_give_usage() {
         Directive::Shell { command: "cat <<EOF\nline 2\nEOF" }
     );
     assert!(matches!(parse_directive("shell"), Directive::Usage(_)));
+    assert_eq!(parse_directive("look src/a.rs"), Directive::Look { path: "src/a.rs" });
+    assert!(matches!(parse_directive("look"), Directive::Usage(_)));
     assert_eq!(parse_directive("permissions 3"), Directive::Permissions { count: 3 });
     assert_eq!(parse_directive("permissions 99999999"), Directive::Permissions { count: MAX_PERMISSIONS });
     assert_eq!(parse_directive("stream 5"), Directive::Stream { count: 5, rate: None });
@@ -114,6 +116,7 @@ fn help_lists_every_directive() {
     for word in [
         "write",
         "shell",
+        "look",
         "permissions",
         "options",
         "token",

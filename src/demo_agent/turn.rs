@@ -105,6 +105,7 @@ impl Turn {
             Directive::Showcase => self.showcase().await,
             Directive::Hostile => self.hostile().await,
             Directive::Shell { command } => self.shell(command).await?,
+            Directive::Look { path } => self.look(path).await?,
             Directive::Permissions { count } => self.permissions(count).await?,
             Directive::Options { count } => self.options(count).await?,
             Directive::Ask => self.ask().await?,
@@ -484,6 +485,19 @@ impl Turn {
         let mut line = "M".repeat(HOSTILE_LINE_BYTES);
         line.push_str(" END-OF-THE-MEGABYTE\n");
         self.chunk(&line).await;
+    }
+
+    async fn look(&self, path: &str) -> Result<(), Cancelled> {
+        let abs = join_path(&self.cwd, path);
+        let tool_call = json!({
+            "title": format!("Read {path}"), "kind": "read",
+            "locations": [{"path": abs}], "rawInput": {"path": abs},
+        });
+        if let Some(tool_call_id) = self.gated_tool_call(tool_call).await? {
+            self.tool_call_status(&tool_call_id, "completed").await;
+            self.chunk(&format!("looked at {path}")).await;
+        }
+        Ok(())
     }
 
     async fn shell(&self, command: &str) -> Result<(), Cancelled> {

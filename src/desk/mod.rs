@@ -374,6 +374,7 @@ impl Desk {
             local: caller.local,
             via: caller.via,
             vote,
+            review: None,
         };
         let Some(remembered) = session.permissions().vote(&ballot)? else { return Ok(()) };
         match remembered.outcome().await {

@@ -19,10 +19,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::policy::{CANCEL_OPTION_ID, Cast, Choice, Decision, Issued, decide, standing};
+use super::policy::{CANCEL_OPTION_ID, Cast, Caster, Choice, Decision, Issued, decide, standing};
 use super::question::{ACCEPT_OPTION_ID, Answers, Form, Malformed, Question};
+use super::review::{Judge, Judges, Review, Verdict};
 use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
-use super::vote::{Ballot, Pick, Remember, ResolvedBy, Via, VoteError};
+use super::vote::{Ballot, Pick, Remember, ResolvedBy, Reviewed, Via, Vote, VoteError};
 use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
 use crate::config::Policy;
@@ -67,6 +68,11 @@ pub trait Host: Send + Sync {
     /// The request's `toolCall` laid over what the agent announced earlier for the same
     /// `toolCallId`: what rules match on.
     fn announced_tool_call(&self, tool_call: &Value) -> Value;
+    /// What a reviewer is told of the session beside the request (`agent`, the running turn's
+    /// `promptId`): an object whose members are added to the review request.
+    fn review_context(&self) -> Value {
+        json!({})
+    }
 }
 
 /// A session's permission settings; each request captures them as it is issued ([`Issued`]).
@@ -77,6 +83,8 @@ pub struct MediatorConfig {
     pub timeout: Option<Duration>,
     /// In a fleet, this daemon's node URL, which each request's id names (`store::homed_id`).
     pub home: Option<String>,
+    /// The reviewers asked about each request (not a question: that is for a person).
+    pub reviewers: Judges,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -309,7 +317,9 @@ impl<'a> BoundMediator<'a> {
             question: question.is_some(),
         };
         let request_id = crate::store::homed_id(m.cfg.home.as_deref());
-        let facts = RequestFacts::from_tool_call(&host.announced_tool_call(&tool_call));
+        let announced = host.announced_tool_call(&tool_call);
+        let facts = RequestFacts::from_tool_call(&announced);
+        let kind = facts.kind.clone();
         let outside = rules::outside_workspace(&facts, &m.workspace);
         let mut data = json!({
             "requestId": request_id,
@@ -327,6 +337,7 @@ impl<'a> BoundMediator<'a> {
         if let Some(q) = &question {
             data["question"] = q.wire();
         }
+        let is_question = question.is_some();
         let (reply, mut rx) = oneshot::channel();
         {
             let mut st = m.lock();
@@ -364,15 +375,97 @@ impl<'a> BoundMediator<'a> {
             st.order.push(request_id.clone());
             st.pending.insert(request_id.clone(), pending);
         }
-        match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, &mut rx).await {
-                Ok(answer) => answer.unwrap_or_else(|_| Decided::cancelled()),
-                Err(_) => {
-                    self.resolve(&request_id, Choice::Cancel, ResolvedBy::Timeout);
-                    rx.await.unwrap_or_else(|_| Decided::cancelled())
+        let decided = async {
+            match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, &mut rx).await {
+                    Ok(answer) => answer.unwrap_or_else(|_| Decided::cancelled()),
+                    Err(_) => {
+                        self.resolve(&request_id, Choice::Cancel, ResolvedBy::Timeout);
+                        (&mut rx).await.unwrap_or_else(|_| Decided::cancelled())
+                    }
+                },
+                None => (&mut rx).await.unwrap_or_else(|_| Decided::cancelled()),
+            }
+        };
+        // The reviewers judge beside the people, within this future: each review is cast as it
+        // comes, and those still out when the request is decided are dropped with it (a late
+        // verdict has nothing left to change). A question is for a person alone.
+        let reviewers: &Judges = if is_question { &Vec::new() } else { &m.cfg.reviewers };
+        if reviewers.is_empty() {
+            return decided.await;
+        }
+        let asked = self.review_request(&request_id, &announced, kind.as_deref());
+        let mut reviews: futures_util::stream::FuturesUnordered<_> = reviewers
+            .iter()
+            .map(|judge| {
+                let review = judge.judge(asked.clone());
+                async move { (judge, review.await) }
+            })
+            .collect();
+        tokio::pin!(decided);
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut decided => return answer,
+                Some((judge, review)) = futures_util::StreamExt::next(&mut reviews), if !reviews.is_empty() => {
+                    self.cast_review(&request_id, judge.as_ref(), &review);
                 }
-            },
-            None => rx.await.unwrap_or_else(|_| Decided::cancelled()),
+            }
+        }
+    }
+
+    /// What a reviewer is sent about a pending request (`docs/operations.md#reviewers`).
+    fn review_request(self, request_id: &str, tool_call: &Value, kind: Option<&str>) -> Value {
+        let (m, host) = (self.mediator, self.host);
+        let options = m.lock().pending.get(request_id).map(|p| p.options.clone()).unwrap_or_default();
+        let mut asked = json!({
+            "id": request_id,
+            "sessionId": host.session_id(),
+            "workspace": m.workspace.to_string_lossy(),
+            "toolCallId": tool_call.get("toolCallId"),
+            "kind": kind,
+            "title": tool_call.get("title"),
+            "rawInput": tool_call.get("rawInput"),
+            "locations": tool_call.get("locations"),
+            "options": options,
+        });
+        if let (Value::Object(asked), Value::Object(context)) = (&mut asked, host.review_context()) {
+            asked.extend(context);
+        }
+        asked
+    }
+
+    /// Casts a reviewer's review as its ballot, on the one vote path. A verdict on a request
+    /// decided meanwhile changes nothing; one picking what the request does not offer is shown as
+    /// the failure it is, never counted.
+    fn cast_review(self, request_id: &str, judge: &dyn Judge, review: &Review) {
+        let client = format!("reviewer:{}", judge.name());
+        let pick = |review: &Review| match (&review.option_id, review.verdict) {
+            (Some(id), _) => Pick::Outcome { choice: Choice::Option(id.clone()), remember: Remember::No },
+            (None, Verdict::Allow) => Pick::Decision { effect: Effect::Allow, remember: Remember::No },
+            // An escalate picks nothing; the policy never lets a reviewer's cancel decide.
+            (None, Verdict::Deny | Verdict::Escalate) => {
+                Pick::Decision { effect: Effect::Deny, remember: Remember::No }
+            }
+        };
+        let cast = |review: &Review| {
+            let vote = Vote::from(pick(review));
+            let reviewed = Reviewed { name: judge.name(), review, trust: judge.trust() };
+            self.vote(&Ballot {
+                request_id,
+                client: Some(&client),
+                device_name: None,
+                observer: false,
+                local: false,
+                via: Via::Reviewer,
+                vote: &vote,
+                review: Some(reviewed),
+            })
+        };
+        if let Err(VoteError::InvalidOption { option_id, .. }) = cast(review) {
+            let failed =
+                Review::failed("garbage", format!("picked option {option_id:?}, which is not offered"));
+            let _ = cast(&failed);
         }
     }
 
@@ -509,12 +602,24 @@ impl<'a> BoundMediator<'a> {
     /// workspace, the rule on its way to the disk is returned: it applies once written, and the
     /// voter's answer waits for it (`docs/operations.md#durability`).
     pub fn vote(self, ballot: &Ballot<'_>) -> Result<Option<Remembered>, VoteError> {
-        let &Ballot { request_id, client: client_id, device_name, observer, local: loopback_peer, via, vote } =
-            ballot;
+        let &Ballot {
+            request_id,
+            client: client_id,
+            device_name,
+            observer,
+            local: loopback_peer,
+            via,
+            vote,
+            review,
+        } = ballot;
         let host = self.host;
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else {
             return match st.resolved.get_mut(request_id) {
+                // A reviewer's verdict after the decision changes nothing, and tells nobody.
+                Some(r) if review.is_some() => {
+                    Err(VoteError::AlreadyResolved { resolved_option_id: r.option_id.clone() })
+                }
                 Some(r) => {
                     if r.late.first_time(client_id) {
                         let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "outcome": r.outcome});
@@ -531,7 +636,9 @@ impl<'a> BoundMediator<'a> {
         if observer {
             return Err(VoteError::ReadOnly);
         }
-        if let Some(c) = client_id
+        // A reviewer is no client of the session: it is configured, not registered.
+        if review.is_none()
+            && let Some(c) = client_id
             && !host.is_voter(c)
         {
             return Err(VoteError::UnknownClient);
@@ -540,7 +647,10 @@ impl<'a> BoundMediator<'a> {
             request_id: request_id.to_owned(),
             option_id: option_id.to_owned(),
         };
+        // An escalate picks nothing: cast as the cancel escape, which a reviewer never takes.
+        let escalated = review.is_some_and(|r| r.review.verdict == Verdict::Escalate);
         let (choice, remember) = match &vote.pick {
+            _ if escalated => (Choice::Cancel, Remember::No),
             Pick::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, Remember::No),
             Pick::Outcome { choice: Choice::Option(id), remember } => {
                 if id == CANCEL_OPTION_ID || !offered(&pending.options, id) {
@@ -559,7 +669,13 @@ impl<'a> BoundMediator<'a> {
                 }
             },
         };
-        let ballot = Cast { client_id, loopback_peer, choice: &choice };
+        let caster = match review {
+            None => Caster::Person,
+            Some(r) => {
+                Caster::Reviewer { decides: !escalated && r.trust.decides(pending.facts.kind.as_deref()) }
+            }
+        };
+        let ballot = Cast { caster, client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         // A question accepted carries its answers, checked before the ballot counts: refused, the
         // question stays pending as it was. A decline or a cancel carries none.
@@ -572,19 +688,39 @@ impl<'a> BoundMediator<'a> {
             }
             _ => None,
         };
+        let counted = !matches!(decision, Decision::Forbidden(_) | Decision::Informed);
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
             let mut ballot = json!({
                 "clientId": client_id,
                 "optionId": choice.option_id(),
                 "at": now_ms(),
                 "loopback": loopback_peer,
-                "counted": !matches!(decision, Decision::Forbidden(_)),
+                "counted": counted,
                 "via": via.as_str(),
             });
             if let Some(name) = device_name {
                 ballot["deviceName"] = json!(name);
             }
+            if let Some(r) = review {
+                ballot["verdict"] = json!(r.review.verdict.as_str());
+                ballot["reason"] = json!(r.review.reason);
+            }
             pending.ballots.push(ballot);
+        }
+        // A review is shown on the request (the pending list, every card, the audit) whether it
+        // decided or not; one per reviewer and request, so bounded by `config::MAX_REVIEWERS`.
+        if let Some(r) = review {
+            let entry = r.review.wire(r.name, counted, now_ms());
+            match pending.data.get_mut("reviews").and_then(Value::as_array_mut) {
+                Some(reviews) => reviews.push(entry.clone()),
+                None => pending.data["reviews"] = json!([entry.clone()]),
+            }
+            if !counted {
+                host.publish(
+                    EventKind::PermissionReviewed,
+                    &json!({"requestId": request_id, "sessionId": host.session_id(), "review": entry}),
+                );
+            }
         }
         match decision {
             Decision::Decided(choice) => {
@@ -615,6 +751,7 @@ impl<'a> BoundMediator<'a> {
                 );
                 Ok(None)
             }
+            Decision::Informed => Ok(None),
             Decision::Forbidden(reason) => {
                 if pending.forbidden.first_time(client_id) {
                     let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str(), "via": via.as_str()});
@@ -788,6 +925,9 @@ impl<'a> BoundMediator<'a> {
         if let (Some(q), Some(answers)) = (&pending.question, &resolution.answers) {
             data["answers"] = q.redacted(answers);
         }
+        if let Some(reviews) = pending.data.get("reviews") {
+            data["reviews"] = reviews.clone();
+        }
         host.publish(EventKind::PermissionResolved, &data);
         self.mediator.metrics.decision(
             pending.issued.policy.as_str(),
@@ -886,6 +1026,9 @@ impl BoundMediator<'_> {
         if let Some(outside) = pending.data.get("outsideWorkspace") {
             entry["outsideWorkspace"] = outside.clone();
         }
+        if let Some(reviews) = pending.data.get("reviews") {
+            entry["reviews"] = reviews.clone();
+        }
         // A question's entry says what was asked and, once answered, the answers (a secret's
         // redacted: the audit is exported and shown).
         if let (Some(q), Value::Object(e)) = (&pending.question, &mut entry) {
@@ -919,7 +1062,8 @@ impl Pending {
 /// when it chose an `*_always` option; never for a decision no vote made.
 fn remembered_scope(options: &[Value], choice: &Choice, resolution: &Resolution) -> Remember {
     let Choice::Option(id) = choice else { return Remember::No };
-    if resolution.by != ResolvedBy::Vote {
+    // A reviewer's decision is its own each time: it never becomes a rule people did not make.
+    if resolution.by != ResolvedBy::Vote || resolution.via == Some(Via::Reviewer) {
         return Remember::No;
     }
     let always = matches!(rules::option_kind(options, id), Some("allow_always" | "reject_always"));
@@ -1001,9 +1145,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::config::TrustMap;
     use crate::permission::policy::ForbidReason;
     use crate::permission::question::AnswerError;
-    use crate::permission::vote::Vote;
     use crate::sync::lock;
 
     /// The audit's `remembered`: where the deciding vote asked, for the session when it chose an
@@ -1108,7 +1252,7 @@ mod tests {
 
     fn fixture(policy: Policy, timeout: Option<Duration>) -> Fixture {
         let metrics = Arc::new(Metrics::default());
-        let cfg = MediatorConfig { policy, quorum: None, timeout, home: None };
+        let cfg = MediatorConfig { policy, quorum: None, timeout, home: None, reviewers: Vec::new() };
         let mediator = Arc::new(Mediator::new(cfg, PathBuf::from(WS), metrics.clone()));
         Fixture { mediator, host: Arc::default(), metrics }
     }
@@ -1171,6 +1315,70 @@ mod tests {
         })
     }
 
+    /// A reviewer's ballot on `id`, as `cast_review` casts it.
+    fn reviewed<'a>(id: &'a str, vote: &'a Vote, review: &'a Review, trust: &'a TrustMap) -> Ballot<'a> {
+        Ballot {
+            client: Some("reviewer:guard"),
+            via: Via::Reviewer,
+            review: Some(Reviewed { name: "guard", review, trust }),
+            ..ballot(id, None, false, vote)
+        }
+    }
+
+    fn review(verdict: Verdict, reason: &str) -> Review {
+        Review { verdict, reason: reason.to_owned(), option_id: None, failure: None }
+    }
+
+    /// An untrusted reviewer's allow is shown on the pending request and decides nothing; a
+    /// person then decides; a reviewer's verdict after that is refused and tells nobody.
+    #[tokio::test]
+    async fn a_reviewer_informs_where_untrusted_and_is_too_late_once_a_person_decided() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.voters).push("alice".into());
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "allow_always", "reject_once"])).await;
+        let allow = Vote::from(Pick::Decision { effect: Effect::Allow, remember: Remember::No });
+        let only_reads = TrustMap::parse("read:decide", "t").expect("trust");
+        let said = review(Verdict::Allow, "looks fine");
+        assert_eq!(f.permissions().vote(&reviewed(&id, &allow, &said, &only_reads)).map(|_| ()), Ok(()));
+        assert!(f.permissions().is_pending(&id), "an untrusted allow decides nothing");
+        let listed = &f.permissions().list_pending()[0]["reviews"][0];
+        assert_eq!(
+            (&listed["verdict"], &listed["reason"], &listed["decides"]),
+            (&json!("allow"), &json!("looks fine"), &json!(false))
+        );
+        assert_eq!(f.host.last(EventKind::PermissionReviewed)["review"]["clientId"], "reviewer:guard");
+
+        let reject = Vote::from(Pick::Decision { effect: Effect::Deny, remember: Remember::No });
+        f.permissions().vote(&ballot(&id, Some("alice"), true, &reject)).expect("alice decides");
+        assert_eq!(task.await.expect("join")["outcome"]["optionId"], "opt-reject_once");
+        let events = f.host.kinds().len();
+        let edits = TrustMap::parse("edit:decide", "t").expect("trust");
+        let late = f.permissions().vote(&reviewed(&id, &allow, &said, &edits));
+        assert!(matches!(late, Err(VoteError::AlreadyResolved { .. })), "{late:?}");
+        assert_eq!(f.host.kinds().len(), events, "a late verdict publishes nothing");
+        assert_eq!(f.permissions().audit()[0]["voterClientId"], "alice");
+    }
+
+    /// A trusted reviewer's pick of an `*_always` option decides once: it never becomes a rule.
+    #[tokio::test]
+    async fn a_trusted_reviewer_decides_but_is_never_remembered() {
+        let f = fixture(Policy::Designated, None);
+        *lock(&f.host.originator) = Some("alice".into());
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "allow_always", "reject_once"])).await;
+        let always = Vote::from(Pick::Outcome {
+            choice: Choice::Option("opt-allow_always".into()),
+            remember: Remember::No,
+        });
+        let said = Review { option_id: Some("opt-allow_always".into()), ..review(Verdict::Allow, "safe") };
+        let edits = TrustMap::parse("edit:decide", "t").expect("trust");
+        assert_eq!(f.permissions().vote(&reviewed(&id, &always, &said, &edits)).map(|_| ()), Ok(()));
+        assert_eq!(task.await.expect("join")["outcome"]["optionId"], "opt-allow_always");
+        let entry = &f.permissions().audit()[0];
+        assert_eq!((&entry["voterClientId"], &entry["via"]), (&json!("reviewer:guard"), &json!("reviewer")));
+        assert_eq!(entry["remembered"], Value::Null);
+        assert!(f.permissions().list_rules().is_empty(), "no session rule from a reviewer");
+    }
+
     fn rule(body: Value) -> CompiledRule {
         rules::parse_rule(&body, std::path::Path::new(WS), None, 0).expect("valid rule")
     }
@@ -1178,7 +1386,16 @@ mod tests {
     /// A ballot of these tests: over REST, from no device, not an observer's (a test that needs
     /// another door or a device's name says so with `..ballot(...)`).
     fn ballot<'a>(id: &'a str, client: Option<&'a str>, local: bool, vote: &'a Vote) -> Ballot<'a> {
-        Ballot { request_id: id, client, device_name: None, observer: false, local, via: Via::Rest, vote }
+        Ballot {
+            request_id: id,
+            client,
+            device_name: None,
+            observer: false,
+            local,
+            via: Via::Rest,
+            vote,
+            review: None,
+        }
     }
 
     /// The ballots these tests cast, as (request, client, loopback, vote): each one [`Ballot`] to

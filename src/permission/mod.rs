@@ -7,6 +7,8 @@
 //! - [`policy`]: the four policies as one pure decision function, tested as a table.
 //! - [`rules`]: rule validation and matching, pure.
 //! - `workspace`: [`WorkspaceRules`], a workspace's rules, shared by its sessions and persisted.
+//! - [`review`]: a reviewer as the mediator sees it ([`Judge`]: a request in, a [`Review`] out),
+//!   its verdicts cast as ballots of `reviewer:<name>`.
 //! - [`question`]: what an agent asks a person beside a permission (qwen's `ask_user_question`,
 //!   ACP's `elicitation/create`): parsed within bounds, answers checked and converted, pure.
 //!
@@ -15,6 +17,7 @@
 mod mediator;
 pub mod policy;
 pub mod question;
+pub mod review;
 pub mod rules;
 pub mod vote;
 mod workspace;
@@ -22,6 +25,7 @@ mod workspace;
 pub use mediator::{BoundMediator, Decided, Host, Mediator, MediatorConfig};
 pub use policy::{Choice, ForbidReason};
 pub use question::{AnswerError, Answers, Malformed, Question};
+pub use review::{Judge, Judges, Review, Verdict};
 pub use rules::{Effect, RuleError, parse_rule};
-pub use vote::{Ballot, Pick, Remember, ResolvedBy, Via, Vote, VoteError};
+pub use vote::{Ballot, Pick, Remember, ResolvedBy, Reviewed, Via, Vote, VoteError};
 pub use workspace::{Announce, Remembered, WorkspaceRules};

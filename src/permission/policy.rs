@@ -51,9 +51,20 @@ impl Issued {
     }
 }
 
+/// Who casts a ballot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caster {
+    /// A client of the session: a person, or their program.
+    Person,
+    /// A configured reviewer (`reviewer:<name>`); `decides` when the workspace trusts it with the
+    /// request's tool kind.
+    Reviewer { decides: bool },
+}
+
 /// One vote as it arrived.
 #[derive(Debug, Clone)]
 pub struct Cast<'a> {
+    pub caster: Caster,
     pub client_id: Option<&'a str>,
     /// From the socket's peer address only, never from forwarding headers.
     pub loopback_peer: bool,
@@ -83,10 +94,23 @@ pub enum Decision {
     Partial { votes_received: usize, votes_needed: usize, quorum: usize, tallies: BTreeMap<String, usize> },
     /// This voter may not decide this request.
     Forbidden(ForbidReason),
+    /// A reviewer not trusted with the request's tool kind: its verdict is shown beside the
+    /// request, and people decide.
+    Informed,
 }
 
 /// Decides what a ballot does. `prior` maps consensus voters to their earlier choices.
 pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'_>) -> Decision {
+    // A reviewer is no voter of the policy: the workspace's trust in it for a tool kind is a
+    // standing delegation, as a rule is, and decides under every policy; without it the verdict
+    // only informs (the cancel escape included: a reviewer never cancels for the people).
+    if let Caster::Reviewer { decides } = ballot.caster {
+        return if decides && *ballot.choice != Choice::Cancel {
+            Decision::Decided(ballot.choice.clone())
+        } else {
+            Decision::Informed
+        };
+    }
     // The cancel escape works under every policy, from any voter.
     if *ballot.choice == Choice::Cancel {
         return Decision::Decided(Choice::Cancel);
@@ -520,8 +544,37 @@ mod tests {
             ),
         ];
         for (name, issued, prior, client, loopback, choice, expected) in rows {
-            let ballot = Cast { client_id: client, loopback_peer: loopback, choice };
+            let ballot = Cast { caster: Caster::Person, client_id: client, loopback_peer: loopback, choice };
             assert_eq!(decide(&issued, &prior, &ballot), expected, "{name}");
+        }
+    }
+
+    /// A reviewer decides under every policy where it is trusted, and only informs elsewhere;
+    /// it never takes the cancel escape, which is the people's.
+    #[test]
+    fn a_reviewer_decides_only_where_trusted_under_every_policy() {
+        let allow = opt("allow");
+        let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
+        for policy in policies {
+            let issued = issued(policy, Some("alice"), &["alice", "bob"], None);
+            let cast = |decides, choice| Cast {
+                caster: Caster::Reviewer { decides },
+                client_id: Some("reviewer:guard"),
+                loopback_peer: false,
+                choice,
+            };
+            let none = BTreeMap::new();
+            assert_eq!(
+                decide(&issued, &none, &cast(true, &allow)),
+                Decision::Decided(allow.clone()),
+                "{policy:?}"
+            );
+            assert_eq!(decide(&issued, &none, &cast(false, &allow)), Decision::Informed, "{policy:?}");
+            assert_eq!(
+                decide(&issued, &none, &cast(true, &Choice::Cancel)),
+                Decision::Informed,
+                "{policy:?}"
+            );
         }
     }
 
@@ -552,7 +605,12 @@ mod tests {
                 for voter in voters {
                     for loopback in [false, true] {
                         let choice = opt("allow");
-                        let ballot = Cast { client_id: voter, loopback_peer: loopback, choice: &choice };
+                        let ballot = Cast {
+                            caster: Caster::Person,
+                            client_id: voter,
+                            loopback_peer: loopback,
+                            choice: &choice,
+                        };
                         let allowed =
                             !matches!(decide(&issued, &BTreeMap::new(), &ballot), Decision::Forbidden(_));
                         assert_eq!(

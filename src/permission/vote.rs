@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::policy::{Choice, ForbidReason};
 use super::question::{AnswerError, Answers};
+use super::review::Review;
 use super::rules::Effect;
+use crate::config::TrustMap;
 
 /// What ended a request (the `resolvedBy` field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub enum Via {
     Link,
     /// An ACP client on `/acp`: its answer to `session/request_permission`, or `session/permission`.
     Acp,
+    /// A configured reviewer's verdict (`crate::review`), cast as `reviewer:<name>`.
+    Reviewer,
 }
 
 impl Via {
@@ -51,6 +55,7 @@ impl Via {
             Via::Rest => "rest",
             Via::Link => "link",
             Via::Acp => "acp",
+            Via::Reviewer => "reviewer",
         }
     }
 }
@@ -213,6 +218,18 @@ pub struct Ballot<'a> {
     pub local: bool,
     pub via: Via,
     pub vote: &'a Vote,
+    /// A reviewer's ballot (then `client` is `reviewer:<name>` and `via` is [`Via::Reviewer`]);
+    /// `None`: a client's.
+    pub review: Option<Reviewed<'a>>,
+}
+
+/// What a reviewer's ballot carries beside its vote.
+#[derive(Debug, Clone, Copy)]
+pub struct Reviewed<'a> {
+    pub name: &'a str,
+    pub review: &'a Review,
+    /// The tool kinds its allow/deny decides (judged against the request's kind by the mediator).
+    pub trust: &'a TrustMap,
 }
 
 #[cfg(test)]

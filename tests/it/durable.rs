@@ -38,6 +38,8 @@ mod modes;
 mod notify;
 #[path = "permissions.rs"]
 mod permissions;
+#[path = "reviewers.rs"]
+mod reviewers;
 #[path = "rules.rs"]
 mod rules;
 #[path = "sessions.rs"]

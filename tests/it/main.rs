@@ -35,6 +35,7 @@ mod permissions;
 mod questions;
 mod quickstart;
 mod release;
+mod reviewers;
 mod rules;
 mod sandbox;
 mod service;

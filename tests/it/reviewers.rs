@@ -1,0 +1,294 @@
+//! Reviewers (`docs/operations.md#reviewers`), black-box: a `command` reviewer (a Python script the
+//! test writes) behind the demo agent, whose `write <path> <text>` asks with tool kind `edit` and
+//! options `allow_once`, `allow_always`, `reject_once`, and writes the file only when allowed.
+//!
+//! What a user sees: a trusted verdict decides alone (the file is written, the audit names the
+//! reviewer and its reason); an untrusted one, an `escalate` and every failure (a hang past the
+//! deadline, a crash, garbage) leave the request pending for the people, its reviews shown on the
+//! listing and on `permission_reviewed`, the failure counted in `/metrics`; a person decides it;
+//! a verdict after a person decided changes nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The reviewer: reads one request line at a time and answers by its first argument. `late`
+/// answers its first request (allow) only once the file named by its second argument exists,
+/// and escalates every later one at once.
+const REVIEWER: &str = r#"
+import json, os, sys, time
+mode = sys.argv[1]
+first = True
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req["id"]
+    if mode == "hang":
+        continue
+    if mode == "crash":
+        sys.exit(3)
+    if mode == "garbage":
+        print("this is not a verdict", flush=True)
+        continue
+    if mode == "late" and first:
+        first = False
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.01)  # the reviewer's own wait for the test's signal, not the test's
+        print(json.dumps({"id": rid, "verdict": "allow", "reason": "late allow"}), flush=True)
+        continue
+    if mode == "late":
+        print(json.dumps({"id": rid, "verdict": "escalate", "reason": "second request"}), flush=True)
+        continue
+    seen = {"kind": req.get("kind"), "agent": req.get("agent"), "title": req.get("title")}
+    reasons = {"allow": "a write inside the workspace", "deny": "writes are refused here",
+               "escalate": "unsure: ask a person"}
+    print(json.dumps({"id": rid, "verdict": mode, "reason": reasons[mode] + " " + json.dumps(seen)}), flush=True)
+"#;
+
+/// A reviewer script in a fresh directory (kept alive by the returned guard).
+fn reviewer_script() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("reviewer.py");
+    std::fs::write(&path, REVIEWER).expect("write the reviewer");
+    (dir, path)
+}
+
+/// A daemon whose reviewer `guard` runs the script in `mode` (`extra` more arguments), plus `args`.
+fn daemon(script: &Path, mode: &str, extra: &str, args: &[&str]) -> Daemon {
+    let reviewer = format!("guard=command:python3 {} {mode} {extra}", script.display());
+    let mut all = vec!["--reviewer", reviewer.as_str()];
+    all.extend_from_slice(args);
+    Daemon::start(&all)
+}
+
+async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
+    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+    audit["audit"].as_array().expect("audit").clone()
+}
+
+#[tokio::test]
+async fn a_trusted_reviewer_allows_alone_and_the_audit_says_who_and_why() {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "write reviewed.txt ok").await;
+
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["voterClientId"], "reviewer:guard", "{resolved}");
+    assert_eq!(resolved["via"], "reviewer");
+    assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "allow_once"}));
+    assert_eq!(resolved["reviews"][0]["verdict"], "allow");
+    assert_eq!(std::fs::read_to_string(d.workspace.join("reviewed.txt")).expect("written"), "ok");
+    // What the reviewer was sent: the kind, the agent, the title (its reason echoes them).
+    let reason = resolved["reviews"][0]["reason"].as_str().expect("reason");
+    assert!(reason.contains(r#""kind": "edit""#) && reason.contains(r#""agent": "demo""#), "{reason}");
+    assert!(reason.contains("Write reviewed.txt"), "{reason}");
+
+    let entry = &audit(&d, &sid).await[0];
+    assert_eq!(entry["resolvedBy"], "vote");
+    assert_eq!(entry["voterClientId"], "reviewer:guard");
+    assert_eq!(entry["via"], "reviewer");
+    assert_eq!(entry["remembered"], Value::Null, "a reviewer's decision is never a rule");
+    assert_eq!(entry["reviews"][0]["decides"], true);
+    assert!(entry["reviews"][0]["reason"].as_str().expect("reason").starts_with("a write inside"));
+    let scrape = d.scrape().await;
+    assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "allow")]), 1.0);
+}
+
+/// The demo agent's `look` asks to read (kind `read`): a reviewer trusted with reads answers it
+/// alone: the turn goes on without a person.
+#[tokio::test]
+async fn a_read_is_allowed_by_a_reviewer_trusted_with_reads_alone() {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=read:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "look notes.txt").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (&resolved["voterClientId"], &resolved["via"]),
+        (&json!("reviewer:guard"), &json!("reviewer"))
+    );
+    assert_eq!(resolved["reviews"][0]["decides"], true);
+    assert!(events.iter().any(|e| e.payload().to_string().contains("looked at notes.txt")));
+}
+
+#[tokio::test]
+async fn an_untrusted_allow_only_informs_and_a_person_decides() {
+    let (_dir, script) = reviewer_script();
+    // Trusted with reads only: the write's allow is shown, not counted.
+    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=read:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write informed.txt ok").await;
+    let rid = request_id(&request);
+    let reviewed = sse.until_type("permission_reviewed").await;
+    let reviewed = reviewed.last().expect("reviewed").payload().clone();
+    assert_eq!(reviewed["requestId"], rid.as_str());
+    assert_eq!(reviewed["review"]["verdict"], "allow");
+    assert_eq!(reviewed["review"]["decides"], false);
+    let pending = d.pending(&sid).await;
+    assert_eq!(pending.len(), 1, "still the people's: {pending:?}");
+    assert_eq!(pending[0]["reviews"][0]["clientId"], "reviewer:guard");
+    assert!(!d.workspace.join("informed.txt").exists());
+
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
+    assert_eq!((status, body), (200, json!({})));
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "alice");
+    assert!(!d.workspace.join("informed.txt").exists(), "the person's reject stands");
+}
+
+#[tokio::test]
+async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(&script, "escalate", "", &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write escalated.txt ok").await;
+    let rid = request_id(&request);
+    let reviewed = sse.until_type("permission_reviewed").await;
+    let review = reviewed.last().expect("reviewed").payload()["review"].clone();
+    assert_eq!(review["verdict"], "escalate");
+    assert!(review["reason"].as_str().expect("reason").starts_with("unsure: ask a person"), "{review}");
+    let pending = d.pending(&sid).await;
+    assert_eq!(pending[0]["reviews"][0]["verdict"], "escalate");
+
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
+    assert_eq!((status, body), (200, json!({})));
+    sse.until_type("turn_complete").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("escalated.txt")).expect("written"), "ok");
+    let entry = &audit(&d, &sid).await[0];
+    assert_eq!(entry["voterClientId"], "alice");
+    assert_eq!(entry["reviews"][0]["verdict"], "escalate");
+    let scrape = d.scrape().await;
+    assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "escalate")]), 1.0);
+}
+
+#[tokio::test]
+async fn a_trusted_deny_is_the_decision_with_its_reason_in_the_audit() {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(&script, "deny", "", &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "write denied.txt no").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "reject_once"}));
+    assert!(!d.workspace.join("denied.txt").exists());
+    let entry = &audit(&d, &sid).await[0];
+    assert_eq!(entry["voterClientId"], "reviewer:guard");
+    assert_eq!(entry["outcome"]["optionId"], "reject_once", "{entry}");
+    assert_eq!(entry["reviews"][0]["verdict"], "deny");
+    assert!(entry["reviews"][0]["reason"].as_str().expect("reason").starts_with("writes are refused here"));
+    let ballot = &entry["ballots"][0];
+    assert_eq!(
+        (&ballot["clientId"], &ballot["verdict"], &ballot["counted"]),
+        (&json!("reviewer:guard"), &json!("deny"), &json!(true))
+    );
+}
+
+/// A failing reviewer (`mode`) leaves a trusted kind to the people: the request stays pending with
+/// the failure shown, a person decides it, and `/metrics` counts the failure by `reason`.
+/// `deadline_ms`: short for the hang, long for the others, whose failure is seen when it happens.
+async fn a_failure_leaves_the_request_to_the_people(mode: &str, reason: &str, deadline_ms: &str) {
+    let (_dir, script) = reviewer_script();
+    let d = daemon(
+        &script,
+        mode,
+        "",
+        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", deadline_ms],
+    );
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write failed.txt ok").await;
+    let rid = request_id(&request);
+    let reviewed = sse.until_type("permission_reviewed").await;
+    let review = reviewed.last().expect("reviewed").payload()["review"].clone();
+    assert_eq!((&review["verdict"], &review["failure"]), (&json!("escalate"), &json!(reason)), "{review}");
+    assert_eq!(review["decides"], false);
+    let pending = d.pending(&sid).await;
+    assert_eq!(pending.len(), 1, "nothing decided by the failure");
+    assert_eq!(pending[0]["reviews"][0]["failure"], reason);
+    let scrape = d.scrape().await;
+    assert_eq!(
+        scrape.get("mediatord_review_failures_total", &[("reviewer", "guard"), ("reason", reason)]),
+        1.0
+    );
+    assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "escalate")]), 1.0);
+
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
+    assert_eq!((status, body), (200, json!({})));
+    sse.until_type("turn_complete").await;
+    assert_eq!(audit(&d, &sid).await[0]["voterClientId"], "alice");
+    assert!(d.workspace.join("failed.txt").exists());
+}
+
+#[tokio::test]
+async fn a_reviewer_that_hangs_past_its_deadline_leaves_the_request_to_the_people() {
+    a_failure_leaves_the_request_to_the_people("hang", "timeout", "300").await;
+}
+
+#[tokio::test]
+async fn a_reviewer_that_crashes_leaves_the_request_to_the_people() {
+    a_failure_leaves_the_request_to_the_people("crash", "crash", "30000").await;
+}
+
+#[tokio::test]
+async fn a_reviewer_that_answers_garbage_leaves_the_request_to_the_people() {
+    a_failure_leaves_the_request_to_the_people("garbage", "garbage", "30000").await;
+}
+
+#[tokio::test]
+async fn a_verdict_after_a_person_decided_changes_nothing() {
+    let (_dir, script) = reviewer_script();
+    let signal = tempfile::tempdir().expect("tempdir");
+    let go = signal.path().join("go");
+    let d = daemon(&script, "late", go.to_str().expect("utf-8"), &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let request = d.raise(&sid, &mut sse, Some("alice"), "write late.txt no").await;
+    let rid = request_id(&request);
+    let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
+    assert_eq!((status, body), (200, json!({})));
+    let first = sse.until_type("turn_complete").await;
+
+    // The reviewer now allows the decided request; its next answer (to a second request) comes
+    // after that line on its stdout, so once it is seen, the late allow has been read.
+    std::fs::write(&go, "").expect("signal the reviewer");
+    let second = d.raise(&sid, &mut sse, Some("alice"), "write second.txt x").await;
+    let between = sse.until_type("permission_reviewed").await;
+    assert_eq!(between.last().expect("reviewed").payload()["requestId"], second["requestId"]);
+    let all: Vec<&Event> = first.iter().chain(between.iter()).collect();
+    let about_first: Vec<&str> =
+        all.iter().filter(|e| e.payload()["requestId"] == rid.as_str()).map(|e| e.event.as_str()).collect();
+    assert_eq!(about_first, ["permission_resolved"], "nothing after the decision");
+    assert!(!d.workspace.join("late.txt").exists(), "the person's reject stands");
+    let entry = audit(&d, &sid).await.into_iter().find(|e| e["requestId"] == rid.as_str()).expect("audited");
+    assert_eq!(
+        (&entry["voterClientId"], &entry["outcome"]["optionId"]),
+        (&json!("alice"), &json!("reject_once"))
+    );
+    assert_eq!(entry.get("reviews"), None, "the late verdict is not on the record");
+}
+
+/// A reviewer never outlives its daemon, even one killed with SIGKILL (no daemon code runs): the
+/// guard it runs behind kills it.
+#[tokio::test]
+async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
+    let (_dir, script) = reviewer_script();
+    let mut d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    // Answered by the reviewer alone: its program runs.
+    d.turn(&sid, &mut sse, Some("alice"), "write alive.txt ok").await;
+    assert!(d.workspace.join("alive.txt").exists());
+    let pids = pids_with(script.to_str().expect("utf-8"));
+    assert!(pids.len() >= 2, "the guard and the program: {pids:?}");
+    d.signal(rustix::process::Signal::KILL);
+    d.wait_exit(std::time::Duration::from_secs(10));
+    for pid in pids {
+        wait_gone(pid).await;
+    }
+}
