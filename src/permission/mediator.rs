@@ -390,8 +390,8 @@ impl<'a> BoundMediator<'a> {
         // The reviewers judge beside the people, within this future: each review is cast as it
         // comes, and those still out when the request is decided are dropped with it (a late
         // verdict has nothing left to change). A question is for a person alone.
-        let reviewers: &Judges = if is_question { &Vec::new() } else { &m.cfg.reviewers };
-        if reviewers.is_empty() {
+        let reviewers = &m.cfg.reviewers;
+        if is_question || reviewers.is_empty() {
             return decided.await;
         }
         let asked = self.review_request(&request_id, &announced, kind.as_deref());
@@ -441,12 +441,12 @@ impl<'a> BoundMediator<'a> {
     fn cast_review(self, request_id: &str, judge: &dyn Judge, review: &Review) {
         let client = format!("reviewer:{}", judge.name());
         let pick = |review: &Review| match (&review.option_id, review.verdict) {
+            // An escalate picks nothing: it is cast as the cancel escape, which the policy never
+            // lets a reviewer take (`policy::decide`), so it only informs.
+            (_, Verdict::Escalate) => Pick::Outcome { choice: Choice::Cancel, remember: Remember::No },
             (Some(id), _) => Pick::Outcome { choice: Choice::Option(id.clone()), remember: Remember::No },
             (None, Verdict::Allow) => Pick::Decision { effect: Effect::Allow, remember: Remember::No },
-            // An escalate picks nothing; the policy never lets a reviewer's cancel decide.
-            (None, Verdict::Deny | Verdict::Escalate) => {
-                Pick::Decision { effect: Effect::Deny, remember: Remember::No }
-            }
+            (None, Verdict::Deny) => Pick::Decision { effect: Effect::Deny, remember: Remember::No },
         };
         let cast = |review: &Review| {
             let vote = Vote::from(pick(review));
@@ -647,10 +647,7 @@ impl<'a> BoundMediator<'a> {
             request_id: request_id.to_owned(),
             option_id: option_id.to_owned(),
         };
-        // An escalate picks nothing: cast as the cancel escape, which a reviewer never takes.
-        let escalated = review.is_some_and(|r| r.review.verdict == Verdict::Escalate);
         let (choice, remember) = match &vote.pick {
-            _ if escalated => (Choice::Cancel, Remember::No),
             Pick::Outcome { choice: Choice::Cancel, .. } => (Choice::Cancel, Remember::No),
             Pick::Outcome { choice: Choice::Option(id), remember } => {
                 if id == CANCEL_OPTION_ID || !offered(&pending.options, id) {
@@ -671,9 +668,7 @@ impl<'a> BoundMediator<'a> {
         };
         let caster = match review {
             None => Caster::Person,
-            Some(r) => {
-                Caster::Reviewer { decides: !escalated && r.trust.decides(pending.facts.kind.as_deref()) }
-            }
+            Some(r) => Caster::Reviewer { decides: r.trust.decides(pending.facts.kind.as_deref()) },
         };
         let ballot = Cast { caster, client_id, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
