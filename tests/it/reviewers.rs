@@ -8,8 +8,6 @@
 //! listing and on `permission_reviewed`, the failure counted in `/metrics`; a person decides it;
 //! a verdict after a person decided changes nothing.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -46,20 +44,30 @@ for line in sys.stdin:
     print(json.dumps({"id": rid, "verdict": mode, "reason": reasons[mode] + " " + json.dumps(seen)}), flush=True)
 "#;
 
-/// A reviewer script in a fresh directory (kept alive by the returned guard).
-fn reviewer_script() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("reviewer.py");
-    std::fs::write(&path, REVIEWER).expect("write the reviewer");
-    (dir, path)
+/// The reviewer script's name in its directory.
+const REVIEWER_FILE: &str = "reviewer.py";
+
+/// A daemon whose reviewer `guard` runs the reviewer script in `mode` (`extra` more arguments),
+/// plus `args`; a session of alice's on it, and her event stream.
+struct Reviewed {
+    /// The script's directory, kept while the daemon runs.
+    _script: tempfile::TempDir,
+    d: Daemon,
+    sid: String,
+    sse: Sse,
 }
 
-/// A daemon whose reviewer `guard` runs the script in `mode` (`extra` more arguments), plus `args`.
-fn daemon(script: &Path, mode: &str, extra: &str, args: &[&str]) -> Daemon {
+async fn reviewed(mode: &str, extra: &str, args: &[&str]) -> Reviewed {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join(REVIEWER_FILE);
+    std::fs::write(&script, REVIEWER).expect("write the reviewer");
     let reviewer = format!("guard=command:python3 {} {mode} {extra}", script.display());
     let mut all = vec!["--reviewer", reviewer.as_str()];
     all.extend_from_slice(args);
-    Daemon::start(&all)
+    let d = Daemon::start(&all);
+    let sid = d.join("alice").await;
+    let sse = Sse::connect(&d, &sid, &[]).await;
+    Reviewed { _script: dir, d, sid, sse }
 }
 
 async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
@@ -69,10 +77,8 @@ async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_trusted_reviewer_allows_alone_and_the_audit_says_who_and_why() {
-    let (_dir, script) = reviewer_script();
-    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=edit:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("allow", "", &["--reviewer-trust", "guard=edit:decide"]).await;
     let events = d.turn(&sid, &mut sse, Some("alice"), "write reviewed.txt ok").await;
 
     let resolved = find(&events, "permission_resolved");
@@ -101,10 +107,8 @@ async fn a_trusted_reviewer_allows_alone_and_the_audit_says_who_and_why() {
 /// alone: the turn goes on without a person.
 #[tokio::test]
 async fn a_read_is_allowed_by_a_reviewer_trusted_with_reads_alone() {
-    let (_dir, script) = reviewer_script();
-    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=read:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("allow", "", &["--reviewer-trust", "guard=read:decide"]).await;
     let events = d.turn(&sid, &mut sse, Some("alice"), "look notes.txt").await;
     let resolved = find(&events, "permission_resolved");
     assert_eq!(
@@ -117,11 +121,9 @@ async fn a_read_is_allowed_by_a_reviewer_trusted_with_reads_alone() {
 
 #[tokio::test]
 async fn an_untrusted_allow_only_informs_and_a_person_decides() {
-    let (_dir, script) = reviewer_script();
     // Trusted with reads only: the write's allow is shown, not counted.
-    let d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=read:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("allow", "", &["--reviewer-trust", "guard=read:decide"]).await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write informed.txt ok").await;
     let rid = request_id(&request);
     let reviewed = sse.until_type("permission_reviewed").await;
@@ -143,10 +145,8 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
 
 #[tokio::test]
 async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
-    let (_dir, script) = reviewer_script();
-    let d = daemon(&script, "escalate", "", &["--reviewer-trust", "guard=edit:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("escalate", "", &["--reviewer-trust", "guard=edit:decide"]).await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write escalated.txt ok").await;
     let rid = request_id(&request);
     let reviewed = sse.until_type("permission_reviewed").await;
@@ -169,10 +169,8 @@ async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
 
 #[tokio::test]
 async fn a_trusted_deny_is_the_decision_with_its_reason_in_the_audit() {
-    let (_dir, script) = reviewer_script();
-    let d = daemon(&script, "deny", "", &["--reviewer-trust", "guard=edit:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("deny", "", &["--reviewer-trust", "guard=edit:decide"]).await;
     let events = d.turn(&sid, &mut sse, Some("alice"), "write denied.txt no").await;
     let resolved = find(&events, "permission_resolved");
     assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "reject_once"}));
@@ -193,15 +191,9 @@ async fn a_trusted_deny_is_the_decision_with_its_reason_in_the_audit() {
 /// the failure shown, a person decides it, and `/metrics` counts the failure by `reason`.
 /// `deadline_ms`: short for the hang, long for the others, whose failure is seen when it happens.
 async fn a_failure_leaves_the_request_to_the_people(mode: &str, reason: &str, deadline_ms: &str) {
-    let (_dir, script) = reviewer_script();
-    let d = daemon(
-        &script,
-        mode,
-        "",
-        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", deadline_ms],
-    );
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed(mode, "", &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", deadline_ms])
+            .await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write failed.txt ok").await;
     let rid = request_id(&request);
     let reviewed = sse.until_type("permission_reviewed").await;
@@ -242,12 +234,10 @@ async fn a_reviewer_that_answers_garbage_leaves_the_request_to_the_people() {
 
 #[tokio::test]
 async fn a_verdict_after_a_person_decided_changes_nothing() {
-    let (_dir, script) = reviewer_script();
     let signal = tempfile::tempdir().expect("tempdir");
     let go = signal.path().join("go");
-    let d = daemon(&script, "late", go.to_str().expect("utf-8"), &["--reviewer-trust", "guard=edit:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, d, sid, mut sse } =
+        reviewed("late", go.to_str().expect("utf-8"), &["--reviewer-trust", "guard=edit:decide"]).await;
     let request = d.raise(&sid, &mut sse, Some("alice"), "write late.txt no").await;
     let rid = request_id(&request);
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
@@ -277,13 +267,12 @@ async fn a_verdict_after_a_person_decided_changes_nothing() {
 /// guard it runs behind kills it.
 #[tokio::test]
 async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
-    let (_dir, script) = reviewer_script();
-    let mut d = daemon(&script, "allow", "", &["--reviewer-trust", "guard=edit:decide"]);
-    let sid = d.join("alice").await;
-    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let Reviewed { _script, mut d, sid, mut sse } =
+        reviewed("allow", "", &["--reviewer-trust", "guard=edit:decide"]).await;
     // Answered by the reviewer alone: its program runs.
     d.turn(&sid, &mut sse, Some("alice"), "write alive.txt ok").await;
     assert!(d.workspace.join("alive.txt").exists());
+    let script = _script.path().join(REVIEWER_FILE);
     let pids = pids_with(script.to_str().expect("utf-8"));
     assert!(pids.len() >= 2, "the guard and the program: {pids:?}");
     d.signal(rustix::process::Signal::KILL);
