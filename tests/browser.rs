@@ -631,6 +631,62 @@ async fn reject_leaves_no_file() {
     assert!(!d.workspace.join("denied.txt").exists(), "a rejected write writes nothing");
 }
 
+/// The reviewer of [`a_reviewers_reason_is_on_the_card_it_leaves_to_a_person_and_on_the_record_it_decides`]:
+/// allows a write whose title names `safe`, and leaves any other to a person, with a reason that
+/// carries markup (shown as text, as everything an agent or a reviewer says is).
+const REVIEWER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    if "safe" in (req.get("title") or ""):
+        answer = {"verdict": "allow", "reason": "a write inside the workspace"}
+    else:
+        answer = {"verdict": "escalate", "reason": "<img src=x onerror=alert(1)> unsure"}
+    print(json.dumps({"id": req["id"], **answer}), flush=True)
+"#;
+
+/// A reviewer's reason is on the card while it leaves the request to a person (who then decides),
+/// and on the transcript's record when it decides alone (docs/protocol.md §8.6).
+#[tokio::test]
+async fn a_reviewers_reason_is_on_the_card_it_leaves_to_a_person_and_on_the_record_it_decides() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("reviewer.py");
+    std::fs::write(&script, REVIEWER).expect("write the reviewer");
+    let reviewer = format!("guard=command:python3 {}", script.display());
+    let on = OnSession::phone(&["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]).await;
+    let (d, page) = (&on.d, &on.page);
+
+    page.prompt("write unsure.txt maybe").await;
+    let review = page
+        .until(
+            "the reviewer's reason on the card",
+            "(() => { const r = document.querySelector('section.card .reviews li'); return r && r.textContent; })()",
+        )
+        .await;
+    assert_eq!(review, "Reviewer guard asks a person: <img src=x onerror=alert(1)> unsure");
+    assert_eq!(page.js("return document.querySelectorAll('section.card img').length").await, 0);
+    assert!(!d.workspace.join("unsure.txt").exists(), "an escalated write waits for a person");
+    page.click("Allow once", &card_button("Allow once")).await;
+    page.until("the card resolved", NO_CARD).await;
+    let record = page.until("the record", RESOLVED_RECORD).await;
+    assert_eq!(record.as_str().map(|t| t.ends_with("Allow once by you")), Some(true), "{record}");
+    page.finished_turn("the first turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("unsure.txt")).expect("written"), "maybe");
+
+    page.prompt("write safe.txt fine").await;
+    let record = page
+        .until(
+            "the reviewer's decision on the record",
+            "(() => { const r = [...document.querySelectorAll('.perm-record[data-state=resolved]')]; \
+             return r.length === 2 && r[1].textContent; })()",
+        )
+        .await;
+    assert_eq!(record, " Write safe.txt: Allow once by reviewer guard: a write inside the workspace");
+    page.finished_turn("the second turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("safe.txt")).expect("written"), "fine");
+    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error, no CSP violation");
+}
+
 /// A card whose request expires on another day says which day, and works: the page's clock
 /// formatted another day's time with `dateStyle` beside `hour` (which throws), so every card built
 /// after 23:00 under the notified default of an hour lost its policy line and its buttons' handler

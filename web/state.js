@@ -234,6 +234,9 @@ export function apply(s, env, id) {
         partial: null,
         resolved: null,
         error: null,
+        // The reviewers' verdicts so far (docs/protocol.md §8.6): a pending request fetched after a
+        // resync carries those already given.
+        reviews: Array.isArray(data.reviews) ? [...data.reviews] : [],
         item,
         turn,
       };
@@ -249,10 +252,21 @@ export function apply(s, env, id) {
       s.stale.add('pending');
       break;
     }
+    case 'permission_reviewed': {
+      // A reviewer's verdict that decided nothing: shown on the card until the people decide.
+      const perm = s.permissions.get(data.requestId);
+      if (perm && data.review && !perm.reviews.some((r) => r.clientId === data.review.clientId)) {
+        perm.reviews.push(data.review);
+        s.dirty.add(perm.item);
+      }
+      s.stale.add('pending');
+      break;
+    }
     case 'permission_resolved': {
       const perm = s.permissions.get(data.requestId);
       if (perm) {
         perm.resolved = data;
+        if (Array.isArray(data.reviews)) perm.reviews = data.reviews;
         s.dirty.add(perm.item);
       }
       s.stale.add('pending');

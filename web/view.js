@@ -146,6 +146,20 @@ function toolBody(call, cwd) {
   return parts;
 }
 
+/** What a reviewer's verdict does, as a card says it (docs/protocol.md §8.6). */
+const VERDICT_LABEL = { allow: 'allows', deny: 'denies', escalate: 'asks a person' };
+
+/**
+ * "Reviewer guard asks a person: pipes a download into a shell" — one review, as the card and the
+ * record show it; a failure (no answer in time, a dead or garbled reviewer) says so, not a verdict.
+ */
+function reviewText(review) {
+  const name = `Reviewer ${reveal(String(review.reviewer ?? ''))}`;
+  const reason = reveal(String(review.reason ?? ''));
+  if (review.failure) return `${name} failed (${reveal(String(review.failure))}), so a person decides: ${reason}`;
+  return `${name} ${VERDICT_LABEL[review.verdict] || reveal(String(review.verdict))}: ${reason}`;
+}
+
 /** "Allow once by bob" — how a permission request was decided. */
 export function resolutionText(s, perm) {
   const r = perm.resolved;
@@ -153,6 +167,12 @@ export function resolutionText(s, perm) {
   const chosen = r.outcome?.outcome === 'selected' ? option?.name || r.outcome.optionId : 'Cancelled';
   switch (r.resolvedBy) {
     case 'vote':
+      if (r.via === 'reviewer') {
+        // A reviewer trusted with the kind decided: say which and why.
+        const review = (perm.reviews || []).find((v) => v.clientId === r.voterClientId);
+        const name = reveal(String(r.voterClientId ?? '').replace(/^reviewer:/, ''));
+        return review ? `${chosen} by reviewer ${name}: ${reveal(String(review.reason ?? ''))}` : `${chosen} by reviewer ${name}`;
+      }
       return `${chosen} by ${who(s, r.voterClientId)}`;
     case 'rule':
       return `${chosen} by rule ${r.ruleId ?? ''}`.trim();
@@ -729,6 +749,8 @@ export class SessionView {
         h('span', { class: 'option-name' }, 'Deny for this session')));
     }
     const policy = h('p', { class: 'policy' });
+    // The reviewers' verdicts that left it to the people, with their reasons (updateCard).
+    const reviews = h('ul', { class: 'reviews', 'aria-label': 'Reviewers' });
     const error = h('p', { class: 'form-error', role: 'alert' });
     const tool = toolName(call);
     // The summary until the daemon's presentation arrives (`present`).
@@ -742,13 +764,14 @@ export class SessionView {
         : h('p', { class: 'what' }, call.kind ? `Wants to ${KIND_LABEL[call.kind] || ''}` : 'Wants to use a tool',
           call.kind && !KIND_LABEL[call.kind] ? shown(String(call.kind)) : null, tool ? [' with ', shown(String(tool))] : null),
       body,
+      reviews,
       policy,
       h('div', { class: 'options' }, buttons.map((b) => b.button)),
       shorthands.length ? h('div', { class: 'shorthands' }, shorthands) : null,
       meanings,
       error,
     );
-    const card = { el, title, body, buttons, shorthands, policy, error, meanings, kinds };
+    const card = { el, title, body, buttons, shorthands, policy, reviews, error, meanings, kinds };
     // A question's card is its form (the daemon's presentation of a tool call has nothing to add).
     if (!form) this.present(perm, card, false);
     return card;
@@ -806,6 +829,12 @@ export class SessionView {
     if (request.expiresAt) text += ` Cancelled at ${clock(request.expiresAt)} if nobody answers.`;
     if (perm.myVote) text += ` Your vote: ${perm.myVote}.`;
     card.policy.textContent = text;
+    const reviews = perm.reviews || [];
+    replace(card.reviews, reviews.map((r) => h('li', {
+      class: ['review', r.failure ? 'failed' : String(r.verdict)],
+      dataset: { reviewer: String(r.reviewer ?? ''), verdict: String(r.verdict ?? '') },
+    }, reviewText(r))));
+    card.reviews.hidden = reviews.length === 0;
     const tallies = perm.partial?.optionTallies || {};
     for (const b of card.buttons) {
       const n = tallies[b.option.optionId];

@@ -27,6 +27,11 @@ const MAX_DETAIL_CHARS: usize = 600;
 /// The longest option name on a button or in the JSON document's `options` (revealed, then cut
 /// with `…`): the name is a label, the option's `kind` what it does.
 const MAX_OPTION_NAME_CHARS: usize = 64;
+/// Reviewers' verdicts a request's notification shows at most (each one that answered without
+/// deciding), and the characters of each one's reason (revealed, then cut with `…`): a reviewer's
+/// word beside the request, not its essay; the link shows them whole.
+const MAX_REVIEWS_SHOWN: usize = 2;
+const MAX_REVIEW_REASON_CHARS: usize = 100;
 /// The option kinds ntfy's buttons prefer, in order, when the agent offers more than three.
 const NTFY_PREFERRED_KINDS: [&str; 3] = ["allow_once", "allow_always", "reject_once"];
 
@@ -189,11 +194,44 @@ pub(super) fn details(tool_call: &Value, options: &Value) -> Option<String> {
 
 /// An option's name as a button shows it: revealed, cut to [`MAX_OPTION_NAME_CHARS`].
 pub(super) fn option_name(name: &str) -> String {
-    let shown = reveal(name);
-    if shown.chars().count() <= MAX_OPTION_NAME_CHARS {
+    cut(name, MAX_OPTION_NAME_CHARS)
+}
+
+/// `text` revealed, cut to `max` characters with `…`.
+fn cut(text: &str, max: usize) -> String {
+    let shown = reveal(text);
+    if shown.chars().count() <= max {
         return shown.into_owned();
     }
-    shown.chars().take(MAX_OPTION_NAME_CHARS - 1).collect::<String>() + "…"
+    shown.chars().take(max - 1).collect::<String>() + "…"
+}
+
+/// "Reviewer guard asks a person: pipes a download into a shell": each reviewer's verdict the
+/// request's notification waited for (`docs/operations.md#reviewers`), at most
+/// [`MAX_REVIEWS_SHOWN`], then how many more.
+fn review_lines(data: &Value) -> Vec<String> {
+    let reviews = data.get("reviews").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mut lines: Vec<String> = reviews
+        .iter()
+        .take(MAX_REVIEWS_SHOWN)
+        .map(|r| {
+            let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+            let name = cut(field("reviewer"), MAX_OPTION_NAME_CHARS);
+            let reason = cut(field("reason"), MAX_REVIEW_REASON_CHARS);
+            match (field("failure"), field("verdict")) {
+                ("", "allow") => format!("Reviewer {name} would allow it: {reason}"),
+                ("", "deny") => format!("Reviewer {name} would deny it: {reason}"),
+                ("", _) => format!("Reviewer {name} asks a person: {reason}"),
+                (failure, _) => {
+                    format!("Reviewer {name} failed ({}): {reason}", cut(failure, MAX_OPTION_NAME_CHARS))
+                }
+            }
+        })
+        .collect();
+    if reviews.len() > MAX_REVIEWS_SHOWN {
+        lines.push(format!("and {} more reviewers", reviews.len() - MAX_REVIEWS_SHOWN));
+    }
+    lines
 }
 
 /// The `expiresAt` of a request (ms), if it has one.
@@ -274,6 +312,7 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
             if let Some(details) = details(&tool_call, n.data.get("options").unwrap_or(&Value::Null)) {
                 lines.push(details);
             }
+            lines.extend(review_lines(n.data));
             lines.push(workspace);
             lines.push(expiry);
             Message { title, lines, priority: if n.reminder > 0 { 5 } else { 4 } }
@@ -431,6 +470,8 @@ pub(super) fn json_body(n: &Notice<'_>) -> Value {
         })
         .collect();
     body["policy"] = n.data.get("policy").cloned().unwrap_or(Value::Null);
+    // The reviewers' verdicts it waited for, as the request carries them (protocol § 8.6).
+    body["reviews"] = n.data.get("reviews").cloned().unwrap_or_else(|| json!([]));
     body["clientId"] = json!(n.client_id);
     body["expiresAt"] = json!(expires_at(n.data).map(iso8601));
     // What the end of --permission-timeout-ms does today: the agent is told `cancelled`.
@@ -564,6 +605,30 @@ pub(super) mod tests {
             client_id: Some("phone"),
             session_url: None,
         }
+    }
+
+    /// The reviewers' words a request's notification waited for: revealed, cut, at most two.
+    #[test]
+    fn a_request_shows_its_reviewers_verdicts_revealed_and_bounded() {
+        let mut data = request();
+        data["reviews"] = json!([
+            {"reviewer": "guard", "verdict": "escalate", "reason": format!("pipes\u{202e} {}", "x".repeat(200))},
+            {"reviewer": "model", "verdict": "deny", "reason": "no verdict in time", "failure": "timeout"},
+            {"reviewer": "third", "verdict": "allow", "reason": "fine"},
+        ]);
+        let lines = message(&notice(EventKind::PermissionRequest, &data, &[])).lines;
+        let first = lines.iter().position(|l| l.starts_with("Reviewer guard")).expect("guard's line");
+        let guard = &lines[first];
+        assert!(guard.starts_with("Reviewer guard asks a person: pipes\\u{202e} xxx"), "{guard}");
+        assert_eq!(guard.chars().count(), "Reviewer guard asks a person: ".len() + MAX_REVIEW_REASON_CHARS);
+        assert!(guard.ends_with('…'), "{guard}");
+        assert_eq!(lines[first + 1], "Reviewer model failed (timeout): no verdict in time");
+        assert_eq!(lines[first + 2], "and 1 more reviewers");
+        let body = json_body(&notice(EventKind::PermissionRequest, &data, &[]));
+        assert_eq!(body["reviews"][2]["reason"], "fine", "the document carries them whole");
+        data["reviews"] = json!([{"reviewer": "g", "verdict": "allow", "reason": "reads only"}]);
+        let lines = message(&notice(EventKind::PermissionRequest, &data, &[])).lines;
+        assert!(lines.contains(&"Reviewer g would allow it: reads only".to_owned()), "{lines:?}");
     }
 
     #[test]

@@ -131,6 +131,17 @@ struct Target {
     log: TargetLog,
 }
 
+impl Target {
+    /// Whether it is sent events of `kind`. Files changed without approval go where permission
+    /// requests go: to whoever would have been asked.
+    fn wants(&self, kind: EventKind) -> bool {
+        match kind {
+            EventKind::UnapprovedChange => self.config.wants(EventKind::PermissionRequest),
+            kind => self.config.wants(kind),
+        }
+    }
+}
+
 /// The kinds of log lines a target repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Line {
@@ -182,6 +193,11 @@ struct Outbox {
     /// service answers after its request was decided is edited at once. Written under `open`'s
     /// lock, so a delivery finds its request in one or the other.
     decided: Mutex<VecDeque<(String, Arc<Job>)>>,
+    /// Permission requests whose notification waits for their reviewers (the request's
+    /// `reviewers`), by request id: sent with the reviewers' reasons once each has answered (a
+    /// failing reviewer answers too, by its deadline), dropped when the request is decided first
+    /// (a request a trusted reviewer decides bothers nobody). Bounded as `open` is.
+    held: Mutex<HashMap<String, Held>>,
     /// `--public-url`, or the listening URL once bound.
     base: OnceLock<String>,
     /// The TLS client's settings, when a target is `https://` (the roots are read once, at boot).
@@ -189,6 +205,14 @@ struct Outbox {
     counters: Counters,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
+}
+
+/// A request's notification waiting for its reviewers.
+#[derive(Debug)]
+struct Held {
+    job: Job,
+    /// The reviewers yet to answer, by name.
+    waiting: Vec<String>,
 }
 
 /// The daemon's notifications. Without targets it does nothing (and spawns nothing).
@@ -232,6 +256,7 @@ impl Notifier {
             open: Mutex::new(HashSet::new()),
             posted: Mutex::new(HashMap::new()),
             decided: Mutex::new(VecDeque::new()),
+            held: Mutex::new(HashMap::new()),
             base: OnceLock::new(),
             tls,
             counters: Counters::default(),
@@ -285,8 +310,16 @@ impl Notifier {
         }
         let request_id = || data.get("requestId").and_then(Value::as_str);
         match kind {
+            EventKind::PermissionReviewed => {
+                if let Some(id) = request_id() {
+                    self.reviewed(id, data.get("review").unwrap_or(&Value::Null));
+                }
+                return;
+            }
             EventKind::PermissionResolved => {
                 if let Some(id) = request_id() {
+                    // Decided before its reviewers all answered: nobody is asked.
+                    lock(&s.held).remove(id);
                     let decision = Arc::new(Job::of(kind, source, data));
                     {
                         let mut open = lock(&s.open);
@@ -317,26 +350,67 @@ impl Notifier {
             | EventKind::AgentRefusedAsClient => {}
             _ => return,
         }
-        // Files changed without approval go where permission requests go: to whoever would have
-        // been asked.
-        let wants = |t: &Target| match kind {
-            EventKind::UnapprovedChange => t.config.wants(EventKind::PermissionRequest),
-            _ => t.config.wants(kind),
-        };
-        if !s.targets.iter().any(wants) {
+        if !s.targets.iter().any(|t| t.wants(kind)) {
             return;
         }
-        let mut tracked = false;
-        if kind == EventKind::PermissionRequest
-            && let Some(id) = request_id()
+        let job = Job::of(kind, source, data);
+        let reviewers: Vec<String> = match (kind, request_id()) {
+            (EventKind::PermissionRequest, Some(_)) => {
+                let names = data.get("reviewers").and_then(Value::as_array).into_iter().flatten();
+                names.filter_map(Value::as_str).map(str::to_owned).collect()
+            }
+            _ => Vec::new(),
+        };
+        if let (false, Some(id)) = (reviewers.is_empty(), request_id()) {
+            let mut held = lock(&s.held);
+            if held.len() < MAX_OPEN_REQUESTS {
+                held.insert(id.to_owned(), Held { job, waiting: reviewers });
+                return;
+            }
+            // Too many waiting: this one goes now, without its reviewers' words.
+        }
+        self.send(job);
+    }
+
+    /// A reviewer's verdict that decided nothing: added to its request's held notification, which
+    /// goes once every reviewer has answered.
+    fn reviewed(&self, request_id: &str, review: &Value) {
+        let s = &self.shared;
+        let ready = {
+            let mut held = lock(&s.held);
+            let Some(h) = held.get_mut(request_id) else { return };
+            let name = review.get("reviewer").and_then(Value::as_str).unwrap_or("");
+            h.waiting.retain(|w| w != name);
+            match h.job.data.get_mut("reviews").and_then(Value::as_array_mut) {
+                Some(reviews) => reviews.push(review.clone()),
+                None => h.job.data["reviews"] = Value::Array(vec![review.clone()]),
+            }
+            if !h.waiting.is_empty() {
+                return;
+            }
+            held.remove(request_id)
+        };
+        if let Some(Held { mut job, .. }) = ready {
+            // Its latency counts from here: the wait for the reviewers is the point.
+            job.at = Instant::now();
+            self.send(job);
+        }
+    }
+
+    /// Queues `job` for the targets that want its kind; a permission request is tracked (its
+    /// decision updates what was posted, reminders follow it).
+    fn send(&self, mut job: Job) {
+        let s = &self.shared;
+        if job.kind == EventKind::PermissionRequest
+            && let Some(id) = job.data.get("requestId").and_then(Value::as_str)
         {
             let mut open = lock(&s.open);
             if open.len() < MAX_OPEN_REQUESTS {
-                tracked = open.insert(id.to_owned());
+                job.tracked = open.insert(id.to_owned());
             }
         }
-        let job = Arc::new(Job { tracked, ..Job::of(kind, source, data) });
-        for target in s.targets.iter().filter(|t| wants(t)) {
+        let job = Arc::new(job);
+        for target in s.targets.iter().filter(|t| t.wants(job.kind)) {
             s.push(target, job.clone());
         }
     }
@@ -707,6 +781,37 @@ mod tests {
         n.offer(source, EventKind::UnapprovedChange, &json!({"paths": ["a.txt"], "count": 1}));
         let queued = |i: usize| lock(&n.shared.targets[i].jobs).iter().map(|j| j.kind).collect::<Vec<_>>();
         assert_eq!((queued(0), queued(1)), (vec![], vec![EventKind::UnapprovedChange]));
+    }
+
+    /// A request its reviewers judge is told once they all answered, with their words; one
+    /// decided first (a trusted reviewer's allow, a person) is told to nobody.
+    #[test]
+    fn a_reviewed_request_waits_for_its_reviewers_and_one_decided_first_is_not_sent() {
+        let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
+        let source = EventOrigin { session_id: "s", workspace: Path::new("/w") };
+        let request = |id: &str| json!({"requestId": id, "options": [], "reviewers": ["guard", "model"]});
+        let review = |id: &str, name: &str| json!({"requestId": id, "review": {"reviewer": name, "verdict": "escalate", "reason": format!("{name} is unsure")}});
+        let queued = || lock(&n.shared.targets[0].jobs).iter().map(|j| j.data.clone()).collect::<Vec<_>>();
+
+        n.offer(source, EventKind::PermissionRequest, &request("r1"));
+        n.offer(source, EventKind::PermissionReviewed, &review("r1", "guard"));
+        n.offer(source, EventKind::PermissionReviewed, &review("r9", "model"));
+        assert_eq!(queued(), Vec::<Value>::new(), "one reviewer still out");
+        assert!(!n.shared.is_open("r1"));
+        n.offer(source, EventKind::PermissionReviewed, &review("r1", "model"));
+        let sent = queued();
+        assert_eq!(sent.len(), 1);
+        let reasons: Vec<&Value> =
+            sent[0]["reviews"].as_array().expect("reviews").iter().map(|r| &r["reason"]).collect();
+        assert_eq!(reasons, [&json!("guard is unsure"), &json!("model is unsure")]);
+        assert!(n.shared.is_open("r1"), "tracked once sent: its decision updates it");
+
+        n.offer(source, EventKind::PermissionRequest, &request("r2"));
+        n.offer(source, EventKind::PermissionReviewed, &review("r2", "guard"));
+        n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r2", "resolvedBy": "vote"}));
+        n.offer(source, EventKind::PermissionReviewed, &review("r2", "model"));
+        assert_eq!(queued().len(), 1, "decided before its reviewers all answered: nobody is asked");
+        assert!(lock(&n.shared.held).is_empty());
     }
 
     #[test]

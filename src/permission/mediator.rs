@@ -338,6 +338,11 @@ impl<'a> BoundMediator<'a> {
             data["question"] = q.wire();
         }
         let is_question = question.is_some();
+        // Who will judge it beside the people: a client may say so, and a notification waits for
+        // their verdicts (a request a trusted reviewer decides bothers nobody).
+        if !is_question && !m.cfg.reviewers.is_empty() {
+            data["reviewers"] = m.cfg.reviewers.iter().map(|r| json!(r.name())).collect();
+        }
         let (reply, mut rx) = oneshot::channel();
         {
             let mut st = m.lock();

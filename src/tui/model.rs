@@ -119,6 +119,9 @@ pub(crate) struct Permission {
     pub(crate) partial: Option<Value>,
     /// The `permission_resolved` event's data.
     pub(crate) resolved: Option<Value>,
+    /// The reviewers' verdicts (`docs/protocol.md` §8.6): one per reviewer, so at most
+    /// `config::MAX_REVIEWERS`, each reason at most 2 KiB.
+    pub(crate) reviews: Vec<Value>,
     /// The option this client voted for (its name), once the daemon took the vote.
     pub(crate) my_vote: Option<String>,
     /// Why this client's vote was refused.
@@ -130,6 +133,22 @@ pub(crate) struct Permission {
 impl Permission {
     pub(crate) fn request_id(&self) -> &str {
         self.request.get("requestId").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// Keeps a reviewer's review, once per reviewer (the event, a resync's pending list and the
+    /// decision may each carry it), and no more than a daemon sends.
+    fn add_review(&mut self, review: &Value) {
+        let client = review.get("clientId");
+        if self.reviews.len() < crate::config::MAX_REVIEWERS
+            && !self.reviews.iter().any(|r| r.get("clientId") == client)
+        {
+            self.reviews.push(review.clone());
+        }
+    }
+
+    /// The review of `client_id` (`reviewer:<name>`), if it gave one.
+    pub(crate) fn review_of(&self, client_id: &str) -> Option<&Value> {
+        self.reviews.iter().find(|r| r.get("clientId").and_then(Value::as_str) == Some(client_id))
     }
 }
 
@@ -505,9 +524,20 @@ impl SessionView {
                     p.partial = Some(data.clone());
                 }
             }
+            "permission_reviewed" => {
+                // A reviewer's verdict that decided nothing: on the card until the people decide.
+                if let Some(p) = self.permission_mut(&field("requestId").unwrap_or_default())
+                    && let Some(review) = data.get("review")
+                {
+                    p.add_review(review);
+                }
+            }
             "permission_resolved" => {
                 let request_id = field("requestId").unwrap_or_default();
                 if let Some(p) = self.permission_mut(&request_id) {
+                    for review in data.get("reviews").and_then(Value::as_array).into_iter().flatten() {
+                        p.add_review(review);
+                    }
                     p.resolved = Some(data.clone());
                     p.voting = false;
                 }
@@ -600,18 +630,22 @@ impl SessionView {
         }
         let seq = self.push(Entry::Permission { request_id: request_id.clone() });
         self.permission_bytes += value_size(&data);
-        self.permissions.insert(
-            seq,
-            Permission {
-                request: data,
-                originator: originator.map(str::to_owned),
-                partial: None,
-                resolved: None,
-                my_vote: None,
-                error: None,
-                voting: false,
-            },
-        );
+        let mut permission = Permission {
+            request: Value::Null,
+            originator: originator.map(str::to_owned),
+            partial: None,
+            resolved: None,
+            reviews: Vec::new(),
+            my_vote: None,
+            error: None,
+            voting: false,
+        };
+        // A pending request fetched after a resync carries the reviews already given.
+        for review in data.get("reviews").and_then(Value::as_array).into_iter().flatten() {
+            permission.add_review(review);
+        }
+        permission.request = data;
+        self.permissions.insert(seq, permission);
         self.by_request.insert(request_id, seq);
         self.trim_permissions();
     }
@@ -692,6 +726,15 @@ impl SessionView {
         };
         let by = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
         let how = match by("resolvedBy").as_deref() {
+            // A reviewer trusted with the kind decided: which, and why in its words.
+            Some("vote") if by("via").as_deref() == Some("reviewer") => {
+                let voter = by("voterClientId").unwrap_or_default();
+                let name = voter.strip_prefix("reviewer:").unwrap_or(&voter);
+                match permission.review_of(&voter).and_then(|r| r.get("reason")).and_then(Value::as_str) {
+                    Some(reason) => format!("by reviewer {name}: {reason}"),
+                    None => format!("by reviewer {name}"),
+                }
+            }
             Some("vote") => match by("voterClientId") {
                 Some(v) if self.me.as_deref() == Some(v.as_str()) => format!("by you ({v})"),
                 Some(v) => format!("by {v}"),

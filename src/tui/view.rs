@@ -353,6 +353,24 @@ pub(crate) fn transcript_rows(app: &App, width: usize, height: usize) -> Vec<Lin
     rows.drain(start..end).collect()
 }
 
+/// "reviewer guard asks a person: pipes a download into a shell": a reviewer's verdict that left
+/// the request to the people, as the web app's card says it; a failure says so, not a verdict.
+fn review_text(review: &Value) -> String {
+    let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or("");
+    let name = field("reviewer");
+    let reason = field("reason");
+    if !field("failure").is_empty() {
+        return format!("reviewer {name} failed ({}), so a person decides: {reason}", field("failure"));
+    }
+    let said = match field("verdict") {
+        "allow" => "allows",
+        "deny" => "denies",
+        "escalate" => "asks a person",
+        other => other,
+    };
+    format!("reviewer {name} {said}: {reason}")
+}
+
 /// The card of `p`: what it asks (bounded by `bounds`), then its options; and its last line, the
 /// keys or the outcome.
 pub(crate) fn card_lines(
@@ -400,6 +418,7 @@ pub(crate) fn card_lines(
     if !about.is_empty() {
         lines.push(Line::from(spans(&about.join(" · "), t.dim(), t)));
     }
+    lines.extend(p.reviews.iter().map(|r| Line::from(spans(&review_text(r), t.warn(), t))));
     for section in &shown.sections {
         lines.extend(section_lines(section, "", t));
     }
@@ -955,6 +974,39 @@ mod tests {
         let text = screen(&a, 80, 24).join("\n");
         assert!(text.contains("✓ decided: Allow once, by web-7"), "{text}");
         assert!(!text.contains("[a]") && !text.contains("a allow once"), "{text}");
+    }
+
+    /// A reviewer's verdict that left the request to the people is on the card with its reason
+    /// (once, though the event and a resync both carry it); one that decided is on the outcome.
+    #[test]
+    fn a_reviewers_reason_is_on_the_card_and_on_the_outcome_it_decided() {
+        let mut a = app();
+        echo(&mut a, 1, "p1", "alice", "write");
+        write_request(&mut a, 2, "r1");
+        let review = json!({"reviewer": "guard", "clientId": "reviewer:guard", "verdict": "escalate", "reason": "unsure\u{1b}[2J", "decides": false, "at": 1});
+        for id in [4, 5] {
+            a.event("permission_reviewed", Some(id), &json!({"data": {"requestId": "r1", "review": review}}));
+        }
+        let text = screen(&a, 100, 24).join("\n");
+        assert_eq!(text.matches("reviewer guard asks a person: unsure\\u{1b}[2J").count(), 1, "{text}");
+        assert!(text.contains("[a] Allow once"), "still the people's: {text}");
+
+        write_request(&mut a, 6, "r2");
+        let failed = json!({"reviewer": "guard", "clientId": "reviewer:guard", "verdict": "escalate", "reason": "no verdict within 5000 ms", "failure": "timeout", "decides": false, "at": 2});
+        a.event("permission_reviewed", Some(8), &json!({"data": {"requestId": "r2", "review": failed}}));
+        a.event("permission_resolved", Some(9), &json!({"data": {"requestId": "r1", "outcome": {"outcome": "selected", "optionId": "allow_once"}, "resolvedBy": "vote", "voterClientId": "web-7"}}));
+        a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Enter));
+        let text = screen(&a, 100, 24).join("\n");
+        assert!(
+            text.contains("reviewer guard failed (timeout), so a person decides: no verdict within 5000 ms"),
+            "{text}"
+        );
+
+        write_request(&mut a, 10, "r3");
+        let allowed = json!({"reviewer": "guard", "clientId": "reviewer:guard", "verdict": "allow", "reason": "a write inside the workspace", "decides": true, "at": 3});
+        a.event("permission_resolved", Some(12), &json!({"data": {"requestId": "r3", "outcome": {"outcome": "selected", "optionId": "allow_once"}, "resolvedBy": "vote", "voterClientId": "reviewer:guard", "via": "reviewer", "reviews": [allowed]}}));
+        let outcome = a.session.permission("r3").and_then(|p| a.session.resolution_text(p));
+        assert_eq!(outcome.as_deref(), Some("Allow once, by reviewer guard: a write inside the workspace"));
     }
 
     #[test]

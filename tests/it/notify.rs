@@ -1100,3 +1100,53 @@ async fn a_request_outside_the_workspace_is_marked_on_every_door_and_in_the_audi
     let card = d.get(&format!("/session/{sid}/permission/{}", request_id(&inside))).await.ok();
     assert!(card["warning"].is_null(), "{card}");
 }
+
+/// A reviewer (`docs/operations.md#reviewers`) that leaves writes to a person with a reason, or,
+/// with `allow` as its argument, allows them.
+const REVIEWER: &str = r#"
+import json, sys
+allow = sys.argv[1:] == ["allow"]
+for line in sys.stdin:
+    req = json.loads(line)
+    answer = {"verdict": "allow", "reason": "a write inside the workspace"} if allow else \
+             {"verdict": "escalate", "reason": "unsure: it overwrites a file"}
+    print(json.dumps({"id": req["id"], **answer}), flush=True)
+"#;
+
+/// A request its reviewer leaves to the people is notified once the reviewer answered, with its
+/// reason; one a trusted reviewer decides notifies nobody (the next delivery is the turn's end).
+#[tokio::test]
+async fn a_reviewed_request_is_notified_with_the_reviewers_reason_and_one_it_decides_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("reviewer.py");
+    std::fs::write(&script, REVIEWER).expect("write the reviewer");
+    for allow in [false, true] {
+        let mut got = Receiver::start(&[]).await;
+        let reviewer =
+            format!("guard=command:python3 {}{}", script.display(), if allow { " allow" } else { "" });
+        let target = json!([{"url": got.url("/n"), "events": ["permission_request", "turn_complete"], "clientId": "phone"}]);
+        let (d, _cfg) =
+            daemon_notifying(target, &["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]);
+        let sid = d.join("alice").await;
+        let mut sse = Sse::connect(&d, &sid, &[]).await;
+        if allow {
+            d.turn(&sid, &mut sse, Some("alice"), "write allowed.txt ok").await;
+            let first = got.next().await;
+            assert_eq!(first.body["event"], "turn_complete", "no request notified: {}", first.body);
+            assert!(d.workspace.join("allowed.txt").exists());
+            continue;
+        }
+        let raised = d.raise(&sid, &mut sse, Some("alice"), "write unsure.txt ok").await;
+        assert_eq!(raised["reviewers"], json!(["guard"]), "{raised}");
+        let asked = got.next().await;
+        assert_eq!(asked.body["event"], "permission_request");
+        assert_eq!(asked.body["requestId"], raised["requestId"]);
+        assert_eq!(asked.body["reviews"][0]["reason"], "unsure: it overwrites a file", "{}", asked.body);
+        assert_eq!(asked.body["reviews"][0]["verdict"], "escalate");
+        // Its link decides as any request's does.
+        let allow_link = asked.body["options"][0]["url"].as_str().expect("a link").to_owned();
+        assert_eq!(post_link(&allow_link).await.status, 200);
+        sse.until_type("turn_complete").await;
+        assert!(d.workspace.join("unsure.txt").exists());
+    }
+}
