@@ -22,6 +22,7 @@ pub mod h2;
 pub mod peer;
 pub mod procs;
 pub mod report;
+pub mod review;
 pub mod scenarios;
 pub mod snapshots;
 pub mod sse;

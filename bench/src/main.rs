@@ -6,6 +6,7 @@
 //!                         [--out docs/benchmarks.md] [--runs N] [--events N] [--qwen-events N]
 //! mediatord-bench smoke --mediatord BIN
 //! mediatord-bench fleet --mediatord BIN --store postgres://… [--runs N] [--events N]
+//! mediatord-bench review --mediatord BIN [--runs N]
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
 //! ```
@@ -24,6 +25,7 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      mediatord-bench fleet --mediatord BIN --store URL [--runs N] [--events N]\n       \
                      mediatord-bench h2 --mediatord BIN [--runs N] [--events N] \
                      [--only relay1,relay10,whole,permissions,memory] [--h2-max-frame BYTES]\n       \
+                     mediatord-bench review --mediatord BIN [--runs N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]";
 
@@ -177,6 +179,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        "review" => match runtime.block_on(mediatord_bench::review::run(&tools, &plan)) {
+            Ok(report) => {
+                print!("{}", report.markdown());
+                if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            }
+            Err(e) => {
+                eprintln!("review: {e}");
+                ExitCode::FAILURE
+            }
+        },
         "h2" => match runtime.block_on(mediatord_bench::h2::run(&tools, &plan)) {
             Ok(report) => {
                 print!("{}", report.markdown());

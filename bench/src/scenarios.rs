@@ -288,6 +288,28 @@ pub async fn permissions_on(
     k: usize,
     timeout: Duration,
 ) -> Res<PermissionRun> {
+    permission_turn(api, created, k, timeout, true).await
+}
+
+/// [`permissions`] where the daemon decides each request itself (a trusted reviewer): the
+/// client only reads the stream, and votes nothing.
+pub async fn permissions_unvoted(
+    api: &Api,
+    daemon: &Daemon,
+    k: usize,
+    timeout: Duration,
+) -> Res<PermissionRun> {
+    let created = fresh_session(api, daemon).await?;
+    permission_turn(api, &created, k, timeout, false).await
+}
+
+async fn permission_turn(
+    api: &Api,
+    created: &crate::api::Created,
+    k: usize,
+    timeout: Duration,
+    vote: bool,
+) -> Res<PermissionRun> {
     let session = created.session_id.clone();
     let client = created.client_id.as_deref();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -310,6 +332,9 @@ pub async fn permissions_on(
             match kind.as_str() {
                 "permission_request" => {
                     seen.push(at);
+                    if !vote {
+                        continue;
+                    }
                     let rid = envelope["data"]["requestId"]
                         .as_str()
                         .ok_or("permission_request without requestId")?;

@@ -307,8 +307,8 @@ pub struct Session {
     prompt_cap: usize,
     /// Announced tool calls by id, and their arrival order for eviction (see `track_tool_call`).
     tool_calls: Mutex<ToolCalls>,
-    /// The running turn's tag, stamped on every event it causes.
-    active: Mutex<Option<Arc<PromptTag>>>,
+    /// The running turn: its tag, stamped on every event it causes, and its prompt's words.
+    active: Mutex<Option<Running>>,
     /// Each turn's change set, and the rewinds (`turns.rs`).
     turns: Turns,
     end_reason: OnceLock<EndReason>,
@@ -405,7 +405,7 @@ impl Session {
 
     /// The running turn's tag (its prompt id and originator), if a turn runs.
     fn current_tag(&self) -> Option<Arc<PromptTag>> {
-        lock(&self.active).clone()
+        lock(&self.active).as_ref().map(|r| r.tag.clone())
     }
 
     pub fn has_active_prompt(&self) -> bool {
@@ -790,6 +790,44 @@ impl Session {
     }
 }
 
+/// The turn that runs now.
+#[derive(Debug)]
+struct Running {
+    tag: Arc<PromptTag>,
+    /// Its prompt's text blocks, joined by blank lines and cut to [`MAX_REVIEW_PROMPT_BYTES`]:
+    /// what a reviewer is told the turn was asked.
+    prompt: Arc<str>,
+}
+
+/// The bytes of a running turn's prompt a reviewer is sent at most (`docs/operations.md#reviewers`):
+/// what it was asked, not every file pasted into it.
+const MAX_REVIEW_PROMPT_BYTES: usize = 4096;
+
+impl Running {
+    fn of(job: &PromptJob) -> Running {
+        let blocks = job.params.get("prompt").and_then(Value::as_array).into_iter().flatten();
+        let texts: Vec<&str> = blocks
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect();
+        let mut prompt = texts.join("\n\n");
+        if prompt.len() > MAX_REVIEW_PROMPT_BYTES {
+            let mut end = MAX_REVIEW_PROMPT_BYTES;
+            while !prompt.is_char_boundary(end) {
+                end -= 1;
+            }
+            prompt.truncate(end);
+        }
+        Running {
+            tag: Arc::new(PromptTag {
+                prompt_id: Some(job.prompt_id.clone()),
+                originator: job.originator.clone(),
+            }),
+            prompt: prompt.into(),
+        }
+    }
+}
+
 impl turns::Host for Session {
     fn id(&self) -> &str {
         &self.id
@@ -872,9 +910,11 @@ impl Host for Session {
     }
 
     fn review_context(&self) -> Value {
-        let mut context = json!({"agent": self.agent_name});
-        if let Some(prompt_id) = self.current_tag().and_then(|t| t.prompt_id.clone()) {
+        let mut context = json!({"agent": self.agent_name, "changes": self.turns.so_far()});
+        let running = lock(&self.active).as_ref().map(|r| (r.tag.prompt_id.clone(), r.prompt.clone()));
+        if let Some((prompt_id, prompt)) = running {
             context["promptId"] = json!(prompt_id);
+            context["prompt"] = json!(&*prompt);
         }
         context
     }

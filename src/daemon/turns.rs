@@ -34,6 +34,11 @@ const MAX_APPROVALS: usize = 1024;
 /// ([`crate::changes::MAX_LISTED_FILES`]).
 pub(crate) const MAX_EVENT_FILES: usize = 200;
 
+/// Files a reviewer is told the session's ended turns changed, at most, and the turns it looks
+/// back over (`docs/operations.md#reviewers`): the newest changes, bounded whatever the history.
+const MAX_REVIEW_FILES: usize = 50;
+const MAX_REVIEW_TURNS: usize = 16;
+
 /// What the change sets need of their session. The session implements it (and owns its
 /// [`Turns`]): this file does not import the session, so the two do not import each other.
 pub(crate) trait Host: Sync {
@@ -319,6 +324,39 @@ impl Turns {
         session.store().record_turn(record);
     }
 
+    /// What the session changed so far, as a reviewer is told it: the files its last
+    /// [`MAX_REVIEW_TURNS`] ended turns changed, newest first, each once with its newest status
+    /// (at most [`MAX_REVIEW_FILES`]; `more` says some were left out), and the paths the requests
+    /// approved so far in the running turn name (what it was allowed to touch).
+    pub(crate) fn so_far(&self) -> Value {
+        let book = lock(&self.book);
+        let mut named = std::collections::HashSet::new();
+        let mut files = Vec::new();
+        let mut more = false;
+        let recent = book.records.iter().rev().take(MAX_REVIEW_TURNS);
+        for record in recent {
+            let changed = record.entry.get("files").and_then(Value::as_array).into_iter().flatten();
+            for file in changed {
+                let Some(path) = file.get("path").and_then(Value::as_str) else { continue };
+                if !named.insert(path) {
+                    continue;
+                }
+                if files.len() == MAX_REVIEW_FILES {
+                    more = true;
+                    break;
+                }
+                files.push(json!({
+                    "path": path,
+                    "status": file.get("status"),
+                    "turnIndex": record.entry.get("turnIndex"),
+                }));
+            }
+        }
+        let approved: Vec<&String> =
+            book.approved.iter().flat_map(|a| &a.names).take(MAX_REVIEW_FILES).collect();
+        json!({"turns": book.turns, "files": files, "more": more, "approvedThisTurn": approved})
+    }
+
     /// The records kept, oldest first.
     pub(crate) fn records(&self) -> Vec<TurnRecord> {
         lock(&self.book).records.iter().cloned().collect()
@@ -507,6 +545,48 @@ mod tests {
 
     fn decided(n: usize, option: &str) -> Value {
         json!({"requestId": format!("r{n}"), "outcome": {"outcome": "selected", "optionId": option}})
+    }
+
+    /// A reviewer is told the newest changes, each file once with its newest status, bounded in
+    /// files and in turns looked at, and what the running turn's approved requests name.
+    #[test]
+    fn so_far_names_the_newest_changes_once_bounded_and_the_running_turns_approvals() {
+        let turn = |seq: u64, files: &[(&str, &str)]| {
+            let files: Vec<Value> = files.iter().map(|(p, s)| json!({"path": p, "status": s})).collect();
+            TurnRecord { entry: json!({"turnIndex": seq - 1, "files": files}), ..record(seq, None) }
+        };
+        let mut prior = vec![turn(1, &[("a", "added"), ("b", "added")]), turn(2, &[("a", "modified")])];
+        prior.push(record(3, Some("rewind")));
+        let turns = Turns::new(None, prior);
+        turns.asked(&request(1));
+        turns.resolved(&decided(1, "yes"));
+        let so_far = turns.so_far();
+        assert_eq!(
+            so_far,
+            json!({"turns": 2, "more": false, "approvedThisTurn": ["/w/f1"], "files": [
+                {"path": "a", "status": "modified", "turnIndex": 1},
+                {"path": "b", "status": "added", "turnIndex": 0},
+            ]})
+        );
+
+        let many: Vec<String> = (0..MAX_REVIEW_FILES + 1).map(|i| format!("f{i}")).collect();
+        let wide: Vec<(&str, &str)> = many.iter().map(|p| (p.as_str(), "added")).collect();
+        let turns = Turns::new(None, vec![turn(1, &[("old", "added")]), turn(2, &wide)]);
+        let so_far = turns.so_far();
+        assert_eq!(so_far["files"].as_array().map(Vec::len), Some(MAX_REVIEW_FILES));
+        assert_eq!((&so_far["more"], &so_far["files"][0]["path"]), (&json!(true), &json!("f0")));
+
+        // Only the newest turns are looked at: a file changed before them is not named.
+        let mut prior = vec![turn(1, &[("oldest", "added")])];
+        prior.extend((2..=MAX_REVIEW_TURNS as u64 + 1).map(|seq| turn(seq, &[])));
+        let so_far = Turns::new(None, prior).so_far();
+        assert_eq!(
+            (so_far["files"].clone(), so_far["turns"].clone()),
+            (json!([]), json!(MAX_REVIEW_TURNS + 1))
+        );
+        let mut prior = vec![turn(1, &[("oldest", "added")])];
+        prior.extend((2..=MAX_REVIEW_TURNS as u64).map(|seq| turn(seq, &[])));
+        assert_eq!(Turns::new(None, prior).so_far()["files"][0]["path"], "oldest");
     }
 
     #[test]

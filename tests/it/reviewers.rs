@@ -281,3 +281,40 @@ async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
         wait_gone(pid).await;
     }
 }
+
+/// What a reviewer is told beyond the request (`docs/operations.md#reviewers`): the running turn's
+/// prompt, and what the session's ended turns changed, newest first. The reviewer says what it was
+/// told in its reason (it runs confined: it writes nowhere the test could read).
+#[tokio::test]
+async fn a_reviewer_is_told_the_turns_prompt_and_what_the_session_changed_so_far() {
+    const ECHOING: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    told = json.dumps({"prompt": req.get("prompt"), "changes": req.get("changes")})
+    print(json.dumps({"id": req["id"], "verdict": "allow", "reason": told}), flush=True)
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("echoing.py");
+    std::fs::write(&script, ECHOING).expect("write the reviewer");
+    let reviewer = format!("guard=command:python3 {}", script.display());
+    let d = Daemon::start(&["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let mut told = Vec::new();
+    for prompt in ["write first.txt one", "write second.txt two"] {
+        let events = d.turn(&sid, &mut sse, Some("alice"), prompt).await;
+        let reason = find(&events, "permission_resolved")["reviews"][0]["reason"].clone();
+        told.push(
+            serde_json::from_str::<Value>(reason.as_str().expect("a reason")).expect("what it was told"),
+        );
+    }
+    assert_eq!(told[0]["prompt"], "write first.txt one");
+    assert_eq!(told[0]["changes"], json!({"turns": 0, "files": [], "more": false, "approvedThisTurn": []}));
+    assert_eq!(told[1]["prompt"], "write second.txt two");
+    assert_eq!(
+        told[1]["changes"],
+        json!({"turns": 1, "more": false, "approvedThisTurn": [],
+               "files": [{"path": "first.txt", "status": "added", "turnIndex": 0}]})
+    );
+}

@@ -4,8 +4,8 @@
 
 use super::*;
 
-fn set_active(session: &Session, tag: Option<Arc<PromptTag>>) {
-    *lock(&session.active) = tag;
+fn set_active(session: &Session, running: Option<Running>) {
+    *lock(&session.active) = running;
 }
 
 pub(super) async fn run_turns(
@@ -74,13 +74,7 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
         finish_turn(session, job, Ok(json!({"stopReason": "cancelled"})));
         return;
     }
-    set_active(
-        session,
-        Some(Arc::new(PromptTag {
-            prompt_id: Some(job.prompt_id.clone()),
-            originator: job.originator.clone(),
-        })),
-    );
+    set_active(session, Some(Running::of(&job)));
     // The workspace as the turn found it: what its change set starts from. Before the prompt
     // reaches the agent, so nothing the agent does is missed.
     let cancels = session.cancels.load(Ordering::SeqCst);
