@@ -806,12 +806,47 @@ mod tests {
         assert_eq!(reasons, [&json!("guard is unsure"), &json!("model is unsure")]);
         assert!(n.shared.is_open("r1"), "tracked once sent: its decision updates it");
 
+        // Each reviewer answers for itself: two of three answered is not all.
+        let three = json!({"requestId": "r3", "options": [], "reviewers": ["guard", "model", "third"]});
+        n.offer(source, EventKind::PermissionRequest, &three);
+        n.offer(source, EventKind::PermissionReviewed, &review("r3", "guard"));
+        n.offer(source, EventKind::PermissionReviewed, &review("r3", "model"));
+        assert_eq!(queued().len(), 1, "one of three reviewers still out");
+        n.offer(source, EventKind::PermissionReviewed, &review("r3", "third"));
+        assert_eq!(queued().len(), 2);
+
         n.offer(source, EventKind::PermissionRequest, &request("r2"));
         n.offer(source, EventKind::PermissionReviewed, &review("r2", "guard"));
         n.offer(source, EventKind::PermissionResolved, &json!({"requestId": "r2", "resolvedBy": "vote"}));
         n.offer(source, EventKind::PermissionReviewed, &review("r2", "model"));
-        assert_eq!(queued().len(), 1, "decided before its reviewers all answered: nobody is asked");
+        assert_eq!(queued().len(), 2, "decided before its reviewers all answered: nobody is asked");
         assert!(lock(&n.shared.held).is_empty());
+    }
+
+    /// The requests held for their reviewers, and those tracked for their decision, are bounded:
+    /// past [`MAX_OPEN_REQUESTS`] a request goes at once (without its reviewers' words), untracked.
+    #[test]
+    fn held_and_tracked_requests_are_bounded() {
+        let n = Notifier::new(vec![target(vec![EventKind::PermissionRequest])], None, Arc::default());
+        let source = EventOrigin { session_id: "s", workspace: Path::new("/w") };
+        for i in 0..MAX_OPEN_REQUESTS {
+            n.offer(
+                source,
+                EventKind::PermissionRequest,
+                &json!({"requestId": format!("h{i}"), "reviewers": ["g"]}),
+            );
+        }
+        assert_eq!((lock(&n.shared.held).len(), n.counts().queued), (MAX_OPEN_REQUESTS, 0));
+        n.offer(source, EventKind::PermissionRequest, &json!({"requestId": "past", "reviewers": ["g"]}));
+        assert_eq!((lock(&n.shared.held).len(), n.counts().queued), (MAX_OPEN_REQUESTS, 1));
+        assert!(n.shared.is_open("past"));
+
+        for i in 1..MAX_OPEN_REQUESTS {
+            n.offer(source, EventKind::PermissionRequest, &json!({"requestId": format!("o{i}")}));
+        }
+        assert!(n.shared.is_open(&format!("o{}", MAX_OPEN_REQUESTS - 1)), "the last that fits is tracked");
+        n.offer(source, EventKind::PermissionRequest, &json!({"requestId": "untracked"}));
+        assert!(!n.shared.is_open("untracked"), "past the bound: sent, not tracked");
     }
 
     #[test]

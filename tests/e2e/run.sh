@@ -25,6 +25,8 @@
 #                                   workspace diff, the file routes; a plain dir, then a git repository)
 #   acp-demo       acp.test.mjs    (/acp with the official ACP TypeScript SDK over WebSocket and
 #                                   Streamable HTTP, @qwen-code/sdk over acp-ws; the demo agent)
+#   reviewers-qwen reviewers.test.mjs (a `command` reviewer, reviewer.py, judging Qwen Code's shell
+#                                   commands; the one it escalates approved in the web app in Chromium)
 #
 # Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
@@ -110,13 +112,14 @@ ARGS=()
 for a in "$@"; do
 	if [[ "$a" == *.mjs ]]; then FILES+=("$(basename "$a")"); else ARGS+=("$a"); fi
 done
-((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs webapp.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs changes.test.mjs)
+((${#FILES[@]})) || FILES=(http.test.mjs sdk.test.mjs webapp.test.mjs agents.test.mjs multi.test.mjs resume.test.mjs acp.test.mjs changes.test.mjs reviewers.test.mjs)
 API_FILES=()
 RUN_AGENTS=0
 RUN_MULTI=0
 RUN_RESUME=0
 RUN_ACP=0
 RUN_CHANGES=0
+RUN_REVIEWERS=0
 for f in "${FILES[@]}"; do
 	[[ -f "$HERE/$f" ]] || die "no such test file: $f"
 	case $f in
@@ -125,12 +128,14 @@ for f in "${FILES[@]}"; do
 	resume.test.mjs) RUN_RESUME=1 ;;
 	acp.test.mjs) RUN_ACP=1 ;;
 	changes.test.mjs) RUN_CHANGES=1 ;;
+	reviewers.test.mjs) RUN_REVIEWERS=1 ;;
 	*) API_FILES+=("$f") ;;
 	esac
 done
 # webapp.test.mjs drives Debian's Chromium through chromedriver, as tests/browser.rs does.
-if [[ " ${FILES[*]} " == *" webapp.test.mjs "* && "$DAEMON" != qwen-serve ]]; then
-	"$REPO/tests/browser/install.sh" || die "webapp.test.mjs needs chromium and chromedriver, and tests/browser/install.sh could not install them"
+# So does reviewers.test.mjs.
+if [[ " ${FILES[*]} " =~ " "(webapp|reviewers)".test.mjs " && "$DAEMON" != qwen-serve ]]; then
+	"$REPO/tests/browser/install.sh" || die "webapp.test.mjs and reviewers.test.mjs need chromium and chromedriver, and tests/browser/install.sh could not install them"
 fi
 
 # Nothing from the caller's environment may point the tests or the SDK (which reads QWEN_SERVER_TOKEN)
@@ -385,7 +390,7 @@ run_phase() {
 	# there and none in the daemon's, so each reaches the fake model only through its own settings.
 	# The agents are large Node programs: on a loaded two-core machine three of them starting at once
 	# took more than the default 10 s to answer `initialize`; the e2e measures behaviour, not start-up.
-	local -a dargs=(--port 0 --workspace "$ws" --initialize-timeout-ms 60000)
+	local -a dargs=(--port 0 --workspace "$ws" --initialize-timeout-ms 60000 "${PHASE_DARGS[@]}")
 	config="$PHASE_DIR/mediatord.json"
 	if [[ "$agent" == all ]]; then
 		for a in $AGENTS; do
@@ -458,7 +463,17 @@ run_phase() {
 # ---------------------------------------------------------------- phases
 T_ALL=$(date +%s)
 RESUME_STEP="" # resume.test.mjs's step (create, resume), for its two phases below
+PHASE_DARGS=() # more of the daemon's arguments, for one phase
 ((${#API_FILES[@]})) && run_phase qwen-api qwen "${API_FILES[@]}"
+if ((RUN_REVIEWERS)); then
+	if [[ "$DAEMON" == qwen-serve ]]; then
+		say "[reviewers-qwen] not applicable: qwen serve has no reviewers"
+	else
+		PHASE_DARGS=(--reviewer "guard=command:python3 $HERE/reviewer.py" --reviewer-trust guard=execute:decide)
+		run_phase reviewers-qwen qwen reviewers.test.mjs
+		PHASE_DARGS=()
+	fi
+fi
 if ((RUN_AGENTS)); then
 	for a in $AGENTS; do
 		if [[ "$DAEMON" == qwen-serve && "$a" != qwen ]]; then
