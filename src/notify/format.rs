@@ -629,6 +629,11 @@ pub(super) mod tests {
         data["reviews"] = json!([{"reviewer": "g", "verdict": "allow", "reason": "reads only"}]);
         let lines = message(&notice(EventKind::PermissionRequest, &data, &[])).lines;
         assert!(lines.contains(&"Reviewer g would allow it: reads only".to_owned()), "{lines:?}");
+        // Exactly as many as are shown: no "more" line.
+        data["reviews"] = json!([{"reviewer": "g", "verdict": "allow", "reason": "a"}, {"reviewer": "h", "verdict": "deny", "reason": "b"}]);
+        let lines = message(&notice(EventKind::PermissionRequest, &data, &[])).lines;
+        let at = lines.iter().position(|l| l == "Reviewer h would deny it: b").expect("h's line");
+        assert_eq!(lines[at + 1], "in /w", "{lines:?}");
     }
 
     #[test]
