@@ -38,7 +38,8 @@ pub use self::notify::{
 };
 use self::policy::permission_policy;
 pub use self::reviewers::{
-    DEFAULT_REVIEW_DEADLINE_MS, MAX_REVIEWERS, ReviewerSpec, TOOL_KINDS, Trust, TrustMap,
+    DEFAULT_REVIEW_DEADLINE_MS, MAX_REVIEWERS, MAX_SYSTEM_PROMPT_BYTES, ModelApi, ModelSpec, ReviewerKind,
+    ReviewerSpec, TOOL_KINDS, Trust, TrustMap,
 };
 pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, SandboxSettings};
 
@@ -1164,11 +1165,15 @@ mod tests {
         };
         let c = from_file(file, args).expect("valid");
         let [guard, lint] = &c.reviewers[..] else { panic!("two reviewers: {:?}", c.reviewers) };
-        assert_eq!((guard.name.as_str(), guard.command.program.as_str()), ("guard", "/bin/cat"));
+        let command = |spec: &ReviewerSpec| match &spec.kind {
+            ReviewerKind::Command { command, .. } => command.clone(),
+            ReviewerKind::Model(_) => panic!("a command reviewer: {spec:?}"),
+        };
+        assert_eq!((guard.name.as_str(), command(guard).program.as_str()), ("guard", "/bin/cat"));
         assert!(guard.trust.decides(Some("read")) && !guard.trust.decides(Some("edit")));
         assert_eq!(guard.deadline, Duration::from_millis(DEFAULT_REVIEW_DEADLINE_MS));
         assert_eq!(guard.workspace, None);
-        assert_eq!(lint.command.args, ["--strict"]);
+        assert_eq!(command(lint).args, ["--strict"]);
         assert!(!lint.trust.decides(Some("edit")), "the flag's inform overrides the file's decide");
         assert!(lint.trust.decides(Some("search")));
         assert_eq!(lint.deadline, Duration::from_millis(750));
@@ -1184,7 +1189,33 @@ mod tests {
         };
         let none = "{}";
         assert!(refused(none, &["g"], &[]).contains("NAME=command:PROGRAM"));
-        assert!(refused(none, &["g=model:http://x"], &[]).contains("not available yet"));
+        assert!(refused(none, &["g=model:http://x"], &[]).contains("needs its model"));
+        let model = r#"{"reviewers": {"m": {"model": {"baseUrl": "http://127.0.0.1:9/v1", "model": "x"}, "trust": {"read": "decide"}}}}"#;
+        let c = from_file(
+            model,
+            ServeArgs {
+                reviewer: vec!["f=model:http://127.0.0.1:8 model=y api=anthropic".into()],
+                ..ServeArgs::default()
+            },
+        )
+        .expect("models");
+        let apis: Vec<_> = c
+            .reviewers
+            .iter()
+            .map(|r| match &r.kind {
+                ReviewerKind::Model(m) => {
+                    (r.name.as_str(), m.api, m.model.as_str(), r.trust.decides(Some("read")))
+                }
+                ReviewerKind::Command { .. } => panic!("a model: {r:?}"),
+            })
+            .collect();
+        assert_eq!(apis, [("f", ModelApi::Anthropic, "y", false), ("m", ModelApi::OpenAi, "x", true)]);
+        let both = r#"{"reviewers": {"g": {"command": "command:/bin/cat", "model": {}}}}"#;
+        assert!(refused(both, &[], &[]).contains("not both"));
+        let model_string = r#"{"reviewers": {"g": {"model": "model:http://h"}}}"#;
+        assert!(refused(model_string, &[], &[]).contains("must be an object"));
+        let model_in_command = r#"{"reviewers": {"g": {"command": "model:http://h model=x"}}}"#;
+        assert!(refused(model_in_command, &[], &[]).contains("a model goes in"));
         assert!(refused(none, &["g=command:/bin/cat", "g=command:/bin/cat"], &[]).contains("defined twice"));
         assert!(
             refused(none, &["g=command:/bin/cat"], &["h=read:decide"]).contains("no reviewer is named h")

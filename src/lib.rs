@@ -41,8 +41,8 @@
 //! - [`permission`]: who answers the agent's permission requests: the mediator, the four
 //!   policies as one pure function, the rules.
 //! - [`agent`]: the agent process behind its guard, and the actor owning its stdio.
-//! - [`review`]: the reviewers: programs kept beside the agents that judge each permission
-//!   request, their verdicts cast as the mediator's ballots of `reviewer:<name>`.
+//! - [`review`]: the reviewers: programs kept beside the agents, or model endpoints, that judge
+//!   each permission request, their verdicts cast as the mediator's ballots of `reviewer:<name>`.
 //! - [`changes`]: what sessions changed: workspace snapshots (a stat cache like git's index, a
 //!   store under the state directory), change sets, line diffs, the workspace diff against git's
 //!   `HEAD`, qwen serve's file routes, rewinds, and which changes an approved request named.
@@ -60,7 +60,8 @@
 //! - [`discovery`]: the daemon's `daemon.json` in its state directory, and the one lookup the
 //!   command line uses to find the local daemon.
 //! - [`tls`]: the listener's certificate (loaded, checked, reloaded on SIGHUP) and the trust of the
-//!   notification client.
+//!   outgoing client.
+//! - [`outgoing`]: the daemon's one outgoing HTTP client (notifications, model reviewers).
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
 //! - [`sync`]: the one way a `std::sync::Mutex` is locked.
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
@@ -116,6 +117,7 @@ pub mod http;
 pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
+pub mod outgoing;
 pub mod path;
 pub mod peer;
 pub mod permission;

@@ -188,7 +188,7 @@ pub struct Metrics {
     /// as an escalate here and in `review_failures` by its `reason`. At most
     /// `config::MAX_REVIEWERS` names: the labels stay bounded.
     reviews: Family<Labels, Counter>,
-    /// Reviewers' failures by `reviewer` and `reason` (timeout, crash, garbage).
+    /// Reviewers' failures by `reviewer` and `reason` (timeout, crash, garbage, unavailable).
     review_failures: Family<Labels, Counter>,
     /// From a request sent to a reviewer to its verdict (or its failure), by `reviewer`.
     review_duration: HistogramFamily,
@@ -267,7 +267,7 @@ impl Metrics {
     }
 
     /// A reviewer's verdict (`allow`, `deny`, `escalate`), `took` after its request was sent;
-    /// `failure` (`timeout`, `crash`, `garbage`) when the escalate is a failure's.
+    /// `failure` (`timeout`, `crash`, `garbage`, `unavailable`) when the escalate is a failure's.
     pub fn review(
         &self,
         reviewer: &str,

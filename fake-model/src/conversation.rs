@@ -11,7 +11,8 @@
 //!
 //! Then: the first tool step not yet answered is the reply; a text step (`STREAM`, `STALL`, a
 //! malformed line) reached first is the reply and ends the turn; once every tool step is answered the
-//! reply is [`DONE_TEXT`]; a turn without directives gets [`DEFAULT_TEXT`].
+//! reply is [`DONE_TEXT`]; a turn without directives gets [`DEFAULT_TEXT`]. A prompt that is a
+//! mediatord reviewer's request gets a verdict instead ([`crate::review`]).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -123,6 +124,10 @@ pub fn reply(conversation: &Conversation) -> Reply {
     let Some((turn, prompt)) = latest_prompt else {
         return default_reply();
     };
+    // A reviewer's request is answered with a verdict (`crate::review`), not run as a script.
+    if let Some(verdict) = crate::review::reply(prompt) {
+        return verdict;
+    }
     let script = directive::parse(prompt);
     let mut answered = answered_calls(&messages[turn + 1..]);
     let mut any_tool = false;

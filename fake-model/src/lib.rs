@@ -8,6 +8,7 @@
 //! - [`openai`]: OpenAI Chat Completions (`/v1/chat/completions`; Qwen Code).
 //! - [`anthropic`]: Anthropic Messages (`/v1/messages`; Claude Code).
 //! - [`gemini`]: Gemini `generateContent` (`/v1beta/models/{model}:streamGenerateContent`; Gemini CLI).
+//! - [`review`]: a verdict for a mediatord model reviewer's request, decided from its text.
 //! - [`body`]: streaming response bodies with holds (SSE, stalls), and noticing a client that left.
 //!
 //! A dialect is one module: a function reducing its request body to a
@@ -25,6 +26,7 @@ pub mod conversation;
 pub mod directive;
 pub mod gemini;
 pub mod openai;
+pub mod review;
 pub mod tools;
 
 use std::collections::VecDeque;
@@ -83,6 +85,9 @@ pub struct Fake {
     /// When set, every request body is appended here as one JSON line (for finding out what a new
     /// agent sends; `--dump` of the binary).
     dump: Option<Mutex<std::fs::File>>,
+    /// When set, a request without this key (`Authorization: Bearer <key>` or `x-api-key: <key>`)
+    /// is refused with 401, as a hosted endpoint does: a test sees the key was sent.
+    key: Option<String>,
 }
 
 impl Fake {
@@ -91,7 +96,7 @@ impl Fake {
             Some(path) => Some(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)),
             None => None,
         };
-        Ok(Arc::new(Fake { journal: Arc::default(), next_id: AtomicU64::new(1), dump }))
+        Ok(Arc::new(Fake { journal: Arc::default(), next_id: AtomicU64::new(1), dump, key: None }))
     }
 
     /// A fresh id with this prefix (`call_`, `toolu_`, `msg_`, ...).
@@ -119,8 +124,31 @@ pub fn app(fake: Arc<Fake>) -> Router {
         .merge(anthropic::routes())
         .merge(gemini::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(fake.clone(), keyed))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(fake)
+}
+
+/// Whether `headers` carry `key` (always, without a key).
+fn keyed_right(key: Option<&str>, headers: &axum::http::HeaderMap) -> bool {
+    let Some(key) = key else { return true };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    header("authorization").and_then(|v| v.strip_prefix("Bearer ")) == Some(key)
+        || header("x-api-key") == Some(key)
+}
+
+/// Refuses a request without the server's key, when it has one.
+async fn keyed(
+    axum::extract::State(fake): axum::extract::State<Arc<Fake>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if keyed_right(fake.key.as_deref(), request.headers()) {
+        return next.run(request).await;
+    }
+    fake.journal.note(format!("{} {}: refused, no key", request.method(), request.uri().path()));
+    let body = json!({ "error": { "message": "invalid api key", "type": "authentication_error" } });
+    (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
 }
 
 async fn models() -> Response {
@@ -160,7 +188,16 @@ pub struct FakeModel {
 
 impl FakeModel {
     pub fn start() -> std::io::Result<FakeModel> {
+        FakeModel::start_keyed(None)
+    }
+
+    /// [`FakeModel::start`] refusing every request without `key` (401).
+    pub fn start_keyed(key: Option<&str>) -> std::io::Result<FakeModel> {
         let fake = Fake::new(None)?;
+        let fake = match Arc::try_unwrap(fake) {
+            Ok(fake) => Arc::new(Fake { key: key.map(str::to_owned), ..fake }),
+            Err(_) => return Err(std::io::Error::other("the fake is shared before it starts")),
+        };
         let std_listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;

@@ -26,3 +26,4 @@ pub mod sandbox;
 
 pub use handle::AgentHandle;
 pub use process::{Helper, ProgramError, resolve_program};
+pub(crate) use redact::Redactor;

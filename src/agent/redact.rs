@@ -5,6 +5,9 @@
 //! starts here: the stderr forwarder (the log and the tail that exit messages quote), the agent's
 //! JSON-RPC error answers, and the reasons its malformed lines are skipped.
 //!
+//! A model reviewer's request is redacted here too (`crate::review`): what an agent's tool call
+//! says is sent to a model only without the secrets of any agent's environment.
+//!
 //! The agent's own output — its messages, tool calls, `initialize` answer — is its content and
 //! passes as it is: an agent that chooses to say its key says it (and a client can ask it to, as
 //! the `env` directive of the demo agent does).
@@ -22,10 +25,38 @@ pub(crate) const REDACTED: &str = "[redacted]";
 /// would be "redacted" out of every line that mentions them, and no key or token is that short.
 pub(crate) const MIN_SECRET_LEN: usize = 8;
 
+/// How well-known API keys and tokens start (OpenAI and Anthropic, GitHub, GitLab, Slack, AWS,
+/// Google, Hugging Face, npm, PyPI): a word starting so and at least [`MIN_TOKEN_LEN`] long is
+/// taken for a token when a redactor also redacts token shapes ([`Redactor::and_token_shapes`]).
+const TOKEN_PREFIXES: &[&str] = &[
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xapp-",
+    "AKIA",
+    "AIza",
+    "hf_",
+    "npm_",
+    "pypi-",
+];
+/// The shortest word taken for a token by its prefix: the real ones are 20 to 200 characters,
+/// and a shorter word starting so (`sk-learn`, `hf_hub`) is a name.
+const MIN_TOKEN_LEN: usize = 20;
+
 /// The secrets of one agent, longest first (so a secret holding another is replaced whole).
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Arc<[String]>,
+    /// Whether words shaped like a well-known token are redacted too (what goes to a model
+    /// reviewer); diagnostics redact only the configured values.
+    shapes: bool,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -47,7 +78,13 @@ impl Redactor {
             .collect();
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        Redactor { secrets: secrets.into() }
+        Redactor { secrets: secrets.into(), shapes: false }
+    }
+
+    /// This redactor, redacting also every word shaped like a well-known token
+    /// ([`TOKEN_PREFIXES`]): a key the agent found in a file, which no configuration names.
+    pub(crate) fn and_token_shapes(self) -> Redactor {
+        Redactor { shapes: true, ..self }
     }
 
     /// `text` with every secret replaced by [`REDACTED`].
@@ -57,6 +94,11 @@ impl Redactor {
             if out.contains(secret.as_str()) {
                 out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
             }
+        }
+        if self.shapes
+            && let Some(clean) = without_token_shapes(&out)
+        {
+            out = Cow::Owned(clean);
         }
         out
     }
@@ -96,7 +138,8 @@ impl Redactor {
         error
     }
 
-    fn redact_value(&self, value: &mut Value) {
+    /// Every string in `value` redacted (a model reviewer's request, `crate::review`).
+    pub(crate) fn redact_value(&self, value: &mut Value) {
         match value {
             Value::String(s) => {
                 if let Cow::Owned(clean) = self.redact(s) {
@@ -108,6 +151,28 @@ impl Redactor {
             _ => {}
         }
     }
+}
+
+/// `text` with each word shaped like a token replaced, or `None` when it holds none. A word is a
+/// run of `A-Z a-z 0-9 _ -` (what keys are made of).
+fn without_token_shapes(text: &str) -> Option<String> {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(text.len());
+    let (mut rest, mut found) = (text, false);
+    while let Some(start) = rest.find(is_word) {
+        out.push_str(&rest[..start]);
+        let word_end = rest[start..].find(|c: char| !is_word(c)).map_or(rest.len(), |n| start + n);
+        let word = &rest[start..word_end];
+        if word.len() >= MIN_TOKEN_LEN && TOKEN_PREFIXES.iter().any(|p| word.starts_with(p)) {
+            out.push_str(REDACTED);
+            found = true;
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[word_end..];
+    }
+    out.push_str(rest);
+    found.then_some(out)
 }
 
 #[cfg(test)]
@@ -148,6 +213,33 @@ mod tests {
         assert_eq!(Redactor::new(&[("A".into(), "1234567".into())]).redact("1234567"), "1234567");
         assert_eq!(Redactor::new(&[("A".into(), "12345678".into())]).redact("x12345678"), "x[redacted]");
         assert_eq!(format!("{r:?}"), "Redactor { secrets: 5 }", "its Debug shows how many, not one of them");
+    }
+
+    #[test]
+    fn words_shaped_like_tokens_are_redacted_only_when_asked() {
+        let shapes = Redactor::default().and_token_shapes();
+        let token = "ghp_0123456789abcdefABCDEF";
+        assert_eq!(
+            shapes.redact(&format!("git push https://{token}@host x")),
+            "git push https://[redacted]@host x"
+        );
+        assert_eq!(shapes.redact("export KEY=sk-ant-api03-abcdefghij;"), "export KEY=[redacted];");
+        assert_eq!(
+            shapes.redact("pip install sk-learn hf_hub"),
+            "pip install sk-learn hf_hub",
+            "names, too short"
+        );
+        assert_eq!(
+            shapes.redact("ask-0123456789abcdefghij"),
+            "ask-0123456789abcdefghij",
+            "a prefix starts the word"
+        );
+        assert_eq!(shapes.redact("sk-0123456789abcdefg"), "[redacted]", "twenty is enough");
+        assert_eq!(shapes.redact("sk-0123456789abcdef"), "sk-0123456789abcdef", "nineteen is not");
+        assert!(matches!(shapes.redact("nothing here"), Cow::Borrowed(_)));
+        assert_eq!(Redactor::default().redact(token), token, "diagnostics redact only configured values");
+        let both = Redactor::new(&[("K".into(), "plain-secret".into())]).and_token_shapes();
+        assert_eq!(both.redact(&format!("plain-secret {token}")), "[redacted] [redacted]");
     }
 
     #[test]

@@ -221,12 +221,14 @@ pub struct ServeArgs {
     /// `~/` is the agent's home; ending in `/`, created as a directory when missing)
     #[arg(long = "sandbox-writable", value_name = "PATH")]
     pub sandbox_writable: Vec<String>,
-    /// A reviewer: a program started once (behind the agent guard, confined like an agent) that is
-    /// sent each permission request as one JSON line on its stdin and answers one line
-    /// {"id","verdict":"allow"|"deny"|"escalate","reason"} on its stdout (docs/operations.md#reviewers).
-    /// Its verdicts only inform (shown on the request and in the audit) unless --reviewer-trust
-    /// lets it decide a tool kind. Repeatable; also the config file's "reviewers" map
-    #[arg(long = "reviewer", value_name = "NAME=command:PROGRAM")]
+    /// A reviewer: command:PROGRAM is a program started once (behind the agent guard, confined like
+    /// an agent) that is sent each permission request as one JSON line on its stdin and answers one
+    /// line {"id","verdict":"allow"|"deny"|"escalate","reason"} on its stdout; 'model:URL
+    /// model=MODEL [api=openai|anthropic] [keyEnv=VAR|keyFile=PATH] [systemPromptFile=PATH]' asks a
+    /// chat endpoint the same, the agents' secrets redacted (docs/operations.md#reviewers). Its
+    /// verdicts only inform (shown on the request and in the audit) unless --reviewer-trust lets it
+    /// decide a tool kind. Repeatable; also the config file's "reviewers" map
+    #[arg(long = "reviewer", value_name = "NAME=command:PROGRAM|NAME=model:URL model=MODEL")]
     pub reviewer: Vec<String>,
     /// The tool kinds a reviewer's allow/deny decides, e.g. guard=read:decide,search:decide; every
     /// kind not named (and escalate, a failure, a late answer) leaves the request to the people

@@ -168,7 +168,13 @@ impl NotifyTarget {
 
 /// `http(s)://host[:port][/path]`: no user info (credentials go in `headers`), no fragment.
 pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
-    let bad = |why: &str| Err(ConfigError(format!("notification target {}: {why}", shown_url(raw))));
+    parse_http_url(raw, "notification target", "put credentials in the target's headers")
+}
+
+/// `http(s)://host[:port][/path]` of what `what` names in its errors; no user info (`credentials`
+/// says where they go instead), no fragment.
+pub(super) fn parse_http_url(raw: &str, what: &str, credentials: &str) -> Result<TargetUrl, ConfigError> {
+    let bad = |why: &str| Err(ConfigError(format!("{what} {}: {why}", shown_url(raw))));
     if raw.len() > MAX_URL {
         return bad(&format!("longer than {MAX_URL} bytes"));
     }
@@ -189,7 +195,7 @@ pub fn parse_target_url(raw: &str) -> Result<TargetUrl, ConfigError> {
     };
     let path = if path.starts_with('?') { format!("/{path}") } else { path };
     if authority.contains('@') {
-        return bad("user info in the URL is not allowed: put credentials in the target's headers");
+        return bad(&format!("user info in the URL is not allowed: {credentials}"));
     }
     let default_port = if tls { 443 } else { 80 };
     let Some((host, port)) = split_host_port(authority, default_port) else {

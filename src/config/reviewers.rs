@@ -1,19 +1,22 @@
-//! The reviewers (`docs/operations.md#reviewers`): programs that judge each permission request
-//! beside the people. `--reviewer NAME=command:PROGRAM [ARGS]`, `--reviewer-trust
-//! NAME=KIND:decide,…` and the config file's `reviewers` map; each with a trust map by tool kind
-//! (absent: `inform`, so a reviewer decides nothing it is not trusted with), the workspace it
-//! serves (none: every workspace) and its per-request deadline.
+//! The reviewers (`docs/operations.md#reviewers`): programs or model endpoints that judge each
+//! permission request beside the people. `--reviewer NAME=command:PROGRAM [ARGS]`, `--reviewer
+//! NAME=model:URL model=… [api=…] [keyEnv=…|keyFile=…] [systemPromptFile=…]`, `--reviewer-trust
+//! NAME=KIND:decide,…` and the config file's `reviewers` map (`"command": "command:…"` or
+//! `"model": {…}` with the same keys as the flag's); each with a trust map by tool kind (absent:
+//! `inform`, so a reviewer decides nothing it is not trusted with), the workspace it serves (none:
+//! every workspace) and its per-request deadline.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::agents::{agent_command_in, valid_agent_name};
 use super::file::{FileSettings, suggest};
+use super::notify::{TargetUrl, parse_http_url};
 use super::sandbox::{self, DaemonSandbox, SandboxSettings};
-use super::{AgentCommand, ConfigError, ServeArgs, refuse};
+use super::{AgentCommand, ConfigError, Secret, ServeArgs, refuse};
 
 /// How long a reviewer has to answer one request before it counts as failed (`escalate`) and the
 /// request stays with the people: a program judging a request by its text answers in
@@ -27,7 +30,18 @@ pub const MAX_REVIEWERS: usize = 8;
 pub const TOOL_KINDS: &[&str] =
     &["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"];
 /// Keys accepted in one reviewer's object of the config file's `reviewers` map.
-pub(super) const REVIEWER_KEYS: &[&str] = &["command", "trust", "workspace", "deadlineMs"];
+pub(super) const REVIEWER_KEYS: &[&str] = &["command", "model", "trust", "workspace", "deadlineMs"];
+/// Keys of a model reviewer's settings: the config file's `"model": {…}` object, and the flag's
+/// `key=value` words after its URL (`baseUrl` is the URL there). `systemPrompt` only in the file:
+/// a prompt has spaces a flag's words cannot hold.
+const MODEL_KEYS: &[&str] =
+    &["baseUrl", "api", "model", "keyEnv", "keyFile", "systemPrompt", "systemPromptFile"];
+/// The longest API key read (from the environment or its file): keys are tens to a few hundred
+/// bytes; a larger file is not a key.
+const MAX_KEY_BYTES: usize = 4 * 1024;
+/// The longest system prompt taken (inline or from its file): it is sent with every request,
+/// and a prompt of pages is a mistake that costs on each one.
+pub const MAX_SYSTEM_PROMPT_BYTES: usize = 32 * 1024;
 
 /// What a reviewer's `allow` or `deny` does for one tool kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,15 +119,47 @@ impl TrustMap {
 pub struct ReviewerSpec {
     /// Its name: its votes are cast as `reviewer:<name>`.
     pub name: String,
-    /// The program, started once behind the agent guard and kept.
-    pub command: AgentCommand,
+    /// What answers: a program or a model endpoint.
+    pub kind: ReviewerKind,
     pub trust: TrustMap,
     /// The one workspace it serves; `None`: every workspace.
     pub workspace: Option<PathBuf>,
     /// How long one request may wait for its verdict.
     pub deadline: Duration,
-    /// Confined as an agent is (the daemon's `--sandbox`).
-    pub sandbox: SandboxSettings,
+}
+
+/// What answers a reviewer's requests.
+#[derive(Debug, Clone)]
+pub enum ReviewerKind {
+    /// A program, started once behind the agent guard and kept, confined as an agent is (the
+    /// daemon's `--sandbox`).
+    Command { command: AgentCommand, sandbox: SandboxSettings },
+    /// A chat endpoint asked once per request.
+    Model(ModelSpec),
+}
+
+/// The dialect a model endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelApi {
+    /// `POST {baseUrl}/chat/completions`, the key as `Authorization: Bearer`.
+    OpenAi,
+    /// `POST {baseUrl}/v1/messages`, the key as `x-api-key`.
+    Anthropic,
+}
+
+/// A model reviewer's endpoint. Its `Debug` shows neither the key nor the URL's path.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub api: ModelApi,
+    /// The base URL; the dialect's path is added to its path.
+    pub base: TargetUrl,
+    /// The model asked (`"model"` of the request body).
+    pub model: String,
+    /// Read once when the daemon starts, from `keyEnv` or `keyFile`; `None`: no key is sent (a
+    /// local server).
+    pub key: Option<Secret>,
+    /// Replaces the default system prompt (`review::model::DEFAULT_SYSTEM_PROMPT`).
+    pub system_prompt: Option<String>,
 }
 
 impl ReviewerSpec {
@@ -123,19 +169,134 @@ impl ReviewerSpec {
     }
 }
 
-/// `command:PROGRAM [ARGS]` as its command line; the other kinds the issue names are refused with
-/// what exists.
-fn command_of<'a>(kind_and_command: &'a str, what: &str) -> Result<&'a str, ConfigError> {
-    match kind_and_command.split_once(':') {
-        Some(("command", command)) if !command.trim().is_empty() => Ok(command),
-        Some(("command", _)) => refuse(format!("{what}: command: names no program")),
-        Some((kind @ ("model" | "rules"), _)) => {
-            refuse(format!("{what}: the {kind} reviewer kind is not available yet; use command:PROGRAM"))
+/// A reviewer's kind and what follows its `KIND:`.
+#[derive(Debug, PartialEq, Eq)]
+enum Kind<'a> {
+    /// `command:PROGRAM [ARGS]`: the command line.
+    Command(&'a str),
+    /// `model:URL [key=value …]`: the URL and the words after it.
+    Model(&'a str),
+}
+
+/// `command:PROGRAM [ARGS]` or `model:URL …`, split; `rules` is refused with why it needs no entry.
+fn kind_of<'a>(raw: &'a str, what: &str) -> Result<Kind<'a>, ConfigError> {
+    match raw.split_once(':').map(|(kind, rest)| (kind, rest.trim())) {
+        Some(("command", "")) => refuse(format!("{what}: command: names no program")),
+        Some(("command", command)) => Ok(Kind::Command(command)),
+        Some(("model", "")) => {
+            refuse(format!("{what}: model: names no URL, e.g. model:http://127.0.0.1:11434/v1 model=llama3"))
         }
+        Some(("model", rest)) => Ok(Kind::Model(rest)),
+        _ if raw == "rules" || raw.starts_with("rules:") => refuse(format!(
+            "{what}: the workspace rules are no reviewer to add: they always judge first, before every reviewer (docs/operations.md#reviewers)"
+        )),
         _ => refuse(format!(
-            "{what}: {kind_and_command:?} is not command:PROGRAM, e.g. --reviewer guard=command:/usr/local/bin/guard"
+            "{what}: {raw:?} is not command:PROGRAM or model:URL, e.g. --reviewer guard=command:/usr/local/bin/guard"
         )),
     }
+}
+
+/// A model reviewer's settings from the flag's words: `URL key=value …` (no value holds a space).
+fn model_words(rest: &str, what: &str) -> Result<Map<String, Value>, ConfigError> {
+    let mut words = rest.split_whitespace();
+    let mut fields = Map::new();
+    fields.insert("baseUrl".into(), Value::String(words.next().unwrap_or_default().to_owned()));
+    for word in words {
+        let Some((key, value)) = word.split_once('=') else {
+            return refuse(format!("{what}: {word:?} is not key=value, e.g. model=llama3"));
+        };
+        if key == "baseUrl" || key == "systemPrompt" {
+            return refuse(format!(
+                "{what}: {key} is not a flag word (the URL comes first; a prompt goes in systemPromptFile)"
+            ));
+        }
+        fields.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+    Ok(fields)
+}
+
+/// A model reviewer's settings, checked: paths relative to `base`, the key and the prompt read.
+fn model_spec(fields: &Map<String, Value>, base: &Path, what: &str) -> Result<ModelSpec, ConfigError> {
+    if let Some(key) = fields.keys().find(|k| !MODEL_KEYS.contains(&k.as_str())) {
+        let hint = suggest(key, MODEL_KEYS).map_or_else(
+            || format!("known keys: {}", MODEL_KEYS.join(", ")),
+            |k| format!("did you mean {k}?"),
+        );
+        return refuse(format!("{what}: unknown model key {key}; {hint}"));
+    }
+    let text = |key: &str| -> Result<Option<&str>, ConfigError> {
+        match fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim())),
+            Some(_) => refuse(format!("{what}: {key} must be a non-empty string")),
+        }
+    };
+    let Some(url) = text("baseUrl")? else {
+        return refuse(format!("{what}: a model reviewer needs its baseUrl, e.g. http://127.0.0.1:11434/v1"));
+    };
+    let base_url = parse_http_url(url, &format!("{what}: model URL"), "give the key with keyEnv or keyFile")?;
+    if base_url.path.contains('?') {
+        return refuse(format!("{what}: the model URL is a base URL, without a query"));
+    }
+    let api = match text("api")? {
+        None | Some("openai") => ModelApi::OpenAi,
+        Some("anthropic") => ModelApi::Anthropic,
+        Some(other) => return refuse(format!("{what}: api {other:?} is openai or anthropic")),
+    };
+    let Some(model) = text("model")? else {
+        return refuse(format!("{what}: a model reviewer needs its model, e.g. model=llama3"));
+    };
+    let read = |key: &str, path: &str, max: usize| -> Result<String, ConfigError> {
+        let path = base.join(path);
+        let bytes =
+            std::fs::read(&path).or_else(|e| refuse(format!("{what}: {key} {}: {e}", path.display())))?;
+        if bytes.len() > max {
+            return refuse(format!("{what}: {key} {} is over {max} bytes", path.display()));
+        }
+        String::from_utf8(bytes).or_else(|_| refuse(format!("{what}: {key} {} is not UTF-8", path.display())))
+    };
+    let key = match (text("keyEnv")?, text("keyFile")?) {
+        (Some(_), Some(_)) => return refuse(format!("{what}: give keyEnv or keyFile, not both")),
+        (Some(var), None) => match std::env::var(var) {
+            Ok(key) if !key.trim().is_empty() && key.len() <= MAX_KEY_BYTES => Some(key.trim().to_owned()),
+            _ => {
+                return refuse(format!(
+                    "{what}: keyEnv {var} is not set (or empty, or over {MAX_KEY_BYTES} bytes)"
+                ));
+            }
+        },
+        (None, Some(file)) => match read("keyFile", file, MAX_KEY_BYTES)?.trim() {
+            "" => return refuse(format!("{what}: keyFile {file} is empty")),
+            key => Some(key.to_owned()),
+        },
+        (None, None) => None,
+    };
+    if key.as_deref().is_some_and(|k| k.chars().any(char::is_control)) {
+        return refuse(format!("{what}: the key holds control characters; an HTTP header cannot carry it"));
+    }
+    let system_prompt = match (text("systemPrompt")?, text("systemPromptFile")?) {
+        (Some(_), Some(_)) => {
+            return refuse(format!("{what}: give systemPrompt or systemPromptFile, not both"));
+        }
+        (Some(prompt), None) if prompt.len() > MAX_SYSTEM_PROMPT_BYTES => {
+            return refuse(format!("{what}: systemPrompt is over {MAX_SYSTEM_PROMPT_BYTES} bytes"));
+        }
+        (Some(prompt), None) => Some(prompt.to_owned()),
+        (None, Some(file)) => Some(read("systemPromptFile", file, MAX_SYSTEM_PROMPT_BYTES)?),
+        (None, None) => None,
+    };
+    Ok(ModelSpec { api, base: base_url, model: model.to_owned(), key: key.map(Secret::from), system_prompt })
+}
+
+/// A command reviewer's program, confined as an agent is.
+fn command_kind(
+    command: &str,
+    base: &Path,
+    daemon_sandbox: &DaemonSandbox,
+) -> Result<ReviewerKind, ConfigError> {
+    let command = agent_command_in(command, base)?;
+    let sandbox = sandbox::resolve(daemon_sandbox, Default::default(), &command, &[], base)?;
+    Ok(ReviewerKind::Command { command, sandbox })
 }
 
 fn checked_name(name: &str, what: &str) -> Result<String, ConfigError> {
@@ -177,14 +338,18 @@ pub(super) fn reviewers(
         let what = format!("--reviewer {raw}");
         let Some((name, rest)) = raw.split_once('=') else {
             return refuse(format!(
-                "{what}: give NAME=command:PROGRAM, e.g. --reviewer guard=command:./guard"
+                "{what}: give NAME=command:PROGRAM or NAME=model:URL model=MODEL, e.g. --reviewer guard=command:./guard"
             ));
         };
         let name = checked_name(name.trim(), &what)?;
-        let command = agent_command_in(command_of(rest.trim(), &what)?, flag_base)?;
-        let sandbox = sandbox::resolve(daemon_sandbox, Default::default(), &command, &[], flag_base)?;
+        let kind = match kind_of(rest.trim(), &what)? {
+            Kind::Command(command) => command_kind(command, flag_base, daemon_sandbox)?,
+            Kind::Model(words) => {
+                ReviewerKind::Model(model_spec(&model_words(words, &what)?, flag_base, &what)?)
+            }
+        };
         let deadline = Duration::from_millis(deadline_ms);
-        add(ReviewerSpec { name, command, trust: TrustMap::default(), workspace: None, deadline, sandbox })?;
+        add(ReviewerSpec { name, kind, trust: TrustMap::default(), workspace: None, deadline })?;
     }
     for (name, value) in &file.reviewers {
         let what = format!("config file {}: reviewers.{name}", file.path.display());
@@ -201,10 +366,30 @@ pub(super) fn reviewers(
             );
             return refuse(format!("{what}: unknown key {key}; {hint}"));
         }
-        let Some(command) = fields.get("command").and_then(Value::as_str) else {
-            return refuse(format!("{what}.command must be a string, command:PROGRAM [ARGS]"));
+        let kind = match (fields.get("command"), fields.get("model")) {
+            (Some(Value::String(command)), None) => match kind_of(command.trim(), &what)? {
+                Kind::Command(command) => command_kind(command, &file.dir, daemon_sandbox)?,
+                Kind::Model(_) => {
+                    return refuse(format!(
+                        "{what}.command is command:PROGRAM; a model goes in \"model\": {{…}}"
+                    ));
+                }
+            },
+            (None, Some(Value::Object(model))) => {
+                ReviewerKind::Model(model_spec(model, &file.dir, &format!("{what}.model"))?)
+            }
+            (Some(_), Some(_)) => return refuse(format!("{what}: give command or model, not both")),
+            (None, Some(_)) => {
+                return refuse(format!(
+                    "{what}.model must be an object, e.g. {{\"baseUrl\": \"http://127.0.0.1:11434/v1\", \"model\": \"llama3\"}}"
+                ));
+            }
+            _ => {
+                return refuse(format!(
+                    "{what}.command must be a string, command:PROGRAM [ARGS] (or give a model)"
+                ));
+            }
         };
-        let command = agent_command_in(command_of(command.trim(), &what)?, &file.dir)?;
         let trust = match fields.get("trust") {
             None | Some(Value::Null) => TrustMap::default(),
             Some(t) => TrustMap::from_json(t, &format!("{what}.trust"))?,
@@ -232,9 +417,8 @@ pub(super) fn reviewers(
                 _ => return refuse(format!("{what}.deadlineMs must be a positive integer")),
             },
         };
-        let sandbox = sandbox::resolve(daemon_sandbox, Default::default(), &command, &[], &file.dir)?;
         let deadline = Duration::from_millis(deadline);
-        add(ReviewerSpec { name, command, trust, workspace, deadline, sandbox })?;
+        add(ReviewerSpec { name, kind, trust, workspace, deadline })?;
     }
     let trusts = if args.reviewer_trust.is_empty() {
         file.strings("reviewerTrust")?
@@ -290,10 +474,77 @@ mod tests {
     }
 
     #[test]
-    fn only_the_command_kind_is_taken() {
-        assert_eq!(command_of("command:./guard --strict", "r").expect("ok"), "./guard --strict");
-        assert!(command_of("model:http://x", "r").expect_err("model").0.contains("not available yet"));
-        assert!(command_of("command:", "r").expect_err("empty").0.contains("names no program"));
-        assert!(command_of("./guard", "r").expect_err("bare").0.contains("command:PROGRAM"));
+    fn a_reviewer_is_a_command_or_a_model_and_the_rules_are_none() {
+        assert_eq!(kind_of("command:./guard --strict", "r").expect("ok"), Kind::Command("./guard --strict"));
+        assert_eq!(
+            kind_of("model: http://x/v1 model=m", "r").expect("ok"),
+            Kind::Model("http://x/v1 model=m")
+        );
+        assert!(kind_of("command:", "r").expect_err("empty").0.contains("names no program"));
+        assert!(kind_of("model:", "r").expect_err("empty").0.contains("names no URL"));
+        assert!(kind_of("./guard", "r").expect_err("bare").0.contains("command:PROGRAM or model:URL"));
+        assert!(kind_of("rules", "r").expect_err("rules").0.contains("always judge first"));
+        assert!(kind_of("rules:x", "r").expect_err("rules").0.contains("always judge first"));
+    }
+
+    /// A model's settings: the flag's words and the file's object give the same, every mistake is
+    /// refused with what to write, and the key never shows in `Debug`.
+    #[test]
+    fn a_model_reviewer_is_read_from_its_words_and_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("key"), "sk-file-key-0123\n").expect("key");
+        std::fs::write(dir.path().join("prompt"), "judge strictly").expect("prompt");
+        let words = model_words(
+            "http://127.0.0.1:9/v1 model=m api=anthropic keyFile=key systemPromptFile=prompt",
+            "r",
+        )
+        .expect("words");
+        let spec = model_spec(&words, dir.path(), "r").expect("spec");
+        assert_eq!((spec.api, spec.model.as_str()), (ModelApi::Anthropic, "m"));
+        assert_eq!((spec.base.port, spec.base.path.as_str()), (9, "/v1"));
+        assert_eq!(spec.key.as_ref().map(Secret::expose), Some("sk-file-key-0123"), "trimmed");
+        assert_eq!(spec.system_prompt.as_deref(), Some("judge strictly"));
+        assert!(!format!("{spec:?}").contains("sk-file-key"), "{spec:?}");
+        let plain =
+            model_spec(&model_words("http://h/v1 model=m", "r").expect("w"), dir.path(), "r").expect("ok");
+        assert_eq!(
+            (plain.api, plain.key.is_none(), plain.system_prompt.is_none()),
+            (ModelApi::OpenAi, true, true)
+        );
+
+        let err = |v: Value| match &v {
+            Value::Object(m) => model_spec(m, dir.path(), "r").expect_err(&v.to_string()).0,
+            _ => unreachable!(),
+        };
+        use serde_json::json;
+        assert!(err(json!({"model": "m"})).contains("needs its baseUrl"));
+        assert!(err(json!({"baseUrl": "http://h"})).contains("needs its model"));
+        assert!(err(json!({"baseUrl": "ftp://h", "model": "m"})).contains("model URL"));
+        assert!(err(json!({"baseUrl": "http://u:p@h", "model": "m"})).contains("keyEnv or keyFile"));
+        assert!(err(json!({"baseUrl": "http://h/v1?x=1", "model": "m"})).contains("without a query"));
+        assert!(
+            err(json!({"baseUrl": "http://h", "model": "m", "api": "gemini"}))
+                .contains("openai or anthropic")
+        );
+        assert!(
+            err(json!({"baseUrl": "http://h", "model": "m", "modle": "x"})).contains("did you mean model?")
+        );
+        assert!(
+            err(json!({"baseUrl": "http://h", "model": "m", "keyEnv": "MEDIATORD_TEST_NO_SUCH_VAR"}))
+                .contains("is not set")
+        );
+        assert!(
+            err(json!({"baseUrl": "http://h", "model": "m", "keyEnv": "A", "keyFile": "key"}))
+                .contains("not both")
+        );
+        assert!(err(json!({"baseUrl": "http://h", "model": "m", "keyFile": "nope"})).contains("keyFile"));
+        assert!(err(json!({"baseUrl": "http://h", "model": "m", "systemPrompt": "a", "systemPromptFile": "prompt"})).contains("not both"));
+        let long = "x".repeat(MAX_SYSTEM_PROMPT_BYTES + 1);
+        assert!(err(json!({"baseUrl": "http://h", "model": "m", "systemPrompt": long})).contains("over"));
+        assert!(err(json!({"baseUrl": "http://h", "model": 3})).contains("non-empty string"));
+        assert!(model_words("http://h model", "r").expect_err("word").0.contains("key=value"));
+        assert!(
+            model_words("http://h systemPrompt=x", "r").expect_err("prompt").0.contains("systemPromptFile")
+        );
     }
 }

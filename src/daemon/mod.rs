@@ -263,10 +263,14 @@ impl Daemon {
             Arc::new(Devices::new(store.clone(), fleet.clone(), config.pairing_code_ttl, stream_limits));
         let changes = open_changes(config.snapshot_dir.as_deref());
         let groups = ProcessGroups::default();
+        // A model reviewer is never sent a value of any agent's configured environment.
+        let agent_env: Vec<(String, String)> = config.agents.iter().flat_map(|a| a.env.clone()).collect();
         let reviewers = config
             .reviewers
             .iter()
-            .map(|spec| Reviewer::start(spec, config.primary_workspace(), groups.clone(), metrics.clone()))
+            .map(|spec| {
+                Reviewer::start(spec, config.primary_workspace(), &agent_env, groups.clone(), metrics.clone())
+            })
             .collect();
         Arc::new(Daemon {
             reviewers,

@@ -249,7 +249,11 @@ impl Notifier {
                 log: TargetLog::default(),
             })
             .collect();
-        let tls = targets.iter().any(|t| t.config.url.tls).then(client_tls).flatten();
+        let tls = targets
+            .iter()
+            .any(|t| t.config.url.tls)
+            .then(|| crate::outgoing::client_tls("notification"))
+            .flatten();
         let shared = Arc::new(Outbox {
             targets,
             links: Links::default(),
@@ -439,28 +443,6 @@ impl Outbox {
 
     fn is_open(&self, request_id: &str) -> bool {
         lock(&self.open).contains(request_id)
-    }
-}
-
-/// The TLS client's settings for `https://` targets, its problems logged; `None` if it cannot be
-/// built (every https delivery is then refused as untrusted, and says so).
-fn client_tls() -> Option<Arc<rustls::ClientConfig>> {
-    match crate::tls::client_trust() {
-        Ok(trust) => {
-            for problem in &trust.problems {
-                tracing::warn!("notification TLS client: {problem}");
-            }
-            if trust.roots == 0 {
-                tracing::warn!(
-                    "notification TLS client: no trusted root certificates (system store, SSL_CERT_FILE, SSL_CERT_DIR); https targets will be refused"
-                );
-            }
-            Some(trust.config)
-        }
-        Err(e) => {
-            tracing::error!("notification TLS client: {e}; https targets will be refused");
-            None
-        }
     }
 }
 

@@ -2,20 +2,27 @@
 //! program started once behind the agent guard (so it is confined as an agent is, dies with the
 //! daemon, and, as the daemon's descendant, is refused by `crate::peer` should it try to act as a
 //! client), kept, and restarted with a bounded backoff when it dies. One request line in on its
-//! stdin, one verdict line out on its stdout, NDJSON.
+//! stdin, one verdict line out on its stdout, NDJSON. Each `model` reviewer is a chat endpoint
+//! asked once per request, with the agents' secrets redacted.
 //!
 //! - [`Reviewer`]: one reviewer as the mediator asks it ([`crate::permission::Judge`]): the
-//!   deadline, the failure turned into an `escalate`, the metrics and the throttled log.
-//! - `process`: the task that owns the program: its pipes, the requests awaiting a verdict,
-//!   restarts.
-//! - `wire`: the strict verdict parser.
+//!   queue, the deadline, the failure turned into an `escalate`, the metrics and the throttled
+//!   log; the same for both kinds.
+//! - `process`: the task that owns a command reviewer's program: its pipes, the requests
+//!   awaiting a verdict, restarts.
+//! - `model`: the task that asks a model reviewer's endpoint: the prompt, the calls in flight,
+//!   the answer read.
+//! - `wire`: the strict verdict parser both kinds' answers go through.
 //!
 //! Above `agent` (it starts its program as an agent is started, `agent::Helper`) and `permission`
 //! (it is a `Judge`); only `daemon` imports it, and hands each session's mediator the reviewers
 //! of its workspace.
 
+mod model;
 mod process;
 mod wire;
+
+pub use self::model::DEFAULT_SYSTEM_PROMPT;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,7 +36,8 @@ use self::process::Ask;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ReviewerSpec, TrustMap};
+use crate::agent::Redactor;
+use crate::config::{ReviewerKind, ReviewerSpec, TrustMap};
 use crate::exec::ProcessGroups;
 use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::Metrics;
@@ -55,17 +63,43 @@ pub struct Reviewer {
 }
 
 impl Reviewer {
-    /// Starts `spec`'s program (in its workspace, else `default_cwd`) on a task of its own.
+    /// Starts `spec`'s task: a command's program (in its workspace, else `default_cwd`), or a
+    /// model's caller, which keeps the values of `agent_env` (every agent's configured
+    /// environment) out of what it sends.
     pub fn start(
         spec: &ReviewerSpec,
         default_cwd: &Path,
+        agent_env: &[(String, String)],
         groups: ProcessGroups,
         metrics: Arc<Metrics>,
     ) -> Arc<Reviewer> {
         let (tx, rx) = mpsc::channel(ASK_QUEUE);
         let stop = CancellationToken::new();
-        let cwd = spec.workspace.clone().unwrap_or_else(|| default_cwd.to_path_buf());
-        tokio::spawn(process::run(spec.clone(), cwd, groups, rx, stop.clone()));
+        match &spec.kind {
+            ReviewerKind::Command { command, sandbox } => {
+                let cwd = spec.workspace.clone().unwrap_or_else(|| default_cwd.to_path_buf());
+                let program = process::Program {
+                    name: spec.name.clone(),
+                    command: command.clone(),
+                    sandbox: sandbox.clone(),
+                    deadline: spec.deadline,
+                };
+                tokio::spawn(process::run(program, cwd, groups, rx, stop.clone()));
+            }
+            ReviewerKind::Model(model) => {
+                let mut secrets = agent_env.to_vec();
+                if let Some(key) = &model.key {
+                    secrets.push(("key".to_owned(), key.expose().to_owned()));
+                }
+                let endpoint = model::Endpoint {
+                    name: spec.name.clone(),
+                    spec: model.clone(),
+                    redactor: Redactor::new(&secrets).and_token_shapes(),
+                    tls: model.base.tls.then(|| crate::outgoing::client_tls("model reviewer")).flatten(),
+                };
+                tokio::spawn(model::run(endpoint, rx, stop.clone()));
+            }
+        }
         Arc::new(Reviewer {
             name: spec.name.clone(),
             trust: spec.trust.clone(),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Garbage};
 use crate::agent::Helper;
-use crate::config::ReviewerSpec;
+use crate::config::{AgentCommand, SandboxSettings};
 use crate::exec::ProcessGroups;
 use crate::permission::Review;
 
@@ -32,6 +32,16 @@ const LINE_QUEUE: usize = 16;
 /// at once is started at most every ten seconds, and never in a busy loop.
 const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// The program of one command reviewer, as its task needs it.
+#[derive(Debug, Clone)]
+pub(super) struct Program {
+    pub(super) name: String,
+    pub(super) command: AgentCommand,
+    pub(super) sandbox: SandboxSettings,
+    /// The reviewer's deadline: also how long one write to a program not reading may take.
+    pub(super) deadline: Duration,
+}
 
 /// One request for the task: the line to send and where its review goes.
 #[derive(Debug)]
@@ -57,7 +67,7 @@ struct Running {
 }
 
 pub(super) async fn run(
-    spec: ReviewerSpec,
+    spec: Program,
     cwd: PathBuf,
     groups: ProcessGroups,
     mut asks: mpsc::Receiver<Ask>,
@@ -161,7 +171,7 @@ fn fail_all(waiting: &mut HashMap<String, oneshot::Sender<Review>>, failure: &'s
 
 /// Starts the program; on failure logs why and schedules the next try after the backoff.
 fn start(
-    spec: &ReviewerSpec,
+    spec: &Program,
     cwd: &std::path::Path,
     groups: &ProcessGroups,
     backoff: &mut Duration,

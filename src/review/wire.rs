@@ -2,7 +2,7 @@
 //! `{"id", "verdict": "allow"|"deny"|"escalate", "reason", "optionId"?}` is garbage, and garbage is
 //! never a decision (`docs/operations.md#reviewers`). Pure.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::permission::{Review, Verdict};
 
@@ -20,41 +20,48 @@ pub(crate) struct Garbage {
     pub(crate) why: String,
 }
 
+/// The members a verdict has beside a command reviewer's `id`.
+const VERDICT_MEMBERS: &[&str] = &["verdict", "reason", "optionId"];
+
 /// The request id and the review of one verdict line.
 pub(crate) fn parse(line: &[u8]) -> Result<(String, Review), Garbage> {
-    let fail = |id: Option<&str>, why: &str| Garbage { id: id.map(str::to_owned), why: why.to_owned() };
-    let value: Value = serde_json::from_slice(line).map_err(|_| fail(None, "not JSON"))?;
-    let Value::Object(fields) = value else { return Err(fail(None, "not a JSON object")) };
-    let Some(named) = fields.get("id").and_then(Value::as_str) else {
-        return Err(fail(None, "no string id"));
+    let fail = |id: Option<&str>, why: String| Garbage { id: id.map(str::to_owned), why };
+    let value: Value = serde_json::from_slice(line).map_err(|_| fail(None, "not JSON".to_owned()))?;
+    let Value::Object(mut fields) = value else { return Err(fail(None, "not a JSON object".to_owned())) };
+    let Some(Value::String(id)) = fields.remove("id") else {
+        return Err(fail(None, "no string id".to_owned()));
     };
-    let id = Some(named);
-    if let Some(key) = fields.keys().find(|k| !matches!(k.as_str(), "id" | "verdict" | "reason" | "optionId"))
-    {
-        return Err(fail(id, &format!("unknown member {key:?}")));
+    let review = verdict(&fields).map_err(|why| fail(Some(&id), why))?;
+    Ok((id, review))
+}
+
+/// A verdict object without an id (a model reviewer's answer, `super::model`; a command
+/// reviewer's line once its `id` is taken out): exactly `verdict`, `reason` and optionally
+/// `optionId`, else why not.
+pub(crate) fn verdict(fields: &Map<String, Value>) -> Result<Review, String> {
+    if let Some(key) = fields.keys().find(|k| !VERDICT_MEMBERS.contains(&k.as_str())) {
+        return Err(format!("unknown member {key:?}"));
     }
     let verdict = match fields.get("verdict").and_then(Value::as_str) {
         Some("allow") => Verdict::Allow,
         Some("deny") => Verdict::Deny,
         Some("escalate") => Verdict::Escalate,
-        _ => return Err(fail(id, "verdict is not \"allow\", \"deny\" or \"escalate\"")),
+        _ => return Err("verdict is not \"allow\", \"deny\" or \"escalate\"".to_owned()),
     };
     let reason = match fields.get("reason") {
         Some(Value::String(r)) if r.len() <= MAX_REASON_BYTES => r.clone(),
-        Some(Value::String(_)) => {
-            return Err(fail(id, &format!("reason longer than {MAX_REASON_BYTES} bytes")));
-        }
-        _ => return Err(fail(id, "no string reason")),
+        Some(Value::String(_)) => return Err(format!("reason longer than {MAX_REASON_BYTES} bytes")),
+        _ => return Err("no string reason".to_owned()),
     };
     let option_id = match fields.get("optionId") {
         None => None,
         Some(Value::String(o)) if !o.is_empty() && o.len() <= MAX_OPTION_ID_BYTES => Some(o.clone()),
-        Some(_) => return Err(fail(id, "optionId is not a short non-empty string")),
+        Some(_) => return Err("optionId is not a short non-empty string".to_owned()),
     };
     if option_id.is_some() && verdict == Verdict::Escalate {
-        return Err(fail(id, "an escalate picks no option"));
+        return Err("an escalate picks no option".to_owned());
     }
-    Ok((named.to_owned(), Review { verdict, reason, option_id, failure: None }))
+    Ok(Review { verdict, reason, option_id, failure: None })
 }
 
 #[cfg(test)]

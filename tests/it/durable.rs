@@ -32,6 +32,8 @@ mod fanout;
 mod lifecycle;
 #[path = "metrics.rs"]
 mod metrics;
+#[path = "model_reviewers.rs"]
+mod model_reviewers;
 #[path = "modes.rs"]
 mod modes;
 #[path = "notify.rs"]

@@ -26,6 +26,7 @@ mod fleet;
 mod http2;
 mod lifecycle;
 mod metrics;
+mod model_reviewers;
 mod modes;
 mod newcomer;
 mod notify;
