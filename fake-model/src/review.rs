@@ -9,7 +9,7 @@
 //! | [`LATE`] | an `allow`, but only after [`LATE_HOLD`] |
 //! | `rm -rf` | `deny`, reason `rm -rf deletes recursively: <title>` |
 //! | `curl` and `\| sh` (or `\| bash`) | `escalate`, reason `runs a download unseen: <title>` |
-//! | nothing of these, kind `read` or `search` | `allow`, reason `a read changes nothing: <title>` |
+//! | nothing of these, kind `read` or `search`, or a `rawInput.command` of one of [`READ_COMMANDS`] with no shell operator (an agent's shell tool that only reads: Qwen Code asks about `sha256sum`) | `allow`, reason `a read changes nothing: <title>` |
 //! | nothing of these | `escalate`, reason `no rule for this: <title>` |
 //!
 //! The reason quotes the title, so a test sees what the model was sent (a secret redacted).
@@ -28,6 +28,16 @@ pub const GARBAGE_TEXT: &str = "I think this request is probably fine.";
 pub const LATE: &str = "REVIEW_LATE";
 /// How late: far past any reviewer deadline a test sets, short enough to end by itself.
 pub const LATE_HOLD: Duration = Duration::from_secs(30);
+
+/// Commands that only read, as the first word of a shell command with no operator after it.
+pub const READ_COMMANDS: [&str; 7] = ["ls", "cat", "head", "wc", "grep", "sha256sum", "md5sum"];
+
+/// Whether `command` is one of [`READ_COMMANDS`] and nothing more (no pipe, list, redirection or
+/// substitution).
+fn reads_only(command: &str) -> bool {
+    let first = command.split_whitespace().next().unwrap_or_default();
+    READ_COMMANDS.contains(&first) && !command.contains(['|', ';', '&', '>', '<', '`', '$'])
+}
 
 /// The verdict for `prompt` when it is a review request; `None` when it is not one.
 pub fn reply(prompt: &str) -> Option<Reply> {
@@ -53,7 +63,9 @@ pub fn reply(prompt: &str) -> Option<Reply> {
         verdict("deny", format!("rm -rf deletes recursively: {title}"))
     } else if text.contains("curl") && (text.contains("| sh") || text.contains("| bash")) {
         verdict("escalate", format!("runs a download unseen: {title}"))
-    } else if matches!(kind, Some("read" | "search")) {
+    } else if matches!(kind, Some("read" | "search"))
+        || reads_only(request.pointer("/rawInput/command").and_then(Value::as_str).unwrap_or_default())
+    {
         verdict("allow", format!("a read changes nothing: {title}"))
     } else {
         verdict("escalate", format!("no rule for this: {title}"))
@@ -101,6 +113,13 @@ mod tests {
         assert!(
             matches!(reply(&asked("read", "REVIEW_LATE")), Some(Reply::Stall { hold, .. }) if hold == LATE_HOLD)
         );
+        assert_eq!(
+            said(&asked("execute", "sha256sum notes.txt"))["verdict"],
+            "allow",
+            "a command that reads"
+        );
+        assert_eq!(said(&asked("execute", "cat a > b"))["verdict"], "escalate", "a redirection writes");
+        assert_eq!(said(&asked("execute", "lsblk"))["verdict"], "escalate", "the first word, whole");
         assert_eq!(reply("WRITE /tmp/x hello"), None, "a directive is no review");
         assert_eq!(reply(r#"{"id": "r1"}"#), None, "a request has options");
         assert_eq!(reply(r#"{"id": 1, "options": []}"#), None, "and a string id");

@@ -1,9 +1,10 @@
 // A reviewer judging Qwen Code's requests (issue #49, docs/operations.md#reviewers): the phase's
-// daemon runs reviewer.py as the `command` reviewer `guard`, trusted to decide shell commands
+// daemon runs reviewer.py as the `command` reviewer `guard` (phase reviewers-qwen), or the fake
+// model as the `model` reviewer `guard` (phase reviewers-model), trusted to decide shell commands
 // (`--reviewer-trust guard=execute:decide`). A command that only reads is allowed by it alone, an `rm -rf`
 // denied with its reason (the directory stays), and a download piped into a shell escalated to a
 // person, who sees the reviewer's reason on the web app's card in headless Chromium and approves it
-// there; the audit names all three. Run through run.sh (phase reviewers-qwen).
+// there; the audit names all three. Run through run.sh.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,6 +16,17 @@ import {
 import { Browser } from './webdriver.mjs';
 
 const skip = DAEMON_KIND !== 'mediatord' && 'reviewers are mediatord\'s';
+/**
+ * Which reviewer the phase's daemon runs (run.sh): `command`, reviewer.py; `model`, the fake model
+ * (fake-model/src/review.rs, whose reasons go on with the request's title). How each one's reasons
+ * start, for a read, an `rm -rf` and a download piped into a shell.
+ */
+const KIND = process.env.E2E_REVIEWER_KIND || 'command';
+const REASONS = {
+  command: { read: 'reads only', rm: 'rm -rf deletes for good', piped: 'pipes a download into a shell: a person should look' },
+  model: { read: 'a read changes nothing: ', rm: 'rm -rf deletes recursively: ', piped: 'runs a download unseen: ' },
+}[KIND];
+const starts = (text, start, what) => assert.ok(typeof text === 'string' && text.startsWith(start), `${what}: ${JSON.stringify(text)} starts with ${JSON.stringify(start)}`);
 let browser;
 
 before(async () => {
@@ -58,7 +70,7 @@ test('a reviewer allows a read alone, denies an rm -rf with its reason, and leav
     const rm = await shell(s, stream, `rm -rf ${build}`);
     assert.equal(rm.resolved?.data.voterClientId, 'reviewer:guard', JSON.stringify(rm.resolved?.data));
     assert.equal(optionByKind(rm.req.data.options, ['reject_once']).optionId, rm.resolved.data.outcome.optionId);
-    assert.equal(rm.resolved.data.reviews[0].reason, 'rm -rf deletes for good');
+    starts(rm.resolved.data.reviews[0].reason, REASONS.rm, "the deny's reason");
     assert.equal(fs.readFileSync(path.join(build, 'keep.txt'), 'utf8'), 'kept', 'the denied rm -rf deleted nothing');
 
     // Loopback's discard port: nothing answers, nothing leaves the machine.
@@ -73,7 +85,7 @@ test('a reviewer allows a read alone, denies an rm -rf with its reason, and leav
       "document.querySelector('section.card .reviews li')?.textContent",
       T.permission,
     );
-    assert.equal(card, 'Reviewer guard asks a person: pipes a download into a shell: a person should look');
+    starts(card, `Reviewer guard asks a person: ${REASONS.piped}`, 'the card');
     const allow = optionByKind(req.data.options, ['allow_once']);
     const button = `//section[contains(@class, 'card')]//button[.//span[@class = 'option-name' and normalize-space() = '${allow.name}']]`;
     await browser.click(allow.name, button, T.request);
@@ -90,11 +102,8 @@ test('a reviewer allows a read alone, denies an rm -rf with its reason, and leav
       const e = by(r.data.requestId);
       return [e?.voterClientId === 'reviewer:guard' ? 'reviewer' : 'person', e?.reviews?.[0]?.verdict, e?.reviews?.[0]?.reason];
     });
-    assert.deepEqual(shown, [
-      ['reviewer', 'allow', 'reads only'],
-      ['reviewer', 'deny', 'rm -rf deletes for good'],
-      ['person', 'escalate', 'pipes a download into a shell: a person should look'],
-    ]);
+    assert.deepEqual(shown.map(([who, verdict]) => [who, verdict]), [['reviewer', 'allow'], ['reviewer', 'deny'], ['person', 'escalate']]);
+    [REASONS.read, REASONS.rm, REASONS.piped].forEach((start, i) => starts(shown[i][2], start, `the audit's reason ${i}`));
   } finally {
     stream.close?.();
   }

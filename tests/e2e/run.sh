@@ -27,6 +27,7 @@
 #                                   Streamable HTTP, @qwen-code/sdk over acp-ws; the demo agent)
 #   reviewers-qwen reviewers.test.mjs (a `command` reviewer, reviewer.py, judging Qwen Code's shell
 #                                   commands; the one it escalates approved in the web app in Chromium)
+#   reviewers-model reviewers.test.mjs again, the reviewer a `model` one on the fake model
 #
 # Optional env: E2E_FAKE_MODEL_URL (a running fake model, as tests/e2e.rs passes; without it this
 # script starts E2E_FAKE_MODEL, default target/debug/mediatord-fake-model, built by
@@ -469,9 +470,16 @@ if ((RUN_REVIEWERS)); then
 	if [[ "$DAEMON" == qwen-serve ]]; then
 		say "[reviewers-qwen] not applicable: qwen serve has no reviewers"
 	else
+		# The same scenario twice: a `command` reviewer (reviewer.py), then a `model` reviewer on the
+		# fake model (fake-model/src/review.rs), each trusted to decide shell commands.
+		export E2E_REVIEWER_KIND=command
 		PHASE_DARGS=(--reviewer "guard=command:python3 $HERE/reviewer.py" --reviewer-trust guard=execute:decide)
 		run_phase reviewers-qwen qwen reviewers.test.mjs
+		E2E_REVIEWER_KIND=model
+		PHASE_DARGS=(--reviewer "guard=model:$FAKE_URL/v1 model=fake-model" --reviewer-trust guard=execute:decide)
+		run_phase reviewers-model qwen reviewers.test.mjs
 		PHASE_DARGS=()
+		unset E2E_REVIEWER_KIND
 	fi
 fi
 if ((RUN_AGENTS)); then
