@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::guard::overrules;
 use super::policy::{CANCEL_OPTION_ID, Cast, Caster, Choice, Decision, Issued, decide, standing};
 use super::question::{ACCEPT_OPTION_ID, Answers, Form, Malformed, Question};
 use super::review::{Judge, Judges, Review, Verdict};
@@ -879,12 +880,13 @@ impl<'a> BoundMediator<'a> {
         self,
         st: &mut State,
         request_id: &str,
-        pending: Pending,
+        mut pending: Pending,
         choice: &Choice,
         resolution: Resolution,
     ) -> Option<Remembered> {
         let (host, workspace) = (self.host, &self.mediator.workspace);
         let resolved_at = now_ms();
+        self.mark_overruled(&mut pending, choice, &resolution);
         let record = self.audit_record(request_id, &pending, Some((choice, &resolution, resolved_at)));
         let scope = pending.remembers(choice, &resolution);
         let _ = pending.reply.send(Decided { choice: choice.clone(), answers: resolution.answers.clone() });
@@ -971,6 +973,32 @@ impl<'a> BoundMediator<'a> {
 }
 
 impl BoundMediator<'_> {
+    /// When a person decides a request (a vote not a reviewer's), each reviewer whose allow or deny
+    /// they decided the other way ([`overrules`]) is counted and its review marked `overruled`
+    /// (shown on `permission_resolved` and in the audit). A rule, a timeout or a cancel is no
+    /// person's decision, and a reviewer's deciding ballot overrules no other reviewer.
+    fn mark_overruled(self, pending: &mut Pending, choice: &Choice, resolution: &Resolution) {
+        if resolution.by != ResolvedBy::Vote || resolution.via == Some(Via::Reviewer) {
+            return;
+        }
+        let allowed = match choice {
+            Choice::Option(id) => {
+                rules::option_kind(&pending.options, id).is_some_and(|k| k.starts_with("allow"))
+            }
+            Choice::Cancel => false,
+        };
+        let Some(reviews) = pending.data.get_mut("reviews").and_then(Value::as_array_mut) else { return };
+        for review in reviews {
+            let verdict = review.get("verdict").and_then(Value::as_str).and_then(Verdict::parse);
+            if verdict.is_some_and(|v| overrules(v, allowed)) {
+                review["overruled"] = json!(true);
+                if let Some(name) = review.get("reviewer").and_then(Value::as_str) {
+                    self.mediator.metrics.review_overruled(name);
+                }
+            }
+        }
+    }
+
     /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
     /// (`docs/protocol.md#14-durable-state`).
     fn audit_record(
@@ -1352,6 +1380,41 @@ mod tests {
         assert!(matches!(late, Err(VoteError::AlreadyResolved { .. })), "{late:?}");
         assert_eq!(f.host.kinds().len(), events, "a late verdict publishes nothing");
         assert_eq!(f.permissions().audit()[0]["voterClientId"], "alice");
+    }
+
+    /// A person who decides against an informing reviewer's allow overrules it: the review says so
+    /// on `permission_resolved` and in the audit, and the reviewer's count rises. A deny they
+    /// agree with, and an escalate (which took no side), are overruled by nothing.
+    #[tokio::test]
+    async fn a_person_deciding_against_an_allow_overrules_it_but_never_an_escalate() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.voters).push("alice".into());
+        let only_reads = TrustMap::parse("read:decide", "t").expect("trust");
+        let reject = Vote::from(Pick::Decision { effect: Effect::Deny, remember: Remember::No });
+        let mut overruled = Vec::new();
+        for verdict in [Verdict::Allow, Verdict::Escalate, Verdict::Deny] {
+            let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+            let said = review(verdict, "said");
+            let pick = match verdict {
+                Verdict::Allow => Pick::Decision { effect: Effect::Allow, remember: Remember::No },
+                Verdict::Deny => Pick::Decision { effect: Effect::Deny, remember: Remember::No },
+                Verdict::Escalate => Pick::Outcome { choice: Choice::Cancel, remember: Remember::No },
+            };
+            let cast = Vote::from(pick);
+            assert_eq!(f.permissions().vote(&reviewed(&id, &cast, &said, &only_reads)).map(|_| ()), Ok(()));
+            f.permissions().vote(&ballot(&id, Some("alice"), true, &reject)).expect("alice decides");
+            task.await.expect("join");
+            let resolved = f.host.last(EventKind::PermissionResolved);
+            assert_eq!(resolved["reviews"], f.permissions().audit().last().expect("entry")["reviews"]);
+            overruled.push(resolved["reviews"][0].get("overruled").cloned());
+        }
+        assert_eq!(overruled, [Some(json!(true)), None, None]);
+        assert_eq!(f.metrics.reviewer_figures("guard").overruled, 1);
+        assert!(
+            f.metrics
+                .render(&Default::default())
+                .contains(r#"mediatord_reviews_overruled_total{reviewer="guard"} 1"#)
+        );
     }
 
     /// A trusted reviewer's pick of an `*_always` option decides once: it never becomes a rule.

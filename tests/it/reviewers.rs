@@ -139,8 +139,25 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
     assert_eq!((status, body), (200, json!({})));
     let events = sse.until_type("turn_complete").await;
-    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "alice");
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["voterClientId"], "alice");
     assert!(!d.workspace.join("informed.txt").exists(), "the person's reject stands");
+    // The person decided against the reviewer's allow: it was overruled, on the record and in
+    // the figures, which `/reviewers` reads from the same counters as `/metrics`.
+    assert_eq!(resolved["reviews"][0]["overruled"], true, "{resolved}");
+    assert_eq!(audit(&d, &sid).await[0]["reviews"][0]["overruled"], true);
+    let figures = d.get("/reviewers").await.ok();
+    assert_eq!(
+        figures,
+        json!({"reviewers": [{
+            "name": "guard", "workspace": null, "decides": ["read"], "allowed": 1, "denied": 0,
+            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0}, "overruled": 1,
+            "answered": 1, "meanMs": figures["reviewers"][0]["meanMs"],
+        }]})
+    );
+    assert!(figures["reviewers"][0]["meanMs"].as_f64().is_some_and(|ms| ms > 0.0), "{figures}");
+    let scrape = d.scrape().await;
+    assert_eq!(scrape.get("mediatord_reviews_overruled_total", &[("reviewer", "guard")]), 1.0);
 }
 
 #[tokio::test]
@@ -165,6 +182,10 @@ async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
     assert_eq!(entry["reviews"][0]["verdict"], "escalate");
     let scrape = d.scrape().await;
     assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "escalate")]), 1.0);
+    // An escalate took no side: the person who decided it overruled nothing.
+    assert_eq!(entry["reviews"][0].get("overruled"), None, "{entry}");
+    let figures = &d.get("/reviewers").await.ok()["reviewers"][0];
+    assert_eq!((&figures["escalated"], &figures["overruled"]), (&json!(1), &json!(0)), "{figures}");
 }
 
 #[tokio::test]
