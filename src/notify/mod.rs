@@ -314,7 +314,8 @@ impl Notifier {
             | EventKind::TurnError
             | EventKind::SessionDied
             | EventKind::UnapprovedChange
-            | EventKind::AgentRefusedAsClient => {}
+            | EventKind::AgentRefusedAsClient
+            | EventKind::ReviewBreaker => {}
             _ => return,
         }
         // Files changed without approval go where permission requests go: to whoever would have

@@ -302,3 +302,54 @@ async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
         wait_gone(pid).await;
     }
 }
+
+/// The breaker: the demo agent's `permissions 5` asks five times in a row (tool kind `other`); a
+/// reviewer trusted with `other` denies each. The third denial of the turn trips the breaker
+/// (`--review-breaker-denials 3`): `review_breaker` is published, the turn is cancelled as a
+/// client's cancel does (no fourth request, the turn ends `cancelled`), and the notification
+/// target that hears permission requests hears it. The next turn starts from zero.
+#[tokio::test]
+async fn the_third_denial_in_a_turn_stops_it_and_notifies_and_the_next_turn_starts_from_zero() {
+    let mut hook = Receiver::start(&[]).await;
+    let url = hook.url("/hook");
+    let Reviewed { _script, d, sid, mut sse } = reviewed(
+        "deny",
+        "",
+        &["--reviewer-trust", "guard=other:decide", "--review-breaker-denials", "3", "--notify", &url],
+    )
+    .await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "permissions 5").await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.event.as_str())
+        .filter(|k| matches!(*k, "permission_request" | "review_breaker" | "turn_complete"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["permission_request", "permission_request", "permission_request", "review_breaker", "turn_complete"]
+    );
+    let tripped = find(&events, "review_breaker");
+    let third = events.iter().filter(|e| e.event == "permission_request").nth(2).expect("third");
+    assert_eq!(
+        (&tripped["reviewer"], &tripped["reason"], &tripped["count"], &tripped["requestId"]),
+        (&json!("guard"), &json!("denials"), &json!(3), &third.payload()["requestId"])
+    );
+    assert!(tripped["review"].as_str().expect("review").starts_with("writes are refused here"), "{tripped}");
+    assert_eq!(find(&events, "turn_complete")["stopReason"], "cancelled");
+    let mut notified = Vec::new();
+    while !notified.contains(&"review_breaker".to_owned()) {
+        assert!(notified.len() < 8, "no review_breaker notification among {notified:?}");
+        let got = hook.next().await;
+        if got.header("x-mediatord-event") == "review_breaker" {
+            assert_eq!(
+                (&got.body["data"]["reviewer"], &got.body["sessionId"]),
+                (&json!("guard"), &json!(sid))
+            );
+        }
+        notified.push(got.header("x-mediatord-event").to_owned());
+    }
+
+    let events = d.turn(&sid, &mut sse, Some("alice"), "permissions 2").await;
+    assert!(events.iter().all(|e| e.event != "review_breaker"), "two denials in a new turn trip nothing");
+    assert!(events.iter().any(|e| e.payload().to_string().contains("outcomes: ")), "the turn ran to its end");
+}
