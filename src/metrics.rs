@@ -169,6 +169,8 @@ pub struct ReviewerFigures {
     pub failures: std::collections::BTreeMap<&'static str, u64>,
     /// Allow or deny verdicts a person then decided the other way.
     pub overruled: u64,
+    /// Times its program was killed for hanging and started again.
+    pub restarts: u64,
     /// Verdicts and failures timed (a request decided before its reviewer answered is not).
     pub answered: u64,
     /// Their mean time, from the request sent to the verdict or failure, in milliseconds.
@@ -217,6 +219,9 @@ pub struct Metrics {
     /// Reviewers' allow/deny verdicts a person then decided the other way, by `reviewer`
     /// (`permission::review::overrules`).
     reviews_overruled: Family<Labels, Counter>,
+    /// Reviewer programs killed and started again, by `reviewer` and `reason` (`hung`: no verdict
+    /// to several requests in a row).
+    review_restarts: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -238,6 +243,7 @@ impl Default for Metrics {
             review_failures: Family::default(),
             review_duration: Family::new_with_constructor(|| Histogram::new(REVIEW_BUCKETS)),
             reviews_overruled: Family::default(),
+            review_restarts: Family::default(),
         }
     }
 }
@@ -317,6 +323,12 @@ impl Metrics {
         self.reviews_overruled.get_or_create(&vec![("reviewer", reviewer.to_owned())]).inc();
     }
 
+    /// `reviewer`'s program was killed to be started again (`hung`).
+    pub fn review_restart(&self, reviewer: &str, reason: &'static str) {
+        let labels = vec![("reviewer", reviewer.to_owned()), ("reason", reason.to_owned())];
+        self.review_restarts.get_or_create(&labels).inc();
+    }
+
     /// `reviewer`'s figures since the daemon started, read from the counters `/metrics` shows, so
     /// the two cannot disagree (`GET /reviewers`).
     pub fn reviewer_figures(&self, reviewer: &str) -> ReviewerFigures {
@@ -335,6 +347,7 @@ impl Metrics {
                 .map(|r| (*r, count(&self.review_failures, "reason", r)))
                 .collect(),
             overruled: self.reviews_overruled.get(&only).map_or(0, |c| c.get()),
+            restarts: count(&self.review_restarts, "reason", "hung"),
             answered: latency.0,
             mean_ms: if latency.0 == 0 { None } else { Some(latency.1 * 1000.0 / latency.0 as f64) },
         }
@@ -481,6 +494,11 @@ impl Metrics {
             "reviews_overruled",
             "Reviewers' allow or deny verdicts a person then decided the other way, by reviewer",
             self.reviews_overruled.clone(),
+        );
+        r.register(
+            "review_restarts",
+            "Reviewer programs killed and started again, by reviewer and reason (hung: no verdict to several requests in a row)",
+            self.review_restarts.clone(),
         );
         r.register(
             "review_seconds",

@@ -65,7 +65,7 @@ impl Reviewer {
         let (tx, rx) = mpsc::channel(ASK_QUEUE);
         let stop = CancellationToken::new();
         let cwd = spec.workspace.clone().unwrap_or_else(|| default_cwd.to_path_buf());
-        tokio::spawn(process::run(spec.clone(), cwd, groups, rx, stop.clone()));
+        tokio::spawn(process::run(spec.clone(), cwd, groups, rx, stop.clone(), metrics.clone()));
         Arc::new(Reviewer {
             name: spec.name.clone(),
             trust: spec.trust.clone(),

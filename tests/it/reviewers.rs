@@ -24,6 +24,12 @@ for line in sys.stdin:
     rid = req["id"]
     if mode == "hang":
         continue
+    if mode == "hangfirst":
+        # The first program hangs; once restarted (the marker exists), it allows.
+        if not os.path.exists(sys.argv[2]):
+            continue
+        print(json.dumps({"id": rid, "verdict": "allow", "reason": "awake again"}), flush=True)
+        continue
     if mode == "crash":
         sys.exit(3)
     if mode == "garbage":
@@ -151,7 +157,7 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
         figures,
         json!({"reviewers": [{
             "name": "guard", "workspace": null, "decides": ["read"], "allowed": 1, "denied": 0,
-            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0}, "overruled": 1,
+            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0}, "overruled": 1, "restarts": 0,
             "answered": 1, "meanMs": figures["reviewers"][0]["meanMs"],
         }]})
     );
@@ -352,4 +358,56 @@ async fn the_third_denial_in_a_turn_stops_it_and_notifies_and_the_next_turn_star
     let events = d.turn(&sid, &mut sse, Some("alice"), "permissions 2").await;
     assert!(events.iter().all(|e| e.event != "review_breaker"), "two denials in a new turn trip nothing");
     assert!(events.iter().any(|e| e.payload().to_string().contains("outcomes: ")), "the turn ran to its end");
+}
+
+/// A reviewer that hangs: after three requests in a row got no verdict within the deadline, its
+/// program is killed and started again (counted, `reason="hung"`), and the new one answers. Each
+/// request it left meanwhile went to the people, who decided it.
+#[tokio::test]
+async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
+    let marker = tempfile::tempdir().expect("tempdir");
+    let first = marker.path().join("first");
+    let Reviewed { _script, d, sid, mut sse } = reviewed(
+        "hangfirst",
+        first.to_str().expect("utf-8"),
+        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", "1000"],
+    )
+    .await;
+    for i in 0..3 {
+        let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write hung{i}.txt x")).await;
+        let review = sse.until_type("permission_reviewed").await;
+        let review = review.last().expect("reviewed").payload()["review"].clone();
+        assert_eq!(review["failure"], "timeout", "request {i}: {review}");
+        let rid = request_id(&request);
+        assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+        sse.until_type("turn_complete").await;
+    }
+    // The hung program is gone: the next one, started at the next request, allows.
+    std::fs::write(&first, "").expect("mark the restart");
+    assert_eq!(
+        d.scrape().await.get("mediatord_review_restarts_total", &[("reviewer", "guard"), ("reason", "hung")]),
+        1.0
+    );
+    let mut decided_by_reviewer = false;
+    for i in 0..3 {
+        let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write awake{i}.txt x")).await;
+        let events =
+            sse.until(|e| e.event == "permission_resolved" || e.event == "permission_reviewed").await;
+        let last = events.last().expect("an answer");
+        if last.event == "permission_resolved" {
+            assert_eq!(last.payload()["voterClientId"], "reviewer:guard");
+            sse.until_type("turn_complete").await;
+            decided_by_reviewer = true;
+            break;
+        }
+        // Started no sooner than its backoff, a request in between finds it restarting (`crash`),
+        // or the new program still starting past the deadline (`timeout`).
+        let failure = &last.payload()["review"]["failure"];
+        assert!(failure == "crash" || failure == "timeout", "{}", last.payload());
+        let rid = request_id(&request);
+        assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+        sse.until_type("turn_complete").await;
+    }
+    assert!(decided_by_reviewer, "the restarted reviewer answered");
+    assert_eq!(d.get("/reviewers").await.ok()["reviewers"][0]["restarts"], 1);
 }

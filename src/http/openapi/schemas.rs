@@ -348,7 +348,7 @@ fn reviewer_schemas() -> Value {
             "required": ["reviewers"],
             "properties": {"reviewers": {"type": "array", "items": {
                 "type": "object",
-                "required": ["name", "workspace", "decides", "allowed", "denied", "escalated", "failures", "overruled", "answered", "meanMs"],
+                "required": ["name", "workspace", "decides", "allowed", "denied", "escalated", "failures", "overruled", "restarts", "answered", "meanMs"],
                 "description": "A configured reviewer and its figures since the daemon started: the counters of GET /metrics",
                 "properties": {
                     "name": {"type": "string", "description": "Its ballots are cast as reviewer:<name>"},
@@ -363,6 +363,7 @@ fn reviewer_schemas() -> Value {
                         "description": "Failures by reason, each also an escalate",
                     },
                     "overruled": {"type": "integer", "minimum": 0, "description": "Allow or deny verdicts a person then decided the other way"},
+                    "restarts": {"type": "integer", "minimum": 0, "description": "Times its program was killed for hanging (no verdict to 3 requests in a row) and started again"},
                     "answered": {"type": "integer", "minimum": 0, "description": "Verdicts and failures timed (a request decided before its reviewer answered is not)"},
                     "meanMs": {"type": ["number", "null"], "description": "Their mean time from the request sent to the verdict or failure; null before the first"},
                 },
