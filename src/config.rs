@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::tls::TlsFiles;
 
 mod agents;
+mod breaker;
 mod error;
 mod file;
 mod flags;
@@ -28,6 +29,7 @@ mod sandbox;
 pub mod state_dir;
 use self::agents::agents;
 pub use self::agents::{agent_command, valid_agent_name};
+pub use self::breaker::{BreakerSettings, DEFAULT_BREAKER_DENIALS, MAX_BREAKER_DENIALS};
 pub use self::error::ConfigError;
 use self::error::refuse;
 use self::file::{FileSettings, read_config_file, to_usize};
@@ -323,6 +325,8 @@ pub struct Config {
     pub node_lease: Duration,
     /// The reviewers (`--reviewer`, the file's `reviewers`), at most [`MAX_REVIEWERS`].
     pub reviewers: Vec<ReviewerSpec>,
+    /// When reviewers' denials stop a turn (`--review-breaker-denials`, `--review-critical`).
+    pub review_breaker: BreakerSettings,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -715,6 +719,7 @@ impl Config {
             &workspaces,
             &agents::daemon_sandbox(args, &file, &cwd)?,
         )?;
+        let review_breaker = breaker::breaker(args, &file)?;
         let perm_ms = file.ms(args.permission_timeout_ms, "permissionTimeoutMs", 300_000)?;
         let (permission_policy, consensus_quorum) = permission_policy(args, &file, &mut warnings)?;
         let pairing_ms =
@@ -803,6 +808,7 @@ impl Config {
             node_url,
             node_lease: Duration::from_millis(node_lease_ms),
             reviewers,
+            review_breaker,
             warnings,
         })
     }
@@ -1155,6 +1161,38 @@ mod tests {
 
     /// Reviewers from the flags and the file: trust by kind (flags over the file's), the workspace
     /// served, the deadline; and each mistake refused with what to write instead.
+    #[test]
+    fn the_review_breaker_is_read_from_flags_over_the_file_and_refuses_unknown_kinds() {
+        let none = "{}";
+        assert_eq!(
+            from_file(none, ServeArgs::default()).expect("loads").review_breaker,
+            BreakerSettings::default()
+        );
+        let file = r#"{"serve": {"reviewBreakerDenials": 5, "reviewCritical": ["delete", "execute"]}}"#;
+        let c = from_file(file, ServeArgs::default()).expect("loads");
+        assert_eq!(
+            c.review_breaker,
+            BreakerSettings { denials: 5, critical: vec!["delete".into(), "execute".into()] }
+        );
+        let flags = ServeArgs {
+            review_breaker_denials: Some(0),
+            review_critical: vec!["move,delete".into(), "delete".into()],
+            ..ServeArgs::default()
+        };
+        let c = from_file(file, flags).expect("loads");
+        assert_eq!(
+            c.review_breaker,
+            BreakerSettings { denials: 0, critical: vec!["move".into(), "delete".into()] }
+        );
+        let typo = ServeArgs { review_critical: vec!["delet".into()], ..ServeArgs::default() };
+        let e = from_file(none, typo).expect_err("refused").to_string();
+        assert!(e.contains("unknown tool kind \"delet\"; did you mean delete?"), "{e}");
+        let huge = ServeArgs { review_breaker_denials: Some(65), ..ServeArgs::default() };
+        assert!(from_file(none, huge).expect_err("refused").to_string().contains("at most 64"));
+        let most = ServeArgs { review_breaker_denials: Some(64), ..ServeArgs::default() };
+        assert_eq!(from_file(none, most).expect("loads").review_breaker.denials, MAX_BREAKER_DENIALS);
+    }
+
     #[test]
     fn reviewers_are_read_with_their_trust_and_refused_when_malformed() {
         let file = r#"{"reviewers": {"lint": {"command": "command:./lint --strict", "trust": {"edit": "decide"}, "workspace": ".", "deadlineMs": 750}}}"#;

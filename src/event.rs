@@ -24,6 +24,9 @@ pub enum EventKind {
     /// A reviewer's verdict that did not decide a pending request (not trusted with its kind,
     /// `escalate`, or a failure): shown beside it.
     PermissionReviewed,
+    /// Reviewers denied enough of a turn (or a request of a critical kind) that the turn was
+    /// stopped: the session's circuit breaker.
+    ReviewBreaker,
     PolicyUpdated,
     /// A turn's change set: what it changed in the workspace, with stats, not hunks
     /// (`docs/protocol.md` § 18); just before its `turn_complete` or `turn_error`.
@@ -69,6 +72,7 @@ impl EventKind {
             EventKind::PermissionForbidden => "permission_forbidden",
             EventKind::PermissionAlreadyResolved => "permission_already_resolved",
             EventKind::PermissionReviewed => "permission_reviewed",
+            EventKind::ReviewBreaker => "review_breaker",
             EventKind::PolicyUpdated => "policy_updated",
             EventKind::TurnChanges => "turn_changes",
             EventKind::UnapprovedChange => "unapproved_change",

@@ -33,6 +33,9 @@ const DECISION_BUCKETS: [f64; 11] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0
 /// (`config::DEFAULT_REVIEW_DEADLINE_MS`).
 const REVIEW_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
 
+/// The reasons a reviewer fails (`mediatord_review_failures_total{reason}`).
+pub const REVIEW_FAILURES: [&str; 4] = ["timeout", "crash", "garbage", "unavailable"];
+
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The daemon's figures at one instant: what `GET /health?deep=1` answers (the serialised fields,
@@ -153,6 +156,27 @@ pub struct AgentProgram {
     pub error: Option<String>,
 }
 
+/// One reviewer's figures since the daemon started (`GET /reviewers`), read from the counters of
+/// `/metrics` ([`Metrics::reviewer_figures`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewerFigures {
+    /// Verdicts by what they said; a failure is an `escalate`.
+    pub allowed: u64,
+    pub denied: u64,
+    pub escalated: u64,
+    /// Failures by reason ([`REVIEW_FAILURES`]), each also counted in `escalated`.
+    pub failures: std::collections::BTreeMap<&'static str, u64>,
+    /// Allow or deny verdicts a person then decided the other way.
+    pub overruled: u64,
+    /// Times its program was killed for hanging and started again.
+    pub restarts: u64,
+    /// Verdicts and failures timed (a request decided before its reviewer answered is not).
+    pub answered: u64,
+    /// Their mean time, from the request sent to the verdict or failure, in milliseconds.
+    pub mean_ms: Option<f64>,
+}
+
 fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_millis() as u64)
 }
@@ -192,6 +216,12 @@ pub struct Metrics {
     review_failures: Family<Labels, Counter>,
     /// From a request sent to a reviewer to its verdict (or its failure), by `reviewer`.
     review_duration: HistogramFamily,
+    /// Reviewers' allow/deny verdicts a person then decided the other way, by `reviewer`
+    /// (`permission::review::overrules`).
+    reviews_overruled: Family<Labels, Counter>,
+    /// Reviewer programs killed and started again, by `reviewer` and `reason` (`hung`: no verdict
+    /// to several requests in a row).
+    review_restarts: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -212,6 +242,8 @@ impl Default for Metrics {
             reviews: Family::default(),
             review_failures: Family::default(),
             review_duration: Family::new_with_constructor(|| Histogram::new(REVIEW_BUCKETS)),
+            reviews_overruled: Family::default(),
+            review_restarts: Family::default(),
         }
     }
 }
@@ -284,6 +316,41 @@ impl Metrics {
         self.review_duration
             .get_or_create(&vec![("reviewer", reviewer.to_owned())])
             .observe(took.as_secs_f64());
+    }
+
+    /// A person decided a request the other way from `reviewer`'s allow or deny.
+    pub fn review_overruled(&self, reviewer: &str) {
+        self.reviews_overruled.get_or_create(&vec![("reviewer", reviewer.to_owned())]).inc();
+    }
+
+    /// `reviewer`'s program was killed to be started again (`hung`).
+    pub fn review_restart(&self, reviewer: &str, reason: &'static str) {
+        let labels = vec![("reviewer", reviewer.to_owned()), ("reason", reason.to_owned())];
+        self.review_restarts.get_or_create(&labels).inc();
+    }
+
+    /// `reviewer`'s figures since the daemon started, read from the counters `/metrics` shows, so
+    /// the two cannot disagree (`GET /reviewers`).
+    pub fn reviewer_figures(&self, reviewer: &str) -> ReviewerFigures {
+        let count = |family: &Family<Labels, Counter>, key: &'static str, value: &str| {
+            let labels = vec![("reviewer", reviewer.to_owned()), (key, value.to_owned())];
+            family.get(&labels).map_or(0, |c| c.get())
+        };
+        let only = vec![("reviewer", reviewer.to_owned())];
+        let latency = self.review_duration.get(&only).map_or((0, 0.0), |h| (h.count(), h.sum()));
+        ReviewerFigures {
+            allowed: count(&self.reviews, "verdict", "allow"),
+            denied: count(&self.reviews, "verdict", "deny"),
+            escalated: count(&self.reviews, "verdict", "escalate"),
+            failures: REVIEW_FAILURES
+                .iter()
+                .map(|r| (*r, count(&self.review_failures, "reason", r)))
+                .collect(),
+            overruled: self.reviews_overruled.get(&only).map_or(0, |c| c.get()),
+            restarts: count(&self.review_restarts, "reason", "hung"),
+            answered: latency.0,
+            mean_ms: if latency.0 == 0 { None } else { Some(latency.1 * 1000.0 / latency.0 as f64) },
+        }
     }
 
     /// Refused writes seen, every source together.
@@ -420,8 +487,18 @@ impl Metrics {
         );
         r.register(
             "review_failures",
-            "Reviewers' failures by reviewer and reason (timeout, crash, garbage): each left the request to the people",
+            "Reviewers' failures by reviewer and reason (timeout, crash, garbage, unavailable): each left the request to the people",
             self.review_failures.clone(),
+        );
+        r.register(
+            "reviews_overruled",
+            "Reviewers' allow or deny verdicts a person then decided the other way, by reviewer",
+            self.reviews_overruled.clone(),
+        );
+        r.register(
+            "review_restarts",
+            "Reviewer programs killed and started again, by reviewer and reason (hung: no verdict to several requests in a row)",
+            self.review_restarts.clone(),
         );
         r.register(
             "review_seconds",

@@ -77,6 +77,8 @@ pub(super) const SERVE_KEYS: &[&str] = &[
     "reviewer",
     "reviewerTrust",
     "reviewDeadlineMs",
+    "reviewBreakerDenials",
+    "reviewCritical",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).

@@ -238,4 +238,13 @@ pub struct ServeArgs {
     /// and the failure is counted [default: 5000]
     #[arg(long, value_name = "MS")]
     pub review_deadline_ms: Option<u64>,
+    /// Requests reviewers deny within one turn before the turn is stopped (cancelled, as a
+    /// client's cancel does) and people are told (review_breaker); 0 = never for a count
+    /// [default: 3]
+    #[arg(long, value_name = "N")]
+    pub review_breaker_denials: Option<u64>,
+    /// Tool kinds one reviewer denial of which stops the turn at once, e.g. delete,execute
+    /// (repeatable or comma-separated)
+    #[arg(long, value_name = "KIND,...")]
+    pub review_critical: Vec<String>,
 }

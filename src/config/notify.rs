@@ -156,10 +156,11 @@ impl std::fmt::Debug for NotifyTarget {
 
 impl NotifyTarget {
     /// Whether this target is sent events of `kind`. An agent refused as a client goes wherever
-    /// permission requests go: it is an agent trying to decide for itself.
+    /// permission requests go: it is an agent trying to decide for itself; so does a turn the
+    /// reviewers' breaker stopped: whoever would have been asked hears why the agent stopped.
     pub fn wants(&self, kind: EventKind) -> bool {
         let kind = match kind {
-            EventKind::AgentRefusedAsClient => EventKind::PermissionRequest,
+            EventKind::AgentRefusedAsClient | EventKind::ReviewBreaker => EventKind::PermissionRequest,
             other => other,
         };
         self.events.contains(&kind)

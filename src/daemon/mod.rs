@@ -841,6 +841,7 @@ impl Daemon {
                     .filter(|r| r.serves(cwd))
                     .map(|r| r.clone() as Arc<dyn Judge>)
                     .collect(),
+                breaker: self.config.review_breaker.clone(),
             },
             cwd.to_path_buf(),
             self.metrics.clone(),

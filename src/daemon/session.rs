@@ -919,6 +919,20 @@ impl Host for Session {
         context
     }
 
+    fn turn(&self) -> Option<String> {
+        self.current_tag().and_then(|t| t.prompt_id.clone())
+    }
+
+    /// The same cancel every door's cancel is (`Session::cancel`), of the turn the breaker counted
+    /// only: one that ended meanwhile is not followed into the next.
+    fn stop_turn(&self, prompt_id: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.is_running(&prompt_id) {
+                self.cancel().await;
+            }
+        })
+    }
+
     fn announced_tool_call(&self, tool_call: &Value) -> Value {
         let announced = tool_call
             .get("toolCallId")
@@ -1138,7 +1152,14 @@ mod tests {
         let agent = Arc::new(FakeAgent::default());
         let metrics = Arc::new(Metrics::default());
         let workspace = PathBuf::from("/ws");
-        let cfg = MediatorConfig { policy, quorum: None, timeout: None, home: None, reviewers: Vec::new() };
+        let cfg = MediatorConfig {
+            policy,
+            quorum: None,
+            timeout: None,
+            home: None,
+            reviewers: Vec::new(),
+            breaker: Default::default(),
+        };
         let limits = crate::daemon::bus::Limits {
             ring_events: 1024,
             ring_bytes: 1 << 20,

@@ -196,6 +196,9 @@ api! {
     get "/agents" => daemon::agents,
         Operation::new("agents", "daemon", "The configured agents: program, where they run, what `initialize` reported (docs/protocol.md §4.11)")
             .ok(&[(200, Json("AgentList"))]);
+    get "/reviewers" => daemon::reviewers,
+        Operation::new("reviewers", "daemon", "The configured reviewers and what each decided since the daemon started: allowed, denied, escalated, failures, overruled by a person, mean latency (docs/protocol.md §8.6)")
+            .ok(&[(200, Json("ReviewerList"))]);
     get "/openapi.json" => openapi_json,
         Operation::new("openapi", "daemon", "This OpenAPI 3.1 document").ok(&[(200, Json("Object"))]);
     post "/session" => sessions::create_session,

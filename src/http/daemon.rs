@@ -8,7 +8,7 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::extract::{AppState, Flags};
-use crate::config::Policy;
+use crate::config::{Policy, TOOL_KINDS};
 use crate::daemon::Daemon;
 use crate::desk::Caller;
 
@@ -136,6 +136,32 @@ pub(super) async fn agents(State(d): State<AppState>) -> Json<Value> {
         })
         .collect();
     Json(json!({"agents": agents}))
+}
+
+/// `GET /reviewers`: each configured reviewer, in configuration order, with its figures, read from
+/// the counters `/metrics` shows (one owner: the two cannot disagree).
+pub(super) async fn reviewers(State(d): State<AppState>) -> Json<Value> {
+    let reviewers: Vec<Value> = d
+        .config
+        .reviewers
+        .iter()
+        .map(|spec| {
+            let decides: Vec<&str> =
+                TOOL_KINDS.iter().copied().filter(|k| spec.trust.decides(Some(k))).collect();
+            let mut out = json!({
+                "name": spec.name,
+                "workspace": spec.workspace.as_ref().map(|w| w.to_string_lossy()),
+                "decides": decides,
+            });
+            if let (Value::Object(out), Ok(Value::Object(figures))) =
+                (&mut out, serde_json::to_value(d.metrics.reviewer_figures(&spec.name)))
+            {
+                out.extend(figures);
+            }
+            out
+        })
+        .collect();
+    Json(json!({"reviewers": reviewers}))
 }
 
 /// `GET /metrics`: the Prometheus exposition.

@@ -360,6 +360,29 @@ pub(super) fn message(n: &Notice<'_>) -> Message {
                 priority: 5,
             }
         }
+        EventKind::ReviewBreaker => {
+            let reviewer = reveal(n.data.get("reviewer").and_then(Value::as_str).unwrap_or("a reviewer"));
+            let why = match (
+                n.data.get("reason").and_then(Value::as_str),
+                n.data.get("kind").and_then(Value::as_str),
+            ) {
+                (Some("critical"), Some(kind)) => {
+                    format!("{reviewer} denied a request of a critical kind ({})", reveal(kind))
+                }
+                _ => {
+                    let count = n.data.get("count").and_then(Value::as_u64).unwrap_or(0);
+                    format!("Reviewers denied {count} requests in this turn; the last by {reviewer}")
+                }
+            };
+            let said = reveal(n.data.get("review").and_then(Value::as_str).unwrap_or(""));
+            let mut lines = vec![why];
+            if !said.is_empty() {
+                lines.push(format!("It said: {said}"));
+            }
+            lines.push("The turn was stopped; the next prompt starts a new one.".to_owned());
+            lines.push(workspace);
+            Message { title: "A reviewer stopped the agent's turn", lines, priority: 5 }
+        }
         EventKind::TurnError => {
             let error = reveal(n.data.get("message").and_then(Value::as_str).unwrap_or("the turn failed"));
             Message {
@@ -530,7 +553,10 @@ pub(super) fn ntfy_body(url: &TargetUrl, n: &Notice<'_>) -> Value {
     let tags = match n.kind {
         EventKind::PermissionRequest => "lock",
         EventKind::TurnComplete => "white_check_mark",
-        EventKind::TurnError | EventKind::AgentRefusedAsClient | EventKind::UnapprovedChange => "warning",
+        EventKind::TurnError
+        | EventKind::AgentRefusedAsClient
+        | EventKind::UnapprovedChange
+        | EventKind::ReviewBreaker => "warning",
         _ => "skull",
     };
     let mut body = json!({
@@ -873,6 +899,20 @@ pub(super) mod tests {
         assert_eq!(m.lines[1], "• f0\\u{202e}.txt", "bidi controls are shown, not applied");
         assert_eq!(m.lines.len(), 1 + MAX_UNAPPROVED_PATHS + 2);
         assert_eq!(m.lines[MAX_UNAPPROVED_PATHS + 1], "and 5 more");
+    }
+
+    #[test]
+    fn a_tripped_breaker_says_which_reviewer_stopped_the_turn_and_why() {
+        let count = json!({"reviewer": "guard", "reason": "denials", "count": 3, "kind": "edit", "review": "no\u{1b}[2J"});
+        let m = message(&notice(EventKind::ReviewBreaker, &count, &[]));
+        assert_eq!((m.title, m.priority), ("A reviewer stopped the agent's turn", 5));
+        assert_eq!(m.lines[0], "Reviewers denied 3 requests in this turn; the last by guard");
+        assert_eq!(m.lines[1], "It said: no\\u{1b}[2J", "a terminal escape is shown, not applied");
+        let critical =
+            json!({"reviewer": "guard", "reason": "critical", "count": 1, "kind": "delete", "review": ""});
+        let m = message(&notice(EventKind::ReviewBreaker, &critical, &[]));
+        assert_eq!(m.lines[0], "guard denied a request of a critical kind (delete)");
+        assert_eq!(m.lines.len(), 3, "no empty reason line: {:?}", m.lines);
     }
 
     #[test]

@@ -351,7 +351,8 @@ impl Notifier {
             | EventKind::TurnError
             | EventKind::SessionDied
             | EventKind::UnapprovedChange
-            | EventKind::AgentRefusedAsClient => {}
+            | EventKind::AgentRefusedAsClient
+            | EventKind::ReviewBreaker => {}
             _ => return,
         }
         if !s.targets.iter().any(|t| t.wants(kind)) {

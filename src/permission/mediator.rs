@@ -16,9 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::guard::{Breaker, Trip, overrules};
 use super::policy::{CANCEL_OPTION_ID, Cast, Caster, Choice, Decision, Issued, decide, standing};
 use super::question::{ACCEPT_OPTION_ID, Answers, Form, Malformed, Question};
 use super::review::{Judge, Judges, Review, Verdict};
@@ -26,7 +28,7 @@ use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
 use super::vote::{Ballot, Pick, Remember, ResolvedBy, Reviewed, Via, Vote, VoteError};
 use super::workspace::{Remembered, WorkspaceRules};
 use crate::clock::now_ms;
-use crate::config::Policy;
+use crate::config::{BreakerSettings, Policy};
 use crate::event::EventKind;
 use crate::log_throttle::SharedLogThrottle;
 use crate::metrics::Metrics;
@@ -73,6 +75,16 @@ pub trait Host: Send + Sync {
     fn review_context(&self) -> Value {
         json!({})
     }
+    /// The prompt id of the turn running now, if any: what the reviewers' breaker counts within.
+    fn turn(&self) -> Option<String> {
+        None
+    }
+    /// Stops turn `prompt_id` if it is still the one running, as a client's cancel does (the
+    /// reviewers' breaker tripped).
+    fn stop_turn(&self, prompt_id: String) -> BoxFuture<'_, ()> {
+        let _ = prompt_id;
+        Box::pin(async {})
+    }
 }
 
 /// A session's permission settings; each request captures them as it is issued ([`Issued`]).
@@ -85,6 +97,8 @@ pub struct MediatorConfig {
     pub home: Option<String>,
     /// The reviewers asked about each request (not a question: that is for a person).
     pub reviewers: Judges,
+    /// When their denials stop the session's turn.
+    pub breaker: BreakerSettings,
 }
 
 /// Who has already been the subject of a refusal event for one request: a client id, or `None`
@@ -155,6 +169,8 @@ struct State {
     resolved_order: VecDeque<String>,
     audit: VecDeque<Value>,
     rules: Vec<CompiledRule>,
+    /// The reviewers' denials in the turn running now.
+    breaker: Breaker,
     /// Set once the session has ended (close, agent death, shutdown): a request the agent sends
     /// after that is answered `cancelled` at once, since nobody is left to vote on it and nothing
     /// would ever cancel it again.
@@ -413,7 +429,9 @@ impl<'a> BoundMediator<'a> {
                 biased;
                 answer = &mut decided => return answer,
                 Some((judge, review)) = futures_util::StreamExt::next(&mut reviews), if !reviews.is_empty() => {
-                    self.cast_review(&request_id, judge.as_ref(), &review);
+                    if let Some(turn) = self.cast_review(&request_id, kind.as_deref(), judge.as_ref(), &review) {
+                        host.stop_turn(turn).await;
+                    }
                 }
             }
         }
@@ -442,8 +460,15 @@ impl<'a> BoundMediator<'a> {
 
     /// Casts a reviewer's review as its ballot, on the one vote path. A verdict on a request
     /// decided meanwhile changes nothing; one picking what the request does not offer is shown as
-    /// the failure it is, never counted.
-    fn cast_review(self, request_id: &str, judge: &dyn Judge, review: &Review) {
+    /// the failure it is, never counted. Returns the turn to stop when a deny tripped the
+    /// session's breaker.
+    fn cast_review(
+        self,
+        request_id: &str,
+        kind: Option<&str>,
+        judge: &dyn Judge,
+        review: &Review,
+    ) -> Option<String> {
         let client = format!("reviewer:{}", judge.name());
         let pick = |review: &Review| match (&review.option_id, review.verdict) {
             // An escalate picks nothing: it is cast as the cancel escape, which the policy never
@@ -467,11 +492,48 @@ impl<'a> BoundMediator<'a> {
                 review: Some(reviewed),
             })
         };
-        if let Err(VoteError::InvalidOption { option_id, .. }) = cast(review) {
-            let failed =
-                Review::failed("garbage", format!("picked option {option_id:?}, which is not offered"));
-            let _ = cast(&failed);
+        match cast(review) {
+            Ok(_) if review.verdict == Verdict::Deny => {
+                self.deny_counted(request_id, kind, judge.name(), review)
+            }
+            Err(VoteError::InvalidOption { option_id, .. }) => {
+                let failed =
+                    Review::failed("garbage", format!("picked option {option_id:?}, which is not offered"));
+                let _ = cast(&failed);
+                None
+            }
+            _ => None,
         }
+    }
+
+    /// A reviewer's deny counted by the session's breaker ([`Breaker::denied`]); when it trips,
+    /// `review_breaker` tells every client (and, through the session, the notification targets and
+    /// the history), and the turn to stop is returned.
+    fn deny_counted(
+        self,
+        request_id: &str,
+        kind: Option<&str>,
+        reviewer: &str,
+        review: &Review,
+    ) -> Option<String> {
+        let (m, host) = (self.mediator, self.host);
+        let turn = host.turn()?;
+        let mut st = m.lock();
+        let trip = st.breaker.denied(&m.cfg.breaker, &turn, request_id, kind)?;
+        let count = match &trip {
+            Trip::Denials(n) => *n,
+            Trip::Critical(_) => 1,
+        };
+        tracing::warn!(session_id = %host.session_id(), reviewer, reason = trip.reason(), count, "the reviewers' breaker tripped; the turn is stopped");
+        host.publish(
+            EventKind::ReviewBreaker,
+            &json!({
+                "sessionId": host.session_id(), "promptId": turn, "requestId": request_id,
+                "reviewer": reviewer, "reason": trip.reason(), "count": count, "kind": kind,
+                "review": review.reason,
+            }),
+        );
+        Some(turn)
     }
 
     /// The agent's `elicitation/complete`: the URL elicitation `elicitation_id` names is done.
@@ -884,12 +946,13 @@ impl<'a> BoundMediator<'a> {
         self,
         st: &mut State,
         request_id: &str,
-        pending: Pending,
+        mut pending: Pending,
         choice: &Choice,
         resolution: Resolution,
     ) -> Option<Remembered> {
         let (host, workspace) = (self.host, &self.mediator.workspace);
         let resolved_at = now_ms();
+        self.mark_overruled(&mut pending, choice, &resolution);
         let record = self.audit_record(request_id, &pending, Some((choice, &resolution, resolved_at)));
         let scope = pending.remembers(choice, &resolution);
         let _ = pending.reply.send(Decided { choice: choice.clone(), answers: resolution.answers.clone() });
@@ -976,6 +1039,32 @@ impl<'a> BoundMediator<'a> {
 }
 
 impl BoundMediator<'_> {
+    /// When a person decides a request (a vote not a reviewer's), each reviewer whose allow or deny
+    /// they decided the other way ([`overrules`]) is counted and its review marked `overruled`
+    /// (shown on `permission_resolved` and in the audit). A rule, a timeout or a cancel is no
+    /// person's decision, and a reviewer's deciding ballot overrules no other reviewer.
+    fn mark_overruled(self, pending: &mut Pending, choice: &Choice, resolution: &Resolution) {
+        if resolution.by != ResolvedBy::Vote || resolution.via == Some(Via::Reviewer) {
+            return;
+        }
+        let allowed = match choice {
+            Choice::Option(id) => {
+                rules::option_kind(&pending.options, id).is_some_and(|k| k.starts_with("allow"))
+            }
+            Choice::Cancel => false,
+        };
+        let Some(reviews) = pending.data.get_mut("reviews").and_then(Value::as_array_mut) else { return };
+        for review in reviews {
+            let verdict = review.get("verdict").and_then(Value::as_str).and_then(Verdict::parse);
+            if verdict.is_some_and(|v| overrules(v, allowed)) {
+                review["overruled"] = json!(true);
+                if let Some(name) = review.get("reviewer").and_then(Value::as_str) {
+                    self.mediator.metrics.review_overruled(name);
+                }
+            }
+        }
+    }
+
     /// The audit trail's record of a request: pending (`resolved` is `None`) or decided
     /// (`docs/protocol.md#14-durable-state`).
     fn audit_record(
@@ -1198,6 +1287,10 @@ mod tests {
         voters: Mutex<Vec<String>>,
         originator: Mutex<Option<String>>,
         announced: Mutex<HashMap<String, Value>>,
+        /// The running turn's prompt id, as the test sets it.
+        turn: Mutex<Option<String>>,
+        /// The turns the mediator stopped.
+        stopped: Mutex<Vec<String>>,
     }
 
     impl Host for FakeHost {
@@ -1226,6 +1319,13 @@ mod tests {
             }
             merged
         }
+        fn turn(&self) -> Option<String> {
+            lock(&self.turn).clone()
+        }
+        fn stop_turn(&self, prompt_id: String) -> BoxFuture<'_, ()> {
+            lock(&self.stopped).push(prompt_id);
+            Box::pin(async {})
+        }
     }
 
     impl FakeHost {
@@ -1251,8 +1351,19 @@ mod tests {
     }
 
     fn fixture(policy: Policy, timeout: Option<Duration>) -> Fixture {
+        let cfg = MediatorConfig {
+            policy,
+            quorum: None,
+            timeout,
+            home: None,
+            reviewers: Vec::new(),
+            breaker: BreakerSettings::default(),
+        };
+        fixture_of(cfg)
+    }
+
+    fn fixture_of(cfg: MediatorConfig) -> Fixture {
         let metrics = Arc::new(Metrics::default());
-        let cfg = MediatorConfig { policy, quorum: None, timeout, home: None, reviewers: Vec::new() };
         let mediator = Arc::new(Mediator::new(cfg, PathBuf::from(WS), metrics.clone()));
         Fixture { mediator, host: Arc::default(), metrics }
     }
@@ -1291,6 +1402,17 @@ mod tests {
                 tokio::task::yield_now().await;
             }
             panic!("{} pending, expected {n}", self.permissions().pending_count());
+        }
+
+        /// Waits until `n` reviews were shown without deciding (`permission_reviewed`).
+        async fn until_reviews(&self, n: usize) {
+            for _ in 0..10_000 {
+                if self.host.kinds().iter().filter(|k| **k == EventKind::PermissionReviewed).count() == n {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+            panic!("not {n} reviews: {:?}", self.host.kinds());
         }
 
         fn pending_ids(&self) -> Vec<String> {
@@ -1357,6 +1479,118 @@ mod tests {
         assert!(matches!(late, Err(VoteError::AlreadyResolved { .. })), "{late:?}");
         assert_eq!(f.host.kinds().len(), events, "a late verdict publishes nothing");
         assert_eq!(f.permissions().audit()[0]["voterClientId"], "alice");
+    }
+
+    /// A person who decides against an informing reviewer's allow overrules it: the review says so
+    /// on `permission_resolved` and in the audit, and the reviewer's count rises. A deny they
+    /// agree with, and an escalate (which took no side), are overruled by nothing.
+    #[tokio::test]
+    async fn a_person_deciding_against_an_allow_overrules_it_but_never_an_escalate() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.voters).push("alice".into());
+        let only_reads = TrustMap::parse("read:decide", "t").expect("trust");
+        let reject = Vote::from(Pick::Decision { effect: Effect::Deny, remember: Remember::No });
+        let mut overruled = Vec::new();
+        for verdict in [Verdict::Allow, Verdict::Escalate, Verdict::Deny] {
+            let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+            let said = review(verdict, "said");
+            let pick = match verdict {
+                Verdict::Allow => Pick::Decision { effect: Effect::Allow, remember: Remember::No },
+                Verdict::Deny => Pick::Decision { effect: Effect::Deny, remember: Remember::No },
+                Verdict::Escalate => Pick::Outcome { choice: Choice::Cancel, remember: Remember::No },
+            };
+            let cast = Vote::from(pick);
+            assert_eq!(f.permissions().vote(&reviewed(&id, &cast, &said, &only_reads)).map(|_| ()), Ok(()));
+            f.permissions().vote(&ballot(&id, Some("alice"), true, &reject)).expect("alice decides");
+            task.await.expect("join");
+            let resolved = f.host.last(EventKind::PermissionResolved);
+            assert_eq!(resolved["reviews"], f.permissions().audit().last().expect("entry")["reviews"]);
+            overruled.push(resolved["reviews"][0].get("overruled").cloned());
+        }
+        assert_eq!(overruled, [Some(json!(true)), None, None]);
+        assert_eq!(f.metrics.reviewer_figures("guard").overruled, 1);
+        assert!(
+            f.metrics
+                .render(&Default::default())
+                .contains(r#"mediatord_reviews_overruled_total{reviewer="guard"} 1"#)
+        );
+    }
+
+    /// A reviewer that answers every request at once with its one verdict.
+    #[derive(Debug)]
+    struct Says(Verdict, TrustMap);
+
+    impl Judge for Says {
+        fn name(&self) -> &str {
+            "guard"
+        }
+        fn trust(&self) -> &TrustMap {
+            &self.1
+        }
+        fn judge(&self, _: Value) -> BoxFuture<'static, Review> {
+            let said = review(self.0, "not this");
+            Box::pin(async move { said })
+        }
+    }
+
+    /// The second request a reviewer denies in a turn trips the breaker (`denials: 2`): one
+    /// `review_breaker`, the turn stopped; the next turn counts from zero. A request of a
+    /// critical kind trips it alone; an allow never does.
+    #[tokio::test]
+    async fn the_second_denial_of_a_turn_stops_it_and_the_next_turn_counts_from_zero() {
+        let breakers =
+            |f: &Fixture| f.host.kinds().iter().filter(|k| **k == EventKind::ReviewBreaker).count();
+        let with = |verdict, critical: &[&str]| MediatorConfig {
+            reviewers: vec![Arc::new(Says(verdict, TrustMap::default())) as Arc<dyn Judge>],
+            breaker: BreakerSettings {
+                denials: 2,
+                critical: critical.iter().map(|k| (*k).to_owned()).collect(),
+            },
+            policy: Policy::FirstResponder,
+            quorum: None,
+            timeout: None,
+            home: None,
+        };
+        let f = fixture_of(with(Verdict::Deny, &["delete"]));
+        *lock(&f.host.turn) = Some("p1".into());
+        let _first = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+        f.until_reviews(1).await;
+        assert_eq!((breakers(&f), lock(&f.host.stopped).len()), (0, 0), "one denial is not enough");
+        let _second = f.raise(params("/ws/b", &["allow_once", "reject_once"]));
+        f.until_reviews(2).await;
+        let tripped = f.host.last(EventKind::ReviewBreaker);
+        assert_eq!(
+            (
+                &tripped["promptId"],
+                &tripped["reviewer"],
+                &tripped["reason"],
+                &tripped["count"],
+                &tripped["review"]
+            ),
+            (&json!("p1"), &json!("guard"), &json!("denials"), &json!(2), &json!("not this"))
+        );
+        assert_eq!(*lock(&f.host.stopped), ["p1"]);
+
+        *lock(&f.host.turn) = Some("p2".into());
+        let _third = f.raise(params("/ws/c", &["allow_once", "reject_once"]));
+        f.until_reviews(3).await;
+        assert_eq!(breakers(&f), 1, "the next turn starts from zero");
+        let mut delete = params("/ws/d", &["allow_once", "reject_once"]);
+        delete["toolCall"]["kind"] = json!("delete");
+        let _fourth = f.raise(delete);
+        f.until_reviews(4).await;
+        assert_eq!(breakers(&f), 2);
+        let critical = f.host.last(EventKind::ReviewBreaker);
+        assert_eq!((&critical["reason"], &critical["kind"]), (&json!("critical"), &json!("delete")));
+        assert_eq!(*lock(&f.host.stopped), ["p1", "p2"]);
+
+        let f = fixture_of(with(Verdict::Allow, &["edit"]));
+        *lock(&f.host.turn) = Some("p1".into());
+        for path in ["/ws/a", "/ws/b", "/ws/c"] {
+            let _allowed = f.raise(params(path, &["allow_once", "reject_once"]));
+        }
+        f.until_reviews(3).await;
+        assert_eq!((breakers(&f), lock(&f.host.stopped).len()), (0, 0), "an allow trips nothing");
     }
 
     /// A trusted reviewer's pick of an `*_always` option decides once: it never becomes a rule.

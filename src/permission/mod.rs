@@ -14,6 +14,7 @@
 //!
 //! Imports `store` and the leaves only; never `agent`, `daemon` or `http`.
 
+mod guard;
 mod mediator;
 pub mod policy;
 pub mod question;

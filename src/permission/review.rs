@@ -28,6 +28,11 @@ impl Verdict {
             Verdict::Escalate => "escalate",
         }
     }
+
+    /// The verdict [`Verdict::as_str`] wrote.
+    pub fn parse(word: &str) -> Option<Verdict> {
+        [Verdict::Allow, Verdict::Deny, Verdict::Escalate].into_iter().find(|v| v.as_str() == word)
+    }
 }
 
 /// A reviewer's answer on one request.

@@ -84,7 +84,7 @@ impl Reviewer {
                     sandbox: sandbox.clone(),
                     deadline: spec.deadline,
                 };
-                tokio::spawn(process::run(program, cwd, groups, rx, stop.clone()));
+                tokio::spawn(process::run(program, cwd, groups, rx, stop.clone(), metrics.clone()));
             }
             ReviewerKind::Model(model) => {
                 let mut secrets = agent_env.to_vec();

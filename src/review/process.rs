@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -18,6 +19,7 @@ use super::wire::{self, Garbage};
 use crate::agent::Helper;
 use crate::config::{AgentCommand, SandboxSettings};
 use crate::exec::ProcessGroups;
+use crate::metrics::Metrics;
 use crate::permission::Review;
 
 /// Longest verdict line read, in bytes: a verdict is an id, a word, a reason of at most
@@ -32,6 +34,10 @@ const LINE_QUEUE: usize = 16;
 /// at once is started at most every ten seconds, and never in a busy loop.
 const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Requests in a row a running program leaves past their deadline before it counts as hung and is
+/// killed and started again: one slow answer is a slow request, three in a row with nothing between
+/// is a program stuck (a deadlock, a read it never finishes) that a restart may cure.
+const HUNG_AFTER_TIMEOUTS: u32 = 3;
 
 /// The program of one command reviewer, as its task needs it.
 #[derive(Debug, Clone)]
@@ -72,9 +78,13 @@ pub(super) async fn run(
     groups: ProcessGroups,
     mut asks: mpsc::Receiver<Ask>,
     stop: CancellationToken,
+    metrics: Arc<Metrics>,
 ) {
     let name = spec.name.clone();
-    let mut waiting: HashMap<String, oneshot::Sender<Review>> = HashMap::new();
+    // Each request awaiting a verdict, with the instant its deadline passes.
+    let mut waiting: HashMap<String, (oneshot::Sender<Review>, Instant)> = HashMap::new();
+    // Requests in a row that got no verdict within their deadline; any verdict resets it.
+    let mut timeouts = 0;
     let mut backoff = RESTART_BACKOFF_MIN;
     let mut not_before = Instant::now();
     let mut running = start(&spec, &cwd, &groups, &mut backoff, &mut not_before);
@@ -83,8 +93,10 @@ pub(super) async fn run(
             () = stop.cancelled() => break,
             ask = asks.recv() => {
                 let Some(Ask { request, reply }) = ask else { break };
-                // Waiters that gave up (their deadline, or the request decided first) leave.
-                waiting.retain(|_, tx| !tx.is_closed());
+                // Waiters whose request was decided first leave; those past their deadline are
+                // counted as timeouts below, first.
+                let now = Instant::now();
+                waiting.retain(|_, (tx, at)| !tx.is_closed() || *at <= now);
                 if running.is_none() && Instant::now() >= not_before {
                     running = start(&spec, &cwd, &groups, &mut backoff, &mut not_before);
                 }
@@ -102,7 +114,7 @@ pub(super) async fn run(
                 // A reviewer that stops reading its stdin holds this write: bounded by the deadline
                 // the waiter has anyway, then it counts as dead.
                 let wrote = tokio::time::timeout(spec.deadline, run.stdin.write_all(&line)).await;
-                waiting.insert(id, reply);
+                waiting.insert(id, (reply, Instant::now() + spec.deadline));
                 if !matches!(wrote, Ok(Ok(()))) {
                     tracing::debug!(reviewer = %name, "cannot write to the reviewer");
                     fail_all(&mut waiting, "crash", &format!("reviewer {name} stopped reading its requests"));
@@ -110,18 +122,42 @@ pub(super) async fn run(
                     not_before = Instant::now() + backoff;
                 }
             }
+            () = next_deadline(&waiting) => {
+                let now = Instant::now();
+                // Answered here as its waiter would (their deadlines fall on the same tick), never
+                // by a dropped sender, which the waiter would read as a crash.
+                let expired: Vec<String> =
+                    waiting.iter().filter(|(_, (_, at))| *at <= now).map(|(id, _)| id.clone()).collect();
+                for id in expired {
+                    if let Some((tx, _)) = waiting.remove(&id) {
+                        timeouts += 1;
+                        let why = format!("reviewer {name} gave no verdict within {} ms", spec.deadline.as_millis());
+                        let _ = tx.send(Review::failed("timeout", why));
+                    }
+                }
+                if timeouts >= HUNG_AFTER_TIMEOUTS && running.is_some() {
+                    tracing::warn!(reviewer = %name, timeouts, "the reviewer answered none of {timeouts} requests in a row within its deadline; killed, it is started again at the next request");
+                    metrics.review_restart(&name, "hung");
+                    fail_all(&mut waiting, "timeout", &format!("reviewer {name} hung; restarted"));
+                    running = None;
+                    not_before = now + backoff;
+                    backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
+                    timeouts = 0;
+                }
+            }
             line = next_line(&mut running) => match line {
                 Line::Text(text) => match wire::parse(&text) {
                     Ok((id, review)) => {
                         backoff = RESTART_BACKOFF_MIN;
+                        timeouts = 0;
                         match waiting.remove(&id) {
-                            Some(tx) => { let _ = tx.send(review); }
+                            Some((tx, _)) => { let _ = tx.send(review); }
                             // Its waiter gave up (deadline) or the request was decided: too late.
                             None => tracing::debug!(reviewer = %name, request_id = %id, "a verdict for no request waiting; dropped"),
                         }
                     }
                     Err(Garbage { id: Some(id), why }) if waiting.contains_key(&id) => {
-                        if let Some(tx) = waiting.remove(&id) {
+                        if let Some((tx, _)) = waiting.remove(&id) {
                             let _ = tx.send(Review::failed("garbage", format!("reviewer {name} answered garbage: {why}")));
                         }
                     }
@@ -155,6 +191,15 @@ pub(super) async fn run(
     fail_all(&mut waiting, "crash", &format!("reviewer {name} stopped with the daemon"));
 }
 
+/// The earliest deadline of the requests awaiting a verdict; pending forever when none waits. At
+/// most `MAX_IN_FLIGHT` to look through.
+async fn next_deadline(waiting: &HashMap<String, (oneshot::Sender<Review>, Instant)>) {
+    match waiting.values().map(|(_, at)| *at).min() {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The next line of the running program; pending forever when none runs.
 async fn next_line(running: &mut Option<Running>) -> Line {
     match running {
@@ -163,8 +208,12 @@ async fn next_line(running: &mut Option<Running>) -> Line {
     }
 }
 
-fn fail_all(waiting: &mut HashMap<String, oneshot::Sender<Review>>, failure: &'static str, reason: &str) {
-    for (_, tx) in waiting.drain() {
+fn fail_all(
+    waiting: &mut HashMap<String, (oneshot::Sender<Review>, Instant)>,
+    failure: &'static str,
+    reason: &str,
+) {
+    for (_, (tx, _)) in waiting.drain() {
         let _ = tx.send(Review::failed(failure, reason));
     }
 }

@@ -24,6 +24,12 @@ for line in sys.stdin:
     rid = req["id"]
     if mode == "hang":
         continue
+    if mode == "hangfirst":
+        # The first program hangs; once restarted (the marker exists), it allows.
+        if not os.path.exists(sys.argv[2]):
+            continue
+        print(json.dumps({"id": rid, "verdict": "allow", "reason": "awake again"}), flush=True)
+        continue
     if mode == "crash":
         sys.exit(3)
     if mode == "garbage":
@@ -139,8 +145,25 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
     assert_eq!((status, body), (200, json!({})));
     let events = sse.until_type("turn_complete").await;
-    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "alice");
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(resolved["voterClientId"], "alice");
     assert!(!d.workspace.join("informed.txt").exists(), "the person's reject stands");
+    // The person decided against the reviewer's allow: it was overruled, on the record and in
+    // the figures, which `/reviewers` reads from the same counters as `/metrics`.
+    assert_eq!(resolved["reviews"][0]["overruled"], true, "{resolved}");
+    assert_eq!(audit(&d, &sid).await[0]["reviews"][0]["overruled"], true);
+    let figures = d.get("/reviewers").await.ok();
+    assert_eq!(
+        figures,
+        json!({"reviewers": [{
+            "name": "guard", "workspace": null, "decides": ["read"], "allowed": 1, "denied": 0,
+            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0}, "overruled": 1, "restarts": 0,
+            "answered": 1, "meanMs": figures["reviewers"][0]["meanMs"],
+        }]})
+    );
+    assert!(figures["reviewers"][0]["meanMs"].as_f64().is_some_and(|ms| ms > 0.0), "{figures}");
+    let scrape = d.scrape().await;
+    assert_eq!(scrape.get("mediatord_reviews_overruled_total", &[("reviewer", "guard")]), 1.0);
 }
 
 #[tokio::test]
@@ -165,6 +188,10 @@ async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
     assert_eq!(entry["reviews"][0]["verdict"], "escalate");
     let scrape = d.scrape().await;
     assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "escalate")]), 1.0);
+    // An escalate took no side: the person who decided it overruled nothing.
+    assert_eq!(entry["reviews"][0].get("overruled"), None, "{entry}");
+    let figures = &d.get("/reviewers").await.ok()["reviewers"][0];
+    assert_eq!((&figures["escalated"], &figures["overruled"]), (&json!(1), &json!(0)), "{figures}");
 }
 
 #[tokio::test]
@@ -317,4 +344,107 @@ for line in sys.stdin:
         json!({"turns": 1, "more": false, "approvedThisTurn": [],
                "files": [{"path": "first.txt", "status": "added", "turnIndex": 0}]})
     );
+}
+
+/// The breaker: the demo agent's `permissions 5` asks five times in a row (tool kind `other`); a
+/// reviewer trusted with `other` denies each. The third denial of the turn trips the breaker
+/// (`--review-breaker-denials 3`): `review_breaker` is published, the turn is cancelled as a
+/// client's cancel does (no fourth request, the turn ends `cancelled`), and the notification
+/// target that hears permission requests hears it. The next turn starts from zero.
+#[tokio::test]
+async fn the_third_denial_in_a_turn_stops_it_and_notifies_and_the_next_turn_starts_from_zero() {
+    let mut hook = Receiver::start(&[]).await;
+    let url = hook.url("/hook");
+    let Reviewed { _script, d, sid, mut sse } = reviewed(
+        "deny",
+        "",
+        &["--reviewer-trust", "guard=other:decide", "--review-breaker-denials", "3", "--notify", &url],
+    )
+    .await;
+    let events = d.turn(&sid, &mut sse, Some("alice"), "permissions 5").await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.event.as_str())
+        .filter(|k| matches!(*k, "permission_request" | "review_breaker" | "turn_complete"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["permission_request", "permission_request", "permission_request", "review_breaker", "turn_complete"]
+    );
+    let tripped = find(&events, "review_breaker");
+    let third = events.iter().filter(|e| e.event == "permission_request").nth(2).expect("third");
+    assert_eq!(
+        (&tripped["reviewer"], &tripped["reason"], &tripped["count"], &tripped["requestId"]),
+        (&json!("guard"), &json!("denials"), &json!(3), &third.payload()["requestId"])
+    );
+    assert!(tripped["review"].as_str().expect("review").starts_with("writes are refused here"), "{tripped}");
+    assert_eq!(find(&events, "turn_complete")["stopReason"], "cancelled");
+    let mut notified = Vec::new();
+    while !notified.contains(&"review_breaker".to_owned()) {
+        assert!(notified.len() < 8, "no review_breaker notification among {notified:?}");
+        let got = hook.next().await;
+        if got.header("x-mediatord-event") == "review_breaker" {
+            assert_eq!(
+                (&got.body["data"]["reviewer"], &got.body["sessionId"]),
+                (&json!("guard"), &json!(sid))
+            );
+        }
+        notified.push(got.header("x-mediatord-event").to_owned());
+    }
+
+    let events = d.turn(&sid, &mut sse, Some("alice"), "permissions 2").await;
+    assert!(events.iter().all(|e| e.event != "review_breaker"), "two denials in a new turn trip nothing");
+    assert!(events.iter().any(|e| e.payload().to_string().contains("outcomes: ")), "the turn ran to its end");
+}
+
+/// A reviewer that hangs: after three requests in a row got no verdict within the deadline, its
+/// program is killed and started again (counted, `reason="hung"`), and the new one answers. Each
+/// request it left meanwhile went to the people, who decided it.
+#[tokio::test]
+async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
+    let marker = tempfile::tempdir().expect("tempdir");
+    let first = marker.path().join("first");
+    let Reviewed { _script, d, sid, mut sse } = reviewed(
+        "hangfirst",
+        first.to_str().expect("utf-8"),
+        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", "1000"],
+    )
+    .await;
+    for i in 0..3 {
+        let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write hung{i}.txt x")).await;
+        let review = sse.until_type("permission_reviewed").await;
+        let review = review.last().expect("reviewed").payload()["review"].clone();
+        assert_eq!(review["failure"], "timeout", "request {i}: {review}");
+        let rid = request_id(&request);
+        assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+        sse.until_type("turn_complete").await;
+    }
+    // The hung program is gone: the next one, started at the next request, allows.
+    std::fs::write(&first, "").expect("mark the restart");
+    assert_eq!(
+        d.scrape().await.get("mediatord_review_restarts_total", &[("reviewer", "guard"), ("reason", "hung")]),
+        1.0
+    );
+    let mut decided_by_reviewer = false;
+    for i in 0..3 {
+        let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write awake{i}.txt x")).await;
+        let events =
+            sse.until(|e| e.event == "permission_resolved" || e.event == "permission_reviewed").await;
+        let last = events.last().expect("an answer");
+        if last.event == "permission_resolved" {
+            assert_eq!(last.payload()["voterClientId"], "reviewer:guard");
+            sse.until_type("turn_complete").await;
+            decided_by_reviewer = true;
+            break;
+        }
+        // Started no sooner than its backoff, a request in between finds it restarting (`crash`),
+        // or the new program still starting past the deadline (`timeout`).
+        let failure = &last.payload()["review"]["failure"];
+        assert!(failure == "crash" || failure == "timeout", "{}", last.payload());
+        let rid = request_id(&request);
+        assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
+        sse.until_type("turn_complete").await;
+    }
+    assert!(decided_by_reviewer, "the restarted reviewer answered");
+    assert_eq!(d.get("/reviewers").await.ok()["reviewers"][0]["restarts"], 1);
 }

@@ -333,7 +333,43 @@ pub(super) fn schemas() -> Value {
     if let (Some(all), Value::Object(questions)) = (schemas.as_object_mut(), question_schemas()) {
         all.extend(questions);
     }
+    if let (Some(all), Value::Object(reviewers)) = (schemas.as_object_mut(), reviewer_schemas()) {
+        all.extend(reviewers);
+    }
     schemas
+}
+
+/// `GET /reviewers` (docs/protocol.md §8.6; apart, like [`device_schemas`], for the macro's recursion).
+fn reviewer_schemas() -> Value {
+    let int = json!({"type": "integer", "minimum": 0});
+    json!({
+        "ReviewerList": {
+            "type": "object",
+            "required": ["reviewers"],
+            "properties": {"reviewers": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "workspace", "decides", "allowed", "denied", "escalated", "failures", "overruled", "restarts", "answered", "meanMs"],
+                "description": "A configured reviewer and its figures since the daemon started: the counters of GET /metrics",
+                "properties": {
+                    "name": {"type": "string", "description": "Its ballots are cast as reviewer:<name>"},
+                    "workspace": {"type": ["string", "null"], "description": "The one workspace it serves; null: every workspace"},
+                    "decides": {"type": "array", "items": {"type": "string"}, "description": "The tool kinds its allow/deny decides; on every other kind it informs"},
+                    "allowed": int, "denied": int,
+                    "escalated": {"type": "integer", "minimum": 0, "description": "Escalates, failures included"},
+                    "failures": {
+                        "type": "object",
+                        "required": ["timeout", "crash", "garbage", "unavailable"],
+                        "properties": {"timeout": int, "crash": int, "garbage": int, "unavailable": int},
+                        "description": "Failures by reason, each also an escalate",
+                    },
+                    "overruled": {"type": "integer", "minimum": 0, "description": "Allow or deny verdicts a person then decided the other way"},
+                    "restarts": {"type": "integer", "minimum": 0, "description": "Times its program was killed for hanging (no verdict to 3 requests in a row) and started again"},
+                    "answered": {"type": "integer", "minimum": 0, "description": "Verdicts and failures timed (a request decided before its reviewer answered is not)"},
+                    "meanMs": {"type": ["number", "null"], "description": "Their mean time from the request sent to the verdict or failure; null before the first"},
+                },
+            }}},
+        },
+    })
 }
 
 /// What sessions changed and the file routes (docs/protocol.md § 18), in qwen serve's shapes
