@@ -157,7 +157,7 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
         figures,
         json!({"reviewers": [{
             "name": "guard", "workspace": null, "decides": ["read"], "allowed": 1, "denied": 0,
-            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0}, "overruled": 1, "restarts": 0,
+            "escalated": 0, "failures": {"timeout": 0, "crash": 0, "garbage": 0, "unavailable": 0}, "overruled": 1, "restarts": 0,
             "answered": 1, "meanMs": figures["reviewers"][0]["meanMs"],
         }]})
     );
