@@ -79,11 +79,13 @@ fn decided(e: &Value) -> String {
 }
 
 /// How it was decided: `vote`, `link` (a notification's action link), `ACP` (an editor's
-/// answer), `rule`, `timeout`, `cancel`, `session end`, `abandoned`; empty while pending.
+/// answer), `reviewer` (a reviewer trusted with the kind), `rule`, `timeout`, `cancel`,
+/// `session end`, `abandoned`; empty while pending.
 pub fn how(e: &Value) -> &'static str {
     match (e["resolvedBy"].as_str().unwrap_or(""), e["via"].as_str().unwrap_or("")) {
         ("vote", "link") => "link",
         ("vote", "acp") => "ACP",
+        ("vote", "reviewer") => "reviewer",
         ("vote", _) => "vote",
         ("rule", _) => "rule",
         ("timeout", _) => "timeout",
@@ -99,10 +101,14 @@ pub fn how(e: &Value) -> &'static str {
 
 /// Who decided, in a few words: a device by its name (with its id when `with_id`), the operator's
 /// client by its id (`operator · alice`), or `operator` alone when the vote named no client (a
-/// notification's link to a target without a `clientId`, a vote sent without one); a rule by its
-/// id; empty when nobody did.
+/// notification's link to a target without a `clientId`, a vote sent without one); a reviewer by
+/// its name (`reviewer guard`: its ballot is `reviewer:guard`'s, no client's); a rule by its id;
+/// empty when nobody did.
 pub fn who(e: &Value, with_id: bool) -> String {
     let client = e["voterClientId"].as_str().unwrap_or("");
+    if how(e) == "reviewer" {
+        return format!("reviewer {}", client.strip_prefix("reviewer:").unwrap_or(client));
+    }
     match e["resolvedBy"].as_str().unwrap_or("") {
         "vote" | "rewind" => match e["voterDeviceName"].as_str() {
             Some(name) => identity(Some(name), client, with_id),
@@ -362,6 +368,10 @@ mod tests {
             e["voterClientId"] = anonymous;
             assert_eq!(who(&e, true), "operator");
         }
+        // A reviewer trusted with the kind decided: by its name, never as the operator's client.
+        e["voterClientId"] = json!("reviewer:guard");
+        e["via"] = json!("reviewer");
+        assert_eq!((who(&e, true).as_str(), how(&e)), ("reviewer guard", "reviewer"));
         let mut rule = entry("selected", Some("rule"), Some("a1"), None);
         rule["ruleId"] = json!("rule-7");
         assert_eq!((who(&rule, false).as_str(), how(&rule)), ("rule rule-7", "rule"));

@@ -58,18 +58,23 @@ function decided(e) {
   }
 }
 
-/** How it was decided: vote, link, ACP, rule, timeout, cancel, session end, abandoned. */
+/** How it was decided: vote, link, ACP, reviewer, rule, timeout, cancel, session end, abandoned. */
 export function how(e) {
   switch (e.resolvedBy) {
-    case 'vote': return e.via === 'link' ? 'link' : e.via === 'acp' ? 'ACP' : 'vote';
+    case 'vote': return e.via === 'link' ? 'link' : e.via === 'acp' ? 'ACP' : e.via === 'reviewer' ? 'reviewer' : 'vote';
     case 'session_closed': return 'session end';
     case 'rule': case 'timeout': case 'cancel': case 'abandoned': case 'daemon': return e.resolvedBy;
     default: return '';
   }
 }
 
-/** The operator's client by its id, or `operator` alone when the vote named none (a link to a target without a clientId). */
+/**
+ * The operator's client by its id, or `operator` alone when the vote named none (a link to a target
+ * without a clientId); a reviewer trusted with the kind by its name (`reviewer guard`: its ballot is
+ * `reviewer:guard`'s, no client's).
+ */
 function operator(e) {
+  if (e.via === 'reviewer') return `reviewer ${reveal(String(e.voterClientId || '').replace(/^reviewer:/, ''))}`;
   return e.voterClientId ? `operator · ${reveal(e.voterClientId)}` : 'operator';
 }
 
