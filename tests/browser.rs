@@ -649,11 +649,8 @@ for line in sys.stdin:
 /// and on the transcript's record when it decides alone (docs/protocol.md §8.6).
 #[tokio::test]
 async fn a_reviewers_reason_is_on_the_card_it_leaves_to_a_person_and_on_the_record_it_decides() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("reviewer.py");
-    std::fs::write(&script, REVIEWER).expect("write the reviewer");
-    let reviewer = format!("guard=command:python3 {}", script.display());
-    let on = OnSession::phone(&["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]).await;
+    let script = support::reviewer_script("guard", REVIEWER, "");
+    let on = OnSession::phone(&["--reviewer", &script.spec, "--reviewer-trust", "guard=edit:decide"]).await;
     let (d, page) = (&on.d, &on.page);
 
     page.prompt("write unsure.txt maybe").await;

@@ -25,14 +25,6 @@ async fn file_holds(path: &Path, text: &str) {
     }
 }
 
-/// The audit entries of a session.
-async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
-    d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok()["audit"]
-        .as_array()
-        .expect("audit")
-        .clone()
-}
-
 /// Asserts that the command exited 0 and left the terminal as it found it: the alternate screen
 /// left, the cursor visible, the line discipline back (canonical mode, echo, CR→NL, output
 /// processing, signals).
@@ -83,7 +75,7 @@ async fn attach_replays_the_session_and_answers_cards_with_a_and_r_as_the_termin
     })
     .await;
     assert!(!d.workspace.join("second.txt").exists());
-    let entries = audit(&d, &sid).await;
+    let entries = d.audit(&sid).await;
     let decided: Vec<(&str, &str, &str)> = entries
         .iter()
         .map(|e| {

@@ -12,7 +12,7 @@
 //! line and nothing sent to the model.
 
 use mediatord_fake_model::FakeModel;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::*;
 
@@ -50,11 +50,6 @@ async fn judged(url: &str, trust: &str, args: &[&str]) -> Judged {
     Judged { _dir: dir, d, sid, sse }
 }
 
-async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
-    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
-    audit["audit"].as_array().expect("audit").clone()
-}
-
 /// Neither the key nor the agent's secret is in any line the daemon logged.
 fn no_secret_logged(d: &Daemon) {
     let log = d.stderr();
@@ -89,7 +84,7 @@ async fn an_rm_rf_is_denied_by_the_model_with_its_reason_in_the_audit() {
     let events = d.turn(&sid, &mut sse, Some("alice"), "shell rm -rf build").await;
     let resolved = find(&events, "permission_resolved");
     assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "reject_once"}), "{resolved}");
-    let entry = &audit(&d, &sid).await[0];
+    let entry = &d.audit(&sid).await[0];
     assert_eq!((&entry["voterClientId"], &entry["via"]), (&json!("reviewer:guard"), &json!("reviewer")));
     assert_eq!(entry["reviews"][0]["verdict"], "deny");
     assert_eq!(entry["reviews"][0]["reason"], "rm -rf deletes recursively: Run rm -rf build");
@@ -114,7 +109,7 @@ async fn a_curl_piped_to_sh_is_escalated_to_a_person_who_approves() {
     assert_eq!((status, body), (200, json!({})));
     let events = sse.until_type("turn_complete").await;
     assert!(events.iter().any(|e| e.payload().to_string().contains("would run: curl")));
-    let entry = &audit(&d, &sid).await[0];
+    let entry = &d.audit(&sid).await[0];
     assert_eq!(entry["voterClientId"], "alice");
     assert_eq!(entry["reviews"][0]["verdict"], "escalate");
     assert!(entry["reviews"][0]["reason"].as_str().expect("reason").starts_with("runs a download unseen"));
@@ -165,7 +160,7 @@ async fn a_failure_leaves_the_request_to_the_people(
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("reject_once")).await.pair();
     assert_eq!((status, body), (200, json!({})));
     sse.until_type("turn_complete").await;
-    assert_eq!(audit(&d, &sid).await[0]["voterClientId"], "alice");
+    assert_eq!(d.audit(&sid).await[0]["voterClientId"], "alice");
     let log = d.stderr();
     assert!(log.contains("the request stays with the people"), "the failure is logged:\n{log}");
     no_secret_logged(&d);

@@ -1117,16 +1117,13 @@ for line in sys.stdin:
 /// reason; one a trusted reviewer decides notifies nobody (the next delivery is the turn's end).
 #[tokio::test]
 async fn a_reviewed_request_is_notified_with_the_reviewers_reason_and_one_it_decides_is_not() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("reviewer.py");
-    std::fs::write(&script, REVIEWER).expect("write the reviewer");
     for allow in [false, true] {
         let mut got = Receiver::start(&[]).await;
-        let reviewer =
-            format!("guard=command:python3 {}{}", script.display(), if allow { " allow" } else { "" });
+        let script = reviewer_script("guard", REVIEWER, if allow { "allow" } else { "" });
+        let reviewer = script.spec.as_str();
         let target = json!([{"url": got.url("/n"), "events": ["permission_request", "turn_complete"], "clientId": "phone"}]);
         let (d, _cfg) =
-            daemon_notifying(target, &["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]);
+            daemon_notifying(target, &["--reviewer", reviewer, "--reviewer-trust", "guard=edit:decide"]);
         let sid = d.join("alice").await;
         let mut sse = Sse::connect(&d, &sid, &[]).await;
         if allow {

@@ -50,35 +50,24 @@ for line in sys.stdin:
     print(json.dumps({"id": rid, "verdict": mode, "reason": reasons[mode] + " " + json.dumps(seen)}), flush=True)
 "#;
 
-/// The reviewer script's name in its directory.
-const REVIEWER_FILE: &str = "reviewer.py";
-
 /// A daemon whose reviewer `guard` runs the reviewer script in `mode` (`extra` more arguments),
 /// plus `args`; a session of alice's on it, and her event stream.
 struct Reviewed {
-    /// The script's directory, kept while the daemon runs.
-    _script: tempfile::TempDir,
+    /// The script, kept while the daemon runs.
+    _script: ReviewerScript,
     d: Daemon,
     sid: String,
     sse: Sse,
 }
 
 async fn reviewed(mode: &str, extra: &str, args: &[&str]) -> Reviewed {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join(REVIEWER_FILE);
-    std::fs::write(&script, REVIEWER).expect("write the reviewer");
-    let reviewer = format!("guard=command:python3 {} {mode} {extra}", script.display());
-    let mut all = vec!["--reviewer", reviewer.as_str()];
+    let script = reviewer_script("guard", REVIEWER, &format!("{mode} {extra}"));
+    let mut all = vec!["--reviewer", script.spec.as_str()];
     all.extend_from_slice(args);
     let d = Daemon::start(&all);
     let sid = d.join("alice").await;
     let sse = Sse::connect(&d, &sid, &[]).await;
-    Reviewed { _script: dir, d, sid, sse }
-}
-
-async fn audit(d: &Daemon, sid: &str) -> Vec<Value> {
-    let audit = d.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
-    audit["audit"].as_array().expect("audit").clone()
+    Reviewed { _script: script, d, sid, sse }
 }
 
 #[tokio::test]
@@ -98,7 +87,7 @@ async fn a_trusted_reviewer_allows_alone_and_the_audit_says_who_and_why() {
     assert!(reason.contains(r#""kind": "edit""#) && reason.contains(r#""agent": "demo""#), "{reason}");
     assert!(reason.contains("Write reviewed.txt"), "{reason}");
 
-    let entry = &audit(&d, &sid).await[0];
+    let entry = &d.audit(&sid).await[0];
     assert_eq!(entry["resolvedBy"], "vote");
     assert_eq!(entry["voterClientId"], "reviewer:guard");
     assert_eq!(entry["via"], "reviewer");
@@ -151,7 +140,7 @@ async fn an_untrusted_allow_only_informs_and_a_person_decides() {
     // The person decided against the reviewer's allow: it was overruled, on the record and in
     // the figures, which `/reviewers` reads from the same counters as `/metrics`.
     assert_eq!(resolved["reviews"][0]["overruled"], true, "{resolved}");
-    assert_eq!(audit(&d, &sid).await[0]["reviews"][0]["overruled"], true);
+    assert_eq!(d.audit(&sid).await[0]["reviews"][0]["overruled"], true);
     let figures = d.get("/reviewers").await.ok();
     assert_eq!(
         figures,
@@ -183,7 +172,7 @@ async fn an_escalate_stays_pending_with_its_reason_until_a_person_allows() {
     assert_eq!((status, body), (200, json!({})));
     sse.until_type("turn_complete").await;
     assert_eq!(std::fs::read_to_string(d.workspace.join("escalated.txt")).expect("written"), "ok");
-    let entry = &audit(&d, &sid).await[0];
+    let entry = &d.audit(&sid).await[0];
     assert_eq!(entry["voterClientId"], "alice");
     assert_eq!(entry["reviews"][0]["verdict"], "escalate");
     let scrape = d.scrape().await;
@@ -202,7 +191,7 @@ async fn a_trusted_deny_is_the_decision_with_its_reason_in_the_audit() {
     let resolved = find(&events, "permission_resolved");
     assert_eq!(resolved["outcome"], json!({"outcome": "selected", "optionId": "reject_once"}));
     assert!(!d.workspace.join("denied.txt").exists());
-    let entry = &audit(&d, &sid).await[0];
+    let entry = &d.audit(&sid).await[0];
     assert_eq!(entry["voterClientId"], "reviewer:guard");
     assert_eq!(entry["outcome"]["optionId"], "reject_once", "{entry}");
     assert_eq!(entry["reviews"][0]["verdict"], "deny");
@@ -240,7 +229,7 @@ async fn a_failure_leaves_the_request_to_the_people(mode: &str, reason: &str, de
     let (status, body) = d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.pair();
     assert_eq!((status, body), (200, json!({})));
     sse.until_type("turn_complete").await;
-    assert_eq!(audit(&d, &sid).await[0]["voterClientId"], "alice");
+    assert_eq!(d.audit(&sid).await[0]["voterClientId"], "alice");
     assert!(d.workspace.join("failed.txt").exists());
 }
 
@@ -282,7 +271,7 @@ async fn a_verdict_after_a_person_decided_changes_nothing() {
         all.iter().filter(|e| e.payload()["requestId"] == rid.as_str()).map(|e| e.event.as_str()).collect();
     assert_eq!(about_first, ["permission_resolved"], "nothing after the decision");
     assert!(!d.workspace.join("late.txt").exists(), "the person's reject stands");
-    let entry = audit(&d, &sid).await.into_iter().find(|e| e["requestId"] == rid.as_str()).expect("audited");
+    let entry = d.audit(&sid).await.into_iter().find(|e| e["requestId"] == rid.as_str()).expect("audited");
     assert_eq!(
         (&entry["voterClientId"], &entry["outcome"]["optionId"]),
         (&json!("alice"), &json!("reject_once"))
@@ -299,8 +288,7 @@ async fn a_reviewer_dies_with_its_daemon_even_on_sigkill() {
     // Answered by the reviewer alone: its program runs.
     d.turn(&sid, &mut sse, Some("alice"), "write alive.txt ok").await;
     assert!(d.workspace.join("alive.txt").exists());
-    let script = _script.path().join(REVIEWER_FILE);
-    let pids = pids_with(script.to_str().expect("utf-8"));
+    let pids = pids_with(_script.path.to_str().expect("utf-8"));
     assert!(pids.len() >= 2, "the guard and the program: {pids:?}");
     d.signal(rustix::process::Signal::KILL);
     d.wait_exit(std::time::Duration::from_secs(10));
@@ -321,11 +309,8 @@ for line in sys.stdin:
     told = json.dumps({"prompt": req.get("prompt"), "changes": req.get("changes")})
     print(json.dumps({"id": req["id"], "verdict": "allow", "reason": told}), flush=True)
 "#;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("echoing.py");
-    std::fs::write(&script, ECHOING).expect("write the reviewer");
-    let reviewer = format!("guard=command:python3 {}", script.display());
-    let d = Daemon::start(&["--reviewer", &reviewer, "--reviewer-trust", "guard=edit:decide"]);
+    let script = reviewer_script("guard", ECHOING, "");
+    let d = Daemon::start(&["--reviewer", &script.spec, "--reviewer-trust", "guard=edit:decide"]);
     let sid = d.join("alice").await;
     let mut sse = Sse::connect(&d, &sid, &[]).await;
     let mut told = Vec::new();

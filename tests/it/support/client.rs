@@ -218,6 +218,12 @@ impl Daemon {
         )
     }
 
+    /// The audit entries of a session, as `GET .../permissions?audit=1` lists them.
+    pub(crate) async fn audit(&self, sid: &str) -> Vec<Value> {
+        let listed = self.get(&format!("/session/{sid}/permissions?audit=1")).await.ok();
+        listed["audit"].as_array().expect("audit").clone()
+    }
+
     /// The pending requests of a session, as `GET .../permissions` lists them.
     pub(crate) async fn pending(&self, sid: &str) -> Vec<Value> {
         let listed = self.get(&format!("/session/{sid}/permissions")).await.ok();

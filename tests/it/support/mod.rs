@@ -81,6 +81,25 @@ const fn same(a: &str, b: &str) -> bool {
     true
 }
 
+/// A `command` reviewer (`docs/operations.md#reviewers`) the test writes: a Python program in a
+/// directory of its own, kept while this lives.
+pub(crate) struct ReviewerScript {
+    pub(crate) _dir: tempfile::TempDir,
+    /// The program's file.
+    pub(crate) path: std::path::PathBuf,
+    /// `--reviewer`'s value running it as reviewer `name` with its arguments.
+    pub(crate) spec: String,
+}
+
+/// Writes `program` as reviewer `name`'s, run as `python3 PROGRAM args`.
+pub(crate) fn reviewer_script(name: &str, program: &str, args: &str) -> ReviewerScript {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("reviewer.py");
+    std::fs::write(&path, program).expect("write the reviewer");
+    let spec = format!("{name}=command:python3 {} {args}", path.display());
+    ReviewerScript { _dir: dir, path, spec: spec.trim_end().to_owned() }
+}
+
 /// Upper bound for any single wait in a test. Generous: only a failing test ever waits this long,
 /// and 20 s was once too short for 96 MiB of agent output on a two-core machine at load 30.
 pub(crate) const WAIT: Duration = Duration::from_secs(45);
