@@ -179,26 +179,14 @@ fn main() -> ExitCode {
                 }
             }
         }
-        "review" => match runtime.block_on(mediatord_bench::review::run(&tools, &plan)) {
-            Ok(report) => {
-                print!("{}", report.markdown());
-                if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-            }
-            Err(e) => {
-                eprintln!("review: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        "h2" => match runtime.block_on(mediatord_bench::h2::run(&tools, &plan)) {
-            Ok(report) => {
-                print!("{}", report.markdown());
-                if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-            }
-            Err(e) => {
-                eprintln!("h2: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        "review" => printed(
+            "review",
+            runtime.block_on(mediatord_bench::review::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
+        ),
+        "h2" => printed(
+            "h2",
+            runtime.block_on(mediatord_bench::h2::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
+        ),
         "smoke" => {
             let tools = tools.clone();
             let report = runtime.block_on(async {
@@ -224,6 +212,21 @@ fn main() -> ExitCode {
 }
 
 /// `mediatord-bench snapshots …`: scenario (m), no daemon.
+/// A scenario's report printed: its table, and failure if any of its runs failed (or it could not
+/// run at all: `name`'s error).
+fn printed(name: &str, report: mediatord_bench::Res<(String, Vec<String>)>) -> ExitCode {
+    match report {
+        Ok((table, failures)) => {
+            print!("{table}");
+            if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn snapshots(rest: &[String]) -> ExitCode {
     let (mut files, mut bytes, mut changed, mut runs) = (10_000usize, 200u64 << 20, 10usize, 3usize);
     let mut it = rest.iter();
