@@ -22,6 +22,15 @@ export class Browser {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     const browser = new Browser(child, home);
+    // Its own process group outlives this process unless ended: on a normal exit, and on the
+    // SIGTERM or SIGINT that would otherwise end this process before the test's after() ran.
+    process.once('exit', () => browser.close());
+    for (const signal of ['SIGTERM', 'SIGINT']) {
+      process.once(signal, () => {
+        browser.close();
+        process.exit(128 + os.constants.signals[signal]);
+      });
+    }
     const port = await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`chromedriver did not say its port within ${timeoutMs} ms`)), timeoutMs);
       let out = '';
