@@ -155,11 +155,10 @@ const TABLE_HEADER: [&str; 7] = ["REQUESTED", "DECISION", "BY", "HOW", "POLICY",
 /// instead of pushing the rest of its row out of line; the last column unpadded. Every cell is
 /// [`crate::text::escape`]d, an empty one is `-`; `with_ids` shows a device's id beside its name.
 pub fn table(entries: &[Value], with_ids: bool) -> String {
-    let shown = |s: &str| if s.is_empty() { "-".to_owned() } else { crate::text::escape(s).into_owned() };
-    let mut rows: Vec<[String; 7]> = vec![TABLE_HEADER.map(str::to_owned)];
+    let mut rows: Vec<Vec<String>> = vec![TABLE_HEADER.map(str::to_owned).to_vec()];
     for e in entries {
         let at = e["issuedAt"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
-        rows.push([
+        rows.push(vec![
             shown(&at),
             shown(&decision(e)),
             shown(&who(e, with_ids)),
@@ -169,20 +168,32 @@ pub fn table(entries: &[Value], with_ids: bool) -> String {
             crate::text::escape(&what(e)).into_owned(),
         ]);
     }
+    aligned(&rows)
+}
+
+/// A table cell: `s` escaped for a terminal, `-` when empty.
+fn shown(s: &str) -> String {
+    if s.is_empty() { "-".to_owned() } else { crate::text::escape(s).into_owned() }
+}
+
+/// `rows` (the header first, every row as long) as lines, each column but the last padded to its
+/// widest cell in terminal columns, two spaces apart.
+fn aligned(rows: &[Vec<String>]) -> String {
     let width = |s: &str| unicode_width::UnicodeWidthStr::width(s);
-    let mut widths = [0usize; 6];
-    for row in &rows {
+    let columns = rows.first().map_or(0, Vec::len);
+    let mut widths = vec![0usize; columns.saturating_sub(1)];
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row.iter()) {
             *w = (*w).max(width(cell));
         }
     }
     let mut out = String::new();
-    for row in &rows {
-        for (cell, w) in row.iter().zip(widths) {
+    for row in rows {
+        for (cell, w) in row.iter().zip(&widths) {
             out.push_str(cell);
             out.push_str(&" ".repeat(w - width(cell) + 2));
         }
-        out.push_str(&row[6]);
+        out.push_str(row.last().map_or("", String::as_str));
         out.push('\n');
     }
     out
@@ -217,6 +228,11 @@ pub fn csv_line(e: &Value) -> String {
         e["latencyMs"].as_u64().map(|ms| ms.to_string()).unwrap_or_default(),
         text(&e["ruleId"]),
     ];
+    csv_row(&cells)
+}
+
+/// `cells` as one CSV line, each [`csv_cell`], ending in CRLF.
+fn csv_row(cells: &[String]) -> String {
     let mut line = cells.iter().map(|c| csv_cell(c)).collect::<Vec<_>>().join(",");
     line.push_str("\r\n");
     line
@@ -233,6 +249,138 @@ pub fn csv_cell(cell: &str) -> String {
     let formula = cell.starts_with(['=', '+', '-', '@']);
     let cell = if formula { format!("'{cell}") } else { cell.into_owned() };
     if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
+}
+
+/// What a review did to its request (`mediatord review-log`'s EFFECT, [`ReviewFilter::effect`]):
+/// `failed` (no verdict: a timeout, a crash, garbage, an endpoint not reached), `decided` (its
+/// ballot decided), `overruled` (a person decided against its allow or deny), else `informed` (it
+/// was shown and the people decided).
+pub fn review_effect(review: &Value) -> &'static str {
+    if review["failure"].is_string() {
+        "failed"
+    } else if review["decides"] == true {
+        "decided"
+    } else if review["overruled"] == true {
+        "overruled"
+    } else {
+        "informed"
+    }
+}
+
+/// The effects [`review_effect`] names, in the order `--effect`'s help lists them.
+pub const REVIEW_EFFECTS: [&str; 4] = ["decided", "informed", "overruled", "failed"];
+
+/// Which reviews of an audit entry `mediatord review-log` shows: all, or one reviewer's, one
+/// verdict's (`allow`, `deny`, `escalate`), one [`review_effect`]'s.
+#[derive(Debug, Default, Clone)]
+pub struct ReviewFilter {
+    pub reviewer: Option<String>,
+    pub verdict: Option<String>,
+    pub effect: Option<String>,
+}
+
+impl ReviewFilter {
+    /// The reviews of `entry` (its `reviews`, in the order they came) this filter keeps.
+    pub fn reviews<'e>(&self, entry: &'e Value) -> impl Iterator<Item = &'e Value> {
+        let all = entry["reviews"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let is = |want: &Option<String>, got: &str| want.as_deref().is_none_or(|w| w == got);
+        all.iter().filter(move |r| {
+            is(&self.reviewer, r["reviewer"].as_str().unwrap_or(""))
+                && is(&self.verdict, r["verdict"].as_str().unwrap_or(""))
+                && is(&self.effect, review_effect(r))
+        })
+    }
+}
+
+/// How the request a review was of ended, in a few words: the decision, then who decided it
+/// (`Allowed once by my phone`, `Rejected by reviewer guard`, `Allowed by rule r1`, `Timed out`).
+fn review_outcome(e: &Value) -> String {
+    let words = decision(e);
+    match who(e, false) {
+        who if who.is_empty() => words,
+        _ if how(e) == "rule" => {
+            format!("{words} {}", e["ruleId"].as_str().unwrap_or("")).trim_end().to_owned()
+        }
+        who => format!("{words} by {who}"),
+    }
+}
+
+/// A review's effect as its table cell: a failure says which (`failed (timeout)`).
+fn effect_cell(review: &Value) -> String {
+    match review["failure"].as_str() {
+        Some(failure) => format!("failed ({failure})"),
+        None => review_effect(review).to_owned(),
+    }
+}
+
+/// `mediatord review-log`'s columns; the last, the reviewer's reason, is the rest of the line.
+const REVIEW_HEADER: [&str; 8] =
+    ["REVIEWED", "REVIEWER", "VERDICT", "EFFECT", "OUTCOME", "SESSION", "WHAT", "REASON"];
+
+/// `rows` (an audit entry and one of its reviews each) as `mediatord review-log`'s table, laid out
+/// and escaped as [`table`]'s.
+pub fn review_table(rows: &[(&Value, &Value)]) -> String {
+    let mut lines: Vec<Vec<String>> = vec![REVIEW_HEADER.map(str::to_owned).to_vec()];
+    for (e, r) in rows {
+        let at = r["at"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
+        lines.push(vec![
+            shown(&at),
+            shown(r["reviewer"].as_str().unwrap_or("")),
+            shown(r["verdict"].as_str().unwrap_or("")),
+            shown(&effect_cell(r)),
+            shown(&review_outcome(e)),
+            shown(e["sessionId"].as_str().unwrap_or("")),
+            shown(&what(e)),
+            crate::text::escape(r["reason"].as_str().unwrap_or("")).into_owned(),
+        ]);
+    }
+    aligned(&lines)
+}
+
+/// `mediatord review-log --csv`'s columns, one line.
+pub const REVIEW_CSV_HEADER: &str = "reviewed_at,reviewer,verdict,effect,failure,reason,option_id,outcome,\
+decided_by,how,tool,title,command,paths,session_id,workspace,request_id,requested_at\r\n";
+
+/// One review of entry `e` as a CSV line under [`REVIEW_CSV_HEADER`], as [`csv_line`] writes.
+pub fn review_csv_line(e: &Value, r: &Value) -> String {
+    let time = |v: &Value| v.as_u64().map(crate::clock::iso8601).unwrap_or_default();
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    csv_row(&[
+        time(&r["at"]),
+        text(&r["reviewer"]),
+        text(&r["verdict"]),
+        review_effect(r).to_owned(),
+        text(&r["failure"]),
+        text(&r["reason"]),
+        text(&r["optionId"]),
+        decision(e),
+        who(e, false),
+        how(e).to_owned(),
+        text(&e["toolCall"]["kind"]),
+        text(&e["toolCall"]["title"]),
+        text(&e["toolCall"]["command"]),
+        paths(e),
+        text(&e["sessionId"]),
+        text(&e["workspace"]),
+        text(&e["requestId"]),
+        time(&e["issuedAt"]),
+    ])
+}
+
+/// One review of entry `e` as `mediatord review-log --json` prints it: the review as the audit
+/// holds it (`docs/protocol.md#86-reviewers`) with its `effect`, and what it was of: the request's
+/// ids, `toolCall`, `issuedAt`, `status`, and its `outcome` and `decidedBy` in words.
+pub fn review_json(e: &Value, r: &Value) -> Value {
+    let mut out = r.clone();
+    if let Value::Object(o) = &mut out {
+        o.insert("effect".into(), review_effect(r).into());
+        for key in ["requestId", "sessionId", "workspace", "toolCall", "issuedAt", "status"] {
+            o.insert(key.into(), e[key].clone());
+        }
+        o.insert("outcome".into(), decision(e).into());
+        o.insert("decidedBy".into(), who(e, false).into());
+    }
+    out
 }
 
 /// `--since` as a person types it, relative to `now` (milliseconds since the UNIX epoch): an age
@@ -496,6 +644,104 @@ mod tests {
         let plain = csv_line(&entry("pending", None, None, None));
         assert_eq!(columns(&plain), columns(CSV_HEADER));
         assert!(plain.starts_with("2026-11-22T20:39:19.849Z,Pending,,,,,edit,"), "{plain}");
+    }
+
+    /// An entry decided as `by` with three reviews: guard's allow (it decided when `by` is a
+    /// reviewer's vote), audit's deny (overruled when a person allowed), slow's timeout.
+    fn reviewed(voter: &str, via: &str) -> Value {
+        let mut e = entry("selected", Some("vote"), Some("a1"), None);
+        e["voterClientId"] = json!(voter);
+        e["via"] = json!(via);
+        let by_guard = voter == "reviewer:guard";
+        e["reviews"] = json!([
+            {"reviewer": "guard", "verdict": "allow", "reason": "reads only", "decides": by_guard, "at": 1_795_379_960_000u64},
+            {"reviewer": "audit", "verdict": "deny", "reason": "no,\u{1b}[2J", "decides": false, "overruled": !by_guard, "at": 1_795_379_960_001u64, "optionId": "r1"},
+            {"reviewer": "slow", "verdict": "escalate", "reason": "no verdict in 5000 ms", "decides": false, "failure": "timeout", "at": 1_795_379_965_000u64},
+        ]);
+        e
+    }
+
+    #[test]
+    fn a_review_did_one_thing_and_a_filter_keeps_what_it_names() {
+        let e = reviewed("alice", "rest");
+        let effects: Vec<&str> =
+            e["reviews"].as_array().expect("reviews").iter().map(review_effect).collect();
+        assert_eq!(effects, ["informed", "overruled", "failed"]);
+        let by_guard = reviewed("reviewer:guard", "reviewer");
+        assert_eq!(review_effect(&by_guard["reviews"][0]), "decided");
+        assert_eq!(review_effect(&json!({"decides": false, "overruled": false})), "informed");
+        // A failure is a failure even when marked otherwise.
+        assert_eq!(review_effect(&json!({"failure": "crash", "decides": true})), "failed");
+        assert_eq!(review_effect(&json!({"decides": "true"})), "informed", "only a JSON true decides");
+
+        let names = |f: ReviewFilter| -> Vec<String> {
+            f.reviews(&e).map(|r| r["reviewer"].as_str().expect("name").to_owned()).collect()
+        };
+        assert_eq!(names(ReviewFilter::default()), ["guard", "audit", "slow"]);
+        let one = |reviewer: Option<&str>, verdict: Option<&str>, effect: Option<&str>| ReviewFilter {
+            reviewer: reviewer.map(str::to_owned),
+            verdict: verdict.map(str::to_owned),
+            effect: effect.map(str::to_owned),
+        };
+        assert_eq!(names(one(Some("audit"), None, None)), ["audit"]);
+        assert_eq!(names(one(None, Some("escalate"), None)), ["slow"]);
+        assert_eq!(names(one(None, None, Some("overruled"))), ["audit"]);
+        assert_eq!(names(one(Some("guard"), Some("allow"), Some("informed"))), ["guard"]);
+        assert!(names(one(Some("guard"), Some("deny"), None)).is_empty(), "every filter holds");
+        assert!(names(one(Some("guard"), None, Some("failed"))).is_empty());
+        assert!(ReviewFilter::default().reviews(&entry("pending", None, None, None)).next().is_none());
+    }
+
+    #[test]
+    fn a_review_row_says_what_it_did_to_which_request_and_why() {
+        let e = reviewed("alice", "rest");
+        let rows: Vec<(&Value, &Value)> = ReviewFilter::default().reviews(&e).map(|r| (&e, r)).collect();
+        let text = review_table(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("REVIEWED") && lines[0].ends_with("REASON"));
+        assert!(lines[1].starts_with("2026-11-22T20:39:20.000Z  guard     allow     informed    "), "{text}");
+        assert!(lines[1].contains("  Allowed once by operator · alice  "), "{text}");
+        assert!(lines[1].ends_with("  edit Write notes/a.txt: /ws/notes/a.txt  reads only"), "{text}");
+        assert!(lines[2].ends_with(r"no,\u{1b}[2J"), "escaped: {text}");
+        assert!(lines[3].contains(" failed (timeout) "), "{text}");
+        // Columns line up: the session column starts at the same terminal column on every row.
+        let at = |l: &str| unicode_width::UnicodeWidthStr::width(&l[..l.find(" s1 ").expect("session")]);
+        assert!(lines[2..].iter().all(|l| at(l) == at(lines[1])), "{text}");
+
+        // Who decided, in words: a reviewer, a rule, nobody.
+        let by_guard = reviewed("reviewer:guard", "reviewer");
+        assert_eq!(review_outcome(&by_guard), "Allowed once by reviewer guard");
+        let mut ruled = entry("selected", Some("rule"), Some("r1"), None);
+        ruled["ruleId"] = json!("no-secrets");
+        assert_eq!(review_outcome(&ruled), "Rejected by rule no-secrets");
+        assert_eq!(review_outcome(&entry("timed_out", Some("timeout"), None, None)), "Timed out");
+
+        let line = review_csv_line(&e, &e["reviews"][1]);
+        assert!(line.ends_with("\r\n"));
+        assert!(
+            line.starts_with(r#"2026-11-22T20:39:20.001Z,audit,deny,overruled,,"no,\u{1b}[2J",r1,Allowed once,operator · alice,vote,edit,Write notes/a.txt,,/ws/notes/a.txt,s1,/ws,r1,2026-11-22T20:39:19.849Z"#),
+            "{line}"
+        );
+        let columns = |l: &str| l.trim_end().split(',').count();
+        let failed = review_csv_line(&e, &e["reviews"][2]);
+        assert_eq!(columns(&failed), columns(REVIEW_CSV_HEADER), "{failed}");
+        assert!(failed.contains(",slow,escalate,failed,timeout,no verdict in 5000 ms,,"), "{failed}");
+
+        let j = review_json(&e, &e["reviews"][2]);
+        assert_eq!(
+            (&j["reviewer"], &j["effect"], &j["failure"], &j["outcome"], &j["decidedBy"]),
+            (
+                &json!("slow"),
+                &json!("failed"),
+                &json!("timeout"),
+                &json!("Allowed once"),
+                &json!("operator · alice")
+            )
+        );
+        for key in ["requestId", "sessionId", "workspace", "toolCall", "issuedAt", "status"] {
+            assert_eq!(j[key], e[key], "{key}");
+        }
     }
 
     #[test]

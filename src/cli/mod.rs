@@ -24,6 +24,7 @@ mod log;
 mod man;
 mod pair;
 mod reach;
+mod review_log;
 mod serve;
 mod transcript;
 mod watch;
@@ -53,6 +54,9 @@ enum Command {
     /// Print the permission audit trail, newest first, from the state database (read-only; works
     /// while the daemon runs, or not).
     Audit(audit::AuditArgs),
+    /// Print what each reviewer decided about the permission requests and why, newest first, from
+    /// the audit trail (read-only; works while the daemon runs, or not).
+    ReviewLog(review_log::ReviewLogArgs),
     /// Copy the state database into a new file with SQLite's online backup: safe while the daemon
     /// runs (one consistent snapshot), or not. Restore: stop the daemon, put the copy in place of
     /// `state.db` (docs/operations.md#backups).
@@ -114,6 +118,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Completions { shell } => man::completions(shell),
         Command::Man { subcommand } => man::man_page(subcommand.as_deref()),
         Command::Audit(args) => audit::run(&args),
+        Command::ReviewLog(args) => review_log::run(&args),
         Command::Backup(args) => backup::run(&args),
         Command::Transcript(args) => transcript::run(&args),
         Command::Pair(args) => pair::run(&args),

@@ -271,6 +271,8 @@ async fn the_audit_reads_each_decision_in_words_in_the_table_and_the_csv_export(
     assert!(lines[3].contains("Allowed once") && lines[3].contains("my phone"), "{text}");
     assert!(!text.contains(&device_id), "ids on demand only: {text}");
     assert!(table(&["--ids"]).1.contains(&format!("my phone ({device_id})")));
+    // The command line's CSV is the export's, byte for byte.
+    assert_eq!(table(&["--csv"]), (Some(0), csv.text.clone(), String::new()));
     let (_, future, _) = table(&["--since", "2999-01-01"]);
     assert_eq!(future.lines().count(), 1, "only the header: {future}");
     let (status, _, stderr) = table(&["--since", "yesterday"]);
@@ -482,4 +484,138 @@ async fn audit_and_transcript_read_a_backup_file_and_refuse_a_file_that_is_not_o
         mediatord(&["audit", "--state-db", home.state.with_file_name("missing.db").to_str().expect("utf-8")]);
     assert_eq!(code, Some(2));
     assert!(err.contains("missing.db") && err.contains("No such file"), "{err}");
+}
+
+/// The reviewer of [`mediatord_review_log_shows_what_each_reviewer_decided_and_why`]: it denies a
+/// write of a file named `secret…` (its reason carries a comma and an escape sequence: the table
+/// and the CSV must not pass either raw), escalates one named `ask…`, and allows the rest.
+const JUDGE: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    title = req.get("title") or ""
+    if "secret" in title:
+        verdict, why = "deny", "=secrets, \u001b[31mnever\u001b[0m written"
+    elif "ask" in title:
+        verdict, why = "escalate", "unsure: ask a person"
+    else:
+        verdict, why = "allow", "harmless"
+    print(json.dumps({"id": req["id"], "verdict": verdict, "reason": why}), flush=True)
+"#;
+
+/// Issue #49: `mediatord review-log` shows, from the trail, what each reviewer decided and why —
+/// a review that decided (an allow and a deny), one that only informed, one a person overruled —
+/// newest first, filtered by verdict, effect and reviewer, as a table, JSON lines and CSV, paged
+/// with a cursor; a bad filter is refused and says what it takes.
+#[tokio::test]
+async fn mediatord_review_log_shows_what_each_reviewer_decided_and_why() {
+    let home = Home::new();
+    let script = crate::support::reviewer_script("judge", JUDGE, "");
+    let d = home.start(&["--reviewer", &script.spec, "--reviewer-trust", "judge=edit:decide"]);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[("X-Qwen-Client-Id", "alice".into())]).await;
+    d.turn(&sid, &mut sse, Some("alice"), "write fine.txt ok").await;
+    d.turn(&sid, &mut sse, Some("alice"), "write secret.txt no").await;
+    // Escalated, then allowed by alice; a read the judge is not trusted with, allowed by the judge
+    // and rejected by alice: overruled.
+    for (prompt, option) in [("write ask.txt ok", "allow_once"), ("look fine.txt", "reject_once")] {
+        let rid = crate::support::request_id(&d.raise(&sid, &mut sse, Some("alice"), prompt).await);
+        sse.until_type("permission_reviewed").await;
+        assert_eq!(d.vote(&sid, &rid, Some("alice"), selected(option)).await.status, 200);
+        sse.until_type("turn_complete").await;
+    }
+    assert!(home.workspace.join("fine.txt").exists() && home.workspace.join("ask.txt").exists());
+    assert!(!home.workspace.join("secret.txt").exists());
+    // Stopped: everything the daemon acknowledged is in the file.
+    stop(d);
+    let state = home.state.to_str().expect("utf-8");
+    let log = |more: &[&str]| {
+        let mut args = vec!["review-log", "--state-dir", state];
+        args.extend_from_slice(more);
+        mediatord(&args)
+    };
+
+    let (code, out, err) = log(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "the header and four reviews: {out}");
+    assert!(lines[0].starts_with("REVIEWED") && lines[0].ends_with("REASON"), "{out}");
+    let row = |i: usize, words: &[&str]| {
+        for w in words {
+            assert!(lines[i].contains(w), "row {i} lacks {w:?}: {out}");
+        }
+    };
+    row(1, &["judge", "allow", "overruled", "Rejected by operator · alice", "read", "harmless"]);
+    row(
+        2,
+        &[
+            "judge",
+            "escalate",
+            "informed",
+            "Allowed once by operator · alice",
+            "ask.txt",
+            "unsure: ask a person",
+        ],
+    );
+    row(3, &["judge", "deny", "decided", "Rejected by reviewer judge", "secret.txt"]);
+    row(4, &["judge", "allow", "decided", "Allowed once by reviewer judge", "fine.txt", "harmless"]);
+    assert!(lines[3].ends_with(r"=secrets, \u{1b}[31mnever\u{1b}[0m written"), "escaped: {out}");
+    assert!(!out.contains('\u{1b}'), "no escape sequence reaches the terminal");
+
+    let (code, out, _) = log(&["--verdict", "deny", "--json"]);
+    assert_eq!(code, Some(0));
+    let denied: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(denied.len(), 1, "{out}");
+    let r = &denied[0];
+    assert_eq!(
+        (&r["reviewer"], &r["effect"], &r["outcome"], &r["decidedBy"], &r["sessionId"]),
+        (
+            &"judge".into(),
+            &"decided".into(),
+            &"Rejected".into(),
+            &"reviewer judge".into(),
+            &sid.as_str().into()
+        ),
+        "{r}"
+    );
+    assert_eq!(r["reason"], "=secrets, \u{1b}[31mnever\u{1b}[0m written", "the reviewer's words, whole");
+    assert_eq!(r["toolCall"]["kind"], "edit");
+
+    let (_, out, _) = log(&["--effect", "overruled"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains("overruled") && !out.contains("decided "), "{out}");
+    let (_, out, _) = log(&["--reviewer", "nobody"]);
+    assert_eq!(out.lines().count(), 1, "only the header: {out}");
+
+    let (_, csv, _) = log(&["--csv"]);
+    let rows: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows.len(), 5, "{csv}");
+    assert!(rows[0].starts_with("reviewed_at,reviewer,verdict,effect,"), "{csv}");
+    assert!(
+        rows[3].contains(r#",judge,deny,decided,,"'=secrets, \u{1b}[31mnever\u{1b}[0m written",,Rejected,"#),
+        "quoted, escaped, its formula defused: {csv}"
+    );
+
+    // Paged: one review, then where to go on; the cursor gives the next.
+    let (code, out, err) = log(&["--limit", "1"]);
+    assert_eq!((code, out.lines().count()), (Some(0), 2), "{out}{err}");
+    assert!(out.contains("overruled"), "{out}");
+    let cursor = err
+        .trim_end()
+        .strip_prefix("more: mediatord review-log --cursor ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("where to go on: {err}"));
+    let (_, out, _) = log(&["--limit", "1", "--cursor", cursor]);
+    assert!(out.lines().nth(1).is_some_and(|l| l.contains("escalate")), "{out}");
+
+    for (bad, says) in [
+        (["--verdict", "maybe"], "mediatord review-log: unknown --verdict \"maybe\" (allow, deny, escalate)"),
+        (
+            ["--effect", "won"],
+            "mediatord review-log: unknown --effect \"won\" (decided, informed, overruled, failed)",
+        ),
+    ] {
+        let (code, out, err) = log(&bad);
+        assert_eq!((code, out.as_str(), err.trim_end()), (Some(2), "", says));
+    }
 }
