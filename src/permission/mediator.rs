@@ -1516,6 +1516,33 @@ mod tests {
         );
     }
 
+    /// A trusted reviewer's deciding allow does not overrule another reviewer's informing deny:
+    /// reviewers never overrule each other, only a person does.
+    #[tokio::test]
+    async fn a_reviewers_deciding_ballot_overrules_no_other_reviewer() {
+        let f = fixture(Policy::FirstResponder, None);
+        lock(&f.host.voters).push("alice".into());
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+        let deny = Vote::from(Pick::Decision { effect: Effect::Deny, remember: Remember::No });
+        let only_reads = TrustMap::parse("read:decide", "t").expect("trust");
+        let said = review(Verdict::Deny, "no");
+        f.permissions().vote(&reviewed(&id, &deny, &said, &only_reads)).expect("guard informs");
+        let allow = Vote::from(Pick::Decision { effect: Effect::Allow, remember: Remember::No });
+        let edits = TrustMap::parse("edit:decide", "t").expect("trust");
+        let allowed = review(Verdict::Allow, "fine");
+        let lint = Ballot {
+            client: Some("reviewer:lint"),
+            review: Some(Reviewed { name: "lint", review: &allowed, trust: &edits }),
+            ..reviewed(&id, &allow, &allowed, &edits)
+        };
+        f.permissions().vote(&lint).expect("lint decides");
+        assert_eq!(task.await.expect("join")["outcome"]["optionId"], "opt-allow_once");
+        let reviews = &f.permissions().audit()[0]["reviews"];
+        assert_eq!((&reviews[0]["reviewer"], &reviews[1]["decides"]), (&json!("guard"), &json!(true)));
+        assert_eq!(reviews[0].get("overruled"), None, "{reviews}");
+        assert_eq!(f.metrics.reviewer_figures("guard").overruled, 0);
+    }
+
     /// A reviewer that answers every request at once with its one verdict.
     #[derive(Debug)]
     struct Says(Verdict, TrustMap);
