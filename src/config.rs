@@ -829,6 +829,19 @@ impl Config {
         &self.workspaces[0]
     }
 
+    /// The variables of the daemon's environment that hold a secret it read from there besides its
+    /// own ([`crate::environ::ERASED`]): each model reviewer's `keyEnv`. Erased at boot, so that no
+    /// agent, shell or reviewer program inherits them.
+    pub fn secret_env_read(&self) -> Vec<&str> {
+        self.reviewers
+            .iter()
+            .filter_map(|r| match &r.kind {
+                ReviewerKind::Model(m) => m.key_env.as_deref(),
+                ReviewerKind::Command { .. } => None,
+            })
+            .collect()
+    }
+
     /// The agent a create that names none gets: the first configured.
     pub fn default_agent(&self) -> &AgentSpec {
         &self.agents[0]

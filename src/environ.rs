@@ -15,10 +15,12 @@ use std::io::{Seek, SeekFrom, Write};
 /// again whenever the store reconnects: it stays, and is kept from agents like the others.
 pub const ERASED: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE"];
 
-/// Overwrites every `NAME=value` of [`ERASED`] in this process's initial environment with zero
-/// bytes; how many it erased. Call it before any other thread exists (nothing may read the
-/// environment while it changes).
-pub fn erase_secrets() -> std::io::Result<usize> {
+/// Overwrites every `NAME=value` of [`ERASED`] and of `also` (secrets the configuration read from
+/// the environment: a model reviewer's `keyEnv`) in this process's initial environment with zero
+/// bytes; how many it erased. A zeroed entry is an empty string the C library's and Rust's readers
+/// skip, so no process the daemon starts inherits it. Call it before any other thread exists
+/// (nothing may read the environment while it changes).
+pub fn erase_secrets(also: &[&str]) -> std::io::Result<usize> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     let (start, end) = env_bounds(&stat)
         .ok_or_else(|| std::io::Error::other("/proc/self/stat has no environment bounds"))?;
@@ -26,7 +28,7 @@ pub fn erase_secrets() -> std::io::Result<usize> {
     if environ.len() as u64 > end.saturating_sub(start) {
         return Err(std::io::Error::other("/proc/self/environ is larger than its bounds"));
     }
-    let secrets = secrets_in(&environ);
+    let secrets = secrets_in(&environ, also);
     let mut mem = std::fs::OpenOptions::new().write(true).open("/proc/self/mem")?;
     for &(at, len) in &secrets {
         mem.seek(SeekFrom::Start(start + at as u64))?;
@@ -44,13 +46,13 @@ fn env_bounds(stat: &str) -> Option<(u64, u64)> {
     Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
-/// The `NAME=value` entries of [`ERASED`] in an environment block (`NAME=value` entries ended by
-/// NUL bytes): each one's offset and length.
-fn secrets_in(environ: &[u8]) -> Vec<(usize, usize)> {
+/// The `NAME=value` entries of [`ERASED`] and of `also` in an environment block (`NAME=value`
+/// entries ended by NUL bytes): each one's offset and length.
+fn secrets_in(environ: &[u8], also: &[&str]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut at = 0usize;
     for entry in environ.split(|b| *b == 0) {
-        let secret = ERASED.iter().any(|name| {
+        let secret = ERASED.iter().chain(also).any(|name| {
             entry.len() > name.len() && entry.starts_with(name.as_bytes()) && entry[name.len()] == b'='
         });
         if secret {
@@ -68,11 +70,11 @@ mod tests {
     #[test]
     fn the_secrets_are_found_where_they_are_and_nothing_else() {
         let block = b"HOME=/h\0MEDIATORD_TOKEN=t0k\0MEDIATORD_TOKENX=no\0MEDIATORD_STORE=postgres://u:p@h/d\0XMEDIATORD_TOKEN=no\0QWEN_SERVER_TOKEN=\0QWEN_SERVER_TOKEN=q\0";
-        assert_eq!(secrets_in(block), vec![(8, 19), (48, 34), (103, 18), (122, 19)]);
+        assert_eq!(secrets_in(block, &[]), vec![(8, 19), (48, 34), (103, 18), (122, 19)]);
         let at = |(offset, len): (usize, usize)| {
             String::from_utf8_lossy(&block[offset..offset + len]).into_owned()
         };
-        let found: Vec<String> = secrets_in(block).into_iter().map(at).collect();
+        let found: Vec<String> = secrets_in(block, &[]).into_iter().map(at).collect();
         assert_eq!(
             found,
             [
@@ -82,7 +84,12 @@ mod tests {
                 "QWEN_SERVER_TOKEN=q"
             ]
         );
-        assert_eq!(secrets_in(b""), Vec::<(usize, usize)>::new());
+        assert_eq!(secrets_in(b"", &[]), Vec::<(usize, usize)>::new());
+        // A model reviewer's keyEnv is erased with them, by its whole name only.
+        let block = b"HOME=/h\0REVIEW_KEY=k1\0REVIEW_KEYS=no\0MEDIATORD_TOKEN=t\0";
+        let found: Vec<&[u8]> =
+            secrets_in(block, &["REVIEW_KEY"]).into_iter().map(|(at, len)| &block[at..at + len]).collect();
+        assert_eq!(found, [&b"REVIEW_KEY=k1"[..], &b"MEDIATORD_TOKEN=t"[..]]);
     }
 
     #[test]

@@ -158,6 +158,9 @@ pub struct ModelSpec {
     /// Read once when the daemon starts, from `keyEnv` or `keyFile`; `None`: no key is sent (a
     /// local server).
     pub key: Option<Secret>,
+    /// The variable the key was read from (`keyEnv`): erased from the daemon's initial environment
+    /// at boot with the daemon's own secrets (`crate::environ`), so no agent inherits it.
+    pub key_env: Option<String>,
     /// Replaces the default system prompt (`review::model::DEFAULT_SYSTEM_PROMPT`).
     pub system_prompt: Option<String>,
 }
@@ -285,7 +288,15 @@ fn model_spec(fields: &Map<String, Value>, base: &Path, what: &str) -> Result<Mo
         (None, Some(file)) => Some(read("systemPromptFile", file, MAX_SYSTEM_PROMPT_BYTES)?),
         (None, None) => None,
     };
-    Ok(ModelSpec { api, base: base_url, model: model.to_owned(), key: key.map(Secret::from), system_prompt })
+    let key_env = text("keyEnv")?.map(str::to_owned);
+    Ok(ModelSpec {
+        api,
+        base: base_url,
+        model: model.to_owned(),
+        key: key.map(Secret::from),
+        key_env,
+        system_prompt,
+    })
 }
 
 /// A command reviewer's program, confined as an agent is.

@@ -216,6 +216,7 @@ mod tests {
             base: crate::config::parse_target_url("http://127.0.0.1:9/v1/").expect("url"),
             model: "judge-1".into(),
             key: key.map(|k| Secret::from(k.to_owned())),
+            key_env: None,
             system_prompt: prompt.map(str::to_owned),
         }
     }

@@ -75,6 +75,15 @@ async fn a_read_is_allowed_by_the_model_alone_and_the_key_went_as_its_header() {
     let scrape = d.scrape().await;
     assert_eq!(scrape.get("mediatord_reviews_total", &[("reviewer", "guard"), ("verdict", "allow")]), 1.0);
     no_secret_logged(&d);
+    // The key was read once and erased from the daemon's initial environment: neither the daemon's
+    // `/proc/<pid>/environ` nor the agent's (the agent inherits the daemon's) holds it.
+    let agent = agent_pid(&d, &sid).await;
+    for pid in [d.pid(), agent] {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+        let text = String::from_utf8_lossy(&environ);
+        assert!(!text.contains(KEY) && !text.contains(KEY_ENV), "pid {pid} holds the key: {text}");
+        assert!(text.contains("HOME="), "the rest stays: {text}");
+    }
 }
 
 #[tokio::test]
