@@ -56,6 +56,7 @@ enum Command {
     Audit(audit::AuditArgs),
     /// Print what each reviewer decided about the permission requests and why, newest first, from
     /// the audit trail (read-only; works while the daemon runs, or not).
+    #[command(after_help = review_log::HELP)]
     ReviewLog(review_log::ReviewLogArgs),
     /// Copy the state database into a new file with SQLite's online backup: safe while the daemon
     /// runs (one consistent snapshot), or not. Restore: stop the daemon, put the copy in place of

@@ -16,6 +16,18 @@ use super::say;
 /// is not read to its end in one go; the run stops there and prints where to go on.
 const MAX_SCANNED: usize = 100_000;
 
+/// `mediatord review-log --help`'s closing text.
+pub(super) const HELP: &str = "\
+One row per review, newest first: when the reviewer answered, its verdict, what that did to the
+request (decided, informed, overruled, failed), how the request ended and by whom, what was asked,
+and the reviewer's reason. When more remain, stderr says the --cursor to go on with.
+
+Examples:
+  mediatord review-log --since 1d
+  mediatord review-log --reviewer guard --effect overruled
+  mediatord review-log --verdict deny --json
+  mediatord review-log --since 2026-11-01 --csv > reviews.csv";
+
 /// `mediatord review-log`'s flags.
 #[derive(Debug, clap::Args)]
 pub(super) struct ReviewLogArgs {
@@ -38,7 +50,8 @@ pub(super) struct ReviewLogArgs {
     /// Print the reviews as CSV instead of a table
     #[arg(long)]
     csv: bool,
-    /// Reviews to print, at least (a request's reviews are kept together) [default: 50]
+    /// Reviews to print (a request's reviews stay together, so a page may hold a few more)
+    /// [default: 50]
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
 }

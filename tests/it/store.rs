@@ -722,3 +722,43 @@ fn a_devices_last_sighting_is_recorded_and_only_moves_forward() {
     let store = support::open_store(&state);
     assert_eq!(store.devices().expect("read"), [StoredDevice { last_seen_at: Some(99), ..device }]);
 }
+
+/// Issue #49: `review_breaker` is recorded in the history like every event (docs/protocol.md 5.5):
+/// a client replaying the session after a restart sees why its turn was stopped, where it was.
+#[tokio::test]
+async fn a_tripped_breaker_is_in_the_history_after_a_restart() {
+    const DENY: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    print(json.dumps({"id": req["id"], "verdict": "deny", "reason": "not in this repository"}), flush=True)
+"#;
+    let home = Home::new();
+    let script = support::reviewer_script("guard", DENY, "");
+    let args = [
+        "--reviewer",
+        &script.spec,
+        "--reviewer-trust",
+        "guard=other:decide",
+        "--review-breaker-denials",
+        "1",
+    ];
+    let d = home.start(&args);
+    let sid = d.join("alice").await;
+    let mut sse = Sse::connect(&d, &sid, &[]).await;
+    let live = d.turn(&sid, &mut sse, Some("alice"), "permissions 3").await;
+    let tripped = live.iter().find(|e| e.event == "review_breaker").expect("the breaker tripped").clone();
+    stop(d);
+
+    let d = home.start(&args);
+    let all = replay(&d, &sid, &[]).await;
+    let kinds: Vec<&str> = all
+        .iter()
+        .map(|e| e.event.as_str())
+        .filter(|k| matches!(*k, "permission_request" | "review_breaker" | "turn_complete"))
+        .collect();
+    assert_eq!(kinds, ["permission_request", "review_breaker", "turn_complete"], "one denial trips it");
+    let again = all.iter().find(|e| e.event == "review_breaker").expect("replayed");
+    assert_eq!((again.id, &again.data), (tripped.id, &tripped.data), "the same event, where it was");
+    assert_eq!(again.payload()["review"], "not in this repository");
+}
