@@ -22,7 +22,7 @@ pub(super) fn run(args: &ServeArgs) -> ExitCode {
     // The token, the store's URL and the model reviewers' keys are in the configuration now:
     // erased from the process's initial environment before any thread or agent exists.
     if let Err(e) = mediatord::environ::erase_secrets(&config.secret_env_read()) {
-        tracing::warn!(error = %e, "could not erase the token from the daemon's initial environment");
+        tracing::warn!(error = %e, "could not erase the secrets from the daemon's initial environment");
     }
     for warning in &config.warnings {
         tracing::warn!("{warning}");
