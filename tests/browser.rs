@@ -681,7 +681,16 @@ async fn a_reviewers_reason_is_on_the_card_it_leaves_to_a_person_and_on_the_reco
     assert_eq!(record, " Write safe.txt: Allow once by reviewer guard: a write inside the workspace");
     page.finished_turn("the second turn").await;
     assert_eq!(std::fs::read_to_string(d.workspace.join("safe.txt")).expect("written"), "fine");
-    assert_eq!(page.console_problems().await, Vec::<String>::new(), "no script error, no CSP violation");
+    // Each card asks the daemon for its request's presentation (`GET …/permission/{id}`); a request
+    // decided before that answer (the reviewer's, a moment after it was raised) is `404`, which the
+    // card ignores (it is about to go) and Chromium logs as a failed load. CI saw it once. Anything
+    // else is a script error or a CSP violation.
+    let decided_meanwhile = |p: &String| {
+        p.contains("/permission/") && p.ends_with("the server responded with a status of 404 (Not Found)")
+    };
+    let problems: Vec<String> =
+        page.console_problems().await.into_iter().filter(|p| !decided_meanwhile(p)).collect();
+    assert_eq!(problems, Vec::<String>::new(), "no script error, no CSP violation");
 }
 
 /// A card whose request expires on another day says which day, and works: the page's clock
