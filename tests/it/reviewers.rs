@@ -392,7 +392,7 @@ async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
     let Reviewed { _script, d, sid, mut sse } = reviewed(
         "hangfirst",
         first.to_str().expect("utf-8"),
-        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", "1000"],
+        &["--reviewer-trust", "guard=edit:decide", "--review-deadline-ms", "2000"],
     )
     .await;
     for i in 0..3 {
@@ -410,8 +410,11 @@ async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
         d.scrape().await.get("mediatord_review_restarts_total", &[("reviewer", "guard"), ("reason", "hung")]),
         1.0
     );
+    // Bounded, but not tight: on a loaded machine (CI saw it) the new Python program can take more
+    // than one deadline to start, and each request meanwhile fails as below.
     let mut decided_by_reviewer = false;
-    for i in 0..3 {
+    let mut failures = Vec::new();
+    for i in 0..8 {
         let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write awake{i}.txt x")).await;
         let events =
             sse.until(|e| e.event == "permission_resolved" || e.event == "permission_reviewed").await;
@@ -426,10 +429,11 @@ async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
         // or the new program still starting past the deadline (`timeout`).
         let failure = &last.payload()["review"]["failure"];
         assert!(failure == "crash" || failure == "timeout", "{}", last.payload());
+        failures.push(failure.clone());
         let rid = request_id(&request);
         assert_eq!(d.vote(&sid, &rid, Some("alice"), selected("allow_once")).await.status, 200);
         sse.until_type("turn_complete").await;
     }
-    assert!(decided_by_reviewer, "the restarted reviewer answered");
+    assert!(decided_by_reviewer, "the restarted reviewer answered; each request failed: {failures:?}");
     assert_eq!(d.get("/reviewers").await.ok()["reviewers"][0]["restarts"], 1);
 }
