@@ -157,7 +157,7 @@ const TABLE_HEADER: [&str; 7] = ["REQUESTED", "DECISION", "BY", "HOW", "POLICY",
 pub fn table(entries: &[Value], with_ids: bool) -> String {
     let mut rows: Vec<Vec<String>> = vec![TABLE_HEADER.map(str::to_owned).to_vec()];
     for e in entries {
-        let at = e["issuedAt"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
+        let at = time(&e["issuedAt"]);
         rows.push(vec![
             shown(&at),
             shown(&decision(e)),
@@ -169,6 +169,16 @@ pub fn table(entries: &[Value], with_ids: bool) -> String {
         ]);
     }
     aligned(&rows)
+}
+
+/// A time of an entry (ms since the epoch) as ISO-8601 UTC; empty when it has none.
+fn time(v: &Value) -> String {
+    v.as_u64().map(crate::clock::iso8601).unwrap_or_default()
+}
+
+/// A text field of an entry; empty when it is absent or not a string.
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("").to_owned()
 }
 
 /// A table cell: `s` escaped for a terminal, `-` when empty.
@@ -205,8 +215,6 @@ policy,session_id,workspace,request_id,status,resolved_at,latency_ms,rule_id\r\n
 
 /// One entry as a CSV line (RFC 4180, CRLF) under [`CSV_HEADER`]; times as ISO-8601 UTC.
 pub fn csv_line(e: &Value) -> String {
-    let time = |v: &Value| v.as_u64().map(crate::clock::iso8601).unwrap_or_default();
-    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
     let device_id = if e["voterDeviceName"].is_string() { text(&e["voterClientId"]) } else { String::new() };
     let cells = [
         time(&e["issuedAt"]),
@@ -322,7 +330,7 @@ const REVIEW_HEADER: [&str; 8] =
 pub fn review_table(rows: &[(&Value, &Value)]) -> String {
     let mut lines: Vec<Vec<String>> = vec![REVIEW_HEADER.map(str::to_owned).to_vec()];
     for (e, r) in rows {
-        let at = r["at"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
+        let at = time(&r["at"]);
         lines.push(vec![
             shown(&at),
             shown(r["reviewer"].as_str().unwrap_or("")),
@@ -343,8 +351,6 @@ decided_by,how,tool,title,command,paths,session_id,workspace,request_id,requeste
 
 /// One review of entry `e` as a CSV line under [`REVIEW_CSV_HEADER`], as [`csv_line`] writes.
 pub fn review_csv_line(e: &Value, r: &Value) -> String {
-    let time = |v: &Value| v.as_u64().map(crate::clock::iso8601).unwrap_or_default();
-    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
     csv_row(&[
         time(&r["at"]),
         text(&r["reviewer"]),
