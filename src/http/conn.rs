@@ -51,6 +51,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use super::coalesce::Coalesce;
 use super::error::ApiError;
 use super::perimeter::Peer;
 use crate::config::Config;
@@ -295,7 +296,7 @@ pub(super) async fn serve<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let phase = Arc::new(Phase::new(limits.header_timeout, limits.idle_timeout));
-    let io = TokioIo::new(ConnIo::new(io, phase.clone(), protocol));
+    let io = ConnIo::new(io, phase.clone(), protocol);
     let service = ConnService {
         router: TowerToHyperService::new(router),
         peer,
@@ -305,8 +306,9 @@ pub(super) async fn serve<I>(
         stalls: (protocol == Protocol::Http2).then(|| Arc::new(Stalls::new())),
     };
     if protocol == Protocol::Http2 {
-        return serve_http2(io, service, &limits, stop).await;
+        return serve_http2(TokioIo::new(Coalesce::new(io)), service, &limits, stop).await;
     }
+    let io = TokioIo::new(io);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
@@ -340,9 +342,10 @@ pub(super) async fn serve<I>(
 }
 
 /// Serves an HTTP/2 connection under its bounds ([`H2_MAX_CONCURRENT_STREAMS`] and the rest); a
-/// protocol error it ends on is counted by its reason.
+/// protocol error it ends on is counted by its reason. Its DATA frames reach the socket gathered
+/// ([`Coalesce`]).
 async fn serve_http2<I>(
-    io: TokioIo<ConnIo<I>>,
+    io: TokioIo<Coalesce<ConnIo<I>>>,
     service: ConnService,
     limits: &Limits,
     stop: CancellationToken,

@@ -33,6 +33,7 @@ mod act;
 pub mod api;
 mod auth;
 mod changes;
+mod coalesce;
 mod conn;
 mod daemon;
 mod devices;

@@ -208,6 +208,56 @@ async fn an_event_stream_and_ten_prompts_share_one_http2_connection() {
     }
 }
 
+/// A burst far larger than one batch, to two event streams of one connection: the daemon gathers
+/// its DATA frames into fewer socket writes (`http/coalesce.rs`); every event reaches both streams
+/// whole and in order, the turn's end last.
+#[tokio::test]
+async fn a_burst_to_two_streams_of_one_connection_arrives_whole_and_in_order() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let h2 = h2_connection(d.port).await;
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let (events, _) = h2
+            .clone()
+            .send_request(request(&d, "GET", &format!("/session/{sid}/events")), true)
+            .expect("events");
+        let events = events.await.expect("the stream's head");
+        assert_eq!(events.status(), 200);
+        streams.push(events.into_body());
+    }
+    d.prompt_async(&sid, Some("alice"), "stream 5000").await;
+    // Both read at once: the connection's window is shared, so a stream left unread would stall the other.
+    let readers = streams.into_iter().map(|mut stream| {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while memchr::memmem::find(&seen, b"event: turn_complete").is_none() {
+                let chunk = tokio::time::timeout_at(deadline, stream.data())
+                    .await
+                    .expect("events in time")
+                    .expect("open");
+                let chunk = chunk.expect("data");
+                let _ = stream.flow_control().release_capacity(chunk.len());
+                seen.extend_from_slice(&chunk);
+            }
+            String::from_utf8(seen).expect("UTF-8")
+        })
+    });
+    for seen in futures_util::future::join_all(readers).await {
+        let seen = seen.expect("the reader");
+        let ids: Vec<u64> = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .map(|id| id.parse().expect("an id"))
+            .collect();
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "ids in order without a gap");
+        assert_eq!(seen.matches("event: session_update").count(), 5001, "every update once");
+        let last = seen.trim_end().rsplit("\n\n").next().expect("the last event");
+        assert!(last.contains("event: turn_complete"), "the turn's end comes last: {last}");
+    }
+}
+
 /// The daemon still answers a second client, over both HTTPs.
 async fn still_serving(d: &Daemon) {
     assert_eq!(send(http().get(d.url("/health"))).await.status, 200);

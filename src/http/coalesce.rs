@@ -1,0 +1,332 @@
+//! One socket write for several HTTP/2 DATA frames (`docs/benchmarks.md`, "HTTP/2 beside
+//! HTTP/1.1").
+//!
+//! The h2 crate writes each DATA frame with its own `writev` and flushes after each: a frame is at
+//! most the client's `SETTINGS_MAX_FRAME_SIZE`, 16 KiB in every browser, curl, Node.js and hyper, so
+//! an event stream's 64 KiB batch left as four socket writes, each a loopback transmit and a
+//! wake-up of the reader, where HTTP/1.1 writes it once. [`Coalesce`] sits between h2 and the
+//! connection's IO and gathers those frames:
+//!
+//! - A write of a **full frame** (at least [`FULL_FRAME`] bytes: h2 cut it at the frame size, so
+//!   more is likely queued behind it) is copied into a buffer, and the flush h2 asks for right after
+//!   it is **deferred**: h2 goes on to its next frame in the same pass, which lands in the buffer too.
+//! - The buffer is written at the first flush that does not follow a full frame (a batch's last,
+//!   shorter frame; a flush with nothing written since, which is how h2 ends every pass of its
+//!   connection: `Prioritize::poll_complete` flushes when it has no frame left), before it would
+//!   pass [`H2_COALESCE_BYTES`], and before a shutdown.
+//! - **Nothing is left unsent**: every poll of an h2 connection (`proto::Connection::poll`, h2 0.4)
+//!   that has nothing more to read ends in `Streams::poll_complete`, whose loop ends in a flush once
+//!   no frame is left to write; a connection that closes ends in a shutdown. A deferred flush is
+//!   always followed by one of the two within the same poll. (Waking the task on each deferral as
+//!   a safety net was measured: it cost the gain back in spurious polls and tripled the resident
+//!   memory a 1000-stream burst left behind, `docs/benchmarks.md`.) The integration tests over h2
+//!   (`tests/it/http2.rs`) would hang on a change of that rule in a future h2.
+//! - Small writes (control frames, a vote's answer) pass straight through when nothing is buffered,
+//!   so a request/response exchange is not delayed.
+//! - The buffer is allocated when a full frame arrives and freed once written: an idle connection
+//!   holds none (#46).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The most the buffer holds before it is written: one event stream's 64 KiB batch (`H2_SEND_BUFFER`)
+/// cut into 16 KiB frames, with their headers and a frame of another stream, leaves in one write.
+pub(super) const H2_COALESCE_BYTES: usize = 96 * 1024;
+
+/// A write at least this long is a frame cut at the smallest frame size HTTP/2 allows (RFC 9113
+/// §4.2: 16 KiB, every client's default), so more data is likely queued behind it.
+const FULL_FRAME: usize = 16 * 1024;
+
+/// An HTTP/2 frame's header (RFC 9113 §4.1).
+const FRAME_HEADER: usize = 9;
+
+/// The IO under an HTTP/2 connection, gathering its DATA frames (see the module's comment).
+#[derive(Debug)]
+pub(super) struct Coalesce<I> {
+    inner: I,
+    /// Bytes accepted but not yet written to `inner`, and how many of them are written already.
+    buf: Vec<u8>,
+    sent: usize,
+    /// The last write was a full frame and no flush has been deferred since: the next flush may wait
+    /// for the next frame.
+    defer: bool,
+}
+
+impl<I> Coalesce<I> {
+    pub(super) fn new(inner: I) -> Coalesce<I> {
+        Coalesce { inner, buf: Vec::new(), sent: 0, defer: false }
+    }
+
+    /// Copies a write of `len` bytes into the buffer.
+    fn keep(&mut self, bufs: &[io::IoSlice<'_>], len: usize) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(H2_COALESCE_BYTES);
+        }
+        for b in bufs {
+            self.buf.extend_from_slice(b);
+        }
+        self.defer = len >= FULL_FRAME;
+    }
+}
+
+impl<I: AsyncWrite + Unpin> Coalesce<I> {
+    /// Writes the whole buffer, then frees it.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.buf.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.buf = Vec::new();
+        self.sent = 0;
+        self.defer = false;
+        Poll::Ready(Ok(()))
+    }
+
+    /// One write, from `poll_write` (one slice) or `poll_write_vectored`.
+    fn poll_put(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
+        if self.buf.len() + len > H2_COALESCE_BYTES {
+            ready!(self.poll_drain(cx))?;
+        }
+        // Nothing buffered: a short write (no frame queued behind it) or one as large as the whole
+        // buffer (a client that accepts large frames) goes straight to the socket, uncopied.
+        if self.buf.is_empty() && !(FULL_FRAME..H2_COALESCE_BYTES).contains(&len) {
+            return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        }
+        self.keep(bufs, len);
+        Poll::Ready(Ok(len))
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Coalesce<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Coalesce<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_put(cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_put(cx, bufs)
+    }
+
+    /// Vectored: h2 then hands a frame's header and its payload in one call, whatever the socket.
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.defer && this.buf.len() + FULL_FRAME + FRAME_HEADER <= H2_COALESCE_BYTES {
+            // The next frame is likely already queued, and h2 writes it in this pass; if not, the
+            // pass ends in a flush that finds nothing written since and writes the buffer.
+            this.defer = false;
+            return Poll::Ready(Ok(()));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+
+    use super::*;
+
+    /// A socket that records each write it accepts, taking at most `room` bytes until it is given
+    /// more (then it answers `Pending`, as a full socket does).
+    #[derive(Default)]
+    struct Socket {
+        writes: Vec<Vec<u8>>,
+        room: Option<usize>,
+        flushes: usize,
+        shut: bool,
+    }
+
+    impl AsyncRead for Socket {
+        fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, _: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl AsyncWrite for Socket {
+        fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let n = buf.len().min(self.room.unwrap_or(usize::MAX));
+            if n == 0 {
+                return Poll::Pending;
+            }
+            if let Some(room) = &mut self.room {
+                *room -= n;
+            }
+            self.writes.push(buf[..n].to_vec());
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.flushes += 1;
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.shut = true;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    /// What h2 does for one DATA frame: a vectored write of its header and payload, then a flush.
+    fn frame(io: &mut Coalesce<Socket>, cx: &mut Context<'_>, payload: usize, fill: u8) -> usize {
+        let header = [fill; 9];
+        let body = vec![fill; payload];
+        let bufs = [io::IoSlice::new(&header), io::IoSlice::new(&body)];
+        let Poll::Ready(Ok(n)) = Pin::new(&mut *io).poll_write_vectored(cx, &bufs) else {
+            panic!("the write was not accepted");
+        };
+        assert!(Pin::new(&mut *io).poll_flush(cx).is_ready());
+        n
+    }
+
+    #[test]
+    fn a_batch_cut_into_full_frames_leaves_in_one_write_at_its_last_shorter_frame() {
+        let (wakes, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        for fill in 1..=3 {
+            assert_eq!(frame(&mut io, &mut cx, FULL_FRAME, fill), FULL_FRAME + 9);
+            assert!(io.inner.writes.is_empty(), "frame {fill} was written on its own");
+        }
+        assert_eq!(frame(&mut io, &mut cx, 100, 4), 109);
+        assert_eq!(io.inner.writes.len(), 1);
+        let written = &io.inner.writes[0];
+        assert_eq!(written.len(), 3 * (FULL_FRAME + 9) + 109);
+        // In order: each frame's bytes where h2 put them.
+        assert_eq!((written[0], written[FULL_FRAME + 9], written[written.len() - 1]), (1, 2, 4));
+        assert_eq!(io.inner.flushes, 1);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "no spurious wake-up");
+        assert_eq!(io.buf.capacity(), 0, "the buffer is freed once written");
+    }
+
+    #[test]
+    fn a_64_kib_batch_of_four_full_frames_leaves_in_one_write_at_the_end_of_the_pass() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        for fill in 1..=4 {
+            frame(&mut io, &mut cx, FULL_FRAME, fill);
+        }
+        assert!(io.inner.writes.is_empty());
+        assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 1);
+        assert_eq!(io.inner.writes[0].len(), 4 * (FULL_FRAME + 9));
+    }
+
+    #[test]
+    fn a_flush_with_nothing_written_since_the_deferred_one_writes_the_buffer() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        frame(&mut io, &mut cx, FULL_FRAME, 1);
+        assert!(io.inner.writes.is_empty());
+        // h2's end of pass: no frame left, one more flush.
+        assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+        assert_eq!(io.inner.writes.concat().len(), FULL_FRAME + 9);
+        assert_eq!(io.inner.flushes, 1);
+    }
+
+    #[test]
+    fn short_writes_pass_straight_through_when_nothing_is_buffered() {
+        let (wakes, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        frame(&mut io, &mut cx, FULL_FRAME - 10, 1);
+        assert_eq!(io.inner.writes.len(), 1, "a short frame is not held back");
+        assert_eq!(io.inner.flushes, 1);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        assert_eq!(io.buf.capacity(), 0, "nothing was copied");
+    }
+
+    #[test]
+    fn the_buffer_never_passes_its_bound_and_a_full_socket_holds_the_next_write_back() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        // Full frames without a shorter one: written in bounded gulps, never more than the bound.
+        for fill in 0..10 {
+            frame(&mut io, &mut cx, FULL_FRAME, fill);
+            assert!(io.buf.len() <= H2_COALESCE_BYTES);
+        }
+        assert!(io.inner.writes.iter().all(|w| w.len() <= H2_COALESCE_BYTES));
+        assert!(io.inner.writes.len() >= 2);
+        // A socket with no room: the write that would pass the bound waits.
+        io.inner.room = Some(0);
+        let mut pending = false;
+        for fill in 0..10 {
+            let body = vec![fill; FULL_FRAME + 9];
+            match Pin::new(&mut io).poll_write(&mut cx, &body) {
+                Poll::Pending => {
+                    pending = true;
+                    break;
+                }
+                Poll::Ready(r) => assert_eq!(r.expect("accepted"), body.len()),
+            }
+            assert!(io.buf.len() <= H2_COALESCE_BYTES);
+        }
+        assert!(pending, "a full socket must hold the writer back");
+        // Room again: a shutdown writes everything accepted, in order, then shuts.
+        io.inner.room = None;
+        let accepted = io.buf.len() - io.sent;
+        let before = io.inner.writes.concat().len();
+        assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_ready());
+        assert_eq!(io.inner.writes.concat().len(), before + accepted);
+        assert!(io.inner.shut);
+    }
+
+    #[test]
+    fn a_write_as_large_as_the_buffer_goes_straight_to_the_socket() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        let big = vec![7; H2_COALESCE_BYTES];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &big), Poll::Ready(Ok(n)) if n == big.len()));
+        assert_eq!(io.inner.writes.len(), 1);
+        assert_eq!(io.buf.capacity(), 0);
+    }
+}
