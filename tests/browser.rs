@@ -848,6 +848,56 @@ async fn consensus_waits_for_the_second_browser() {
     assert_eq!(std::fs::read_to_string(d.workspace.join("agreed.txt")).expect("written"), "both of us");
 }
 
+/// A `require` rule asks two voters whatever the policy: the card says so ("0 of 2 approvals"),
+/// the browser's approval makes it "1 of 2" and writes nothing, and a paired phone's approval
+/// decides it: the card goes and the file is written.
+#[tokio::test]
+async fn a_require_rules_card_counts_approvals_until_the_second_voter_decides() {
+    let on = OnSession::desktop(&[]).await;
+    let (d, page, sid) = (&on.d, &on.page, on.sid.as_str());
+    let http = support::http();
+    let rule = http
+        .post(d.url(&format!("/session/{sid}/permission-rules")))
+        .header("X-Qwen-Client-Id", "alice")
+        .json(&json!({"effect": "require", "quorum": 2, "kinds": ["edit"]}))
+        .send()
+        .await
+        .expect("rule");
+    assert_eq!(rule.status(), 201);
+    let (_, credential) = d.pair_device(None, "Grace's phone", "voter").await;
+    let joined =
+        http.post(d.url("/session")).bearer_auth(&credential).json(&json!({"sessionId": sid})).send().await;
+    assert_eq!(joined.expect("join").status(), 200);
+    page.prompt("write two.txt two people").await;
+    page.until(
+        "the card",
+        "document.querySelector('section.card .policy')?.textContent.startsWith('0 of 2 approvals')",
+    )
+    .await;
+    page.click("Allow once", &card_button("Allow once")).await;
+    page.until(
+        "one approval",
+        "document.querySelector('section.card .policy')?.textContent.startsWith('1 of 2 approvals')",
+    )
+    .await;
+    assert!(!d.workspace.join("two.txt").exists(), "one approval of two decides nothing");
+    let pending = http.get(d.url(&format!("/session/{sid}/permissions"))).send().await.expect("list");
+    let pending: serde_json::Value = pending.json().await.expect("JSON");
+    let rid = pending["pending"][0]["requestId"].as_str().expect("requestId").to_owned();
+    let vote = http
+        .post(d.url(&format!("/session/{sid}/permission/{rid}")))
+        .bearer_auth(&credential)
+        .json(&support::selected("allow_once"))
+        .send()
+        .await
+        .expect("vote");
+    assert_eq!(vote.status(), 200);
+    page.until("the card resolved", NO_CARD).await;
+    page.finished_turn("the turn").await;
+    assert_eq!(std::fs::read_to_string(d.workspace.join("two.txt")).expect("written"), "two people");
+    assert_eq!(page.console_problems().await, Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn html_in_an_agent_message_renders_as_text() {
     let on = OnSession::phone(&[]).await;

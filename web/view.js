@@ -826,6 +826,13 @@ export class SessionView {
       default:
         text = 'The first answer decides.';
     }
+    // A require rule replaces the policy (docs/protocol.md §7): distinct people approve, anyone stops it.
+    const required = request.required;
+    if (required) {
+      const approvals = perm.partial ? perm.partial.votesReceived : (required.approvals || 0);
+      text = `${approvals} of ${required.quorum} approvals: rule ${required.ruleId} needs ${required.quorum} different people to allow this; one rejection stops it.`;
+      mayVote = true;
+    }
     if (request.expiresAt) text += ` Cancelled at ${clock(request.expiresAt)} if nobody answers.`;
     if (perm.myVote) text += ` Your vote: ${perm.myVote}.`;
     card.policy.textContent = text;

@@ -1043,6 +1043,7 @@ mod tests {
         crate::permission::Ballot {
             request_id,
             client: Some(client),
+            voter: client,
             device_name: None,
             observer: false,
             local: true,

@@ -30,6 +30,10 @@ impl Access {
     }
 }
 
+/// The operator's token as a voter of a `require` rule ([`Caller::voter`]); no device id or client id
+/// of a link looks like it (device ids are `dev-` and hex).
+pub(super) const OPERATOR_VOTER: &str = "operator";
+
 /// The credential behind a caller.
 #[derive(Debug, Clone)]
 pub enum Who {
@@ -89,6 +93,18 @@ impl Caller {
             Who::Operator => Role::Operator,
             Who::Device(d) if d.role == crate::devices::Role::Observer => Role::Observer,
             Who::Device(_) | Who::Link => Role::Voter,
+        }
+    }
+
+    /// The identity a `require` rule's quorum counts once (`docs/protocol.md#7-permission-rules`):
+    /// a paired device is its own voter, an action link its target's client, and every holder of
+    /// the operator's token one voter, [`OPERATOR_VOTER`], whatever client ids it reports (they are
+    /// self-reported, so they cannot make a second person).
+    pub fn voter(&self) -> &str {
+        match &self.who {
+            Who::Device(d) => &d.id,
+            Who::Link => self.client.as_deref().unwrap_or(OPERATOR_VOTER),
+            Who::Operator => OPERATOR_VOTER,
         }
     }
 

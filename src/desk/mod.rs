@@ -369,6 +369,7 @@ impl Desk {
         let ballot = Ballot {
             request_id,
             client: caller.client.as_deref(),
+            voter: caller.voter(),
             device_name: caller.device().map(|d| &*d.name),
             observer: !caller.may_vote(),
             local: caller.local,
@@ -415,7 +416,7 @@ impl Desk {
         caller
             .client
             .as_deref()
-            .is_some_and(|c| session.permissions().withdraw_ballot(request_id, c, caller.via))
+            .is_some_and(|c| session.permissions().withdraw_ballot(request_id, c, caller.voter(), caller.via))
     }
 
     /// Whether `caller` is one to ask about pending request `request_id` of `session` (its ballot

@@ -123,6 +123,8 @@ struct Pending {
     data: Value,
     options: Vec<Value>,
     facts: RequestFacts,
+    /// The ballots that count so far: by client id under `consensus`; under a `require` rule, the
+    /// approvals by voter ([`Ballot::voter`]).
     votes: BTreeMap<String, Choice>,
     ballots: Vec<Value>,
     /// Voters already told about by a `permission_forbidden`.
@@ -325,12 +327,13 @@ impl<'a> BoundMediator<'a> {
         let deadline = m.cfg.timeout.map(|t| tokio::time::Instant::now() + t);
         let issued_at = now_ms();
         let expires_at = m.cfg.timeout.map(|t| issued_at + t.as_millis() as u64);
-        let issued = Issued {
+        let mut issued = Issued {
             policy: m.cfg.policy,
             originator: host.originator(),
             voters_at_issue: if m.cfg.policy == Policy::Consensus { host.voters() } else { Vec::new() },
             quorum: m.cfg.quorum,
             question: question.is_some(),
+            required: None,
         };
         let request_id = crate::store::homed_id(m.cfg.home.as_deref());
         let announced = host.announced_tool_call(&tool_call);
@@ -372,6 +375,15 @@ impl<'a> BoundMediator<'a> {
                 self.log_refused("too many pending permission requests");
                 return Decided::cancelled();
             }
+            // The rules answer before anyone sees the request; one that asks for people says so
+            // on the request itself.
+            let workspace_rules = m.workspace_rules.snapshot();
+            let answer =
+                rule_answer(&st.rules, &workspace_rules, is_question, &facts, &options, &m.workspace);
+            if let Some(RuleAnswer::Required { rule_id, quorum }) = &answer {
+                issued.required = Some(*quorum);
+                data["required"] = json!({"ruleId": rule_id, "quorum": quorum, "approvals": 0});
+            }
             host.publish(EventKind::PermissionRequest, &data);
             let pending = Pending {
                 issued,
@@ -385,10 +397,7 @@ impl<'a> BoundMediator<'a> {
                 question,
                 reply,
             };
-            let workspace_rules = m.workspace_rules.snapshot();
-            if let Some((choice, resolution)) =
-                rule_decision(&st.rules, &workspace_rules, &pending, &m.workspace)
-            {
+            if let Some(RuleAnswer::Decided(choice, resolution)) = answer {
                 self.finish(&mut st, &request_id, pending, &choice, resolution);
                 return Decided { choice, answers: None };
             }
@@ -484,6 +493,7 @@ impl<'a> BoundMediator<'a> {
             self.vote(&Ballot {
                 request_id,
                 client: Some(&client),
+                voter: &client,
                 device_name: None,
                 observer: false,
                 local: false,
@@ -672,6 +682,7 @@ impl<'a> BoundMediator<'a> {
         let &Ballot {
             request_id,
             client: client_id,
+            voter,
             device_name,
             observer,
             local: loopback_peer,
@@ -737,7 +748,13 @@ impl<'a> BoundMediator<'a> {
             None => Caster::Person,
             Some(r) => Caster::Reviewer { decides: r.trust.decides(pending.facts.kind.as_deref()) },
         };
-        let ballot = Cast { caster, client_id, loopback_peer, choice: &choice };
+        let approves = match &choice {
+            Choice::Option(id) => {
+                rules::option_kind(&pending.options, id).is_some_and(|k| k.starts_with("allow"))
+            }
+            Choice::Cancel => false,
+        };
+        let ballot = Cast { caster, client_id, voter, approves, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         // A question accepted carries its answers, checked before the ballot counts: refused, the
         // question stays pending as it was. A decline or a cancel carries none.
@@ -801,16 +818,19 @@ impl<'a> BoundMediator<'a> {
                 Ok(self.finish(&mut st, request_id, pending, &choice, resolution))
             }
             Decision::Partial { votes_received, votes_needed, quorum, tallies } => {
-                if let Some(voter) = client_id {
+                let mut data = json!({
+                    "requestId": request_id, "sessionId": host.session_id(), "votesReceived": votes_received,
+                    "votesNeeded": votes_needed, "quorum": quorum, "optionTallies": tallies,
+                });
+                if pending.issued.required.is_some() {
+                    pending.votes.insert(voter.to_owned(), choice);
+                    // The pending list shows it too ("1 of 2 approvals"), for a page opened later.
+                    pending.data["required"]["approvals"] = json!(votes_received);
+                    data["ruleId"] = pending.data["required"]["ruleId"].clone();
+                } else if let Some(voter) = client_id {
                     pending.votes.insert(voter.to_owned(), choice);
                 }
-                host.publish(
-                    EventKind::PermissionPartialVote,
-                    &json!({
-                        "requestId": request_id, "sessionId": host.session_id(), "votesReceived": votes_received,
-                        "votesNeeded": votes_needed, "quorum": quorum, "optionTallies": tallies,
-                    }),
-                );
+                host.publish(EventKind::PermissionPartialVote, &data);
                 Ok(None)
             }
             Decision::Informed => Ok(None),
@@ -832,10 +852,14 @@ impl<'a> BoundMediator<'a> {
     /// longer counts, and the request stays pending for the others. The withdrawal is kept among
     /// the request's ballots (`withdrawn: true`) for the audit. Whether the request is pending.
     /// A withdrawal decides nothing: a vote fewer never completes a quorum.
-    pub fn withdraw_ballot(self, request_id: &str, client_id: &str, via: Via) -> bool {
+    pub fn withdraw_ballot(self, request_id: &str, client_id: &str, voter: &str, via: Via) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else { return false };
-        let had = pending.votes.remove(client_id).is_some();
+        let key = if pending.issued.required.is_some() { voter } else { client_id };
+        let had = pending.votes.remove(key).is_some();
+        if had && pending.issued.required.is_some() {
+            pending.data["required"]["approvals"] = json!(pending.votes.len());
+        }
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
             pending.ballots.push(json!({
                 "clientId": client_id,
@@ -856,6 +880,14 @@ impl<'a> BoundMediator<'a> {
         let mut st = self.mediator.lock();
         for id in st.order.clone() {
             let Some(pending) = st.pending.get_mut(&id) else { continue };
+            // A revoked device's approval of a `require` rule's request goes with it (its id is its
+            // voter); the quorum stays.
+            if pending.issued.required.is_some() {
+                if pending.votes.remove(client_id).is_some() {
+                    pending.data["required"]["approvals"] = json!(pending.votes.len());
+                }
+                continue;
+            }
             let voters = &mut pending.issued.voters_at_issue;
             if pending.issued.policy != Policy::Consensus || !voters.iter().any(|v| v == client_id) {
                 continue;
@@ -929,8 +961,14 @@ impl<'a> BoundMediator<'a> {
         let ids = st.order.clone();
         for id in ids {
             let Some(pending) = st.pending.get(&id) else { continue };
-            let Some((choice, resolution)) = rule_decision(&st.rules, &workspace_rules, pending, workspace)
-            else {
+            let Some(RuleAnswer::Decided(choice, resolution)) = rule_answer(
+                &st.rules,
+                &workspace_rules,
+                pending.question.is_some(),
+                &pending.facts,
+                &pending.options,
+                workspace,
+            ) else {
                 continue;
             };
             if let Some(pending) = take_pending(st, &id) {
@@ -1115,6 +1153,9 @@ impl BoundMediator<'_> {
         if let Some(outside) = pending.data.get("outsideWorkspace") {
             entry["outsideWorkspace"] = outside.clone();
         }
+        if let Some(required) = pending.data.get("required") {
+            entry["required"] = required.clone();
+        }
         if let Some(reviews) = pending.data.get("reviews") {
             entry["reviews"] = reviews.clone();
         }
@@ -1138,9 +1179,10 @@ impl BoundMediator<'_> {
 }
 
 impl Pending {
-    /// Where its decision is remembered as a rule ([`remembered_scope`]); a question's never is.
+    /// Where its decision is remembered as a rule ([`remembered_scope`]); a question's never is,
+    /// nor one a `require` rule left to people (an "always" there would make a rule nobody asked for).
     fn remembers(&self, choice: &Choice, resolution: &Resolution) -> Remember {
-        if self.question.is_some() {
+        if self.question.is_some() || self.issued.required.is_some() {
             return Remember::No;
         }
         remembered_scope(&self.options, choice, resolution)
@@ -1172,27 +1214,41 @@ fn rule_choice(effect: Effect, options: &[Value]) -> Option<Choice> {
     match (effect, rules::pick_option(options, effect)) {
         (_, Some(id)) => Some(Choice::Option(id)),
         (Effect::Deny, None) => Some(Choice::Cancel),
-        (Effect::Allow, None) => None,
+        (Effect::Allow | Effect::Require, None) => None,
     }
 }
 
-/// What the rules decide for `pending` (the session's first, then the workspace's; a deny in either
-/// beats an allow): the choice and the resolution to record, or `None` when no rule answers it.
-/// No rule answers a question: it is for a person.
-fn rule_decision(
+/// What the rules say about a request.
+enum RuleAnswer {
+    /// An allow or a deny decided it: the choice and the resolution to record.
+    Decided(Choice, Resolution),
+    /// A `require` rule leaves it to `quorum` distinct voters.
+    Required { rule_id: String, quorum: usize },
+}
+
+/// What the rules say about a request (the session's first, then the workspace's; a deny in either
+/// beats a require, which beats an allow), or `None` when no rule answers it. No rule answers a
+/// question: it is for a person.
+fn rule_answer(
     session_rules: &[CompiledRule],
     workspace_rules: &[CompiledRule],
-    pending: &Pending,
+    question: bool,
+    facts: &RequestFacts,
+    options: &[Value],
     workspace: &Path,
-) -> Option<(Choice, Resolution)> {
-    if pending.question.is_some() {
+) -> Option<RuleAnswer> {
+    if question {
         return None;
     }
-    let rule = rules::find_match_in(session_rules, workspace_rules, &pending.facts, workspace)?;
-    let choice = rule_choice(rule.rule.effect, &pending.options)?;
+    let rule = &rules::find_match_in(session_rules, workspace_rules, facts, workspace)?.rule;
+    if rule.effect == Effect::Require {
+        let quorum = rule.quorum.and_then(|q| usize::try_from(q).ok()).unwrap_or(1);
+        return Some(RuleAnswer::Required { rule_id: rule.rule_id.clone(), quorum });
+    }
+    let choice = rule_choice(rule.effect, options)?;
     let resolution =
-        Resolution { rule_id: Some(rule.rule.rule_id.clone()), ..Resolution::without_vote(ResolvedBy::Rule) };
-    Some((choice, resolution))
+        Resolution { rule_id: Some(rule.rule_id.clone()), ..Resolution::without_vote(ResolvedBy::Rule) };
+    Some(RuleAnswer::Decided(choice, resolution))
 }
 
 fn take_pending(st: &mut State, request_id: &str) -> Option<Pending> {
@@ -1441,6 +1497,7 @@ mod tests {
     fn reviewed<'a>(id: &'a str, vote: &'a Vote, review: &'a Review, trust: &'a TrustMap) -> Ballot<'a> {
         Ballot {
             client: Some("reviewer:guard"),
+            voter: "reviewer:guard",
             via: Via::Reviewer,
             review: Some(Reviewed { name: "guard", review, trust }),
             ..ballot(id, None, false, vote)
@@ -1532,6 +1589,7 @@ mod tests {
         let allowed = review(Verdict::Allow, "fine");
         let lint = Ballot {
             client: Some("reviewer:lint"),
+            voter: "reviewer:lint",
             review: Some(Reviewed { name: "lint", review: &allowed, trust: &edits }),
             ..reviewed(&id, &allow, &allowed, &edits)
         };
@@ -1650,6 +1708,7 @@ mod tests {
         Ballot {
             request_id: id,
             client,
+            voter: client.unwrap_or("operator"),
             device_name: None,
             observer: false,
             local,
@@ -1766,6 +1825,78 @@ mod tests {
             json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
         );
         assert_eq!(f.permissions().audit()[0]["resolvedBy"], "vote");
+    }
+
+    /// A `require` rule (`quorum: 2`) under `designated`, where the originator alone would decide:
+    /// the request says so, the first approval leaves it pending ("1 of 2"), the same voter again
+    /// (another client id of the operator's token) does not count twice, an allow rule added
+    /// meanwhile does not wave it through, a second voter decides, nothing is remembered, and the
+    /// audit has both ballots and the rule.
+    #[tokio::test]
+    async fn a_require_rule_waits_for_its_quorum_of_distinct_voters() {
+        let f = fixture(Policy::Designated, None);
+        f.add_voters(&["alice", "bob", "dev-1"]);
+        let required = f
+            .permissions()
+            .add_rule(rule(json!({"effect": "require", "quorum": 2, "kinds": ["edit"]})))
+            .expect("added");
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "allow_always", "reject_once"])).await;
+        let request = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(request["required"], json!({"ruleId": required["ruleId"], "quorum": 2, "approvals": 0}));
+        let always = vote("opt-allow_always", false);
+        let operator = |client| Ballot { voter: "operator", ..ballot(&id, Some(client), true, &always) };
+        f.permissions().vote(&operator("alice")).expect("alice");
+        assert_eq!(f.host.last(EventKind::PermissionPartialVote)["votesReceived"], 1);
+        f.permissions().vote(&operator("bob")).expect("the operator's token again, as bob");
+        let partial = f.host.last(EventKind::PermissionPartialVote);
+        assert_eq!((partial["votesReceived"].clone(), partial["quorum"].clone()), (json!(1), json!(2)));
+        assert_eq!(partial["ruleId"], required["ruleId"]);
+        assert_eq!(f.permissions().list_pending()[0]["required"]["approvals"], 1);
+        f.permissions().add_rule(rule(json!({"effect": "allow", "kinds": ["edit"]}))).expect("an allow rule");
+        assert_eq!(
+            f.pending_ids(),
+            vec![id.clone()],
+            "an allow rule does not answer what a require rule holds"
+        );
+        f.permissions()
+            .vote(&Ballot { device_name: Some("Ada's phone"), ..ballot(&id, Some("dev-1"), false, &always) })
+            .expect("a device, remote, not the originator");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_always"}})
+        );
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["remembered"], Value::Null, "an approval under a require rule is never remembered");
+        assert_eq!(entry["required"]["ruleId"], required["ruleId"]);
+        let voters: Vec<&str> = entry["ballots"]
+            .as_array()
+            .expect("ballots")
+            .iter()
+            .filter_map(|b| b["clientId"].as_str())
+            .collect();
+        assert_eq!(voters, ["alice", "bob", "dev-1"]);
+        assert_eq!(f.permissions().list_rules().len(), 2, "no rule remembered");
+    }
+
+    /// Under a require rule one rejection decides, and a revoked device's approval goes with it.
+    #[tokio::test]
+    async fn under_a_require_rule_one_rejection_decides_and_a_gone_voters_approval_is_withdrawn() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["dev-1", "dev-2", "dev-3"]);
+        f.permissions()
+            .add_rule(rule(json!({"effect": "require", "quorum": 2, "kinds": ["edit"]})))
+            .expect("added");
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+        f.permissions().cast(&id, Some("dev-1"), true, &vote("opt-allow_once", false)).expect("dev-1");
+        f.permissions().voter_gone("dev-1");
+        assert_eq!(f.permissions().list_pending()[0]["required"]["approvals"], 0);
+        f.permissions().cast(&id, Some("dev-2"), true, &vote("opt-allow_once", false)).expect("dev-2");
+        assert_eq!(f.pending_ids(), vec![id.clone()], "dev-1's approval left with it: one of two");
+        f.permissions().cast(&id, Some("dev-3"), true, &vote("opt-reject_once", false)).expect("dev-3");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
+        );
     }
 
     #[tokio::test]
@@ -2094,12 +2225,12 @@ mod tests {
         let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
         let choice = vote("opt-allow_once", false);
         f.permissions().cast(&id, Some("alice"), false, &choice).expect("partial");
-        assert!(f.permissions().withdraw_ballot(&id, "alice", Via::Acp), "pending: withdrawn");
-        assert!(!f.permissions().withdraw_ballot("no-such-request", "alice", Via::Acp));
+        assert!(f.permissions().withdraw_ballot(&id, "alice", "alice", Via::Acp), "pending: withdrawn");
+        assert!(!f.permissions().withdraw_ballot("no-such-request", "alice", "alice", Via::Acp));
         f.permissions().cast(&id, Some("carol"), false, &choice).expect("partial again");
         assert_eq!(f.host.last(EventKind::PermissionPartialVote)["votesReceived"], 1, "alice's vote is gone");
         for _ in 0..MAX_BALLOTS_PER_REQUEST {
-            assert!(f.permissions().withdraw_ballot(&id, "bob", Via::Acp));
+            assert!(f.permissions().withdraw_ballot(&id, "bob", "bob", Via::Acp));
         }
         f.permissions().cast(&id, Some("bob"), false, &choice).expect("decides");
         assert_eq!(answer(task).await["outcome"]["optionId"], "opt-allow_once");

@@ -42,6 +42,9 @@ pub struct Issued {
     /// The request is a question (`docs/protocol.md#19-questions`): it has one answer, not a
     /// tally, so under `consensus` the first ballot of an eligible voter decides it.
     pub question: bool,
+    /// A `require` rule matched (`docs/protocol.md#7-permission-rules`): this many distinct voters
+    /// must approve, whatever the policy; one rejection decides.
+    pub required: Option<usize>,
 }
 
 impl Issued {
@@ -66,6 +69,10 @@ pub enum Caster {
 pub struct Cast<'a> {
     pub caster: Caster,
     pub client_id: Option<&'a str>,
+    /// The identity a `require` rule's quorum counts once (the desk's `Caller::voter`).
+    pub voter: &'a str,
+    /// The choice is an option of an `allow_*` kind.
+    pub approves: bool,
     /// From the socket's peer address only, never from forwarding headers.
     pub loopback_peer: bool,
     pub choice: &'a Choice,
@@ -99,13 +106,15 @@ pub enum Decision {
     Informed,
 }
 
-/// Decides what a ballot does. `prior` maps consensus voters to their earlier choices.
+/// Decides what a ballot does. `prior` maps consensus voters (a `require` rule's: its approving
+/// voters) to their earlier choices.
 pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'_>) -> Decision {
     // A reviewer is no voter of the policy: the workspace's trust in it for a tool kind is a
     // standing delegation, as a rule is, and decides under every policy; without it the verdict
-    // only informs (the cancel escape included: a reviewer never cancels for the people).
+    // only informs (the cancel escape included: a reviewer never cancels for the people). What a
+    // rule reserves for people it only informs.
     if let Caster::Reviewer { decides } = ballot.caster {
-        return if decides && *ballot.choice != Choice::Cancel {
+        return if decides && issued.required.is_none() && *ballot.choice != Choice::Cancel {
             Decision::Decided(ballot.choice.clone())
         } else {
             Decision::Informed
@@ -114,6 +123,18 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
     // The cancel escape works under every policy, from any voter.
     if *ballot.choice == Choice::Cancel {
         return Decision::Decided(Choice::Cancel);
+    }
+    // A `require` rule: any voter may stop it; it goes ahead once `quorum` distinct voters
+    // approved (the same voter twice, through any door or client id, counts once).
+    if let Some(quorum) = issued.required {
+        if !ballot.approves {
+            return Decision::Decided(ballot.choice.clone());
+        }
+        let (received, tallies) = tally(prior, ballot.voter, ballot.choice);
+        if received >= quorum {
+            return Decision::Decided(ballot.choice.clone());
+        }
+        return Decision::Partial { votes_received: received, votes_needed: quorum, quorum, tallies };
     }
     match issued.policy {
         Policy::FirstResponder => Decision::Decided(ballot.choice.clone()),
@@ -135,14 +156,7 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
                 return Decision::Decided(ballot.choice.clone());
             }
             let quorum = issued.quorum();
-            let mut tallies: BTreeMap<String, usize> = BTreeMap::new();
-            let mut received = 0;
-            for (_, choice) in prior.iter().filter(|(who, _)| who.as_str() != voter) {
-                *tallies.entry(choice.option_id().to_owned()).or_default() += 1;
-                received += 1;
-            }
-            *tallies.entry(ballot.choice.option_id().to_owned()).or_default() += 1;
-            received += 1;
+            let (received, tallies) = tally(prior, voter, ballot.choice);
             if tallies.get(ballot.choice.option_id()).is_some_and(|&n| n >= quorum) {
                 return Decision::Decided(ballot.choice.clone());
             }
@@ -151,11 +165,27 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
     }
 }
 
+/// The ballots that count once `voter` casts `choice` (its earlier one replaced), and how many chose
+/// each option.
+fn tally(prior: &BTreeMap<String, Choice>, voter: &str, choice: &Choice) -> (usize, BTreeMap<String, usize>) {
+    let mut tallies: BTreeMap<String, usize> = BTreeMap::new();
+    let mut received = 0;
+    for (_, earlier) in prior.iter().filter(|(who, _)| who.as_str() != voter) {
+        *tallies.entry(earlier.option_id().to_owned()).or_default() += 1;
+        received += 1;
+    }
+    *tallies.entry(choice.option_id().to_owned()).or_default() += 1;
+    (received + 1, tallies)
+}
+
 /// Whether a ballot of `client_id` (from a loopback peer or not) would count on a request issued
 /// as `issued`: what [`decide`] would not refuse as [`Decision::Forbidden`]. The ACP door asks it
 /// before it sends a client `session/request_permission`, so a client is asked only what it may
 /// answer. (The cancel escape is open to everyone and is not what this answers.)
 pub fn may_decide(issued: &Issued, client_id: Option<&str>, loopback_peer: bool) -> bool {
+    if issued.required.is_some() {
+        return true;
+    }
     match issued.policy {
         Policy::FirstResponder => true,
         Policy::Designated => match (&issued.originator, client_id) {
@@ -172,7 +202,8 @@ pub fn may_decide(issued: &Issued, client_id: Option<&str>, loopback_peer: bool)
 /// decides a request when its voters shrink (a voter that may vote no more leaves, its vote with
 /// it) rather than when a ballot arrives.
 pub fn standing(issued: &Issued, votes: &BTreeMap<String, Choice>) -> Option<Choice> {
-    if issued.policy != Policy::Consensus {
+    // A rule's quorum is fixed: a voter who leaves takes their approval, never lowers the bar.
+    if issued.policy != Policy::Consensus || issued.required.is_some() {
         return None;
     }
     let mut tallies: BTreeMap<&str, (usize, &Choice)> = BTreeMap::new();
@@ -222,6 +253,7 @@ mod tests {
             voters_at_issue: voters.iter().map(|v| v.to_string()).collect(),
             quorum,
             question: false,
+            required: None,
         }
     }
 
@@ -544,7 +576,14 @@ mod tests {
             ),
         ];
         for (name, issued, prior, client, loopback, choice, expected) in rows {
-            let ballot = Cast { caster: Caster::Person, client_id: client, loopback_peer: loopback, choice };
+            let ballot = Cast {
+                caster: Caster::Person,
+                client_id: client,
+                voter: client.unwrap_or("operator"),
+                approves: true,
+                loopback_peer: loopback,
+                choice,
+            };
             assert_eq!(decide(&issued, &prior, &ballot), expected, "{name}");
         }
     }
@@ -560,6 +599,8 @@ mod tests {
             let cast = |decides, choice| Cast {
                 caster: Caster::Reviewer { decides },
                 client_id: Some("reviewer:guard"),
+                voter: "reviewer:guard",
+                approves: true,
                 loopback_peer: false,
                 choice,
             };
@@ -588,9 +629,71 @@ mod tests {
                 voters_at_issue: voters,
                 quorum: None,
                 question: false,
+                required: None,
             };
             assert_eq!(issued.quorum(), q, "M={m}");
         }
+    }
+
+    /// A `require` rule's quorum, under every policy: distinct voters' approvals count, the same
+    /// voter's twice once; one rejection decides; a reviewer only informs; the cancel escape holds;
+    /// a voter leaving never lowers the bar.
+    #[test]
+    fn a_require_rule_needs_its_quorum_of_distinct_voters_whatever_the_policy() {
+        let (allow, always, deny) = (opt("allow"), opt("allow-always"), opt("deny"));
+        let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
+        let person = |voter, approves, choice| Cast {
+            caster: Caster::Person,
+            client_id: Some(voter),
+            voter,
+            approves,
+            loopback_peer: false,
+            choice,
+        };
+        for policy in policies {
+            // Designated to someone else, remote voters, a consensus that named nobody: the rule's
+            // quorum replaces the policy, so none of it forbids.
+            let issued = Issued { required: Some(2), ..issued(policy, Some("zed"), &[], None) };
+            assert!(may_decide(&issued, Some("ada"), false), "{policy:?}");
+            let first = decide(&issued, &prior(&[]), &person("ada", true, &allow));
+            assert_eq!(
+                first,
+                Decision::Partial {
+                    votes_received: 1,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: BTreeMap::from([("allow".to_owned(), 1)])
+                },
+                "{policy:?}"
+            );
+            // The same voter again (another option, another door): still one approval.
+            let again = decide(&issued, &prior(&[("ada", "allow")]), &person("ada", true, &always));
+            assert!(matches!(again, Decision::Partial { votes_received: 1, .. }), "{policy:?}: {again:?}");
+            // A second voter decides with their own choice, whichever allow it is.
+            assert_eq!(
+                decide(&issued, &prior(&[("ada", "allow")]), &person("grace", true, &always)),
+                Decision::Decided(always.clone()),
+                "{policy:?}"
+            );
+            // One rejection stops it, approvals or not.
+            assert_eq!(
+                decide(&issued, &prior(&[("ada", "allow")]), &person("grace", false, &deny)),
+                Decision::Decided(deny.clone()),
+                "{policy:?}"
+            );
+            assert_eq!(
+                decide(&issued, &prior(&[]), &person("ada", true, &Choice::Cancel)),
+                Decision::Decided(Choice::Cancel),
+                "{policy:?}"
+            );
+            let reviewer =
+                Cast { caster: Caster::Reviewer { decides: true }, ..person("reviewer:guard", true, &allow) };
+            assert_eq!(decide(&issued, &prior(&[]), &reviewer), Decision::Informed, "{policy:?}");
+            assert_eq!(standing(&issued, &prior(&[("ada", "allow")])), None, "{policy:?}");
+        }
+        // A quorum of one: the first approval decides.
+        let one = Issued { required: Some(1), ..issued(Policy::Consensus, None, &["a", "b", "c"], None) };
+        assert_eq!(decide(&one, &prior(&[]), &person("ada", true, &allow)), Decision::Decided(allow.clone()));
     }
 
     /// `may_decide` says yes exactly where `decide` does not forbid, under every policy.
@@ -608,6 +711,8 @@ mod tests {
                         let ballot = Cast {
                             caster: Caster::Person,
                             client_id: voter,
+                            voter: voter.unwrap_or("operator"),
+                            approves: true,
                             loopback_peer: loopback,
                             choice: &choice,
                         };

@@ -31,6 +31,8 @@ pub const MAX_WILDCARDS_PER_RULE: usize = 256;
 /// rule stays under a quarter of a megabyte, and 256 rules under 64 MB.
 pub const MAX_WILDCARD_GLOB_BYTES_PER_RULE: usize = 4096;
 /// The ACP `ToolKind` values a `kinds` matcher may name.
+/// The most distinct voters a `require` rule may ask for: more than any team approves anything with.
+pub const MAX_RULE_QUORUM: u64 = 16;
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
 
@@ -52,6 +54,9 @@ pub enum RuleError {
 pub enum Effect {
     Allow,
     Deny,
+    /// A rule only: what it matches is decided by `quorum` distinct voters' approval, whatever the
+    /// session's policy (`docs/protocol.md#7-permission-rules`). A vote is never `require`.
+    Require,
 }
 
 /// The wire object, as GET/POST return it (camelCase, absent fields omitted).
@@ -69,6 +74,9 @@ pub struct Rule {
     pub paths: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<Vec<String>>,
+    /// `require` only: how many distinct voters must approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// Milliseconds since the Unix epoch.
@@ -132,7 +140,19 @@ pub fn parse_rule(
     let effect = match body.get("effect").and_then(Value::as_str) {
         Some("allow") => Effect::Allow,
         Some("deny") => Effect::Deny,
-        _ => return Err("`effect` must be \"allow\" or \"deny\"".into()),
+        Some("require") => Effect::Require,
+        _ => return Err("`effect` must be \"allow\", \"deny\" or \"require\"".into()),
+    };
+    let quorum = match (effect, body.get("quorum")) {
+        (Effect::Require, Some(q)) => match q.as_u64() {
+            Some(n @ 1..=MAX_RULE_QUORUM) => Some(n),
+            _ => return Err(format!("`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}")),
+        },
+        (Effect::Require, None) => {
+            return Err("a `require` rule needs `quorum`: how many distinct voters must approve".into());
+        }
+        (_, Some(_)) => return Err("`quorum` belongs to a `require` rule only".into()),
+        (_, None) => None,
     };
     let kinds = matcher_list(body, "kinds")?;
     if let Some(unknown) = kinds.iter().flatten().find(|kind| !TOOL_KINDS.contains(&kind.as_str())) {
@@ -145,6 +165,7 @@ pub fn parse_rule(
         tools: matcher_list(body, "tools")?,
         paths: matcher_list(body, "paths")?,
         commands: matcher_list(body, "commands")?,
+        quorum,
         created_by,
         created_at: now_ms,
     };
@@ -186,7 +207,8 @@ impl RequestFacts {
     }
 }
 
-/// The rule that answers this request: the oldest matching deny, else the oldest matching allow.
+/// The rule that answers this request: the oldest matching deny, else the oldest matching require,
+/// else the oldest matching allow (a rule that asks for people is never waved through by an allow).
 ///
 /// `rules` must be in insertion order; a deny wins regardless of where it sits.
 pub fn find_match<'a>(
@@ -197,11 +219,12 @@ pub fn find_match<'a>(
     let paths = normalized_request_paths(facts, workspace);
     let first =
         |effect| rules.iter().find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths));
-    first(Effect::Deny).or_else(|| first(Effect::Allow))
+    first(Effect::Deny).or_else(|| first(Effect::Require)).or_else(|| first(Effect::Allow))
 }
 
 /// [`find_match`] over the session's rules followed by the workspace's: the oldest matching deny of
-/// either, else the oldest matching allow, the session's rules first in each case.
+/// either, else the oldest matching require, else the oldest matching allow, the session's rules
+/// first in each case.
 pub fn find_match_in<'a>(
     session: &'a [CompiledRule],
     workspace_rules: &'a [CompiledRule],
@@ -215,7 +238,7 @@ pub fn find_match_in<'a>(
             .chain(workspace_rules)
             .find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths))
     };
-    first(Effect::Deny).or_else(|| first(Effect::Allow))
+    first(Effect::Deny).or_else(|| first(Effect::Require)).or_else(|| first(Effect::Allow))
 }
 
 /// A rule read back from the store (its wire object, as [`Rule`] serialises), compiled for
@@ -228,11 +251,13 @@ pub fn from_stored(rule: &Value, workspace: &Path) -> Option<CompiledRule> {
 /// The `optionId` a rule's decision maps to, chosen by the option's kind, never by id or position.
 ///
 /// Deny → `reject_once`, else `reject_always`; allow → `allow_once`, else `allow_always`. `None` means
-/// deny answers `cancelled` and allow does not apply (the request goes to the vote).
+/// deny answers `cancelled` and allow does not apply (the request goes to the vote); a require
+/// rule picks nothing (people do).
 pub fn pick_option(options: &[Value], effect: Effect) -> Option<String> {
     let (once, always) = match effect {
         Effect::Allow => ("allow_once", "allow_always"),
         Effect::Deny => ("reject_once", "reject_always"),
+        Effect::Require => return None,
     };
     option_id_of_kind(options, once).or_else(|| option_id_of_kind(options, always))
 }
@@ -285,6 +310,7 @@ pub fn remembered_rule(
         tools: facts.tool.clone().map(|tool| vec![tool]),
         paths: (!paths.is_empty()).then_some(paths),
         commands: facts.command.as_deref().map(|command| vec![escape_literal(command)]),
+        quorum: None,
         created_by,
         created_at: now_ms,
     };
@@ -685,6 +711,32 @@ mod tests {
         }
     }
 
+    /// A deny beats a require, which beats an allow, wherever each sits; a require rule reads back
+    /// as written and picks no option.
+    #[test]
+    fn a_require_rule_beats_an_allow_and_yields_to_a_deny() {
+        let request =
+            facts(json!({"kind": "execute", "title": "Bash", "rawInput": {"command": "git push -f"}}));
+        let allow = rule(json!({"effect": "allow", "kinds": ["execute"]}));
+        let require = rule(json!({"effect": "require", "quorum": 2, "commands": ["git push*"]}));
+        let deny = rule(json!({"effect": "deny", "tools": ["Bash"]}));
+        let found =
+            |rules: &[CompiledRule]| find_match(rules, &request, Path::new(WS)).map(|r| r.rule.effect);
+        assert_eq!(found(&[allow.clone(), require.clone()]), Some(Effect::Require));
+        assert_eq!(found(&[require.clone(), allow.clone()]), Some(Effect::Require));
+        assert_eq!(found(&[allow.clone(), require.clone(), deny.clone()]), Some(Effect::Deny));
+        let (session, workspace) = ([allow.clone()], [require.clone()]);
+        let in_both = find_match_in(&session, &workspace, &request, Path::new(WS));
+        assert_eq!(in_both.map(|r| r.rule.effect), Some(Effect::Require), "the session's allow yields too");
+        assert_eq!(require.rule.quorum, Some(2));
+        let wire = serde_json::to_value(&require.rule).expect("wire");
+        assert_eq!((wire["effect"].clone(), wire["quorum"].clone()), (json!("require"), json!(2)));
+        assert_eq!(from_stored(&wire, Path::new(WS)).map(|r| r.rule), Some(require.rule.clone()));
+        let options =
+            [json!({"optionId": "a", "kind": "allow_once"}), json!({"optionId": "r", "kind": "reject_once"})];
+        assert_eq!(pick_option(&options, Effect::Require), None);
+    }
+
     #[test]
     fn oldest_rule_wins_among_equals() {
         let request = facts(json!({"kind": "read", "title": "Read"}));
@@ -718,6 +770,13 @@ mod tests {
             (json!({"effect": "allow", "paths": ["../other/*"]}), ".."),
             (json!({"effect": "allow", "tools": vec!["t"; MAX_MATCHERS_PER_FIELD + 1]}), "at most"),
             (json!({"effect": "allow", "tools": ["x".repeat(MAX_MATCHER_LEN + 1)]}), "bytes"),
+            (json!({"effect": "require", "commands": ["git push*"]}), "needs `quorum`"),
+            (json!({"effect": "require", "quorum": 0, "commands": ["git push*"]}), "from 1 to 16"),
+            (json!({"effect": "require", "quorum": 17, "commands": ["git push*"]}), "from 1 to 16"),
+            (json!({"effect": "require", "quorum": "2", "commands": ["git push*"]}), "whole number"),
+            (json!({"effect": "require", "quorum": 1.5, "commands": ["git push*"]}), "whole number"),
+            (json!({"effect": "allow", "quorum": 2, "commands": ["git push*"]}), "`require` rule only"),
+            (json!({"effect": "require", "quorum": 2}), "at least one"),
         ];
         for (body, needle) in table {
             match parse_rule(&body, Path::new(WS), None, 0) {

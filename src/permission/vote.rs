@@ -210,6 +210,9 @@ pub struct Ballot<'a> {
     pub request_id: &'a str,
     /// The client id it is cast as (`None`: a voter without one, counted as one voter).
     pub client: Option<&'a str>,
+    /// Who casts it, as a `require` rule's quorum counts voters (the desk's `Caller::voter`: a
+    /// device, a link's target, or the operator's token as one voter).
+    pub voter: &'a str,
     /// A paired device's name, for the ballot and the audit.
     pub device_name: Option<&'a str>,
     /// Cast by an observer: refused ([`VoteError::ReadOnly`]).

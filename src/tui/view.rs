@@ -404,9 +404,16 @@ pub(crate) fn card_lines(
     if let Some(o) = &p.originator {
         about.push(format!("prompt by {}", who(app, Some(o))));
     }
-    if let Some(partial) = &p.partial {
-        let got = partial.get("votesReceived").and_then(Value::as_u64).unwrap_or(0);
-        let need = partial.get("quorum").and_then(Value::as_u64).unwrap_or(0);
+    let required = p.request.get("required").filter(|r| r.is_object());
+    let votes = |key| p.partial.as_ref().and_then(|partial| partial.get(key)).and_then(Value::as_u64);
+    if let Some(r) = required {
+        // A require rule replaces the policy: distinct people approve, one rejection stops it.
+        let got = votes("votesReceived").or_else(|| r.get("approvals").and_then(Value::as_u64)).unwrap_or(0);
+        let need = r.get("quorum").and_then(Value::as_u64).unwrap_or(0);
+        let rule = r.get("ruleId").and_then(Value::as_str).unwrap_or("");
+        about.push(format!("{got} of {need} approvals (rule {rule})"));
+    } else if p.partial.is_some() {
+        let (got, need) = (votes("votesReceived").unwrap_or(0), votes("quorum").unwrap_or(0));
         about.push(format!("{got} of {need} votes"));
     }
     if let Some(at) = p.request.get("expiresAt").and_then(Value::as_u64).filter(|_| p.resolved.is_none()) {
@@ -974,6 +981,21 @@ mod tests {
         let text = screen(&a, 80, 24).join("\n");
         assert!(text.contains("✓ decided: Allow once, by web-7"), "{text}");
         assert!(!text.contains("[a]") && !text.contains("a allow once"), "{text}");
+    }
+
+    /// A `require` rule's request says how many approvals it has of how many, from the request
+    /// itself (a resync) and then from each partial vote.
+    #[test]
+    fn a_require_rules_card_counts_approvals() {
+        let mut a = app();
+        echo(&mut a, 1, "p1", "alice", "write");
+        a.event("permission_request", Some(2), &json!({"promptId": "p1", "data": {"requestId": "r1", "policy": "designated", "required": {"ruleId": "rule-9", "quorum": 2, "approvals": 0}, "toolCall": {"toolCallId": "t1", "title": "git push", "kind": "execute"}, "options": [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}]}}));
+        let text = screen(&a, 100, 24).join("\n");
+        assert!(text.contains("0 of 2 approvals (rule rule-9)"), "{text}");
+        a.event("permission_partial_vote", Some(3), &json!({"data": {"requestId": "r1", "votesReceived": 1, "votesNeeded": 2, "quorum": 2, "ruleId": "rule-9"}}));
+        let text = screen(&a, 100, 24).join("\n");
+        assert!(text.contains("1 of 2 approvals (rule rule-9)"), "{text}");
+        assert!(!text.contains("votes"), "not a consensus tally: {text}");
     }
 
     /// A reviewer's verdict that left the request to the people is on the card with its reason

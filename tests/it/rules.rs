@@ -1,6 +1,7 @@
 //! Permission rules and remembered decisions (`docs/protocol.md#7-permission-rules`), black-box:
 //! the rule routes and `policy_updated`, auto-answers by rule, deny over allow, remembering, the decision shorthand,
-//! rules resolving requests already pending, and the audit of rule answers.
+//! rules resolving requests already pending, the audit of rule answers, and `require` rules that
+//! wait for several voters.
 //!
 //! The demo agent's `write <path> <text>` asks with kind `edit` and the absolute path in
 //! `locations`; `shell <command>` asks with kind `execute` and `rawInput.command`. Both offer
@@ -336,4 +337,134 @@ async fn a_rule_with_too_many_wildcards_is_refused_without_growing_the_daemon() 
     let grown_mib = d.memory_kib("VmHWM").saturating_sub(before) / 1024;
     assert!(grown_mib < 32, "three refused rules took {grown_mib} MiB at their peak");
     assert!(list_rules(&d, &sid).await.is_empty());
+}
+
+/// A `require` rule with `quorum: 2` on `git push*`, whatever the session's policy (`designated`
+/// here, where the prompt's sender alone would decide): the operator's approval leaves it pending
+/// ("1 of 2", on the event, the pending list and the card's data), the operator again under
+/// another client id does not count twice, a paired device's approval decides it, and the audit
+/// names both voters and the rule. A rejection by one voter decides at once.
+#[tokio::test]
+async fn a_require_rule_needs_two_distinct_voters_and_the_audit_names_both() {
+    const TOKEN: &str = "operator-secret";
+    let d = Daemon::start(&["--token", TOKEN, "--permission-policy", "designated"]);
+    let (laptop, credential) = d.pair_device(Some(TOKEN), "Ada's laptop", "voter").await;
+    let op = |req: reqwest::RequestBuilder, client: &str| {
+        req.bearer_auth(TOKEN).header("X-Qwen-Client-Id", client)
+    };
+    let session = send(op(http().post(d.url("/session")), "alice").json(&json!({}))).await.ok();
+    let sid = session["sessionId"].as_str().expect("sessionId").to_owned();
+    assert_eq!(
+        send(op(http().post(d.url("/session")), "bob").json(&json!({"sessionId": sid}))).await.status,
+        200
+    );
+    assert_eq!(
+        send(http().post(d.url("/session")).bearer_auth(&credential).json(&json!({"sessionId": sid})))
+            .await
+            .status,
+        200
+    );
+    let mut sse = Sse::connect(&d, &sid, &[("Authorization", format!("Bearer {TOKEN}"))]).await;
+    let rule = send(
+        op(http().post(d.url(&format!("/session/{sid}/permission-rules"))), "alice")
+            .json(&json!({"effect": "require", "quorum": 2, "commands": ["git push*"]})),
+    )
+    .await;
+    assert_eq!(rule.status, 201, "{}", rule.text);
+    assert_eq!(
+        (rule.body["rule"]["effect"].as_str(), rule.body["rule"]["quorum"].as_u64()),
+        (Some("require"), Some(2))
+    );
+    let rule_id = rule.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned();
+
+    let prompt = |text: &str| json!({"prompt": [{"type": "text", "text": text}]});
+    let queued = op(http().post(d.url(&format!("/session/{sid}/prompt"))), "alice")
+        .header("Prefer", "respond-async")
+        .json(&prompt("shell git push --force"));
+    assert_eq!(send(queued).await.status, 202);
+    let request = sse.until_type("permission_request").await.last().expect("request").payload().clone();
+    assert_eq!(request["required"], json!({"ruleId": rule_id, "quorum": 2, "approvals": 0}));
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let vote = |req: reqwest::RequestBuilder| {
+        req.json(&json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}))
+    };
+    let url = d.url(&format!("/session/{sid}/permission/{rid}"));
+
+    // bob is not the prompt's sender: under `designated` alone he could not vote; the rule lets him.
+    assert_eq!(send(vote(op(http().post(&url), "bob"))).await.status, 200);
+    let partial = sse.until_type("permission_partial_vote").await.last().expect("partial").payload().clone();
+    assert_eq!((partial["votesReceived"].as_u64(), partial["quorum"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(partial["ruleId"], json!(rule_id));
+    // The same token as alice: the same voter, still one of two.
+    assert_eq!(send(vote(op(http().post(&url), "alice"))).await.status, 200);
+    let again = sse.until_type("permission_partial_vote").await.last().expect("partial").payload().clone();
+    assert_eq!(again["votesReceived"].as_u64(), Some(1), "{again}");
+    let pending = send(op(http().get(d.url(&format!("/session/{sid}/permissions"))), "alice")).await.ok();
+    assert_eq!(pending["pending"][0]["required"]["approvals"], 1, "{pending}");
+    // Ada's laptop, a second voter, decides it.
+    assert_eq!(send(vote(http().post(&url).bearer_auth(&credential))).await.status, 200);
+    let events = sse.until_type("turn_complete").await;
+    let resolved = find(&events, "permission_resolved");
+    assert_eq!(
+        (resolved["requestId"].as_str(), resolved["voterClientId"].as_str()),
+        (Some(&*rid), Some(&*laptop))
+    );
+    assert!(chunk_text(&events).contains("would run: git push --force"), "{}", chunk_text(&events));
+    let audit = eventually(
+        || http().get(d.url("/audit")).bearer_auth(TOKEN),
+        |b| {
+            b["entries"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e["requestId"] == json!(rid) && e["status"] == "selected"))
+        },
+    )
+    .await;
+    let entry = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["requestId"] == json!(rid))
+        .expect("entry")
+        .clone();
+    let ballots: Vec<(&str, Option<&str>)> = entry["ballots"]
+        .as_array()
+        .expect("ballots")
+        .iter()
+        .map(|b| (b["clientId"].as_str().unwrap_or(""), b["deviceName"].as_str()))
+        .collect();
+    assert_eq!(ballots, [("bob", None), ("alice", None), (&*laptop, Some("Ada's laptop"))]);
+    assert_eq!(entry["required"]["ruleId"], json!(rule_id));
+    assert_eq!(entry["voterDeviceName"], "Ada's laptop");
+
+    // A rejection by one voter decides the next one at once.
+    let queued = op(http().post(d.url(&format!("/session/{sid}/prompt"))), "alice")
+        .header("Prefer", "respond-async")
+        .json(&prompt("shell git push origin main"));
+    assert_eq!(send(queued).await.status, 202);
+    let request = sse.until_type("permission_request").await.last().expect("request").payload().clone();
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let reject = http()
+        .post(d.url(&format!("/session/{sid}/permission/{rid}")))
+        .bearer_auth(&credential)
+        .json(&json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}));
+    assert_eq!(send(reject).await.status, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(
+        find(&events, "permission_resolved")["outcome"],
+        json!({"outcome": "selected", "optionId": "reject_once"})
+    );
+}
+
+#[tokio::test]
+async fn a_require_rule_without_a_valid_quorum_is_refused_with_the_reason() {
+    let (d, sid, _sse) = setup().await;
+    for (body, needle) in [
+        (json!({"effect": "require", "commands": ["git push*"]}), "needs `quorum`"),
+        (json!({"effect": "require", "quorum": 17, "commands": ["git push*"]}), "from 1 to 16"),
+        (json!({"effect": "allow", "quorum": 2, "commands": ["git push*"]}), "`require` rule only"),
+    ] {
+        let (status, answer) = add_rule(&d, &sid, body).await;
+        assert_eq!((status, answer["code"].as_str()), (400, Some("invalid_rule")), "{answer}");
+        assert!(answer["error"].as_str().is_some_and(|e| e.contains(needle)), "{answer}");
+    }
 }

@@ -264,7 +264,11 @@ pub(super) fn schemas() -> Value {
             "type": "object",
             "required": ["effect"],
             "properties": {
-                "effect": {"enum": ["allow", "deny"]},
+                "effect": {"enum": ["allow", "deny", "require"]},
+                "quorum": {
+                    "type": "integer", "minimum": 1, "maximum": 16,
+                    "description": "`require` only, and required there: how many distinct voters must approve (docs/protocol.md 7.6)",
+                },
                 "kinds": {"type": "array", "items": string},
                 "tools": {"type": "array", "items": string},
                 "paths": {"type": "array", "items": string},
