@@ -319,6 +319,25 @@ mod tests {
         assert!(io.inner.shut);
     }
 
+    /// The bounds in the protocol's own numbers, not the constants': a 16 384-byte frame (RFC 9113's
+    /// default maximum) is held back, a write a byte short of 16 KiB (its 9-byte header included) is
+    /// not, and four full frames with their headers fit one write.
+    #[test]
+    fn a_frame_of_the_default_maximum_size_is_gathered_and_four_fit_one_write() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        frame(&mut io, &mut cx, 16_374, 0);
+        assert_eq!(io.inner.writes.len(), 1, "a byte short of 16 KiB goes at once");
+        for fill in 1..=4 {
+            frame(&mut io, &mut cx, 16_384, fill);
+        }
+        assert_eq!(io.inner.writes.len(), 1, "four full frames held back");
+        frame(&mut io, &mut cx, 10, 5);
+        assert_eq!(io.inner.writes.len(), 2);
+        assert_eq!(io.inner.writes[1].len(), 4 * 16_393 + 19);
+    }
+
     #[test]
     fn a_write_as_large_as_the_buffer_goes_straight_to_the_socket() {
         let (_, waker) = waker();
