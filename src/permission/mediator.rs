@@ -1242,6 +1242,7 @@ fn rule_answer(
     }
     let rule = &rules::find_match_in(session_rules, workspace_rules, facts, workspace)?.rule;
     if rule.effect == Effect::Require {
+        // Compiled rules have one (`rules::compile`); a missing one would ask for one approval.
         let quorum = rule.quorum.and_then(|q| usize::try_from(q).ok()).unwrap_or(1);
         return Some(RuleAnswer::Required { rule_id: rule.rule_id.clone(), quorum });
     }

@@ -362,6 +362,15 @@ fn matcher_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<Str
 }
 
 fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
+    // Also for a rule read back from the store: a `require` rule without a quorum in range is no rule.
+    match (rule.effect, rule.quorum) {
+        (Effect::Require, Some(1..=MAX_RULE_QUORUM)) | (Effect::Allow | Effect::Deny, None) => {}
+        _ => {
+            return Err(format!(
+                "`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}, on a `require` rule only"
+            ));
+        }
+    }
     within_glob_budget(&rule)?;
     let paths = match &rule.paths {
         Some(globs) => Some(glob_set(globs, true, |glob| anchor_path_glob(glob, workspace))?),
@@ -732,6 +741,16 @@ mod tests {
         let wire = serde_json::to_value(&require.rule).expect("wire");
         assert_eq!((wire["effect"].clone(), wire["quorum"].clone()), (json!("require"), json!(2)));
         assert_eq!(from_stored(&wire, Path::new(WS)).map(|r| r.rule), Some(require.rule.clone()));
+        // A stored rule is checked as a posted one: a quorum out of range, missing, or on another
+        // effect, and the rule does not load.
+        for quorum in [json!(0), json!(17), Value::Null] {
+            let mut stored = wire.clone();
+            stored["quorum"] = quorum.clone();
+            assert!(from_stored(&stored, Path::new(WS)).is_none(), "quorum {quorum}");
+        }
+        let mut allow = serde_json::to_value(&allow.rule).expect("wire");
+        allow["quorum"] = json!(2);
+        assert!(from_stored(&allow, Path::new(WS)).is_none(), "an allow rule with a quorum");
         let options =
             [json!({"optionId": "a", "kind": "allow_once"}), json!({"optionId": "r", "kind": "reject_once"})];
         assert_eq!(pick_option(&options, Effect::Require), None);
