@@ -338,6 +338,57 @@ mod tests {
         assert_eq!(io.inner.writes[1].len(), 4 * 16_393 + 19);
     }
 
+    /// A write that fills the buffer to exactly its bound is kept (nothing written yet), the
+    /// allocation never grows past the bound, and the next write drains it first.
+    #[test]
+    fn a_write_that_fills_the_buffer_exactly_is_kept_and_the_allocation_stays_within_the_bound() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        let full = vec![1; FULL_FRAME + FRAME_HEADER];
+        for _ in 0..5 {
+            assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &full), Poll::Ready(Ok(_))));
+            assert!(io.buf.capacity() <= H2_COALESCE_BYTES, "allocated {}", io.buf.capacity());
+        }
+        let rest = vec![2; H2_COALESCE_BYTES - io.buf.len()];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &rest), Poll::Ready(Ok(_))));
+        assert_eq!(io.buf.len(), H2_COALESCE_BYTES);
+        assert!(io.inner.writes.is_empty(), "exactly full is not over the bound");
+        assert!(io.buf.capacity() <= H2_COALESCE_BYTES, "allocated {}", io.buf.capacity());
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &[3]), Poll::Ready(Ok(1))));
+        assert_eq!(io.inner.writes[0].len(), H2_COALESCE_BYTES, "drained before the next byte");
+    }
+
+    /// A flush after a full frame waits only while one more full frame and its header still fit:
+    /// at one byte short of that room it writes.
+    #[test]
+    fn a_flush_defers_only_while_another_full_frame_fits() {
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        for (held, written) in [
+            (H2_COALESCE_BYTES - FULL_FRAME - FRAME_HEADER, 0),
+            (H2_COALESCE_BYTES - FULL_FRAME - FRAME_HEADER + 1, 1),
+        ] {
+            let mut io = Coalesce::new(Socket::default());
+            let first = vec![1; held - FULL_FRAME];
+            let full = vec![2; FULL_FRAME];
+            assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &first), Poll::Ready(Ok(_))));
+            assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &full), Poll::Ready(Ok(_))));
+            assert_eq!(io.buf.len(), held);
+            assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+            assert_eq!(io.inner.writes.len(), written, "{held} bytes held");
+        }
+    }
+
+    /// h2 hands a frame's header and payload in one call only to an IO that says it writes
+    /// vectored; otherwise each would come alone and a 9-byte header would pass straight through.
+    #[test]
+    fn it_takes_vectored_writes_whatever_the_socket() {
+        let io = Coalesce::new(Socket::default());
+        assert!(io.is_write_vectored());
+        assert!(!io.inner.is_write_vectored(), "the recording socket does not");
+    }
+
     #[test]
     fn a_write_as_large_as_the_buffer_goes_straight_to_the_socket() {
         let (_, waker) = waker();
