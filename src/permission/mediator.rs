@@ -748,12 +748,7 @@ impl<'a> BoundMediator<'a> {
             None => Caster::Person,
             Some(r) => Caster::Reviewer { decides: r.trust.decides(pending.facts.kind.as_deref()) },
         };
-        let approves = match &choice {
-            Choice::Option(id) => {
-                rules::option_kind(&pending.options, id).is_some_and(|k| k.starts_with("allow"))
-            }
-            Choice::Cancel => false,
-        };
+        let approves = allows(&pending.options, &choice);
         let ballot = Cast { caster, client_id, voter, approves, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         // A question accepted carries its answers, checked before the ballot counts: refused, the
@@ -822,13 +817,12 @@ impl<'a> BoundMediator<'a> {
                     "requestId": request_id, "sessionId": host.session_id(), "votesReceived": votes_received,
                     "votesNeeded": votes_needed, "quorum": quorum, "optionTallies": tallies,
                 });
+                if let Some(key) = pending.ballot_key(client_id, voter) {
+                    pending.votes.insert(key.to_owned(), choice);
+                }
                 if pending.issued.required.is_some() {
-                    pending.votes.insert(voter.to_owned(), choice);
-                    // The pending list shows it too ("1 of 2 approvals"), for a page opened later.
-                    pending.data["required"]["approvals"] = json!(votes_received);
+                    pending.count_approvals();
                     data["ruleId"] = pending.data["required"]["ruleId"].clone();
-                } else if let Some(voter) = client_id {
-                    pending.votes.insert(voter.to_owned(), choice);
                 }
                 host.publish(EventKind::PermissionPartialVote, &data);
                 Ok(None)
@@ -855,10 +849,10 @@ impl<'a> BoundMediator<'a> {
     pub fn withdraw_ballot(self, request_id: &str, client_id: &str, voter: &str, via: Via) -> bool {
         let mut st = self.mediator.lock();
         let Some(pending) = st.pending.get_mut(request_id) else { return false };
-        let key = if pending.issued.required.is_some() { voter } else { client_id };
-        let had = pending.votes.remove(key).is_some();
+        let had =
+            pending.ballot_key(Some(client_id), voter).is_some_and(|key| pending.votes.remove(key).is_some());
         if had && pending.issued.required.is_some() {
-            pending.data["required"]["approvals"] = json!(pending.votes.len());
+            pending.count_approvals();
         }
         if pending.ballots.len() < MAX_BALLOTS_PER_REQUEST {
             pending.ballots.push(json!({
@@ -884,7 +878,7 @@ impl<'a> BoundMediator<'a> {
             // voter); the quorum stays.
             if pending.issued.required.is_some() {
                 if pending.votes.remove(client_id).is_some() {
-                    pending.data["required"]["approvals"] = json!(pending.votes.len());
+                    pending.count_approvals();
                 }
                 continue;
             }
@@ -1085,12 +1079,7 @@ impl BoundMediator<'_> {
         if resolution.by != ResolvedBy::Vote || resolution.via == Some(Via::Reviewer) {
             return;
         }
-        let allowed = match choice {
-            Choice::Option(id) => {
-                rules::option_kind(&pending.options, id).is_some_and(|k| k.starts_with("allow"))
-            }
-            Choice::Cancel => false,
-        };
+        let allowed = allows(&pending.options, choice);
         let Some(reviews) = pending.data.get_mut("reviews").and_then(Value::as_array_mut) else { return };
         for review in reviews {
             let verdict = review.get("verdict").and_then(Value::as_str).and_then(Verdict::parse);
@@ -1179,6 +1168,18 @@ impl BoundMediator<'_> {
 }
 
 impl Pending {
+    /// The key its counted ballots are kept under ([`Pending::votes`]): the voter under a `require`
+    /// rule, else the client id (a voter without one is not kept).
+    fn ballot_key<'a>(&self, client_id: Option<&'a str>, voter: &'a str) -> Option<&'a str> {
+        if self.issued.required.is_some() { Some(voter) } else { client_id }
+    }
+
+    /// A `require` rule's approvals so far, on the request as the pending list shows it ("1 of 2
+    /// approvals" for a page opened later).
+    fn count_approvals(&mut self) {
+        self.data["required"]["approvals"] = json!(self.votes.len());
+    }
+
     /// Where its decision is remembered as a rule ([`remembered_scope`]); a question's never is,
     /// nor one a `require` rule left to people (an "always" there would make a rule nobody asked for).
     fn remembers(&self, choice: &Choice, resolution: &Resolution) -> Remember {
@@ -1201,6 +1202,14 @@ fn remembered_scope(options: &[Value], choice: &Choice, resolution: &Resolution)
     match resolution.remember {
         Remember::No if always => Remember::Session,
         scope => scope,
+    }
+}
+
+/// Whether `choice` is one of the offered options of an `allow_*` kind (a cancel allows nothing).
+fn allows(options: &[Value], choice: &Choice) -> bool {
+    match choice {
+        Choice::Option(id) => rules::option_kind(options, id).is_some_and(|k| k.starts_with("allow")),
+        Choice::Cancel => false,
     }
 }
 

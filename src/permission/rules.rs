@@ -30,9 +30,9 @@ pub const MAX_WILDCARDS_PER_RULE: usize = 256;
 /// are matched as strings and not counted): a compiled glob keeps about 50 times its length, so a
 /// rule stays under a quarter of a megabyte, and 256 rules under 64 MB.
 pub const MAX_WILDCARD_GLOB_BYTES_PER_RULE: usize = 4096;
-/// The ACP `ToolKind` values a `kinds` matcher may name.
 /// The most distinct voters a `require` rule may ask for: more than any team approves anything with.
 pub const MAX_RULE_QUORUM: u64 = 16;
+/// The ACP `ToolKind` values a `kinds` matcher may name.
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
 
@@ -143,16 +143,10 @@ pub fn parse_rule(
         Some("require") => Effect::Require,
         _ => return Err("`effect` must be \"allow\", \"deny\" or \"require\"".into()),
     };
-    let quorum = match (effect, body.get("quorum")) {
-        (Effect::Require, Some(q)) => match q.as_u64() {
-            Some(n @ 1..=MAX_RULE_QUORUM) => Some(n),
-            _ => return Err(format!("`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}")),
-        },
-        (Effect::Require, None) => {
-            return Err("a `require` rule needs `quorum`: how many distinct voters must approve".into());
-        }
-        (_, Some(_)) => return Err("`quorum` belongs to a `require` rule only".into()),
-        (_, None) => None,
+    // Its type here; whether it belongs and is in range, in `compile`, as for a stored rule.
+    let quorum = match body.get("quorum") {
+        None => None,
+        Some(q) => Some(q.as_u64().ok_or_else(quorum_range)?),
     };
     let kinds = matcher_list(body, "kinds")?;
     if let Some(unknown) = kinds.iter().flatten().find(|kind| !TOOL_KINDS.contains(&kind.as_str())) {
@@ -216,10 +210,7 @@ pub fn find_match<'a>(
     facts: &RequestFacts,
     workspace: &Path,
 ) -> Option<&'a CompiledRule> {
-    let paths = normalized_request_paths(facts, workspace);
-    let first =
-        |effect| rules.iter().find(|r| r.rule.effect == effect && r.matches_normalized(facts, &paths));
-    first(Effect::Deny).or_else(|| first(Effect::Require)).or_else(|| first(Effect::Allow))
+    find_match_in(rules, &[], facts, workspace)
 }
 
 /// [`find_match`] over the session's rules followed by the workspace's: the oldest matching deny of
@@ -361,14 +352,20 @@ fn matcher_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<Str
         .map(Some)
 }
 
+fn quorum_range() -> String {
+    format!("`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}")
+}
+
 fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
-    // Also for a rule read back from the store: a `require` rule without a quorum in range is no rule.
+    // Posted or read back from the store: a `require` rule without a quorum in range is no rule.
     match (rule.effect, rule.quorum) {
         (Effect::Require, Some(1..=MAX_RULE_QUORUM)) | (Effect::Allow | Effect::Deny, None) => {}
-        _ => {
-            return Err(format!(
-                "`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}, on a `require` rule only"
-            ));
+        (Effect::Require, Some(_)) => return Err(quorum_range()),
+        (Effect::Require, None) => {
+            return Err("a `require` rule needs `quorum`: how many distinct voters must approve".into());
+        }
+        (Effect::Allow | Effect::Deny, Some(_)) => {
+            return Err("`quorum` belongs to a `require` rule only".into());
         }
     }
     within_glob_budget(&rule)?;
