@@ -30,6 +30,7 @@ mod model_reviewers;
 mod modes;
 mod newcomer;
 mod notify;
+mod oidc_fixtures;
 mod openapi;
 mod perimeter;
 mod permissions;
