@@ -23,6 +23,7 @@ mod error;
 mod file;
 mod flags;
 mod notify;
+mod oidc;
 mod policy;
 mod reviewers;
 mod sandbox;
@@ -37,6 +38,9 @@ pub use self::flags::{SERVE_HELP, ServeArgs};
 pub use self::notify::{
     Escalation, MAX_TARGETS, NotifyFormat, NotifyTarget, TargetUrl, parse_target_url, split_format,
     telegram_chat_id,
+};
+pub use self::oidc::{
+    ClaimMatch, DEFAULT_RENEW_MS, LIFETIME_RENEWALS, OidcSettings, PersonRole, provider_url,
 };
 use self::policy::permission_policy;
 pub use self::reviewers::{
@@ -94,7 +98,13 @@ pub fn env_state_dir() -> Option<PathBuf> {
 /// environment of every process the daemon starts (agents, their guards, session shell commands),
 /// so nothing the agent runs can read the token and vote on its own permission requests, nor
 /// reach a fleet's database (`--store`'s URL may hold its password; `PGPASSWORD` is the driver's).
-pub const SECRET_ENV: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE", "PGPASSWORD"];
+pub const SECRET_ENV: &[&str] = &[
+    "MEDIATORD_TOKEN",
+    "QWEN_SERVER_TOKEN",
+    "MEDIATORD_STORE",
+    "PGPASSWORD",
+    "MEDIATORD_OIDC_CLIENT_SECRET",
+];
 
 /// A secret as given on the command line or in the environment; its `Debug` never shows it.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -327,6 +337,8 @@ pub struct Config {
     pub reviewers: Vec<ReviewerSpec>,
     /// When reviewers' denials stop a turn (`--review-breaker-denials`, `--review-critical`).
     pub review_breaker: BreakerSettings,
+    /// Sign-in with an OpenID provider (`--oidc-issuer` and the rest); `None` without it.
+    pub oidc: Option<OidcSettings>,
     /// Non-fatal findings (a quorum without consensus), logged once tracing is up.
     pub warnings: Vec<String>,
 }
@@ -760,6 +772,7 @@ impl Config {
             ));
         }
         let tls = tls_files(args, &file, &cwd)?;
+        let oidc = oidc::oidc(args, &file)?;
 
         Ok(Config {
             hostname: listen.hostname,
@@ -809,6 +822,7 @@ impl Config {
             node_lease: Duration::from_millis(node_lease_ms),
             reviewers,
             review_breaker,
+            oidc,
             warnings,
         })
     }

@@ -1,5 +1,5 @@
 //! The daemon's secrets in its own environment (`MEDIATORD_TOKEN`, `QWEN_SERVER_TOKEN`,
-//! `MEDIATORD_STORE`), erased once read: the process's initial environment stays readable in
+//! `MEDIATORD_STORE`, `MEDIATORD_OIDC_CLIENT_SECRET`), erased once read: the process's initial environment stays readable in
 //! `/proc/<pid>/environ` for as long as it runs (by root, whatever it does), and unsetting a
 //! variable only drops it from the C library's list, not from that memory. So each secret's
 //! `NAME=value` is overwritten in place, through `/proc/self/mem`, before the daemon starts any
@@ -13,7 +13,8 @@ use std::io::{Seek, SeekFrom, Write};
 /// The variables erased: the operator token (and its qwen-compatible fallback) and the store's
 /// URL, which may hold a database password. `PGPASSWORD` is the PostgreSQL driver's own, read
 /// again whenever the store reconnects: it stays, and is kept from agents like the others.
-pub const ERASED: &[&str] = &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE"];
+pub const ERASED: &[&str] =
+    &["MEDIATORD_TOKEN", "QWEN_SERVER_TOKEN", "MEDIATORD_STORE", "MEDIATORD_OIDC_CLIENT_SECRET"];
 
 /// Overwrites every `NAME=value` of [`ERASED`] and of `also` (secrets the configuration read from
 /// the environment: a model reviewer's `keyEnv`) in this process's initial environment with zero

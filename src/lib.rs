@@ -117,6 +117,7 @@ pub mod http;
 pub mod log_throttle;
 pub mod metrics;
 pub mod notify;
+pub mod oidc;
 pub mod outgoing;
 pub mod path;
 pub mod peer;

@@ -1,9 +1,9 @@
 //! The daemon's one outgoing HTTP client: one HTTP/1.1 request with hyper's client, over TCP or,
 //! for an `https://` URL, TLS (rustls, trusting what the caller passes, usually
 //! [`crate::tls::client_trust`]), its answer read up to a bound. Used by the notifications
-//! (`notify::deliver`, which adds retries and signatures) and the model reviewers
-//! (`review::model`). The only file of the crate outside `src/http/` and the clients that names
-//! hyper.
+//! (`notify::deliver`, which adds retries and signatures), the model reviewers (`review::model`)
+//! and the OpenID provider's endpoints (`oidc::http`). The only file of the crate outside
+//! `src/http/` and the clients that names hyper.
 //!
 //! A leaf: it imports only the configuration's URL and the TLS helpers.
 
@@ -20,11 +20,14 @@ use crate::config::TargetUrl;
 /// The request's method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
+    /// No body (an OpenID provider's discovery document and keys).
+    Get,
     Post,
     Patch,
 }
 
-/// One request: a JSON body to `path` on `url`'s server.
+/// One request: a body (JSON unless its headers name another `Content-Type`) to `path` on `url`'s
+/// server.
 pub struct Outgoing<'a> {
     pub url: &'a TargetUrl,
     pub verb: Verb,
@@ -57,6 +60,8 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// Whether the body went on past `max_answer` (or broke off): what was read is only a part.
     pub cut: bool,
+    /// The answer's `Content-Type`, when it has one HTTP allows as text.
+    pub content_type: Option<String>,
 }
 
 /// Why a request got no answer.
@@ -81,7 +86,7 @@ impl std::fmt::Display for Failure {
 pub async fn send(
     tls: Option<&Arc<rustls::ClientConfig>>,
     request: &Outgoing<'_>,
-    body: String,
+    body: Vec<u8>,
 ) -> Result<Answer, Failure> {
     let url = request.url;
     let stream = TcpStream::connect((url.host.as_str(), url.port))
@@ -111,7 +116,7 @@ pub async fn send(
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
     outgoing: &Outgoing<'_>,
-    body: String,
+    body: Vec<u8>,
 ) -> Result<Answer, String> {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -122,15 +127,22 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let _abort = AbortOnDrop(driver);
     let mut request = Request::builder()
         .method(match outgoing.verb {
+            Verb::Get => Method::GET,
             Verb::Post => Method::POST,
             Verb::Patch => Method::PATCH,
         })
         .uri(outgoing.path)
         .header(HOST, outgoing.url.host_header.as_str())
-        .header(CONTENT_TYPE, "application/json")
-        .header(CONTENT_LENGTH, body.len())
-        .header(USER_AGENT, concat!("mediatord/", env!("CARGO_PKG_VERSION")))
-        .body(body)
+        .header(USER_AGENT, concat!("mediatord/", env!("CARGO_PKG_VERSION")));
+    if outgoing.verb != Verb::Get {
+        // A caller's own `Content-Type` (a form to a token endpoint) replaces the JSON one.
+        if !outgoing.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        request = request.header(CONTENT_LENGTH, body.len());
+    }
+    let mut request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
         .map_err(|e| format!("request: {e}"))?;
     for (name, value) in outgoing.headers {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
@@ -139,6 +151,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     }
     let response = sender.send_request(request).await.map_err(|e| format!("send: {e}"))?;
     let status = response.status().as_u16();
+    let content_type = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut body = response.into_body();
     let (max, mut answer, mut cut) = (outgoing.max_answer, Vec::new(), false);
     // The body is read only while it fits: the rest of a longer one is not needed.
@@ -163,7 +176,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             None => break,
         }
     }
-    Ok(Answer { status, body: answer, cut })
+    Ok(Answer { status, body: answer, cut, content_type })
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);

@@ -109,6 +109,10 @@ pub async fn run(config: Config, opened: Opened, tls: Option<Arc<ServerCert>>) -
         .await
         .map_err(|e| io::Error::other(format!("cannot join the fleet: {e}")))?;
     daemon.notifier.set_listening_url(&format!("{scheme}://{shown}:{}", local.port()));
+    // The provider sends browsers back to where people reach the daemon.
+    let reached =
+        daemon.config.public_url.clone().unwrap_or_else(|| format!("{scheme}://{shown}:{}", local.port()));
+    daemon.start_people(&reached).map_err(|e| io::Error::other(format!("--oidc-issuer: {e}")))?;
     if !daemon.config.notify.is_empty() && daemon.config.public_url.is_none() && local.ip().is_unspecified() {
         tracing::warn!(
             "notification links point at {scheme}://{shown}:{}, which no device can reach: set --public-url",

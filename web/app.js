@@ -4,7 +4,10 @@
 // where it stopped (Last-Event-ID), so nothing is shown twice.
 
 import { ApiError, api, events as apiEvents, sessionPath } from './api.js';
-import { forgetDevice, getClientId, hasDevice, hasToken, pairFromUrl, setIdentity, signInPanel, signOut } from './auth.js';
+import {
+  authHeaders, forgetDevice, getClientId, hasDevice, hasToken, pairFromUrl, setIdentity, signInErrorFromUrl, signInOffered,
+  signInPanel, signOut, signOutPerson, wasPerson,
+} from './auth.js';
 import { clock, h, icon, replace, svgImage } from './dom.js';
 import { EventStream } from './sse.js';
 import { showAudit } from './audit.js';
@@ -56,8 +59,14 @@ function basename(path) {
 }
 
 async function boot() {
+  const signInError = signInErrorFromUrl();
+  if (signInError) state.notice = signInError;
   const paired = await pairFromUrl();
-  if (paired?.device) state.notice = `Paired: this browser is now “${paired.device.name}”.`;
+  if (paired?.device) {
+    state.notice = paired.device.person
+      ? `Signed in as ${paired.device.person.name}.`
+      : `Paired: this browser is now “${paired.device.name}”.`;
+  }
   if (paired?.error) state.notice = paired.error;
   try {
     state.caps = await api('GET', 'capabilities');
@@ -88,14 +97,18 @@ function fatal(err) {
 
 function showSignIn(rejected) {
   // The panel's own check answers 401 for a wrong token: the panel on screen says so itself.
-  if (app.querySelector('form.signin, .revoked')) return;
+  if (app.querySelector('form.signin, .revoked, .signin-panel')) return;
   // A paired device refused: revoked (or its daemon forgot it). Its person has no operator token:
   // say what happened and how to pair again, with the token form one tap away for the operator.
   const wasDevice = hasDevice();
+  const signedIn = wasPerson();
   forgetDevice();
   clearInterval(state.listTimer);
   for (const entry of state.open.values()) entry.stream?.stop();
-  if (wasDevice) {
+  if (wasDevice && signedIn) {
+    // A person's sign-in that ended: signed out, revoked, or no longer vouched for by the provider.
+    state.notice = 'You were signed out: your sign-in ended (signed out, or the provider no longer vouches for you). Sign in again.';
+  } else if (wasDevice) {
     replace(app, h('div', { class: 'empty revoked' }, h('h1', {}, 'mediatord'),
       h('h2', {}, 'This device is no longer paired'),
       h('p', { role: 'alert' }, 'The daemon refused this device’s credential: it was revoked, or the daemon no longer knows it.'),
@@ -104,10 +117,13 @@ function showSignIn(rejected) {
       h('button', { type: 'button', class: 'ghost', onclick: () => { replace(app); showSignIn(false); } }, 'I have the operator token')));
     return;
   }
-  replace(app, h('div', { class: 'empty' }, h('h1', {}, 'mediatord'),
+  const panel = h('div', { class: 'empty signin-panel' });
+  replace(app, panel);
+  signInOffered().then((provider) => replace(panel, h('h1', {}, 'mediatord'),
     state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null,
     signInPanel({
     rejected,
+    provider,
     check: async () => {
       try {
         await api('GET', 'capabilities');
@@ -136,16 +152,22 @@ function renderList() {
   const workspaces = state.caps.workspaces || [{ cwd: state.caps.workspaceCwd, primary: true }];
   const identity = state.caps.identity || { kind: 'operator' };
   const operator = identity.kind === 'operator';
+  const person = identity.person;
+  const roleText = { observer: 'observer: watching only', operator: 'operator', voter: 'voter' }[identity.role] || 'voter';
   const who = operator
     ? (hasToken() ? `Signed in with the operator token as ${me}` : `You are ${me}`)
-    : `Signed in as ${identity.name} (${identity.role === 'observer' ? 'observer: watching only' : 'voter'})`;
+    : `Signed in as ${person ? person.name : identity.name} (${roleText})`;
   const header = h('header', { class: 'brand' },
     h('h1', {}, icon('logo'), ' mediatord'),
     h('p', { class: 'hint whoami' }, who),
-    operator ? h('a', { class: 'ghost button', href: '#/devices' }, 'Devices') : null,
+    operator || identity.role === 'operator' ? h('a', { class: 'ghost button', href: '#/devices' }, 'Devices') : null,
     h('a', { class: 'ghost button', href: '#/history' }, 'History'),
     h('a', { class: 'ghost button', href: '#/audit' }, 'Audit'),
     hasToken() ? h('button', { type: 'button', class: 'ghost', onclick: () => { signOut(); location.reload(); } }, 'Sign out') : null,
+    person ? h('button', { type: 'button', class: 'ghost', id: 'person-signout', onclick: async () => {
+      await signOutPerson(authHeaders());
+      location.reload();
+    } }, 'Sign out') : null,
     state.notice ? h('p', { class: 'notice', role: 'status' }, state.notice) : null);
   const sections = workspaces.map((w) => {
     const sessions = state.lists.get(w.cwd) || [];

@@ -10,6 +10,9 @@
 //   device's id is its client id; the daemon fills it in, so this page sends none.
 // - Otherwise a client id: a stable random id per browser, kept in localStorage and sent as
 //   X-Qwen-Client-Id, so the daemon attributes this browser's votes and prompts to it.
+// - A person's sign-in (OpenID): the daemon sends the browser back from the provider with a one-time
+//   code (`#pair=<code>`), exchanged like a pairing code for a credential of the person's own, kept
+//   and sent as a paired device's is. Its failures come back as `#signin-error=<code>`.
 // - The operator's token, when the daemon has one and this browser is not a paired device: pasted
 //   by the person, kept in sessionStorage (this tab) or localStorage (this device) as they choose,
 //   sent only as `Authorization: Bearer`. Never in a URL.
@@ -22,6 +25,8 @@ const TOKEN_KEY = 'mediatord.token';
 const DEVICE_KEY = 'mediatord.device';
 /** The paired device's credential, `<device id>.<secret>`. */
 const CREDENTIAL_KEY = 'mediatord.deviceCredential';
+/** Set while the device is a person's sign-in (OpenID), so a refused credential reads "signed out". */
+const PERSON_KEY = 'mediatord.person';
 /** The daemon's root: this module's directory's parent (assets live in assets/). */
 const ROOT = new URL('../', import.meta.url);
 
@@ -89,20 +94,76 @@ export function setIdentity(identity) {
   try {
     if (identity?.kind === 'device') localStorage.setItem(DEVICE_KEY, identity.deviceId);
     else localStorage.removeItem(DEVICE_KEY);
+    if (identity?.person) localStorage.setItem(PERSON_KEY, '1');
+    else localStorage.removeItem(PERSON_KEY);
   } catch {
     // Storage refused: the id is still what the daemon says for this page's life.
   }
-  return identity?.kind === 'device' ? identity.deviceId : getClientId();
+  // A person's devices all act as their person (`person:<subject>`).
+  return identity?.kind === 'device' ? identity.clientId || identity.deviceId : getClientId();
 }
 
-/** Forgets the device (its credential was refused: revoked). */
+/** Whether the device this browser held was a person's sign-in. */
+export function wasPerson() {
+  try {
+    return localStorage.getItem(PERSON_KEY) === '1';
+  } catch {
+    return false;
+  }
+}
+
+/** Forgets the device (its credential was refused: revoked, or a sign-in that ended). */
 export function forgetDevice() {
   try {
     localStorage.removeItem(DEVICE_KEY);
     localStorage.removeItem(CREDENTIAL_KEY);
+    localStorage.removeItem(PERSON_KEY);
   } catch {
     // nothing stored
   }
+}
+
+/** What each `#signin-error=<code>` the daemon sends a browser back with means, and what to do. */
+const SIGN_IN_ERRORS = {
+  provider_unavailable: 'The sign-in provider could not be reached. Try again in a moment; the operator token still works.',
+  invalid_state: 'That sign-in could not be matched to one this daemon began (it expired, or was used already). Sign in again.',
+  provider_refused: 'The sign-in provider did not complete the sign-in (it was cancelled or refused). Sign in again.',
+  invalid_id_token: 'The sign-in provider’s answer failed this daemon’s checks, so nobody was signed in. Tell the operator.',
+  not_allowed: 'Your account is not one this daemon lets in (another email domain, or not in an allowed group). Ask the operator.',
+  sign_in_unavailable: 'You were signed in at the provider, but this daemon could not start a session for you. Try again in a moment.',
+};
+
+/**
+ * When the daemon sent this browser back from a failed sign-in (`#signin-error=<code>`): removes it
+ * from the address bar and this history entry, and returns what to tell the person (or null).
+ */
+export function signInErrorFromUrl() {
+  const match = /^#signin-error=([a-z_]{1,64})$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(null, '', `${location.pathname}${location.search}`);
+  return SIGN_IN_ERRORS[match[1]] || 'The sign-in failed. Sign in again.';
+}
+
+/** Whether this daemon lets people sign in with an OpenID provider: `{issuer, login}` or null. */
+export async function signInOffered() {
+  try {
+    const res = await fetch(new URL('auth', ROOT), { headers: { Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
+    if (!res.ok) return null;
+    const body = await res.json();
+    return body?.signIn?.login ? body.signIn : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Ends this browser's sign-in on the daemon (every daemon of a fleet), then forgets it here. */
+export async function signOutPerson(headers) {
+  try {
+    await fetch(new URL('auth/logout', ROOT), { method: 'POST', headers, credentials: 'omit', cache: 'no-store' });
+  } catch {
+    // The daemon is unreachable: the credential is forgotten here all the same.
+  }
+  forgetDevice();
 }
 
 /** A name this browser gives itself when the operator named none: what it runs on. */
@@ -149,7 +210,7 @@ export async function pairFromUrl() {
   } catch {
     return { error: 'This browser refused to keep the credential (storage is off): it cannot stay paired.' };
   }
-  return { device: { deviceId: body.deviceId, role: body.role, name: body.name } };
+  return { device: { deviceId: body.deviceId, role: body.role, name: body.name, person: body.person } };
 }
 
 /** Whether this browser holds a paired device's credential. */
@@ -180,7 +241,7 @@ export function signOut() {
  * The sign-in panel: explains why, takes the token, calls `check()` (which resolves true when the
  * daemon accepts it) and `done()` once it does.
  */
-export function signInPanel({ rejected, check, done }) {
+export function signInPanel({ rejected, check, done, provider }) {
   const input = h('input', {
     id: 'token', type: 'password', name: 'token', autocomplete: 'off', spellcheck: 'false',
     autocapitalize: 'off', required: true,
@@ -205,6 +266,9 @@ export function signInPanel({ rejected, check, done }) {
     },
   },
     h('h2', {}, 'Sign in'),
+    provider ? h('p', {}, h('a', { id: 'oidc-signin', class: 'button primary', href: new URL(provider.login, ROOT).href },
+      `Sign in with ${providerName(provider.issuer)}`)) : null,
+    provider ? h('p', { class: 'hint' }, 'Or, as the operator:') : null,
     h('p', {}, 'This daemon asks for its token. Paste the value it was started with (',
       h('code', {}, 'MEDIATORD_TOKEN'), ' or ', h('code', {}, '--token'), ').'),
     h('p', { class: 'hint' }, 'The token stays in this browser and is sent only in the Authorization header of ' +
@@ -215,6 +279,15 @@ export function signInPanel({ rejected, check, done }) {
     message,
     h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
   );
-  queueMicrotask(() => input.focus());
+  if (!provider) queueMicrotask(() => input.focus());
   return form;
+}
+
+/** A provider's issuer as a person knows it: its host name. */
+function providerName(issuer) {
+  try {
+    return new URL(issuer).hostname;
+  } catch {
+    return 'your organisation';
+  }
 }

@@ -79,6 +79,14 @@ pub(super) const SERVE_KEYS: &[&str] = &[
     "reviewDeadlineMs",
     "reviewBreakerDenials",
     "reviewCritical",
+    "oidcIssuer",
+    "oidcClientId",
+    "oidcClientSecretFile",
+    "oidcAllowDomain",
+    "oidcAllowGroup",
+    "oidcRole",
+    "oidcDefaultRole",
+    "oidcRenewMs",
 ];
 
 /// Keys accepted under `"policy"` (the names of Qwen Code's `settings.json`).

@@ -247,4 +247,37 @@ pub struct ServeArgs {
     /// (repeatable or comma-separated)
     #[arg(long, value_name = "KIND,...")]
     pub review_critical: Vec<String>,
+    /// Let people sign in with this OpenID provider (its issuer URL, e.g.
+    /// https://accounts.google.com): the web app's "Sign in" and `mediatord login` (docs/people.md)
+    #[arg(long, env = "MEDIATORD_OIDC_ISSUER", hide_env_values = true, value_name = "URL")]
+    pub oidc_issuer: Option<String>,
+    /// The client id the provider gave this daemon; register `<public-url>/auth/callback` as its
+    /// redirect URI there
+    #[arg(long, env = "MEDIATORD_OIDC_CLIENT_ID", hide_env_values = true, value_name = "ID")]
+    pub oidc_client_id: Option<String>,
+    /// A file holding the client's secret (or set MEDIATORD_OIDC_CLIENT_SECRET; never a flag: the
+    /// process list shows flags). None: a public client
+    #[arg(long, value_name = "FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// The client secret from the environment only (MEDIATORD_OIDC_CLIENT_SECRET)
+    #[arg(skip)]
+    pub oidc_client_secret: Option<Secret>,
+    /// People whose verified email is at this domain may sign in; repeatable
+    #[arg(long = "oidc-allow-domain", value_name = "DOMAIN")]
+    pub oidc_allow_domain: Vec<String>,
+    /// Members of this group (the provider's `groups` claim) may sign in; repeatable
+    #[arg(long = "oidc-allow-group", value_name = "GROUP")]
+    pub oidc_allow_group: Vec<String>,
+    /// What the people a claim matches may do: group:NAME=ROLE, email:ADDRESS=ROLE or
+    /// domain:DOMAIN=ROLE, ROLE being operator, voter or observer; repeatable, the first match wins
+    #[arg(long = "oidc-role", value_name = "MATCH=ROLE")]
+    pub oidc_role: Vec<String>,
+    /// The role of a person no --oidc-role matches [default: voter]
+    #[arg(long, value_name = "operator|voter|observer")]
+    pub oidc_default_role: Option<String>,
+    /// How often the provider is asked to vouch again for each signed-in person; one it no longer
+    /// vouches for (disabled, removed) is signed out everywhere at once, and a sign-in not renewed
+    /// for twice this ends [default: 300000]
+    #[arg(long, value_name = "MS")]
+    pub oidc_renew_ms: Option<u64>,
 }

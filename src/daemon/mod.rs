@@ -19,6 +19,7 @@ mod error;
 mod frames;
 mod history;
 mod ids;
+mod people;
 mod recorded;
 mod session;
 mod shell;
@@ -187,6 +188,9 @@ pub struct Daemon {
     /// The configured reviewers, each a program kept for the daemon's life (`crate::review`);
     /// every session's mediator asks those serving its workspace.
     reviewers: Vec<Arc<Reviewer>>,
+    /// Sign-in with an OpenID provider (`--oidc-issuer`), set once the listening URL is known
+    /// (`people`); empty without it.
+    oidc: std::sync::OnceLock<Arc<crate::oidc::Oidc>>,
 }
 
 /// Each workspace's count of this daemon's own rule changes, before a read of the store
@@ -295,6 +299,7 @@ impl Daemon {
             metrics,
             notifier,
             groups,
+            oidc: std::sync::OnceLock::new(),
         })
     }
 
@@ -412,10 +417,36 @@ impl Daemon {
     /// and a pending request it was holding up is decided by the votes left.
     pub async fn revoke_device(&self, id: &str) -> Result<Device, RevokeError> {
         let device = self.devices.revoke(id).await?;
-        for session in self.all_sessions() {
-            session.forget_voter(id);
-        }
+        self.forget_devices(std::slice::from_ref(&device));
         Ok(device)
+    }
+
+    /// Revokes every device of the person `subject` (`Devices::revoke_person`): they are no
+    /// client and no voter of any session from now on, and every stream of theirs ends.
+    pub async fn revoke_person(&self, subject: &str) -> Result<Vec<Device>, RevokeError> {
+        let revoked = self.devices.revoke_person(subject).await;
+        // Those revoked before a refusal are gone all the same.
+        let gone = match &revoked {
+            Ok(gone) => gone.clone(),
+            Err(_) => Vec::new(),
+        };
+        self.forget_devices(&gone);
+        revoked
+    }
+
+    /// Takes devices no longer paired out of every live session's clients and voters: a revoked
+    /// device never counts toward a quorum, and a pending request it was holding up is decided by
+    /// the votes left. A person's client id stays while another device of theirs is paired.
+    pub fn forget_devices(&self, gone: &[Device]) {
+        for device in gone {
+            let client = device.client_id();
+            if device.person.is_some() && self.devices.list().iter().any(|d| d.client_id() == client) {
+                continue;
+            }
+            for session in self.all_sessions() {
+                session.forget_voter(&client);
+            }
+        }
     }
 
     /// Removes a session from the tables at once (DELETE), so it is 404 from now on.

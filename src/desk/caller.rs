@@ -92,20 +92,29 @@ impl Caller {
         match &self.who {
             Who::Operator => Role::Operator,
             Who::Device(d) if d.role == crate::devices::Role::Observer => Role::Observer,
+            // Only a person's sign-in is an operator device (`--oidc-role`).
+            Who::Device(d) if d.role == crate::devices::Role::Operator => Role::Operator,
             Who::Device(_) | Who::Link => Role::Voter,
         }
     }
 
     /// The identity a `require` rule's quorum counts once (`docs/protocol.md#7-permission-rules`):
-    /// a paired device is its own voter, an action link its target's client, and every holder of
-    /// the operator's token one voter, [`OPERATOR_VOTER`], whatever client ids it reports (they are
-    /// self-reported, so they cannot make a second person).
-    pub fn voter(&self) -> &str {
+    /// a person (every device they signed in with or paired) is one voter, a paired device its own,
+    /// an action link its target's client, and every holder of the operator's token one voter,
+    /// [`OPERATOR_VOTER`], whatever client ids it reports (they are self-reported, so they cannot
+    /// make a second person).
+    pub fn voter(&self) -> std::sync::Arc<str> {
         match &self.who {
-            Who::Device(d) => &d.id,
-            Who::Link => self.client.as_deref().unwrap_or(OPERATOR_VOTER),
-            Who::Operator => OPERATOR_VOTER,
+            Who::Device(d) => d.client_id(),
+            Who::Link => self.client.as_deref().unwrap_or(OPERATOR_VOTER).into(),
+            Who::Operator => OPERATOR_VOTER.into(),
         }
+    }
+
+    /// The name the audit, the transcript and the cards show for what it does: a person's name,
+    /// else a paired device's; none for the operator's token and links (their client id is shown).
+    pub fn shown_name(&self) -> Option<&str> {
+        self.device().map(Device::shown_name)
     }
 
     pub fn device(&self) -> Option<&Device> {
@@ -130,12 +139,12 @@ impl Caller {
         }
     }
 
-    /// Whether it may act as client id `claimed`: a device only as its own id (none claimed is
-    /// fine: it is filled in).
+    /// Whether it may act as client id `claimed`: a device only as its own client id (its id, or
+    /// its person's; none claimed is fine: it is filled in).
     pub fn may_claim(&self, claimed: Option<&str>) -> Result<(), Refusal> {
         match (self.device(), claimed) {
-            (Some(d), Some(c)) if !c.is_empty() && c != &*d.id => {
-                Err(Refusal::ClientIdMismatch { device_id: d.id.to_string() })
+            (Some(d), Some(c)) if !c.is_empty() && c != &*d.client_id() => {
+                Err(Refusal::ClientIdMismatch { device_id: d.client_id().to_string() })
             }
             _ => Ok(()),
         }

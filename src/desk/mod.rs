@@ -307,7 +307,7 @@ impl Desk {
             "status": AuditOutcome::Deleted.as_str(),
             "resolvedBy": "client",
             "voterClientId": caller.client,
-            "voterDeviceName": caller.device().map(|d| d.name.to_string()),
+            "voterDeviceName": caller.shown_name(),
             "via": caller.via.as_str(),
             "sessionState": record.state.as_str(),
             "lastEventId": record.last_event_id,
@@ -366,11 +366,12 @@ impl Desk {
         if caller.joins_to_vote() {
             self.join(session, caller);
         }
+        let voter = caller.voter();
         let ballot = Ballot {
             request_id,
             client: caller.client.as_deref(),
-            voter: caller.voter(),
-            device_name: caller.device().map(|d| &*d.name),
+            voter: &voter,
+            device_name: caller.shown_name(),
             observer: !caller.may_vote(),
             local: caller.local,
             via: caller.via,
@@ -403,20 +404,17 @@ impl Desk {
         force: bool,
     ) -> Result<RewindOutcome, Refusal> {
         caller.may(Access::Write)?;
-        let actor = Actor {
-            client_id: caller.client.clone(),
-            device_name: caller.device().map(|d| d.name.to_string()),
-        };
+        let actor =
+            Actor { client_id: caller.client.clone(), device_name: caller.shown_name().map(str::to_owned) };
         Ok(session.rewind(prompt_id, force, &actor).await?)
     }
 
     /// `caller` withdraws its ballot on `request_id` (it cancelled the question on its side): its
     /// earlier vote no longer counts, and the request stays pending for everyone else.
     pub fn withdraw_ballot(&self, session: &Session, caller: &Caller, request_id: &str) -> bool {
-        caller
-            .client
-            .as_deref()
-            .is_some_and(|c| session.permissions().withdraw_ballot(request_id, c, caller.voter(), caller.via))
+        caller.client.as_deref().is_some_and(|c| {
+            session.permissions().withdraw_ballot(request_id, c, &caller.voter(), caller.via)
+        })
     }
 
     /// Whether `caller` is one to ask about pending request `request_id` of `session` (its ballot

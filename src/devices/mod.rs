@@ -21,6 +21,7 @@
 
 mod names;
 mod pairing;
+mod person;
 pub mod qr;
 mod role;
 mod streams;
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::names::{MAX_COMBINING_MARKS, MAX_NAME_CHARS, neutralised};
 use self::pairing::{CODE_BYTES, Codes, Grant};
 pub use self::pairing::{CodeError, FAILURE_WINDOW as PAIRING_FAILURE_WINDOW};
+pub use self::person::{MAX_CLAIM_CHARS, MAX_GROUPS, PERSON_PREFIX, Person, SignIn};
 pub use self::role::Role;
 use self::streams::Streams;
 pub use self::streams::{
@@ -68,6 +70,11 @@ pub struct Device {
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub last_seen_at: Option<u64>,
+    /// The person it belongs to: a sign-in with an OpenID provider (`crate::oidc`).
+    pub person: Option<Arc<Person>>,
+    /// When a sign-in ends unless its provider renews it (milliseconds since the Unix epoch);
+    /// `None` for a paired device, which lasts until it is revoked.
+    pub expires_at: Option<u64>,
     /// Fired when the device is revoked: its event streams end on it.
     revoked: CancellationToken,
 }
@@ -76,6 +83,17 @@ impl Device {
     /// Fires when this device is revoked.
     pub fn revoked(&self) -> CancellationToken {
         self.revoked.clone()
+    }
+
+    /// The client id it acts as: its person's (`person:<subject>`: a person is one client on
+    /// whatever device), else its own id.
+    pub fn client_id(&self) -> Arc<str> {
+        self.person.as_ref().map_or_else(|| self.id.clone(), |p| p.client_id())
+    }
+
+    /// The name everyone is shown for what it does: its person's, else its own.
+    pub fn shown_name(&self) -> &str {
+        self.person.as_deref().map_or(&*self.name, |p| &p.name)
     }
 }
 
@@ -136,7 +154,15 @@ impl Entry {
     /// know. A name recorded before names were checked as they are now is shown neutralised,
     /// never as it was.
     fn from_stored(d: &StoredDevice) -> Option<(Arc<str>, Entry)> {
-        let role = Role::parse(&d.role)?;
+        let role = Role::parse_stored(&d.role)?;
+        // A person whose row cannot be read is no device at all: it must not vote as itself.
+        let person = match &d.person {
+            Some(json) => Some(Arc::new(serde_json::from_str::<Person>(json).ok()?)),
+            None => None,
+        };
+        if role == Role::Operator && person.is_none() {
+            return None;
+        }
         let id: Arc<str> = Arc::from(d.device_id.as_str());
         let device = Device {
             id: id.clone(),
@@ -144,10 +170,29 @@ impl Entry {
             role,
             created_at: d.created_at,
             last_seen_at: d.last_seen_at,
+            person,
+            expires_at: d.expires_at,
             revoked: CancellationToken::new(),
         };
         let entry = Entry { device, secret_hash: d.secret_hash, seen_written: d.last_seen_at.unwrap_or(0) };
         Some((id, entry))
+    }
+}
+
+impl Entry {
+    /// The device as the store keeps it.
+    fn stored(&self) -> StoredDevice {
+        let d = &self.device;
+        StoredDevice {
+            device_id: d.id.to_string(),
+            name: d.name.to_string(),
+            role: d.role.as_str().to_owned(),
+            secret_hash: self.secret_hash,
+            created_at: d.created_at,
+            last_seen_at: d.last_seen_at,
+            person: d.person.as_deref().and_then(|p| serde_json::to_string(p).ok()),
+            expires_at: d.expires_at,
+        }
     }
 }
 
@@ -249,7 +294,8 @@ impl Devices {
         let name = name.map(valid_name).transpose()?;
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
         let now = Instant::now();
-        if !lock(&self.table).codes.issue(&code, Grant { name: name.clone(), role }, now, self.code_ttl) {
+        let grant = Grant { name: name.clone(), role, sign_in: None };
+        if !lock(&self.table).codes.issue(&code, grant, now, self.code_ttl) {
             return Err(PairError::TooManyCodes);
         }
         let expires_at = now_ms() + self.code_ttl.as_millis() as u64;
@@ -262,6 +308,87 @@ impl Devices {
             return Err(PairError::Store(e));
         }
         Ok(Issued { code, expires_at })
+    }
+
+    /// A one-time code for a device of `sign_in`'s person (a browser or a terminal that just signed
+    /// in with the provider), called `name`, with `role`. Kept on this daemon only: the sign-in
+    /// that asks for it is exchanged by the same browser or terminal a moment later.
+    pub fn issue_sign_in(&self, sign_in: SignIn, name: &str, role: Role) -> Result<Issued, PairError> {
+        let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
+        let now = Instant::now();
+        let grant = Grant { name: Some(name.to_owned()), role, sign_in: Some(sign_in) };
+        if !lock(&self.table).codes.issue(&code, grant, now, self.code_ttl) {
+            return Err(PairError::TooManyCodes);
+        }
+        Ok(Issued { code, expires_at: now_ms() + self.code_ttl.as_millis() as u64 })
+    }
+
+    /// Every device of the person `subject`.
+    pub fn of_person(&self, subject: &str) -> Vec<Device> {
+        let table = lock(&self.table);
+        let mut out: Vec<Device> = table
+            .devices
+            .values()
+            .filter(|e| e.device.person.as_ref().is_some_and(|p| p.subject == subject))
+            .map(|e| e.device.clone())
+            .collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        out
+    }
+
+    /// The sign-ins whose end passed at `now` (milliseconds since the Unix epoch).
+    pub fn expired(&self, now: u64) -> Vec<Device> {
+        let table = lock(&self.table);
+        table
+            .devices
+            .values()
+            .filter(|e| e.device.expires_at.is_some_and(|end| end <= now))
+            .map(|e| e.device.clone())
+            .collect()
+    }
+
+    /// Renews every sign-in of `person` (its provider vouched for them again) until `until`, with
+    /// what the provider says of them now (name, groups). Each is on disk before it is renewed
+    /// here; returns how many were renewed, or the store's refusal (those not yet written keep
+    /// their old end).
+    pub async fn renew(&self, person: &Person, until: u64) -> Result<usize, WriteError> {
+        let signed_in: Vec<StoredDevice> = {
+            let table = lock(&self.table);
+            table
+                .devices
+                .values()
+                .filter(|e| e.device.person.as_ref().is_some_and(|p| p.subject == person.subject))
+                .filter(|e| e.device.expires_at.is_some())
+                .map(|e| e.stored())
+                .collect()
+        };
+        let json = serde_json::to_string(person).ok();
+        let shared = Arc::new(person.clone());
+        for mut row in signed_in.iter().cloned() {
+            row.expires_at = Some(until);
+            row.person = json.clone();
+            self.store.put_device(&row).await?;
+            if let Some(entry) = lock(&self.table).devices.get_mut(row.device_id.as_str()) {
+                entry.device.expires_at = Some(until);
+                entry.device.person = Some(shared.clone());
+            }
+        }
+        Ok(signed_in.len())
+    }
+
+    /// Revokes every device of the person `subject` (disabled, or no longer vouched for by their
+    /// provider): each as [`Devices::revoke`] does. Returns those revoked; the first refusal of
+    /// the store stops it (the rest stay, and the caller says so).
+    pub async fn revoke_person(&self, subject: &str) -> Result<Vec<Device>, RevokeError> {
+        let mut revoked = Vec::new();
+        for device in self.of_person(subject) {
+            match self.revoke(&device.id).await {
+                Ok(d) => revoked.push(d),
+                Err(RevokeError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(revoked)
     }
 
     /// A code another daemon of the fleet issued, as the store keeps it, learnt here so it can be
@@ -289,7 +416,7 @@ impl Devices {
         let Ok(name) = stored.name.as_deref().map(valid_name).transpose() else { return false };
         let now = Instant::now();
         let left = Duration::from_millis(stored.expires_in_ms).min(self.code_ttl);
-        lock(&self.table).codes.learn(digest, Grant { name, role }, now, now + left)
+        lock(&self.table).codes.learn(digest, Grant { name, role, sign_in: None }, now, now + left)
     }
 
     /// Exchanges `code` from `peer` for a new device and its credential (returned once, never
@@ -351,6 +478,8 @@ impl Devices {
             table.codes.give_back(taken);
             return Err(PairError::Store(e));
         }
+        let person = taken.grant.sign_in.as_ref().map(|s| Arc::new(s.person.clone()));
+        let expires_at = taken.grant.sign_in.as_ref().map(|s| now + s.lasts.as_millis() as u64);
         let written = self
             .store
             .put_device(&StoredDevice {
@@ -360,6 +489,8 @@ impl Devices {
                 secret_hash,
                 created_at: now,
                 last_seen_at: Some(now),
+                person: person.as_deref().and_then(|p| serde_json::to_string(p).ok()),
+                expires_at,
             })
             .await;
         let mut table = lock(&self.table);
@@ -374,6 +505,8 @@ impl Devices {
             role,
             created_at: now,
             last_seen_at: Some(now),
+            person,
+            expires_at,
             revoked: CancellationToken::new(),
         };
         table.devices.insert(id.clone(), Entry { device: device.clone(), secret_hash, seen_written: now });
@@ -389,6 +522,11 @@ impl Devices {
         let mut table = lock(&self.table);
         let entry = table.devices.get_mut(id)?;
         if !bool::from(presented.ct_eq(&entry.secret_hash)) {
+            return None;
+        }
+        // A sign-in its provider did not renew in time is over, as if revoked (the renewal that
+        // failed, or the daemon that renewed it being gone, ends it; `crate::oidc`).
+        if entry.device.expires_at.is_some_and(|end| end <= now) {
             return None;
         }
         entry.device.last_seen_at = Some(now);
@@ -452,7 +590,14 @@ impl Devices {
         let mut table = lock(&self.table);
         for d in stored {
             gone.retain(|id| **id != *d.device_id);
-            if table.devices.contains_key(d.device_id.as_str()) {
+            if let Some(known) = table.devices.get_mut(d.device_id.as_str()) {
+                // A sign-in another daemon renewed: its new end, and its person as now vouched for.
+                if let Some((_, fresh)) = Entry::from_stored(&d)
+                    && fresh.device.expires_at > known.device.expires_at
+                {
+                    known.device.expires_at = fresh.device.expires_at;
+                    known.device.person = fresh.device.person;
+                }
                 continue;
             }
             if let Some((id, entry)) = Entry::from_stored(&d) {
@@ -934,6 +1079,8 @@ mod tests {
             secret_hash: hash(&secret),
             created_at: 1,
             last_seen_at: None,
+            person: None,
+            expires_at: None,
         });
         let d = Devices::new(disk, None, Duration::from_secs(120), LIMITS);
         let device = d.authenticate(&format!("dev-0123456789abcdef.{secret}")).expect("loaded");

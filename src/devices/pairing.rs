@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use super::person::SignIn;
 use super::role::Role;
 use crate::throttle::{Budget, Failures};
 
@@ -50,6 +51,8 @@ pub enum CodeError {
 pub(super) struct Grant {
     pub(super) name: Option<String>,
     pub(super) role: Role,
+    /// A sign-in's code (`crate::oidc`): the device is this person's, until its sign-in ends.
+    pub(super) sign_in: Option<SignIn>,
 }
 
 /// A code taken for an exchange, until the device it pays for is on disk (or is given back).
@@ -140,7 +143,7 @@ mod tests {
     const TTL: Duration = Duration::from_secs(120);
 
     fn grant() -> Grant {
-        Grant { name: Some("phone".into()), role: Role::Voter }
+        Grant { name: Some("phone".into()), role: Role::Voter, sign_in: None }
     }
 
     fn peer(n: u8) -> IpAddr {

@@ -103,13 +103,7 @@ async fn apply_notices(daemon: Arc<Daemon>, mut notices: tokio::sync::mpsc::Rece
 async fn reload_devices(daemon: &Arc<Daemon>) {
     let devices = daemon.devices.clone();
     match tokio::task::spawn_blocking(move || devices.reload()).await {
-        Ok(Ok(revoked)) => {
-            for device in revoked {
-                for session in daemon.all_sessions() {
-                    session.forget_voter(&device.id);
-                }
-            }
-        }
+        Ok(Ok(revoked)) => daemon.forget_devices(&revoked),
         Ok(Err(e)) => tracing::error!(error = %e, "cannot read the fleet's paired devices"),
         Err(_) => {}
     }

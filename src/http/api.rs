@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::extract::AppState;
 use super::openapi::{self, Body, Header, Operation};
 use super::{
-    acp, act, changes, daemon, devices, events, history, permissions, prompts, sessions, shell, web,
+    acp, act, changes, daemon, devices, events, history, permissions, prompts, sessions, shell, signin, web,
 };
 
 macro_rules! api {
@@ -416,6 +416,26 @@ api! {
         WRITE_FILE.named("namedWriteWorkspaceFile", "POST /file/write in a named workspace");
     post "/workspaces/{workspace}/file/edit" => changes::file_edit,
         EDIT_FILE.named("namedEditWorkspaceFile", "POST /file/edit in a named workspace");
+    get "/auth" => signin::offered,
+        Operation::new("signInOffered", "people", "Whether people may sign in here with an OpenID provider, and which (no bearer token; docs/people.md)")
+            .ok(&[(200, Json("SignInOffered"))])
+            .no_auth();
+    get "/auth/login" => signin::login,
+        Operation::new("signInStart", "people", "Begin a sign-in: 302 to the OpenID provider, with a new state, nonce and PKCE challenge (no bearer token; docs/people.md)")
+            .ok(&[(302, Body::Empty)])
+            .no_auth()
+            .errors(&["sign_in_not_configured"]);
+    get "/auth/callback" => signin::callback,
+        Operation::new("signInCallback", "people", "Where the provider sends the browser back: 302 to `<app>/#pair=<one-time code>` once the ID token and the person's claims passed every check, else to `<app>/#signin-error=<code>` (no bearer token; docs/people.md)")
+            .ok(&[(302, Body::Empty)])
+            .query(&[("code", "the provider's authorization code"), ("state", "the sign-in's state"), ("error", "the provider's refusal"), ("iss", "the provider's issuer (RFC 9207)")])
+            .no_auth()
+            .errors(&["sign_in_not_configured"]);
+    post "/auth/logout" => signin::logout,
+        Operation::new("signOut", "people", "End the caller's sign-in (a person's device): refused from its next request on, its streams ended, on every daemon of a fleet; 204 for anyone else too (docs/people.md)")
+            .ok(NO_CONTENT)
+            .read()
+            .errors(&["store_unavailable"]);
     get "/act/{token}" => act::confirm,
         Operation::new("confirmAction", "notifications", "A notification's action link: a confirmation page (no bearer token: the token is the credential; docs/notifications.md)")
             .ok(&[(200, Body::Html)])

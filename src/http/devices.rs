@@ -15,13 +15,24 @@ use super::perimeter::Peer;
 use crate::devices::{Device, Role, qr};
 
 fn device_json(d: &Device) -> Value {
-    json!({
+    let mut device = json!({
         "deviceId": &*d.id,
         "name": &*d.name,
         "role": d.role.as_str(),
         "createdAt": d.created_at,
         "lastSeenAt": d.last_seen_at,
-    })
+    });
+    with_person(&mut device, d);
+    device
+}
+
+/// A person's device also names its person, the client id it acts as, and when its sign-in ends.
+fn with_person(json: &mut Value, d: &Device) {
+    if let Some(person) = &d.person {
+        json["person"] = json!(&**person);
+        json["clientId"] = json!(&*d.client_id());
+        json["expiresAt"] = json!(d.expires_at);
+    }
 }
 
 /// An optional string field: absent or `null` is `None`; anything but a string is refused.
@@ -87,12 +98,13 @@ pub(super) async fn pair(
     let name = optional_str(&body, "name")?;
     let (device, credential) = d.devices.pair(code, name, peer.ip()).await?;
     tracing::info!(device_id = %device.id, role = device.role.as_str(), "a device was paired");
-    let answer = json!({
+    let mut answer = json!({
         "deviceId": &*device.id,
         "token": credential,
         "role": device.role.as_str(),
         "name": &*device.name,
     });
+    with_person(&mut answer, &device);
     let mut response = Json(answer).into_response();
     // The credential is in this body: no cache may keep it.
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -121,16 +133,21 @@ pub(super) async fn revoke(
 /// The `identity` of `GET /capabilities`: who the caller is and what it may do.
 pub(super) fn identity(caller: Option<&crate::desk::Caller>) -> Value {
     match caller.and_then(crate::desk::Caller::device) {
-        Some(device) => json!({
-            "kind": "device",
-            "deviceId": &*device.id,
-            "name": &*device.name,
-            "role": device.role.as_str(),
-            "scope": match device.role {
-                Role::Voter => json!(["read", "write"]),
-                Role::Observer => json!(["read"]),
-            },
-        }),
+        Some(device) => {
+            let mut identity = json!({
+                "kind": "device",
+                "deviceId": &*device.id,
+                "name": &*device.name,
+                "role": device.role.as_str(),
+                "scope": match device.role {
+                    Role::Voter => json!(["read", "write"]),
+                    Role::Observer => json!(["read"]),
+                    Role::Operator => json!(["read", "write", "operator"]),
+                },
+            });
+            with_person(&mut identity, device);
+            identity
+        }
         None => json!({"kind": "operator", "scope": ["read", "write", "operator"]}),
     }
 }

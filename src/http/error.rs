@@ -44,6 +44,11 @@ pub enum ApiError {
     /// `/assets/` names no file of this build of the web app (an old page asking for renamed files).
     #[error("No such file in this version of the web app")]
     AssetNotFound,
+    /// `/auth/login` or `/auth/callback` on a daemon without `--oidc-issuer`.
+    #[error(
+        "This daemon has no sign-in provider: start it with --oidc-issuer and --oidc-client-id (docs/people.md)"
+    )]
+    SignInNotConfigured,
     #[error("Method not allowed")]
     MethodNotAllowed,
     #[error("The session shell needs a token to be configured")]
@@ -156,6 +161,7 @@ impl ApiError {
             ApiError::InvalidJson,
             ApiError::RouteNotFound,
             ApiError::AssetNotFound,
+            ApiError::SignInNotConfigured,
             ApiError::MethodNotAllowed,
             ApiError::TokenRequired,
             ApiError::SessionShellDisabled,
@@ -208,6 +214,7 @@ impl ApiError {
             Self::DeviceNotFound
             | Self::AcpConnectionNotFound
             | Self::RouteNotFound
+            | Self::SignInNotConfigured
             | Self::AssetNotFound => StatusCode::NOT_FOUND,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -252,6 +259,7 @@ impl ApiError {
             Self::InvalidJson => "invalid_json",
             Self::RouteNotFound => "route_not_found",
             Self::AssetNotFound => "asset_not_found",
+            Self::SignInNotConfigured => "sign_in_not_configured",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TokenRequired => "token_required",
             Self::SessionShellDisabled => "session_shell_disabled",

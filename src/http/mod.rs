@@ -50,6 +50,7 @@ mod prompts;
 mod relay;
 mod sessions;
 mod shell;
+mod signin;
 pub mod web;
 mod wsframe;
 

@@ -386,7 +386,7 @@ fn admitted(desk: &Desk, req: &mut Request, caller: Caller, access: Option<Acces
             caller.may_claim(claimed)?;
         }
         headers.remove("x-client-id");
-        if let Ok(id) = HeaderValue::from_str(&device.id) {
+        if let Ok(id) = HeaderValue::from_str(&device.client_id()) {
             headers.insert("x-qwen-client-id", id);
         }
     }

@@ -77,17 +77,21 @@ pub(super) async fn deliver(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let reason =
-            match tokio::time::timeout(ATTEMPT_TIMEOUT, outgoing::send(tls, &outgoing, body.clone())).await {
-                Ok(Ok(Answer { status, body: answer, .. })) if (200..300).contains(&status) => {
-                    return Outcome::Sent { status, attempts, answer };
-                }
-                Ok(Ok(Answer { status, .. })) if status < 500 => return Outcome::Refused { status },
-                Ok(Ok(Answer { status, .. })) => format!("HTTP {status}"),
-                Ok(Err(Failure::Untrusted(reason))) => return Outcome::Untrusted { reason },
-                Ok(Err(Failure::Transient(e))) => e,
-                Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
-            };
+        let reason = match tokio::time::timeout(
+            ATTEMPT_TIMEOUT,
+            outgoing::send(tls, &outgoing, body.clone().into_bytes()),
+        )
+        .await
+        {
+            Ok(Ok(Answer { status, body: answer, .. })) if (200..300).contains(&status) => {
+                return Outcome::Sent { status, attempts, answer };
+            }
+            Ok(Ok(Answer { status, .. })) if status < 500 => return Outcome::Refused { status },
+            Ok(Ok(Answer { status, .. })) => format!("HTTP {status}"),
+            Ok(Err(Failure::Untrusted(reason))) => return Outcome::Untrusted { reason },
+            Ok(Err(Failure::Transient(e))) => e,
+            Err(_) => format!("no answer within {} ms", ATTEMPT_TIMEOUT.as_millis()),
+        };
         if attempts >= MAX_ATTEMPTS {
             return Outcome::Failed { reason, attempts };
         }

@@ -101,7 +101,7 @@ impl Endpoint {
             headers: &headers,
             max_answer: MAX_ANSWER_BYTES,
         };
-        match outgoing::send(self.tls.as_ref(), &outgoing, body).await {
+        match outgoing::send(self.tls.as_ref(), &outgoing, body.into_bytes()).await {
             Err(e) => Review::failed("unavailable", format!("reviewer {name}: cannot reach its model: {e}")),
             Ok(answer) if !(200..300).contains(&answer.status) => Review::failed(
                 "unavailable",

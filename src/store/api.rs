@@ -155,6 +155,10 @@ pub struct StoredDevice {
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub last_seen_at: Option<u64>,
+    /// A person's device: the person as JSON (`devices::Person`).
+    pub person: Option<String>,
+    /// A sign-in's end unless renewed (milliseconds since the Unix epoch).
+    pub expires_at: Option<u64>,
 }
 
 /// The store's figures, for `/health?deep=1` and `/metrics`.

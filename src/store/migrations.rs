@@ -20,4 +20,5 @@ versions![
     "0004_fleet.sql",
     "0005_pairing_codes.sql",
     "0006_turns.sql",
+    "0007_people.sql",
 ];

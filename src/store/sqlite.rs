@@ -233,8 +233,8 @@ impl Store for SqliteStore {
     fn devices(&self) -> Result<Vec<StoredDevice>, ReadError> {
         self.read(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT device_id, name, role, secret_hash, created_at, last_seen_at FROM devices
-                 WHERE revoked_at IS NULL ORDER BY created_at, device_id",
+                "SELECT device_id, name, role, secret_hash, created_at, last_seen_at, person, expires_at
+                 FROM devices WHERE revoked_at IS NULL ORDER BY created_at, device_id",
             )?;
             let rows = stmt.query_map([], |r| {
                 let hash: Vec<u8> = r.get(3)?;
@@ -246,6 +246,8 @@ impl Store for SqliteStore {
                         secret_hash: [0; 32],
                         created_at: r.get::<_, i64>(4)? as u64,
                         last_seen_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+                        person: r.get(6)?,
+                        expires_at: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
                     },
                     hash,
                 ))
@@ -540,15 +542,18 @@ impl Statements for rusqlite::Transaction<'_> {
 
     async fn put_device(&self, d: &StoredDevice) -> rusqlite::Result<()> {
         self.execute(
-            "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT OR REPLACE INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at,
+               person, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 d.device_id,
                 d.name,
                 d.role,
                 &d.secret_hash[..],
                 d.created_at as i64,
-                d.last_seen_at.map(|v| v as i64)
+                d.last_seen_at.map(|v| v as i64),
+                d.person,
+                d.expires_at.map(|v| v as i64)
             ],
         )
         .map(drop)
@@ -1051,12 +1056,42 @@ mod tests {
         let store = SqliteStore::open(&state, &config(dir.path())).expect("open and migrate");
         let read = |sql: &str| lock(&store.read).query_row(sql, [], |r| r.get::<_, i64>(0)).expect("read");
         assert_eq!(read("SELECT MAX(version) FROM schema_migrations"), i64::from(SCHEMA_VERSION));
-        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(SCHEMA_VERSION, 7);
         assert_eq!(read("SELECT COUNT(*) FROM pairing_codes"), 1, "the code is kept");
         store.session_started(&record("s"), 0, false);
         store.record_turn(turn("s", 1, "a", "b"));
         flushed(&store).await;
         assert_eq!(store.turns("s").expect("read").len(), 1);
+    }
+
+    /// Issue #48: a device paired before people existed keeps working after version 7 (no person,
+    /// no end), beside a person's sign-in written after it.
+    #[tokio::test]
+    async fn a_version_6_database_keeps_its_devices_as_nobodys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        dir::prepare(&state).expect("state dir");
+        {
+            let conn = Connection::open(db_path(&state)).expect("create");
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+            )
+            .expect("migrations table");
+            for (i, sql) in MIGRATIONS[..6].iter().enumerate() {
+                conn.execute_batch(sql).expect("an earlier version");
+                conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1])
+                    .expect("version");
+            }
+            conn.execute(
+                "INSERT INTO devices(device_id, name, role, secret_hash, created_at) VALUES ('dev-1', 'phone', 'voter', zeroblob(32), 1)",
+                [],
+            )
+            .expect("a paired device");
+        }
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open and migrate");
+        let devices = store.devices().expect("read");
+        assert_eq!(devices.len(), 1);
+        assert_eq!((devices[0].person.as_deref(), devices[0].expires_at), (None, None), "nobody's, no end");
     }
 
     #[tokio::test]
@@ -1256,6 +1291,8 @@ mod tests {
             secret_hash: [hash; 32],
             created_at: 10,
             last_seen_at: Some(10),
+            person: None,
+            expires_at: None,
         };
         let (a, b) = (store.put_device(&device("dev-a", 1)), store.put_device(&device("dev-b", 2)));
         store.device_seen("dev-a", 99);
@@ -1347,6 +1384,8 @@ mod tests {
             secret_hash: [1; 32],
             created_at: 1,
             last_seen_at: None,
+            person: None,
+            expires_at: None,
         };
         let paired = store.put_device(&device);
         let flush = store.flush();

@@ -63,6 +63,9 @@ const FLOORS: &[(&str, u8)] = &[
     // A reviewer's program is started as an agent is, and its verdicts are the mediator's
     // ballots: above both, below the daemon that hands each session its reviewers.
     ("review", 3),
+    // Sign-in with an OpenID provider: what a sign-in pays for is a device, and it asks the
+    // provider through the daemon's outgoing client; the daemon renews through it.
+    ("oidc", 3),
     ("daemon", 4),
     ("desk", 5),
     ("door", 6),

@@ -32,6 +32,7 @@ mod newcomer;
 mod notify;
 mod oidc_fixtures;
 mod openapi;
+mod people;
 mod perimeter;
 mod permissions;
 mod questions;

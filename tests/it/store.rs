@@ -712,6 +712,8 @@ fn a_devices_last_sighting_is_recorded_and_only_moves_forward() {
         secret_hash: [1; 32],
         created_at: 10,
         last_seen_at: Some(10),
+        person: None,
+        expires_at: None,
     };
     store.put_device(&device).wait_blocking().expect("paired");
     store.device_seen("dev-a", 99);
@@ -721,6 +723,34 @@ fn a_devices_last_sighting_is_recorded_and_only_moves_forward() {
 
     let store = support::open_store(&state);
     assert_eq!(store.devices().expect("read"), [StoredDevice { last_seen_at: Some(99), ..device }]);
+}
+
+/// Issue #48: a person's sign-in is kept with who they are and when it ends; renewing it (the same
+/// row written again) moves the end, and both survive a restart.
+#[test]
+fn a_persons_sign_in_is_kept_with_the_person_and_its_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let store = support::open_store(&state);
+    let person = r#"{"subject":"ada","name":"Ada Lovelace","groups":["admins"]}"#;
+    let device = StoredDevice {
+        device_id: "dev-b".into(),
+        name: "web sign-in".into(),
+        role: "operator".into(),
+        secret_hash: [2; 32],
+        created_at: 10,
+        last_seen_at: Some(10),
+        person: Some(person.into()),
+        expires_at: Some(1_000),
+    };
+    store.put_device(&device).wait_blocking().expect("signed in");
+    let renewed = StoredDevice { expires_at: Some(2_000), ..device.clone() };
+    store.put_device(&renewed).wait_blocking().expect("renewed");
+    flushed(&*store);
+    drop(store);
+
+    let store = support::open_store(&state);
+    assert_eq!(store.devices().expect("read"), [renewed]);
 }
 
 /// Issue #49: `review_breaker` is recorded in the history like every event (docs/protocol.md 5.5):

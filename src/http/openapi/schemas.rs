@@ -11,6 +11,7 @@ pub(super) fn schemas() -> Value {
     let int = json!({"type": "integer", "minimum": 0});
     let boolean = json!({"type": "boolean"});
     let object = json!({"type": "object"});
+    let person = json!({"type": "object", "required": ["subject", "name"], "description": "The person a signed-in device belongs to, as their OpenID provider said (docs/people.md)", "properties": {"subject": string, "name": string, "email": string, "groups": {"type": "array", "items": string}}});
     let summary_props = json!({
         "sessionId": string, "workspaceCwd": string,
         "agent": {"type": "string", "description": "The configured agent the session runs on"},
@@ -138,7 +139,8 @@ pub(super) fn schemas() -> Value {
                     "description": "Who the caller is: the operator (the daemon's token, or anyone without one) or a paired device (docs/protocol.md §15)",
                     "properties": {
                         "kind": {"enum": ["operator", "device"]},
-                        "deviceId": string, "name": string, "role": {"enum": ["voter", "observer"]},
+                        "deviceId": string, "name": string, "role": {"enum": ["voter", "observer", "operator"]},
+                        "person": person, "clientId": string, "expiresAt": {"type": ["integer", "null"]},
                         "scope": {"type": "array", "items": {"enum": ["read", "write", "operator"]}},
                     },
                 },
@@ -627,6 +629,7 @@ fn presented_schemas() -> Value {
 fn device_schemas() -> Value {
     let string = json!({"type": "string"});
     let int = json!({"type": "integer", "minimum": 0});
+    let person = json!({"type": "object", "required": ["subject", "name"], "description": "The person a signed-in device belongs to, as their OpenID provider said (docs/people.md)", "properties": {"subject": string, "name": string, "email": string, "groups": {"type": "array", "items": string}}});
     json!({
         "PairingRequest": {
             "type": "object",
@@ -659,8 +662,19 @@ fn device_schemas() -> Value {
             "properties": {
                 "deviceId": string,
                 "token": {"type": "string", "description": "The device credential `<deviceId>.<secret>`, shown once: send it as `Authorization: Bearer` (browsers keep it in the daemon's origin's storage; it is never a cookie)"},
-                "role": {"enum": ["voter", "observer"]}, "name": string,
+                "role": {"enum": ["voter", "observer", "operator"]}, "name": string,
+                "person": person, "clientId": {"type": "string", "description": "A person's device acts as its person's client id, `person:<subject>`"},
+                "expiresAt": {"type": ["integer", "null"], "description": "A sign-in ends then unless its provider renews it"},
             },
+        },
+        "SignInOffered": {
+            "type": "object",
+            "required": ["signIn"],
+            "properties": {"signIn": {
+                "type": ["object", "null"],
+                "description": "`null` when this daemon has no OpenID provider (`--oidc-issuer`)",
+                "properties": {"issuer": string, "login": {"type": "string", "description": "The web app's link to begin a sign-in, relative to the daemon's root"}},
+            }},
         },
         "DeviceList": {
             "type": "object",
@@ -669,8 +683,9 @@ fn device_schemas() -> Value {
                 "type": "object",
                 "required": ["deviceId", "name", "role", "createdAt"],
                 "properties": {
-                    "deviceId": string, "name": string, "role": {"enum": ["voter", "observer"]},
+                    "deviceId": string, "name": string, "role": {"enum": ["voter", "observer", "operator"]},
                     "createdAt": int, "lastSeenAt": {"type": ["integer", "null"]},
+                    "person": person, "clientId": string, "expiresAt": {"type": ["integer", "null"]},
                 },
             }}},
         },

@@ -388,8 +388,8 @@ impl Store for PgStore {
         self.read(|c| async move {
             let rows = c
                 .query(
-                    "SELECT device_id, name, role, secret_hash, created_at, last_seen_at FROM devices
-                     WHERE revoked_at IS NULL ORDER BY created_at, device_id",
+                    "SELECT device_id, name, role, secret_hash, created_at, last_seen_at, person, expires_at
+                     FROM devices WHERE revoked_at IS NULL ORDER BY created_at, device_id",
                     &[],
                 )
                 .await?;
@@ -405,6 +405,8 @@ impl Store for PgStore {
                         secret_hash,
                         created_at: r.get::<_, i64>(4) as u64,
                         last_seen_at: r.get::<_, Option<i64>>(5).map(|v| v as u64),
+                        person: r.get(6),
+                        expires_at: r.get::<_, Option<i64>>(7).map(|v| v as u64),
                     })
                 })
                 .collect())

@@ -227,11 +227,12 @@ impl Statements for PgTx<'_> {
 
     async fn put_device(&self, d: &StoredDevice) -> Result<(), PgFailure> {
         self.run(
-            "INSERT INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO devices(device_id, name, role, secret_hash, created_at, last_seen_at, person, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT (device_id) DO UPDATE SET name = excluded.name, role = excluded.role,
                secret_hash = excluded.secret_hash, created_at = excluded.created_at,
-               last_seen_at = excluded.last_seen_at",
+               last_seen_at = excluded.last_seen_at, person = excluded.person,
+               expires_at = excluded.expires_at",
             &[
                 &d.device_id,
                 &d.name,
@@ -239,6 +240,8 @@ impl Statements for PgTx<'_> {
                 &&d.secret_hash[..],
                 &(d.created_at as i64),
                 &d.last_seen_at.map(|v| v as i64),
+                &d.person,
+                &d.expires_at.map(|v| v as i64),
             ],
         )
         .await?;

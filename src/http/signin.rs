@@ -1,0 +1,183 @@
+//! Sign-in with an OpenID provider over HTTP (`docs/people.md`, `docs/protocol.md#15-devices`):
+//!
+//! - `GET /auth`: whether this daemon offers it (public: the web app asks before anyone signed in).
+//! - `GET /auth/login`: sends the browser to the provider (`302`).
+//! - `GET /auth/callback`: where the provider sends it back. The person, once every check passed,
+//!   is given a device through a one-time code: the browser lands on `<app>/#pair=<code>`, which
+//!   the web app exchanges as it does a pairing code, so no credential rides in a URL, a log or a
+//!   `Referer`. A refusal lands on `<app>/#signin-error=<code>`, which the web app explains.
+//!
+//! Public routes (the perimeter's Host check still applies): the provider's answer is the
+//! credential, and everything it says is checked in `crate::oidc` before anything is granted.
+
+use axum::Extension;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::{ApiError, ApiResult};
+use super::extract::AppState;
+use crate::desk::Caller;
+use crate::oidc::SignInError;
+
+/// The sign-in binding cookie ([`binding_cookie`]): not a credential, and named apart from every
+/// cookie a provider on the same host sets (cookies ignore ports).
+const BINDING_COOKIE: &str = "mediatord_signin";
+/// How long the binding cookie lives: as long as a sign-in may take at the provider.
+const BINDING_MAX_AGE: u64 = crate::oidc::SIGN_IN_WINDOW.as_secs();
+
+/// The longest `code` and `state` taken from the provider's redirect: providers' codes are tens
+/// to a few hundred characters; a longer value is nobody's.
+const MAX_PARAM_CHARS: usize = 2048;
+
+/// `GET /auth`: `{"signIn": {"issuer"}}` when people may sign in here, else `{"signIn": null}`.
+pub(super) async fn offered(State(d): State<AppState>) -> Response {
+    let sign_in = d.oidc().map(|o| json!({"issuer": o.settings().issuer, "login": "auth/login"}));
+    axum::Json(json!({ "signIn": sign_in })).into_response()
+}
+
+/// `GET /auth/login`: to the provider, with a new sign-in's `state`, `nonce` and PKCE challenge.
+pub(super) async fn login(State(d): State<AppState>) -> Response {
+    let Some(oidc) = d.oidc() else { return ApiError::SignInNotConfigured.into_response() };
+    match oidc.begin().await {
+        Ok(begun) => {
+            let mut response = redirect(&begun.url);
+            let cookie =
+                binding_cookie(&begun.binding, BINDING_MAX_AGE, super::auth::secure_cookie(&d.config));
+            if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Err(e) => back_to_app(&d, &format!("signin-error={}", e.code())),
+    }
+}
+
+/// The cookie that binds a sign-in to the browser that began it: no credential (it grants
+/// nothing: it only lets this browser finish its own sign-in), sent only to the callback, `Lax`
+/// because the provider's redirect back is a navigation from another site.
+fn binding_cookie(value: &str, max_age: u64, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!(
+        "{BINDING_COOKIE}={value}; Max-Age={max_age}; Path=/auth/callback; HttpOnly; SameSite=Lax{secure}"
+    )
+}
+
+/// The sign-in binding cookie's value, if the request carries exactly one.
+fn binding_of(headers: &HeaderMap) -> Option<String> {
+    let mut found = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == BINDING_COOKIE)
+        .map(|(_, value)| value.to_owned());
+    let first = found.next();
+    // Two of them: another page of this host set one too; neither is trusted.
+    if found.next().is_some() { None } else { first }
+}
+
+/// What the provider's redirect carries (RFC 6749 §4.1.2, RFC 9207's `iss`).
+#[derive(Debug, Deserialize)]
+pub(super) struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+/// `GET /auth/callback`: the sign-in's end. Every failure is one stable code for the web app; the
+/// log says more (never the code, the state or a token).
+pub(super) async fn callback(
+    State(d): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<Callback>, QueryRejection>,
+) -> Response {
+    let response = finish(&d, binding_of(&headers).as_deref(), query).await;
+    forget_binding(&d, response)
+}
+
+/// The callback's answer, before the binding cookie is cleared.
+async fn finish(
+    d: &AppState,
+    binding: Option<&str>,
+    query: Result<Query<Callback>, QueryRejection>,
+) -> Response {
+    let Some(oidc) = d.oidc() else { return ApiError::SignInNotConfigured.into_response() };
+    let fail = |e: SignInError| back_to_app(d, &format!("signin-error={}", e.code()));
+    // A query no form decoder takes (a parameter twice) is nobody's redirect.
+    let Ok(Query(callback)) = query else { return fail(SignInError::InvalidState) };
+    if let Some(error) = &callback.error {
+        // `access_denied` when the person cancelled; the provider's code is a short token.
+        let shown: String = error.chars().take(64).filter(|c| c.is_ascii_graphic()).collect();
+        tracing::info!(error = %shown, "the OpenID provider ended a sign-in without a code");
+        return fail(SignInError::ProviderRefused);
+    }
+    let (Some(code), Some(state)) = (&callback.code, &callback.state) else {
+        return fail(SignInError::InvalidState);
+    };
+    if code.len() > MAX_PARAM_CHARS || state.len() > MAX_PARAM_CHARS {
+        return fail(SignInError::InvalidState);
+    }
+    let verified = match oidc.finish(code, state, binding).await {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    match d.sign_in_code(&verified, "web sign-in") {
+        Ok(issued) => {
+            tracing::info!(
+                subject = %verified.person.subject,
+                role = verified.role.as_str(),
+                "a person signed in"
+            );
+            back_to_app(d, &format!("pair={}", issued.code))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a person signed in, but no sign-in code could be issued");
+            back_to_app(d, "signin-error=sign_in_unavailable")
+        }
+    }
+}
+
+/// The binding cookie is spent whatever the callback answered.
+fn forget_binding(d: &AppState, mut response: Response) -> Response {
+    let cleared = binding_cookie("", 0, super::auth::secure_cookie(&d.config));
+    if let Ok(cookie) = HeaderValue::from_str(&cleared) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `POST /auth/logout`: ends the caller's sign-in (a person's device) on disk first, so on every
+/// daemon of a fleet: its next request is refused and its streams end. Anyone else (the operator,
+/// a paired device) has no sign-in to end: `204` all the same, so signing out twice is no error.
+pub(super) async fn logout(State(d): State<AppState>, Extension(caller): Extension<Caller>) -> ApiResult {
+    if let Some(device) = caller.device().filter(|dv| dv.person.is_some()) {
+        d.revoke_device(&device.id).await?;
+        tracing::info!(device = %device.id, "a person signed out");
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `302` to `url`, not stored, not told where it came from.
+fn redirect(url: &str) -> Response {
+    let mut response = StatusCode::FOUND.into_response();
+    let h = response.headers_mut();
+    match HeaderValue::from_str(url) {
+        Ok(v) => h.insert(header::LOCATION, v),
+        Err(_) => return ApiError::Refused(crate::desk::Refusal::Internal).into_response(),
+    };
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The callback's address carries the provider's code: the next page is not told it.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+/// `302` to the web app with `fragment` (never sent to any server, kept out of logs).
+fn back_to_app(d: &AppState, fragment: &str) -> Response {
+    let base = d.config.public_url.as_deref().map_or(String::new(), |u| u.trim_end_matches('/').to_owned());
+    redirect(&format!("{base}/#{fragment}"))
+}
