@@ -838,6 +838,83 @@ mod tests {
         assert_eq!(d.pair(&issued.code, None, PEER).await.err(), Some(PairError::InvalidCode), "single use");
     }
 
+    fn ada() -> Person {
+        Person::new("ada".into(), Some("Ada Lovelace"), Some("ada@example.test".into()), vec!["staff".into()])
+    }
+
+    /// A sign-in's code pays for a device of its person, acting as the person's client id, which
+    /// lasts until its end and no longer; a renewal moves the end of every sign-in of theirs (and
+    /// of no one else's), and signing the person out revokes every device of theirs.
+    #[tokio::test]
+    async fn a_sign_in_is_a_device_of_its_person_until_its_end() {
+        let d = devices();
+        let lasts = Duration::from_secs(60);
+        let sign_in = || SignIn { person: ada(), lasts };
+        let before = now_ms();
+        let code = d.issue_sign_in(sign_in(), "web sign-in", Role::Voter).expect("code").code;
+        let (laptop, credential) = d.pair(&code, Some("ignored"), PEER).await.expect("paired");
+        assert_eq!(
+            (&*laptop.name, laptop.role, &*laptop.client_id()),
+            ("web sign-in", Role::Voter, "person:ada")
+        );
+        assert_eq!(laptop.shown_name(), "Ada Lovelace");
+        let end = laptop.expires_at.expect("a sign-in ends");
+        assert!(end >= before + 60_000 && end <= now_ms() + 60_000, "{end}");
+        assert_eq!(d.authenticate(&credential).map(|x| x.id), Some(laptop.id.clone()));
+        let code = d.issue_sign_in(sign_in(), "web sign-in", Role::Voter).expect("code").code;
+        let (phone, _) = d.pair(&code, None, PEER).await.expect("paired");
+        let issued = d.issue_code(Some("wall"), Role::Observer).await.expect("code");
+        let (wall, _) = d.pair(&issued.code, None, PEER).await.expect("paired");
+        assert_eq!((wall.person.clone(), wall.expires_at, &*wall.client_id()), (None, None, &*wall.id));
+        assert_eq!(wall.shown_name(), "wall");
+        let ids = |v: Vec<Device>| v.into_iter().map(|x| x.id).collect::<Vec<_>>();
+        assert_eq!(ids(d.of_person("ada")), [laptop.id.clone(), phone.id.clone()]);
+
+        // Renewed: both of hers move, with what the provider says of her now; the wall does not.
+        let renamed = Person { name: "Ada King".into(), ..ada() };
+        assert_eq!(d.renew(&renamed, end + 5_000).await, Ok(2));
+        let now = d.authenticate(&credential).expect("still signed in");
+        assert_eq!((now.expires_at, now.shown_name()), (Some(end + 5_000), "Ada King"));
+        assert!(d.expired(end + 4_999).is_empty());
+        assert_eq!(ids(d.expired(end + 5_000)), [laptop.id.clone(), phone.id.clone()], "ended at its end");
+
+        // Past its end it is refused, as if revoked.
+        lock(&d.table).devices.get_mut(&*laptop.id).expect("entry").device.expires_at = Some(now_ms() - 1);
+        assert!(d.authenticate(&credential).is_none(), "a sign-in past its end is refused");
+
+        let gone = d.revoke_person("ada").await.expect("signed out");
+        assert_eq!(ids(gone), [laptop.id.clone(), phone.id.clone()]);
+        assert!(d.of_person("ada").is_empty());
+        assert_eq!(ids(d.list()), [wall.id.clone()], "nobody else's device");
+        assert_eq!(d.renew(&ada(), end).await, Ok(0), "nothing left to renew");
+    }
+
+    /// A person's device read back from the store is theirs, with its end; an operator-role row
+    /// without a person (which no pairing code makes) or with a person the store garbled is no
+    /// device at all.
+    #[test]
+    fn a_persons_device_is_read_back_and_a_bad_row_is_no_device() {
+        let row = |role: &str, person: Option<&str>| StoredDevice {
+            device_id: "dev-0123456789abcdef".into(),
+            name: "web sign-in".into(),
+            role: role.into(),
+            secret_hash: [1; 32],
+            created_at: 1,
+            last_seen_at: None,
+            person: person.map(str::to_owned),
+            expires_at: Some(9),
+        };
+        let json = serde_json::to_string(&ada()).expect("json");
+        let (_, entry) =
+            Entry::from_stored(&row("operator", Some(&json))).expect("a person's operator sign-in");
+        assert_eq!((entry.device.role, entry.device.expires_at), (Role::Operator, Some(9)));
+        assert_eq!(entry.device.person.as_deref(), Some(&ada()));
+        assert_eq!(entry.stored(), row("operator", Some(&json)), "written back as read");
+        assert!(Entry::from_stored(&row("operator", None)).is_none(), "an operator device is a person's");
+        assert!(Entry::from_stored(&row("voter", Some("{not json"))).is_none());
+        assert!(Entry::from_stored(&row("voter", None)).is_some());
+    }
+
     #[test]
     fn only_the_exact_shape_of_a_device_credential_is_one() {
         let id = "dev-0123456789abcdef";

@@ -181,3 +181,25 @@ fn back_to_app(d: &AppState, fragment: &str) -> Response {
     let base = d.config.public_url.as_deref().map_or(String::new(), |u| u.trim_end_matches('/').to_owned());
     redirect(&format!("{base}/#{fragment}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binding_cookie_goes_only_to_the_callback_and_one_of_it_is_read() {
+        assert_eq!(
+            binding_cookie("ab12", 600, false),
+            "mediatord_signin=ab12; Max-Age=600; Path=/auth/callback; HttpOnly; SameSite=Lax"
+        );
+        assert!(binding_cookie("", 0, true).ends_with("SameSite=Lax; Secure"));
+        let mut h = HeaderMap::new();
+        assert_eq!(binding_of(&h), None);
+        h.append(header::COOKIE, HeaderValue::from_static("_session=x; mediatord_signin=ab12"));
+        assert_eq!(binding_of(&h).as_deref(), Some("ab12"));
+        h.append(header::COOKIE, HeaderValue::from_static("mediatord_signin_x=1"));
+        assert_eq!(binding_of(&h).as_deref(), Some("ab12"), "another name");
+        h.append(header::COOKIE, HeaderValue::from_static("mediatord_signin=cd34"));
+        assert_eq!(binding_of(&h), None, "two of them: neither is trusted");
+    }
+}
