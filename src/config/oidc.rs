@@ -237,6 +237,87 @@ fn role_entry(entry: &str) -> Result<(ClaimMatch, PersonRole), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+
+    /// The settings of `args` (a workspace added), or the refusal's text.
+    fn settings(args: ServeArgs) -> Result<Option<OidcSettings>, String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = vec![dir.path().to_string_lossy().into_owned()];
+        Config::from_args(&ServeArgs { workspace, ..args }).map(|c| c.oidc).map_err(|e| e.0)
+    }
+
+    fn issuer(extra: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            oidc_issuer: Some("https://id.example.test/realms/dev/".into()),
+            oidc_client_id: Some(" mediatord ".into()),
+            oidc_allow_domain: vec!["@Example.TEST".into()],
+            ..extra
+        }
+    }
+
+    #[test]
+    fn an_issuer_needs_a_client_and_someone_to_let_in_and_is_https_unless_loopback() {
+        assert!(settings(ServeArgs::default()).expect("none").is_none(), "no issuer: no sign-in");
+        let s = settings(issuer(ServeArgs::default())).expect("loads").expect("a sign-in");
+        assert_eq!(
+            (s.issuer.as_str(), s.client_id.as_str(), s.allow_domains.clone()),
+            ("https://id.example.test/realms/dev", "mediatord", vec!["example.test".to_owned()])
+        );
+        assert_eq!(
+            (s.default_role, s.renew, s.lifetime()),
+            (PersonRole::Voter, Duration::from_secs(300), Duration::from_secs(600))
+        );
+        assert!(s.client_secret.is_none() && s.roles.is_empty() && s.allow_groups.is_empty());
+
+        let alone = ServeArgs { oidc_client_id: Some("x".into()), ..ServeArgs::default() };
+        assert!(settings(alone).expect_err("refused").contains("needs --oidc-issuer"));
+        let no_client = ServeArgs { oidc_client_id: None, ..issuer(ServeArgs::default()) };
+        assert!(settings(no_client).expect_err("refused").contains("needs --oidc-client-id"));
+        let blank = ServeArgs { oidc_client_id: Some("  ".into()), ..issuer(ServeArgs::default()) };
+        assert!(settings(blank).expect_err("refused").contains("needs --oidc-client-id"));
+        let anyone = ServeArgs { oidc_allow_domain: vec![], ..issuer(ServeArgs::default()) };
+        assert!(settings(anyone).expect_err("refused").contains("--oidc-allow-domain or --oidc-allow-group"));
+        let group = ServeArgs {
+            oidc_allow_domain: vec![],
+            oidc_allow_group: vec!["devs".into()],
+            ..issuer(ServeArgs::default())
+        };
+        assert_eq!(settings(group).expect("loads").expect("on").allow_groups, ["devs"]);
+
+        let plain =
+            ServeArgs { oidc_issuer: Some("http://id.example.test".into()), ..issuer(ServeArgs::default()) };
+        assert!(settings(plain).expect_err("refused").contains("in the clear"));
+        let local =
+            ServeArgs { oidc_issuer: Some("http://127.0.0.1:5556".into()), ..issuer(ServeArgs::default()) };
+        assert!(settings(local).expect("loads").is_some(), "a provider on this machine's loopback");
+        let odd =
+            ServeArgs { oidc_issuer: Some("ftp://id.example.test".into()), ..issuer(ServeArgs::default()) };
+        assert!(settings(odd).is_err());
+    }
+
+    #[test]
+    fn roles_the_default_role_and_the_renewal_period_are_read_and_checked() {
+        let args = ServeArgs {
+            oidc_role: vec!["group:admins=operator".into(), "domain:example.test=observer".into()],
+            oidc_default_role: Some("observer".into()),
+            oidc_renew_ms: Some(1_000),
+            ..issuer(ServeArgs::default())
+        };
+        let s = settings(args).expect("loads").expect("on");
+        assert_eq!(s.roles.len(), 2);
+        assert_eq!((s.default_role, s.renew), (PersonRole::Observer, Duration::from_millis(1_000)));
+        let bad_role = ServeArgs { oidc_default_role: Some("admin".into()), ..issuer(ServeArgs::default()) };
+        assert!(settings(bad_role).expect_err("refused").contains("operator, voter or observer"));
+        let fast = ServeArgs { oidc_renew_ms: Some(999), ..issuer(ServeArgs::default()) };
+        assert!(settings(fast).expect_err("refused").contains("at least 1000"));
+        let many = ServeArgs {
+            oidc_allow_group: (0..=MAX_ENTRIES).map(|i| format!("g{i}")).collect(),
+            ..issuer(ServeArgs::default())
+        };
+        assert!(settings(many).expect_err("refused").contains("at most"));
+        let bad = ServeArgs { oidc_role: vec!["admins".into()], ..issuer(ServeArgs::default()) };
+        assert!(settings(bad).is_err());
+    }
 
     #[test]
     fn role_entries_name_a_group_an_email_or_a_domain_and_a_role() {

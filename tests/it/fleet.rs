@@ -1029,3 +1029,89 @@ async fn a_version_5_postgres_database_migrates_to_the_turn_records_and_keeps_it
         tokio::time::sleep(std::time::Duration::from_millis(50)).await; // polling the store's writer's commit
     }
 }
+
+/// Issue #48: Ada signs in on A, and follows a session on A and one on B with the same sign-in.
+/// Disabled at the provider, she is refused at A's next renewal of her, and both streams end at
+/// once: the revocation is in the store, and B applies the notice. Grace, on the same daemons,
+/// stays signed in.
+#[tokio::test]
+async fn a_person_disabled_at_the_provider_is_signed_out_on_both_daemons() {
+    use crate::support::oidc::{Browser, OidcProvider, SignInResult};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new();
+    let provider = OidcProvider::start(
+        &ca,
+        dir.path(),
+        json!({
+            "clients": [{"client_id": "placeholder", "client_secret": "x", "grant_types": ["authorization_code"],
+                         "redirect_uris": ["https://127.0.0.1:1/auth/callback"]}],
+            "accounts": [
+                {"id": "ada", "email": "ada@example.test", "name": "Ada Lovelace"},
+                {"id": "grace", "email": "grace@example.test", "name": "Grace Hopper"},
+            ],
+        }),
+    );
+    let ca_file = ca.pem_file(dir.path());
+    let fleet = Fleet::shared();
+    let args = [
+        "--token",
+        TOKEN,
+        "--oidc-issuer",
+        provider.issuer(),
+        "--oidc-client-id",
+        "mediatord",
+        "--oidc-allow-domain",
+        "example.test",
+        "--oidc-renew-ms",
+        "1000",
+    ];
+    let env = [("SSL_CERT_FILE", ca_file.to_str().expect("utf-8")), ("MEDIATORD_OIDC_CLIENT_SECRET", "s")];
+    let (a, b) = (fleet.daemon_with(&args, &env), fleet.daemon_with(&args, &env));
+    provider
+        .put_client(json!({
+            "client_id": "mediatord", "client_secret": "s",
+            "grant_types": ["authorization_code", "refresh_token"],
+            "redirect_uris": [format!("{}/auth/callback", a.base)],
+        }))
+        .await;
+    let signed_in = |account: &'static str| {
+        let (a, ca) = (&a, &ca);
+        async move {
+            let mut browser = Browser::new(&ca.pem());
+            let SignInResult::Pair(code) = browser.sign_in(&a.base, account).await else {
+                panic!("{account} did not sign in\n{}", browser.trace())
+            };
+            let paired = send(http().post(a.url("/devices/pair")).json(&json!({"code": code}))).await.ok();
+            paired["token"].as_str().expect("token").to_owned()
+        }
+    };
+    let (ada, grace) = (signed_in("ada").await, signed_in("grace").await);
+    let mut streams = Vec::new();
+    for d in [&a, &b] {
+        let sid = send(op(http().post(d.url("/session"))).json(&json!({}))).await.ok()["sessionId"]
+            .as_str()
+            .expect("sessionId")
+            .to_owned();
+        let res = http().get(d.url(&format!("/session/{sid}/events"))).bearer_auth(&ada).send().await;
+        let res = res.expect("stream");
+        assert_eq!(res.status(), 200, "her sign-in works on {}", d.base);
+        streams.push(Sse::from_response(res));
+    }
+    provider.disable("ada").await;
+    for mut stream in streams {
+        tokio::time::timeout(WAIT, stream.rest()).await.expect("her stream ends on both daemons");
+    }
+    for d in [&a, &b] {
+        assert_eq!(send(http().get(d.url("/capabilities")).bearer_auth(&ada)).await.status, 401);
+        // Grace's renewals on A move her sign-in's end on B too (B reads it from the store's
+        // notice), so B never sees it run out.
+        let first = send(http().get(d.url("/capabilities")).bearer_auth(&grace)).await.ok();
+        let first = first["identity"]["expiresAt"].as_u64().expect("an end");
+        let later = crate::support::eventually(
+            || http().get(d.url("/capabilities")).bearer_auth(&grace),
+            |caps| caps["identity"]["expiresAt"].as_u64().is_some_and(|end| end > first),
+        )
+        .await;
+        assert_eq!(later["identity"]["person"]["name"], "Grace Hopper", "{later}");
+    }
+}
