@@ -40,13 +40,8 @@ impl Daemon {
     /// credential (`POST /devices/pair`).
     pub fn sign_in_code(&self, verified: &Verified, name: &str) -> Result<Issued, PairError> {
         let Some(oidc) = self.oidc() else { return Err(PairError::InvalidCode) };
-        let role = match verified.role {
-            PersonRole::Operator => Role::Operator,
-            PersonRole::Voter => Role::Voter,
-            PersonRole::Observer => Role::Observer,
-        };
         let sign_in = SignIn { person: verified.person.clone(), lasts: oidc.settings().lifetime() };
-        self.devices.issue_sign_in(sign_in, name, role)
+        self.devices.issue_sign_in(sign_in, name, device_role(verified.role))
     }
 
     /// Signs the person `subject` out everywhere: every device of theirs revoked (on disk first,
@@ -58,6 +53,15 @@ impl Daemon {
                 tracing::error!(subject, why, error = %e, "cannot sign a person out; retried at the next renewal")
             }
         }
+    }
+}
+
+/// The devices' role for what `--oidc-role` gives a person.
+fn device_role(role: PersonRole) -> Role {
+    match role {
+        PersonRole::Operator => Role::Operator,
+        PersonRole::Voter => Role::Voter,
+        PersonRole::Observer => Role::Observer,
     }
 }
 
@@ -95,7 +99,10 @@ pub(super) async fn renew_once(daemon: &Arc<Daemon>) {
         match oidc.renew(&subject, &known).await {
             Some(Renewal::Vouched(verified)) => {
                 let until = now_ms() + lifetime.as_millis() as u64;
-                if let Err(e) = daemon.devices.renew(&verified.person, until).await {
+                // What the provider says now: a person out of the admins' group is an operator no
+                // more from this renewal on.
+                let role = device_role(verified.role);
+                if let Err(e) = daemon.devices.renew(&verified.person, role, until).await {
                     tracing::warn!(subject, error = %e, "cannot record a person's renewed sign-in");
                 }
             }

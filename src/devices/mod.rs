@@ -348,10 +348,10 @@ impl Devices {
     }
 
     /// Renews every sign-in of `person` (its provider vouched for them again) until `until`, with
-    /// what the provider says of them now (name, groups). Each is on disk before it is renewed
-    /// here; returns how many were renewed, or the store's refusal (those not yet written keep
-    /// their old end).
-    pub async fn renew(&self, person: &Person, until: u64) -> Result<usize, WriteError> {
+    /// what the provider says of them now (name, groups) and the role that gives them. Each is on
+    /// disk before it is renewed here; returns how many were renewed, or the store's refusal (those
+    /// not yet written keep their old end).
+    pub async fn renew(&self, person: &Person, role: Role, until: u64) -> Result<usize, WriteError> {
         let signed_in: Vec<StoredDevice> = {
             let table = lock(&self.table);
             table
@@ -367,10 +367,12 @@ impl Devices {
         for mut row in signed_in.iter().cloned() {
             row.expires_at = Some(until);
             row.person = json.clone();
+            row.role = role.as_str().to_owned();
             self.store.put_device(&row).await?;
             if let Some(entry) = lock(&self.table).devices.get_mut(row.device_id.as_str()) {
                 entry.device.expires_at = Some(until);
                 entry.device.person = Some(shared.clone());
+                entry.device.role = role;
             }
         }
         Ok(signed_in.len())
@@ -591,12 +593,14 @@ impl Devices {
         for d in stored {
             gone.retain(|id| **id != *d.device_id);
             if let Some(known) = table.devices.get_mut(d.device_id.as_str()) {
-                // A sign-in another daemon renewed: its new end, and its person as now vouched for.
+                // A sign-in another daemon renewed: its new end, and its person and role as the
+                // provider now vouches for them.
                 if let Some((_, fresh)) = Entry::from_stored(&d)
                     && fresh.device.expires_at > known.device.expires_at
                 {
                     known.device.expires_at = fresh.device.expires_at;
                     known.device.person = fresh.device.person;
+                    known.device.role = fresh.device.role;
                 }
                 continue;
             }
@@ -872,9 +876,12 @@ mod tests {
 
         // Renewed: both of hers move, with what the provider says of her now; the wall does not.
         let renamed = Person { name: "Ada King".into(), ..ada() };
-        assert_eq!(d.renew(&renamed, end + 5_000).await, Ok(2));
+        assert_eq!(d.renew(&renamed, Role::Observer, end + 5_000).await, Ok(2));
         let now = d.authenticate(&credential).expect("still signed in");
-        assert_eq!((now.expires_at, now.shown_name()), (Some(end + 5_000), "Ada King"));
+        assert_eq!(
+            (now.expires_at, now.shown_name(), now.role),
+            (Some(end + 5_000), "Ada King", Role::Observer)
+        );
         assert!(d.expired(end + 4_999).is_empty());
         assert_eq!(ids(d.expired(end + 5_000)), [laptop.id.clone(), phone.id.clone()], "ended at its end");
 
@@ -886,7 +893,7 @@ mod tests {
         assert_eq!(ids(gone), [laptop.id.clone(), phone.id.clone()]);
         assert!(d.of_person("ada").is_empty());
         assert_eq!(ids(d.list()), [wall.id.clone()], "nobody else's device");
-        assert_eq!(d.renew(&ada(), end).await, Ok(0), "nothing left to renew");
+        assert_eq!(d.renew(&ada(), Role::Voter, end).await, Ok(0), "nothing left to renew");
     }
 
     /// A person's device read back from the store is theirs, with its end; an operator-role row
