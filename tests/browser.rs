@@ -2409,16 +2409,10 @@ async fn over_https_one_page_follows_twelve_sessions_live_over_http2() {
         key.to_str().expect("utf-8"),
     ]);
     assert!(d.base.starts_with("https://"), "{}", d.base);
-    // Chromium trusts the daemon's key and nothing else of the test's: its public key's SHA-256 is
-    // pinned (the test's CA is not put in the browser's trust store).
-    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(&key).expect("key")).expect("key pem");
-    let pin = {
-        use base64::Engine as _;
-        use sha2::Digest as _;
-        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(key.public_key_der()))
-    };
+    // Chromium trusts the daemon's key and nothing else of the test's (the test's CA is not put in
+    // the browser's trust store).
     let driver = Driver::start().await;
-    let page = driver.open_with((1280, 800), &[format!("--ignore-certificate-errors-spki-list={pin}")]).await;
+    let page = driver.open_with((1280, 800), &[trusting_key(&key)]).await;
     page.client.goto(&format!("{}/", d.base)).await.expect("navigate");
     page.until("the app", "document.documentElement.dataset.ready === 'true'").await;
     page.js(&format!(
@@ -2482,4 +2476,282 @@ async fn over_https_one_page_follows_twelve_sessions_live_over_http2() {
         Vec::<String>::new(),
         "the app loaded over https, nothing refused"
     );
+}
+
+/// Chromium's argument that makes it trust the certificate of the private key in the PEM file
+/// `key` and nothing else of the test's: the SHA-256 of its public key, pinned.
+fn trusting_key(key: &Path) -> String {
+    let pem = std::fs::read_to_string(key).unwrap_or_else(|e| panic!("read {}: {e}", key.display()));
+    let key = rcgen::KeyPair::from_pem(&pem).expect("key pem");
+    let pin = {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(key.public_key_der()))
+    };
+    format!("--ignore-certificate-errors-spki-list={pin}")
+}
+
+/// The operator's token of [`AtProvider`]'s daemon.
+const OPERATOR_TOKEN: &str = "operator-secret";
+/// The daemon's client at the provider, and its secret.
+const OIDC_CLIENT: &str = "mediatord-web";
+const OIDC_SECRET: &str = "web-client-secret";
+/// What the app says for `#signin-error=not_allowed` (`web/auth.js`, `SIGN_IN_ERRORS`).
+const NOT_ALLOWED: &str = "Your account is not one this daemon lets in (another email domain, or not in an \
+                           allowed group). Ask the operator.";
+
+/// JS: what the sidebar shows a signed-in person: who they are, the links of its header, its
+/// sign-out button and notice, and the address bar.
+const SIDEBAR: &str = "return { \
+     whoami: document.querySelector('nav.sidebar p.whoami')?.textContent ?? null, \
+     links: [...document.querySelectorAll('nav.sidebar header a')].map((a) => a.textContent.trim()), \
+     signOut: document.querySelector('nav.sidebar #person-signout')?.textContent ?? null, \
+     notice: document.querySelector('nav.sidebar p.notice')?.textContent ?? null, \
+     url: location.href }";
+
+/// JS: what the sign-in panel shows: its notice, the provider's link, whether the operator's Token
+/// field is there; the address bar, and the credential this browser keeps.
+const SIGN_IN_PANEL: &str = "return { \
+     notice: document.querySelector('.signin-panel p.notice')?.textContent ?? null, \
+     provider: document.querySelector('.signin-panel a#oidc-signin')?.textContent ?? null, \
+     token: document.querySelector('.signin-panel input#token') !== null, \
+     url: location.href, \
+     credential: localStorage.getItem('mediatord.deviceCredential') }";
+
+/// Issue #48 in a real browser: a daemon whose people sign in at the real OpenID provider of
+/// `tests/oidc/` (over HTTPS, with a leaf of the test's CA, which the daemon trusts through
+/// `SSL_CERT_FILE` and Chromium by its key's pin): Ada (example.test, a voter), Grace (in group
+/// `admins`: an operator), Mallory (another domain: refused by the daemon). The provider and the
+/// daemon come from `tests/it/support` (the whole tree is this crate's `support` module already).
+/// Holds [`ONE_BROWSER`] until dropped.
+struct AtProvider {
+    d: Daemon,
+    provider: support::oidc::OidcProvider,
+    driver: Driver,
+    /// Chromium's argument trusting the provider's certificate ([`trusting_key`]).
+    trust: String,
+    _dir: tempfile::TempDir,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl AtProvider {
+    async fn start() -> AtProvider {
+        let one = ONE_BROWSER.lock().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = support::TestCa::new();
+        let provider = support::oidc::OidcProvider::start(
+            &ca,
+            dir.path(),
+            json!({
+                // The daemon's client is registered below, once its port is known.
+                "clients": [{"client_id": "placeholder", "client_secret": "x", "grant_types": ["authorization_code"],
+                             "redirect_uris": ["https://127.0.0.1:1/auth/callback"]}],
+                "accounts": [
+                    {"id": "ada", "email": "ada@example.test", "name": "Ada Lovelace"},
+                    {"id": "grace", "email": "grace@example.test", "name": "Grace Hopper", "groups": ["admins"]},
+                    {"id": "mallory", "email": "mallory@elsewhere.test", "name": "Mallory"},
+                ],
+            }),
+        );
+        // `OidcProvider::start` serves the leaf it has `ca` write to `dir` as oidc.crt/oidc.key.
+        let trust = trusting_key(&dir.path().join("oidc.key"));
+        let ca_file = ca.pem_file(dir.path());
+        let d = Daemon::start_env(
+            &[
+                "--token",
+                OPERATOR_TOKEN,
+                "--oidc-issuer",
+                provider.issuer(),
+                "--oidc-client-id",
+                OIDC_CLIENT,
+                "--oidc-allow-domain",
+                "example.test",
+                "--oidc-role",
+                "group:admins=operator",
+            ],
+            &[
+                ("SSL_CERT_FILE", ca_file.to_str().expect("utf-8 path")),
+                ("MEDIATORD_OIDC_CLIENT_SECRET", OIDC_SECRET),
+            ],
+        );
+        provider
+            .put_client(json!({
+                "client_id": OIDC_CLIENT, "client_secret": OIDC_SECRET,
+                "grant_types": ["authorization_code", "refresh_token"],
+                "redirect_uris": [format!("{}/auth/callback", d.base)],
+            }))
+            .await;
+        let driver = Driver::start().await;
+        AtProvider { d, provider, driver, trust, _dir: dir, _one: one }
+    }
+
+    /// A fresh browser (its own profile: no session at the provider, no credential) that opens the
+    /// app, clicks "Sign in with 127.0.0.1" on its sign-in panel, and at the provider types
+    /// `account` into the login form and submits it. Returns the page, on its way back to the app.
+    async fn sign_in(&self, account: &str) -> Page {
+        let page = self.driver.open_with(DESKTOP, std::slice::from_ref(&self.trust)).await;
+        page.client.goto(&format!("{}/", self.d.base)).await.expect("navigate");
+        let link = page
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(".signin-panel a#oidc-signin"))
+            .await
+            .expect("the sign-in panel's link to the provider");
+        // The issuer's host, as a person knows the provider.
+        assert_eq!(link.text().await.expect("the link's text"), "Sign in with 127.0.0.1");
+        link.click().await.expect("click Sign in with 127.0.0.1");
+        let login = page
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css("input#login"))
+            .await
+            .unwrap_or_else(|e| panic!("the provider's login form ({e})\n{}", self.provider.stderr()));
+        let at = page.client.current_url().await.expect("url");
+        assert!(
+            at.as_str().starts_with(&format!("{}/interaction/", self.provider.issuer())),
+            "the login form is the provider's: {at}"
+        );
+        login.clear().await.expect("clear the login field");
+        login.send_keys(account).await.expect("type the account");
+        page.client
+            .find(Locator::Css("button#sign-in"))
+            .await
+            .expect("the provider's Sign in button")
+            .click()
+            .await
+            .expect("click Sign in");
+        page
+    }
+
+    /// [`AtProvider::sign_in`], then waits for the app's sidebar and returns what it shows
+    /// ([`SIDEBAR`]).
+    async fn signed_in(&self, account: &str) -> (Page, Value) {
+        let page = self.sign_in(account).await;
+        page.until(
+            &format!("{account} back in the app, signed in"),
+            "document.documentElement.dataset.ready === 'true' && document.querySelector('nav.sidebar p.whoami')",
+        )
+        .await;
+        let sidebar = page.js(SIDEBAR).await;
+        (page, sidebar)
+    }
+
+    /// The devices the daemon has paired, by their person's name (the operator's `GET /devices`).
+    async fn paired(&self) -> Vec<String> {
+        let listed =
+            support::send(support::http().get(self.d.url("/devices")).bearer_auth(OPERATOR_TOKEN)).await.ok();
+        listed["devices"]
+            .as_array()
+            .unwrap_or_else(|| panic!("devices: {listed}"))
+            .iter()
+            .map(|d| d["person"]["name"].as_str().unwrap_or("(no person)").to_owned())
+            .collect()
+    }
+}
+
+/// Issue #48: Ada and Grace each sign in at the real provider from the app's sign-in panel, in a
+/// browser of their own (Chromium keeps one cookie jar for every port of 127.0.0.1: in one profile
+/// the provider's session would sign Grace in as Ada, without its form), and come back to the app
+/// named, with their role: the Devices link for the operator only, the one-time code gone from
+/// the address bar. Mallory, whose domain the daemon does not let in, comes back to the sign-in
+/// panel, which says why, and nothing is paired for her.
+#[tokio::test]
+async fn people_sign_in_at_the_provider_from_the_app_and_one_from_another_domain_is_told_why_not() {
+    let at = AtProvider::start().await;
+    let base = format!("{}/", at.d.base);
+
+    let (_ada, sidebar) = at.signed_in("ada").await;
+    assert_eq!(
+        sidebar,
+        json!({
+            "whoami": "Signed in as Ada Lovelace (voter)",
+            "links": ["History", "Audit"],
+            "signOut": "Sign out",
+            "notice": "Signed in as Ada Lovelace.",
+            "url": base,
+        }),
+        "a voter: no Devices link; the code exchanged and gone from the address bar"
+    );
+
+    let (grace, sidebar) = at.signed_in("grace").await;
+    assert_eq!(
+        sidebar,
+        json!({
+            "whoami": "Signed in as Grace Hopper (operator)",
+            "links": ["Devices", "History", "Audit"],
+            "signOut": "Sign out",
+            "notice": "Signed in as Grace Hopper.",
+            "url": base,
+        })
+    );
+    // Her Devices page lists both people's browsers by their person's name, with their role and a
+    // Revoke button a screen reader tells apart.
+    grace.click("Devices", "//nav//a[normalize-space() = 'Devices']").await;
+    let listed = grace
+        .until(
+            "the devices page's list",
+            "(() => { const d = [...document.querySelectorAll('.devices-view li.device')]; \
+             return d.length > 0 && d.map((li) => [li.querySelector('.device-name').textContent, \
+             li.querySelector('.hint').textContent.trim().split(',')[0], \
+             li.querySelector('button[aria-label^=Revoke]')?.getAttribute('aria-label')]); })()",
+        )
+        .await;
+    assert_eq!(
+        listed,
+        json!([
+            ["Ada Lovelace", "voter", "Revoke Ada Lovelace"],
+            ["Grace Hopper", "operator", "Revoke Grace Hopper"]
+        ])
+    );
+    assert_eq!(at.paired().await, ["Ada Lovelace", "Grace Hopper"]);
+
+    let mallory = at.sign_in("mallory").await;
+    mallory.until("the sign-in panel's notice", "document.querySelector('.signin-panel p.notice')").await;
+    assert_eq!(
+        mallory.js(SIGN_IN_PANEL).await,
+        json!({
+            "notice": NOT_ALLOWED,
+            "provider": "Sign in with 127.0.0.1",
+            "token": true,
+            "url": base,
+            "credential": null,
+        }),
+        "the refusal explained on the sign-in panel, its code gone from the address bar"
+    );
+    assert_eq!(at.paired().await, ["Ada Lovelace", "Grace Hopper"], "nothing paired for Mallory");
+}
+
+/// Issue #48: Ada signs out from the app: the sign-in panel is back, the browser keeps no
+/// credential, and the credential it held (good a moment before) is refused by the daemon.
+#[tokio::test]
+async fn a_person_who_signs_out_in_the_app_is_back_at_the_sign_in_panel_and_their_credential_is_refused() {
+    let at = AtProvider::start().await;
+    let (ada, sidebar) = at.signed_in("ada").await;
+    assert_eq!(sidebar["whoami"], "Signed in as Ada Lovelace (voter)", "{sidebar}");
+    let credential = ada.js("return localStorage.getItem('mediatord.deviceCredential')").await;
+    let credential =
+        credential.as_str().unwrap_or_else(|| panic!("the app keeps a credential: {credential}"));
+    let capabilities = || support::http().get(at.d.url("/capabilities")).bearer_auth(credential);
+    let me = support::send(capabilities()).await.ok();
+    assert_eq!(
+        me["identity"]["person"]["name"], "Ada Lovelace",
+        "her credential, good until she signs out: {me}"
+    );
+
+    ada.click("Sign out", "//button[@id = 'person-signout' and normalize-space() = 'Sign out']").await;
+    ada.until("the sign-in panel", "document.querySelector('.signin-panel a#oidc-signin')").await;
+    assert_eq!(
+        ada.js(SIGN_IN_PANEL).await,
+        json!({
+            "notice": null,
+            "provider": "Sign in with 127.0.0.1",
+            "token": true,
+            "url": format!("{}/", at.d.base),
+            "credential": null,
+        })
+    );
+    let refused = support::send(capabilities()).await;
+    assert_eq!(refused.status, 401, "her old credential: {}", refused.text);
 }

@@ -267,11 +267,14 @@ async function showDevices() {
   const load = async () => {
     try {
       const { devices } = await api('GET', 'devices');
+      // A person's sign-in is shown by their name, as everywhere else (the daemon's `shown_name`):
+      // its own name is the same for every sign-in.
+      const named = (dv) => dv.person?.name || dv.name;
       replace(list, devices.length ? devices.map((dv) => h('li', { class: 'device', dataset: { deviceId: dv.deviceId } },
-        h('span', { class: 'device-name' }, identityEl(dv.name, dv.deviceId)),
+        h('span', { class: 'device-name' }, identityEl(named(dv), dv.deviceId)),
         h('span', { class: 'hint' }, ` ${dv.role}${dv.lastSeenAt ? `, last seen ${clock(dv.lastSeenAt)}` : ''} `),
         h('button', {
-          type: 'button', class: 'ghost', 'aria-label': `Revoke ${dv.name}`,
+          type: 'button', class: 'ghost', 'aria-label': `Revoke ${named(dv)}`,
           onclick: async () => {
             try {
               await api('DELETE', `devices/${encodeURIComponent(dv.deviceId)}`);
