@@ -355,6 +355,8 @@ mod tests {
             Some("e".into())
         );
         assert!(client_secret(None, None).expect("none").is_none(), "a public client");
+        std::fs::write(&path, vec![b'x'; MAX_SECRET_BYTES]).expect("write");
+        assert!(client_secret(Some(&path), None).is_ok(), "4 KiB is still a secret");
         std::fs::write(&path, vec![b'x'; MAX_SECRET_BYTES + 1]).expect("write");
         assert!(client_secret(Some(&path), None).is_err(), "too large");
         assert!(client_secret(Some(&dir.path().join("missing")), None).is_err());

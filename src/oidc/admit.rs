@@ -164,5 +164,21 @@ mod tests {
         let s = settings(&[], &["staff"], vec![]);
         let long = claims(json!({"sub": "s".repeat(MAX_CLAIM_CHARS + 1), "groups": ["staff"]}));
         assert!(admit(&s, &long).is_err());
+        let edge = claims(json!({"sub": "s".repeat(MAX_CLAIM_CHARS), "groups": ["staff"]}));
+        assert!(admit(&s, &edge).is_ok(), "a subject of exactly the bound is kept");
+    }
+
+    #[test]
+    fn an_overlong_email_is_no_email() {
+        let s = settings(&["example.test"], &["staff"], vec![]);
+        let local = "a".repeat(MAX_CLAIM_CHARS);
+        let long = claims(
+            json!({"email": format!("{local}@example.test"), "email_verified": true, "groups": ["staff"]}),
+        );
+        let long = admit(&s, &long).expect("in by group");
+        assert_eq!(long.person.email, None, "an address past the bound is not kept");
+        let edge = format!("{}@example.test", "a".repeat(MAX_CLAIM_CHARS - "@example.test".len()));
+        let fits = admit(&s, &claims(json!({"email": edge, "email_verified": true}))).expect("in by domain");
+        assert_eq!(fits.person.email.as_deref(), Some(edge.as_str()));
     }
 }
