@@ -32,15 +32,19 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
     )
 }
 
-/// Whether the request carries the device cookie an earlier version set.
-pub(super) fn has_old_cookie(headers: &HeaderMap) -> bool {
+/// The request's cookies, `(name, value)`, across every `Cookie` header, in order.
+pub(super) fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .any(|(name, _)| name == COOKIE)
+}
+
+/// Whether the request carries the device cookie an earlier version set.
+pub(super) fn has_old_cookie(headers: &HeaderMap) -> bool {
+    cookies(headers).any(|(name, _)| name == COOKIE)
 }
 
 /// `Set-Cookie` that makes the browser forget the old device cookie (with `Secure` when

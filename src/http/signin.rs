@@ -68,12 +68,7 @@ fn binding_cookie(value: &str, max_age: u64, secure: bool) -> String {
 
 /// The sign-in binding cookie's value, if the request carries exactly one.
 fn binding_of(headers: &HeaderMap) -> Option<String> {
-    let mut found = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
+    let mut found = super::auth::cookies(headers)
         .filter(|(name, _)| *name == BINDING_COOKIE)
         .map(|(_, value)| value.to_owned());
     let first = found.next();

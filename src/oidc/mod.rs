@@ -60,6 +60,8 @@ pub const SIGN_IN_WINDOW: Duration = Duration::from_secs(600);
 /// provider rotating its keys is followed within it; a token signed by a key not yet known makes
 /// it read again at once).
 const DISCOVERY_TTL: Duration = Duration::from_secs(600);
+/// Random bytes in a sign-in's browser binding ([`Begun::binding`]): 128 bits.
+const BINDING_BYTES: usize = 16;
 /// People whose refresh token this daemon keeps at most (each renewed every period).
 pub const MAX_RENEWALS: usize = 4096;
 
@@ -259,12 +261,10 @@ impl Oidc {
             .add_scopes(provider.scopes.iter().cloned())
             .set_pkce_challenge(challenge)
             .url();
-        let mut random = [0u8; 16];
-        if getrandom::fill(&mut random).is_err() {
+        let Some(binding) = crate::devices::random_hex(BINDING_BYTES) else {
             tracing::error!("the operating system's random number generator failed; no sign-in begins");
             return Err(SignInError::ProviderUnavailable);
-        }
-        let binding: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        };
         let digest: [u8; 32] = Sha256::digest(binding.as_bytes()).into();
         let now = Instant::now();
         let mut pending = lock(&self.pending);

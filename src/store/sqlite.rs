@@ -1031,22 +1031,28 @@ mod tests {
 
     /// Version 5 is the fleet's pairing codes (on main first); the turn records came after it as 6:
     /// a database a daemon left at 5 keeps its codes and gains the turns.
+    /// A state directory whose database an earlier version left at schema `version`: its first
+    /// migrations applied and recorded, nothing after.
+    fn at_version(state: &Path, version: usize) -> Connection {
+        dir::prepare(state).expect("state dir");
+        let conn = Connection::open(db_path(state)).expect("create");
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+        )
+        .expect("migrations table");
+        for (i, sql) in MIGRATIONS[..version].iter().enumerate() {
+            conn.execute_batch(sql).expect("an earlier version");
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1]).expect("version");
+        }
+        conn
+    }
+
     #[tokio::test]
     async fn a_version_5_database_with_pairing_codes_migrates_to_the_turn_records() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
-        dir::prepare(&state).expect("state dir");
         {
-            let conn = Connection::open(db_path(&state)).expect("create");
-            conn.execute_batch(
-                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
-            )
-            .expect("migrations table");
-            for (i, sql) in MIGRATIONS[..5].iter().enumerate() {
-                conn.execute_batch(sql).expect("an earlier version");
-                conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1])
-                    .expect("version");
-            }
+            let conn = at_version(&state, 5);
             conn.execute(
                 "INSERT INTO pairing_codes(digest, name, role, expires_at) VALUES (x'01', 'phone', 'voter', 1)",
                 [],
@@ -1064,24 +1070,14 @@ mod tests {
         assert_eq!(store.turns("s").expect("read").len(), 1);
     }
 
-    /// Issue #48: a device paired before people existed keeps working after version 7 (no person,
-    /// no end), beside a person's sign-in written after it.
+    /// Issue #48: a device paired before people existed keeps working after version 7: no person,
+    /// no end.
     #[tokio::test]
     async fn a_version_6_database_keeps_its_devices_as_nobodys() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
-        dir::prepare(&state).expect("state dir");
         {
-            let conn = Connection::open(db_path(&state)).expect("create");
-            conn.execute_batch(
-                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
-            )
-            .expect("migrations table");
-            for (i, sql) in MIGRATIONS[..6].iter().enumerate() {
-                conn.execute_batch(sql).expect("an earlier version");
-                conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [i as i64 + 1])
-                    .expect("version");
-            }
+            let conn = at_version(&state, 6);
             conn.execute(
                 "INSERT INTO devices(device_id, name, role, secret_hash, created_at) VALUES ('dev-1', 'phone', 'voter', zeroblob(32), 1)",
                 [],
@@ -1099,16 +1095,9 @@ mod tests {
         // Written by version 1's schema and rows; opening applies every later migration.
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
-        dir::prepare(&state).expect("state dir");
         {
             // A database as version 1 left it: its schema, a row per event, a gap marker.
-            let conn = Connection::open(db_path(&state)).expect("create");
-            conn.execute_batch(
-                "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
-                 INSERT INTO schema_migrations VALUES (1, 0);",
-            )
-            .expect("migrations table");
-            conn.execute_batch(MIGRATIONS[0]).expect("version 1");
+            let conn = at_version(&state, 1);
             conn.execute(
                 "INSERT INTO sessions(session_id, workspace, agent, created_at, ended_at, state, end_reason, last_event_id)
                  VALUES ('s', '/ws', 'demo', 1, ?1, 'dormant', 'daemon_shutdown', 6)",
