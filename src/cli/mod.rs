@@ -21,6 +21,7 @@ mod demo_agent;
 mod devices;
 mod diff;
 mod log;
+mod login;
 mod man;
 mod pair;
 mod reach;
@@ -68,6 +69,12 @@ enum Command {
     /// Pair a phone or a browser: ask the running daemon for a one-time code, and print its URL
     /// and the same URL as a QR code to scan.
     Pair(pair::PairArgs),
+    /// Sign this terminal in as yourself with the daemon's sign-in provider: a code to confirm in
+    /// any browser, then the other commands act as you.
+    #[command(after_help = login::LOGIN_HELP)]
+    Login(login::LoginArgs),
+    /// End the sign-in `mediatord login` saved for this daemon, there and here.
+    Logout(login::LogoutArgs),
     /// List the paired devices, or revoke one (`mediatord devices revoke ID`).
     Devices(devices::DevicesArgs),
     /// Be an editor's ACP agent on stdio and join a running daemon's shared session over its
@@ -124,6 +131,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Transcript(args) => transcript::run(&args),
         Command::Pair(args) => pair::run(&args),
         Command::Devices(args) => devices::run(&args),
+        Command::Login(args) => login::run(&args),
+        Command::Logout(args) => login::logout(&args),
         Command::Connect(args) => mediatord::client::connect::main(args),
         Command::Attach(args) => attach::run(args),
         Command::Watch(args) => watch::run(args),

@@ -51,7 +51,7 @@ pub(super) struct ClientArgs {
 /// Where the running daemon is: `--url`, else what it wrote to its state directory, else a daemon
 /// on the LAN, else the default address (`mediatord::discovery::locate`). A daemon found on the
 /// LAN is named on stderr before anything is sent to it: any machine there can answer.
-fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
+pub(super) fn locate(command: &str, args: &DaemonArgs) -> mediatord::discovery::Located {
     let located =
         mediatord::discovery::locate(args.url.as_deref(), state_dir(args).as_deref(), !args.no_mdns);
     if let Some(why) = &located.ignored {
@@ -102,15 +102,35 @@ pub(super) fn login(command: &str, args: &ClientArgs) -> Result<mediatord::tui::
     };
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
     let daemon = locate(command, &args.daemon);
+    let device = device.filter(|d| !d.is_empty());
+    let token = args.daemon.token.clone().filter(|t| !t.trim().is_empty());
+    let device = match (device, &token) {
+        (None, None) => saved_login(command, &daemon.url),
+        (device, _) => device,
+    };
     Ok(mediatord::tui::Login {
         url: daemon.url,
         fingerprint: daemon.fingerprint,
-        token: args.daemon.token.clone(),
-        device: device.filter(|d| !d.is_empty()),
+        token,
+        device,
         client_id: Some(
             args.client_id.clone().unwrap_or_else(|| mediatord::tui::default_client_id(user.as_deref())),
         ),
     })
+}
+
+/// The credential `mediatord login` saved for the daemon at `url`, when a command is given no
+/// other (`--device`, `--device-file`, the token win over it). A file that cannot be trusted is
+/// said and not used.
+pub(super) fn saved_login(command: &str, url: &str) -> Option<String> {
+    let file = mediatord::client::saved::path(None)?;
+    match mediatord::client::saved::load(&file, url) {
+        Ok(saved) => saved.map(|s| s.credential),
+        Err(e) => {
+            say(&format!("mediatord {command}: {}", text::escape(&e)));
+            None
+        }
+    }
 }
 
 /// Runs one of the terminal client's commands on a small runtime of its own.
@@ -153,8 +173,12 @@ pub(super) fn daemon_call(
         say(&format!("mediatord {command}: cannot start the async runtime: {e}"));
         ExitCode::FAILURE
     })?;
-    let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let daemon = locate(command, args);
+    let saved = match args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(_) => None,
+        None => saved_login(command, &daemon.url),
+    };
+    let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()).or(saved.as_deref());
     let url = daemon.url.clone();
     let target = mediatord::client::api::Endpoint::new(&url, token, None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))
@@ -166,7 +190,7 @@ pub(super) fn daemon_call(
         Ok((status, answer)) if (200..300).contains(&status) => Ok(answer),
         Ok((401, _)) => {
             say(&format!(
-                "mediatord {command}: the daemon at {url} refused the token (set MEDIATORD_TOKEN to its operator token)",
+                "mediatord {command}: the daemon at {url} refused the credential (set MEDIATORD_TOKEN to its operator token, or sign in again: mediatord login)",
             ));
             Err(ExitCode::FAILURE)
         }

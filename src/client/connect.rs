@@ -246,13 +246,25 @@ impl Bridge {
             (None, None, t) => t.as_deref().map(str::trim).map(str::to_owned),
         }
         .filter(|c| !c.is_empty());
+        // Given none, the sign-in `mediatord login` saved for this daemon, as the person.
+        let (credential, device) = match credential {
+            Some(c) => (Some(c), args.device.is_some() || args.device_file.is_some()),
+            None => match crate::client::saved::path(None)
+                .map(|file| crate::client::saved::load(&file, &daemon.url))
+                .transpose()?
+                .flatten()
+            {
+                Some(saved) => (Some(saved.credential), true),
+                None => (None, false),
+            },
+        };
         Ok(Bridge {
             url: acp_url(&daemon.url)?,
             fingerprint: daemon.fingerprint.clone(),
             credential,
             // A device acts as its device id (the daemon refuses any other); the operator's editor
             // gets one of its own, kept across reconnects.
-            client_id: match (&args.client_id, args.device.is_some() || args.device_file.is_some()) {
+            client_id: match (&args.client_id, device) {
                 (Some(id), _) => Some(id.clone()),
                 (None, true) => None,
                 (None, false) => Some(format!("connect-{}", uuid::Uuid::new_v4())),

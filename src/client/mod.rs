@@ -6,3 +6,4 @@
 
 pub mod api;
 pub mod connect;
+pub mod saved;

@@ -315,13 +315,33 @@ impl Devices {
     /// in with the provider), called `name`, with `role`. Kept on this daemon only: the sign-in
     /// that asks for it is exchanged by the same browser or terminal a moment later.
     pub fn issue_sign_in(&self, sign_in: SignIn, name: &str, role: Role) -> Result<Issued, PairError> {
+        self.issue_granted(Grant { name: Some(name.to_owned()), role, sign_in: Some(sign_in) })
+    }
+
+    /// A one-time code for `grant`, kept on this daemon only.
+    fn issue_granted(&self, grant: Grant) -> Result<Issued, PairError> {
         let code = random_hex(CODE_BYTES).ok_or(PairError::NoRandomness)?;
         let now = Instant::now();
-        let grant = Grant { name: Some(name.to_owned()), role, sign_in: Some(sign_in) };
         if !lock(&self.table).codes.issue(&code, grant, now, self.code_ttl) {
             return Err(PairError::TooManyCodes);
         }
         Ok(Issued { code, expires_at: now_ms() + self.code_ttl.as_millis() as u64 })
+    }
+
+    /// A one-time code for another device of `by`'s person, which a signed-in person asks for
+    /// (`POST /devices/pairing` with their device's credential): it has `by`'s role and ends with
+    /// `by`'s sign-in unless renewed, as every device of theirs is (renewed, signed out, its role
+    /// moved together). Kept on this daemon only, as a sign-in's code. `None`: `by` is nobody's
+    /// sign-in (a device paired by the operator pairs nothing).
+    pub fn issue_for_person(&self, by: &Device, name: Option<&str>) -> Option<Result<Issued, PairError>> {
+        let (person, end) = (by.person.as_ref()?, by.expires_at?);
+        let name = match name.map(valid_name).transpose() {
+            Ok(name) => name,
+            Err(e) => return Some(Err(e)),
+        };
+        let lasts = Duration::from_millis(end.saturating_sub(now_ms()));
+        let sign_in = SignIn { person: (**person).clone(), lasts };
+        Some(self.issue_granted(Grant { name, role: by.role, sign_in: Some(sign_in) }))
     }
 
     /// Every device of the person `subject`.

@@ -431,6 +431,20 @@ api! {
             .query(&[("code", "the provider's authorization code"), ("state", "the sign-in's state"), ("error", "the provider's refusal"), ("iss", "the provider's issuer (RFC 9207)")])
             .no_auth()
             .errors(&["sign_in_not_configured"]);
+    post "/auth/device" => signin::device_begin,
+        Operation::new("signInDeviceStart", "people", "Begin a terminal's sign-in (`mediatord login`, the device authorization grant of RFC 8628): the provider's user code and page for the person, and `login`, the terminal's secret handle on it (no bearer token; docs/people.md)")
+            .ok(&[(200, Json("DeviceSignIn"))])
+            .no_auth()
+            .errors(&["sign_in_not_configured", "provider_unavailable", "provider_refused", "no_device_flow"]);
+    post "/auth/device/token" => signin::device_token,
+        Operation::new("signInDeviceToken", "people", "Wait (up to 20 s) for a terminal's sign-in: 200 with a one-time code for `POST /devices/pair` once the person confirmed it and passed every check, 202 while they have not; the outcome is answered once (no bearer token: the login handle is the credential; docs/people.md)")
+            .body("DeviceSignInPoll")
+            .ok(&[(200, Json("DeviceSignedIn")), (202, Json("DeviceSignInPending"))])
+            .no_auth()
+            .errors(&[
+                "invalid_json", "invalid_device", "sign_in_not_configured", "invalid_state", "sign_in_expired", "provider_unavailable",
+                "provider_refused", "invalid_id_token", "not_allowed", "pairing_unavailable",
+            ]);
     post "/auth/logout" => signin::logout,
         Operation::new("signOut", "people", "End the caller's sign-in (a person's device): refused from its next request on, its streams ended, on every daemon of a fleet; 204 for anyone else too (docs/people.md)")
             .ok(NO_CONTENT)
@@ -450,11 +464,10 @@ api! {
                 "invalid_client_id", "permission_forbidden", "invalid_option_id",
             ]);
     post "/devices/pairing" => devices::create_pairing,
-        Operation::new("createPairing", "devices", "A one-time code pairing a device, with its URL (`<public-url>/#pair=<code>`) and that URL as a QR code (operator token only; docs/protocol.md §15)")
+        Operation::new("createPairing", "devices", "A one-time code pairing a device, with its URL (`<public-url>/#pair=<code>`) and that URL as a QR code: the operator's token pairs any device; a signed-in person another device of theirs, with their role (docs/protocol.md §15)")
             .body("PairingRequest")
             .ok(&[(200, Json("Pairing"))])
-            .operator()
-            .errors(&["invalid_json", "invalid_device", "pairing_unavailable"]);
+            .errors(&["invalid_json", "invalid_device", "pairing_unavailable", "operator_required"]);
     post "/devices/pair" => devices::pair,
         Operation::new("pair", "devices", "Exchange a pairing code for a device credential (in the body only, never a cookie); no token: the code is the credential")
             .body("PairRequest")

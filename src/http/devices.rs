@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::error::{ApiError, ApiResult};
 use super::extract::{AppState, JsonBody, PathParams};
 use super::perimeter::Peer;
+use crate::desk::{Caller, Refusal};
 use crate::devices::{Device, Role, qr};
 
 fn device_json(d: &Device) -> Value {
@@ -55,9 +56,12 @@ fn base_url(d: &AppState, req_host: Option<&str>) -> String {
     }
 }
 
-/// `POST /devices/pairing {name?, role?}` → `{code, url, expiresAt, qrSvg}`.
+/// `POST /devices/pairing {name?, role?}` → `{code, url, expiresAt, qrSvg}`. The operator pairs a
+/// device of any role; a signed-in person pairs another device of theirs, with their role
+/// (`Devices::issue_for_person`); any other device pairs nothing (`403 operator_required`).
 pub(super) async fn create_pairing(
     State(d): State<AppState>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
@@ -67,13 +71,31 @@ pub(super) async fn create_pairing(
         return Err(ApiError::InvalidJson);
     }
     let name = optional_str(&body, "name")?;
-    let role = match optional_str(&body, "role")? {
-        None => Role::Voter,
-        Some(r) => Role::parse(r)
-            .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
+    let asked = match optional_str(&body, "role")? {
+        None => None,
+        Some(r) => Some(
+            Role::parse(r)
+                .ok_or_else(|| ApiError::InvalidDevice(format!("unknown role {r:?}: voter or observer")))?,
+        ),
     };
-    // In a fleet the code is shown once every daemon can read it (`Devices::issue_code`).
-    let issued = d.devices.issue_code(name, role).await?;
+    let (issued, role) = match caller.device() {
+        // In a fleet the code is shown once every daemon can read it (`Devices::issue_code`).
+        None if caller.role() == crate::desk::Role::Operator => {
+            let role = asked.unwrap_or(Role::Voter);
+            (d.devices.issue_code(name, role).await?, role)
+        }
+        Some(by) if by.person.is_some() => {
+            if asked.is_some_and(|r| r != by.role) {
+                return Err(ApiError::InvalidDevice(format!(
+                    "a device you pair is yours, with your role ({}); a device with another role is paired with the operator's token",
+                    by.role.as_str()
+                )));
+            }
+            let issued = d.devices.issue_for_person(by, name).ok_or(Refusal::OperatorRequired)??;
+            (issued, by.role)
+        }
+        _ => return Err(Refusal::OperatorRequired.into()),
+    };
     let url = format!("{}/#pair={}", base_url(&d, host), issued.code);
     Ok(Json(json!({
         "code": issued.code,

@@ -49,6 +49,9 @@ pub enum ApiError {
         "This daemon has no sign-in provider: start it with --oidc-issuer and --oidc-client-id (docs/people.md)"
     )]
     SignInNotConfigured,
+    /// A terminal's sign-in (`/auth/device`) that failed, or is no longer waiting.
+    #[error("{}", .0.message())]
+    SignIn(crate::oidc::SignInError),
     #[error("Method not allowed")]
     MethodNotAllowed,
     #[error("The session shell needs a token to be configured")]
@@ -148,6 +151,19 @@ fn origin_hint(origin: Option<&str>) -> String {
     }
 }
 
+/// A failed sign-in's status: the provider down is the daemon's trouble (503), a login handle
+/// nobody waits under or an expired code the client's (400), a check that failed or a person not
+/// let in a refusal (403), a provider without the device grant 404 (as a daemon without a provider).
+fn sign_in_status(e: crate::oidc::SignInError) -> StatusCode {
+    use crate::oidc::SignInError as E;
+    match e {
+        E::ProviderUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        E::InvalidState | E::Expired => StatusCode::BAD_REQUEST,
+        E::ProviderRefused | E::InvalidIdToken | E::NotAllowed => StatusCode::FORBIDDEN,
+        E::NoDeviceFlow => StatusCode::NOT_FOUND,
+    }
+}
+
 impl ApiError {
     /// One instance of every code's error, for the OpenAPI document (each code's status comes
     /// from here): the HTTP floor's own, the desk's and the ACP door's.
@@ -195,6 +211,7 @@ impl ApiError {
             ApiError::NodeUnavailable,
             ApiError::ConnectionLimit,
         ];
+        all.extend(crate::oidc::SignInError::ALL.into_iter().map(ApiError::SignIn));
         all.extend(Refusal::all().into_iter().map(ApiError::Refused));
         all.extend(Failure::all_own().into_iter().map(ApiError::Door));
         all
@@ -209,6 +226,7 @@ impl ApiError {
         match self {
             Self::Refused(r) => status_of(r.kind()),
             Self::Door(f) => status_of(f.kind()),
+            Self::SignIn(e) => sign_in_status(*e),
             Self::Unauthorized | Self::TokenRequired | Self::InvalidPairingCode => StatusCode::UNAUTHORIZED,
             Self::PairingUnavailable(_) | Self::AcpStreamBusy | Self::LinkNeedsReview => StatusCode::CONFLICT,
             Self::DeviceNotFound
@@ -251,6 +269,7 @@ impl ApiError {
         match self {
             Self::Refused(r) => r.code(),
             Self::Door(f) => f.code(),
+            Self::SignIn(e) => e.code(),
             Self::Unauthorized => "unauthorized",
             Self::OriginDenied(_) => "origin_denied",
             Self::HostNotAllowed => "host_not_allowed",

@@ -7,6 +7,11 @@
 //!   the web app exchanges as it does a pairing code, so no credential rides in a URL, a log or a
 //!   `Referer`. A refusal lands on `<app>/#signin-error=<code>`, which the web app explains.
 //!
+//! - `POST /auth/device`: a terminal's sign-in (`mediatord login`, RFC 8628's device grant): the
+//!   provider's user code and page for the person, and the terminal's login handle.
+//! - `POST /auth/device/token`: waits for that person, then answers a one-time code the terminal
+//!   exchanges at `POST /devices/pair`, as the web app does its callback's.
+//!
 //! Public routes (the perimeter's Host check still applies): the provider's answer is the
 //! credential, and everything it says is checked in `crate::oidc` before anything is granted.
 
@@ -143,6 +148,76 @@ fn forget_binding(d: &AppState, mut response: Response) -> Response {
     if let Ok(cookie) = HeaderValue::from_str(&cleared) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
+    response
+}
+
+/// The longest login handle taken: one is 64 hex characters.
+const MAX_HANDLE_CHARS: usize = 128;
+
+/// `POST /auth/device {}` → `{login, userCode, verificationUri, verificationUriComplete?, expiresIn}`:
+/// a terminal's sign-in begun at the provider. `login` is the terminal's secret handle on it.
+pub(super) async fn device_begin(State(d): State<AppState>) -> ApiResult {
+    let Some(oidc) = d.oidc() else { return Err(ApiError::SignInNotConfigured) };
+    let begun = oidc.begin_device().await.map_err(ApiError::SignIn)?;
+    let mut answer = json!({
+        "login": begun.handle,
+        "userCode": begun.user_code,
+        "verificationUri": begun.verification_uri,
+        "expiresIn": begun.expires_in,
+    });
+    if let Some(complete) = &begun.verification_uri_complete {
+        answer["verificationUriComplete"] = json!(complete);
+    }
+    Ok(no_store(axum::Json(answer).into_response()))
+}
+
+/// `POST /auth/device/token {login, name?}` → `200 {code, name, role}` once the person confirmed and
+/// passed every check (`code`: one-time, for `POST /devices/pair`), `202 {status: "pending"}`
+/// after waiting [`crate::oidc::LONG_POLL`] without an answer, else the sign-in's error. The
+/// outcome is answered once.
+pub(super) async fn device_token(
+    State(d): State<AppState>,
+    super::extract::JsonBody(body): super::extract::JsonBody,
+) -> ApiResult {
+    let Some(oidc) = d.oidc() else { return Err(ApiError::SignInNotConfigured) };
+    let handle = body.get("login").and_then(serde_json::Value::as_str).unwrap_or("");
+    if handle.is_empty() || handle.len() > MAX_HANDLE_CHARS {
+        return Err(ApiError::SignIn(SignInError::InvalidState));
+    }
+    // The terminal's own name for itself (`mediatord login --name`), checked as a device's, before
+    // the outcome (answered once) is taken.
+    let name = match body.get("name") {
+        None | Some(serde_json::Value::Null) => "terminal sign-in".to_owned(),
+        Some(serde_json::Value::String(n)) => crate::devices::valid_name(n)?,
+        Some(_) => return Err(ApiError::InvalidDevice("name must be a string".into())),
+    };
+    let verified = match oidc.device_outcome(handle, crate::oidc::LONG_POLL).await {
+        None => return Err(ApiError::SignIn(SignInError::InvalidState)),
+        Some(crate::oidc::Outcome::Pending) => {
+            return Ok((StatusCode::ACCEPTED, axum::Json(json!({"status": "pending"}))).into_response());
+        }
+        Some(crate::oidc::Outcome::Done(outcome)) => outcome.map_err(ApiError::SignIn)?,
+    };
+    let issued = d.sign_in_code(&verified, &name).map_err(|e| {
+        tracing::warn!(error = %e, "a person signed in from a terminal, but no sign-in code could be issued");
+        ApiError::PairingUnavailable(e.to_string())
+    })?;
+    tracing::info!(
+        subject = %verified.person.subject,
+        role = verified.role.as_str(),
+        "a person signed in from a terminal"
+    );
+    let answer = json!({
+        "code": issued.code,
+        "name": verified.person.name,
+        "role": verified.role.as_str(),
+    });
+    Ok(no_store(axum::Json(answer).into_response()))
+}
+
+/// An answer that carries a secret (a login handle, a one-time code): no cache keeps it.
+fn no_store(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 

@@ -23,6 +23,8 @@
 
 mod admit;
 mod claims;
+mod device;
+mod error;
 mod http;
 
 use std::collections::HashMap;
@@ -30,21 +32,27 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openidconnect::core::{
-    CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreErrorResponseType, CoreGenderClaim,
-    CoreJsonWebKey, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
-    CoreRevocableToken, CoreRevocationErrorResponse, CoreTokenIntrospectionResponse, CoreTokenType,
+    CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreClaimName, CoreClaimType,
+    CoreClientAuthMethod, CoreErrorResponseType, CoreGenderClaim, CoreGrantType, CoreJsonWebKey,
+    CoreJweContentEncryptionAlgorithm, CoreJweKeyManagementAlgorithm, CoreJwsSigningAlgorithm,
+    CoreResponseMode, CoreResponseType, CoreRevocableToken, CoreRevocationErrorResponse,
+    CoreSubjectIdentifierType, CoreTokenIntrospectionResponse, CoreTokenType,
 };
 use openidconnect::{
-    AuthorizationCode, ClaimsVerificationError, Client, ClientId, ClientSecret, CsrfToken,
-    EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl, Nonce,
-    OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError,
-    Scope, SignatureVerificationError, StandardErrorResponse, StandardTokenResponse, TokenResponse,
+    AdditionalProviderMetadata, AuthorizationCode, ClaimsVerificationError, Client, ClientId, ClientSecret,
+    CsrfToken, DeviceAuthorizationUrl, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet,
+    ErrorResponseType, IdTokenFields, IssuerUrl, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
+    PkceCodeVerifier, ProviderMetadata, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    SignatureVerificationError, StandardErrorResponse, StandardTokenResponse, TokenResponse,
 };
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 pub use self::admit::Verified;
 use self::claims::{Claims, Extra};
+pub use self::device::{DeviceBegun, LONG_POLL, MAX_PENDING_LOGINS, Outcome};
+pub use self::error::SignInError;
 pub use self::http::REQUEST_TIMEOUT;
 use crate::config::OidcSettings;
 use crate::devices::Person;
@@ -73,6 +81,29 @@ type Fields = IdTokenFields<
     CoreJwsSigningAlgorithm,
 >;
 type Tokens = StandardTokenResponse<Fields, CoreTokenType>;
+/// What discovery reads beyond the core: the device authorization endpoint (RFC 8628 §4), which
+/// `mediatord login` needs and a provider may not have.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DeviceEndpoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    device_authorization_endpoint: Option<DeviceAuthorizationUrl>,
+}
+impl AdditionalProviderMetadata for DeviceEndpoint {}
+
+type Metadata = ProviderMetadata<
+    DeviceEndpoint,
+    CoreAuthDisplay,
+    CoreClientAuthMethod,
+    CoreClaimName,
+    CoreClaimType,
+    CoreGrantType,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJweKeyManagementAlgorithm,
+    CoreJsonWebKey,
+    CoreResponseMode,
+    CoreResponseType,
+    CoreSubjectIdentifierType,
+>;
 type ProviderClient = Client<
     Extra,
     CoreAuthDisplay,
@@ -92,37 +123,6 @@ type ProviderClient = Client<
     EndpointMaybeSet,
     EndpointMaybeSet,
 >;
-
-/// Why a sign-in failed: a stable code the web app shows a sentence for (`#signin-error=<code>`),
-/// and what the log says. Nothing is granted on any of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignInError {
-    /// The provider could not be reached, or answered a server error (the operator's token and
-    /// paired devices still work).
-    ProviderUnavailable,
-    /// The callback's `state` is unknown, used already or expired: a forged or replayed callback,
-    /// or a sign-in left at the provider for too long.
-    InvalidState,
-    /// The provider refused (the person cancelled, the code was spent, the client is not allowed).
-    ProviderRefused,
-    /// The ID token failed a check: signature, algorithm, issuer, audience, expiry or nonce.
-    InvalidIdToken,
-    /// The provider vouched for someone this daemon does not let in (another email domain, not in
-    /// an allowed group, an unverified email).
-    NotAllowed,
-}
-
-impl SignInError {
-    pub fn code(self) -> &'static str {
-        match self {
-            SignInError::ProviderUnavailable => "provider_unavailable",
-            SignInError::InvalidState => "invalid_state",
-            SignInError::ProviderRefused => "provider_refused",
-            SignInError::InvalidIdToken => "invalid_id_token",
-            SignInError::NotAllowed => "not_allowed",
-        }
-    }
-}
 
 /// What a renewal found.
 #[derive(Debug)]
@@ -163,6 +163,8 @@ struct Discovered {
     /// The scopes asked: `openid` and those of `email profile groups offline_access` the provider
     /// lists (one it does not list may be refused outright, as Google refuses `offline_access`).
     scopes: Vec<Scope>,
+    /// Where a terminal's sign-in begins, if the provider offers one.
+    device: Option<DeviceAuthorizationUrl>,
     at: Instant,
 }
 
@@ -178,6 +180,8 @@ pub struct Oidc {
     pending: Mutex<HashMap<String, Pending>>,
     /// The refresh token of each person signed in through this daemon, by subject.
     refresh: Mutex<HashMap<String, RefreshToken>>,
+    /// Terminals' sign-ins waiting for their person (`mediatord login`).
+    logins: device::Logins,
 }
 
 impl std::fmt::Debug for Oidc {
@@ -199,6 +203,7 @@ impl Oidc {
             provider: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
             refresh: Mutex::new(HashMap::new()),
+            logins: device::Logins::default(),
         })
     }
 
@@ -223,7 +228,8 @@ impl Oidc {
         let tls = self.tls.clone();
         let http = move |request| http::call(tls.clone(), request);
         // The chain says what failed (the issuer a document names, a key set it cannot read).
-        let metadata = CoreProviderMetadata::discover_async(issuer, &http).await.map_err(|e| reason(&e))?;
+        let metadata = Metadata::discover_async(issuer, &http).await.map_err(|e| reason(&e))?;
+        let device = metadata.additional_metadata().device_authorization_endpoint.clone();
         let listed = metadata.scopes_supported().cloned().unwrap_or_default();
         let scopes = ["email", "profile", "groups", "offline_access"]
             .into_iter()
@@ -238,7 +244,7 @@ impl Oidc {
             self.settings.client_secret.as_ref().map(|s| ClientSecret::new(s.expose().to_owned())),
         )
         .set_redirect_uri(self.redirect.clone());
-        let discovered = Arc::new(Discovered { client, scopes, at: Instant::now() });
+        let discovered = Arc::new(Discovered { client, scopes, device, at: Instant::now() });
         *lock(&self.provider) = Some(discovered.clone());
         Ok(discovered)
     }
@@ -317,22 +323,31 @@ impl Oidc {
                 tracing::warn!(error = %refused.1, "the OpenID provider did not exchange a sign-in's code");
                 refused.0
             })?;
-        let claims = match Self::verified(&provider, &tokens, Some(&pending.nonce)) {
+        self.admitted(&provider, &tokens, Some(&pending.nonce)).await
+    }
+
+    /// The person `tokens` (a token endpoint's answer) vouch for, once its ID token passed every
+    /// check and the person is let in; their refresh token is kept for renewals.
+    async fn admitted(
+        &self,
+        provider: &Discovered,
+        tokens: &Tokens,
+        nonce: Option<&Nonce>,
+    ) -> Result<Verified, SignInError> {
+        let refused = |e: &ClaimsVerificationError| {
+            tracing::warn!(error = %reason(e), "a sign-in's ID token was refused");
+            SignInError::InvalidIdToken
+        };
+        let claims = match Self::verified(provider, tokens, nonce) {
             Ok(claims) => claims,
             // Signed by a key the provider published after it was last read: read again, once.
             Err(ClaimsVerificationError::SignatureVerification(
                 SignatureVerificationError::NoMatchingKey,
             )) => {
                 let fresh = self.provider(true).await.map_err(|_| SignInError::ProviderUnavailable)?;
-                Self::verified(&fresh, &tokens, Some(&pending.nonce)).map_err(|e| {
-                    tracing::warn!(error = %reason(&e), "a sign-in's ID token was refused");
-                    SignInError::InvalidIdToken
-                })?
+                Self::verified(&fresh, tokens, nonce).map_err(|e| refused(&e))?
             }
-            Err(e) => {
-                tracing::warn!(error = %reason(&e), "a sign-in's ID token was refused");
-                return Err(SignInError::InvalidIdToken);
-            }
+            Err(e) => return Err(refused(&e)),
         };
         let verified = admit::admit(&self.settings, &claims).map_err(|why| {
             tracing::info!(subject = %claims.subject().as_str(), why, "a sign-in was refused");
@@ -345,6 +360,84 @@ impl Oidc {
             }
         }
         Ok(verified)
+    }
+
+    /// Begins a terminal's sign-in (`mediatord login`, RFC 8628): the provider's user code and
+    /// page for the person, and the terminal's handle on it. The provider is polled from here until
+    /// it answers or the code expires; [`Oidc::device_outcome`] tells the terminal.
+    pub async fn begin_device(self: &Arc<Self>) -> Result<DeviceBegun, SignInError> {
+        let provider = self.provider(false).await.map_err(|e| {
+            tracing::warn!(issuer = %self.settings.issuer, error = %e, "cannot read the OpenID provider's configuration");
+            SignInError::ProviderUnavailable
+        })?;
+        let Some(url) = provider.device.clone() else { return Err(SignInError::NoDeviceFlow) };
+        let client = provider.client.clone().set_device_authorization_url(url);
+        let tls = self.tls.clone();
+        let http = move |request| http::call(tls.clone(), request);
+        let details: openidconnect::core::CoreDeviceAuthorizationResponse = client
+            .exchange_device_code()
+            .add_scopes(provider.scopes.iter().cloned())
+            .request_async(&http)
+            .await
+            .map_err(|e| {
+                let refused = token_refusal(&e);
+                tracing::warn!(error = %refused.1, "the OpenID provider did not begin a terminal's sign-in");
+                refused.0
+            })?;
+        let Some(handle) = crate::devices::random_hex(device::HANDLE_BYTES) else {
+            tracing::error!("the operating system's random number generator failed; no sign-in begins");
+            return Err(SignInError::ProviderUnavailable);
+        };
+        let lasts = details.expires_in().min(SIGN_IN_WINDOW);
+        let begun = DeviceBegun {
+            handle: handle.clone(),
+            user_code: details.user_code().secret().clone(),
+            verification_uri: details.verification_uri().to_string(),
+            verification_uri_complete: details.verification_uri_complete().map(|u| u.secret().clone()),
+            expires_in: lasts.as_secs(),
+        };
+        let (tx, rx) = tokio::sync::watch::channel(Outcome::Pending);
+        self.logins.insert(&handle, rx, lasts);
+        let oidc = self.clone();
+        tokio::spawn(async move {
+            let tls = oidc.tls.clone();
+            let http = move |request| http::call(tls.clone(), request);
+            let polled = match client.exchange_device_access_token(&details) {
+                Ok(request) => {
+                    // Ends when the terminal is gone (its login dropped) as well as when the
+                    // provider answers or the code expires.
+                    let poll = request.request_async(&http, tokio::time::sleep, Some(lasts));
+                    tokio::select! {
+                        polled = poll => Some(polled),
+                        () = tx.closed() => None,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the OpenID provider names no token endpoint");
+                    tx.send_replace(Outcome::Done(Err(SignInError::ProviderUnavailable)));
+                    return;
+                }
+            };
+            let Some(polled) = polled else { return };
+            let outcome = match polled {
+                // No nonce in this grant: the token came straight from the token endpoint, over
+                // TLS, for this client's device code.
+                Ok(tokens) => oidc.admitted(&provider, &tokens, None).await,
+                Err(e) => {
+                    let (kind, why) = token_refusal(&e);
+                    tracing::info!(error = %why, "a terminal's sign-in ended at the provider");
+                    Err(if why == "expired_token" { SignInError::Expired } else { kind })
+                }
+            };
+            tx.send_replace(Outcome::Done(outcome));
+        });
+        Ok(begun)
+    }
+
+    /// Where the terminal sign-in `handle` is, waiting up to `wait` for its outcome; `None` for a
+    /// handle this daemon has no login for (never begun, expired, or already answered).
+    pub async fn device_outcome(&self, handle: &str, wait: Duration) -> Option<Outcome> {
+        self.logins.outcome(handle, wait).await
     }
 
     /// The ID token's claims, checked (`nonce`: the sign-in's; `None` on a renewal, where the
@@ -451,8 +544,8 @@ fn reason(e: &dyn std::error::Error) -> String {
 
 /// What a token endpoint's failure means: a refusal (the grant is bad: the person is out), or the
 /// provider unreachable; and the reason for the log (the provider's error code, never a token).
-fn token_refusal<E: std::error::Error>(
-    e: &RequestTokenError<E, StandardErrorResponse<CoreErrorResponseType>>,
+fn token_refusal<E: std::error::Error, T: ErrorResponseType + AsRef<str> + std::fmt::Display>(
+    e: &RequestTokenError<E, StandardErrorResponse<T>>,
 ) -> (SignInError, String) {
     match e {
         RequestTokenError::ServerResponse(r) => (SignInError::ProviderRefused, r.error().as_ref().to_owned()),

@@ -258,6 +258,9 @@ async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules
         ("POST", format!("/session/{sid}/model"), json!({"modelId": "demo-smart"})),
         ("POST", format!("/session/{sid}/shell"), json!({"command": "true"})),
         ("POST", "/session".to_owned(), json!({})),
+        // A person's device may pair another of theirs, so this is a write: an observer is refused
+        // as read-only before anything else (a voter that is nobody's: `operator_required`).
+        ("POST", "/devices/pairing".to_owned(), json!({})),
     ];
     for (method, path, body) in refused {
         let req = http().request(method.parse().expect("method"), d.url(&path));
@@ -268,7 +271,7 @@ async fn an_observer_reads_and_subscribes_but_cannot_vote_prompt_or_change_rules
             "{method} {path}"
         );
     }
-    for (method, path) in [("GET", "/devices"), ("POST", "/devices/pairing"), ("DELETE", "/devices/x")] {
+    for (method, path) in [("GET", "/devices"), ("DELETE", "/devices/x")] {
         let req = http().request(method.parse().expect("method"), d.url(path));
         let reply = send(dev(req, &credential).json(&json!({}))).await;
         assert_eq!(

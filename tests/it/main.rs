@@ -25,6 +25,7 @@ mod fanout;
 mod fleet;
 mod http2;
 mod lifecycle;
+mod login;
 mod metrics;
 mod model_reviewers;
 mod modes;

@@ -12,21 +12,21 @@ use crate::support::fake_oidc::{FakeAccount, FakeOidc, Forgery};
 use crate::support::oidc::{Browser, OidcProvider, SignInResult};
 use crate::support::*;
 
-const TOKEN: &str = "operator-secret";
+pub(crate) const TOKEN: &str = "operator-secret";
 const CLIENT: &str = "mediatord-web";
 const SECRET: &str = "web-client-secret";
 
 /// A daemon whose people sign in at a real provider: Ada (example.test, a voter), Grace (an
 /// admin: `group:admins=operator`), Mallory (another domain: refused).
-struct People {
-    d: Daemon,
-    provider: OidcProvider,
-    ca: TestCa,
+pub(crate) struct People {
+    pub(crate) d: Daemon,
+    pub(crate) provider: OidcProvider,
+    pub(crate) ca: TestCa,
     _dir: tempfile::TempDir,
 }
 
 impl People {
-    async fn start(extra: &[&str]) -> People {
+    pub(crate) async fn start(extra: &[&str]) -> People {
         let dir = tempfile::tempdir().expect("tempdir");
         let ca = TestCa::new();
         let provider = OidcProvider::start(
@@ -48,7 +48,8 @@ impl People {
         provider
             .put_client(json!({
                 "client_id": CLIENT, "client_secret": SECRET,
-                "grant_types": ["authorization_code", "refresh_token"],
+                // The device grant too: `mediatord login` (tests/it/login.rs).
+                "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
                 "redirect_uris": [format!("{}/auth/callback", d.base)],
             }))
             .await;
@@ -57,7 +58,7 @@ impl People {
 
     /// A fresh browser of the person `account`: signs in and exchanges the code, as the web app
     /// does; the device's credential.
-    async fn signed_in(&self, account: &str) -> String {
+    pub(crate) async fn signed_in(&self, account: &str) -> String {
         let mut browser = Browser::new(&self.ca.pem());
         let code = match browser.sign_in(&self.d.base, account).await {
             SignInResult::Pair(code) => code,
@@ -89,7 +90,7 @@ fn start_daemon(issuer: &str, ca_file: &std::path::Path, extra: &[&str]) -> Daem
 }
 
 /// `GET /capabilities`'s identity for `credential`.
-async fn identity(d: &Daemon, credential: &str) -> Reply {
+pub(crate) async fn identity(d: &Daemon, credential: &str) -> Reply {
     send(http().get(d.url("/capabilities")).bearer_auth(credential)).await
 }
 

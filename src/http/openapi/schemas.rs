@@ -676,6 +676,39 @@ fn device_schemas() -> Value {
                 "properties": {"issuer": string, "login": {"type": "string", "description": "The web app's link to begin a sign-in, relative to the daemon's root"}},
             }},
         },
+        "DeviceSignIn": {
+            "type": "object",
+            "required": ["login", "userCode", "verificationUri", "expiresIn"],
+            "properties": {
+                "login": {"type": "string", "description": "The terminal's secret handle on its sign-in (256 random bits in hex), for `POST /auth/device/token`; show it to nobody"},
+                "userCode": {"type": "string", "description": "What the person types at `verificationUri`"},
+                "verificationUri": string,
+                "verificationUriComplete": {"type": "string", "description": "The same page with the code filled in, when the provider offers it"},
+                "expiresIn": {"type": "integer", "description": "Seconds until the code expires"},
+            },
+        },
+        "DeviceSignInPoll": {
+            "type": "object",
+            "required": ["login"],
+            "properties": {
+                "login": {"type": "string", "minLength": 1, "maxLength": 128},
+                "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 64, "description": "What the terminal is called in the list of devices [default: \"terminal sign-in\"]"},
+            },
+        },
+        "DeviceSignedIn": {
+            "type": "object",
+            "required": ["code", "name", "role"],
+            "properties": {
+                "code": {"type": "string", "description": "One-time, for `POST /devices/pair`: a device of the person's"},
+                "name": {"type": "string", "description": "The person's name, as their provider gives it"},
+                "role": {"enum": ["voter", "observer", "operator"]},
+            },
+        },
+        "DeviceSignInPending": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {"status": {"const": "pending"}},
+        },
         "DeviceList": {
             "type": "object",
             "required": ["devices"],

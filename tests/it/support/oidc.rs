@@ -373,6 +373,63 @@ impl Browser {
         panic!("more than {MAX_REDIRECTS} redirects at the daemon\n{}", self.trace())
     }
 
+    /// The person at a browser of their own confirming a terminal's code (the device grant, RFC
+    /// 8628): opens `page` (the provider's verification page), enters `user_code`, confirms it,
+    /// signs in as `account` when the form is shown, and returns the text of the page it ends on
+    /// (`#device-success` when the provider accepted; else its `#error`). Panics, with the trace,
+    /// on a page it does not know.
+    pub(crate) async fn confirm_device(&mut self, page: &str, user_code: &str, account: &str) -> String {
+        let page = Url::parse(page).unwrap_or_else(|e| panic!("verification page {page}: {e}"));
+        let input = self.request(Method::GET, &page, None, &[]).await;
+        let (action, mut fields) = self.form(&input, "op.deviceInputForm");
+        fields.push(("user_code".to_owned(), user_code.to_owned()));
+        let confirm = self.request(Method::POST, &action, Some(&fields), &[authority(&page)]).await;
+        if let Some(error) = element_text(&confirm.body, "error") {
+            return error;
+        }
+        let (action, fields) = self.form(&confirm, "op.deviceConfirmForm");
+        let mut answer = self.request(Method::POST, &action, Some(&fields), &[authority(&page)]).await;
+        let mut signed_in = false;
+        for _ in 0..=MAX_REDIRECTS * 2 {
+            if let Some(next) = answer.location.clone() {
+                answer = self.request(Method::GET, &next, None, &[authority(&answer.url)]).await;
+                continue;
+            }
+            if answer.body.contains("id=\"device-success\"") {
+                return element_text(&answer.body, "device-success").expect("the success text");
+            }
+            match form_action(&answer.body, "login-form") {
+                Some(action) if !signed_in => {
+                    signed_in = true;
+                    let url = answer.url.join(&action).expect("the form's action");
+                    let form = [("login".to_owned(), account.to_owned())];
+                    answer = self.request(Method::POST, &url, Some(&form), &[authority(&answer.url)]).await;
+                }
+                _ => {
+                    return element_text(&answer.body, "error")
+                        .unwrap_or_else(|| panic!("an unknown page: {}\n{}", answer.body, self.trace()));
+                }
+            }
+        }
+        panic!("more than {} steps confirming a device\n{}", MAX_REDIRECTS * 2, self.trace())
+    }
+
+    /// The form `id` of `answer`'s page: its action (absolute) and its hidden fields.
+    fn form(&self, answer: &Answer, id: &str) -> (Url, Vec<(String, String)>) {
+        let Some(action) = form_action(&answer.body, id) else {
+            panic!("no form #{id} on {} ({}):\n{}\n{}", answer.url, answer.status, answer.body, self.trace())
+        };
+        let start = answer.body.find(&format!("id=\"{id}\"")).expect("the form");
+        let end = start + answer.body[start..].find("</form>").unwrap_or(answer.body.len() - start);
+        let hidden = answer.body[start..end]
+            .split("<input")
+            .skip(1)
+            .filter(|tag| tag.contains("type=\"hidden\""))
+            .filter_map(|tag| Some((attribute(tag, "name")?, attribute(tag, "value").unwrap_or_default())))
+            .collect();
+        (answer.url.join(&action).expect("the form's action"), hidden)
+    }
+
     /// From `<daemon_base>/auth/login` to the redirect back to the daemon's `/auth/callback`.
     async fn navigate(&mut self, daemon_base: &str, account: &str) -> Stop {
         let base = Url::parse(daemon_base).unwrap_or_else(|e| panic!("daemon base {daemon_base}: {e}"));
@@ -513,6 +570,14 @@ fn form_action(html: &str, id: &str) -> Option<String> {
     let end = at + html[at..].find('>')?;
     let tag = &html[start..end];
     let from = tag.find("action=\"")? + "action=\"".len();
+    let len = tag[from..].find('"')?;
+    Some(unescape(&tag[from..from + len]))
+}
+
+/// The value of attribute `name` in `tag` (the text after `<input`), unescaped.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
+    let from = tag.find(&format!(" {name}=\""))? + name.len() + 3;
     let len = tag[from..].find('"')?;
     Some(unescape(&tag[from..from + len]))
 }

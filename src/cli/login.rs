@@ -1,0 +1,190 @@
+//! `mediatord login` and `mediatord logout`: a person signs a terminal in with the daemon's OpenID
+//! provider (the device authorization grant, RFC 8628: a code to confirm in any browser), and the
+//! device credential it pays for is saved for this daemon (`mediatord::client::saved`), so the
+//! other commands act as that person.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use mediatord::client::api::Endpoint;
+use mediatord::client::saved::{self, Saved};
+use mediatord::text;
+
+use super::reach::{DaemonArgs, locate};
+use super::say;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct LoginArgs {
+    /// What this terminal is called in the daemon's list of devices [default: "terminal sign-in"]
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct LogoutArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+pub(super) const LOGIN_HELP: &str = "\
+The daemon must have a sign-in provider (serve --oidc-issuer, docs/people.md) whose client may use
+the device grant. login prints a page and a code: open the page in any browser, on any device, type
+the code, and sign in there. This terminal then holds a device of yours, saved (readable by you
+only) in $XDG_CONFIG_HOME/mediatord/logins.json, else ~/.config/mediatord/logins.json: attach,
+watch, approve, diff, connect, pair and devices use it for this daemon when given no --device,
+--device-file or token. The daemon renews it with the provider while you stay allowed there;
+mediatord logout ends it.";
+
+/// How long `login` waits for its person at most, whatever the provider says: the daemon's own
+/// bound on a sign-in (`mediatord::oidc::SIGN_IN_WINDOW`), and a minute for the last answer.
+const MAX_WAIT: Duration = Duration::from_secs(660);
+/// The most times `login` asks whether its person confirmed: each ask waits up to 20 s at the
+/// daemon, so this is far past [`MAX_WAIT`] unless a daemon answers at once.
+const MAX_POLLS: u32 = 200;
+/// The least time between two asks, should a daemon answer "pending" at once.
+const MIN_POLL_GAP: Duration = Duration::from_secs(1);
+
+/// `mediatord login`.
+pub(super) fn run(args: &LoginArgs) -> ExitCode {
+    let Some(file) = saved::path(None) else {
+        say("mediatord login: neither XDG_CONFIG_HOME nor HOME is set: nowhere to keep the sign-in");
+        return ExitCode::from(2);
+    };
+    let daemon = locate("login", &args.daemon);
+    let endpoint = match Endpoint::new(&daemon.url, None, None) {
+        Ok(e) => e.pinned(daemon.fingerprint.clone()),
+        Err(e) => {
+            say(&format!("mediatord login: {}", text::escape(&e)));
+            return ExitCode::from(2);
+        }
+    };
+    let name = args.name.clone().unwrap_or_else(|| "terminal sign-in".to_owned());
+    super::reach::client_command("login", async move {
+        let saved = sign_in(&endpoint, &name).await?;
+        let shown = saved.to_string();
+        saved::save(&file, &daemon.url, saved)?;
+        Ok(Some(format!(
+            "Signed in to {} as {}. Saved in {} (readable by you only); `mediatord logout` ends it.",
+            daemon.url,
+            text::escape(&shown),
+            file.display()
+        )))
+    })
+}
+
+/// The whole sign-in: the code shown, the wait, the device paired.
+async fn sign_in(endpoint: &Endpoint, name: &str) -> Result<Saved, String> {
+    let begun = answer(endpoint.call("POST", "/auth/device", Some(&serde_json::json!({}))).await, 200)?;
+    let (Some(login), Some(code), Some(page)) =
+        (begun["login"].as_str(), begun["userCode"].as_str(), begun["verificationUri"].as_str())
+    else {
+        return Err("the daemon's answer to /auth/device lacks login, userCode or verificationUri".into());
+    };
+    let minutes = begun["expiresIn"].as_u64().unwrap_or(0).div_ceil(60);
+    let mut out = io::stdout().lock();
+    // The provider's page and code are the provider's text: escaped for the terminal.
+    let _ = writeln!(
+        out,
+        "To sign in, open this page in a browser, on any device:\n\n    {}\n",
+        text::escape(page)
+    );
+    let _ = writeln!(out, "and enter the code:\n\n    {}\n", text::escape(code));
+    if let Some(complete) = begun["verificationUriComplete"].as_str() {
+        let _ = writeln!(out, "(or open {}, which has the code in it)\n", text::escape(complete));
+    }
+    let _ =
+        writeln!(out, "Waiting for you to confirm it (the code expires in {minutes} min; Ctrl-C stops)...");
+    let _ = out.flush();
+    drop(out);
+    let poll = serde_json::json!({ "login": login, "name": name });
+    let started = Instant::now();
+    let mut polls = 0;
+    let signed_in = loop {
+        polls += 1;
+        if started.elapsed() > MAX_WAIT || polls > MAX_POLLS {
+            return Err("no answer from the daemon about this sign-in; run mediatord login again".into());
+        }
+        let asked = Instant::now();
+        match endpoint.call("POST", "/auth/device/token", Some(&poll)).await {
+            Ok((202, _)) => tokio::time::sleep(MIN_POLL_GAP.saturating_sub(asked.elapsed())).await,
+            other => break answer(other, 200)?,
+        }
+    };
+    let Some(code) = signed_in["code"].as_str() else {
+        return Err("the daemon's sign-in answer lacks its code".into());
+    };
+    let paired = answer(
+        endpoint.call("POST", "/devices/pair", Some(&serde_json::json!({ "code": code }))).await,
+        200,
+    )?;
+    let Some(credential) = paired["token"].as_str() else {
+        return Err("the daemon's pairing answer lacks the credential".into());
+    };
+    Ok(Saved {
+        credential: credential.to_owned(),
+        name: signed_in["name"].as_str().unwrap_or("?").to_owned(),
+        role: paired["role"].as_str().unwrap_or("voter").to_owned(),
+        saved_at: mediatord::clock::now_ms(),
+    })
+}
+
+/// The body of an answer with status `want`, else the daemon's error (or why it did not answer).
+fn answer(
+    result: Result<(u16, serde_json::Value), mediatord::client::api::NoAnswer>,
+    want: u16,
+) -> Result<serde_json::Value, String> {
+    match result {
+        Ok((status, body)) if status == want => Ok(body),
+        Ok((status, body)) => Err(format!(
+            "the daemon answered {status}: {}",
+            body["error"].as_str().unwrap_or("no explanation")
+        )),
+        Err(e) => Err(mediatord::client::api::unanswered(&e)),
+    }
+}
+
+/// `mediatord logout`: the saved sign-in for this daemon ended there (its device revoked) and
+/// forgotten here. Forgotten here even when the daemon cannot be reached (said so).
+pub(super) fn logout(args: &LogoutArgs) -> ExitCode {
+    let Some(file) = saved::path(None) else {
+        say("mediatord logout: neither XDG_CONFIG_HOME nor HOME is set: no sign-in is saved");
+        return ExitCode::from(2);
+    };
+    let daemon = locate("logout", &args.daemon);
+    let saved = match saved::load(&file, &daemon.url) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            say(&format!("mediatord logout: no sign-in is saved for {}", daemon.url));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            say(&format!("mediatord logout: {}", text::escape(&e)));
+            return ExitCode::FAILURE;
+        }
+    };
+    let endpoint = match Endpoint::new(&daemon.url, Some(&saved.credential), None) {
+        Ok(e) => e.pinned(daemon.fingerprint.clone()),
+        Err(e) => {
+            say(&format!("mediatord logout: {}", text::escape(&e)));
+            return ExitCode::from(2);
+        }
+    };
+    let url = daemon.url.clone();
+    super::reach::client_command("logout", async move {
+        let ended = match endpoint.call("POST", "/auth/logout", None).await {
+            // 401: revoked or expired already; ended either way.
+            Ok((204 | 401, _)) => None,
+            other => Some(answer(other, 204).err().unwrap_or_default()),
+        };
+        saved::forget(&file, &url)?;
+        Ok(Some(match ended {
+            None => format!("Signed out of {url}."),
+            Some(why) => format!(
+                "Forgotten here, but the daemon did not end the sign-in ({why}); it ends at the provider's next renewal refusal, or an operator revokes it (mediatord devices)."
+            ),
+        }))
+    })
+}

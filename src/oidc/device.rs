@@ -1,0 +1,186 @@
+//! Sign-in from a terminal (`mediatord login`) by the device authorization grant (RFC 8628): the
+//! daemon asks the provider for a user code, the person confirms it in any browser, and the daemon
+//! polls the provider's token endpoint until it answers. The terminal never talks to the provider
+//! and never holds a provider's token: it holds a handle to its login here, and gets, once, the
+//! one-time code that pays for a device of the person's, exactly as the web app's callback does.
+//!
+//! Each login is a handle (256 random bits, kept only as its SHA-256, given back once the outcome
+//! is read) and one polling task that ends when the provider answers or the code expires; both are
+//! bounded ([`MAX_PENDING_LOGINS`], [`super::SIGN_IN_WINDOW`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+// tokio's clock: what the waits run on (and what a test pauses).
+use tokio::time::Instant;
+
+use super::admit::Verified;
+use super::error::SignInError;
+use crate::sync::lock;
+
+/// Terminal sign-ins waiting for their person at once: a person at a terminal, a handful at a
+/// time. Past it the oldest is dropped (its terminal is told to start again), so a flood costs
+/// bounded memory and at most this many polling tasks.
+pub const MAX_PENDING_LOGINS: usize = 32;
+/// Random bytes in a login's handle: 256 bits.
+pub(super) const HANDLE_BYTES: usize = 32;
+/// How long one `POST /auth/device/token` waits for the outcome before it answers "pending": under
+/// any proxy's idle timeout, long enough that a terminal asks a few times a minute.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// Where a terminal's login is.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The person has not confirmed the code yet.
+    Pending,
+    /// The provider answered: the person (every check passed), or why not.
+    Done(Result<Verified, SignInError>),
+}
+
+/// What a terminal is told when its login begins.
+#[derive(Debug, Clone)]
+pub struct DeviceBegun {
+    /// The terminal's handle on its login (256 random bits in hex): a secret, shown to nobody.
+    pub handle: String,
+    /// What the person types at `verification_uri`.
+    pub user_code: String,
+    pub verification_uri: String,
+    /// The same page with the code filled in, if the provider offers it.
+    pub verification_uri_complete: Option<String>,
+    /// Seconds until the code expires.
+    pub expires_in: u64,
+}
+
+/// One login waiting for its outcome.
+struct Login {
+    outcome: watch::Receiver<Outcome>,
+    began: Instant,
+    /// When its code expires (the provider's `expires_in`, at most the sign-in window).
+    ends: Instant,
+}
+
+/// The logins begun and not yet read, by the SHA-256 of their handle.
+#[derive(Default)]
+pub(super) struct Logins {
+    table: Mutex<HashMap<[u8; 32], Login>>,
+}
+
+fn digest(handle: &str) -> [u8; 32] {
+    Sha256::digest(handle.as_bytes()).into()
+}
+
+impl Logins {
+    /// Keeps a new login under `handle` for `lasts`; the oldest goes when [`MAX_PENDING_LOGINS`]
+    /// are waiting (its polling task sees nobody is left to tell and stops).
+    pub(super) fn insert(&self, handle: &str, outcome: watch::Receiver<Outcome>, lasts: Duration) {
+        let now = Instant::now();
+        let ends = now + lasts;
+        let mut table = lock(&self.table);
+        table.retain(|_, l| l.ends > now);
+        if table.len() >= MAX_PENDING_LOGINS
+            && let Some(oldest) = table.iter().min_by_key(|(_, l)| l.began).map(|(k, _)| *k)
+        {
+            table.remove(&oldest);
+        }
+        table.insert(digest(handle), Login { outcome, began: now, ends });
+    }
+
+    /// The outcome of the login `handle`, waiting up to `wait` for one; `None` when there is no
+    /// such login (never begun, expired, dropped, or its outcome already read: an outcome is
+    /// given once). A finished login is forgotten as it is read.
+    pub(super) async fn outcome(&self, handle: &str, wait: Duration) -> Option<Outcome> {
+        let key = digest(handle);
+        let (mut rx, ends) = {
+            let table = lock(&self.table);
+            let login = table.get(&key)?;
+            (login.outcome.clone(), login.ends)
+        };
+        let left = ends.saturating_duration_since(Instant::now());
+        let waited =
+            tokio::time::timeout(wait.min(left), rx.wait_for(|o| matches!(o, Outcome::Done(_)))).await;
+        let done = match waited {
+            Ok(Ok(done)) => done.clone(),
+            // The polling task is gone without an answer (the daemon is stopping).
+            Ok(Err(_)) => Outcome::Done(Err(SignInError::ProviderUnavailable)),
+            Err(_) if left <= wait => Outcome::Done(Err(SignInError::Expired)),
+            Err(_) => return Some(Outcome::Pending),
+        };
+        // Given once: whoever removes it answers it; a second reader at the same moment finds none.
+        lock(&self.table).remove(&key).map(|_| done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PersonRole;
+    use crate::devices::Person;
+
+    fn ada() -> Verified {
+        Verified { person: Person::new("ada".into(), Some("Ada"), None, vec![]), role: PersonRole::Voter }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outcome_is_given_once_to_the_handle_and_pending_until_then() {
+        let logins = Logins::default();
+        let (tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("h1", rx, Duration::from_secs(300));
+        assert!(logins.outcome("h2", LONG_POLL).await.is_none(), "another handle");
+        assert!(matches!(logins.outcome("h1", LONG_POLL).await, Some(Outcome::Pending)));
+        tx.send_replace(Outcome::Done(Ok(ada())));
+        match logins.outcome("h1", LONG_POLL).await {
+            Some(Outcome::Done(Ok(v))) => assert_eq!(v.person.subject, "ada"),
+            other => panic!("{other:?}"),
+        }
+        assert!(logins.outcome("h1", LONG_POLL).await.is_none(), "given once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_at_the_answer_or_at_the_codes_end() {
+        let logins = Logins::default();
+        let (tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("h", rx, Duration::from_secs(300));
+        let answer = async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            tx.send_replace(Outcome::Done(Err(SignInError::NotAllowed)));
+        };
+        let started = Instant::now();
+        let (got, ()) = tokio::join!(logins.outcome("h", LONG_POLL), answer);
+        assert!(matches!(got, Some(Outcome::Done(Err(SignInError::NotAllowed)))));
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "answered as soon as it is known");
+
+        let (_tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("short", rx, Duration::from_secs(5));
+        let got = logins.outcome("short", LONG_POLL).await;
+        assert!(matches!(got, Some(Outcome::Done(Err(SignInError::Expired)))), "{got:?}");
+        assert!(logins.outcome("short", LONG_POLL).await.is_none());
+
+        let (tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("gone", rx, Duration::from_secs(300));
+        drop(tx);
+        let got = logins.outcome("gone", LONG_POLL).await;
+        assert!(matches!(got, Some(Outcome::Done(Err(SignInError::ProviderUnavailable)))), "{got:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_bound_the_oldest_login_goes() {
+        let logins = Logins::default();
+        let mut senders = Vec::new();
+        for i in 0..=MAX_PENDING_LOGINS {
+            let (tx, rx) = watch::channel(Outcome::Pending);
+            senders.push(tx);
+            logins.insert(&format!("h{i}"), rx, Duration::from_secs(300));
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert_eq!(lock(&logins.table).len(), MAX_PENDING_LOGINS);
+        assert!(logins.outcome("h0", Duration::ZERO).await.is_none(), "the oldest went");
+        assert!(matches!(logins.outcome("h1", Duration::ZERO).await, Some(Outcome::Pending)));
+        assert!(
+            senders[0].is_closed(),
+            "its polling task sees nobody waits for it (the receiver is dropped)"
+        );
+    }
+}

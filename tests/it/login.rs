@@ -1,0 +1,229 @@
+//! `mediatord login` (issue #48, `docs/people.md#from-a-terminal`): a person signs a terminal in
+//! by the device authorization grant (RFC 8628) at a real provider (`tests/oidc/`), in a real
+//! terminal (tmux), the code confirmed in a browser of theirs; the device credential it pays for
+//! is saved `0600` for that daemon and used by the other commands; someone the daemon does not let
+//! in gets nothing; `mediatord logout` ends it on the daemon.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::people::{People, TOKEN, identity};
+use crate::support::oidc::Browser;
+use crate::support::*;
+
+/// The provider's page and the code, from what `login` printed (the line after each heading).
+fn page_and_code(printed: &str) -> (String, String) {
+    let after = |heading: &str| {
+        let mut lines = printed.lines().skip_while(|l| !l.contains(heading)).skip(1);
+        lines.find(|l| !l.trim().is_empty()).map(|l| l.trim().to_owned())
+    };
+    match (after("open this page"), after("enter the code")) {
+        (Some(page), Some(code)) => (page, code),
+        _ => panic!("no page or code in:\n{printed}"),
+    }
+}
+
+/// A `mediatord` client command with `config` as its configuration directory and no credential
+/// of the test's environment.
+fn client(config: &std::path::Path, args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(bin());
+    c.args(args)
+        .env("XDG_CONFIG_HOME", config)
+        .env("HOME", config)
+        .env_remove("MEDIATORD_TOKEN")
+        .env_remove("MEDIATORD_DEVICE")
+        .env_remove("MEDIATORD_DEVICE_FILE")
+        .env_remove("MEDIATORD_URL")
+        .env("MEDIATORD_NO_MDNS", "1")
+        .kill_on_drop(true);
+    c
+}
+
+/// Ada runs `mediatord login` in a terminal, confirms its code at the provider in her browser, and
+/// the terminal says who it is now; the credential is saved readable by her only, is a device of
+/// hers (her name, her client id, the name the terminal gave), and the next command given no
+/// credential uses it (a voter's `devices` is refused as a voter's, not as nobody's). `logout`
+/// revokes it on the daemon and forgets it.
+#[tokio::test]
+async fn a_terminal_signs_in_by_device_code_and_the_commands_act_as_its_person() {
+    let p = People::start(&[]).await;
+    let config = tempfile::tempdir().expect("tempdir");
+    let xdg = config.path().to_str().expect("utf-8").to_owned();
+    let t = Tmux::run(
+        &[bin(), "login", "--url", &p.d.base, "--name", "ada's terminal"],
+        &[("XDG_CONFIG_HOME", &xdg), ("MEDIATORD_NO_MDNS", "1")],
+        120,
+        30,
+    );
+    let screen = t.until("the code to confirm", |s| s.contains("Waiting for you")).await;
+    let (page, code) = page_and_code(&screen);
+    assert!(page.starts_with(p.provider.issuer()), "the provider's page: {page}");
+
+    let mut browser = Browser::new(&p.ca.pem());
+    let said = browser.confirm_device(&page, &code, "ada").await;
+    assert!(said.contains("signed in"), "the provider: {said}\n{}", browser.trace());
+    let screen = t.exited().await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("as Ada Lovelace (voter)"), "{screen}");
+
+    let file = config.path().join("mediatord/logins.json");
+    let mode = std::fs::metadata(&file).expect("saved").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "readable by its owner only");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let credential = saved["logins"][&p.d.base]["credential"].as_str().expect("a credential").to_owned();
+    let me = identity(&p.d, &credential).await.ok();
+    assert_eq!(
+        (me["identity"]["clientId"].as_str(), me["identity"]["person"]["name"].as_str()),
+        (Some("person:ada"), Some("Ada Lovelace")),
+        "{me}"
+    );
+    let devices = send(http().get(p.d.url("/devices")).bearer_auth(TOKEN)).await.ok();
+    let named: Vec<(&str, &str)> = devices["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| (d["name"].as_str().unwrap_or(""), d["person"]["subject"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(named, [("ada's terminal", "ada")], "{devices}");
+
+    // The next command, given no credential, is Ada: a voter on an operator's route.
+    let listed = client(config.path(), &["devices", "--url", &p.d.base]).output().await.expect("devices");
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(!listed.status.success());
+    assert!(stderr.contains("403") && stderr.contains("operator"), "as Ada, not as nobody (401): {stderr}");
+
+    let out = client(config.path(), &["logout", "--url", &p.d.base]).output().await.expect("logout");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("Signed out"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(identity(&p.d, &credential).await.status, 401, "revoked on the daemon");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    assert_eq!(saved["logins"], serde_json::json!({}), "forgotten here");
+}
+
+/// Mallory (another domain) confirms the code at the provider, which vouches for her; the daemon
+/// does not let her in: `login` fails saying why, nothing is saved and nothing paired. A handle
+/// nobody began is refused as one.
+#[tokio::test]
+async fn someone_not_let_in_gets_nothing_from_a_terminal_sign_in() {
+    let p = People::start(&[]).await;
+    let config = tempfile::tempdir().expect("tempdir");
+    let mut login = client(config.path(), &["login", "--url", &p.d.base])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("login");
+    let mut lines = BufReader::new(login.stdout.take().expect("stdout")).lines();
+    let mut printed = String::new();
+    while !printed.contains("Waiting for you") {
+        let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("in time").expect("read");
+        printed.push_str(&line.unwrap_or_else(|| panic!("login ended early:\n{printed}")));
+        printed.push('\n');
+    }
+    let (page, code) = page_and_code(&printed);
+    let said = Browser::new(&p.ca.pem()).confirm_device(&page, &code, "mallory").await;
+    assert!(said.contains("signed in"), "the provider vouches for her: {said}");
+    let out = tokio::time::timeout(WAIT, login.wait_with_output()).await.expect("in time").expect("exit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("403") && stderr.contains("does not let in"), "{stderr}");
+    assert!(!config.path().join("mediatord/logins.json").exists(), "nothing saved");
+    let devices = send(http().get(p.d.url("/devices")).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(devices["devices"], serde_json::json!([]), "nothing paired: {devices}");
+
+    let unknown =
+        send(http().post(p.d.url("/auth/device/token")).json(&serde_json::json!({"login": "ab".repeat(32)})))
+            .await;
+    assert_eq!(
+        (unknown.status, unknown.body["code"].as_str()),
+        (400, Some("invalid_state")),
+        "{}",
+        unknown.text
+    );
+}
+
+/// A signed-in person pairs another device of theirs (with their own credential, from the web app
+/// or `mediatord pair`): it is theirs (their name, their client id, their role, ending with their
+/// sign-in), and when the provider stops vouching for them it is signed out with the rest. Asking
+/// for another role is refused saying how; a device paired by the operator pairs nothing.
+#[tokio::test]
+async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
+    let p = People::start(&["--oidc-renew-ms", "3000"]).await;
+    let ada = p.signed_in("ada").await;
+    let issued = send(
+        http()
+            .post(p.d.url("/devices/pairing"))
+            .bearer_auth(&ada)
+            .json(&serde_json::json!({"name": "ada's phone"})),
+    )
+    .await;
+    assert_eq!((issued.status, issued.body["role"].as_str()), (200, Some("voter")), "{}", issued.text);
+    let code = issued.body["code"].as_str().expect("code");
+    let phone =
+        send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": code}))).await.ok();
+    assert_eq!(
+        (
+            phone["name"].as_str(),
+            phone["clientId"].as_str(),
+            phone["person"]["name"].as_str(),
+            phone["role"].as_str()
+        ),
+        (Some("ada's phone"), Some("person:ada"), Some("Ada Lovelace"), Some("voter")),
+        "{phone}"
+    );
+    let her_end = identity(&p.d, &ada).await.ok()["identity"]["expiresAt"].as_u64().expect("her end");
+    let phone_end = phone["expiresAt"].as_u64().expect("the phone ends too");
+    // Computed a moment apart from the same end: the same within the time the pairing took.
+    assert!(phone_end <= her_end + 1_000 && phone_end + 1_000 >= her_end, "{phone_end} vs {her_end}");
+    let phone = phone["token"].as_str().expect("credential").to_owned();
+
+    let observer = send(
+        http()
+            .post(p.d.url("/devices/pairing"))
+            .bearer_auth(&ada)
+            .json(&serde_json::json!({"role": "observer"})),
+    )
+    .await;
+    assert_eq!(
+        (observer.status, observer.body["code"].as_str()),
+        (400, Some("invalid_device")),
+        "{}",
+        observer.text
+    );
+    assert!(observer.text.contains("operator's token"), "says how: {}", observer.text);
+
+    // A device the operator paired is nobody's: it pairs nothing.
+    let by_operator =
+        send(http().post(p.d.url("/devices/pairing")).bearer_auth(TOKEN).json(&serde_json::json!({})))
+            .await
+            .ok();
+    let plain =
+        send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": by_operator["code"]})))
+            .await
+            .ok();
+    let plain = plain["token"].as_str().expect("credential").to_owned();
+    let refused =
+        send(http().post(p.d.url("/devices/pairing")).bearer_auth(&plain).json(&serde_json::json!({}))).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (403, Some("operator_required")),
+        "{}",
+        refused.text
+    );
+
+    p.provider.disable("ada").await;
+    eventually(
+        || http().get(p.d.url("/devices")).bearer_auth(TOKEN),
+        |b| b["devices"].as_array().is_some_and(|all| all.iter().all(|d| d["person"].is_null())),
+    )
+    .await;
+    assert_eq!(identity(&p.d, &phone).await.status, 401, "her phone is signed out with her");
+    assert_eq!(identity(&p.d, &ada).await.status, 401);
+    assert_eq!(identity(&p.d, &plain).await.status, 200, "nobody's device stays");
+}
