@@ -227,3 +227,62 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
     assert_eq!(identity(&p.d, &ada).await.status, 401);
     assert_eq!(identity(&p.d, &plain).await.status, 200, "nobody's device stays");
 }
+
+/// A terminal's sign-in checks the ID token as the browser's does: one forged (another key, `alg:
+/// none`, another audience or issuer, expired) is refused `invalid_id_token` and pays for nothing;
+/// a valid one pays for a code. (A device grant has no nonce: the token comes straight from the
+/// token endpoint for this client's device code, so the nonce forgeries are not this door's.) A
+/// provider that is down is said to be, and the operator's token still works.
+#[tokio::test]
+async fn a_forged_id_token_or_a_provider_down_fails_a_terminal_sign_in_with_nothing_granted() {
+    use crate::people::{CLIENT, start_daemon};
+    use crate::support::fake_oidc::{FakeAccount, FakeOidc, Forgery};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new();
+    let ada = FakeAccount::new("ada", "ada@example.test", "Ada Lovelace", &[]);
+    let fake = FakeOidc::start(&ca, dir.path(), CLIENT, ada).await;
+    let d = start_daemon(fake.issuer(), &ca.pem_file(dir.path()), &[]);
+    let sign_in = || async {
+        let begun = send(http().post(d.url("/auth/device")).json(&serde_json::json!({}))).await.ok();
+        assert_eq!(begun["userCode"], "BCDF-GHJK", "{begun}");
+        let login = serde_json::json!({"login": begun["login"]});
+        send(http().post(d.url("/auth/device/token")).json(&login)).await
+    };
+    let forged =
+        [Forgery::WrongKey, Forgery::AlgNone, Forgery::WrongAudience, Forgery::WrongIssuer, Forgery::Expired];
+    for forgery in forged {
+        fake.set_forgery(forgery);
+        let answer = sign_in().await;
+        assert_eq!(
+            (answer.status, answer.body["code"].as_str()),
+            (403, Some("invalid_id_token")),
+            "{forgery:?}: {}",
+            answer.text
+        );
+    }
+    let devices = send(http().get(d.url("/devices")).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(devices["devices"], serde_json::json!([]), "nothing paired: {devices}");
+
+    fake.set_forgery(Forgery::Valid);
+    let answer = sign_in().await;
+    assert_eq!((answer.status, answer.body["name"].as_str()), (200, Some("Ada Lovelace")), "{}", answer.text);
+    let paired =
+        send(http().post(d.url("/devices/pair")).json(&serde_json::json!({"code": answer.body["code"]})))
+            .await
+            .ok();
+    assert_eq!(paired["clientId"], "person:ada", "{paired}");
+
+    fake.set_down(true);
+    let down = send(http().post(d.url("/auth/device")).json(&serde_json::json!({}))).await;
+    assert_eq!(
+        (down.status, down.body["code"].as_str()),
+        (503, Some("provider_unavailable")),
+        "{}",
+        down.text
+    );
+    assert_eq!(
+        identity(&d, TOKEN).await.ok()["identity"]["kind"],
+        "operator",
+        "the operator's token still works"
+    );
+}

@@ -13,7 +13,7 @@ use crate::support::oidc::{Browser, OidcProvider, SignInResult};
 use crate::support::*;
 
 pub(crate) const TOKEN: &str = "operator-secret";
-const CLIENT: &str = "mediatord-web";
+pub(crate) const CLIENT: &str = "mediatord-web";
 const SECRET: &str = "web-client-secret";
 
 /// A daemon whose people sign in at a real provider: Ada (example.test, a voter), Grace (an
@@ -71,7 +71,7 @@ impl People {
     }
 }
 
-fn start_daemon(issuer: &str, ca_file: &std::path::Path, extra: &[&str]) -> Daemon {
+pub(crate) fn start_daemon(issuer: &str, ca_file: &std::path::Path, extra: &[&str]) -> Daemon {
     let mut args = vec![
         "--token",
         TOKEN,
