@@ -10,6 +10,7 @@
 //! itself, and signing out or being disabled there ends the credential on the daemon.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -52,13 +53,16 @@ impl std::fmt::Display for Saved {
 /// Where the file is: `dir` (tests, and a `--config-dir` a command may offer), else
 /// `$XDG_CONFIG_HOME/mediatord`, else `$HOME/.config/mediatord`; `None` with neither set.
 pub fn path(dir: Option<&Path>) -> Option<PathBuf> {
+    path_in(dir, std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
+}
+
+/// [`path`] with the environment given (an empty variable is an unset one, as XDG says).
+fn path_in(dir: Option<&Path>, xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
     let dir = match dir {
         Some(d) => d.to_path_buf(),
-        None => match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        None => match xdg.filter(|v| !v.is_empty()) {
             Some(x) => PathBuf::from(x).join("mediatord"),
-            None => {
-                PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".config/mediatord")
-            }
+            None => PathBuf::from(home.filter(|v| !v.is_empty())?).join(".config/mediatord"),
         },
     };
     Some(dir.join(FILE))
@@ -189,7 +193,7 @@ mod tests {
         assert_eq!(forget(&file, "http://a").expect("forgot"), Some(ada(1)));
         assert_eq!(load(&file, "http://a").expect("read"), None);
         assert_eq!(forget(&file, "http://a").expect("nothing"), None);
-        assert!(!format!("{}", ada(1)).contains("dev-1.s"), "shown without its credential");
+        assert_eq!(format!("{}", ada(1)), "Ada (voter)", "shown without its credential");
     }
 
     #[test]
@@ -207,8 +211,26 @@ mod tests {
         );
         std::fs::write(&file, "not json").expect("write");
         assert!(load(&file, "http://d1").expect_err("not json").contains("not a file of logins"));
-        std::fs::write(&file, vec![b' '; MAX_FILE_BYTES as usize + 1]).expect("write");
+        let mut edge = vec![b' '; MAX_FILE_BYTES as usize - 2];
+        edge.extend(b"{}");
+        std::fs::write(&file, &edge).expect("write");
+        assert_eq!(load(&file, "http://d1").expect("exactly the bound is read"), None);
+        edge.push(b' ');
+        std::fs::write(&file, &edge).expect("write");
         assert!(load(&file, "http://d1").expect_err("too large").contains("larger than"));
-        assert_eq!(path(Some(dir.path())), Some(dir.path().join(FILE)));
+        // A path that cannot be looked at (its directory is a file) is an error, not "no logins".
+        assert!(load(&file.join(FILE), "http://d1").is_err());
+    }
+
+    #[test]
+    fn the_file_is_in_the_given_directory_else_xdgs_else_homes_and_an_empty_variable_is_unset() {
+        let os = |s: &str| Some(OsString::from(s));
+        let at = |p: &str| Some(PathBuf::from(p).join(FILE));
+        assert_eq!(path_in(Some(Path::new("/d")), os("/x"), os("/h")), at("/d"));
+        assert_eq!(path_in(None, os("/x"), os("/h")), at("/x/mediatord"));
+        assert_eq!(path_in(None, os(""), os("/h")), at("/h/.config/mediatord"));
+        assert_eq!(path_in(None, None, os("/h")), at("/h/.config/mediatord"));
+        assert_eq!(path_in(None, None, os("")), None);
+        assert_eq!(path_in(None, None, None), None);
     }
 }

@@ -182,5 +182,12 @@ mod tests {
             senders[0].is_closed(),
             "its polling task sees nobody waits for it (the receiver is dropped)"
         );
+
+        // One whose code ends now is gone at the next insert (nothing waits for it any more).
+        let (_tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("now", rx, Duration::ZERO);
+        let (_tx2, rx) = watch::channel(Outcome::Pending);
+        logins.insert("next", rx, Duration::from_secs(300));
+        assert!(logins.outcome("now", Duration::ZERO).await.is_none(), "ended: dropped");
     }
 }
