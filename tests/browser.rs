@@ -895,6 +895,12 @@ async fn a_require_rules_card_counts_approvals_until_the_second_voter_decides() 
     page.until("the card resolved", NO_CARD).await;
     page.finished_turn("the turn").await;
     assert_eq!(std::fs::read_to_string(d.workspace.join("two.txt")).expect("written"), "two people");
+    // The rules list says what the rule waits for, not "Allow".
+    page.click("Rules & decisions", "//button[normalize-space() = 'Rules & decisions']").await;
+    let listed = page
+        .until("the rule listed", "document.querySelector('ul.rules li .effect-require')?.textContent")
+        .await;
+    assert_eq!(listed.as_str(), Some("Require 2 approvals · edit"), "{listed}");
     assert_eq!(page.console_problems().await, Vec::<String>::new());
 }
 

@@ -347,6 +347,7 @@ function endText(type, data) {
 export function forbiddenText(reason) {
   if (reason === 'designated_mismatch') return 'Only the designated client may decide this request.';
   if (reason === 'remote_not_allowed') return 'Only votes from the daemon’s own machine count under local-only.';
+  if (reason === 'group_required') return 'Only a member of the rule’s group may approve this request; anyone may reject it.';
   return `Vote refused (${reason}).`;
 }
 

@@ -187,8 +187,16 @@ export function resolutionText(s, perm) {
   }
 }
 
+/** What a rule does: a require rule says how many approvals it waits for, and whose. */
+function effectText(rule) {
+  if (rule.effect === 'deny') return 'Deny';
+  if (rule.effect !== 'require') return 'Allow';
+  const q = rule.quorum;
+  return `Require ${q} approval${q === 1 ? '' : 's'}${rule.group ? ` from ${rule.group}` : ''}`;
+}
+
 function ruleText(rule) {
-  const parts = [rule.effect === 'deny' ? 'Deny' : 'Allow'];
+  const parts = [effectText(rule)];
   if (rule.kinds) parts.push(rule.kinds.join(', '));
   if (rule.tools) parts.push(`tools ${rule.tools.join(', ')}`);
   if (rule.paths) parts.push(`paths ${rule.paths.join(', ')}`);
@@ -826,11 +834,15 @@ export class SessionView {
       default:
         text = 'The first answer decides.';
     }
-    // A require rule replaces the policy (docs/protocol.md §7): distinct people approve, anyone stops it.
+    // A require rule replaces the policy (docs/protocol.md §7): distinct people (of its group, if it
+    // names one) approve, anyone stops it.
     const required = request.required;
     if (required) {
       const approvals = perm.partial ? perm.partial.votesReceived : (required.approvals || 0);
-      text = `${approvals} of ${required.quorum} approvals: rule ${required.ruleId} needs ${required.quorum} different people to allow this; one rejection stops it.`;
+      const q = required.quorum;
+      text = required.group
+        ? `${approvals} of ${q} approvals from ${required.group}: rule ${required.ruleId} needs ${q === 1 ? '1 member' : `${q} different members`} of ${required.group} to allow this; one rejection stops it.`
+        : `${approvals} of ${q} approvals: rule ${required.ruleId} needs ${q} different people to allow this; one rejection stops it.`;
       mayVote = true;
     }
     if (request.expiresAt) text += ` Cancelled at ${clock(request.expiresAt)} if nobody answers.`;

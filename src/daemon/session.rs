@@ -1044,6 +1044,7 @@ mod tests {
             request_id,
             client: Some(client),
             voter: client,
+            groups: &[],
             device_name: None,
             observer: false,
             local: true,

@@ -34,6 +34,9 @@ impl Access {
 /// of a link looks like it (device ids are `dev-` and hex).
 pub(super) const OPERATOR_VOTER: &str = "operator";
 
+// A rule may name any group a person can be kept with, and none longer: it could never be met.
+const _: () = assert!(crate::permission::rules::MAX_GROUP_CHARS == crate::devices::MAX_CLAIM_CHARS);
+
 /// The credential behind a caller.
 #[derive(Debug, Clone)]
 pub enum Who {
@@ -109,6 +112,14 @@ impl Caller {
             Who::Link => self.client.as_deref().unwrap_or(OPERATOR_VOTER).into(),
             Who::Operator => OPERATOR_VOTER.into(),
         }
+    }
+
+    /// The groups a `require` rule naming one looks for among its approvers: a signed-in person's,
+    /// as their provider's `groups` claim listed them at their last sign-in or renewal. None for a
+    /// paired device without a person, an action link or the operator's token: no provider vouched
+    /// for who holds them.
+    pub fn groups(&self) -> &[String] {
+        self.device().and_then(|d| d.person.as_deref()).map_or(&[], |p| &p.groups)
     }
 
     /// The name the audit, the transcript and the cards show for what it does: a person's name,

@@ -371,6 +371,7 @@ impl Desk {
             request_id,
             client: caller.client.as_deref(),
             voter: &voter,
+            groups: caller.groups(),
             device_name: caller.shown_name(),
             observer: !caller.may_vote(),
             local: caller.local,
@@ -422,7 +423,12 @@ impl Desk {
     pub fn may_decide(&self, session: &Session, caller: &Caller, request_id: &str) -> bool {
         caller.may_vote()
             && caller.client.is_some()
-            && session.permissions().may_vote(request_id, caller.client.as_deref(), caller.local)
+            && session.permissions().may_vote(
+                request_id,
+                caller.client.as_deref(),
+                caller.groups(),
+                caller.local,
+            )
     }
 }
 

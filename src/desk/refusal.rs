@@ -137,6 +137,10 @@ pub enum Refusal {
     InvalidOptionId { request_id: String, option_id: String },
     #[error("This client may not decide this permission request")]
     PermissionForbidden { reason: &'static str },
+    /// An approval under a `require` rule naming a group, from someone not in it
+    /// (`docs/protocol.md#7-permission-rules`): it counts nothing; the request stays pending.
+    #[error("Rule {rule_id} needs approval from a member of the group {group}")]
+    GroupRequired { rule_id: String, group: String },
     /// A question's answers it does not take (`docs/protocol.md#19-questions`): the field and why.
     /// The question stays pending.
     #[error("Invalid answer to {field}: {reason}")]
@@ -251,6 +255,7 @@ impl Refusal {
             Refusal::PermissionAlreadyResolved { resolved_option_id: s() },
             Refusal::InvalidOptionId { request_id: s(), option_id: s() },
             Refusal::PermissionForbidden { reason: "" },
+            Refusal::GroupRequired { rule_id: s(), group: s() },
             Refusal::InvalidAnswer { field: s(), reason: s() },
             Refusal::InvalidRule(s()),
             Refusal::RuleNotFound,
@@ -283,7 +288,8 @@ impl Refusal {
             | Self::ClientIdMismatch { .. }
             | Self::ReadOnlyDevice
             | Self::OperatorRequired
-            | Self::PermissionForbidden { .. } => Kind::Forbidden,
+            | Self::PermissionForbidden { .. }
+            | Self::GroupRequired { .. } => Kind::Forbidden,
             Self::InvalidClientId(_)
             | Self::InvalidCwd
             | Self::WorkspaceMismatch { .. }
@@ -355,6 +361,7 @@ impl Refusal {
             Self::PermissionAlreadyResolved { .. } => "permission_already_resolved",
             Self::InvalidOptionId { .. } => "invalid_option_id",
             Self::PermissionForbidden { .. } => "permission_forbidden",
+            Self::GroupRequired { .. } => "group_required",
             Self::InvalidAnswer { .. } => "invalid_answer",
             Self::InvalidRule(_) => "invalid_rule",
             Self::RuleNotFound => "rule_not_found",
@@ -418,6 +425,10 @@ impl Refusal {
                 put("optionId", json!(option_id));
             }
             Self::PermissionForbidden { reason } => put("reason", json!(reason)),
+            Self::GroupRequired { rule_id, group } => {
+                put("ruleId", json!(rule_id));
+                put("group", json!(group));
+            }
             Self::InvalidAnswer { field, reason } => {
                 put("field", json!(field));
                 put("reason", json!(reason));
@@ -534,6 +545,7 @@ impl From<VoteError> for Refusal {
                 Refusal::InvalidOptionId { request_id, option_id }
             }
             VoteError::Forbidden(reason) => Refusal::PermissionForbidden { reason: reason.as_str() },
+            VoteError::GroupRequired { rule_id, group } => Refusal::GroupRequired { rule_id, group },
             VoteError::ReadOnly => Refusal::ReadOnlyDevice,
             VoteError::InvalidAnswer(e) => Refusal::InvalidAnswer { field: e.field, reason: e.reason },
         }
@@ -685,6 +697,13 @@ mod tests {
                 403,
                 false,
                 json!({"reason": "designated"}),
+            ),
+            (
+                Refusal::from(VoteError::GroupRequired { rule_id: s("rule-1"), group: s("admins") }),
+                "group_required",
+                403,
+                false,
+                json!({"ruleId": "rule-1", "group": "admins"}),
             ),
             (
                 Refusal::InvalidAnswer { field: s("color"), reason: s("not offered") },

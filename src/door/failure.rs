@@ -177,6 +177,18 @@ mod tests {
         let e = Failure::MethodNotFound("_qwen/x".into()).render();
         assert_eq!((e.code, e.message.as_str()), (crate::acp::METHOD_NOT_FOUND, "Method not found: _qwen/x"));
         assert_eq!(Failure::Refused(Refusal::ReadOnlyDevice).render().code, -32003);
+        // A `session/permission` approval from outside a `require` rule's group: REST's 403.
+        let vote =
+            crate::permission::VoteError::GroupRequired { rule_id: "rule-1".into(), group: "admins".into() };
+        let e = Failure::from(vote).render();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (-32003, "Rule rule-1 needs approval from a member of the group admins")
+        );
+        assert_eq!(
+            e.data,
+            Some(json!({"code": "group_required", "ruleId": "rule-1", "group": "admins", "httpStatus": 403}))
+        );
         assert_eq!(Failure::invalid_params("x").render().code, crate::acp::INVALID_PARAMS);
         assert_eq!(
             Failure::TooManyCalls(64).render().data.map(|d| d["httpStatus"].clone()),

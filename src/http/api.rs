@@ -172,6 +172,7 @@ const VOTE_ERRORS: &[&str] = &[
     "permission_already_resolved",
     "invalid_option_id",
     "permission_forbidden",
+    "group_required",
     "store_unavailable",
 ];
 
@@ -461,7 +462,7 @@ api! {
             .no_auth()
             .errors(&[
                 "route_not_found", "link_expired", "too_many_link_attempts", "link_needs_review",
-                "invalid_client_id", "permission_forbidden", "invalid_option_id",
+                "invalid_client_id", "permission_forbidden", "group_required", "invalid_option_id",
             ]);
     post "/devices/pairing" => devices::create_pairing,
         Operation::new("createPairing", "devices", "A one-time code pairing a device, with its URL (`<public-url>/#pair=<code>`) and that URL as a QR code: the operator's token pairs any device; a signed-in person another device of theirs, with their role (docs/protocol.md §15)")

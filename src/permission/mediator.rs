@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::guard::{Breaker, Trip, overrules};
-use super::policy::{CANCEL_OPTION_ID, Cast, Caster, Choice, Decision, Issued, decide, standing};
+use super::policy::{
+    CANCEL_OPTION_ID, Cast, Caster, Choice, Decision, ForbidReason, Issued, Required, decide, standing,
+};
 use super::question::{ACCEPT_OPTION_ID, Answers, Form, Malformed, Question};
 use super::review::{Judge, Judges, Review, Verdict};
 use super::rules::{self, CompiledRule, Effect, RequestFacts, RuleError};
@@ -380,9 +382,13 @@ impl<'a> BoundMediator<'a> {
             let workspace_rules = m.workspace_rules.snapshot();
             let answer =
                 rule_answer(&st.rules, &workspace_rules, is_question, &facts, &options, &m.workspace);
-            if let Some(RuleAnswer::Required { rule_id, quorum }) = &answer {
-                issued.required = Some(*quorum);
-                data["required"] = json!({"ruleId": rule_id, "quorum": quorum, "approvals": 0});
+            if let Some(RuleAnswer::Required(required)) = &answer {
+                data["required"] =
+                    json!({"ruleId": required.rule_id, "quorum": required.quorum, "approvals": 0});
+                if let Some(group) = &required.group {
+                    data["required"]["group"] = json!(group);
+                }
+                issued.required = Some(required.clone());
             }
             host.publish(EventKind::PermissionRequest, &data);
             let pending = Pending {
@@ -494,6 +500,7 @@ impl<'a> BoundMediator<'a> {
                 request_id,
                 client: Some(&client),
                 voter: &client,
+                groups: &[],
                 device_name: None,
                 observer: false,
                 local: false,
@@ -655,13 +662,20 @@ impl<'a> BoundMediator<'a> {
         self.mediator.lock().pending.contains_key(request_id)
     }
 
-    /// Whether `request_id` awaits a decision that a ballot of `client_id` (from a loopback peer
-    /// or not) would count towards, under the policy it was issued with (`policy::may_decide`).
-    pub fn may_vote(self, request_id: &str, client_id: Option<&str>, loopback_peer: bool) -> bool {
+    /// Whether `request_id` awaits a decision that an approval of `client_id` (a person in
+    /// `groups`, from a loopback peer or not) would count towards, under the policy or rule it was
+    /// issued with (`policy::may_decide`).
+    pub fn may_vote(
+        self,
+        request_id: &str,
+        client_id: Option<&str>,
+        groups: &[String],
+        loopback_peer: bool,
+    ) -> bool {
         let st = self.mediator.lock();
         st.pending
             .get(request_id)
-            .is_some_and(|p| super::policy::may_decide(&p.issued, client_id, loopback_peer))
+            .is_some_and(|p| super::policy::may_decide(&p.issued, client_id, groups, loopback_peer))
     }
 
     /// The `permission_request` data of a pending request, its `toolCall` laid over what the agent
@@ -683,6 +697,7 @@ impl<'a> BoundMediator<'a> {
             request_id,
             client: client_id,
             voter,
+            groups,
             device_name,
             observer,
             local: loopback_peer,
@@ -749,7 +764,7 @@ impl<'a> BoundMediator<'a> {
             Some(r) => Caster::Reviewer { decides: r.trust.decides(pending.facts.kind.as_deref()) },
         };
         let approves = allows(&pending.options, &choice);
-        let ballot = Cast { caster, client_id, voter, approves, loopback_peer, choice: &choice };
+        let ballot = Cast { caster, client_id, voter, groups, approves, loopback_peer, choice: &choice };
         let decision = decide(&pending.issued, &pending.votes, &ballot);
         // A question accepted carries its answers, checked before the ballot counts: refused, the
         // question stays pending as it was. A decline or a cancel carries none.
@@ -836,7 +851,14 @@ impl<'a> BoundMediator<'a> {
                     }
                     host.publish(EventKind::PermissionForbidden, &data);
                 }
-                Err(VoteError::Forbidden(reason))
+                // A rule's group is refused naming the rule and the group, so the voter knows
+                // whom to ask.
+                Err(match (reason, &pending.issued.required) {
+                    (ForbidReason::GroupRequired, Some(Required { rule_id, group: Some(group), .. })) => {
+                        VoteError::GroupRequired { rule_id: rule_id.clone(), group: group.clone() }
+                    }
+                    _ => VoteError::Forbidden(reason),
+                })
             }
         }
     }
@@ -1231,8 +1253,8 @@ fn rule_choice(effect: Effect, options: &[Value]) -> Option<Choice> {
 enum RuleAnswer {
     /// An allow or a deny decided it: the choice and the resolution to record.
     Decided(Choice, Resolution),
-    /// A `require` rule leaves it to `quorum` distinct voters.
-    Required { rule_id: String, quorum: usize },
+    /// A `require` rule leaves it to its quorum of distinct voters (of its group, if it names one).
+    Required(Required),
 }
 
 /// What the rules say about a request (the session's first, then the workspace's; a deny in either
@@ -1253,7 +1275,8 @@ fn rule_answer(
     if rule.effect == Effect::Require {
         // Compiled rules have one (`rules::compile`); a missing one would ask for one approval.
         let quorum = rule.quorum.and_then(|q| usize::try_from(q).ok()).unwrap_or(1);
-        return Some(RuleAnswer::Required { rule_id: rule.rule_id.clone(), quorum });
+        let (rule_id, group) = (rule.rule_id.clone(), rule.group.clone());
+        return Some(RuleAnswer::Required(Required { rule_id, quorum, group }));
     }
     let choice = rule_choice(rule.effect, options)?;
     let resolution =
@@ -1719,6 +1742,7 @@ mod tests {
             request_id: id,
             client,
             voter: client.unwrap_or("operator"),
+            groups: &[],
             device_name: None,
             observer: false,
             local,
@@ -1758,13 +1782,13 @@ mod tests {
         *lock(&f.host.originator) = Some("alice".into());
         let (task, id) = f.raised(params("/ws/a.txt", &["allow_once", "reject_once"])).await;
         let p = f.permissions();
-        assert!(p.may_vote(&id, Some("alice"), false), "the originator decides");
-        assert!(!p.may_vote(&id, Some("bob"), true), "nobody else, wherever they are");
-        assert!(!p.may_vote(&id, None, true));
-        assert!(!p.may_vote("no-such-request", Some("alice"), false), "only a pending request");
+        assert!(p.may_vote(&id, Some("alice"), &[], false), "the originator decides");
+        assert!(!p.may_vote(&id, Some("bob"), &[], true), "nobody else, wherever they are");
+        assert!(!p.may_vote(&id, None, &[], true));
+        assert!(!p.may_vote("no-such-request", Some("alice"), &[], false), "only a pending request");
         p.cast(&id, Some("alice"), false, &vote("opt-allow_once", false)).expect("decides");
         answer(task).await;
-        assert!(!f.permissions().may_vote(&id, Some("alice"), false), "decided: nothing to vote on");
+        assert!(!f.permissions().may_vote(&id, Some("alice"), &[], false), "decided: nothing to vote on");
     }
 
     /// Claude Code asks with a bare tool-call update (`{toolCallId, title, rawInput}`); `kind` and
@@ -1886,6 +1910,63 @@ mod tests {
             .collect();
         assert_eq!(voters, ["alice", "bob", "dev-1"]);
         assert_eq!(f.permissions().list_rules().len(), 2, "no rule remembered");
+    }
+
+    /// A `require` rule naming a group (`quorum` left to its default, one): the request says
+    /// which; the approval of a person of other groups, of a device without a person and of the
+    /// operator's token is each refused naming the rule and the group, counts nothing and leaves
+    /// it pending; a member's approval decides, and the audit names the group and the member. On
+    /// a second request a non-member's rejection decides.
+    #[tokio::test]
+    async fn a_require_rule_with_a_group_counts_only_its_members_approvals() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["person:ada", "person:grace", "dev-1"]);
+        let required = f
+            .permissions()
+            .add_rule(rule(json!({"effect": "require", "group": "admins", "kinds": ["edit"]})))
+            .expect("added");
+        let rule_id = required["ruleId"].as_str().expect("ruleId").to_owned();
+        assert_eq!((required["group"].clone(), required["quorum"].clone()), (json!("admins"), json!(1)));
+        let (task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+        let request = f.host.last(EventKind::PermissionRequest);
+        assert_eq!(
+            request["required"],
+            json!({"ruleId": rule_id, "quorum": 1, "approvals": 0, "group": "admins"})
+        );
+        let allow = vote("opt-allow_once", false);
+        let (staff, admins) = (["staff".to_owned(), "admins-2".to_owned()], ["admins".to_owned()]);
+        let refusal = VoteError::GroupRequired { rule_id: rule_id.clone(), group: "admins".into() };
+        for (who, groups) in [(Some("person:ada"), &staff[..]), (Some("dev-1"), &[]), (None, &[])] {
+            let refused = f.permissions().vote(&Ballot { groups, ..ballot(&id, who, true, &allow) });
+            assert_eq!(refused.map(|r| r.is_none()), Err(refusal.clone()), "{who:?}");
+            assert_eq!(f.host.last(EventKind::PermissionForbidden)["reason"], "group_required");
+        }
+        assert_eq!(f.pending_ids(), vec![id.clone()], "a non-member's approval counts nothing");
+        assert_eq!(f.permissions().list_pending()[0]["required"]["approvals"], 0);
+        assert!(!f.permissions().may_vote(&id, Some("person:ada"), &staff, false), "ada is not asked");
+        assert!(f.permissions().may_vote(&id, Some("person:grace"), &admins, false));
+        let grace = Ballot { groups: &admins, ..ballot(&id, Some("person:grace"), false, &allow) };
+        f.permissions().vote(&grace).expect("a member decides");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-allow_once"}})
+        );
+        let entry = f.permissions().audit().remove(0);
+        assert_eq!(entry["required"]["group"], "admins");
+        assert_eq!(entry["voterClientId"], "person:grace");
+        let counted: Vec<bool> =
+            entry["ballots"].as_array().expect("ballots").iter().map(|b| b["counted"] == true).collect();
+        assert_eq!(counted, [false, false, false, true]);
+
+        let (task, id) = f.raised(params("/ws/b", &["allow_once", "reject_once"])).await;
+        let reject = vote("opt-reject_once", false);
+        f.permissions()
+            .vote(&Ballot { groups: &staff, ..ballot(&id, Some("person:ada"), false, &reject) })
+            .expect("a rejection");
+        assert_eq!(
+            answer(task).await,
+            json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
+        );
     }
 
     /// Under a require rule one rejection decides, and a revoked device's approval goes with it.

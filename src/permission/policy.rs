@@ -42,9 +42,29 @@ pub struct Issued {
     /// The request is a question (`docs/protocol.md#19-questions`): it has one answer, not a
     /// tally, so under `consensus` the first ballot of an eligible voter decides it.
     pub question: bool,
-    /// A `require` rule matched (`docs/protocol.md#7-permission-rules`): this many distinct voters
-    /// must approve, whatever the policy; one rejection decides.
-    pub required: Option<usize>,
+    /// A `require` rule matched (`docs/protocol.md#7-permission-rules`): its quorum of distinct
+    /// voters (of its group, if it names one) must approve, whatever the policy; one rejection
+    /// decides.
+    pub required: Option<Required>,
+}
+
+/// What a matching `require` rule asks for, captured when the request was issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Required {
+    pub rule_id: String,
+    /// How many distinct voters must approve.
+    pub quorum: usize,
+    /// Only approvals of people in this group count (their provider's `groups` claim lists it);
+    /// `None`: anyone's.
+    pub group: Option<String>,
+}
+
+impl Required {
+    /// Whether an approval of a voter in `groups` counts towards the quorum. A rejection needs no
+    /// membership: anyone may stop what a rule holds for people.
+    pub fn admits(&self, groups: &[String]) -> bool {
+        self.group.as_ref().is_none_or(|group| groups.contains(group))
+    }
 }
 
 impl Issued {
@@ -71,6 +91,9 @@ pub struct Cast<'a> {
     pub client_id: Option<&'a str>,
     /// The identity a `require` rule's quorum counts once (the desk's `Caller::voter`).
     pub voter: &'a str,
+    /// The groups of the person casting it (the desk's `Caller::groups`), which a `require` rule
+    /// naming a group asks its approvals to be among; empty for any other voter.
+    pub groups: &'a [String],
     /// The choice is an option of an `allow_*` kind.
     pub approves: bool,
     /// From the socket's peer address only, never from forwarding headers.
@@ -82,6 +105,8 @@ pub struct Cast<'a> {
 pub enum ForbidReason {
     DesignatedMismatch,
     RemoteNotAllowed,
+    /// An approval under a `require` rule naming a group, from someone not in it.
+    GroupRequired,
 }
 
 impl ForbidReason {
@@ -89,6 +114,7 @@ impl ForbidReason {
         match self {
             ForbidReason::DesignatedMismatch => "designated_mismatch",
             ForbidReason::RemoteNotAllowed => "remote_not_allowed",
+            ForbidReason::GroupRequired => "group_required",
         }
     }
 }
@@ -124,12 +150,18 @@ pub fn decide(issued: &Issued, prior: &BTreeMap<String, Choice>, ballot: &Cast<'
     if *ballot.choice == Choice::Cancel {
         return Decision::Decided(Choice::Cancel);
     }
-    // A `require` rule: any voter may stop it; it goes ahead once `quorum` distinct voters
-    // approved (the same voter twice, through any door or client id, counts once).
-    if let Some(quorum) = issued.required {
+    // A `require` rule: any voter may stop it; it goes ahead once `quorum` distinct voters (of its
+    // group, if it names one) approved (the same voter twice, through any door or client id,
+    // counts once). An approval from outside the group is refused rather than ignored, so its
+    // voter learns why nothing happened.
+    if let Some(required) = &issued.required {
         if !ballot.approves {
             return Decision::Decided(ballot.choice.clone());
         }
+        if !required.admits(ballot.groups) {
+            return Decision::Forbidden(ForbidReason::GroupRequired);
+        }
+        let quorum = required.quorum;
         let (received, tallies) = tally(prior, ballot.voter, ballot.choice);
         if received >= quorum {
             return Decision::Decided(ballot.choice.clone());
@@ -178,13 +210,15 @@ fn tally(prior: &BTreeMap<String, Choice>, voter: &str, choice: &Choice) -> (usi
     (received + 1, tallies)
 }
 
-/// Whether a ballot of `client_id` (from a loopback peer or not) would count on a request issued
-/// as `issued`: what [`decide`] would not refuse as [`Decision::Forbidden`]. The ACP door asks it
-/// before it sends a client `session/request_permission`, so a client is asked only what it may
-/// answer. (The cancel escape is open to everyone and is not what this answers.)
-pub fn may_decide(issued: &Issued, client_id: Option<&str>, loopback_peer: bool) -> bool {
-    if issued.required.is_some() {
-        return true;
+/// Whether an approving ballot of `client_id` (of a person in `groups`, from a loopback peer or
+/// not) would count on a request issued as `issued`: what [`decide`] would not refuse as
+/// [`Decision::Forbidden`]. The ACP door asks it before it sends a client
+/// `session/request_permission`, so a client is asked only what it may answer. (The cancel
+/// escape, and a rejection under a `require` rule, are open to everyone and are not what this
+/// answers.)
+pub fn may_decide(issued: &Issued, client_id: Option<&str>, groups: &[String], loopback_peer: bool) -> bool {
+    if let Some(required) = &issued.required {
+        return required.admits(groups);
     }
     match issued.policy {
         Policy::FirstResponder => true,
@@ -262,6 +296,11 @@ mod tests {
         Issued { question: true, ..issued(policy, originator, voters, None) }
     }
 
+    /// A `require` rule's demand: `quorum` approvals, of `group`'s members if it names one.
+    fn rule(quorum: usize, group: Option<&str>) -> Required {
+        Required { rule_id: "rule-1".into(), quorum, group: group.map(str::to_owned) }
+    }
+
     fn opt(id: &str) -> Choice {
         Choice::Option(id.to_owned())
     }
@@ -279,6 +318,7 @@ mod tests {
     fn forbid_reasons_have_their_wire_names() {
         assert_eq!(DesignatedMismatch.as_str(), "designated_mismatch");
         assert_eq!(RemoteNotAllowed.as_str(), "remote_not_allowed");
+        assert_eq!(ForbidReason::GroupRequired.as_str(), "group_required");
     }
 
     /// Every row of the policy table in `docs/protocol.md#8-permission-mediation`, plus the cancel escape, as (issued, prior, ballot, expected).
@@ -580,6 +620,7 @@ mod tests {
                 caster: Caster::Person,
                 client_id: client,
                 voter: client.unwrap_or("operator"),
+                groups: &[],
                 approves: true,
                 loopback_peer: loopback,
                 choice,
@@ -600,6 +641,7 @@ mod tests {
                 caster: Caster::Reviewer { decides },
                 client_id: Some("reviewer:guard"),
                 voter: "reviewer:guard",
+                groups: &[],
                 approves: true,
                 loopback_peer: false,
                 choice,
@@ -646,6 +688,7 @@ mod tests {
             caster: Caster::Person,
             client_id: Some(voter),
             voter,
+            groups: &[],
             approves,
             loopback_peer: false,
             choice,
@@ -653,8 +696,8 @@ mod tests {
         for policy in policies {
             // Designated to someone else, remote voters, a consensus that named nobody: the rule's
             // quorum replaces the policy, so none of it forbids.
-            let issued = Issued { required: Some(2), ..issued(policy, Some("zed"), &[], None) };
-            assert!(may_decide(&issued, Some("ada"), false), "{policy:?}");
+            let issued = Issued { required: Some(rule(2, None)), ..issued(policy, Some("zed"), &[], None) };
+            assert!(may_decide(&issued, Some("ada"), &[], false), "{policy:?}");
             let first = decide(&issued, &prior(&[]), &person("ada", true, &allow));
             assert_eq!(
                 first,
@@ -692,8 +735,74 @@ mod tests {
             assert_eq!(standing(&issued, &prior(&[("ada", "allow")])), None, "{policy:?}");
         }
         // A quorum of one: the first approval decides.
-        let one = Issued { required: Some(1), ..issued(Policy::Consensus, None, &["a", "b", "c"], None) };
+        let one = Issued {
+            required: Some(rule(1, None)),
+            ..issued(Policy::Consensus, None, &["a", "b", "c"], None)
+        };
         assert_eq!(decide(&one, &prior(&[]), &person("ada", true, &allow)), Decision::Decided(allow.clone()));
+    }
+
+    /// A `require` rule naming a group, under every policy: a member's approval counts (a person
+    /// in several groups too), a non-member's is refused and counts nothing, anyone's rejection or
+    /// cancel decides, a reviewer only informs; `may_decide` asks members only.
+    #[test]
+    fn a_require_rule_with_a_group_counts_only_its_members_approvals() {
+        let (allow, deny) = (opt("allow"), opt("deny"));
+        let admins = ["staff".to_owned(), "admins".to_owned()];
+        let staff = ["staff".to_owned(), "admins-2".to_owned()];
+        let cast = |voter, groups, approves, choice| Cast {
+            caster: Caster::Person,
+            client_id: Some(voter),
+            voter,
+            groups,
+            approves,
+            loopback_peer: false,
+            choice,
+        };
+        let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
+        for policy in policies {
+            let two = Issued { required: Some(rule(2, Some("admins"))), ..issued(policy, None, &[], None) };
+            let one = Issued { required: Some(rule(1, Some("admins"))), ..two.clone() };
+            assert_eq!(
+                decide(&one, &prior(&[]), &cast("grace", &admins, true, &allow)),
+                Decided(allow.clone()),
+                "{policy:?}: a member decides a quorum of one"
+            );
+            assert_eq!(
+                decide(&two, &prior(&[]), &cast("grace", &admins, true, &allow)),
+                Partial {
+                    votes_received: 1,
+                    votes_needed: 2,
+                    quorum: 2,
+                    tallies: [("allow".to_owned(), 1)].into()
+                },
+                "{policy:?}: a member's approval counts"
+            );
+            for groups in [&staff[..], &[]] {
+                assert_eq!(
+                    decide(&one, &prior(&[]), &cast("ada", groups, true, &allow)),
+                    Forbidden(ForbidReason::GroupRequired),
+                    "{policy:?}: {groups:?} is not a member"
+                );
+                assert!(!may_decide(&one, Some("ada"), groups, true), "{policy:?}: {groups:?}");
+                assert_eq!(
+                    decide(&one, &prior(&[]), &cast("ada", groups, false, &deny)),
+                    Decided(deny.clone()),
+                    "{policy:?}: a non-member's rejection stops it"
+                );
+                assert_eq!(
+                    decide(&one, &prior(&[]), &cast("ada", groups, false, &Choice::Cancel)),
+                    Decided(Choice::Cancel),
+                    "{policy:?}: so does their cancel"
+                );
+            }
+            assert!(may_decide(&one, Some("grace"), &admins, false), "{policy:?}");
+            let reviewer = Cast {
+                caster: Caster::Reviewer { decides: true },
+                ..cast("reviewer:guard", &admins, true, &allow)
+            };
+            assert_eq!(decide(&one, &prior(&[]), &reviewer), Decision::Informed, "{policy:?}");
+        }
     }
 
     /// `may_decide` says yes exactly where `decide` does not forbid, under every policy.
@@ -701,28 +810,35 @@ mod tests {
     fn may_decide_agrees_with_decide() {
         let policies = [Policy::FirstResponder, Policy::Designated, Policy::LocalOnly, Policy::Consensus];
         let voters = [None, Some("a"), Some("b"), Some("z")];
+        let requires = [None, Some(rule(2, None)), Some(rule(1, Some("admins")))];
+        let admins = ["admins".to_owned()];
         for policy in policies {
             for (originator, question) in [None, Some("a")].into_iter().flat_map(|o| [(o, false), (o, true)])
             {
-                let issued = Issued { question, ..issued(policy, originator, &["a", "b"], None) };
-                for voter in voters {
-                    for loopback in [false, true] {
-                        let choice = opt("allow");
-                        let ballot = Cast {
-                            caster: Caster::Person,
-                            client_id: voter,
-                            voter: voter.unwrap_or("operator"),
-                            approves: true,
-                            loopback_peer: loopback,
-                            choice: &choice,
-                        };
-                        let allowed =
-                            !matches!(decide(&issued, &BTreeMap::new(), &ballot), Decision::Forbidden(_));
-                        assert_eq!(
-                            may_decide(&issued, voter, loopback),
-                            allowed,
-                            "{policy:?} originator {originator:?} voter {voter:?} loopback {loopback} question {question}"
-                        );
+                for required in requires.clone() {
+                    let issued =
+                        Issued { question, required, ..issued(policy, originator, &["a", "b"], None) };
+                    for (voter, groups) in voters.into_iter().flat_map(|v| [(v, &[][..]), (v, &admins[..])]) {
+                        for loopback in [false, true] {
+                            let choice = opt("allow");
+                            let ballot = Cast {
+                                caster: Caster::Person,
+                                client_id: voter,
+                                voter: voter.unwrap_or("operator"),
+                                groups,
+                                approves: true,
+                                loopback_peer: loopback,
+                                choice: &choice,
+                            };
+                            let allowed =
+                                !matches!(decide(&issued, &BTreeMap::new(), &ballot), Decision::Forbidden(_));
+                            assert_eq!(
+                                may_decide(&issued, voter, groups, loopback),
+                                allowed,
+                                "{policy:?} originator {originator:?} voter {voter:?} {groups:?} loopback {loopback} question {question} {:?}",
+                                issued.required
+                            );
+                        }
                     }
                 }
             }

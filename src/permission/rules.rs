@@ -32,6 +32,9 @@ pub const MAX_WILDCARDS_PER_RULE: usize = 256;
 pub const MAX_WILDCARD_GLOB_BYTES_PER_RULE: usize = 4096;
 /// The most distinct voters a `require` rule may ask for: more than any team approves anything with.
 pub const MAX_RULE_QUORUM: u64 = 16;
+/// Characters of a `require` rule's `group`: the longest group name a person is kept with
+/// (`devices::MAX_CLAIM_CHARS`), so a longer one could never have a member.
+pub const MAX_GROUP_CHARS: usize = 256;
 /// The ACP `ToolKind` values a `kinds` matcher may name.
 pub const TOOL_KINDS: [&str; 9] =
     ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"];
@@ -54,8 +57,9 @@ pub enum RuleError {
 pub enum Effect {
     Allow,
     Deny,
-    /// A rule only: what it matches is decided by `quorum` distinct voters' approval, whatever the
-    /// session's policy (`docs/protocol.md#7-permission-rules`). A vote is never `require`.
+    /// A rule only: what it matches is decided by `quorum` distinct voters' approval (of members of
+    /// its `group`, if it names one), whatever the session's policy
+    /// (`docs/protocol.md#7-permission-rules`). A vote is never `require`.
     Require,
 }
 
@@ -77,6 +81,10 @@ pub struct Rule {
     /// `require` only: how many distinct voters must approve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<u64>,
+    /// `require` only: the group (of a signed-in person's provider's `groups` claim) whose
+    /// members' approvals alone count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// Milliseconds since the Unix epoch.
@@ -143,10 +151,19 @@ pub fn parse_rule(
         Some("require") => Effect::Require,
         _ => return Err("`effect` must be \"allow\", \"deny\" or \"require\"".into()),
     };
-    // Its type here; whether it belongs and is in range, in `compile`, as for a stored rule.
-    let quorum = match body.get("quorum") {
+    // Their types here; whether they belong and are in range, in `compile`, as for a stored rule.
+    let group = match body.get("group") {
         None => None,
-        Some(q) => Some(q.as_u64().ok_or_else(quorum_range)?),
+        Some(g) => {
+            Some(g.as_str().ok_or("`group` must be a string: the name of a group of people")?.to_owned())
+        }
+    };
+    let quorum = match (body.get("quorum"), &group) {
+        // A rule that names a group asks one of its members unless it says how many; a quorum is
+        // written down, so the stored rule reads back the same whatever the default becomes.
+        (None, Some(_)) if effect == Effect::Require => Some(1),
+        (None, _) => None,
+        (Some(q), _) => Some(q.as_u64().ok_or_else(quorum_range)?),
     };
     let kinds = matcher_list(body, "kinds")?;
     if let Some(unknown) = kinds.iter().flatten().find(|kind| !TOOL_KINDS.contains(&kind.as_str())) {
@@ -160,6 +177,7 @@ pub fn parse_rule(
         paths: matcher_list(body, "paths")?,
         commands: matcher_list(body, "commands")?,
         quorum,
+        group,
         created_by,
         created_at: now_ms,
     };
@@ -302,6 +320,7 @@ pub fn remembered_rule(
         paths: (!paths.is_empty()).then_some(paths),
         commands: facts.command.as_deref().map(|command| vec![escape_literal(command)]),
         quorum: None,
+        group: None,
         created_by,
         created_at: now_ms,
     };
@@ -352,6 +371,24 @@ fn matcher_list(body: &Map<String, Value>, field: &str) -> Result<Option<Vec<Str
         .map(Some)
 }
 
+/// A `require` rule's group: a name a provider's `groups` claim could list and a card can show.
+fn valid_group(group: &str, effect: Effect) -> Result<(), String> {
+    if effect != Effect::Require {
+        return Err("`group` belongs to a `require` rule only".into());
+    }
+    if group.is_empty() {
+        return Err("`group` is empty; name the group whose members must approve".into());
+    }
+    if group.chars().count() > MAX_GROUP_CHARS {
+        return Err(format!("`group` is over {MAX_GROUP_CHARS} characters"));
+    }
+    // It is shown on every card and terminal: no line breaks, escapes or other controls.
+    if group.chars().any(char::is_control) {
+        return Err("`group` contains a control character".into());
+    }
+    Ok(())
+}
+
 fn quorum_range() -> String {
     format!("`quorum` must be a whole number from 1 to {MAX_RULE_QUORUM}")
 }
@@ -367,6 +404,9 @@ fn compile(rule: Rule, workspace: &Path) -> Result<CompiledRule, String> {
         (Effect::Allow | Effect::Deny, Some(_)) => {
             return Err("`quorum` belongs to a `require` rule only".into());
         }
+    }
+    if let Some(group) = &rule.group {
+        valid_group(group, rule.effect)?;
     }
     within_glob_budget(&rule)?;
     let paths = match &rule.paths {
@@ -768,6 +808,47 @@ mod tests {
         assert!(find_match(&[], &request, Path::new(WS)).is_none());
     }
 
+    /// A `require` rule may name a group: its quorum defaults to one member, is kept when given,
+    /// and the group reads back from the wire and the store; a stored rule whose group no longer
+    /// validates does not load.
+    #[test]
+    fn a_require_rule_may_name_a_group_of_people() {
+        let ws = Path::new(WS);
+        let one = rule(json!({"effect": "require", "group": "admins", "commands": ["rm -rf*"]}));
+        assert_eq!((one.rule.quorum, one.rule.group.as_deref()), (Some(1), Some("admins")));
+        let two = rule(json!({"effect": "require", "quorum": 2, "group": "admins", "commands": ["rm -rf*"]}));
+        assert_eq!((two.rule.quorum, two.rule.group.as_deref()), (Some(2), Some("admins")));
+        let longest = "é".repeat(MAX_GROUP_CHARS);
+        let edge = rule(json!({"effect": "require", "group": longest, "commands": ["x"]}));
+        assert_eq!(edge.rule.group, Some(longest), "256 characters, 512 bytes");
+        let anyone = rule(json!({"effect": "require", "quorum": 2, "commands": ["x"]}));
+        assert_eq!(anyone.rule.group, None);
+        assert!(
+            !serde_json::to_value(&anyone.rule)
+                .expect("wire")
+                .as_object()
+                .expect("object")
+                .contains_key("group")
+        );
+
+        let wire = serde_json::to_value(&one.rule).expect("wire");
+        assert_eq!((wire["group"].clone(), wire["quorum"].clone()), (json!("admins"), json!(1)));
+        assert_eq!(from_stored(&wire, ws).map(|r| r.rule), Some(one.rule.clone()));
+        for group in [json!(""), json!("a\u{1b}[2J"), json!(7), json!("x".repeat(MAX_GROUP_CHARS + 1))] {
+            let mut stored = wire.clone();
+            stored["group"] = group.clone();
+            assert!(from_stored(&stored, ws).is_none(), "group {group}");
+        }
+        let mut allow =
+            serde_json::to_value(&rule(json!({"effect": "allow", "commands": ["x"]})).rule).expect("wire");
+        allow["group"] = json!("admins");
+        assert!(from_stored(&allow, ws).is_none(), "an allow rule with a group");
+        // The default is the poster's: a stored rule says its quorum.
+        let mut unsaid = wire;
+        unsaid.as_object_mut().expect("object").remove("quorum");
+        assert!(from_stored(&unsaid, ws).is_none(), "a stored require rule without a quorum");
+    }
+
     #[test]
     fn invalid_rules_are_rejected_with_a_reason() {
         let table = [
@@ -793,6 +874,19 @@ mod tests {
             (json!({"effect": "require", "quorum": 1.5, "commands": ["git push*"]}), "whole number"),
             (json!({"effect": "allow", "quorum": 2, "commands": ["git push*"]}), "`require` rule only"),
             (json!({"effect": "require", "quorum": 2}), "at least one"),
+            (json!({"effect": "require", "group": "admins"}), "at least one"),
+            (json!({"effect": "require", "commands": ["x"], "group": 7}), "`group` must be a string"),
+            (json!({"effect": "require", "commands": ["x"], "group": null}), "`group` must be a string"),
+            (json!({"effect": "require", "commands": ["x"], "group": ""}), "`group` is empty"),
+            (json!({"effect": "require", "commands": ["x"], "group": "a\nb"}), "control character"),
+            (json!({"effect": "require", "commands": ["x"], "group": "a\u{7f}"}), "control character"),
+            (
+                json!({"effect": "require", "commands": ["x"], "group": "é".repeat(257)}),
+                "over 256 characters",
+            ),
+            (json!({"effect": "require", "commands": ["x"], "group": "a", "quorum": 0}), "from 1 to 16"),
+            (json!({"effect": "allow", "commands": ["x"], "group": "admins"}), "`require` rule only"),
+            (json!({"effect": "deny", "commands": ["x"], "group": "admins"}), "`group` belongs to"),
         ];
         for (body, needle) in table {
             match parse_rule(&body, Path::new(WS), None, 0) {

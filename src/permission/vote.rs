@@ -195,6 +195,10 @@ pub enum VoteError {
     InvalidOption { request_id: String, option_id: String },
     #[error("this client may not decide this permission request")]
     Forbidden(ForbidReason),
+    /// An approval under a `require` rule naming `group`, from someone not in it: it counts
+    /// nothing, and the request stays pending.
+    #[error("rule {rule_id} needs approval from a member of the group {group}")]
+    GroupRequired { rule_id: String, group: String },
     /// An observer's ballot: it may read, never decide.
     #[error("an observer may not vote")]
     ReadOnly,
@@ -213,6 +217,9 @@ pub struct Ballot<'a> {
     /// Who casts it, as a `require` rule's quorum counts voters (the desk's `Caller::voter`: a
     /// device, a link's target, or the operator's token as one voter).
     pub voter: &'a str,
+    /// The groups of the person casting it (the desk's `Caller::groups`): a `require` rule naming
+    /// a group counts only its members' approvals. Empty for anyone but a signed-in person.
+    pub groups: &'a [String],
     /// A paired device's name, for the ballot and the audit.
     pub device_name: Option<&'a str>,
     /// Cast by an observer: refused ([`VoteError::ReadOnly`]).

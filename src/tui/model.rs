@@ -838,6 +838,7 @@ pub(crate) fn forbidden_text(reason: &str) -> String {
     match reason {
         "designated_mismatch" => "only the designated client may decide this request".to_owned(),
         "remote_not_allowed" => "only votes from the daemon's own machine count (local-only)".to_owned(),
+        "group_required" => "only a member of the rule's group may approve this request".to_owned(),
         other => format!("vote refused ({other})"),
     }
 }

@@ -411,7 +411,11 @@ pub(crate) fn card_lines(
         let got = votes("votesReceived").or_else(|| r.get("approvals").and_then(Value::as_u64)).unwrap_or(0);
         let need = r.get("quorum").and_then(Value::as_u64).unwrap_or(0);
         let rule = r.get("ruleId").and_then(Value::as_str).unwrap_or("");
-        about.push(format!("{got} of {need} approvals (rule {rule})"));
+        // A rule naming a group counts only its members' approvals: say whose are asked for.
+        match r.get("group").and_then(Value::as_str) {
+            Some(group) => about.push(format!("{got} of {need} approvals from {group} (rule {rule})")),
+            None => about.push(format!("{got} of {need} approvals (rule {rule})")),
+        }
     } else if p.partial.is_some() {
         let (got, need) = (votes("votesReceived").unwrap_or(0), votes("quorum").unwrap_or(0));
         about.push(format!("{got} of {need} votes"));
@@ -996,6 +1000,13 @@ mod tests {
         let text = screen(&a, 100, 24).join("\n");
         assert!(text.contains("1 of 2 approvals (rule rule-9)"), "{text}");
         assert!(!text.contains("votes"), "not a consensus tally: {text}");
+        // A rule naming a group says whose approvals it counts (its name escaped as all text is).
+        let mut a = app();
+        echo(&mut a, 1, "p1", "alice", "write");
+        a.event("permission_request", Some(2), &json!({"promptId": "p1", "data": {"requestId": "r2", "policy": "designated", "required": {"ruleId": "rule-8", "quorum": 1, "approvals": 0, "group": "admins\u{1b}[2J"}, "toolCall": {"toolCallId": "t2", "title": "rm -rf", "kind": "execute"}, "options": [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}]}}));
+        let text = screen(&a, 100, 24).join("\n");
+        assert!(text.contains("0 of 1 approvals from admins"), "the rule's group is named: {text}");
+        assert!(text.contains("(rule rule-8)") && !text.contains('\u{1b}'), "{text}");
     }
 
     /// A reviewer's verdict that left the request to the people is on the card with its reason

@@ -294,6 +294,121 @@ async fn a_require_rule_counts_people_not_devices() {
     assert!(chunk_text(&events).contains("would run: git push --force"), "{}", chunk_text(&events));
 }
 
+/// A workspace rule `{"effect":"require","group":"admins","commands":["rm -rf*"]}` (its quorum one
+/// by default): the request says whose approval it waits for; Ada (signed in, in no group) and the
+/// operator's token are each refused `403 group_required` naming the rule and the group, and it
+/// stays pending with no approval; Grace, an admin, decides it, and the audit names her and the
+/// group beside the refused ballots. On the next such request Ada's rejection stops it.
+#[tokio::test]
+async fn a_require_rule_naming_a_group_is_decided_by_a_member_only() {
+    let p = People::start(&[]).await;
+    let (ada, grace) = (p.signed_in("ada").await, p.signed_in("grace").await);
+    let created = send(http().post(p.d.url("/session")).bearer_auth(&ada).json(&json!({}))).await.ok();
+    let sid = created["sessionId"].as_str().expect("sessionId").to_owned();
+    let joined =
+        send(http().post(p.d.url("/session")).bearer_auth(&grace).json(&json!({"sessionId": sid}))).await;
+    assert_eq!(joined.status, 200, "{}", joined.text);
+    let rules =
+        format!("/workspace/{}/permission-rules", p.d.workspace.to_string_lossy().replace('/', "%2F"));
+    let rule = send(
+        http()
+            .post(p.d.url(&rules))
+            .bearer_auth(TOKEN)
+            .json(&json!({"effect": "require", "group": "admins", "commands": ["rm -rf*"]})),
+    )
+    .await;
+    assert_eq!(rule.status, 201, "{}", rule.text);
+    assert_eq!(
+        (rule.body["rule"]["group"].clone(), rule.body["rule"]["quorum"].clone()),
+        (json!("admins"), json!(1))
+    );
+    let rule_id = rule.body["rule"]["ruleId"].as_str().expect("ruleId").to_owned();
+    let listed = send(http().get(p.d.url(&rules)).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(listed["rules"][0]["group"], "admins", "{listed}");
+
+    let mut sse = Sse::connect(&p.d, &sid, &[("Authorization", format!("Bearer {TOKEN}"))]).await;
+    let raise = |text: &str| {
+        http()
+            .post(p.d.url(&format!("/session/{sid}/prompt")))
+            .bearer_auth(&ada)
+            .header("Prefer", "respond-async")
+            .json(&json!({"prompt": [{"type": "text", "text": text}]}))
+    };
+    assert_eq!(send(raise("shell rm -rf build")).await.status, 202);
+    let request = sse.until_type("permission_request").await.last().expect("request").payload().clone();
+    assert_eq!(
+        request["required"],
+        json!({"ruleId": rule_id, "quorum": 1, "approvals": 0, "group": "admins"})
+    );
+    let rid = request["requestId"].as_str().expect("requestId").to_owned();
+    let url = p.d.url(&format!("/session/{sid}/permission/{rid}"));
+    let allow = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+
+    for (who, credential) in [("Ada", &ada), ("the operator", &TOKEN.to_owned())] {
+        let refused = send(http().post(&url).bearer_auth(credential).json(&allow)).await;
+        assert_eq!(
+            (refused.status, refused.body["code"].as_str(), refused.body["group"].as_str()),
+            (403, Some("group_required"), Some("admins")),
+            "{who}: {}",
+            refused.text
+        );
+        assert_eq!(refused.body["ruleId"], json!(rule_id), "{who}");
+        let message = refused.body["error"].as_str().unwrap_or("");
+        assert!(message.contains(&rule_id) && message.contains("member of the group admins"), "{message}");
+    }
+    let forbidden = sse.until_type("permission_forbidden").await.last().expect("forbidden").payload().clone();
+    assert_eq!(
+        (forbidden["reason"].as_str(), forbidden["clientId"].as_str()),
+        (Some("group_required"), Some("person:ada"))
+    );
+    let pending =
+        send(http().get(p.d.url(&format!("/session/{sid}/permissions"))).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(pending["pending"][0]["requestId"], json!(rid), "still pending: {pending}");
+    assert_eq!(pending["pending"][0]["required"]["approvals"], 0, "nothing counted: {pending}");
+
+    assert_eq!(send(http().post(&url).bearer_auth(&grace).json(&allow)).await.status, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(find(&events, "permission_resolved")["voterClientId"], "person:grace");
+    assert!(chunk_text(&events).contains("would run: rm -rf build"), "{}", chunk_text(&events));
+    let audit = eventually(
+        || http().get(p.d.url("/audit")).bearer_auth(TOKEN),
+        |b| b["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["requestId"] == json!(rid))),
+    )
+    .await;
+    let entry = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["requestId"] == json!(rid))
+        .expect("entry")
+        .clone();
+    assert_eq!(
+        (entry["voterClientId"].as_str(), entry["voterDeviceName"].as_str()),
+        (Some("person:grace"), Some("Grace Hopper")),
+        "{entry}"
+    );
+    assert_eq!(entry["required"]["group"], "admins", "{entry}");
+    let ballots: Vec<(Option<&str>, bool)> = entry["ballots"]
+        .as_array()
+        .expect("ballots")
+        .iter()
+        .map(|b| (b["clientId"].as_str(), b["counted"] == true))
+        .collect();
+    assert_eq!(ballots, [(Some("person:ada"), false), (None, false), (Some("person:grace"), true)]);
+
+    // Anyone may stop what the rule holds for the admins.
+    assert_eq!(send(raise("shell rm -rf dist")).await.status, 202);
+    let request = sse.until_type("permission_request").await.last().expect("request").payload().clone();
+    let url = p.d.url(&format!("/session/{sid}/permission/{}", request["requestId"].as_str().expect("id")));
+    let reject = json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}});
+    assert_eq!(send(http().post(&url).bearer_auth(&ada).json(&reject)).await.status, 200);
+    let events = sse.until_type("turn_complete").await;
+    assert_eq!(
+        find(&events, "permission_resolved")["outcome"],
+        json!({"outcome": "selected", "optionId": "reject_once"})
+    );
+}
+
 /// Disabling Ada at the provider: her next renewal is refused, and every device of hers is signed
 /// out then, before her sign-in would have ended on its own (401 on its next request), her open
 /// stream ended; Grace, renewed, stays.

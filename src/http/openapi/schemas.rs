@@ -269,7 +269,11 @@ pub(super) fn schemas() -> Value {
                 "effect": {"enum": ["allow", "deny", "require"]},
                 "quorum": {
                     "type": "integer", "minimum": 1, "maximum": 16,
-                    "description": "`require` only, and required there: how many distinct voters must approve (docs/protocol.md 7.6)",
+                    "description": "`require` only, and required there unless `group` is given (then 1 if omitted): how many distinct voters must approve (docs/protocol.md 7.6)",
+                },
+                "group": {
+                    "type": "string", "minLength": 1, "maxLength": 256,
+                    "description": "`require` only: only approvals of people in this group (their OpenID provider's `groups` claim) count towards the quorum; no control characters (docs/protocol.md 7.6)",
                 },
                 "kinds": {"type": "array", "items": string},
                 "tools": {"type": "array", "items": string},
