@@ -34,6 +34,7 @@ mod notify;
 mod oidc_fixtures;
 mod openapi;
 mod people;
+mod people_doors;
 mod perimeter;
 mod permissions;
 mod questions;
