@@ -425,8 +425,14 @@ pub(super) fn decision(resolved: &Value, request: &Value) -> String {
     };
     match resolved.get("resolvedBy").and_then(Value::as_str).unwrap_or_default() {
         "vote" => {
-            let who = resolved.get("voterClientId").and_then(Value::as_str).map(reveal);
-            let by = who.map_or_else(String::new, |w| format!(" by {w}"));
+            // A person (or a paired device) by name, their client id beside it; else the id.
+            let id = resolved.get("voterClientId").and_then(Value::as_str).map(reveal);
+            let name = resolved.get("voterDeviceName").and_then(Value::as_str).map(reveal);
+            let by = match (name, id) {
+                (Some(name), Some(id)) => format!(" by {name} ({id})"),
+                (Some(only), None) | (None, Some(only)) => format!(" by {only}"),
+                (None, None) => String::new(),
+            };
             let via = if resolved.get("via").and_then(Value::as_str) == Some("link") {
                 " (a notification's link)"
             } else {
@@ -705,6 +711,16 @@ pub(super) mod tests {
         assert_eq!(
             decided(&vote, &data, "/w").lines[0],
             "Allowed once by phone (outside the workspace: it will be refused)"
+        );
+        // A person is named, with the client id they vote as.
+        let by_person = json!({"outcome": {"optionId": "a1"}, "resolvedBy": "vote",
+            "voterClientId": "person:ada", "voterDeviceName": "Ada\u{202e} Lovelace"});
+        assert_eq!(
+            decided(&by_person, &data, "/w").lines[0],
+            format!(
+                "Allowed once by {} (person:ada) (outside the workspace: it will be refused)",
+                reveal("Ada\u{202e} Lovelace")
+            )
         );
         // Inside, nothing is added.
         let inside = request();

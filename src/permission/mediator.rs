@@ -1033,6 +1033,11 @@ impl<'a> BoundMediator<'a> {
         if let Some(v) = &resolution.voter {
             data["voterClientId"] = json!(v);
         }
+        // Who decided, by name, where a name is known (a person's, a paired device's): what the
+        // cards and the notifications' "Decided" line show rather than an id.
+        if let Some(name) = &resolution.voter_device_name {
+            data["voterDeviceName"] = json!(name);
+        }
         if let Some(r) = &resolution.rule_id {
             data["ruleId"] = json!(r);
         }

@@ -265,7 +265,7 @@ async fn her_phone_prompts_over_acp_her_laptop_decides_over_rest_and_every_door_
         (Some(rid.as_str()), Some("Decided"))
     );
     let message = edited.body["message"].as_str().expect("message");
-    assert!(message.starts_with("Allowed once by person:ada\n"), "{message}");
+    assert!(message.starts_with("Allowed once by Ada Lovelace (person:ada)\n"), "{message}");
     names_no_device("the edited ntfy notification", &edited.body.to_string(), &devices);
 
     let entry = audit_entry(&p, &rid).await;
