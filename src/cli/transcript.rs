@@ -81,20 +81,34 @@ pub(super) fn run(args: &TranscriptArgs) -> ExitCode {
     } else {
         let query =
             AuditQuery { session_id: Some(args.session.clone()), limit: 10_000, ..AuditQuery::default() };
-        let names = db
-            .query_audit(&query)
-            .map(|page| {
-                page.entries
-                    .iter()
-                    .filter_map(|e| {
-                        Some((
-                            e["voterClientId"].as_str()?.to_owned(),
-                            e["voterDeviceName"].as_str()?.to_owned(),
-                        ))
-                    })
-                    .collect()
+        // Every device's name (a person's: the person's, under the client id they act as), then
+        // the names the audit recorded at each decision, which win.
+        let mut names: std::collections::HashMap<String, String> = db
+            .device_names()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, name, person)| {
+                match person.and_then(|p| serde_json::from_str::<mediatord::devices::Person>(&p).ok()) {
+                    Some(person) => (person.client_id().to_string(), person.name),
+                    None => (id, name),
+                }
             })
-            .unwrap_or_default();
+            .collect();
+        names.extend(
+            db.query_audit(&query)
+                .map(|page| {
+                    page.entries
+                        .iter()
+                        .filter_map(|e| {
+                            Some((
+                                e["voterClientId"].as_str()?.to_owned(),
+                                e["voterDeviceName"].as_str()?.to_owned(),
+                            ))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        );
         write!(out, "{}", mediatord::transcript::markdown(&head, &events, &names))
     };
     match written {

@@ -870,6 +870,18 @@ impl ReadOnly {
     pub fn events(&self, session_id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, ReadError> {
         events_on(&self.conn, session_id, after, limit).map_err(read_error)
     }
+
+    /// Every device paired here, revoked ones too, oldest first: `(device id, name, person as
+    /// JSON)`, for `mediatord transcript` to name whoever prompted (a device acts as its id, a
+    /// person's as theirs), not only those who decided something.
+    pub fn device_names(&self) -> Result<Vec<(String, String, Option<String>)>, ReadError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT device_id, name, person FROM devices ORDER BY created_at, device_id")
+            .map_err(read_error)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(read_error)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(read_error)
+    }
 }
 
 fn query_audit_on(c: &Connection, q: &AuditQuery) -> rusqlite::Result<AuditPage> {

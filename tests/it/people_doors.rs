@@ -289,6 +289,12 @@ async fn her_phone_prompts_over_acp_her_laptop_decides_over_rest_and_every_door_
 
     // The transcript of the session, read from the state the daemon left.
     sse.until_type("turn_complete").await;
+    // Grace prompts once and decides nothing: the transcript names her all the same (from her
+    // sign-in's record, not from a decision of hers in the audit).
+    let hers = json!({"prompt": [{"type": "text", "text": "hello from grace"}]});
+    let said =
+        send(http().post(p.d.url(&format!("/session/{sid}/prompt"))).bearer_auth(&grace).json(&hers)).await;
+    assert_eq!(said.status, 200, "{}", said.text);
     drop((sse, on_phone));
     let People { d, .. } = p;
     stop(d);
@@ -305,6 +311,7 @@ async fn her_phone_prompts_over_acp_her_laptop_decides_over_rest_and_every_door_
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(md.contains("\n## Prompt from Ada Lovelace (person:ada)\n"), "{md}");
+    assert!(md.contains("\n## Prompt from Grace Hopper (person:grace)\n"), "{md}");
     assert!(md.contains("\n> Decision: allow_once, by Ada Lovelace (person:ada)\n"), "{md}");
     names_no_device("mediatord transcript", &md, &devices);
 }
