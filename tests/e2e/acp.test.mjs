@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http2 from 'node:http2';
+import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { test } from 'node:test';
@@ -167,11 +168,16 @@ test('the ACP TypeScript SDK over Streamable HTTP: a fresh connection loads a se
   await waitForFile(file, 'written after session/load');
 });
 
+// `mediatord connect` would use a login `mediatord login` saved for this daemon: a configuration
+// directory nobody creates, so it finds none (the user's own are never read by a test).
+const CONNECT_ENV = { ...process.env, XDG_CONFIG_HOME: path.join(os.tmpdir(), `mediatord-e2e-no-logins-${process.pid}`) };
+
 test('the ACP TypeScript SDK over stdio through `mediatord connect`: a WRITE turn, its permission allowed, the file on disk', async () => {
   const binary = process.env.E2E_MEDIATORD;
   assert.ok(binary, 'E2E_MEDIATORD names the mediatord binary (run.sh sets it)');
   const child = spawn(binary, ['connect', BASE_URL, '--client-id', 'e2e-stdio-editor'], {
     stdio: ['pipe', 'pipe', 'inherit'],
+    env: CONNECT_ENV,
   });
   const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   try {
@@ -429,6 +435,7 @@ test('the ACP TypeScript SDK over stdio through `mediatord connect` answers an e
   assert.ok(binary, 'E2E_MEDIATORD names the mediatord binary (run.sh sets it)');
   const child = spawn(binary, ['connect', BASE_URL, '--client-id', 'e2e-elicit-editor'], {
     stdio: ['pipe', 'pipe', 'inherit'],
+    env: CONNECT_ENV,
   });
   const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   try {

@@ -390,6 +390,7 @@ async fn an_observer_device_sees_the_card_without_keys_and_cannot_vote() {
 pub(super) async fn run(args: &[&str]) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
+    cmd.env("XDG_CONFIG_HOME", no_saved_logins());
     let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
     (
         out.status.code().unwrap_or(-1),

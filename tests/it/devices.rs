@@ -37,6 +37,7 @@ async fn cli(d: &Daemon, args: &[&str]) -> (i32, String, String) {
         .env("MEDIATORD_TOKEN", TOKEN)
         .env("HOME", home.path())
         .env("XDG_STATE_HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(WAIT, run).await.expect("the command ends in time").expect("run");

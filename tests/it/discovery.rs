@@ -25,6 +25,7 @@ async fn cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         .env("MEDIATORD_TOKEN", TOKEN)
         .env("HOME", home.path())
         .env("XDG_STATE_HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
         .kill_on_drop(true);
     for (k, v) in env {
         cmd.env(k, v);

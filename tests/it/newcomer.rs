@@ -34,7 +34,7 @@ fn error_text(body: &Value) -> &str {
 /// `mediatord <args>` run to completion: exit code, stdout, stderr.
 fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(bin());
-    cmd.args(args).stdin(Stdio::null());
+    cmd.args(args).stdin(Stdio::null()).env("XDG_CONFIG_HOME", no_saved_logins());
     for (k, v) in env {
         cmd.env(k, v);
     }

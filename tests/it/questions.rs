@@ -560,6 +560,7 @@ async fn a_question_pending_at_a_restart_is_abandoned_or_closed_and_the_audit_sa
 async fn mediatord(args: &[&str]) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env_remove("MEDIATORD_TOKEN").env_remove("MEDIATORD_DEVICE").kill_on_drop(true);
+    cmd.env("XDG_CONFIG_HOME", no_saved_logins());
     let out = tokio::time::timeout(WAIT, cmd.output()).await.expect("ends in time").expect("run");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))

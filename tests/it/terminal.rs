@@ -29,6 +29,7 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let home = tempfile::tempdir().expect("tempdir");
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env("HOME", home.path()).env("XDG_STATE_HOME", home.path()).kill_on_drop(true);
+    cmd.env("XDG_CONFIG_HOME", home.path());
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -14,6 +14,12 @@ pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mediatord")
 }
 
+/// An `XDG_CONFIG_HOME` for a client command under test: a directory nobody creates, so it finds
+/// no login `mediatord login` saved (the user's own included: a test never reads them).
+pub(crate) fn no_saved_logins() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("mediatord-test-no-logins-{}", std::process::id()))
+}
+
 /// Where a daemon under test writes its log.
 #[derive(Debug, Clone, Copy)]
 enum StderrTo {

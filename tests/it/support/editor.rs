@@ -36,6 +36,7 @@ impl Editor {
             .env_remove("MEDIATORD_DEVICE")
             .env_remove("MEDIATORD_URL")
             .env("HOME", home)
+            .env("XDG_CONFIG_HOME", super::no_saved_logins())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -19,13 +19,15 @@ pub(crate) struct Tmux {
 
 /// Variables of the test's own environment the client must not see: it gets only what the test
 /// gives it.
-const CLEARED: [&str; 6] = [
+const CLEARED: [&str; 7] = [
     "MEDIATORD_TOKEN",
     "MEDIATORD_DEVICE",
     "MEDIATORD_DEVICE_FILE",
     "MEDIATORD_URL",
     "MEDIATORD_CLIENT_ID",
     "NO_COLOR",
+    // HOME is the pane's own: so is the configuration (no login the user saved).
+    "XDG_CONFIG_HOME",
 ];
 
 fn quote(word: &str) -> String {
