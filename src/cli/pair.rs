@@ -13,9 +13,10 @@ pub(super) struct PairArgs {
     /// The device's name, as lists and the audit show it [default: what the device calls itself]
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
-    /// voter (prompts, votes, rules) or observer (reads and subscribes only)
-    #[arg(long, value_name = "ROLE", default_value = "voter", value_parser = ["voter", "observer"])]
-    role: String,
+    /// voter (prompts, votes, rules) or observer (reads and subscribes only) [default: voter with
+    /// the operator's token; signed in (mediatord login), a device of yours with your role]
+    #[arg(long, value_name = "ROLE", value_parser = ["voter", "observer"])]
+    role: Option<String>,
     #[command(flatten)]
     daemon: DaemonArgs,
 }

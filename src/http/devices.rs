@@ -58,7 +58,9 @@ fn base_url(d: &AppState, req_host: Option<&str>) -> String {
 
 /// `POST /devices/pairing {name?, role?}` → `{code, url, expiresAt, qrSvg}`. The operator pairs a
 /// device of any role; a signed-in person pairs another device of theirs, with their role
-/// (`Devices::issue_for_person`); any other device pairs nothing (`403 operator_required`).
+/// (`Devices::issue_for_person`), and a person with the operator's rights also a device of a lesser
+/// role that is nobody's (a wall display: it must not follow their role); any other device pairs
+/// nothing (`403 operator_required`).
 pub(super) async fn create_pairing(
     State(d): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -84,16 +86,18 @@ pub(super) async fn create_pairing(
             let role = asked.unwrap_or(Role::Voter);
             (d.devices.issue_code(name, role).await?, role)
         }
-        Some(by) if by.person.is_some() => {
-            if asked.is_some_and(|r| r != by.role) {
+        Some(by) if by.person.is_some() => match asked {
+            // A device of a lesser role must not follow its person's role up at a renewal: it is
+            // nobody's, as the operator's token pairs it.
+            Some(r) if r != by.role && by.role == Role::Operator => (d.devices.issue_code(name, r).await?, r),
+            Some(r) if r != by.role => {
                 return Err(ApiError::InvalidDevice(format!(
-                    "a device you pair is yours, with your role ({}); a device with another role is paired with the operator's token",
+                    "a device you pair is yours, with your role ({}): leave out the role; a device with another role is paired with the operator's token",
                     by.role.as_str()
                 )));
             }
-            let issued = d.devices.issue_for_person(by, name).ok_or(Refusal::OperatorRequired)??;
-            (issued, by.role)
-        }
+            _ => (d.devices.issue_for_person(by, name).ok_or(Refusal::OperatorRequired)??, by.role),
+        },
         _ => return Err(Refusal::OperatorRequired.into()),
     };
     let url = format!("{}/#pair={}", base_url(&d, host), issued.code);

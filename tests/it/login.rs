@@ -198,6 +198,21 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
     );
     assert!(observer.text.contains("operator's token"), "says how: {}", observer.text);
 
+    // Grace (an operator) pairs a wall display as an observer: nobody's, so it never follows her role.
+    let grace = p.signed_in("grace").await;
+    let wall = send(
+        http()
+            .post(p.d.url("/devices/pairing"))
+            .bearer_auth(&grace)
+            .json(&serde_json::json!({"role": "observer"})),
+    )
+    .await
+    .ok();
+    let wall = send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": wall["code"]})))
+        .await
+        .ok();
+    assert_eq!((wall["role"].as_str(), wall["person"].is_null()), (Some("observer"), true), "{wall}");
+
     // A device the operator paired is nobody's: it pairs nothing.
     let by_operator =
         send(http().post(p.d.url("/devices/pairing")).bearer_auth(TOKEN).json(&serde_json::json!({})))
@@ -220,7 +235,7 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
     p.provider.disable("ada").await;
     eventually(
         || http().get(p.d.url("/devices")).bearer_auth(TOKEN),
-        |b| b["devices"].as_array().is_some_and(|all| all.iter().all(|d| d["person"].is_null())),
+        |b| b["devices"].as_array().is_some_and(|all| all.iter().all(|d| d["person"]["subject"] != "ada")),
     )
     .await;
     assert_eq!(identity(&p.d, &phone).await.status, 401, "her phone is signed out with her");
