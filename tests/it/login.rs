@@ -95,6 +95,15 @@ async fn a_terminal_signs_in_by_device_code_and_the_commands_act_as_its_person()
     assert!(!listed.status.success());
     assert!(stderr.contains("403") && stderr.contains("operator"), "as Ada, not as nobody (401): {stderr}");
 
+    // An editor's `connect`, given no credential, is Ada too.
+    let mut editor = Editor::start(&p.d.base, &[], &[("XDG_CONFIG_HOME", &xdg)]);
+    let init =
+        editor.call("initialize", serde_json::json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let new = editor.call("session/new", serde_json::json!({"cwd": p.d.workspace, "mcpServers": []})).await;
+    assert_eq!(new["result"]["_meta"]["mediatord"]["clientId"], "person:ada", "{new}");
+    drop(editor);
+
     let out = client(config.path(), &["logout", "--url", &p.d.base]).output().await.expect("logout");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
