@@ -8,6 +8,8 @@
 //! listing and on `permission_reviewed`, the failure counted in `/metrics`; a person decides it;
 //! a verdict after a person decided changes nothing.
 
+use std::time::Instant;
+
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -411,10 +413,16 @@ async fn a_hung_reviewer_is_restarted_after_three_timeouts_and_answers_again() {
         1.0
     );
     // Bounded, but not tight: on a loaded machine (CI saw it) the new Python program can take more
-    // than one deadline to start, and each request meanwhile fails as below.
+    // than one deadline to start, and each request meanwhile fails as below; a start that fails
+    // doubles the backoff (up to 10 s), during which every request fails `crash` at once. So the
+    // bound is time (WAIT), with a count far past what that time allows as the backstop.
     let mut decided_by_reviewer = false;
     let mut failures = Vec::new();
-    for i in 0..8 {
+    let deadline = Instant::now() + WAIT;
+    for i in 0..200 {
+        if Instant::now() > deadline {
+            break;
+        }
         let request = d.raise(&sid, &mut sse, Some("alice"), &format!("write awake{i}.txt x")).await;
         let events =
             sse.until(|e| e.event == "permission_resolved" || e.event == "permission_reviewed").await;
