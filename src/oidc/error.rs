@@ -57,7 +57,7 @@ impl SignInError {
             }
             SignInError::Expired => "The code expired before it was confirmed; sign in again",
             SignInError::NoDeviceFlow => {
-                "The sign-in provider offers no sign-in from a terminal (no device authorization endpoint): sign in with the web app, or pair this terminal (mediatord pair)"
+                "The sign-in provider offers no sign-in from a terminal (no device authorization endpoint): sign in with the web app, or ask the operator to pair this terminal (mediatord pair) and use its credential (--device-file)"
             }
         }
     }
