@@ -130,10 +130,8 @@ pub(super) fn oidc(args: &ServeArgs, file: &FileSettings) -> Result<Option<OidcS
         Some(p) => Some(p.clone()),
         None => file.string("oidcClientSecretFile")?.map(|p| file.dir.join(p)),
     };
-    let env_secret = args
-        .oidc_client_secret
-        .clone()
-        .or_else(|| std::env::var(SECRET_VAR).ok().filter(|v| !v.trim().is_empty()).map(Secret::from));
+    let env_secret =
+        args.oidc_client_secret.clone().or_else(|| secret_in_env(std::env::var(SECRET_VAR).ok()));
     let client_secret = client_secret(secret_file.as_deref(), env_secret.as_ref())?;
     let allow_domains = lowercase(list(&args.oidc_allow_domain, file, "oidcAllowDomain")?);
     let allow_groups = list(&args.oidc_allow_group, file, "oidcAllowGroup")?;
@@ -195,6 +193,11 @@ fn client_secret(file: Option<&Path>, env: Option<&Secret>) -> Result<Option<Sec
     };
     let secret = raw.trim();
     Ok((!secret.is_empty()).then(|| Secret::from(secret.to_owned())))
+}
+
+/// [`SECRET_VAR`]'s value as a secret: a blank one is none (an unset variable, as a shell leaves it).
+fn secret_in_env(value: Option<String>) -> Option<Secret> {
+    value.filter(|v| !v.trim().is_empty()).map(Secret::from)
 }
 
 /// A repeatable flag's values, else the config file's list under `key`; at most [`MAX_ENTRIES`].
@@ -340,6 +343,19 @@ mod tests {
     }
 
     #[test]
+    fn a_role_reads_back_as_its_name_and_a_list_holds_up_to_its_bound() {
+        for role in [PersonRole::Operator, PersonRole::Voter, PersonRole::Observer] {
+            assert_eq!(PersonRole::parse(role.as_str()), Some(role));
+        }
+        assert_eq!(PersonRole::Observer.as_str(), "observer");
+        let domains = |n: usize| (0..n).map(|i| format!("d{i}.example.test")).collect::<Vec<_>>();
+        let at_bound = ServeArgs { oidc_allow_domain: domains(MAX_ENTRIES), ..issuer(ServeArgs::default()) };
+        assert_eq!(settings(at_bound).expect("loads").expect("on").allow_domains.len(), MAX_ENTRIES);
+        let past = ServeArgs { oidc_allow_domain: domains(MAX_ENTRIES + 1), ..issuer(ServeArgs::default()) };
+        assert!(settings(past).expect_err("refused").contains("at most 64 entries"));
+    }
+
+    #[test]
     fn the_secret_comes_from_one_place_trimmed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("secret");
@@ -355,8 +371,11 @@ mod tests {
             Some("e".into())
         );
         assert!(client_secret(None, None).expect("none").is_none(), "a public client");
-        std::fs::write(&path, vec![b'x'; MAX_SECRET_BYTES]).expect("write");
+        std::fs::write(&path, vec![b'x'; 4096]).expect("write");
         assert!(client_secret(Some(&path), None).is_ok(), "4 KiB is still a secret");
+        let shown = |v: Option<&str>| secret_in_env(v.map(str::to_owned)).map(|s| s.expose().to_owned());
+        assert_eq!(shown(Some("e")), Some("e".into()));
+        assert_eq!((shown(Some(" \n")), shown(None)), (None, None), "blank is unset");
         std::fs::write(&path, vec![b'x'; MAX_SECRET_BYTES + 1]).expect("write");
         assert!(client_secret(Some(&path), None).is_err(), "too large");
         assert!(client_secret(Some(&dir.path().join("missing")), None).is_err());
