@@ -870,6 +870,34 @@ mod tests {
     /// A sign-in's code pays for a device of its person, acting as the person's client id, which
     /// lasts until its end and no longer; a renewal moves the end of every sign-in of theirs (and
     /// of no one else's), and signing the person out revokes every device of theirs.
+    /// A person pairs another device of theirs: it is theirs, with their role, ending when the
+    /// sign-in that paired it ends; a device that is nobody's pairs nothing; a bad name is refused.
+    #[tokio::test]
+    async fn a_person_pairs_a_device_of_theirs_that_ends_with_their_sign_in() {
+        let d = devices();
+        let code = d
+            .issue_sign_in(
+                SignIn { person: ada(), lasts: Duration::from_secs(60) },
+                "web sign-in",
+                Role::Voter,
+            )
+            .expect("code")
+            .code;
+        let (laptop, _) = d.pair(&code, None, PEER).await.expect("paired");
+        let code = d.issue_for_person(&laptop, Some("ada's phone")).expect("hers").expect("code").code;
+        let (phone, _) = d.pair(&code, Some("ignored"), PEER).await.expect("paired");
+        assert_eq!(
+            (&*phone.name, phone.role, &*phone.client_id(), phone.person.as_deref()),
+            ("ada's phone", Role::Voter, "person:ada", Some(&ada()))
+        );
+        let (end, phone_end) = (laptop.expires_at.expect("end"), phone.expires_at.expect("ends too"));
+        assert!(phone_end <= end + 1_000 && phone_end + 1_000 >= end, "{phone_end} vs {end}");
+        assert!(matches!(d.issue_for_person(&laptop, Some("\u{202e}x")), Some(Err(PairError::InvalidName))));
+        let issued = d.issue_code(Some("wall"), Role::Observer).await.expect("code");
+        let (wall, _) = d.pair(&issued.code, None, PEER).await.expect("paired");
+        assert!(d.issue_for_person(&wall, None).is_none(), "nobody's device pairs nothing");
+    }
+
     #[tokio::test]
     async fn a_sign_in_is_a_device_of_its_person_until_its_end() {
         let d = devices();
