@@ -61,6 +61,12 @@ pub(super) fn run(args: &LoginArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A file that cannot be trusted or read is said before anyone signs in, not after a device
+    // was paired whose credential then has nowhere to go.
+    if let Err(e) = saved::load(&file, &daemon.url) {
+        say(&format!("mediatord login: {}", text::escape(&e)));
+        return ExitCode::FAILURE;
+    }
     let name = args.name.clone().unwrap_or_else(|| "terminal sign-in".to_owned());
     super::reach::client_command("login", async move {
         let saved = sign_in(&endpoint, &name).await?;
@@ -68,7 +74,7 @@ pub(super) fn run(args: &LoginArgs) -> ExitCode {
         saved::save(&file, &daemon.url, saved)?;
         Ok(Some(format!(
             "Signed in to {} as {}. Saved in {} (readable by you only); `mediatord logout` ends it.",
-            daemon.url,
+            text::escape(&daemon.url),
             text::escape(&shown),
             file.display()
         )))

@@ -114,6 +114,15 @@ async fn a_terminal_signs_in_by_device_code_and_the_commands_act_as_its_person()
     assert_eq!(identity(&p.d, &credential).await.status, 401, "revoked on the daemon");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
     assert_eq!(saved["logins"], serde_json::json!({}), "forgotten here");
+
+    // A file others may read is refused before anyone signs in (no code shown, nothing paired).
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    // (Without the check, login would show a code and wait for it: bounded here by WAIT.)
+    let login = client(config.path(), &["login", "--url", &p.d.base]).output();
+    let out = tokio::time::timeout(WAIT, login).await.expect("refused at once").expect("login");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("chmod 600"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("enter the code"), "no sign-in began");
 }
 
 /// Mallory (another domain) confirms the code at the provider, which vouches for her; the daemon
