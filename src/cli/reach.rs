@@ -123,9 +123,8 @@ pub(super) fn login(command: &str, args: &ClientArgs) -> Result<mediatord::tui::
 /// other (`--device`, `--device-file`, the token win over it). A file that cannot be trusted is
 /// said and not used.
 pub(super) fn saved_login(command: &str, url: &str) -> Option<String> {
-    let file = mediatord::client::saved::path(None)?;
-    match mediatord::client::saved::load(&file, url) {
-        Ok(saved) => saved.map(|s| s.credential),
+    match mediatord::client::saved::credential_for(url) {
+        Ok(saved) => saved,
         Err(e) => {
             say(&format!("mediatord {command}: {}", text::escape(&e)));
             None
@@ -174,13 +173,12 @@ pub(super) fn daemon_call(
         ExitCode::FAILURE
     })?;
     let daemon = locate(command, args);
-    let saved = match args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        Some(_) => None,
+    let token = match args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(given) => Some(given.to_owned()),
         None => saved_login(command, &daemon.url),
     };
-    let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()).or(saved.as_deref());
     let url = daemon.url.clone();
-    let target = mediatord::client::api::Endpoint::new(&url, token, None)
+    let target = mediatord::client::api::Endpoint::new(&url, token.as_deref(), None)
         .map(|t| t.pinned(daemon.fingerprint.clone()))
         .map_err(|e| {
             say(&format!("mediatord {command}: {}", text::escape(&e)));

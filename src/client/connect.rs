@@ -249,12 +249,8 @@ impl Bridge {
         // Given none, the sign-in `mediatord login` saved for this daemon, as the person.
         let (credential, device) = match credential {
             Some(c) => (Some(c), args.device.is_some() || args.device_file.is_some()),
-            None => match crate::client::saved::path(None)
-                .map(|file| crate::client::saved::load(&file, &daemon.url))
-                .transpose()?
-                .flatten()
-            {
-                Some(saved) => (Some(saved.credential), true),
+            None => match crate::client::saved::credential_for(&daemon.url)? {
+                Some(saved) => (Some(saved), true),
                 None => (None, false),
             },
         };

@@ -114,6 +114,13 @@ fn read(file: &Path) -> Result<File, String> {
         .map_err(|e| format!("{} is not a file of logins ({e}); remove it and sign in again", file.display()))
 }
 
+/// The credential saved for the daemon at `url` in this user's file ([`path`]), for a command
+/// given none; `Ok(None)` without a file, a home, or a login there.
+pub fn credential_for(url: &str) -> Result<Option<String>, String> {
+    let Some(file) = path(None) else { return Ok(None) };
+    Ok(load(&file, url)?.map(|s| s.credential))
+}
+
 /// Saves `saved` as the login for `url` (replacing one there was), forgetting the oldest past
 /// [`MAX_SAVED_LOGINS`].
 pub fn save(file: &Path, url: &str, saved: Saved) -> Result<(), String> {

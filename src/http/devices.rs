@@ -5,7 +5,7 @@
 
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ fn with_person(json: &mut Value, d: &Device) {
 }
 
 /// An optional string field: absent or `null` is `None`; anything but a string is refused.
-fn optional_str<'a>(body: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
+pub(super) fn optional_str<'a>(body: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -131,10 +131,15 @@ pub(super) async fn pair(
         "name": &*device.name,
     });
     with_person(&mut answer, &device);
-    let mut response = Json(answer).into_response();
-    // The credential is in this body: no cache may keep it.
+    // The credential is in this body.
+    Ok(no_store(Json(answer).into_response()))
+}
+
+/// An answer that carries a secret (a credential, a sign-in's handle or one-time code): no cache
+/// may keep it.
+pub(super) fn no_store(mut response: Response) -> Response {
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
+    response
 }
 
 /// `GET /devices`.

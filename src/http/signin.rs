@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::devices::{no_store, optional_str};
 use super::error::{ApiError, ApiResult};
 use super::extract::AppState;
 use crate::desk::Caller;
@@ -186,11 +187,10 @@ pub(super) async fn device_token(
     }
     // The terminal's own name for itself (`mediatord login --name`), checked as a device's, before
     // the outcome (answered once) is taken.
-    let name = match body.get("name") {
-        None | Some(serde_json::Value::Null) => "terminal sign-in".to_owned(),
-        Some(serde_json::Value::String(n)) => crate::devices::valid_name(n)?,
-        Some(_) => return Err(ApiError::InvalidDevice("name must be a string".into())),
-    };
+    let name = optional_str(&body, "name")?
+        .map(crate::devices::valid_name)
+        .transpose()?
+        .unwrap_or_else(|| "terminal sign-in".to_owned());
     let verified = match oidc.device_outcome(handle, crate::oidc::LONG_POLL).await {
         None => return Err(ApiError::SignIn(SignInError::InvalidState)),
         Some(crate::oidc::Outcome::Pending) => {
@@ -213,12 +213,6 @@ pub(super) async fn device_token(
         "role": verified.role.as_str(),
     });
     Ok(no_store(axum::Json(answer).into_response()))
-}
-
-/// An answer that carries a secret (a login handle, a one-time code): no cache keeps it.
-fn no_store(mut response: Response) -> Response {
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 /// `POST /auth/logout`: ends the caller's sign-in (a person's device) on disk first, so on every

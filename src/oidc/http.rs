@@ -3,6 +3,8 @@
 //! asks them: one request, its whole answer up to a bound, within a deadline, no redirect followed
 //! (a redirect from a token endpoint is not an answer to trust).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +22,30 @@ const MAX_ANSWER_BYTES: usize = 256 * 1024;
 #[error("{0}")]
 pub(super) struct Unreachable(pub(super) String);
 
+/// The provider's endpoints as `openidconnect` asks them: each request through [`call`], with what
+/// the provider's certificate must chain to. One per daemon, lent to every exchange.
+pub(super) struct Provider {
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Provider {
+    /// Trusting the system's store, or `SSL_CERT_FILE` (`crate::outgoing::client_tls`).
+    pub(super) fn new() -> Provider {
+        Provider { tls: crate::outgoing::client_tls("OpenID provider") }
+    }
+}
+
+impl<'c> openidconnect::AsyncHttpClient<'c> for Provider {
+    type Error = Unreachable;
+    type Future = Pin<Box<dyn Future<Output = Result<openidconnect::HttpResponse, Unreachable>> + Send + 'c>>;
+
+    fn call(&'c self, request: openidconnect::HttpRequest) -> Self::Future {
+        Box::pin(call(self.tls.clone(), request))
+    }
+}
+
 /// Asks `request` of the provider.
-pub(super) async fn call(
+async fn call(
     tls: Option<Arc<rustls::ClientConfig>>,
     request: openidconnect::HttpRequest,
 ) -> Result<openidconnect::HttpResponse, Unreachable> {

@@ -171,8 +171,8 @@ struct Discovered {
 /// The daemon's OpenID client. One per daemon.
 pub struct Oidc {
     settings: OidcSettings,
-    /// What the provider's certificate must chain to (the system's store, or `SSL_CERT_FILE`).
-    tls: Option<Arc<rustls::ClientConfig>>,
+    /// The provider's endpoints, asked through the daemon's outgoing client.
+    http: http::Provider,
     redirect: RedirectUrl,
     /// The provider as last discovered. Never held across a request to it.
     provider: Mutex<Option<Arc<Discovered>>>,
@@ -198,7 +198,7 @@ impl Oidc {
             .map_err(|e| format!("the sign-in's redirect URI: {e}"))?;
         Ok(Oidc {
             settings,
-            tls: crate::outgoing::client_tls("OpenID provider"),
+            http: http::Provider::new(),
             redirect,
             provider: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
@@ -225,10 +225,8 @@ impl Oidc {
             return Ok(known.clone());
         }
         let issuer = IssuerUrl::new(self.settings.issuer.clone()).map_err(|e| e.to_string())?;
-        let tls = self.tls.clone();
-        let http = move |request| http::call(tls.clone(), request);
         // The chain says what failed (the issuer a document names, a key set it cannot read).
-        let metadata = Metadata::discover_async(issuer, &http).await.map_err(|e| reason(&e))?;
+        let metadata = Metadata::discover_async(issuer, &self.http).await.map_err(|e| reason(&e))?;
         let device = metadata.additional_metadata().device_authorization_endpoint.clone();
         let listed = metadata.scopes_supported().cloned().unwrap_or_default();
         let scopes = ["email", "profile", "groups", "offline_access"]
@@ -310,15 +308,13 @@ impl Oidc {
             tracing::warn!(error = %e, "cannot read the OpenID provider's configuration");
             SignInError::ProviderUnavailable
         })?;
-        let tls = self.tls.clone();
-        let http = move |request| http::call(tls.clone(), request);
         let exchange =
             provider.client.exchange_code(AuthorizationCode::new(code.to_owned())).map_err(|e| {
                 tracing::warn!(error = %e, "the OpenID provider names no token endpoint");
                 SignInError::ProviderUnavailable
             })?;
         let tokens =
-            exchange.set_pkce_verifier(pending.verifier).request_async(&http).await.map_err(|e| {
+            exchange.set_pkce_verifier(pending.verifier).request_async(&self.http).await.map_err(|e| {
                 let refused = token_refusal(&e);
                 tracing::warn!(error = %refused.1, "the OpenID provider did not exchange a sign-in's code");
                 refused.0
@@ -372,12 +368,10 @@ impl Oidc {
         })?;
         let Some(url) = provider.device.clone() else { return Err(SignInError::NoDeviceFlow) };
         let client = provider.client.clone().set_device_authorization_url(url);
-        let tls = self.tls.clone();
-        let http = move |request| http::call(tls.clone(), request);
         let details: openidconnect::core::CoreDeviceAuthorizationResponse = client
             .exchange_device_code()
             .add_scopes(provider.scopes.iter().cloned())
-            .request_async(&http)
+            .request_async(&self.http)
             .await
             .map_err(|e| {
                 let refused = token_refusal(&e);
@@ -400,13 +394,11 @@ impl Oidc {
         self.logins.insert(&handle, rx, lasts);
         let oidc = self.clone();
         tokio::spawn(async move {
-            let tls = oidc.tls.clone();
-            let http = move |request| http::call(tls.clone(), request);
             let polled = match client.exchange_device_access_token(&details) {
                 Ok(request) => {
                     // Ends when the terminal is gone (its login dropped) as well as when the
                     // provider answers or the code expires.
-                    let poll = request.request_async(&http, tokio::time::sleep, Some(lasts));
+                    let poll = request.request_async(&oidc.http, tokio::time::sleep, Some(lasts));
                     tokio::select! {
                         polled = poll => Some(polled),
                         () = tx.closed() => None,
@@ -491,13 +483,11 @@ impl Oidc {
             Ok(p) => p,
             Err(e) => return (Renewal::Unreachable(e), None),
         };
-        let tls = self.tls.clone();
-        let http = move |request| http::call(tls.clone(), request);
         let request = match provider.client.exchange_refresh_token(token) {
             Ok(r) => r,
             Err(e) => return (Renewal::Unreachable(e.to_string()), None),
         };
-        let tokens = match request.request_async(&http).await {
+        let tokens = match request.request_async(&self.http).await {
             Ok(t) => t,
             Err(e) => {
                 let (kind, why) = token_refusal(&e);
