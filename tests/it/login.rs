@@ -10,7 +10,7 @@ use std::process::Stdio;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::people::{People, TOKEN, identity};
+use crate::people::{Forging, People, TOKEN, identity};
 use crate::support::oidc::Browser;
 use crate::support::*;
 
@@ -166,25 +166,27 @@ async fn someone_not_let_in_gets_nothing_from_a_terminal_sign_in() {
     );
 }
 
-/// A signed-in person pairs another device of theirs (with their own credential, from the web app
-/// or `mediatord pair`): it is theirs (their name, their client id, their role, ending with their
+/// `POST /devices/pairing` with `credential`: a pairing code asked for.
+async fn pairing(d: &Daemon, credential: &str, body: Value) -> Reply {
+    send(http().post(d.url("/devices/pairing")).bearer_auth(credential).json(&body)).await
+}
+
+/// `POST /devices/pair` with `code`: the device it pays for, and its credential.
+async fn paired(d: &Daemon, code: &Value) -> Value {
+    send(http().post(d.url("/devices/pair")).json(&serde_json::json!({"code": code}))).await.ok()
+}
+
+/// A signed-in person pairs another device of theirs (with their own credential, as `mediatord
+/// pair` from a signed-in terminal does): it is theirs (their name, their client id, their role, ending with their
 /// sign-in), and when the provider stops vouching for them it is signed out with the rest. Asking
 /// for another role is refused saying how; a device paired by the operator pairs nothing.
 #[tokio::test]
 async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
     let p = People::start(&["--oidc-renew-ms", "3000"]).await;
     let ada = p.signed_in("ada").await;
-    let issued = send(
-        http()
-            .post(p.d.url("/devices/pairing"))
-            .bearer_auth(&ada)
-            .json(&serde_json::json!({"name": "ada's phone"})),
-    )
-    .await;
+    let issued = pairing(&p.d, &ada, serde_json::json!({"name": "ada's phone"})).await;
     assert_eq!((issued.status, issued.body["role"].as_str()), (200, Some("voter")), "{}", issued.text);
-    let code = issued.body["code"].as_str().expect("code");
-    let phone =
-        send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": code}))).await.ok();
+    let phone = paired(&p.d, &issued.body["code"]).await;
     assert_eq!(
         (
             phone["name"].as_str(),
@@ -201,13 +203,7 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
     assert!(phone_end <= her_end + 1_000 && phone_end + 1_000 >= her_end, "{phone_end} vs {her_end}");
     let phone = phone["token"].as_str().expect("credential").to_owned();
 
-    let observer = send(
-        http()
-            .post(p.d.url("/devices/pairing"))
-            .bearer_auth(&ada)
-            .json(&serde_json::json!({"role": "observer"})),
-    )
-    .await;
+    let observer = pairing(&p.d, &ada, serde_json::json!({"role": "observer"})).await;
     assert_eq!(
         (observer.status, observer.body["code"].as_str()),
         (400, Some("invalid_device")),
@@ -218,31 +214,15 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
 
     // Grace (an operator) pairs a wall display as an observer: nobody's, so it never follows her role.
     let grace = p.signed_in("grace").await;
-    let wall = send(
-        http()
-            .post(p.d.url("/devices/pairing"))
-            .bearer_auth(&grace)
-            .json(&serde_json::json!({"role": "observer"})),
-    )
-    .await
-    .ok();
-    let wall = send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": wall["code"]})))
-        .await
-        .ok();
+    let wall = pairing(&p.d, &grace, serde_json::json!({"role": "observer"})).await.ok();
+    let wall = paired(&p.d, &wall["code"]).await;
     assert_eq!((wall["role"].as_str(), wall["person"].is_null()), (Some("observer"), true), "{wall}");
 
     // A device the operator paired is nobody's: it pairs nothing.
-    let by_operator =
-        send(http().post(p.d.url("/devices/pairing")).bearer_auth(TOKEN).json(&serde_json::json!({})))
-            .await
-            .ok();
-    let plain =
-        send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": by_operator["code"]})))
-            .await
-            .ok();
+    let by_operator = pairing(&p.d, TOKEN, serde_json::json!({})).await.ok();
+    let plain = paired(&p.d, &by_operator["code"]).await;
     let plain = plain["token"].as_str().expect("credential").to_owned();
-    let refused =
-        send(http().post(p.d.url("/devices/pairing")).bearer_auth(&plain).json(&serde_json::json!({}))).await;
+    let refused = pairing(&p.d, &plain, serde_json::json!({})).await;
     assert_eq!(
         (refused.status, refused.body["code"].as_str()),
         (403, Some("operator_required")),
@@ -268,13 +248,8 @@ async fn a_person_pairs_a_device_of_their_own_which_ends_with_them() {
 /// provider that is down is said to be, and the operator's token still works.
 #[tokio::test]
 async fn a_forged_id_token_or_a_provider_down_fails_a_terminal_sign_in_with_nothing_granted() {
-    use crate::people::{CLIENT, start_daemon};
-    use crate::support::fake_oidc::{FakeAccount, FakeOidc, Forgery};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ca = TestCa::new();
-    let ada = FakeAccount::new("ada", "ada@example.test", "Ada Lovelace", &[]);
-    let fake = FakeOidc::start(&ca, dir.path(), CLIENT, ada).await;
-    let d = start_daemon(fake.issuer(), &ca.pem_file(dir.path()), &[]);
+    use crate::support::fake_oidc::Forgery;
+    let Forging { d, fake, .. } = Forging::start().await;
     let sign_in = || async {
         let begun = send(http().post(d.url("/auth/device")).json(&serde_json::json!({}))).await.ok();
         assert_eq!(begun["userCode"], "BCDF-GHJK", "{begun}");
@@ -299,11 +274,8 @@ async fn a_forged_id_token_or_a_provider_down_fails_a_terminal_sign_in_with_noth
     fake.set_forgery(Forgery::Valid);
     let answer = sign_in().await;
     assert_eq!((answer.status, answer.body["name"].as_str()), (200, Some("Ada Lovelace")), "{}", answer.text);
-    let paired =
-        send(http().post(d.url("/devices/pair")).json(&serde_json::json!({"code": answer.body["code"]})))
-            .await
-            .ok();
-    assert_eq!(paired["clientId"], "person:ada", "{paired}");
+    let device = paired(&d, &answer.body["code"]).await;
+    assert_eq!(device["clientId"], "person:ada", "{device}");
 
     fake.set_down(true);
     let down = send(http().post(d.url("/auth/device")).json(&serde_json::json!({}))).await;

@@ -89,6 +89,41 @@ pub(crate) fn start_daemon(issuer: &str, ca_file: &std::path::Path, extra: &[&st
     Daemon::start_env(&args, &[("SSL_CERT_FILE", ca), ("MEDIATORD_OIDC_CLIENT_SECRET", SECRET)])
 }
 
+/// A daemon whose provider forges on demand (`support::fake_oidc`), Ada its one account.
+pub(crate) struct Forging {
+    pub(crate) d: Daemon,
+    pub(crate) fake: FakeOidc,
+    pub(crate) ca: TestCa,
+    /// The CA's PEM file, which a second daemon of the same provider trusts too.
+    pub(crate) ca_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Forging {
+    pub(crate) async fn start() -> Forging {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = TestCa::new();
+        let ada = FakeAccount::new("ada", "ada@example.test", "Ada Lovelace", &[]);
+        let fake = FakeOidc::start(&ca, dir.path(), CLIENT, ada).await;
+        let ca_file = ca.pem_file(dir.path());
+        let d = start_daemon(fake.issuer(), &ca_file, &[]);
+        Forging { d, fake, ca, ca_file, _dir: dir }
+    }
+}
+
+/// The audit entry of request `rid`, once the store has its decision (it records the request
+/// pending first).
+pub(crate) async fn audit_entry(d: &Daemon, rid: &str) -> Value {
+    let decided = |e: &Value| e["requestId"] == rid && e["status"] != "pending";
+    let audit = eventually(
+        || http().get(d.url("/audit")).bearer_auth(TOKEN),
+        |b| b["entries"].as_array().is_some_and(|e| e.iter().any(decided)),
+    )
+    .await;
+    let entries = audit["entries"].as_array().expect("entries");
+    entries.iter().find(|e| decided(e)).cloned().expect("the entry")
+}
+
 /// `GET /capabilities`'s identity for `credential`.
 pub(crate) async fn identity(d: &Daemon, credential: &str) -> Reply {
     send(http().get(d.url("/capabilities")).bearer_auth(credential)).await
@@ -216,14 +251,8 @@ async fn under_consensus_a_person_with_two_devices_counts_once() {
     let resolved = find(&events, "permission_resolved");
     assert_eq!(resolved["voterClientId"], "person:grace", "{resolved}");
     assert_eq!(std::fs::read_to_string(p.d.workspace.join("people.txt")).ok().as_deref(), Some("hello"));
-    let audit = eventually(
-        || http().get(p.d.url("/audit")).bearer_auth(TOKEN),
-        |b| b["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["requestId"] == json!(rid))),
-    )
-    .await;
-    let entry =
-        audit["entries"].as_array().expect("entries").iter().find(|e| e["requestId"] == json!(rid)).cloned();
-    let ballots: Vec<(String, String)> = entry.expect("entry")["ballots"]
+    let entry = audit_entry(&p.d, &rid).await;
+    let ballots: Vec<(String, String)> = entry["ballots"]
         .as_array()
         .expect("ballots")
         .iter()
@@ -370,18 +399,7 @@ async fn a_require_rule_naming_a_group_is_decided_by_a_member_only() {
     let events = sse.until_type("turn_complete").await;
     assert_eq!(find(&events, "permission_resolved")["voterClientId"], "person:grace");
     assert!(chunk_text(&events).contains("would run: rm -rf build"), "{}", chunk_text(&events));
-    let audit = eventually(
-        || http().get(p.d.url("/audit")).bearer_auth(TOKEN),
-        |b| b["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["requestId"] == json!(rid))),
-    )
-    .await;
-    let entry = audit["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .find(|e| e["requestId"] == json!(rid))
-        .expect("entry")
-        .clone();
+    let entry = audit_entry(&p.d, &rid).await;
     assert_eq!(
         (entry["voterClientId"].as_str(), entry["voterDeviceName"].as_str()),
         (Some("person:grace"), Some("Grace Hopper")),
@@ -462,12 +480,7 @@ async fn signing_out_ends_the_sign_in() {
 /// works. A credential one daemon gave is refused by another.
 #[tokio::test]
 async fn forged_id_tokens_a_provider_down_and_another_daemons_credential_are_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ca = TestCa::new();
-    let ada = FakeAccount::new("ada", "ada@example.test", "Ada Lovelace", &[]);
-    let fake = FakeOidc::start(&ca, dir.path(), CLIENT, ada).await;
-    let ca_file: PathBuf = ca.pem_file(dir.path());
-    let d = start_daemon(fake.issuer(), &ca_file, &[]);
+    let Forging { d, fake, ca, ca_file, _dir } = Forging::start().await;
     for forgery in Forgery::ALL.into_iter().filter(|f| *f != Forgery::Valid) {
         fake.set_forgery(forgery);
         let mut browser = Browser::new(&ca.pem());

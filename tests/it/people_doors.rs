@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::people::{People, TOKEN};
+use crate::people::{People, TOKEN, audit_entry};
 use crate::support::*;
 
 /// The name every sign-in's device gets (`http/signin.rs`): a door that shows it shows a device,
@@ -41,19 +41,6 @@ async fn acp_join(p: &People, credential: &str, sid: &str) -> (AcpWs, Value) {
     let resumed = ws.call("session/resume", json!({"sessionId": sid, "cwd": p.d.workspace})).await;
     let client = resumed["result"]["_meta"]["mediatord"]["clientId"].clone();
     (ws, client)
-}
-
-/// The audit entry of request `rid`, once the store has its decision (it records the request
-/// pending first).
-async fn audit_entry(p: &People, rid: &str) -> Value {
-    let decided = |e: &Value| e["requestId"] == rid && e["status"] != "pending";
-    let audit = eventually(
-        || http().get(p.d.url("/audit")).bearer_auth(TOKEN),
-        |b| b["entries"].as_array().is_some_and(|e| e.iter().any(decided)),
-    )
-    .await;
-    let entries = audit["entries"].as_array().expect("entries");
-    entries.iter().find(|e| decided(e)).cloned().expect("the entry")
 }
 
 /// A ballot as the audit shows who cast it: (client id, name, via, counted).
@@ -160,7 +147,7 @@ async fn under_designated_her_phone_over_acp_decides_what_her_laptop_asked_over_
         grace_acp.seen
     );
 
-    let entry = audit_entry(&p, &rid).await;
+    let entry = audit_entry(&p.d, &rid).await;
     assert_eq!(
         (entry["originatorClientId"].as_str(), entry["voterClientId"].as_str(), entry["via"].as_str()),
         (Some("person:ada"), Some("person:ada"), Some("acp")),
@@ -268,7 +255,7 @@ async fn her_phone_prompts_over_acp_her_laptop_decides_over_rest_and_every_door_
     assert!(message.starts_with("Allowed once by Ada Lovelace (person:ada)\n"), "{message}");
     names_no_device("the edited ntfy notification", &edited.body.to_string(), &devices);
 
-    let entry = audit_entry(&p, &rid).await;
+    let entry = audit_entry(&p.d, &rid).await;
     assert_eq!(
         (
             entry["voterClientId"].as_str(),
