@@ -422,12 +422,13 @@ api! {
             .ok(&[(200, Json("SignInOffered"))])
             .no_auth();
     get "/auth/login" => signin::login,
-        Operation::new("signInStart", "people", "Begin a sign-in: 302 to the OpenID provider, with a new state, nonce and PKCE challenge (no bearer token; docs/people.md)")
+        Operation::new("signInStart", "people", "Begin a sign-in: 302 to the OpenID provider, with a new state, nonce and PKCE challenge; with `terminal` (`mediatord login --browser`), the outcome goes to that loopback address instead of the web app (no bearer token; docs/people.md)")
             .ok(&[(302, Body::Empty)])
+            .query(&[("terminal", "a terminal's loopback address (`http://127.0.0.1:PORT/...` or `http://[::1]:PORT/...`), sent `?code=<one-time code>` or `?error=<code>` when the sign-in ends"), ("name", "with `terminal`: the name of the device the sign-in pays for (default `terminal sign-in`)")])
             .no_auth()
-            .errors(&["sign_in_not_configured"]);
+            .errors(&["sign_in_not_configured", "invalid_terminal", "invalid_device"]);
     get "/auth/callback" => signin::callback,
-        Operation::new("signInCallback", "people", "Where the provider sends the browser back: 302 to `<app>/#pair=<one-time code>` once the ID token and the person's claims passed every check, else to `<app>/#signin-error=<code>` (no bearer token; docs/people.md)")
+        Operation::new("signInCallback", "people", "Where the provider sends the browser back: 302 to `<app>/#pair=<one-time code>` once the ID token and the person's claims passed every check, else to `<app>/#signin-error=<code>`; a terminal's sign-in to its address with `?code=` or `?error=` (no bearer token; docs/people.md)")
             .ok(&[(302, Body::Empty)])
             .query(&[("code", "the provider's authorization code"), ("state", "the sign-in's state"), ("error", "the provider's refusal"), ("iss", "the provider's issuer (RFC 9207)")])
             .no_auth()

@@ -158,7 +158,7 @@ fn sign_in_status(e: crate::oidc::SignInError) -> StatusCode {
     use crate::oidc::SignInError as E;
     match e {
         E::ProviderUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        E::InvalidState | E::Expired => StatusCode::BAD_REQUEST,
+        E::InvalidState | E::Expired | E::InvalidTerminal => StatusCode::BAD_REQUEST,
         E::ProviderRefused | E::InvalidIdToken | E::NotAllowed => StatusCode::FORBIDDEN,
         E::NoDeviceFlow => StatusCode::NOT_FOUND,
     }

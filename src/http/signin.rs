@@ -1,7 +1,9 @@
 //! Sign-in with an OpenID provider over HTTP (`docs/people.md`, `docs/protocol.md#15-devices`):
 //!
 //! - `GET /auth`: whether this daemon offers it (public: the web app asks before anyone signed in).
-//! - `GET /auth/login`: sends the browser to the provider (`302`).
+//! - `GET /auth/login[?terminal=<loopback address>&name=<device name>]`: sends the browser to the
+//!   provider (`302`). With `terminal` (`mediatord login --browser`), the sign-in's outcome goes to
+//!   that address on the browser's machine (`?code=` or `?error=`), not to the web app.
 //! - `GET /auth/callback`: where the provider sends it back. The person, once every check passed,
 //!   is given a device through a one-time code: the browser lands on `<app>/#pair=<code>`, which
 //!   the web app exchanges as it does a pairing code, so no credential rides in a URL, a log or a
@@ -45,10 +47,44 @@ pub(super) async fn offered(State(d): State<AppState>) -> Response {
     axum::Json(json!({ "signIn": sign_in })).into_response()
 }
 
-/// `GET /auth/login`: to the provider, with a new sign-in's `state`, `nonce` and PKCE challenge.
-pub(super) async fn login(State(d): State<AppState>) -> Response {
+/// What `/auth/login` may carry: a terminal's browser sign-in (`mediatord login --browser`).
+#[derive(Debug, Deserialize)]
+pub(super) struct Login {
+    terminal: Option<String>,
+    name: Option<String>,
+}
+
+/// The default name of the device a terminal's sign-in pays for.
+const TERMINAL_NAME: &str = "terminal sign-in";
+
+/// `GET /auth/login`: to the provider, with a new sign-in's `state`, `nonce` and PKCE challenge;
+/// a terminal's (`?terminal=`) ends at the terminal's loopback address.
+pub(super) async fn login(
+    State(d): State<AppState>,
+    query: Result<Query<Login>, QueryRejection>,
+) -> Response {
     let Some(oidc) = d.oidc() else { return ApiError::SignInNotConfigured.into_response() };
-    match oidc.begin().await {
+    // A terminal's address or name that is not good is the terminal's bug, or someone else's
+    // link: refused at once, before anything is begun, with what a good one is.
+    let Ok(Query(login)) = query else {
+        return ApiError::SignIn(SignInError::InvalidTerminal).into_response();
+    };
+    let terminal = match (login.terminal, login.name) {
+        (None, None) => None,
+        (None, Some(_)) => return ApiError::SignIn(SignInError::InvalidTerminal).into_response(),
+        (Some(target), name) => {
+            let name = match name.as_deref().map(crate::devices::valid_name).transpose() {
+                Ok(name) => name.unwrap_or_else(|| TERMINAL_NAME.to_owned()),
+                Err(e) => return ApiError::from(e).into_response(),
+            };
+            match crate::oidc::Terminal::parse(&target, name) {
+                Ok(t) => Some(t),
+                Err(e) => return ApiError::SignIn(e).into_response(),
+            }
+        }
+    };
+    let begun = oidc.begin(terminal.clone()).await;
+    match begun {
         Ok(begun) => {
             let mut response = redirect(&begun.url);
             let cookie =
@@ -58,7 +94,18 @@ pub(super) async fn login(State(d): State<AppState>) -> Response {
             }
             response
         }
-        Err(e) => back_to_app(&d, &format!("signin-error={}", e.code())),
+        Err(e) => outcome(&d, terminal.as_ref(), Err(e.code())),
+    }
+}
+
+/// Where a sign-in's outcome goes: the terminal's address (`?code=` or `?error=`), else the web
+/// app (`#pair=` or `#signin-error=`).
+fn outcome(d: &AppState, terminal: Option<&crate::oidc::Terminal>, result: Result<&str, &str>) -> Response {
+    match (terminal, result) {
+        (Some(t), Ok(code)) => redirect(&t.answer("code", code)),
+        (Some(t), Err(error)) => redirect(&t.answer("error", error)),
+        (None, Ok(code)) => back_to_app(d, &format!("pair={code}")),
+        (None, Err(error)) => back_to_app(d, &format!("signin-error={error}")),
     }
 }
 
@@ -108,37 +155,42 @@ async fn finish(
     query: Result<Query<Callback>, QueryRejection>,
 ) -> Response {
     let Some(oidc) = d.oidc() else { return ApiError::SignInNotConfigured.into_response() };
-    let fail = |e: SignInError| back_to_app(d, &format!("signin-error={}", e.code()));
     // A query no form decoder takes (a parameter twice) is nobody's redirect.
-    let Ok(Query(callback)) = query else { return fail(SignInError::InvalidState) };
+    let Ok(Query(callback)) = query else {
+        return outcome(d, None, Err(SignInError::InvalidState.code()));
+    };
+    // The sign-in is taken whatever follows, so its outcome, whatever it is, goes where it began.
+    let taken = callback.state.as_deref().filter(|s| s.len() <= MAX_PARAM_CHARS).and_then(|s| oidc.take(s));
+    let terminal = taken.as_ref().and_then(|t| t.terminal().cloned());
+    let fail = |e: SignInError| outcome(d, terminal.as_ref(), Err(e.code()));
     if let Some(error) = &callback.error {
         // `access_denied` when the person cancelled; the provider's code is a short token.
         let shown: String = error.chars().take(64).filter(|c| c.is_ascii_graphic()).collect();
         tracing::info!(error = %shown, "the OpenID provider ended a sign-in without a code");
         return fail(SignInError::ProviderRefused);
     }
-    let (Some(code), Some(state)) = (&callback.code, &callback.state) else {
+    let (Some(code), Some(taken)) = (callback.code.as_deref().filter(|c| c.len() <= MAX_PARAM_CHARS), taken)
+    else {
         return fail(SignInError::InvalidState);
     };
-    if code.len() > MAX_PARAM_CHARS || state.len() > MAX_PARAM_CHARS {
-        return fail(SignInError::InvalidState);
-    }
-    let verified = match oidc.finish(code, state, binding).await {
+    let verified = match oidc.finish(taken, code, binding).await {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
-    match d.sign_in_code(&verified, "web sign-in") {
+    let name = terminal.as_ref().map_or("web sign-in", |t| t.name());
+    match d.sign_in_code(&verified, name) {
         Ok(issued) => {
             tracing::info!(
                 subject = %verified.person.subject,
                 role = verified.role.as_str(),
+                terminal = terminal.is_some(),
                 "a person signed in"
             );
-            back_to_app(d, &format!("pair={}", issued.code))
+            outcome(d, terminal.as_ref(), Ok(&issued.code))
         }
         Err(e) => {
             tracing::warn!(error = %e, "a person signed in, but no sign-in code could be issued");
-            back_to_app(d, "signin-error=sign_in_unavailable")
+            outcome(d, terminal.as_ref(), Err("sign_in_unavailable"))
         }
     }
 }
@@ -190,7 +242,7 @@ pub(super) async fn device_token(
     let name = optional_str(&body, "name")?
         .map(crate::devices::valid_name)
         .transpose()?
-        .unwrap_or_else(|| "terminal sign-in".to_owned());
+        .unwrap_or_else(|| TERMINAL_NAME.to_owned());
     let verified = match oidc.device_outcome(handle, crate::oidc::LONG_POLL).await {
         None => return Err(ApiError::SignIn(SignInError::InvalidState)),
         Some(crate::oidc::Outcome::Pending) => {

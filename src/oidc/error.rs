@@ -20,14 +20,17 @@ pub enum SignInError {
     NotAllowed,
     /// A terminal's code expired before its person confirmed it (`mediatord login`).
     Expired,
-    /// The provider offers no sign-in from a terminal (its discovery document names no device
-    /// authorization endpoint).
+    /// The provider offers no sign-in by code from a terminal: its discovery document names no
+    /// device authorization endpoint, or it does not allow the device grant to this client.
     NoDeviceFlow,
+    /// A terminal's browser sign-in named an address that is not this machine's loopback
+    /// (`mediatord login --browser`, `terminal::Terminal`).
+    InvalidTerminal,
 }
 
 impl SignInError {
     /// Every kind, for the OpenAPI document's error codes.
-    pub const ALL: [SignInError; 7] = [
+    pub const ALL: [SignInError; 8] = [
         SignInError::ProviderUnavailable,
         SignInError::InvalidState,
         SignInError::ProviderRefused,
@@ -35,6 +38,7 @@ impl SignInError {
         SignInError::NotAllowed,
         SignInError::Expired,
         SignInError::NoDeviceFlow,
+        SignInError::InvalidTerminal,
     ];
 
     /// What a person is told, with what to do.
@@ -57,9 +61,17 @@ impl SignInError {
             }
             SignInError::Expired => "The code expired before it was confirmed; sign in again",
             SignInError::NoDeviceFlow => {
-                "The sign-in provider offers no sign-in from a terminal (no device authorization endpoint): sign in with the web app, or ask the operator to pair this terminal (mediatord pair) and use its credential (--device-file)"
+                "The sign-in provider offers no sign-in by code to this daemon (no device authorization endpoint, or the device grant is not enabled for its client): mediatord login --browser signs in through a browser on this machine instead"
+            }
+            SignInError::InvalidTerminal => {
+                "A terminal's sign-in hands its code only to this machine's loopback: terminal must be http://127.0.0.1:PORT/... or http://[::1]:PORT/..., without a user, query or fragment"
             }
         }
+    }
+
+    /// The kind whose [`SignInError::code`] is `code`.
+    pub fn from_code(code: &str) -> Option<SignInError> {
+        SignInError::ALL.into_iter().find(|e| e.code() == code)
     }
 
     pub fn code(self) -> &'static str {
@@ -71,6 +83,7 @@ impl SignInError {
             SignInError::NotAllowed => "not_allowed",
             SignInError::Expired => "sign_in_expired",
             SignInError::NoDeviceFlow => "no_device_flow",
+            SignInError::InvalidTerminal => "invalid_terminal",
         }
     }
 }

@@ -9,10 +9,12 @@
 //! - A sign-in begins at `GET /auth/login` ([`Oidc::begin`]): a fresh `state`, `nonce` and PKCE
 //!   verifier are kept here (bounded, short-lived, single use) and the browser is sent to the
 //!   provider.
-//! - It ends at `GET /auth/callback` ([`Oidc::finish`]): the `state` is taken (a second use, or one
-//!   never issued, is refused), the code exchanged with its verifier, the ID token checked. The
-//!   person is then given a device of theirs through a one-time code (`devices::SignIn`), which
-//!   the web app exchanges as it does a pairing code: no credential ever rides in a URL.
+//! - It ends at `GET /auth/callback` ([`Oidc::take`], [`Oidc::finish`]): the `state` is taken (a
+//!   second use, or one never issued, is refused), the code exchanged with its verifier, the ID
+//!   token checked. The person is then given a device of theirs through a one-time code
+//!   (`devices::SignIn`), which the web app exchanges as it does a pairing code: no credential ever
+//!   rides in a URL. A terminal's browser sign-in ([`Terminal`]) gets that code at its loopback
+//!   address instead.
 //! - The provider's refresh token stays here, in memory, never on disk nor in a browser; every
 //!   `--oidc-renew-ms` the daemon asks the provider to vouch for each person again
 //!   ([`Oidc::renew`]). A refusal (the account disabled or removed, the grant revoked) signs the
@@ -26,6 +28,7 @@ mod claims;
 mod device;
 mod error;
 mod http;
+mod terminal;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +57,7 @@ use self::claims::{Claims, Extra};
 pub use self::device::{DeviceBegun, LONG_POLL, MAX_PENDING_LOGINS, Outcome};
 pub use self::error::SignInError;
 pub use self::http::REQUEST_TIMEOUT;
+pub use self::terminal::{MAX_TARGET_CHARS, Terminal};
 use crate::config::OidcSettings;
 use crate::devices::Person;
 use crate::sync::lock;
@@ -144,7 +148,26 @@ struct Pending {
     /// browser that began the sign-in, or someone could make a victim's browser finish a sign-in
     /// the attacker began, as the attacker (a login CSRF).
     binding: [u8; 32],
+    /// A terminal's browser sign-in: where its outcome goes instead of to the web app.
+    terminal: Option<Terminal>,
     at: Instant,
+}
+
+/// A sign-in whose `state` the callback brought back, taken (a state is good for one use): its
+/// terminal, if any, and what [`Oidc::finish`] checks the rest against.
+pub struct Taken(Pending);
+
+impl Taken {
+    /// The terminal that began this sign-in (`mediatord login --browser`), if one did.
+    pub fn terminal(&self) -> Option<&Terminal> {
+        self.0.terminal.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taken").field("terminal", &self.0.terminal).finish_non_exhaustive()
+    }
 }
 
 /// A sign-in begun: where to send the browser, and the value it must bring back.
@@ -248,8 +271,8 @@ impl Oidc {
     }
 
     /// Begins a sign-in: the provider's authorization URL to send the browser to, and the value
-    /// the browser must bring back to finish it.
-    pub async fn begin(&self) -> Result<Begun, SignInError> {
+    /// the browser must bring back to finish it. A `terminal`'s sign-in ends at its address.
+    pub async fn begin(&self, terminal: Option<Terminal>) -> Result<Begun, SignInError> {
         let provider = self.provider(false).await.map_err(|e| {
             tracing::warn!(issuer = %self.settings.issuer, error = %e, "cannot read the OpenID provider's configuration");
             SignInError::ProviderUnavailable
@@ -278,25 +301,28 @@ impl Oidc {
         {
             pending.remove(&oldest);
         }
-        pending.insert(state.secret().clone(), Pending { verifier, nonce, binding: digest, at: now });
+        pending
+            .insert(state.secret().clone(), Pending { verifier, nonce, binding: digest, terminal, at: now });
         Ok(Begun { url: url.to_string(), binding })
     }
 
-    /// Ends a sign-in that the browser bringing `binding` began: the person the provider vouched
-    /// for, once every check passed.
+    /// The sign-in begun under `state`, taken whatever follows (a state is good for one
+    /// exchange); `None` when none was, it was taken already, or it is older than
+    /// [`SIGN_IN_WINDOW`].
+    pub fn take(&self, state: &str) -> Option<Taken> {
+        let pending = lock(&self.pending).remove(state)?;
+        (pending.at.elapsed() < SIGN_IN_WINDOW).then_some(Taken(pending))
+    }
+
+    /// Ends the sign-in `taken` that the browser bringing `binding` began: the person the
+    /// provider vouched for, once every check passed.
     pub async fn finish(
         &self,
+        taken: Taken,
         code: &str,
-        state: &str,
         binding: Option<&str>,
     ) -> Result<Verified, SignInError> {
-        // Taken whatever follows: a state is good for one exchange.
-        let Some(pending) = lock(&self.pending).remove(state) else {
-            return Err(SignInError::InvalidState);
-        };
-        if pending.at.elapsed() >= SIGN_IN_WINDOW {
-            return Err(SignInError::InvalidState);
-        }
+        let pending = taken.0;
         let presented: [u8; 32] = Sha256::digest(binding.unwrap_or("").as_bytes()).into();
         if binding.is_none() || !bool::from(presented.ct_eq(&pending.binding)) {
             tracing::warn!(
@@ -376,7 +402,15 @@ impl Oidc {
             .map_err(|e| {
                 let refused = token_refusal(&e);
                 tracing::warn!(error = %refused.1, "the OpenID provider did not begin a terminal's sign-in");
-                refused.0
+                // Nobody has signed in yet, so a refusal here is of this client, not of a person:
+                // the grant is not enabled for it (Keycloak: `unauthorized_client`; Google's web
+                // clients: `invalid_client`; oidc-provider: `invalid_request`). The terminal signs
+                // in through a browser instead.
+                if matches!(e, RequestTokenError::ServerResponse(_)) {
+                    SignInError::NoDeviceFlow
+                } else {
+                    refused.0
+                }
             })?;
         let Some(handle) = crate::devices::random_hex(device::HANDLE_BYTES) else {
             tracing::error!("the operating system's random number generator failed; no sign-in begins");

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::people::{Forging, People, TOKEN, identity};
-use crate::support::oidc::Browser;
+use crate::support::oidc::{Browser, SignInResult};
 use crate::support::*;
 
 /// The provider's page and the code, from what `login` printed (the line after each heading).
@@ -290,4 +290,209 @@ async fn a_forged_id_token_or_a_provider_down_fails_a_terminal_sign_in_with_noth
         "operator",
         "the operator's token still works"
     );
+}
+
+/// `mediatord login` (its stdout piped), and what it printed up to the line containing `until`.
+async fn login_until(
+    config: &std::path::Path,
+    args: &[&str],
+    until: &str,
+) -> (tokio::process::Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, String) {
+    let mut login =
+        client(config, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("login");
+    let mut lines = BufReader::new(login.stdout.take().expect("stdout")).lines();
+    let mut printed = String::new();
+    while !printed.contains(until) {
+        let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("in time").expect("read");
+        let Some(line) = line else {
+            let out = login.wait_with_output().await.expect("exit");
+            panic!("login ended early:\n{printed}{}", String::from_utf8_lossy(&out.stderr));
+        };
+        printed.push_str(&line);
+        printed.push('\n');
+    }
+    (login, lines, printed)
+}
+
+/// How `login` ended: whether it succeeded, the rest of what it printed, and its stderr.
+async fn ended(
+    login: tokio::process::Child,
+    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> (bool, String, String) {
+    let mut rest = String::new();
+    while let Some(line) =
+        tokio::time::timeout(WAIT, lines.next_line()).await.expect("in time").expect("read")
+    {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    let out = tokio::time::timeout(WAIT, login.wait_with_output()).await.expect("in time").expect("exit");
+    (out.status.success(), rest, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The daemon's page `login` printed for a browser on this machine, and the terminal's address in it.
+fn browser_page(printed: &str) -> (String, String) {
+    let page = printed
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("/auth/login?"))
+        .unwrap_or_else(|| panic!("no page in:\n{printed}"))
+        .to_owned();
+    let url = url::Url::parse(&page).expect("the page is a URL");
+    let terminal = url.query_pairs().find(|(k, _)| k == "terminal").map(|(_, v)| v.into_owned());
+    (page.clone(), terminal.unwrap_or_else(|| panic!("no terminal address in {page}")))
+}
+
+/// Where the daemon sent the browser once the sign-in ended: the terminal's address, with the
+/// outcome.
+fn sent_to(result: &SignInResult, browser: &Browser) -> String {
+    match result {
+        SignInResult::Status(302, location) if location.starts_with("Location: ") => {
+            location["Location: ".len()..].to_owned()
+        }
+        other => panic!("the daemon did not send the browser on: {other:?}\n{}", browser.trace()),
+    }
+}
+
+/// The daemon's client at the provider without the device grant (as a Google web client is):
+/// `login` says the provider offers no code and signs in through a browser on this machine
+/// instead. Ada opens the page it printed; the provider sends her back to the daemon, which sends
+/// her browser to the terminal's loopback address with a one-time code; the terminal pairs the
+/// device, tells the browser, and saves the credential, which is Ada's, under the name given. A
+/// knock at the port at another path gets a 404 and changes nothing.
+#[tokio::test]
+async fn without_the_device_grant_a_terminal_signs_in_through_a_browser_on_its_machine() {
+    let p = People::start(&[]).await;
+    p.provider
+        .put_client(serde_json::json!({
+            "client_id": crate::people::CLIENT, "client_secret": crate::people::SECRET,
+            "grant_types": ["authorization_code", "refresh_token"],
+            "redirect_uris": [format!("{}/auth/callback", p.d.base)],
+        }))
+        .await;
+    let config = tempfile::tempdir().expect("tempdir");
+    let (login, lines, printed) = login_until(
+        config.path(),
+        &["login", "--url", &p.d.base, "--name", "ada's laptop"],
+        "Waiting for the browser",
+    )
+    .await;
+    assert!(printed.contains("offers no code for this daemon"), "{printed}");
+    let (page, terminal) = browser_page(&printed);
+    assert!(terminal.starts_with("http://127.0.0.1:"), "{terminal}");
+
+    let stranger = url::Url::parse(&terminal).expect("address").join("/").expect("root");
+    let knock = send(http().get(stranger.as_str())).await;
+    assert_eq!(knock.status, 404, "{}", knock.text);
+
+    let mut browser = Browser::new(&p.ca.pem());
+    let result = browser.sign_in_at(&page, "ada").await;
+    let location = sent_to(&result, &browser);
+    assert!(location.starts_with(&format!("{terminal}?code=")), "{location}");
+    let (status, body) = browser.open(&location, &p.d.base).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("signed in as Ada Lovelace (voter)"), "{body}");
+
+    let (success, stdout, stderr) = ended(login, lines).await;
+    assert!(success, "{stdout}{stderr}");
+    assert!(stdout.contains("as Ada Lovelace (voter)"), "{stdout}");
+    let file = config.path().join("mediatord/logins.json");
+    let mode = std::fs::metadata(&file).expect("saved").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "readable by its owner only");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let credential = saved["logins"][&p.d.base]["credential"].as_str().expect("a credential").to_owned();
+    let me = identity(&p.d, &credential).await.ok();
+    assert_eq!(
+        (me["identity"]["clientId"].as_str(), me["identity"]["name"].as_str()),
+        (Some("person:ada"), Some("ada's laptop")),
+        "{me}"
+    );
+    // The code was spent on the terminal's pairing: the browser's URL pays for nothing more.
+    let code = url::Url::parse(&location)
+        .expect("URL")
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned());
+    let again = send(http().post(p.d.url("/devices/pair")).json(&serde_json::json!({"code": code}))).await;
+    assert_eq!(again.status, 401, "{}", again.text);
+}
+
+/// `login --browser` (the device grant available, not used) for Mallory, whom the daemon does not
+/// let in: her browser comes back to the terminal with the reason, which the browser and the
+/// terminal both say; nothing is saved and nothing paired.
+#[tokio::test]
+async fn someone_not_let_in_gets_nothing_from_a_browser_sign_in() {
+    let p = People::start(&[]).await;
+    let config = tempfile::tempdir().expect("tempdir");
+    let (login, lines, printed) =
+        login_until(config.path(), &["login", "--browser", "--url", &p.d.base], "Waiting for the browser")
+            .await;
+    assert!(!printed.contains("enter the code"), "no code asked for: {printed}");
+    let (page, terminal) = browser_page(&printed);
+    let mut browser = Browser::new(&p.ca.pem());
+    let result = browser.sign_in_at(&page, "mallory").await;
+    let location = sent_to(&result, &browser);
+    assert_eq!(location, format!("{terminal}?error=not_allowed"));
+    let (status, body) = browser.open(&location, &p.d.base).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("does not let in"), "{body}");
+
+    let (success, _, stderr) = ended(login, lines).await;
+    assert!(!success, "{stderr}");
+    assert!(stderr.contains("does not let in") && stderr.contains("not_allowed"), "{stderr}");
+    assert!(!config.path().join("mediatord/logins.json").exists(), "nothing saved");
+    let devices = send(http().get(p.d.url("/devices")).bearer_auth(TOKEN)).await.ok();
+    assert_eq!(devices["devices"], serde_json::json!([]), "nothing paired: {devices}");
+}
+
+/// `/auth/login` takes a terminal's address only on this machine's loopback: anything else (another
+/// host, https, a host name, no port, a user, a planted query), a name without an address, or a
+/// bad device name is refused at once, before a sign-in begins (no redirect, no cookie); a good
+/// one goes to the provider.
+#[tokio::test]
+async fn a_terminal_address_off_this_machine_is_refused_before_a_sign_in_begins() {
+    let p = People::start(&[]).await;
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(WAIT)
+        .build()
+        .expect("client");
+    let login = |query: &[(&str, &str)]| {
+        let mut url = url::Url::parse(&p.d.url("/auth/login")).expect("URL");
+        url.query_pairs_mut().extend_pairs(query);
+        no_redirects.get(url.as_str()).send()
+    };
+    for (target, code) in [
+        ("http://evil.example:4000/x", "invalid_terminal"),
+        ("https://127.0.0.1:4000/x", "invalid_terminal"),
+        ("http://localhost:4000/x", "invalid_terminal"),
+        ("http://127.0.0.1/x", "invalid_terminal"),
+        ("http://ada@127.0.0.1:4000/x", "invalid_terminal"),
+        ("http://127.0.0.1:4000/x?code=planted", "invalid_terminal"),
+    ] {
+        let res = login(&[("terminal", target)]).await.expect("answered");
+        assert_eq!(res.status().as_u16(), 400, "{target}");
+        assert!(
+            res.headers().get("set-cookie").is_none() && res.headers().get("location").is_none(),
+            "{target}"
+        );
+        let body: Value = res.json().await.expect("JSON");
+        assert_eq!(body["code"], code, "{target}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| e.contains("127.0.0.1")),
+            "says what is taken: {body}"
+        );
+    }
+    let name_only = login(&[("name", "laptop")]).await.expect("answered");
+    assert_eq!(name_only.status().as_u16(), 400);
+    let bad_name =
+        login(&[("terminal", "http://127.0.0.1:4000/x"), ("name", "a\u{202e}b")]).await.expect("answered");
+    assert_eq!(bad_name.status().as_u16(), 400);
+    let body: Value = bad_name.json().await.expect("JSON");
+    assert_eq!(body["code"], "invalid_device", "{body}");
+    let good = login(&[("terminal", "http://127.0.0.1:4000/x"), ("name", "laptop")]).await.expect("answered");
+    assert_eq!(good.status().as_u16(), 302);
+    let to = good.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert!(to.starts_with(p.provider.issuer()), "to the provider: {to}");
 }

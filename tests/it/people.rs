@@ -14,7 +14,7 @@ use crate::support::*;
 
 pub(crate) const TOKEN: &str = "operator-secret";
 pub(crate) const CLIENT: &str = "mediatord-web";
-const SECRET: &str = "web-client-secret";
+pub(crate) const SECRET: &str = "web-client-secret";
 
 /// A daemon whose people sign in at a real provider: Ada (example.test, a voter), Grace (an
 /// admin: `group:admins=operator`), Mallory (another domain: refused).

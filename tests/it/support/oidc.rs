@@ -332,7 +332,16 @@ impl Browser {
     /// when it is shown, follows the redirects back to the daemon's `/auth/callback`, opens it, and
     /// returns what the daemon answered.
     pub(crate) async fn sign_in(&mut self, daemon_base: &str, account: &str) -> SignInResult {
-        match self.navigate(daemon_base, account).await {
+        let login = Url::parse(daemon_base).and_then(|b| b.join("/auth/login"));
+        let login = login.unwrap_or_else(|e| panic!("daemon base {daemon_base}: {e}"));
+        self.sign_in_at(login.as_str(), account).await
+    }
+
+    /// [`Browser::sign_in`] from `login`, a URL of the daemon's `/auth/login` with a query (a
+    /// terminal's sign-in: `mediatord login --browser`). A daemon that then sends the browser
+    /// elsewhere (the terminal's address) answers `Status(302, "Location: <url>")`, not followed.
+    pub(crate) async fn sign_in_at(&mut self, login: &str, account: &str) -> SignInResult {
+        match self.navigate(login, account).await {
             Stop::Callback(callback) => self.callback(&callback.url).await,
             Stop::Answered(result) => result,
         }
@@ -341,7 +350,9 @@ impl Browser {
     /// [`Browser::sign_in`] up to the redirect to the daemon's `/auth/callback`, which it returns
     /// without opening it. Panics, with the trace, when the flow stops anywhere else.
     pub(crate) async fn authorize_only(&mut self, daemon_base: &str, account: &str) -> Callback {
-        match self.navigate(daemon_base, account).await {
+        let login = Url::parse(daemon_base).and_then(|b| b.join("/auth/login"));
+        let login = login.unwrap_or_else(|e| panic!("daemon base {daemon_base}: {e}"));
+        match self.navigate(login.as_str(), account).await {
             Stop::Callback(callback) => callback,
             Stop::Answered(result) => {
                 panic!("the sign-in stopped before the callback: {result:?}\n{}", self.trace())
@@ -430,11 +441,20 @@ impl Browser {
         (answer.url.join(&action).expect("the form's action"), hidden)
     }
 
-    /// From `<daemon_base>/auth/login` to the redirect back to the daemon's `/auth/callback`.
-    async fn navigate(&mut self, daemon_base: &str, account: &str) -> Stop {
-        let base = Url::parse(daemon_base).unwrap_or_else(|e| panic!("daemon base {daemon_base}: {e}"));
-        let daemon = authority(&base);
-        let mut url = base.join("/auth/login").expect("login URL");
+    /// Opens `url` (a page the daemon sent this browser to, such as a terminal's address) as the
+    /// navigation a redirect from the daemon makes: its status and body, redirects not followed.
+    pub(crate) async fn open(&mut self, url: &str, from: &str) -> (u16, String) {
+        let url = Url::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let from = Url::parse(from).unwrap_or_else(|e| panic!("{from}: {e}"));
+        let answer = self.request(Method::GET, &url, None, &[authority(&from)]).await;
+        (answer.status, answer.body)
+    }
+
+    /// From `login` (the daemon's `/auth/login`, with its query) to the redirect back to the
+    /// daemon's `/auth/callback`.
+    async fn navigate(&mut self, login: &str, account: &str) -> Stop {
+        let mut url = Url::parse(login).unwrap_or_else(|e| panic!("login URL {login}: {e}"));
+        let daemon = authority(&url);
         let mut form: Option<Vec<(String, String)>> = None;
         // The authorities this navigation went through: a typed URL starts with none, a submitted
         // form with the page's (the initiator), and each redirect adds the one it left.
