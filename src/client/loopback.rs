@@ -246,6 +246,59 @@ mod tests {
         assert_eq!(outcome_of(&format!("{long}a")), None);
     }
 
+    /// The listener as `login` runs it: its own runtime on a thread, shut down (as the command's is)
+    /// right after [`Loopback::finish`]. A stranger's knocks (another path, another method, no
+    /// outcome) get their pages and change nothing; the browser's outcome is taken, and its
+    /// page reaches the browser though the runtime ends right after.
+    #[tokio::test]
+    async fn the_outcome_is_taken_at_its_path_and_its_page_written_before_the_end() {
+        let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let terminal = std::thread::spawn(move || {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let outcome = runtime.block_on(async {
+                let mut loopback = Loopback::bind().await.expect("bind");
+                address_tx.send(loopback.address()).expect("the test waits");
+                let arrival = loopback.wait(Duration::from_secs(60)).await.expect("an outcome");
+                let outcome = arrival.outcome.clone();
+                arrival.answer(true, "Signed in", "as Ada");
+                loopback.finish().await;
+                outcome
+            });
+            runtime.shutdown_background();
+            outcome
+        });
+        let address = address_rx.recv_timeout(Duration::from_secs(60)).expect("an address");
+        let (root, path) =
+            address.split_at("http://127.0.0.1:".len() + address[17..].find('/').expect("a path"));
+        assert!(path.len() > 30, "a random path: {path}");
+        let http = reqwest::Client::builder().no_proxy().build().expect("client");
+        let get = |url: String| {
+            let http = http.clone();
+            async move {
+                let res = http.get(url).send().await.expect("answered");
+                (res.status().as_u16(), res.text().await.expect("a page"))
+            }
+        };
+        assert_eq!(get(format!("{root}/")).await.0, 404);
+        assert_eq!(get(format!("{root}/{}", &path[2..])).await.0, 404, "a path near it");
+        assert_eq!(http.post(&address).send().await.expect("answered").status().as_u16(), 405);
+        assert_eq!(get(format!("{address}?iss=x")).await.0, 400);
+        let (status, page) = get(format!("{address}?code=c0de")).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Signed in") && page.contains("as Ada"), "{page}");
+        assert_eq!(terminal.join().expect("the terminal"), Outcome::Code("c0de".into()));
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_nobody_comes_back() {
+        let mut loopback = Loopback::bind().await.expect("bind");
+        let waited =
+            tokio::time::timeout(Duration::from_secs(60), loopback.wait(Duration::from_millis(50))).await;
+        let why = waited.expect("the wait ends by itself").expect_err("nobody came");
+        assert!(why.contains("run mediatord login again"), "{why}");
+    }
+
     #[tokio::test]
     async fn a_page_is_escaped() {
         use http_body_util::BodyExt;
