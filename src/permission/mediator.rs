@@ -835,9 +835,12 @@ impl<'a> BoundMediator<'a> {
                 if let Some(key) = pending.ballot_key(client_id, voter) {
                     pending.votes.insert(key.to_owned(), choice);
                 }
-                if pending.issued.required.is_some() {
+                if let Some(required) = &pending.issued.required {
+                    data["ruleId"] = json!(required.rule_id);
+                    if let Some(group) = &required.group {
+                        data["group"] = json!(group);
+                    }
                     pending.count_approvals();
-                    data["ruleId"] = pending.data["required"]["ruleId"].clone();
                 }
                 host.publish(EventKind::PermissionPartialVote, &data);
                 Ok(None)
@@ -848,6 +851,12 @@ impl<'a> BoundMediator<'a> {
                     let mut data = json!({"requestId": request_id, "sessionId": host.session_id(), "reason": reason.as_str(), "via": via.as_str()});
                     if let Some(c) = client_id {
                         data["clientId"] = json!(c);
+                    }
+                    if let (ForbidReason::GroupRequired, Some(Required { rule_id, group: Some(group), .. })) =
+                        (reason, &pending.issued.required)
+                    {
+                        data["ruleId"] = json!(rule_id);
+                        data["group"] = json!(group);
                     }
                     host.publish(EventKind::PermissionForbidden, &data);
                 }
@@ -1944,7 +1953,12 @@ mod tests {
         for (who, groups) in [(Some("person:ada"), &staff[..]), (Some("dev-1"), &[]), (None, &[])] {
             let refused = f.permissions().vote(&Ballot { groups, ..ballot(&id, who, true, &allow) });
             assert_eq!(refused.map(|r| r.is_none()), Err(refusal.clone()), "{who:?}");
-            assert_eq!(f.host.last(EventKind::PermissionForbidden)["reason"], "group_required");
+            let forbidden = f.host.last(EventKind::PermissionForbidden);
+            assert_eq!(
+                (&forbidden["reason"], &forbidden["ruleId"], &forbidden["group"]),
+                (&json!("group_required"), &json!(rule_id), &json!("admins")),
+                "{forbidden}"
+            );
         }
         assert_eq!(f.pending_ids(), vec![id.clone()], "a non-member's approval counts nothing");
         assert_eq!(f.permissions().list_pending()[0]["required"]["approvals"], 0);
@@ -1971,6 +1985,29 @@ mod tests {
         assert_eq!(
             answer(task).await,
             json!({"outcome": {"outcome": "selected", "optionId": "opt-reject_once"}})
+        );
+    }
+
+    /// A group's rule with a quorum of two: the first member's approval is a partial vote naming
+    /// the rule and the group, so every door can say whose approval is still needed.
+    #[tokio::test]
+    async fn a_partial_vote_under_a_groups_rule_names_the_group() {
+        let f = fixture(Policy::FirstResponder, None);
+        f.add_voters(&["person:grace", "person:alan"]);
+        let required = f
+            .permissions()
+            .add_rule(rule(json!({"effect": "require", "group": "admins", "quorum": 2, "kinds": ["edit"]})))
+            .expect("added");
+        let (_task, id) = f.raised(params("/ws/a", &["allow_once", "reject_once"])).await;
+        let admins = ["admins".to_owned()];
+        let allow = vote("opt-allow_once", false);
+        let grace = Ballot { groups: &admins, ..ballot(&id, Some("person:grace"), false, &allow) };
+        assert_eq!(f.permissions().vote(&grace).map(|r| r.is_none()), Ok(true), "pending still");
+        let partial = f.host.last(EventKind::PermissionPartialVote);
+        assert_eq!(
+            (&partial["votesReceived"], &partial["ruleId"], &partial["group"]),
+            (&json!(1), &required["ruleId"], &json!("admins")),
+            "{partial}"
         );
     }
 
