@@ -42,14 +42,21 @@ use crate::daemon::Daemon;
 use crate::desk::{Caller, Desk};
 use crate::sync::lock;
 
-/// ACP connections open at once, over both transports. Past it `initialize` (or the WebSocket
-/// upgrade) is refused: each holds little, but a connection costs a bus cursor per attached
-/// session, and Streamable HTTP connections outlive their TCP connections.
+/// ACP connections open at once, over both transports, at least: past the bound `initialize` (or
+/// the WebSocket upgrade) is refused. Each holds little, but a connection costs a bus cursor per
+/// attached session, and Streamable HTTP connections outlive their TCP connections, so the daemon's
+/// TCP connection cap alone does not bound them. A daemon allowed more TCP connections
+/// (`--max-connections`, `0` for its hard cap) allows as many ACP connections ([`Door::limits`]):
+/// ten thousand watchers' WebSockets are ten thousand connections.
 pub const MAX_CONNECTIONS: usize = 1024;
-/// ACP connections paired devices may hold together: three quarters of [`MAX_CONNECTIONS`], the
-/// last quarter kept for the operator (as `devices::StreamLimits` keeps one of the event streams),
-/// so no device, nor all of them, can take the connections the operator needs to revoke them.
-pub const MAX_DEVICE_CONNECTIONS: usize = MAX_CONNECTIONS - MAX_CONNECTIONS / 4;
+/// The share of the ACP connections paired devices may hold together: three quarters, the last
+/// quarter kept for the operator (as `devices::StreamLimits` keeps one of the event streams), so
+/// no device, nor all of them, can take the connections the operator needs to revoke them.
+const fn device_share(all: usize) -> usize {
+    all - all / 4
+}
+/// [`device_share`] of [`MAX_CONNECTIONS`].
+pub const MAX_DEVICE_CONNECTIONS: usize = device_share(MAX_CONNECTIONS);
 /// A Streamable HTTP connection with no stream open and no request for this long is forgotten
 /// (its client went away without `DELETE /acp`). WebSocket connections end with their socket.
 pub const HTTP_IDLE: Duration = Duration::from_secs(300);
@@ -81,20 +88,28 @@ impl Door {
         self.desk.daemon()
     }
 
+    /// How many ACP connections may be open at once, and how many of them paired devices' (the
+    /// daemon's TCP connection cap, at least [`MAX_CONNECTIONS`]).
+    pub fn limits(&self) -> (usize, usize) {
+        let all = self.daemon().config.connection_cap().max(MAX_CONNECTIONS);
+        (all, device_share(all))
+    }
+
     /// Opens a connection for `caller`, or refuses: past a device's bounds (the desk's
-    /// `open_connection`), past [`MAX_DEVICE_CONNECTIONS`] for a device, or when
-    /// [`MAX_CONNECTIONS`] are open (idle Streamable HTTP connections are forgotten first). A
-    /// device's connection closes the moment the device is revoked.
+    /// `open_connection`), past the devices' share of [`Door::limits`] for a device, or when all
+    /// of them are open (idle Streamable HTTP connections are forgotten first). A device's
+    /// connection closes the moment the device is revoked.
     pub fn open(self: &Arc<Self>, caller: Caller, transport: Transport) -> Result<Arc<Connection>, Failure> {
         let place = self.desk.open_connection(&caller)?;
         let device = caller.device().is_some();
-        let limit = if device { MAX_DEVICE_CONNECTIONS } else { MAX_CONNECTIONS };
+        let (all, devices) = self.limits();
+        let limit = if device { devices } else { all };
         if self.count_for(device) >= limit {
             self.sweep();
         }
         let mut open = lock(&self.open);
-        if held(&open, device) >= limit || open.len() >= MAX_CONNECTIONS {
-            return Err(Failure::TooManyConnections(MAX_CONNECTIONS));
+        if held(&open, device) >= limit || open.len() >= all {
+            return Err(Failure::TooManyConnections(all));
         }
         let door = Arc::downgrade(self);
         let forget = Box::new(move |id: &str| {

@@ -385,6 +385,24 @@ async fn under_consensus_two_acp_clients_must_agree_and_each_answer_is_a_ballot(
     }
 }
 
+/// A daemon allowed more TCP connections than the ACP door's 1024 allows as many ACP connections
+/// (ten thousand watchers' WebSockets), and still refuses the one past them.
+#[tokio::test]
+async fn the_acp_connections_follow_a_larger_connection_cap() {
+    let d = Daemon::start(&["--max-connections", "1100"]);
+    let client = http();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
+    let answers = futures_util::stream::iter(0..1101)
+        .map(|_| send(client.post(d.url("/acp")).json(&body)))
+        .buffer_unordered(16)
+        .collect::<Vec<Reply>>()
+        .await;
+    let opened = answers.iter().filter(|r| r.status == 200).count();
+    let refused: Vec<&Reply> = answers.iter().filter(|r| r.status == 503).collect();
+    assert_eq!((opened, refused.len()), (1100, 1));
+    assert_eq!(refused[0].body["code"], "acp_connection_limit", "{}", refused[0].text);
+}
+
 #[tokio::test]
 async fn ten_thousand_initializes_get_a_connection_or_a_503_and_memory_stays_bounded() {
     let d = Daemon::start(&[]);
