@@ -41,12 +41,33 @@ impl Api {
         Api::build(base, true, max_frame)
     }
 
+    /// An HTTP/1.1 client whose connections come from `source` (a loopback address: many of them
+    /// spread the connections of the scale scenario over more ephemeral ports than one has).
+    pub fn new_from(base: &str, source: std::net::IpAddr) -> Res<Api> {
+        if !source.is_loopback() {
+            return Err(format!("refusing a non-loopback source address {source}").into());
+        }
+        Api::build_with(base, false, None, Some(source))
+    }
+
     fn build(base: &str, h2: bool, max_frame: Option<u32>) -> Res<Api> {
+        Api::build_with(base, h2, max_frame, None)
+    }
+
+    fn build_with(
+        base: &str,
+        h2: bool,
+        max_frame: Option<u32>,
+        source: Option<std::net::IpAddr>,
+    ) -> Res<Api> {
         if !base.starts_with("http://127.0.0.1:") {
             return Err(format!("refusing a non-loopback base URL {base}").into());
         }
-        let builder =
-            reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(usize::MAX);
+        let builder = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(usize::MAX)
+            .local_address(source);
         let http = if h2 { builder.http2_prior_knowledge().http2_max_frame_size(max_frame) } else { builder }
             .build()?;
         Ok(Api { http, base: base.to_owned() })

@@ -10,6 +10,7 @@
 //! - [`report`]: medians, ratios, targets, and `docs/benchmarks.md`.
 //! - [`stats`]: percentiles and the shared µs clock.
 //! - [`snapshots`]: scenario (m), the snapshot engine on a 10 000-file workspace (no daemon).
+//! - [`scale`]: scenario (p), many idle watchers on one daemon and one update to all of them.
 //!
 //! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
 
@@ -23,6 +24,7 @@ pub mod peer;
 pub mod procs;
 pub mod report;
 pub mod review;
+pub mod scale;
 pub mod scenarios;
 pub mod snapshots;
 pub mod sse;

@@ -9,6 +9,7 @@
 //! mediatord-bench review --mediatord BIN [--runs N]
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
+//! mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]
 //! ```
 
 use std::path::PathBuf;
@@ -27,7 +28,8 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only relay1,relay10,whole,permissions,memory] [--h2-max-frame BYTES]\n       \
                      mediatord-bench review --mediatord BIN [--runs N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
-                     mediatord-bench peer-check --mediatord BIN [--runs N]";
+                     mediatord-bench peer-check --mediatord BIN [--runs N]\n       \
+                     mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
     let mut plan = if command == "smoke" { Plan::smoke() } else { Plan::full() };
     let mut out: Option<PathBuf> = None;
     let mut store: Option<String> = None;
+    let mut scale = mediatord_bench::scale::ScalePlan::default();
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -95,7 +98,13 @@ fn main() -> ExitCode {
                 .collect::<Result<Vec<_>, _>>()
                 .map(|v| plan.subscribers = v)
                 .map_err(|_| format!("--subscribers: not a list of numbers: {value}")),
-            "--runs" => number().map(|n| plan.runs = n.max(1) as usize),
+            "--runs" => number().map(|n| {
+                plan.runs = n.max(1) as usize;
+                scale.runs = plan.runs;
+            }),
+            "--h2-streams" => number().map(|n| scale.h2_streams = n as usize),
+            "--h1-streams" => number().map(|n| scale.h1_streams = n as usize),
+            "--acp" => number().map(|n| scale.acp = n as usize),
             "--events" => number().map(|n| plan.events = n),
             "--qwen-events" => number().map(|n| plan.qwen_events = n),
             // HTTP/2 allows 16 KiB to 16 MiB - 1.
@@ -182,6 +191,12 @@ fn main() -> ExitCode {
         "review" => printed(
             "review",
             runtime.block_on(mediatord_bench::review::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
+        ),
+        "scale" => printed(
+            "scale",
+            runtime
+                .block_on(mediatord_bench::scale::run(&tools, &scale))
+                .map(|r| (r.markdown(), r.failures.clone())),
         ),
         "h2" => printed(
             "h2",
