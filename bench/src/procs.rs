@@ -109,7 +109,11 @@ impl Daemon {
             Kind::Mediatord => {
                 let mut c = Command::new(&tools.mediatord);
                 c.args(["serve", "--port", "0", "--agent", "demo", "--workspace"]).arg(&workspace);
-                c.args(["--max-sessions", "0", "--max-connections", "0", "--max-subscribers", "2000"]);
+                c.args(["--max-sessions", "0", "--max-connections", "0"]);
+                // A scenario may ask for more (the scale scenario's 100 000).
+                if !extra.contains(&"--max-subscribers") {
+                    c.args(["--max-subscribers", "2000"]);
+                }
                 c.args(&tools.mediatord_args);
                 // The daemon's default (a durable store) in this run's own directory, unless the
                 // scenario asks for `--ephemeral`: a benchmark never touches the user's state.

@@ -158,9 +158,7 @@ type Reached = tokio::sync::mpsc::Sender<u64>;
 async fn one(tools: &Tools, transport: &'static str, n: usize) -> Res<ScaleRun> {
     // Per session; the daemon's own ceiling is 100 000.
     let subscribers = n.clamp(2000, 100_000).to_string();
-    let daemon =
-        Daemon::start(Kind::Mediatord, tools, &["--max-subscribers", &subscribers, "--max-connections", "0"])
-            .await?;
+    let daemon = Daemon::start(Kind::Mediatord, tools, &["--max-subscribers", &subscribers]).await?;
     let api = Api::new(&daemon.base)?;
     let watched = scenarios::fresh_session(&api, &daemon).await?;
     tokio::time::sleep(SETTLE).await;

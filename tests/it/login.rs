@@ -496,3 +496,17 @@ async fn a_terminal_address_off_this_machine_is_refused_before_a_sign_in_begins(
     let to = good.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
     assert!(to.starts_with(p.provider.issuer()), "to the provider: {to}");
 }
+
+/// A daemon without a sign-in provider: `login` says so and stops; it does not take that `404`
+/// for a provider without codes and wait for a browser.
+#[tokio::test]
+async fn login_to_a_daemon_without_a_provider_says_so_at_once() {
+    let d = Daemon::start(&[]);
+    let config = tempfile::tempdir().expect("tempdir");
+    let login = client(config.path(), &["login", "--url", &d.base]).output();
+    let out = tokio::time::timeout(WAIT, login).await.expect("ends at once").expect("login");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("404"), "{stderr}");
+    assert!(!stdout.contains("browser"), "no browser sign-in begun: {stdout}");
+}
