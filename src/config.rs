@@ -53,7 +53,10 @@ pub use self::sandbox::{MAX_NET_PORTS, MAX_WRITABLE, NetRule, SandboxMode, Sandb
 /// does may allocate without bound, so "no cap" means "the largest value we are sure is safe".
 pub const HARD_MAX_SESSIONS: usize = 4096;
 pub const HARD_MAX_PENDING_PROMPTS: usize = 1024;
-pub const HARD_MAX_CONNECTIONS: usize = 65_536;
+/// Connections (and HTTP/2 streams, which hold a place each): a quarter of a million watchers, a
+/// few KiB each while idle (`docs/benchmarks.md`, scenario (p)); each HTTP/1.1 connection is also
+/// a file of the daemon's, so its file limit usually binds first.
+pub const HARD_MAX_CONNECTIONS: usize = 262_144;
 /// Largest accepted `--event-ring-size`, `--subscriber-queue` and `--max-subscribers`.
 pub const HARD_MAX_RING: usize = 1_000_000;
 pub const HARD_MAX_SUBSCRIBERS: usize = 100_000;
