@@ -19,7 +19,7 @@
 
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -28,6 +28,7 @@ use serde_json::json;
 use super::devices::{no_store, optional_str};
 use super::error::{ApiError, ApiResult};
 use super::extract::AppState;
+use super::perimeter::Peer;
 use crate::desk::Caller;
 use crate::oidc::SignInError;
 
@@ -209,9 +210,12 @@ const MAX_HANDLE_CHARS: usize = 128;
 
 /// `POST /auth/device {}` → `{login, userCode, verificationUri, verificationUriComplete?, expiresIn}`:
 /// a terminal's sign-in begun at the provider. `login` is the terminal's secret handle on it.
-pub(super) async fn device_begin(State(d): State<AppState>) -> ApiResult {
+pub(super) async fn device_begin(
+    State(d): State<AppState>,
+    ConnectInfo(Peer { addr: peer, .. }): ConnectInfo<Peer>,
+) -> ApiResult {
     let Some(oidc) = d.oidc() else { return Err(ApiError::SignInNotConfigured) };
-    let begun = oidc.begin_device().await.map_err(ApiError::SignIn)?;
+    let begun = oidc.begin_device(peer.ip()).await.map_err(ApiError::SignIn)?;
     let mut answer = json!({
         "login": begun.handle,
         "userCode": begun.user_code,

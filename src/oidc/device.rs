@@ -9,6 +9,7 @@
 //! bounded ([`MAX_PENDING_LOGINS`], [`super::SIGN_IN_WINDOW`]).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -25,6 +26,11 @@ use crate::sync::lock;
 /// time. Past it the oldest is dropped (its terminal is told to start again), so a flood costs
 /// bounded memory and at most this many polling tasks.
 pub const MAX_PENDING_LOGINS: usize = 32;
+/// Of those, one client's at most (a client as `throttle::client_key` folds addresses: all of
+/// loopback is one, an IPv6 address is its /64). Past it that client's own oldest goes, so one
+/// address beginning sign-ins in a loop drops only its own, never a person's waiting elsewhere.
+/// (Behind a reverse proxy every terminal is the proxy's address: eight at once through it.)
+pub const MAX_PENDING_LOGINS_PER_CLIENT: usize = 8;
 /// Random bytes in a login's handle: 256 bits.
 pub(super) const HANDLE_BYTES: usize = 32;
 /// How long one `POST /auth/device/token` waits for the outcome before it answers "pending": under
@@ -57,6 +63,8 @@ pub struct DeviceBegun {
 /// One login waiting for its outcome.
 struct Login {
     outcome: watch::Receiver<Outcome>,
+    /// Who began it ([`crate::throttle::client_key`] of its address).
+    client: IpAddr,
     began: Instant,
     /// When its code expires (the provider's `expires_in`, at most the sign-in window).
     ends: Instant,
@@ -73,19 +81,40 @@ fn digest(handle: &str) -> [u8; 32] {
 }
 
 impl Logins {
-    /// Keeps a new login under `handle` for `lasts`; the oldest goes when [`MAX_PENDING_LOGINS`]
-    /// are waiting (its polling task sees nobody is left to tell and stops).
-    pub(super) fn insert(&self, handle: &str, outcome: watch::Receiver<Outcome>, lasts: Duration) {
+    /// Keeps a new login under `handle`, begun from `peer`, for `lasts`. When that client has
+    /// [`MAX_PENDING_LOGINS_PER_CLIENT`] waiting, its oldest goes; else when [`MAX_PENDING_LOGINS`]
+    /// are waiting, the oldest of all goes (its polling task sees nobody is left to tell and stops).
+    pub(super) fn insert(
+        &self,
+        handle: &str,
+        outcome: watch::Receiver<Outcome>,
+        lasts: Duration,
+        peer: IpAddr,
+    ) {
         let now = Instant::now();
         let ends = now + lasts;
+        let client = crate::throttle::client_key(peer);
         let mut table = lock(&self.table);
         table.retain(|_, l| l.ends > now);
-        if table.len() >= MAX_PENDING_LOGINS
-            && let Some(oldest) = table.iter().min_by_key(|(_, l)| l.began).map(|(k, _)| *k)
-        {
-            table.remove(&oldest);
+        let theirs = table.values().filter(|l| l.client == client).count();
+        let oldest = |table: &HashMap<[u8; 32], Login>, of: Option<IpAddr>| {
+            table
+                .iter()
+                .filter(|(_, l)| of.is_none_or(|c| l.client == c))
+                .min_by_key(|(_, l)| l.began)
+                .map(|(k, _)| *k)
+        };
+        let dropped = if theirs >= MAX_PENDING_LOGINS_PER_CLIENT {
+            oldest(&table, Some(client))
+        } else if table.len() >= MAX_PENDING_LOGINS {
+            oldest(&table, None)
+        } else {
+            None
+        };
+        if let Some(key) = dropped {
+            table.remove(&key);
         }
-        table.insert(digest(handle), Login { outcome, began: now, ends });
+        table.insert(digest(handle), Login { outcome, client, began: now, ends });
     }
 
     /// The outcome of the login `handle`, waiting up to `wait` for one; `None` when there is no
@@ -119,6 +148,8 @@ mod tests {
     use crate::config::PersonRole;
     use crate::devices::Person;
 
+    const ADA: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+
     fn ada() -> Verified {
         Verified { person: Person::new("ada".into(), Some("Ada"), None, vec![]), role: PersonRole::Voter }
     }
@@ -127,7 +158,7 @@ mod tests {
     async fn an_outcome_is_given_once_to_the_handle_and_pending_until_then() {
         let logins = Logins::default();
         let (tx, rx) = watch::channel(Outcome::Pending);
-        logins.insert("h1", rx, Duration::from_secs(300));
+        logins.insert("h1", rx, Duration::from_secs(300), ADA);
         assert!(logins.outcome("h2", LONG_POLL).await.is_none(), "another handle");
         assert!(matches!(logins.outcome("h1", LONG_POLL).await, Some(Outcome::Pending)));
         tx.send_replace(Outcome::Done(Ok(ada())));
@@ -142,7 +173,7 @@ mod tests {
     async fn a_wait_ends_at_the_answer_or_at_the_codes_end() {
         let logins = Logins::default();
         let (tx, rx) = watch::channel(Outcome::Pending);
-        logins.insert("h", rx, Duration::from_secs(300));
+        logins.insert("h", rx, Duration::from_secs(300), ADA);
         let answer = async {
             tokio::time::sleep(Duration::from_secs(3)).await;
             tx.send_replace(Outcome::Done(Err(SignInError::NotAllowed)));
@@ -153,13 +184,13 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(3), "answered as soon as it is known");
 
         let (_tx, rx) = watch::channel(Outcome::Pending);
-        logins.insert("short", rx, Duration::from_secs(5));
+        logins.insert("short", rx, Duration::from_secs(5), ADA);
         let got = logins.outcome("short", LONG_POLL).await;
         assert!(matches!(got, Some(Outcome::Done(Err(SignInError::Expired)))), "{got:?}");
         assert!(logins.outcome("short", LONG_POLL).await.is_none());
 
         let (tx, rx) = watch::channel(Outcome::Pending);
-        logins.insert("gone", rx, Duration::from_secs(300));
+        logins.insert("gone", rx, Duration::from_secs(300), ADA);
         drop(tx);
         let got = logins.outcome("gone", LONG_POLL).await;
         assert!(matches!(got, Some(Outcome::Done(Err(SignInError::ProviderUnavailable)))), "{got:?}");
@@ -172,7 +203,9 @@ mod tests {
         for i in 0..=MAX_PENDING_LOGINS {
             let (tx, rx) = watch::channel(Outcome::Pending);
             senders.push(tx);
-            logins.insert(&format!("h{i}"), rx, Duration::from_secs(300));
+            // Each from an address of its own: the bound of all, not of one client.
+            let peer = IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]);
+            logins.insert(&format!("h{i}"), rx, Duration::from_secs(300), peer);
             tokio::time::advance(Duration::from_millis(1)).await;
         }
         assert_eq!(lock(&logins.table).len(), MAX_PENDING_LOGINS);
@@ -185,9 +218,40 @@ mod tests {
 
         // One whose code ends now is gone at the next insert (nothing waits for it any more).
         let (_tx, rx) = watch::channel(Outcome::Pending);
-        logins.insert("now", rx, Duration::ZERO);
+        logins.insert("now", rx, Duration::ZERO, ADA);
         let (_tx2, rx) = watch::channel(Outcome::Pending);
-        logins.insert("next", rx, Duration::from_secs(300));
+        logins.insert("next", rx, Duration::from_secs(300), ADA);
         assert!(logins.outcome("now", Duration::ZERO).await.is_none(), "ended: dropped");
+    }
+
+    /// One client beginning sign-ins in a loop drops only its own oldest: Ada's, begun from
+    /// elsewhere, still waits; every loopback address is that one client.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_beginning_sign_ins_in_a_loop_drops_only_its_own() {
+        let logins = Logins::default();
+        let (_ada_tx, rx) = watch::channel(Outcome::Pending);
+        logins.insert("ada", rx, Duration::from_secs(300), ADA);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let mut senders = Vec::new();
+        for i in 0..MAX_PENDING_LOGINS * 2 {
+            let (tx, rx) = watch::channel(Outcome::Pending);
+            senders.push(tx);
+            let peer = IpAddr::from([127, 0, 0, (i % 200) as u8 + 1]);
+            logins.insert(&format!("flood{i}"), rx, Duration::from_secs(300), peer);
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert_eq!(lock(&logins.table).len(), 1 + MAX_PENDING_LOGINS_PER_CLIENT);
+        assert!(matches!(logins.outcome("ada", Duration::ZERO).await, Some(Outcome::Pending)), "Ada waits");
+        let last = MAX_PENDING_LOGINS * 2 - 1;
+        assert!(matches!(
+            logins.outcome(&format!("flood{last}"), Duration::ZERO).await,
+            Some(Outcome::Pending)
+        ));
+        let first_kept = MAX_PENDING_LOGINS * 2 - MAX_PENDING_LOGINS_PER_CLIENT;
+        assert!(logins.outcome(&format!("flood{}", first_kept - 1), Duration::ZERO).await.is_none());
+        assert!(matches!(
+            logins.outcome(&format!("flood{first_kept}"), Duration::ZERO).await,
+            Some(Outcome::Pending)
+        ));
     }
 }

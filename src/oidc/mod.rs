@@ -54,7 +54,7 @@ use subtle::ConstantTimeEq;
 
 pub use self::admit::Verified;
 use self::claims::{Claims, Extra};
-pub use self::device::{DeviceBegun, LONG_POLL, MAX_PENDING_LOGINS, Outcome};
+pub use self::device::{DeviceBegun, LONG_POLL, MAX_PENDING_LOGINS, MAX_PENDING_LOGINS_PER_CLIENT, Outcome};
 pub use self::error::SignInError;
 pub use self::http::REQUEST_TIMEOUT;
 pub use self::terminal::{MAX_TARGET_CHARS, Terminal};
@@ -387,7 +387,7 @@ impl Oidc {
     /// Begins a terminal's sign-in (`mediatord login`, RFC 8628): the provider's user code and
     /// page for the person, and the terminal's handle on it. The provider is polled from here until
     /// it answers or the code expires; [`Oidc::device_outcome`] tells the terminal.
-    pub async fn begin_device(self: &Arc<Self>) -> Result<DeviceBegun, SignInError> {
+    pub async fn begin_device(self: &Arc<Self>, peer: std::net::IpAddr) -> Result<DeviceBegun, SignInError> {
         let provider = self.provider(false).await.map_err(|e| {
             tracing::warn!(issuer = %self.settings.issuer, error = %e, "cannot read the OpenID provider's configuration");
             SignInError::ProviderUnavailable
@@ -425,7 +425,7 @@ impl Oidc {
             expires_in: lasts.as_secs(),
         };
         let (tx, rx) = tokio::sync::watch::channel(Outcome::Pending);
-        self.logins.insert(&handle, rx, lasts);
+        self.logins.insert(&handle, rx, lasts, peer);
         let oidc = self.clone();
         tokio::spawn(async move {
             let polled = match client.exchange_device_access_token(&details) {
