@@ -19,6 +19,7 @@ pub mod bigdb;
 pub mod direct;
 pub mod fleet;
 pub mod h2;
+pub mod idle;
 pub mod peer;
 pub mod procs;
 pub mod report;
@@ -384,7 +385,7 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
             Err(e) => out.failures.push(format!("acp memory start: {e}")),
             Ok(d) => {
                 if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
-                    let r = acp::memory(&api, &d, plan.acp_memory_connections).await;
+                    let r = acp::memory(&api, &d, plan.acp_memory_connections, 1, None).await;
                     if let Some(r) = out.record("acp memory", r) {
                         out.acp_memory.push(r);
                     }

@@ -9,6 +9,8 @@
 //! mediatord-bench review --mediatord BIN [--runs N]
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
+//! mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] [--connections N]
+//!                      [--kill-at-idle 1]
 //! ```
 
 use std::path::PathBuf;
@@ -27,7 +29,9 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      [--only relay1,relay10,whole,permissions,memory] [--h2-max-frame BYTES]\n       \
                      mediatord-bench review --mediatord BIN [--runs N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
-                     mediatord-bench peer-check --mediatord BIN [--runs N]";
+                     mediatord-bench peer-check --mediatord BIN [--runs N]\n       \
+                     mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] \
+                     [--connections N] [--kill-at-idle 1]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
     let mut plan = if command == "smoke" { Plan::smoke() } else { Plan::full() };
     let mut out: Option<PathBuf> = None;
     let mut store: Option<String> = None;
+    let mut kill_at_idle = false;
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -96,6 +101,9 @@ fn main() -> ExitCode {
                 .map(|v| plan.subscribers = v)
                 .map_err(|_| format!("--subscribers: not a list of numbers: {value}")),
             "--runs" => number().map(|n| plan.runs = n.max(1) as usize),
+            "--streams" => number().map(|n| plan.memory_subscribers = n.max(1) as usize),
+            "--connections" => number().map(|n| plan.acp_memory_connections = n.max(1) as usize),
+            "--kill-at-idle" => number().map(|n| kill_at_idle = n != 0),
             "--events" => number().map(|n| plan.events = n),
             "--qwen-events" => number().map(|n| plan.qwen_events = n),
             // HTTP/2 allows 16 KiB to 16 MiB - 1.
@@ -183,6 +191,21 @@ fn main() -> ExitCode {
             "review",
             runtime.block_on(mediatord_bench::review::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
         ),
+        "idle" => {
+            let idle = mediatord_bench::idle::IdlePlan {
+                runs: plan.runs,
+                streams: plan.memory_subscribers,
+                connections: plan.acp_memory_connections,
+                only: plan.only.clone(),
+                kill_at_idle,
+            };
+            printed(
+                "idle",
+                runtime
+                    .block_on(mediatord_bench::idle::run(&tools, &idle))
+                    .map(|r| (r.markdown(), r.failures)),
+            )
+        }
         "h2" => printed(
             "h2",
             runtime.block_on(mediatord_bench::h2::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),

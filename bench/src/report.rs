@@ -433,7 +433,9 @@ impl Report {
         let idle = |d| mem(d, |r| r.idle_kib as f64 / MIB);
         let sess = |d| mem(d, |r| r.sessions_kib as f64 / MIB);
         let subs = |d| {
-            mem(d, |r| r.subscribers_kib.map_or(f64::NAN, |k| k.saturating_sub(r.sessions_kib) as f64 / MIB))
+            mem(d, |r| {
+                r.subscribers_kib.map_or(f64::NAN, |k| k.saturating_sub(r.streams_base_kib) as f64 / MIB)
+            })
         };
         rows.push(Row {
             figure: "RSS idle (MiB)".into(),
@@ -671,7 +673,9 @@ impl Report {
             t,
             "- **(e) memory**: VmRSS of the daemon process only (agent processes excluded), {:.1} s after start, \
              after {} sessions, and with {} streams open on one session after each has carried a 100-update \
-             turn; the last row is the difference between those two readings.",
+             turn; the last row is what the streams add to a reading taken just before they opened, after \
+             one turn on that session read by one stream (so the first turn's own cost, the store's pages \
+             and the code it runs once, is not counted as theirs; issue #46).",
             1.5, p.memory_sessions, p.memory_subscribers
         );
         let _ = writeln!(
@@ -723,7 +727,8 @@ impl Report {
             t,
             "- **(k) idle `/acp` connections**: VmRSS of the daemon before and after {} ACP connections each \
              `initialize`d, attached to one session and carried a {}-update turn, then left idle; the row \
-             is the difference ÷ {}. A fresh daemon per run.",
+             is the difference ÷ {}. The session carried one turn before the first reading (read by one \
+             stream), as in (e). A fresh daemon per run.",
             p.acp_memory_connections, 100, p.acp_memory_connections
         );
         let _ = writeln!(
