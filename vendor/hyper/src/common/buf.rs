@@ -53,6 +53,11 @@ impl<T: Buf> Buf for BufList<T> {
             }
             self.bufs.pop_front();
         }
+        // mediatord: once everything queued is written, the queue's room is given back (a
+        // connection streaming a body kept it between its writes, for hours while it idles).
+        if self.bufs.is_empty() {
+            self.bufs = VecDeque::new();
+        }
     }
 
     #[inline]

@@ -498,7 +498,15 @@ where
             return Poll::Pending;
         }
 
-        let num_read = ready!(self.force_io_read(cx)).map_err(crate::Error::new_io)?;
+        // mediatord: a probe read, which holds no read buffer while nothing arrives.
+        debug_assert!(!self.state.is_read_closed());
+        let num_read = ready!(self.io.poll_read_probe(cx))
+            .map_err(|e| {
+                trace!(error = %e, "mid_message_detect_eof; io error");
+                self.state.close();
+                e
+            })
+            .map_err(crate::Error::new_io)?;
 
         if num_read == 0 {
             trace!("found unexpected EOF on busy connection: {:?}", self.state);
@@ -650,7 +658,11 @@ where
             Ok(encoder) => {
                 debug_assert!(self.state.cached_headers.is_none());
                 debug_assert!(head.headers.is_empty());
-                self.state.cached_headers = Some(head.headers);
+                // mediatord: a body of unknown length (chunked or until the close: a stream, which
+                // may last hours) does not keep the map's room for a next request meanwhile.
+                if !(encoder.is_chunked() || encoder.is_close_delimited()) {
+                    self.state.cached_headers = Some(head.headers);
+                }
 
                 #[cfg(feature = "client")]
                 {

@@ -17,6 +17,11 @@ pub(crate) const INIT_BUFFER_SIZE: usize = 8192;
 /// The minimum value that can be set to max buffer size.
 pub(crate) const MINIMUM_MAX_BUFFER_SIZE: usize = INIT_BUFFER_SIZE;
 
+/// mediatord: the stack buffer of `Buffered::poll_read_probe`. A peer that does send while its
+/// message is in progress (a pipelined request) is read this much at a time until the message
+/// ends, then as usual.
+const PROBE_READ_SIZE: usize = 512;
+
 /// The default maximum read buffer size. If the buffer gets this big and
 /// a message is still not complete, a `TooLarge` error is triggered.
 // Note: if this changes, update server::conn::Http::max_buf_size docs.
@@ -267,6 +272,34 @@ where
         }
     }
 
+    /// mediatord: a read made only to notice the peer closing while a message is in progress
+    /// (`Conn::mid_message_detect_eof`), with the read buffer empty. Most peers send nothing then
+    /// (a client reading a long response: an event stream), so the buffer's capacity is given
+    /// back and the read goes to a small buffer on the stack; whatever does arrive is kept in the
+    /// read buffer, allocated for it, exactly as `poll_read_from_io` would have kept it.
+    pub(crate) fn poll_read_probe(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        debug_assert!(self.read_buf.is_empty());
+        self.read_blocked = false;
+        if self.read_buf.capacity() > 0 {
+            self.read_buf = BytesMut::new();
+        }
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); PROBE_READ_SIZE];
+        let mut buf = ReadBuf::uninit(&mut probe);
+        match Pin::new(&mut self.io).poll_read(cx, buf.unfilled()) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                trace!("received {} bytes", n);
+                self.read_buf.extend_from_slice(buf.filled());
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => {
+                self.read_blocked = true;
+                Poll::Pending
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        }
+    }
+
     pub(crate) fn into_inner(self) -> (T, Bytes) {
         (self.io, self.read_buf.freeze())
     }
@@ -491,7 +524,10 @@ impl Cursor<Vec<u8>> {
 
     fn reset(&mut self) {
         self.pos = 0;
-        self.bytes.clear();
+        // mediatord: the capacity is given back once everything in it is written (a response
+        // head is written once per response; a connection that then streams a body for hours
+        // kept it all that time). The next head allocates what it needs.
+        self.bytes = Vec::new();
     }
 }
 
@@ -535,7 +571,8 @@ pub(super) struct WriteBuf<B> {
 impl<B: Buf> WriteBuf<B> {
     fn new(strategy: WriteStrategy) -> WriteBuf<B> {
         WriteBuf {
-            headers: Cursor::new(Vec::with_capacity(INIT_BUFFER_SIZE)),
+            // mediatord: allocated by the first head, sized to it, not 8 KiB up front.
+            headers: Cursor::new(Vec::new()),
             max_buf_size: DEFAULT_MAX_BUFFER_SIZE,
             queue: BufList::new(),
             strategy,
@@ -891,6 +928,8 @@ mod tests {
         let b = |s: &str| Cursor::new(s.as_bytes().to_vec());
 
         let mut write_buf = WriteBuf::<Cursor<Vec<u8>>>::new(WriteStrategy::Flatten);
+        // mediatord: the buffer starts empty now; this test is about reusing its room.
+        write_buf.headers = Cursor::new(Vec::with_capacity(INIT_BUFFER_SIZE));
 
         write_buf.buffer(b("hello "));
         write_buf.buffer(b("world, "));
