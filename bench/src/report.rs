@@ -467,8 +467,9 @@ impl Report {
             qwen: subs(q),
             digits: 1,
             ratio: higher(subs(q), subs(m)),
-            target: "≤ 8 MiB".into(),
-            met: subs(m).map(|v| v <= 8.0),
+            // Issue #46: 4 KiB per idle stream.
+            target: "≤ 4 MiB".into(),
+            met: subs(m).map(|v| v <= 4.0),
         });
         let per_conn =
             |d: Option<&DaemonResults>| d.and_then(|d| med(&d.acp_memory, |r| r.per_connection_kib()));
@@ -482,8 +483,9 @@ impl Report {
             qwen: per_conn(q),
             digits: 1,
             ratio: higher(per_conn(q), per_conn(m)),
-            target: String::new(),
-            met: None,
+            // Issue #46.
+            target: "≤ 16 KiB".into(),
+            met: per_conn(m).map(|v| v <= 16.0),
         });
         let start = |d: Option<&DaemonResults>| d.and_then(|d| median(&d.startup_ms));
         rows.push(Row {
