@@ -242,6 +242,11 @@ pub struct MemoryRun {
     pub connections: usize,
     pub before_kib: u64,
     pub with_kib: u64,
+    /// The anonymous part of the two readings (`RssAnon`: heap and stacks, no code pages).
+    pub before_anon_kib: u64,
+    pub with_anon_kib: u64,
+    /// With more than one round: KiB per connection the last round added (RSS, anonymous).
+    pub next: Option<(f64, f64)>,
     /// Connections that did not see the whole warm-up turn.
     pub incomplete: usize,
 }
@@ -251,30 +256,63 @@ impl MemoryRun {
     pub fn per_connection_kib(&self) -> f64 {
         self.with_kib.saturating_sub(self.before_kib) as f64 / self.connections.max(1) as f64
     }
+
+    /// KiB of anonymous memory per idle connection.
+    pub fn per_connection_anon_kib(&self) -> f64 {
+        self.with_anon_kib.saturating_sub(self.before_anon_kib) as f64 / self.connections.max(1) as f64
+    }
 }
 
-/// (k) `connections` idle ACP connections on one session.
-pub async fn memory(api: &Api, daemon: &Daemon, connections: usize) -> Res<MemoryRun> {
+/// (k) `connections` idle ACP connections on one session; with `rounds` > 1, as many more again
+/// per round, each round read (what the next connections add on a daemon that already holds some:
+/// the cost of one more connection, without the first round's one-off costs). `at_idle` is called
+/// after the last reading, every connection still open (`idle --kill-at-idle`).
+pub async fn memory(
+    api: &Api,
+    daemon: &Daemon,
+    connections: usize,
+    rounds: usize,
+    at_idle: Option<fn(&Daemon)>,
+) -> Res<MemoryRun> {
     let created = fresh_session(api, daemon).await?;
+    let client = created.client_id.as_deref();
+    crate::scenarios::warm_turn(api, &created.session_id, client).await?;
     tokio::time::sleep(SETTLE).await;
-    let before_kib = daemon.rss_kib()?;
-    let conns = open_attached(daemon, &created.session_id, connections).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let tasks: Vec<_> = conns.into_iter().map(|c| tokio::spawn(drain(c, WARM_UP, deadline))).collect();
-    api.prompt_async(&created.session_id, &format!("stream {WARM_UP}"), created.client_id.as_deref()).await?;
-    let mut held = Vec::with_capacity(tasks.len());
+    let before = daemon.resident()?;
+    let mut held: Vec<Conn> = Vec::new();
+    let mut readings = Vec::with_capacity(rounds);
     let mut incomplete = 0;
-    for t in tasks {
-        let (r, conn) = t.await?;
-        if !r.ended {
-            incomplete += 1;
+    for _ in 0..rounds.max(1) {
+        held.extend(open_attached(daemon, &created.session_id, connections).await?);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let tasks: Vec<_> = held.drain(..).map(|c| tokio::spawn(drain(c, WARM_UP, deadline))).collect();
+        api.prompt_async(&created.session_id, &format!("stream {WARM_UP}"), client).await?;
+        incomplete = 0;
+        for t in tasks {
+            let (r, conn) = t.await?;
+            if !r.ended {
+                incomplete += 1;
+            }
+            held.push(conn);
         }
-        held.push(conn);
+        tokio::time::sleep(SETTLE).await;
+        readings.push(daemon.resident()?);
     }
-    tokio::time::sleep(SETTLE).await;
-    let with_kib = daemon.rss_kib()?;
+    if let Some(at_idle) = at_idle {
+        at_idle(daemon);
+    }
     drop(held);
-    Ok(MemoryRun { connections, before_kib, with_kib, incomplete })
+    let with = readings[0];
+    let next = readings.len().checked_sub(2).map(|i| (readings[i], readings[i + 1]));
+    Ok(MemoryRun {
+        connections,
+        before_kib: before.rss_kib,
+        with_kib: with.rss_kib,
+        before_anon_kib: before.anon_kib,
+        with_anon_kib: with.anon_kib,
+        next: next.map(|(a, b)| b.per(a, connections)),
+        incomplete,
+    })
 }
 
 #[cfg(test)]

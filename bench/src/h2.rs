@@ -160,12 +160,12 @@ async fn idle_streams(tools: &Tools, streams: usize, h2: bool) -> Res<f64> {
         } else {
             vec![api.clone()]
         };
-        let m = scenarios::memory_via(&api, &via, &d, 1, streams).await?;
+        let m = scenarios::memory_via(&api, &via, &d, 1, streams, None).await?;
         if m.subscribers_incomplete > 0 {
             return Err(format!("{} of {streams} streams incomplete", m.subscribers_incomplete).into());
         }
         let with = m.subscribers_kib.ok_or_else(|| m.refused.clone().unwrap_or_default())?;
-        Ok(with.saturating_sub(m.sessions_kib) as f64 / streams as f64)
+        Ok(with.saturating_sub(m.streams_base_kib) as f64 / streams as f64)
     }
     .await;
     d.stop().await;

@@ -10,7 +10,7 @@
 //! - [`report`]: medians, ratios, targets, and `docs/benchmarks.md`.
 //! - [`stats`]: percentiles and the shared µs clock.
 //! - [`snapshots`]: scenario (m), the snapshot engine on a 10 000-file workspace (no daemon).
-//! - [`scale`]: scenario (p), many idle watchers on one daemon and one update to all of them.
+//! - [`scale`]: scenario (q), many idle watchers on one daemon and one update to all of them.
 //!
 //! [`compare`] runs everything; [`smoke`] is the tiny run `cargo test` uses.
 
@@ -20,6 +20,7 @@ pub mod bigdb;
 pub mod direct;
 pub mod fleet;
 pub mod h2;
+pub mod idle;
 pub mod peer;
 pub mod procs;
 pub mod report;
@@ -386,7 +387,7 @@ pub async fn run_daemon(kind: Kind, tools: &Tools, plan: &Plan, version: String)
             Err(e) => out.failures.push(format!("acp memory start: {e}")),
             Ok(d) => {
                 if let Some(api) = note(&mut out.failures, "client", api::Api::new(&d.base)) {
-                    let r = acp::memory(&api, &d, plan.acp_memory_connections).await;
+                    let r = acp::memory(&api, &d, plan.acp_memory_connections, 1, None).await;
                     if let Some(r) = out.record("acp memory", r) {
                         out.acp_memory.push(r);
                     }

@@ -10,6 +10,8 @@
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
 //! mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]
+//! mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] [--connections N]
+//!                      [--kill-at-idle 1]
 //! ```
 
 use std::path::PathBuf;
@@ -29,7 +31,9 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      mediatord-bench review --mediatord BIN [--runs N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]\n       \
-                     mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]";
+                     mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]\n       \
+                     mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] \
+                     [--connections N] [--kill-at-idle 1]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
     let mut out: Option<PathBuf> = None;
     let mut store: Option<String> = None;
     let mut scale = mediatord_bench::scale::ScalePlan::default();
+    let mut kill_at_idle = false;
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -105,6 +110,9 @@ fn main() -> ExitCode {
             "--h2-streams" => number().map(|n| scale.h2_streams = n as usize),
             "--h1-streams" => number().map(|n| scale.h1_streams = n as usize),
             "--acp" => number().map(|n| scale.acp = n as usize),
+            "--streams" => number().map(|n| plan.memory_subscribers = n.max(1) as usize),
+            "--connections" => number().map(|n| plan.acp_memory_connections = n.max(1) as usize),
+            "--kill-at-idle" => number().map(|n| kill_at_idle = n != 0),
             "--events" => number().map(|n| plan.events = n),
             "--qwen-events" => number().map(|n| plan.qwen_events = n),
             // HTTP/2 allows 16 KiB to 16 MiB - 1.
@@ -198,6 +206,21 @@ fn main() -> ExitCode {
                 .block_on(mediatord_bench::scale::run(&tools, &scale))
                 .map(|r| (r.markdown(), r.failures.clone())),
         ),
+        "idle" => {
+            let idle = mediatord_bench::idle::IdlePlan {
+                runs: plan.runs,
+                streams: plan.memory_subscribers,
+                connections: plan.acp_memory_connections,
+                only: plan.only.clone(),
+                kill_at_idle,
+            };
+            printed(
+                "idle",
+                runtime
+                    .block_on(mediatord_bench::idle::run(&tools, &idle))
+                    .map(|r| (r.markdown(), r.failures)),
+            )
+        }
         "h2" => printed(
             "h2",
             runtime.block_on(mediatord_bench::h2::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),

@@ -196,6 +196,25 @@ impl Daemon {
         rss_kib(self.pid)
     }
 
+    /// The daemon process's resident memory, all of it and its anonymous part.
+    pub fn resident(&self) -> Res<Resident> {
+        resident(self.pid)
+    }
+
+    /// SIGKILL to the daemon process alone, now: what it holds stays as it was (a heap profiler
+    /// it runs under then reports every live allocation as never freed).
+    pub fn kill_now(&self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+
+    /// Waits for the process the benchmark started to exit by itself (a wrapper that writes its
+    /// results once the daemon is gone), at most `limit`; whether it did.
+    pub async fn exited(&mut self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.child.wait()).await.is_ok()
+    }
+
     /// CPU time the daemon process has used so far, ns (all its threads, from the scheduler's
     /// accounting: finer than clock ticks).
     pub fn cpu_ns(&self) -> Res<u64> {
@@ -245,6 +264,40 @@ pub fn rss_kib(pid: u32) -> Res<u64> {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("no VmRSS for pid {pid}").into())
+}
+
+/// A process's resident memory, KiB: VmRSS, and RssAnon (its heap and stacks, without the pages of
+/// its executable, which the first use of a code path faults in and which every copy of the
+/// binary shares).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resident {
+    pub rss_kib: u64,
+    pub anon_kib: u64,
+}
+
+impl Resident {
+    /// What `self` holds more than `before`, KiB, per one of `count`: (RSS, anonymous).
+    pub fn per(self, before: Resident, count: usize) -> (f64, f64) {
+        let n = count.max(1) as f64;
+        (
+            self.rss_kib.saturating_sub(before.rss_kib) as f64 / n,
+            self.anon_kib.saturating_sub(before.anon_kib) as f64 / n,
+        )
+    }
+}
+
+/// `pid`'s [`Resident`], from `/proc/<pid>/status`.
+pub fn resident(pid: u32) -> Res<Resident> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("no {name} for pid {pid}"))
+    };
+    Ok(Resident { rss_kib: field("VmRSS:")?, anon_kib: field("RssAnon:")? })
 }
 
 /// The sum over `pid`'s threads of `/proc/<pid>/task/<tid>/schedstat`'s first field (ns on CPU).

@@ -1,4 +1,4 @@
-//! Scenario (p): many idle watchers on one daemon (issue #46). For each transport, on a fresh
+//! Scenario (q): many idle watchers on one daemon (issue #46). For each transport, on a fresh
 //! daemon:
 //!
 //! 1. N event streams (or `/acp` WebSockets) opened on one session and left idle; the daemon's RSS

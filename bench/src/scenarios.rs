@@ -413,6 +413,13 @@ pub struct MemoryRun {
     pub sessions: usize,
     /// `None` when the daemon refused that many streams (`refused` says why).
     pub subscribers_kib: Option<u64>,
+    /// The reading right before the streams opened, after one turn on their session read by one
+    /// stream ([`warm_turn`]): what they add is counted from here.
+    pub streams_base_kib: u64,
+    pub streams_base_anon_kib: u64,
+    /// The anonymous part of the last two readings (`RssAnon`: heap and stacks, no code pages).
+    pub sessions_anon_kib: u64,
+    pub subscribers_anon_kib: Option<u64>,
     pub subscribers: usize,
     pub refused: Option<String>,
     /// Streams that did not see every update of the warm-up turn.
@@ -422,17 +429,39 @@ pub struct MemoryRun {
 /// How long memory is left to settle before a reading.
 const SETTLE: Duration = Duration::from_millis(1500);
 
-pub async fn memory(api: &Api, daemon: &Daemon, sessions: usize, subscribers: usize) -> Res<MemoryRun> {
-    memory_via(api, std::slice::from_ref(api), daemon, sessions, subscribers).await
+/// Updates of the turn idle streams or connections carry before the memory reading.
+pub const WARM_UP: u64 = 100;
+
+/// One `stream WARM_UP` turn on `session`, read to its end by one stream that then closes. What a
+/// session's first turn costs the daemon once (the store's pages and writer, the code it runs for
+/// the first time, thread stacks) is then paid before a reading meant to count connections only.
+pub async fn warm_turn(api: &Api, session: &str, client: Option<&str>) -> Res<()> {
+    let stream = api.subscribe(session, client).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let reader = tokio::spawn(drain_turn(stream, deadline, None));
+    api.prompt_async(session, &format!("stream {WARM_UP}"), client).await?;
+    let r = reader.await?;
+    if !r.ended || r.updates != WARM_UP {
+        return Err(
+            format!("the warm-up turn: {} of {WARM_UP} updates, ended: {}", r.updates, r.ended).into()
+        );
+    }
+    Ok(())
 }
 
-/// [`memory`], the streams opened through `via` in turn (HTTP/2 clients: one connection each).
+pub async fn memory(api: &Api, daemon: &Daemon, sessions: usize, subscribers: usize) -> Res<MemoryRun> {
+    memory_via(api, std::slice::from_ref(api), daemon, sessions, subscribers, None).await
+}
+
+/// [`memory`], the streams opened through `via` in turn (HTTP/2 clients: one connection each);
+/// `at_idle` is called after the last reading, every stream still open (`idle --kill-at-idle`).
 pub async fn memory_via(
     api: &Api,
     via: &[Api],
     daemon: &Daemon,
     sessions: usize,
     subscribers: usize,
+    at_idle: Option<fn(&Daemon)>,
 ) -> Res<MemoryRun> {
     tokio::time::sleep(SETTLE).await;
     let idle_kib = daemon.rss_kib()?;
@@ -441,9 +470,13 @@ pub async fn memory_via(
         ids.push(api.create(&daemon.workspace, Some("thread")).await?);
     }
     tokio::time::sleep(SETTLE).await;
-    let sessions_kib = daemon.rss_kib()?;
+    let with_sessions = daemon.resident()?;
+    let sessions_kib = with_sessions.rss_kib;
     let target = ids.first().ok_or("no session")?;
     let client = target.client_id.as_deref();
+    warm_turn(api, &target.session_id, client).await?;
+    tokio::time::sleep(SETTLE).await;
+    let streams_base = daemon.resident()?;
     let mut opened = Vec::with_capacity(subscribers);
     let share = subscribers.div_ceil(via.len().max(1));
     let mut result = Ok(());
@@ -465,6 +498,10 @@ pub async fn memory_via(
                 sessions_kib,
                 sessions,
                 subscribers_kib: None,
+                streams_base_kib: streams_base.rss_kib,
+                streams_base_anon_kib: streams_base.anon_kib,
+                sessions_anon_kib: with_sessions.anon_kib,
+                subscribers_anon_kib: None,
                 subscribers,
                 refused: Some(e.to_string()),
                 subscribers_incomplete: 0,
@@ -484,7 +521,6 @@ pub async fn memory_via(
         .collect();
     drop(read_tx);
     // One short turn so every stream has carried traffic (buffers in use, not just sockets).
-    const WARM_UP: u64 = 100;
     api.prompt_async(&target.session_id, &format!("stream {WARM_UP}"), client).await?;
     // Read RSS once every stream has seen the turn end, with all of them still open.
     let read_deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -496,7 +532,10 @@ pub async fn memory_via(
         }
     }
     tokio::time::sleep(SETTLE).await;
-    let subscribers_kib = Some(daemon.rss_kib()?);
+    let with_streams = daemon.resident()?;
+    if let Some(at_idle) = at_idle {
+        at_idle(daemon);
+    }
     let _ = release.send(true);
     let mut incomplete = 0;
     for t in tasks {
@@ -509,7 +548,11 @@ pub async fn memory_via(
         idle_kib,
         sessions_kib,
         sessions,
-        subscribers_kib,
+        subscribers_kib: Some(with_streams.rss_kib),
+        streams_base_kib: streams_base.rss_kib,
+        streams_base_anon_kib: streams_base.anon_kib,
+        sessions_anon_kib: with_sessions.anon_kib,
+        subscribers_anon_kib: Some(with_streams.anon_kib),
         subscribers,
         refused: None,
         subscribers_incomplete: incomplete,

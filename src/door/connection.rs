@@ -77,10 +77,12 @@ pub struct Ctx {
 struct Attached {
     /// Weak: an ended session is dropped by the daemon and by its lane, not kept by a connection.
     session: Weak<Session>,
-    replies: mpsc::Sender<Deferred>,
+    /// Boxed answers: the channel's first block of slots lives as long as the attach, a pointer
+    /// per slot (issue #46).
+    replies: mpsc::Sender<Box<Deferred>>,
     stop: CancellationToken,
     /// Streamable HTTP: the lane waiting for its `GET /acp` (`None` while a stream has it).
-    parked: Option<Lane>,
+    parked: Option<Box<Lane>>,
     /// A device's place among the session's readers (`devices::StreamLimits`), held while
     /// attached, as an SSE stream of the session holds one.
     _place: Option<StreamPermit>,
@@ -102,9 +104,11 @@ pub struct Connection {
     pub(super) transport: Transport,
     messages_tx: mpsc::Sender<Bytes>,
     messages_rx: Mutex<Option<mpsc::Receiver<Bytes>>>,
-    /// WebSocket: lanes go to the socket's writer as they are attached.
-    lanes_tx: mpsc::Sender<Lane>,
-    lanes_rx: Mutex<Option<mpsc::Receiver<Lane>>>,
+    /// WebSocket: lanes go to the socket's writer as they are attached. Boxed: the channel's
+    /// first block of slots is allocated with it and lives as long as the connection, a pointer
+    /// per slot rather than a whole lane (issue #46).
+    lanes_tx: mpsc::Sender<Box<Lane>>,
+    lanes_rx: Mutex<Option<mpsc::Receiver<Box<Lane>>>>,
     attached: Mutex<HashMap<String, Attached>>,
     /// Streamable HTTP: the session streams opened before their session was attached, by session
     /// id; the attach hands the lane over. With `attached`, at most
@@ -215,7 +219,7 @@ impl Connection {
     }
 
     /// WebSocket: the lanes as sessions are attached.
-    pub fn take_lanes(&self) -> Option<mpsc::Receiver<Lane>> {
+    pub fn take_lanes(&self) -> Option<mpsc::Receiver<Box<Lane>>> {
         lock(&self.lanes_rx).take()
     }
 
@@ -251,7 +255,7 @@ impl Connection {
             entry.parked = Some(lane);
             return Err(NoStream::NotAttached);
         }
-        Ok(SessionStream::Ready(lane))
+        Ok(SessionStream::Ready(*lane))
     }
 
     /// A lane a stream waited for ([`SessionStream::Pending`]), restarted after `last_event_id`
@@ -263,7 +267,7 @@ impl Connection {
         if self.restart(&mut lane, entry, after) {
             return Some(lane);
         }
-        entry.parked = Some(lane);
+        entry.parked = Some(Box::new(lane));
         None
     }
 
@@ -293,7 +297,7 @@ impl Connection {
             return;
         }
         if let Some(entry) = lock(&self.attached).get_mut(lane.session_id()) {
-            entry.parked = Some(lane);
+            entry.parked = Some(Box::new(lane));
         }
     }
 
@@ -413,7 +417,7 @@ impl Connection {
         let replies = lock(&self.attached).get(session_id).map(|a| a.replies.clone());
         match replies {
             Some(tx) => {
-                if tx.try_send(Deferred { gate, json: json.clone() }).is_err() {
+                if tx.try_send(Box::new(Deferred { gate, json: json.clone() })).is_err() {
                     self.send(json);
                 }
             }
@@ -629,11 +633,11 @@ impl Connection {
                     },
                     None => lane,
                 };
-                entry.parked = Some(lane);
+                entry.parked = Some(Box::new(lane));
             }
             // The channel holds as many lanes as a connection may attach.
             Transport::WebSocket => {
-                let _ = self.lanes_tx.try_send(lane);
+                let _ = self.lanes_tx.try_send(Box::new(lane));
             }
         }
     }

@@ -16,7 +16,8 @@
 //!
 //! Memory: the converted messages of one batch of the stream (at most 64 KiB of events), the
 //! deferred answers (at most `MAX_CALLS_IN_FLIGHT`), and the requests issued (at most the
-//! mediator's pending bound).
+//! mediator's pending bound). The queues' room is given back once they are drained, so an idle
+//! lane holds none.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -103,7 +104,7 @@ pub struct Lane {
     /// Converted messages not yet handed out (one batch at most), each with what its handing out
     /// settles.
     ready: VecDeque<(Out, Option<Settle>)>,
-    replies: mpsc::Receiver<Deferred>,
+    replies: mpsc::Receiver<Box<Deferred>>,
     held: VecDeque<Deferred>,
     /// The id of the last event converted.
     cursor: u64,
@@ -132,7 +133,7 @@ impl Lane {
         source: MarkedStream,
         after: u64,
         replaying: bool,
-        replies: mpsc::Receiver<Deferred>,
+        replies: mpsc::Receiver<Box<Deferred>>,
         stop: CancellationToken,
     ) -> Lane {
         let mut lane = Lane {
@@ -211,6 +212,9 @@ impl Lane {
 
     /// Converts one batch of the stream into messages.
     fn convert(&mut self, batch: &Marked) {
+        // About one message per frame: room for the batch, reused by a burst's next batches and
+        // given back once the lane idles ([`Lane::settle_idle`]).
+        self.ready.reserve(batch.marks.len());
         for piece in batch.pieces() {
             match piece {
                 Piece::Event(e) => self.event(&e, &batch.bytes),
@@ -390,6 +394,13 @@ impl Lane {
         Some(json)
     }
 
+    /// Gives back the room of the ready queue and of the held answers once they are empty and the
+    /// stream has nothing new: an idle connection holds no batch's worth of slots (issue #46).
+    fn settle_idle(&mut self) {
+        give_back_drained(&mut self.ready);
+        give_back_drained(&mut self.held);
+    }
+
     /// Moves the deferred answers whose events have all been delivered to the ready queue.
     fn release(&mut self) {
         while self.held.front().is_some_and(|d| d.gate <= self.cursor || self.done) {
@@ -417,7 +428,7 @@ impl Stream for Lane {
                 return Poll::Ready(Some(out));
             }
             while let Poll::Ready(Some(deferred)) = this.replies.poll_recv(cx) {
-                this.held.push_back(deferred);
+                this.held.push_back(*deferred);
             }
             this.release();
             if !this.ready.is_empty() {
@@ -435,9 +446,20 @@ impl Stream for Lane {
                 // The session ended (its terminal event was the last) or the daemon is stopping:
                 // what is still owed goes out, then the lane ends.
                 Poll::Ready(None) => this.done = true,
-                Poll::Pending => return Poll::Pending,
+                // Drained and nothing new: the lane idles, holding no room for a batch.
+                Poll::Pending => {
+                    this.settle_idle();
+                    return Poll::Pending;
+                }
             }
         }
+    }
+}
+
+/// Gives a drained queue's room back; a queue still holding anything keeps it.
+fn give_back_drained<T>(queue: &mut VecDeque<T>) {
+    if queue.is_empty() && queue.capacity() > 0 {
+        *queue = VecDeque::new();
     }
 }
 
@@ -518,6 +540,19 @@ pub(super) fn gone(id: &RequestId, session_id: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back_and_a_busy_one_keeps_it() {
+        let mut queue: VecDeque<u64> = (0..100).collect();
+        give_back_drained(&mut queue);
+        assert_eq!(queue.len(), 100, "a queue with messages keeps them");
+        assert!(queue.capacity() >= 100);
+        queue.clear();
+        give_back_drained(&mut queue);
+        assert_eq!(queue.capacity(), 0, "an idle lane holds no batch's worth of slots");
+        queue.push_back(1);
+        assert_eq!(queue.pop_front(), Some(1), "and the next batch allocates its own");
+    }
 
     #[test]
     fn a_v1_tool_call_gives_the_v2_title_description_and_subject() {

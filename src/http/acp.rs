@@ -70,13 +70,10 @@ const WS_BATCH_MESSAGES: usize = 256;
 /// Most bytes taken into one socket write.
 const WS_BATCH_BYTES: usize = 256 * 1024;
 /// The WebSocket library's read buffer, per connection (its default is 128 KiB, allocated for
-/// every socket and zeroed on each read): a client sends prompts and answers, small messages; a
-/// larger one grows it as it arrives, up to `MAX_MESSAGE_BYTES`.
-const WS_READ_BUFFER: usize = 4 * 1024;
-/// The frames of one batch are gathered in one buffer, kept between batches up to this size (a
-/// larger one, after a burst, is given back): about what an idle connection holds. The library's
-/// own write buffer only carries its pings, pongs and closes.
-const WS_WRITE_BUFFER: usize = 64 * 1024;
+/// every socket and zeroed on each read), and the most one read takes: a client sends prompts and
+/// answers, small messages, and an idle connection holds this much (issue #46: 4 KiB before); a
+/// larger message grows it as it arrives, up to `MAX_MESSAGE_BYTES`, in reads of this size.
+const WS_READ_BUFFER: usize = 1024;
 /// Silence after which an SSE stream of `/acp` gets a `: heartbeat` (like `/session/:id/events`).
 const SSE_HEARTBEAT: Duration = Duration::from_secs(15);
 /// How long a session's stream opened before its session is attached waits for the attach: as
@@ -283,7 +280,7 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
         return;
     };
     let mut lanes = Lanes::default();
-    let mut frames = Frames::new(WS_WRITE_BUFFER);
+    let mut frames = Frames::new();
     let closed = conn.closed();
     let revoked = conn.revoked().unwrap_or_default();
     let mut ping = tokio::time::interval_at(Instant::now() + WS_PING_INTERVAL, WS_PING_INTERVAL);
@@ -303,7 +300,7 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
             () = closed.cancelled() => Woke::End(None),
             // Before the drain's signal: a session attached before it is delivered to its end.
             Some(lane) = new_lanes.recv() => {
-                lanes.push(lane);
+                lanes.push(*lane);
                 Woke::Nothing
             }
             () = shutdown.cancelled(), if !draining => {
@@ -333,6 +330,12 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
             Some(message) = messages.recv() => Woke::Write(Out::Message { json: message, event_id: None }),
             out = lanes.next(), if !lanes.is_empty() => out.map_or(Woke::Nothing, Woke::Write),
             _ = ping.tick() => Woke::Ping,
+            // Nothing is ready: the connection has drained, and gives its batch buffer back (a
+            // burst's batches, back to back, reuse it).
+            () = std::future::ready(()), if frames.holds_room() => {
+                frames.give_back();
+                Woke::Nothing
+            }
         };
         match woke {
             Woke::Nothing => {}
@@ -429,12 +432,15 @@ where
 /// an allocation, for every item.)
 #[derive(Default)]
 struct Lanes {
+    /// Room for exactly the lanes attached (a lane is large, and a connection usually has one;
+    /// issue #46).
     lanes: Vec<Lane>,
     next: usize,
 }
 
 impl Lanes {
     fn push(&mut self, lane: Lane) {
+        self.lanes.reserve_exact(1);
         self.lanes.push(lane);
     }
 
@@ -756,7 +762,7 @@ mod tests {
             client.read_to_end(&mut bytes).await.expect("read");
             bytes
         });
-        let mut frames = Frames::new(WS_WRITE_BUFFER);
+        let mut frames = Frames::new();
         frames.push_text(&[br#"{"jsonrpc":"2.0","method":"x"}"#]);
         write_frames(&mut socket, &frames).await.expect("written");
         drop(socket);

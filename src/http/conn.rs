@@ -283,16 +283,21 @@ impl Limits {
     }
 }
 
-/// Serves `io`, speaking `protocol`, until it closes, or until `stop` fires and its requests in
-/// progress are done.
-pub(super) async fn serve<I>(
+/// The future serving `io`, speaking `protocol`, until it closes, or until `stop` fires and its
+/// requests in progress are done.
+///
+/// It is on the heap, one per protocol, and holds what its protocol needs only: the connection's
+/// task keeps a pointer to it for the connection's life (an idle event stream's whole life), not
+/// room for the larger of the two protocols and the arguments they were built from (issue #46).
+pub(super) fn serve<I>(
     io: I,
     protocol: Protocol,
     peer: Peer,
     router: Router,
     limits: Limits,
     stop: CancellationToken,
-) where
+) -> Pin<Box<dyn Future<Output = ()> + Send>>
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let phase = Arc::new(Phase::new(limits.header_timeout, limits.idle_timeout));
@@ -305,10 +310,28 @@ pub(super) async fn serve<I>(
         protocol,
         stalls: (protocol == Protocol::Http2).then(|| Arc::new(Stalls::new())),
     };
-    if protocol == Protocol::Http2 {
-        return serve_http2(TokioIo::new(Coalesce::new(io)), service, &limits, stop).await;
+    match protocol {
+        Protocol::Http2 => {
+            Box::pin(
+                async move { serve_http2(TokioIo::new(Coalesce::new(io)), service, &limits, stop).await },
+            )
+        }
+        Protocol::Http1 => Box::pin(serve_http1(io, phase, service, stop)),
     }
-    let io = TokioIo::new(io);
+}
+
+/// Serves an HTTP/1.1 connection: keep-alive, upgrades, and the lingering close after an answer
+/// given before its request's body was read. The connection is built before the future, which so
+/// holds it and not also the parts it was built from.
+fn serve_http1<I>(
+    io: ConnIo<I>,
+    phase: Arc<Phase>,
+    service: ConnService,
+    stop: CancellationToken,
+) -> impl Future<Output = ()> + Send
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
@@ -320,19 +343,31 @@ pub(super) async fn serve<I>(
         .header_read_timeout(None);
     // Upgrades: `/acp`'s WebSocket takes the socket over once its 101 is written. Hyper shuts an
     // unupgraded connection's write side after its last answer (the lingering close's first step).
-    let mut conn = builder.serve_connection(io, service).with_upgrades();
-    let done = tokio::select! {
-        done = &mut conn => done,
-        () = stop.cancelled() => {
-            Pin::new(&mut conn).graceful_shutdown();
-            (&mut conn).await
-        }
-    };
-    let Some(parts) = conn.into_parts() else {
-        return; // upgraded: the socket is the WebSocket's now
-    };
-    let mut io = parts.io.into_inner();
-    if done.is_ok() && phase.unread_body.load(std::sync::atomic::Ordering::Acquire) && !stop.is_cancelled() {
+    let mut conn = builder.serve_connection(TokioIo::new(io), service).with_upgrades();
+    async move {
+        let done = tokio::select! {
+            done = &mut conn => done,
+            () = stop.cancelled() => {
+                Pin::new(&mut conn).graceful_shutdown();
+                (&mut conn).await
+            }
+        };
+        let Some(parts) = conn.into_parts() else {
+            return; // upgraded: the socket is the WebSocket's now
+        };
+        let lingers = done.is_ok() && phase.unread_body.load(std::sync::atomic::Ordering::Acquire);
+        // The close on the heap: the connection's future holds no room for it all along.
+        Box::pin(close_http1(parts.io.into_inner(), lingers, stop)).await;
+    }
+}
+
+/// An HTTP/1.1 connection's close: the lingering close when an answer went out before its
+/// request's body was read (`lingers`), then the write side shut.
+async fn close_http1<I>(mut io: ConnIo<I>, lingers: bool, stop: CancellationToken)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if lingers && !stop.is_cancelled() {
         tokio::select! {
             () = linger(&mut io.inner) => {}
             () = stop.cancelled() => {}
@@ -589,8 +624,9 @@ impl Drop for InFlight {
 struct ConnIo<I> {
     inner: I,
     phase: Arc<Phase>,
-    /// Armed at the current read deadline while a read waits.
-    timer: Pin<Box<Sleep>>,
+    /// Armed at the current read deadline while a read waits under one; none while a request is
+    /// in progress (an event stream's whole life holds no timer; issue #46).
+    timer: Option<Pin<Box<Sleep>>>,
     /// Our answer in place of hyper's, and how much of it is written.
     replacement: Option<(Vec<u8>, usize)>,
     /// No write is waiting on the socket (every write hyper started was flushed): only then may a
@@ -606,7 +642,7 @@ impl<I> ConnIo<I> {
         ConnIo {
             inner,
             phase,
-            timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            timer: None,
             replacement: None,
             flushed: true,
             http1: protocol == Protocol::Http1,
@@ -657,12 +693,14 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<I> {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
                 let Some((deadline, waiting)) = this.phase.read_deadline(cx.waker()) else {
+                    this.timer = None;
                     return Poll::Pending;
                 };
-                if this.timer.deadline() != deadline {
-                    this.timer.as_mut().reset(deadline);
+                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
                 }
-                if this.timer.as_mut().poll(cx).is_pending() {
+                if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
                 if waiting == Waiting::Head {

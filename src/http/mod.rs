@@ -130,45 +130,20 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
-        let https = https.clone();
+        let accepted = Box::new(Accepted {
+            io,
+            addr,
+            https: https.clone(),
+            app: app.clone(),
+            limits: limits.clone(),
+            stop: stop.clone(),
+        });
+        // The task's own future holds two pointers: to what was accepted while the connection
+        // opens, then to the connection's future (`conn::serve`), for as long as it lasts, an idle
+        // event stream's whole life (issue #46).
         connections.spawn(async move {
-            // Who is at the other end, once per connection and before a byte is read: a process
-            // the daemon started is refused at the perimeter (`crate::peer`).
-            let origin = match io.local_addr() {
-                Ok(local) => crate::peer::identify(local, addr, std::process::id()),
-                Err(_) => crate::peer::Origin::Gone,
-            };
-            let peer = Peer { addr, origin };
-            match https {
-                // Plain http: HTTP/2 with prior knowledge opens with its preface, anything else
-                // is HTTP/1.1.
-                None => {
-                    let mut io = io;
-                    match conn::sniff(&mut io, limits.header_timeout).await {
-                        Some((protocol, first)) => {
-                            let io = conn::Sniffed::new(first, io);
-                            conn::serve(io, protocol, peer, app, limits, stop).await;
-                        }
-                        None => {
-                            // Nothing (or too little) within the head's deadline: what a late
-                            // HTTP/1.1 head is answered, best effort.
-                            let _ = tokio::io::AsyncWriteExt::write_all(
-                                &mut io,
-                                &ApiError::HeaderTimeout.raw_response(),
-                            )
-                            .await;
-                        }
-                    }
-                }
-                // TLS: HTTP/2 when the client chose it by ALPN.
-                Some(https) => {
-                    if let Some(tls) = https.accept(io).await {
-                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                        let protocol = if h2 { conn::Protocol::Http2 } else { conn::Protocol::Http1 };
-                        conn::serve(tls, protocol, peer, app, limits, stop).await;
-                    }
-                }
+            if let Some(connection) = Box::pin(accepted.open()).await {
+                connection.await;
             }
         });
     }
@@ -180,6 +155,55 @@ pub async fn serve(
 }
 
 /// The route label: the matched pattern (ids appear only as `{id}`), never the raw path.
+/// A connection the listener accepted, and what serving it takes.
+struct Accepted {
+    io: listener::LimitedStream,
+    addr: std::net::SocketAddr,
+    https: Option<handshake::Https>,
+    app: Router,
+    limits: conn::Limits,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Accepted {
+    /// Who is at the other end, which HTTP it speaks (and TLS's handshake, on https): the
+    /// connection's future, or `None` when it closed, failed or said nothing in time.
+    async fn open(self: Box<Self>) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+        let Accepted { mut io, addr, https, app, limits, stop } = *self;
+        // Who is at the other end, once per connection and before a byte is read: a process the
+        // daemon started is refused at the perimeter (`crate::peer`).
+        let origin = match io.local_addr() {
+            Ok(local) => crate::peer::identify(local, addr, std::process::id()),
+            Err(_) => crate::peer::Origin::Gone,
+        };
+        let peer = Peer { addr, origin };
+        match https {
+            // Plain http: HTTP/2 with prior knowledge opens with its preface, anything else is
+            // HTTP/1.1.
+            None => match conn::sniff(&mut io, limits.header_timeout).await {
+                Some((protocol, first)) => {
+                    let io = conn::Sniffed::new(first, io);
+                    Some(conn::serve(io, protocol, peer, app, limits, stop))
+                }
+                None => {
+                    // Nothing (or too little) within the head's deadline: what a late HTTP/1.1
+                    // head is answered, best effort.
+                    let answer = ApiError::HeaderTimeout.raw_response();
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut io, &answer).await;
+                    None
+                }
+            },
+            // TLS: HTTP/2 when the client chose it by ALPN.
+            Some(https) => {
+                let tls = https.accept(io).await?;
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                let protocol = if h2 { conn::Protocol::Http2 } else { conn::Protocol::Http1 };
+                Some(conn::serve(tls, protocol, peer, app, limits, stop))
+            }
+        }
+    }
+}
+
 fn route_of(req: &Request) -> &str {
     req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str)
 }
@@ -202,13 +226,43 @@ fn method_label(m: &axum::http::Method) -> &'static str {
 /// One span per request: method and matched route now, status and latency when it answers. No
 /// headers, query or body are recorded (they may carry tokens or prompts).
 fn request_span(req: &Request) -> tracing::Span {
+    let (method, route) = (method_label(req.method()), route_of(req));
+    // An event stream's request lasts as long as the stream, and its span with it: at DEBUG, a
+    // daemon at the default level keeps none for each idle stream (issue #46). What a stream logs
+    // names its session itself.
+    if is_event_stream(req) {
+        return tracing::debug_span!(
+            "request",
+            method,
+            route,
+            status = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
+    }
     tracing::info_span!(
         "request",
-        method = method_label(req.method()),
-        route = route_of(req),
+        method,
+        route,
         status = tracing::field::Empty,
         latency_ms = tracing::field::Empty,
     )
+}
+
+/// A request for an event stream: a session's, or `/acp`'s (a WebSocket's upgrade is answered at
+/// once and ends its request).
+fn is_event_stream(req: &Request) -> bool {
+    if req.method() != axum::http::Method::GET {
+        return false;
+    }
+    match route_of(req) {
+        "/session/{id}/events" => true,
+        "/acp" => req
+            .headers()
+            .get_all(axum::http::header::ACCEPT)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("text/event-stream"))),
+        _ => false,
+    }
 }
 
 fn on_response(res: &Response, latency: std::time::Duration, span: &tracing::Span) {

@@ -15,17 +15,17 @@ const FIN_TEXT: u8 = 0x81;
 const LEN_16: u8 = 126;
 const LEN_64: u8 = 127;
 
-/// The frames of one write: messages are appended, the whole is written at once, and the buffer
-/// is kept for the next batch unless it grew past `keep` bytes (what an idle connection may hold).
-#[derive(Debug)]
+/// The frames of one write: messages are appended, the whole is written at once. The buffer is
+/// reused by the batches of a burst and given back once the connection has nothing more to write
+/// ([`Frames::give_back`]), so an idle connection holds none (issue #46).
+#[derive(Debug, Default)]
 pub(super) struct Frames {
     buf: Vec<u8>,
-    keep: usize,
 }
 
 impl Frames {
-    pub(super) fn new(keep: usize) -> Frames {
-        Frames { buf: Vec::new(), keep }
+    pub(super) fn new() -> Frames {
+        Frames::default()
     }
 
     /// Appends one text frame whose payload is `parts`, one after the other; returns the
@@ -59,13 +59,19 @@ impl Frames {
         &self.buf
     }
 
-    /// Forgets the written frames; a buffer a burst grew past `keep` is given back.
+    /// Forgets the written frames; the buffer is kept for the next batch.
     pub(super) fn clear(&mut self) {
-        if self.buf.capacity() > self.keep {
-            self.buf = Vec::new();
-        } else {
-            self.buf.clear();
-        }
+        self.buf.clear();
+    }
+
+    /// Whether the buffer holds room (written or not).
+    pub(super) fn holds_room(&self) -> bool {
+        self.buf.capacity() > 0
+    }
+
+    /// Gives the buffer back: the connection has drained.
+    pub(super) fn give_back(&mut self) {
+        self.buf = Vec::new();
     }
 }
 
@@ -92,7 +98,7 @@ mod tests {
     fn a_frame_is_byte_for_byte_the_one_the_websocket_library_writes() {
         for len in LENGTHS {
             let text = payload(len);
-            let mut ours = Frames::new(usize::MAX);
+            let mut ours = Frames::new();
             ours.push_text(&[&text[..len / 2], &text[len / 2..]]);
             let mut theirs = Vec::new();
             Frame::message(text, OpCode::Data(Data::Text), true)
@@ -104,7 +110,7 @@ mod tests {
 
     #[test]
     fn a_client_reads_a_batch_as_its_messages_in_order() {
-        let mut frames = Frames::new(usize::MAX);
+        let mut frames = Frames::new();
         let sent: Vec<String> =
             LENGTHS.iter().map(|&len| String::from_utf8(payload(len)).expect("ASCII")).collect();
         for text in &sent {
@@ -119,20 +125,24 @@ mod tests {
     }
 
     #[test]
-    fn a_buffer_grown_past_its_keep_is_given_back_and_a_smaller_one_is_reused() {
-        let mut frames = Frames::new(1024);
-        frames.push_text(&[&payload(100)]);
-        frames.clear();
-        assert!(frames.is_empty());
-        assert!(frames.buf.capacity() >= 110, "kept for the next batch");
+    fn a_burst_reuses_the_buffer_and_a_drained_connection_gives_it_back() {
+        let mut frames = Frames::new();
+        assert!(!frames.holds_room(), "a new connection holds no buffer");
         frames.push_text(&[&payload(5000)]);
         frames.clear();
-        assert_eq!(frames.buf.capacity(), 0, "a burst's buffer is not held by an idle connection");
+        assert!(frames.is_empty());
+        assert!(frames.buf.capacity() >= 5002, "kept for the burst's next batch");
+        assert!(frames.holds_room());
+        frames.push_text(&[&payload(100)]);
+        frames.clear();
+        frames.give_back();
+        assert_eq!(frames.buf.capacity(), 0, "an idle connection holds no buffer");
+        assert!(!frames.holds_room());
     }
 
     #[test]
     fn push_text_answers_the_payload_length_and_a_batch_is_empty_only_when_cleared() {
-        let mut frames = Frames::new(usize::MAX);
+        let mut frames = Frames::new();
         assert!(frames.is_empty());
         for len in LENGTHS {
             let text = payload(len);
@@ -144,13 +154,10 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_reserves_about_its_own_size_and_a_buffer_of_exactly_keep_bytes_is_kept() {
-        let mut frames = Frames::new(usize::MAX);
+    fn a_frame_reserves_about_its_own_size() {
+        let mut frames = Frames::new();
         frames.push_text(&[&payload(100)]);
         let grown = frames.buf.capacity();
         assert!((102..220).contains(&grown), "{grown} bytes reserved for a 102-byte frame");
-        frames.keep = grown;
-        frames.clear();
-        assert_eq!(frames.buf.capacity(), grown, "a buffer of exactly `keep` bytes is kept");
     }
 }
