@@ -195,3 +195,16 @@ impl Door {
 fn held(open: &HashMap<String, Arc<Connection>>, devices: bool) -> usize {
     if devices { open.values().filter(|c| *c.owner() != Owner::Operator).count() } else { open.len() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_may_hold_three_quarters_of_the_connections() {
+        assert_eq!(MAX_DEVICE_CONNECTIONS, 768);
+        assert_eq!(device_share(crate::config::HARD_MAX_CONNECTIONS), 196_608);
+        assert_eq!(device_share(1100), 825);
+        assert_eq!(device_share(3), 3, "a quarter of 3 rounds down to none");
+    }
+}
