@@ -235,6 +235,24 @@ pub fn escape_json(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` safe inside HTML, as an element's text or a quoted attribute's value: the five
+/// characters with a meaning there as their entities. (The action page and the page a terminal's
+/// sign-in ends on.)
+pub fn html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `text` as one segment of a URL's path (or a fragment's): unreserved characters as they are,
 /// every other byte percent-encoded (RFC 3986).
 pub fn url_segment(text: &str) -> String {

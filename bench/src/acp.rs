@@ -34,7 +34,7 @@ const SETTLE: Duration = Duration::from_millis(1500);
 /// Updates of the turn each idle connection carries before the memory reading.
 const WARM_UP: u64 = 100;
 
-const STAMP: &[u8] = b"\"emittedAtUs\":";
+pub(crate) const STAMP: &[u8] = b"\"emittedAtUs\":";
 
 /// One ACP connection over `ws://…/acp`.
 pub struct Conn {
@@ -109,11 +109,15 @@ impl Conn {
     }
 }
 
-/// The emit stamp of a `session/update` frame, read without a JSON parser.
-fn stamp(finder: &memmem::Finder<'_>, text: &[u8]) -> Option<u64> {
+/// The emit stamp of a `session/update` frame (or of an event stream's chunk), read without a
+/// JSON parser; `None` for a stamp cut at the end of `text` (a chunk's: read with the next one).
+pub(crate) fn stamp(finder: &memmem::Finder<'_>, text: &[u8]) -> Option<u64> {
     let at = finder.find(text)?;
     let digits = &text[at + STAMP.len()..];
     let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    if n == digits.len() {
+        return None;
+    }
     std::str::from_utf8(&digits[..n]).ok()?.parse().ok()
 }
 
@@ -325,5 +329,16 @@ mod tests {
         let frame = br#"{"jsonrpc":"2.0","method":"session/update","params":{"update":{"_meta":{"emittedAtUs":1700000000000123}}}}"#;
         assert_eq!(stamp(&finder, frame), Some(1_700_000_000_000_123));
         assert_eq!(stamp(&finder, br#"{"method":"session/update","params":{}}"#), None);
+    }
+
+    #[test]
+    fn a_stamp_cut_at_the_end_waits_for_the_next_chunk() {
+        let finder = memmem::Finder::new(STAMP);
+        assert_eq!(
+            stamp(&finder, br#"data: {"_meta":{"emittedAtUs":1700000000000123}}"#),
+            Some(1_700_000_000_000_123)
+        );
+        assert_eq!(stamp(&finder, br#"data: {"_meta":{"emittedAtUs":17000"#), None);
+        assert_eq!(stamp(&finder, br#"data: {"_meta":{}}"#), None);
     }
 }

@@ -29,7 +29,7 @@ use futures_util::StreamExt;
 use memchr::memmem;
 
 use crate::Res;
-use crate::acp::Conn;
+use crate::acp::{Conn, STAMP, stamp};
 use crate::api::Api;
 use crate::procs::{Daemon, Kind, Tools};
 use crate::scenarios::{self, PermissionRun};
@@ -51,8 +51,6 @@ const FD_RESERVE: u64 = 512;
 const PERMISSIONS: usize = 50;
 /// How long memory is left to settle before a reading.
 const SETTLE: Duration = Duration::from_millis(1500);
-
-const STAMP: &[u8] = b"\"emittedAtUs\":";
 
 /// How many watchers of each transport, and how many runs.
 #[derive(Debug, Clone)]
@@ -271,18 +269,6 @@ where
     }
 }
 
-/// The emit stamp in `text`, if it has a whole one.
-fn stamp(finder: &memmem::Finder<'_>, text: &[u8]) -> Option<u64> {
-    let at = finder.find(text)?;
-    let digits = &text[at + STAMP.len()..];
-    let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
-    // A stamp cut at the chunk's end is read with the next chunk.
-    if n == digits.len() {
-        return None;
-    }
-    std::str::from_utf8(&digits[..n]).ok()?.parse().ok()
-}
-
 /// Reads an event stream, says when the stamped update came, then keeps reading (idle) until
 /// the stream ends or the task is aborted.
 async fn watch_sse(mut stream: crate::api::Stream, reached: Reached) {
@@ -367,21 +353,5 @@ impl ScaleReport {
             let _ = writeln!(out, "\n- failed: {failure}");
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stamp_cut_at_the_end_waits_for_the_next_chunk() {
-        let finder = memmem::Finder::new(STAMP);
-        assert_eq!(
-            stamp(&finder, br#"data: {"_meta":{"emittedAtUs":1700000000000123}}"#),
-            Some(1_700_000_000_000_123)
-        );
-        assert_eq!(stamp(&finder, br#"data: {"_meta":{"emittedAtUs":17000"#), None);
-        assert_eq!(stamp(&finder, br#"data: {"_meta":{}}"#), None);
     }
 }

@@ -196,8 +196,8 @@ fn outcome_of(query: &str) -> Option<Outcome> {
 fn page(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
     let body = format!(
         "<!doctype html><meta charset=\"utf-8\"><title>{title}</title><h1 id=\"title\">{title}</h1><p id=\"text\">{text}</p>\n",
-        title = escape_html(title),
-        text = escape_html(text)
+        title = crate::text::html(title),
+        text = crate::text::html(text)
     );
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
@@ -213,21 +213,6 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
         hyper::header::HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
     );
     response
-}
-
-fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

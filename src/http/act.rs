@@ -31,6 +31,7 @@ use crate::desk::{Caller, Desk, Refusal, Who};
 use crate::notify::{Link, LinkError, well_formed};
 use crate::permission::{Choice, Pick, Via, Vote};
 use crate::present::{self, Bounds, Tone};
+use crate::text::html as escape;
 
 /// The page allows no script, no external resource, no framing, and forms only back to itself.
 const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -464,21 +465,6 @@ fn page(status: StatusCode, title: &str, body: &str, app: &str) -> Response {
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

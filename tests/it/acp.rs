@@ -385,18 +385,27 @@ async fn under_consensus_two_acp_clients_must_agree_and_each_answer_is_a_ballot(
     }
 }
 
+/// The body of an `initialize` over Streamable HTTP (`POST /acp`).
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+}
+
+/// `count` Streamable HTTP `initialize`s, 16 at a time: each its own ACP connection or a refusal.
+async fn initializes(d: &Daemon, count: usize) -> Vec<Reply> {
+    let client = http();
+    futures_util::stream::iter(0..count)
+        .map(|_| send(client.post(d.url("/acp")).json(&initialize())))
+        .buffer_unordered(16)
+        .collect::<Vec<Reply>>()
+        .await
+}
+
 /// A daemon allowed more TCP connections than the ACP door's 1024 allows as many ACP connections
 /// (ten thousand watchers' WebSockets), and still refuses the one past them.
 #[tokio::test]
 async fn the_acp_connections_follow_a_larger_connection_cap() {
     let d = Daemon::start(&["--max-connections", "1100"]);
-    let client = http();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
-    let answers = futures_util::stream::iter(0..1101)
-        .map(|_| send(client.post(d.url("/acp")).json(&body)))
-        .buffer_unordered(16)
-        .collect::<Vec<Reply>>()
-        .await;
+    let answers = initializes(&d, 1101).await;
     let opened = answers.iter().filter(|r| r.status == 200).count();
     let refused: Vec<&Reply> = answers.iter().filter(|r| r.status == 503).collect();
     assert_eq!((opened, refused.len()), (1100, 1));
@@ -407,13 +416,7 @@ async fn the_acp_connections_follow_a_larger_connection_cap() {
 async fn ten_thousand_initializes_get_a_connection_or_a_503_and_memory_stays_bounded() {
     let d = Daemon::start(&[]);
     let before = d.memory_kib("VmRSS");
-    let client = http();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
-    let answers = futures_util::stream::iter(0..10_000)
-        .map(|_| send(client.post(d.url("/acp")).json(&body)))
-        .buffer_unordered(16)
-        .collect::<Vec<Reply>>()
-        .await;
+    let answers = initializes(&d, 10_000).await;
     let opened: Vec<&Reply> = answers.iter().filter(|r| r.status == 200).collect();
     let refused =
         answers.iter().filter(|r| r.status == 503 && r.body["code"] == "acp_connection_limit").count();
@@ -422,11 +425,12 @@ async fn ten_thousand_initializes_get_a_connection_or_a_503_and_memory_stays_bou
     let grown = d.memory_kib("VmRSS").saturating_sub(before);
     assert!(grown < 48 * 1024, "1024 idle ACP connections cost {grown} KiB");
     // Ending one makes room for one more.
+    let client = http();
     let id = opened[0].header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
     let ended = send(client.delete(d.url("/acp")).header("Acp-Connection-Id", &id)).await;
     assert_eq!(ended.status, 202);
-    assert_eq!(send(client.post(d.url("/acp")).json(&body)).await.status, 200);
-    assert_eq!(send(client.post(d.url("/acp")).json(&body)).await.status, 503);
+    assert_eq!(send(client.post(d.url("/acp")).json(&initialize())).await.status, 200);
+    assert_eq!(send(client.post(d.url("/acp")).json(&initialize())).await.status, 503);
 }
 
 #[tokio::test]

@@ -26,6 +26,15 @@ fn page_and_code(printed: &str) -> (String, String) {
     }
 }
 
+/// The credential `login` saved for the daemon at `base` in the logins file `file`, which is
+/// readable by its owner only.
+fn saved_credential(file: &std::path::Path, base: &str) -> String {
+    let mode = std::fs::metadata(file).expect("saved").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "readable by its owner only");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(file).expect("read")).expect("json");
+    saved["logins"][base]["credential"].as_str().expect("a credential").to_owned()
+}
+
 /// A `mediatord` client command with `config` as its configuration directory and no credential
 /// of the test's environment.
 fn client(config: &std::path::Path, args: &[&str]) -> tokio::process::Command {
@@ -70,10 +79,7 @@ async fn a_terminal_signs_in_by_device_code_and_the_commands_act_as_its_person()
     assert!(screen.contains("as Ada Lovelace (voter)"), "{screen}");
 
     let file = config.path().join("mediatord/logins.json");
-    let mode = std::fs::metadata(&file).expect("saved").permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "readable by its owner only");
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
-    let credential = saved["logins"][&p.d.base]["credential"].as_str().expect("a credential").to_owned();
+    let credential = saved_credential(&file, &p.d.base);
     let me = identity(&p.d, &credential).await.ok();
     assert_eq!(
         (me["identity"]["clientId"].as_str(), me["identity"]["person"]["name"].as_str()),
@@ -396,11 +402,7 @@ async fn without_the_device_grant_a_terminal_signs_in_through_a_browser_on_its_m
     let (success, stdout, stderr) = ended(login, lines).await;
     assert!(success, "{stdout}{stderr}");
     assert!(stdout.contains("as Ada Lovelace (voter)"), "{stdout}");
-    let file = config.path().join("mediatord/logins.json");
-    let mode = std::fs::metadata(&file).expect("saved").permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "readable by its owner only");
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
-    let credential = saved["logins"][&p.d.base]["credential"].as_str().expect("a credential").to_owned();
+    let credential = saved_credential(&config.path().join("mediatord/logins.json"), &p.d.base);
     let me = identity(&p.d, &credential).await.ok();
     assert_eq!(
         (me["identity"]["clientId"].as_str(), me["identity"]["name"].as_str()),
