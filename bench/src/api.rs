@@ -54,6 +54,20 @@ impl Api {
         Api::build_with(base, h2, max_frame, None)
     }
 
+    /// A client of a daemon serving https (`base` is `https://127.0.0.1:<port>`) that trusts the
+    /// CA `ca_pem` and nothing else: HTTP/2 (offered alone in ALPN) when `h2`, else HTTP/1.1.
+    pub fn new_tls(base: &str, ca_pem: &str, h2: bool) -> Res<Api> {
+        if !base.starts_with("https://127.0.0.1:") {
+            return Err(format!("refusing a non-loopback https base URL {base}").into());
+        }
+        let builder = Api::builder(None)
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?);
+        let http = if h2 { builder.http2_prior_knowledge() } else { builder.http1_only() }.build()?;
+        Ok(Api { http, base: base.to_owned() })
+    }
+
     fn build_with(
         base: &str,
         h2: bool,
@@ -63,14 +77,19 @@ impl Api {
         if !base.starts_with("http://127.0.0.1:") {
             return Err(format!("refusing a non-loopback base URL {base}").into());
         }
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(usize::MAX)
-            .local_address(source);
+        let builder = Api::builder(source);
         let http = if h2 { builder.http2_prior_knowledge().http2_max_frame_size(max_frame) } else { builder }
             .build()?;
         Ok(Api { http, base: base.to_owned() })
+    }
+
+    /// What every client of the bench shares: no proxy, no Nagle, idle connections kept.
+    fn builder(source: Option<std::net::IpAddr>) -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(usize::MAX)
+            .local_address(source)
     }
 
     /// `POST /session {cwd, sessionScope?}`.

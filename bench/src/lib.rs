@@ -30,6 +30,7 @@ pub mod scenarios;
 pub mod snapshots;
 pub mod sse;
 pub mod stats;
+pub mod tls;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! mediatord-bench review --mediatord BIN [--runs N]
 //! mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]
 //! mediatord-bench peer-check --mediatord BIN [--runs N]
-//! mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]
+//! mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--tls-streams N] [--h1-streams N] [--acp N]
 //! mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] [--connections N]
 //!                      [--kill-at-idle 1]
 //! ```
@@ -31,7 +31,7 @@ const USAGE: &str = "usage: mediatord-bench compare --mediatord BIN [--qwen QWEN
                      mediatord-bench review --mediatord BIN [--runs N]\n       \
                      mediatord-bench snapshots [--files N] [--bytes N] [--changed N] [--runs N]\n       \
                      mediatord-bench peer-check --mediatord BIN [--runs N]\n       \
-                     mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]\n       \
+                     mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--tls-streams N] [--h1-streams N] [--acp N]\n       \
                      mediatord-bench idle --mediatord BIN [--runs N] [--only h1,h2,acp] [--streams N] \
                      [--connections N] [--kill-at-idle 1]";
 
@@ -108,6 +108,7 @@ fn main() -> ExitCode {
                 scale.runs = plan.runs;
             }),
             "--h2-streams" => number().map(|n| scale.h2_streams = n as usize),
+            "--tls-streams" => number().map(|n| scale.tls_streams = n as usize),
             "--h1-streams" => number().map(|n| scale.h1_streams = n as usize),
             "--acp" => number().map(|n| scale.acp = n as usize),
             "--streams" => number().map(|n| plan.memory_subscribers = n.max(1) as usize),

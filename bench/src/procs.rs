@@ -83,7 +83,7 @@ pub struct Daemon {
     child: Child,
     /// The process that owns the listening socket: the one whose RSS is reported.
     pub pid: u32,
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` when started with `--tls-cert`).
     pub base: String,
     pub workspace: PathBuf,
     /// From spawn to the listening line on stdout.
@@ -179,7 +179,7 @@ impl Daemon {
                 return Err(format!("{} printed no listening line: {tail}", kind.name()).into());
             }
         };
-        if !base.starts_with("http://127.0.0.1:") {
+        if !base.starts_with("http://127.0.0.1:") && !base.starts_with("https://127.0.0.1:") {
             let _ = child.start_kill();
             return Err(format!("{} listens on {base}, not on 127.0.0.1", kind.name()).into());
         }

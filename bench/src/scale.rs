@@ -8,9 +8,10 @@
 //! 3. While they are held: K permission round trips on another session (its own stream and votes,
 //!    as scenario (c)), ms per request and the p99 between requests.
 //!
-//! Transports: HTTP/2 ([`H2_STREAMS_PER_CONNECTION`] streams per connection, h2c), HTTP/1.1 (one
-//! connection per stream, spread over several `127.0.1.x` source addresses so no one address runs
-//! out of ephemeral ports), and `/acp` over WebSocket. Everything is on loopback. Opening is
+//! Transports: HTTP/2 ([`H2_STREAMS_PER_CONNECTION`] streams per connection, h2c), the same over
+//! TLS (the daemon serving https with a leaf of a CA made for the run, the clients trusting that
+//! CA alone, h2 by ALPN), HTTP/1.1 (one connection per stream, spread over several `127.0.1.x`
+//! source addresses so no one address runs out of ephemeral ports), and `/acp` over WebSocket. Everything is on loopback. Opening is
 //! bounded: at most [`IN_FLIGHT`] opens at once, [`OPEN_DEADLINE`] in all; every wait has a
 //! deadline.
 //!
@@ -19,7 +20,7 @@
 //! and one in the bench, so their N is bounded by that limit (the report says when it cut N);
 //! HTTP/2 puts 125 watchers on one socket.
 //!
-//! `mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--h1-streams N] [--acp N]`
+//! `mediatord-bench scale --mediatord BIN [--runs N] [--h2-streams N] [--tls-streams N] [--h1-streams N] [--acp N]`
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -34,7 +35,11 @@ use crate::api::Api;
 use crate::procs::{Daemon, Kind, Tools};
 use crate::scenarios::{self, PermissionRun};
 use crate::stats::{median, now_us};
+use crate::tls::Pki;
 
+/// The transports' names in the report.
+const HTTP2: &str = "HTTP/2";
+const HTTP2_TLS: &str = "HTTP/2 over TLS";
 /// Event streams per HTTP/2 connection: under the daemon's 128 concurrent streams.
 pub const H2_STREAMS_PER_CONNECTION: usize = 125;
 /// Opens in flight at once (connects, handshakes, subscribes).
@@ -57,13 +62,15 @@ const SETTLE: Duration = Duration::from_millis(1500);
 pub struct ScalePlan {
     pub runs: usize,
     pub h2_streams: usize,
+    /// HTTP/2 event streams over TLS.
+    pub tls_streams: usize,
     pub h1_streams: usize,
     pub acp: usize,
 }
 
 impl Default for ScalePlan {
     fn default() -> ScalePlan {
-        ScalePlan { runs: 1, h2_streams: 100_000, h1_streams: 15_000, acp: 10_000 }
+        ScalePlan { runs: 1, h2_streams: 100_000, tls_streams: 100_000, h1_streams: 15_000, acp: 10_000 }
     }
 }
 
@@ -125,7 +132,9 @@ pub async fn run(tools: &Tools, plan: &ScalePlan) -> Res<ScaleReport> {
     let h1 = fit(plan.h1_streams, "HTTP/1.1 event streams", &mut report.notes);
     let acp = fit(plan.acp, "/acp WebSockets", &mut report.notes);
     for run in 0..plan.runs {
-        for (transport, n) in [("HTTP/2", plan.h2_streams), ("HTTP/1.1", h1), ("/acp", acp)] {
+        let transports =
+            [(HTTP2, plan.h2_streams), (HTTP2_TLS, plan.tls_streams), ("HTTP/1.1", h1), ("/acp", acp)];
+        for (transport, n) in transports {
             if n == 0 {
                 continue;
             }
@@ -156,8 +165,22 @@ type Reached = tokio::sync::mpsc::Sender<u64>;
 async fn one(tools: &Tools, transport: &'static str, n: usize) -> Res<ScaleRun> {
     // Per session; the daemon's own ceiling is 100 000.
     let subscribers = n.clamp(2000, 100_000).to_string();
-    let daemon = Daemon::start(Kind::Mediatord, tools, &["--max-subscribers", &subscribers]).await?;
-    let api = Api::new(&daemon.base)?;
+    let mut args = vec!["--max-subscribers".to_owned(), subscribers];
+    // Over TLS: a CA made for this run, whose leaf the daemon serves and the clients alone trust.
+    let pki_dir = crate::procs::TempDir::new("pki")?;
+    let pki = (transport == HTTP2_TLS).then(|| Pki::new(&pki_dir.0)).transpose()?;
+    if let Some(pki) = &pki {
+        for (flag, path) in [("--tls-cert", &pki.cert), ("--tls-key", &pki.key)] {
+            args.push(flag.to_owned());
+            args.push(path.display().to_string());
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(Kind::Mediatord, tools, &args).await?;
+    let api = match &pki {
+        Some(pki) => Api::new_tls(&daemon.base, &pki.ca_pem, false)?,
+        None => Api::new(&daemon.base)?,
+    };
     let watched = scenarios::fresh_session(&api, &daemon).await?;
     tokio::time::sleep(SETTLE).await;
     let rss_before_kib = daemon.rss_kib()?;
@@ -166,16 +189,18 @@ async fn one(tools: &Tools, transport: &'static str, n: usize) -> Res<ScaleRun> 
     let open_deadline = tokio::time::Instant::now() + OPEN_DEADLINE;
     let session = watched.session_id.clone();
     let held = match transport {
-        "HTTP/2" | "HTTP/1.1" => {
-            let apis: Vec<Api> = if transport == "HTTP/2" {
-                let conns = n.div_ceil(H2_STREAMS_PER_CONNECTION);
+        HTTP2 | HTTP2_TLS | "HTTP/1.1" => {
+            let conns = n.div_ceil(H2_STREAMS_PER_CONNECTION);
+            let apis: Vec<Api> = if let Some(pki) = &pki {
+                (0..conns).map(|_| Api::new_tls(&daemon.base, &pki.ca_pem, true)).collect::<Res<_>>()?
+            } else if transport == HTTP2 {
                 (0..conns).map(|_| Api::new_h2(&daemon.base, None)).collect::<Res<_>>()?
             } else {
                 (1..=SOURCE_ADDRESSES)
                     .map(|i| Api::new_from(&daemon.base, IpAddr::V4(Ipv4Addr::new(127, 0, 1, i))))
                     .collect::<Res<_>>()?
             };
-            let per_api = if transport == "HTTP/2" { H2_STREAMS_PER_CONNECTION } else { 1 };
+            let per_api = if transport == "HTTP/1.1" { 1 } else { H2_STREAMS_PER_CONNECTION };
             open_all(n, open_deadline, |i| {
                 let api = apis[(i / per_api) % apis.len()].clone();
                 let (session, tx) = (session.clone(), reached_tx.clone());
@@ -332,7 +357,7 @@ impl ScaleReport {
                 r.permissions.interval_p99_ms
             );
         }
-        for transport in ["HTTP/2", "HTTP/1.1", "/acp"] {
+        for transport in [HTTP2, HTTP2_TLS, "HTTP/1.1", "/acp"] {
             let runs: Vec<&ScaleRun> = self.runs.iter().filter(|r| r.transport == transport).collect();
             if runs.len() > 1 {
                 let kib: Vec<f64> = runs.iter().map(|r| r.kib_per_watcher()).collect();
