@@ -166,6 +166,33 @@ async fn one_device_cannot_take_the_acp_connections_and_revoking_it_closes_and_f
     assert_eq!(initialize(&d, &spammer).await.0, 401);
 }
 
+/// The devices' share is not the only bound on a device: once the operator's connections fill the
+/// door, a device holding none is refused too, with the door's own code (`503
+/// acp_connection_limit`), and gets in again once one of them ends.
+#[tokio::test]
+async fn a_device_is_refused_once_the_operators_connections_fill_the_door() {
+    use futures_util::StreamExt;
+    let d = Daemon::start(&["--token", TOKEN]);
+    let (_, phone) = d.pair_device(Some(TOKEN), "phone", "voter").await;
+    let client = http();
+    let operator: Vec<Reply> = futures_util::stream::iter(0..1024)
+        .map(|_| {
+            send(op(client.post(d.url("/acp"))).json(&json!({
+                "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1},
+            })))
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(operator.iter().all(|r| r.status == 200), "the operator opens the door's 1024");
+    let refused = initialize(&d, &phone).await;
+    assert_eq!((refused.0, refused.1.as_str()), (503, Some("acp_connection_limit")), "{refused:?}");
+    let id = operator[0].header("acp-connection-id").expect("Acp-Connection-Id").to_owned();
+    let ended = send(op(client.delete(d.url("/acp"))).header("Acp-Connection-Id", &id)).await;
+    assert_eq!(ended.status, 202);
+    assert_eq!(initialize(&d, &phone).await.0, 200);
+}
+
 /// A home directory holding what the user service's env file holds (`~/.config/mediatord/env`,
 /// as the docs recommend it): the operator token, where an agent running as the same user can
 /// read it.
