@@ -17,7 +17,10 @@ cleanup() {
 	rm -rf "$DIR"
 }
 trap cleanup EXIT
-"$BIN" serve --port 0 --agent demo --workspace "$DIR" >"$DIR/out" 2>"$DIR/err" &
+# A workspace and a state directory of its own: never the user's.
+mkdir -p "$DIR/workspace"
+HOME="$DIR" XDG_STATE_HOME="$DIR" "$BIN" serve --port 0 --agent demo --workspace "$DIR/workspace" \
+	--state-dir "$DIR/state" >"$DIR/out" 2>"$DIR/err" &
 DAEMON=$!
 for _ in $(seq 100); do grep -q 'listening on' "$DIR/out" && break; sleep 0.05; done
 URL=$(sed -n 's/.*listening on //p' "$DIR/out")

@@ -11,9 +11,9 @@
 //! Transports: HTTP/2 ([`H2_STREAMS_PER_CONNECTION`] streams per connection, h2c), the same over
 //! TLS (the daemon serving https with a leaf of a CA made for the run, the clients trusting that
 //! CA alone, h2 by ALPN), HTTP/1.1 (one connection per stream, spread over several `127.0.1.x`
-//! source addresses so no one address runs out of ephemeral ports), and `/acp` over WebSocket. Everything is on loopback. Opening is
-//! bounded: at most [`IN_FLIGHT`] opens at once, [`OPEN_DEADLINE`] in all; every wait has a
-//! deadline.
+//! source addresses so no one address runs out of ephemeral ports), and `/acp` over WebSocket.
+//! Everything is on loopback. Opening is bounded: at most [`IN_FLIGHT`] opens at once,
+//! [`OPEN_DEADLINE`] in all; every wait has a deadline.
 //!
 //! The file limit: the bench raises its own soft `RLIMIT_NOFILE` to the hard one before it starts
 //! a daemon (which inherits it). A watcher over HTTP/1.1 or a WebSocket is a socket in the daemon
@@ -167,8 +167,8 @@ async fn one(tools: &Tools, transport: &'static str, n: usize) -> Res<ScaleRun> 
     let subscribers = n.clamp(2000, 100_000).to_string();
     let mut args = vec!["--max-subscribers".to_owned(), subscribers];
     // Over TLS: a CA made for this run, whose leaf the daemon serves and the clients alone trust.
-    let pki_dir = crate::procs::TempDir::new("pki")?;
-    let pki = (transport == HTTP2_TLS).then(|| Pki::new(&pki_dir.0)).transpose()?;
+    let pki_dir = (transport == HTTP2_TLS).then(|| crate::procs::TempDir::new("pki")).transpose()?;
+    let pki = pki_dir.as_ref().map(|dir| Pki::new(&dir.0)).transpose()?;
     if let Some(pki) = &pki {
         for (flag, path) in [("--tls-cert", &pki.cert), ("--tls-key", &pki.key)] {
             args.push(flag.to_owned());
