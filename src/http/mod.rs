@@ -280,3 +280,46 @@ async fn count_request(State(m): State<Arc<Metrics>>, req: Request, next: Next) 
     m.http_request(method, &route, response.status().as_u16());
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Which requests are event streams (their span is at DEBUG, so an idle stream keeps none at
+    /// the default level): a session's `events`, and `/acp`'s GET that asks for `text/event-stream`
+    /// (in any case); not a WebSocket's upgrade, another route or another method. The route is the
+    /// router's (`MatchedPath`), as in the daemon.
+    #[tokio::test]
+    async fn event_streams_are_a_sessions_events_and_acps_sse_get() {
+        async fn judged(req: Request) -> String {
+            is_event_stream(&req).to_string()
+        }
+        let app: Router = Router::new()
+            .route("/session/{id}/events", get(judged).post(judged))
+            .route("/acp", get(judged).post(judged))
+            .route("/session/{id}", get(judged));
+        let cases: &[(&str, &str, Option<&str>, &str)] = &[
+            ("GET", "/session/s1/events", None, "true"),
+            ("POST", "/session/s1/events", None, "false"),
+            ("GET", "/acp", Some("text/event-stream"), "true"),
+            ("GET", "/acp", Some("application/json, Text/Event-Stream"), "true"),
+            ("GET", "/acp", None, "false"),
+            ("GET", "/acp", Some("application/json"), "false"),
+            ("POST", "/acp", Some("text/event-stream"), "false"),
+            ("GET", "/session/s1", Some("text/event-stream"), "false"),
+        ];
+        for (method, path, accept, want) in cases {
+            let mut req = Request::builder().method(*method).uri(*path);
+            if let Some(accept) = accept {
+                req = req.header(axum::http::header::ACCEPT, *accept);
+            }
+            let res = app.clone().oneshot(req.body(Body::empty()).expect("request")).await.expect("answer");
+            let got = axum::body::to_bytes(res.into_body(), 64).await.expect("body");
+            assert_eq!(String::from_utf8_lossy(&got), *want, "{method} {path} {accept:?}");
+        }
+    }
+}

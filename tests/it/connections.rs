@@ -322,6 +322,36 @@ fn zero_connection_timeouts_are_refused() {
     }
 }
 
+/// The lingering close is for an answer given before its request's body was read (below): a
+/// connection that read its whole request and asked to be closed gives its slot back at once,
+/// while its client still holds its own side open, not after the linger's 10 s (`LINGER_TIME`:
+/// a lingering connection keeps reading, and keeps its slot, until the client closes).
+#[tokio::test]
+async fn a_connection_that_read_its_whole_request_gives_its_slot_back_without_lingering() {
+    let d = Daemon::start(&["--token", TOKEN, "--max-connections", "8"]);
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut socket = TcpStream::connect(("127.0.0.1", d.port)).await.expect("connect");
+        socket.write_all(authed_get(d.port, "/health").as_bytes()).await.expect("write the request");
+        let answer = read_until_closed(&mut socket).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 200"), "a slot was still held by a closed connection: {text}");
+        held.push(socket);
+    }
+    // Every one of the eight closed: a ninth is served within half the linger's time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = raw_request(d.port, authed_get(d.port, "/capabilities").as_bytes()).await;
+        if reply.status == 200 {
+            break;
+        }
+        assert_eq!(reply.body["code"], "connection_limit_exceeded", "{} {}", reply.head, reply.text);
+        assert!(Instant::now() < deadline, "the closed connections kept their slots: the daemon lingered");
+        tokio::time::sleep(Duration::from_millis(20)).await; // waiting for the daemon to see a close
+    }
+    drop(held);
+}
+
 /// Issue #27: a client that sends its whole body before it reads (Python's `http.client`, and
 /// `requests` on top of it) reads the refusal of an oversized body, and of a body sent without the
 /// token, instead of a broken pipe: the daemon lingers, reading and discarding what is still
