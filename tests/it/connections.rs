@@ -322,6 +322,55 @@ fn zero_connection_timeouts_are_refused() {
     }
 }
 
+/// A keep-alive connection's next head has its own deadline, counted from its first byte
+/// (`--header-timeout-ms`), not the idle wait's before it (`--idle-timeout-ms`): a head begun
+/// within the idle time and finished within its own is served, not closed when the idle time runs
+/// out (the read timer is moved to the head's deadline, not kept at the wait's).
+#[tokio::test]
+async fn a_keep_alive_connections_next_head_has_its_own_deadline() {
+    let d = Daemon::start(&["--token", TOKEN, "--idle-timeout-ms", "2000", "--header-timeout-ms", "3000"]);
+    let mut socket = TcpStream::connect(("127.0.0.1", d.port)).await.expect("connect");
+    let keep_alive = format!(
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+        d.port
+    );
+    socket.write_all(keep_alive.as_bytes()).await.expect("the first request");
+    // The first answer, whole (its Content-Length), with the connection kept open.
+    let mut first = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&first).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .expect("a Content-Length");
+            if body.len() >= length {
+                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                break;
+            }
+        }
+        let n = tokio::time::timeout(WAIT, socket.read(&mut chunk))
+            .await
+            .expect("the first answer")
+            .expect("read");
+        assert!(n > 0, "the daemon closed a keep-alive connection: {text}");
+        first.extend_from_slice(&chunk[..n]);
+    }
+    // The scenario's waits, not synchronisation: the next head starts 1 s into the idle wait
+    // (whose deadline is 2 s) and ends 3 s in: past the idle deadline, within the head's (4 s).
+    let request = authed_get(d.port, "/health");
+    let (start, rest) = request.as_bytes().split_at(4);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    socket.write_all(start).await.expect("the next head's first bytes");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    socket.write_all(rest).await.expect("the rest of the head");
+    let answer = read_until_closed(&mut socket).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "the head was held to the idle wait's deadline: {text}");
+}
+
 /// The lingering close is for an answer given before its request's body was read (below): a
 /// connection that read its whole request and asked to be closed gives its slot back at once,
 /// while its client still holds its own side open, not after the linger's 10 s (`LINGER_TIME`:
