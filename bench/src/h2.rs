@@ -152,24 +152,38 @@ fn side(row: &mut Row, h2: bool) -> &mut Vec<f64> {
 /// KiB of daemon RSS per idle event stream: `streams` streams on one session of a fresh daemon.
 async fn idle_streams(tools: &Tools, streams: usize, h2: bool) -> Res<f64> {
     let d = Daemon::start(Kind::Mediatord, tools, &[]).await?;
-    let result = async {
-        let api = Api::new(&d.base)?;
-        let via: Vec<Api> = if h2 {
-            let connections = streams.div_ceil(H2_STREAMS_PER_CONNECTION);
-            (0..connections).map(|_| Api::new_h2(&d.base, None)).collect::<Res<_>>()?
-        } else {
-            vec![api.clone()]
-        };
-        let m = scenarios::memory_via(&api, &via, &d, 1, streams, None).await?;
-        if m.subscribers_incomplete > 0 {
-            return Err(format!("{} of {streams} streams incomplete", m.subscribers_incomplete).into());
-        }
-        let with = m.subscribers_kib.ok_or_else(|| m.refused.clone().unwrap_or_default())?;
-        Ok(with.saturating_sub(m.streams_base_kib) as f64 / streams as f64)
-    }
-    .await;
+    let result = stream_memory(&d, streams, h2, None).await.map(|(rss, _anon)| rss);
     d.stop().await;
     result
+}
+
+/// What each of `streams` idle event streams on one session of `d` adds to its memory, KiB of
+/// VmRSS and of its anonymous part: over HTTP/2 ([`H2_STREAMS_PER_CONNECTION`] a connection) or
+/// over HTTP/1.1 (a connection each). `at_idle` runs while they are all open.
+pub(crate) async fn stream_memory(
+    d: &Daemon,
+    streams: usize,
+    h2: bool,
+    at_idle: Option<fn(&Daemon)>,
+) -> Res<(f64, f64)> {
+    let api = Api::new(&d.base)?;
+    let via: Vec<Api> = if h2 {
+        let connections = streams.div_ceil(H2_STREAMS_PER_CONNECTION);
+        (0..connections).map(|_| Api::new_h2(&d.base, None)).collect::<Res<_>>()?
+    } else {
+        vec![api.clone()]
+    };
+    let m = scenarios::memory_via(&api, &via, d, 1, streams, at_idle).await?;
+    if m.subscribers_incomplete > 0 {
+        return Err(format!("{} of {streams} streams incomplete", m.subscribers_incomplete).into());
+    }
+    let with = m.subscribers_kib.ok_or_else(|| m.refused.clone().unwrap_or_default())?;
+    let with_anon = m.subscribers_anon_kib.unwrap_or(m.streams_base_anon_kib);
+    let n = streams.max(1) as f64;
+    Ok((
+        with.saturating_sub(m.streams_base_kib) as f64 / n,
+        with_anon.saturating_sub(m.streams_base_anon_kib) as f64 / n,
+    ))
 }
 
 impl H2Report {

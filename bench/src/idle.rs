@@ -2,7 +2,7 @@
 //! run:
 //!
 //! - `h1`: event streams over HTTP/1.1 (one connection each), 1000 on one session;
-//! - `h2`: the same streams over HTTP/2 ([`H2_STREAMS_PER_CONNECTION`] per connection);
+//! - `h2`: the same streams over HTTP/2 ([`crate::h2::H2_STREAMS_PER_CONNECTION`] per connection);
 //! - `acp`: `/acp` WebSocket connections, each attached to one session; then as many more on the
 //!   same daemon, read again: what each of those adds (`acp-next`) is the cost of one more
 //!   connection without the first round's one-off costs (the allocator's arenas growing to the
@@ -25,10 +25,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::api::Api;
-use crate::h2::H2_STREAMS_PER_CONNECTION;
 use crate::procs::{Daemon, Kind, Tools};
 use crate::stats::median;
-use crate::{Res, acp, scenarios};
+use crate::{Res, acp};
 
 /// How long a wrapper (a heap profiler) gets to write its results once the daemon is killed.
 const WRAPPER_GRACE: Duration = Duration::from_secs(300);
@@ -129,26 +128,7 @@ async fn one(tools: &Tools, plan: &IdlePlan, kind: &str) -> Res<((f64, f64), Opt
             }
             return Ok(((m.per_connection_kib(), m.per_connection_anon_kib()), m.next));
         }
-        let via: Vec<Api> = if kind == "h2" {
-            let connections = plan.streams.div_ceil(H2_STREAMS_PER_CONNECTION);
-            (0..connections).map(|_| Api::new_h2(&d.base, None)).collect::<Res<_>>()?
-        } else {
-            vec![api.clone()]
-        };
-        let m = scenarios::memory_via(&api, &via, &d, 1, plan.streams, at_idle).await?;
-        if m.subscribers_incomplete > 0 {
-            return Err(format!("{} of {} streams incomplete", m.subscribers_incomplete, plan.streams).into());
-        }
-        let with = m.subscribers_kib.ok_or_else(|| m.refused.clone().unwrap_or_default())?;
-        let with_anon = m.subscribers_anon_kib.unwrap_or(m.streams_base_anon_kib);
-        let n = plan.streams.max(1) as f64;
-        Ok((
-            (
-                with.saturating_sub(m.streams_base_kib) as f64 / n,
-                with_anon.saturating_sub(m.streams_base_anon_kib) as f64 / n,
-            ),
-            None,
-        ))
+        Ok((crate::h2::stream_memory(&d, plan.streams, kind == "h2", at_idle).await?, None))
     }
     .await;
     if plan.kill_at_idle && !d.exited(WRAPPER_GRACE).await {

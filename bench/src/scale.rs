@@ -32,6 +32,7 @@ use memchr::memmem;
 use crate::Res;
 use crate::acp::{Conn, STAMP, stamp};
 use crate::api::Api;
+use crate::h2::H2_STREAMS_PER_CONNECTION;
 use crate::procs::{Daemon, Kind, Tools};
 use crate::scenarios::{self, PermissionRun};
 use crate::stats::{median, now_us};
@@ -40,8 +41,6 @@ use crate::tls::Pki;
 /// The transports' names in the report.
 const HTTP2: &str = "HTTP/2";
 const HTTP2_TLS: &str = "HTTP/2 over TLS";
-/// Event streams per HTTP/2 connection: under the daemon's 128 concurrent streams.
-pub const H2_STREAMS_PER_CONNECTION: usize = 125;
 /// Opens in flight at once (connects, handshakes, subscribes).
 pub const IN_FLIGHT: usize = 256;
 /// How long opening all the watchers of one run may take.
