@@ -88,6 +88,11 @@ struct Attached {
     _place: Option<StreamPermit>,
 }
 
+/// A connection's own messages (its answers, its requests to the client), for the one transport
+/// stream that drains them. Boxed: the channel's first block of slots is allocated with it and
+/// lives as long as the connection, a pointer per slot rather than a whole `Bytes` (issue #46).
+pub type Messages = mpsc::Receiver<Box<Bytes>>;
+
 /// Activity, for forgetting a Streamable HTTP connection its client abandoned.
 #[derive(Debug)]
 struct Activity {
@@ -102,8 +107,8 @@ pub struct Connection {
     pub(super) shared: Arc<Shared>,
     owner: Owner,
     pub(super) transport: Transport,
-    messages_tx: mpsc::Sender<Bytes>,
-    messages_rx: Mutex<Option<mpsc::Receiver<Bytes>>>,
+    messages_tx: mpsc::Sender<Box<Bytes>>,
+    messages_rx: Mutex<Option<Messages>>,
     /// WebSocket: lanes go to the socket's writer as they are attached. Boxed: the channel's
     /// first block of slots is allocated with it and lives as long as the connection, a pointer
     /// per slot rather than a whole lane (issue #46).
@@ -207,12 +212,12 @@ impl Connection {
 
     /// The connection's own message queue, for the one transport stream that drains it (`None`
     /// while another has it).
-    pub fn take_messages(&self) -> Option<mpsc::Receiver<Bytes>> {
+    pub fn take_messages(&self) -> Option<Messages> {
         lock(&self.messages_rx).take()
     }
 
     /// Gives back the queue a stream was draining (Streamable HTTP: the client may open another).
-    pub fn park_messages(&self, rx: mpsc::Receiver<Bytes>) {
+    pub fn park_messages(&self, rx: Messages) {
         if !self.is_closed() {
             *lock(&self.messages_rx) = Some(rx);
         }
@@ -327,7 +332,7 @@ impl Connection {
     /// Queues a message on the connection's own stream; a client that lets the queue fill is not
     /// reading, and is closed.
     pub(super) fn send(&self, message: Bytes) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.messages_tx.try_send(message) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.messages_tx.try_send(Box::new(message)) {
             tracing::info!(connection = %self.shared.id, "closing an ACP connection whose client reads nothing");
             self.close();
         }
@@ -759,7 +764,7 @@ mod tests {
         Caller::operator(true, crate::permission::Via::Acp).acting_as(client_id.map(str::to_owned))
     }
 
-    fn queued(rx: &mut mpsc::Receiver<Bytes>) -> Vec<Value> {
+    fn queued(rx: &mut Messages) -> Vec<Value> {
         std::iter::from_fn(|| rx.try_recv().ok())
             .map(|b| serde_json::from_slice(&b).expect("every message is JSON"))
             .collect()

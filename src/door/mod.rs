@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use self::connection::{
-    Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, NoStream,
+    Connection, Ctx, MAX_CALLS_IN_FLIGHT, MAX_MESSAGE_BYTES, MAX_SESSIONS_PER_CONNECTION, Messages, NoStream,
     SessionStream, Transport,
 };
 pub use self::failure::Failure;

@@ -50,7 +50,8 @@ use crate::desk::Refusal;
 use crate::desk::{Caller, Desk, Place};
 use crate::devices::StreamPermit;
 use crate::door::{
-    self, Connection, Ctx, Door, Failure, Lane, NoStream, Out, Owner, SessionStream, Transport, wire,
+    self, Connection, Ctx, Door, Failure, Lane, Messages, NoStream, Out, Owner, SessionStream, Transport,
+    wire,
 };
 
 /// `Acp-Connection-Id`: which connection a request or stream belongs to.
@@ -327,7 +328,7 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
                     Some(Err(e)) => Woke::End(Some(close_for(&e))),
                 }
             }
-            Some(message) = messages.recv() => Woke::Write(Out::Message { json: message, event_id: None }),
+            Some(message) = messages.recv() => Woke::Write(Out::Message { json: *message, event_id: None }),
             out = lanes.next(), if !lanes.is_empty() => out.map_or(Woke::Nothing, Woke::Write),
             _ = ping.tick() => Woke::Ping,
             // Nothing is ready: the connection has drained, and gives its batch buffer back (a
@@ -385,7 +386,7 @@ fn close_for(e: &WsError) -> (u16, &'static str) {
 fn gather(
     frames: &mut Frames,
     first: Out,
-    messages: &mut tokio::sync::mpsc::Receiver<Bytes>,
+    messages: &mut Messages,
     lanes: &mut Lanes,
 ) -> Option<(u16, &'static str)> {
     let (mut count, mut bytes) = (0usize, 0usize);
@@ -403,7 +404,7 @@ fn gather(
             break;
         }
         next = match messages.try_recv() {
-            Ok(m) => Some(Out::Message { json: m, event_id: None }),
+            Ok(m) => Some(Out::Message { json: *m, event_id: None }),
             Err(_) => lanes.next().now_or_never().flatten(),
         };
     }
@@ -600,7 +601,7 @@ fn session_stream(
 /// Gives the connection's queue back when its stream ends.
 struct MessagesGuard {
     conn: Arc<Connection>,
-    messages: Option<tokio::sync::mpsc::Receiver<Bytes>>,
+    messages: Option<Messages>,
     /// A device's place, freed with the stream.
     _place: Option<StreamPermit>,
 }
@@ -617,7 +618,7 @@ impl Drop for MessagesGuard {
 /// A connection's own SSE stream: its answers, and a heartbeat in silence.
 fn connection_stream(
     conn: Arc<Connection>,
-    messages: tokio::sync::mpsc::Receiver<Bytes>,
+    messages: Messages,
     revoked: Option<CancellationToken>,
     place: Option<StreamPermit>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
@@ -628,7 +629,7 @@ fn connection_stream(
         let rx = guard.messages.as_mut()?;
         let out = tokio::select! {
             () = ended.cancelled() => return None,
-            m = rx.recv() => Out::Message { json: m?, event_id: None },
+            m = rx.recv() => Out::Message { json: *m?, event_id: None },
             () = tokio::time::sleep(SSE_HEARTBEAT) => Out::Keepalive,
         };
         let frame = sse_frame(&out)?;
