@@ -68,6 +68,10 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// 64 KiB is the largest segment loopback TCP sends at once and the size of one read of the
 /// agent's pipe, so a burst the reader published from one read leaves in about one write.
 const BATCH_BYTES: usize = 64 * 1024;
+/// Most bytes of one block the frames of a burst are written into (a larger frame gets a block of
+/// its own). A block is freed once every frame in it is, so beyond the bytes of its frames (what
+/// [`RING_MAX_BYTES`] counts) a ring holds at most one block's worth of frames it already dropped.
+const FRAME_BLOCK: usize = 64 * 1024;
 /// The first frame of every stream: the browser's reconnection delay.
 pub(super) const RETRY: &[u8] = b"retry: 3000\n\n";
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
@@ -327,7 +331,7 @@ impl Bus {
     pub(crate) fn publish_raw_many<'a>(
         &self,
         kind: EventKind,
-        data: impl IntoIterator<Item = &'a str>,
+        data: impl IntoIterator<Item = &'a str, IntoIter: Clone>,
         tag: &PromptTag,
     ) -> Option<u64> {
         self.push(kind, data, tag, false)
@@ -343,7 +347,7 @@ impl Bus {
     fn push<'a>(
         &self,
         kind: EventKind,
-        events: impl IntoIterator<Item = &'a str>,
+        events: impl IntoIterator<Item = &'a str, IntoIter: Clone>,
         tag: &PromptTag,
         terminal: bool,
     ) -> Option<u64> {
@@ -369,8 +373,17 @@ impl Bus {
         let mut needed = inner.needed_from();
         let events = events.into_iter();
         let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
+        // The burst's frames are written into shared blocks (see `FRAME_BLOCK`), sized from what
+        // is left of the burst so a lone event takes no more than its own frame.
+        let mut left: usize = events.clone().map(|data| frame_room(data, kind, tag_json, &tail)).sum();
+        let mut block = BytesMut::new();
         for data in events {
-            let (frame, shape) = frame(inner.next_id, kind, data, tag_json, &tail);
+            let room = frame_room(data, kind, tag_json, &tail);
+            if let Some(size) = new_block(block.capacity(), room, left) {
+                block = BytesMut::with_capacity(size);
+            }
+            left = left.saturating_sub(room);
+            let (frame, shape) = frame_into(&mut block, inner.next_id, kind, data, tag_json, &tail);
             if self.history.is_some() {
                 recorded.push(frame.clone());
             }
@@ -546,20 +559,53 @@ impl TagJson {
     }
 }
 
+/// [`frame_into`] a block of its own.
+#[cfg(test)]
+pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
+    frame_into(&mut BytesMut::new(), id, event, data, tag, tail)
+}
+
+/// The size of the block to write the next frame into, which needs `room`, when the current block
+/// has only `spare` (`None`: it fits there). `left` is the room of the burst's frames not yet
+/// written, this one included: a block holds up to [`FRAME_BLOCK`] of them, never more than they
+/// need, and a frame larger than that alone.
+fn new_block(spare: usize, room: usize, left: usize) -> Option<usize> {
+    (spare < room).then(|| room.max(left.min(FRAME_BLOCK)))
+}
+
+/// The bytes an event's frame takes at most: its data, tag and tail, the kind twice, and the rest
+/// of the frame with both ids at their widest (90 bytes).
+fn frame_room(data: &str, event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
+    data.len() + tag.json.len() + event.as_str().len() * 2 + tail.len() + 96
+}
+
 /// One event's SSE frame: `id`, `event`, and the envelope on one `data:` line, ending with `tail`
 /// (`_meta` and the blank line), and where its parts lie in it. Written by hand (no `format!`):
 /// this runs once per agent update, and the formatting machinery was a tenth of the daemon's time
-/// in `perf`. Sized up front so it is built without a reallocation.
-pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
+/// in `perf`.
+///
+/// Written into the block `f` (grown if it has no room) and split off it: the frames of a burst
+/// share their blocks' allocations (`Bus::push` sizes them), a reference count each, instead of
+/// an allocation per frame and another for the reference count the store's copy adds.
+pub(super) fn frame_into(
+    f: &mut BytesMut,
+    id: u64,
+    event: EventKind,
+    data: &str,
+    tag: &Tag,
+    tail: &[u8],
+) -> (Bytes, Option<Shape>) {
     let kind = event.as_str();
     let tag_json = &tag.json;
-    let mut f = BytesMut::with_capacity(data.len() + tag_json.len() + kind.len() * 2 + tail.len() + 96);
+    f.reserve(frame_room(data, event, tag, tail));
+    // Offsets below are the frame's own: the block holds nothing unsplit.
+    debug_assert!(f.is_empty());
     f.extend_from_slice(b"id: ");
-    push_u64(&mut f, id);
+    push_u64(f, id);
     f.extend_from_slice(b"\nevent: ");
     f.extend_from_slice(kind.as_bytes());
     f.extend_from_slice(b"\ndata: {\"id\":");
-    push_u64(&mut f, id);
+    push_u64(f, id);
     f.extend_from_slice(b",\"v\":1,\"type\":\"");
     f.extend_from_slice(kind.as_bytes());
     f.extend_from_slice(b"\",\"data\":");
@@ -591,7 +637,7 @@ pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8
             originator: within(tag.originator)?,
         })
     })();
-    (f.freeze(), shape)
+    (f.split().freeze(), shape)
 }
 
 /// `n` in decimal.
@@ -1941,6 +1987,48 @@ mod tests {
         let text = collect_after_close(&b, 0).await;
         assert_eq!(idless(&text, "state_resync_required")[0]["earliestAvailableId"], 3);
         assert_eq!(ids(&text), [3, 4, 5]);
+    }
+
+    /// A burst larger than a block, with a frame larger than a block amid it, reads back event for
+    /// event: each frame is whole and its own, whichever block it was written into.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_over_several_blocks_reads_back_event_for_event() {
+        let b = bus(1000, 10);
+        let sent: Vec<String> = (0..600)
+            .map(|i| match i {
+                300 => format!("{{\"big\":\"{}\"}}", "x".repeat(FRAME_BLOCK + 10)),
+                _ => format!("{{\"i\":{i},\"pad\":\"{}\"}}", "y".repeat(i % 300)),
+            })
+            .collect();
+        assert_eq!(
+            b.publish_raw_many(SessionUpdate, sent.iter().map(String::as_str), &PromptTag::default()),
+            Some(600)
+        );
+        let text = collect_after_close(&b, 0).await;
+        assert_eq!(ids(&text), (1..=600).collect::<Vec<u64>>());
+        let got: Vec<serde_json::Value> = text
+            .split("\n\n")
+            .filter_map(|f| f.split_once("\nevent: session_update\ndata: "))
+            .map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).expect("json")["data"].clone())
+            .collect();
+        assert_eq!(got.len(), 600);
+        for (data, want) in got.iter().zip(&sent) {
+            assert_eq!(data, &serde_json::from_str::<serde_json::Value>(want).expect("json"));
+        }
+    }
+
+    #[test]
+    fn a_block_holds_what_is_left_of_the_burst_up_to_its_bound() {
+        // The frame fits what the block has left: no new block.
+        assert_eq!(new_block(300, 300, 10_000), None);
+        // A lone event, or the burst's last: a block of its own size.
+        assert_eq!(new_block(0, 300, 300), Some(300));
+        assert_eq!(new_block(299, 300, 300), Some(300));
+        // A burst: what is left of it, up to the bound.
+        assert_eq!(new_block(0, 300, 5_000), Some(5_000));
+        assert_eq!(new_block(0, 300, 10 * FRAME_BLOCK), Some(FRAME_BLOCK));
+        // A frame larger than the bound: a block of its own size.
+        assert_eq!(new_block(0, FRAME_BLOCK + 1, 10 * FRAME_BLOCK), Some(FRAME_BLOCK + 1));
     }
 
     #[test]
