@@ -4,6 +4,8 @@
 //! message is a [`Frame::Malformed`] value the reader logs and skips. Payloads stay as raw JSON so
 //! unknown fields and `_meta` flow through untouched and nothing is re-serialised on the hot path.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -66,8 +68,9 @@ pub enum RequestId {
 pub enum Frame {
     /// `{id, method, params}`: the agent asks the daemon something.
     Request { id: RequestId, method: String, params: Option<Box<RawValue>> },
-    /// `{method, params}`: fire and forget.
-    Notification { method: String, params: Option<Box<RawValue>> },
+    /// `{method, params}`: fire and forget. The method is borrowed when the fast path of
+    /// [`Frame::parse`] read it (no allocation per streamed update).
+    Notification { method: Cow<'static, str>, params: Option<Box<RawValue>> },
     /// `{id, result}` or `{id, error}`: the answer to one of the daemon's calls.
     Response { id: RequestId, result: Result<Box<RawValue>, RpcError> },
     /// Anything else; the reason is for the log.
@@ -102,7 +105,10 @@ impl Frame {
             && params.first() == Some(&b'{')
             && let Ok(params) = serde_json::from_slice::<Box<RawValue>>(params)
         {
-            return Frame::Notification { method: "session/update".to_owned(), params: Some(params) };
+            return Frame::Notification {
+                method: Cow::Borrowed(super::method::SESSION_UPDATE),
+                params: Some(params),
+            };
         }
         let raw: RawFrame = match serde_json::from_slice(line) {
             Ok(raw) => raw,
@@ -110,7 +116,7 @@ impl Frame {
         };
         match (raw.id, raw.method) {
             (Some(id), Some(method)) => Frame::Request { id, method, params: raw.params },
-            (None, Some(method)) => Frame::Notification { method, params: raw.params },
+            (None, Some(method)) => Frame::Notification { method: Cow::Owned(method), params: raw.params },
             (Some(id), None) => match (raw.result, raw.error) {
                 (_, Some(error)) => Frame::Response { id, result: Err(error) },
                 (Some(result), None) => Frame::Response { id, result: Ok(result) },
