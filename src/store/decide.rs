@@ -121,30 +121,48 @@ pub(super) struct GapTracker {
     last: HashMap<Arc<str>, u64>,
 }
 
+/// What [`GapTracker::observe`] makes of a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Burst {
+    /// Its first `skip` events are duplicates, not recorded.
+    pub(super) skip: usize,
+    /// The ids missed before the first event recorded.
+    pub(super) gap: Option<(u64, u64)>,
+}
+
 impl GapTracker {
     /// A session starts recording after `after_id`.
     pub(super) fn start(&mut self, session_id: Arc<str>, after_id: u64) {
         self.last.insert(session_id, after_id);
     }
 
-    /// Event `id` of `session_id` arrives: the ids missed before it, if any. An id at or below the
-    /// last one is a duplicate and yields nothing.
-    pub(super) fn observe(&mut self, session_id: &Arc<str>, id: u64) -> Option<(u64, u64)> {
-        let last = self.last.entry(session_id.clone()).or_insert(id.saturating_sub(1));
-        let gap = (id > *last + 1).then(|| (*last + 1, id - 1));
-        *last = (*last).max(id);
-        gap
+    /// Events `first_id..first_id + count` of `session_id` arrive, a burst (consecutive: handed
+    /// over under the bus's lock): how many of its first are at or below the last id recorded
+    /// (duplicates, never re-recorded; they can only be a prefix), and the ids missed before the
+    /// rest, if any. One lookup per burst rather than two per event (issue #46).
+    pub(super) fn observe(&mut self, session_id: &Arc<str>, first_id: u64, count: usize) -> Burst {
+        let last = self.last.get(&**session_id).copied();
+        let seen = last.map_or(0, |last| last.saturating_add(1).saturating_sub(first_id));
+        let skip = usize::try_from(seen).map_or(count, |seen| seen.min(count));
+        if skip == count {
+            return Burst { skip, gap: None };
+        }
+        let first = first_id + skip as u64;
+        let gap = last.filter(|&last| first > last + 1).map(|last| (last + 1, first - 1));
+        let newest = first_id + (count as u64 - 1);
+        match self.last.get_mut(&**session_id) {
+            Some(last) => *last = newest,
+            None => {
+                self.last.insert(session_id.clone(), newest);
+            }
+        }
+        Burst { skip, gap }
     }
 
     /// The session ended with `last_id` as its last event: the trailing ids never received, if any.
     pub(super) fn end(&mut self, session_id: &str, last_id: u64) -> Option<(u64, u64)> {
         let last = self.last.remove(session_id)?;
         (last_id > last).then(|| (last + 1, last_id))
-    }
-
-    /// Whether an id at or below the last recorded one is a duplicate (never re-recorded).
-    pub(super) fn is_duplicate(&self, session_id: &str, id: u64) -> bool {
-        self.last.get(session_id).is_some_and(|last| id <= *last)
     }
 
     /// What the tracker knows of `session_id` now, to [`restore`](GapTracker::restore) when the
@@ -295,19 +313,21 @@ mod tests {
     fn gaps_are_the_ids_between_two_recorded_ones() {
         let mut t = GapTracker::default();
         let s = arc("s");
+        let burst = |skip, gap| Burst { skip, gap };
         t.start(s.clone(), 0);
-        assert_eq!(t.observe(&s, 1), None);
-        assert_eq!(t.observe(&s, 2), None);
-        assert_eq!(t.observe(&s, 5), Some((3, 4)));
-        assert_eq!(t.observe(&s, 6), None);
-        assert_eq!(t.observe(&s, 8), Some((7, 7)));
-        // A duplicate or an older id is not a gap and does not move the mark back.
-        assert!(t.is_duplicate("s", 8));
-        assert!(t.is_duplicate("s", 3));
-        assert!(!t.is_duplicate("s", 9));
-        assert_eq!(t.observe(&s, 8), None);
-        assert_eq!(t.observe(&s, 9), None);
-        assert_eq!(t.end("s", 12), Some((10, 12)));
+        assert_eq!(t.observe(&s, 1, 2), burst(0, None));
+        assert_eq!(t.observe(&s, 5, 2), burst(0, Some((3, 4))));
+        assert_eq!(t.observe(&s, 8, 1), burst(0, Some((7, 7))));
+        // Duplicates or older ids are not a gap and do not move the mark back.
+        assert_eq!(t.observe(&s, 3, 6), burst(6, None));
+        assert_eq!(t.observe(&s, 8, 1), burst(1, None));
+        assert_eq!(t.mark("s"), Some(8));
+        // A burst that starts among them records from the first new id, with no gap.
+        assert_eq!(t.observe(&s, 7, 4), burst(2, None));
+        assert_eq!(t.mark("s"), Some(10));
+        // Nothing changes with an empty burst.
+        assert_eq!(t.observe(&s, 20, 0), burst(0, None));
+        assert_eq!(t.end("s", 12), Some((11, 12)));
         assert_eq!(t.end("s", 12), None, "ended once");
     }
 
@@ -316,11 +336,11 @@ mod tests {
         let mut t = GapTracker::default();
         let s = arc("s");
         t.start(s.clone(), 40);
-        assert_eq!(t.observe(&s, 41), None);
+        assert_eq!(t.observe(&s, 41, 1), Burst { skip: 0, gap: None });
         assert_eq!(t.end("s", 41), None);
         t.start(s.clone(), 41);
-        assert_eq!(t.observe(&s, 43), Some((42, 42)));
-        assert!(!t.is_duplicate("other", 1));
+        assert_eq!(t.observe(&s, 43, 3), Burst { skip: 0, gap: Some((42, 42)) });
+        assert_eq!(t.mark("other"), None);
     }
 
     #[test]
@@ -328,15 +348,13 @@ mod tests {
         let mut t = GapTracker::default();
         let s = arc("s");
         t.start(s.clone(), 0);
-        assert_eq!(t.observe(&s, 1), None);
+        assert_eq!(t.observe(&s, 1, 1).gap, None);
         let before = t.mark("s");
         assert_eq!(before, Some(1));
         // Ids 2 and 3 go into a transaction that fails.
-        assert_eq!(t.observe(&s, 2), None);
-        assert_eq!(t.observe(&s, 3), None);
+        assert_eq!(t.observe(&s, 2, 2).gap, None);
         t.restore(s.clone(), before);
-        assert!(!t.is_duplicate("s", 2));
-        assert_eq!(t.observe(&s, 4), Some((2, 3)));
+        assert_eq!(t.observe(&s, 4, 1), Burst { skip: 0, gap: Some((2, 3)) });
         // A session the failed transaction started is forgotten again.
         let n = arc("n");
         let unseen = t.mark("n");
@@ -362,8 +380,9 @@ mod tests {
     fn a_session_never_started_begins_at_its_first_id() {
         let mut t = GapTracker::default();
         let s = arc("s");
-        assert_eq!(t.observe(&s, 7), None);
-        assert_eq!(t.observe(&s, 9), Some((8, 8)));
+        assert_eq!(t.observe(&s, 7, 1), Burst { skip: 0, gap: None });
+        assert_eq!(t.mark("s"), Some(7));
+        assert_eq!(t.observe(&s, 9, 1), Burst { skip: 0, gap: Some((8, 8)) });
         assert_eq!(t.end("s", 9), None);
         assert_eq!(t.end("unknown", 3), None);
     }

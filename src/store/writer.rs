@@ -27,7 +27,7 @@ use super::api::{
     Ack, Acker, AuditRecord, SessionRecord, SessionState, StoredDevice, TurnRecord, WriteError, Writes,
 };
 use super::chunk::RunBuilder;
-use super::decide::GapTracker;
+use super::decide::{Burst, GapTracker};
 use super::fleet::CODE_ALREADY_CLAIMED;
 use super::queue::{
     BATCH_MAX_BYTES, BATCH_MAX_OPS, COMMIT_INTERVAL, Counters, LINGER, Op, Queue, Taken, finish, unwritten,
@@ -371,15 +371,13 @@ impl<D: Dialect> Writer<D> {
                     bytes += len;
                     ops += frames.len().saturating_sub(1);
                     let mut slot = runs.iter().position(|(s, _)| *s == session_id);
-                    for (id, frame) in (first_id..).zip(&frames) {
-                        if gaps.is_duplicate(&session_id, id) {
-                            continue;
-                        }
-                        let gap = gaps.observe(&session_id, id);
-                        if let Some((from, to)) = gap {
-                            tx.insert_gap(&session_id, from, to).await?;
-                            counters.gaps.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let Burst { skip, mut gap } = gaps.observe(&session_id, first_id, frames.len());
+                    if let Some((from, to)) = gap {
+                        tx.insert_gap(&session_id, from, to).await?;
+                        counters.gaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    for (id, frame) in (first_id..).zip(&frames).skip(skip) {
+                        // Only the first event recorded follows the gap; the rest follow it.
                         match slot.map(|i| &mut runs[i].1) {
                             Some(run) if gap.is_none() && run.takes(id) => run.push(id, frame),
                             Some(run) => {
@@ -391,6 +389,7 @@ impl<D: Dialect> Writer<D> {
                                 slot = Some(runs.len() - 1);
                             }
                         }
+                        gap = None;
                         written += 1;
                     }
                 }
