@@ -105,10 +105,7 @@ impl Frame {
             && params.first() == Some(&b'{')
             && let Ok(params) = serde_json::from_slice::<Box<RawValue>>(params)
         {
-            return Frame::Notification {
-                method: Cow::Borrowed(super::method::SESSION_UPDATE),
-                params: Some(params),
-            };
+            return Frame::Notification { method: Cow::Borrowed("session/update"), params: Some(params) };
         }
         let raw: RawFrame = match serde_json::from_slice(line) {
             Ok(raw) => raw,
