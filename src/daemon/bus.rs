@@ -2017,6 +2017,33 @@ mod tests {
         }
     }
 
+    /// A block sized by `frame_room` holds the frame without growing, and wastes little: the
+    /// digits an id has fewer than the widest, and a few bytes.
+    #[test]
+    fn a_frame_fits_its_room() {
+        let tail = b",\"_meta\":{\"serverTimestamp\":1795379959849}}\n\n";
+        let tags = [
+            PromptTag::default(),
+            PromptTag { prompt_id: Some("p-1".into()), originator: Some("phone".into()) },
+        ];
+        for tag in &tags {
+            let mut tags = TagJson::default();
+            let tag = tags.get(tag);
+            for (id, kind, data) in [
+                (1, SessionUpdate, "{}"),
+                (u64::MAX, SessionUpdate, "{\"update\":\"x\"}"),
+                (u64::MAX, TurnComplete, "{\"stopReason\":\"end_turn\"}"),
+            ] {
+                let room = frame_room(data, kind, tag, tail);
+                let (frame, _) = frame(id, kind, data, tag, tail);
+                assert!(frame.len() <= room, "{} bytes in a room of {room}", frame.len());
+                // 96 less the frame's 49 fixed bytes and its id, twice.
+                let slack = 96 - 49 - 2 * id.to_string().len();
+                assert_eq!(room - frame.len(), slack, "{}", String::from_utf8_lossy(&frame));
+            }
+        }
+    }
+
     #[test]
     fn a_block_holds_what_is_left_of_the_burst_up_to_its_bound() {
         // The frame fits what the block has left: no new block.
