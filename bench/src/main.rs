@@ -154,7 +154,7 @@ fn main() -> ExitCode {
         }
     };
     match command.as_str() {
-        "peer-check" => match runtime.block_on(peer_check(&tools, plan.runs)) {
+        "peer-check" => match run(&runtime, peer_check(&tools, plan.runs)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("peer-check: {e}");
@@ -162,7 +162,7 @@ fn main() -> ExitCode {
             }
         },
         "compare" => {
-            let report = runtime.block_on(mediatord_bench::compare(&tools, &plan));
+            let report = run(&runtime, mediatord_bench::compare(&tools, &plan));
             let text = report.markdown();
             print!("{}", report.summary_table());
             if let Some(path) = out {
@@ -180,13 +180,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             };
             let events = plan.events.min(20_000);
-            match runtime.block_on(mediatord_bench::fleet::run(
-                &tools,
-                &store,
-                plan.runs,
-                plan.permissions,
-                events,
-            )) {
+            match run(
+                &runtime,
+                mediatord_bench::fleet::run(&tools, &store, plan.runs, plan.permissions, events),
+            ) {
                 Ok(report) => {
                     print!("{}", report.markdown());
                     ExitCode::SUCCESS
@@ -199,12 +196,11 @@ fn main() -> ExitCode {
         }
         "review" => printed(
             "review",
-            runtime.block_on(mediatord_bench::review::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
+            run(&runtime, mediatord_bench::review::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
         ),
         "scale" => printed(
             "scale",
-            runtime
-                .block_on(mediatord_bench::scale::run(&tools, &scale))
+            run(&runtime, mediatord_bench::scale::run(&tools, &scale))
                 .map(|r| (r.markdown(), r.failures.clone())),
         ),
         "idle" => {
@@ -217,18 +213,16 @@ fn main() -> ExitCode {
             };
             printed(
                 "idle",
-                runtime
-                    .block_on(mediatord_bench::idle::run(&tools, &idle))
-                    .map(|r| (r.markdown(), r.failures)),
+                run(&runtime, mediatord_bench::idle::run(&tools, &idle)).map(|r| (r.markdown(), r.failures)),
             )
         }
         "h2" => printed(
             "h2",
-            runtime.block_on(mediatord_bench::h2::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
+            run(&runtime, mediatord_bench::h2::run(&tools, &plan)).map(|r| (r.markdown(), r.failures)),
         ),
         "smoke" => {
             let tools = tools.clone();
-            let report = runtime.block_on(async {
+            let report = run(&runtime, async {
                 let machine = report::Machine::probe(&tools).await;
                 let direct = mediatord_bench::run_direct(&tools, &plan).await;
                 let daemon = mediatord_bench::run_daemon(
@@ -246,6 +240,36 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("unknown command {command}\n{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `work` until it ends or the bench is interrupted (Ctrl-C, SIGTERM). Interrupted, `work` is
+/// dropped, which kills every daemon it started (each is spawned `kill_on_drop`, in a process group
+/// of its own that a terminal's Ctrl-C does not reach; the daemons' guards then end their agents),
+/// and the bench exits with 130.
+fn run<F: std::future::Future>(runtime: &tokio::runtime::Runtime, work: F) -> F::Output {
+    let finished = runtime.block_on(async {
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            out = work => Some(out),
+            _ = tokio::signal::ctrl_c() => None,
+            () = terminated => None,
+        }
+    });
+    match finished {
+        Some(out) => out,
+        None => {
+            eprintln!("bench: interrupted; the daemons it started were stopped");
+            std::process::exit(130)
         }
     }
 }
