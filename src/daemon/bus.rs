@@ -574,7 +574,7 @@ fn new_block(spare: usize, room: usize, left: usize) -> Option<usize> {
 }
 
 /// The bytes an event's frame takes at most: its data, tag and tail, the kind twice, and the rest
-/// of the frame with both ids at their widest (90 bytes).
+/// of the frame with both ids at their widest (89 bytes).
 fn frame_room(data: &str, event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
     data.len() + tag.json.len() + event.as_str().len() * 2 + tail.len() + 96
 }

@@ -147,8 +147,8 @@ impl GapTracker {
         if skip == count {
             return Burst { skip, gap: None };
         }
-        let first = first_id + skip as u64;
-        let gap = last.filter(|&last| first > last + 1).map(|last| (last + 1, first - 1));
+        // Skipped duplicates mean the burst started at or below `last`: no gap then.
+        let gap = last.filter(|&last| first_id > last + 1).map(|last| (last + 1, first_id - 1));
         let newest = first_id + (count as u64 - 1);
         match self.last.get_mut(&**session_id) {
             Some(last) => *last = newest,
