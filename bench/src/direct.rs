@@ -31,7 +31,7 @@ pub async fn stream(mediatord: &Path, directive: &str, expected: u64, timeout: D
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
     let mut stdout = child.stdout.take().ok_or("no stdout")?;
     // The pipe the daemon reads its agents through, so the physical limit is measured on the same.
-    rustix::pipe::fcntl_setpipe_size(&stdout, mediatord::agent::AGENT_STDOUT_PIPE_BYTES)?;
+    mediatord::agent::widen_pipe(&stdout);
     let run = async {
         let mut reader = Lines::default();
         send(&mut stdin, 1, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await?;

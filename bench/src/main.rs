@@ -274,7 +274,6 @@ fn run<F: std::future::Future>(runtime: &tokio::runtime::Runtime, work: F) -> F:
     }
 }
 
-/// `mediatord-bench snapshots …`: scenario (m), no daemon.
 /// A scenario's report printed: its table, and failure if any of its runs failed (or it could not
 /// run at all: `name`'s error).
 fn printed(name: &str, report: mediatord_bench::Res<(String, Vec<String>)>) -> ExitCode {
@@ -290,6 +289,7 @@ fn printed(name: &str, report: mediatord_bench::Res<(String, Vec<String>)>) -> E
     }
 }
 
+/// `mediatord-bench snapshots …`: scenario (m), no daemon.
 fn snapshots(rest: &[String]) -> ExitCode {
     let (mut files, mut bytes, mut changed, mut runs) = (10_000usize, 200u64 << 20, 10usize, 3usize);
     let mut it = rest.iter();

@@ -25,5 +25,5 @@ mod redact;
 pub mod sandbox;
 
 pub use handle::AgentHandle;
-pub use process::{AGENT_STDOUT_PIPE_BYTES, Helper, ProgramError, resolve_program};
+pub use process::{Helper, ProgramError, resolve_program, widen_pipe};
 pub(crate) use redact::Redactor;

@@ -198,11 +198,12 @@ pub(crate) fn spawn(
 /// wake less often (the one-stream relay ran about a fifth faster, `docs/benchmarks.md`; 512 KiB
 /// and 1 MiB did little more). The kernel charges it to the user's pipe pages
 /// (`fs.pipe-user-pages-soft`, 64 MiB by default: 256 agents at this size).
-pub const AGENT_STDOUT_PIPE_BYTES: usize = 256 * 1024;
+pub(crate) const AGENT_STDOUT_PIPE_BYTES: usize = 256 * 1024;
 
 /// Asks for [`AGENT_STDOUT_PIPE_BYTES`] on the agent's stdout. Only a speed-up: refused (over
 /// `fs.pipe-max-size`, or the user's pipe pages spent), the pipe keeps its size and works the same.
-fn widen_pipe(stdout: &ChildStdout) {
+/// Public for the benchmark's direct-stdio reader, which reads the agent through the same pipe.
+pub fn widen_pipe(stdout: &ChildStdout) {
     if let Err(e) = rustix::pipe::fcntl_setpipe_size(stdout, AGENT_STDOUT_PIPE_BYTES) {
         tracing::debug!(error = %e, "the agent's stdout pipe keeps its default size");
     }
