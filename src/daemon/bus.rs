@@ -562,7 +562,8 @@ impl TagJson {
 /// [`frame_into`] a block of its own.
 #[cfg(test)]
 pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
-    frame_into(&mut BytesMut::new(), id, event, data, tag, tail)
+    let mut block = BytesMut::with_capacity(frame_room(data, event, tag, tail));
+    frame_into(&mut block, id, event, data, tag, tail)
 }
 
 /// The size of the block to write the next frame into, which needs `room`, when the current block
@@ -584,9 +585,10 @@ fn frame_room(data: &str, event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
 /// this runs once per agent update, and the formatting machinery was a tenth of the daemon's time
 /// in `perf`.
 ///
-/// Written into the block `f` (grown if it has no room) and split off it: the frames of a burst
-/// share their blocks' allocations (`Bus::push` sizes them), a reference count each, instead of
-/// an allocation per frame and another for the reference count the store's copy adds.
+/// Written into the block `f` and split off it: the frames of a burst share their blocks'
+/// allocations (`Bus::push` sizes them with [`new_block`], so a frame finds its room there; a
+/// block without it would grow), a reference count each, instead of an allocation per frame and
+/// another for the reference count the store's copy adds.
 pub(super) fn frame_into(
     f: &mut BytesMut,
     id: u64,
@@ -597,7 +599,6 @@ pub(super) fn frame_into(
 ) -> (Bytes, Option<Shape>) {
     let kind = event.as_str();
     let tag_json = &tag.json;
-    f.reserve(frame_room(data, event, tag, tail));
     // Offsets below are the frame's own: the block holds nothing unsplit.
     debug_assert!(f.is_empty());
     f.extend_from_slice(b"id: ");
