@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::jsonrpc::RpcError;
+use super::jsonrpc::{RpcError, Update};
 use crate::exec::ExitInfo;
 
 /// Why a call to the agent failed.
@@ -55,9 +55,12 @@ pub trait Client: Send + Sync {
     /// `session/update` notifications the agent wrote back to back, in order: a burst read in one
     /// go, handed over in one call so the session publishes it at once. Same rules as
     /// [`Client::session_update`], which the default calls for each.
-    fn session_updates(&self, params: &[Box<RawValue>]) {
+    fn session_updates(&self, params: &[Update]) {
         for p in params {
-            self.session_update(p);
+            // An update is one JSON object: it reads back as one raw value.
+            if let Ok(raw) = serde_json::from_slice::<&RawValue>(p.as_bytes()) {
+                self.session_update(raw);
+            }
         }
     }
 

@@ -4,8 +4,7 @@
 //! message is a [`Frame::Malformed`] value the reader logs and skips. Payloads stay as raw JSON so
 //! unknown fields and `_meta` flow through untouched and nothing is re-serialised on the hot path.
 
-use std::borrow::Cow;
-
+use bytes::{Buf, Bytes};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -68,9 +67,9 @@ pub enum RequestId {
 pub enum Frame {
     /// `{id, method, params}`: the agent asks the daemon something.
     Request { id: RequestId, method: String, params: Option<Box<RawValue>> },
-    /// `{method, params}`: fire and forget. The method is borrowed when the fast path of
-    /// [`Frame::parse`] read it (no allocation per streamed update).
-    Notification { method: Cow<'static, str>, params: Option<Box<RawValue>> },
+    /// `{method, params}`: fire and forget (a streamed `session/update` is read by
+    /// [`Update::parse`] first).
+    Notification { method: String, params: Option<Box<RawValue>> },
     /// `{id, result}` or `{id, error}`: the answer to one of the daemon's calls.
     Response { id: RequestId, result: Result<Box<RawValue>, RpcError> },
     /// Anything else; the reason is for the log.
@@ -95,25 +94,58 @@ struct RawFrame {
 /// order, no spaces. Such a line is all but its params (an object), read as one raw value.
 const UPDATE_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update","params":"#;
 
+/// A `session/update`'s params exactly as the agent wrote them, known to be one JSON object (only
+/// [`Update::parse`] and [`Update::from_raw`] make one). It shares the agent reader's buffer
+/// instead of a copy of its own: the streaming hot path reads an update and hands it on without
+/// an allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update(Bytes);
+
+impl Update {
+    /// The streaming hot path: a `session/update` line (without its newline) in the usual
+    /// spelling, its params still validated as exactly one JSON object. Any other line, or any
+    /// other spelling, comes back as it was for [`Frame::parse`].
+    pub fn parse(mut line: Bytes) -> Result<Update, Bytes> {
+        // `}}`: the params end the line with no space after them, so they are the whole slice.
+        let fits = line.starts_with(UPDATE_PREFIX)
+            && line.ends_with(b"}}")
+            && line.get(UPDATE_PREFIX.len()) == Some(&b'{')
+            && serde_json::from_slice::<&RawValue>(&line[UPDATE_PREFIX.len()..line.len() - 1]).is_ok();
+        if !fits {
+            return Err(line);
+        }
+        line.truncate(line.len() - 1);
+        line.advance(UPDATE_PREFIX.len());
+        Ok(Update(line))
+    }
+
+    /// The params of a `session/update` the generic parser read, if they are an object.
+    pub fn from_raw(params: Box<RawValue>) -> Option<Update> {
+        params.get().starts_with('{').then(|| Update(Bytes::from(String::from(Box::<str>::from(params)))))
+    }
+
+    /// The params as written: one JSON object, valid UTF-8.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// A copy that holds only its own bytes, not the reader's buffer it came from: for an update
+    /// kept a while (an early one, waiting for its session).
+    pub fn detached(&self) -> Update {
+        Update(Bytes::copy_from_slice(&self.0))
+    }
+}
+
 impl Frame {
     /// Classifies one line (without its newline).
     pub fn parse(line: &[u8]) -> Frame {
-        // The streaming hot path: a `session/update` in the usual spelling skips the generic
-        // deserialiser (a quarter of the daemon's time in `perf`), and its params are still
-        // validated as exactly one JSON value. Any other spelling takes the generic path.
-        if let Some(params) = line.strip_prefix(UPDATE_PREFIX).and_then(|rest| rest.strip_suffix(b"}"))
-            && params.first() == Some(&b'{')
-            && let Ok(params) = serde_json::from_slice::<Box<RawValue>>(params)
-        {
-            return Frame::Notification { method: Cow::Borrowed("session/update"), params: Some(params) };
-        }
         let raw: RawFrame = match serde_json::from_slice(line) {
             Ok(raw) => raw,
             Err(e) => return Frame::Malformed(format!("not a JSON-RPC object: {e}")),
         };
         match (raw.id, raw.method) {
             (Some(id), Some(method)) => Frame::Request { id, method, params: raw.params },
-            (None, Some(method)) => Frame::Notification { method: Cow::Owned(method), params: raw.params },
+            (None, Some(method)) => Frame::Notification { method, params: raw.params },
             (Some(id), None) => match (raw.result, raw.error) {
                 (_, Some(error)) => Frame::Response { id, result: Err(error) },
                 (Some(result), None) => Frame::Response { id, result: Ok(result) },
@@ -167,33 +199,49 @@ mod tests {
     /// path never takes a line the generic one would read differently.
     #[test]
     fn session_updates_read_the_same_on_both_paths() {
-        let cases: [&[u8]; 7] = [
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"a":[1,"}"]}}}"#,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"} }"#,
-            br#"{"method":"session/update","jsonrpc":"2.0","params":{"sessionId":"s"}}"#,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"},"id":7}"#,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}},"x":1}"#,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}"#,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":null}"#,
+        let cases: [(&[u8], bool); 9] = [
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"a":[1,"}"]}}}"#, true),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"} }"#, false),
+            (br#"{"method":"session/update","jsonrpc":"2.0","params":{"sessionId":"s"}}"#, false),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"},"id":7}"#, false),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}},"x":1}"#, false),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}"#, false),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":null}"#, false),
+            (br#"{"jsonrpc":"2.0","method":"session/update","params":{"a":"\u00e9\n"}}"#, true),
+            (b"{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"a\":\"\xff\"}}", false),
         ];
-        for line in cases {
+        for (line, fast) in cases {
             let text = String::from_utf8_lossy(line);
             let generic = match serde_json::from_slice::<RawFrame>(line) {
                 Ok(raw) => format!("{:?}", (raw.id, raw.method, raw.params.map(|p| p.get().to_owned()))),
                 Err(_) => "malformed".to_owned(),
             };
-            let parsed = match Frame::parse(line) {
-                Frame::Notification { method, params } => {
-                    format!("{:?}", (None::<RequestId>, Some(method), params.map(|p| p.get().to_owned())))
+            let parsed = match Update::parse(Bytes::copy_from_slice(line)) {
+                Ok(update) => {
+                    let params = String::from_utf8(update.as_bytes().to_vec()).expect("an update is UTF-8");
+                    format!("{:?}", (None::<RequestId>, Some("session/update"), Some(params)))
                 }
-                Frame::Request { id, method, params } => {
-                    format!("{:?}", (Some(id), Some(method), params.map(|p| p.get().to_owned())))
+                Err(back) => {
+                    assert_eq!(&back[..], line, "a line the fast path refuses comes back whole");
+                    assert!(!fast, "the fast path refused {text}");
+                    continue;
                 }
-                Frame::Malformed(_) => "malformed".to_owned(),
-                Frame::Response { .. } => "response".to_owned(),
             };
+            assert!(fast, "the fast path took {text}");
             assert_eq!(parsed, generic, "{text}");
         }
+    }
+
+    /// An update read by the generic parser is kept only when its params are an object; a copy
+    /// detached from the reader's buffer holds the same bytes.
+    #[test]
+    fn updates_from_the_generic_parser_and_detached_copies() {
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).expect("json");
+        let update = Update::from_raw(raw(r#"{"sessionId":"s"}"#)).expect("an object");
+        assert_eq!(update.as_bytes(), br#"{"sessionId":"s"}"#);
+        assert_eq!(update.detached(), update);
+        assert_eq!(Update::from_raw(raw("[1]")), None);
+        assert_eq!(Update::from_raw(raw("null")), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod jsonrpc;
 
 pub use client::{Agent, CallError, Client};
 pub use jsonrpc::{
-    Frame, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RequestId, RpcError,
+    Frame, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RequestId, RpcError, Update,
     notification_line, params_value, request_line, response_line,
 };
 

@@ -20,10 +20,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
-use super::codec::{LineCodec, write_lines};
+use super::codec::{LineCodec, split_line, write_lines};
 use super::process::{self, AgentProcess};
 use super::redact::Redactor;
-use crate::acp::{self, CallError, Frame, RequestId, RpcError, method};
+use crate::acp::{self, CallError, Frame, RequestId, RpcError, Update, method};
 use crate::config::{AgentSpec, FsCapabilities};
 use crate::exec::{ExitInfo, ProcessGroups};
 use crate::log_throttle::LogThrottle;
@@ -81,7 +81,7 @@ type Waiter = oneshot::Sender<Result<Box<RawValue>, CallError>>;
 struct Early {
     at: Instant,
     session_id: String,
-    params: Box<RawValue>,
+    params: Update,
 }
 
 /// Updates for sessions not registered yet, oldest first, bounded in count, bytes and age. Entries
@@ -95,9 +95,9 @@ struct EarlyUpdates {
 
 impl EarlyUpdates {
     /// Holds an update; `false` when a bound leaves no room (the update is dropped).
-    fn push(&mut self, now: Instant, session_id: String, params: Box<RawValue>) -> bool {
+    fn push(&mut self, now: Instant, session_id: String, params: Update) -> bool {
         self.expire(now);
-        let size = params.get().len();
+        let size = params.as_bytes().len();
         if self.queue.len() >= EARLY_UPDATES_MAX || self.bytes + size > EARLY_UPDATES_MAX_BYTES {
             return false;
         }
@@ -112,7 +112,7 @@ impl EarlyUpdates {
             if now.duration_since(front.at) < EARLY_UPDATE_TTL {
                 break;
             }
-            self.bytes -= front.params.get().len();
+            self.bytes -= front.params.as_bytes().len();
             self.queue.pop_front();
         }
     }
@@ -123,11 +123,11 @@ impl EarlyUpdates {
     }
 
     /// Takes every update held for `session_id`, in arrival order.
-    fn take(&mut self, session_id: &str) -> Vec<Box<RawValue>> {
+    fn take(&mut self, session_id: &str) -> Vec<Update> {
         let (held, rest): (VecDeque<Early>, VecDeque<Early>) =
             std::mem::take(&mut self.queue).into_iter().partition(|e| e.session_id == session_id);
         self.queue = rest;
-        self.bytes = self.queue.iter().map(|e| e.params.get().len()).sum();
+        self.bytes = self.queue.iter().map(|e| e.params.as_bytes().len()).sum();
         held.into_iter().map(|e| e.params).collect()
     }
 }
@@ -153,7 +153,7 @@ pub(super) struct Actor {
     metrics: Arc<Metrics>,
     /// `session/update`s for `burst_session` read in one go and not yet handed over: the session
     /// publishes a burst at once, so its streams find it whole (fewer, larger writes).
-    burst: Vec<Box<RawValue>>,
+    burst: Vec<Update>,
     burst_session: String,
     /// The `fs/*` methods offered at `initialize`: the only ones served.
     fs: FsCapabilities,
@@ -229,7 +229,12 @@ impl Actor {
                     .min();
             tokio::select! {
                 line = self.stdout.next() => match line {
-                    Some(Ok(line)) => self.on_line(&line),
+                    Some(Ok(line)) => {
+                        self.on_line(line.freeze());
+                        if let Err(e) = self.read_ready_lines() {
+                            break format!("agent output unreadable: {e}");
+                        }
+                    }
                     Some(Err(e)) => break format!("agent output unreadable: {e}"),
                     None => break "agent closed its output".to_owned(),
                 },
@@ -282,11 +287,25 @@ impl Actor {
         }
     }
 
-    fn on_line(&mut self, line: &[u8]) {
+    /// The lines the last read brought beyond the one `select!` took, read here without a trip
+    /// through it each (a streaming agent's read holds a hundred): at most what one read left in
+    /// the buffer, so a command waits no longer than that.
+    fn read_ready_lines(&mut self) -> std::io::Result<()> {
+        while let Some(line) = split_line(self.stdout.read_buffer_mut(), 0)? {
+            self.on_line(line.freeze());
+        }
+        Ok(())
+    }
+
+    fn on_line(&mut self, line: Bytes) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let frame = Frame::parse(line);
+        let line = match Update::parse(line) {
+            Ok(update) => return self.on_update(update),
+            Err(line) => line,
+        };
+        let frame = Frame::parse(&line);
         if !matches!(&frame, Frame::Notification { method, .. } if method == method::SESSION_UPDATE) {
             // Whatever else the agent says comes after the updates it wrote before it.
             self.hand_over_burst();
@@ -320,7 +339,15 @@ impl Actor {
             return;
         }
         let Some(params) = params else { return };
-        let Some(session_id) = update_session_id(&params) else {
+        match Update::from_raw(params) {
+            Some(update) => self.on_update(update),
+            None => self.bad_output("session/update without a sessionId"),
+        }
+    }
+
+    /// A `session/update`: joins the burst of its session, or waits for its session to register.
+    fn on_update(&mut self, params: Update) {
+        let Some(session_id) = update_session_id(params.as_bytes()) else {
             self.bad_output("session/update without a sessionId");
             return;
         };
@@ -330,7 +357,7 @@ impl Actor {
             self.hand_over_burst();
             if !self.sessions.contains_key(&*session_id) {
                 let session_id = session_id.into_owned();
-                self.hold_early(session_id, params);
+                self.hold_early(session_id, params.detached());
                 return;
             }
             self.burst_session.clear();
@@ -370,7 +397,7 @@ impl Actor {
         true
     }
 
-    fn hold_early(&mut self, session_id: String, params: Box<RawValue>) {
+    fn hold_early(&mut self, session_id: String, params: Update) {
         let now = Instant::now();
         self.housekeeping(now);
         if !self.early.push(now, session_id, params) && self.dropped_log.admit(now) {
@@ -462,10 +489,10 @@ impl Actor {
             Cmd::Register { session_id, client } => {
                 self.early.expire(Instant::now());
                 let held = self.early.take(&session_id);
-                if let Some(client) = client.upgrade() {
-                    for params in held {
-                        client.session_update(&params);
-                    }
+                if let Some(client) = client.upgrade()
+                    && !held.is_empty()
+                {
+                    client.session_updates(&held);
                 }
                 self.sessions.insert(session_id, client);
             }
@@ -532,15 +559,15 @@ impl Actor {
 /// The `sessionId` of a `session/update`'s params. Agents put it first (`{"sessionId":"…"`), so it
 /// is read straight from the raw text when it has no escapes; anything else is parsed. This spares
 /// every update a second full JSON pass on the reader's hot path.
-fn update_session_id(params: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
-    let raw = params.get();
-    if let Some(rest) = raw.strip_prefix("{\"sessionId\":\"")
-        && let Some(end) = memchr::memchr(b'"', rest.as_bytes())
-        && memchr::memchr(b'\\', &rest.as_bytes()[..end]).is_none()
+fn update_session_id(params: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    if let Some(rest) = params.strip_prefix(b"{\"sessionId\":\"")
+        && let Some(end) = memchr::memchr(b'"', rest)
+        && memchr::memchr(b'\\', &rest[..end]).is_none()
+        && let Ok(id) = std::str::from_utf8(&rest[..end])
     {
-        return Some(std::borrow::Cow::Borrowed(&rest[..end]));
+        return Some(std::borrow::Cow::Borrowed(id));
     }
-    let target = serde_json::from_str::<UpdateTarget>(raw).ok()?;
+    let target = serde_json::from_slice::<UpdateTarget>(params).ok()?;
     Some(std::borrow::Cow::Owned(target.session_id))
 }
 
@@ -566,8 +593,10 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 mod tests {
     use super::*;
 
-    fn update(bytes: usize) -> Box<RawValue> {
-        RawValue::from_string(format!("\"{}\"", "x".repeat(bytes.saturating_sub(2)))).expect("json")
+    /// An update of `bytes` bytes (at least 8).
+    fn update(bytes: usize) -> Update {
+        let raw = format!("{{\"x\":\"{}\"}}", "x".repeat(bytes.saturating_sub(8)));
+        Update::from_raw(RawValue::from_string(raw).expect("json")).expect("an object")
     }
 
     /// Issue #16, item 8: the early buffer is bounded by bytes as well as by count.
@@ -610,13 +639,12 @@ mod tests {
 
     #[test]
     fn update_session_id_reads_the_prefix_and_falls_back_to_parsing() {
-        let raw = |s: &str| RawValue::from_string(s.to_owned()).expect("json");
-        let fast = raw(r#"{"sessionId":"s-1","update":{"x":"\"sessionId\""}}"#);
-        assert_eq!(update_session_id(&fast).as_deref(), Some("s-1"));
-        let spaced = raw(r#"{ "update": {}, "sessionId" : "s-2" }"#);
-        assert_eq!(update_session_id(&spaced).as_deref(), Some("s-2"));
-        let escaped = raw(r#"{"sessionId":"s\u002d3"}"#);
-        assert_eq!(update_session_id(&escaped).as_deref(), Some("s-3"));
-        assert_eq!(update_session_id(&raw(r#"{"update":{}}"#)), None);
+        let fast = br#"{"sessionId":"s-1","update":{"x":"\"sessionId\""}}"#;
+        assert_eq!(update_session_id(fast).as_deref(), Some("s-1"));
+        let spaced = br#"{ "update": {}, "sessionId" : "s-2" }"#;
+        assert_eq!(update_session_id(spaced).as_deref(), Some("s-2"));
+        let escaped = br#"{"sessionId":"s\u002d3"}"#;
+        assert_eq!(update_session_id(escaped).as_deref(), Some("s-3"));
+        assert_eq!(update_session_id(br#"{"update":{}}"#), None);
     }
 }

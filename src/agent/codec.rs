@@ -35,23 +35,9 @@ impl Decoder for LineCodec {
     type Error = std::io::Error;
 
     fn decode(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<BytesMut>> {
-        match memchr::memchr(b'\n', &buf[self.searched..]) {
-            Some(at) => {
-                let end = self.searched + at;
-                self.searched = 0;
-                if end > MAX_AGENT_LINE {
-                    return Err(line_too_long());
-                }
-                let mut line = buf.split_to(end + 1);
-                line.truncate(end);
-                Ok(Some(line))
-            }
-            None if buf.len() > MAX_AGENT_LINE => Err(line_too_long()),
-            None => {
-                self.searched = buf.len();
-                Ok(None)
-            }
-        }
+        let line = split_line(buf, self.searched)?;
+        self.searched = if line.is_some() { 0 } else { buf.len() };
+        Ok(line)
     }
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<BytesMut>> {
@@ -64,6 +50,25 @@ impl Decoder for LineCodec {
                 Ok(Some(buf.split_to(buf.len())))
             }
         }
+    }
+}
+
+/// Takes the first complete line off `buf` (its first `searched` bytes known to hold no newline),
+/// newline removed; `None` when no line is complete yet. The actor also calls it directly, between
+/// reads, for the lines a read brought beyond the first (`LineCodec::decode` left `searched` at 0).
+pub(crate) fn split_line(buf: &mut BytesMut, searched: usize) -> std::io::Result<Option<BytesMut>> {
+    match memchr::memchr(b'\n', &buf[searched..]) {
+        Some(at) => {
+            let end = searched + at;
+            if end > MAX_AGENT_LINE {
+                return Err(line_too_long());
+            }
+            let mut line = buf.split_to(end + 1);
+            line.truncate(end);
+            Ok(Some(line))
+        }
+        None if buf.len() > MAX_AGENT_LINE => Err(line_too_long()),
+        None => Ok(None),
     }
 }
 

@@ -328,10 +328,10 @@ impl Bus {
     /// Publishes events of one kind, each `data` already one line of JSON, in order: a burst of
     /// agent updates. One lock and one wake-up for all of them, so the streams find the burst whole.
     /// Returns the last id.
-    pub(crate) fn publish_raw_many<'a>(
+    pub(crate) fn publish_raw_many(
         &self,
         kind: EventKind,
-        data: impl IntoIterator<Item = &'a str, IntoIter: Clone>,
+        data: impl IntoIterator<Item: AsRef<[u8]>, IntoIter: Clone>,
         tag: &PromptTag,
     ) -> Option<u64> {
         self.push(kind, data, tag, false)
@@ -344,10 +344,10 @@ impl Bus {
         self.push(kind, [data.as_str()], &PromptTag::default(), true)
     }
 
-    fn push<'a>(
+    fn push(
         &self,
         kind: EventKind,
-        events: impl IntoIterator<Item = &'a str, IntoIter: Clone>,
+        events: impl IntoIterator<Item: AsRef<[u8]>, IntoIter: Clone>,
         tag: &PromptTag,
         terminal: bool,
     ) -> Option<u64> {
@@ -375,9 +375,11 @@ impl Bus {
         let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
         // The burst's frames are written into shared blocks (see `FRAME_BLOCK`), sized from what
         // is left of the burst so a lone event takes no more than its own frame.
-        let mut left: usize = events.clone().map(|data| frame_room(data, kind, tag_json, &tail)).sum();
+        let mut left: usize =
+            events.clone().map(|data| frame_room(data.as_ref(), kind, tag_json, &tail)).sum();
         let mut block = BytesMut::new();
         for data in events {
+            let data = data.as_ref();
             let room = frame_room(data, kind, tag_json, &tail);
             if let Some(size) = new_block(block.capacity(), room, left) {
                 block = BytesMut::with_capacity(size);
@@ -562,8 +564,8 @@ impl TagJson {
 /// [`frame_into`] a block of its own.
 #[cfg(test)]
 pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
-    let mut block = BytesMut::with_capacity(frame_room(data, event, tag, tail));
-    frame_into(&mut block, id, event, data, tag, tail)
+    let mut block = BytesMut::with_capacity(frame_room(data.as_bytes(), event, tag, tail));
+    frame_into(&mut block, id, event, data.as_bytes(), tag, tail)
 }
 
 /// The size of the block to write the next frame into, which needs `room`, when the current block
@@ -576,7 +578,7 @@ fn new_block(spare: usize, room: usize, left: usize) -> Option<usize> {
 
 /// The bytes an event's frame takes at most: its data, tag and tail, the kind twice, and the rest
 /// of the frame with both ids at their widest (89 bytes).
-fn frame_room(data: &str, event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
+fn frame_room(data: &[u8], event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
     data.len() + tag.json.len() + event.as_str().len() * 2 + tail.len() + 96
 }
 
@@ -593,7 +595,7 @@ pub(super) fn frame_into(
     f: &mut BytesMut,
     id: u64,
     event: EventKind,
-    data: &str,
+    data: &[u8],
     tag: &Tag,
     tail: &[u8],
 ) -> (Bytes, Option<Shape>) {
@@ -613,8 +615,8 @@ pub(super) fn frame_into(
     // An SSE parser treats a bare CR as a line break; JSON only allows it as whitespace between
     // tokens, so replacing it with a space keeps the JSON equal and the frame whole.
     let start = f.len();
-    f.extend_from_slice(data.as_bytes());
-    if memchr::memchr(b'\r', data.as_bytes()).is_some() {
+    f.extend_from_slice(data);
+    if memchr::memchr(b'\r', data).is_some() {
         f[start..].iter_mut().filter(|b| **b == b'\r').for_each(|b| *b = b' ');
     }
     let end = f.len();
@@ -1981,7 +1983,7 @@ mod tests {
             b.publish_raw_many(SessionUpdate, ["{\"n\":1}", "{\"n\":2}"], &PromptTag::default()),
             Some(2)
         );
-        assert_eq!(b.publish_raw_many(SessionUpdate, [], &PromptTag::default()), None);
+        assert_eq!(b.publish_raw_many(SessionUpdate, [""; 0], &PromptTag::default()), None);
         assert_eq!(b.publish_raw_many(SessionUpdate, ["{}", "{}", "{}"], &PromptTag::default()), Some(5));
         assert_eq!(stats.published.load(Ordering::Relaxed), 5);
         assert_eq!(lock(&b.inner).front(), 3, "the ring's bound holds within a burst");
@@ -2035,7 +2037,7 @@ mod tests {
                 (u64::MAX, SessionUpdate, "{\"update\":\"x\"}"),
                 (u64::MAX, TurnComplete, "{\"stopReason\":\"end_turn\"}"),
             ] {
-                let room = frame_room(data, kind, tag, tail);
+                let room = frame_room(data.as_bytes(), kind, tag, tail);
                 let (frame, _) = frame(id, kind, data, tag, tail);
                 assert!(frame.len() <= room, "{} bytes in a room of {room}", frame.len());
                 // 96 less the frame's 49 fixed bytes and its id, twice.

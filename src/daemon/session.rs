@@ -498,9 +498,10 @@ impl Session {
         EventOrigin { session_id: &self.id, workspace: &self.workspace }
     }
 
-    /// Publishes the agent's `session/update`s as they came, tied to the running turn: one bus
-    /// publish for a burst (this is the agent reader's path).
-    fn publish_updates<'a>(&self, params: impl Iterator<Item = &'a RawValue> + Clone) {
+    /// Publishes the agent's `session/update`s as they came (their params, each one JSON object as
+    /// the agent wrote it), tied to the running turn: one bus publish for a burst (this is the
+    /// agent reader's path).
+    fn publish_updates<'a>(&self, params: impl Iterator<Item = &'a [u8]> + Clone) {
         // A cheap byte test first: this runs for every streamed chunk, so the searchers are built
         // once (building one was as costly as the search).
         static TOOL_CALL: LazyLock<memmem::Finder<'static>> =
@@ -508,27 +509,23 @@ impl Session {
         static MODE: LazyLock<memmem::Finder<'static>> =
             LazyLock::new(|| memmem::Finder::new("current_mode_update"));
         for p in params.clone() {
-            if TOOL_CALL.find(p.get().as_bytes()).is_some() {
+            if TOOL_CALL.find(p).is_some() {
                 self.track_tool_call(p);
             }
-            if MODE.find(p.get().as_bytes()).is_some() {
+            if MODE.find(p).is_some() {
                 self.track_mode(p);
             }
         }
         let tag = self.current_tag();
         let empty = PromptTag::default();
-        self.bus.publish_raw_many(
-            EventKind::SessionUpdate,
-            params.map(RawValue::get),
-            tag.as_deref().unwrap_or(&empty),
-        );
+        self.bus.publish_raw_many(EventKind::SessionUpdate, params, tag.as_deref().unwrap_or(&empty));
     }
 
     /// Remembers what the agent announced about a tool call (`tool_call` replaces, `tool_call_update`
     /// merges its non-null fields), because ACP's permission request carries only a tool-call
     /// *update*: fields it omits (Claude Code omits `kind` and `locations`) keep the announced values.
-    fn track_tool_call(&self, params: &RawValue) {
-        let Ok(value) = serde_json::from_str::<Value>(params.get()) else { return };
+    fn track_tool_call(&self, params: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<Value>(params) else { return };
         let Some(update) = value.get("update") else { return };
         let replace = match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("tool_call") => true,
@@ -761,8 +758,8 @@ impl Session {
     }
 
     /// Follows the agent's own mode change (`current_mode_update`), so `modes()` stays current.
-    fn track_mode(&self, params: &RawValue) {
-        let Ok(value) = serde_json::from_str::<Value>(params.get()) else { return };
+    fn track_mode(&self, params: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<Value>(params) else { return };
         let update = &value["update"];
         if update["sessionUpdate"] != "current_mode_update" {
             return;
@@ -853,11 +850,11 @@ impl turns::Host for Session {
 
 impl acp::Client for Session {
     fn session_update(&self, params: &RawValue) {
-        self.publish_updates([params].into_iter());
+        self.publish_updates([params.get().as_bytes()].into_iter());
     }
 
-    fn session_updates(&self, params: &[Box<RawValue>]) {
-        self.publish_updates(params.iter().map(|p| &**p));
+    fn session_updates(&self, params: &[acp::Update]) {
+        self.publish_updates(params.iter().map(acp::Update::as_bytes));
     }
 
     fn request_permission(&self, params: Value) -> BoxFuture<'_, Value> {
