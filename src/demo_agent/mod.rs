@@ -159,6 +159,11 @@ const DEMO_ENV_PREFIX: &str = "DEMO_";
 /// When set, `session/new` answers this id instead of a fresh `demo-<uuid>` (for tests of what the
 /// daemon accepts from an agent).
 const SESSION_ID_ENV: &str = "DEMO_SESSION_ID";
+/// When set, `session/new` writes two `available_commands_update`s for the new session before its
+/// answer, as Qwen Code announces its slash commands: the first in the usual spelling, the second
+/// with its keys in another order (for tests of the updates the daemon holds until it knows the
+/// session, on both of its reading paths).
+const ANNOUNCE_ENV: &str = "DEMO_ANNOUNCE";
 /// Plain text is echoed back in this many chunks.
 const ECHO_CHUNKS: usize = 3;
 
@@ -366,6 +371,14 @@ async fn handle_frame(shared: &Arc<AgentState>, frame: Frame) {
                 shared.send(response_line(&id, result)).await;
             } else {
                 let result = answer(shared, &method, params.as_deref());
+                if method == method::SESSION_NEW
+                    && std::env::var_os(ANNOUNCE_ENV).is_some()
+                    && let Ok(created) = &result
+                {
+                    for line in announcements(&created["sessionId"]) {
+                        shared.send(line).await;
+                    }
+                }
                 shared.send(response_line(&id, result)).await;
             }
         }
@@ -437,6 +450,23 @@ struct Prompt {
 fn parse_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, RpcError> {
     serde_json::from_str(params.map_or("null", RawValue::get))
         .map_err(|e| RpcError::new(INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+/// The lines [`ANNOUNCE_ENV`] has `session/new` write before its answer.
+fn announcements(session_id: &Value) -> [Vec<u8>; 2] {
+    let update = |name: &str| {
+        json!({"sessionId": session_id, "update": {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": name, "description": format!("the {name} command")}]
+        }})
+    };
+    let usual = notification_line(method::SESSION_UPDATE, &update("first"));
+    let reordered = format!(
+        "{{\"params\":{},\"method\":\"{}\",\"jsonrpc\":\"2.0\"}}\n",
+        update("second"),
+        method::SESSION_UPDATE
+    );
+    [usual, reordered.into_bytes()]
 }
 
 fn unknown_session(id: &str) -> RpcError {

@@ -2,7 +2,7 @@
 //! that do not exist pin a bounded amount of memory, and garbage at full speed costs a few log lines,
 //! not millions. Through the real binary, with the demo agent's `early` and `malformed N`.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -76,4 +76,29 @@ async fn a_huge_stderr_line_is_cut_as_it_is_read() {
     assert!(grown_mib < 32, "a 64 MiB stderr line took {grown_mib} MiB");
     let longest = log.lines().map(str::len).max().unwrap_or(0);
     assert!((8 * 1024..9 * 1024).contains(&longest), "the long line is logged cut to 8 KiB: {longest} bytes");
+}
+
+/// Updates an agent writes about a session before its `session/new` answer (Qwen Code announces
+/// its slash commands so) are held until the daemon has the session, then come first in its
+/// history, in the order written, whichever way the agent spelled them (the demo agent's
+/// `DEMO_ANNOUNCE`: the usual spelling, then the keys in another order).
+#[tokio::test]
+async fn updates_written_before_the_session_new_answer_come_first_in_the_session() {
+    let d = Daemon::start_env(&[], &[("DEMO_ANNOUNCE", "1")]);
+    let sid = d.create(None, json!({})).await["sessionId"].as_str().expect("sessionId").to_owned();
+    let mut live = Sse::connect(&d, &sid, &[]).await;
+    assert_eq!(chunk_text(&d.turn(&sid, &mut live, None, "hello").await), "hello");
+    let history = Sse::connect(&d, &sid, &last_event_id(0)).await.until_type("turn_complete").await;
+    let first: Vec<(Option<u64>, &str, &Value)> = history
+        .iter()
+        .filter(|e| e.id.is_some())
+        .take(2)
+        .map(|e| (e.id, e.event.as_str(), &e.payload()["update"]))
+        .collect();
+    assert_eq!(first.len(), 2, "{history:#?}");
+    for ((id, kind, update), (want_id, name)) in first.iter().zip([(1, "first"), (2, "second")]) {
+        assert_eq!((*id, *kind), (Some(want_id), "session_update"), "{history:#?}");
+        assert_eq!(update["sessionUpdate"], "available_commands_update", "{history:#?}");
+        assert_eq!(update["availableCommands"][0]["name"], name, "{history:#?}");
+    }
 }
