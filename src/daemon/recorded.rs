@@ -312,6 +312,10 @@ struct Discard;
 impl crate::acp::Client for Discard {
     fn session_update(&self, _: &serde_json::value::RawValue) {}
 
+    /// Dropped as they come: a replayed history's updates are not read back one by one to be
+    /// dropped each.
+    fn session_updates(&self, _: &[crate::acp::Update]) {}
+
     fn request_permission(&self, _: Value) -> BoxFuture<'_, Value> {
         Box::pin(async { json!({"outcome": {"outcome": "cancelled"}}) })
     }
