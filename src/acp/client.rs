@@ -54,15 +54,9 @@ pub trait Client: Send + Sync {
 
     /// `session/update` notifications the agent wrote back to back, in order: a burst read in one
     /// go, handed over in one call so the session publishes it at once. Same rules as
-    /// [`Client::session_update`], which the default calls for each.
-    fn session_updates(&self, params: &[Update]) {
-        for p in params {
-            // An update is one JSON object: it reads back as one raw value.
-            if let Ok(raw) = serde_json::from_slice::<&RawValue>(p.as_bytes()) {
-                self.session_update(raw);
-            }
-        }
-    }
+    /// [`Client::session_update`]. Each is one JSON object as the agent wrote it, a slice of the
+    /// agent reader's buffer.
+    fn session_updates(&self, params: &[Update]);
 
     /// A `session/request_permission` request; resolves to the `result` to answer the agent with.
     /// May take minutes (a vote): the actor runs it in its own task.
