@@ -631,6 +631,7 @@ mod tests {
         assert_eq!(early.next_expiry(), Some(first + EARLY_UPDATE_TTL));
         tokio::time::sleep_until(first + EARLY_UPDATE_TTL).await;
         early.expire(Instant::now());
+        assert_eq!(early.bytes, 10, "the expired update's bytes are given back");
         assert!(early.take("a").is_empty(), "expired");
         assert_eq!(early.next_expiry(), Some(first + Duration::from_secs(10) + EARLY_UPDATE_TTL));
         assert_eq!(early.take("b").len(), 1);
