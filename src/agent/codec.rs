@@ -57,17 +57,23 @@ impl Decoder for LineCodec {
 /// newline removed; `None` when no line is complete yet. The actor also calls it directly, between
 /// reads, for the lines a read brought beyond the first (`LineCodec::decode` left `searched` at 0).
 pub(crate) fn split_line(buf: &mut BytesMut, searched: usize) -> std::io::Result<Option<BytesMut>> {
+    split_line_within(buf, searched, MAX_AGENT_LINE)
+}
+
+/// [`split_line`] with lines of at most `max` bytes (a unit test's bound).
+fn split_line_within(buf: &mut BytesMut, searched: usize, max: usize) -> std::io::Result<Option<BytesMut>> {
     match memchr::memchr(b'\n', &buf[searched..]) {
         Some(at) => {
             let end = searched + at;
-            if end > MAX_AGENT_LINE {
+            if end > max {
                 return Err(line_too_long());
             }
             let mut line = buf.split_to(end + 1);
             line.truncate(end);
             Ok(Some(line))
         }
-        None if buf.len() > MAX_AGENT_LINE => Err(line_too_long()),
+        // Without its newline yet, a line of `max` bytes may still end at the next byte.
+        None if buf.len() > max => Err(line_too_long()),
         None => Ok(None),
     }
 }
@@ -112,5 +118,22 @@ mod tests {
         assert!(codec.decode(&mut buf).ok().flatten().is_none());
         assert_eq!(codec.decode_eof(&mut buf).ok().flatten().as_deref(), Some(&b"tail"[..]));
         assert!(codec.decode_eof(&mut buf).ok().flatten().is_none());
+    }
+
+    /// A line of exactly the bound is taken, one byte more ends the agent, with its newline or
+    /// before it arrives; the part already searched is not searched again.
+    #[test]
+    fn a_line_is_bounded_with_or_without_its_newline() {
+        let split = |bytes: &[u8], searched: usize| {
+            let mut buf = BytesMut::from(bytes);
+            split_line_within(&mut buf, searched, 4).map(|line| (line.map(|l| l.to_vec()), buf.to_vec()))
+        };
+        assert_eq!(split(b"abcd\nef", 0).ok(), Some((Some(b"abcd".to_vec()), b"ef".to_vec())));
+        assert_eq!(split(b"abcd", 0).ok(), Some((None, b"abcd".to_vec())));
+        assert_eq!(split(b"ab\nc\nz", 3).ok(), Some((Some(b"ab\nc".to_vec()), b"z".to_vec())));
+        for over in [&b"abcde\n"[..], b"abcde"] {
+            let error = split(over, 0).expect_err("over the bound");
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        }
     }
 }
