@@ -48,14 +48,11 @@ pub trait Agent: Send + Sync {
 
 /// ACP's client role: what the agent asks of one of its sessions.
 pub trait Client: Send + Sync {
-    /// A `session/update` notification, its params exactly as the agent wrote them. Called on the
-    /// agent reader's path: it must not wait.
-    fn session_update(&self, params: &RawValue);
-
     /// `session/update` notifications the agent wrote back to back, in order: a burst read in one
-    /// go, handed over in one call so the session publishes it at once. Same rules as
-    /// [`Client::session_update`]. Each is one JSON object as the agent wrote it, a slice of the
-    /// agent reader's buffer.
+    /// go (or the updates held for a session until it registered), handed over in one call so the
+    /// session publishes it at once. Each is its params exactly as the agent wrote them, one JSON
+    /// object, a slice of the agent reader's buffer. Called on the agent reader's path: it must not
+    /// wait.
     fn session_updates(&self, params: &[Update]);
 
     /// A `session/request_permission` request; resolves to the `result` to answer the agent with.

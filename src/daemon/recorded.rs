@@ -310,10 +310,6 @@ impl Daemon {
 struct Discard;
 
 impl crate::acp::Client for Discard {
-    fn session_update(&self, _: &serde_json::value::RawValue) {}
-
-    /// Dropped as they come: a replayed history's updates are not read back one by one to be
-    /// dropped each.
     fn session_updates(&self, _: &[crate::acp::Update]) {}
 
     fn request_permission(&self, _: Value) -> BoxFuture<'_, Value> {

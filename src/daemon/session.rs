@@ -849,10 +849,6 @@ impl turns::Host for Session {
 }
 
 impl acp::Client for Session {
-    fn session_update(&self, params: &RawValue) {
-        self.publish_updates([params.get().as_bytes()].into_iter());
-    }
-
     fn session_updates(&self, params: &[acp::Update]) {
         self.publish_updates(params.iter().map(acp::Update::as_bytes));
     }
@@ -1053,6 +1049,11 @@ mod tests {
     use crate::acp::Client as _;
     use crate::config::Policy;
     use crate::permission::{Effect, ForbidReason, MediatorConfig, Vote, VoteError};
+
+    /// `params` as the agent reader hands an update over.
+    fn update(params: &Value) -> acp::Update {
+        acp::Update::from_raw(RawValue::from_string(params.to_string()).expect("json")).expect("an object")
+    }
 
     /// Bounds every wait in these tests; nothing here should take more than a moment.
     const WAIT: Duration = Duration::from_secs(5);
@@ -1472,7 +1473,7 @@ mod tests {
 
         // The agent switches by itself, even to a mode it did not list: relayed, and followed.
         let params = json!({"sessionId": "s1", "update": {"sessionUpdate": "current_mode_update", "currentModeId": "auto"}});
-        f.session.session_update(&RawValue::from_string(params.to_string()).expect("raw"));
+        f.session.session_updates(&[update(&params)]);
         assert_eq!(f.next().await.1, params, "relayed byte for byte");
         assert_eq!(f.session.modes()["currentModeId"], "auto");
         assert_eq!(f.session.mode_ids(), ["ask", "plan", "auto"]);
@@ -1494,8 +1495,7 @@ mod tests {
     async fn rules_match_what_the_agent_announced_before_asking() {
         let mut f = fixture(5, Policy::FirstResponder);
         let announce = |update: Value| {
-            let params = json!({"sessionId": "s1", "update": update}).to_string();
-            f.session.session_update(&RawValue::from_string(params).expect("raw"));
+            f.session.session_updates(&[self::update(&json!({"sessionId": "s1", "update": update}))]);
         };
         announce(
             json!({"sessionUpdate": "tool_call", "toolCallId": "c9", "title": "Write", "status": "pending"}),
