@@ -45,6 +45,16 @@ const DB_FILE: &str = "state.db";
 /// fails: long enough for a backup or an `sqlite3` shell's short write, short enough that a caller
 /// waiting on an [`Ack`] hears of a stuck database within seconds.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The page size of a new database (one made before keeps its own: SQLite changes a database's
+/// page size only by rebuilding the file). SQLite writes the WAL and checkpoints a page at a time,
+/// each with a frame header, a checksum, a page-cache look-up and a `pwrite`; at its default of
+/// 4 KiB, one compressed run of events (`chunk::RUN_MAX_BYTES` of frames, packed to a few KiB)
+/// took a leaf and its overflow pages, and the writer's thread spent about half as much again of
+/// CPU per recorded event as at 32 KiB (`docs/benchmarks.md`, issue #46).
+const PAGE_BYTES: u32 = 32 * 1024;
+/// The WAL's size after which a commit checkpoints it into the database: SQLite's default (1000
+/// pages) at 4 KiB pages, kept in bytes whatever the database's page size.
+const CHECKPOINT_BYTES: u32 = 4000 * 1024;
 /// Rows deleted per retention statement, so one pass never holds the write lock for long.
 const RETENTION_CHUNK: usize = 10_000;
 
@@ -176,9 +186,14 @@ impl SqliteStore {
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         let mut conn = Connection::open(&path).map_err(&err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
+        // Before WAL: only a database without pages yet takes a page size (and in WAL mode not
+        // even that); an existing one ignores it.
+        conn.pragma_update(None, "page_size", PAGE_BYTES).map_err(&err)?;
         // WAL: readers never block the writer; NORMAL: see the file's doc for what it costs.
         conn.pragma_update(None, "journal_mode", "WAL").map_err(&err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(&err)?;
+        let page: u32 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(&err)?;
+        conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_BYTES / page.max(512)).map_err(&err)?;
         migrate(&mut conn, &path)?;
         recover(&mut conn, crate::clock::now_ms()).map_err(&err)?;
         let read = Connection::open_with_flags(
@@ -1159,6 +1174,65 @@ mod tests {
         assert_eq!(store.events("s", 1, 2).expect("read"), [frame(2), frame(3)]);
         assert_eq!(store.events("s", 3, 100).expect("read"), [frame(4)]);
         assert_eq!(store.events("s", 4, 100).expect("read"), []);
+    }
+
+    /// Records 16 MiB of frames that do not compress (so they are written as they are), one MiB
+    /// per commit, and gives the WAL's size on disk after it. Each 64 KiB frame fills a run of its
+    /// own, compressed alone, so one block of noise serves for all of them.
+    async fn wal_after_16_mib(store: &SqliteStore, state: &Path) -> u64 {
+        store.session_started(&record("s"), 0, false);
+        let sid: Arc<str> = Arc::from("s");
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let noise: Bytes = (0..65_536)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>()
+            .into();
+        for mib in 0..16u64 {
+            store.append_events(&sid, 1 + mib * 16, vec![noise.clone(); 16]);
+            flushed(store).await;
+        }
+        std::fs::metadata(state.join("state.db-wal")).expect("a WAL").len()
+    }
+
+    fn page_size(store: &SqliteStore) -> u32 {
+        lock(&store.read).query_row("PRAGMA page_size", [], |r| r.get(0)).expect("page size")
+    }
+
+    /// A new database takes large pages, and its WAL is checkpointed into it after about 4 MiB,
+    /// as at SQLite's defaults: it does not grow with what is recorded.
+    #[tokio::test]
+    async fn a_new_database_has_32_kib_pages_and_a_wal_checkpointed_every_4_mib() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        assert_eq!(page_size(&store), 32 * 1024);
+        let wal = wal_after_16_mib(&store, &state).await;
+        assert!(
+            (4000 * 1024..7 * 1024 * 1024).contains(&wal),
+            "the WAL grows to about 4 MiB, not 16: {wal} bytes"
+        );
+        assert_eq!(store.events("s", 255, 256).expect("read").len(), 1, "the last frame is there");
+    }
+
+    /// A database made with SQLite's default pages (by an earlier version) keeps them, and its WAL
+    /// is checkpointed after the same 4 MiB (1000 of its pages, SQLite's default).
+    #[tokio::test]
+    async fn an_existing_database_keeps_its_page_size_and_the_same_checkpoint_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        drop(at_version(&state, MIGRATIONS.len()));
+        let store = SqliteStore::open(&state, &config(dir.path())).expect("open");
+        assert_eq!(page_size(&store), 4096);
+        let wal = wal_after_16_mib(&store, &state).await;
+        assert!(
+            (4000 * 1024..7 * 1024 * 1024).contains(&wal),
+            "the WAL grows to about 4 MiB, not 16: {wal} bytes"
+        );
     }
 
     /// A state directory (0700) beside `dir`'s holding `db` alone as its `state.db`, read-only.
