@@ -206,7 +206,10 @@ impl SqliteStore {
         // for a new database every page of it (26 of 32 KiB, about 850 KiB of heap), kept for
         // the daemon's life. The writer goes on with a connection of its own, opened after that
         // memory is freed, so the connections and the daemon allocate into it instead of beside it.
-        drop(conn);
+        // Closing the last connection checkpoints the WAL; one that fails leaves it to the writer.
+        if let Err((_, e)) = conn.close() {
+            tracing::warn!(path = %path.display(), error = %e, "closing the database after opening it failed");
+        }
         let conn = open_writer(&path).map_err(&err)?;
         let read = Connection::open_with_flags(
             &path,
