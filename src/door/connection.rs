@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::lane::{Deferred, Lane};
+use super::queue::{self, Refused};
 use super::shared::{Owner, Shared};
 use super::wire;
 use crate::acp::{Frame, RequestId, RpcError, params_value};
@@ -77,9 +78,7 @@ pub struct Ctx {
 struct Attached {
     /// Weak: an ended session is dropped by the daemon and by its lane, not kept by a connection.
     session: Weak<Session>,
-    /// Boxed answers: the channel's first block of slots lives as long as the attach, a pointer
-    /// per slot (issue #46).
-    replies: mpsc::Sender<Box<Deferred>>,
+    replies: queue::Sender<Deferred>,
     stop: CancellationToken,
     /// Streamable HTTP: the lane waiting for its `GET /acp` (`None` while a stream has it).
     parked: Option<Box<Lane>>,
@@ -89,9 +88,8 @@ struct Attached {
 }
 
 /// A connection's own messages (its answers, its requests to the client), for the one transport
-/// stream that drains them. Boxed: the channel's first block of slots is allocated with it and
-/// lives as long as the connection, a pointer per slot rather than a whole `Bytes` (issue #46).
-pub type Messages = mpsc::Receiver<Box<Bytes>>;
+/// stream that drains them.
+pub type Messages = queue::Receiver<Bytes>;
 
 /// Activity, for forgetting a Streamable HTTP connection its client abandoned.
 #[derive(Debug)]
@@ -107,13 +105,11 @@ pub struct Connection {
     pub(super) shared: Arc<Shared>,
     owner: Owner,
     pub(super) transport: Transport,
-    messages_tx: mpsc::Sender<Box<Bytes>>,
+    messages_tx: queue::Sender<Bytes>,
     messages_rx: Mutex<Option<Messages>>,
-    /// WebSocket: lanes go to the socket's writer as they are attached. Boxed: the channel's
-    /// first block of slots is allocated with it and lives as long as the connection, a pointer
-    /// per slot rather than a whole lane (issue #46).
-    lanes_tx: mpsc::Sender<Box<Lane>>,
-    lanes_rx: Mutex<Option<mpsc::Receiver<Box<Lane>>>>,
+    /// WebSocket: lanes go to the socket's writer as they are attached.
+    lanes_tx: queue::Sender<Lane>,
+    lanes_rx: Mutex<Option<queue::Receiver<Lane>>>,
     attached: Mutex<HashMap<String, Attached>>,
     /// Streamable HTTP: the session streams opened before their session was attached, by session
     /// id; the attach hands the lane over. With `attached`, at most
@@ -147,8 +143,8 @@ impl Connection {
         transport: Transport,
         place: Place,
     ) -> Arc<Connection> {
-        let (messages_tx, messages_rx) = mpsc::channel(MESSAGE_QUEUE);
-        let (lanes_tx, lanes_rx) = mpsc::channel(MAX_SESSIONS_PER_CONNECTION);
+        let (messages_tx, messages_rx) = queue::bounded(MESSAGE_QUEUE);
+        let (lanes_tx, lanes_rx) = queue::bounded(MAX_SESSIONS_PER_CONNECTION);
         let owner = Owner::of(&caller);
         // In a fleet its id names this daemon, so any daemon passes the connection's later
         // requests here (`docs/protocol.md#173-any-daemon-answers-any-route`).
@@ -224,7 +220,7 @@ impl Connection {
     }
 
     /// WebSocket: the lanes as sessions are attached.
-    pub fn take_lanes(&self) -> Option<mpsc::Receiver<Box<Lane>>> {
+    pub fn take_lanes(&self) -> Option<queue::Receiver<Lane>> {
         lock(&self.lanes_rx).take()
     }
 
@@ -332,7 +328,7 @@ impl Connection {
     /// Queues a message on the connection's own stream; a client that lets the queue fill is not
     /// reading, and is closed.
     pub(super) fn send(&self, message: Bytes) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.messages_tx.try_send(Box::new(message)) {
+        if let Err(Refused::Full(_)) = self.messages_tx.try_send(message) {
             tracing::info!(connection = %self.shared.id, "closing an ACP connection whose client reads nothing");
             self.close();
         }
@@ -422,7 +418,7 @@ impl Connection {
         let replies = lock(&self.attached).get(session_id).map(|a| a.replies.clone());
         match replies {
             Some(tx) => {
-                if tx.try_send(Box::new(Deferred { gate, json: json.clone() })).is_err() {
+                if tx.try_send(Deferred { gate, json: json.clone() }).is_err() {
                     self.send(json);
                 }
             }
@@ -605,7 +601,7 @@ impl Connection {
         };
         let cursor = watch.subscription.cursor();
         let source = Box::pin(watch.subscription.into_marked(self.daemon().streams_end.clone()));
-        let (tx, rx) = mpsc::channel(MAX_CALLS_IN_FLIGHT);
+        let (tx, rx) = queue::bounded(MAX_CALLS_IN_FLIGHT);
         let stop = self.closed.child_token();
         let lane = Lane::new(
             session.clone(),
@@ -642,7 +638,7 @@ impl Connection {
             }
             // The channel holds as many lanes as a connection may attach.
             Transport::WebSocket => {
-                let _ = self.lanes_tx.try_send(Box::new(lane));
+                let _ = self.lanes_tx.try_send(lane);
             }
         }
     }
@@ -765,7 +761,7 @@ mod tests {
     }
 
     fn queued(rx: &mut Messages) -> Vec<Value> {
-        std::iter::from_fn(|| rx.try_recv().ok())
+        std::iter::from_fn(|| rx.try_recv())
             .map(|b| serde_json::from_slice(&b).expect("every message is JSON"))
             .collect()
     }

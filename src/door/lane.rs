@@ -28,10 +28,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::Stream;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::failure::Failure;
+use super::queue;
 use super::shared::Shared;
 use super::wire;
 use crate::acp::{RequestId, method};
@@ -104,7 +104,7 @@ pub struct Lane {
     /// Converted messages not yet handed out (one batch at most), each with what its handing out
     /// settles.
     ready: VecDeque<(Out, Option<Settle>)>,
-    replies: mpsc::Receiver<Box<Deferred>>,
+    replies: queue::Receiver<Deferred>,
     held: VecDeque<Deferred>,
     /// The id of the last event converted.
     cursor: u64,
@@ -133,7 +133,7 @@ impl Lane {
         source: MarkedStream,
         after: u64,
         replaying: bool,
-        replies: mpsc::Receiver<Box<Deferred>>,
+        replies: queue::Receiver<Deferred>,
         stop: CancellationToken,
     ) -> Lane {
         let mut lane = Lane {
@@ -428,7 +428,7 @@ impl Stream for Lane {
                 return Poll::Ready(Some(out));
             }
             while let Poll::Ready(Some(deferred)) = this.replies.poll_recv(cx) {
-                this.held.push_back(*deferred);
+                this.held.push_back(deferred);
             }
             this.release();
             if !this.ready.is_empty() {

@@ -301,7 +301,7 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
             () = closed.cancelled() => Woke::End(None),
             // Before the drain's signal: a session attached before it is delivered to its end.
             Some(lane) = new_lanes.recv() => {
-                lanes.push(*lane);
+                lanes.push(lane);
                 Woke::Nothing
             }
             () = shutdown.cancelled(), if !draining => {
@@ -328,7 +328,7 @@ async fn run_websocket(mut socket: Socket, conn: Arc<Connection>, local: bool, s
                     Some(Err(e)) => Woke::End(Some(close_for(&e))),
                 }
             }
-            Some(message) = messages.recv() => Woke::Write(Out::Message { json: *message, event_id: None }),
+            Some(message) = messages.recv() => Woke::Write(Out::Message { json: message, event_id: None }),
             out = lanes.next(), if !lanes.is_empty() => out.map_or(Woke::Nothing, Woke::Write),
             _ = ping.tick() => Woke::Ping,
             // Nothing is ready: the connection has drained, and gives its batch buffer back (a
@@ -404,8 +404,8 @@ fn gather(
             break;
         }
         next = match messages.try_recv() {
-            Ok(m) => Some(Out::Message { json: *m, event_id: None }),
-            Err(_) => lanes.next().now_or_never().flatten(),
+            Some(m) => Some(Out::Message { json: m, event_id: None }),
+            None => lanes.next().now_or_never().flatten(),
         };
     }
     lanes.rotate();
@@ -629,7 +629,7 @@ fn connection_stream(
         let rx = guard.messages.as_mut()?;
         let out = tokio::select! {
             () = ended.cancelled() => return None,
-            m = rx.recv() => Out::Message { json: *m?, event_id: None },
+            m = rx.recv() => Out::Message { json: m?, event_id: None },
             () = tokio::time::sleep(SSE_HEARTBEAT) => Out::Keepalive,
         };
         let frame = sse_frame(&out)?;

@@ -1,0 +1,234 @@
+//! A connection's queues: bounded, many senders that never wait (a full queue is the sender's to
+//! handle), one receiver. Three per `/acp` WebSocket (its own messages, the lanes attached, each
+//! lane's deferred answers), held for the connection's life.
+//!
+//! Not tokio's `mpsc`: its channel is about 800 bytes before the first message (a cache-padded
+//! header and a first block of 32 slots, kept), 2.4 KiB of an idle `/acp` connection's 8 KiB of
+//! heap (issue #46). This one is a mutex-guarded `VecDeque`, allocated as items arrive and given
+//! back once drained, and an atomic count the receiver reads before it takes the lock, so polling
+//! an empty queue (every poll of a lane, on the `/acp` relay's path) takes no lock.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures_util::task::AtomicWaker;
+
+use crate::sync::lock;
+
+struct Shared<T> {
+    bound: usize,
+    items: Mutex<VecDeque<T>>,
+    /// `items`' length, written under its lock, read without it.
+    len: AtomicUsize,
+    senders: AtomicUsize,
+    receiver_alive: AtomicBool,
+    waker: AtomicWaker,
+}
+
+/// A queue of at most `bound` items.
+pub(super) fn bounded<T>(bound: usize) -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        bound,
+        items: Mutex::new(VecDeque::new()),
+        len: AtomicUsize::new(0),
+        senders: AtomicUsize::new(1),
+        receiver_alive: AtomicBool::new(true),
+        waker: AtomicWaker::new(),
+    });
+    (Sender(shared.clone()), Receiver(shared))
+}
+
+/// Why an item was not queued; it is handed back.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refused<T> {
+    /// `bound` items wait.
+    Full(T),
+    /// The receiver is gone.
+    Closed(T),
+}
+
+pub(super) struct Sender<T>(Arc<Shared<T>>);
+
+impl<T> Sender<T> {
+    /// Queues `item` now, or hands it back.
+    pub(super) fn try_send(&self, item: T) -> Result<(), Refused<T>> {
+        {
+            let mut items = lock(&self.0.items);
+            // Read under the lock the receiver's drop takes, so nothing is queued after it drained.
+            if !self.0.receiver_alive.load(Ordering::Acquire) {
+                return Err(Refused::Closed(item));
+            }
+            if items.len() >= self.0.bound {
+                return Err(Refused::Full(item));
+            }
+            items.push_back(item);
+            self.0.len.store(items.len(), Ordering::Release);
+        }
+        self.0.waker.wake();
+        Ok(())
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.0.senders.fetch_add(1, Ordering::Relaxed);
+        Sender(self.0.clone())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        // The last sender gone: a waiting receiver wakes to see the end.
+        if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.waker.wake();
+        }
+    }
+}
+
+pub struct Receiver<T>(Arc<Shared<T>>);
+
+impl<T> std::fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").field("len", &self.0.len.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next item; `None` once it is empty and every sender is gone.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if let Some(item) = self.try_recv() {
+            return Poll::Ready(Some(item));
+        }
+        self.0.waker.register(cx.waker());
+        // Looked at again after registering: an item queued in between has woken no one.
+        if let Some(item) = self.try_recv() {
+            return Poll::Ready(Some(item));
+        }
+        if self.0.senders.load(Ordering::Acquire) == 0 {
+            // A sender's last item is queued before its drop, so this look misses nothing.
+            return Poll::Ready(self.try_recv());
+        }
+        Poll::Pending
+    }
+
+    pub async fn recv(&mut self) -> Option<T> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next item if one waits.
+    pub fn try_recv(&mut self) -> Option<T> {
+        if self.0.len.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut items = lock(&self.0.items);
+        let item = items.pop_front();
+        self.0.len.store(items.len(), Ordering::Release);
+        // Drained: its room is given back (an idle connection holds none).
+        if items.is_empty() && items.capacity() > 0 {
+            *items = VecDeque::new();
+        }
+        item
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.len.load(Ordering::Acquire) == 0
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let left = {
+            let mut items = lock(&self.0.items);
+            self.0.receiver_alive.store(false, Ordering::Release);
+            self.0.len.store(0, Ordering::Release);
+            std::mem::take(&mut *items)
+        };
+        // Dropped outside the lock: an item (a lane) may take other locks as it goes.
+        drop(left);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Poll;
+
+    use super::{Refused, bounded};
+
+    #[test]
+    fn it_holds_at_most_its_bound_in_order_and_hands_the_rest_back() {
+        let (tx, mut rx) = bounded(2);
+        assert_eq!(tx.try_send(1), Ok(()));
+        assert_eq!(tx.try_send(2), Ok(()));
+        assert_eq!(tx.try_send(3), Err(Refused::Full(3)));
+        assert!(!rx.is_empty());
+        assert_eq!(rx.try_recv(), Some(1));
+        assert_eq!(tx.try_send(4), Ok(()), "one taken, one room");
+        assert_eq!(rx.try_recv(), Some(2));
+        assert_eq!(rx.try_recv(), Some(4));
+        assert_eq!(rx.try_recv(), None);
+        assert!(rx.is_empty());
+    }
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back() {
+        let (tx, mut rx) = bounded(64);
+        for i in 0..40 {
+            tx.try_send(i).expect("room");
+        }
+        assert!(super::lock(&rx.0.items).capacity() >= 40);
+        while rx.try_recv().is_some() {}
+        assert_eq!(super::lock(&rx.0.items).capacity(), 0);
+    }
+
+    #[test]
+    fn a_sender_is_refused_once_the_receiver_is_gone_and_what_waited_is_dropped() {
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = bounded(4);
+        assert!(tx.try_send(Counted(dropped.clone())).is_ok());
+        drop(rx);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "dropped with the receiver, not with the last sender");
+        assert!(matches!(tx.try_send(Counted(dropped.clone())), Err(Refused::Closed(_))));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_wakes_for_an_item_and_ends_after_the_last_sender() {
+        let (tx, mut rx) = bounded::<u32>(4);
+        let second = tx.clone();
+        let waiting = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(item) = rx.recv().await {
+                got.push(item);
+            }
+            got
+        });
+        // Whether the task waits already or not, it must see both and then the end.
+        tokio::task::yield_now().await;
+        tx.try_send(7).expect("room");
+        drop(tx);
+        second.try_send(8).expect("room");
+        drop(second);
+        assert_eq!(waiting.await.expect("the receiver's task"), vec![7, 8]);
+    }
+
+    #[test]
+    fn an_empty_queue_with_a_sender_is_pending_and_without_one_has_ended() {
+        let (tx, mut rx) = bounded::<u32>(1);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+        tx.try_send(1).expect("room");
+        drop(tx);
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Some(1)), "an item queued before the last sender left");
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(None));
+    }
+}
