@@ -220,6 +220,30 @@ mod tests {
         assert_eq!(waiting.await.expect("the receiver's task"), vec![7, 8]);
     }
 
+    /// A waker that records whether it was woken.
+    struct Woken(std::sync::atomic::AtomicBool);
+
+    impl futures_util::task::ArcWake for Woken {
+        fn wake_by_ref(this: &Arc<Self>) {
+            this.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_waiting_receiver_is_woken_by_the_last_senders_drop_and_only_by_it() {
+        let woken = Arc::new(Woken(std::sync::atomic::AtomicBool::new(false)));
+        let waker = futures_util::task::waker(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let (tx, mut rx) = bounded::<u32>(1);
+        let second = tx.clone();
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+        drop(second);
+        assert!(!woken.0.load(Ordering::SeqCst), "a sender remains: nothing for the receiver to see");
+        drop(tx);
+        assert!(woken.0.load(Ordering::SeqCst), "the queue has ended: its receiver must look");
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(None));
+    }
+
     #[test]
     fn an_empty_queue_with_a_sender_is_pending_and_without_one_has_ended() {
         let (tx, mut rx) = bounded::<u32>(1);
