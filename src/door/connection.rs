@@ -636,7 +636,7 @@ impl Connection {
                 };
                 entry.parked = Some(Box::new(lane));
             }
-            // The channel holds as many lanes as a connection may attach.
+            // The queue holds as many lanes as a connection may attach.
             Transport::WebSocket => {
                 let _ = self.lanes_tx.try_send(lane);
             }

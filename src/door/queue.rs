@@ -6,7 +6,8 @@
 //! header and a first block of 32 slots, kept), 2.4 KiB of an idle `/acp` connection's 8 KiB of
 //! heap (issue #46). This one is a mutex-guarded `VecDeque`, allocated as items arrive and given
 //! back once drained, and an atomic count the receiver reads before it takes the lock, so polling
-//! an empty queue (every poll of a lane, on the `/acp` relay's path) takes no lock.
+//! an empty queue takes no lock (a lane looks at its deferred answers whenever its converted batch
+//! runs out, on the `/acp` relay's path).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +18,8 @@ use futures_util::task::AtomicWaker;
 
 use crate::sync::lock;
 
-struct Shared<T> {
+/// What a queue's senders and its receiver share.
+struct Inner<T> {
     bound: usize,
     items: Mutex<VecDeque<T>>,
     /// `items`' length, written under its lock, read without it.
@@ -29,7 +31,7 @@ struct Shared<T> {
 
 /// A queue of at most `bound` items.
 pub(super) fn bounded<T>(bound: usize) -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Inner {
         bound,
         items: Mutex::new(VecDeque::new()),
         len: AtomicUsize::new(0),
@@ -49,7 +51,7 @@ pub(super) enum Refused<T> {
     Closed(T),
 }
 
-pub(super) struct Sender<T>(Arc<Shared<T>>);
+pub(super) struct Sender<T>(Arc<Inner<T>>);
 
 impl<T> Sender<T> {
     /// Queues `item` now, or hands it back.
@@ -87,7 +89,7 @@ impl<T> Drop for Sender<T> {
     }
 }
 
-pub struct Receiver<T>(Arc<Shared<T>>);
+pub struct Receiver<T>(Arc<Inner<T>>);
 
 impl<T> std::fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
