@@ -63,7 +63,7 @@
 //!   outgoing client.
 //! - [`outgoing`]: the daemon's one outgoing HTTP client (notifications, model reviewers).
 //! - [`log_throttle`]: log lines that may repeat at any rate, logged once a second with a count.
-//! - [`sync`]: the one way a `std::sync::Mutex` is locked.
+//! - [`sync`]: the one way a `std::sync::Mutex` is locked, and a bounded queue built on it.
 //! - [`throttle`]: budgets for wrong guesses at one-time secrets, per client and in all.
 //! - [`text`]: text someone else chose, shown safely: escaped for terminals and logs, revealed
 //!   (blank runs and invisible characters made visible) for a person who decides on it.

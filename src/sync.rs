@@ -1,11 +1,14 @@
-//! The one way this crate takes a `std::sync::Mutex`.
+//! The one way this crate takes a `std::sync::Mutex`, and the bounded queue built on it (`queue`).
 //!
 //! Every mutex here guards a short, await-free critical section that leaves its data consistent at
 //! each step (a push, a remove, a counter), so a panic in another holder cannot leave it half
 //! written. Recovering the guard from a poisoned lock is therefore safe, and it keeps one panicking
-//! task from turning every later request into a second panic. A leaf: it imports nothing.
+//! task from turning every later request into a second panic. A leaf: it imports nothing of the
+//! crate.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub mod queue;
 
 /// Locks `mutex`, recovering the guard if an earlier holder panicked (see the module docs).
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -24,7 +24,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::failure::Failure;
 use super::lane::{Deferred, Lane};
-use super::queue::{self, Refused};
 use super::shared::{Owner, Shared};
 use super::wire;
 use crate::acp::{Frame, RequestId, RpcError, params_value};
@@ -34,6 +33,7 @@ use crate::devices::StreamPermit;
 use crate::permission::{Choice, Pick, Vote};
 use crate::store::homed_id;
 use crate::sync::lock;
+use crate::sync::queue::{self, Refused};
 
 /// Sessions one connection may attach.
 pub const MAX_SESSIONS_PER_CONNECTION: usize = 64;

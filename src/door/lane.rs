@@ -31,11 +31,11 @@ use serde_json::{Value, json};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::failure::Failure;
-use super::queue;
 use super::shared::Shared;
 use super::wire;
 use crate::acp::{RequestId, method};
 use crate::daemon::{EventFrame, Marked, Piece, Session, SessionError};
+use crate::sync::queue;
 
 /// Byte sequence that marks the daemon's echo of a prompt (`update._meta.source`).
 const ECHO_MARK: &[u8] = br#""source":"bridge-echo""#;

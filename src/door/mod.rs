@@ -11,7 +11,6 @@
 //! - `failure`: [`Failure`], what a request fails with, rendered as a JSON-RPC error.
 //! - `methods`: each ACP method as the typed call the REST handlers make.
 //! - `lane`: [`Lane`]: one attached session's events as ACP messages.
-//! - `queue`: a connection's bounded queues (its messages, its lanes, a lane's deferred answers).
 //! - `wire`: the JSON-RPC text the door writes.
 //!
 //! Who a connection is, what it may do, its registration, its subscriptions, its device's bounds
@@ -25,7 +24,6 @@ mod connection;
 mod failure;
 mod lane;
 mod methods;
-mod queue;
 mod shared;
 pub mod wire;
 

@@ -1,6 +1,6 @@
-//! A connection's queues: bounded, many senders that never wait (a full queue is the sender's to
-//! handle), one receiver. Three per `/acp` WebSocket (its own messages, the lanes attached, each
-//! lane's deferred answers), held for the connection's life.
+//! A bounded queue: many senders that never wait (a full queue is the sender's to handle), one
+//! receiver. An ACP connection holds three for its life (`door`: its own messages, the lanes
+//! attached, each lane's deferred answers).
 //!
 //! Not tokio's `mpsc`: its channel is about 800 bytes before the first message (a cache-padded
 //! header and a first block of 32 slots, kept), 2.4 KiB of an idle `/acp` connection's 8 KiB of
@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 
 use futures_util::task::AtomicWaker;
 
-use crate::sync::lock;
+use super::lock;
 
 /// What a queue's senders and its receiver share.
 struct Inner<T> {
@@ -30,7 +30,7 @@ struct Inner<T> {
 }
 
 /// A queue of at most `bound` items.
-pub(super) fn bounded<T>(bound: usize) -> (Sender<T>, Receiver<T>) {
+pub fn bounded<T>(bound: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Inner {
         bound,
         items: Mutex::new(VecDeque::new()),
@@ -44,18 +44,24 @@ pub(super) fn bounded<T>(bound: usize) -> (Sender<T>, Receiver<T>) {
 
 /// Why an item was not queued; it is handed back.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Refused<T> {
+pub enum Refused<T> {
     /// `bound` items wait.
     Full(T),
     /// The receiver is gone.
     Closed(T),
 }
 
-pub(super) struct Sender<T>(Arc<Inner<T>>);
+pub struct Sender<T>(Arc<Inner<T>>);
+
+impl<T> std::fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").field("len", &self.0.len.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
 
 impl<T> Sender<T> {
     /// Queues `item` now, or hands it back.
-    pub(super) fn try_send(&self, item: T) -> Result<(), Refused<T>> {
+    pub fn try_send(&self, item: T) -> Result<(), Refused<T>> {
         {
             let mut items = lock(&self.0.items);
             // Read under the lock the receiver's drop takes, so nothing is queued after it drained.
