@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
@@ -214,7 +214,13 @@ impl Actor {
         self.process.pid
     }
 
-    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Cmd>) {
+    /// Serves `commands` until the agent is gone; then says how it ended on `exited` before the
+    /// commands still queued are dropped, so their callers (and later ones) can say it too.
+    pub(super) async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Cmd>,
+        exited: watch::Sender<Option<String>>,
+    ) {
         let reason = loop {
             // A burst ends when no complete line is left to read without waiting. Then let the
             // streams it woke write it before reading on: they usually run on this thread next.
@@ -261,7 +267,8 @@ impl Actor {
         };
         commands.close();
         self.hand_over_burst();
-        self.finish(&reason).await;
+        let message = self.finish(&reason).await;
+        let _ = exited.send(Some(message));
     }
 
     /// Expires early updates and closes the log windows that are over.
@@ -513,7 +520,7 @@ impl Actor {
     }
 
     /// The agent is gone or going: reap it, fail what waits on it, end its sessions.
-    async fn finish(mut self, reason: &str) {
+    async fn finish(mut self, reason: &str) -> String {
         let expected = self.deadline.is_some();
         self.writer = None;
         // After the shutdown grace there is nothing more to wait for.
@@ -553,6 +560,7 @@ impl Actor {
                 client.agent_exited(exit);
             }
         }
+        message
     }
 }
 

@@ -20,12 +20,20 @@ const COMMAND_QUEUE: usize = 1024;
 
 /// `None` while `initialize` is in flight, then its outcome: the agent's answer, or why there is none.
 type Ready = Option<Result<Arc<Value>, CallError>>;
+/// How long a call that found the agent gone waits for the actor to say how it ended (the actor
+/// reaps the agent first: at most its exit wait, then a kill).
+const EXIT_REPORT_WAIT: Duration = Duration::from_secs(10);
+/// What a call says when the actor ended without saying how the agent did.
+const EXITED: &str = "the agent has exited";
 
 /// A cloneable handle to one agent process: one configured agent in one workspace.
 #[derive(Debug, Clone)]
 pub struct AgentHandle {
     tx: mpsc::Sender<Cmd>,
     ready: watch::Receiver<Ready>,
+    /// How the agent ended (its exit and the last of its stderr), once it has: what a call that
+    /// found it gone answers, however early it died.
+    exited: watch::Receiver<Option<String>>,
     pub workspace: std::path::PathBuf,
     /// The agent's guard process (the daemon's child the agent runs under), once spawned: what
     /// the front desk names when one of its processes tries to act as a client.
@@ -43,7 +51,8 @@ impl AgentHandle {
     ) -> AgentHandle {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (ready_tx, ready) = watch::channel(None);
-        let handle = AgentHandle { tx, ready, workspace: workspace.clone(), pid: Arc::default() };
+        let (exited_tx, exited) = watch::channel(None);
+        let handle = AgentHandle { tx, ready, exited, workspace: workspace.clone(), pid: Arc::default() };
         let init = handle.clone();
         let spec = spec.clone();
         tokio::spawn(async move {
@@ -56,6 +65,7 @@ impl AgentHandle {
                     // Close the command channel first, so the handle reads as dead before anyone
                     // hears of the failure.
                     drop(rx);
+                    let _ = exited_tx.send(Some(e.to_string()));
                     let _ = ready_tx.send(Some(Err(CallError::Start(e.to_string()))));
                     return;
                 }
@@ -84,7 +94,7 @@ impl AgentHandle {
                 }
                 let _ = ready_tx.send(Some(result));
             });
-            actor.run(rx).await;
+            actor.run(rx, exited_tx).await;
         });
         handle
     }
@@ -126,15 +136,29 @@ impl AgentHandle {
         timeout: Option<Duration>,
     ) -> Result<Box<RawValue>, CallError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Cmd::Call { method, params, reply })
-            .await
-            .map_err(|_| CallError::Exited("the agent has exited".into()))?;
+        if self.tx.send(Cmd::Call { method, params, reply }).await.is_err() {
+            return Err(self.how_it_ended().await);
+        }
         let answer = match timeout {
             Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| CallError::Timeout)?,
             None => rx.await,
         };
-        answer.unwrap_or_else(|_| Err(CallError::Exited("the agent has exited".into())))
+        match answer {
+            Ok(answer) => answer,
+            // The actor ended with the call still queued: the agent died before reading it.
+            Err(_) => Err(self.how_it_ended().await),
+        }
+    }
+
+    /// Why a call found the agent gone: how it ended, as the actor reports it once it has reaped
+    /// it (an agent that dies at once may do so before the first call is even queued).
+    async fn how_it_ended(&self) -> CallError {
+        let mut exited = self.exited.clone();
+        let said = tokio::time::timeout(EXIT_REPORT_WAIT, exited.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|said| said.ok().and_then(|m| m.clone()));
+        CallError::Exited(said.unwrap_or_else(|| EXITED.to_owned()))
     }
 
     /// Sends a notification; returns once its line is queued for the agent's stdin, so anything
@@ -176,5 +200,57 @@ impl acp::Agent for AgentHandle {
 
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
         Box::pin(AgentHandle::notify(self, method, params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handle whose actor is played by the test: its command queue and its report of the exit.
+    fn handle() -> (AgentHandle, mpsc::Receiver<Cmd>, watch::Sender<Option<String>>) {
+        let (tx, commands) = mpsc::channel(1);
+        let (_, ready) = watch::channel(None);
+        let (exited_tx, exited) = watch::channel(None);
+        let handle = AgentHandle { tx, ready, exited, workspace: "/w".into(), pid: Arc::default() };
+        (handle, commands, exited_tx)
+    }
+
+    fn exited(e: CallError) -> String {
+        match e {
+            CallError::Exited(m) => m,
+            other => panic!("expected Exited, got {other:?}"),
+        }
+    }
+
+    /// An agent that dies at once can be gone before `initialize` is even queued; the call still
+    /// says how it ended (its exit code and stderr), not only that it did.
+    #[tokio::test]
+    async fn a_call_that_finds_the_agent_gone_says_how_it_ended() {
+        let (h, commands, report) = handle();
+        drop(commands);
+        report.send_replace(Some("the agent exited with code 3: bad key".into()));
+        let e = h.call(method::INITIALIZE, json!({}), Some(Duration::from_secs(1))).await.expect_err("gone");
+        assert_eq!(exited(e), "the agent exited with code 3: bad key");
+    }
+
+    #[tokio::test]
+    async fn a_call_queued_when_the_agent_died_says_how_it_ended() {
+        let (h, mut commands, report) = handle();
+        let call = tokio::spawn(async move { h.call(method::INITIALIZE, json!({}), None).await });
+        // The actor's end: the call was queued and never read; the report comes before the drop.
+        let queued = commands.recv().await.expect("the call is queued");
+        report.send_replace(Some("the agent exited with code 3: bad key".into()));
+        drop((queued, commands));
+        let e = call.await.expect("the call's task").expect_err("gone");
+        assert_eq!(exited(e), "the agent exited with code 3: bad key");
+    }
+
+    #[tokio::test]
+    async fn an_actor_gone_without_a_report_is_said_to_have_exited() {
+        let (h, commands, report) = handle();
+        drop((commands, report));
+        let e = h.call(method::INITIALIZE, json!({}), None).await.expect_err("gone");
+        assert_eq!(exited(e), EXITED);
     }
 }
