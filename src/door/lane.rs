@@ -35,7 +35,7 @@ use super::shared::Shared;
 use super::wire;
 use crate::acp::{RequestId, method};
 use crate::daemon::{EventFrame, Marked, Piece, Session, SessionError};
-use crate::sync::queue;
+use crate::sync::queue::{self, give_back_drained};
 
 /// Byte sequence that marks the daemon's echo of a prompt (`update._meta.source`).
 const ECHO_MARK: &[u8] = br#""source":"bridge-echo""#;
@@ -456,13 +456,6 @@ impl Stream for Lane {
     }
 }
 
-/// Gives a drained queue's room back; a queue still holding anything keeps it.
-fn give_back_drained<T>(queue: &mut VecDeque<T>) {
-    if queue.is_empty() && queue.capacity() > 0 {
-        *queue = VecDeque::new();
-    }
-}
-
 /// A decided request as the multi-client attach proposal (ACP #533) announces it to every client
 /// of the session: a `session/update` of kind `permission_resolved` with the request's id, the
 /// outcome the agent was given, and who or what decided it (the daemon's `permission_resolved`
@@ -540,19 +533,6 @@ pub(super) fn gone(id: &RequestId, session_id: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_drained_queue_gives_its_room_back_and_a_busy_one_keeps_it() {
-        let mut queue: VecDeque<u64> = (0..100).collect();
-        give_back_drained(&mut queue);
-        assert_eq!(queue.len(), 100, "a queue with messages keeps them");
-        assert!(queue.capacity() >= 100);
-        queue.clear();
-        give_back_drained(&mut queue);
-        assert_eq!(queue.capacity(), 0, "an idle lane holds no batch's worth of slots");
-        queue.push_back(1);
-        assert_eq!(queue.pop_front(), Some(1), "and the next batch allocates its own");
-    }
 
     #[test]
     fn a_v1_tool_call_gives_the_v2_title_description_and_subject() {

@@ -18,6 +18,14 @@ use futures_util::task::AtomicWaker;
 
 use super::lock;
 
+/// Gives a drained queue's room back; a queue still holding anything keeps it. What waits for a
+/// client that may sit idle for hours (a connection's queues, a lane's batch) holds no slots then.
+pub fn give_back_drained<T>(queue: &mut VecDeque<T>) {
+    if queue.is_empty() && queue.capacity() > 0 {
+        *queue = VecDeque::new();
+    }
+}
+
 /// What a queue's senders and its receiver share.
 struct Inner<T> {
     bound: usize,
@@ -134,9 +142,7 @@ impl<T> Receiver<T> {
         let item = items.pop_front();
         self.0.len.store(items.len(), Ordering::Release);
         // Drained: its room is given back (an idle connection holds none).
-        if items.is_empty() && items.capacity() > 0 {
-            *items = VecDeque::new();
-        }
+        give_back_drained(&mut items);
         item
     }
 
@@ -164,7 +170,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Poll;
 
-    use super::{Refused, bounded};
+    use std::collections::VecDeque;
+
+    use super::{Refused, bounded, give_back_drained};
 
     #[test]
     fn it_holds_at_most_its_bound_in_order_and_hands_the_rest_back() {
@@ -179,6 +187,19 @@ mod tests {
         assert_eq!(rx.try_recv(), Some(4));
         assert_eq!(rx.try_recv(), None);
         assert!(rx.is_empty());
+    }
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back_and_a_busy_one_keeps_it() {
+        let mut queue: VecDeque<u64> = (0..100).collect();
+        give_back_drained(&mut queue);
+        assert_eq!(queue.len(), 100, "a queue with messages keeps them");
+        assert!(queue.capacity() >= 100);
+        queue.clear();
+        give_back_drained(&mut queue);
+        assert_eq!(queue.capacity(), 0, "an idle lane holds no batch's worth of slots");
+        queue.push_back(1);
+        assert_eq!(queue.pop_front(), Some(1), "and the next batch allocates its own");
     }
 
     #[test]
