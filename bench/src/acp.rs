@@ -7,7 +7,8 @@
 //! (j) [`permissions`]: one connection prompts `permissions K` with `session/prompt` and answers
 //! each `session/request_permission` on sight; the turn ends with the prompt's answer.
 //! (k) [`memory`]: RSS before and after C connections that each `initialize`d, attached to one
-//! session and carried a short turn, then sit idle.
+//! session and carried a short turn, then sit idle; one connection carried a turn and closed before
+//! the first reading.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,11 @@ impl Conn {
         let mut conn = Conn { ws, next_id: 1 };
         conn.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await?;
         Ok(conn)
+    }
+
+    /// Closes the WebSocket as a client that is done does (a close frame; bounded).
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(REQUEST_TIMEOUT, self.ws.close(None)).await;
     }
 
     async fn send(&mut self, message: &Value) -> Res<()> {
@@ -279,26 +285,29 @@ pub async fn memory(
     at_idle: Option<fn(&Daemon)>,
 ) -> Res<MemoryRun> {
     let created = fresh_session(api, daemon).await?;
+    let session = created.session_id.as_str();
     let client = created.client_id.as_deref();
-    crate::scenarios::warm_turn(api, &created.session_id, client).await?;
+    crate::scenarios::warm_turn(api, session, client).await?;
+    // One `/acp` connection carries a turn and closes before the first reading, as (e)'s warm-up
+    // stream does for SSE: the door's code is paged in and its first allocations made, so the
+    // reading divides what the connections hold, not a one-off cost, by their number.
+    let (warm, failed) = carry_turn(api, session, client, open_attached(daemon, session, 1).await?).await?;
+    if failed > 0 {
+        return Err("acp memory: the warm-up connection did not see its whole turn".into());
+    }
+    for conn in warm {
+        conn.close().await;
+    }
     tokio::time::sleep(SETTLE).await;
     let before = daemon.resident()?;
     let mut held: Vec<Conn> = Vec::new();
     let mut readings = Vec::with_capacity(rounds);
     let mut incomplete = 0;
     for _ in 0..rounds.max(1) {
-        held.extend(open_attached(daemon, &created.session_id, connections).await?);
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let tasks: Vec<_> = held.drain(..).map(|c| tokio::spawn(drain(c, WARM_UP, deadline))).collect();
-        api.prompt_async(&created.session_id, &format!("stream {WARM_UP}"), client).await?;
-        incomplete = 0;
-        for t in tasks {
-            let (r, conn) = t.await?;
-            if !r.ended {
-                incomplete += 1;
-            }
-            held.push(conn);
-        }
+        held.extend(open_attached(daemon, session, connections).await?);
+        let carried;
+        (carried, incomplete) = carry_turn(api, session, client, std::mem::take(&mut held)).await?;
+        held = carried;
         tokio::time::sleep(SETTLE).await;
         readings.push(daemon.resident()?);
     }
@@ -317,6 +326,28 @@ pub async fn memory(
         next: next.map(|(a, b)| b.per(a, connections)),
         incomplete,
     })
+}
+
+/// A `stream WARM_UP` turn carried by `conns`: the connections back, and how many of them did not
+/// see the whole turn.
+async fn carry_turn(
+    api: &Api,
+    session: &str,
+    client: Option<&str>,
+    conns: Vec<Conn>,
+) -> Res<(Vec<Conn>, usize)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let tasks: Vec<_> = conns.into_iter().map(|c| tokio::spawn(drain(c, WARM_UP, deadline))).collect();
+    api.prompt_async(session, &format!("stream {WARM_UP}"), client).await?;
+    let (mut conns, mut incomplete) = (Vec::with_capacity(tasks.len()), 0);
+    for t in tasks {
+        let (r, conn) = t.await?;
+        if !r.ended {
+            incomplete += 1;
+        }
+        conns.push(conn);
+    }
+    Ok((conns, incomplete))
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //!   same daemon, read again: what each of those adds (`acp-next`) is the cost of one more
 //!   connection without the first round's one-off costs (the allocator's arenas growing to the
 //!   turn's transient buffers, the ring's and the store's growth), which 60 connections share.
+//!   One `/acp` connection carries a turn and closes before the first reading (the door's code
+//!   paged in once per daemon, as the warm-up stream does for SSE).
 //!
 //! Each stream or connection carries a 100-update turn first (so its buffers have been used, as a
 //! real client's have), then sits idle; the figure is what the daemon holds more than before they

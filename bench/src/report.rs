@@ -730,7 +730,8 @@ impl Report {
             "- **(k) idle `/acp` connections**: VmRSS of the daemon before and after {} ACP connections each \
              `initialize`d, attached to one session and carried a {}-update turn, then left idle; the row \
              is the difference ÷ {}. The session carried one turn before the first reading (read by one \
-             stream), as in (e). A fresh daemon per run.",
+             stream), as in (e), and so did one `/acp` connection, closed before the reading: the door's \
+             code paged in and its first allocations made are no connection's. A fresh daemon per run.",
             p.acp_memory_connections, 100, p.acp_memory_connections
         );
         let _ = writeln!(
