@@ -305,9 +305,7 @@ pub async fn memory(
     let mut incomplete = 0;
     for _ in 0..rounds.max(1) {
         held.extend(open_attached(daemon, session, connections).await?);
-        let carried;
-        (carried, incomplete) = carry_turn(api, session, client, std::mem::take(&mut held)).await?;
-        held = carried;
+        (held, incomplete) = carry_turn(api, session, client, std::mem::take(&mut held)).await?;
         tokio::time::sleep(SETTLE).await;
         readings.push(daemon.resident()?);
     }
