@@ -166,11 +166,10 @@ impl<T> Drop for Receiver<T> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Poll;
-
-    use std::collections::VecDeque;
 
     use super::{Refused, bounded, give_back_drained};
 
