@@ -11,7 +11,9 @@
 //!
 //! A woken stream takes everything from its cursor to the head in one batch of at most
 //! [`BATCH_BYTES`], and takes the next batch only once its connection has written the last one, so
-//! a burst leaves in few large writes and a stream never runs ahead of its socket. What a stream
+//! a burst leaves in few large writes and a stream never runs ahead of its socket. A burst's
+//! frames lie end to end in shared blocks, so a batch within one block is a slice of it, uncopied
+//! ([`batch_extent`]). What a stream
 //! holds is its cursor, a waker and that one batch: memory for streams is the ring plus a small
 //! constant per stream, whatever the streams' speed or their replays.
 //!
@@ -64,7 +66,7 @@ use crate::sync::lock;
 pub(crate) const RING_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Silence after which a stream gets a `: heartbeat` comment.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
-/// Most bytes a stream copies into one write (a single larger frame goes out alone, uncopied).
+/// Most bytes of frames in one batch, one write (a single larger frame goes out alone).
 /// 64 KiB is the largest segment loopback TCP sends at once and the size of one read of the
 /// agent's pipe, so a burst the reader published from one read leaves in about one write.
 const BATCH_BYTES: usize = 64 * 1024;
@@ -72,6 +74,10 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// its own). A block is freed once every frame in it is, so beyond the bytes of its frames (what
 /// [`RING_MAX_BYTES`] counts) a ring holds at most one block's worth of frames it already dropped.
 const FRAME_BLOCK: usize = 64 * 1024;
+/// Bytes of frames in one block from which a stream's batch ends at that block's end and goes out
+/// uncopied, rather than copied together with the next block's frames (see [`batch_extent`]). A
+/// 16 KiB copy costs about what one more write does; below it, fewer writes are worth the copy.
+const UNCOPIED_MIN: usize = 16 * 1024;
 /// The first frame of every stream: the browser's reconnection delay.
 pub(super) const RETRY: &[u8] = b"retry: 3000\n\n";
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
@@ -117,10 +123,38 @@ struct Inner {
 
 /// An event in the ring: its frame, and where its parts lie in it (`None` for a frame the ring
 /// started with, read back from the history: a marked stream reads those from their bytes).
+///
+/// The frame is `block[start..end]`: the block its burst was written into (see [`FRAME_BLOCK`]),
+/// shared by the burst's frames, which lie in it end to end in id order. Keeping the block, not
+/// only the frame, lets a stream hand several of them to its connection as one slice of it,
+/// uncopied ([`Subscription::take`]). A frame read back from the history is a block of its own.
 #[derive(Debug)]
 struct Stored {
-    frame: Bytes,
+    block: Bytes,
+    start: usize,
+    end: usize,
     shape: Option<Shape>,
+}
+
+impl Stored {
+    fn alone(frame: Bytes, shape: Option<Shape>) -> Stored {
+        Stored { start: 0, end: frame.len(), block: frame, shape }
+    }
+
+    fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.block[self.start..self.end]
+    }
+
+    /// Whether `next` is the frame written right after this one, in the same block.
+    fn followed_by(&self, next: &Stored) -> bool {
+        self.block.as_ptr() == next.block.as_ptr()
+            && self.block.len() == next.block.len()
+            && self.end == next.start
+    }
 }
 
 impl Inner {
@@ -147,7 +181,7 @@ impl Inner {
 
     /// Drops the oldest event; returns its bytes.
     fn pop_front(&mut self) -> usize {
-        let bytes = self.ring.pop_front().map_or(0, |old| old.frame.len());
+        let bytes = self.ring.pop_front().map_or(0, |old| old.len());
         self.ring_bytes -= bytes;
         bytes
     }
@@ -202,6 +236,18 @@ impl Inner {
             self.ring.shrink_to(ring_events);
         }
     }
+}
+
+/// What one publish has done so far, while its frames enter the ring.
+struct Burst {
+    count: u64,
+    /// Bytes of the frames that entered the ring, and of those it dropped.
+    added: usize,
+    dropped: usize,
+    /// The first id some live stream has not taken.
+    needed: u64,
+    /// The frames for the history, when the bus has one.
+    recorded: Vec<Bytes>,
 }
 
 /// Why a subscription was refused.
@@ -293,7 +339,7 @@ impl Bus {
             }
             ring_bytes += frame.len();
             // Read back from the history: a marked stream reads these few from their bytes.
-            ring.push_front(Stored { frame, shape: None });
+            ring.push_front(Stored::alone(frame, None));
         }
         stats.ring_bytes.fetch_add(ring_bytes as u64, Ordering::Relaxed);
         Arc::new(Bus {
@@ -366,52 +412,40 @@ impl Bus {
         // methods below can borrow all of `inner`.
         let mut tags = std::mem::take(&mut inner.tag_json);
         let tag_json = tags.get(tag);
-        let (mut count, mut added, mut dropped) = (0u64, 0usize, 0usize);
         let first_id = inner.next_id;
-        let ring_events = self.limits.ring_events;
-        // No cursor moves while the lock is held: the slowest is looked up once per burst.
-        let mut needed = inner.needed_from();
         let events = events.into_iter();
-        let mut recorded = Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 });
+        let mut burst = Burst {
+            count: 0,
+            added: 0,
+            dropped: 0,
+            // No cursor moves while the lock is held: the slowest is looked up once per burst.
+            needed: inner.needed_from(),
+            recorded: Vec::with_capacity(if self.history.is_some() { events.size_hint().0 } else { 0 }),
+        };
         // The burst's frames are written into shared blocks (see `FRAME_BLOCK`), sized from what
-        // is left of the burst so a lone event takes no more than its own frame.
+        // is left of the burst so a lone event takes no more than its own frame. A block enters
+        // the ring once it is written: its frames are slices of it.
         let mut left: usize =
             events.clone().map(|data| frame_room(data.as_ref(), kind, tag_json, &tail)).sum();
         let mut block = BytesMut::new();
+        // The frames written into `block` that have not entered the ring: where each lies, and
+        // its shape. At most a block's worth (`FRAME_BLOCK` over the smallest frame).
+        let mut written: Vec<(usize, usize, Option<Shape>)> = Vec::new();
         for data in events {
             let data = data.as_ref();
             let room = frame_room(data, kind, tag_json, &tail);
-            if let Some(size) = new_block(block.capacity(), room, left) {
-                block = BytesMut::with_capacity(size);
+            if let Some(size) = new_block(block.capacity() - block.len(), room, left) {
+                let full = std::mem::replace(&mut block, BytesMut::with_capacity(size));
+                self.enter(inner, full.freeze(), &mut written, &mut burst);
             }
             left = left.saturating_sub(room);
-            let (frame, shape) = frame_into(&mut block, inner.next_id, kind, data, tag_json, &tail);
-            if self.history.is_some() {
-                recorded.push(frame.clone());
-            }
-            inner.next_id += 1;
-            count += 1;
-            added += frame.len();
-            inner.ring_bytes += frame.len();
-            inner.ring.push_back(Stored { frame, shape });
-            // Beyond the replay count, an event goes once every live stream has taken it: a stream
-            // that keeps pace, however far behind the burst it reads, loses nothing.
-            while inner.ring.len() > ring_events && inner.front() < needed {
-                dropped += inner.pop_front();
-            }
-            // Past the byte cap the oldest go even if a stream still needs them (that stream is
-            // evicted, `ring_overrun`); the newest event always stays, however large. Then the
-            // events only an overrun stream held go too.
-            if inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
-                while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
-                    dropped += inner.pop_front();
-                }
-                inner.forget_overrun();
-                needed = inner.needed_from();
-                dropped += inner.trim_taken(ring_events);
-            }
+            let id = inner.next_id + written.len() as u64;
+            let (start, shape) = frame_into(&mut block, id, kind, data, tag_json, &tail);
+            written.push((start, block.len(), shape));
         }
-        inner.settle(ring_events);
+        self.enter(inner, block.freeze(), &mut written, &mut burst);
+        let Burst { count, added, dropped, recorded, .. } = burst;
+        inner.settle(self.limits.ring_events);
         inner.tag_json = tags;
         if count == 0 {
             return None;
@@ -433,6 +467,44 @@ impl Bus {
         // registered (see `EventStream::poll_next`), one that reads after sees the events.
         self.published.notify_waiters();
         Some(inner.next_id - 1)
+    }
+
+    /// Puts the frames just written into `block` into the ring, in id order, dropping what the
+    /// ring's bounds say must go as each enters.
+    fn enter(
+        &self,
+        inner: &mut Inner,
+        block: Bytes,
+        written: &mut Vec<(usize, usize, Option<Shape>)>,
+        burst: &mut Burst,
+    ) {
+        let ring_events = self.limits.ring_events;
+        for (start, end, shape) in written.drain(..) {
+            if self.history.is_some() {
+                burst.recorded.push(block.slice(start..end));
+            }
+            inner.next_id += 1;
+            burst.count += 1;
+            burst.added += end - start;
+            inner.ring_bytes += end - start;
+            inner.ring.push_back(Stored { block: block.clone(), start, end, shape });
+            // Beyond the replay count, an event goes once every live stream has taken it: a stream
+            // that keeps pace, however far behind the burst it reads, loses nothing.
+            while inner.ring.len() > ring_events && inner.front() < burst.needed {
+                burst.dropped += inner.pop_front();
+            }
+            // Past the byte cap the oldest go even if a stream still needs them (that stream is
+            // evicted, `ring_overrun`); the newest event always stays, however large. Then the
+            // events only an overrun stream held go too.
+            if inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
+                while inner.ring_bytes > self.limits.ring_bytes && inner.ring.len() > 1 {
+                    burst.dropped += inner.pop_front();
+                }
+                inner.forget_overrun();
+                burst.needed = inner.needed_from();
+                burst.dropped += inner.trim_taken(ring_events);
+            }
+        }
     }
 
     /// Moves a stream's cursor from `from` to `to` (`None`: the stream is gone), then drops what
@@ -565,7 +637,8 @@ impl TagJson {
 #[cfg(test)]
 pub(super) fn frame(id: u64, event: EventKind, data: &str, tag: &Tag, tail: &[u8]) -> (Bytes, Option<Shape>) {
     let mut block = BytesMut::with_capacity(frame_room(data.as_bytes(), event, tag, tail));
-    frame_into(&mut block, id, event, data.as_bytes(), tag, tail)
+    let (_, shape) = frame_into(&mut block, id, event, data.as_bytes(), tag, tail);
+    (block.freeze(), shape)
 }
 
 /// The size of the block to write the next frame into, which needs `room`, when the current block
@@ -587,10 +660,11 @@ fn frame_room(data: &[u8], event: EventKind, tag: &Tag, tail: &[u8]) -> usize {
 /// this runs once per agent update, and the formatting machinery was a tenth of the daemon's time
 /// in `perf`.
 ///
-/// Written into the block `f` and split off it: the frames of a burst share their blocks'
-/// allocations (`Bus::push` sizes them with [`new_block`], so a frame finds its room there; a
-/// block without it would grow), a reference count each, instead of an allocation per frame and
-/// another for the reference count the store's copy adds.
+/// Appended to the block `f` (after the burst's frames before it); returns where it starts there.
+/// The frames of a burst share their blocks' allocations (`Bus::push` sizes them with
+/// [`new_block`], so a frame finds its room there; a block without it would grow), a reference
+/// count each, instead of an allocation per frame and another for the reference count the store's
+/// copy adds.
 pub(super) fn frame_into(
     f: &mut BytesMut,
     id: u64,
@@ -598,11 +672,10 @@ pub(super) fn frame_into(
     data: &[u8],
     tag: &Tag,
     tail: &[u8],
-) -> (Bytes, Option<Shape>) {
+) -> (usize, Option<Shape>) {
     let kind = event.as_str();
     let tag_json = &tag.json;
-    // Offsets below are the frame's own: the block holds nothing unsplit.
-    debug_assert!(f.is_empty());
+    let base = f.len();
     f.extend_from_slice(b"id: ");
     push_u64(f, id);
     f.extend_from_slice(b"\nevent: ");
@@ -614,12 +687,13 @@ pub(super) fn frame_into(
     f.extend_from_slice(b"\",\"data\":");
     // An SSE parser treats a bare CR as a line break; JSON only allows it as whitespace between
     // tokens, so replacing it with a space keeps the JSON equal and the frame whole.
-    let start = f.len();
+    let at_data = f.len();
     f.extend_from_slice(data);
     if memchr::memchr(b'\r', data).is_some() {
-        f[start..].iter_mut().filter(|b| **b == b'\r').for_each(|b| *b = b' ');
+        f[at_data..].iter_mut().filter(|b| **b == b'\r').for_each(|b| *b = b' ');
     }
-    let end = f.len();
+    // Offsets below are the frame's own.
+    let (start, end) = (at_data - base, f.len() - base);
     f.extend_from_slice(tag_json.as_bytes());
     f.extend_from_slice(tail);
     // A frame past 4 GiB (never: an agent's line is bounded far below) has no shape and is read
@@ -640,7 +714,38 @@ pub(super) fn frame_into(
             originator: within(tag.originator)?,
         })
     })();
-    (f.split().freeze(), shape)
+    (base, shape)
+}
+
+/// How many of the frames a stream has not taken (`available`, oldest first) its next batch holds,
+/// and, when they lie end to end in one block, that batch as one slice of it (`None`: the batch is
+/// copied). A batch holds at most [`BATCH_BYTES`] unless its first frame alone is larger. It ends
+/// where its first frame's block does when that part is at least [`UNCOPIED_MIN`]: one write of
+/// it uncopied rather than a copy that reaches into the next block.
+fn batch_extent<'a>(available: impl Iterator<Item = &'a Stored>) -> (usize, Option<Bytes>) {
+    let (mut count, mut bytes) = (0usize, 0usize);
+    // The frames from the first that follow each other in its block, and their bytes.
+    let (mut joined, mut joined_bytes) = (0usize, 0usize);
+    let mut first: Option<&Stored> = None;
+    let mut last: Option<&Stored> = None;
+    for stored in available {
+        if count > 0 && bytes + stored.len() > BATCH_BYTES {
+            break;
+        }
+        if joined == count && last.is_none_or(|l| l.followed_by(stored)) {
+            joined += 1;
+            joined_bytes += stored.len();
+            last = Some(stored);
+        }
+        first = first.or(Some(stored));
+        count += 1;
+        bytes += stored.len();
+    }
+    let (Some(first), Some(last)) = (first, last) else { return (0, None) };
+    if joined == count || joined_bytes >= UNCOPIED_MIN {
+        return (joined, Some(first.block.slice(first.start..last.end)));
+    }
+    (count, None)
 }
 
 /// `n` in decimal.
@@ -821,14 +926,7 @@ impl Subscription {
         }
         let start = (self.cursor + 1 - front) as usize;
         let available = upto.saturating_sub(self.cursor) as usize;
-        let (mut count, mut bytes) = (0usize, 0usize);
-        for stored in inner.ring.range(start..start + available) {
-            if count > 0 && bytes + stored.frame.len() > BATCH_BYTES {
-                break;
-            }
-            count += 1;
-            bytes += stored.frame.len();
-        }
+        let (count, whole) = batch_extent(inner.ring.range(start..start + available));
         let replay_done = self.replay.filter(|r| self.cursor + count as u64 == r.until);
         if count == 0 && warning.is_none() && replay_done.is_none() {
             let over = (inner.closed && self.cursor >= head) || stop_at.is_some_and(|s| self.cursor >= s);
@@ -847,11 +945,13 @@ impl Subscription {
                 marks.push(Mark { end, event });
             }
         };
-        let batch = if count == 1 && warning.is_none() && replay_done.is_none() {
-            // One frame alone goes out as the ring's own bytes, uncopied.
-            let stored = &inner.ring[start];
-            mark(stored.frame.len(), stored.shape.map(|s| (first, s)));
-            stored.frame.clone()
+        let batch = if let Some(whole) = whole.filter(|_| warning.is_none() && replay_done.is_none()) {
+            // Frames that lie end to end in one block go out as that slice of it, uncopied.
+            let from = inner.ring[start].start;
+            for (id, stored) in (first..).zip(inner.ring.range(start..start + count)) {
+                mark(stored.end - from, stored.shape.map(|s| (id, s)));
+            }
+            whole
         } else {
             let complete = replay_done.map(|r| {
                 idless_frame(
@@ -859,6 +959,7 @@ impl Subscription {
                     &json!({"replayedCount": r.count, "lastReplayedEventId": (r.count > 0).then_some(r.until)}),
                 )
             });
+            let bytes: usize = inner.ring.range(start..start + count).map(Stored::len).sum();
             let extra = warning.as_ref().map_or(0, Bytes::len) + complete.as_ref().map_or(0, Bytes::len);
             let mut out = BytesMut::with_capacity(bytes + extra);
             if let Some(w) = &warning {
@@ -866,7 +967,7 @@ impl Subscription {
                 mark(out.len(), None);
             }
             for (id, stored) in (first..).zip(inner.ring.range(start..start + count)) {
-                out.extend_from_slice(&stored.frame);
+                out.extend_from_slice(stored.bytes());
                 mark(out.len(), stored.shape.map(|s| (id, s)));
             }
             if let Some(c) = &complete {
@@ -1311,7 +1412,7 @@ mod tests {
         // Ids 1..=9 out of the way, so every frame below has a two-digit id and the same envelope.
         publish(&b, 9);
         assert_eq!(ids(&chunk(&mut stream).await.expect("1..=9")), (1..=9).collect::<Vec<_>>());
-        let last_len = |b: &Bus| lock(&b.inner).ring.back().map(|s| s.frame.len()).expect("a frame");
+        let last_len = |b: &Bus| lock(&b.inner).ring.back().map(|s| s.len()).expect("a frame");
         let padded =
             |b: &Bus, n: usize| b.publish(SessionUpdate, &json!({"t": "x".repeat(n)}), &PromptTag::default());
         padded(&b, 0);
@@ -1675,6 +1776,100 @@ mod tests {
         assert_eq!(ids, [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     }
 
+    /// A burst published in one call is one block: a stream that takes it whole gets that slice of
+    /// the ring's block (the same memory, not a copy), and a marked stream's marks still read
+    /// what its bytes say.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_goes_out_as_one_slice_of_its_block_with_its_marks() {
+        use super::super::frames::{EventFrame, Piece, split};
+        let b = bus(100, 10);
+        let mut stream =
+            Box::pin(b.subscribe(None).expect("subscribe").into_marked(CancellationToken::new()));
+        let mut next =
+            async || tokio::time::timeout(WAIT, stream.next()).await.expect("in time").expect("a batch");
+        assert_eq!(&next().await.bytes[..], RETRY);
+        let tagged = PromptTag { prompt_id: Some("p1".into()), originator: Some("c1".into()) };
+        let updates: Vec<String> = (0..40).map(|i| format!("{{\"n\":{i}}}")).collect();
+        b.publish_raw_many(SessionUpdate, &updates, &tagged);
+        let batch = next().await;
+        let ring_first = lock(&b.inner).ring[0].bytes().as_ptr();
+        assert_eq!(batch.bytes.as_ptr(), ring_first, "the ring's own bytes");
+        let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
+        let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
+        assert_eq!(by_marks, by_bytes);
+        let ids: Vec<u64> = by_marks
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Event(e) => e.id,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+    }
+
+    /// The frames `sizes` end to end in one block each, in order.
+    fn blocks(sizes: &[&[usize]]) -> Vec<Stored> {
+        let mut out = Vec::new();
+        for frames in sizes {
+            let block = Bytes::from(vec![b'x'; frames.iter().sum::<usize>()]);
+            let mut at = 0;
+            for len in *frames {
+                out.push(Stored { block: block.clone(), start: at, end: at + len, shape: None });
+                at += len;
+            }
+        }
+        out
+    }
+
+    /// How many frames the batch holds, and whether it is a slice of the ring's memory (where it
+    /// starts, checked against the first frame's).
+    fn extent(ring: &[Stored]) -> (usize, bool) {
+        let (count, whole) = batch_extent(ring.iter());
+        if let Some(whole) = &whole {
+            assert_eq!(whole.as_ptr(), ring[0].bytes().as_ptr());
+            assert_eq!(whole.len(), ring[..count].iter().map(Stored::len).sum::<usize>());
+        }
+        (count, whole.is_some())
+    }
+
+    #[test]
+    fn a_batch_is_a_slice_of_one_block_or_a_copy_of_several() {
+        // The documented bounds (docs/architecture.md, the data path), written out rather than
+        // read from the constants, so a changed bound fails here.
+        let (batch, uncopied) = (65_536, 16_384);
+        assert_eq!(extent(&[]), (0, false));
+        assert_eq!(extent(&blocks(&[&[100]])), (1, true), "one frame: its own bytes");
+        assert_eq!(extent(&blocks(&[&[100, 200, 300]])), (3, true), "one block: a slice");
+        // Another block's frames join a copy when the first block's part is small...
+        assert_eq!(extent(&blocks(&[&[100, 200], &[300]])), (3, false));
+        assert_eq!(extent(&blocks(&[&[uncopied - 1], &[300]])), (2, false));
+        assert_eq!(extent(&blocks(&[&[100], &[uncopied]])), (2, false), "only the first block counts");
+        // ...and the batch ends at that block from the documented 16 KiB.
+        assert_eq!(extent(&blocks(&[&[uncopied - 100, 100], &[300]])), (2, true));
+        assert_eq!(extent(&blocks(&[&[uncopied], &[300], &[400]])), (1, true));
+        // At most 64 KiB, whether sliced or copied; a larger first frame alone.
+        assert_eq!(extent(&blocks(&[&[batch / 2, batch / 2, 1]])), (2, true));
+        assert_eq!(extent(&blocks(&[&[batch / 2, batch / 2 + 1]])), (1, true));
+        assert_eq!(extent(&blocks(&[&[100; 10], &[batch - 1000, 1]])), (11, false));
+        assert_eq!(extent(&blocks(&[&[batch * 2, 1]])), (1, true));
+        assert_eq!(extent(&blocks(&[&[batch * 2], &[1]])), (1, true));
+        // Frames of one block that do not follow each other (or blocks of the same size) are not
+        // one slice.
+        let block = Bytes::from(vec![b'x'; 300]);
+        let gap = [
+            Stored { block: block.clone(), start: 0, end: 100, shape: None },
+            Stored { block: block.clone(), start: 200, end: 300, shape: None },
+        ];
+        assert_eq!(extent(&gap), (2, false));
+        let same_size = blocks(&[&[100], &[100]]);
+        assert_eq!(extent(&same_size), (2, false));
+        let shorter = [
+            Stored { block: block.clone(), start: 0, end: 100, shape: None },
+            Stored { block: block.slice(..200), start: 100, end: 200, shape: None },
+        ];
+        assert_eq!(extent(&shorter), (2, false), "the same start, another block");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_lagging_stream_is_warned_once_per_crossing() {
         let stats = Arc::new(BusStats::default());
@@ -1812,7 +2007,7 @@ mod tests {
         let b = Bus::new("s1".into(), limits(2, 2, 10), stats.clone());
         publish(&b, 5);
         let inner = lock(&b.inner);
-        let held: usize = inner.ring.iter().map(|s| s.frame.len()).sum();
+        let held: usize = inner.ring.iter().map(|s| s.len()).sum();
         assert_eq!((inner.ring.len(), inner.ring_bytes), (2, held));
         assert_eq!(stats.ring_bytes.load(Ordering::Relaxed), held as u64);
     }
@@ -2066,7 +2261,7 @@ mod tests {
         let b = bus(10, 10);
         b.publish_raw(SessionUpdate, "{\"a\":\r1}", &PromptTag::default());
         let inner = b.inner.lock().expect("lock");
-        assert!(!inner.ring[0].frame.contains(&b'\r'));
+        assert!(!inner.ring[0].bytes().contains(&b'\r'));
     }
 }
 
