@@ -81,6 +81,16 @@ impl RunBuilder {
         id == self.last + 1 && self.frames.len() < RUN_MAX_BYTES
     }
 
+    /// Starts the next run with event `id` in this one's buffers, once this one is written: a
+    /// burst that fills several runs allocates their buffers once.
+    pub(super) fn restart(&mut self, id: u64, frame: &[u8]) {
+        self.frames.clear();
+        self.frames.extend_from_slice(frame);
+        self.sizes.clear();
+        self.sizes.extend_from_slice(&size_bytes(frame.len()));
+        (self.first, self.last) = (id, id);
+    }
+
     pub(super) fn push(&mut self, id: u64, frame: &[u8]) {
         debug_assert!(id == self.last + 1, "a run's ids are consecutive");
         self.frames.extend_from_slice(frame);
@@ -180,6 +190,21 @@ mod tests {
         assert_eq!(split(r.frames.len(), Some(&sizes[..7]), 2), None, "a torn length");
         let huge = [u32::MAX.to_le_bytes(), 1u32.to_le_bytes()].concat();
         assert_eq!(split(5, Some(&huge), 2), None, "a length past the end");
+    }
+
+    #[test]
+    fn a_restarted_run_is_a_new_run_in_the_old_buffers() {
+        let mut r = run(&[b"aa", b"bbb", b"c"]);
+        let buffer = r.frames.as_ptr();
+        r.restart(20, b"dddd");
+        let fresh = RunBuilder::new(20, b"dddd");
+        assert_eq!((r.first, r.last, &r.frames, r.sizes()), (fresh.first, fresh.last, &fresh.frames, None));
+        assert_eq!(r.frames.as_ptr(), buffer, "the same buffer");
+        r.push(21, b"e");
+        let mut fresh = fresh;
+        fresh.push(21, b"e");
+        assert_eq!((r.last, &r.frames, r.sizes()), (fresh.last, &fresh.frames, fresh.sizes()));
+        assert_eq!(r.sizes(), Some(&[4, 0, 0, 0, 1, 0, 0, 0][..]));
     }
 
     #[test]

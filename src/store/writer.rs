@@ -381,8 +381,8 @@ impl<D: Dialect> Writer<D> {
                         match slot.map(|i| &mut runs[i].1) {
                             Some(run) if gap.is_none() && run.takes(id) => run.push(id, frame),
                             Some(run) => {
-                                let done = std::mem::replace(run, RunBuilder::new(id, frame));
-                                tx.insert_run(&session_id, &done).await?;
+                                tx.insert_run(&session_id, run).await?;
+                                run.restart(id, frame);
                             }
                             None => {
                                 runs.push((session_id.clone(), RunBuilder::new(id, frame)));
