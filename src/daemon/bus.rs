@@ -13,9 +13,9 @@
 //! [`BATCH_BYTES`], and takes the next batch only once its connection has written the last one, so
 //! a burst leaves in few large writes and a stream never runs ahead of its socket. A burst's
 //! frames lie end to end in shared blocks, so a batch within one block is a slice of it, uncopied
-//! ([`batch_extent`]). What a stream
-//! holds is its cursor, a waker and that one batch: memory for streams is the ring plus a small
-//! constant per stream, whatever the streams' speed or their replays.
+//! ([`batch_extent`]). What a stream holds is its cursor, a waker and that one batch: memory for
+//! streams is the ring plus a small constant per stream, whatever the streams' speed or their
+//! replays.
 //!
 //! A stream that re-frames events (an ACP connection's lane) takes marked batches
 //! ([`Subscription::into_marked`]): the same bytes, with each frame's end, id and [`Shape`] (where
