@@ -1807,6 +1807,33 @@ mod tests {
         assert_eq!(ids, (1..=40).collect::<Vec<_>>());
     }
 
+    /// A burst larger than a block is written into several, each at most the documented 64 KiB
+    /// unless one frame alone is larger, its frames end to end in id order.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_written_into_blocks_of_at_most_64_kib() {
+        let documented = 65_536;
+        let b = bus(10_000, 10);
+        let _sub = b.subscribe(None).expect("subscribe");
+        let updates: Vec<String> =
+            (0..400).map(|i| format!("{{\"n\":{i},\"t\":\"{}\"}}", "x".repeat(500))).collect();
+        b.publish_raw_many(SessionUpdate, &updates, &PromptTag::default());
+        let huge = vec![format!("{{\"t\":\"{}\"}}", "y".repeat(documented))];
+        b.publish_raw_many(SessionUpdate, &huge, &PromptTag::default());
+        let inner = lock(&b.inner);
+        let mut blocks = 0;
+        for (i, stored) in inner.ring.iter().enumerate() {
+            let next = inner.ring.get(i + 1);
+            if next.is_none_or(|n| !stored.followed_by(n)) {
+                blocks += 1;
+                assert!(stored.end <= documented || stored.start == 0, "block of {} bytes", stored.end);
+            }
+        }
+        assert_eq!(inner.ring.len(), 401);
+        assert!(blocks >= 4, "400 frames of about 600 bytes fill at least 4 blocks: {blocks}");
+        let last = inner.ring.back().expect("the huge frame");
+        assert!(last.start == 0 && last.len() > documented, "a larger frame alone in its block");
+    }
+
     /// The frames `sizes` end to end in one block each, in order.
     fn blocks(sizes: &[&[usize]]) -> Vec<Stored> {
         let mut out = Vec::new();
