@@ -1807,6 +1807,39 @@ mod tests {
         assert_eq!(ids, (1..=40).collect::<Vec<_>>());
     }
 
+    /// A replay that starts inside a block goes out as slices from there: the marks of a batch
+    /// that does not start at its block's beginning still read what its bytes say.
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_from_inside_a_block_is_marked_as_its_bytes_say() {
+        use super::super::frames::{EventFrame, Piece, split};
+        let b = bus(10_000, 10);
+        let updates: Vec<String> =
+            (0..400).map(|i| format!("{{\"n\":{i},\"t\":\"{}\"}}", "x".repeat(500))).collect();
+        b.publish_raw_many(SessionUpdate, &updates, &PromptTag::default());
+        let inside = {
+            let inner = lock(&b.inner);
+            assert!(inner.ring[10].start > 0, "id 11 lies inside its block");
+            inner.ring[10].bytes().as_ptr()
+        };
+        let mut stream =
+            Box::pin(b.subscribe(Some(10)).expect("subscribe").into_marked(CancellationToken::new()));
+        let mut ids = Vec::new();
+        let mut sliced_from_inside = false;
+        while ids.last() != Some(&400) {
+            let batch = tokio::time::timeout(WAIT, stream.next()).await.expect("in time").expect("a batch");
+            sliced_from_inside |= batch.bytes.as_ptr() == inside;
+            let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
+            let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
+            assert_eq!(by_marks, by_bytes);
+            ids.extend(by_marks.iter().filter_map(|p| match p {
+                Piece::Event(e) => e.id,
+                _ => None,
+            }));
+        }
+        assert!(sliced_from_inside, "the first batch is a slice starting at id 11");
+        assert_eq!(ids, (11..=400).collect::<Vec<_>>());
+    }
+
     /// A burst larger than a block is written into several, each at most the documented 64 KiB
     /// unless one frame alone is larger, its frames end to end in id order.
     #[tokio::test(start_paused = true)]
