@@ -722,26 +722,24 @@ pub(super) fn frame_into(
 /// copied). A batch holds at most [`BATCH_BYTES`] unless its first frame alone is larger. It ends
 /// where its first frame's block does when that part is at least [`UNCOPIED_MIN`]: one write of
 /// it uncopied rather than a copy that reaches into the next block.
-fn batch_extent<'a>(available: impl Iterator<Item = &'a Stored>) -> (usize, Option<Bytes>) {
-    let (mut count, mut bytes) = (0usize, 0usize);
-    // The frames from the first that follow each other in its block, and their bytes.
-    let (mut joined, mut joined_bytes) = (0usize, 0usize);
-    let mut first: Option<&Stored> = None;
-    let mut last: Option<&Stored> = None;
+fn batch_extent<'a>(mut available: impl Iterator<Item = &'a Stored>) -> (usize, Option<Bytes>) {
+    let Some(first) = available.next() else { return (0, None) };
+    let (mut count, mut bytes) = (1usize, first.len());
+    // The frames from the first that follow each other in its block: how many, their bytes, and
+    // the last of them.
+    let (mut joined, mut joined_bytes, mut last) = (1usize, first.len(), first);
     for stored in available {
-        if count > 0 && bytes + stored.len() > BATCH_BYTES {
+        if bytes + stored.len() > BATCH_BYTES {
             break;
         }
-        if joined == count && last.is_none_or(|l| l.followed_by(stored)) {
+        if joined == count && last.followed_by(stored) {
             joined += 1;
             joined_bytes += stored.len();
-            last = Some(stored);
+            last = stored;
         }
-        first = first.or(Some(stored));
         count += 1;
         bytes += stored.len();
     }
-    let (Some(first), Some(last)) = (first, last) else { return (0, None) };
     if joined == count || joined_bytes >= UNCOPIED_MIN {
         return (joined, Some(first.block.slice(first.start..last.end)));
     }
@@ -1776,12 +1774,31 @@ mod tests {
         assert_eq!(ids, [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     }
 
+    /// The ids of a marked batch's events, once its marks are shown to read what its bytes say.
+    fn marked_ids(batch: &Marked) -> Vec<u64> {
+        use super::super::frames::{EventFrame, Piece, split};
+        let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
+        let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
+        assert_eq!(by_marks, by_bytes);
+        by_marks
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Event(e) => e.id,
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `n` updates of about 500 bytes each.
+    fn padded_updates(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{{\"n\":{i},\"t\":\"{}\"}}", "x".repeat(500))).collect()
+    }
+
     /// A burst published in one call is one block: a stream that takes it whole gets that slice of
     /// the ring's block (the same memory, not a copy), and a marked stream's marks still read
     /// what its bytes say.
     #[tokio::test(start_paused = true)]
     async fn a_burst_goes_out_as_one_slice_of_its_block_with_its_marks() {
-        use super::super::frames::{EventFrame, Piece, split};
         let b = bus(100, 10);
         let mut stream =
             Box::pin(b.subscribe(None).expect("subscribe").into_marked(CancellationToken::new()));
@@ -1794,28 +1811,15 @@ mod tests {
         let batch = next().await;
         let ring_first = lock(&b.inner).ring[0].bytes().as_ptr();
         assert_eq!(batch.bytes.as_ptr(), ring_first, "the ring's own bytes");
-        let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
-        let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
-        assert_eq!(by_marks, by_bytes);
-        let ids: Vec<u64> = by_marks
-            .iter()
-            .filter_map(|p| match p {
-                Piece::Event(e) => e.id,
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+        assert_eq!(marked_ids(&batch), (1..=40).collect::<Vec<_>>());
     }
 
     /// A replay that starts inside a block goes out as slices from there: the marks of a batch
     /// that does not start at its block's beginning still read what its bytes say.
     #[tokio::test(start_paused = true)]
     async fn a_replay_from_inside_a_block_is_marked_as_its_bytes_say() {
-        use super::super::frames::{EventFrame, Piece, split};
         let b = bus(10_000, 10);
-        let updates: Vec<String> =
-            (0..400).map(|i| format!("{{\"n\":{i},\"t\":\"{}\"}}", "x".repeat(500))).collect();
-        b.publish_raw_many(SessionUpdate, &updates, &PromptTag::default());
+        b.publish_raw_many(SessionUpdate, &padded_updates(400), &PromptTag::default());
         let inside = {
             let inner = lock(&b.inner);
             assert!(inner.ring[10].start > 0, "id 11 lies inside its block");
@@ -1828,13 +1832,7 @@ mod tests {
         while ids.last() != Some(&400) {
             let batch = tokio::time::timeout(WAIT, stream.next()).await.expect("in time").expect("a batch");
             sliced_from_inside |= batch.bytes.as_ptr() == inside;
-            let by_marks: Vec<Piece<'_>> = batch.pieces().collect();
-            let by_bytes: Vec<Piece<'_>> = split(&batch.bytes).map(EventFrame::read).collect();
-            assert_eq!(by_marks, by_bytes);
-            ids.extend(by_marks.iter().filter_map(|p| match p {
-                Piece::Event(e) => e.id,
-                _ => None,
-            }));
+            ids.extend(marked_ids(&batch));
         }
         assert!(sliced_from_inside, "the first batch is a slice starting at id 11");
         assert_eq!(ids, (11..=400).collect::<Vec<_>>());
@@ -1847,9 +1845,7 @@ mod tests {
         let documented = 65_536;
         let b = bus(10_000, 10);
         let _sub = b.subscribe(None).expect("subscribe");
-        let updates: Vec<String> =
-            (0..400).map(|i| format!("{{\"n\":{i},\"t\":\"{}\"}}", "x".repeat(500))).collect();
-        b.publish_raw_many(SessionUpdate, &updates, &PromptTag::default());
+        b.publish_raw_many(SessionUpdate, &padded_updates(400), &PromptTag::default());
         let huge = vec![format!("{{\"t\":\"{}\"}}", "y".repeat(documented))];
         b.publish_raw_many(SessionUpdate, &huge, &PromptTag::default());
         let inner = lock(&b.inner);
@@ -1928,6 +1924,14 @@ mod tests {
             Stored { block: block.slice(..200), start: 100, end: 200, shape: None },
         ];
         assert_eq!(extent(&shorter), (2, false), "the same start, another block");
+        // A frame of another block in between ends the slice: the batch never skips it.
+        let big = Bytes::from(vec![b'x'; uncopied + 100]);
+        let between = [
+            Stored { block: big.clone(), start: 0, end: uncopied, shape: None },
+            Stored { block: block.clone(), start: 0, end: 100, shape: None },
+            Stored { block: big.clone(), start: uncopied, end: uncopied + 100, shape: None },
+        ];
+        assert_eq!(extent(&between), (1, true));
     }
 
     #[tokio::test(start_paused = true)]

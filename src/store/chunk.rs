@@ -71,9 +71,10 @@ impl RunBuilder {
     /// A run starting with event `id`.
     pub(super) fn new(id: u64, frame: &[u8]) -> RunBuilder {
         // Sized for a full run (and a typical last frame past it), so filling it never copies.
-        let mut frames = Vec::with_capacity(frame.len().max(RUN_MAX_BYTES + 4096));
-        frames.extend_from_slice(frame);
-        RunBuilder { first: id, last: id, frames, sizes: size_bytes(frame.len()).to_vec() }
+        let frames = Vec::with_capacity(frame.len().max(RUN_MAX_BYTES + 4096));
+        let mut run = RunBuilder { first: id, last: id, frames, sizes: Vec::new() };
+        run.restart(id, frame);
+        run
     }
 
     /// Whether event `id` continues this run (the next id, and room left).
