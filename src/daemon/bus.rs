@@ -1819,7 +1819,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_replay_from_inside_a_block_is_marked_as_its_bytes_say() {
         let b = bus(10_000, 10);
-        b.publish_raw_many(SessionUpdate, &padded_updates(400), &PromptTag::default());
+        b.publish_raw_many(SessionUpdate, padded_updates(400), &PromptTag::default());
         let inside = {
             let inner = lock(&b.inner);
             assert!(inner.ring[10].start > 0, "id 11 lies inside its block");
@@ -1845,7 +1845,7 @@ mod tests {
         let documented = 65_536;
         let b = bus(10_000, 10);
         let _sub = b.subscribe(None).expect("subscribe");
-        b.publish_raw_many(SessionUpdate, &padded_updates(400), &PromptTag::default());
+        b.publish_raw_many(SessionUpdate, padded_updates(400), &PromptTag::default());
         let huge = vec![format!("{{\"t\":\"{}\"}}", "y".repeat(documented))];
         b.publish_raw_many(SessionUpdate, &huge, &PromptTag::default());
         let inner = lock(&b.inner);
