@@ -492,12 +492,13 @@ async fn scenarios_on(api: &api::Api, d: &Daemon, tools: &Tools, plan: &Plan, ou
 
 /// The whole comparison: direct stdio, mediatord, and qwen serve when `tools.qwen` is set.
 pub async fn compare(tools: &Tools, plan: &Plan) -> report::Report {
-    let machine = report::Machine::probe(tools).await;
+    let mut machine = report::Machine::probe(tools).await;
     let direct = run_direct(tools, plan).await;
     let mut daemons = vec![run_daemon(Kind::Mediatord, tools, plan, machine.mediatord.clone()).await];
     if tools.qwen.is_some() {
         daemons.push(run_daemon(Kind::Qwen, tools, plan, machine.qwen.clone().unwrap_or_default()).await);
     }
+    machine.finish();
     report::Report { machine, plan: plan.clone(), direct, daemons }
 }
 

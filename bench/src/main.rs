@@ -223,7 +223,7 @@ fn main() -> ExitCode {
         "smoke" => {
             let tools = tools.clone();
             let report = run(&runtime, async {
-                let machine = report::Machine::probe(&tools).await;
+                let mut machine = report::Machine::probe(&tools).await;
                 let direct = mediatord_bench::run_direct(&tools, &plan).await;
                 let daemon = mediatord_bench::run_daemon(
                     mediatord_bench::procs::Kind::Mediatord,
@@ -232,6 +232,7 @@ fn main() -> ExitCode {
                     machine.mediatord.clone(),
                 )
                 .await;
+                machine.finish();
                 report::Report { machine, plan: plan.clone(), direct, daemons: vec![daemon] }
             });
             print!("{}", report.summary_table());

@@ -20,7 +20,41 @@ pub struct Machine {
     pub mediatord: String,
     pub qwen: Option<String>,
     pub load_before: String,
+    /// The machine's CPU time counters when the run started, and the share of its CPU time the
+    /// hypervisor took for others (steal) over the run, once [`Machine::finish`] has read them again.
+    pub ticks_before: Option<CpuTicks>,
+    pub stolen: Option<f64>,
     pub date: String,
+}
+
+/// The first line of `/proc/stat`: all CPUs' time, in clock ticks, and the part of it that was
+/// stolen (a virtual machine's CPUs running another guest while this one had work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub total: u64,
+    pub steal: u64,
+}
+
+impl CpuTicks {
+    pub fn now() -> Option<CpuTicks> {
+        CpuTicks::parse(&read("/proc/stat"))
+    }
+
+    /// `cpu  user nice system idle iowait irq softirq steal [guest guest_nice]`: guest time is
+    /// already counted in user and nice, so the total is the first eight.
+    fn parse(stat: &str) -> Option<CpuTicks> {
+        let fields = stat.lines().next()?.strip_prefix("cpu ")?;
+        let ticks =
+            fields.split_whitespace().take(8).map(str::parse).collect::<Result<Vec<u64>, _>>().ok()?;
+        (ticks.len() == 8).then(|| CpuTicks { total: ticks.iter().sum(), steal: ticks[7] })
+    }
+
+    /// The percentage of the CPU time between `before` and `self` that was stolen.
+    fn stolen_since(self, before: CpuTicks) -> Option<f64> {
+        let total = self.total.checked_sub(before.total).filter(|t| *t > 0)?;
+        let steal = self.steal.checked_sub(before.steal)?;
+        Some(100.0 * steal as f64 / total as f64)
+    }
 }
 
 fn read(path: &str) -> String {
@@ -64,8 +98,16 @@ impl Machine {
             mediatord: version_of(&tools.mediatord, &["--version"], &[]).await.unwrap_or_default(),
             qwen,
             load_before: read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            ticks_before: CpuTicks::now(),
+            stolen: None,
             date: date.unwrap_or_default(),
         }
+    }
+
+    /// Reads the CPU counters again at the end of the run: how much of the time was stolen.
+    pub fn finish(&mut self) {
+        self.stolen =
+            self.ticks_before.zip(CpuTicks::now()).and_then(|(before, after)| after.stolen_since(before));
     }
 }
 
@@ -586,6 +628,8 @@ impl Report {
         let _ = writeln!(t, "| memory | {:.1} GiB |", m.memory_gib);
         let _ = writeln!(t, "| kernel | Linux {} |", m.kernel);
         let _ = writeln!(t, "| load average at start (1/5/15 min) | {} |", m.load_before);
+        let stolen = m.stolen.map_or_else(|| "not known".to_owned(), |s| format!("{s:.1}%"));
+        let _ = writeln!(t, "| CPU time stolen by the hypervisor during the run (`/proc/stat`) | {stolen} |");
         let _ = writeln!(t, "| rustc | {} |", m.rustc);
         let _ = writeln!(t, "| node | {} |", m.node);
         let _ = writeln!(t, "| mediatord | {} (release build) |", m.mediatord);
@@ -598,7 +642,8 @@ impl Report {
         let _ = writeln!(
             t,
             "**Load caveat.** {} logical CPUs are shared by the daemon, its agent and the load client, and \
-             other work may have been running on the machine (see the load average above). Each scenario \
+             other work may have been running on the machine (see the load average above), or on the host \
+             beneath it (the stolen time above). Each scenario \
              ran {} time(s); the tables give the median run. Absolute figures move with the load; the \
              ratios between daemons measured back to back are the steadier part.\n",
             m.cpus, p.runs
@@ -904,5 +949,55 @@ impl Report {
         }
         let _ = writeln!(t, "\n{}", HISTORY.trim_end());
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CpuTicks, Machine};
+
+    #[test]
+    fn cpu_ticks_are_the_first_eight_fields_of_the_cpu_line() {
+        // Guest time (the last two) is counted in user and nice already.
+        let stat = "cpu  100 20 30 800 10 0 5 35 7 0\ncpu0 50 10 15 400 5 0 2 18 0 0\nintr 1 2 3\n";
+        assert_eq!(CpuTicks::parse(stat), Some(CpuTicks { total: 1000, steal: 35 }));
+        // A kernel too old to count steal, or not Linux's /proc: not known, rather than a wrong 0.
+        assert_eq!(CpuTicks::parse("cpu  100 20 30 800 10 0 5\n"), None);
+        assert_eq!(CpuTicks::parse(""), None);
+        assert_eq!(CpuTicks::parse("cpu0 1 2 3 4 5 6 7 8\n"), None);
+        assert_eq!(CpuTicks::parse("cpu  1 2 3 4 5 6 x 8\n"), None);
+    }
+
+    #[test]
+    fn the_stolen_share_is_of_the_time_between_two_readings() {
+        let before = CpuTicks { total: 1000, steal: 35 };
+        assert_eq!(CpuTicks { total: 1400, steal: 75 }.stolen_since(before), Some(10.0));
+        assert_eq!(CpuTicks { total: 1400, steal: 35 }.stolen_since(before), Some(0.0));
+        // No time passed, or counters that went back (another boot): no share.
+        assert_eq!(before.stolen_since(before), None);
+        assert_eq!(CpuTicks { total: 900, steal: 40 }.stolen_since(before), None);
+        assert_eq!(CpuTicks { total: 1400, steal: 30 }.stolen_since(before), None);
+    }
+
+    #[test]
+    fn a_run_ends_by_reading_this_machines_counters_again() {
+        let mut machine = Machine {
+            cpus: 2,
+            cpu_model: String::new(),
+            memory_gib: 0.0,
+            kernel: String::new(),
+            rustc: String::new(),
+            node: String::new(),
+            mediatord: String::new(),
+            qwen: None,
+            load_before: String::new(),
+            // Counters from before this boot: every tick since is the run's.
+            ticks_before: Some(CpuTicks { total: 0, steal: 0 }),
+            stolen: None,
+            date: String::new(),
+        };
+        machine.finish();
+        let stolen = machine.stolen.expect("Linux's /proc/stat has the steal column");
+        assert!((0.0..=100.0).contains(&stolen), "{stolen}");
     }
 }
