@@ -661,9 +661,9 @@ impl Report {
             t,
             "**Load caveat.** {} logical CPUs are shared by the daemon, its agent and the load client, and \
              other work may have been running on the machine (see the load average above), or on the host \
-             beneath it (the stolen time above). Each scenario \
-             ran {} time(s); the tables give the median run. Absolute figures move with the load; the \
-             ratios between daemons measured back to back are the steadier part.\n",
+             beneath it (the stolen time above). Each scenario ran {} time(s); the tables give the median \
+             run. Absolute figures move with the load; the ratios between daemons measured back to back are \
+             the steadier part.\n",
             m.cpus, p.runs
         );
         let _ = writeln!(t, "## Summary\n");
@@ -1010,7 +1010,7 @@ mod tests {
             mediatord: String::new(),
             qwen: None,
             load_before: String::new(),
-            // Counters from before this boot: every tick since is the run's.
+            // Counters at zero, as at boot: every tick since counts as the run's.
             ticks_before: Some(CpuTicks { total: 0, steal: 0 }),
             stolen: None,
             date: String::new(),
