@@ -46,11 +46,13 @@ pub async fn stream(mediatord: &Path, directive: &str, expected: u64, timeout: D
         sub.ended = true;
         Ok::<_, crate::Error>(sub)
     };
+    let reader_cpu = crate::scenarios::own_cpu_ns()?;
     let sub = tokio::time::timeout(timeout, run).await.map_err(|_| "direct run timed out")??;
+    let reader_cpu = crate::scenarios::own_cpu_ns()?.saturating_sub(reader_cpu);
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     let _ = child.start_kill();
-    Ok(RelayRun::from_subscribers(vec![sub], expected))
+    Ok(RelayRun::from_subscribers(vec![sub], expected).with_reader_cpu(reader_cpu))
 }
 
 async fn send(stdin: &mut tokio::process::ChildStdin, id: u64, method: &str, params: Value) -> Res<()> {

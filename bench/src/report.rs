@@ -131,7 +131,12 @@ fn relay_med(runs: &[RelayRun], f: impl Fn(&RelayRun) -> f64) -> Option<f64> {
 
 /// The median of the daemon's CPU per delivered update over the runs that measured it.
 fn cpu_med(runs: &[RelayRun]) -> Option<f64> {
-    let measured: Vec<f64> = runs.iter().filter_map(|r| r.cpu_ns_per_update).collect();
+    measured_med(runs, |r| r.cpu_ns_per_update)
+}
+
+/// The median of `f` over the runs where it was measured.
+fn measured_med(runs: &[RelayRun], f: impl Fn(&RelayRun) -> Option<f64>) -> Option<f64> {
+    let measured: Vec<f64> = runs.iter().filter_map(f).collect();
     median(&measured)
 }
 
@@ -271,6 +276,19 @@ impl Report {
                     qwen: qv,
                     digits: 0,
                     ratio: higher(qv, mv),
+                    target: String::new(),
+                    met: None,
+                });
+                // What reading took from the same two CPUs: the direct reader's pipe against the
+                // relay reader's socket, HTTP and SSE. Not the daemon's merit, so no ratio.
+                let reader = |runs: &[RelayRun]| measured_med(runs, |r| r.reader_cpu_ns_per_update);
+                rows.push(Row {
+                    figure: "relay, 1 subscriber: the load client's CPU per delivered update (ns)".into(),
+                    direct: reader(&self.direct.blast),
+                    mediatord: reader(self.relay_runs(Kind::Mediatord, 1)),
+                    qwen: reader(self.relay_runs(Kind::Qwen, 1)),
+                    digits: 0,
+                    ratio: None,
                     target: String::new(),
                     met: None,
                 });
@@ -608,10 +626,11 @@ impl Report {
     }
 
     fn relay_detail(t: &mut String, label: &str, runs: &[RelayRun]) {
+        let ns = |v: Option<f64>| v.map_or("–".into(), |ns| group(ns.round() as i64));
         for (i, r) in runs.iter().enumerate() {
             let _ = writeln!(
                 t,
-                "| {label} | {} | {} | {} | {}/{} | {} | {} | {:.3} | {} | {:.2} | {:.2} | {} |",
+                "| {label} | {} | {} | {} | {}/{} | {} | {} | {:.3} | {} | {:.2} | {:.2} | {} | {} |",
                 i + 1,
                 r.subscribers,
                 group(r.expected_per_sub as i64),
@@ -623,7 +642,8 @@ impl Report {
                 group(r.delivered_per_s.round() as i64),
                 f64::from(r.p50_us) / 1e3,
                 f64::from(r.p99_us) / 1e3,
-                r.cpu_ns_per_update.map_or("–".into(), |ns| group(ns.round() as i64)),
+                ns(r.cpu_ns_per_update),
+                ns(r.reader_cpu_ns_per_update),
             );
         }
     }
@@ -680,7 +700,10 @@ impl Report {
              and the load client share the same {} CPUs, and per update the daemon parses a JSON-RPC \
              line, builds an SSE frame and writes it to a socket, which costs several times what the \
              agent spends producing it. The 1-stream relay figure is therefore bounded by CPU, not by \
-             waiting; the \"of direct\" percentage is reported as measured.",
+             waiting; the \"of direct\" percentage is reported as measured. The load client's row says \
+             what reading took from those CPUs: the direct reader scans the agent's lines off a pipe, the \
+             relay's reader takes HTTP chunks off a socket, frames about twice as long (the envelope), \
+             and the kernel's receive path.",
             m.cpus
         );
         let _ = writeln!(
@@ -808,9 +831,9 @@ impl Report {
         let _ = writeln!(t, "### Relay and direct stdio\n");
         let _ = writeln!(
             t,
-            "| source | run | streams | updates per stream | received/expected | evicted | incomplete | window s | events/s | p50 ms | p99 ms | daemon CPU ns per update |"
+            "| source | run | streams | updates per stream | received/expected | evicted | incomplete | window s | events/s | p50 ms | p99 ms | daemon CPU ns per update | load client CPU ns per update |"
         );
-        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         Self::relay_detail(&mut t, "direct stdio", &self.direct.blast);
         Self::relay_detail(&mut t, "direct stdio, paced", &self.direct.paced);
         for d in &self.daemons {
@@ -1026,6 +1049,10 @@ mod tests {
     }
 
     fn relay(per_s: f64, cpu_ns: Option<f64>) -> RelayRun {
+        relay_read(per_s, cpu_ns, None)
+    }
+
+    fn relay_read(per_s: f64, cpu_ns: Option<f64>, reader_ns: Option<f64>) -> RelayRun {
         RelayRun {
             subscribers: 1,
             expected_per_sub: 100,
@@ -1037,6 +1064,7 @@ mod tests {
             p50_us: 1,
             p99_us: 2,
             cpu_ns_per_update: cpu_ns,
+            reader_cpu_ns_per_update: reader_ns,
         }
     }
 
@@ -1071,5 +1099,41 @@ mod tests {
         assert_eq!((cpu.mediatord, cpu.qwen), (Some(1500.0), Some(30_000.0)));
         assert_eq!(cpu.ratio, Some(20.0), "qwen serve ÷ mediatord: lower is better");
         assert_eq!(cpu.met, None);
+    }
+
+    #[test]
+    fn the_load_clients_cpu_per_update_has_a_row_beside_the_daemons_for_direct_and_each_daemon() {
+        let mut mediatord = DaemonResults::new(Kind::Mediatord, String::new());
+        mediatord.relay = vec![(
+            1,
+            vec![
+                relay_read(9e5, Some(1500.0), Some(700.0)),
+                relay_read(8e5, Some(1000.0), None),
+                relay_read(6e5, Some(2000.0), Some(900.0)),
+                relay_read(7e5, None, Some(800.0)),
+            ],
+        )];
+        let direct = DirectResults {
+            blast: vec![
+                relay_read(2e6, None, Some(150.0)),
+                relay_read(2e6, None, Some(250.0)),
+                relay_read(2e6, None, Some(200.0)),
+            ],
+            ..DirectResults::default()
+        };
+        let plan = Plan { subscribers: vec![1], ..Plan::full() };
+        let report = Report { machine: machine(), plan, direct, daemons: vec![mediatord] };
+        let rows = report.rows();
+        let at = rows
+            .iter()
+            .position(|r| r.figure == "relay, 1 subscriber: the daemon's CPU per delivered update (ns)")
+            .expect("the daemon's row");
+        let reader = &rows[at + 1];
+        assert_eq!(reader.figure, "relay, 1 subscriber: the load client's CPU per delivered update (ns)");
+        assert_eq!((reader.direct, reader.mediatord, reader.qwen), (Some(200.0), Some(800.0), None));
+        assert_eq!((reader.ratio, reader.met), (None, None), "not the daemon's merit: no ratio, no target");
+        let text = report.markdown();
+        let row = format!("| {} | 700 |", super::group(1500));
+        assert!(text.contains(&row), "every run's two CPU figures side by side:\n{text}");
     }
 }

@@ -61,6 +61,9 @@ pub struct RelayRun {
     pub p99_us: u32,
     /// The daemon's CPU time over the run ÷ updates received, ns (when measured).
     pub cpu_ns_per_update: Option<f64>,
+    /// The load client's (this process's) CPU time over the run ÷ updates received, ns (when
+    /// measured): what reading the updates took from the two CPUs the daemon and the agent share.
+    pub reader_cpu_ns_per_update: Option<f64>,
 }
 
 impl RelayRun {
@@ -81,14 +84,30 @@ impl RelayRun {
             p50_us: percentile(&mut all, 50.0).unwrap_or(0),
             p99_us: percentile(&mut all, 99.0).unwrap_or(0),
             cpu_ns_per_update: None,
+            reader_cpu_ns_per_update: None,
         }
     }
 
     /// Sets [`RelayRun::cpu_ns_per_update`] from the daemon's CPU time over the run.
     pub fn with_cpu(mut self, cpu_ns: u64) -> RelayRun {
-        self.cpu_ns_per_update = (self.received > 0).then(|| cpu_ns as f64 / self.received as f64);
+        self.cpu_ns_per_update = self.per_update(cpu_ns);
         self
     }
+
+    /// Sets [`RelayRun::reader_cpu_ns_per_update`] from this process's CPU time over the run.
+    pub fn with_reader_cpu(mut self, cpu_ns: u64) -> RelayRun {
+        self.reader_cpu_ns_per_update = self.per_update(cpu_ns);
+        self
+    }
+
+    fn per_update(&self, cpu_ns: u64) -> Option<f64> {
+        (self.received > 0).then(|| cpu_ns as f64 / self.received as f64)
+    }
+}
+
+/// This process's CPU time so far, ns: while a relay or direct run reads, reading is all it does.
+pub fn own_cpu_ns() -> Res<u64> {
+    crate::procs::cpu_ns(std::process::id())
 }
 
 /// Keeps a finished stream open: says so on `read`, then waits for `release` (memory readings).
@@ -184,12 +203,14 @@ pub async fn relay_on(
     let streams = open_streams(api, &created.session_id, client, subscribers).await?;
     let tasks: Vec<_> = streams.into_iter().map(|s| tokio::spawn(drain_turn(s, deadline, None))).collect();
     let cpu = cpu_of.map(Daemon::cpu_ns).transpose()?;
+    let reader_cpu = own_cpu_ns()?;
     api.prompt_async(&created.session_id, directive, client).await?;
     let mut subs = Vec::with_capacity(tasks.len());
     for t in tasks {
         subs.push(t.await?);
     }
-    let run = RelayRun::from_subscribers(subs, expected);
+    let run =
+        RelayRun::from_subscribers(subs, expected).with_reader_cpu(own_cpu_ns()?.saturating_sub(reader_cpu));
     Ok(match (cpu_of, cpu) {
         (Some(daemon), Some(before)) => run.with_cpu(daemon.cpu_ns()?.saturating_sub(before)),
         _ => run,
@@ -557,4 +578,36 @@ pub async fn memory_via(
         refused: None,
         subscribers_incomplete: incomplete,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn received(updates: u64) -> RelayRun {
+        let sub = SubResult { updates, ended: true, ..SubResult::default() };
+        RelayRun::from_subscribers(vec![sub], updates)
+    }
+
+    #[test]
+    fn cpu_per_update_is_the_cpu_time_over_the_updates_received_and_none_without_any() {
+        let run = received(4).with_cpu(1_000).with_reader_cpu(300);
+        assert_eq!((run.cpu_ns_per_update, run.reader_cpu_ns_per_update), (Some(250.0), Some(75.0)));
+        let run = received(1).with_cpu(7).with_reader_cpu(0);
+        assert_eq!((run.cpu_ns_per_update, run.reader_cpu_ns_per_update), (Some(7.0), Some(0.0)));
+        let none = received(0).with_cpu(1_000).with_reader_cpu(1_000);
+        assert_eq!((none.cpu_ns_per_update, none.reader_cpu_ns_per_update), (None, None));
+    }
+
+    #[test]
+    fn this_process_cpu_time_grows_while_it_works() {
+        let before = own_cpu_ns().expect("/proc/self/task/*/schedstat");
+        let mut x = 0u64;
+        let start = Instant::now();
+        // Busy for a few milliseconds of CPU, bounded in time whatever the machine does.
+        while start.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+        assert!(own_cpu_ns().expect("again") > before, "{x}");
+    }
 }

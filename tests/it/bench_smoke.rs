@@ -24,6 +24,11 @@ async fn the_benchmark_runs_every_scenario_against_mediatord_and_reports_sane_nu
         // p50 is 0 only when no latency was measured (an empty sample); p50 <= p99 holds by construction.
         assert!(r.p50_us > 0 && r.p99_us < 10_000_000, "latencies measured, under 10 s: {r:?}");
     }
+    // The load client's own CPU is measured wherever it reads SSE frames or the agent's lines.
+    let sse = daemon.relay.iter().flat_map(|(_, runs)| runs).chain(&daemon.paced);
+    for r in sse.chain(&direct.blast).chain(&direct.paced) {
+        assert!(r.reader_cpu_ns_per_update.is_some_and(|ns| ns > 0.0), "the load client's CPU: {r:?}");
+    }
     assert_eq!(daemon.relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(), plan.subscribers.len());
     assert_eq!(
         daemon.acp_relay.iter().map(|(_, runs)| runs.len()).sum::<usize>(),
