@@ -39,7 +39,19 @@ pub trait Agent: Send + Sync {
         method: &'static str,
         params: Value,
         timeout: Option<Duration>,
-    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>>;
+    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
+        Box::pin(async move { self.queue_call(method, params, timeout).await.await })
+    }
+
+    /// [`Agent::call`] in two steps: resolves once the call's line is queued for the agent, so
+    /// anything sent to the agent afterwards follows it, to the wait for its answer. A turn needs
+    /// the step between: a `session/cancel` queued before its prompt is one the agent ignores.
+    fn queue_call(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, BoxFuture<'_, Result<Box<RawValue>, CallError>>>;
 
     /// Sends a notification. Resolves once its line is queued for the agent, so anything written
     /// to the agent afterwards (e.g. permission answers after `session/cancel`) follows it.

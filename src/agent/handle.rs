@@ -135,19 +135,33 @@ impl AgentHandle {
         params: Value,
         timeout: Option<Duration>,
     ) -> Result<Box<RawValue>, CallError> {
+        self.queue_call(method, params, timeout).await.await
+    }
+
+    /// Queues a call of `method` for the agent (the actor writes its commands' lines in the order
+    /// they were queued); resolves, once it is, to the wait for the answer.
+    pub async fn queue_call(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Call { method, params, reply }).await.is_err() {
-            return Err(self.how_it_ended().await);
-        }
-        let answer = match timeout {
-            Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| CallError::Timeout)?,
-            None => rx.await,
-        };
-        match answer {
-            Ok(answer) => answer,
-            // The actor ended with the call still queued: the agent died before reading it.
-            Err(_) => Err(self.how_it_ended().await),
-        }
+        let queued = self.tx.send(Cmd::Call { method, params, reply }).await.is_ok();
+        Box::pin(async move {
+            if !queued {
+                return Err(self.how_it_ended().await);
+            }
+            let answer = match timeout {
+                Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| CallError::Timeout)?,
+                None => rx.await,
+            };
+            match answer {
+                Ok(answer) => answer,
+                // The actor ended with the call still queued: the agent died before reading it.
+                Err(_) => Err(self.how_it_ended().await),
+            }
+        })
     }
 
     /// Why a call found the agent gone: how it ended, as the actor reports it once it has reaped
@@ -189,13 +203,13 @@ impl AgentHandle {
 }
 
 impl acp::Agent for AgentHandle {
-    fn call(
+    fn queue_call(
         &self,
         method: &'static str,
         params: Value,
         timeout: Option<Duration>,
-    ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
-        Box::pin(AgentHandle::call(self, method, params, timeout))
+    ) -> BoxFuture<'_, BoxFuture<'_, Result<Box<RawValue>, CallError>>> {
+        Box::pin(AgentHandle::queue_call(self, method, params, timeout))
     }
 
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
@@ -244,6 +258,20 @@ mod tests {
         drop((queued, commands));
         let e = call.await.expect("the call's task").expect_err("gone");
         assert_eq!(exited(e), "the agent exited with code 3: bad key");
+    }
+
+    /// `queue_call` resolves once the call is in the actor's queue (before any answer), and the
+    /// wait it resolves to gets the actor's answer.
+    #[tokio::test]
+    async fn a_queued_call_is_in_the_actors_queue_and_then_gets_its_answer() {
+        let (h, mut commands, _report) = handle();
+        let answer = h.queue_call(method::SESSION_PROMPT, json!({"n": 1}), None).await;
+        let Ok(Cmd::Call { method, params, reply }) = commands.try_recv() else {
+            panic!("the call is queued once queue_call resolves")
+        };
+        assert_eq!((method, params), (method::SESSION_PROMPT, json!({"n": 1})));
+        let _ = reply.send(Ok(RawValue::from_string(r#"{"stopReason":"end_turn"}"#.into()).expect("json")));
+        assert_eq!(answer.await.expect("answered").get(), r#"{"stopReason":"end_turn"}"#);
     }
 
     #[tokio::test]

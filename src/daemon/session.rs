@@ -235,6 +235,10 @@ struct PromptJob {
     caller_gone: CancellationToken,
     /// When the prompt was accepted, for the duration metric.
     queued_at: Instant,
+    /// The session's count of cancels when this prompt became its running turn, if it did on
+    /// acceptance (nothing ran or waited): a cancel after its `202` is then this turn's, however
+    /// late the turn runner gets to it. `None`: counted when the runner takes it.
+    cancels_at_start: Option<u64>,
 }
 
 /// Fixed facts a session is created with.
@@ -301,8 +305,9 @@ pub struct Session {
     admission: Mutex<()>,
     /// Running plus queued prompts, checked against `prompt_cap` before enqueueing.
     pending_prompts: AtomicUsize,
-    /// Cancels asked so far: a turn that sees one between its start and its prompt reaching the
-    /// agent (its start snapshot takes a moment) ends `cancelled` without asking the agent.
+    /// Cancels asked so far: a turn that sees one between its start (its acceptance, when the
+    /// session was idle) and its prompt reaching the agent (its start snapshot takes a moment) ends
+    /// `cancelled` without asking the agent.
     cancels: AtomicU64,
     prompt_cap: usize,
     /// Announced tool calls by id, and their arrival order for eviction (see `track_tool_call`).
@@ -614,13 +619,14 @@ impl Session {
             reply,
             caller_gone,
             queued_at: Instant::now(),
+            cancels_at_start: None,
         }
     }
 
     /// Queues a prompt, keeping running + queued within the cap, and echoes its content blocks to
     /// every subscriber before the turn runner can see it (so the echo precedes everything the turn
     /// causes, and prompts are echoed in the order they will run).
-    fn enqueue_job(&self, job: PromptJob) -> Result<(), SessionError> {
+    fn enqueue_job(&self, mut job: PromptJob) -> Result<(), SessionError> {
         let _admission = lock(&self.admission);
         if self.is_ending() {
             // A session still live while the daemon drains refuses like a create does.
@@ -632,8 +638,12 @@ impl Session {
         let reserved = self
             .pending_prompts
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.prompt_cap).then_some(n + 1));
-        if let Err(pending) = reserved {
-            return Err(SessionError::QueueFull { limit: self.prompt_cap, pending });
+        let was_idle = match reserved {
+            Ok(pending) => pending == 0,
+            Err(pending) => return Err(SessionError::QueueFull { limit: self.prompt_cap, pending }),
+        };
+        if was_idle {
+            job.cancels_at_start = Some(self.cancels.load(Ordering::SeqCst));
         }
         // A slot first, so nothing is echoed for a prompt that cannot be queued.
         let Ok(slot) = self.queue.try_reserve() else {
@@ -1066,15 +1076,40 @@ mod tests {
         prompts: Mutex<VecDeque<oneshot::Sender<Result<Value, CallError>>>>,
         /// Woken on every call or notification.
         seen: Notify,
+        /// While set, a `session/prompt` is held before it is queued (recorded) until the test
+        /// lets it through: the moment between a turn's check for a cancel and its prompt's line.
+        held_prompt: Mutex<Option<oneshot::Receiver<()>>>,
     }
 
     impl acp::Agent for FakeAgent {
-        fn call(
+        fn queue_call(
             &self,
             method: &'static str,
             params: Value,
             _timeout: Option<Duration>,
+        ) -> BoxFuture<'_, BoxFuture<'_, Result<Box<RawValue>, CallError>>> {
+            let held = if method == method::SESSION_PROMPT { lock(&self.held_prompt).take() } else { None };
+            Box::pin(self.queue(held, method, params))
+        }
+
+        fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
+            lock(&self.calls).push((method, params));
+            self.seen.notify_waiters();
+            Box::pin(async {})
+        }
+    }
+
+    impl FakeAgent {
+        /// Records a call once `held` (if any) lets it through; resolves to the wait for its answer.
+        async fn queue(
+            &self,
+            held: Option<oneshot::Receiver<()>>,
+            method: &'static str,
+            params: Value,
         ) -> BoxFuture<'_, Result<Box<RawValue>, CallError>> {
+            if let Some(held) = held {
+                let _ = held.await;
+            }
             lock(&self.calls).push((method, params));
             let answer = if method == method::SESSION_PROMPT {
                 let (tx, rx) = oneshot::channel();
@@ -1093,14 +1128,6 @@ mod tests {
             })
         }
 
-        fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'_, ()> {
-            lock(&self.calls).push((method, params));
-            self.seen.notify_waiters();
-            Box::pin(async {})
-        }
-    }
-
-    impl FakeAgent {
         fn methods(&self) -> Vec<&'static str> {
             lock(&self.calls).iter().map(|(m, _)| *m).collect()
         }
@@ -1290,6 +1317,66 @@ mod tests {
         assert_eq!((&done["promptId"], &done["stopReason"]), (&json!(id), &json!("cancelled")));
         assert_eq!(f.agent.count(method::SESSION_PROMPT), 0, "{:?}", f.agent.methods());
         assert!(!f.session.has_active_prompt());
+    }
+
+    /// A prompt accepted while the session was idle is its running turn from the acceptance on: a
+    /// cancel that comes before the turn runner has even taken it (a busy machine) ends it
+    /// `cancelled` without asking the agent, and the prompt queued behind it runs. A cancel that
+    /// came before the acceptance is not this prompt's.
+    #[tokio::test]
+    async fn a_cancel_before_the_runner_takes_a_prompt_accepted_on_an_idle_session_ends_it() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        f.session.cancel().await;
+        let first = f.session.enqueue(text_prompt("one")).expect("queued").prompt_id;
+        let second = f.session.enqueue(text_prompt("two")).expect("queued").prompt_id;
+        // No await between the acceptance and the cancel has let the runner take the prompt.
+        assert!(!f.session.has_active_prompt(), "the runner has not taken the prompt yet");
+        f.session.cancel().await;
+        let events = f.until("turn_complete").await;
+        let (_, done) = events.last().expect("turn_complete");
+        assert_eq!((&done["promptId"], &done["stopReason"]), (&json!(first), &json!("cancelled")));
+        // The second prompt was queued behind the first: the cancel was not its.
+        f.agent.until(method::SESSION_PROMPT, 1).await;
+        f.agent.answer_prompt(json!({"stopReason": "end_turn"}));
+        let events = f.until("turn_complete").await;
+        let (_, done) = events.last().expect("turn_complete");
+        assert_eq!((&done["promptId"], &done["stopReason"]), (&json!(second), &json!("end_turn")));
+        assert_eq!(
+            f.agent.methods(),
+            [method::SESSION_CANCEL, method::SESSION_CANCEL, method::SESSION_PROMPT],
+            "only the second prompt reached the agent"
+        );
+    }
+
+    /// A cancel that comes after the turn's check for one but while its prompt is being queued
+    /// may reach the agent first, which ignores it: the turn asks again once the prompt is queued,
+    /// so the cancel follows the prompt and the turn ends. (Seen in CI: a `stall` prompt cancelled
+    /// this way ran until the test gave up, and the prompt queued behind it never ran.)
+    #[tokio::test]
+    async fn a_cancel_while_the_prompt_is_being_queued_is_asked_again_after_it() {
+        let mut f = fixture(5, Policy::FirstResponder);
+        let (release, held) = oneshot::channel();
+        *lock(&f.agent.held_prompt) = Some(held);
+        let id = f.session.enqueue(text_prompt("stall")).expect("queued").prompt_id;
+        let holding = async {
+            while lock(&f.agent.held_prompt).is_some() || !f.session.has_active_prompt() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(WAIT, holding).await.expect("the prompt is held on its way to the agent");
+        f.session.cancel().await;
+        let _ = release.send(());
+        f.agent.until(method::SESSION_CANCEL, 2).await;
+        assert_eq!(
+            f.agent.methods(),
+            [method::SESSION_CANCEL, method::SESSION_PROMPT, method::SESSION_CANCEL],
+            "the first cancel went before the prompt; the second follows it"
+        );
+        // The agent honours the cancel that follows its prompt.
+        f.agent.answer_prompt(json!({"stopReason": "cancelled"}));
+        let events = f.until("turn_complete").await;
+        let (_, done) = events.last().expect("turn_complete");
+        assert_eq!((&done["promptId"], &done["stopReason"]), (&json!(id), &json!("cancelled")));
     }
 
     #[tokio::test]

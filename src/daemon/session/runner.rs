@@ -74,12 +74,15 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
         finish_turn(session, job, Ok(json!({"stopReason": "cancelled"})));
         return;
     }
+    // Counted before the turn shows as running: a client that sees it running and cancels is
+    // counted against it.
+    let cancels = job.cancels_at_start.unwrap_or_else(|| session.cancels.load(Ordering::SeqCst));
     set_active(session, Some(Running::of(&job)));
     // The workspace as the turn found it: what its change set starts from. Before the prompt
     // reaches the agent, so nothing the agent does is missed.
-    let cancels = session.cancels.load(Ordering::SeqCst);
     let begun = session.turns.begin(&session.workspace).await;
-    if session.cancels.load(Ordering::SeqCst) != cancels {
+    let at_send = session.cancels.load(Ordering::SeqCst);
+    if at_send != cancels {
         // Cancelled before the agent had the prompt: the agent ignored that cancel, so it is
         // honoured here (no change set: the agent did nothing).
         drop(begun);
@@ -88,7 +91,14 @@ async fn run_turn(session: &Arc<Session>, mut job: PromptJob) {
         return;
     }
     let params = std::mem::take(&mut job.params);
-    let mut call = session.agent.call(method::SESSION_PROMPT, params, None);
+    let mut call = session.agent.queue_call(method::SESSION_PROMPT, params, None).await;
+    if session.cancels.load(Ordering::SeqCst) != at_send {
+        // A cancel came while the prompt was being queued: its `session/cancel` may have gone to
+        // the agent first, which ignores a cancel with no prompt running (the turn would run on,
+        // or never end). Asked again now, the cancel follows the prompt; an agent that had it
+        // after the prompt already is asked twice about the same turn, which changes nothing.
+        session.cancel().await;
+    }
     let result = tokio::select! {
         biased;
         r = &mut call => r,
