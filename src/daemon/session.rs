@@ -1358,8 +1358,9 @@ mod tests {
         let (release, held) = oneshot::channel();
         *lock(&f.agent.held_prompt) = Some(held);
         let id = f.session.enqueue(text_prompt("stall")).expect("queued").prompt_id;
+        // The runner took the gate when it queued the prompt, past its check for a cancel.
         let holding = async {
-            while lock(&f.agent.held_prompt).is_some() || !f.session.has_active_prompt() {
+            while lock(&f.agent.held_prompt).is_some() {
                 tokio::task::yield_now().await;
             }
         };
