@@ -165,9 +165,20 @@ impl ProcessGroup {
         (!self.killed).then(|| self.pgid.as_raw_pid())
     }
 
-    /// [`ProcessGroups::reap_strays`] on the list this group belongs to.
+    /// [`ProcessGroups::reap_strays`] on the list this group belongs to, for a group just killed,
+    /// and until no process is left in it either (bounded alike). A member the SIGKILL has not
+    /// taken down yet may still be the parent of a process that left the group: that one is handed
+    /// to the daemon only when the member exits, so a sweep that ran before then found no stray and
+    /// the escapee outlived its command (seen on a loaded machine).
     pub async fn reap_strays(&self) {
-        self.groups.reap_strays().await;
+        for _ in 0..MAX_SWEEPS {
+            // The group is tested first: a member that exits between the two is swept now.
+            let members = rustix::process::test_kill_process_group(self.pgid).is_ok();
+            if !self.groups.sweep_strays() && !members {
+                return;
+            }
+            tokio::time::sleep(SWEEP_PAUSE).await;
+        }
     }
 
     /// SIGKILLs the whole group (leader, wrappers' grandchildren, background jobs) and unlists it.
@@ -309,6 +320,31 @@ mod tests {
         drop(groups.register(child.id()));
         assert!(groups.is_empty());
         assert_eq!(ExitInfo::from_status(child.wait().ok()).signal_name().as_deref(), Some("SIGKILL"));
+    }
+
+    /// A member of the group still alive when the sweep starts: the sweep goes on until the member
+    /// is gone (here the test kills and reaps it, as the SIGKILL and the daemon's sweep do), not
+    /// only until the strays already handed over are, and ends at its next look once it is.
+    #[tokio::test(start_paused = true)]
+    async fn reaping_strays_waits_until_the_group_is_empty() {
+        use std::future::Future;
+        let groups = ProcessGroups::default();
+        let mut member = sleeper();
+        let group = groups.register(member.id()).expect("a group id");
+        let mut sweep = std::pin::pin!(group.reap_strays());
+        let first = sweep.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(first.is_pending(), "the sweep ended while the group still had a process");
+        member.kill().expect("kill");
+        assert_eq!(member.wait().expect("reaped").signal(), Some(9));
+        // The runtime's clock is paused: it moves only by the sweep's pauses.
+        let reaped = tokio::time::Instant::now();
+        sweep.await;
+        assert!(
+            reaped.elapsed() <= SWEEP_PAUSE,
+            "swept on for {:?} after the group emptied",
+            reaped.elapsed()
+        );
+        assert!(rustix::process::test_kill_process_group(group.pgid).is_err(), "the group is empty");
     }
 
     #[test]
