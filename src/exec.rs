@@ -103,17 +103,6 @@ impl ProcessGroups {
         running
     }
 
-    /// Sweeps (bounded: half a second) until the strays seen are dead and reaped. For an owner
-    /// that has just reaped a guard it killed, whose orphans are now this process's children.
-    pub async fn reap_strays(&self) {
-        for _ in 0..MAX_SWEEPS {
-            if !self.sweep_strays() {
-                return;
-            }
-            tokio::time::sleep(SWEEP_PAUSE).await;
-        }
-    }
-
     /// The second signal (or a panic): SIGKILL every listed group now and, once the daemon is a
     /// subreaper, every process below it (what escaped a group is still a guard's descendant). It
     /// does not wait: the process exits right after.
@@ -165,11 +154,12 @@ impl ProcessGroup {
         (!self.killed).then(|| self.pgid.as_raw_pid())
     }
 
-    /// [`ProcessGroups::reap_strays`] on the list this group belongs to, for a group just killed,
-    /// and until no process is left in it either (bounded alike). A member the SIGKILL has not
-    /// taken down yet may still be the parent of a process that left the group: that one is handed
-    /// to the daemon only when the member exits, so a sweep that ran before then found no stray and
-    /// the escapee outlived its command (seen on a loaded machine).
+    /// Sweeps (bounded: half a second, [`ProcessGroups::sweep_strays`]) until the strays seen are
+    /// dead and reaped and no process is left in this group. For an owner that has just killed the
+    /// group and reaped its guard, whose orphans are now this process's children. A member the
+    /// SIGKILL has not taken down yet may still be the parent of a process that left the group:
+    /// that one is handed to the daemon only when the member exits, so a sweep that stopped at the
+    /// first look finding no stray let the escapee outlive its command (seen on a loaded machine).
     pub async fn reap_strays(&self) {
         for _ in 0..MAX_SWEEPS {
             // The group is tested first: a member that exits between the two is swept now.
