@@ -7,24 +7,41 @@
 //! wake-up of the reader, where HTTP/1.1 writes it once. [`Coalesce`] sits between h2 and the
 //! connection's IO and gathers those frames:
 //!
-//! - A write of a **full frame** (at least [`FULL_FRAME`] bytes: h2 cut it at the frame size, so
-//!   more is likely queued behind it) is copied into a buffer, and the flush h2 asks for right after
-//!   it is **deferred**: h2 goes on to its next frame in the same pass, which lands in the buffer too.
-//! - The buffer is written at the first flush that does not follow a full frame (a batch's last,
-//!   shorter frame; a flush with nothing written since, which is how h2 ends every pass of its
-//!   connection: `Prioritize::poll_complete` flushes when it has no frame left), before it would
-//!   pass [`H2_COALESCE_BYTES`], and before a shutdown.
+//! - A **DATA frame** (h2 hands its header and payload in one vectored write) is copied into a
+//!   buffer, and the flush h2 asks for right after it is **deferred**: h2 goes on to its next frame
+//!   in the same pass, which lands in the buffer too. So is any write of a **full frame** (at least
+//!   [`FULL_FRAME`] bytes: h2 cut it at the frame size, so more is likely queued behind it).
+//! - A short **one-slice write** is h2's own buffer: control frames, and DATA frames too small for
+//!   h2 to chain (it copies them in beside the control frames). It is kept behind what is already
+//!   buffered, to keep the order, but never defers the flush after it: h2 writes that buffer at the
+//!   pass's last flush too, and a deferral there ends the pass with nothing left to write the bytes
+//!   (a vote's answer then waited for the connection's next event, up to seconds, after a relay).
+//! - The buffer is written at the first flush with nothing written since, which is how h2 ends every
+//!   pass of its connection (`Prioritize::poll_complete` flushes when it has no frame left), before
+//!   it would pass [`H2_COALESCE_BYTES`], and before a shutdown.
+//! - **One yield before a pass's short frames go out.** When a pass ends with only short DATA frames
+//!   buffered (no full frame: not a stream's large batch), the task wakes itself and yields once
+//!   before writing them. One update fanned out to many streams wakes every stream's task; each
+//!   queues its frame and wakes the connection's, which tokio runs next (its LIFO slot), so without
+//!   the yield a connection of 125 streams wrote 125 times, one frame a pass. After the yield the
+//!   streams already woken have queued theirs, and they leave in one write (`docs/benchmarks.md`,
+//!   "one write per stream in an HTTP/2 fan-out").
 //! - **Nothing is left unsent**: every poll of an h2 connection (`proto::Connection::poll`, h2 0.4)
 //!   that has nothing more to read ends in `Streams::poll_complete`, whose loop ends in a flush once
-//!   no frame is left to write; a connection that closes ends in a shutdown. A deferred flush is
-//!   always followed by one of the two within the same poll. (Waking the task on each deferral as
-//!   a safety net was measured: it cost the gain back in spurious polls and tripled the resident
-//!   memory a 1000-stream burst left behind, `docs/benchmarks.md`.) The integration tests over h2
-//!   (`tests/it/http2.rs`) would hang on a change of that rule in a future h2.
-//! - Small writes (control frames, a vote's answer) pass straight through when nothing is buffered,
-//!   so a request/response exchange is not delayed.
-//! - The buffer is allocated when a full frame arrives and freed once written: an idle connection
-//!   holds none (#46).
+//!   no frame is left to write; a connection that closes ends in a shutdown. DATA frames are written
+//!   only inside that loop, so a flush deferred after one is always followed by one of the two
+//!   within the same poll, or by the yield, which wakes the task for the next. A control frame
+//!   (SETTINGS, a vote's answer's HEADERS) never defers the flush after it: h2 also writes them
+//!   outside that loop (its handshake flushes its SETTINGS and then waits to read), where nothing
+//!   would follow a deferred flush; deferring them stalled new connections until a timeout.
+//!   (Waking the task on each deferral as a safety net was measured: it cost the gain back in
+//!   spurious polls and tripled the resident memory a 1000-stream burst left behind,
+//!   `docs/benchmarks.md`.) The integration tests over h2 (`tests/it/http2.rs`) would hang on a
+//!   change of that rule in a future h2.
+//! - Short control frames pass straight through when nothing is buffered, so a request/response
+//!   exchange is not delayed.
+//! - The buffer is allocated when a frame is kept and freed once written: an idle connection holds
+//!   none (#46).
 
 use std::io;
 use std::pin::Pin;
@@ -50,25 +67,36 @@ pub(super) struct Coalesce<I> {
     /// Bytes accepted but not yet written to `inner`, and how many of them are written already.
     buf: Vec<u8>,
     sent: usize,
-    /// The last write was a full frame and no flush has been deferred since: the next flush may wait
-    /// for the next frame.
+    /// A chained DATA frame or a full frame was kept and no flush has been deferred since: the next
+    /// flush may wait for the next frame.
     defer: bool,
+    /// The buffer holds a full frame: a stream's large batch, written at the end of its pass without
+    /// a yield.
+    full: bool,
+    /// The pass that ended with short frames buffered yielded once before writing them (see
+    /// [`Coalesce::poll_flush`]): the next end of a pass writes.
+    yielded: bool,
 }
 
 impl<I> Coalesce<I> {
     pub(super) fn new(inner: I) -> Coalesce<I> {
-        Coalesce { inner, buf: Vec::new(), sent: 0, defer: false }
+        Coalesce { inner, buf: Vec::new(), sent: 0, defer: false, full: false, yielded: false }
     }
 
-    /// Copies a write of `len` bytes into the buffer.
-    fn keep(&mut self, bufs: &[io::IoSlice<'_>], len: usize) {
+    /// Copies a write of `len` bytes into the buffer. Only a chained DATA frame (`data`) or a full
+    /// frame lets the flush after it wait: h2 writes those inside the loop that ends in one more
+    /// flush. A short one-slice write is h2's own buffer (control frames, and DATA frames too small
+    /// to chain, which h2 copies in), which it may write at that last flush itself: deferring it
+    /// would end the pass with the bytes held and nothing to write them.
+    fn keep(&mut self, bufs: &[io::IoSlice<'_>], len: usize, data: bool) {
         if self.buf.capacity() == 0 {
             self.buf.reserve_exact(H2_COALESCE_BYTES);
         }
         for b in bufs {
             self.buf.extend_from_slice(b);
         }
-        self.defer = len >= FULL_FRAME;
+        self.defer = data || len >= FULL_FRAME;
+        self.full |= len >= FULL_FRAME;
     }
 }
 
@@ -85,6 +113,8 @@ impl<I: AsyncWrite + Unpin> Coalesce<I> {
         self.buf = Vec::new();
         self.sent = 0;
         self.defer = false;
+        self.full = false;
+        self.yielded = false;
         Poll::Ready(Ok(()))
     }
 
@@ -94,12 +124,14 @@ impl<I: AsyncWrite + Unpin> Coalesce<I> {
         if self.buf.len() + len > H2_COALESCE_BYTES {
             ready!(self.poll_drain(cx))?;
         }
-        // Nothing buffered: a short write (no frame queued behind it) or one as large as the whole
-        // buffer (a client that accepts large frames) goes straight to the socket, uncopied.
-        if self.buf.is_empty() && !(FULL_FRAME..H2_COALESCE_BYTES).contains(&len) {
+        // Nothing buffered: a short control frame (one slice; a DATA frame is its header and its
+        // payload) or a write as large as the whole buffer (a client that accepts large frames)
+        // goes straight to the socket, uncopied.
+        let data = bufs.iter().filter(|b| !b.is_empty()).count() > 1;
+        if self.buf.is_empty() && (len >= H2_COALESCE_BYTES || (!data && len < FULL_FRAME)) {
             return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         }
-        self.keep(bufs, len);
+        self.keep(bufs, len, data);
         Poll::Ready(Ok(len))
     }
 }
@@ -134,11 +166,20 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Coalesce<I> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.defer && this.buf.len() + FULL_FRAME + FRAME_HEADER <= H2_COALESCE_BYTES {
+        let room = this.buf.len() + FULL_FRAME + FRAME_HEADER <= H2_COALESCE_BYTES;
+        if this.defer && room {
             // The next frame is likely already queued, and h2 writes it in this pass; if not, the
             // pass ends in a flush that finds nothing written since and writes the buffer.
             this.defer = false;
             return Poll::Ready(Ok(()));
+        }
+        if room && !this.full && !this.yielded && !this.buf.is_empty() {
+            // The end of a pass with short frames only: let the other streams a publish woke queue
+            // theirs first (see the module's comment). Woken now, the task runs after the tasks
+            // already queued on this thread; the next end of a pass writes.
+            this.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_flush(cx)
@@ -213,6 +254,8 @@ mod tests {
     }
 
     /// What h2 does for one DATA frame: a vectored write of its header and payload, then a flush.
+    /// The frame is accepted whole (a short count would leave h2 writing the rest, and a loop
+    /// over frames that counts on progress would never end).
     fn frame(io: &mut Coalesce<Socket>, cx: &mut Context<'_>, payload: usize, fill: u8) -> usize {
         let header = [fill; 9];
         let body = vec![fill; payload];
@@ -220,12 +263,18 @@ mod tests {
         let Poll::Ready(Ok(n)) = Pin::new(&mut *io).poll_write_vectored(cx, &bufs) else {
             panic!("the write was not accepted");
         };
+        assert_eq!(n, 9 + payload, "the frame was not accepted whole");
         assert!(Pin::new(&mut *io).poll_flush(cx).is_ready());
         n
     }
 
+    /// h2's end of a pass: no frame left, one more flush.
+    fn end_of_pass(io: &mut Coalesce<Socket>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(io).poll_flush(cx)
+    }
+
     #[test]
-    fn a_batch_cut_into_full_frames_leaves_in_one_write_at_its_last_shorter_frame() {
+    fn a_batch_cut_into_full_frames_leaves_in_one_write_at_the_end_of_its_pass_without_a_yield() {
         let (wakes, waker) = waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = Coalesce::new(Socket::default());
@@ -234,6 +283,8 @@ mod tests {
             assert!(io.inner.writes.is_empty(), "frame {fill} was written on its own");
         }
         assert_eq!(frame(&mut io, &mut cx, 100, 4), 109);
+        assert!(io.inner.writes.is_empty(), "the last, shorter frame waits for the end of the pass");
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
         assert_eq!(io.inner.writes.len(), 1);
         let written = &io.inner.writes[0];
         assert_eq!(written.len(), 3 * (FULL_FRAME + 9) + 109);
@@ -272,15 +323,102 @@ mod tests {
     }
 
     #[test]
-    fn short_writes_pass_straight_through_when_nothing_is_buffered() {
+    fn short_control_frames_pass_straight_through_when_nothing_is_buffered() {
         let (wakes, waker) = waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = Coalesce::new(Socket::default());
-        frame(&mut io, &mut cx, FULL_FRAME - 10, 1);
-        assert_eq!(io.inner.writes.len(), 1, "a short frame is not held back");
+        let settings = [4; FULL_FRAME - 1];
+        assert!(
+            matches!(Pin::new(&mut io).poll_write(&mut cx, &settings), Poll::Ready(Ok(n)) if n == settings.len())
+        );
+        assert_eq!(io.inner.writes.len(), 1, "a control frame is not held back");
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
         assert_eq!(io.inner.flushes, 1);
         assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
         assert_eq!(io.buf.capacity(), 0, "nothing was copied");
+    }
+
+    /// One update fanned out to the streams of a connection: each stream's short DATA frame is
+    /// held, the pass ends in one yield (the task woken once), and the frames the next pass adds
+    /// leave with them in one write, in order; the pass after that yields again.
+    #[test]
+    fn short_data_frames_wait_one_yield_then_leave_together_in_one_write() {
+        let (wakes, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        frame(&mut io, &mut cx, 300, 1);
+        assert!(end_of_pass(&mut io, &mut cx).is_pending(), "the first end of a pass yields");
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "and wakes its task for the next");
+        assert!(io.inner.writes.is_empty());
+        // The next pass: the frames the other streams queued meanwhile, and h2's own buffer
+        // behind them (a control frame), written at the pass's last flush, which keeps its place.
+        frame(&mut io, &mut cx, 300, 2);
+        frame(&mut io, &mut cx, 300, 3);
+        assert!(io.inner.writes.is_empty());
+        let ping = [5; 17];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &ping), Poll::Ready(Ok(17))));
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 1);
+        let written = &io.inner.writes[0];
+        assert_eq!(written.len(), 3 * 309 + 17);
+        assert_eq!((written[0], written[309], written[618], written[written.len() - 1]), (1, 2, 3, 5));
+        assert_eq!(io.inner.flushes, 1);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "one yield for the pass");
+        assert_eq!(io.buf.capacity(), 0, "the buffer is freed once written");
+        frame(&mut io, &mut cx, 300, 6);
+        assert!(end_of_pass(&mut io, &mut cx).is_pending(), "a new pass yields again");
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 2);
+    }
+
+    /// h2's own buffer written at a pass's last flush (a DATA frame too small to chain, copied in
+    /// with a control frame: one slice) behind a held DATA frame: that flush is the end of the
+    /// pass, so it yields and the next writes, never a deferral that leaves the bytes with
+    /// nothing to write them (seen as a vote's answer held for seconds).
+    #[test]
+    fn a_one_slice_write_at_the_last_flush_is_not_deferred() {
+        let (wakes, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Coalesce::new(Socket::default());
+        frame(&mut io, &mut cx, 300, 1);
+        let copied = [7; 120];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &copied), Poll::Ready(Ok(120))));
+        assert!(io.inner.writes.is_empty(), "kept behind the held frame, in order");
+        assert!(end_of_pass(&mut io, &mut cx).is_pending(), "the pass's last flush yields");
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "and wakes its task to write");
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 1);
+        assert_eq!(io.inner.writes[0].len(), 309 + 120);
+        assert_eq!(io.inner.writes[0][309], 7);
+    }
+
+    /// Short frames that leave no room for another full frame are written at once, without a
+    /// yield: one byte less and the pass yields.
+    #[test]
+    fn short_frames_filling_the_buffer_go_without_a_yield() {
+        let (wakes, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        for (held, yields) in [
+            (H2_COALESCE_BYTES - FULL_FRAME - FRAME_HEADER, true),
+            (H2_COALESCE_BYTES - FULL_FRAME - FRAME_HEADER + 1, false),
+        ] {
+            let before = wakes.0.load(Ordering::SeqCst);
+            let mut io = Coalesce::new(Socket::default());
+            let mut left = held;
+            while left > 0 {
+                let payload = (FULL_FRAME - 1 - FRAME_HEADER).min(left - FRAME_HEADER);
+                left -= frame(&mut io, &mut cx, payload, 1);
+            }
+            assert_eq!(end_of_pass(&mut io, &mut cx).is_pending(), yields, "{held} bytes held");
+            assert_eq!(wakes.0.load(Ordering::SeqCst) - before, usize::from(yields));
+            if yields {
+                assert_eq!((io.inner.writes.len(), io.buf.len()), (0, held));
+            } else {
+                assert_eq!(io.inner.writes.len(), 1, "written whole, at the last frame's flush");
+                assert_eq!(io.inner.writes[0].len(), held);
+            }
+        }
     }
 
     #[test]
@@ -320,22 +458,32 @@ mod tests {
     }
 
     /// The bounds in the protocol's own numbers, not the constants': a 16 384-byte frame (RFC 9113's
-    /// default maximum) is held back, a write a byte short of 16 KiB (its 9-byte header included) is
-    /// not, and four full frames with their headers fit one write.
+    /// default maximum) is held back, so is a one-slice write of 16 KiB, a control write a byte
+    /// short of it is not, and four full frames with their headers fit one write.
     #[test]
     fn a_frame_of_the_default_maximum_size_is_gathered_and_four_fit_one_write() {
-        let (_, waker) = waker();
+        let (wakes, waker) = waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = Coalesce::new(Socket::default());
-        frame(&mut io, &mut cx, 16_374, 0);
+        let control = vec![0; 16_383];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &control), Poll::Ready(Ok(16_383))));
         assert_eq!(io.inner.writes.len(), 1, "a byte short of 16 KiB goes at once");
+        let whole = vec![9; 16_384];
+        assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, &whole), Poll::Ready(Ok(16_384))));
+        assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 1, "a one-slice write of 16 KiB is held back");
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 2);
+        assert_eq!(io.inner.writes[1].len(), 16_384);
         for fill in 1..=4 {
             frame(&mut io, &mut cx, 16_384, fill);
         }
-        assert_eq!(io.inner.writes.len(), 1, "four full frames held back");
+        assert_eq!(io.inner.writes.len(), 2, "four full frames held back");
         frame(&mut io, &mut cx, 10, 5);
-        assert_eq!(io.inner.writes.len(), 2);
-        assert_eq!(io.inner.writes[1].len(), 4 * 16_393 + 19);
+        assert!(end_of_pass(&mut io, &mut cx).is_ready());
+        assert_eq!(io.inner.writes.len(), 3);
+        assert_eq!(io.inner.writes[2].len(), 4 * 16_393 + 19);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "a pass with full frames does not yield");
     }
 
     /// A write that fills the buffer to exactly its bound is kept (nothing written yet), the
