@@ -15,7 +15,8 @@
 //!   h2 to chain (it copies them in beside the control frames). It is kept behind what is already
 //!   buffered, to keep the order, but never defers the flush after it: h2 writes that buffer at the
 //!   pass's last flush too, and a deferral there ends the pass with nothing left to write the bytes
-//!   (a vote's answer then waited for the connection's next event, up to seconds, after a relay).
+//!   (a vote's answer then waited for the connection's next event, up to seconds, after a relay:
+//!   `votes_on_the_connection_of_a_relayed_stream_are_answered` in `tests/it/http2.rs`).
 //! - The buffer is written at the first flush with nothing written since, which is how h2 ends every
 //!   pass of its connection (`Prioritize::poll_complete` flushes when it has no frame left), before
 //!   it would pass [`H2_COALESCE_BYTES`], and before a shutdown.

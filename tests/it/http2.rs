@@ -258,6 +258,105 @@ async fn a_burst_to_two_streams_of_one_connection_arrives_whole_and_in_order() {
     }
 }
 
+/// How long anything awaited on an h2 connection may take where something is always coming (an
+/// answer, the next event of a running turn): a hang bound, not a figure (each takes about a
+/// millisecond), kept below the event stream's 15 s heartbeat, the next event on the connection,
+/// which would release bytes a gathering fault held back
+/// (`votes_on_the_connection_of_a_relayed_stream_are_answered`).
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A POST with a JSON body on the connection, and `prefer` as its `Prefer` header if any: (status,
+/// body).
+async fn post_h2(
+    h2: &h2::client::SendRequest<Bytes>,
+    d: &Daemon,
+    path: &str,
+    prefer: Option<&'static str>,
+    body: Value,
+) -> (u16, Value) {
+    let mut h2 = h2.clone().ready().await.expect("ready");
+    let mut req = request(d, "POST", path);
+    if let Some(prefer) = prefer {
+        req.headers_mut().insert("prefer", axum::http::HeaderValue::from_static(prefer));
+    }
+    let (answer, mut send) = h2.send_request(req, false).expect("request");
+    send.send_data(Bytes::from(body.to_string()), true).expect("body");
+    let answer = tokio::time::timeout(ANSWER_WAIT, answer).await.expect("an answer in time").expect("head");
+    let status = answer.status().as_u16();
+    let body =
+        tokio::time::timeout(ANSWER_WAIT, read_all(answer.into_body())).await.expect("the body in time");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// The SSE frames complete so far in `seen` past `*from`, as (event, data); `*from` moves past them.
+fn sse_frames(seen: &[u8], from: &mut usize) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    while let Some(end) = memchr::memmem::find(&seen[*from..], b"\n\n") {
+        let frame = String::from_utf8_lossy(&seen[*from..*from + end]).into_owned();
+        *from += end + 2;
+        let kind = frame.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or("").to_owned();
+        let data = frame.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or("null");
+        out.push((kind, serde_json::from_str(data).unwrap_or(Value::Null)));
+    }
+    out
+}
+
+/// A relay to an event stream, then permission requests voted on the same connection as they are
+/// seen (the order in which the benchmark found the fault below): every vote is answered and
+/// every event arrives without a wait. A vote's answer and a short event are copied by h2 into its
+/// own buffer, written at the last flush of a pass; a gathering that deferred that flush
+/// (`http/coalesce.rs`, before the fix) held them until the connection's next event, here the
+/// stream's heartbeat 15 s later. That build fails this test in every one of 5 runs, on the
+/// answer or on the next event.
+#[tokio::test]
+async fn votes_on_the_connection_of_a_relayed_stream_are_answered() {
+    let d = Daemon::start(&[]);
+    let sid = d.join("alice").await;
+    let h2 = h2_connection(d.port).await;
+    let (events, _) =
+        h2.clone().send_request(request(&d, "GET", &format!("/session/{sid}/events")), true).expect("events");
+    let events = tokio::time::timeout(WAIT, events).await.expect("the stream's head in time").expect("head");
+    assert_eq!(events.status(), 200);
+    let mut stream = events.into_body();
+    let mut seen = Vec::new();
+    let mut from = 0;
+    let mut votes = 0;
+    let mut turns = 0;
+    let prompt = |text: &str| json!({"prompt": [{"type": "text", "text": text}]});
+    let path = format!("/session/{sid}/prompt");
+    let queue = Some("respond-async");
+    assert_eq!(post_h2(&h2, &d, &path, queue, prompt("stream 3000")).await.0, 202);
+    while turns < 2 {
+        let chunk = tokio::time::timeout(ANSWER_WAIT, stream.data())
+            .await
+            .expect("the turn's next events in time")
+            .expect("open");
+        let chunk = chunk.expect("data");
+        let _ = stream.flow_control().release_capacity(chunk.len());
+        seen.extend_from_slice(&chunk);
+        for (kind, data) in sse_frames(&seen, &mut from) {
+            match kind.as_str() {
+                "turn_complete" => {
+                    turns += 1;
+                    if turns == 1 {
+                        assert_eq!(post_h2(&h2, &d, &path, queue, prompt("permissions 20")).await.0, 202);
+                    }
+                }
+                "permission_request" => {
+                    let rid = data["data"]["requestId"].as_str().expect("a requestId").to_owned();
+                    let vote = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+                    let vote_path = format!("/session/{sid}/permission/{rid}");
+                    let (status, body) = post_h2(&h2, &d, &vote_path, None, vote).await;
+                    assert_eq!(status, 200, "{body}");
+                    votes += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(votes, 20, "every request seen and voted");
+}
+
 /// The daemon still answers a second client, over both HTTPs.
 async fn still_serving(d: &Daemon) {
     assert_eq!(send(http().get(d.url("/health"))).await.status, 200);
