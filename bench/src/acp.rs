@@ -16,8 +16,8 @@ use futures_util::{SinkExt, StreamExt};
 use memchr::memmem;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::Res;
@@ -95,9 +95,15 @@ impl Conn {
 
     /// The next text frame; `None` once the connection is closed.
     pub async fn text(&mut self) -> Res<Option<String>> {
+        Ok(self.frame().await?.map(|t| t.as_str().to_owned()))
+    }
+
+    /// The next text frame as it was received, not copied: the relay's readers take one per update,
+    /// as the event stream's reader scans its chunks in place.
+    async fn frame(&mut self) -> Res<Option<Utf8Bytes>> {
         while let Some(frame) = self.ws.next().await {
             match frame? {
-                Message::Text(t) => return Ok(Some(t.as_str().to_owned())),
+                Message::Text(t) => return Ok(Some(t)),
                 Message::Close(_) => return Ok(None),
                 _ => {}
             }
@@ -151,7 +157,7 @@ async fn drain(mut conn: Conn, expected: u64, deadline: Instant) -> (SubResult, 
     let mut r = SubResult::default();
     let deadline = tokio::time::Instant::from_std(deadline);
     while r.updates < expected {
-        let text = match tokio::time::timeout_at(deadline, conn.text()).await {
+        let text = match tokio::time::timeout_at(deadline, conn.frame()).await {
             Ok(Ok(Some(t))) => t,
             _ => break,
         };
