@@ -15,10 +15,21 @@ const POLL_MS = 50;
 export class Browser {
   static async start(timeoutMs) {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'mediatord-e2e-chromium-'));
+    // A TMPDIR of its own too, as tests/browser.rs gives it: Chromium keeps its singleton socket
+    // and scoped directories there and, killed by close(), leaves them behind; under home they go
+    // with it.
+    const tmp = path.join(home, 'tmp');
+    fs.mkdirSync(tmp);
     // Port 0: chromedriver binds a free port and says which on its stdout.
     const child = spawn('chromedriver', ['--port=0', '--allowed-ips=127.0.0.1'], {
       detached: true, // its own process group, which its Chromiums join: close() ends them all
-      env: { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), XDG_CACHE_HOME: path.join(home, '.cache') },
+      env: {
+        ...process.env,
+        HOME: home,
+        XDG_CONFIG_HOME: path.join(home, '.config'),
+        XDG_CACHE_HOME: path.join(home, '.cache'),
+        TMPDIR: tmp,
+      },
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     const browser = new Browser(child, home);
