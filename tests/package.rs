@@ -97,8 +97,24 @@ struct Packaged {
     source: PathBuf,
     /// `bin/mediatord` under `cargo install --root`.
     installed: PathBuf,
-    _unpacked: tempfile::TempDir,
-    _root: tempfile::TempDir,
+    /// Removes the two scratch directories once this process has ended ([`remove_at_exit`]).
+    _cleanup: std::process::ChildStdin,
+}
+
+/// Removes `dirs` once this test process has ended, however it ends. What [`packaged`] builds is
+/// shared by every test through a static, and Rust never drops a static, so its `TempDir`s were
+/// never removed: each run left about 70 MB in the system's temporary directory. A `sh` waits for
+/// its stdin to close, which the kernel does when this process exits (a passing run, a panic, a
+/// signal), and then removes them; the returned end of the pipe is held for the process's life.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the `sh` outlives this process by design, and is never waited on"
+)]
+fn remove_at_exit(dirs: &[&Path]) -> std::process::ChildStdin {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", r#"cat >/dev/null; rm -rf -- "$@""#, "sh"]).args(dirs);
+    let child = sh.stdin(Stdio::piped()).stdout(Stdio::null()).spawn().expect("spawn sh for the clean-up");
+    child.stdin.expect("the clean-up's stdin")
 }
 
 fn packaged() -> &'static Packaged {
@@ -113,23 +129,24 @@ fn packaged() -> &'static Packaged {
         let crate_file = build_dir().join(format!("package/{NAME}-{VERSION}.crate"));
         assert!(crate_file.is_file(), "no {}", crate_file.display());
 
-        let unpacked = tempfile::tempdir().expect("tempdir");
-        run("tar", Command::new("tar").arg("-xzf").arg(&crate_file).arg("-C").arg(unpacked.path()));
-        let entries: Vec<_> = std::fs::read_dir(unpacked.path())
-            .expect("read")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
+        // Outside the repository (where cargo would take the crate for a member of its workspace),
+        // removed when this process ends.
+        let unpacked = tempfile::tempdir().expect("tempdir").keep();
+        let root = tempfile::tempdir().expect("tempdir").keep();
+        let cleanup = remove_at_exit(&[&unpacked, &root]);
+        run("tar", Command::new("tar").arg("-xzf").arg(&crate_file).arg("-C").arg(&unpacked));
+        let entries: Vec<_> =
+            std::fs::read_dir(&unpacked).expect("read").map(|e| e.expect("entry").file_name()).collect();
         assert_eq!(entries, [std::ffi::OsString::from(format!("{NAME}-{VERSION}"))]);
-        let source = unpacked.path().join(format!("{NAME}-{VERSION}"));
+        let source = unpacked.join(format!("{NAME}-{VERSION}"));
 
-        let root = tempfile::tempdir().expect("tempdir");
         run(
             "cargo install from the unpacked crate",
-            cargo(&source).args(["install", "--locked", "--path", "."]).arg("--root").arg(root.path()),
+            cargo(&source).args(["install", "--locked", "--path", "."]).arg("--root").arg(&root),
         );
-        let installed = root.path().join("bin/mediatord");
+        let installed = root.join("bin/mediatord");
         assert!(installed.is_file(), "cargo install left no {}", installed.display());
-        Packaged { crate_file, source, installed, _unpacked: unpacked, _root: root }
+        Packaged { crate_file, source, installed, _cleanup: cleanup }
     })
 }
 
