@@ -290,19 +290,6 @@ async fn post_h2(
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
-/// The SSE frames complete so far in `seen` past `*from`, as (event, data); `*from` moves past them.
-fn sse_frames(seen: &[u8], from: &mut usize) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    while let Some(end) = memchr::memmem::find(&seen[*from..], b"\n\n") {
-        let frame = String::from_utf8_lossy(&seen[*from..*from + end]).into_owned();
-        *from += end + 2;
-        let kind = frame.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or("").to_owned();
-        let data = frame.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or("null");
-        out.push((kind, serde_json::from_str(data).unwrap_or(Value::Null)));
-    }
-    out
-}
-
 /// A relay to an event stream, then permission requests voted on the same connection as they are
 /// seen (the order in which the benchmark found the fault below): every event arrives and every
 /// vote is answered without a wait. h2 copies short frames (a vote's answer, a DATA frame cut short
@@ -321,9 +308,7 @@ async fn votes_on_the_connection_of_a_relayed_stream_are_answered() {
         h2.clone().send_request(request(&d, "GET", &format!("/session/{sid}/events")), true).expect("events");
     let events = tokio::time::timeout(WAIT, events).await.expect("the stream's head in time").expect("head");
     assert_eq!(events.status(), 200);
-    let mut stream = events.into_body();
-    let mut seen = Vec::new();
-    let mut from = 0;
+    let mut sse = Sse::from_h2(events.into_body());
     let mut votes = 0;
     let mut turns = 0;
     let prompt = |text: &str| json!({"prompt": [{"type": "text", "text": text}]});
@@ -331,27 +316,27 @@ async fn votes_on_the_connection_of_a_relayed_stream_are_answered() {
     let queue = Some("respond-async");
     assert_eq!(post_h2(&h2, &d, &path, queue, prompt("stream 3000")).await.0, 202);
     while turns < 2 {
-        // Each chunk within the bound: the turn's next event is always coming.
-        let chunk = next_chunk(&mut stream, tokio::time::Instant::now() + ANSWER_WAIT).await;
-        seen.extend_from_slice(&chunk);
-        for (kind, data) in sse_frames(&seen, &mut from) {
-            match kind.as_str() {
-                "turn_complete" => {
-                    turns += 1;
-                    if turns == 1 {
-                        assert_eq!(post_h2(&h2, &d, &path, queue, prompt("permissions 20")).await.0, 202);
-                    }
+        // Each event within the bound: the turn's next event is always coming.
+        let event = tokio::time::timeout(ANSWER_WAIT, sse.next())
+            .await
+            .expect("the turn's next event in time")
+            .expect("the stream open");
+        match event.event.as_str() {
+            "turn_complete" => {
+                turns += 1;
+                if turns == 1 {
+                    assert_eq!(post_h2(&h2, &d, &path, queue, prompt("permissions 20")).await.0, 202);
                 }
-                "permission_request" => {
-                    let rid = data["data"]["requestId"].as_str().expect("a requestId").to_owned();
-                    let vote = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
-                    let vote_path = format!("/session/{sid}/permission/{rid}");
-                    let (status, body) = post_h2(&h2, &d, &vote_path, None, vote).await;
-                    assert_eq!(status, 200, "{body}");
-                    votes += 1;
-                }
-                _ => {}
             }
+            "permission_request" => {
+                let rid = event.payload()["requestId"].as_str().expect("a requestId").to_owned();
+                let vote = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+                let vote_path = format!("/session/{sid}/permission/{rid}");
+                let (status, body) = post_h2(&h2, &d, &vote_path, None, vote).await;
+                assert_eq!(status, 200, "{body}");
+                votes += 1;
+            }
+            _ => {}
         }
     }
     assert_eq!(votes, 20, "every request seen and voted");

@@ -68,6 +68,18 @@ impl Sse {
         Sse::from_stream(res.bytes_stream().map(|chunk| chunk.map_err(|e| e.to_string())))
     }
 
+    /// An event stream's body read over HTTP/2 (the `h2` crate), each chunk's bytes given back to
+    /// the stream's window as it is read.
+    pub(crate) fn from_h2(body: h2::RecvStream) -> Sse {
+        Sse::from_stream(futures_util::stream::unfold(body, |mut body| async move {
+            let chunk = body.data().await?.map_err(|e| e.to_string());
+            if let Ok(chunk) = &chunk {
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            Some((chunk, body))
+        }))
+    }
+
     fn from_stream(stream: impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static) -> Sse {
         Sse { stream: Box::pin(stream), raw: String::new(), pos: 0, comments: Vec::new(), ended: false }
     }
